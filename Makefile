@@ -1,0 +1,61 @@
+# mfulab — `make all` regenerates every study, `make test` runs the tests.
+# Both create the environment first: a venv in .venv with the dependencies of pyproject.toml
+# and a Jupyter kernel named "mfulab".
+
+PYTHON   ?= python3
+VENV     ?= .venv
+PROFILE  ?= auto
+ARGS     ?=
+FROM     ?=
+# torch: on machines without an NVIDIA driver the CPU build is installed first (pyproject
+# asks for a range it satisfies). Elsewhere than the reference box, a CPU-only Linux machine
+# gets the small CPU wheel with TORCH_INDEX="--index-url https://download.pytorch.org/whl/cpu".
+TORCH_CPU   ?= torch==2.13.0
+TORCH_INDEX ?=
+HAS_NVIDIA  := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo yes)
+
+PY       := $(VENV)/bin/python
+STAMP    := $(VENV)/.mfulab-installed
+STUDIES  := $(sort $(notdir $(wildcard studies/*)))
+
+.PHONY: help env all test list clean distclean $(STUDIES)
+.NOTPARALLEL:
+
+help:
+	@echo "make all                 run every study (PROFILE=auto: gpu where CUDA is available, else cpu)"
+	@echo "make test                run the tests"
+	@echo "make list                studies and profiles"
+	@echo "make <study>             one study, e.g. make mfu PROFILE=gpu ARGS=\"-p seq_len 2048\""
+	@echo "make <study> FROM=DIR    analyse measurements taken elsewhere (python -m mfulab measure ...)"
+	@echo "make clean               remove generated scratch (keeps .venv and results/)"
+
+env: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
+		{ echo "mfulab needs Python >= 3.10 (PYTHON=$(PYTHON))"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+ifneq ($(HAS_NVIDIA),yes)
+	$(PY) -m pip install --quiet "$(TORCH_CPU)" $(TORCH_INDEX)
+endif
+	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m ipykernel install --sys-prefix --name mfulab --display-name "Python (mfulab)" >/dev/null
+	touch $@
+
+all: $(STUDIES)
+
+$(STUDIES): %: $(STAMP)
+	$(PY) -m mfulab run $* --profile $(PROFILE) $(if $(FROM),--from $(FROM)) $(ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+list: $(STAMP)
+	@$(PY) -m mfulab list
+
+clean:
+	rm -rf scratch .pytest_cache results/*/.tmp-* results/*/.old-*
+	find . -name __pycache__ -not -path "./$(VENV)/*" -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) lib/*.egg-info
