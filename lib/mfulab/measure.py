@@ -1,0 +1,179 @@
+"""Timing harness, statistics and comparisons, and the device's measured ceilings.
+
+How timings are taken (DESIGN.md, measurement rules):
+- ``torch.utils.benchmark.Timer`` with ``num_threads`` set explicitly (its default is 1),
+  after explicit warm-up calls; the Timer synchronises CUDA around each block.
+- ``blocked_autorange`` repeats the statement in blocks until ``min_run_time_s``; each block
+  gives one per-call time, and we report the median of blocks with its IQR and count.
+- A comparison is a ratio of medians with a bootstrap interval. If the interval includes
+  1.0 the verdict is ``inconclusive`` (*inconclusive on this machine*), never a win.
+
+Ceilings, in the spirit of stas00's MAMF finder (ml-engineering, ``mamf-finder.py``):
+the best median achieved FLOP/s over a sweep of matmul shapes is the practical maximum a
+real kernel reaches on this device; it is the MFU denominator on CPUs, which have no
+datasheet peak here. Memory bandwidth is a large tensor copy: bytes read + bytes written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+BENCHMARK_VERSION = {"time_fn": 1, "matmul_ceiling": 1, "memory_bandwidth": 1}
+
+
+@dataclass
+class Timing:
+    """Per-call times of one benchmark: median, quartiles and every sample (seconds)."""
+
+    label: str
+    median_s: float
+    q1_s: float
+    q3_s: float
+    n: int
+    times_s: list = field(default_factory=list)
+
+    @property
+    def iqr_s(self) -> float:
+        return self.q3_s - self.q1_s
+
+    def to_dict(self, with_samples: bool = False) -> dict:
+        d = asdict(self)
+        d["iqr_s"] = self.iqr_s
+        if not with_samples:
+            d.pop("times_s")
+        return d
+
+
+def summarize(times_s, label: str = "") -> Timing:
+    """Median, quartiles and count of a list of per-call times."""
+    arr = np.asarray(list(times_s), dtype=float)
+    if arr.size == 0:
+        raise ValueError("no samples to summarize")
+    q1, med, q3 = np.percentile(arr, [25, 50, 75])
+    return Timing(label=label, median_s=float(med), q1_s=float(q1), q3_s=float(q3), n=int(arr.size),
+                  times_s=[float(t) for t in arr])
+
+
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def time_fn(fn, *, label: str = "", device: str = "cpu", num_threads: int | None = None,
+            warmup: int = 3, min_run_time_s: float = 0.5) -> Timing:
+    """Time ``fn()``: ``warmup`` untimed calls, then ``Timer.blocked_autorange``."""
+    import torch
+    from torch.utils import benchmark
+
+    threads = num_threads or torch.get_num_threads()
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads, label=label)
+    measurement = timer.blocked_autorange(min_run_time=min_run_time_s)
+    return summarize(measurement.times, label=label)
+
+
+@dataclass
+class Comparison:
+    """``ratio`` = baseline median / candidate median (>1: the candidate is faster)."""
+
+    baseline: str
+    candidate: str
+    ratio: float
+    ratio_lo: float
+    ratio_hi: float
+    confidence: float
+    verdict: str  # faster | slower | inconclusive
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _bootstrap_medians(samples: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    idx = rng.integers(0, samples.size, size=(n_boot, samples.size))
+    return np.median(samples[idx], axis=1)
+
+
+def compare(baseline: Timing, candidate: Timing, *, confidence: float = 0.95, n_boot: int = 2000,
+            seed: int = 0) -> Comparison:
+    """Speed-up of ``candidate`` over ``baseline`` with a bootstrap interval of the ratio of
+    medians. ``faster``/``slower`` only when the whole interval is on one side of 1.0."""
+    a = np.asarray(baseline.times_s, dtype=float)
+    b = np.asarray(candidate.times_s, dtype=float)
+    if a.size < 2 or b.size < 2:
+        raise ValueError("compare needs at least two samples on each side")
+    rng = np.random.default_rng(seed)
+    ratios = _bootstrap_medians(a, n_boot, rng) / _bootstrap_medians(b, n_boot, rng)
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = np.percentile(ratios, [tail, 100 - tail])
+    ratio = float(np.median(a) / np.median(b))
+    verdict = "faster" if lo > 1 else "slower" if hi < 1 else "inconclusive"
+    return Comparison(baseline.label, candidate.label, ratio, float(lo), float(hi), confidence, verdict)
+
+
+def torch_dtype(name: str):
+    import torch
+
+    table = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    if name not in table:
+        raise ValueError(f"dtype must be one of {', '.join(table)}; got {name!r}")
+    return table[name]
+
+
+def matmul_ceiling(*, device: str = "cpu", dtype: str = "fp32", sizes=(256, 512, 1024),
+                   min_run_time_s: float = 0.3, num_threads: int | None = None) -> dict:
+    """Best achieved FLOP/s of square matmuls ``size³`` over ``sizes`` (MAMF-style ceiling).
+
+    Returns ``{"best_flops_per_s", "best_size", "dtype", "rows": [...]}``; each row has the
+    size, FLOPs (2·m·n·k), median/IQR time and achieved FLOP/s at the median.
+    """
+    import torch
+
+    torch_dt = torch_dtype(dtype)
+    prev_tf32 = torch.backends.cuda.matmul.allow_tf32 if device == "cuda" else None
+    if device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+    rows = []
+    try:
+        for size in sizes:
+            a = torch.randn(size, size, device=device, dtype=torch_dt)
+            b = torch.randn(size, size, device=device, dtype=torch_dt)
+            flops = 2.0 * size**3
+            t = time_fn(lambda: torch.mm(a, b), label=f"mm{size}", device=device, num_threads=num_threads,
+                        min_run_time_s=min_run_time_s)
+            rows.append({"size": size, "flops": flops, **t.to_dict(),
+                         "achieved_flops_per_s": flops / t.median_s})
+            del a, b
+    finally:
+        if device == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = prev_tf32
+    best = max(rows, key=lambda r: r["achieved_flops_per_s"])
+    return {"best_flops_per_s": best["achieved_flops_per_s"], "best_size": best["size"], "dtype": dtype,
+            "device": device, "benchmark_version": BENCHMARK_VERSION["matmul_ceiling"], "rows": rows}
+
+
+def memory_bandwidth(*, device: str = "cpu", sizes_bytes=(64 << 20,), min_run_time_s: float = 0.3,
+                     num_threads: int | None = None) -> dict:
+    """Best achieved bytes/s of ``dst.copy_(src)``: each copy reads and writes ``size`` bytes."""
+    import torch
+
+    rows = []
+    for nbytes in sizes_bytes:
+        src = torch.empty(nbytes // 4, device=device, dtype=torch.float32).uniform_()
+        dst = torch.empty_like(src)
+        moved_bytes = 2.0 * src.numel() * 4
+        t = time_fn(lambda: dst.copy_(src), label=f"copy{nbytes}", device=device, num_threads=num_threads,
+                    min_run_time_s=min_run_time_s)
+        if not torch.equal(dst, src):  # correctness gate beside the speed number
+            raise RuntimeError("memory bandwidth copy produced a wrong result")
+        rows.append({"size_bytes": nbytes, "moved_bytes": moved_bytes, **t.to_dict(),
+                     "achieved_bytes_per_s": moved_bytes / t.median_s})
+        del src, dst
+    best = max(rows, key=lambda r: r["achieved_bytes_per_s"])
+    return {"best_bytes_per_s": best["achieved_bytes_per_s"], "device": device,
+            "benchmark_version": BENCHMARK_VERSION["memory_bandwidth"], "rows": rows}

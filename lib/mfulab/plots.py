@@ -1,0 +1,81 @@
+"""One seaborn theme, figure saving, and the standard charts.
+
+Every figure has units on its axes and a title that states the take-away; PNGs are kept
+under 300 KB (the DPI is lowered until they fit).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import seaborn as sns
+
+MAX_PNG_BYTES = 300_000
+
+
+def set_theme() -> None:
+    sns.set_theme(style="whitegrid", context="notebook", palette="colorblind")
+    plt.rcParams.update({"figure.dpi": 100, "savefig.bbox": "tight", "axes.titleweight": "bold",
+                         "axes.titlesize": 11})
+
+
+def save_figure(fig, out_dir, name: str, *, dpi: int = 120, max_bytes: int = MAX_PNG_BYTES) -> Path:
+    """``figures/<name>.png``; the DPI drops until the file is at most ``max_bytes``."""
+    path = Path(out_dir) / "figures" / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    while True:
+        fig.savefig(tmp, dpi=dpi)
+        if tmp.stat().st_size <= max_bytes or dpi <= 40:
+            break
+        dpi = int(dpi * 0.8)
+    os.replace(tmp, path)
+    return path
+
+
+def si(value: float, unit: str, digits: int = 3) -> str:
+    """``si(3.1e14, 'FLOP/s')`` → ``'310 TFLOP/s'``."""
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.{digits}g} {prefix}{unit}"
+    return f"{value:.{digits}g} {unit}"
+
+
+def scale_for(values) -> tuple[float, str]:
+    """A power of 1000 and its prefix that make the largest of ``values`` readable."""
+    top = max(abs(v) for v in values) if values else 1.0
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if top >= factor:
+            return factor, prefix
+    return 1.0, ""
+
+
+def waterfall(ax, start: tuple[str, float], losses: list[tuple[str, float]], end_label: str, *,
+              unit: str = "FLOP/s", totals: dict | None = None):
+    """A waterfall from ``start`` down through ``losses`` to what remains (``end_label``).
+
+    ``totals`` may name intermediate subtotals to draw as full bars after a given loss
+    label: ``{"after loss label": "subtotal label"}``.
+    """
+    totals = totals or {}
+    bars = []  # (label, bottom, height, kind)
+    level = start[1]
+    bars.append((start[0], 0.0, level, "total"))
+    for label, loss in losses:
+        bars.append((label, level - loss, loss, "loss"))
+        level -= loss
+        if label in totals:
+            bars.append((totals[label], 0.0, level, "total"))
+    bars.append((end_label, 0.0, level, "result"))
+    factor, prefix = scale_for([b[1] + b[2] for b in bars])
+    colors = {"total": sns.color_palette()[0], "loss": sns.color_palette()[3], "result": sns.color_palette()[2]}
+    for i, (label, bottom, height, kind) in enumerate(bars):
+        ax.bar(i, height / factor, bottom=bottom / factor, color=colors[kind], edgecolor="black", linewidth=0.5)
+        text = f"{height / factor:.3g}" if kind != "loss" else f"−{height / factor:.3g}"
+        ax.text(i, (bottom + height) / factor, text, ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(bars)))
+    ax.set_xticklabels([b[0] for b in bars], rotation=30, ha="right")
+    ax.set_ylabel(f"{prefix}{unit}")
+    return ax

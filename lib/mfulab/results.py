@@ -1,0 +1,178 @@
+"""Results folders: atomic writes, metrics/measurements/tables, provenance, loading.
+
+Layout of one study's results (DESIGN.md)::
+
+    results/<machine>/<study>/
+        NN_<study>.ipynb      the executed notebook
+        measurements.json     raw records from the study's ``measure(params)``
+        metrics.json          headline numbers (units in the key names) and the claims table
+        env.json              provenance: machine fingerprint, git commit, parameters, times
+        tables/*.csv          every table the notebook shows
+        figures/*.png         every figure the notebook shows
+
+``python -m mfulab measure`` writes ``measurements.json`` + ``env.json`` to any folder; a
+notebook given that folder as ``from_dir`` analyses it instead of measuring, which is how a
+cluster run is rendered on a machine with the notebook stack.
+
+Every file is written to a temporary name and renamed into place, and a whole study is
+rendered into a temporary sibling folder that replaces the old one only on success.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+MEASUREMENTS = "measurements.json"
+METRICS = "metrics.json"
+ENV = "env.json"
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _jsonable(obj):
+    """Convert numpy scalars/arrays, paths and non-finite floats for JSON."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "tolist"):  # numpy scalars and arrays
+        return _jsonable(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def write_json(path, obj) -> Path:
+    """Write ``obj`` as JSON atomically (temporary file, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(_jsonable(obj), f, indent=2, sort_keys=False)
+            f.write("\n")
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; results are for everyone to read
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def read_json(path) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def save_table(out_dir, name: str, df) -> Path:
+    """``tables/<name>.csv``, written atomically."""
+    path = Path(out_dir) / "tables" / f"{name}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+    return path
+
+
+def save_metrics(out_dir, metrics: dict) -> Path:
+    """Merge ``metrics`` into ``metrics.json`` (a notebook adds its numbers section by section)."""
+    path = Path(out_dir) / METRICS
+    current = read_json(path) if path.exists() else {}
+    current.update(_jsonable(metrics))
+    return write_json(path, current)
+
+
+def save_measurements(out_dir, records: dict) -> Path:
+    return write_json(Path(out_dir) / MEASUREMENTS, records)
+
+
+def load_measurements(from_dir) -> dict:
+    path = Path(from_dir) / MEASUREMENTS
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: from_dir must be a folder written by "
+                                "'python -m mfulab measure' or an earlier results folder")
+    return read_json(path)
+
+
+def git_state(repo_root) -> dict:
+    """Commit and dirty flag of the code (changes under results/ do not count as dirty)."""
+    def git(*args):
+        out = subprocess.run(["git", *args], cwd=repo_root, capture_output=True, text=True, timeout=30)
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        status = git("status", "--porcelain", "--", ".", ":!results")
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    return {"commit": commit, "dirty": None if status is None else bool(status)}
+
+
+def provenance(*, study: str, params: dict, repo_root, started_s: float, extra: dict | None = None) -> dict:
+    """The ``env.json`` record: machine fingerprint, versions, git state, parameters, times."""
+    from .hardware import fingerprint
+
+    env = {
+        "study": study,
+        "fingerprint": fingerprint(),
+        "git": git_state(repo_root),
+        "params": params,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_s)),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "duration_s": time.time() - started_s,
+    }
+    env.update(extra or {})
+    return env
+
+
+@contextlib.contextmanager
+def atomic_dir(final_dir):
+    """Yield a fresh temporary sibling of ``final_dir``; on success it replaces ``final_dir``,
+    on any failure (exception, Ctrl-C) it is removed and ``final_dir`` is left untouched."""
+    final_dir = Path(final_dir)
+    final_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final_dir.parent, prefix=f".tmp-{final_dir.name}-"))
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = None
+    if final_dir.exists():
+        old = final_dir.with_name(f".old-{final_dir.name}-{os.getpid()}")
+        os.replace(final_dir, old)
+    os.replace(tmp, final_dir)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def load_all(results_root, study: str) -> dict:
+    """``{machine: metrics}`` for every ``results/<machine>/<study>/metrics.json``."""
+    found = {}
+    for path in sorted(Path(results_root).glob(f"*/{study}/{METRICS}")):
+        found[path.parent.parent.name] = read_json(path)
+    return found
+
+
+def output_dir(out_dir: str, study: str) -> Path:
+    """Where a notebook writes: the runner's ``out_dir``, or ``scratch/<study>`` when the
+    notebook is opened by hand (``make clean`` removes scratch/)."""
+    path = Path(out_dir) if out_dir else Path("scratch") / study
+    path.mkdir(parents=True, exist_ok=True)
+    return path
