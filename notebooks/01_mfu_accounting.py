@@ -100,7 +100,9 @@ b1
 # | `megatron` | 72·l·h²(1 + s/6h + V/12lh) | Korthikanti et al. 2022 |
 #
 # The gap between them is the attention matmuls (QKᵀ and A·V), which grow with the sequence
-# length T while 6N does not:
+# length T while 6N does not. `megatron` is derived for a GPT block (4h MLP, as many KV heads
+# as query heads); for Llama shapes (SwiGLU, grouped KV heads) it drifts from the exact count,
+# which is why it can read below `6n` for Llama-2-70B at short T.
 
 # %%
 conv = mfu.conventions_table(convention_presets, convention_seq_lens)
@@ -109,7 +111,7 @@ conv.pivot_table(index=["preset", "seq_len"], columns="convention", values="rela
 
 # %%
 fig = mfu.plot_attention_share(conv)
-plots.save_figure(fig, out, "attention_share")
+plots.save_figure(fig, out, "attention_share");
 
 # %% [markdown]
 # ## 3 · Counting check: analytic FLOPs vs PyTorch's FLOP counter
@@ -164,7 +166,7 @@ ceiling
 
 # %%
 fig = mfu.plot_step_timeline(records)
-plots.save_figure(fig, out, "step_timeline")
+plots.save_figure(fig, out, "step_timeline");
 steps_df = pd.DataFrame(records["train"]["rows"])
 results.save_table(out, "steps", steps_df)
 tr = records["train"]
@@ -202,7 +204,7 @@ by_conv
 
 # %%
 fig = mfu.plot_waterfall(records)
-plots.save_figure(fig, out, "waterfall")
+plots.save_figure(fig, out, "waterfall");
 
 # %% [markdown]
 # On one process there is no communication, and synthetic in-memory batches make the data
@@ -250,7 +252,7 @@ claims_df = claims.table(claim_list)
 results.save_table(out, "claims", claims_df)
 results.save_metrics(out, mfu.headline_metrics(records))
 with pd.option_context("display.max_colwidth", None):
-    display(claims_df.style.hide(axis="index"))
+    display(claims_df)
 
 # %% [markdown]
 # ## What this study showed

@@ -138,9 +138,11 @@ def matmul_ceiling(*, device: str = "cpu", dtype: str = "fp32", sizes=(256, 512,
     prev_tf32 = torch.backends.cuda.matmul.allow_tf32 if device == "cuda" else None
     if device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+    from tqdm import tqdm
+
     rows = []
     try:
-        for size in sizes:
+        for size in tqdm(sizes, desc=f"matmul ceiling {dtype}", mininterval=1.0):
             a = torch.randn(size, size, device=device, dtype=torch_dt)
             b = torch.randn(size, size, device=device, dtype=torch_dt)
             flops = 2.0 * size**3

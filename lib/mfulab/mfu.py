@@ -137,7 +137,7 @@ def train_run(cfg: TransformerConfig, *, device: str, dtype: str, micro_batch: i
               warmup_steps: int, attn_impl: str) -> dict:
     """Train the reference model on synthetic tokens and time each step's phases."""
     import torch
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     from .measure import synchronize
     from .model import GPT
@@ -569,8 +569,9 @@ def plot_step_timeline(records):
     warm = records["train"]["warmup_steps"]
     if warm:
         ax.axvspan(-0.5, warm - 0.5, color="grey", alpha=0.15, label="warm-up")
+    b = breakdown(records)
     ax.set_xlabel("step")
     ax.set_ylabel("time (s)")
-    ax.set_title("Per-step time is almost all compute in one process on this machine")
+    ax.set_title(f"Forward+backward+optimizer is {b['compute_s'] / b['job_wall_s']:.0%} of the job's wall clock")
     ax.legend(fontsize=8, loc="lower right")
     return fig

@@ -73,7 +73,7 @@ def waterfall(ax, start: tuple[str, float], losses: list[tuple[str, float]], end
     colors = {"total": sns.color_palette()[0], "loss": sns.color_palette()[3], "result": sns.color_palette()[2]}
     for i, (label, bottom, height, kind) in enumerate(bars):
         ax.bar(i, height / factor, bottom=bottom / factor, color=colors[kind], edgecolor="black", linewidth=0.5)
-        text = f"{height / factor:.3g}" if kind != "loss" else f"−{height / factor:.3g}"
+        text = f"{height / factor:.3g}" if kind != "loss" or height == 0 else f"−{height / factor:.3g}"
         ax.text(i, (bottom + height) / factor, text, ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(bars)))
     ax.set_xticklabels([b[0] for b in bars], rotation=30, ha="right")
