@@ -64,8 +64,9 @@ def synchronize(device: str) -> None:
 
 
 def time_fn(fn, *, label: str = "", device: str = "cpu", num_threads: int | None = None,
-            warmup: int = 3, min_run_time_s: float = 0.5) -> Timing:
-    """Time ``fn()``: ``warmup`` untimed calls, then ``Timer.blocked_autorange``."""
+            warmup: int = 3, min_run_time_s: float = 0.5, min_samples: int = 5) -> Timing:
+    """Time ``fn()``: ``warmup`` untimed calls, then ``Timer.blocked_autorange``; slow
+    statements get extra blocks until there are ``min_samples`` (a spread needs several)."""
     import torch
     from torch.utils import benchmark
 
@@ -75,7 +76,10 @@ def time_fn(fn, *, label: str = "", device: str = "cpu", num_threads: int | None
     synchronize(device)
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads, label=label)
     measurement = timer.blocked_autorange(min_run_time=min_run_time_s)
-    return summarize(measurement.times, label=label)
+    times = list(measurement.times)
+    while len(times) < min_samples:
+        times.extend(timer.timeit(measurement.number_per_run).times)
+    return summarize(times, label=label)
 
 
 @dataclass
