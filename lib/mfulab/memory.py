@@ -1,0 +1,127 @@
+"""Analytic memory: activations per layer (with TP/SP/recompute), model states (ZeRO), and
+a per-device total that the recompute planner uses.
+
+Sources:
+- Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
+  (arXiv:2205.05198), Sec. 4 and Table 2: activation bytes per layer with 16-bit activations
+  and 1-byte dropout masks::
+
+      no parallelism                 s·b·h·(34 + 5·a·s/h)
+      tensor parallel (t)            s·b·h·(10 + 24/t + 5·a·s/(h·t))
+      tensor + sequence parallel     s·b·h·(34/t + 5·a·s/(h·t))
+      tensor parallel + selective    s·b·h·(10 + 24/t)
+      tensor + sequence + selective  s·b·h·(34/t)
+      full recompute                 2·s·b·h   (the layer input only; /t with sequence parallel)
+
+  The 34 is 11 (attention) + 19 (MLP) + 4 (two LayerNorms) and the 5·a·s/h is the softmax
+  output (2), its dropout mask (1) and the dropout output (2), all per s·b·h. With element
+  size e and optional dropout this generalises to s·b·h·(16e + 2·[dropout]) +
+  a·s²·b·(e + (e + 1)·[dropout]); e = 2 with dropout gives Table 2 exactly.
+- Rajbhandari et al. 2020, "ZeRO" (arXiv:1910.02054), Sec. 3.1 and Fig. 1: mixed-precision
+  Adam keeps 2Ψ (16-bit weights) + 2Ψ (16-bit gradients) + KΨ (fp32 master weights, momentum,
+  variance: K = 12) bytes; stage 1 shards the K·Ψ, stage 2 also the gradients, stage 3 also
+  the weights, over the N data-parallel devices. Sec. 7: stages 1–2 move 2Ψ per step like
+  plain all-reduce data parallelism; stage 3 moves 3Ψ (a parameter all-gather in forward and
+  in backward plus the gradient reduce-scatter).
+"""
+
+from __future__ import annotations
+
+from .config import ParameterError, TransformerConfig
+
+ACTIVATION_RECOMPUTE = ("none", "selective", "mlp", "full")
+GIB = 1024**3
+
+
+def _check_positive(**values):
+    for name, value in values.items():
+        if not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0):
+            raise ParameterError(f"{name} must be positive, got {value!r}")
+
+
+def activation_bytes_per_layer(cfg: TransformerConfig, *, micro_batch: int, tp: int = 1,
+                               sequence_parallel: bool = False, recompute: str = "none",
+                               bytes_per_elem: float = 2, dropout: bool = True,
+                               seq_len: int | None = None) -> float:
+    """Bytes of activations one transformer layer keeps for backward (Korthikanti Table 2).
+
+    ``recompute``: ``none``; ``selective`` (the attention core — scores, softmax, dropout,
+    A·V — is recomputed, so the a·s² terms vanish); ``mlp`` (the second norm and the MLP are
+    recomputed from the MLP branch's input, the source article's A14 policy: the MLP input,
+    GeLU input, fc2 input and MLP dropout mask, 9e + 1 per s·b·h, are not kept — our
+    extension of the Table 2 derivation); ``full`` (only the layer's input is kept).
+    ``dropout=False`` drops the 1-byte masks and the separate dropout outputs (the reference
+    model has no dropout). With ``bytes_per_elem=2`` and dropout this is Table 2 exactly.
+    """
+    if recompute not in ACTIVATION_RECOMPUTE:
+        raise ParameterError(f"recompute must be one of {', '.join(ACTIVATION_RECOMPUTE)}; got {recompute!r}")
+    s = cfg.seq_len if seq_len is None else seq_len
+    b, h, a, t, e = micro_batch, cfg.d_model, cfg.n_heads, tp, bytes_per_elem
+    _check_positive(micro_batch=b, tp=t, bytes_per_elem=e, seq_len=s)
+    sbh = s * b * h
+    mask = 1 if dropout else 0
+    if recompute == "full":
+        return e * sbh / (t if sequence_parallel else 1)
+    # per s·b·h: attention 5e + mask (QKV input, Q, K, V, projection input, dropout mask),
+    # MLP 9e + mask (input, GeLU input 4h, second linear input 4h, dropout mask), norms 2e.
+    # Tensor parallelism splits Q, K, V, the projection input, the GeLU input and the fc2
+    # input (4e + 8e = 24 at e = 2); sequence parallelism splits the rest (4e + 2 masks = 10).
+    split_by_tp = 4 * e + (0 if recompute == "mlp" else 8 * e)
+    split_by_sp = (3 * e + mask) if recompute == "mlp" else (4 * e + 2 * mask)
+    per_sbh = split_by_sp / (t if sequence_parallel else 1) + split_by_tp / t
+    # softmax output (e), dropout mask (1) and dropout output (e), per a·s²·b, split by heads over t
+    per_as2b = 0.0 if recompute == "selective" else (e + (e + 1) * mask) / t
+    return sbh * per_sbh + a * s * s * b * per_as2b
+
+
+def model_state_bytes_per_device(n_params: float, *, n_devices: int, zero_stage: int, k: float = 12) -> float:
+    """Weights + gradients + optimizer states per device under ZeRO stage 0–3 (Rajbhandari
+    et al. 2020, Fig. 1): (2 + 2 + K)Ψ with the sharded parts divided by ``n_devices``."""
+    if zero_stage not in (0, 1, 2, 3):
+        raise ParameterError(f"zero_stage must be 0, 1, 2 or 3; got {zero_stage!r}")
+    _check_positive(n_params=n_params, n_devices=n_devices, k=k)
+    psi, n = n_params, n_devices
+    weights_bytes = 2 * psi / (n if zero_stage >= 3 else 1)
+    grads_bytes = 2 * psi / (n if zero_stage >= 2 else 1)
+    optimizer_bytes = k * psi / (n if zero_stage >= 1 else 1)
+    return weights_bytes + grads_bytes + optimizer_bytes
+
+
+def zero_traffic_bytes_per_step(n_params: float, *, zero_stage: int, bytes_per_elem: float = 2) -> float:
+    """Data-parallel bytes each device sends per step (ZeRO Sec. 7): 2Ψ for stages 0–2
+    (reduce-scatter + all-gather, as a ring all-reduce), 3Ψ for stage 3."""
+    if zero_stage not in (0, 1, 2, 3):
+        raise ParameterError(f"zero_stage must be 0, 1, 2 or 3; got {zero_stage!r}")
+    return (3 if zero_stage == 3 else 2) * n_params * bytes_per_elem
+
+
+def memory_per_device(cfg: TransformerConfig, *, micro_batch: int, tp: int = 1, pp: int = 1, dp: int = 1,
+                      zero_stage: int = 0, sequence_parallel: bool = False, recompute: str = "none",
+                      recompute_layers: int | None = None, n_params: float | None = None,
+                      bytes_per_elem: float = 2, dropout: bool = True) -> dict:
+    """Estimated bytes per device: model states + activations + output logits.
+
+    - model states: ZeRO over ``dp`` of the parameters this device holds, N / (tp·pp);
+    - activations: with 1F1B pipelining the first stage keeps ``pp`` micro-batches of its
+      L/pp layers in flight, i.e. L layers' worth (Korthikanti Sec. 4.2.3);
+      ``recompute_layers`` of them use ``recompute`` (``full`` by default, like Megatron's
+      ``--recompute-num-layers``), the rest keep everything;
+    - logits: 4·s·b·V/t bytes for fp32 logits of the last stage (our approximation).
+    """
+    from .flops import param_count
+
+    _check_positive(tp=tp, pp=pp, dp=dp)
+    L = cfg.n_layers
+    if recompute_layers is not None and not 0 <= recompute_layers <= L:
+        raise ParameterError(f"recompute_layers must be between 0 and n_layers={L}; got {recompute_layers}")
+    n = param_count(cfg) if n_params is None else n_params
+    states = model_state_bytes_per_device(n / (tp * pp), n_devices=dp, zero_stage=zero_stage)
+    kw = dict(micro_batch=micro_batch, tp=tp, sequence_parallel=sequence_parallel, bytes_per_elem=bytes_per_elem,
+              dropout=dropout)
+    n_recomputed = L if recompute_layers is None and recompute != "none" else (recompute_layers or 0)
+    policy = recompute if recompute != "none" else "full"
+    act = ((L - n_recomputed) * activation_bytes_per_layer(cfg, recompute="none", **kw)
+           + n_recomputed * activation_bytes_per_layer(cfg, recompute=policy, **kw))
+    logits = 4 * cfg.seq_len * micro_batch * cfg.vocab_size / tp
+    return {"model_states_bytes": states, "activations_bytes": act, "logits_bytes": logits,
+            "total_bytes": states + act + logits, "recomputed_layers": n_recomputed}

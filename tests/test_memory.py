@@ -1,0 +1,60 @@
+"""Analytic memory formulas against hand-derived values (Korthikanti Table 2, ZeRO Fig. 1)."""
+import pytest
+
+from mfulab import memory
+from mfulab.config import ParameterError, preset
+
+CFG = preset("article-13b")  # s=4096, h=5120, a=40
+S, H, A = 4096, 5120, 40
+SBH = S * H
+
+
+def test_table2_rows():
+    f = memory.activation_bytes_per_layer
+    assert f(CFG, micro_batch=1) == SBH * (34 + 5 * A * S / H)
+    assert f(CFG, micro_batch=2, tp=8) == 2 * SBH * (10 + 24 / 8 + 5 * A * S / (H * 8))
+    assert f(CFG, micro_batch=1, tp=8, sequence_parallel=True) == pytest.approx(SBH * (34 / 8 + 5 * A * S / (H * 8)))
+    assert f(CFG, micro_batch=1, tp=8, recompute="selective") == SBH * (10 + 24 / 8)
+    assert f(CFG, micro_batch=1, tp=8, sequence_parallel=True, recompute="selective") == pytest.approx(SBH * 34 / 8)
+    assert f(CFG, micro_batch=1, recompute="full") == 2 * SBH
+    assert f(CFG, micro_batch=1, tp=8, sequence_parallel=True, recompute="full") == 2 * SBH / 8
+
+
+def test_element_size_and_dropout_generalisation():
+    # fp32 without dropout: 16e per s·b·h and e per a·s²·b
+    got = memory.activation_bytes_per_layer(CFG, micro_batch=1, bytes_per_elem=4, dropout=False)
+    assert got == SBH * 64 + 4 * A * S * S
+    # the MLP policy keeps attention (5e + 1), the two norm inputs (2e) — 7e + 1 — and the scores
+    got = memory.activation_bytes_per_layer(CFG, micro_batch=1, recompute="mlp")
+    assert got == SBH * 15 + 5 * A * S * S
+
+
+def test_zero_stages():
+    psi, n = 1e9, 8
+    f = memory.model_state_bytes_per_device
+    assert f(psi, n_devices=n, zero_stage=0) == 16 * psi
+    assert f(psi, n_devices=n, zero_stage=1) == 4 * psi + 12 * psi / n
+    assert f(psi, n_devices=n, zero_stage=2) == 2 * psi + 14 * psi / n
+    assert f(psi, n_devices=n, zero_stage=3) == 16 * psi / n
+    # ZeRO paper Fig. 1: 7.5B parameters on 64 GPUs, stage 3 → 1.9 GB
+    assert f(7.5e9, n_devices=64, zero_stage=3) / 1e9 == pytest.approx(1.875)
+    assert memory.zero_traffic_bytes_per_step(psi, zero_stage=3) == 1.5 * memory.zero_traffic_bytes_per_step(psi, zero_stage=2)
+
+
+def test_bad_input():
+    with pytest.raises(ParameterError):
+        memory.activation_bytes_per_layer(CFG, micro_batch=0)
+    with pytest.raises(ParameterError):
+        memory.activation_bytes_per_layer(CFG, micro_batch=1, recompute="half")
+    with pytest.raises(ParameterError):
+        memory.model_state_bytes_per_device(1e9, n_devices=8, zero_stage=4)
+    with pytest.raises(ParameterError):
+        memory.memory_per_device(CFG, micro_batch=1, recompute_layers=41)
+
+
+def test_memory_per_device_mixes_recomputed_layers():
+    full = memory.activation_bytes_per_layer(CFG, micro_batch=1, tp=8, recompute="full")
+    none = memory.activation_bytes_per_layer(CFG, micro_batch=1, tp=8)
+    m = memory.memory_per_device(CFG, micro_batch=1, tp=8, dp=4, zero_stage=2, recompute_layers=12)
+    assert m["activations_bytes"] == pytest.approx(12 * full + 28 * none)
+    assert m["total_bytes"] == pytest.approx(m["model_states_bytes"] + m["activations_bytes"] + m["logits_bytes"])
