@@ -96,6 +96,7 @@ PRESETS: dict[str, TransformerConfig] = {
     # small shapes the CPU profiles can train in seconds
     "tiny": _gpt("tiny", 2, 64, 4, seq_len=64, vocab_size=256),
     "cpu-small": _gpt("cpu-small", 4, 256, 4, seq_len=256, vocab_size=4096),
+    "cpu-deep": _gpt("cpu-deep", 8, 256, 4, seq_len=512, vocab_size=512),  # activations dominate memory
     "llama-tiny": _llama("llama-tiny", 2, 64, 4, d_ff=176, n_kv_heads=2, seq_len=64).with_(vocab_size=256),
     # published shapes
     "gpt2-124m": _gpt("gpt2-124m", 12, 768, 12),

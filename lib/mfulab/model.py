@@ -8,8 +8,13 @@ in structure. Its parameter count equals ``flops.param_count(cfg)`` exactly (tes
 Switches the studies use:
 - ``attn_impl``: ``naive`` materialises the T×T scores (what FlopCounterMode can count on
   CPU) or ``sdpa`` (``F.scaled_dot_product_attention``, flash/memory-efficient kernels).
-- ``recompute``: ``none`` or ``full`` (checkpoint each block with ``torch.utils.checkpoint``);
-  the recompute study adds finer policies through :attr:`Block.recompute`.
+- ``recompute``: which part of each block is recomputed in backward (``torch.utils.checkpoint``,
+  non-reentrant): ``none``; ``selective`` — the attention core (scores, softmax, A·V;
+  Korthikanti et al. 2022, Sec. 4.2); ``mlp`` — norm2 + MLP (the source article's A14
+  suggestion); ``full`` — the whole block; ``sac`` — torch's selective activation
+  checkpointing that keeps matmul outputs and recomputes the rest.
+  ``recompute_layers=k`` applies the policy to the first k blocks only (Megatron's
+  ``--recompute-num-layers``).
 """
 
 from __future__ import annotations
@@ -24,7 +29,37 @@ from torch.utils.checkpoint import checkpoint
 from .config import ParameterError, TransformerConfig
 
 ATTN_IMPLS = ("naive", "sdpa")
-RECOMPUTE_POLICIES = ("none", "full")
+RECOMPUTE_POLICIES = ("none", "selective", "mlp", "full", "sac")
+# Callables told about every checkpoint's inputs: a non-reentrant checkpoint keeps its inputs
+# alive without going through saved-tensor hooks, so the recompute study's accounting
+# registers itself here to see them.
+CHECKPOINT_OBSERVERS: list = []
+
+
+def _checkpoint(fn, *args, context_fn=None):
+    for observe in CHECKPOINT_OBSERVERS:
+        observe(args)
+    if context_fn is None:
+        return checkpoint(fn, *args, use_reentrant=False)
+    return checkpoint(fn, *args, use_reentrant=False, context_fn=context_fn)
+
+
+def _sac_context():
+    """Selective activation checkpointing (torch ≥ 2.4): keep the outputs of matmuls and
+    attention kernels, recompute everything else (norms, activations, elementwise)."""
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    aten = torch.ops.aten
+    keep = {aten.mm.default, aten.addmm.default, aten.bmm.default,
+            aten._scaled_dot_product_flash_attention.default,
+            aten._scaled_dot_product_efficient_attention.default}
+    if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
+        keep.add(aten._scaled_dot_product_flash_attention_for_cpu.default)
+
+    def policy(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if op in keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return create_selective_checkpoint_contexts(policy)
 
 
 def _norm(cfg: TransformerConfig) -> nn.Module:
@@ -54,6 +89,7 @@ class Attention(nn.Module):
             raise ParameterError(f"attn_impl must be one of {ATTN_IMPLS}; got {attn_impl!r}")
         self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         self.attn_impl = attn_impl
+        self.recompute_core = False  # set by Block for the "selective" policy
         h, q = cfg.d_model, cfg.head_dim
         self.q_proj = nn.Linear(h, cfg.n_heads * q, bias=cfg.bias)
         self.k_proj = nn.Linear(h, cfg.n_kv_heads * q, bias=cfg.bias)
@@ -85,7 +121,7 @@ class Attention(nn.Module):
         if self.n_kv_heads != self.n_heads:
             groups = self.n_heads // self.n_kv_heads
             k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
-        y = self.core(q, k, v)
+        y = _checkpoint(self.core, q, k, v) if self.recompute_core and torch.is_grad_enabled() else self.core(q, k, v)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim))
 
 
@@ -109,29 +145,44 @@ class Block(nn.Module):
         super().__init__()
         self.norm1, self.attn = _norm(cfg), Attention(cfg, attn_impl)
         self.norm2, self.mlp = _norm(cfg), MLP(cfg)
+        if recompute not in RECOMPUTE_POLICIES:
+            raise ParameterError(f"recompute must be one of {RECOMPUTE_POLICIES}; got {recompute!r}")
         self.recompute = recompute
+        self.attn.recompute_core = recompute == "selective"
+
+    def _mlp_branch(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.norm2(x))
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.norm1(x))
-        return x + self.mlp(self.norm2(x))
+        if self.recompute == "mlp" and torch.is_grad_enabled():
+            return x + _checkpoint(self._mlp_branch, x)
+        return x + self._mlp_branch(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.recompute == "full" and torch.is_grad_enabled():
-            return checkpoint(self._forward, x, use_reentrant=False)
+            return _checkpoint(self._forward, x)
+        if self.recompute == "sac" and torch.is_grad_enabled():
+            return _checkpoint(self._forward, x, context_fn=_sac_context)
         return self._forward(x)
 
 
 class GPT(nn.Module):
     """The reference model. ``forward(idx, targets)`` returns ``(logits, loss)``."""
 
-    def __init__(self, cfg: TransformerConfig, *, attn_impl: str = "sdpa", recompute: str = "none"):
+    def __init__(self, cfg: TransformerConfig, *, attn_impl: str = "sdpa", recompute: str = "none",
+                 recompute_layers: int | None = None):
         super().__init__()
         if recompute not in RECOMPUTE_POLICIES:
             raise ParameterError(f"recompute must be one of {RECOMPUTE_POLICIES}; got {recompute!r}")
+        n = cfg.n_layers if recompute_layers is None else recompute_layers
+        if not (isinstance(n, int) and 0 <= n <= cfg.n_layers):
+            raise ParameterError(f"recompute_layers must be between 0 and n_layers={cfg.n_layers}; got {n!r}")
         self.cfg = cfg
         self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.wpe = nn.Embedding(cfg.seq_len, cfg.d_model) if cfg.learned_positions else None
-        self.blocks = nn.ModuleList(Block(cfg, attn_impl, recompute) for _ in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(Block(cfg, attn_impl, recompute if i < n else "none")
+                                    for i in range(cfg.n_layers))
         self.norm_f = _norm(cfg)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tied_embeddings:
