@@ -30,6 +30,8 @@ from .config import ParameterError
 STUDIES = {
     "mfu": {"notebook": "01_mfu_accounting.py", "module": "mfulab.mfu",
             "title": "MFU accounting: conventions, denominators, where a step's time goes"},
+    "recompute": {"notebook": "04_recompute_tradeoff.py", "module": "mfulab.recompute",
+                  "title": "Recompute trade-off: exact activation accounting, MFU vs HFU vs tokens/s, a planner"},
 }
 KERNEL_NAME = "mfulab"
 # glibc's allocator dominates eager CPU timings through page faults (DESIGN.md); benchmark
