@@ -24,10 +24,6 @@ Measurements:
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 
 from . import claims as claims_mod
@@ -245,24 +241,15 @@ def reference_layer_terms(cfg: TransformerConfig, *, micro_batch: int, policy: s
 
 
 # ---------------------------------------------------------------------------- peak memory, time, FLOPs
-PEAK_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
-
-
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _peak_worker() -> None:
-    """Entry point of the fresh process: one forward+backward, then print peak RSS as JSON."""
+def _peak_worker(spec: dict) -> dict:
+    """Runs in a fresh process: one forward+backward; returns RSS before and at the peak."""
     import gc
-    import resource
 
     import torch
 
+    from .measure import current_rss_bytes, peak_rss_bytes, reset_peak_rss
     from .model import GPT
 
-    spec = json.load(sys.stdin)
     torch.set_num_threads(spec["num_threads"])
     cfg = TransformerConfig(**spec["config"])
     # Lazy imports on the first checkpointed backward (torch.utils.checkpoint, SAC) take tens
@@ -277,34 +264,11 @@ def _peak_worker() -> None:
     model = GPT(cfg, attn_impl=spec["attn_impl"], **spec["model_kwargs"])
     idx = torch.randint(0, cfg.vocab_size, (spec["micro_batch"], cfg.seq_len))
     gc.collect()
-    method = _reset_peak_rss()
-    before = _rss_bytes()
+    method = reset_peak_rss()
+    before = current_rss_bytes()
     _, loss = model(idx, idx)
     loss.backward()
-    if method == "VmHWM after clear_refs":
-        peak = _vm_hwm_bytes()
-    else:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux; includes import peaks
-    print(json.dumps({"rss_before_bytes": before, "peak_rss_bytes": peak, "method": method}))
-
-
-def _reset_peak_rss() -> str:
-    """Reset this process's peak RSS (VmHWM) so that imports and model construction do not
-    mask the step's peak: Linux resets it when "5" is written to /proc/self/clear_refs."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return "VmHWM after clear_refs"
-    except OSError:
-        return "ru_maxrss (peak RSS could not be reset)"
-
-
-def _vm_hwm_bytes() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("VmHWM missing from /proc/self/status")
+    return {"rss_before_bytes": before, "peak_rss_bytes": peak_rss_bytes(method), "method": method}
 
 
 def peak_memory(cfg: TransformerConfig, *, policy: str, every_k: int, micro_batch: int, attn_impl: str,
@@ -331,16 +295,11 @@ def peak_memory(cfg: TransformerConfig, *, policy: str, every_k: int, micro_batc
         torch.cuda.empty_cache()
         return {"before_bytes": before, "peak_bytes": peak, "step_added_bytes": peak - before,
                 "method": "torch.cuda.max_memory_allocated"}
+    from .measure import run_in_fresh_process
+
     spec = {"config": cfg.to_dict(), "policy": policy, "model_kwargs": kwargs, "micro_batch": micro_batch,
             "attn_impl": attn_impl, "num_threads": num_threads}
-    # A small fixed mmap threshold makes glibc return freed large blocks at once, so RSS
-    # follows live tensors (the default threshold adapts upwards and keeps freed memory).
-    env = {**os.environ, **PEAK_MALLOC_ENV}
-    proc = subprocess.run([sys.executable, "-c", "from mfulab.recompute import _peak_worker; _peak_worker()"],
-                          input=json.dumps(spec), capture_output=True, text=True, timeout=timeout_s, env=env)
-    if proc.returncode != 0:
-        raise RuntimeError(f"peak-memory worker failed for {policy} at micro_batch {micro_batch}:\n{proc.stderr[-2000:]}")
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = run_in_fresh_process("mfulab.recompute:_peak_worker", spec, timeout_s=timeout_s)
     return {"before_bytes": out["rss_before_bytes"], "peak_bytes": out["peak_rss_bytes"],
             "step_added_bytes": out["peak_rss_bytes"] - out["rss_before_bytes"],
             "method": f"fresh process, {out['method']}"}
