@@ -49,7 +49,7 @@ out_dir = ""  # set by the runner; empty: scratch/mfu
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import claims, flops, mfu, plots, results
+from mfulab import claims, mfu, plots, results
 from mfulab.plots import si
 
 plots.set_theme()

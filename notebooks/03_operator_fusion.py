@@ -124,6 +124,9 @@ attn = fusion.attention_table(records)
 results.save_table(out, "attention", attn)
 assert attn.agrees_with_sdpa.all(), "attention variants disagree"
 display(Markdown(f"SDPA dispatched to **`{records['attention']['backend']}`**."))
+display(Markdown(f"Naive attention stops fitting in {records['params']['naive_memory_limit_mib']} MiB beyond about "
+                 f"**{records['attention']['naive_max_seq_len']:,} tokens** (4·e·b·a·s² bytes of scores, "
+                 "probabilities and their gradients); SDPA's memory grows linearly."))
 for s in records["attention"]["skipped"]:
     print(f"skipped {s['impl']} at {s['seq_len']}: {s['why']}")
 attn[["seq_len", "impl", "median_s", "q1_s", "q3_s", "saved_bytes", "peak_added_bytes", "peak_method", "kernels"]]

@@ -137,6 +137,8 @@ peak.assign(step_added_MiB=peak.step_added_bytes / 2**20).pivot(index="policy", 
 # %%
 budget = recompute.budget_table(records)
 results.save_table(out, "budget", budget)
+if recompute.budget_note(records):
+    print(recompute.budget_note(records))
 fig = recompute.plot_budget(records)
 plots.save_figure(fig, out, "budget");
 budget

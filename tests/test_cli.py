@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from mfulab import cli, results
+from mfulab import cli
 from mfulab.config import ParameterError
 
 EXPECTED_METRICS = {"matmul_ceiling_flops_per_s", "memory_bandwidth_bytes_per_s", "steady_mfu_vs_ceiling",

@@ -85,3 +85,20 @@ def test_smoke_notebook(run_cli, tmp_path):
     assert metrics["attention_skipped"]  # the smoke profile's memory limit skips naive at the longest length
     figures = {p.name for p in (out / "figures").iterdir()}
     assert {"roofline.png", "ln_fusion.png", "attention.png"} <= figures
+
+
+def test_sdpa_saved_bytes_by_hand():
+    """SDPA's CPU flash kernel keeps its output and a per-row log-sum-exp besides its inputs."""
+    from mfulab.recompute import SavedTensorAccountant
+
+    b, a, s, d = 1, 2, 32, 8
+    qkv = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(b, a, s, d)) for _ in range(3)])
+    with SavedTensorAccountant(qkv) as acc:
+        out = fusion._attn_sdpa(*qkv)
+    assert sum(r["bytes"] for r in acc.unique()) == 4 * b * a * s * d + 4 * b * a * s
+    with SavedTensorAccountant(qkv) as acc:
+        out = fusion._attn_naive(*qkv)
+    saved = sum(r["bytes"] for r in acc.unique())
+    # softmax output (a·s² fp32) + causal mask (s² bool); q, k, v are inputs
+    assert saved == 4 * b * a * s * s + s * s
+    del out

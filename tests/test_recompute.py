@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from mfulab import recompute
-from mfulab.config import ParameterError, TransformerConfig, preset
+from mfulab.config import ParameterError, TransformerConfig
 from mfulab.model import GPT
 
 CFG = TransformerConfig(n_layers=3, d_model=64, n_heads=4, vocab_size=128, seq_len=32, name="t3")

@@ -28,7 +28,7 @@ import time
 from . import claims as claims_mod
 from . import flops, hardware, memory
 from .claims import Claim
-from .config import ParameterError, preset
+from .config import ParameterError, check_param_names, require_positive_int, preset
 
 STUDY = "fusion"
 BENCHMARK_VERSION = {"ln_fusion": 1, "attention": 1, "model_compile": 1, "matmul_dtypes": 1}
@@ -82,6 +82,11 @@ def naive_attention_bytes(*, batch: int, heads: int, seq_len: int, dtype_bytes: 
     return 4.0 * dtype_bytes * batch * heads * seq_len**2
 
 
+def naive_attention_max_seq_len(*, batch: int, heads: int, dtype_bytes: int, limit_bytes: float) -> int:
+    """The longest sequence whose naive s×s tensors (``naive_attention_bytes``) fit ``limit_bytes``."""
+    return int(math.sqrt(limit_bytes / (4.0 * dtype_bytes * batch * heads)))
+
+
 def a8_article_scale() -> dict:
     """A8 at the article's setting (7B, seq 4096, batch 16): activations per layer with the
     scores kept (naive) vs flash (Korthikanti Table 2 without / with the a·s² terms)."""
@@ -99,17 +104,11 @@ def a8_article_scale() -> dict:
 
 # ---------------------------------------------------------------------------- parameters
 def validate(params: dict) -> dict:
-    missing = [k for k in PARAMS if k not in params]
-    unknown = [k for k in params if k not in PARAMS and k not in ("from_dir", "out_dir")]
-    if missing:
-        raise ParameterError(f"missing parameters: {', '.join(missing)}")
-    if unknown:
-        raise ParameterError(f"unknown parameters: {', '.join(unknown)}; valid: {', '.join(PARAMS)}")
+    check_param_names(params, PARAMS)
     p = dict(params)
     for name in ("ln_tokens", "ln_hidden", "attn_batch", "attn_heads", "attn_head_dim", "compile_seq_len",
                  "compile_micro_batch"):
-        if not (isinstance(p[name], int) and not isinstance(p[name], bool) and p[name] > 0):
-            raise ParameterError(f"{name} must be a positive integer, got {p[name]!r}")
+        require_positive_int(name, p[name])
     for name in ("attn_seq_lens", "matmul_sizes", "compile_attention_seq_lens"):
         if not isinstance(p[name], list) or any(not (isinstance(v, int) and v > 0) for v in p[name]):
             raise ParameterError(f"{name} must be a list of positive integers, got {p[name]!r}")
@@ -356,9 +355,8 @@ def measure_attention(p: dict) -> dict:
     """Attention variants vs sequence length: time (fwd+bwd), exact saved bytes, peak memory,
     backend, kernel counts; outputs and gradients agree across variants."""
     import torch
-    from tqdm import tqdm
 
-    from .measure import run_in_fresh_process, time_fn
+    from .measure import progress, run_in_fresh_process, time_fn
     from .recompute import SavedTensorAccountant
 
     device, dt = p["device"], _dtype(p["dtype"])
@@ -368,7 +366,7 @@ def measure_attention(p: dict) -> dict:
     rows, skipped = [], []
     backend = None
     tol = {"fp32": 2e-4, "bf16": 5e-2, "fp16": 1e-2}[p["dtype"]]
-    for T in tqdm(p["attn_seq_lens"], desc="attention", mininterval=1.0):
+    for T in progress(p["attn_seq_lens"], "attention"):
         variants = {"sdpa": _attn_sdpa, "naive": _attn_naive}
         if T in p["compile_attention_seq_lens"]:
             variants["naive compiled"] = compiled_naive
@@ -424,7 +422,9 @@ def measure_attention(p: dict) -> dict:
             rows.append({"seq_len": T, "impl": name, "agrees_with_sdpa": agree, **t.to_dict(with_samples=True),
                          "saved_bytes": saved, "peak_added_bytes": peak_added, "peak_method": method,
                          "kernels": profile_kernel_count(step, device)["count"]})
-    return {"rows": rows, "skipped": skipped, "backend": backend, "dtype": p["dtype"], "dtype_bytes": e}
+    crossover = naive_attention_max_seq_len(batch=p["attn_batch"], heads=p["attn_heads"], dtype_bytes=e, limit_bytes=limit)
+    return {"rows": rows, "skipped": skipped, "backend": backend, "dtype": p["dtype"], "dtype_bytes": e,
+            "naive_max_seq_len": crossover}
 
 
 def measure_model_compile(p: dict) -> dict:
@@ -500,7 +500,6 @@ def measure(params: dict) -> dict:
     p = validate(params)
     # a persistent inductor cache: the second run of this study skips most compilation
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.abspath(os.path.join("scratch", "inductor-cache")))
-    os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # the profiler's start/stop lines would flood the log
     import torch._inductor.config as inductor_config
 
     inductor_config.cpp.enable_kernel_profile = True  # generated C++ kernels appear in the profiler

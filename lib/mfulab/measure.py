@@ -27,6 +27,17 @@ import numpy as np
 BENCHMARK_VERSION = {"time_fn": 1, "matmul_ceiling": 1, "memory_bandwidth": 1}
 
 
+def progress(iterable, desc: str):
+    """A tqdm progress bar in the log (stderr); plain iteration where tqdm is not installed
+    (a cluster node that runs only ``python -m mfulab measure``)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        print(f"{desc} ...", file=sys.stderr, flush=True)
+        return iterable
+    return tqdm(iterable, desc=desc, mininterval=1.0)
+
+
 @dataclass
 class Timing:
     """Per-call times of one benchmark: median, quartiles and every sample (seconds)."""
@@ -146,11 +157,9 @@ def matmul_ceiling(*, device: str = "cpu", dtype: str = "fp32", sizes=(256, 512,
     prev_tf32 = torch.backends.cuda.matmul.allow_tf32 if device == "cuda" else None
     if device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
-    from tqdm import tqdm
-
     rows = []
     try:
-        for size in tqdm(sizes, desc=f"matmul ceiling {dtype}", mininterval=1.0):
+        for size in progress(sizes, f"matmul ceiling {dtype}"):
             a = torch.randn(size, size, device=device, dtype=torch_dt)
             b = torch.randn(size, size, device=device, dtype=torch_dt)
             flops = 2.0 * size**3
@@ -158,7 +167,6 @@ def matmul_ceiling(*, device: str = "cpu", dtype: str = "fp32", sizes=(256, 512,
                         min_run_time_s=min_run_time_s)
             rows.append({"size": size, "flops": flops, **t.to_dict(),
                          "achieved_flops_per_s": flops / t.median_s})
-            del a, b
     finally:
         if device == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = prev_tf32
@@ -183,7 +191,6 @@ def memory_bandwidth(*, device: str = "cpu", sizes_bytes=(64 << 20,), min_run_ti
             raise RuntimeError("memory bandwidth copy produced a wrong result")
         rows.append({"size_bytes": nbytes, "moved_bytes": moved_bytes, **t.to_dict(),
                      "achieved_bytes_per_s": moved_bytes / t.median_s})
-        del src, dst
     best = max(rows, key=lambda r: r["achieved_bytes_per_s"])
     return {"best_bytes_per_s": best["achieved_bytes_per_s"], "device": device,
             "benchmark_version": BENCHMARK_VERSION["memory_bandwidth"], "rows": rows}

@@ -24,7 +24,7 @@ import time
 from . import claims as claims_mod
 from . import flops, hardware
 from .claims import Claim
-from .config import ParameterError, TransformerConfig, preset
+from .config import ParameterError, check_param_names, require_positive_int, TransformerConfig, preset
 
 STUDY = "mfu"
 BENCHMARK_VERSION = {"train_run": 1, "flop_count": 1}
@@ -51,27 +51,16 @@ PARAMS = {
 
 
 # ---------------------------------------------------------------------------- parameters
-def _positive_int(name, value, allow_zero=False):
-    ok = isinstance(value, int) and not isinstance(value, bool) and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        raise ParameterError(f"{name} must be a {'non-negative' if allow_zero else 'positive'} integer, got {value!r}")
-
-
 def validate(params: dict) -> dict:
     """Check every parameter before any work is done; raise :class:`ParameterError` naming
     the parameter and its allowed values. Returns the parameters with ``device`` resolved."""
-    missing = [k for k in PARAMS if k not in params]
-    unknown = [k for k in params if k not in PARAMS and k not in ("from_dir", "out_dir")]
-    if missing:
-        raise ParameterError(f"missing parameters: {', '.join(missing)}")
-    if unknown:
-        raise ParameterError(f"unknown parameters: {', '.join(unknown)}; valid: {', '.join(PARAMS)}")
+    check_param_names(params, PARAMS)
     p = dict(params)
     preset(p["preset"])
     for name in ("seq_len", "micro_batch", "steps"):
-        _positive_int(name, p[name])
-    _positive_int("warmup_steps", p["warmup_steps"], allow_zero=True)
-    _positive_int("num_threads", p["num_threads"], allow_zero=True)
+        require_positive_int(name, p[name])
+    require_positive_int("warmup_steps", p["warmup_steps"], allow_zero=True)
+    require_positive_int("num_threads", p["num_threads"], allow_zero=True)
     if p["dtype"] not in DTYPES:
         raise ParameterError(f"dtype must be one of {', '.join(DTYPES)}; got {p['dtype']!r}")
     if p["attn_impl"] not in ("sdpa", "naive"):
@@ -82,7 +71,7 @@ def validate(params: dict) -> dict:
         if not isinstance(p[name], list) or not p[name]:
             raise ParameterError(f"{name} must be a non-empty list of positive integers, got {p[name]!r}")
         for v in p[name]:
-            _positive_int(name, v)
+            require_positive_int(name, v)
     if not isinstance(p["convention_presets"], list) or not p["convention_presets"]:
         raise ParameterError("convention_presets must be a non-empty list of preset names")
     for name in p["convention_presets"]:
@@ -137,9 +126,8 @@ def train_run(cfg: TransformerConfig, *, device: str, dtype: str, micro_batch: i
               warmup_steps: int, attn_impl: str) -> dict:
     """Train the reference model on synthetic tokens and time each step's phases."""
     import torch
-    from tqdm import tqdm
 
-    from .measure import synchronize
+    from .measure import progress, synchronize
     from .model import GPT
 
     job_start = time.perf_counter()
@@ -155,7 +143,7 @@ def train_run(cfg: TransformerConfig, *, device: str, dtype: str, micro_batch: i
 
     rows = []
     synchronize(device)
-    for step in tqdm(range(warmup_steps + steps), desc="mfu train", mininterval=1.0):
+    for step in progress(range(warmup_steps + steps), "mfu train"):
         t0 = time.perf_counter()
         x, y = next_batch()
         synchronize(device)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from . import claims as claims_mod
 from . import flops, hardware, memory
 from .claims import Claim
-from .config import ParameterError, TransformerConfig, preset
+from .config import ParameterError, check_param_names, require_positive_int, TransformerConfig, preset
 
 STUDY = "recompute"
 POLICIES = ("none", "selective", "mlp", "full", "every_k", "sac")
@@ -61,16 +61,10 @@ def model_kwargs(policy: str, *, every_k: int, n_layers: int) -> dict:
 
 
 def validate(params: dict) -> dict:
-    missing = [k for k in PARAMS if k not in params]
-    unknown = [k for k in params if k not in PARAMS and k not in ("from_dir", "out_dir")]
-    if missing:
-        raise ParameterError(f"missing parameters: {', '.join(missing)}")
-    if unknown:
-        raise ParameterError(f"unknown parameters: {', '.join(unknown)}; valid: {', '.join(PARAMS)}")
+    check_param_names(params, PARAMS)
     p = dict(params)
     cfg = preset(p["preset"])
-    if not (isinstance(p["seq_len"], int) and p["seq_len"] > 0):
-        raise ParameterError(f"seq_len must be a positive integer, got {p['seq_len']!r}")
+    require_positive_int("seq_len", p["seq_len"])
     if not p["micro_batches"] or any(not (isinstance(b, int) and b > 0) for b in p["micro_batches"]):
         raise ParameterError(f"micro_batches must be a non-empty list of positive integers, got {p['micro_batches']!r}")
     if not p["policies"] or "none" not in p["policies"]:
@@ -220,8 +214,7 @@ def reference_layer_terms(cfg: TransformerConfig, *, micro_batch: int, policy: s
     - ``flash_*``: SDPA's flash kernel keeps a per-head log-sum-exp instead of the a·s²
       softmax output; its output shares storage with the projection input (counted once).
     """
-    s, b, h, a, e = cfg.seq_len, micro_batch, cfg.d_model, cfg.n_heads, bytes_per_elem
-    sbh = s * b * h
+    s, b, a, e = cfg.seq_len, micro_batch, cfg.n_heads, bytes_per_elem
     table2 = {"none": "none", "selective": "selective", "mlp": "mlp", "full": "full"}.get(policy)
     if table2 is None:
         raise ParameterError(f"no per-layer analytic form for policy {policy!r}")
@@ -359,7 +352,8 @@ def step_time(cfg: TransformerConfig, *, policy: str, every_k: int, attn_impl: s
 # ---------------------------------------------------------------------------- measure
 def measure(params: dict) -> dict:
     import torch
-    from tqdm import tqdm
+
+    from .measure import progress
 
     p = validate(params)
     if p["num_threads"]:
@@ -387,7 +381,7 @@ def measure(params: dict) -> dict:
         rec["gradient_max_abs_diff"][q] = max(float((g[n] - ref[n]).abs().max()) for n in ref)
     rec["peak"] = []
     points = [(q, mb) for q in policies for mb in sorted(p["micro_batches"])]
-    for q, mb in tqdm(points, desc="peak memory (fresh processes)", mininterval=1.0):
+    for q, mb in progress(points, "peak memory (fresh processes)"):
         rec["peak"].append({"policy": q, "micro_batch": mb,
                             **peak_memory(cfg, policy=q, every_k=p["every_k"], micro_batch=mb, attn_impl=p["attn_impl"],
                                           device=device, num_threads=threads)})
@@ -399,7 +393,7 @@ def measure(params: dict) -> dict:
     timing_points = sorted({(q, base_mb) for q in policies}
                            | {(q, mb) for q, mb in rec["chosen_micro_batch"].items() if mb is not None})
     rec["timing"] = []
-    for q, mb in tqdm(timing_points, desc="step time", mininterval=1.0):
+    for q, mb in progress(timing_points, "step time"):
         t = step_time(cfg, policy=q, every_k=p["every_k"], attn_impl=p["attn_impl"], device=device, micro_batch=mb,
                       min_run_time_s=p["min_run_time_s"], num_threads=threads)
         rec["timing"].append({"policy": q, "micro_batch": mb, **t.to_dict(with_samples=True)})
@@ -611,6 +605,20 @@ def budget_table(records):
                      # HFU ∝ hardware FLOPs × tokens/s
                      "mfu_vs_none": c.ratio if c else None, "hfu_vs_none": c.ratio * hw_ratio if c else None})
     return pd.DataFrame(rows)
+
+
+def budget_note(records) -> str | None:
+    """A clear message when the memory budget leaves some policy (or every one) without a
+    micro-batch, naming the parameter and what the smallest measured step needed."""
+    missing = [q for q, mb in records["chosen_micro_batch"].items() if mb is None]
+    if not missing:
+        return None
+    need = {q: min(r["step_added_bytes"] for r in records["peak"] if r["policy"] == q) for q in missing}
+    detail = ", ".join(f"{q} needs {b / 2**20:.0f} MiB at micro-batch {records['base_micro_batch']}"
+                       for q, b in need.items())
+    scope = "no policy" if len(missing) == len(records["chosen_micro_batch"]) else "some policies"
+    return (f"memory_budget_mib={records['params']['memory_budget_mib']} leaves {scope} without a micro-batch "
+            f"that fits ({detail}); raise memory_budget_mib or lower micro_batches")
 
 
 def a14_table(records):
