@@ -1,0 +1,207 @@
+"""Collective cost models (α–β), nccl-tests bus bandwidth, and the collective benchmark.
+
+Definitions follow nccl-tests ``doc/PERFORMANCE.md``: for a collective over n ranks that
+moves S bytes (the *total* size: the full buffer of an all-reduce, the gathered output of
+an all-gather, the input of a reduce-scatter) in time t,
+
+    algbw = S / t
+    busbw = algbw × bus_factor(op, n)
+
+with bus_factor 2(n−1)/n for all-reduce, (n−1)/n for all-gather, reduce-scatter and
+all-to-all, and 1 for broadcast and reduce. busbw is comparable to the bandwidth of the
+slowest link whatever n is, which is why nccl-tests reports it: busbw *is* the link-level
+figure, with no further factor of two.
+
+Cost model (Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009): a ring all-reduce is
+a reduce-scatter and an all-gather, 2(n−1) steps each moving S/n bytes per link:
+
+    t_ring(S) = 2(n−1)·α + 2(n−1)/n · S / B
+
+α is the per-step latency and B the link bandwidth. A binary-tree all-reduce (reduce then
+broadcast, pipelined) costs about 2·log2(n)·α + 2·S/B.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .config import ParameterError
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all")
+BENCHMARK_VERSION = {"collectives": 1}
+
+
+def _check_n(n):
+    if not (isinstance(n, int) and n >= 1):
+        raise ParameterError(f"n (ranks) must be a positive integer, got {n!r}")
+
+
+def bus_factor(op: str, n: int) -> float:
+    """busbw / algbw for ``op`` on ``n`` ranks (nccl-tests PERFORMANCE.md)."""
+    _check_n(n)
+    if op == "all_reduce":
+        return 2 * (n - 1) / n
+    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    if op in ("broadcast", "reduce"):
+        return 1.0
+    raise ParameterError(f"unknown collective {op!r}; valid: {', '.join(OPS)}")
+
+
+def ring_steps(op: str, n: int) -> int:
+    """Latency-bearing steps of the ring algorithm: 2(n−1) for all-reduce, n−1 for the
+    half-collectives, n−1 for a pipelined ring broadcast/reduce."""
+    _check_n(n)
+    return 2 * (n - 1) if op == "all_reduce" else (n - 1)
+
+
+def ring_all_reduce_time(nbytes: float, n: int, *, alpha_s: float, link_bytes_per_s: float) -> float:
+    """t = 2(n−1)·α + 2(n−1)/n · S/B (module docstring)."""
+    _check_n(n)
+    if nbytes < 0 or alpha_s < 0 or link_bytes_per_s <= 0:
+        raise ParameterError("nbytes and alpha_s must be non-negative and link_bytes_per_s positive")
+    if n == 1:
+        return 0.0
+    return 2 * (n - 1) * alpha_s + 2 * (n - 1) / n * nbytes / link_bytes_per_s
+
+
+def tree_all_reduce_time(nbytes: float, n: int, *, alpha_s: float, link_bytes_per_s: float) -> float:
+    """Pipelined binary tree: 2·log2(n)·α + 2·S/B (latency grows as log n, bandwidth term
+    does not approach the ring's 2(n−1)/n · S/B)."""
+    _check_n(n)
+    if n == 1:
+        return 0.0
+    return 2 * math.log2(n) * alpha_s + 2 * nbytes / link_bytes_per_s
+
+
+def collective_time(op: str, nbytes: float, n: int, *, alpha_s: float, link_bytes_per_s: float) -> float:
+    """Ring-model time of any collective: steps·α + bus_factor · S / B."""
+    if n == 1:
+        return 0.0
+    return ring_steps(op, n) * alpha_s + bus_factor(op, n) * nbytes / link_bytes_per_s
+
+
+def fit_alpha_beta(sizes_bytes, times_s, n: int, op: str = "all_reduce") -> dict:
+    """Least-squares α (per-step latency, s) and B (link bytes/s) from measured times:
+    t = steps·α + bus_factor·S/B is linear in S. Returns the fit and its relative residuals."""
+    s = np.asarray(sizes_bytes, dtype=float)
+    t = np.asarray(times_s, dtype=float)
+    if s.size < 2 or s.size != t.size:
+        raise ParameterError("fit_alpha_beta needs at least two (size, time) pairs of equal length")
+    slope, intercept = np.polyfit(s, t, 1)
+    steps, factor = ring_steps(op, n), bus_factor(op, n)
+    alpha = max(intercept, 0.0) / steps
+    link = factor / slope if slope > 0 else float("inf")
+    predicted = np.array([collective_time(op, x, n, alpha_s=alpha, link_bytes_per_s=link) for x in s])
+    return {"op": op, "n": n, "alpha_s": alpha, "link_bytes_per_s": link,
+            "relative_residuals": ((predicted - t) / t).tolist()}
+
+
+# ---------------------------------------------------------------------------- benchmark (runs on every rank)
+def _buffers(op, nbytes, n, rank, device, dtype):
+    """Input/output tensors for one collective of total size ``nbytes`` (nccl-tests sizes),
+    filled with rank-dependent values so that the result can be checked."""
+    import torch
+
+    elem = torch.empty(0, dtype=dtype).element_size()
+    total = max(nbytes // elem // n * n, n)  # divisible by n
+    value = float(rank + 1)
+    if op == "all_reduce":
+        return torch.full((total,), value, device=device, dtype=dtype), None
+    if op == "all_gather":
+        return torch.full((total // n,), value, device=device, dtype=dtype), torch.empty(total, device=device, dtype=dtype)
+    if op == "reduce_scatter":
+        return torch.full((total,), value, device=device, dtype=dtype), torch.empty(total // n, device=device, dtype=dtype)
+    if op == "broadcast":
+        return torch.full((total,), value, device=device, dtype=dtype), None
+    raise ParameterError(f"the benchmark runs all_reduce, all_gather, reduce_scatter and broadcast; got {op!r}")
+
+
+def expected_result(op: str, n: int, numel: int):
+    """What every element of the result must hold when rank r contributed r + 1."""
+    import torch
+
+    if op in ("all_reduce", "reduce_scatter"):
+        return torch.full((numel,), n * (n + 1) / 2)
+    if op == "all_gather":
+        return torch.arange(1, n + 1, dtype=torch.float32).repeat_interleave(numel // n)
+    if op == "broadcast":
+        return torch.full((numel,), 1.0)  # rank 0's value
+    raise ParameterError(f"no expected result for {op!r}")
+
+
+def count_wrong(op: str, result, n: int) -> int:
+    """Elements of ``result`` that differ from the expected value (nccl-tests' ``#wrong``)."""
+    import torch
+
+    expected = expected_result(op, n, result.numel()).to(result.device, result.dtype)
+    return int((~torch.isclose(result, expected)).sum())
+
+
+def _run_op(op, inp, out, group=None):
+    import torch.distributed as dist
+
+    if op == "all_reduce":
+        dist.all_reduce(inp)
+        return inp
+    if op == "all_gather":
+        dist.all_gather_into_tensor(out, inp)
+        return out
+    if op == "reduce_scatter":
+        dist.reduce_scatter_tensor(out, inp)
+        return out
+    dist.broadcast(inp, src=0)
+    return inp
+
+
+def collective_benchmark_worker(spec: dict) -> dict:
+    """Each rank: for every op and size, warm up, then time ``iters`` calls separated by a
+    barrier; the slowest rank's time of each call counts; check every result."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    from .measure import progress, synchronize
+
+    torch.set_num_threads(spec.get("threads_per_rank", 1))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    device = spec["device"]
+    dtype = torch.float32
+    rows = []
+    for op in spec["ops"]:
+        for nbytes in progress(spec["sizes_bytes"], f"{op}") if rank == 0 else spec["sizes_bytes"]:
+            times, wrong = [], 0
+            for i in range(spec["warmup"] + spec["iters"]):
+                inp, out = _buffers(op, nbytes, n, rank, device, dtype)
+                dist.barrier()
+                synchronize(device)
+                t0 = time.perf_counter()
+                result = _run_op(op, inp, out)
+                synchronize(device)
+                dt = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+                dist.all_reduce(dt, op=dist.ReduceOp.MAX)  # the slowest rank defines the collective
+                if i >= spec["warmup"]:
+                    times.append(float(dt))
+                    wrong += count_wrong(op, result, n)
+            wrong_t = torch.tensor([wrong])
+            dist.all_reduce(wrong_t)
+            total_bytes = (inp.numel() if op != "all_gather" else out.numel()) * inp.element_size()
+            med = float(np.median(times))
+            rows.append({"op": op, "size_bytes": total_bytes, "count": total_bytes // inp.element_size(),
+                         "time_s": med, "q1_s": float(np.percentile(times, 25)), "q3_s": float(np.percentile(times, 75)),
+                         "n": len(times), "algbw_bytes_per_s": total_bytes / med,
+                         "busbw_bytes_per_s": total_bytes / med * bus_factor(op, n), "wrong": int(wrong_t)})
+    return {"world_size": n, "device": device, "rows": rows, "benchmark_version": BENCHMARK_VERSION["collectives"]}
+
+
+def nccl_tests_table(rows) -> str:
+    """The benchmark in nccl-tests' column layout (size, count, type, time in µs, GB/s, #wrong)."""
+    lines = [f"{'op':>15} {'size(B)':>12} {'count':>11} {'type':>6} {'time(us)':>10} {'algbw(GB/s)':>12} "
+             f"{'busbw(GB/s)':>12} {'#wrong':>7}"]
+    for r in rows:
+        lines.append(f"{r['op']:>15} {r['size_bytes']:>12} {r['count']:>11} {'float':>6} {r['time_s'] * 1e6:>10.1f} "
+                     f"{r['algbw_bytes_per_s'] / 1e9:>12.3f} {r['busbw_bytes_per_s'] / 1e9:>12.3f} {r['wrong']:>7}")
+    return "\n".join(lines)

@@ -1,0 +1,184 @@
+"""Run a worker function on N processes under ``torchrun`` (torch.distributed.run), with
+timeouts, whole-group cleanup and the worker's traceback surfaced.
+
+``launch("mfulab.overlap:worker", spec, nproc=2)`` runs
+``python -m torch.distributed.run --standalone --nproc_per_node 2 -m mfulab.launch ...``
+in a new process session. Each rank initialises ``torch.distributed`` (NCCL on CUDA, gloo
+on CPU) with ``init_timeout_s``, calls ``worker(spec)``, and rank 0 writes the returned
+records to a JSON file that the launcher reads back. Guarantees:
+
+- the whole job is killed (SIGTERM, then SIGKILL, to the process group) when it runs past
+  ``timeout_s``, and :class:`LaunchError` says so with the tail of the log;
+- when any rank raises, torchrun stops the others, and :class:`LaunchError` carries that
+  rank's traceback (written by the rank itself before it exits);
+- no process is left behind and no partial record is returned.
+
+Under a cluster scheduler the same worker runs without this launcher: ``srun`` or a
+multi-node ``torchrun`` starts ``python -m mfulab measure <study> ...`` on every rank, and
+:func:`run` sees ``WORLD_SIZE`` in the environment and calls the worker in-process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from datetime import timedelta
+from pathlib import Path
+
+from .config import ParameterError
+
+
+class LaunchError(RuntimeError):
+    """A distributed job failed, hung past its timeout, or produced no records."""
+
+
+def in_distributed_env() -> bool:
+    """True inside a process started by torchrun/srun for a distributed job."""
+    return "WORLD_SIZE" in os.environ and "RANK" in os.environ
+
+
+def backend_for(device: str) -> str:
+    return "nccl" if device == "cuda" else "gloo"
+
+
+def _resolve(target: str):
+    module, function = target.split(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def check_world_size(nproc: int, device: str) -> None:
+    """Refuse a world size the machine cannot host (one process per GPU on CUDA)."""
+    if not (isinstance(nproc, int) and not isinstance(nproc, bool) and nproc >= 1):
+        raise ParameterError(f"nproc must be a positive integer, got {nproc!r}")
+    if device == "cuda":
+        import torch
+
+        have = torch.cuda.device_count()
+        if nproc > have:
+            raise ParameterError(f"nproc={nproc} needs {nproc} GPUs; this machine has {have}")
+    elif nproc > max(os.cpu_count() or 1, 1) * 4:
+        raise ParameterError(f"nproc={nproc} CPU processes on {os.cpu_count()} cores is more than this launcher allows")
+
+
+def _kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace_s)
+            # the session leader is gone; make sure its children are too
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def launch(target: str, spec: dict, *, nproc: int, device: str = "cpu", timeout_s: float = 600,
+           init_timeout_s: float = 60) -> dict:
+    """Run ``target`` ("module:function") on ``nproc`` ranks; return rank 0's records."""
+    check_world_size(nproc, device)
+    with tempfile.TemporaryDirectory(prefix="mfulab-launch-") as tmp:
+        tmp = Path(tmp)
+        (tmp / "spec.json").write_text(json.dumps(spec))
+        log_path = tmp / "torchrun.log"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+               "-m", "mfulab.launch", "--target", target, "--spec", str(tmp / "spec.json"), "--out", str(tmp),
+               "--device", device, "--init-timeout", str(init_timeout_s)]
+        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+               "PYTHONUNBUFFERED": "1"}
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            try:
+                rc = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                raise LaunchError(f"{target} on {nproc} ranks ran past timeout_s={timeout_s} and was killed "
+                                  f"(whole process group).\n--- log tail ---\n{_tail(log_path)}") from None
+            except BaseException:  # Ctrl-C in the notebook: take the workers down too
+                _kill_group(proc)
+                raise
+            finally:
+                _kill_group(proc, grace_s=1.0)
+        errors = sorted(tmp.glob("error-rank*.txt"))
+        if rc != 0 or errors:
+            detail = "\n".join(f"--- {p.stem} ---\n{p.read_text()}" for p in errors) or _tail(log_path)
+            raise LaunchError(f"{target} failed on {nproc} ranks (torchrun exit {rc}):\n{detail}")
+        result = tmp / "result.json"
+        if not result.exists():
+            raise LaunchError(f"{target} finished without records from rank 0.\n{_tail(log_path)}")
+        return json.loads(result.read_text())
+
+
+def _tail(path: Path, n_chars: int = 4000) -> str:
+    try:
+        return path.read_text()[-n_chars:]
+    except OSError:
+        return "(no log)"
+
+
+def run(target: str, spec: dict, *, nproc: int, device: str, timeout_s: float = 600,
+        init_timeout_s: float = 60) -> dict | None:
+    """Inside a distributed job (torchrun/srun started this process): initialise the process
+    group if needed and call the worker here (every rank returns; rank 0's records matter).
+    Otherwise: :func:`launch` a local torchrun job."""
+    if not in_distributed_env():
+        return launch(target, spec, nproc=nproc, device=device, timeout_s=timeout_s, init_timeout_s=init_timeout_s)
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        _init(device, init_timeout_s)
+    return _resolve(target)(spec)
+
+
+def _init(device: str, init_timeout_s: float) -> None:
+    import torch
+    import torch.distributed as dist
+
+    if device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    dist.init_process_group(backend_for(device), timeout=timedelta(seconds=init_timeout_s))
+
+
+def _worker_main(argv=None) -> int:
+    """Entry point of each rank under torchrun (``python -m mfulab.launch``)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--target", required=True)
+    parser.add_argument("--spec", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--init-timeout", type=float, default=60)
+    args = parser.parse_args(argv)
+    rank = int(os.environ.get("RANK", 0))
+    out = Path(args.out)
+    try:
+        import torch.distributed as dist
+
+        _init(args.device, args.init_timeout)
+        spec = json.loads(Path(args.spec).read_text())
+        records = _resolve(args.target)(spec)
+        if rank == 0:
+            tmp = out / f".result-{os.getpid()}.tmp"
+            tmp.write_text(json.dumps(records))
+            os.replace(tmp, out / "result.json")
+        dist.barrier()
+        dist.destroy_process_group()
+        return 0
+    except BaseException:
+        (out / f"error-rank{rank}.txt").write_text(f"[{time.strftime('%H:%M:%S')}] rank {rank}\n"
+                                                   + traceback.format_exc())
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(_worker_main())

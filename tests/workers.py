@@ -1,0 +1,24 @@
+"""Worker functions the launcher tests run under torchrun (importable by the ranks)."""
+import os
+import time
+
+
+def echo(spec):
+    import torch.distributed as dist
+
+    return {"rank": dist.get_rank(), "world": dist.get_world_size(), "value": spec["value"]}
+
+
+def fail_on_rank_1(spec):
+    import torch.distributed as dist
+
+    if dist.get_rank() == 1:
+        raise ValueError("rank 1 fails on purpose")
+    time.sleep(60)  # rank 0 would wait; torchrun must stop it
+    return {}
+
+
+def hang(spec):
+    with open(os.path.join(spec["pid_dir"], f"{os.getpid()}.pid"), "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(3600)
