@@ -30,6 +30,8 @@ from .config import ParameterError
 STUDIES = {
     "mfu": {"notebook": "01_mfu_accounting.py", "module": "mfulab.mfu",
             "title": "MFU accounting: conventions, denominators, where a step's time goes"},
+    "overlap": {"notebook": "02_overlap.py", "module": "mfulab.overlap",
+                "title": "Communication/computation overlap: collectives benchmark, α–β model, chunked overlap"},
     "fusion": {"notebook": "03_operator_fusion.py", "module": "mfulab.fusion",
                "title": "Operator fusion: bytes moved, kernels, attention variants, torch.compile"},
     "recompute": {"notebook": "04_recompute_tradeoff.py", "module": "mfulab.recompute",
