@@ -165,6 +165,8 @@ def measure(study: str, *, param_file, overrides: dict | None = None, out) -> Pa
     started = time.time()
     records = module.measure(params)
     out = Path(out)
+    if int(os.environ.get("RANK", "0")) != 0:  # under srun/torchrun only rank 0 writes
+        return out
     results.save_measurements(out, records)
     results.write_json(out / results.ENV, results.provenance(study=study, params=params, repo_root=repo_root(),
                                                              started_s=started, extra={"param_file": str(param_file)}))

@@ -149,7 +149,8 @@ def machine_slug() -> str:
             base = device_spec(name).key
         except ParameterError:
             base = _slug(name.replace("NVIDIA", ""))
-        count = torch.cuda.device_count()
+        # inside a distributed job the machine is the whole job: all its ranks' GPUs
+        count = int(os.environ.get("WORLD_SIZE", torch.cuda.device_count()))
         return base if count == 1 else f"{base}-x{count}"
     return f"cpu-{os.cpu_count()}c"
 
