@@ -26,6 +26,12 @@
 #
 # Every rank runs under `torchrun` (gloo on CPU, NCCL on GPUs), started by `mfulab.launch`
 # with a timeout that kills the whole process group.
+#
+# **What one GPU can show.** A collective needs at least two ranks and NCCL needs one GPU
+# per rank, so a single-GPU machine has no accelerator collective to measure: its `gpu`
+# profile runs the host's gloo ranks (as `cpu` does) and says so in the device line below;
+# the `node` profile (8 GPUs) measures NCCL, where compute and communication really run on
+# different engines.
 
 # %% tags=["parameters"]
 device = "auto"  # auto | cpu | cuda (cuda: NCCL, one GPU per rank)
