@@ -49,15 +49,12 @@ out_dir = ""  # set by the runner; empty: scratch/mfu
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import claims, mfu, plots, results
+from mfulab import mfu, plots, results
 from mfulab.plots import si
 
 plots.set_theme()
 pd.set_option("display.float_format", "{:.4g}".format)
-params = {name: globals()[name] for name in mfu.PARAMS}
-out = results.output_dir(out_dir, "mfu")
-records = results.load_measurements(from_dir) if from_dir else mfu.measure(params)
-results.save_measurements(out, records)
+out, records = results.study_records(mfu, globals())
 print(f"device: {records['device_name']} ({records['device']}), {records['num_threads']} threads, "
       f"model {records['params']['preset']}: {records['n_params']:,} parameters")
 
@@ -248,9 +245,7 @@ b15
 
 # %%
 claim_list = mfu.claims(records)
-claims_df = claims.table(claim_list)
-results.save_table(out, "claims", claims_df)
-results.save_metrics(out, mfu.headline_metrics(records))
+claims_df = results.publish_claims(out, claim_list, mfu.headline_metrics(records))
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 

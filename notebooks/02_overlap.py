@@ -57,16 +57,13 @@ out_dir = ""  # set by the runner; empty: scratch/overlap
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import claims, comm, overlap, plots, results
+from mfulab import comm, overlap, plots, results
 from mfulab.plots import si
 
 plots.set_theme()
 pd.set_option("display.float_format", "{:.4g}".format)
 pd.set_option("display.width", 200)
-params = {name: globals()[name] for name in overlap.PARAMS}
-out = results.output_dir(out_dir, "overlap")
-records = results.load_measurements(from_dir) if from_dir else overlap.measure(params)
-results.save_measurements(out, records)
+out, records = results.study_records(overlap, globals())
 print(f"{records['collectives']['world_size']} ranks on {records['device_name']} ({records['device']})")
 
 # %% [markdown]
@@ -161,9 +158,7 @@ pd.Series(overlap.b9_check(records)).to_frame("B9")
 
 # %%
 claim_list = overlap.claims(records)
-claims_df = claims.table(claim_list)
-results.save_table(out, "claims", claims_df)
-results.save_metrics(out, overlap.headline_metrics(records))
+claims_df = results.publish_claims(out, claim_list, overlap.headline_metrics(records))
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 

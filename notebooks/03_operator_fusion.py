@@ -50,16 +50,13 @@ out_dir = ""  # set by the runner; empty: scratch/fusion
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import claims, fusion, plots, results
+from mfulab import fusion, plots, results
 from mfulab.plots import si
 
 plots.set_theme()
 pd.set_option("display.float_format", "{:.4g}".format)
 pd.set_option("display.width", 200)
-params = {name: globals()[name] for name in fusion.PARAMS}
-out = results.output_dir(out_dir, "fusion")
-records = results.load_measurements(from_dir) if from_dir else fusion.measure(params)
-results.save_measurements(out, records)
+out, records = results.study_records(fusion, globals())
 print(f"device: {records['device_name']} ({records['device']}), {records['num_threads']} threads, torch {records['torch']}")
 
 # %% [markdown]
@@ -178,9 +175,7 @@ dt
 
 # %%
 claim_list = fusion.claims(records)
-claims_df = claims.table(claim_list)
-results.save_table(out, "claims", claims_df)
-results.save_metrics(out, fusion.headline_metrics(records))
+claims_df = results.publish_claims(out, claim_list, fusion.headline_metrics(records))
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 

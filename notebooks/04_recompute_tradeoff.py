@@ -49,15 +49,12 @@ out_dir = ""  # set by the runner; empty: scratch/recompute
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import claims, plots, recompute, results
+from mfulab import plots, recompute, results
 
 plots.set_theme()
 pd.set_option("display.float_format", "{:.4g}".format)
 pd.set_option("display.width", 200)
-params = {name: globals()[name] for name in recompute.PARAMS}
-out = results.output_dir(out_dir, "recompute")
-records = results.load_measurements(from_dir) if from_dir else recompute.measure(params)
-results.save_measurements(out, records)
+out, records = results.study_records(recompute, globals())
 print(f"device: {records['device_name']} ({records['device']}), {records['num_threads']} threads; "
       f"model {records['config']['name']}: {records['config']['n_layers']} layers, d_model {records['config']['d_model']}, "
       f"seq {records['config']['seq_len']}, {records['params']['attn_impl']} attention")
@@ -199,9 +196,7 @@ zero
 
 # %%
 claim_list = recompute.claims(records, plans, zero)
-claims_df = claims.table(claim_list)
-results.save_table(out, "claims", claims_df)
-results.save_metrics(out, recompute.headline_metrics(records, plans, zero))
+claims_df = results.publish_claims(out, claim_list, recompute.headline_metrics(records, plans, zero))
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 

@@ -176,3 +176,26 @@ def output_dir(out_dir: str, study: str) -> Path:
     path = Path(out_dir) if out_dir else Path("scratch") / study
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def study_records(study_module, namespace: dict) -> tuple[Path, dict]:
+    """The first code cell of every study notebook: gather the parameters named by
+    ``study_module.PARAMS`` from the notebook's namespace, measure (or load ``from_dir``),
+    and keep the raw records in the results folder. Returns ``(out, records)``."""
+    params = {name: namespace[name] for name in study_module.PARAMS}
+    out = output_dir(namespace.get("out_dir", ""), study_module.STUDY)
+    from_dir = namespace.get("from_dir", "")
+    records = load_measurements(from_dir) if from_dir else study_module.measure(params)
+    save_measurements(out, records)
+    return out, records
+
+
+def publish_claims(out_dir, claim_list, metrics: dict):
+    """Save the claims table (``tables/claims.csv``) and the headline metrics; return the
+    table for display."""
+    from .claims import table
+
+    df = table(claim_list)
+    save_table(out_dir, "claims", df)
+    save_metrics(out_dir, metrics)
+    return df
