@@ -34,6 +34,8 @@ STUDIES = {
                 "title": "Communication/computation overlap: collectives benchmark, α–β model, chunked overlap"},
     "fusion": {"notebook": "03_operator_fusion.py", "module": "mfulab.fusion",
                "title": "Operator fusion: bytes moved, kernels, attention variants, torch.compile"},
+    "buckets": {"notebook": "05_bucket_sweep.py", "module": "mfulab.buckets",
+                "title": "DDP gradient buckets: a real bucket_cap_mb sweep and a calibrated simulator at scale"},
     "recompute": {"notebook": "04_recompute_tradeoff.py", "module": "mfulab.recompute",
                   "title": "Recompute trade-off: exact activation accounting, MFU vs HFU vs tokens/s, a planner"},
 }
