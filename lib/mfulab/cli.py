@@ -36,6 +36,8 @@ STUDIES = {
                "title": "Operator fusion: bytes moved, kernels, attention variants, torch.compile"},
     "buckets": {"notebook": "05_bucket_sweep.py", "module": "mfulab.buckets",
                 "title": "DDP gradient buckets: a real bucket_cap_mb sweep and a calibrated simulator at scale"},
+    "dataloader": {"notebook": "06_dataloader_formats.py", "module": "mfulab.data",
+                   "title": "Dataloader formats: small files, JSONL, tar shards, memmap, Parquet; data stalls"},
     "recompute": {"notebook": "04_recompute_tradeoff.py", "module": "mfulab.recompute",
                   "title": "Recompute trade-off: exact activation accounting, MFU vs HFU vs tokens/s, a planner"},
 }
