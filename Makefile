@@ -16,9 +16,10 @@ HAS_NVIDIA  := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo yes)
 
 PY       := $(VENV)/bin/python
 STAMP    := $(VENV)/.mfulab-installed
-STUDIES  := $(sort $(notdir $(wildcard studies/*)))
+STUDIES  := $(filter-out compare,$(sort $(notdir $(wildcard studies/*))))
+SITE_MACHINE ?=
 
-.PHONY: help env all test list clean distclean $(STUDIES)
+.PHONY: help env all test list html compare clean distclean $(STUDIES)
 .NOTPARALLEL:
 
 help:
@@ -27,6 +28,8 @@ help:
 	@echo "make list                studies and profiles"
 	@echo "make <study>             one study, e.g. make mfu PROFILE=gpu ARGS=\"-p seq_len 2048\""
 	@echo "make <study> FROM=DIR    analyse measurements taken elsewhere (python -m mfulab measure ...)"
+	@echo "make compare             machines side by side (notebook 07) into results/comparison/"
+	@echo "make html                the course as a static site in site/<machine>/ (SITE_MACHINE=... for another)"
 	@echo "make clean               remove generated scratch (keeps .venv and results/)"
 
 env: $(STAMP)
@@ -43,6 +46,13 @@ endif
 	touch $@
 
 all: $(STUDIES)
+	$(PY) -m mfulab run compare --profile default
+
+compare: $(STAMP)
+	$(PY) -m mfulab run compare --profile default
+
+html: $(STAMP)
+	$(PY) -m mfulab site $(if $(SITE_MACHINE),--machine $(SITE_MACHINE))
 
 $(STUDIES): %: $(STAMP)
 	$(PY) -m mfulab run $* --profile $(PROFILE) $(if $(FROM),--from $(FROM)) $(ARGS)
@@ -54,7 +64,7 @@ list: $(STAMP)
 	@$(PY) -m mfulab list
 
 clean:
-	rm -rf scratch .pytest_cache results/*/.tmp-* results/*/.old-*
+	rm -rf scratch site .pytest_cache results/*/.tmp-* results/*/.old-*
 	find . -name __pycache__ -not -path "./$(VENV)/*" -prune -exec rm -rf {} +
 
 distclean: clean

@@ -8,6 +8,7 @@
 - ``measure STUDY -f studies/<study>/<profile>.yaml --out DIR``: only the measurement,
   headless, with no Jupyter stack: the seam for clusters (``srun``/``torchrun``).
 - ``list``: the studies, their notebooks and profiles.
+- ``site [--machine M]``: the executed notebooks of ``results/<M>/`` as a static site.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ STUDIES = {
                 "title": "DDP gradient buckets: a real bucket_cap_mb sweep and a calibrated simulator at scale"},
     "dataloader": {"notebook": "06_dataloader_formats.py", "module": "mfulab.data",
                    "title": "Dataloader formats: small files, JSONL, tar shards, memmap, Parquet; data stalls"},
+    "compare": {"notebook": "07_compare_machines.py", "module": "mfulab.compare", "machine": "comparison",
+                "title": "Machines side by side: ceilings, MFU, collectives, fusion, recompute, buckets, data"},
     "recompute": {"notebook": "04_recompute_tradeoff.py", "module": "mfulab.recompute",
                   "title": "Recompute trade-off: exact activation accounting, MFU vs HFU vs tokens/s, a planner"},
 }
@@ -136,7 +139,8 @@ def run(study: str, *, profile: str = "auto", overrides: dict | None = None, fro
         measured_env = results.read_json(env_path) if env_path.exists() else None
     else:
         module.validate(params)
-    machine = (measured_env or {}).get("fingerprint", {}).get("machine") or hardware.machine_slug()
+    machine = (spec.get("machine") or (measured_env or {}).get("fingerprint", {}).get("machine")
+               or hardware.machine_slug())
     final = Path(results_root or root / "results") / machine / study
     notebook = notebook or root / "notebooks" / spec["notebook"]
     for key, value in MALLOC_ENV.items():
@@ -187,6 +191,10 @@ def main(argv=None) -> int:
     p_run.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"))
     p_run.add_argument("--from", dest="from_dir", help="analyse measurements from this folder instead of measuring")
     p_run.add_argument("--results-root", help="folder holding results/<machine>/ (default: the repo's results/)")
+    p_site = sub.add_parser("site", help="render a machine's executed notebooks as a static site")
+    p_site.add_argument("--machine", help="results/<machine>/ to render (default: this machine)")
+    p_site.add_argument("--out", help="output folder (default: site/<machine>)")
+    p_site.add_argument("--results-root", help="folder holding results/<machine>/ (default: the repo's results/)")
     p_meas = sub.add_parser("measure", help="run only the measurement, headless")
     p_meas.add_argument("study")
     p_meas.add_argument("-f", "--file", required=True, help="studies/<study>/<profile>.yaml")
@@ -196,9 +204,17 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
 
     try:
+        if args.command == "site":
+            from .site import build_site
+
+            root = repo_root()
+            machine = args.machine or hardware.machine_slug()
+            out = build_site(args.results_root or root / "results", machine, args.out or root / "site" / machine)
+            print(f"site written to {out / 'index.html'}")
+            return 0
         if args.command == "list":
             root = repo_root()
-            for study, spec in STUDIES.items():
+            for study, spec in sorted(STUDIES.items(), key=lambda kv: kv[1]["notebook"]):
                 print(f"{study:12s} notebooks/{spec['notebook']:28s} profiles: "
                       f"{', '.join(profiles(study, root))}   {spec['title']}")
             return 0

@@ -1,0 +1,120 @@
+"""The course as a static web site: ``make html`` (``python -m mfulab site``).
+
+The executed notebooks of one machine's results are converted with nbconvert (lab
+template); figures are embedded in the pages, every remote script or stylesheet the
+template would load is removed (the site works offline, from the file system), and a
+small button folds the code cells so that a page reads as text. ``index.html`` lists the
+studies in course order with one sentence, the headline figure, headline numbers and the
+claims table of each.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+from pathlib import Path
+
+# the figure and numbers that stand for each study on the index page
+HEADLINE_FIGURE = {"mfu": "waterfall", "overlap": "step_vs_k", "fusion": "attention", "recompute": "pareto",
+                   "buckets": "sweep", "dataloader": "throughput", "compare": "ceilings"}
+HEADLINE_NUMBERS = {
+    "mfu": [("steady_mfu_vs_ceiling", "MFU of the reference step (vs measured ceiling)", "{:.1%}"),
+            ("matmul_ceiling_flops_per_s", "measured matmul ceiling", "{:.3g} FLOP/s"),
+            ("steady_tokens_per_s", "tokens/s", "{:,.0f}")],
+    "overlap": [("all_reduce_busbw_largest_bytes_per_s", "all-reduce busbw, largest message", "{:.3g} B/s"),
+                ("alpha_s", "fitted latency α per step", "{:.2g} s")],
+    "fusion": [("matmul_ceiling_flops_per_s", "matmul ceiling", "{:.3g} FLOP/s"),
+               ("memory_bandwidth_bytes_per_s", "memory bandwidth", "{:.3g} B/s"),
+               ("sdpa_backend", "SDPA kernel", "{}")],
+    "recompute": [("layer_model_max_abs_rel_error_korthikanti", "Table 2 vs exact count, worst policy", "{:.1%}")],
+    "buckets": [("layouts_match_simulator", "DDP layouts match the simulator", "{}"),
+                ("gradient_gate_max_abs_diff", "gradient gate, max |diff|", "{:.1e}")],
+    "dataloader": [("all_epochs_intact", "every epoch returned the corpus intact", "{}")],
+}
+TOGGLE = """
+<style>body.mfulab-hide-code .jp-CodeCell .jp-Cell-inputWrapper {display: none;}
+#mfulab-toggle {position: fixed; top: 8px; right: 8px; z-index: 10; padding: 4px 10px;}</style>
+<button id="mfulab-toggle" onclick="document.body.classList.toggle('mfulab-hide-code');
+this.textContent = document.body.classList.contains('mfulab-hide-code') ? 'show code' : 'hide code';">hide code</button>
+<p><a href="index.html">← course index</a></p>
+"""
+
+
+def _offline(page: str) -> str:
+    """Remove every remote <script src=…>, <link href=…> and script importing from a CDN
+    (MathJax, require.js, mermaid): the pages must work offline."""
+    page = re.sub(r"<script[^>]*\bsrc=\"(https?://[^\"]*)?\"[^>]*>\s*</script>", "", page)
+    page = re.sub(r"<link[^>]*\bhref=\"https?://[^\"]*\"[^>]*/?>", "", page)
+    # inline scripts that import from a CDN (the lab template's mermaid loader)
+    page = re.sub(r"<script[^>]*>(?:(?!</script>).)*https?://(?:(?!</script>).)*</script>", "", page, flags=re.S)
+    return page
+
+
+def notebook_page(ipynb: Path) -> str:
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(template_name="lab")
+    exporter.mathjax_url = ""
+    body, _ = exporter.from_filename(str(ipynb))
+    return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + TOGGLE, _offline(body), count=1)
+
+
+def _claims_html(path: Path) -> str:
+    import pandas as pd
+
+    if not path.exists():
+        return "<p><em>no claims table</em></p>"
+    df = pd.read_csv(path)
+    return df[["id", "claim", "verdict", "evidence"]].to_html(index=False, escape=True, classes="claims", border=0)
+
+
+def _numbers_html(study: str, metrics: dict) -> str:
+    items = []
+    for key, label, fmt in HEADLINE_NUMBERS.get(study, []):
+        if metrics.get(key) is not None:
+            items.append(f"<li>{html.escape(label)}: <b>{html.escape(fmt.format(metrics[key]))}</b></li>")
+    return "<ul>" + "".join(items) + "</ul>" if items else ""
+
+
+def build_site(results_root, machine: str, out_dir) -> Path:
+    """Write ``out_dir/index.html`` and one page per study found under ``results_root/machine``."""
+    from .cli import STUDIES
+
+    src = Path(results_root) / machine
+    if not src.is_dir():
+        raise FileNotFoundError(f"{src} does not exist: run the studies first (make all) or pick another machine")
+    out = Path(out_dir)
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "figures").mkdir(parents=True)
+    sections = []
+    for study, spec in sorted(STUDIES.items(), key=lambda kv: kv[1]["notebook"]):
+        d = Path(results_root) / (spec.get("machine") or machine) / study
+        nb = d / spec["notebook"].replace(".py", ".ipynb")
+        title = html.escape(spec["title"])
+        number = spec["notebook"][:2]
+        if not nb.exists():
+            sections.append(f"<section><h2>{number} · {study}</h2><p>{title}</p><p><em>not run on this machine</em></p></section>")
+            continue
+        (out / f"{study}.html").write_text(notebook_page(nb))
+        figure = d / "figures" / f"{HEADLINE_FIGURE.get(study, '')}.png"
+        img = ""
+        if figure.exists():
+            shutil.copy(figure, out / "figures" / f"{study}.png")
+            img = f'<img src="figures/{study}.png" alt="{study} headline figure" width="640">'
+        metrics = json.loads((d / "metrics.json").read_text()) if (d / "metrics.json").exists() else {}
+        sections.append(f'<section><h2>{number} · <a href="{study}.html">{study}</a></h2><p>{title}</p>{img}'
+                        f"{_numbers_html(study, metrics)}{_claims_html(d / 'tables' / 'claims.csv')}</section>")
+    index = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>mfulab — {html.escape(machine)}</title>
+<style>body {{font-family: sans-serif; max-width: 1000px; margin: 2em auto; line-height: 1.4}}
+table.claims {{border-collapse: collapse; font-size: 0.85em}} table.claims td, table.claims th {{border: 1px solid #ccc;
+padding: 3px 6px; vertical-align: top}} section {{margin-bottom: 2.5em}}</style></head>
+<body><h1>mfulab: where a training step's time goes</h1>
+<p>Results of <b>{html.escape(machine)}</b>, in course order. Each study page is the executed notebook.</p>
+{''.join(sections)}</body></html>
+"""
+    (out / "index.html").write_text(index)
+    return out
