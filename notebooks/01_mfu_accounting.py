@@ -53,7 +53,6 @@ from mfulab import mfu, plots, results
 from mfulab.plots import si
 
 plots.set_theme()
-pd.set_option("display.float_format", "{:.4g}".format)
 out, records = results.study_records(mfu, globals())
 print(f"device: {records['device_name']} ({records['device']}), {records['num_threads']} threads, "
       f"model {records['params']['preset']}: {records['n_params']:,} parameters")

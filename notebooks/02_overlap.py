@@ -61,8 +61,6 @@ from mfulab import comm, overlap, plots, results
 from mfulab.plots import si
 
 plots.set_theme()
-pd.set_option("display.float_format", "{:.4g}".format)
-pd.set_option("display.width", 200)
 out, records = results.study_records(overlap, globals())
 print(f"{records['collectives']['world_size']} ranks on {records['device_name']} ({records['device']})")
 

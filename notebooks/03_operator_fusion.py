@@ -54,8 +54,6 @@ from mfulab import fusion, plots, results
 from mfulab.plots import si
 
 plots.set_theme()
-pd.set_option("display.float_format", "{:.4g}".format)
-pd.set_option("display.width", 200)
 out, records = results.study_records(fusion, globals())
 print(f"device: {records['device_name']} ({records['device']}), {records['num_threads']} threads, torch {records['torch']}")
 

@@ -52,8 +52,6 @@ from IPython.display import Markdown, display
 from mfulab import plots, recompute, results
 
 plots.set_theme()
-pd.set_option("display.float_format", "{:.4g}".format)
-pd.set_option("display.width", 200)
 out, records = results.study_records(recompute, globals())
 print(f"device: {records['device_name']} ({records['device']}), {records['num_threads']} threads; "
       f"model {records['config']['name']}: {records['config']['n_layers']} layers, d_model {records['config']['d_model']}, "

@@ -56,8 +56,6 @@ from IPython.display import Markdown, display
 from mfulab import buckets, plots, results
 
 plots.set_theme()
-pd.set_option("display.float_format", "{:.4g}".format)
-pd.set_option("display.width", 200)
 out, records = results.study_records(buckets, globals())
 print(f"{records['ddp']['world_size']} ranks on {records['device_name']} ({records['device']})")
 

@@ -53,8 +53,6 @@ from IPython.display import Markdown, display
 from mfulab import data, plots, results
 
 plots.set_theme()
-pd.set_option("display.float_format", "{:.4g}".format)
-pd.set_option("display.width", 200)
 out, records = results.study_records(data, globals())
 print(f"{records['corpus']['count']} samples, {records['corpus']['bytes_of_text'] / 2**20:.1f} MiB of text, "
       f"on {records['device_name']} ({records['cpu_count']} cores)")

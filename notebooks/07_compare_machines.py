@@ -30,8 +30,6 @@ from IPython.display import display
 from mfulab import compare, plots, results
 
 plots.set_theme()
-pd.set_option("display.float_format", "{:.4g}".format)
-pd.set_option("display.width", 200)
 out, records = results.study_records(compare, globals())
 print("machines:", ", ".join(records["machines"]))
 

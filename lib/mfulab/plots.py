@@ -16,9 +16,14 @@ MAX_PNG_BYTES = 300_000
 
 
 def set_theme() -> None:
+    """The notebooks' display settings: one seaborn theme and pandas' number format."""
+    import pandas as pd
+
     sns.set_theme(style="whitegrid", context="notebook", palette="colorblind")
     plt.rcParams.update({"figure.dpi": 100, "savefig.bbox": "tight", "axes.titleweight": "bold",
                          "axes.titlesize": 11})
+    pd.set_option("display.float_format", "{:.4g}".format)
+    pd.set_option("display.width", 200)
 
 
 def save_figure(fig, out_dir, name: str, *, dpi: int = 120, max_bytes: int = MAX_PNG_BYTES) -> Path:
