@@ -16,7 +16,7 @@ HAS_NVIDIA  := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo yes)
 
 PY       := $(VENV)/bin/python
 STAMP    := $(VENV)/.mfulab-installed
-STUDIES  := $(filter-out compare,$(sort $(notdir $(wildcard studies/*))))
+STUDIES  := $(filter-out compare,$(sort $(patsubst studies/%/,%,$(wildcard studies/*/))))
 SITE_MACHINE ?=
 
 .PHONY: help env all test list html compare clean distclean $(STUDIES)
