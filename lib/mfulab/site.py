@@ -53,11 +53,19 @@ def _offline(page: str) -> str:
 
 
 def notebook_page(ipynb: Path) -> str:
+    """One executed notebook as an offline page; progress bars (stderr) are left out so the
+    page reads as a text — they remain in the .ipynb."""
+    import nbformat
     from nbconvert import HTMLExporter
 
+    nb = nbformat.read(ipynb, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.get("outputs", []) if not (o.get("output_type") == "stream"
+                                                                        and o.get("name") == "stderr")]
     exporter = HTMLExporter(template_name="lab")
     exporter.mathjax_url = ""
-    body, _ = exporter.from_filename(str(ipynb))
+    body, _ = exporter.from_notebook_node(nb)
     return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + TOGGLE, _offline(body), count=1)
 
 
