@@ -164,6 +164,7 @@ def collective_benchmark_worker(spec: dict) -> dict:
     import torch
     import torch.distributed as dist
 
+    from .launch import reduce_scalar
     from .measure import progress, synchronize
 
     torch.set_num_threads(spec.get("threads_per_rank", 1))
@@ -181,19 +182,17 @@ def collective_benchmark_worker(spec: dict) -> dict:
                 t0 = time.perf_counter()
                 result = _run_op(op, inp, out)
                 synchronize(device)
-                dt = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
-                dist.all_reduce(dt, op=dist.ReduceOp.MAX)  # the slowest rank defines the collective
+                dt = reduce_scalar(time.perf_counter() - t0, "max")  # the slowest rank defines the collective
                 if i >= spec["warmup"]:
-                    times.append(float(dt))
+                    times.append(dt)
                     wrong += count_wrong(op, result, n)
-            wrong_t = torch.tensor([wrong])
-            dist.all_reduce(wrong_t)
+            wrong_total = int(reduce_scalar(wrong, "sum"))
             total_bytes = (inp.numel() if op != "all_gather" else out.numel()) * inp.element_size()
             med = float(np.median(times))
             rows.append({"op": op, "size_bytes": total_bytes, "count": total_bytes // inp.element_size(),
                          "time_s": med, "q1_s": float(np.percentile(times, 25)), "q3_s": float(np.percentile(times, 75)),
                          "n": len(times), "algbw_bytes_per_s": total_bytes / med,
-                         "busbw_bytes_per_s": total_bytes / med * bus_factor(op, n), "wrong": int(wrong_t)})
+                         "busbw_bytes_per_s": total_bytes / med * bus_factor(op, n), "wrong": wrong_total})
     return {"world_size": n, "device": device, "rows": rows, "benchmark_version": BENCHMARK_VERSION["collectives"]}
 
 

@@ -49,6 +49,18 @@ def backend_for(device: str) -> str:
     return "nccl" if device == "cuda" else "gloo"
 
 
+def reduce_scalar(value: float, op: str = "max") -> float:
+    """All-reduce one number across the ranks (max, min or sum) on the device the process
+    group's backend needs (NCCL only takes CUDA tensors)."""
+    import torch
+    import torch.distributed as dist
+
+    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op={"max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN, "sum": dist.ReduceOp.SUM}[op])
+    return float(t.item())
+
+
 def _resolve(target: str):
     module, function = target.split(":")
     return getattr(importlib.import_module(module), function)

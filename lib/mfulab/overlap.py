@@ -122,6 +122,7 @@ def overlap_worker(spec: dict) -> dict:
     import torch
     import torch.distributed as dist
 
+    from .launch import reduce_scalar
     from .measure import progress, synchronize
 
     torch.set_num_threads(1)
@@ -174,9 +175,7 @@ def overlap_worker(spec: dict) -> dict:
         if with_comm:
             expected = n * (n + 1) / 2
             wrong = sum(int((c != expected).sum()) for c in chunks)
-        dt = torch.tensor([elapsed], dtype=torch.float64)
-        dist.all_reduce(dt, op=dist.ReduceOp.MAX)
-        return float(dt), wrong
+        return reduce_scalar(elapsed, "max"), wrong
 
     for mode in spec["modes"]:
         for k in (progress(spec["chunks"], f"overlap {mode}") if rank == 0 else spec["chunks"]):
@@ -202,9 +201,7 @@ def overlap_worker(spec: dict) -> dict:
                 row[f"{variant}_times_s"] = times
             row["exposed_comm_s"] = row["overlapped_s"] - row["compute_only_s"]
             out["rows"].append(row)
-    wrong = torch.tensor([out["wrong"]])
-    dist.all_reduce(wrong)
-    out["wrong"] = int(wrong)
+    out["wrong"] = int(reduce_scalar(out["wrong"], "sum"))
     return out
 
 
