@@ -46,6 +46,10 @@ scale_alpha_s = 2.0e-5  # stated interconnect: per ring step latency,
 scale_link_bytes_per_s = 25.0e9  # link bandwidth (200 Gb/s InfiniBand HDR),
 scale_device_flops_per_s = 312.0e12  # device peak (A100 dense bf16)
 scale_compute_efficiency = 0.5  # fraction of the peak the compute reaches
+gpt_preset = "cpu-small"  # the reference GPT under DDP ("" to skip)
+gpt_seq_len = 128
+gpt_batch = 4
+gpt_bucket_caps_mb = [0.001, 4]  # plus one run at DDP's default
 from_dir = ""  # analyse measurements from this folder instead of measuring
 out_dir = ""  # set by the runner; empty: scratch/buckets
 
@@ -78,6 +82,20 @@ gate = records["ddp"]["gradient_gate"]
 assert max(gate.values()) < 1e-5, "DDP gradients differ from the single-process reference"
 print("gradient gate (max |DDP − reference| per cap):", {k: f"{v:.1e}" for k, v in gate.items()})
 layout
+
+# %% [markdown]
+# The same check on the reference GPT (embedding, tied head, norms, projections): here the
+# gradient-ready order is read from DDP itself (`rebuilt_per_bucket_param_indices`), the
+# formation rules are applied to it, and DDP's default (`bucket_cap_mb` left at 25) shows its
+# small first bucket (1 MiB) — gradients of the last layers leave early.
+
+# %%
+gpt_layout = buckets.gpt_layout_table(records)
+results.save_table(out, "gpt_layouts", gpt_layout)
+if len(gpt_layout):
+    assert gpt_layout.matches_rules.all(), "DDP's GPT buckets break the formation rules"
+    assert (gpt_layout.gradient_gate < 1e-5).all(), "DDP's GPT gradients differ from the reference"
+gpt_layout
 
 # %% [markdown]
 # ## 2 · The real sweep and the simulator

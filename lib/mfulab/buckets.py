@@ -51,6 +51,8 @@ PARAMS = {
     "scale_bucket_caps_mb": "list of positive numbers", "scale_tokens_per_rank": "positive int",
     "scale_alpha_s": "non-negative number", "scale_link_bytes_per_s": "positive number",
     "scale_device_flops_per_s": "positive number", "scale_compute_efficiency": "number in (0, 1]",
+    "gpt_preset": "preset name, or empty to skip the reference-GPT runs", "gpt_seq_len": "positive int",
+    "gpt_batch": "positive int", "gpt_bucket_caps_mb": "list of positive numbers",
 }
 
 
@@ -79,6 +81,12 @@ def validate(params: dict) -> dict:
         preset(name)
     if not p["scale_world_sizes"] or any(not (isinstance(n, int) and n >= 2) for n in p["scale_world_sizes"]):
         raise ParameterError("scale_world_sizes must be a non-empty list of integers ≥ 2")
+    if p["gpt_preset"]:
+        preset(p["gpt_preset"])
+        require_positive_int("gpt_seq_len", p["gpt_seq_len"])
+        require_positive_int("gpt_batch", p["gpt_batch"])
+        if any(not (isinstance(v, (int, float)) and v > 0) for v in p["gpt_bucket_caps_mb"]):
+            raise ParameterError(f"gpt_bucket_caps_mb must be positive numbers (MiB), got {p['gpt_bucket_caps_mb']!r}")
     p["device"] = hardware.resolve_device(p["device"])
     from .launch import check_world_size
 
@@ -224,6 +232,14 @@ def build_stack(layers: int, hidden: int, *, emulated_backward_s: float | None =
     return Stack()
 
 
+def _all_rebuilt(ddp) -> bool:
+    """Whether every rank's DDP has rebuilt its buckets: decided together, so that no rank
+    runs an extra step (an all-reduce the others would not match)."""
+    from .launch import reduce_scalar
+
+    return bool(reduce_scalar(1.0 if ddp._get_ddp_logging_data().get("has_rebuilt_buckets") else 0.0, "min"))
+
+
 def _bucket_sizes(ddp) -> list[int]:
     """Bucket sizes (bytes) DDP uses now: the rebuilt layout once it exists (DDP starts with
     every parameter in one bucket and rebuilds in gradient-ready order after its first
@@ -239,6 +255,7 @@ def ddp_worker(spec: dict) -> dict:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    from .launch import reduce_scalar
     from .measure import progress, synchronize
 
     torch.set_num_threads(1)
@@ -275,7 +292,7 @@ def ddp_worker(spec: dict) -> dict:
             worst = max(float((p.grad - r).abs().max()) for p, r in zip(ddp.module.parameters(), ref))
             out["gradient_gate"][str(cap)] = worst
         for _ in range(5):  # DDP rebuilds its buckets after one iteration (two with static_graph)
-            if ddp._get_ddp_logging_data().get("has_rebuilt_buckets"):
+            if _all_rebuilt(ddp):
                 break
             step(ddp)
         layout = _bucket_sizes(ddp)
@@ -285,9 +302,8 @@ def ddp_worker(spec: dict) -> dict:
                 dist.barrier()
                 t0 = time.perf_counter()
                 step(ddp, sync=kind == "sync")
-                dt = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
-                dist.all_reduce(dt, op=dist.ReduceOp.MAX)
-                times[kind].append(float(dt))
+                dt = reduce_scalar(time.perf_counter() - t0, "max")  # the slowest rank's time
+                times[kind].append(dt)
         out["layouts"][f"{mode}:{cap}:{variant}"] = layout
         out["rows"].append({"mode": mode, "bucket_cap_mb": cap, "variant": variant, "buckets": len(layout),
                             "step_times_s": times["sync"], "no_sync_times_s": times["no_sync"],
@@ -295,6 +311,8 @@ def ddp_worker(spec: dict) -> dict:
                             "step_q1_s": float(np.percentile(times["sync"], 25)),
                             "step_q3_s": float(np.percentile(times["sync"], 75))})
         del ddp, model
+    if spec.get("gpt_preset"):
+        out["gpt"] = _gpt_runs(spec, rank, n, device, step_fn=synchronize)
     # α–β of this machine's all-reduce, for the simulator
     sizes = [2**k for k in range(12, 25, 2)]
     times = []
@@ -312,6 +330,89 @@ def ddp_worker(spec: dict) -> dict:
     return out
 
 
+def _gpt_runs(spec, rank, n, device, *, step_fn):
+    """The reference GPT under DDP at each cap and at DDP's default: the layout DDP built,
+    the gradient-ready order it recorded, per-parameter bytes, step times, gradient gate."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from .config import preset
+    from .launch import reduce_scalar
+    from .model import GPT
+
+    cfg = preset(spec["gpt_preset"]).with_(seq_len=spec["gpt_seq_len"])
+    gen = torch.Generator().manual_seed(200 + rank)
+    idx = torch.randint(0, cfg.vocab_size, (spec["gpt_batch"], cfg.seq_len), generator=gen).to(device)
+    everyone = [torch.empty_like(idx) for _ in range(n)]
+    dist.all_gather(everyone, idx)
+    torch.manual_seed(0)
+    ref_model = GPT(cfg, attn_impl="sdpa").to(device)
+    for i in everyone:
+        ref_model(i, i)[1].div(n).backward()
+    ref = [p.grad.clone() for p in ref_model.parameters()]
+    runs = []
+    for cap in [None] + list(spec["gpt_bucket_caps_mb"]):
+        torch.manual_seed(0)
+        model = GPT(cfg, attn_impl="sdpa").to(device)
+        ddp = DDP(model) if cap is None else DDP(model, bucket_cap_mb=cap)
+
+        def step(sync=True, ddp=ddp):
+            ddp.zero_grad(set_to_none=True)
+            with (_null() if sync else ddp.no_sync()):
+                ddp(idx, idx)[1].backward()
+            step_fn(device)
+
+        step()
+        gate = max(float((p.grad - r).abs().max()) for p, r in zip(ddp.module.parameters(), ref))
+        for _ in range(5):
+            if _all_rebuilt(ddp):
+                break
+            step()
+        data = ddp._get_ddp_logging_data()
+        order = [[int(i) for i in b.split()] for b in str(data.get("rebuilt_per_bucket_param_indices", "")).split(",")
+                 if b.strip()]
+        times = {"sync": [], "no_sync": []}
+        for _ in range(spec["reps"]):
+            for kind in ("sync", "no_sync"):
+                dist.barrier()
+                t0 = time.perf_counter()
+                step(sync=kind == "sync")
+                dt = reduce_scalar(time.perf_counter() - t0, "max")  # the slowest rank's time
+                times[kind].append(dt)
+        runs.append({"bucket_cap_mb": cap, "layout": _bucket_sizes(ddp), "param_order": order,
+                     "param_bytes": [p.numel() * p.element_size() for p in ddp.module.parameters()],
+                     "gradient_gate": gate, "step_s": float(np.median(times["sync"])),
+                     "no_sync_s": float(np.median(times["no_sync"])), "step_times_s": times["sync"]})
+        del ddp, model
+    return {"preset": cfg.name, "seq_len": cfg.seq_len, "batch": spec["gpt_batch"], "runs": runs}
+
+
+def gpt_layout_table(records):
+    """For the reference GPT: DDP's layout vs the formation rules applied to the order DDP
+    recorded; whether that order is the reverse of registration; the first bucket's size."""
+    import pandas as pd
+
+    g = records["ddp"].get("gpt")
+    if not g:
+        return pd.DataFrame()
+    rows = []
+    for r in g["runs"]:
+        order = [i for b in r["param_order"] for i in b]
+        sizes = [r["param_bytes"][i] for i in order]
+        cap = DEFAULT_BUCKET_CAP_MB if r["bucket_cap_mb"] is None else r["bucket_cap_mb"]
+        predicted = [sum(sizes[i] for i in b) for b in form_buckets(sizes, bucket_cap_mb=cap,
+                                                                   default_cap=r["bucket_cap_mb"] is None)]
+        n_params = len(r["param_bytes"])
+        rows.append({"bucket_cap_mb": "default (25, first bucket 1 MiB)" if r["bucket_cap_mb"] is None else r["bucket_cap_mb"],
+                     "buckets": len(r["layout"]), "first_bucket_bytes": r["layout"][0] if r["layout"] else None,
+                     "matches_rules": predicted == r["layout"],
+                     "order_is_reverse_registration": order == list(range(n_params - 1, -1, -1)),
+                     "largest_tensor_bytes": max(r["param_bytes"]), "gradient_gate": r["gradient_gate"],
+                     "step_s": r["step_s"], "no_sync_s": r["no_sync_s"], "comm_cost_s": r["step_s"] - r["no_sync_s"]})
+    return pd.DataFrame(rows)
+
+
 class _null:
     def __enter__(self):
         return self
@@ -327,7 +428,8 @@ def measure(params: dict) -> dict:
 
     p = validate(params)
     spec = {k: p[k] for k in ("device", "stack_layers", "stack_hidden", "batch", "bucket_caps_mb", "variants", "modes",
-                              "emulated_layer_backward_s", "reps")}
+                              "emulated_layer_backward_s", "reps", "gpt_preset", "gpt_seq_len", "gpt_batch",
+                              "gpt_bucket_caps_mb")}
     rec = {"study": STUDY, "params": p, "device": p["device"],
            "device_name": torch.cuda.get_device_name(0) if p["device"] == "cuda" else hardware.cpu_model(),
            "benchmark_version": BENCHMARK_VERSION}
@@ -481,10 +583,13 @@ def claims(records) -> list[Claim]:
 
 def headline_metrics(records) -> dict:
     st = sweep_table(records)
+    gpt = gpt_layout_table(records)
     return {
         "device": records["device"], "device_name": records["device_name"],
         "world_size": records["ddp"]["world_size"], "sweep": st.to_dict(orient="records"),
-        "layouts_match_simulator": all(v["equal"] for v in layout_check(records).values()),
+        "layouts_match_simulator": all(v["equal"] for v in layout_check(records).values())
+        and (gpt.empty or bool(gpt.matches_rules.all())),
+        "gpt_layouts": gpt.to_dict(orient="records"),
         "gradient_gate_max_abs_diff": max(records["ddp"]["gradient_gate"].values()),
         "allreduce_fit": {k: v for k, v in records["ddp"]["allreduce_fit"].items() if k != "relative_residuals"},
         "best_caps_at_scale": best_caps(scale_table(records)).drop(columns=[]).to_dict(orient="records"),
