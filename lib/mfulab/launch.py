@@ -183,13 +183,22 @@ def _worker_main(argv=None) -> int:
             tmp = out / f".result-{os.getpid()}.tmp"
             tmp.write_text(json.dumps(records))
             os.replace(tmp, out / "result.json")
+        del records
+        import gc
+
+        gc.collect()  # DDP reducers and their threads go before the process group
         dist.barrier()
         dist.destroy_process_group()
-        return 0
     except BaseException:
         (out / f"error-rank{rank}.txt").write_text(f"[{time.strftime('%H:%M:%S')}] rank {rank}\n"
                                                    + traceback.format_exc())
         raise
+    # The work is done and written. Skip interpreter teardown: torch's C++ static destructors
+    # sometimes abort ("terminate called without an active exception") while gloo/DDP
+    # threads are still joinable, which would turn a finished job into a failed one.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
