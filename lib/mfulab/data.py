@@ -53,9 +53,6 @@ class DataError(RuntimeError):
 
 
 # ---------------------------------------------------------------------------- corpus
-_WORDS = None
-
-
 def _vocabulary(rng) -> list[str]:
     letters = np.array(list("etaoinshrdlucmfwypvbgkjqxz"))
     weights = np.linspace(2.0, 0.2, len(letters))
