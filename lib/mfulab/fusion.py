@@ -28,7 +28,8 @@ import time
 from . import claims as claims_mod
 from . import flops, hardware, memory
 from .claims import Claim
-from .config import ParameterError, check_param_names, require_positive_int, preset
+from .config import ParameterError, check_param_names, preset, require_positive_int
+from .measure import torch_dtype
 
 STUDY = "fusion"
 BENCHMARK_VERSION = {"ln_fusion": 1, "attention": 1, "model_compile": 1, "matmul_dtypes": 1}
@@ -222,12 +223,6 @@ def profile_kernel_count(fn, device: str) -> dict:
 
 
 # ---------------------------------------------------------------------------- measurements
-def _dtype(name):
-    from .measure import torch_dtype
-
-    return torch_dtype(name)
-
-
 def measure_ln_fusion(p: dict) -> dict:
     """Eager vs torch.compile (vs Triton) for LN + residual + dropout: correctness at p = 0,
     forward time, achieved bytes/s, kernel counts; dropout p > 0 timed separately."""
@@ -235,7 +230,7 @@ def measure_ln_fusion(p: dict) -> dict:
 
     from .measure import compare, time_fn
 
-    device, dt = p["device"], _dtype(p["dtype"])
+    device, dt = p["device"], torch_dtype(p["dtype"])
     n_tok, hid = p["ln_tokens"], p["ln_hidden"]
     gen = torch.Generator(device="cpu").manual_seed(0)
     x = torch.randn(n_tok, hid, generator=gen).to(device, dt)
@@ -341,9 +336,9 @@ def _attn_peak_worker(spec: dict) -> dict:
 
     torch.set_num_threads(spec["num_threads"])
     fn = {"naive": _attn_naive, "sdpa": _attn_sdpa}[spec["impl"]]
-    tq, tk, tv = _attn_inputs(spec, 8, "cpu", _dtype(spec["dtype"]))  # warm the kernels' lazy set-up
+    tq, tk, tv = _attn_inputs(spec, 8, "cpu", torch_dtype(spec["dtype"]))  # warm the kernels' lazy set-up
     fn(tq, tk, tv).sum().backward()
-    q, k, v = _attn_inputs(spec, spec["seq_len"], "cpu", _dtype(spec["dtype"]))
+    q, k, v = _attn_inputs(spec, spec["seq_len"], "cpu", torch_dtype(spec["dtype"]))
     gc.collect()
     method = reset_peak_rss()
     before = current_rss_bytes()
@@ -359,7 +354,7 @@ def measure_attention(p: dict) -> dict:
     from .measure import progress, run_in_fresh_process, time_fn
     from .recompute import SavedTensorAccountant
 
-    device, dt = p["device"], _dtype(p["dtype"])
+    device, dt = p["device"], torch_dtype(p["dtype"])
     e = torch.empty(0, dtype=dt).element_size()
     limit = p["naive_memory_limit_mib"] * 2**20
     compiled_naive = torch.compile(_attn_naive)

@@ -90,9 +90,11 @@ def model_config(params: dict) -> TransformerConfig:
 def _autocast(device: str, dtype: str):
     import torch
 
+    from .measure import torch_dtype
+
     if dtype == "fp32":
         return contextlib.nullcontext()
-    return torch.autocast(device_type=device, dtype={"bf16": torch.bfloat16, "fp16": torch.float16}[dtype])
+    return torch.autocast(device_type=device, dtype=torch_dtype(dtype))
 
 
 def flop_count(cfg: TransformerConfig, *, device: str, micro_batch: int = 1) -> dict:
