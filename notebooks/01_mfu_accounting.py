@@ -28,34 +28,22 @@
 # at the end derives its verdicts from those numbers.
 
 # %% tags=["parameters"]
-preset = "cpu-small"  # the model trained in section 5 (a config.preset name)
-seq_len = 256  # tokens per sequence
-micro_batch = 8  # sequences per step
-steps = 20  # measured steps after warm-up
-warmup_steps = 3  # untimed-for-steady-state steps (still part of the job's wall clock)
-device = "auto"  # auto | cpu | cuda
-dtype = "fp32"  # fp32 | bf16 | fp16 (autocast) — also the matmul ceiling's dtype
-attn_impl = "sdpa"  # sdpa | naive
-num_threads = 0  # 0: torch's default
-ceiling_sizes = [256, 512, 1024, 2048]  # square matmul sizes for the measured ceiling
-bandwidth_mib = [64, 256]  # copy sizes for the measured memory bandwidth
-min_run_time_s = 0.5  # per timed benchmark
-convention_presets = ["gpt2-124m", "gpt2-1.5b", "llama2-7b", "llama2-70b", "gpt3-175b"]
-convention_seq_lens = [512, 1024, 2048, 4096, 8192, 32768]
-from_dir = ""  # analyse measurements from this folder instead of measuring
+params = {}  # the profile's values (papermill injects them); empty: the defaults, the laptop profile
 out_dir = ""  # set by the runner; empty: scratch/mfu
+from_dir = ""  # analyse measurements from this folder instead of measuring
 
 # %%
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import mfu, plots, results
+from mfulab import plots, results
+from mfulab.notebook import setup
 from mfulab.plots import si
+from mfulab.studies.mfu import analysis, figures
 
-plots.set_theme()
-out, records = results.study_records(mfu, globals())
+out, p, records = setup("mfu", params, out_dir=out_dir, from_dir=from_dir)
 print(f"device: {records['device_name']} ({records['device']}), {records['num_threads']} threads, "
-      f"model {records['params']['preset']}: {records['n_params']:,} parameters")
+      f"model {p.preset}: {records['n_params']:,} parameters")
 
 # %% [markdown]
 # ## 1 · Definitions
@@ -76,7 +64,7 @@ print(f"device: {records['device_name']} ({records['device']}), {records['num_th
 # named convention with the exact Llama-2-7B parameter count:
 
 # %%
-b1 = mfu.b1_table()
+b1 = analysis.b1_table()
 results.save_table(out, "b1_arithmetic", b1)
 b1
 
@@ -101,12 +89,12 @@ b1
 # which is why it can read below `6n` for Llama-2-70B at short T.
 
 # %%
-conv = mfu.conventions_table(convention_presets, convention_seq_lens)
+conv = analysis.conventions_table(p.convention_presets, p.convention_seq_lens)
 results.save_table(out, "conventions", conv)
 conv.pivot_table(index=["preset", "seq_len"], columns="convention", values="relative_to_6n").round(3)
 
 # %%
-fig = mfu.plot_attention_share(conv)
+fig = figures.plot_attention_share(conv)
 plots.save_figure(fig, out, "attention_share");
 
 # %% [markdown]
@@ -120,7 +108,7 @@ plots.save_figure(fig, out, "attention_share");
 # kernel, so the attention matmuls count zero — a trap when measuring MFU with the counter.
 
 # %%
-count = mfu.count_table(records)
+count = analysis.count_table(records)
 results.save_table(out, "flop_count_check", count)
 count
 
@@ -143,7 +131,7 @@ display(Markdown(
 # %%
 ceiling = pd.DataFrame(records["ceiling"]["rows"])[["size", "median_s", "iqr_s", "n", "achieved_flops_per_s"]]
 results.save_table(out, "matmul_ceiling", ceiling)
-sheet = mfu.datasheet_peak(records)
+sheet = analysis.datasheet_peak(records)
 display(Markdown(
     f"* measured matmul ceiling ({records['ceiling']['dtype']}): **{si(records['ceiling']['best_flops_per_s'], 'FLOP/s')}** "
     f"at {records['ceiling']['best_size']}³\n"
@@ -161,7 +149,7 @@ ceiling
 # time before the first step (building the model) is start-up. The first steps are warm-up.
 
 # %%
-fig = mfu.plot_step_timeline(records)
+fig = figures.plot_step_timeline(records)
 plots.save_figure(fig, out, "step_timeline");
 steps_df = pd.DataFrame(records["train"]["rows"])
 results.save_table(out, "steps", steps_df)
@@ -170,7 +158,7 @@ assert tr["losses_finite"], "training produced a non-finite loss"
 print(f"correctness gate: first loss {tr['initial_loss']:.3f} vs ln(V) = {tr['expected_initial_loss']:.3f}")
 
 # %%
-bd = mfu.breakdown(records)
+bd = analysis.breakdown(records)
 split = pd.DataFrame([
     {"category": "forward+backward+optimizer", "seconds": bd["compute_s"]},
     {"category": "data wait", "seconds": bd["data_s"]},
@@ -188,7 +176,7 @@ split
 # denominator this device has, and under every convention:
 
 # %%
-by_conv = mfu.mfu_by_convention(records)
+by_conv = analysis.mfu_by_convention(records)
 results.save_table(out, "mfu_by_convention", by_conv)
 display(Markdown(
     f"**{bd['convention']}** FLOPs: global MFU **{bd['global_mfu_vs_ceiling']:.1%}**, local "
@@ -199,7 +187,7 @@ display(Markdown(
 by_conv
 
 # %%
-fig = mfu.plot_waterfall(records)
+fig = figures.plot_waterfall(records)
 plots.save_figure(fig, out, "waterfall");
 
 # %% [markdown]
@@ -211,11 +199,11 @@ plots.save_figure(fig, out, "waterfall");
 #
 # ## 6 · The articles' arithmetic
 #
-# **A19** (seeds/000 §8): "13B model, global batch 32, seq 4096 → 131,072 tokens; total FLOPs
+# **A19** (article A §8): "13B model, global batch 32, seq 4096 → 131,072 tokens; total FLOPs
 # ≈ 6N × 3 × tokens ≈ 3.06e16; 2.4 s/step on 8 cards of 3.2e14 FLOP/s → MFU ≈ 0.497".
 
 # %%
-a19 = mfu.a19_check()
+a19 = analysis.a19_check()
 a19_table = pd.DataFrame([{"quantity": k, "value": v} for k, v in a19.items()])
 results.save_table(out, "a19_arithmetic", a19_table)
 a19_table
@@ -227,10 +215,10 @@ a19_table
 # impossible: the step time, the card count or the peak must be different from what is stated
 # (on 32 cards, the A4 setting, the same numbers give ≈ 42%).
 #
-# **B15** (seeds/002 §5.2): the case study's steps, each attributed to its loss category:
+# **B15** (article B §5.2): the case study's steps, each attributed to its loss category:
 
 # %%
-b15 = mfu.b15_table()
+b15 = analysis.b15_table()
 results.save_table(out, "b15_attribution", b15)
 b15
 
@@ -243,8 +231,8 @@ b15
 # more than half of the gross gain.
 
 # %%
-claim_list = mfu.claims(records)
-claims_df = results.publish_claims(out, claim_list, mfu.headline_metrics(records))
+claim_list = analysis.claims(records)
+claims_df = results.publish_claims(out, claim_list, analysis.headline_metrics(records))
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 
@@ -253,7 +241,7 @@ with pd.option_context("display.max_colwidth", None):
 
 # %%
 display(Markdown("\n".join([
-    f"* On **{records['device_name']}** the reference model ({records['params']['preset']}, "
+    f"* On **{records['device_name']}** the reference model ({p.preset}, "
     f"{records['n_params'] / 1e6:.1f} M parameters) reached **{bd['steady_mfu_vs_ceiling']:.0%}** of the measured "
     f"matmul ceiling in steady state and **{bd['global_mfu_vs_ceiling']:.0%}** over the whole job "
     f"({bd['convention']} FLOPs); the measured ceiling is {si(bd['ceiling_flops_per_s'], 'FLOP/s')}.",

@@ -15,33 +15,34 @@
 #
 # Every study writes its headline numbers to `results/<machine>/<study>/metrics.json`. This
 # notebook puts the machines side by side — the laptop next to the GPU next to the cluster —
-# with the schema documented in `lib/mfulab/compare.py`. A machine that lacks a study shows
+# with the metrics each study declares in its `STUDY` (key, unit, label; see `docs/architecture.md`). A machine that lacks a study shows
 # *missing*, never disappears.
 
 # %% tags=["parameters"]
-results_root = "results"  # folder holding results/<machine>/
-from_dir = ""  # unused: the comparison reads results_root
+params = {}  # the profile's values (papermill injects them); empty: the defaults
 out_dir = ""  # set by the runner; empty: scratch/compare
+from_dir = ""  # unused: the comparison reads results_root
 
 # %%
 import pandas as pd
 from IPython.display import display
 
-from mfulab import compare, plots, results
+from mfulab import plots, results
+from mfulab.notebook import setup
+from mfulab.studies.compare import analysis
 
-plots.set_theme()
-out, records = results.study_records(compare, globals())
+out, p, records = setup("compare", params, out_dir=out_dir, from_dir=from_dir)
 print("machines:", ", ".join(records["machines"]))
 
 # %%
-table = compare.comparison_table(results_root)
+table = analysis.comparison_table(records)
 results.save_table(out, "comparison", table)
 results.save_metrics(out, {"machines": records["machines"], "metrics": table.to_dict(orient="records")})
 with pd.option_context("display.max_colwidth", None):
     display(table)
 
 # %%
-fig = compare.plot_ceilings(table)
+fig = analysis.plot_ceilings(table)
 plots.save_figure(fig, out, "ceilings");
 
 # %% [markdown]

@@ -73,7 +73,7 @@ def test_attention_share_grows_with_seq_len():
 
 
 def test_mfu_arithmetic():
-    assert flops.mfu(flops_per_token=6e9, tokens_per_s=1e4, n_devices=2, peak_flops_per_s=1e14) == pytest.approx(0.3)
+    assert flops.model_flops_utilisation(flops_per_token=6e9, tokens_per_s=1e4, n_devices=2, peak_flops_per_s=1e14) == pytest.approx(0.3)
     # the B1 example: 8.8e16 FLOPs per step in 10.2 s on 64 × 312 TFLOP/s
     assert flops.step_mfu(flops_per_step=512 * 4096 * 6 * 7e9, step_time_s=10.2, n_devices=64,
                           peak_flops_per_s=312e12) == pytest.approx(0.4325, abs=1e-4)
@@ -83,7 +83,7 @@ def test_mfu_arithmetic():
 def test_mfu_refuses_non_positive(kwargs):
     base = dict(flops_per_token=1.0, tokens_per_s=1.0, n_devices=1, peak_flops_per_s=1.0)
     with pytest.raises(ParameterError):
-        flops.mfu(**{**base, **kwargs})
+        flops.model_flops_utilisation(**{**base, **kwargs})
 
 
 def test_unknown_convention_and_policy():

@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from mfulab import comm, launch, overlap
+from mfulab import collectives, comm, launch, overlap
 from mfulab.config import ParameterError
 
 from conftest import ROOT
@@ -45,13 +45,13 @@ def test_fit_alpha_beta_recovers_parameters():
 
 
 def test_correctness_check_catches_a_corrupted_result():
-    good = comm.expected_result("all_reduce", 4, 1000)
-    assert comm.count_wrong("all_reduce", good.clone(), 4) == 0
+    good = collectives.expected_result("all_reduce", 4, 1000)
+    assert collectives.count_wrong("all_reduce", good.clone(), 4) == 0
     bad = good.clone()
     bad[17] += 1
     bad[500] = float("nan")
-    assert comm.count_wrong("all_reduce", bad, 4) == 2
-    gathered = comm.expected_result("all_gather", 3, 9)
+    assert collectives.count_wrong("all_reduce", bad, 4) == 2
+    gathered = collectives.expected_result("all_gather", 3, 9)
     assert gathered.tolist() == [1, 1, 1, 2, 2, 2, 3, 3, 3]
 
 

@@ -30,9 +30,9 @@ import time
 
 import numpy as np
 
-from . import claims as claims_mod
+from . import verdicts as claims_mod
 from . import comm, flops, hardware
-from .claims import Claim
+from .verdicts import Claim
 from .config import ParameterError, check_param_names, preset, require_positive_int
 
 STUDY = "buckets"
@@ -256,7 +256,7 @@ def ddp_worker(spec: dict) -> dict:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from .launch import reduce_scalar
-    from .measure import progress, synchronize
+    from .timing import progress, synchronize
 
     torch.set_num_threads(1)
     rank, n = dist.get_rank(), dist.get_world_size()
@@ -517,14 +517,14 @@ def best_caps(scale_df):
 
 def _variant_comparison(records, variant):
     """``variant`` vs the default flags at the swept cap nearest DDP's default (25 MiB)."""
-    from .measure import compare, summarize
+    from .timing import compare_timings, summarize
 
     rows = {(r["variant"], r["bucket_cap_mb"]): r for r in records["ddp"]["rows"] if r["mode"] == "real"}
     caps = [c for (v, c) in rows if v == variant and ("default", c) in rows]
     if not caps:
         return None, None
     cap = min(caps, key=lambda c: abs(np.log(c / DEFAULT_BUCKET_CAP_MB)))
-    return cap, compare(summarize(rows[("default", cap)]["step_times_s"], label="default"),
+    return cap, compare_timings(summarize(rows[("default", cap)]["step_times_s"], label="default"),
                         summarize(rows[(variant, cap)]["step_times_s"], label=variant))
 
 
@@ -535,11 +535,11 @@ def claims(records) -> list[Claim]:
     best = best_caps(scale)
     real = st[(st.compute == "real compute") & (st.variant == "default")].set_index("bucket_cap_mb")
     if len(real) >= 2:
-        from .measure import compare, summarize
+        from .timing import compare_timings, summarize
 
         rows = {r["bucket_cap_mb"]: r for r in records["ddp"]["rows"] if r["mode"] == "real" and r["variant"] == "default"}
         smallest, best_cap = min(rows), min(rows, key=lambda c: rows[c]["step_s"])
-        c = compare(summarize(rows[smallest]["step_times_s"], label="smallest"),
+        c = compare_timings(summarize(rows[smallest]["step_times_s"], label="smallest"),
                     summarize(rows[best_cap]["step_times_s"], label="best"))
         out.append(Claim(
             "A6", "per-tensor all-reduce is a disaster",

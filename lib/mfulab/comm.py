@@ -12,6 +12,9 @@ all-to-all, and 1 for broadcast and reduce. busbw is comparable to the bandwidth
 slowest link whatever n is, which is why nccl-tests reports it: busbw *is* the link-level
 figure, with no further factor of two.
 
+This module is analytic (numpy, no torch); the benchmark that measures what it models is
+``collectives.py``.
+
 Cost model (Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009): a ring all-reduce is
 a reduce-scatter and an all-gather, 2(n−1) steps each moving S/n bytes per link:
 
@@ -30,7 +33,6 @@ import numpy as np
 from .config import ParameterError
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all")
-BENCHMARK_VERSION = {"collectives": 1}
 
 
 def _check_n(n):
@@ -97,103 +99,6 @@ def fit_alpha_beta(sizes_bytes, times_s, n: int, op: str = "all_reduce") -> dict
     predicted = np.array([collective_time(op, x, n, alpha_s=alpha, link_bytes_per_s=link) for x in s])
     return {"op": op, "n": n, "alpha_s": alpha, "link_bytes_per_s": link,
             "relative_residuals": ((predicted - t) / t).tolist()}
-
-
-# ---------------------------------------------------------------------------- benchmark (runs on every rank)
-def _buffers(op, nbytes, n, rank, device, dtype):
-    """Input/output tensors for one collective of total size ``nbytes`` (nccl-tests sizes),
-    filled with rank-dependent values so that the result can be checked."""
-    import torch
-
-    elem = torch.empty(0, dtype=dtype).element_size()
-    total = max(nbytes // elem // n * n, n)  # divisible by n
-    value = float(rank + 1)
-    if op == "all_reduce":
-        return torch.full((total,), value, device=device, dtype=dtype), None
-    if op == "all_gather":
-        return torch.full((total // n,), value, device=device, dtype=dtype), torch.empty(total, device=device, dtype=dtype)
-    if op == "reduce_scatter":
-        return torch.full((total,), value, device=device, dtype=dtype), torch.empty(total // n, device=device, dtype=dtype)
-    if op == "broadcast":
-        return torch.full((total,), value, device=device, dtype=dtype), None
-    raise ParameterError(f"the benchmark runs all_reduce, all_gather, reduce_scatter and broadcast; got {op!r}")
-
-
-def expected_result(op: str, n: int, numel: int):
-    """What every element of the result must hold when rank r contributed r + 1."""
-    import torch
-
-    if op in ("all_reduce", "reduce_scatter"):
-        return torch.full((numel,), n * (n + 1) / 2)
-    if op == "all_gather":
-        return torch.arange(1, n + 1, dtype=torch.float32).repeat_interleave(numel // n)
-    if op == "broadcast":
-        return torch.full((numel,), 1.0)  # rank 0's value
-    raise ParameterError(f"no expected result for {op!r}")
-
-
-def count_wrong(op: str, result, n: int) -> int:
-    """Elements of ``result`` that differ from the expected value (nccl-tests' ``#wrong``)."""
-    import torch
-
-    expected = expected_result(op, n, result.numel()).to(result.device, result.dtype)
-    return int((~torch.isclose(result, expected)).sum())
-
-
-def _run_op(op, inp, out, group=None):
-    import torch.distributed as dist
-
-    if op == "all_reduce":
-        dist.all_reduce(inp)
-        return inp
-    if op == "all_gather":
-        dist.all_gather_into_tensor(out, inp)
-        return out
-    if op == "reduce_scatter":
-        dist.reduce_scatter_tensor(out, inp)
-        return out
-    dist.broadcast(inp, src=0)
-    return inp
-
-
-def collective_benchmark_worker(spec: dict) -> dict:
-    """Each rank: for every op and size, warm up, then time ``iters`` calls separated by a
-    barrier; the slowest rank's time of each call counts; check every result."""
-    import time
-
-    import torch
-    import torch.distributed as dist
-
-    from .launch import reduce_scalar
-    from .measure import progress, synchronize
-
-    torch.set_num_threads(spec.get("threads_per_rank", 1))
-    rank, n = dist.get_rank(), dist.get_world_size()
-    device = spec["device"]
-    dtype = torch.float32
-    rows = []
-    for op in spec["ops"]:
-        for nbytes in progress(spec["sizes_bytes"], f"{op}") if rank == 0 else spec["sizes_bytes"]:
-            times, wrong = [], 0
-            for i in range(spec["warmup"] + spec["iters"]):
-                inp, out = _buffers(op, nbytes, n, rank, device, dtype)
-                dist.barrier()
-                synchronize(device)
-                t0 = time.perf_counter()
-                result = _run_op(op, inp, out)
-                synchronize(device)
-                dt = reduce_scalar(time.perf_counter() - t0, "max")  # the slowest rank defines the collective
-                if i >= spec["warmup"]:
-                    times.append(dt)
-                    wrong += count_wrong(op, result, n)
-            wrong_total = int(reduce_scalar(wrong, "sum"))
-            total_bytes = (inp.numel() if op != "all_gather" else out.numel()) * inp.element_size()
-            med = float(np.median(times))
-            rows.append({"op": op, "size_bytes": total_bytes, "count": total_bytes // inp.element_size(),
-                         "time_s": med, "q1_s": float(np.percentile(times, 25)), "q3_s": float(np.percentile(times, 75)),
-                         "n": len(times), "algbw_bytes_per_s": total_bytes / med,
-                         "busbw_bytes_per_s": total_bytes / med * bus_factor(op, n), "wrong": wrong_total})
-    return {"world_size": n, "device": device, "rows": rows, "benchmark_version": BENCHMARK_VERSION["collectives"]}
 
 
 def nccl_tests_table(rows) -> str:

@@ -3,16 +3,16 @@
 A :class:`TransformerConfig` describes the shape of a decoder-only transformer in
 enough detail to count its parameters exactly (``flops.param_count``) and to build
 the reference model (``model.GPT``). Presets are the published shapes of common
-models plus the setups used in the two source articles (see ``shared/CLAIMS.md``).
+models plus the setups used in the two source articles (see ``docs/claims.md``).
 
 Sources of the presets:
 - GPT-2: Radford et al. 2019, Table 2; nanoGPT ``model.py`` (vocab 50257, context 1024).
 - GPT-3 175B: Brown et al. 2020, Table 2.1 (96 layers, d_model 12288, 96 heads, context 2048).
 - Llama 2: Touvron et al. 2023, Table 1 and the released ``params.json`` files
   (7B: 32 x 4096, 13B: 40 x 5120, 70B: 80 x 8192 with 8 KV heads; FFN 11008/13824/28672).
-- ``article-13b``: seeds/000 section 8 / A17 (40 layers, hidden 5120, 40 heads, seq 4096),
+- ``article-13b``: article A §8 / A17 (40 layers, hidden 5120, 40 heads, seq 4096),
   built GPT-style (MindSpeed's GPT recipe) since the article names no vocabulary or MLP.
-- ``article-7b``: seeds/002 section 5 ("7B dense model, seq 4096"), taken as Llama-2-7B.
+- ``article-7b``: article B §5 ("7B dense model, seq 4096"), taken as Llama-2-7B.
 """
 
 from __future__ import annotations
@@ -27,6 +27,25 @@ class ParameterError(ValueError):
 
 
 RUNNER_PARAMS = ("from_dir", "out_dir")  # injected by the runner into every study notebook
+
+
+# Recompute (activation checkpointing) policies: the library's one vocabulary. Each function
+# that takes a policy accepts the subset it can model and refuses the rest by
+# :func:`check_recompute`, naming the valid ones.
+RECOMPUTE_POLICIES = {
+    "none": "keep every activation for backward",
+    "selective": "recompute the attention core (QKᵀ, softmax, ·V) in backward (Korthikanti et al. 2022, §4.3)",
+    "mlp": "recompute the MLP branch from its input (the source article's A14 policy)",
+    "full": "keep only each block's input and recompute the whole block in backward",
+    "sac": "torch selective activation checkpointing: keep matmul and attention outputs, recompute the rest",
+    "every_k": "full recompute of the first k blocks only (Megatron's --recompute-method block)",
+}
+
+
+def check_recompute(policy: str, supported) -> None:
+    """Refuse a policy outside ``supported`` (a subset of :data:`RECOMPUTE_POLICIES`)."""
+    if policy not in supported:
+        raise ParameterError(f"recompute policy must be one of {', '.join(supported)}; got {policy!r}")
 
 
 def check_param_names(params: dict, known) -> None:

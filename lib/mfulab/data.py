@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import claims as claims_mod
+from . import verdicts as claims_mod
 from . import hardware
-from .claims import Claim
+from .verdicts import Claim
 from .config import ParameterError, check_param_names, require_positive_int
 
 STUDY = "dataloader"
@@ -406,7 +406,7 @@ def run_epochs(loader, epochs: int, expected: dict) -> list[dict]:
 def loader_sweep(p: dict, root: Path, expected: dict, written: dict) -> list[dict]:
     """Every format × worker count (× persistent workers when > 0), warm cache, plus one cold
     epoch per format at ``num_workers=0`` with its eviction verified."""
-    from .measure import progress
+    from .timing import progress
 
     pin = p["device"] == "cuda"
     points = [(fmt, w, pers) for fmt in p["formats"] for w in p["num_workers"]
@@ -446,7 +446,7 @@ def stall_run(p: dict, root: Path, fmt: str | None, *, emulated_step_s: float = 
     import torch
 
     from .config import preset
-    from .measure import synchronize
+    from .timing import synchronize
     from .model import GPT
 
     device = p["device"]
@@ -577,7 +577,7 @@ def stall_table(records):
 
 def throughput(records, fmt: str, workers: int, persistent: bool = False):
     """Per-epoch samples/s (warm) of one setting, as a Timing-like summary of epoch times per sample."""
-    from .measure import summarize
+    from .timing import summarize
 
     rows = [r for r in records["sweep"] if r["format"] == fmt and r["num_workers"] == workers
             and r["persistent_workers"] == persistent and r["cache"] == "warm"]
@@ -585,12 +585,12 @@ def throughput(records, fmt: str, workers: int, persistent: bool = False):
 
 
 def claims(records) -> list[Claim]:
-    from .measure import compare
+    from .timing import compare_timings
 
     out = []
     fmts = records["params"]["formats"]
     if "tar" in fmts and "json_files" in fmts:
-        c = compare(throughput(records, "json_files", 0), throughput(records, "tar", 0))
+        c = compare_timings(throughput(records, "json_files", 0), throughput(records, "tar", 0))
         best_workers = max(records["params"]["num_workers"],
                            key=lambda w: 1 / throughput(records, "tar", w).median_s)
         out.append(Claim(

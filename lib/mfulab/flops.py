@@ -1,6 +1,6 @@
 """Parameter counts, FLOPs per token under every named convention, MFU and HFU.
 
-Conventions (DESIGN.md: never mixed silently; every table names the one it used):
+Conventions (never mixed silently; every table names the one it used):
 
 - ``6n``       6·N FLOPs per token: 2N forward + 4N backward for the weight matmuls
                (Kaplan et al. 2020, Sec. 2.1, Eq. 2.2 C ≈ 6N). No attention term.
@@ -26,10 +26,10 @@ Hardware FLOPs (the HFU numerator) add what recomputation runs a second time:
 
 from __future__ import annotations
 
-from .config import ParameterError, TransformerConfig
+from .config import ParameterError, TransformerConfig, check_recompute
 
 CONVENTIONS = ("6n", "palm", "causal", "megatron")
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "full")  # the policies hardware FLOPs are modelled for (config.RECOMPUTE_POLICIES)
 
 
 # ---------------------------------------------------------------------------- parameters
@@ -96,8 +96,7 @@ def flops_per_token(cfg: TransformerConfig, *, convention: str = "palm", recompu
     """
     if convention not in CONVENTIONS:
         raise ParameterError(f"unknown FLOPs convention {convention!r}; valid: {', '.join(CONVENTIONS)}")
-    if recompute not in RECOMPUTE:
-        raise ParameterError(f"unknown recompute policy {recompute!r}; valid: {', '.join(RECOMPUTE)}")
+    check_recompute(recompute, RECOMPUTE)
     if n_params is not None and n_params <= 0:
         raise ParameterError(f"n_params must be positive, got {n_params}")
     T = cfg.seq_len if seq_len is None else seq_len
@@ -142,7 +141,7 @@ def attention_flops_share(cfg: TransformerConfig, *, convention: str = "palm", s
 
 
 # ---------------------------------------------------------------------------- utilisation
-def mfu(*, flops_per_token: float, tokens_per_s: float, n_devices: int, peak_flops_per_s: float) -> float:
+def model_flops_utilisation(*, flops_per_token: float, tokens_per_s: float, n_devices: int, peak_flops_per_s: float) -> float:
     """Model FLOPs utilisation: achieved model FLOP/s over the devices' summed peak
     (Chowdhery et al. 2022, PaLM, Sec. 4.1 / App. B). Pass hardware FLOPs per token
     (``recompute`` ≠ ``none``) to get HFU instead."""
@@ -159,5 +158,5 @@ def step_mfu(*, flops_per_step: float, step_time_s: float, n_devices: int, peak_
     """MFU of one step: FLOPs per step / (devices × peak × step time); the form the articles use."""
     if not step_time_s > 0:
         raise ParameterError(f"step_time_s must be positive, got {step_time_s}")
-    return mfu(flops_per_token=flops_per_step, tokens_per_s=1.0 / step_time_s,
+    return model_flops_utilisation(flops_per_token=flops_per_step, tokens_per_s=1.0 / step_time_s,
                n_devices=n_devices, peak_flops_per_s=peak_flops_per_s)

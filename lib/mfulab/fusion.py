@@ -25,11 +25,11 @@ from __future__ import annotations
 import math
 import time
 
-from . import claims as claims_mod
+from . import verdicts as claims_mod
 from . import flops, hardware, memory
-from .claims import Claim
+from .verdicts import Claim
 from .config import ParameterError, check_param_names, preset, require_positive_int
-from .measure import torch_dtype
+from .timing import torch_dtype
 
 STUDY = "fusion"
 BENCHMARK_VERSION = {"ln_fusion": 1, "attention": 1, "model_compile": 1, "matmul_dtypes": 1}
@@ -199,7 +199,7 @@ def profile_kernel_count(fn, device: str) -> dict:
     ``torch._inductor.config.cpp.enable_kernel_profile``), allocation and view ops left out."""
     from torch.profiler import ProfilerActivity, profile
 
-    from .measure import synchronize
+    from .timing import synchronize
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     fn()  # never the first call
@@ -228,7 +228,7 @@ def measure_ln_fusion(p: dict) -> dict:
     forward time, achieved bytes/s, kernel counts; dropout p > 0 timed separately."""
     import torch
 
-    from .measure import compare, time_fn
+    from .timing import compare_timings, time_fn
 
     device, dt = p["device"], torch_dtype(p["dtype"])
     n_tok, hid = p["ln_tokens"], p["ln_hidden"]
@@ -279,7 +279,7 @@ def measure_ln_fusion(p: dict) -> dict:
     for dropout_p in sorted({0.0, float(p["dropout_p"])}):
         for name in impls:
             if name != "eager" and (name, dropout_p) in timings:
-                c = compare(timings[("eager", dropout_p)], timings[(name, dropout_p)])
+                c = compare_timings(timings[("eager", dropout_p)], timings[(name, dropout_p)])
                 out["comparisons"].append({"dropout_p": dropout_p, **c.to_dict(),
                                            "predicted": predicted_fusion_speedup(dtype_bytes=e, dropout=dropout_p > 0)})
     return out
@@ -304,12 +304,9 @@ def sdpa_backend(q, k, v) -> str:
 
 
 def _attn_naive(q, k, v):
-    import torch
+    from .model import naive_causal_attention
 
-    T = q.shape[-2]
-    scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
-    mask = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
-    return scores.masked_fill(mask, float("-inf")).softmax(dim=-1) @ v
+    return naive_causal_attention(q, k, v)
 
 
 def _attn_sdpa(q, k, v):
@@ -332,18 +329,14 @@ def _attn_peak_worker(spec: dict) -> dict:
 
     import torch
 
-    from .measure import current_rss_bytes, peak_rss_bytes, reset_peak_rss
+    from .memprobe import peak_rss_of
 
     torch.set_num_threads(spec["num_threads"])
     fn = {"naive": _attn_naive, "sdpa": _attn_sdpa}[spec["impl"]]
     tq, tk, tv = _attn_inputs(spec, 8, "cpu", torch_dtype(spec["dtype"]))  # warm the kernels' lazy set-up
     fn(tq, tk, tv).sum().backward()
     q, k, v = _attn_inputs(spec, spec["seq_len"], "cpu", torch_dtype(spec["dtype"]))
-    gc.collect()
-    method = reset_peak_rss()
-    before = current_rss_bytes()
-    fn(q, k, v).sum().backward()
-    return {"step_added_bytes": peak_rss_bytes(method) - before, "method": method}
+    return peak_rss_of(lambda: fn(q, k, v).sum().backward())
 
 
 def measure_attention(p: dict) -> dict:
@@ -351,7 +344,8 @@ def measure_attention(p: dict) -> dict:
     backend, kernel counts; outputs and gradients agree across variants."""
     import torch
 
-    from .measure import progress, run_in_fresh_process, time_fn
+    from .memprobe import run_in_fresh_process
+    from .timing import progress, time_fn
     from .recompute import SavedTensorAccountant
 
     device, dt = p["device"], torch_dtype(p["dtype"])
@@ -413,7 +407,7 @@ def measure_attention(p: dict) -> dict:
                 r = run_in_fresh_process("mfulab.fusion:_attn_peak_worker",
                                          {**{k_: p[k_] for k_ in ("attn_batch", "attn_heads", "attn_head_dim", "dtype")},
                                           "impl": name, "seq_len": T, "num_threads": torch.get_num_threads()})
-                peak_added, method = r["step_added_bytes"], f"fresh process, {r['method']}"
+                peak_added, method = r["step_added_bytes"], r["method"]
             rows.append({"seq_len": T, "impl": name, "agrees_with_sdpa": agree, **t.to_dict(with_samples=True),
                          "saved_bytes": saved, "peak_added_bytes": peak_added, "peak_method": method,
                          "kernels": profile_kernel_count(step, device)["count"]})
@@ -427,7 +421,7 @@ def measure_model_compile(p: dict) -> dict:
     graph break), compile time and steady step time; graph breaks from dynamo's explain."""
     import torch
 
-    from .measure import compare, time_fn
+    from .timing import compare_timings, time_fn
     from .model import GPT
 
     device = p["device"]
@@ -472,13 +466,13 @@ def measure_model_compile(p: dict) -> dict:
             breaks = explanation.graph_break_count
         out["rows"].append({"variant": name, "first_call_s": first_s, "graph_breaks": breaks,
                             **t.to_dict(with_samples=True)})
-    out["comparisons"] = [compare(timings["eager"], timings[n]).to_dict() for n in timings if n != "eager"]
+    out["comparisons"] = [compare_timings(timings["eager"], timings[n]).to_dict() for n in timings if n != "eager"]
     return out
 
 
 def measure_matmul_dtypes(p: dict) -> dict:
     """B4: matmul ceilings per dtype — fp32, tf32 (CUDA only) and bf16."""
-    from .measure import matmul_ceiling
+    from .timing import matmul_ceiling
 
     dtypes = ["fp32", "tf32", "bf16"] if p["device"] == "cuda" else ["fp32", "bf16"]
     return {d: matmul_ceiling(device=p["device"], dtype=d, sizes=tuple(p["matmul_sizes"]),
@@ -490,7 +484,7 @@ def measure(params: dict) -> dict:
 
     import torch
 
-    from .measure import matmul_ceiling, memory_bandwidth
+    from .timing import matmul_ceiling, memory_bandwidth
 
     p = validate(params)
     # a persistent inductor cache: the second run of this study skips most compilation

@@ -108,6 +108,24 @@ def resolve_device(device: str = "auto") -> str:
     return device
 
 
+def device_name(device: str) -> str:
+    """What a record calls the device it ran on: the CUDA device name or the CPU model."""
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name(0)
+    return cpu_model()
+
+
+def usable_cpus() -> int:
+    """Cores this process may run on: the affinity mask (Slurm's --cpus-per-task, taskset,
+    cgroups cpusets), not every core of the node as ``os.cpu_count()`` says."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
 def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -152,7 +170,7 @@ def machine_slug() -> str:
         # inside a distributed job the machine is the whole job: all its ranks' GPUs
         count = int(os.environ.get("WORLD_SIZE", torch.cuda.device_count()))
         return base if count == 1 else f"{base}-x{count}"
-    return f"cpu-{os.cpu_count()}c"
+    return f"cpu-{usable_cpus()}c"
 
 
 def fingerprint() -> dict:
@@ -165,7 +183,8 @@ def fingerprint() -> dict:
         "python": sys.version.split()[0],
         "torch": torch.__version__,
         "cpu_model": cpu_model(),
-        "cpu_count": os.cpu_count(),
+        "cpu_count": usable_cpus(),
+        "cpu_count_node": os.cpu_count(),
         "torch_num_threads": torch.get_num_threads(),
         "cuda_available": torch.cuda.is_available(),
         "cuda": torch.version.cuda,

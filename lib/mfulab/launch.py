@@ -76,8 +76,12 @@ def check_world_size(nproc: int, device: str) -> None:
         have = torch.cuda.device_count()
         if nproc > have:
             raise ParameterError(f"nproc={nproc} needs {nproc} GPUs; this machine has {have}")
-    elif nproc > max(os.cpu_count() or 1, 1) * 4:
-        raise ParameterError(f"nproc={nproc} CPU processes on {os.cpu_count()} cores is more than this launcher allows")
+    else:
+        from .hardware import usable_cpus
+
+        if nproc > usable_cpus() * 4:
+            raise ParameterError(f"nproc={nproc} CPU processes on {usable_cpus()} usable cores is more than this "
+                                 "launcher allows (4 per core)")
 
 
 def _kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:

@@ -27,9 +27,9 @@ Sources:
 
 from __future__ import annotations
 
-from .config import ParameterError, TransformerConfig
+from .config import ParameterError, TransformerConfig, check_recompute
 
-ACTIVATION_RECOMPUTE = ("none", "selective", "mlp", "full")
+ACTIVATION_RECOMPUTE = ("none", "selective", "mlp", "full")  # modelled subset of config.RECOMPUTE_POLICIES
 GIB = 1024**3
 
 
@@ -53,8 +53,7 @@ def activation_bytes_per_layer(cfg: TransformerConfig, *, micro_batch: int, tp: 
     ``dropout=False`` drops the 1-byte masks and the separate dropout outputs (the reference
     model has no dropout). With ``bytes_per_elem=2`` and dropout this is Table 2 exactly.
     """
-    if recompute not in ACTIVATION_RECOMPUTE:
-        raise ParameterError(f"recompute must be one of {', '.join(ACTIVATION_RECOMPUTE)}; got {recompute!r}")
+    check_recompute(recompute, ACTIVATION_RECOMPUTE)
     s = cfg.seq_len if seq_len is None else seq_len
     b, h, a, t, e = micro_batch, cfg.d_model, cfg.n_heads, tp, bytes_per_elem
     _check_positive(micro_batch=b, tp=t, bytes_per_elem=e, seq_len=s)

@@ -26,12 +26,12 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from .config import ParameterError, TransformerConfig
+from .config import ParameterError, TransformerConfig, check_recompute
 
 ATTN_IMPLS = ("naive", "sdpa")
-RECOMPUTE_POLICIES = ("none", "selective", "mlp", "full", "sac")
+RECOMPUTE_POLICIES = ("none", "selective", "mlp", "full", "sac")  # block switches (config.RECOMPUTE_POLICIES)
 # Callables told about every checkpoint's inputs: a non-reentrant checkpoint keeps its inputs
-# alive without going through saved-tensor hooks, so the recompute study's accounting
+# alive without going through saved-tensor hooks, so memprobe.SavedTensorAccountant
 # registers itself here to see them.
 CHECKPOINT_OBSERVERS: list = []
 
@@ -82,6 +82,15 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1).flatten(-2)
 
 
+def naive_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """softmax(QKᵀ/√d + causal mask)·V written out (Vaswani et al. 2017, Eq. 1): every matmul
+    visible to the FLOP counter, the T×T scores materialised (O(T²) memory)."""
+    T = q.shape[-2]
+    scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+    mask = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+    return scores.masked_fill(mask, float("-inf")).softmax(dim=-1) @ v
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: TransformerConfig, attn_impl: str = "sdpa"):
         super().__init__()
@@ -105,11 +114,7 @@ class Attention(nn.Module):
         """softmax(QKᵀ/√d + causal mask)·V on [B, H, T, Q] tensors."""
         if self.attn_impl == "sdpa":
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        T = q.shape[-2]
-        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
-        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
-        probs = scores.masked_fill(mask, float("-inf")).softmax(dim=-1)
-        return probs @ v
+        return naive_causal_attention(q, k, v)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
@@ -145,8 +150,7 @@ class Block(nn.Module):
         super().__init__()
         self.norm1, self.attn = _norm(cfg), Attention(cfg, attn_impl)
         self.norm2, self.mlp = _norm(cfg), MLP(cfg)
-        if recompute not in RECOMPUTE_POLICIES:
-            raise ParameterError(f"recompute must be one of {RECOMPUTE_POLICIES}; got {recompute!r}")
+        check_recompute(recompute, RECOMPUTE_POLICIES)
         self.recompute = recompute
         self.attn.recompute_core = recompute == "selective"
 
@@ -173,8 +177,7 @@ class GPT(nn.Module):
     def __init__(self, cfg: TransformerConfig, *, attn_impl: str = "sdpa", recompute: str = "none",
                  recompute_layers: int | None = None):
         super().__init__()
-        if recompute not in RECOMPUTE_POLICIES:
-            raise ParameterError(f"recompute must be one of {RECOMPUTE_POLICIES}; got {recompute!r}")
+        check_recompute(recompute, RECOMPUTE_POLICIES)
         n = cfg.n_layers if recompute_layers is None else recompute_layers
         if not (isinstance(n, int) and 0 <= n <= cfg.n_layers):
             raise ParameterError(f"recompute_layers must be between 0 and n_layers={cfg.n_layers}; got {n!r}")

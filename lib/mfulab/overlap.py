@@ -24,9 +24,9 @@ import time
 
 import numpy as np
 
-from . import claims as claims_mod
-from . import comm, hardware
-from .claims import Claim
+from . import verdicts as claims_mod
+from . import collectives, comm, hardware
+from .verdicts import Claim
 from .config import ParameterError, check_param_names, require_positive_int
 
 STUDY = "overlap"
@@ -123,7 +123,7 @@ def overlap_worker(spec: dict) -> dict:
     import torch.distributed as dist
 
     from .launch import reduce_scalar
-    from .measure import progress, synchronize
+    from .timing import progress, synchronize
 
     torch.set_num_threads(1)
     rank, n = dist.get_rank(), dist.get_world_size()
@@ -214,9 +214,9 @@ def measure(params: dict) -> dict:
     sizes = [2**i for i in range(p["min_size_log2"], p["max_size_log2"] + 1)]
     rec = {"study": STUDY, "params": p, "device": p["device"],
            "device_name": torch.cuda.get_device_name(0) if p["device"] == "cuda" else hardware.cpu_model(),
-           "benchmark_version": {**BENCHMARK_VERSION, **comm.BENCHMARK_VERSION}}
+           "benchmark_version": {**BENCHMARK_VERSION, **collectives.BENCHMARK_VERSION}}
     spec = {"device": p["device"], "ops": p["ops"], "sizes_bytes": sizes, "warmup": p["warmup"], "iters": p["iters"]}
-    rec["collectives"] = run("mfulab.comm:collective_benchmark_worker", spec, nproc=p["nproc"], device=p["device"],
+    rec["collectives"] = run("mfulab.collectives:collective_benchmark_worker", spec, nproc=p["nproc"], device=p["device"],
                              timeout_s=p["timeout_s"])
     spec = {"device": p["device"], "overlap_bytes": p["overlap_bytes"], "compute_s": p["compute_s"],
             "chunks": p["chunks"], "modes": p["modes"], "reps": p["reps"]}
@@ -260,12 +260,12 @@ def overlap_table(records):
 
 def k_comparison(records, mode: str, k_a: int, k_b: int):
     """Step time at k_b vs k_a (ratio of medians with a bootstrap interval)."""
-    from .measure import compare, summarize
+    from .timing import compare_timings, summarize
 
     rows = {r["k"]: r for r in records["overlap"]["rows"] if r["mode"] == mode}
     if k_a not in rows or k_b not in rows:
         return None
-    return compare(summarize(rows[k_a]["overlapped_times_s"], label=f"k={k_a}"),
+    return compare_timings(summarize(rows[k_a]["overlapped_times_s"], label=f"k={k_a}"),
                    summarize(rows[k_b]["overlapped_times_s"], label=f"k={k_b}"))
 
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import claims as claims_mod
-from . import flops, hardware, memory
-from .claims import Claim
+from . import verdicts as claims_mod
+from . import flops, hardware, memory, memprobe
+from .verdicts import Claim
 from .config import ParameterError, check_param_names, require_positive_int, TransformerConfig, preset
 
 STUDY = "recompute"
@@ -82,108 +82,6 @@ def validate(params: dict) -> dict:
     return p
 
 
-# ---------------------------------------------------------------------------- exact accounting
-# ops whose backward uses their own output: a tensor saved right after one of these ran is
-# its output; any other saved tensor is an input of the op that dispatches next
-OUTPUT_SAVING_OPS = {"_softmax", "_log_softmax", "native_layer_norm", "tanh", "sigmoid", "exp",
-                     "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
-                     "_scaled_dot_product_efficient_attention"}
-class SavedTensorAccountant:
-    """Records every tensor autograd saves for backward during a forward pass."""
-
-    def __init__(self, model):
-        import torch
-        from torch.utils._python_dispatch import TorchDispatchMode
-
-        self.model = model
-        self.records = []
-        self._stack = ["(top)"]
-        # Autograd packs an op's saved *inputs* before the op dispatches and its saved
-        # *outputs* after: inputs wait for the next op's name, outputs take the last one's.
-        self._last_op = "?"
-        self._last_outputs: set = set()
-        self._pending: list = []
-        self._param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
-        self._torch = torch
-        accountant = self
-
-        class _OpNamer(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                name = func.overloadpacket.__name__
-                for record in accountant._pending:
-                    record["op"] = name
-                accountant._pending = []
-                out = func(*args, **(kwargs or {}))
-                accountant._last_op = name
-                outs = out if isinstance(out, (tuple, list)) else (out,)
-                accountant._last_outputs = {o.untyped_storage().data_ptr() for o in outs
-                                            if isinstance(o, accountant._torch.Tensor)}
-                return out
-
-        self._mode = _OpNamer()
-
-    def _record(self, tensor, op):
-        if not isinstance(tensor, self._torch.Tensor):
-            return None
-        storage = tensor.untyped_storage()
-        record = {"module": self._stack[-1], "op": op, "shape": tuple(tensor.shape),
-                  "dtype": str(tensor.dtype).replace("torch.", ""), "storage": storage.data_ptr(),
-                  "bytes": storage.nbytes(), "parameter": storage.data_ptr() in self._param_ptrs}
-        self.records.append(record)
-        return record
-
-    def __enter__(self):
-        from . import model as model_mod
-
-        def enter(name):
-            def hook(module, args):
-                self._stack.append(name or "(top)")
-            return hook
-
-        def leave(module, args, output):
-            self._stack.pop()
-
-        self._handles = []
-        for name, module in self.model.named_modules():
-            self._handles.append(module.register_forward_pre_hook(enter(name)))
-            self._handles.append(module.register_forward_hook(leave))
-        self._observer = lambda args: [self._record(t, "checkpoint input") for t in args]
-        model_mod.CHECKPOINT_OBSERVERS.append(self._observer)
-        self._hooks = self._torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
-        self._hooks.__enter__()
-        self._mode.__enter__()
-        return self
-
-    def _pack(self, tensor):
-        is_output = (tensor.untyped_storage().data_ptr() in self._last_outputs
-                     and self._last_op in OUTPUT_SAVING_OPS)
-        record = self._record(tensor, self._last_op if is_output else "?")
-        if record is not None and not is_output:
-            self._pending.append(record)
-        return tensor
-
-    def __exit__(self, *exc):
-        from . import model as model_mod
-
-        self._mode.__exit__(*exc)
-        self._hooks.__exit__(*exc)
-        model_mod.CHECKPOINT_OBSERVERS.remove(self._observer)
-        for h in self._handles:
-            h.remove()
-        return False
-
-    def unique(self) -> list[dict]:
-        """One record per storage (the first that saved it), parameters excluded."""
-        seen, out = set(), []
-        for r in self.records:
-            if r["parameter"] or r["storage"] in seen:
-                continue
-            seen.add(r["storage"])
-            layer = r["module"].split(".")
-            out.append({**r, "layer": int(layer[1]) if layer[0] == "blocks" and len(layer) > 1 else None})
-        return out
-
-
 def saved_tensors(cfg: TransformerConfig, *, policy: str, every_k: int, micro_batch: int, attn_impl: str,
                   device: str = "cpu") -> list[dict]:
     """The deduplicated tensors one forward pass keeps for backward under ``policy``."""
@@ -194,7 +92,7 @@ def saved_tensors(cfg: TransformerConfig, *, policy: str, every_k: int, micro_ba
     torch.manual_seed(0)
     model = GPT(cfg, attn_impl=attn_impl, **model_kwargs(policy, every_k=every_k, n_layers=cfg.n_layers)).to(device)
     idx = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len), device=device)
-    with SavedTensorAccountant(model) as acc:
+    with memprobe.SavedTensorAccountant(model) as acc:
         _, loss = model(idx, idx)
     rows = acc.unique()
     del loss
@@ -240,7 +138,7 @@ def _peak_worker(spec: dict) -> dict:
 
     import torch
 
-    from .measure import current_rss_bytes, peak_rss_bytes, reset_peak_rss
+    from .memprobe import peak_rss_of
     from .model import GPT
 
     torch.set_num_threads(spec["num_threads"])
@@ -256,12 +154,12 @@ def _peak_worker(spec: dict) -> dict:
     torch.manual_seed(0)
     model = GPT(cfg, attn_impl=spec["attn_impl"], **spec["model_kwargs"])
     idx = torch.randint(0, cfg.vocab_size, (spec["micro_batch"], cfg.seq_len))
-    gc.collect()
-    method = reset_peak_rss()
-    before = current_rss_bytes()
-    _, loss = model(idx, idx)
-    loss.backward()
-    return {"rss_before_bytes": before, "peak_rss_bytes": peak_rss_bytes(method), "method": method}
+
+    def step():
+        _, loss = model(idx, idx)
+        loss.backward()
+
+    return peak_rss_of(step)
 
 
 def peak_memory(cfg: TransformerConfig, *, policy: str, every_k: int, micro_batch: int, attn_impl: str,
@@ -272,30 +170,25 @@ def peak_memory(cfg: TransformerConfig, *, policy: str, every_k: int, micro_batc
     if device == "cuda":
         import torch
 
+        from .memprobe import cuda_peak_of
         from .model import GPT
 
         torch.manual_seed(0)
         model = GPT(cfg, attn_impl=attn_impl, **kwargs).cuda()
         idx = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len), device="cuda")
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        before = torch.cuda.memory_allocated()
-        _, loss = model(idx, idx)
-        loss.backward()
-        torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated()
-        del model, loss
-        torch.cuda.empty_cache()
-        return {"before_bytes": before, "peak_bytes": peak, "step_added_bytes": peak - before,
-                "method": "torch.cuda.max_memory_allocated"}
-    from .measure import run_in_fresh_process
+
+        def step():
+            _, loss = model(idx, idx)
+            loss.backward()
+
+        out = cuda_peak_of(step)
+        del model
+        return out
+    from .memprobe import run_in_fresh_process
 
     spec = {"config": cfg.to_dict(), "policy": policy, "model_kwargs": kwargs, "micro_batch": micro_batch,
             "attn_impl": attn_impl, "num_threads": num_threads}
-    out = run_in_fresh_process("mfulab.recompute:_peak_worker", spec, timeout_s=timeout_s)
-    return {"before_bytes": out["rss_before_bytes"], "peak_bytes": out["peak_rss_bytes"],
-            "step_added_bytes": out["peak_rss_bytes"] - out["rss_before_bytes"],
-            "method": f"fresh process, {out['method']}"}
+    return run_in_fresh_process("mfulab.recompute:_peak_worker", spec, timeout_s=timeout_s)
 
 
 def _build(cfg, policy, every_k, attn_impl, device):
@@ -335,7 +228,7 @@ def step_time(cfg: TransformerConfig, *, policy: str, every_k: int, attn_impl: s
               min_run_time_s: float, num_threads: int):
     import torch
 
-    from .measure import time_fn
+    from .timing import time_fn
 
     model = _build(cfg, policy, every_k, attn_impl, device)
     idx = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len), device=device)
@@ -353,7 +246,7 @@ def step_time(cfg: TransformerConfig, *, policy: str, every_k: int, attn_impl: s
 def measure(params: dict) -> dict:
     import torch
 
-    from .measure import progress
+    from .timing import progress
 
     p = validate(params)
     if p["num_threads"]:
@@ -570,7 +463,7 @@ def policy_summary(records):
 
 
 def _per_token_timing(records, policy, micro_batch):
-    from .measure import summarize
+    from .timing import summarize
 
     t = next(r for r in records["timing"] if r["policy"] == policy and r["micro_batch"] == micro_batch)
     tokens = micro_batch * records["config"]["seq_len"]
@@ -582,7 +475,7 @@ def budget_table(records):
     and HFU relative to ``none`` at its own largest micro-batch (ratios with intervals)."""
     import pandas as pd
 
-    from .measure import compare
+    from .timing import compare_timings
 
     none_mb = records["chosen_micro_batch"]["none"]
     ref = _per_token_timing(records, "none", none_mb) if none_mb else None
@@ -596,7 +489,7 @@ def budget_table(records):
                          "mfu_vs_none": None, "hfu_vs_none": None})
             continue
         t = _per_token_timing(records, q, mb)
-        c = compare(ref, t) if ref else None
+        c = compare_timings(ref, t) if ref else None
         hw_ratio = records["hardware_flops_per_token"][q] / fl_none
         rows.append({"policy": q, "micro_batch": mb, "fits": True, "tokens_per_s": 1 / t.median_s,
                      "tokens_per_s_vs_none": c.ratio if c else None, "ratio_lo": c.ratio_lo if c else None,
@@ -653,9 +546,9 @@ def claims(records, plans, zero_df) -> list[Claim]:
     summary = policy_summary(records).set_index("policy")
     base_mb = records["base_micro_batch"]
     if "full" in summary.index:
-        from .measure import compare
+        from .timing import compare_timings
 
-        c = compare(_per_token_timing(records, "none", base_mb), _per_token_timing(records, "full", base_mb))
+        c = compare_timings(_per_token_timing(records, "none", base_mb), _per_token_timing(records, "full", base_mb))
         slower = c.verdict == "slower"
         out.append(Claim(
             "B7", "full recompute lowers MFU (50% → 40% in the article) at the same batch",

@@ -1,6 +1,6 @@
 """Results folders: atomic writes, metrics/measurements/tables, provenance, loading.
 
-Layout of one study's results (DESIGN.md)::
+Layout of one study's results (docs/architecture.md)::
 
     results/<machine>/<study>/
         NN_<study>.ipynb      the executed notebook
@@ -41,16 +41,16 @@ def _umask() -> int:
     return mask
 
 
-def _jsonable(obj):
+def jsonable(obj):
     """Convert numpy scalars/arrays, paths and non-finite floats for JSON."""
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, Path):
         return str(obj)
     if hasattr(obj, "tolist"):  # numpy scalars and arrays
-        return _jsonable(obj.tolist())
+        return jsonable(obj.tolist())
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     return obj
@@ -63,7 +63,7 @@ def write_json(path, obj) -> Path:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(_jsonable(obj), f, indent=2, sort_keys=False)
+            json.dump(jsonable(obj), f, indent=2, sort_keys=False)
             f.write("\n")
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; results are for everyone to read
         os.replace(tmp, path)
@@ -93,7 +93,7 @@ def save_metrics(out_dir, metrics: dict) -> Path:
     """Merge ``metrics`` into ``metrics.json`` (a notebook adds its numbers section by section)."""
     path = Path(out_dir) / METRICS
     current = read_json(path) if path.exists() else {}
-    current.update(_jsonable(metrics))
+    current.update(jsonable(metrics))
     return write_json(path, current)
 
 
@@ -151,7 +151,7 @@ def atomic_dir(final_dir):
     try:
         yield tmp
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard_dir(tmp)
         raise
     old = None
     if final_dir.exists():
@@ -178,22 +178,15 @@ def output_dir(out_dir: str, study: str) -> Path:
     return path
 
 
-def study_records(study_module, namespace: dict) -> tuple[Path, dict]:
-    """The first code cell of every study notebook: gather the parameters named by
-    ``study_module.PARAMS`` from the notebook's namespace, measure (or load ``from_dir``),
-    and keep the raw records in the results folder. Returns ``(out, records)``."""
-    params = {name: namespace[name] for name in study_module.PARAMS}
-    out = output_dir(namespace.get("out_dir", ""), study_module.STUDY)
-    from_dir = namespace.get("from_dir", "")
-    records = load_measurements(from_dir) if from_dir else study_module.measure(params)
-    save_measurements(out, records)
-    return out, records
+def discard_dir(path) -> None:
+    """Remove a temporary results folder (read-only files included)."""
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def publish_claims(out_dir, claim_list, metrics: dict):
     """Save the claims table (``tables/claims.csv``) and the headline metrics; return the
     table for display."""
-    from .claims import table
+    from .verdicts import table
 
     df = table(claim_list)
     save_table(out_dir, "claims", df)

@@ -16,23 +16,7 @@ import re
 import shutil
 from pathlib import Path
 
-# the figure and numbers that stand for each study on the index page
-HEADLINE_FIGURE = {"mfu": "waterfall", "overlap": "step_vs_k", "fusion": "attention", "recompute": "pareto",
-                   "buckets": "sweep", "dataloader": "throughput", "compare": "ceilings"}
-HEADLINE_NUMBERS = {
-    "mfu": [("steady_mfu_vs_ceiling", "MFU of the reference step (vs measured ceiling)", "{:.1%}"),
-            ("matmul_ceiling_flops_per_s", "measured matmul ceiling", "{:.3g} FLOP/s"),
-            ("steady_tokens_per_s", "tokens/s", "{:,.0f}")],
-    "overlap": [("all_reduce_busbw_largest_bytes_per_s", "all-reduce busbw, largest message", "{:.3g} B/s"),
-                ("alpha_s", "fitted latency α per step", "{:.2g} s")],
-    "fusion": [("matmul_ceiling_flops_per_s", "matmul ceiling", "{:.3g} FLOP/s"),
-               ("memory_bandwidth_bytes_per_s", "memory bandwidth", "{:.3g} B/s"),
-               ("sdpa_backend", "SDPA kernel", "{}")],
-    "recompute": [("layer_model_max_abs_rel_error_korthikanti", "Table 2 vs exact count, worst policy", "{:.1%}")],
-    "buckets": [("layouts_match_simulator", "DDP layouts match the simulator", "{}"),
-                ("gradient_gate_max_abs_diff", "gradient gate, max |diff|", "{:.1e}")],
-    "dataloader": [("all_epochs_intact", "every epoch returned the corpus intact", "{}")],
-}
+MARKER = ".mfulab-site"  # a folder holding this file was written by build_site and may be replaced
 TOGGLE = """
 <style>body.mfulab-hide-code .jp-CodeCell .jp-Cell-inputWrapper {display: none;}
 #mfulab-toggle {position: fixed; top: 8px; right: 8px; z-index: 10; padding: 4px 10px;}</style>
@@ -78,43 +62,59 @@ def _claims_html(path: Path) -> str:
     return df[["id", "claim", "verdict", "evidence"]].to_html(index=False, escape=True, classes="claims", border=0)
 
 
-def _numbers_html(study: str, metrics: dict) -> str:
+def _numbers_html(study, metrics: dict) -> str:
     items = []
-    for key, label, fmt in HEADLINE_NUMBERS.get(study, []):
-        if metrics.get(key) is not None:
-            items.append(f"<li>{html.escape(label)}: <b>{html.escape(fmt.format(metrics[key]))}</b></li>")
+    for metric in study.metrics:
+        if metric.headline and metrics.get(metric.key) is not None:
+            items.append(f"<li>{html.escape(metric.label)}: <b>{html.escape(metric.fmt.format(metrics[metric.key]))}"
+                         f"{'' if metric.unit in ('fraction', '') else ' ' + html.escape(metric.unit)}</b></li>")
     return "<ul>" + "".join(items) + "</ul>" if items else ""
+
+
+def _check_out_dir(out: Path) -> None:
+    """Refuse to replace a folder this function did not write (``--out ~`` must not delete a home)."""
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MARKER).exists())):
+        raise FileExistsError(f"{out} exists and is not a site written by 'mfulab site' (no {MARKER} in it); "
+                              "choose an empty or new folder")
 
 
 def build_site(results_root, machine: str, out_dir) -> Path:
     """Write ``out_dir/index.html`` and one page per study found under ``results_root/machine``."""
-    from .cli import STUDIES
+    from .results import atomic_dir
+    from .studies import REGISTRY
 
     src = Path(results_root) / machine
     if not src.is_dir():
         raise FileNotFoundError(f"{src} does not exist: run the studies first (make all) or pick another machine")
-    out = Path(out_dir)
-    if out.exists():
-        shutil.rmtree(out)
+    out_final = Path(out_dir).expanduser().resolve()
+    _check_out_dir(out_final)
+    with atomic_dir(out_final) as out:
+        (out / MARKER).write_text("written by mfulab site; the whole folder is replaced by the next build\n")
+        _write_site(out, Path(results_root), machine, REGISTRY)
+    return out_final
+
+
+def _write_site(out: Path, results_root: Path, machine: str, registry) -> None:
     (out / "figures").mkdir(parents=True)
     sections = []
-    for study, spec in sorted(STUDIES.items(), key=lambda kv: kv[1]["notebook"]):
-        d = Path(results_root) / (spec.get("machine") or machine) / study
-        nb = d / spec["notebook"].replace(".py", ".ipynb")
-        title = html.escape(spec["title"])
-        number = spec["notebook"][:2]
+    for spec in registry.values():
+        study = spec.id
+        d = results_root / (spec.machine or machine) / study
+        nb = d / f"{spec.notebook_stem}.ipynb"
+        title = html.escape(spec.title)
+        number = f"{spec.number:02d}"
         if not nb.exists():
             sections.append(f"<section><h2>{number} · {study}</h2><p>{title}</p><p><em>not run on this machine</em></p></section>")
             continue
         (out / f"{study}.html").write_text(notebook_page(nb))
-        figure = d / "figures" / f"{HEADLINE_FIGURE.get(study, '')}.png"
+        figure = d / "figures" / f"{spec.headline_figure}.png"
         img = ""
         if figure.exists():
             shutil.copy(figure, out / "figures" / f"{study}.png")
             img = f'<img src="figures/{study}.png" alt="{study} headline figure" width="640">'
         metrics = json.loads((d / "metrics.json").read_text()) if (d / "metrics.json").exists() else {}
         sections.append(f'<section><h2>{number} · <a href="{study}.html">{study}</a></h2><p>{title}</p>{img}'
-                        f"{_numbers_html(study, metrics)}{_claims_html(d / 'tables' / 'claims.csv')}</section>")
+                        f"{_numbers_html(spec, metrics)}{_claims_html(d / 'tables' / 'claims.csv')}</section>")
     index = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>mfulab — {html.escape(machine)}</title>
 <style>body {{font-family: sans-serif; max-width: 1000px; margin: 2em auto; line-height: 1.4}}
@@ -125,4 +125,3 @@ padding: 3px 6px; vertical-align: top}} section {{margin-bottom: 2.5em}}</style>
 {''.join(sections)}</body></html>
 """
     (out / "index.html").write_text(index)
-    return out

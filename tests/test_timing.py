@@ -1,17 +1,17 @@
 import numpy as np
 import pytest
 
-from mfulab import measure
-from mfulab.claims import Claim, verdict_from_interval
+from mfulab import timing
+from mfulab.verdicts import Claim, verdict_from_interval
 
 
 def test_summarize_median_iqr():
-    t = measure.summarize([1.0, 2.0, 3.0, 4.0, 100.0], label="x")
+    t = timing.summarize([1.0, 2.0, 3.0, 4.0, 100.0], label="x")
     assert t.median_s == 3.0 and t.q1_s == 2.0 and t.q3_s == 4.0 and t.n == 5 and t.iqr_s == 2.0
 
 
 def _timing(samples, label):
-    return measure.summarize(samples, label=label)
+    return timing.summarize(samples, label=label)
 
 
 def test_compare_detects_a_clear_speedup_and_says_inconclusive_otherwise():
@@ -19,17 +19,17 @@ def test_compare_detects_a_clear_speedup_and_says_inconclusive_otherwise():
     slow = _timing(rng.normal(2.0, 0.05, 30), "slow")
     fast = _timing(rng.normal(1.0, 0.05, 30), "fast")
     same = _timing(rng.normal(2.0, 0.05, 30), "same")
-    c = measure.compare(slow, fast)
+    c = timing.compare_timings(slow, fast)
     assert c.verdict == "faster" and c.ratio_lo > 1.8 and c.ratio_hi < 2.2
-    assert measure.compare(fast, slow).verdict == "slower"
-    assert measure.compare(slow, same).verdict == "inconclusive"
+    assert timing.compare_timings(fast, slow).verdict == "slower"
+    assert timing.compare_timings(slow, same).verdict == "inconclusive"
 
 
 def test_matmul_ceiling_and_bandwidth_records():
-    ceil = measure.matmul_ceiling(sizes=(32, 64), min_run_time_s=0.02)
+    ceil = timing.matmul_ceiling(sizes=(32, 64), min_run_time_s=0.02)
     assert ceil["best_flops_per_s"] == max(r["achieved_flops_per_s"] for r in ceil["rows"])
     assert [r["flops"] for r in ceil["rows"]] == [2 * 32**3, 2 * 64**3]
-    bw = measure.memory_bandwidth(sizes_bytes=(1 << 20,), min_run_time_s=0.02)
+    bw = timing.memory_bandwidth(sizes_bytes=(1 << 20,), min_run_time_s=0.02)
     assert bw["rows"][0]["moved_bytes"] == 2 * (1 << 20) and bw["best_bytes_per_s"] > 0
 
 

@@ -1,211 +1,21 @@
-"""Study ``mfu``: MFU accounting — conventions, a FLOP-counting check, denominators, and a
-measured training run split into the four losses of the source article (claim B2).
+"""Analysis of the ``mfu`` study: FLOPs conventions, the counting check, denominators, the
+time split of the measured run (claim B2), and the articles' arithmetic (A19, B1, B15, A1).
 
-``measure(params)`` runs everything that needs a device and returns plain records (JSON);
-every other function here analyses those records, so a run measured on a cluster with
-``python -m mfulab measure mfu ...`` is analysed anywhere by the notebook.
-
-Timing of the training run (one process, no communication): each step is timed with
-``time.perf_counter`` around three phases, with a device synchronise before each reading:
-*data* (fetch the next synthetic batch and copy it to the device), *compute* (forward,
-backward, optimizer step) and *other* (reading the loss back, bookkeeping). The time
-between consecutive step starts that none of the three covers is loop overhead, and the
-time before the first step (model build) is start-up. Start-up and *other* are the
-*scheduling* category; the loop overhead stays visible as *unaccounted*, so the check that
-the separately timed categories add up to the job's wall clock can fail.
+Every function reads the plain records of ``bench.measure`` (here or from another machine)
+or the articles' stated inputs in ``stated``; claim verdicts are computed from the numbers.
 """
 
 from __future__ import annotations
 
-import contextlib
-import math
-import time
+from ... import flops, hardware
+from ... import verdicts as claims_mod
+from ...config import ParameterError, TransformerConfig, preset
+from ...verdicts import Claim
+from .stated import A19_STATED, B1_STATED, B15_STEPS
 
-from . import claims as claims_mod
-from . import flops, hardware
-from .claims import Claim
-from .config import ParameterError, check_param_names, require_positive_int, TransformerConfig, preset
-
-STUDY = "mfu"
-BENCHMARK_VERSION = {"train_run": 1, "flop_count": 1}
-DTYPES = ("fp32", "bf16", "fp16")
 HEADLINE_CONVENTION = "palm"
 
-# name -> (kind, check) for validate(); kind is used in the error message
-PARAMS = {
-    "preset": "preset name",
-    "seq_len": "positive int",
-    "micro_batch": "positive int",
-    "steps": "positive int",
-    "warmup_steps": "non-negative int",
-    "device": "auto|cpu|cuda",
-    "dtype": "fp32|bf16|fp16",
-    "attn_impl": "sdpa|naive",
-    "num_threads": "non-negative int (0: torch's default)",
-    "ceiling_sizes": "list of positive ints",
-    "bandwidth_mib": "list of positive ints",
-    "min_run_time_s": "positive number",
-    "convention_presets": "list of preset names",
-    "convention_seq_lens": "list of positive ints",
-}
 
-
-# ---------------------------------------------------------------------------- parameters
-def validate(params: dict) -> dict:
-    """Check every parameter before any work is done; raise :class:`ParameterError` naming
-    the parameter and its allowed values. Returns the parameters with ``device`` resolved."""
-    check_param_names(params, PARAMS)
-    p = dict(params)
-    preset(p["preset"])
-    for name in ("seq_len", "micro_batch", "steps"):
-        require_positive_int(name, p[name])
-    require_positive_int("warmup_steps", p["warmup_steps"], allow_zero=True)
-    require_positive_int("num_threads", p["num_threads"], allow_zero=True)
-    if p["dtype"] not in DTYPES:
-        raise ParameterError(f"dtype must be one of {', '.join(DTYPES)}; got {p['dtype']!r}")
-    if p["attn_impl"] not in ("sdpa", "naive"):
-        raise ParameterError(f"attn_impl must be sdpa or naive; got {p['attn_impl']!r}")
-    if not (isinstance(p["min_run_time_s"], (int, float)) and p["min_run_time_s"] > 0):
-        raise ParameterError(f"min_run_time_s must be a positive number, got {p['min_run_time_s']!r}")
-    for name in ("ceiling_sizes", "bandwidth_mib", "convention_seq_lens"):
-        if not isinstance(p[name], list) or not p[name]:
-            raise ParameterError(f"{name} must be a non-empty list of positive integers, got {p[name]!r}")
-        for v in p[name]:
-            require_positive_int(name, v)
-    if not isinstance(p["convention_presets"], list) or not p["convention_presets"]:
-        raise ParameterError("convention_presets must be a non-empty list of preset names")
-    for name in p["convention_presets"]:
-        preset(name)
-    p["device"] = hardware.resolve_device(p["device"])
-    if p["device"] == "cpu" and p["dtype"] == "fp16":
-        raise ParameterError("dtype fp16 is not supported on CPU; use fp32 or bf16")
-    return p
-
-
-def model_config(params: dict) -> TransformerConfig:
-    return preset(params["preset"]).with_(seq_len=params["seq_len"])
-
-
-# ---------------------------------------------------------------------------- measurement
-def _autocast(device: str, dtype: str):
-    import torch
-
-    from .measure import torch_dtype
-
-    if dtype == "fp32":
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device, dtype=torch_dtype(dtype))
-
-
-def flop_count(cfg: TransformerConfig, *, device: str, micro_batch: int = 1) -> dict:
-    """FLOPs of one forward+backward counted by ``FlopCounterMode``, with naive attention
-    (every matmul visible) and with SDPA (on CPU its flash kernel has no FLOP formula in
-    torch, so it counts zero there), per token."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from .model import GPT
-
-    tokens = micro_batch * cfg.seq_len
-    out = {"micro_batch": micro_batch, "seq_len": cfg.seq_len, "tokens": tokens}
-    idx = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len), device=device)
-    for impl in ("naive", "sdpa"):
-        torch.manual_seed(0)
-        model = GPT(cfg, attn_impl=impl).to(device)
-        with FlopCounterMode(display=False) as counter:
-            _, loss = model(idx, idx)
-            loss.backward()
-        out[f"{impl}_flops_per_token"] = counter.get_total_flops() / tokens
-        attention_ops = {str(op): n for op, n in counter.get_flop_counts().get("Global", {}).items()
-                         if "attention" in str(op)}
-        out[f"{impl}_attention_op_flops"] = attention_ops
-        del model
-    out["benchmark_version"] = BENCHMARK_VERSION["flop_count"]
-    return out
-
-
-def train_run(cfg: TransformerConfig, *, device: str, dtype: str, micro_batch: int, steps: int,
-              warmup_steps: int, attn_impl: str) -> dict:
-    """Train the reference model on synthetic tokens and time each step's phases."""
-    import torch
-
-    from .measure import progress, synchronize
-    from .model import GPT
-
-    job_start = time.perf_counter()
-    torch.manual_seed(0)
-    model = GPT(cfg, attn_impl=attn_impl).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    generator = torch.Generator().manual_seed(1)
-
-    def next_batch():
-        tokens = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len + 1), generator=generator)
-        tokens = tokens.pin_memory() if device == "cuda" else tokens
-        return (tokens[:, :-1].to(device, non_blocking=True), tokens[:, 1:].to(device, non_blocking=True))
-
-    rows = []
-    synchronize(device)
-    for step in progress(range(warmup_steps + steps), "mfu train"):
-        t0 = time.perf_counter()
-        x, y = next_batch()
-        synchronize(device)
-        t1 = time.perf_counter()
-        with _autocast(device, dtype):
-            _, loss = model(x, y)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        synchronize(device)
-        t2 = time.perf_counter()
-        loss_value = loss.item()
-        t3 = time.perf_counter()
-        rows.append({"step": step, "warmup": step < warmup_steps, "start_s": t0 - job_start,
-                     "data_s": t1 - t0, "compute_s": t2 - t1, "other_s": t3 - t2, "loss": loss_value})
-    job_wall_s = time.perf_counter() - job_start
-    for i, row in enumerate(rows):  # period: from this step's start to the next one's (or job end)
-        end = rows[i + 1]["start_s"] if i + 1 < len(rows) else job_wall_s
-        row["period_s"] = end - row["start_s"]
-    losses = [r["loss"] for r in rows]
-    return {
-        "tokens_per_step": micro_batch * cfg.seq_len, "micro_batch": micro_batch, "seq_len": cfg.seq_len,
-        "warmup_steps": warmup_steps, "steps": steps, "dtype": dtype, "attn_impl": attn_impl,
-        "job_wall_s": job_wall_s, "setup_s": rows[0]["start_s"], "rows": rows,
-        # correctness gate: finite losses, and the first one near ln(V) as for a uniform guess
-        "initial_loss": losses[0], "expected_initial_loss": math.log(cfg.vocab_size),
-        "losses_finite": all(math.isfinite(v) for v in losses),
-        "benchmark_version": BENCHMARK_VERSION["train_run"],
-    }
-
-
-def measure(params: dict) -> dict:
-    """Everything the study measures on this device (see the module docstring)."""
-    import torch
-
-    from . import measure as m
-
-    p = validate(params)
-    if p["num_threads"]:
-        torch.set_num_threads(p["num_threads"])
-    device, cfg = p["device"], model_config(p)
-    threads = torch.get_num_threads()
-    ceiling_dtype = p["dtype"]
-    records = {
-        "study": STUDY, "params": p, "device": device, "num_threads": threads,
-        "device_name": torch.cuda.get_device_name(0) if device == "cuda" else hardware.cpu_model(),
-        "config": cfg.to_dict(), "n_params": flops.param_count(cfg),
-        "benchmark_version": {**BENCHMARK_VERSION, **m.BENCHMARK_VERSION},
-    }
-    records["ceiling"] = m.matmul_ceiling(device=device, dtype=ceiling_dtype, sizes=tuple(p["ceiling_sizes"]),
-                                          min_run_time_s=p["min_run_time_s"], num_threads=threads)
-    records["bandwidth"] = m.memory_bandwidth(device=device, sizes_bytes=tuple(s << 20 for s in p["bandwidth_mib"]),
-                                              min_run_time_s=p["min_run_time_s"], num_threads=threads)
-    records["flop_count"] = flop_count(cfg, device=device)
-    records["train"] = train_run(cfg, device=device, dtype=p["dtype"], micro_batch=p["micro_batch"],
-                                 steps=p["steps"], warmup_steps=p["warmup_steps"], attn_impl=p["attn_impl"])
-    return records
-
-
-# ---------------------------------------------------------------------------- analysis
 def datasheet_peak(records: dict) -> dict:
     """The datasheet denominator for the run's device and dtype, or why there is none."""
     if records["device"] != "cuda":
@@ -250,7 +60,7 @@ def count_table(records: dict):
             {"source": "FlopCounterMode, SDPA", "flops_per_token": fc["sdpa_flops_per_token"]},
             {"source": "analytic: 6·N_matmul + 12·L·H·Q·T", "flops_per_token": flops.exact_matmul_flops_per_token(cfg)}]
     for conv in flops.CONVENTIONS:
-        rows.append({"source": f"convention {conv} (N = all parameters)",
+        rows.append({"source": f"convention {conv}" + (" (N = all parameters)" if conv != "megatron" else " (from l, h, s, V)"),
                      "flops_per_token": flops.flops_per_token(cfg, convention=conv)})
     df = pd.DataFrame(rows)
     df["relative_difference_vs_counter"] = df.flops_per_token / counted - 1
@@ -339,25 +149,9 @@ def waterfall_losses(records: dict) -> dict:
             "residual_flops_per_s": start[1] - sum(v for _, v in losses) - b["global_flops_per_s"]}
 
 
-# ---------------------------------------------------------------------------- the articles
-# Inputs exactly as the articles state them (they are the claims under test, not results).
-A19_STATED = {"n_params": 13e9, "global_batch": 32, "seq_len": 4096, "step_time_s": 2.4, "n_devices": 8,
-              "peak_flops_per_s": 3.2e14, "stated_total_flops": 3.06e16, "stated_mfu": 0.497}
-B1_STATED = {"n_params": 7e9, "tokens_per_step": 512 * 4096, "n_devices": 64, "peak_flops_per_s": 312e12,
-             "stated_flops_per_step": 8.8e16, "stated_ideal_step_s": 4.4,
-             "step_times_s": {10.2: 0.43, 8.5: 0.52}}
-B15_STEPS = [  # (step time after the change, change, category) from seeds/002 section 5.2
-    (10.2, "baseline", None),
-    (9.4, "SDPA flash attention + TF32", "slow operators"),
-    (9.0, "DDP bucket_cap_mb 25→50, gradient_as_bucket_view, static_graph", "communication overlap"),
-    (8.7, "NCCL GPUDirect RDMA and buffer settings", "communication bandwidth"),
-    (8.4, "webdataset tar shards, 12 workers, persistent workers, pin_memory", "data IO"),
-    (8.5, "lock SM clocks, check no throttling", "scheduling"),
-]
-
 
 def a19_check() -> dict:
-    """Each step of the 13B MFU example (seeds/000 section 8), recomputed."""
+    """Each step of the 13B MFU example (article A §8), recomputed."""
     s = A19_STATED
     tokens = s["global_batch"] * s["seq_len"]
     correct_flops = 6 * s["n_params"] * tokens  # 6N already counts forward (2N) and backward (4N)
@@ -496,7 +290,10 @@ def headline_metrics(records: dict) -> dict:
         "peak": {"datasheet_flops_per_s": sheet["flops_per_s"], "datasheet_source": sheet["source"],
                  "datasheet_missing_because": sheet["why_none"],
                  "measured_ceiling_flops_per_s": records["ceiling"]["best_flops_per_s"],
-                 "measured_ceiling_source": "measure.matmul_ceiling (best median over square matmul sizes)"},
+                 "measured_ceiling_source": "timing.matmul_ceiling (best median over square matmul sizes)"},
+        "datasheet_peak_flops_per_s": sheet["flops_per_s"],
+        "ceiling_over_datasheet": (records["ceiling"]["best_flops_per_s"] / sheet["flops_per_s"]
+                                   if sheet["flops_per_s"] else None),
         "steady_step_s": b["steady_step_s"], "steady_step_iqr_s": b["steady_step_q3_s"] - b["steady_step_q1_s"],
         "steady_tokens_per_s": b["steady_tokens_per_s"],
         "steady_mfu_vs_ceiling": b["steady_mfu_vs_ceiling"], "steady_mfu_vs_datasheet": b["steady_mfu_vs_datasheet"],
@@ -509,59 +306,3 @@ def headline_metrics(records: dict) -> dict:
     }
 
 
-# ---------------------------------------------------------------------------- figures
-def plot_attention_share(conventions_df):
-    """Attention share of model FLOPs vs sequence length, one line per preset (palm)."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    df = conventions_df[conventions_df.convention == "palm"]
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
-    sns.lineplot(data=df, x="seq_len", y="attention_share", hue="preset", marker="o", ax=ax)
-    ax.set_xscale("log", base=2)
-    ax.yaxis.set_major_formatter(plt.matplotlib.ticker.PercentFormatter(1.0))
-    ax.set_xlabel("sequence length T (tokens)")
-    ax.set_ylabel("attention matmuls / model FLOPs (palm)")
-    ax.set_title("6N misses more of the work as T grows, most for narrow models")
-    return fig
-
-
-def plot_waterfall(records):
-    """Peak → ceiling → achieved model FLOP/s with each loss labelled (claim B2)."""
-    import matplotlib.pyplot as plt
-
-    from .plots import waterfall
-
-    w = waterfall_losses(records)
-    b = breakdown(records)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    waterfall(ax, w["start"], w["losses"], w["end"][0], totals={"slow operators": "achieved (local)"})
-    ax.set_title(f"Where the FLOP/s go: global MFU {b['global_mfu_vs_ceiling']:.0%} of the measured ceiling "
-                 f"({b['convention']} FLOPs)")
-    return fig
-
-
-def plot_step_timeline(records):
-    """Each step's phases as stacked bars (seconds)."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    rows = records["train"]["rows"]
-    steps = [r["step"] for r in rows]
-    colors = sns.color_palette()
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    bottom = [0.0] * len(rows)
-    for key, label, color in (("data_s", "data wait", colors[1]), ("compute_s", "forward+backward+optimizer", colors[0]),
-                              ("other_s", "other (loss read-back, bookkeeping)", colors[3])):
-        vals = [r[key] for r in rows]
-        ax.bar(steps, vals, bottom=bottom, label=label, color=color)
-        bottom = [b + v for b, v in zip(bottom, vals)]
-    warm = records["train"]["warmup_steps"]
-    if warm:
-        ax.axvspan(-0.5, warm - 0.5, color="grey", alpha=0.15, label="warm-up")
-    b = breakdown(records)
-    ax.set_xlabel("step")
-    ax.set_ylabel("time (s)")
-    ax.set_title(f"Forward+backward+optimizer is {b['compute_s'] / b['job_wall_s']:.0%} of the job's wall clock")
-    ax.legend(fontsize=8, loc="lower right")
-    return fig

@@ -1,4 +1,4 @@
-"""Claims tables: one row per claim of ``shared/CLAIMS.md`` with a computed verdict.
+"""Claims tables: one row per claim of ``docs/claims.md`` with a computed verdict.
 
 A verdict is never typed in by hand: each study computes it from its own numbers and the
 thresholds it states, with the helpers below, and the evidence string carries the numbers.
@@ -38,6 +38,19 @@ def records(claims: list[Claim]) -> list[dict]:
 def agrees(stated: float, recomputed: float, *, rel_tol: float) -> bool:
     """True when a stated figure matches our recomputation within ``rel_tol`` (relative)."""
     return abs(stated - recomputed) <= rel_tol * abs(recomputed)
+
+
+def verdict_from_comparison(comparison, *, claimed: str) -> str:
+    """For a claim that the candidate is ``claimed`` ("faster" or "slower") than the baseline,
+    from a ``timing.Comparison``: confirmed when its interval says so, refuted when it says
+    the opposite, otherwise inconclusive on this machine."""
+    if claimed not in ("faster", "slower"):
+        raise ValueError(f"claimed must be 'faster' or 'slower', got {claimed!r}")
+    if comparison.verdict == claimed:
+        return "confirmed"
+    if comparison.verdict == "inconclusive":
+        return "inconclusive on this machine"
+    return "refuted"
 
 
 def verdict_from_agreement(ok: bool) -> str:

@@ -1,6 +1,6 @@
 """Timing harness, statistics and comparisons, and the device's measured ceilings.
 
-How timings are taken (DESIGN.md, measurement rules):
+How timings are taken (docs/architecture.md, measurement rules):
 - ``torch.utils.benchmark.Timer`` with ``num_threads`` set explicitly (its default is 1),
   after explicit warm-up calls; the Timer synchronises CUDA around each block.
 - ``blocked_autorange`` repeats the statement in blocks until ``min_run_time_s``; each block
@@ -16,9 +16,6 @@ datasheet peak here. Memory bandwidth is a large tensor copy: bytes read + bytes
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 
@@ -118,7 +115,7 @@ def _bootstrap_medians(samples: np.ndarray, n_boot: int, rng: np.random.Generato
     return np.median(samples[idx], axis=1)
 
 
-def compare(baseline: Timing, candidate: Timing, *, confidence: float = 0.95, n_boot: int = 2000,
+def compare_timings(baseline: Timing, candidate: Timing, *, confidence: float = 0.95, n_boot: int = 2000,
             seed: int = 0) -> Comparison:
     """Speed-up of ``candidate`` over ``baseline`` with a bootstrap interval of the ratio of
     medians. ``faster``/``slower`` only when the whole interval is on one side of 1.0."""
@@ -194,52 +191,3 @@ def memory_bandwidth(*, device: str = "cpu", sizes_bytes=(64 << 20,), min_run_ti
     best = max(rows, key=lambda r: r["achieved_bytes_per_s"])
     return {"best_bytes_per_s": best["achieved_bytes_per_s"], "device": device,
             "benchmark_version": BENCHMARK_VERSION["memory_bandwidth"], "rows": rows}
-
-
-# ---------------------------------------------------------------------------- peak memory on CPU
-# A small fixed mmap threshold makes glibc return freed large blocks at once, so RSS follows
-# live tensors (the default threshold adapts upwards and keeps freed memory in the heap).
-PEAK_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
-
-
-def current_rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def reset_peak_rss() -> str:
-    """Reset this process's peak RSS (VmHWM), so that imports and set-up do not mask what
-    follows: Linux resets it when "5" is written to /proc/self/clear_refs. Returns the method
-    ``peak_rss_bytes`` must use."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return "VmHWM after clear_refs"
-    except OSError:
-        return "ru_maxrss (peak RSS could not be reset)"
-
-
-def peak_rss_bytes(method: str) -> int:
-    if method == "VmHWM after clear_refs":
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-        raise RuntimeError("VmHWM missing from /proc/self/status")
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux; includes earlier peaks
-
-
-def run_in_fresh_process(target: str, spec: dict, *, timeout_s: float = 300) -> dict:
-    """Call ``module:function(spec)`` in a new Python process (with ``PEAK_MALLOC_ENV``) and
-    return the dict it returns. Peak memory is measured this way on CPU: the peak of a
-    process never goes down, so each point needs a process of its own."""
-    module, function = target.split(":")
-    code = (f"import json, sys; from {module} import {function} as f; "
-            f"print(json.dumps(f(json.load(sys.stdin))))")
-    proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(spec), capture_output=True, text=True,
-                          timeout=timeout_s, env={**os.environ, **PEAK_MALLOC_ENV})
-    if proc.returncode != 0:
-        raise RuntimeError(f"{target} failed in its own process:\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -1,0 +1,251 @@
+"""Running studies: profiles, the papermill run into ``results/<machine>/<study>/``, the
+headless measurement, and the incremental ``make all``.
+
+- :func:`run` — what ``make <study>`` calls. Every parameter is validated first (bad input
+  stops before any work), the notebook executes with papermill into a temporary folder that
+  replaces ``results/<machine>/<study>/`` only when it finished; Ctrl-C or SIGTERM stops the
+  kernel and every worker it started, leaves the earlier results untouched and exits 130/143.
+- :func:`measure` — only the measurement, headless (no Jupyter): the seam for clusters.
+- :func:`run_all` — every study in course order, skipping those whose results were made from
+  the same inputs (notebook, parameters, library, torch version; :func:`inputs`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from . import hardware, results
+from .config import ParameterError
+from .procs import stop_on_signals
+from .studies import REGISTRY, Study, get
+
+KERNEL_NAME = "mfulab"
+# glibc's allocator dominates eager CPU timings through page faults; benchmark processes keep
+# freed memory mapped. Set before a process starts (glibc reads it once): the runner exports it
+# to the kernel, and ``measure`` re-executes itself with it (cli).
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "68719476736"}
+log = logging.getLogger("mfulab")
+
+
+def repo_root() -> Path:
+    """The repository holding ``notebooks/`` and ``studies/`` (``MFULAB_ROOT`` overrides)."""
+    env = os.environ.get("MFULAB_ROOT")
+    if env:
+        return Path(env).resolve()
+    here = Path(__file__).resolve().parents[2]
+    return here if (here / "studies").is_dir() else Path.cwd()
+
+
+# ---------------------------------------------------------------------------- profiles
+def profiles(study: str, root: Path | None = None) -> list[str]:
+    root = root or repo_root()
+    return sorted(p.stem for p in (root / "studies" / study).glob("*.yaml"))
+
+
+def resolve_profile(study: str, profile: str, root: Path | None = None) -> str:
+    if profile == "auto":
+        import torch
+
+        profile = "gpu" if torch.cuda.is_available() else "cpu"
+    valid = profiles(study, root)
+    if profile not in valid:
+        raise ParameterError(f"unknown profile {profile!r} for study {study!r}; valid profiles: "
+                             f"{', '.join(valid + ['auto'])}")
+    return profile
+
+
+def parse_overrides(pairs) -> dict:
+    """``[["seq_len", "2048"], ...]`` → ``{"seq_len": 2048}`` (values read as YAML, like papermill's -p)."""
+    return {name: yaml.safe_load(value) for name, value in (pairs or [])}
+
+
+def read_profile(path) -> dict:
+    """A profile file: the parameters that differ from the study's defaults."""
+    path = Path(path)
+    if not path.exists():
+        raise ParameterError(f"parameter file {path} does not exist")
+    values = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(values, dict):
+        raise ParameterError(f"{path} must hold a mapping of parameter names to values")
+    return values
+
+
+def study_params(study: Study, values: dict):
+    """The study's typed parameters: defaults updated with ``values``, validated."""
+    return study.params.from_dict(values)
+
+
+# ---------------------------------------------------------------------------- inputs (incremental runs)
+def _sha256_files(paths) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(str(path.name).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def library_sha256() -> str:
+    lib = Path(__file__).resolve().parent
+    return _sha256_files([p for p in lib.rglob("*.py")])
+
+
+def inputs(study: Study, params: dict, *, profile: str, root: Path, results_root: Path) -> dict:
+    """What a study's results are made from; a run with equal inputs would redo the same work."""
+    import torch
+
+    out = {"notebook_sha256": _sha256_files([root / "notebooks" / study.notebook]), "profile": profile,
+           "params": params, "library_sha256": library_sha256(), "torch": torch.__version__}
+    if study.reads_results:
+        metrics = [p for p in Path(results_root).glob("*/*/" + results.METRICS)
+                   if p.parent.parent.name != (study.machine or "")]
+        out["results_sha256"] = _sha256_files(metrics)
+    return out
+
+
+def results_dir(study: Study, results_root: Path, machine: str | None = None) -> Path:
+    return Path(results_root) / (study.machine or machine or hardware.machine_slug()) / study.id
+
+
+def up_to_date(final: Path, expected: dict) -> bool:
+    env_path = final / results.ENV
+    if not env_path.exists():
+        return False
+    try:
+        return results.read_json(env_path).get("inputs") == results.jsonable(expected)
+    except ValueError:
+        return False
+
+
+# ---------------------------------------------------------------------------- notebooks
+def _kernel_name() -> str:
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    if KERNEL_NAME in KernelSpecManager().find_kernel_specs():
+        return KERNEL_NAME
+    log.warning("Jupyter kernel %r is not registered (make env does it); using this Python's python3 kernel",
+                KERNEL_NAME)
+    return "python3"
+
+
+def render_notebook(source: Path, dest: Path) -> Path:
+    """Convert a jupytext percent-format ``.py`` notebook to ``.ipynb`` with our kernel."""
+    import jupytext
+    import nbformat
+
+    nb = jupytext.read(source)
+    nb.metadata["kernelspec"] = {"name": KERNEL_NAME, "display_name": "Python (mfulab)", "language": "python"}
+    nbformat.write(nb, dest)
+    return dest
+
+
+def mark_read_only(ipynb: Path) -> None:
+    """An executed notebook is a record: its cells are marked non-editable (JupyterLab honours
+    ``editable: false``) and the file is made read-only."""
+    import nbformat
+
+    nb = nbformat.read(ipynb, as_version=4)
+    for cell in nb.cells:
+        cell.metadata["editable"] = False
+        cell.metadata["deletable"] = False
+    nbformat.write(nb, ipynb)
+    os.chmod(ipynb, 0o444)
+
+
+def run(study_id: str, *, profile: str = "auto", overrides: dict | None = None, from_dir: str | None = None,
+        results_root: str | Path | None = None, notebook: Path | None = None, kernel: str | None = None,
+        if_changed: bool = False) -> Path:
+    """Execute one study notebook into ``results/<machine>/<study>/`` (atomically)."""
+    import papermill as pm
+
+    root = repo_root()
+    study = get(study_id)
+    results_root = Path(results_root or root / "results")
+    measured_env = None
+    if from_dir:
+        results.load_measurements(from_dir)  # fails early with a clear message
+        env_path = Path(from_dir) / results.ENV
+        measured_env = results.read_json(env_path) if env_path.exists() else None
+    if measured_env and measured_env.get("params"):  # keep the measuring run's parameters
+        profile = measured_env.get("profile") or measured_env.get("param_file") or "measured"
+        p = study_params(study, {**measured_env["params"], **(overrides or {})})
+    else:
+        profile = resolve_profile(study_id, profile, root)
+        p = study_params(study, {**read_profile(root / "studies" / study_id / f"{profile}.yaml"),
+                                 **(overrides or {})})
+        if not from_dir:
+            p.prepared()  # machine-dependent checks (device, ranks) before any work
+    params = p.to_dict()
+    machine = study.machine or (measured_env or {}).get("fingerprint", {}).get("machine") or hardware.machine_slug()
+    final = results_dir(study, results_root, machine)
+    notebook = notebook or root / "notebooks" / study.notebook
+    expected = inputs(study, params, profile=profile, root=root, results_root=results_root)
+    if if_changed and not from_dir and up_to_date(final, expected):
+        log.info("%s: up to date in %s (notebook, parameters, library and torch unchanged)", study_id, final)
+        return final
+    for key, value in MALLOC_ENV.items():
+        os.environ.setdefault(key, value)
+    started = time.time()
+    log.info("running %s (profile %s) into %s", study_id, profile, final)
+    with results.atomic_dir(final) as tmp, tempfile.TemporaryDirectory() as scratch, \
+            stop_on_signals(lambda: results.discard_dir(tmp), what=f"study {study_id}"):
+        source = render_notebook(notebook, Path(scratch) / f"{notebook.stem}.ipynb")
+        executed = tmp / f"{notebook.stem}.ipynb"
+        pm.execute_notebook(
+            str(source), str(executed),
+            parameters={"params": params, "out_dir": str(tmp),
+                        "from_dir": str(Path(from_dir).resolve()) if from_dir else ""},
+            kernel_name=kernel or _kernel_name(), log_output=True, progress_bar=False, cwd=str(root))
+        mark_read_only(executed)
+        metrics_path = tmp / results.METRICS
+        metrics = results.read_json(metrics_path) if metrics_path.exists() else {}
+        results.write_json(tmp / results.ENV, results.provenance(
+            study=study_id, params=params, repo_root=root, started_s=started,
+            extra={"profile": profile, "from_dir": from_dir, "measured_env": measured_env,
+                   "peak": metrics.get("peak"), "inputs": expected}))
+    log.info("results in %s", final)
+    return final
+
+
+def run_all(*, profile: str = "auto", force: bool = False, results_root=None) -> list[Path]:
+    """Every study in course order (the comparison last); unchanged ones are skipped."""
+    order = sorted(REGISTRY.values(), key=lambda s: (s.reads_results, s.number))
+    return [run(s.id, profile="default" if s.reads_results else profile, results_root=results_root,
+                if_changed=not force) for s in order]
+
+
+def measure(study_id: str, *, param_file, overrides: dict | None = None, out) -> Path:
+    """Run only a study's measurement and write ``measurements.json`` + ``env.json`` to ``out``."""
+    study = get(study_id)
+    if not study.measure:
+        raise ParameterError(f"study {study_id!r} measures nothing; run it with 'make {study_id}'")
+    p = study_params(study, {**read_profile(param_file), **(overrides or {})}).prepared()
+    started = time.time()
+    with stop_on_signals(what=f"the measurement of {study_id}"):
+        records = study.measure_fn()(p)
+    out = Path(out)
+    if int(os.environ.get("RANK", "0")) != 0:  # under srun/torchrun only rank 0 writes
+        return out
+    results.save_measurements(out, records)
+    results.write_json(out / results.ENV, results.provenance(
+        study=study_id, params=p.to_dict(), repo_root=repo_root(), started_s=started,
+        extra={"param_file": str(param_file), "profile": Path(param_file).stem}))
+    return out
+
+
+def main_guard_malloc(argv) -> None:
+    """Re-execute this command with :data:`MALLOC_ENV` if it is missing (glibc reads it only at
+    start-up), so that a headless measurement allocates as ``make <study>`` does."""
+    if all(k in os.environ for k in MALLOC_ENV) or os.environ.get("MFULAB_NO_REEXEC"):
+        return
+    env = {**MALLOC_ENV, **os.environ, "MFULAB_NO_REEXEC": "1"}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "mfulab", *argv], env)

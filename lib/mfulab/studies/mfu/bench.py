@@ -1,0 +1,141 @@
+"""Measurement of the ``mfu`` study (torch, headless): the matmul ceiling and memory
+bandwidth of this device, an exact FLOP count, and a timed training run.
+
+Timing of the training run (one process, no communication): each step is timed with
+``time.perf_counter`` around three phases, with a device synchronise before each reading:
+*data* (fetch the next synthetic batch and copy it to the device), *compute* (forward,
+backward, optimizer step) and *other* (reading the loss back, bookkeeping). The time
+between consecutive step starts that none of the three covers is loop overhead, and the
+time before the first step (model build) is start-up. ``measure`` returns plain records
+(JSON) that ``analysis`` reads, here or on another machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+
+from ... import flops, hardware
+from ...config import TransformerConfig
+from .params import Params
+
+BENCHMARK_VERSION = {"train_run": 1, "flop_count": 1}
+
+
+def _autocast(device: str, dtype: str):
+    import torch
+
+    from ...timing import torch_dtype
+
+    if dtype == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device, dtype=torch_dtype(dtype))
+
+
+def flop_count(cfg: TransformerConfig, *, device: str, micro_batch: int = 1) -> dict:
+    """FLOPs of one forward+backward counted by ``FlopCounterMode``, with naive attention
+    (every matmul visible) and with SDPA (on CPU its flash kernel has no FLOP formula in
+    torch, so it counts zero there), per token."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from ...model import GPT
+
+    tokens = micro_batch * cfg.seq_len
+    out = {"micro_batch": micro_batch, "seq_len": cfg.seq_len, "tokens": tokens}
+    idx = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len), device=device)
+    for impl in ("naive", "sdpa"):
+        torch.manual_seed(0)
+        model = GPT(cfg, attn_impl=impl).to(device)
+        with FlopCounterMode(display=False) as counter:
+            _, loss = model(idx, idx)
+            loss.backward()
+        out[f"{impl}_flops_per_token"] = counter.get_total_flops() / tokens
+        attention_ops = {str(op): n for op, n in counter.get_flop_counts().get("Global", {}).items()
+                         if "attention" in str(op)}
+        out[f"{impl}_attention_op_flops"] = attention_ops
+        del model
+    out["benchmark_version"] = BENCHMARK_VERSION["flop_count"]
+    return out
+
+
+def train_run(cfg: TransformerConfig, *, device: str, dtype: str, micro_batch: int, steps: int,
+              warmup_steps: int, attn_impl: str) -> dict:
+    """Train the reference model on synthetic tokens and time each step's phases."""
+    import torch
+
+    from ...timing import progress, synchronize
+    from ...model import GPT
+
+    job_start = time.perf_counter()
+    torch.manual_seed(0)
+    model = GPT(cfg, attn_impl=attn_impl).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    generator = torch.Generator().manual_seed(1)
+
+    def next_batch():
+        tokens = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len + 1), generator=generator)
+        tokens = tokens.pin_memory() if device == "cuda" else tokens
+        return (tokens[:, :-1].to(device, non_blocking=True), tokens[:, 1:].to(device, non_blocking=True))
+
+    rows = []
+    synchronize(device)
+    for step in progress(range(warmup_steps + steps), "mfu train"):
+        t0 = time.perf_counter()
+        x, y = next_batch()
+        synchronize(device)
+        t1 = time.perf_counter()
+        with _autocast(device, dtype):
+            _, loss = model(x, y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        synchronize(device)
+        t2 = time.perf_counter()
+        loss_value = loss.item()
+        t3 = time.perf_counter()
+        rows.append({"step": step, "warmup": step < warmup_steps, "start_s": t0 - job_start,
+                     "data_s": t1 - t0, "compute_s": t2 - t1, "other_s": t3 - t2, "loss": loss_value})
+    job_wall_s = time.perf_counter() - job_start
+    for i, row in enumerate(rows):  # period: from this step's start to the next one's (or job end)
+        end = rows[i + 1]["start_s"] if i + 1 < len(rows) else job_wall_s
+        row["period_s"] = end - row["start_s"]
+    losses = [r["loss"] for r in rows]
+    return {
+        "tokens_per_step": micro_batch * cfg.seq_len, "micro_batch": micro_batch, "seq_len": cfg.seq_len,
+        "warmup_steps": warmup_steps, "steps": steps, "dtype": dtype, "attn_impl": attn_impl,
+        "job_wall_s": job_wall_s, "setup_s": rows[0]["start_s"], "rows": rows,
+        # correctness gate: finite losses, and the first one near ln(V) as for a uniform guess
+        "initial_loss": losses[0], "expected_initial_loss": math.log(cfg.vocab_size),
+        "losses_finite": all(math.isfinite(v) for v in losses),
+        "benchmark_version": BENCHMARK_VERSION["train_run"],
+    }
+
+
+def measure(p: Params) -> dict:
+    """Everything the study measures on this device (see the module docstring)."""
+    import torch
+
+    from ... import timing as m
+
+    p = p.prepared()
+    if p.num_threads:
+        torch.set_num_threads(p.num_threads)
+    device, cfg = p.device, p.model_config()
+    threads = torch.get_num_threads()
+    records = {
+        "study": "mfu", "params": p.to_dict(), "device": device, "num_threads": threads,
+        "device_name": hardware.device_name(device),
+        "config": cfg.to_dict(), "n_params": flops.param_count(cfg),
+        "benchmark_version": {**BENCHMARK_VERSION, **m.BENCHMARK_VERSION},
+    }
+    records["ceiling"] = m.matmul_ceiling(device=device, dtype=p.dtype, sizes=p.ceiling_sizes,
+                                          min_run_time_s=p.min_run_time_s, num_threads=threads)
+    records["bandwidth"] = m.memory_bandwidth(device=device, sizes_bytes=tuple(s << 20 for s in p.bandwidth_mib),
+                                              min_run_time_s=p.min_run_time_s, num_threads=threads)
+    records["flop_count"] = flop_count(cfg, device=device)
+    records["train"] = train_run(cfg, device=device, dtype=p.dtype, micro_batch=p.micro_batch,
+                                 steps=p.steps, warmup_steps=p.warmup_steps, attn_impl=p.attn_impl)
+    return records
+
