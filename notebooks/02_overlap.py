@@ -34,34 +34,20 @@
 # different engines.
 
 # %% tags=["parameters"]
-device = "auto"  # auto | cpu | cuda (cuda: NCCL, one GPU per rank)
-nproc = 2  # ranks
-ops = ["all_reduce", "all_gather", "reduce_scatter", "broadcast"]
-min_size_log2 = 10  # message sizes 2^min .. 2^max bytes
-max_size_log2 = 26
-warmup = 2  # untimed calls per size
-iters = 7  # timed calls per size
-overlap_bytes = 33554432  # the tensor all-reduced in chunks
-compute_s = 0.12  # compute time that produces it
-chunks = [1, 2, 4, 8, 16, 32, 64, 128]
-modes = ["emulated", "real"]  # emulated: compute is a timed wait (occupies time, not a core)
-reps = 5  # repetitions per (mode, k)
-timeout_s = 900  # the whole torchrun job
-article_n = 32  # the article's scale: ranks,
-article_alpha_s = 2.0e-5  # per-step latency (assumed),
-article_link_bytes_per_s = 25.0e9  # link bandwidth (IB HDR 200 Gb/s)
-from_dir = ""  # analyse measurements from this folder instead of measuring
+params = {}  # the profile's values (papermill injects them); empty: the defaults, the laptop profile
 out_dir = ""  # set by the runner; empty: scratch/overlap
+from_dir = ""  # analyse measurements from this folder instead of measuring
 
 # %%
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import comm, overlap, plots, results
+from mfulab import comm, plots, results
+from mfulab.notebook import setup
 from mfulab.plots import si
+from mfulab.studies.overlap import analysis, figures
 
-plots.set_theme()
-out, records = results.study_records(overlap, globals())
+out, p, records = setup("overlap", params, out_dir=out_dir, from_dir=from_dir)
 print(f"{records['collectives']['world_size']} ranks on {records['device_name']} ({records['device']})")
 
 # %% [markdown]
@@ -74,21 +60,23 @@ print(f"{records['collectives']['world_size']} ranks on {records['device_name']}
 # (`#wrong`, as nccl-tests' `-c`). The table below has nccl-tests' columns:
 
 # %%
-coll = overlap.collectives_table(records)
+coll = analysis.collectives_table(records)
 results.save_table(out, "collectives", coll)
 assert coll.wrong.sum() == 0, "a collective returned a wrong result"
 print(comm.nccl_tests_table(records["collectives"]["rows"]))
 
 # %%
-fit = overlap.fitted_alpha_beta(records)
-display(Markdown(
-    f"Ring model fitted to the all-reduce times: **α = {fit['alpha_s'] * 1e6:.0f} µs** per step, "
-    f"**B = {si(fit['link_bytes_per_s'], 'B/s')}**; relative residuals "
-    f"{min(fit['relative_residuals']):+.0%} to {max(fit['relative_residuals']):+.0%} "
-    "(small messages are latency-bound and noisy here)."))
-fig = overlap.plot_busbw(records)
-plots.save_figure(fig, out, "busbw");
-
+fit = analysis.fitted_alpha_beta(records)
+display(
+    Markdown(
+        f"Ring model fitted to the all-reduce times: **α = {fit['alpha_s'] * 1e6:.0f} µs** per step, "
+        f"**B = {si(fit['link_bytes_per_s'], 'B/s')}**; relative residuals "
+        f"{min(fit['relative_residuals']):+.0%} to {max(fit['relative_residuals']):+.0%} "
+        "(small messages are latency-bound and noisy here)."
+    )
+)
+fig = figures.plot_busbw(records)
+plots.save_figure(fig, out, "busbw")
 # %% [markdown]
 # ## 2 · Serial vs overlapped: the timeline (A3)
 #
@@ -100,35 +88,52 @@ plots.save_figure(fig, out, "busbw");
 # threads need too.
 
 # %%
-fig = overlap.plot_timeline(records, "emulated" if "emulated" in records["params"]["modes"] else "real")
+fig = figures.plot_timeline(records, "emulated" if "emulated" in p.modes else "real")
 if fig is not None:
-    plots.save_figure(fig, out, "timeline");
+    plots.save_figure(fig, out, "timeline")
 
 # %% [markdown]
 # ## 3 · Step time vs k: measurement and model
 #
-# The model (`overlap.chunked_overlap`) takes the measured compute-only time, the tensor
+# The model (`analysis.chunked_overlap`) takes the measured compute-only time, the tensor
 # size, and the α–β fitted above. Exposed communication = overlapped − compute only.
 
 # %%
-ot = overlap.overlap_table(records)
+ot = analysis.overlap_table(records)
 results.save_table(out, "overlap", ot)
 assert records["overlap"]["wrong"] == 0, "an overlapped all-reduce returned a wrong result"
-fig = overlap.plot_step_vs_k(records)
-plots.save_figure(fig, out, "step_vs_k");
-ot[["compute", "k", "overlapped_s", "overlapped_q1_s", "overlapped_q3_s", "compute_only_s", "comm_only_s",
-    "serial_s", "exposed_comm_s", "model_step_s", "comm_share_of_step"]]
+fig = figures.plot_step_vs_k(records)
+plots.save_figure(fig, out, "step_vs_k")
+ot[
+    [
+        "compute",
+        "k",
+        "overlapped_s",
+        "overlapped_q1_s",
+        "overlapped_q3_s",
+        "compute_only_s",
+        "comm_only_s",
+        "serial_s",
+        "exposed_comm_s",
+        "model_step_s",
+        "comm_share_of_step",
+    ]
+]
 
 # %%
 real = ot[ot.compute == "real compute"]
 emu = ot[ot.compute == "emulated compute"]
 if len(real) and len(emu):
-    display(Markdown(
-        f"Best k hides **{1 - emu.exposed_comm_s.min() / emu.exposed_comm_s.iloc[0]:.0%}** of the exposed "
-        f"communication with emulated compute, **{1 - real.exposed_comm_s.min() / real.exposed_comm_s.iloc[0]:.0%}** "
-        "with real compute. Where the two disagree, the cause is the cores: with real compute every rank's matmuls "
-        "and gloo's send/receive threads share the same two cores, so communication progresses only when compute "
-        "yields — the model, which assumes an independent channel, describes the emulated case."))
+    display(
+        Markdown(
+            f"Best k hides **{1 - emu.exposed_comm_s.min() / emu.exposed_comm_s.iloc[0]:.0%}** of the exposed "
+            f"communication with emulated compute, "
+            f"**{1 - real.exposed_comm_s.min() / real.exposed_comm_s.iloc[0]:.0%}** with real compute. "
+            "Where the two disagree, the cause is the cores: with real compute every rank's matmuls "
+            "and gloo's send/receive threads share the same two cores, so communication progresses only when "
+            "compute yields — the model, which assumes an independent channel, describes the emulated case."
+        )
+    )
 
 # %% [markdown]
 # ## 4 · The articles' scale (A4, A5, A18, B9)
@@ -138,14 +143,14 @@ if len(real) and len(emu):
 # latency) replaces this machine's measured one:
 
 # %%
-art = overlap.article_scale(records)
+art = analysis.article_scale(records)
 pd.Series({k: v for k, v in art.items() if k != "a5_steps_s"}).to_frame("value")
 
 # %%
 pd.Series(art["a5_steps_s"], name="model step (s), 200 MB, balanced compute").to_frame()
 
 # %%
-pd.Series(overlap.b9_check(records)).to_frame("B9")
+pd.Series(analysis.b9_check(records)).to_frame("B9")
 
 # %% [markdown]
 # ## Claims
@@ -155,8 +160,8 @@ pd.Series(overlap.b9_check(records)).to_frame("B9")
 # vs step(k=4); B9 from the nccl-tests definitions; A4 and A18 are analytic.
 
 # %%
-claim_list = overlap.claims(records)
-claims_df = results.publish_claims(out, claim_list, overlap.headline_metrics(records))
+claim_list = analysis.claims(records)
+claims_df = results.publish_claims(out, claim_list, analysis.headline_metrics(records))
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 
@@ -165,11 +170,17 @@ with pd.option_context("display.max_colwidth", None):
 
 # %%
 largest = coll[coll.op == "all_reduce"].sort_values("size_bytes").iloc[-1]
-lines = [f"* all-reduce over {records['collectives']['world_size']} ranks reaches busbw "
-         f"{si(largest.busbw_bytes_per_s, 'B/s')} at {si(largest.size_bytes, 'B')}; fitted α = {fit['alpha_s'] * 1e6:.0f} µs, "
-         f"B = {si(fit['link_bytes_per_s'], 'B/s')}; every result checked ({int(coll.wrong.sum())} wrong)."]
+lines = [
+    f"* all-reduce over {records['collectives']['world_size']} ranks reaches busbw "
+    f"{si(largest.busbw_bytes_per_s, 'B/s')} at {si(largest.size_bytes, 'B')}; "
+    f"fitted α = {fit['alpha_s'] * 1e6:.0f} µs, "
+    f"B = {si(fit['link_bytes_per_s'], 'B/s')}; every result checked ({int(coll.wrong.sum())} wrong)."
+]
 for label, d in ot.groupby("compute"):
     best = d.loc[d.overlapped_s.idxmin()]
-    lines.append(f"* {label}: serial {d.serial_s.iloc[0] * 1e3:.0f} ms → {best.overlapped_s * 1e3:.0f} ms at k = {int(best.k)}.")
+    lines.append(
+        f"* {label}: serial {d.serial_s.iloc[0] * 1e3:.0f} ms → {best.overlapped_s * 1e3:.0f} ms "
+        f"at k = {int(best.k)}."
+    )
 lines.append("* " + "; ".join(f"**{c.id}**: {c.verdict}" for c in claim_list) + ".")
 display(Markdown("\n".join(lines)))

@@ -25,37 +25,24 @@
 # 5. compiles the reference model's training step (**B5**) and compares matmul dtypes (**B4**).
 
 # %% tags=["parameters"]
-device = "auto"  # auto | cpu | cuda
-dtype = "fp32"  # fp32 | bf16 | fp16: the dtype of every kernel here
-num_threads = 0  # 0: torch's default
-ln_tokens = 8192  # rows of the [tokens, hidden] LayerNorm input
-ln_hidden = 1024  # columns
-dropout_p = 0.1  # the fused dropout's probability (0 is also measured)
-attn_seq_lens = [256, 512, 1024, 2048, 4096]  # attention sequence lengths
-attn_batch = 1
-attn_heads = 8
-attn_head_dim = 64
-naive_memory_limit_mib = 600  # naive attention is skipped (with the reason) above this prediction
-compile_attention_seq_lens = [1024]  # lengths at which naive attention is also compiled
-compile_preset = "cpu-small"  # model whose training step is compiled (B5)
-compile_seq_len = 256
-compile_micro_batch = 4
-compile_graph_break = True  # also compile with a forced graph break in every block
-matmul_sizes = [256, 512, 1024]  # square matmul sizes for the dtype ceilings
-min_run_time_s = 0.5  # per timed benchmark
-from_dir = ""  # analyse measurements from this folder instead of measuring
+params = {}  # the profile's values (papermill injects them); empty: the defaults, the laptop profile
 out_dir = ""  # set by the runner; empty: scratch/fusion
+from_dir = ""  # analyse measurements from this folder instead of measuring
 
 # %%
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import fusion, plots, results
+from mfulab import plots, results
+from mfulab.notebook import setup
 from mfulab.plots import si
+from mfulab.studies.fusion import analysis, figures
 
-plots.set_theme()
-out, records = results.study_records(fusion, globals())
-print(f"device: {records['device_name']} ({records['device']}), {records['num_threads']} threads, torch {records['torch']}")
+out, p, records = setup("fusion", params, out_dir=out_dir, from_dir=from_dir)
+print(
+    f"device: {records['device_name']} ({records['device']}), {records['num_threads']} threads, "
+    f"torch {records['torch']}"
+)
 
 # %% [markdown]
 # ## 1 · Why small ops are memory-bound: the roofline
@@ -65,13 +52,16 @@ print(f"device: {records['device_name']} ({records['device']}), {records['num_th
 # ones (right). Both ceilings are measured here: the best matmul and a large copy.
 
 # %%
-display(Markdown(
-    f"* matmul ceiling ({records['ceiling']['dtype']}): **{si(records['ceiling']['best_flops_per_s'], 'FLOP/s')}**\n"
-    f"* memory bandwidth (copy): **{si(records['bandwidth']['best_bytes_per_s'], 'B/s')}**\n"
-    f"* ridge point: **{records['ceiling']['best_flops_per_s'] / records['bandwidth']['best_bytes_per_s']:.1f} FLOPs per byte**"))
-fig = fusion.plot_roofline(records)
-plots.save_figure(fig, out, "roofline");
-results.save_table(out, "roofline_points", fusion.roofline_points(records))
+display(
+    Markdown(
+        f"* matmul ceiling ({records['ceiling']['dtype']}): **{si(records['ceiling']['best_flops_per_s'], 'FLOP/s')}**\n"
+        f"* memory bandwidth (copy): **{si(records['bandwidth']['best_bytes_per_s'], 'B/s')}**\n"
+        f"* ridge point: **{records['ceiling']['best_flops_per_s'] / records['bandwidth']['best_bytes_per_s']:.1f} FLOPs per byte**"
+    )
+)
+fig = figures.plot_roofline(records)
+plots.save_figure(fig, out, "roofline")
+results.save_table(out, "roofline_points", analysis.roofline_points(records))
 
 # %% [markdown]
 # ## 2 · LayerNorm + residual + dropout (A7)
@@ -85,20 +75,33 @@ results.save_table(out, "roofline_points", fusion.roofline_points(records))
 # dropped fraction at p > 0.
 
 # %%
-ln = fusion.ln_table(records)
+ln = analysis.ln_table(records)
 results.save_table(out, "ln_fusion", ln)
 assert ln.correct.all(), "an implementation disagrees with eager"
 if records["ln"]["triton_skipped"]:
     print("Triton kernel skipped:", records["ln"]["triton_skipped"])
 print(f"torch.compile of the LN kernel (both dropout settings) took {records['ln']['compile_s']:.1f} s")
-ln[["impl", "dropout_p", "correct", "median_s", "q1_s", "q3_s", "n", "min_bytes", "achieved_bytes_per_s",
-    "fraction_of_measured_bandwidth", "kernels"]]
+ln[
+    [
+        "impl",
+        "dropout_p",
+        "correct",
+        "median_s",
+        "q1_s",
+        "q3_s",
+        "n",
+        "min_bytes",
+        "achieved_bytes_per_s",
+        "fraction_of_measured_bandwidth",
+        "kernels",
+    ]
+]
 
 # %%
 comparisons = pd.DataFrame(records["ln"]["comparisons"])
 results.save_table(out, "ln_fusion_speedup", comparisons)
-fig = fusion.plot_ln_bars(records)
-plots.save_figure(fig, out, "ln_fusion");
+fig = figures.plot_ln_bars(records)
+plots.save_figure(fig, out, "ln_fusion")
 comparisons[["dropout_p", "candidate", "ratio", "ratio_lo", "ratio_hi", "verdict", "predicted"]]
 
 # %% [markdown]
@@ -115,21 +118,37 @@ comparisons[["dropout_p", "candidate", "ratio", "ratio_lo", "ratio_hi", "verdict
 # the reason where its s×s tensors would exceed `naive_memory_limit_mib`.
 
 # %%
-attn = fusion.attention_table(records)
+attn = analysis.attention_table(records)
 results.save_table(out, "attention", attn)
 assert attn.agrees_with_sdpa.all(), "attention variants disagree"
 display(Markdown(f"SDPA dispatched to **`{records['attention']['backend']}`**."))
-display(Markdown(f"Naive attention stops fitting in {records['params']['naive_memory_limit_mib']} MiB beyond about "
-                 f"**{records['attention']['naive_max_seq_len']:,} tokens** (4·e·b·a·s² bytes of scores, "
-                 "probabilities and their gradients); SDPA's memory grows linearly."))
+display(
+    Markdown(
+        f"Naive attention stops fitting in {p.naive_memory_limit_mib} MiB beyond about "
+        f"**{records['attention']['naive_max_seq_len']:,} tokens** (4·e·b·a·s² bytes of scores, "
+        "probabilities and their gradients); SDPA's memory grows linearly."
+    )
+)
 for s in records["attention"]["skipped"]:
     print(f"skipped {s['impl']} at {s['seq_len']}: {s['why']}")
-attn[["seq_len", "impl", "median_s", "q1_s", "q3_s", "saved_bytes", "peak_added_bytes", "peak_method", "kernels"]]
+attn[
+    [
+        "seq_len",
+        "impl",
+        "median_s",
+        "q1_s",
+        "q3_s",
+        "saved_bytes",
+        "peak_added_bytes",
+        "peak_method",
+        "kernels",
+    ]
+]
 
 # %%
-fig = fusion.plot_attention(records)
-plots.save_figure(fig, out, "attention");
-pd.Series(fusion.attention_slopes(records), name="log-log slope").to_frame()
+fig = figures.plot_attention(records)
+plots.save_figure(fig, out, "attention")
+pd.Series(analysis.attention_slopes(records), name="log-log slope").to_frame()
 
 # %% [markdown]
 # ## 4 · A8 at the article's scale
@@ -139,7 +158,7 @@ pd.Series(fusion.attention_slopes(records), name="log-log slope").to_frame()
 # activation memory per layer with and without a flash kernel:
 
 # %%
-a8 = fusion.a8_article_scale()
+a8 = analysis.a8_article_scale()
 pd.Series(a8).to_frame("value")
 
 # %% [markdown]
@@ -151,12 +170,23 @@ pd.Series(a8).to_frame("value")
 # break in every block shows what breaks cost.
 
 # %%
-ct = fusion.compile_table(records)
+ct = analysis.compile_table(records)
 results.save_table(out, "model_compile", ct)
-ct[["variant", "first_call_s", "graph_breaks", "median_s", "speedup_vs_eager", "speedup_lo", "speedup_hi", "verdict"]]
+ct[
+    [
+        "variant",
+        "first_call_s",
+        "graph_breaks",
+        "median_s",
+        "speedup_vs_eager",
+        "speedup_lo",
+        "speedup_hi",
+        "verdict",
+    ]
+]
 
 # %%
-dt = fusion.dtype_table(records)
+dt = analysis.dtype_table(records)
 results.save_table(out, "matmul_dtypes", dt)
 dt
 
@@ -172,8 +202,8 @@ dt
 # B3 from the kernel SDPA dispatched to; B4 from the measured tf32/fp32 ratio where TF32 exists.
 
 # %%
-claim_list = fusion.claims(records)
-claims_df = results.publish_claims(out, claim_list, fusion.headline_metrics(records))
+claim_list = analysis.claims(records)
+claims_df = results.publish_claims(out, claim_list, analysis.headline_metrics(records))
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 
@@ -181,12 +211,20 @@ with pd.option_context("display.max_colwidth", None):
 # ## What this study showed
 
 # %%
-slopes = fusion.attention_slopes(records)
-lines = [f"* LN + residual + dropout: {len(records['ln']['rows'])} measurements; "
-         + "; ".join(f"{c['candidate']} vs eager {c['ratio']:.2f}× [{c['ratio_lo']:.2f}, {c['ratio_hi']:.2f}] "
-                     f"(predicted {c['predicted']:.2f}× if memory-bound)" for c in records["ln"]["comparisons"]) + "."]
+slopes = analysis.attention_slopes(records)
+lines = [
+    f"* LN + residual + dropout: {len(records['ln']['rows'])} measurements; "
+    + "; ".join(
+        f"{c['candidate']} vs eager {c['ratio']:.2f}× [{c['ratio_lo']:.2f}, {c['ratio_hi']:.2f}] "
+        f"(predicted {c['predicted']:.2f}× if memory-bound)"
+        for c in records["ln"]["comparisons"]
+    )
+    + "."
+]
 if slopes:
-    lines.append(f"* Saved attention memory grows with slope {slopes.get('naive_saved_bytes_slope', float('nan')):.2f} "
-                 f"(naive) vs {slopes.get('sdpa_saved_bytes_slope', float('nan')):.2f} (SDPA, `{records['attention']['backend']}`).")
+    lines.append(
+        f"* Saved attention memory grows with slope {slopes.get('naive_saved_bytes_slope', float('nan')):.2f} "
+        f"(naive) vs {slopes.get('sdpa_saved_bytes_slope', float('nan')):.2f} (SDPA, `{records['attention']['backend']}`)."
+    )
 lines.append("* " + "; ".join(f"**{c.id}**: {c.verdict}" for c in claim_list) + ".")
 display(Markdown("\n".join(lines)))

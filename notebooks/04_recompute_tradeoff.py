@@ -25,37 +25,30 @@
 #    cards, and ZeRO-2 vs ZeRO-3 (**A12**).
 #
 # The policies are switches of the reference model: `none`; `selective` (attention core:
-# scores, softmax, A·V — Korthikanti's choice); `mlp` (norm + MLP — the source article's
+# scores, softmax, A·V — Korthikanti's choice); `mlp` (norm + MLP — article A's
 # suggestion); `full` (whole block); `every_k` (`full` on the first k blocks, Megatron's
 # `--recompute-num-layers`); `sac` (torch's selective activation checkpointing, keeping matmul
 # outputs and recomputing the rest).
 
 # %% tags=["parameters"]
-preset = "cpu-deep"  # model measured (a config.preset name)
-seq_len = 512  # tokens per sequence
-micro_batches = [1, 2, 4]  # micro-batches whose peak memory is measured (the smallest is the base)
-policies = ["none", "selective", "mlp", "full", "every_k", "sac"]
-every_k = 4  # blocks fully recomputed by every_k
-attn_impl = "naive"  # naive keeps the a·s² scores (what selective recompute removes); sdpa does not
-device = "auto"  # auto | cpu | cuda
-num_threads = 0  # 0: torch's default
-memory_budget_mib = 200  # B7: each policy takes the largest micro-batch whose step fits this
-min_run_time_s = 1.0  # per timed point
-planner_cases = []  # analytic cases (see studies/recompute/*.yaml)
-from_dir = ""  # analyse measurements from this folder instead of measuring
+params = {}  # the profile's values (papermill injects them); empty: the defaults, the laptop profile
 out_dir = ""  # set by the runner; empty: scratch/recompute
+from_dir = ""  # analyse measurements from this folder instead of measuring
 
 # %%
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import plots, recompute, results
+from mfulab import plots, results
+from mfulab.notebook import setup
+from mfulab.studies.recompute import analysis, figures, planner, stated
 
-plots.set_theme()
-out, records = results.study_records(recompute, globals())
-print(f"device: {records['device_name']} ({records['device']}), {records['num_threads']} threads; "
-      f"model {records['config']['name']}: {records['config']['n_layers']} layers, d_model {records['config']['d_model']}, "
-      f"seq {records['config']['seq_len']}, {records['params']['attn_impl']} attention")
+out, p, records = setup("recompute", params, out_dir=out_dir, from_dir=from_dir)
+print(
+    f"device: {records['device_name']} ({records['device']}), {records['num_threads']} threads; "
+    f"model {records['config']['name']}: {records['config']['n_layers']} layers, "
+    f"d_model {records['config']['d_model']}, seq {records['config']['seq_len']}, {p.attn_impl} attention"
+)
 if records["skipped"]:
     print("skipped policies:", records["skipped"])
 
@@ -68,9 +61,9 @@ if records["skipped"]:
 # no recompute:
 
 # %%
-fig = recompute.plot_saved_by_op(records)
-plots.save_figure(fig, out, "saved_by_op");
-saved = recompute.saved_table(records)
+fig = figures.plot_saved_by_op(records)
+plots.save_figure(fig, out, "saved_by_op")
+saved = analysis.saved_table(records)
 results.save_table(out, "saved_tensors", saved)
 layer0 = saved[(saved.policy == "none") & (saved.layer == 0)]
 layer0.assign(MiB=layer0.bytes / 2**20)[["module", "op", "shape", "dtype", "MiB"]]
@@ -86,12 +79,13 @@ layer0.assign(MiB=layer0.bytes / 2**20)[["module", "op", "shape", "dtype", "MiB"
 # attention, and — with SDPA — the flash kernel's log-sum-exp instead of the scores.
 
 # %%
-lm = recompute.layer_model_vs_measured(records)
+lm = analysis.layer_model_vs_measured(records)
 results.save_table(out, "layer_model_vs_measured", lm)
-fig = recompute.plot_model_vs_measured(records)
-plots.save_figure(fig, out, "model_vs_measured");
-lm.groupby("policy")[["measured_bytes", "korthikanti_bytes", "korthikanti_rel_error", "explained_rel_error",
-                      "residual_terms"]].first()
+fig = figures.plot_model_vs_measured(records)
+plots.save_figure(fig, out, "model_vs_measured")
+lm.groupby("policy")[
+    ["measured_bytes", "korthikanti_bytes", "korthikanti_rel_error", "explained_rel_error", "residual_terms"]
+].first()
 
 # %% [markdown]
 # ## 3 · The trade-off: memory, time, MFU, HFU, tokens/s (B7)
@@ -107,20 +101,31 @@ lm.groupby("policy")[["measured_bytes", "korthikanti_bytes", "korthikanti_rel_er
 # gradients as `none`.
 
 # %%
-summary = recompute.policy_summary(records)
+summary = analysis.policy_summary(records)
 results.save_table(out, "policy_summary", summary)
 assert (summary.gradient_max_abs_diff < 1e-5).all(), "a recompute policy changed the gradients"
 summary.assign(step_added_MiB=summary.peak_step_added_bytes / 2**20)[
-    ["policy", "step_added_MiB", "recompute_flops_share", "step_s", "step_q1_s", "step_q3_s", "step_n",
-     "tokens_per_s", "gradient_max_abs_diff"]]
+    [
+        "policy",
+        "step_added_MiB",
+        "recompute_flops_share",
+        "step_s",
+        "step_q1_s",
+        "step_q3_s",
+        "step_n",
+        "tokens_per_s",
+        "gradient_max_abs_diff",
+    ]
+]
 
 # %%
-fig = recompute.plot_pareto(records)
-plots.save_figure(fig, out, "pareto");
+fig = figures.plot_pareto(records)
+plots.save_figure(fig, out, "pareto")
 peak = pd.DataFrame(records["peak"])
 results.save_table(out, "peak_memory", peak)
-peak.assign(step_added_MiB=peak.step_added_bytes / 2**20).pivot(index="policy", columns="micro_batch",
-                                                                values="step_added_MiB")
+peak.assign(step_added_MiB=peak.step_added_bytes / 2**20).pivot(
+    index="policy", columns="micro_batch", values="step_added_MiB"
+)
 
 # %% [markdown]
 # **B7 at a fixed memory budget.** Each policy takes the largest measured micro-batch whose
@@ -130,12 +135,13 @@ peak.assign(step_added_MiB=peak.step_added_bytes / 2**20).pivot(index="policy", 
 # recomputed FLOPs, can tell them apart.
 
 # %%
-budget = recompute.budget_table(records)
+budget = analysis.budget_table(records)
 results.save_table(out, "budget", budget)
-if recompute.budget_note(records):
-    print(recompute.budget_note(records))
-fig = recompute.plot_budget(records)
-plots.save_figure(fig, out, "budget");
+note = analysis.budget_note(records)
+if note:
+    print(note)
+fig = figures.plot_budget(records)
+plots.save_figure(fig, out, "budget")
 budget
 
 # %% [markdown]
@@ -151,7 +157,7 @@ budget
 # article's 13B model:
 
 # %%
-a14 = recompute.a14_table(records)
+a14 = analysis.a14_table(records)
 results.save_table(out, "a14_bytes_per_flop", a14)
 a14
 
@@ -171,16 +177,16 @@ a14
 # Llama shapes (SwiGLU, grouped KV heads) are approximated by the GPT form of Table 2.
 
 # %%
-plans = pd.concat([recompute.plan_case(c) for c in planner_cases], ignore_index=True)
+plans = planner.plans_table(p.planner_cases)  # no cases: an empty table, and A17 is left out
 results.save_table(out, "planner", plans)
 best = plans[plans.fits].sort_values("tokens_per_s", ascending=False).groupby("case").head(1)
-fig = recompute.plot_plans(plans)
-plots.save_figure(fig, out, "planner");
+fig = figures.plot_plans(plans)
+plots.save_figure(fig, out, "planner")
 display(best[["case", "policy", "micro_batch", "total_gib", "tokens_per_s", "mfu", "hfu"]])
 plans[["case", "policy", "micro_batch", "total_gib", "fits", "shortfall_gib", "tokens_per_s", "mfu", "hfu"]]
 
 # %%
-zero = recompute.zero_comparison("article-13b", tp=8, dp_values=[4, 16, 64], device_memory_gib=64)
+zero = planner.zero_comparison(**stated.A12_ZERO)
 results.save_table(out, "zero2_vs_zero3", zero)
 zero
 
@@ -193,8 +199,8 @@ zero
 # analytic.
 
 # %%
-claim_list = recompute.claims(records, plans, zero)
-claims_df = results.publish_claims(out, claim_list, recompute.headline_metrics(records, plans, zero))
+claim_list = analysis.claims(records, plans, zero)
+claims_df = results.publish_claims(out, claim_list, analysis.headline_metrics(records, plans, zero))
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 
@@ -203,15 +209,19 @@ with pd.option_context("display.max_colwidth", None):
 
 # %%
 s = summary.set_index("policy")
+per_layer_mib = s.loc["none", "saved_bytes_layers"] / records["config"]["n_layers"] / 2**20
 lines = [
-    f"* One layer of {records['config']['name']} keeps {s.loc['none', 'saved_bytes_layers'] / records['config']['n_layers'] / 2**20:.1f} MiB "
-    f"for backward at micro-batch {records['base_micro_batch']}; Table 2, adapted to fp32 without dropout, predicts every "
-    f"policy within {lm.korthikanti_rel_error.abs().max():.1%}, and the named residual terms close the gap to "
-    f"{lm.explained_rel_error.abs().max():.2%}.",
+    f"* One layer of {records['config']['name']} keeps {per_layer_mib:.1f} MiB for backward at micro-batch "
+    f"{records['base_micro_batch']}; Table 2, adapted to fp32 without dropout, predicts every policy within "
+    f"{lm.korthikanti_rel_error.abs().max():.1%}, and the named residual terms close the gap to "
+    f"{lm.explained_rel_error.abs().max():.2%}."
 ]
-if "full" in s.index:
+full = analysis.full_vs_none(records)
+if full["memory_share"] is not None:
     lines.append(
-        f"* Full recompute cut the memory a step adds to {s.loc['full', 'peak_step_added_bytes'] / s.loc['none', 'peak_step_added_bytes']:.0%} "
-        f"for {s.loc['full', 'recompute_flops_share']:.0%} more FLOPs and {s.loc['full', 'step_s'] / s.loc['none', 'step_s']:.2f}× the step time.")
+        f"* Full recompute cut the memory a step adds to {full['memory_share']:.0%} for "
+        f"{s.loc['full', 'recompute_flops_share']:.0%} more FLOPs and {full['step_time_ratio']:.2f}× "
+        "the step time."
+    )
 lines.append("* " + "; ".join(f"**{c.id}**: {c.verdict}" for c in claim_list) + ".")
 display(Markdown("\n".join(lines)))

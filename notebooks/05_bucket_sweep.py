@@ -27,40 +27,19 @@
 # 4. runs the simulator at cluster scale for the bucket claims **A6** and **B8**.
 
 # %% tags=["parameters"]
-device = "auto"  # auto | cpu | cuda
-nproc = 2  # ranks
-stack_layers = 24  # Linear layers of the measured model (two tensors each)
-stack_hidden = 512  # their width
-batch = 64  # rows per rank
-bucket_caps_mb = [0.001, 0.25, 1, 2, 4, 8, 16, 64]  # MiB
-variants = ["default", "bucket_view", "static_graph", "bucket_view+static_graph"]
-modes = ["real", "emulated"]  # emulated: each layer's backward also sleeps (no core busy)
-emulated_layer_backward_s = 0.004
-reps = 7
-timeout_s = 900
-scale_presets = ["llama2-7b", "llama2-13b", "llama2-70b"]  # the simulator at scale
-scale_world_sizes = [8, 64, 256, 1024]
-scale_bucket_caps_mb = [1, 5, 10, 25, 50, 100, 200, 400, 1600, 6400]
-scale_tokens_per_rank = 4096
-scale_alpha_s = 2.0e-5  # stated interconnect: per ring step latency,
-scale_link_bytes_per_s = 25.0e9  # link bandwidth (200 Gb/s InfiniBand HDR),
-scale_device_flops_per_s = 312.0e12  # device peak (A100 dense bf16)
-scale_compute_efficiency = 0.5  # fraction of the peak the compute reaches
-gpt_preset = "cpu-small"  # the reference GPT under DDP ("" to skip)
-gpt_seq_len = 128
-gpt_batch = 4
-gpt_bucket_caps_mb = [0.001, 4]  # plus one run at DDP's default
-from_dir = ""  # analyse measurements from this folder instead of measuring
+params = {}  # the profile's values (papermill injects them); empty: the defaults, the laptop profile
 out_dir = ""  # set by the runner; empty: scratch/buckets
+from_dir = ""  # analyse measurements from this folder instead of measuring
 
 # %%
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import buckets, plots, results
+from mfulab import plots, results
+from mfulab.notebook import setup
+from mfulab.studies.buckets import analysis, figures, simulator
 
-plots.set_theme()
-out, records = results.study_records(buckets, globals())
+out, p, records = setup("buckets", params, out_dir=out_dir, from_dir=from_dir)
 print(f"{records['ddp']['world_size']} ranks on {records['device_name']} ({records['device']})")
 
 # %% [markdown]
@@ -73,9 +52,18 @@ print(f"{records['ddp']['world_size']} ranks on {records['device_name']} ({recor
 # exactly the same list:
 
 # %%
-check = buckets.layout_check(records)
-layout = pd.DataFrame([{"run": k, "buckets": len(v["actual"]), "first_bucket_bytes": v["actual"][:1],
-                        "matches_simulator": v["equal"]} for k, v in check.items()])
+check = analysis.layout_check(records)
+layout = pd.DataFrame(
+    [
+        {
+            "run": k,
+            "buckets": len(v["actual"]),
+            "first_bucket_bytes": v["actual"][:1],
+            "matches_simulator": v["equal"],
+        }
+        for k, v in check.items()
+    ]
+)
 results.save_table(out, "bucket_layouts", layout)
 assert layout.matches_simulator.all(), "DDP built buckets the simulator's rules do not predict"
 gate = records["ddp"]["gradient_gate"]
@@ -90,7 +78,7 @@ layout
 # small first bucket (1 MiB) — gradients of the last layers leave early.
 
 # %%
-gpt_layout = buckets.gpt_layout_table(records)
+gpt_layout = analysis.gpt_layout_table(records)
 results.save_table(out, "gpt_layouts", gpt_layout)
 if len(gpt_layout):
     assert gpt_layout.matches_rules.all(), "DDP's GPT buckets break the formation rules"
@@ -108,15 +96,31 @@ gpt_layout
 # the many-small-calls side of the curve shows; the emulated mode shows the late-start side.
 
 # %%
-sweep = buckets.sweep_table(records)
+sweep = analysis.sweep_table(records)
 results.save_table(out, "sweep", sweep)
 fit = records["ddp"]["allreduce_fit"]
-display(Markdown(f"All-reduce on this machine: α = {fit['alpha_s'] * 1e6:.0f} µs per step, "
-                 f"B = {fit['link_bytes_per_s'] / 1e9:.2f} GB/s (ring fit)."))
-fig = buckets.plot_sweep(records)
-plots.save_figure(fig, out, "sweep");
-sweep[sweep.variant == "default"][["compute", "bucket_cap_mb", "buckets", "step_s", "step_q1_s", "step_q3_s",
-                                    "no_sync_s", "comm_cost_s", "simulated_step_s", "residual"]]
+display(
+    Markdown(
+        f"All-reduce on this machine: α = {fit['alpha_s'] * 1e6:.0f} µs per step, "
+        f"B = {fit['link_bytes_per_s'] / 1e9:.2f} GB/s (ring fit)."
+    )
+)
+fig = figures.plot_sweep(records)
+plots.save_figure(fig, out, "sweep")
+sweep[sweep.variant == "default"][
+    [
+        "compute",
+        "bucket_cap_mb",
+        "buckets",
+        "step_s",
+        "step_q1_s",
+        "step_q3_s",
+        "no_sync_s",
+        "comm_cost_s",
+        "simulated_step_s",
+        "residual",
+    ]
+]
 
 # %% [markdown]
 # ## 3 · `gradient_as_bucket_view` and `static_graph` (B6)
@@ -125,7 +129,8 @@ sweep[sweep.variant == "default"][["compute", "bucket_cap_mb", "buckets", "step_
 # step; `static_graph` lets DDP skip re-analysing the graph. Step time per flag, real compute:
 
 # %%
-flags = sweep[sweep.compute == "real compute"].pivot_table(index="bucket_cap_mb", columns="variant", values="step_s")
+real = sweep[sweep.compute == "real compute"]
+flags = real.pivot_table(index="bucket_cap_mb", columns="variant", values="step_s")
 flags
 
 # %% [markdown]
@@ -138,15 +143,23 @@ flags
 # worst of the swept sizes.
 
 # %%
-scale = buckets.scale_table(records)
+scale = analysis.scale_table(records)
 results.save_table(out, "scale", scale)
-speed = buckets.simulator_speed()
-print(f"simulator: {speed['tensors']} tensors of {speed['preset']} on {speed['world_size']} ranks over "
-      f"{speed['bucket_sizes']} bucket sizes in {speed['seconds']:.2f} s")
-fig = buckets.plot_scale_heatmap(records)
-plots.save_figure(fig, out, "scale_heatmap");
-buckets.best_caps(scale)[["preset", "world_size", "bucket_cap_mb", "buckets", "step_s", "exposed_comm_s", "mfu",
-                          "mfu_spread"]]
+print(
+    f"stated interconnect: α = {p.scale_alpha_s * 1e6:.0f} µs per ring step, "
+    f"{p.scale_link_bytes_per_s / 1e9:.0f} GB/s links; devices of {p.scale_device_flops_per_s / 1e12:.0f} "
+    f"TFLOP/s at {p.scale_compute_efficiency:.0%}, {p.scale_tokens_per_rank} tokens per rank"
+)
+speed = simulator.simulator_speed()
+print(
+    f"simulator: {speed['tensors']} tensors of {speed['preset']} on {speed['world_size']} ranks over "
+    f"{speed['bucket_sizes']} bucket sizes in {speed['seconds']:.2f} s"
+)
+fig = figures.plot_scale_heatmap(records)
+plots.save_figure(fig, out, "scale_heatmap")
+analysis.best_caps(scale)[
+    ["preset", "world_size", "bucket_cap_mb", "buckets", "step_s", "exposed_comm_s", "mfu", "mfu_spread"]
+]
 
 # %% [markdown]
 # ## Claims
@@ -156,8 +169,8 @@ buckets.best_caps(scale)[["preset", "world_size", "bucket_cap_mb", "buckets", "s
 # the default; B8 from the simulator (analytic).
 
 # %%
-claim_list = buckets.claims(records)
-claims_df = results.publish_claims(out, claim_list, buckets.headline_metrics(records))
+claim_list = analysis.claims(records)
+claims_df = results.publish_claims(out, claim_list, analysis.headline_metrics(records))
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 
@@ -169,9 +182,13 @@ lines = []
 for label, d in sweep[sweep.variant == "default"].groupby("compute"):
     best = d.loc[d.step_s.idxmin()]
     worst = d.loc[d.step_s.idxmax()]
-    lines.append(f"* {label}: best cap {best.bucket_cap_mb:g} MiB ({best.step_s * 1e3:.0f} ms), worst "
-                 f"{worst.bucket_cap_mb:g} MiB ({worst.step_s * 1e3:.0f} ms); simulator residuals "
-                 f"{d.residual.min():+.0%} to {d.residual.max():+.0%}.")
-lines.append("* DDP's bucket layouts match the formation rules exactly; gradients equal the single-process reference.")
+    lines.append(
+        f"* {label}: best cap {best.bucket_cap_mb:g} MiB ({best.step_s * 1e3:.0f} ms), worst "
+        f"{worst.bucket_cap_mb:g} MiB ({worst.step_s * 1e3:.0f} ms); simulator residuals "
+        f"{d.residual.min():+.0%} to {d.residual.max():+.0%}."
+    )
+lines.append(
+    "* DDP's bucket layouts match the formation rules exactly; gradients equal the single-process reference."
+)
 lines.append("* " + "; ".join(f"**{c.id}**: {c.verdict}" for c in claim_list) + ".")
 display(Markdown("\n".join(lines)))

@@ -25,43 +25,29 @@
 # Every epoch is checked against the corpus: same number of samples, same checksum.
 
 # %% tags=["parameters"]
-device = "auto"  # auto | cpu | cuda (cuda: pin_memory and non_blocking copies)
-scratch_dir = "scratch/dataloader-corpus"  # where the corpus is written (never results/)
-n_samples = 10000
-mean_bytes = 600  # mean document length (bytes = byte-level tokens)
-length_sigma = 0.8  # log-normal spread of the lengths
-seed = 0
-shard_samples = 1000  # samples per tar shard / Parquet row group
-formats = ["json_files", "jsonl", "tar", "memmap", "parquet"]
-batch_size = 32
-seq_len = 256  # tokens per sequence after padding/truncation
-num_workers = [0, 2]
-prefetch_factor = 2
-epochs = 3  # epochs per loader setting (the second and later measure a restart)
-cold = True  # also one epoch per format with its pages evicted first
-stall_steps = 30  # training steps per loader in the stall measurement
-stall_preset = "tiny"  # the model trained (short steps make a slow loader visible)
-checkpoint_every = 10  # B12: a synchronous checkpoint write every k steps (0: none)
-stall_emulated_step_s = 0.005  # also stall runs whose step is a timed wait this long (0: none)
-from_dir = ""  # analyse measurements from this folder instead of measuring
+params = {}  # the profile's values (papermill injects them); empty: the defaults, the laptop profile
 out_dir = ""  # set by the runner; empty: scratch/dataloader
+from_dir = ""  # analyse measurements from this folder instead of measuring
 
 # %%
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import data, plots, results
+from mfulab import plots, results
+from mfulab.notebook import setup
+from mfulab.studies.dataloader import analysis, figures
 
-plots.set_theme()
-out, records = results.study_records(data, globals())
-print(f"{records['corpus']['count']} samples, {records['corpus']['bytes_of_text'] / 2**20:.1f} MiB of text, "
-      f"on {records['device_name']} ({records['cpu_count']} cores)")
+out, p, records = setup("dataloader", params, out_dir=out_dir, from_dir=from_dir)
+print(
+    f"{records['corpus']['count']} samples, {records['corpus']['bytes_of_text'] / 2**20:.1f} MiB of text, "
+    f"on {records['device_name']} ({analysis.usable_cpus(records)} usable cores)"
+)
 
 # %% [markdown]
 # ## 1 · The formats and what they cost to write
 
 # %%
-written = data.written_table(records)
+written = analysis.written_table(records)
 results.save_table(out, "written", written)
 written.assign(MiB=written.bytes / 2**20)[["format", "files", "MiB", "write_s"]]
 
@@ -72,16 +58,24 @@ written.assign(MiB=written.bytes / 2**20)[["format", "files", "MiB", "write_s"]]
 # `seq_len`). Cold: the format's files were evicted from the page cache first
 # (`posix_fadvise(DONTNEED)`), and `mincore` confirms how much stayed resident.
 # `pin_memory` only matters with CUDA; on a CPU run it is off and says so in the table.
+# `mib_per_s` is the format's bytes on disk read per second, in MiB/s (1 MiB = 2**20 bytes).
 
 # %%
-sweep = data.sweep_table(records)
+sweep = analysis.sweep_table(records)
 results.save_table(out, "loader_sweep", sweep)
 assert sweep.intact.all(), "a reader lost, duplicated or altered samples"
-fig = data.plot_throughput(records)
-plots.save_figure(fig, out, "throughput");
-summary = (sweep.groupby(["format", "num_workers", "persistent_workers", "cache"])
-           .agg(samples_per_s=("samples_per_s", "median"), mb_per_s=("mb_per_s", "median"),
-                first_batch_s=("first_batch_s", "median"), epochs=("epoch", "count")).reset_index())
+fig = figures.plot_throughput(records)
+plots.save_figure(fig, out, "throughput")
+summary = (
+    sweep.groupby(["format", "num_workers", "persistent_workers", "cache"])
+    .agg(
+        samples_per_s=("samples_per_s", "median"),
+        mib_per_s=("mib_per_s", "median"),
+        first_batch_s=("first_batch_s", "median"),
+        epochs=("epoch", "count"),
+    )
+    .reset_index()
+)
 summary
 
 # %%
@@ -96,7 +90,8 @@ cold_rows
 
 # %%
 restart = sweep[(sweep.cache == "warm") & (sweep.num_workers > 0)].pivot_table(
-    index=["format", "persistent_workers"], columns="epoch", values="first_batch_s")
+    index=["format", "persistent_workers"], columns="epoch", values="first_batch_s"
+)
 results.save_table(out, "restart", restart.reset_index())
 restart
 
@@ -112,14 +107,14 @@ restart
 # (`num_workers=0`), which is where the stall of a fast device shows.
 
 # %%
-stall = data.stall_table(records)
+stall = analysis.stall_table(records)
 results.save_table(out, "stall", stall)
-fig = data.plot_stall(records)
-plots.save_figure(fig, out, "stall_timeline");
+fig = figures.plot_stall(records)
+plots.save_figure(fig, out, "stall_timeline")
 stall
 
 # %% [markdown]
-# On this 2-core machine, worker processes compete with the training process for the same
+# On the 2-core reference box, worker processes compete with the training process for the same
 # cores, so more workers rarely help; on a 32-core node each worker would have a core of its
 # own and the decode cost of small files or JSON would be spread out of the step's way.
 #
@@ -130,8 +125,8 @@ stall
 # ratio of steps with a synchronous write to the others (> 1.2×).
 
 # %%
-claim_list = data.claims(records)
-claims_df = results.publish_claims(out, claim_list, data.headline_metrics(records))
+claim_list = analysis.claims(records)
+claims_df = results.publish_claims(out, claim_list, analysis.headline_metrics(records))
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 
@@ -140,8 +135,13 @@ with pd.option_context("display.max_colwidth", None):
 
 # %%
 warm = sweep[sweep.cache == "warm"].groupby("format").samples_per_s.median()
-lines = ["* Warm, best setting per format: " + ", ".join(f"{f} {v:,.0f} samples/s" for f, v in warm.sort_values().items())
-         + f"; every epoch of every reader returned the corpus intact ({len(sweep)} epochs).",
-         "* Stall: " + ", ".join(f"{r.loader} {r.stall_fraction:.0%}" for r in stall.itertuples()) + " of step time.",
-         "* " + "; ".join(f"**{c.id}**: {c.verdict}" for c in claim_list) + "."]
+lines = [
+    "* Warm, best setting per format: "
+    + ", ".join(f"{f} {v:,.0f} samples/s" for f, v in warm.sort_values().items())
+    + f"; every epoch of every reader returned the corpus intact ({len(sweep)} epochs).",
+    "* Stall: "
+    + ", ".join(f"{r.loader} {r.stall_fraction:.0%}" for r in stall.itertuples())
+    + " of step time.",
+    "* " + "; ".join(f"**{c.id}**: {c.verdict}" for c in claim_list) + ".",
+]
 display(Markdown("\n".join(lines)))

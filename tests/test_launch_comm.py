@@ -1,13 +1,16 @@
 """Launcher guarantees (timeouts, crashes, no orphans), collective definitions and the
 α–β model, the correctness check of the collective benchmark, the overlap model."""
+
 import os
 import time
 
 import pytest
 import torch
 
-from mfulab import collectives, comm, launch, overlap
+from mfulab import collectives, comm, launch
 from mfulab.config import ParameterError
+from mfulab.studies.overlap import analysis as overlap
+from mfulab.studies.overlap.params import Params as OverlapParams
 
 from conftest import ROOT
 
@@ -15,8 +18,10 @@ from conftest import ROOT
 @pytest.fixture(autouse=True)
 def tests_on_path(monkeypatch):
     # the ranks import tests/workers.py
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "tests"), str(ROOT / "lib"),
-                                                      os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv(
+        "PYTHONPATH",
+        os.pathsep.join([str(ROOT / "tests"), str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")]),
+    )
 
 
 def test_bus_factors():
@@ -33,7 +38,9 @@ def test_ring_model_by_hand():
     t = comm.ring_all_reduce_time(1e9, 8, alpha_s=1e-5, link_bytes_per_s=1e11)
     assert t == pytest.approx(14e-5 + 1.75e-2)
     assert comm.ring_all_reduce_time(1e9, 1, alpha_s=1e-5, link_bytes_per_s=1e11) == 0
-    assert comm.tree_all_reduce_time(1e9, 8, alpha_s=1e-5, link_bytes_per_s=1e11) == pytest.approx(6e-5 + 2e-2)
+    assert comm.tree_all_reduce_time(1e9, 8, alpha_s=1e-5, link_bytes_per_s=1e11) == pytest.approx(
+        6e-5 + 2e-2
+    )
 
 
 def test_fit_alpha_beta_recovers_parameters():
@@ -58,8 +65,9 @@ def test_correctness_check_catches_a_corrupted_result():
 def test_overlap_model_bounds_and_u_shape():
     kw = dict(compute_s=0.02, nbytes=200e6, n=32, alpha_s=2e-5, link_bytes_per_s=25e9)
     serial = overlap.chunked_overlap(k=1, **kw)
-    assert serial["step_s"] == pytest.approx(0.02 + comm.ring_all_reduce_time(200e6, 32, alpha_s=2e-5,
-                                                                              link_bytes_per_s=25e9))
+    assert serial["step_s"] == pytest.approx(
+        0.02 + comm.ring_all_reduce_time(200e6, 32, alpha_s=2e-5, link_bytes_per_s=25e9)
+    )
     steps = []
     for k in (1, 2, 4, 8, 16, 64, 256, 1024):
         r = overlap.chunked_overlap(k=k, **kw)
@@ -115,11 +123,23 @@ def test_world_size_and_bad_parameters():
     import yaml
 
     params = yaml.safe_load((ROOT / "studies" / "overlap" / "smoke.yaml").read_text())
-    for name, value, match in (("chunks", [3], "does not split"), ("nproc", 1, "at least 2"),
-                               ("min_size_log2", 40, "min_size_log2"), ("ops", [], "ops"),
-                               ("modes", ["fast"], "modes")):
+    OverlapParams.from_dict(params)
+    for name, value, match in (
+        ("chunks", [3], "does not split"),
+        ("nproc", 1, "at least 2"),
+        ("min_size_log2", 40, "min_size_log2"),
+        ("ops", [], "ops"),
+        ("modes", ["fast"], "modes"),
+        ("max_size_log2", 5, "max_size_log2"),
+        ("article_alpha_s", -1.0, "article_alpha_s"),
+        ("compute_s", 0, "compute_s"),
+        ("timeout_s", "soon", "timeout_s"),
+        ("device", "tpu", "device"),
+    ):
         with pytest.raises(ParameterError, match=match):
-            overlap.validate({**params, name: value})
+            OverlapParams.from_dict({**params, name: value}).prepared()
+    with pytest.raises(ParameterError, match="chunks"):
+        OverlapParams(chunks=(3,))
 
 
 def test_smoke_notebook(run_cli, tmp_path):

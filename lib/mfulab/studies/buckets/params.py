@@ -1,0 +1,112 @@
+"""Parameters of the ``buckets`` study; the defaults are the laptop (``cpu``) profile: 2 ranks
+on gloo, 24 layers of 512×512 (1 MiB of fp32 gradient each, 48 tensors), so that 0.001 MiB
+puts every tensor in its own bucket and 64 MiB puts all in one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...config import ParameterError, preset
+from ...params import StudyParams, param
+from .stated import STATED_INTERCONNECT as SI
+
+DEVICES = ("auto", "cpu", "cuda")
+VARIANTS = ("default", "bucket_view", "static_graph", "bucket_view+static_graph")
+MODES = ("real", "emulated")
+
+
+@dataclass(frozen=True)
+class Params(StudyParams):
+    device: str = param("cpu", "auto | cpu | cuda (gloo on CPU, NCCL on GPUs)")
+    nproc: int = param(2, "ranks (at least 2: one rank has nothing to all-reduce)", unit="ranks")
+    stack_layers: int = param(
+        24, "Linear layers of the measured model (two tensors each)", unit="layers", positive=True
+    )
+    stack_hidden: int = param(512, "their width", unit="features", positive=True)
+    batch: int = param(64, "rows per rank", unit="rows", positive=True)
+    bucket_caps_mb: tuple[float, ...] = param(
+        [0.001, 0.25, 1, 2, 4, 8, 16, 64], "bucket_cap_mb values swept", unit="MiB", positive=True
+    )
+    variants: tuple[str, ...] = param(list(VARIANTS), "DDP flag variants swept (must include default)")
+    modes: tuple[str, ...] = param(
+        list(MODES), "real | emulated (emulated: each layer's backward also sleeps, no core busy)"
+    )
+    emulated_layer_backward_s: float = param(
+        0.004, "sleep of each layer's backward in emulated mode", unit="s", positive=True
+    )
+    reps: int = param(
+        7, "timed steps per configuration (with and without no_sync)", unit="steps", positive=True
+    )
+    timeout_s: float = param(900, "wall-clock limit of the torchrun job", unit="s", positive=True)
+    scale_presets: tuple[str, ...] = param(
+        ["llama2-7b", "llama2-13b", "llama2-70b"], "models the simulator runs at scale (config.preset names)"
+    )
+    scale_world_sizes: tuple[int, ...] = param(
+        [8, 64, 256, 1024], "data-parallel ranks simulated", unit="ranks"
+    )
+    scale_bucket_caps_mb: tuple[float, ...] = param(
+        [1, 5, 10, 25, 50, 100, 200, 400, 1600, 6400],
+        "bucket_cap_mb values simulated",
+        unit="MiB",
+        positive=True,
+    )
+    scale_tokens_per_rank: int = param(
+        SI["tokens_per_rank"], "tokens per rank per simulated step", unit="tokens", positive=True
+    )
+    scale_alpha_s: float = param(
+        SI["alpha_s"], "stated interconnect: latency per ring step", unit="s", non_negative=True
+    )
+    scale_link_bytes_per_s: float = param(
+        SI["link_bytes_per_s"],
+        "stated interconnect: link bandwidth (200 Gb/s InfiniBand HDR)",
+        unit="B/s",
+        positive=True,
+    )
+    scale_device_flops_per_s: float = param(
+        SI["device_flops_per_s"], "device peak (A100 dense bf16)", unit="FLOP/s", positive=True
+    )
+    scale_compute_efficiency: float = param(
+        SI["compute_efficiency"], "fraction of the peak the compute reaches, in (0, 1]", unit="fraction"
+    )
+    gpt_preset: str = param("cpu-small", "the reference GPT under DDP (a config.preset name; empty: skip)")
+    gpt_seq_len: int = param(128, "its tokens per sequence", unit="tokens", positive=True)
+    gpt_batch: int = param(4, "its sequences per rank", unit="sequences", positive=True)
+    gpt_bucket_caps_mb: tuple[float, ...] = param(
+        [0.001, 4], "its bucket_cap_mb values (plus one run at DDP's default)", unit="MiB"
+    )
+
+    def check(self) -> None:
+        self.require_choice("device", DEVICES)
+        self.require("nproc", self.nproc >= 2, "at least 2: DDP with one rank has nothing to all-reduce")
+        self.require_choice("variants", VARIANTS)
+        self.require(
+            "variants",
+            "default" in self.variants,
+            f"a list from {', '.join(VARIANTS)} that includes 'default'",
+        )
+        self.require_choice("modes", MODES)
+        self.require("scale_compute_efficiency", 0 < self.scale_compute_efficiency <= 1, "in (0, 1]")
+        for name in self.scale_presets:
+            self._require_preset("scale_presets", name)
+        sizes = self.scale_world_sizes
+        self.require(
+            "scale_world_sizes", len(sizes) > 0 and min(sizes) >= 2, "a non-empty list of integers ≥ 2"
+        )
+        if self.gpt_preset:
+            self._require_preset("gpt_preset", self.gpt_preset)
+            self.require(
+                "gpt_bucket_caps_mb", all(v > 0 for v in self.gpt_bucket_caps_mb), "positive numbers (MiB)"
+            )
+
+    def prepare(self) -> None:
+        from ...launch import check_world_size
+
+        self.resolve_device()
+        check_world_size(self.nproc, self.device)
+
+    @staticmethod
+    def _require_preset(name: str, value: str) -> None:
+        try:
+            preset(value)
+        except ParameterError as err:
+            raise ParameterError(f"{name}: {err}") from None

@@ -1,0 +1,186 @@
+"""The DDP bucket simulator: DDP's bucket formation rules and a step-time model, pure Python
+(no process group; the reference GPT's layout is built on the meta device).
+
+How DDP buckets (torch 2.13, ``torch/nn/parallel/distributed.py`` and ``reducer.cpp``):
+DDP starts with all parameters in one bucket, records the order in which gradients become
+ready, and rebuilds its buckets in that order after one iteration, two with ``static_graph``
+(the logging data then has ``rebuilt_bucket_sizes``); a bucket closes as soon
+as its size reaches its cap — the tensor that crosses the cap stays in it, tensors are never
+split. The first bucket's cap is 1 MiB (``dist._DEFAULT_FIRST_BUCKET_BYTES``) when
+``bucket_cap_mb`` is left at its default of 25, and ``bucket_cap_mb`` otherwise
+(``BucketCapacityConfig``). ``bucket_cap_mb`` is MiB. A bucket's all-reduce starts when all
+its gradients are ready and the communication channel is free.
+
+:func:`simulate` applies the same rules to a list of (bytes, ready time) per parameter, with
+each all-reduce costed by the ring α–β model (``comm.ring_all_reduce_time``); output: step
+time, exposed communication and a bucket timeline.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import numpy as np
+
+from ... import comm, flops
+from ...config import ParameterError, preset
+from .stated import STATED_INTERCONNECT
+
+MIB = 2**20
+DEFAULT_BUCKET_CAP_MB = 25
+FIRST_BUCKET_BYTES = 1 * MIB  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
+
+
+def form_buckets(param_bytes, *, bucket_cap_mb: float, default_cap: bool = False) -> list[list[int]]:
+    """Indices of parameters (given in gradient-ready order) per bucket, by DDP's rules."""
+    if bucket_cap_mb <= 0:
+        raise ParameterError(f"bucket_cap_mb must be positive, got {bucket_cap_mb}")
+    cap = int(bucket_cap_mb * MIB)
+    limits = iter([FIRST_BUCKET_BYTES if default_cap else cap])
+    limit = next(limits)
+    buckets, current, size = [], [], 0
+    for i, nbytes in enumerate(param_bytes):
+        current.append(i)
+        size += nbytes
+        if size >= limit:
+            buckets.append(current)
+            current, size = [], 0
+            limit = cap
+    if current:
+        buckets.append(current)
+    return buckets
+
+
+def allreduce_time(
+    nbytes: float, n: int, *, alpha_s: float, link_bytes_per_s: float, algorithm: str = "ring"
+) -> float:
+    """``ring``: the ring α–β model; ``best``: the faster of ring and tree, as NCCL picks its
+    algorithm per call (the tree's log2(n) latency matters at thousands of ranks)."""
+    ring = comm.ring_all_reduce_time(nbytes, n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s)
+    if algorithm == "ring":
+        return ring
+    return min(ring, comm.tree_all_reduce_time(nbytes, n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s))
+
+
+def simulate(
+    param_bytes,
+    ready_s,
+    *,
+    backward_end_s: float,
+    bucket_cap_mb: float,
+    n: int,
+    alpha_s: float,
+    link_bytes_per_s: float,
+    default_cap: bool = False,
+    forward_s: float = 0.0,
+    algorithm: str = "ring",
+) -> dict:
+    """Step time of one DDP backward: gradients (``param_bytes``, in ready order) become ready
+    at ``ready_s`` (from the start of backward); buckets form by DDP's rules; each bucket's
+    all-reduce starts when its last gradient is ready and the previous one has finished."""
+    buckets = form_buckets(param_bytes, bucket_cap_mb=bucket_cap_mb, default_cap=default_cap)
+    channel_free, timeline = 0.0, []
+    for b in buckets:
+        nbytes = sum(param_bytes[i] for i in b)
+        ready = max(ready_s[i] for i in b)
+        start = max(ready, channel_free)
+        channel_free = start + allreduce_time(
+            nbytes, n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s, algorithm=algorithm
+        )
+        timeline.append(
+            {
+                "bucket": len(timeline),
+                "bytes": nbytes,
+                "tensors": len(b),
+                "ready_s": ready,
+                "start_s": start,
+                "end_s": channel_free,
+            }
+        )
+    backward_step = max(backward_end_s, channel_free)
+    return {
+        "bucket_cap_mb": bucket_cap_mb,
+        "buckets": len(buckets),
+        "step_s": forward_s + backward_step,
+        "exposed_comm_s": backward_step - backward_end_s,
+        "total_comm_s": sum(t["end_s"] - t["start_s"] for t in timeline),
+        "timeline": timeline,
+    }
+
+
+@functools.lru_cache(maxsize=32)
+def model_layout(cfg) -> list[tuple[str, int]]:
+    """(name, element count) of every parameter of the reference GPT, in the order their
+    gradients become ready (reverse of registration), built on the meta device: no memory,
+    exact shapes."""
+    import torch
+
+    from ...model import GPT
+
+    with torch.device("meta"):
+        model = GPT(cfg, attn_impl="sdpa")
+    return [(name, p.numel()) for name, p in reversed(list(model.named_parameters()))]
+
+
+def gpt_simulation(
+    cfg,
+    *,
+    n: int,
+    tokens_per_rank: int,
+    device_flops_per_s: float,
+    compute_efficiency: float,
+    alpha_s: float,
+    link_bytes_per_s: float,
+    bucket_caps_mb,
+    grad_bytes_per_elem: int = 2,
+) -> list[dict]:
+    """Simulated DDP step of ``cfg`` on ``n`` data-parallel ranks for each bucket cap.
+
+    Compute: forward 2N and backward 4N FLOPs per token (plus attention, palm convention
+    split 1:2) at ``compute_efficiency`` × ``device_flops_per_s``; each parameter's gradient is ready
+    when the backward pass has reached its layer (time proportional to the FLOPs behind it).
+    Communication: bf16 gradients (``grad_bytes_per_elem``), each bucket all-reduced by the
+    faster of the ring and tree α–β models (``allreduce_time(..., algorithm="best")``)."""
+    layout = model_layout(cfg)
+    numels = np.array([n_ for _, n_ in layout], dtype=float)
+    total_flops = flops.flops_per_token(cfg, convention="palm") * tokens_per_rank
+    rate = device_flops_per_s * compute_efficiency
+    forward_s, backward_s = total_flops / 3 / rate, total_flops * 2 / 3 / rate
+    ready = np.cumsum(numels) / numels.sum() * backward_s  # the backward sweeps the weights in ready order
+    param_bytes = (numels * grad_bytes_per_elem).astype(int).tolist()
+    out = []
+    model_flops_per_step = total_flops * n
+    for cap in bucket_caps_mb:
+        link = {"alpha_s": alpha_s, "link_bytes_per_s": link_bytes_per_s, "algorithm": "best"}
+        r = simulate(
+            param_bytes,
+            ready.tolist(),
+            backward_end_s=backward_s,
+            bucket_cap_mb=cap,
+            n=n,
+            forward_s=forward_s,
+            **link,
+        )
+        r.pop("timeline")
+        r["mfu"] = model_flops_per_step / (r["step_s"] * n * device_flops_per_s)
+        out.append({"preset": cfg.name, "world_size": n, **r})
+    return out
+
+
+def simulator_speed(preset_name: str = "llama2-70b", world_size: int = 1024, n_sizes: int = 20) -> dict:
+    """How long the simulator takes for a 70B layer layout on 1024 ranks over 20 bucket sizes
+    (the layout itself is built beforehand), with the stated interconnect."""
+    caps = np.geomspace(1, 4096, n_sizes).tolist()
+    model_layout(preset(preset_name))  # the layout is built once (on the meta device) and cached
+    si = STATED_INTERCONNECT
+    t0 = time.perf_counter()
+    rows = gpt_simulation(preset(preset_name), n=world_size, bucket_caps_mb=caps, **si)
+    seconds = time.perf_counter() - t0
+    return {
+        "preset": preset_name,
+        "world_size": world_size,
+        "bucket_sizes": len(rows),
+        "tensors": len(model_layout(preset(preset_name))),
+        "seconds": seconds,
+    }

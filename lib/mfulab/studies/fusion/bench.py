@@ -1,0 +1,338 @@
+"""Measurement of the ``fusion`` study (torch, headless): this device's matmul ceiling and
+copy bandwidth, LayerNorm + residual + dropout eager vs compiled (vs Triton on CUDA),
+attention variants vs sequence length, the reference model's training step eager vs
+``torch.compile``, and matmul ceilings per dtype. ``measure`` returns plain records (JSON)
+that ``analysis`` reads, here or on another machine. The kernels are in ``kernels``."""
+
+from __future__ import annotations
+
+import time
+
+from ... import hardware
+from ...config import preset
+from ...model import naive_causal_attention
+from ...timing import torch_dtype
+from .bytes_model import (
+    ln_residual_dropout_bytes,
+    naive_attention_bytes,
+    naive_attention_max_seq_len,
+    predicted_fusion_speedup,
+)
+from .kernels import (
+    attn_inputs,
+    ln_eager,
+    profile_kernel_count,
+    sdpa_backend,
+    sdpa_causal_attention,
+    triton_ln_residual,
+    triton_status,
+)
+from .params import Params
+
+BENCHMARK_VERSION = {"ln_fusion": 1, "attention": 1, "model_compile": 1, "matmul_dtypes": 1}
+PEAK_WORKER = "mfulab.studies.fusion.kernels:attn_peak_worker"
+
+
+def measure_ln_fusion(p: Params) -> dict:
+    """Eager vs torch.compile (vs Triton) for LN + residual + dropout: correctness at p = 0,
+    forward time, achieved bytes/s, kernel counts; dropout p > 0 timed separately."""
+    import torch
+
+    from ...timing import compare_timings, time_fn
+
+    device, dt = p.device, torch_dtype(p.dtype)
+    n_tok, hid = p.ln_tokens, p.ln_hidden
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    x = torch.randn(n_tok, hid, generator=gen).to(device, dt)
+    a = torch.randn(n_tok, hid, generator=gen).to(device, dt)
+    w = torch.randn(hid, generator=gen).to(device, dt)
+    b = torch.randn(hid, generator=gen).to(device, dt)
+    e = x.element_size()
+    impls = {"eager": ln_eager}
+    t0 = time.perf_counter()
+    compiled = torch.compile(ln_eager)
+    compiled(x, a, w, b, 0.0)
+    compiled(x, a, w, b, p.dropout_p)
+    compile_s = time.perf_counter() - t0
+    impls["compiled"] = compiled
+    ok, why = triton_status(device)
+    if ok:
+        impls["triton"] = triton_ln_residual()
+    out = {
+        "tokens": n_tok,
+        "hidden": hid,
+        "dtype": p.dtype,
+        "dtype_bytes": e,
+        "compile_s": compile_s,
+        "triton_skipped": None if ok else why,
+        "rows": [],
+    }
+    ref_h, ref_y = ln_eager(x, a, w, b, 0.0)
+    tol = {"fp32": 1e-4, "bf16": 3e-2, "fp16": 1e-2}[p.dtype]
+    timings = {}
+    for dropout_p in sorted({0.0, float(p.dropout_p)}):
+        for name, fn in impls.items():
+            if name == "triton" and dropout_p:
+                continue
+            h, y = fn(x, a, w, b, dropout_p)
+            if dropout_p == 0.0:  # correctness gate: same outputs as eager
+                gate = bool(
+                    torch.allclose(h.float(), ref_h.float(), atol=tol, rtol=tol)
+                    and torch.allclose(y.float(), ref_y.float(), atol=tol, rtol=tol)
+                )
+            else:  # a different RNG: check the dropout statistics instead of the mask
+                zeros = float(((h - x) == 0).float().mean())
+                gate = abs(zeros - dropout_p) < 0.02
+            t = time_fn(
+                lambda fn=fn, q=dropout_p: fn(x, a, w, b, q),
+                label=f"{name} p={dropout_p}",
+                device=device,
+                min_run_time_s=p.min_run_time_s,
+            )
+            timings[(name, dropout_p)] = t
+            dropout = dropout_p > 0
+            fused = name != "eager"
+            min_bytes = ln_residual_dropout_bytes(
+                tokens=n_tok, hidden=hid, dtype_bytes=e, fused=fused, dropout=dropout
+            )
+            kernels = profile_kernel_count(lambda fn=fn, q=dropout_p: fn(x, a, w, b, q), device)
+            out["rows"].append(
+                {
+                    "impl": name,
+                    "dropout_p": dropout_p,
+                    "correct": gate,
+                    **t.to_dict(with_samples=True),
+                    "min_bytes": min_bytes,
+                    "achieved_bytes_per_s": min_bytes / t.median_s,
+                    "kernels": kernels["count"],
+                    "kernel_kind": kernels["what"],
+                    "kernel_names": kernels["names"],
+                }
+            )
+    out["comparisons"] = []
+    for dropout_p in sorted({0.0, float(p.dropout_p)}):
+        for name in impls:
+            if name != "eager" and (name, dropout_p) in timings:
+                c = compare_timings(timings[("eager", dropout_p)], timings[(name, dropout_p)])
+                predicted = predicted_fusion_speedup(dtype_bytes=e, dropout=dropout_p > 0)
+                out["comparisons"].append({"dropout_p": dropout_p, **c.to_dict(), "predicted": predicted})
+    return out
+
+
+def _peak_added(p: Params, name: str, seq_len: int, step, device: str, num_threads: int) -> dict:
+    """Memory one forward+backward adds at its peak: the CUDA allocator's peak, or a fresh
+    process's peak RSS on CPU (not for the compiled variant: a fresh process would recompile)."""
+    from ... import memprobe
+
+    if device == "cuda":
+        return memprobe.cuda_peak_of(step)
+    if name == "naive compiled":
+        return {"step_added_bytes": None, "method": "not measured (a fresh process would recompile)"}
+    shape = {"attn_batch": p.attn_batch, "attn_heads": p.attn_heads, "attn_head_dim": p.attn_head_dim}
+    return memprobe.run_in_fresh_process(
+        PEAK_WORKER, {**shape, "dtype": p.dtype, "impl": name, "seq_len": seq_len, "num_threads": num_threads}
+    )
+
+
+def measure_attention(p: Params) -> dict:
+    """Attention variants vs sequence length: time (fwd+bwd), exact saved bytes, peak memory,
+    backend, kernel counts; outputs and gradients agree across variants."""
+    import torch
+
+    from ...memprobe import SavedTensorAccountant
+    from ...timing import progress, time_fn
+
+    device, dt = p.device, torch_dtype(p.dtype)
+    e = torch.empty(0, dtype=dt).element_size()
+    limit = p.naive_memory_limit_mib * 2**20
+    compiled_naive = torch.compile(naive_causal_attention)
+    rows, skipped = [], []
+    backend = None
+    tol = {"fp32": 2e-4, "bf16": 5e-2, "fp16": 1e-2}[p.dtype]
+    for T in progress(p.attn_seq_lens, "attention"):
+        variants = {"sdpa": sdpa_causal_attention, "naive": naive_causal_attention}
+        if T in p.compile_attention_seq_lens:
+            variants["naive compiled"] = compiled_naive
+        predicted_naive = naive_attention_bytes(
+            batch=p.attn_batch, heads=p.attn_heads, seq_len=T, dtype_bytes=e
+        )
+        ref = None
+        for name, fn in variants.items():
+            if name.startswith("naive") and predicted_naive > limit:
+                skipped.append(
+                    {
+                        "seq_len": T,
+                        "impl": name,
+                        "why": f"naive attention needs about "
+                        f"{predicted_naive / 2**20:.0f} MiB (scores, softmax and their gradients) > "
+                        f"naive_memory_limit_mib={p.naive_memory_limit_mib}",
+                    }
+                )
+                continue
+            q, k, v = attn_inputs(p.attn_batch, p.attn_heads, p.attn_head_dim, T, device, dt)
+            if name == "sdpa" and backend is None:
+                backend = sdpa_backend(q, k, v)
+            o = fn(q, k, v)
+            o.sum().backward()
+            grads = [t.grad.clone() for t in (q, k, v)]
+            if ref is None:
+                ref = (o.detach(), grads)
+                agree = True
+            else:
+                agree = bool(
+                    torch.allclose(o.detach().float(), ref[0].float(), atol=tol, rtol=tol)
+                    and all(
+                        torch.allclose(g.float(), r.float(), atol=tol, rtol=tol)
+                        for g, r in zip(grads, ref[1])
+                    )
+                )
+
+            def step(fn=fn, q=q, k=k, v=v):
+                for t in (q, k, v):
+                    t.grad = None
+                fn(q, k, v).sum().backward()
+
+            t = time_fn(step, label=f"{name} T={T}", device=device, min_run_time_s=p.min_run_time_s, warmup=2)
+            saved = None  # exact bytes kept for backward, inputs q, k, v excluded (held as "parameters")
+            if name != "naive compiled":  # hooks and dispatch modes would change what is compiled
+                holder = torch.nn.ParameterList([torch.nn.Parameter(t) for t in (q, k, v)])
+                with SavedTensorAccountant(holder) as acc:
+                    out_t = fn(*holder)
+                saved = sum(r["bytes"] for r in acc.unique())
+                del out_t
+            for t_ in (q, k, v):  # the previous step's gradients must not inflate the baseline
+                t_.grad = None
+            del o, grads
+            peak = _peak_added(p, name, T, step, device, torch.get_num_threads())
+            rows.append(
+                {
+                    "seq_len": T,
+                    "impl": name,
+                    "agrees_with_sdpa": agree,
+                    **t.to_dict(with_samples=True),
+                    "saved_bytes": saved,
+                    "peak_added_bytes": peak["step_added_bytes"],
+                    "peak_method": peak["method"],
+                    "kernels": profile_kernel_count(step, device)["count"],
+                }
+            )
+    crossover = naive_attention_max_seq_len(
+        batch=p.attn_batch, heads=p.attn_heads, dtype_bytes=e, limit_bytes=limit
+    )
+    return {
+        "rows": rows,
+        "skipped": skipped,
+        "backend": backend,
+        "dtype": p.dtype,
+        "dtype_bytes": e,
+        "naive_max_seq_len": crossover,
+    }
+
+
+def measure_model_compile(p: Params) -> dict:
+    """B5: the reference model's training step, eager vs torch.compile (and with a forced
+    graph break), compile time and steady step time; graph breaks from dynamo's explain."""
+    import torch
+
+    from ...model import GPT
+    from ...timing import compare_timings, time_fn
+
+    device = p.device
+    cfg = preset(p.compile_preset).with_(seq_len=p.compile_seq_len)
+    idx = torch.randint(0, cfg.vocab_size, (p.compile_micro_batch, cfg.seq_len), device=device)
+
+    def make_step(model):
+        def step():
+            model.zero_grad(set_to_none=True)
+            _, loss = model(idx, idx)
+            loss.backward()
+
+        return step
+
+    torch.manual_seed(0)
+    eager = GPT(cfg, attn_impl="sdpa").to(device)
+    variants = {"eager": (eager, None)}
+    modes = ["default"] + (["reduce-overhead"] if device == "cuda" else [])
+    for mode in modes:
+        torch.manual_seed(0)
+        m = GPT(cfg, attn_impl="sdpa").to(device)
+        variants[f"compiled ({mode})"] = (torch.compile(m, mode=mode), m)
+    if p.compile_graph_break:
+        torch.manual_seed(0)
+        m = GPT(cfg, attn_impl="sdpa").to(device)
+        for block in m.blocks:
+            block.mlp.register_forward_pre_hook(lambda mod, args: torch._dynamo.graph_break())
+        variants["compiled, graph break per block"] = (torch.compile(m), m)
+    out = {"preset": cfg.name, "seq_len": cfg.seq_len, "micro_batch": p.compile_micro_batch, "rows": []}
+    timings = {}
+    for name, (model, _) in variants.items():
+        step = make_step(model)
+        t0 = time.perf_counter()
+        step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        first_s = time.perf_counter() - t0
+        t = time_fn(step, label=name, device=device, min_run_time_s=p.min_run_time_s, warmup=2)
+        timings[name] = t
+        breaks = None
+        if name != "eager":
+            explanation = torch._dynamo.explain(variants[name][1])(idx, idx)
+            breaks = explanation.graph_break_count
+        out["rows"].append(
+            {"variant": name, "first_call_s": first_s, "graph_breaks": breaks, **t.to_dict(with_samples=True)}
+        )
+    out["comparisons"] = [
+        compare_timings(timings["eager"], timings[n]).to_dict() for n in timings if n != "eager"
+    ]
+    return out
+
+
+def measure_matmul_dtypes(p: Params) -> dict:
+    """B4: matmul ceilings per dtype — fp32, tf32 (CUDA only) and bf16."""
+    from ...timing import matmul_ceiling
+
+    dtypes = ["fp32", "tf32", "bf16"] if p.device == "cuda" else ["fp32", "bf16"]
+    return {
+        d: matmul_ceiling(device=p.device, dtype=d, sizes=p.matmul_sizes, min_run_time_s=p.min_run_time_s)
+        for d in dtypes
+    }
+
+
+def measure(p: Params) -> dict:
+    """Everything the study measures on this device (see the module docstring)."""
+    import os
+
+    import torch
+
+    from ...timing import matmul_ceiling, memory_bandwidth
+
+    p = p.prepared()
+    # a persistent inductor cache: the second run of this study skips most compilation
+    cache = os.path.abspath(os.path.join("scratch", "inductor-cache"))
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", cache)
+    import torch._inductor.config as inductor_config
+
+    inductor_config.cpp.enable_kernel_profile = True  # generated C++ kernels appear in the profiler
+    if p.num_threads:
+        torch.set_num_threads(p.num_threads)
+    device = p.device
+    rec = {
+        "study": "fusion",
+        "params": p.to_dict(),
+        "device": device,
+        "num_threads": torch.get_num_threads(),
+        "device_name": hardware.device_name(device),
+        "torch": torch.__version__,
+        "benchmark_version": BENCHMARK_VERSION,
+    }
+    rec["ceiling"] = matmul_ceiling(
+        device=device, dtype=p.dtype, sizes=p.matmul_sizes, min_run_time_s=p.min_run_time_s
+    )
+    rec["bandwidth"] = memory_bandwidth(
+        device=device, sizes_bytes=(p.ln_tokens * p.ln_hidden * 4,), min_run_time_s=p.min_run_time_s
+    )
+    rec["ln"] = measure_ln_fusion(p)
+    rec["attention"] = measure_attention(p)
+    rec["compile"] = measure_model_compile(p)
+    rec["matmul_dtypes"] = measure_matmul_dtypes(p)
+    return rec

@@ -1,0 +1,71 @@
+"""Parameters of the ``fusion`` study; the defaults are the laptop (``cpu``) profile."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...config import PRESETS
+from ...params import StudyParams, param
+
+DTYPES = ("fp32", "bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class Params(StudyParams):
+    device: str = param("auto", "auto | cpu | cuda")
+    dtype: str = param("fp32", "fp32 | bf16 | fp16: the dtype of every kernel here")
+    num_threads: int = param(0, "torch threads (0: torch's default)", unit="threads", non_negative=True)
+    ln_tokens: int = param(8192, "rows of the [tokens, hidden] LayerNorm input", unit="tokens", positive=True)
+    ln_hidden: int = param(1024, "columns of the LayerNorm input", unit="elements", positive=True)
+    dropout_p: float = param(0.1, "the fused dropout's probability, in [0, 1) (0 is also measured)")
+    attn_seq_lens: tuple[int, ...] = param(
+        [256, 512, 1024, 2048, 4096], "attention sequence lengths", unit="tokens", positive=True
+    )
+    attn_batch: int = param(1, "attention batch size", unit="sequences", positive=True)
+    attn_heads: int = param(8, "attention heads", unit="heads", positive=True)
+    attn_head_dim: int = param(64, "attention head dimension", unit="elements", positive=True)
+    naive_memory_limit_mib: float = param(
+        600,
+        "naive attention is skipped (with the reason) where its predicted s×s tensors exceed this",
+        unit="MiB",
+        positive=True,
+    )
+    compile_attention_seq_lens: tuple[int, ...] = param(
+        [1024], "lengths at which naive attention is also compiled (a subset of attn_seq_lens)", unit="tokens"
+    )
+    compile_preset: str = param(
+        "cpu-small", "model whose training step is compiled (B5; a config.preset name)"
+    )
+    compile_seq_len: int = param(
+        256, "tokens per sequence of the compiled training step", unit="tokens", positive=True
+    )
+    compile_micro_batch: int = param(
+        4, "sequences per compiled training step", unit="sequences", positive=True
+    )
+    compile_graph_break: bool = param(True, "also compile with a forced graph break in every block")
+    matmul_sizes: tuple[int, ...] = param(
+        [256, 512, 1024],
+        "square matmul sizes for the ceilings per dtype",
+        unit="elements per side",
+        positive=True,
+    )
+    min_run_time_s: float = param(0.5, "minimum time of each timed benchmark", unit="s", positive=True)
+
+    def check(self) -> None:
+        self.require(
+            "compile_attention_seq_lens",
+            all(v > 0 for v in self.compile_attention_seq_lens),
+            "a list of positive integers",
+        )
+        self.require(
+            "compile_attention_seq_lens",
+            set(self.compile_attention_seq_lens) <= set(self.attn_seq_lens),
+            "a subset of attn_seq_lens",
+        )
+        self.require("dropout_p", 0 <= self.dropout_p < 1, "in [0, 1)")
+        self.require_choice("compile_preset", PRESETS)
+        self.require_choice("dtype", DTYPES)
+
+    def prepare(self) -> None:
+        self.resolve_device()
+        self.require_dtype_on_device()

@@ -1,0 +1,299 @@
+"""Measurement of the ``recompute`` study (torch, headless).
+
+Policies (``model.GPT(recompute=...)``, vocabulary ``config.RECOMPUTE_POLICIES``): ``none``;
+``selective`` — the attention core (Korthikanti et al. 2022); ``mlp`` — norm2 + MLP (article
+A's A14 suggestion); ``full`` — every block; ``every_k`` — ``full`` on the first k blocks
+(Megatron's ``--recompute-num-layers``); ``sac`` — torch's selective activation
+checkpointing keeping matmul outputs (where the installed torch has it).
+
+Measurements:
+- **Saved bytes for backward, exactly**: ``memprobe.SavedTensorAccountant`` sees every tensor
+  autograd keeps; storages are deduplicated and parameters excluded; each tensor is named by
+  its op and layer. Non-reentrant checkpoints keep their inputs without the pack hook, so
+  ``model`` reports them through ``CHECKPOINT_OBSERVERS``. SAC keeps its matmul outputs in
+  its own cache, which the hook cannot see: its saved bytes are left out, its peak memory is
+  measured.
+- **Peak memory**: a fresh subprocess per point on CPU (``memprobe.run_in_fresh_process``: the
+  peak RSS is sticky, so no warm-up runs in the measured process), ``memprobe.cuda_peak_of``
+  on GPU.
+- **Hardware FLOPs** with ``FlopCounterMode`` over forward + backward, which also counts the
+  recomputed forward; naive attention so the counter sees the attention matmuls on CPU.
+- **Step time** of forward + backward with the Timer harness.
+- **Correctness gate**: every policy's gradients equal those of ``none``.
+"""
+
+from __future__ import annotations
+
+from ... import hardware, memprobe
+from ...config import ParameterError, TransformerConfig, check_recompute
+from .params import POLICIES, Params
+
+BENCHMARK_VERSION = {"saved_bytes": 1, "peak_memory": 1, "step_time": 1, "hardware_flops": 1}
+PEAK_WORKER = "mfulab.studies.recompute.bench:_peak_worker"
+
+
+def sac_available() -> bool:
+    import torch.utils.checkpoint as ckpt
+
+    return hasattr(ckpt, "create_selective_checkpoint_contexts")
+
+
+def model_kwargs(policy: str, *, every_k: int, n_layers: int) -> dict:
+    """``model.GPT`` keyword arguments for one study policy."""
+    check_recompute(policy, POLICIES)
+    if policy == "every_k":
+        if not (isinstance(every_k, int) and 1 <= every_k <= n_layers):
+            raise ParameterError(f"every_k must be between 1 and n_layers={n_layers}; got {every_k!r}")
+        return {"recompute": "full", "recompute_layers": every_k}
+    return {"recompute": policy}
+
+
+def _build(cfg, policy, every_k, attn_impl, device):
+    import torch
+
+    from ...model import GPT
+
+    torch.manual_seed(0)
+    kwargs = model_kwargs(policy, every_k=every_k, n_layers=cfg.n_layers)
+    return GPT(cfg, attn_impl=attn_impl, **kwargs).to(device)
+
+
+def saved_tensors(
+    cfg: TransformerConfig,
+    *,
+    policy: str,
+    every_k: int,
+    micro_batch: int,
+    attn_impl: str,
+    device: str = "cpu",
+) -> list[dict]:
+    """The deduplicated tensors one forward pass keeps for backward under ``policy``."""
+    import torch
+
+    model = _build(cfg, policy, every_k, attn_impl, device)
+    idx = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len), device=device)
+    with memprobe.SavedTensorAccountant(model) as acc:
+        _, loss = model(idx, idx)
+    rows = acc.unique()
+    del loss
+    for r in rows:
+        r.pop("storage")
+        r["shape"] = list(r["shape"])
+    return rows
+
+
+# ---------------------------------------------------------------------------- peak memory
+def _peak_worker(spec: dict) -> dict:
+    """Runs in a fresh process: one forward+backward; returns RSS before and at the peak."""
+    import torch
+
+    from ...model import GPT
+
+    torch.set_num_threads(spec["num_threads"])
+    cfg = TransformerConfig(**spec["config"])
+    # Lazy imports on the first checkpointed backward (torch.utils.checkpoint, SAC) take tens
+    # of MB: trigger them on a one-layer toy model, then reset the peak before measuring.
+    toy = TransformerConfig(n_layers=1, d_model=8, n_heads=1, vocab_size=8, seq_len=4)
+    toy_kwargs = {
+        **spec["model_kwargs"],
+        **({"recompute_layers": 1} if "recompute_layers" in spec["model_kwargs"] else {}),
+    }
+    toy_idx = torch.zeros(1, 4, dtype=torch.long)
+    _, toy_loss = GPT(toy, attn_impl=spec["attn_impl"], **toy_kwargs)(toy_idx, toy_idx)
+    toy_loss.backward()
+    del toy_loss
+    torch.manual_seed(0)
+    model = GPT(cfg, attn_impl=spec["attn_impl"], **spec["model_kwargs"])
+    idx = torch.randint(0, cfg.vocab_size, (spec["micro_batch"], cfg.seq_len))
+
+    def step():
+        _, loss = model(idx, idx)
+        loss.backward()
+
+    return memprobe.peak_rss_of(step)
+
+
+def peak_memory(
+    cfg: TransformerConfig,
+    *,
+    policy: str,
+    every_k: int,
+    micro_batch: int,
+    attn_impl: str,
+    device: str,
+    num_threads: int,
+    timeout_s: float = 300,
+) -> dict:
+    """Peak memory of one forward+backward: a fresh process's peak RSS on CPU (the delta
+    over the RSS just before the forward is what the step added), or CUDA's allocator peak."""
+    kwargs = model_kwargs(policy, every_k=every_k, n_layers=cfg.n_layers)
+    if device == "cuda":
+        import torch
+
+        model = _build(cfg, policy, every_k, attn_impl, "cuda")
+        idx = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len), device="cuda")
+
+        def step():
+            _, loss = model(idx, idx)
+            loss.backward()
+
+        out = memprobe.cuda_peak_of(step)
+        del model
+        return out
+    spec = {
+        "config": cfg.to_dict(),
+        "policy": policy,
+        "model_kwargs": kwargs,
+        "micro_batch": micro_batch,
+        "attn_impl": attn_impl,
+        "num_threads": num_threads,
+    }
+    return memprobe.run_in_fresh_process(PEAK_WORKER, spec, timeout_s=timeout_s)
+
+
+# ---------------------------------------------------------------------------- FLOPs, gradients, time
+def hardware_flops_per_token(cfg: TransformerConfig, *, policy: str, every_k: int, device: str) -> float:
+    """FLOPs actually executed per token in forward + backward, recomputation included."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = _build(cfg, policy, every_k, "naive", device)
+    idx = torch.randint(0, cfg.vocab_size, (1, cfg.seq_len), device=device)
+    with FlopCounterMode(display=False) as counter:
+        _, loss = model(idx, idx)
+        loss.backward()
+    return counter.get_total_flops() / cfg.seq_len
+
+
+def gradients(
+    cfg: TransformerConfig, *, policy: str, every_k: int, attn_impl: str, device: str, micro_batch: int
+):
+    import torch
+
+    model = _build(cfg, policy, every_k, attn_impl, device)
+    gen = torch.Generator().manual_seed(3)
+    idx = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len), generator=gen).to(device)
+    _, loss = model(idx, idx)
+    loss.backward()
+    return {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+
+
+def step_time(
+    cfg: TransformerConfig,
+    *,
+    policy: str,
+    every_k: int,
+    attn_impl: str,
+    device: str,
+    micro_batch: int,
+    min_run_time_s: float,
+    num_threads: int,
+):
+    import torch
+
+    from ...timing import time_fn
+
+    model = _build(cfg, policy, every_k, attn_impl, device)
+    idx = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len), device=device)
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        _, loss = model(idx, idx)
+        loss.backward()
+
+    return time_fn(
+        step,
+        label=f"{policy}@{micro_batch}",
+        device=device,
+        num_threads=num_threads,
+        warmup=2,
+        min_run_time_s=min_run_time_s,
+    )
+
+
+# ---------------------------------------------------------------------------- measure
+def measure(p: Params) -> dict:
+    """Everything the study measures on this device (see the module docstring)."""
+    import torch
+
+    from ...timing import progress
+
+    p = p.prepared()
+    if p.num_threads:
+        torch.set_num_threads(p.num_threads)
+    threads = torch.get_num_threads()
+    device, cfg, every_k, attn = p.device, p.model_config(), p.every_k, p.attn_impl
+    policies = [q for q in p.policies if q != "sac" or sac_available()]
+    skipped = (
+        {"sac": "torch.utils.checkpoint has no create_selective_checkpoint_contexts"}
+        if "sac" in p.policies and not sac_available()
+        else {}
+    )
+    base_mb = min(p.micro_batches)
+    rec = {
+        "study": "recompute",
+        "params": p.to_dict(),
+        "device": device,
+        "num_threads": threads,
+        "config": cfg.to_dict(),
+        "device_name": hardware.device_name(device),
+        "policies": policies,
+        "skipped": skipped,
+        "base_micro_batch": base_mb,
+        "benchmark_version": BENCHMARK_VERSION,
+    }
+    rec["saved"] = {
+        q: saved_tensors(cfg, policy=q, every_k=every_k, micro_batch=base_mb, attn_impl=attn, device=device)
+        for q in policies
+    }
+    rec["hardware_flops_per_token"] = {
+        q: hardware_flops_per_token(cfg, policy=q, every_k=every_k, device=device) for q in policies
+    }
+    ref = gradients(cfg, policy="none", every_k=every_k, attn_impl=attn, device=device, micro_batch=base_mb)
+    rec["gradient_max_abs_diff"] = {}
+    for q in policies:
+        g = gradients(cfg, policy=q, every_k=every_k, attn_impl=attn, device=device, micro_batch=base_mb)
+        rec["gradient_max_abs_diff"][q] = max(float((g[n] - ref[n]).abs().max()) for n in ref)
+    rec["peak"] = []
+    points = [(q, mb) for q in policies for mb in sorted(p.micro_batches)]
+    for q, mb in progress(points, "peak memory (fresh processes)"):
+        rec["peak"].append(
+            {
+                "policy": q,
+                "micro_batch": mb,
+                **peak_memory(
+                    cfg,
+                    policy=q,
+                    every_k=every_k,
+                    micro_batch=mb,
+                    attn_impl=attn,
+                    device=device,
+                    num_threads=threads,
+                ),
+            }
+        )
+    budget = p.memory_budget_mib * 2**20
+    rec["chosen_micro_batch"] = {}
+    for q in policies:
+        fitting = [
+            r["micro_batch"] for r in rec["peak"] if r["policy"] == q and r["step_added_bytes"] <= budget
+        ]
+        rec["chosen_micro_batch"][q] = max(fitting) if fitting else None
+    timing_points = sorted(
+        {(q, base_mb) for q in policies}
+        | {(q, mb) for q, mb in rec["chosen_micro_batch"].items() if mb is not None}
+    )
+    rec["timing"] = []
+    for q, mb in progress(timing_points, "step time"):
+        t = step_time(
+            cfg,
+            policy=q,
+            every_k=every_k,
+            attn_impl=attn,
+            device=device,
+            micro_batch=mb,
+            min_run_time_s=p.min_run_time_s,
+            num_threads=threads,
+        )
+        rec["timing"].append({"policy": q, "micro_batch": mb, **t.to_dict(with_samples=True)})
+    return rec

@@ -1,0 +1,68 @@
+"""Parameters of the ``recompute`` study; the defaults are the laptop (``cpu``) profile."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...config import RECOMPUTE_POLICIES, preset
+from ...params import StudyParams, param
+from .planner import check_case
+from .stated import PLANNER_CASES
+
+POLICIES = tuple(RECOMPUTE_POLICIES)  # the study measures every policy of the vocabulary
+ATTN_IMPLS = ("naive", "sdpa")
+
+
+@dataclass(frozen=True)
+class Params(StudyParams):
+    preset: str = param("cpu-deep", "the model measured (a config.preset name)")
+    seq_len: int = param(512, "tokens per sequence", unit="tokens", positive=True)
+    micro_batches: tuple[int, ...] = param(
+        [1, 2, 4],
+        "micro-batches whose peak memory is measured (the smallest is the base of every other measurement)",
+        unit="sequences",
+        positive=True,
+    )
+    policies: tuple[str, ...] = param(
+        ["none", "selective", "mlp", "full", "every_k", "sac"],
+        "recompute policies measured (config.RECOMPUTE_POLICIES); 'none' is the reference and must be there",
+    )
+    every_k: int = param(4, "blocks fully recomputed by the every_k policy (the first k)", unit="blocks")
+    attn_impl: str = param(
+        "naive", "naive | sdpa: naive keeps the a·s² scores (what selective recompute removes); sdpa does not"
+    )
+    device: str = param("auto", "auto | cpu | cuda")
+    num_threads: int = param(0, "torch threads (0: torch's default)", unit="threads", non_negative=True)
+    memory_budget_mib: float = param(
+        200,
+        "B7: each policy takes the largest measured micro-batch whose step adds at most this much memory",
+        unit="MiB",
+        positive=True,
+    )
+    min_run_time_s: float = param(1.0, "minimum time of each timed point", unit="s", positive=True)
+    planner_cases: tuple[dict, ...] = param(
+        list(PLANNER_CASES),
+        "analytic planner cases (name, preset, "
+        "device_memory_gib, peak_flops_per_s, tp, pp, dp, zero_stage, "
+        "global_batch, micro_batches, policies); see stated.py",
+    )
+
+    def check(self) -> None:
+        cfg = preset(self.preset)
+        self.require_choice("policies", POLICIES)
+        self.require("policies", "none" in self.policies, "a list that includes 'none' (the reference)")
+        if "every_k" in self.policies:
+            self.require(
+                "every_k",
+                1 <= self.every_k <= cfg.n_layers,
+                f"between 1 and n_layers={cfg.n_layers} of preset {self.preset}",
+            )
+        self.require_choice("attn_impl", ATTN_IMPLS)
+        for case in self.planner_cases:
+            check_case(case)
+
+    def prepare(self) -> None:
+        self.resolve_device()
+
+    def model_config(self):
+        return preset(self.preset).with_(seq_len=self.seq_len)
