@@ -7,6 +7,8 @@ VENV     ?= .venv
 PROFILE  ?= auto
 ARGS     ?=
 FROM     ?=
+FORCE    ?=
+PORT     ?= 8888
 # torch: on machines without an NVIDIA driver the CPU build is installed first (pyproject
 # asks for a range it satisfies). Elsewhere than the reference box, a CPU-only Linux machine
 # gets the small CPU wheel with TORCH_INDEX="--index-url https://download.pytorch.org/whl/cpu".
@@ -19,12 +21,14 @@ STAMP    := $(VENV)/.mfulab-installed
 STUDIES  := $(filter-out compare,$(sort $(patsubst studies/%/,%,$(wildcard studies/*/))))
 SITE_MACHINE ?=
 
-.PHONY: help env all test list html compare clean distclean $(STUDIES)
+.PHONY: help env all test lint format lab list html compare clean distclean $(STUDIES)
 .NOTPARALLEL:
 
 help:
-	@echo "make all                 run every study (PROFILE=auto: gpu where CUDA is available, else cpu)"
-	@echo "make test                run the tests"
+	@echo "make all                 run every study whose notebook, profile, library or torch changed"
+	@echo "                         (PROFILE=auto: gpu where CUDA is available, else cpu; FORCE=1 re-runs all)"
+	@echo "make test                lint (ruff) and run the tests"
+	@echo "make lab                 JupyterLab with the mfulab kernel; notebooks/*.py open as notebooks"
 	@echo "make list                studies and profiles"
 	@echo "make <study>             one study, e.g. make mfu PROFILE=gpu ARGS=\"-p seq_len 2048\""
 	@echo "make <study> FROM=DIR    analyse measurements taken elsewhere (python -m mfulab measure ...)"
@@ -43,10 +47,14 @@ ifneq ($(HAS_NVIDIA),yes)
 endif
 	$(PY) -m pip install --quiet -e ".[test]"
 	$(PY) -m ipykernel install --sys-prefix --name mfulab --display-name "Python (mfulab)" >/dev/null
+	@# JupyterLab opens the jupytext .py notebooks as notebooks (settings of this venv only)
+	mkdir -p $(VENV)/share/jupyter/lab/settings
+	printf '%s\n' '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"python": "Jupytext Notebook"}}}' \
+		> $(VENV)/share/jupyter/lab/settings/overrides.json
 	touch $@
 
-all: $(STUDIES)
-	$(PY) -m mfulab run compare --profile default
+all: $(STAMP)
+	$(PY) -m mfulab all --profile $(PROFILE) $(if $(FORCE),--force)
 
 compare: $(STAMP)
 	$(PY) -m mfulab run compare --profile default
@@ -57,8 +65,20 @@ html: $(STAMP)
 $(STUDIES): %: $(STAMP)
 	$(PY) -m mfulab run $* --profile $(PROFILE) $(if $(FROM),--from $(FROM)) $(ARGS)
 
-test: $(STAMP)
+test: $(STAMP) lint
 	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(PY) -m ruff format --check lib tests notebooks
+	$(PY) -m ruff check lib tests notebooks
+
+format: $(STAMP)
+	$(PY) -m ruff format lib tests notebooks
+	$(PY) -m ruff check --fix lib tests notebooks
+
+# The executed notebooks under results/ are read-only records (cells marked non-editable).
+lab: $(STAMP)
+	$(PY) -m jupyter lab --port $(PORT) --ServerApp.root_dir="$(CURDIR)" --MultiKernelManager.default_kernel_name=mfulab
 
 list: $(STAMP)
 	@$(PY) -m mfulab list

@@ -39,11 +39,13 @@ from IPython.display import Markdown, display
 from mfulab import plots, results
 from mfulab.notebook import setup
 from mfulab.plots import si
-from mfulab.studies.mfu import analysis, figures
+from mfulab.studies.mfu import analysis, arithmetic, figures
 
 out, p, records = setup("mfu", params, out_dir=out_dir, from_dir=from_dir)
-print(f"device: {records['device_name']} ({records['device']}), {records['num_threads']} threads, "
-      f"model {p.preset}: {records['n_params']:,} parameters")
+print(
+    f"device: {records['device_name']} ({records['device']}), {records['num_threads']} threads, "
+    f"model {p.preset}: {records['n_params']:,} parameters"
+)
 
 # %% [markdown]
 # ## 1 · Definitions
@@ -64,7 +66,7 @@ print(f"device: {records['device_name']} ({records['device']}), {records['num_th
 # named convention with the exact Llama-2-7B parameter count:
 
 # %%
-b1 = analysis.b1_table()
+b1 = arithmetic.b1_table()
 results.save_table(out, "b1_arithmetic", b1)
 b1
 
@@ -95,8 +97,7 @@ conv.pivot_table(index=["preset", "seq_len"], columns="convention", values="rela
 
 # %%
 fig = figures.plot_attention_share(conv)
-plots.save_figure(fig, out, "attention_share");
-
+plots.save_figure(fig, out, "attention_share")
 # %% [markdown]
 # ## 3 · Counting check: analytic FLOPs vs PyTorch's FLOP counter
 #
@@ -114,10 +115,13 @@ count
 
 # %%
 exact_gap = count.loc[count.source.str.startswith("analytic"), "relative_difference_vs_counter"].item()
-display(Markdown(
-    f"Analytic vs counter: **{exact_gap:+.3%}** (target: within 0.5%). The named conventions differ "
-    "from the counter by what they include: `6n` drops attention; `palm` counts every parameter "
-    "(embeddings included) as matmul work."))
+display(
+    Markdown(
+        f"Analytic vs counter: **{exact_gap:+.3%}** (target: within 0.5%). The named conventions differ "
+        "from the counter by what they include: `6n` drops attention; `palm` counts every parameter "
+        "(embeddings included) as matmul work."
+    )
+)
 
 # %% [markdown]
 # ## 4 · The denominator: datasheet peak vs measured ceiling
@@ -132,12 +136,15 @@ display(Markdown(
 ceiling = pd.DataFrame(records["ceiling"]["rows"])[["size", "median_s", "iqr_s", "n", "achieved_flops_per_s"]]
 results.save_table(out, "matmul_ceiling", ceiling)
 sheet = analysis.datasheet_peak(records)
-display(Markdown(
-    f"* measured matmul ceiling ({records['ceiling']['dtype']}): **{si(records['ceiling']['best_flops_per_s'], 'FLOP/s')}** "
-    f"at {records['ceiling']['best_size']}³\n"
-    f"* datasheet peak: **{si(sheet['flops_per_s'], 'FLOP/s') if sheet['flops_per_s'] else 'none'}** "
-    f"({sheet['source'] or sheet['why_none']})\n"
-    f"* measured memory bandwidth (copy): **{si(records['bandwidth']['best_bytes_per_s'], 'B/s')}**"))
+display(
+    Markdown(
+        f"* measured matmul ceiling ({records['ceiling']['dtype']}): **{si(records['ceiling']['best_flops_per_s'], 'FLOP/s')}** "
+        f"at {records['ceiling']['best_size']}³\n"
+        f"* datasheet peak: **{si(sheet['flops_per_s'], 'FLOP/s') if sheet['flops_per_s'] else 'none'}** "
+        f"({sheet['source'] or sheet['why_none']})\n"
+        f"* measured memory bandwidth (copy): **{si(records['bandwidth']['best_bytes_per_s'], 'B/s')}**"
+    )
+)
 ceiling
 
 # %% [markdown]
@@ -150,7 +157,7 @@ ceiling
 
 # %%
 fig = figures.plot_step_timeline(records)
-plots.save_figure(fig, out, "step_timeline");
+plots.save_figure(fig, out, "step_timeline")
 steps_df = pd.DataFrame(records["train"]["rows"])
 results.save_table(out, "steps", steps_df)
 tr = records["train"]
@@ -159,13 +166,15 @@ print(f"correctness gate: first loss {tr['initial_loss']:.3f} vs ln(V) = {tr['ex
 
 # %%
 bd = analysis.breakdown(records)
-split = pd.DataFrame([
-    {"category": "forward+backward+optimizer", "seconds": bd["compute_s"]},
-    {"category": "data wait", "seconds": bd["data_s"]},
-    {"category": "communication wait", "seconds": bd["communication_s"]},
-    {"category": "scheduling (start-up, loss read-back)", "seconds": bd["scheduling_s"]},
-    {"category": "untimed loop overhead", "seconds": bd["unaccounted_s"]},
-])
+split = pd.DataFrame(
+    [
+        {"category": "forward+backward+optimizer", "seconds": bd["compute_s"]},
+        {"category": "data wait", "seconds": bd["data_s"]},
+        {"category": "communication wait", "seconds": bd["communication_s"]},
+        {"category": "scheduling (start-up, loss read-back)", "seconds": bd["scheduling_s"]},
+        {"category": "untimed loop overhead", "seconds": bd["unaccounted_s"]},
+    ]
+)
 split["share_of_wall"] = split.seconds / bd["job_wall_s"]
 results.save_table(out, "time_split", split)
 split
@@ -178,18 +187,24 @@ split
 # %%
 by_conv = analysis.mfu_by_convention(records)
 results.save_table(out, "mfu_by_convention", by_conv)
-display(Markdown(
-    f"**{bd['convention']}** FLOPs: global MFU **{bd['global_mfu_vs_ceiling']:.1%}**, local "
-    f"**{bd['local_mfu_vs_ceiling']:.1%}**, steady-state **{bd['steady_mfu_vs_ceiling']:.1%}** of the measured ceiling"
-    + (f"; steady-state **{bd['steady_mfu_vs_datasheet']:.1%}** of the datasheet peak" if bd["datasheet_flops_per_s"] else "")
-    + f". Steady step {bd['steady_step_s'] * 1e3:.1f} ms (IQR {(bd['steady_step_q3_s'] - bd['steady_step_q1_s']) * 1e3:.1f} ms, "
-    f"n = {tr['steps']}), {bd['steady_tokens_per_s']:,.0f} tokens/s."))
+display(
+    Markdown(
+        f"**{bd['convention']}** FLOPs: global MFU **{bd['global_mfu_vs_ceiling']:.1%}**, local "
+        f"**{bd['local_mfu_vs_ceiling']:.1%}**, steady-state **{bd['steady_mfu_vs_ceiling']:.1%}** of the measured ceiling"
+        + (
+            f"; steady-state **{bd['steady_mfu_vs_datasheet']:.1%}** of the datasheet peak"
+            if bd["datasheet_flops_per_s"]
+            else ""
+        )
+        + f". Steady step {bd['steady_step_s'] * 1e3:.1f} ms (IQR {(bd['steady_step_q3_s'] - bd['steady_step_q1_s']) * 1e3:.1f} ms, "
+        f"n = {tr['steps']}), {bd['steady_tokens_per_s']:,.0f} tokens/s."
+    )
+)
 by_conv
 
 # %%
 fig = figures.plot_waterfall(records)
-plots.save_figure(fig, out, "waterfall");
-
+plots.save_figure(fig, out, "waterfall")
 # %% [markdown]
 # On one process there is no communication, and synthetic in-memory batches make the data
 # wait small: the loss that dominates here is **slow operators** — the gap between the best
@@ -203,7 +218,7 @@ plots.save_figure(fig, out, "waterfall");
 # ≈ 6N × 3 × tokens ≈ 3.06e16; 2.4 s/step on 8 cards of 3.2e14 FLOP/s → MFU ≈ 0.497".
 
 # %%
-a19 = analysis.a19_check()
+a19 = arithmetic.a19_check()
 a19_table = pd.DataFrame([{"quantity": k, "value": v} for k, v in a19.items()])
 results.save_table(out, "a19_arithmetic", a19_table)
 a19_table
@@ -218,7 +233,7 @@ a19_table
 # **B15** (article B §5.2): the case study's steps, each attributed to its loss category:
 
 # %%
-b15 = analysis.b15_table()
+b15 = arithmetic.b15_table()
 results.save_table(out, "b15_attribution", b15)
 b15
 
@@ -240,16 +255,22 @@ with pd.option_context("display.max_colwidth", None):
 # ## What this study showed
 
 # %%
-display(Markdown("\n".join([
-    f"* On **{records['device_name']}** the reference model ({p.preset}, "
-    f"{records['n_params'] / 1e6:.1f} M parameters) reached **{bd['steady_mfu_vs_ceiling']:.0%}** of the measured "
-    f"matmul ceiling in steady state and **{bd['global_mfu_vs_ceiling']:.0%}** over the whole job "
-    f"({bd['convention']} FLOPs); the measured ceiling is {si(bd['ceiling_flops_per_s'], 'FLOP/s')}.",
-    f"* The FLOPs convention alone moves the reported MFU from {by_conv.mfu_vs_ceiling.min():.0%} to "
-    f"{by_conv.mfu_vs_ceiling.max():.0%} for this same run; at 32k tokens attention is "
-    f"{conv[(conv.convention == 'palm') & (conv.seq_len == conv.seq_len.max())].attention_share.max():.0%} of the FLOPs "
-    "for the narrowest preset above, which 6N ignores.",
-    f"* The analytic FLOP count matches PyTorch's counter to {abs(exact_gap):.2%}; SDPA's flash kernel on CPU "
-    "is invisible to the counter.",
-    "* " + "; ".join(f"**{c.id}**: {c.verdict}" for c in claim_list) + ".",
-])))
+display(
+    Markdown(
+        "\n".join(
+            [
+                f"* On **{records['device_name']}** the reference model ({p.preset}, "
+                f"{records['n_params'] / 1e6:.1f} M parameters) reached **{bd['steady_mfu_vs_ceiling']:.0%}** of the measured "
+                f"matmul ceiling in steady state and **{bd['global_mfu_vs_ceiling']:.0%}** over the whole job "
+                f"({bd['convention']} FLOPs); the measured ceiling is {si(bd['ceiling_flops_per_s'], 'FLOP/s')}.",
+                f"* The FLOPs convention alone moves the reported MFU from {by_conv.mfu_vs_ceiling.min():.0%} to "
+                f"{by_conv.mfu_vs_ceiling.max():.0%} for this same run; at 32k tokens attention is "
+                f"{conv[(conv.convention == 'palm') & (conv.seq_len == conv.seq_len.max())].attention_share.max():.0%} of the FLOPs "
+                "for the narrowest preset above, which 6N ignores.",
+                f"* The analytic FLOP count matches PyTorch's counter to {abs(exact_gap):.2%}; SDPA's flash kernel on CPU "
+                "is invisible to the counter.",
+                "* " + "; ".join(f"**{c.id}**: {c.verdict}" for c in claim_list) + ".",
+            ]
+        )
+    )
+)

@@ -15,7 +15,7 @@
 #
 # Every study writes its headline numbers to `results/<machine>/<study>/metrics.json`. This
 # notebook puts the machines side by side — the laptop next to the GPU next to the cluster —
-# with the metrics each study declares in its `STUDY` (key, unit, label; see `docs/architecture.md`). A machine that lacks a study shows
+# with the metrics each study declares in its `study.yaml` (key, unit, label; see `docs/architecture.md`). A machine that lacks a study shows
 # *missing*, never disappears.
 
 # %% tags=["parameters"]
@@ -43,7 +43,7 @@ with pd.option_context("display.max_colwidth", None):
 
 # %%
 fig = analysis.plot_ceilings(table)
-plots.save_figure(fig, out, "ceilings");
+plots.save_figure(fig, out, "ceilings")
 
 # %% [markdown]
 # ## What this comparison shows

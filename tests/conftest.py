@@ -11,8 +11,16 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def run_cli(tmp_path):
     """Run ``python -m mfulab ...`` in a subprocess; returns the CompletedProcess."""
+
     def _run(*args, timeout=600):
         env = {**os.environ, "MACHINE": "testbox"}
-        return subprocess.run([sys.executable, "-m", "mfulab", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [sys.executable, "-m", "mfulab", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
     return _run

@@ -1,16 +1,27 @@
 """The `python -m mfulab` commands end to end: the smoke notebook through papermill, bad
 input refused before any work, failures leaving earlier results untouched."""
+
 import json
 
 import pytest
 import torch
 
-from mfulab import cli
+from mfulab import runner
 from mfulab.config import ParameterError
 
-EXPECTED_METRICS = {"matmul_ceiling_flops_per_s", "memory_bandwidth_bytes_per_s", "steady_mfu_vs_ceiling",
-                    "global_mfu_vs_ceiling", "local_mfu_vs_ceiling", "steady_tokens_per_s", "time_split_s",
-                    "peak", "claims", "flop_count_rel_diff", "flops_convention"}
+EXPECTED_METRICS = {
+    "matmul_ceiling_flops_per_s",
+    "memory_bandwidth_bytes_per_s",
+    "steady_mfu_vs_ceiling",
+    "global_mfu_vs_ceiling",
+    "local_mfu_vs_ceiling",
+    "steady_tokens_per_s",
+    "time_split_s",
+    "peak",
+    "claims",
+    "flop_count_rel_diff",
+    "flops_convention",
+}
 EXPECTED_FIGURES = {"attention_share.png", "step_timeline.png", "waterfall.png"}
 
 
@@ -28,10 +39,27 @@ def smoke_run(tmp_path_factory):
 
     from conftest import ROOT
 
-    proc = subprocess.run([sys.executable, "-m", "mfulab", "run", "mfu", "--profile", "smoke",
-                           "--results-root", str(root), "-p", "steps", "4"],
-                          cwd=ROOT, env={**os.environ, "MACHINE": "testbox"}, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mfulab",
+            "run",
+            "mfu",
+            "--profile",
+            "smoke",
+            "--results-root",
+            str(root),
+            "-p",
+            "steps",
+            "4",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "MACHINE": "testbox"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return root, proc
 
 
@@ -49,6 +77,8 @@ def test_smoke_notebook_produces_results(smoke_run):
         assert png.stat().st_size <= 300_000
     env = json.loads((out / "env.json").read_text())
     assert env["params"]["steps"] == 4  # the -p override reached the run
+    assert env["params"]["seq_len"] == 64 and env["params"]["ceiling_sizes"] == [64, 128]
+    assert set(env["inputs"]) >= {"notebook_sha256", "params", "library_sha256", "torch", "profile"}
     assert {"fingerprint", "git", "started", "finished", "peak"} <= set(env)
     assert (out / "01_mfu_accounting.ipynb").exists() and (out / "tables" / "claims.csv").exists()
     assert [p.name for p in out.parent.iterdir()] == ["mfu"]  # no temporary folder left behind
@@ -69,14 +99,19 @@ def test_measure_headless_then_analyse_from_folder(run_cli, tmp_path, smoke_run)
     assert json.loads((out / "env.json").read_text())["measured_env"]["study"] == "mfu"
 
 
-@pytest.mark.parametrize("args,names", [
-    (["run", "nosuch", "--profile", "smoke"], ["nosuch", "mfu"]),
-    (["run", "mfu", "--profile", "huge"], ["huge", "smoke", "cpu"]),
-    (["run", "mfu", "--profile", "smoke", "-p", "preset", "gpt5"], ["gpt5", "llama2-7b"]),
-    (["run", "mfu", "--profile", "smoke", "-p", "seq_len", "0"], ["seq_len"]),
-    (["run", "mfu", "--profile", "smoke", "-p", "micro_batch", "-4"], ["micro_batch"]),
-    (["measure", "mfu", "-f", "studies/mfu/smoke.yaml", "-p", "steps", "0", "--out", "x"], ["steps"]),
-])
+@pytest.mark.parametrize(
+    "args,names",
+    [
+        (["run", "nosuch", "--profile", "smoke"], ["nosuch", "mfu"]),
+        (["run", "mfu", "--profile", "huge"], ["huge", "smoke", "cpu"]),
+        (["run", "mfu", "--profile", "smoke", "-p", "preset", "gpt5"], ["gpt5", "llama2-7b"]),
+        (["run", "mfu", "--profile", "smoke", "-p", "sequence", "3"], ["sequence", "seq_len"]),
+        (["run", "mfu", "--profile", "smoke", "-p", "steps", "2.5"], ["steps", "integer"]),
+        (["run", "mfu", "--profile", "smoke", "-p", "seq_len", "0"], ["seq_len"]),
+        (["run", "mfu", "--profile", "smoke", "-p", "micro_batch", "-4"], ["micro_batch"]),
+        (["measure", "mfu", "-f", "studies/mfu/smoke.yaml", "-p", "steps", "0", "--out", "x"], ["steps"]),
+    ],
+)
 def test_bad_input_stops_before_work_and_keeps_results(run_cli, tmp_path, args, names):
     existing = tmp_path / "testbox" / "mfu"
     existing.mkdir(parents=True)
@@ -103,19 +138,24 @@ def test_failing_notebook_leaves_previous_results(tmp_path, monkeypatch):
     existing.mkdir(parents=True)
     (existing / "metrics.json").write_text('{"kept": true}')
     broken = tmp_path / "broken.py"
-    broken.write_text('# %% tags=["parameters"]\nout_dir = ""\nfrom_dir = ""\n\n# %%\n'
-                      'open(out_dir + "/metrics.json", "w").write("half")\nraise RuntimeError("cell failed")\n')
+    broken.write_text(
+        '# %% tags=["parameters"]\nout_dir = ""\nfrom_dir = ""\n\n# %%\n'
+        'open(out_dir + "/metrics.json", "w").write("half")\nraise RuntimeError("cell failed")\n'
+    )
     from papermill.exceptions import PapermillExecutionError
 
     with pytest.raises(PapermillExecutionError, match="cell failed"):
-        cli.run("mfu", profile="smoke", results_root=tmp_path, notebook=broken, kernel="python3")
+        runner.run("mfu", profile="smoke", results_root=tmp_path, notebook=broken, kernel="python3")
     assert json.loads((existing / "metrics.json").read_text()) == {"kept": True}
     assert sorted(p.name for p in existing.parent.iterdir()) == ["mfu"]
 
 
 def test_resolve_profile_and_overrides():
-    assert cli.parse_overrides([["seq_len", "2048"], ["preset", "gpt2-124m"], ["sizes", "[1, 2]"]]) == \
-        {"seq_len": 2048, "preset": "gpt2-124m", "sizes": [1, 2]}
-    assert cli.resolve_profile("mfu", "auto") in ("cpu", "gpu")
+    assert runner.parse_overrides([["seq_len", "2048"], ["preset", "gpt2-124m"], ["sizes", "[1, 2]"]]) == {
+        "seq_len": 2048,
+        "preset": "gpt2-124m",
+        "sizes": [1, 2],
+    }
+    assert runner.resolve_profile("mfu", "auto") in ("cpu", "gpu")
     with pytest.raises(ParameterError, match="valid profiles"):
-        cli.resolve_profile("mfu", "nope")
+        runner.resolve_profile("mfu", "nope")

@@ -14,8 +14,16 @@ def test_articles_13b_setup():
 
 
 def test_required_presets_exist():
-    for name in ("gpt2-124m", "gpt2-350m", "llama2-7b", "llama2-13b", "llama2-70b", "gpt3-175b",
-                 "article-13b", "article-7b"):
+    for name in (
+        "gpt2-124m",
+        "gpt2-350m",
+        "llama2-7b",
+        "llama2-13b",
+        "llama2-70b",
+        "gpt3-175b",
+        "article-13b",
+        "article-7b",
+    ):
         assert name in PRESETS
 
 
@@ -25,7 +33,9 @@ def test_unknown_preset_lists_valid_names():
     assert "gpt5" in str(err.value) and "llama2-7b" in str(err.value)
 
 
-@pytest.mark.parametrize("field,value", [("n_layers", 0), ("d_model", -8), ("seq_len", 0), ("vocab_size", 1.5)])
+@pytest.mark.parametrize(
+    "field,value", [("n_layers", 0), ("d_model", -8), ("seq_len", 0), ("vocab_size", 1.5)]
+)
 def test_non_positive_sizes_are_refused(field, value):
     kwargs = dict(n_layers=2, d_model=64, n_heads=4, vocab_size=100, seq_len=32)
     kwargs[field] = value

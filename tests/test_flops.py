@@ -11,8 +11,20 @@ SMALL_CONFIGS = [
     preset("tiny"),
     preset("llama-tiny"),
     TransformerConfig(n_layers=3, d_model=48, n_heads=6, vocab_size=97, seq_len=16, bias=False),
-    TransformerConfig(n_layers=2, d_model=32, n_heads=4, n_kv_heads=1, vocab_size=50, seq_len=8, mlp="swiglu",
-                      d_ff=80, tied_embeddings=False, learned_positions=False, norm="rmsnorm", bias=True),
+    TransformerConfig(
+        n_layers=2,
+        d_model=32,
+        n_heads=4,
+        n_kv_heads=1,
+        vocab_size=50,
+        seq_len=8,
+        mlp="swiglu",
+        d_ff=80,
+        tied_embeddings=False,
+        learned_positions=False,
+        norm="rmsnorm",
+        bias=True,
+    ),
     TransformerConfig(n_layers=1, d_model=40, n_heads=2, head_dim=24, vocab_size=30, seq_len=12),
 ]
 
@@ -52,9 +64,13 @@ def test_recompute_adds_hardware_flops():
     assert flops.flops_per_token(cfg, convention="6n", recompute="selective") == 6 * N
     l, h, s = 12, 768, 1024
     base = flops.flops_per_token(cfg, convention="megatron")
-    assert math.isclose(flops.flops_per_token(cfg, convention="megatron", recompute="selective") - base, 4 * s * h * l)
-    assert math.isclose(flops.flops_per_token(cfg, convention="megatron", recompute="full") - base,
-                        24 * l * h**2 * (1 + s / (6 * h)))
+    assert math.isclose(
+        flops.flops_per_token(cfg, convention="megatron", recompute="selective") - base, 4 * s * h * l
+    )
+    assert math.isclose(
+        flops.flops_per_token(cfg, convention="megatron", recompute="full") - base,
+        24 * l * h**2 * (1 + s / (6 * h)),
+    )
 
 
 def test_n_params_override_and_seq_len_override():
@@ -73,10 +89,13 @@ def test_attention_share_grows_with_seq_len():
 
 
 def test_mfu_arithmetic():
-    assert flops.model_flops_utilisation(flops_per_token=6e9, tokens_per_s=1e4, n_devices=2, peak_flops_per_s=1e14) == pytest.approx(0.3)
+    assert flops.model_flops_utilisation(
+        flops_per_token=6e9, tokens_per_s=1e4, n_devices=2, peak_flops_per_s=1e14
+    ) == pytest.approx(0.3)
     # the B1 example: 8.8e16 FLOPs per step in 10.2 s on 64 × 312 TFLOP/s
-    assert flops.step_mfu(flops_per_step=512 * 4096 * 6 * 7e9, step_time_s=10.2, n_devices=64,
-                          peak_flops_per_s=312e12) == pytest.approx(0.4325, abs=1e-4)
+    assert flops.step_mfu(
+        flops_per_step=512 * 4096 * 6 * 7e9, step_time_s=10.2, n_devices=64, peak_flops_per_s=312e12
+    ) == pytest.approx(0.4325, abs=1e-4)
 
 
 @pytest.mark.parametrize("kwargs", [dict(tokens_per_s=0), dict(n_devices=0), dict(peak_flops_per_s=-1)])

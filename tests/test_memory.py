@@ -1,4 +1,5 @@
 """Analytic memory formulas against hand-derived values (Korthikanti Table 2, ZeRO Fig. 1)."""
+
 import pytest
 
 from mfulab import memory
@@ -13,9 +14,13 @@ def test_table2_rows():
     f = memory.activation_bytes_per_layer
     assert f(CFG, micro_batch=1) == SBH * (34 + 5 * A * S / H)
     assert f(CFG, micro_batch=2, tp=8) == 2 * SBH * (10 + 24 / 8 + 5 * A * S / (H * 8))
-    assert f(CFG, micro_batch=1, tp=8, sequence_parallel=True) == pytest.approx(SBH * (34 / 8 + 5 * A * S / (H * 8)))
+    assert f(CFG, micro_batch=1, tp=8, sequence_parallel=True) == pytest.approx(
+        SBH * (34 / 8 + 5 * A * S / (H * 8))
+    )
     assert f(CFG, micro_batch=1, tp=8, recompute="selective") == SBH * (10 + 24 / 8)
-    assert f(CFG, micro_batch=1, tp=8, sequence_parallel=True, recompute="selective") == pytest.approx(SBH * 34 / 8)
+    assert f(CFG, micro_batch=1, tp=8, sequence_parallel=True, recompute="selective") == pytest.approx(
+        SBH * 34 / 8
+    )
     assert f(CFG, micro_batch=1, recompute="full") == 2 * SBH
     assert f(CFG, micro_batch=1, tp=8, sequence_parallel=True, recompute="full") == 2 * SBH / 8
 
@@ -38,7 +43,9 @@ def test_zero_stages():
     assert f(psi, n_devices=n, zero_stage=3) == 16 * psi / n
     # ZeRO paper Fig. 1: 7.5B parameters on 64 GPUs, stage 3 → 1.9 GB
     assert f(7.5e9, n_devices=64, zero_stage=3) / 1e9 == pytest.approx(1.875)
-    assert memory.zero_traffic_bytes_per_step(psi, zero_stage=3) == 1.5 * memory.zero_traffic_bytes_per_step(psi, zero_stage=2)
+    assert memory.zero_traffic_bytes_per_step(psi, zero_stage=3) == 1.5 * memory.zero_traffic_bytes_per_step(
+        psi, zero_stage=2
+    )
 
 
 def test_bad_input():
@@ -57,4 +64,6 @@ def test_memory_per_device_mixes_recomputed_layers():
     none = memory.activation_bytes_per_layer(CFG, micro_batch=1, tp=8)
     m = memory.memory_per_device(CFG, micro_batch=1, tp=8, dp=4, zero_stage=2, recompute_layers=12)
     assert m["activations_bytes"] == pytest.approx(12 * full + 28 * none)
-    assert m["total_bytes"] == pytest.approx(m["model_states_bytes"] + m["activations_bytes"] + m["logits_bytes"])
+    assert m["total_bytes"] == pytest.approx(
+        m["model_states_bytes"] + m["activations_bytes"] + m["logits_bytes"]
+    )

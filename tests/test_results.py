@@ -24,7 +24,9 @@ def test_atomic_dir_replaces_only_on_success(tmp_path):
 def test_write_json_handles_numpy_and_nan(tmp_path):
     import numpy as np
 
-    path = results.write_json(tmp_path / "a.json", {"x": np.float64(1.5), "y": float("nan"), "z": np.arange(3)})
+    path = results.write_json(
+        tmp_path / "a.json", {"x": np.float64(1.5), "y": float("nan"), "z": np.arange(3)}
+    )
     assert json.loads(path.read_text()) == {"x": 1.5, "y": None, "z": [0, 1, 2]}
     assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
 

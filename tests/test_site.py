@@ -1,12 +1,13 @@
 """The course site (built from committed results, checked in headless Chromium), the machine
 comparison, and the measure-then-analyse path of a multi-process study."""
+
 import json
 import shutil
 
 import pytest
 
-from mfulab import compare
 from mfulab.site import build_site
+from mfulab.studies.compare import analysis as compare
 
 from conftest import ROOT
 
@@ -31,16 +32,28 @@ def test_site_builds_offline_from_committed_results(site):
     assert "A19" in index and "figures/mfu.png" in index
 
 
-@pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="Chromium and chromedriver are not installed "
-                    "(Debian: apt-get install chromium chromium-driver; .ci/run does this)")
+@pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER),
+    reason="Chromium and chromedriver are not installed "
+    "(Debian: apt-get install chromium chromium-driver; .ci/run does this)",
+)
 def test_site_in_a_real_browser(site):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     opts = webdriver.ChromeOptions()
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1200,1600", f"--user-data-dir={site / '.chromium'}"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1200,1600",
+        f"--user-data-dir={site / '.chromium'}",
+    ):
         opts.add_argument(flag)
     opts.binary_location = CHROMIUM
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
@@ -51,10 +64,14 @@ def test_site_in_a_real_browser(site):
             errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
             assert not errors, (page.name, errors)
             images = driver.execute_script(
-                "return Array.from(document.images).map(i => [i.currentSrc.slice(0, 60), i.complete, i.naturalWidth])")
+                "return Array.from(document.images).map(i => [i.currentSrc.slice(0, 60), "
+                "i.complete, i.naturalWidth])"
+            )
             for src, complete, width in images:
                 assert complete and width > 0, (page.name, src)
-            links = driver.execute_script("return Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href'))")
+            links = driver.execute_script(
+                "return Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href'))"
+            )
             for href in links:
                 if href.startswith(("http:", "https:", "#", "mailto:")):
                     continue
@@ -74,13 +91,18 @@ def test_compare_two_machines(run_cli, tmp_path):
     fake.mkdir(parents=True)
     metrics = json.loads((ROOT / "results" / COMMITTED / "mfu" / "metrics.json").read_text())
     metrics["matmul_ceiling_flops_per_s"] = 7.0e14
-    metrics["peak"]["datasheet_flops_per_s"] = 9.894e14
+    metrics["datasheet_peak_flops_per_s"] = 9.894e14
+    metrics["ceiling_over_datasheet"] = 7.0e14 / 9.894e14
     (fake / "metrics.json").write_text(json.dumps(metrics))
-    table = compare.comparison_table(root)
+    from mfulab.studies.compare.params import Params
+
+    table = compare.comparison_table(compare.collect(Params(results_root=str(root))))
     row = table.set_index("metric").loc["ceiling / datasheet"]
     assert row["fake-h100-x8"] == pytest.approx(7.0e14 / 9.894e14) and row[COMMITTED] == compare.MISSING
     assert table.set_index("metric").loc["fitted per-step latency α", "fake-h100-x8"] == compare.MISSING
-    proc = run_cli("run", "compare", "--profile", "default", "-p", "results_root", str(root), "--results-root", str(root))
+    proc = run_cli(
+        "run", "compare", "--profile", "default", "-p", "results_root", str(root), "--results-root", str(root)
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads((root / "comparison" / "compare" / "metrics.json").read_text())
     assert out["machines"] == [COMMITTED, "fake-h100-x8"]
@@ -90,7 +112,9 @@ def test_measure_then_analyse_a_multiprocess_study(run_cli, tmp_path):
     meas = tmp_path / "cluster-run"
     proc = run_cli("measure", "overlap", "-f", "studies/overlap/smoke.yaml", "--out", str(meas))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    proc = run_cli("run", "overlap", "--profile", "smoke", "--from", str(meas), "--results-root", str(tmp_path / "r"))
+    proc = run_cli(
+        "run", "overlap", "--profile", "smoke", "--from", str(meas), "--results-root", str(tmp_path / "r")
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rendered = json.loads((tmp_path / "r" / "testbox" / "overlap" / "measurements.json").read_text())
     assert rendered == json.loads((meas / "measurements.json").read_text())

@@ -1,4 +1,5 @@
 """Worker functions the launcher tests run under torchrun (importable by the ranks)."""
+
 import os
 import time
 

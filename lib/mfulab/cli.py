@@ -29,10 +29,17 @@ def _parser() -> argparse.ArgumentParser:
     p_run.add_argument("study")
     p_run.add_argument("--profile", default="auto")
     p_run.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"))
-    p_run.add_argument("--from", dest="from_dir", help="analyse measurements from this folder instead of measuring")
-    p_run.add_argument("--results-root", help="folder holding results/<machine>/ (default: the repo's results/)")
-    p_run.add_argument("--if-changed", action="store_true",
-                       help="skip when the results were made from the same notebook, parameters, library and torch")
+    p_run.add_argument(
+        "--from", dest="from_dir", help="analyse measurements from this folder instead of measuring"
+    )
+    p_run.add_argument(
+        "--results-root", help="folder holding results/<machine>/ (default: the repo's results/)"
+    )
+    p_run.add_argument(
+        "--if-changed",
+        action="store_true",
+        help="skip when the results were made from the same notebook, parameters, library and torch",
+    )
     p_all = sub.add_parser("all", help="every study (unchanged ones are skipped unless --force)")
     p_all.add_argument("--profile", default="auto")
     p_all.add_argument("--force", action="store_true")
@@ -40,7 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     p_site = sub.add_parser("site", help="render a machine's executed notebooks as a static site")
     p_site.add_argument("--machine", help="results/<machine>/ to render (default: this machine)")
     p_site.add_argument("--out", help="output folder (default: site/<machine>)")
-    p_site.add_argument("--results-root", help="folder holding results/<machine>/ (default: the repo's results/)")
+    p_site.add_argument(
+        "--results-root", help="folder holding results/<machine>/ (default: the repo's results/)"
+    )
     p_meas = sub.add_parser("measure", help="run only the measurement, headless")
     p_meas.add_argument("study")
     p_meas.add_argument("-f", "--file", required=True, help="studies/<study>/<profile>.yaml")
@@ -52,8 +61,10 @@ def _parser() -> argparse.ArgumentParser:
 def _list() -> None:
     root = runner.repo_root()
     for study in REGISTRY.values():
-        print(f"{study.id:12s} notebooks/{study.notebook:28s} profiles: "
-              f"{', '.join(runner.profiles(study.id, root))}   {study.title}")
+        print(
+            f"{study.id:12s} notebooks/{study.notebook:28s} profiles: "
+            f"{', '.join(runner.profiles(study.id, root))}   {study.title}"
+        )
 
 
 def main(argv=None) -> int:
@@ -63,30 +74,45 @@ def main(argv=None) -> int:
     try:
         if args.command == "measure":
             runner.main_guard_malloc(argv)
-            out = runner.measure(args.study, param_file=args.file,
-                                 overrides=runner.parse_overrides(args.parameter), out=args.out)
+            out = runner.measure(
+                args.study,
+                param_file=args.file,
+                overrides=runner.parse_overrides(args.parameter),
+                out=args.out,
+            )
             print(f"measurements written to {out}")
         elif args.command == "site":
             from .site import build_site
 
             root = runner.repo_root()
             machine = args.machine or hardware.machine_slug()
-            out = build_site(args.results_root or root / "results", machine, args.out or root / "site" / machine)
+            out = build_site(
+                args.results_root or root / "results", machine, args.out or root / "site" / machine
+            )
             print(f"site written to {out / 'index.html'}")
         elif args.command == "list":
             _list()
         elif args.command == "all":
             runner.run_all(profile=args.profile, force=args.force, results_root=args.results_root)
         else:
-            runner.run(args.study, profile=args.profile, overrides=runner.parse_overrides(args.parameter),
-                       from_dir=args.from_dir, results_root=args.results_root, if_changed=args.if_changed)
+            runner.run(
+                args.study,
+                profile=args.profile,
+                overrides=runner.parse_overrides(args.parameter),
+                from_dir=args.from_dir,
+                results_root=args.results_root,
+                if_changed=args.if_changed,
+            )
         return 0
     except (ParameterError, FileNotFoundError, FileExistsError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except Exception as err:  # papermill's execution error carries the failing cell's message
         if type(err).__name__ == "PapermillExecutionError":
-            print(f"error: the notebook failed in cell {err.exec_count}: {err.ename}: {err.evalue}\n"
-                  "earlier results were left untouched", file=sys.stderr)
+            print(
+                f"error: the notebook failed in cell {err.exec_count}: {err.ename}: {err.evalue}\n"
+                "earlier results were left untouched",
+                file=sys.stderr,
+            )
             return 1
         raise

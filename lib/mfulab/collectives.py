@@ -44,12 +44,18 @@ def _buffers(op, nbytes, n, rank, device, dtype):
     if op == "all_reduce":
         return torch.full((total,), value, device=device, dtype=dtype), None
     if op == "all_gather":
-        return torch.full((total // n,), value, device=device, dtype=dtype), torch.empty(total, device=device, dtype=dtype)
+        return torch.full((total // n,), value, device=device, dtype=dtype), torch.empty(
+            total, device=device, dtype=dtype
+        )
     if op == "reduce_scatter":
-        return torch.full((total,), value, device=device, dtype=dtype), torch.empty(total // n, device=device, dtype=dtype)
+        return torch.full((total,), value, device=device, dtype=dtype), torch.empty(
+            total // n, device=device, dtype=dtype
+        )
     if op == "broadcast":
         return torch.full((total,), value, device=device, dtype=dtype), None
-    raise ParameterError(f"the benchmark runs all_reduce, all_gather, reduce_scatter and broadcast; got {op!r}")
+    raise ParameterError(
+        f"the benchmark runs all_reduce, all_gather, reduce_scatter and broadcast; got {op!r}"
+    )
 
 
 def expected_result(op: str, n: int, numel: int):
@@ -106,22 +112,33 @@ def benchmark(*, ops, sizes_bytes, warmup: int, iters: int, device: str) -> list
             times, wrong = [], 0
             for i in range(warmup + iters):
                 inp, out = _buffers(op, nbytes, n, rank, device, dtype)
-                dt, result = slowest_rank_time(lambda: _run_op(op, inp, out), device)
+                dt, result = slowest_rank_time(lambda op=op, inp=inp, out=out: _run_op(op, inp, out), device)
                 if i >= warmup:
                     times.append(dt)
                     wrong += count_wrong(op, result, n)
             wrong_total = int(reduce_scalar(wrong, "sum"))
             total_bytes = (inp.numel() if op != "all_gather" else out.numel()) * inp.element_size()
             t = summarize(times)
-            rows.append({"op": op, "size_bytes": total_bytes, "count": total_bytes // inp.element_size(),
-                         "time_s": t.median_s, "q1_s": t.q1_s, "q3_s": t.q3_s, "n": t.n,
-                         "algbw_bytes_per_s": total_bytes / t.median_s,
-                         "busbw_bytes_per_s": total_bytes / t.median_s * bus_factor(op, n), "wrong": wrong_total})
+            rows.append(
+                {
+                    "op": op,
+                    "size_bytes": total_bytes,
+                    "count": total_bytes // inp.element_size(),
+                    "time_s": t.median_s,
+                    "q1_s": t.q1_s,
+                    "q3_s": t.q3_s,
+                    "n": t.n,
+                    "algbw_bytes_per_s": total_bytes / t.median_s,
+                    "busbw_bytes_per_s": total_bytes / t.median_s * bus_factor(op, n),
+                    "wrong": wrong_total,
+                }
+            )
     return rows
 
 
-def all_reduce_alpha_beta(*, device: str, sizes_bytes=tuple(2**k for k in range(12, 25, 2)), warmup: int = 1,
-                          iters: int = 5) -> dict:
+def all_reduce_alpha_beta(
+    *, device: str, sizes_bytes=tuple(2**k for k in range(12, 25, 2)), warmup: int = 1, iters: int = 5
+) -> dict:
     """Inside a process group: α (per-step latency) and link bandwidth of this group's
     all-reduce, fitted (``comm.fit_alpha_beta``) to :func:`benchmark`'s medians."""
     import torch.distributed as dist
@@ -129,8 +146,9 @@ def all_reduce_alpha_beta(*, device: str, sizes_bytes=tuple(2**k for k in range(
     from .comm import fit_alpha_beta
 
     rows = benchmark(ops=["all_reduce"], sizes_bytes=sizes_bytes, warmup=warmup, iters=iters, device=device)
-    fit = fit_alpha_beta([r["size_bytes"] for r in rows], [r["time_s"] for r in rows], dist.get_world_size(),
-                         "all_reduce")
+    fit = fit_alpha_beta(
+        [r["size_bytes"] for r in rows], [r["time_s"] for r in rows], dist.get_world_size(), "all_reduce"
+    )
     return {**fit, "rows": rows, "wrong": sum(r["wrong"] for r in rows)}
 
 
@@ -140,7 +158,16 @@ def collective_benchmark_worker(spec: dict) -> dict:
     import torch.distributed as dist
 
     torch.set_num_threads(spec.get("threads_per_rank", 1))
-    rows = benchmark(ops=spec["ops"], sizes_bytes=spec["sizes_bytes"], warmup=spec["warmup"], iters=spec["iters"],
-                     device=spec["device"])
-    return {"world_size": dist.get_world_size(), "device": spec["device"], "rows": rows,
-            "benchmark_version": BENCHMARK_VERSION["collectives"]}
+    rows = benchmark(
+        ops=spec["ops"],
+        sizes_bytes=spec["sizes_bytes"],
+        warmup=spec["warmup"],
+        iters=spec["iters"],
+        device=spec["device"],
+    )
+    return {
+        "world_size": dist.get_world_size(),
+        "device": spec["device"],
+        "rows": rows,
+        "benchmark_version": BENCHMARK_VERSION["collectives"],
+    }

@@ -97,15 +97,24 @@ def fit_alpha_beta(sizes_bytes, times_s, n: int, op: str = "all_reduce") -> dict
     alpha = max(intercept, 0.0) / steps
     link = factor / slope if slope > 0 else float("inf")
     predicted = np.array([collective_time(op, x, n, alpha_s=alpha, link_bytes_per_s=link) for x in s])
-    return {"op": op, "n": n, "alpha_s": alpha, "link_bytes_per_s": link,
-            "relative_residuals": ((predicted - t) / t).tolist()}
+    return {
+        "op": op,
+        "n": n,
+        "alpha_s": alpha,
+        "link_bytes_per_s": link,
+        "relative_residuals": ((predicted - t) / t).tolist(),
+    }
 
 
 def nccl_tests_table(rows) -> str:
     """The benchmark in nccl-tests' column layout (size, count, type, time in µs, GB/s, #wrong)."""
-    lines = [f"{'op':>15} {'size(B)':>12} {'count':>11} {'type':>6} {'time(us)':>10} {'algbw(GB/s)':>12} "
-             f"{'busbw(GB/s)':>12} {'#wrong':>7}"]
+    lines = [
+        f"{'op':>15} {'size(B)':>12} {'count':>11} {'type':>6} {'time(us)':>10} {'algbw(GB/s)':>12} "
+        f"{'busbw(GB/s)':>12} {'#wrong':>7}"
+    ]
     for r in rows:
-        lines.append(f"{r['op']:>15} {r['size_bytes']:>12} {r['count']:>11} {'float':>6} {r['time_s'] * 1e6:>10.1f} "
-                     f"{r['algbw_bytes_per_s'] / 1e9:>12.3f} {r['busbw_bytes_per_s'] / 1e9:>12.3f} {r['wrong']:>7}")
+        lines.append(
+            f"{r['op']:>15} {r['size_bytes']:>12} {r['count']:>11} {'float':>6} {r['time_s'] * 1e6:>10.1f} "
+            f"{r['algbw_bytes_per_s'] / 1e9:>12.3f} {r['busbw_bytes_per_s'] / 1e9:>12.3f} {r['wrong']:>7}"
+        )
     return "\n".join(lines)

@@ -34,7 +34,8 @@ RUNNER_PARAMS = ("from_dir", "out_dir")  # injected by the runner into every stu
 # :func:`check_recompute`, naming the valid ones.
 RECOMPUTE_POLICIES = {
     "none": "keep every activation for backward",
-    "selective": "recompute the attention core (QKᵀ, softmax, ·V) in backward (Korthikanti et al. 2022, §4.3)",
+    "selective": "recompute the attention core (QKᵀ, softmax, ·V) in backward (Korthikanti et al. "
+    "2022, §4.3)",
     "mlp": "recompute the MLP branch from its input (the source article's A14 policy)",
     "full": "keep only each block's input and recompute the whole block in backward",
     "sac": "torch selective activation checkpointing: keep matmul and attention outputs, recompute the rest",
@@ -62,7 +63,10 @@ def check_param_names(params: dict, known) -> None:
 def require_positive_int(name: str, value, *, allow_zero: bool = False) -> None:
     ok = isinstance(value, int) and not isinstance(value, bool) and (value >= 0 if allow_zero else value > 0)
     if not ok:
-        raise ParameterError(f"{name} must be a {'non-negative' if allow_zero else 'positive'} integer, got {value!r}")
+        raise ParameterError(
+            f"{name} must be a {'non-negative' if allow_zero else 'positive'} integer, got {value!r}"
+        )
+
 
 NORM_KINDS = ("layernorm", "rmsnorm")
 
@@ -112,7 +116,7 @@ class TransformerConfig:
         if self.norm not in NORM_KINDS:
             raise ParameterError(f"norm must be one of {NORM_KINDS}, got {self.norm!r}")
 
-    def with_(self, **changes) -> "TransformerConfig":
+    def with_(self, **changes) -> TransformerConfig:
         """A copy with some fields changed (e.g. ``cfg.with_(seq_len=2048)``)."""
         return replace(self, **changes)
 
@@ -121,14 +125,27 @@ class TransformerConfig:
 
 
 def _gpt(name, n_layers, d_model, n_heads, seq_len=1024, vocab_size=50257):
-    return TransformerConfig(n_layers=n_layers, d_model=d_model, n_heads=n_heads,
-                             vocab_size=vocab_size, seq_len=seq_len, name=name)
+    return TransformerConfig(
+        n_layers=n_layers, d_model=d_model, n_heads=n_heads, vocab_size=vocab_size, seq_len=seq_len, name=name
+    )
 
 
 def _llama(name, n_layers, d_model, n_heads, d_ff, n_kv_heads=None, seq_len=4096):
-    return TransformerConfig(n_layers=n_layers, d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads,
-                             d_ff=d_ff, vocab_size=32000, seq_len=seq_len, mlp="swiglu", norm="rmsnorm",
-                             bias=False, tied_embeddings=False, learned_positions=False, name=name)
+    return TransformerConfig(
+        n_layers=n_layers,
+        d_model=d_model,
+        n_heads=n_heads,
+        n_kv_heads=n_kv_heads,
+        d_ff=d_ff,
+        vocab_size=32000,
+        seq_len=seq_len,
+        mlp="swiglu",
+        norm="rmsnorm",
+        bias=False,
+        tied_embeddings=False,
+        learned_positions=False,
+        name=name,
+    )
 
 
 PRESETS: dict[str, TransformerConfig] = {

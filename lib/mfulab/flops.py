@@ -29,7 +29,11 @@ from __future__ import annotations
 from .config import ParameterError, TransformerConfig, check_recompute
 
 CONVENTIONS = ("6n", "palm", "causal", "megatron")
-RECOMPUTE = ("none", "selective", "full")  # the policies hardware FLOPs are modelled for (config.RECOMPUTE_POLICIES)
+RECOMPUTE = (
+    "none",
+    "selective",
+    "full",
+)  # the policies hardware FLOPs are modelled for (config.RECOMPUTE_POLICIES)
 
 
 # ---------------------------------------------------------------------------- parameters
@@ -86,8 +90,14 @@ def attention_flops_per_token(cfg: TransformerConfig, *, seq_len: int | None = N
     return 12.0 * L * H * Q * T
 
 
-def flops_per_token(cfg: TransformerConfig, *, convention: str = "palm", recompute: str = "none",
-                    n_params: int | None = None, seq_len: int | None = None) -> float:
+def flops_per_token(
+    cfg: TransformerConfig,
+    *,
+    convention: str = "palm",
+    recompute: str = "none",
+    n_params: int | None = None,
+    seq_len: int | None = None,
+) -> float:
     """Training FLOPs per token (forward + backward) under ``convention``; with
     ``recompute`` other than ``none`` the hardware FLOPs (HFU numerator) instead.
 
@@ -106,9 +116,9 @@ def flops_per_token(cfg: TransformerConfig, *, convention: str = "palm", recompu
     if convention == "megatron":
         l, h, s, V = cfg.n_layers, cfg.d_model, T, cfg.vocab_size
         model_flops = 72.0 * l * h**2 * (1 + s / (6 * h) + V / (12 * l * h))
-        extra = {"none": 0.0,
-                 "selective": 4.0 * s * h * l,
-                 "full": 24.0 * l * h**2 * (1 + s / (6 * h))}[recompute]
+        extra = {"none": 0.0, "selective": 4.0 * s * h * l, "full": 24.0 * l * h**2 * (1 + s / (6 * h))}[
+            recompute
+        ]
         return model_flops + extra
 
     N = param_count(cfg) if n_params is None else n_params
@@ -116,9 +126,11 @@ def flops_per_token(cfg: TransformerConfig, *, convention: str = "palm", recompu
     attn_fwd_flops = attention_flops_per_token(cfg, seq_len=T) / 3  # 4·L·H·Q·T forward
     attn_weight = {"6n": 0.0, "palm": 1.0, "causal": 0.5}[convention]
     model_flops = dense_flops + attn_weight * 3 * attn_fwd_flops
-    extra = {"none": 0.0,
-             "selective": attn_weight * attn_fwd_flops,
-             "full": 2.0 * N + attn_weight * attn_fwd_flops}[recompute]
+    extra = {
+        "none": 0.0,
+        "selective": attn_weight * attn_fwd_flops,
+        "full": 2.0 * N + attn_weight * attn_fwd_flops,
+    }[recompute]
     return model_flops + extra
 
 
@@ -129,7 +141,9 @@ def exact_matmul_flops_per_token(cfg: TransformerConfig, *, seq_len: int | None 
     return 6.0 * matmul_param_count(cfg) + attention_flops_per_token(cfg, seq_len=seq_len)
 
 
-def attention_flops_share(cfg: TransformerConfig, *, convention: str = "palm", seq_len: int | None = None) -> float:
+def attention_flops_share(
+    cfg: TransformerConfig, *, convention: str = "palm", seq_len: int | None = None
+) -> float:
     """Fraction of model FLOPs per token spent in the attention matmuls under ``convention``."""
     total = flops_per_token(cfg, convention=convention, seq_len=seq_len)
     without = flops_per_token(cfg, convention="6n", seq_len=seq_len)
@@ -141,12 +155,18 @@ def attention_flops_share(cfg: TransformerConfig, *, convention: str = "palm", s
 
 
 # ---------------------------------------------------------------------------- utilisation
-def model_flops_utilisation(*, flops_per_token: float, tokens_per_s: float, n_devices: int, peak_flops_per_s: float) -> float:
+def model_flops_utilisation(
+    *, flops_per_token: float, tokens_per_s: float, n_devices: int, peak_flops_per_s: float
+) -> float:
     """Model FLOPs utilisation: achieved model FLOP/s over the devices' summed peak
     (Chowdhery et al. 2022, PaLM, Sec. 4.1 / App. B). Pass hardware FLOPs per token
     (``recompute`` ≠ ``none``) to get HFU instead."""
-    for name, value in (("flops_per_token", flops_per_token), ("tokens_per_s", tokens_per_s),
-                        ("n_devices", n_devices), ("peak_flops_per_s", peak_flops_per_s)):
+    for name, value in (
+        ("flops_per_token", flops_per_token),
+        ("tokens_per_s", tokens_per_s),
+        ("n_devices", n_devices),
+        ("peak_flops_per_s", peak_flops_per_s),
+    ):
         if not value > 0:
             raise ParameterError(f"{name} must be positive, got {value}")
     achieved_flops_per_s = flops_per_token * tokens_per_s
@@ -158,5 +178,9 @@ def step_mfu(*, flops_per_step: float, step_time_s: float, n_devices: int, peak_
     """MFU of one step: FLOPs per step / (devices × peak × step time); the form the articles use."""
     if not step_time_s > 0:
         raise ParameterError(f"step_time_s must be positive, got {step_time_s}")
-    return model_flops_utilisation(flops_per_token=flops_per_step, tokens_per_s=1.0 / step_time_s,
-               n_devices=n_devices, peak_flops_per_s=peak_flops_per_s)
+    return model_flops_utilisation(
+        flops_per_token=flops_per_step,
+        tokens_per_s=1.0 / step_time_s,
+        n_devices=n_devices,
+        peak_flops_per_s=peak_flops_per_s,
+    )

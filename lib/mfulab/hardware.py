@@ -1,9 +1,9 @@
 """Dense peak FLOP/s and memory bandwidth per accelerator, device detection, and the
 machine fingerprint and slug that name ``results/<machine>/``.
 
-Every peak is the *dense* datasheet number (never the 2:4-sparsity one) and every entry
-names its source, as torchtitan's ``get_peak_flops`` does. An unknown device is refused,
-not guessed: pass the peak explicitly, or use the measured matmul ceiling
+The table lives in ``devices.yaml``: every peak is the *dense* datasheet number (never the
+2:4-sparsity one) and every entry names its source, as torchtitan's ``get_peak_flops`` does.
+An unknown device is refused, not guessed: pass the peak explicitly, or use the measured matmul ceiling
 (``measure.matmul_ceiling``), which is what the CPU profiles do.
 """
 
@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from .config import ParameterError
 
@@ -31,37 +32,25 @@ class DeviceSpec:
     note: str = ""
 
 
-DEVICES: tuple[DeviceSpec, ...] = (
-    DeviceSpec("h100-pcie", ("h100", "pcie"),
-               {"bf16": 756 * TERA, "fp16": 756 * TERA, "tf32": 378 * TERA, "fp32": 51 * TERA}, 2.0e12,
-               "https://www.nvidia.com/en-us/data-center/h100/",
-               "datasheet lists with-sparsity tensor numbers; dense is half"),
-    DeviceSpec("h100-sxm", ("h100",),
-               {"bf16": 989.4 * TERA, "fp16": 989.4 * TERA, "tf32": 494.7 * TERA, "fp32": 66.9 * TERA}, 3.35e12,
-               "https://www.nvidia.com/en-us/data-center/h100/",
-               "H100 SXM5; datasheet lists with-sparsity tensor numbers; dense is half"),
-    DeviceSpec("h200", ("h200",),
-               {"bf16": 989.4 * TERA, "fp16": 989.4 * TERA, "tf32": 494.7 * TERA, "fp32": 66.9 * TERA}, 4.8e12,
-               "https://www.nvidia.com/en-us/data-center/h200/",
-               "H200 SXM; same tensor cores as H100 SXM, more and faster HBM3e"),
-    DeviceSpec("b200", ("b200",),
-               {"bf16": 2250 * TERA, "fp16": 2250 * TERA, "tf32": 1125 * TERA, "fp32": 75 * TERA}, 8.0e12,
-               "https://www.nvidia.com/en-us/data-center/hgx/",
-               "HGX B200 per GPU (8-GPU totals / 8); dense is half the with-sparsity number"),
-    DeviceSpec("a100", ("a100",),
-               {"bf16": 312 * TERA, "fp16": 312 * TERA, "tf32": 156 * TERA, "fp32": 19.5 * TERA}, 2.039e12,
-               "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
-               "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
-               "bandwidth is the 80GB SXM figure (40GB: 1.555e12)"),
-    DeviceSpec("mi300x", ("mi300x",),
-               {"bf16": 1307.4 * TERA, "fp16": 1307.4 * TERA, "tf32": 653.7 * TERA, "fp32": 163.4 * TERA}, 5.3e12,
-               "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html"),
-    DeviceSpec("ascend-910b", ("910b",),
-               {"bf16": 320 * TERA, "fp16": 320 * TERA}, 1.6e12,
-               "https://www.hiascend.com/hardware/product",
-               "approximate: Huawei publishes no per-SKU datasheet (910B1-B4 differ); "
-               "320 TFLOP/s fp16 is the commonly cited 910B figure, the article uses 3.2e14"),
-)
+def _load_devices() -> tuple[DeviceSpec, ...]:
+    """The table in ``devices.yaml`` (next to this module), one :class:`DeviceSpec` per entry."""
+    import yaml
+
+    entries = yaml.safe_load((Path(__file__).with_name("devices.yaml")).read_text())
+    return tuple(
+        DeviceSpec(
+            e["key"],
+            tuple(e["match"]),
+            {k: v * TERA for k, v in e["tflops"].items()},
+            e["mem_gb_per_s"] * 1e9,
+            e["source"],
+            e.get("note", ""),
+        )
+        for e in entries
+    )
+
+
+DEVICES: tuple[DeviceSpec, ...] = _load_devices()
 
 
 def known_devices() -> list[str]:
@@ -80,15 +69,17 @@ def device_spec(name: str) -> DeviceSpec:
             return spec
     raise ParameterError(
         f"no datasheet peak for device {name!r}; known devices: {', '.join(known_devices())}. "
-        "Pass the peak explicitly or use the measured matmul ceiling.")
+        "Pass the peak explicitly or use the measured matmul ceiling."
+    )
 
 
 def peak_flops_per_s(device: str, dtype: str = "bf16") -> float:
     """Dense datasheet peak FLOP/s of one ``device`` for ``dtype`` (bf16, fp16, tf32, fp32)."""
     spec = device_spec(device)
     if dtype not in spec.flops_per_s:
-        raise ParameterError(f"{spec.key} has no published dense {dtype} peak; "
-                             f"known: {', '.join(spec.flops_per_s)}")
+        raise ParameterError(
+            f"{spec.key} has no published dense {dtype} peak; known: {', '.join(spec.flops_per_s)}"
+        )
     return spec.flops_per_s[dtype]
 
 
@@ -103,8 +94,10 @@ def resolve_device(device: str = "auto") -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise ParameterError("device 'cuda' was asked for but CUDA is not available on this machine "
-                             "(use device: auto or cpu, or the cpu profile)")
+        raise ParameterError(
+            "device 'cuda' was asked for but CUDA is not available on this machine "
+            "(use device: auto or cpu, or the cpu profile)"
+        )
     return device
 
 
@@ -139,8 +132,12 @@ def cpu_model() -> str:
 
 def _nvidia_driver() -> str | None:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -196,14 +193,18 @@ def fingerprint() -> dict:
         info["memory_total_bytes"] = None
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
-        info.update({
-            "device_name": props.name,
-            "device_count": torch.cuda.device_count(),
-            "device_memory_bytes": props.total_memory,
-            "driver": _nvidia_driver(),
-            "cudnn": torch.backends.cudnn.version(),
-            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if hasattr(torch.cuda, "nccl") else None,
-        })
+        info.update(
+            {
+                "device_name": props.name,
+                "device_count": torch.cuda.device_count(),
+                "device_memory_bytes": props.total_memory,
+                "driver": _nvidia_driver(),
+                "cudnn": torch.backends.cudnn.version(),
+                "nccl": ".".join(map(str, torch.cuda.nccl.version()))
+                if hasattr(torch.cuda, "nccl")
+                else None,
+            }
+        )
         try:
             spec = device_spec(props.name)
             info["datasheet"] = asdict(spec)

@@ -1,7 +1,7 @@
 """Run a worker function on N processes under ``torchrun`` (torch.distributed.run), with
 timeouts, whole-group cleanup and the worker's traceback surfaced.
 
-``launch("mfulab.overlap:worker", spec, nproc=2)`` runs
+``launch("package.module:worker", spec, nproc=2)`` runs
 ``python -m torch.distributed.run --standalone --nproc_per_node 2 -m mfulab.launch ...``
 in a new process session. Each rank initialises ``torch.distributed`` (NCCL on CUDA, gloo
 on CPU) with ``init_timeout_s``, calls ``worker(spec)``, and rank 0 writes the returned
@@ -80,8 +80,10 @@ def check_world_size(nproc: int, device: str) -> None:
         from .hardware import usable_cpus
 
         if nproc > usable_cpus() * 4:
-            raise ParameterError(f"nproc={nproc} CPU processes on {usable_cpus()} usable cores is more than this "
-                                 "launcher allows (4 per core)")
+            raise ParameterError(
+                f"nproc={nproc} CPU processes on {usable_cpus()} usable cores is more than this "
+                "launcher allows (4 per core)"
+            )
 
 
 def _kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
@@ -100,27 +102,57 @@ def _kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
             continue
 
 
-def launch(target: str, spec: dict, *, nproc: int, device: str = "cpu", timeout_s: float = 600,
-           init_timeout_s: float = 60) -> dict:
+def launch(
+    target: str,
+    spec: dict,
+    *,
+    nproc: int,
+    device: str = "cpu",
+    timeout_s: float = 600,
+    init_timeout_s: float = 60,
+) -> dict:
     """Run ``target`` ("module:function") on ``nproc`` ranks; return rank 0's records."""
     check_world_size(nproc, device)
     with tempfile.TemporaryDirectory(prefix="mfulab-launch-") as tmp:
         tmp = Path(tmp)
         (tmp / "spec.json").write_text(json.dumps(spec))
         log_path = tmp / "torchrun.log"
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "-m", "mfulab.launch", "--target", target, "--spec", str(tmp / "spec.json"), "--out", str(tmp),
-               "--device", device, "--init-timeout", str(init_timeout_s)]
-        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-               "PYTHONUNBUFFERED": "1"}
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={nproc}",
+            "-m",
+            "mfulab.launch",
+            "--target",
+            target,
+            "--spec",
+            str(tmp / "spec.json"),
+            "--out",
+            str(tmp),
+            "--device",
+            device,
+            "--init-timeout",
+            str(init_timeout_s),
+        ]
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+            "PYTHONUNBUFFERED": "1",
+        }
         with open(log_path, "w") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
             try:
                 rc = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
-                raise LaunchError(f"{target} on {nproc} ranks ran past timeout_s={timeout_s} and was killed "
-                                  f"(whole process group).\n--- log tail ---\n{_tail(log_path)}") from None
+                raise LaunchError(
+                    f"{target} on {nproc} ranks ran past timeout_s={timeout_s} and was killed "
+                    f"(whole process group).\n--- log tail ---\n{_tail(log_path)}"
+                ) from None
             except BaseException:  # Ctrl-C in the notebook: take the workers down too
                 _kill_group(proc)
                 raise
@@ -143,13 +175,16 @@ def _tail(path: Path, n_chars: int = 4000) -> str:
         return "(no log)"
 
 
-def run(target: str, spec: dict, *, nproc: int, device: str, timeout_s: float = 600,
-        init_timeout_s: float = 60) -> dict | None:
+def run(
+    target: str, spec: dict, *, nproc: int, device: str, timeout_s: float = 600, init_timeout_s: float = 60
+) -> dict | None:
     """Inside a distributed job (torchrun/srun started this process): initialise the process
     group if needed and call the worker here (every rank returns; rank 0's records matter).
     Otherwise: :func:`launch` a local torchrun job."""
     if not in_distributed_env():
-        return launch(target, spec, nproc=nproc, device=device, timeout_s=timeout_s, init_timeout_s=init_timeout_s)
+        return launch(
+            target, spec, nproc=nproc, device=device, timeout_s=timeout_s, init_timeout_s=init_timeout_s
+        )
     import torch.distributed as dist
 
     if not dist.is_initialized():
@@ -194,8 +229,9 @@ def _worker_main(argv=None) -> int:
         dist.barrier()
         dist.destroy_process_group()
     except BaseException:
-        (out / f"error-rank{rank}.txt").write_text(f"[{time.strftime('%H:%M:%S')}] rank {rank}\n"
-                                                   + traceback.format_exc())
+        (out / f"error-rank{rank}.txt").write_text(
+            f"[{time.strftime('%H:%M:%S')}] rank {rank}\n" + traceback.format_exc()
+        )
         raise
     # The work is done and written. Skip interpreter teardown: torch's C++ static destructors
     # sometimes abort ("terminate called without an active exception") while gloo/DDP

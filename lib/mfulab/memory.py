@@ -39,10 +39,17 @@ def _check_positive(**values):
             raise ParameterError(f"{name} must be positive, got {value!r}")
 
 
-def activation_bytes_per_layer(cfg: TransformerConfig, *, micro_batch: int, tp: int = 1,
-                               sequence_parallel: bool = False, recompute: str = "none",
-                               bytes_per_elem: float = 2, dropout: bool = True,
-                               seq_len: int | None = None) -> float:
+def activation_bytes_per_layer(
+    cfg: TransformerConfig,
+    *,
+    micro_batch: int,
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    recompute: str = "none",
+    bytes_per_elem: float = 2,
+    dropout: bool = True,
+    seq_len: int | None = None,
+) -> float:
     """Bytes of activations one transformer layer keeps for backward (Korthikanti Table 2).
 
     ``recompute``: ``none``; ``selective`` (the attention core — scores, softmax, dropout,
@@ -94,10 +101,21 @@ def zero_traffic_bytes_per_step(n_params: float, *, zero_stage: int, bytes_per_e
     return (3 if zero_stage == 3 else 2) * n_params * bytes_per_elem
 
 
-def memory_per_device(cfg: TransformerConfig, *, micro_batch: int, tp: int = 1, pp: int = 1, dp: int = 1,
-                      zero_stage: int = 0, sequence_parallel: bool = False, recompute: str = "none",
-                      recompute_layers: int | None = None, n_params: float | None = None,
-                      bytes_per_elem: float = 2, dropout: bool = True) -> dict:
+def memory_per_device(
+    cfg: TransformerConfig,
+    *,
+    micro_batch: int,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int = 1,
+    zero_stage: int = 0,
+    sequence_parallel: bool = False,
+    recompute: str = "none",
+    recompute_layers: int | None = None,
+    n_params: float | None = None,
+    bytes_per_elem: float = 2,
+    dropout: bool = True,
+) -> dict:
     """Estimated bytes per device: model states + activations + output logits.
 
     - model states: ZeRO over ``dp`` of the parameters this device holds, N / (tp·pp);
@@ -115,12 +133,23 @@ def memory_per_device(cfg: TransformerConfig, *, micro_batch: int, tp: int = 1, 
         raise ParameterError(f"recompute_layers must be between 0 and n_layers={L}; got {recompute_layers}")
     n = param_count(cfg) if n_params is None else n_params
     states = model_state_bytes_per_device(n / (tp * pp), n_devices=dp, zero_stage=zero_stage)
-    kw = dict(micro_batch=micro_batch, tp=tp, sequence_parallel=sequence_parallel, bytes_per_elem=bytes_per_elem,
-              dropout=dropout)
+    kw = dict(
+        micro_batch=micro_batch,
+        tp=tp,
+        sequence_parallel=sequence_parallel,
+        bytes_per_elem=bytes_per_elem,
+        dropout=dropout,
+    )
     n_recomputed = L if recompute_layers is None and recompute != "none" else (recompute_layers or 0)
     policy = recompute if recompute != "none" else "full"
-    act = ((L - n_recomputed) * activation_bytes_per_layer(cfg, recompute="none", **kw)
-           + n_recomputed * activation_bytes_per_layer(cfg, recompute=policy, **kw))
+    act = (L - n_recomputed) * activation_bytes_per_layer(
+        cfg, recompute="none", **kw
+    ) + n_recomputed * activation_bytes_per_layer(cfg, recompute=policy, **kw)
     logits = 4 * cfg.seq_len * micro_batch * cfg.vocab_size / tp
-    return {"model_states_bytes": states, "activations_bytes": act, "logits_bytes": logits,
-            "total_bytes": states + act + logits, "recomputed_layers": n_recomputed}
+    return {
+        "model_states_bytes": states,
+        "activations_bytes": act,
+        "logits_bytes": logits,
+        "total_bytes": states + act + logits,
+        "recomputed_layers": n_recomputed,
+    }

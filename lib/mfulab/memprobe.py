@@ -56,10 +56,17 @@ def run_in_fresh_process(target: str, spec: dict, *, timeout_s: float = 300) -> 
     return the dict it returns. Peak memory is measured this way on CPU: the peak of a
     process never goes down, so each point needs a process of its own."""
     module, function = target.split(":")
-    code = (f"import json, sys; from {module} import {function} as f; "
-            f"print(json.dumps(f(json.load(sys.stdin))))")
-    proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(spec), capture_output=True, text=True,
-                          timeout=timeout_s, env={**os.environ, **PEAK_MALLOC_ENV})
+    code = (
+        f"import json, sys; from {module} import {function} as f; print(json.dumps(f(json.load(sys.stdin))))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(spec),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env={**os.environ, **PEAK_MALLOC_ENV},
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"{target} failed in its own process:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -73,8 +80,12 @@ def peak_rss_of(step) -> dict:
     before = current_rss_bytes()
     step()
     peak = peak_rss_bytes(method)
-    return {"before_bytes": before, "peak_bytes": peak, "step_added_bytes": peak - before,
-            "method": f"fresh process, {method}"}
+    return {
+        "before_bytes": before,
+        "peak_bytes": peak,
+        "step_added_bytes": peak - before,
+        "method": f"fresh process, {method}",
+    }
 
 
 def cuda_peak_of(step) -> dict:
@@ -90,16 +101,30 @@ def cuda_peak_of(step) -> dict:
     step()
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated()
-    return {"before_bytes": before, "peak_bytes": peak, "step_added_bytes": peak - before,
-            "method": "torch.cuda.max_memory_allocated"}
+    return {
+        "before_bytes": before,
+        "peak_bytes": peak,
+        "step_added_bytes": peak - before,
+        "method": "torch.cuda.max_memory_allocated",
+    }
 
 
 # ---------------------------------------------------------------------------- saved tensors
 # ops whose backward uses their own output: a tensor saved right after one of these ran is
 # its output; any other saved tensor is an input of the op that dispatches next
-OUTPUT_SAVING_OPS = {"_softmax", "_log_softmax", "native_layer_norm", "tanh", "sigmoid", "exp",
-                     "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
-                     "_scaled_dot_product_efficient_attention"}
+OUTPUT_SAVING_OPS = {
+    "_softmax",
+    "_log_softmax",
+    "native_layer_norm",
+    "tanh",
+    "sigmoid",
+    "exp",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+}
+
+
 class SavedTensorAccountant:
     """Records every tensor autograd saves for backward during a forward pass."""
 
@@ -128,8 +153,9 @@ class SavedTensorAccountant:
                 out = func(*args, **(kwargs or {}))
                 accountant._last_op = name
                 outs = out if isinstance(out, (tuple, list)) else (out,)
-                accountant._last_outputs = {o.untyped_storage().data_ptr() for o in outs
-                                            if isinstance(o, accountant._torch.Tensor)}
+                accountant._last_outputs = {
+                    o.untyped_storage().data_ptr() for o in outs if isinstance(o, accountant._torch.Tensor)
+                }
                 return out
 
         self._mode = _OpNamer()
@@ -138,9 +164,15 @@ class SavedTensorAccountant:
         if not isinstance(tensor, self._torch.Tensor):
             return None
         storage = tensor.untyped_storage()
-        record = {"module": self._stack[-1], "op": op, "shape": tuple(tensor.shape),
-                  "dtype": str(tensor.dtype).replace("torch.", ""), "storage": storage.data_ptr(),
-                  "bytes": storage.nbytes(), "parameter": storage.data_ptr() in self._param_ptrs}
+        record = {
+            "module": self._stack[-1],
+            "op": op,
+            "shape": tuple(tensor.shape),
+            "dtype": str(tensor.dtype).replace("torch.", ""),
+            "storage": storage.data_ptr(),
+            "bytes": storage.nbytes(),
+            "parameter": storage.data_ptr() in self._param_ptrs,
+        }
         self.records.append(record)
         return record
 
@@ -150,6 +182,7 @@ class SavedTensorAccountant:
         def enter(name):
             def hook(module, args):
                 self._stack.append(name or "(top)")
+
             return hook
 
         def leave(module, args, output):
@@ -167,8 +200,9 @@ class SavedTensorAccountant:
         return self
 
     def _pack(self, tensor):
-        is_output = (tensor.untyped_storage().data_ptr() in self._last_outputs
-                     and self._last_op in OUTPUT_SAVING_OPS)
+        is_output = (
+            tensor.untyped_storage().data_ptr() in self._last_outputs and self._last_op in OUTPUT_SAVING_OPS
+        )
         record = self._record(tensor, self._last_op if is_output else "?")
         if record is not None and not is_output:
             self._pending.append(record)

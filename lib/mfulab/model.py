@@ -50,9 +50,13 @@ def _sac_context():
     from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
     aten = torch.ops.aten
-    keep = {aten.mm.default, aten.addmm.default, aten.bmm.default,
-            aten._scaled_dot_product_flash_attention.default,
-            aten._scaled_dot_product_efficient_attention.default}
+    keep = {
+        aten.mm.default,
+        aten.addmm.default,
+        aten.bmm.default,
+        aten._scaled_dot_product_flash_attention.default,
+        aten._scaled_dot_product_efficient_attention.default,
+    }
     if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
         keep.add(aten._scaled_dot_product_flash_attention_for_cpu.default)
 
@@ -126,7 +130,11 @@ class Attention(nn.Module):
         if self.n_kv_heads != self.n_heads:
             groups = self.n_heads // self.n_kv_heads
             k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
-        y = _checkpoint(self.core, q, k, v) if self.recompute_core and torch.is_grad_enabled() else self.core(q, k, v)
+        y = (
+            _checkpoint(self.core, q, k, v)
+            if self.recompute_core and torch.is_grad_enabled()
+            else self.core(q, k, v)
+        )
         return self.o_proj(y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim))
 
 
@@ -174,8 +182,14 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """The reference model. ``forward(idx, targets)`` returns ``(logits, loss)``."""
 
-    def __init__(self, cfg: TransformerConfig, *, attn_impl: str = "sdpa", recompute: str = "none",
-                 recompute_layers: int | None = None):
+    def __init__(
+        self,
+        cfg: TransformerConfig,
+        *,
+        attn_impl: str = "sdpa",
+        recompute: str = "none",
+        recompute_layers: int | None = None,
+    ):
         super().__init__()
         check_recompute(recompute, RECOMPUTE_POLICIES)
         n = cfg.n_layers if recompute_layers is None else recompute_layers
@@ -184,8 +198,9 @@ class GPT(nn.Module):
         self.cfg = cfg
         self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.wpe = nn.Embedding(cfg.seq_len, cfg.d_model) if cfg.learned_positions else None
-        self.blocks = nn.ModuleList(Block(cfg, attn_impl, recompute if i < n else "none")
-                                    for i in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(
+            Block(cfg, attn_impl, recompute if i < n else "none") for i in range(cfg.n_layers)
+        )
         self.norm_f = _norm(cfg)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tied_embeddings:

@@ -28,11 +28,14 @@ from .config import ParameterError
 RUNNER_PARAMS = ("from_dir", "out_dir")  # injected by the runner next to the study parameters
 
 
-def param(default, help: str, *, unit: str = "") -> dataclasses.Field:
-    """A study parameter: its default (lists become tuples), meaning and unit."""
+def param(default, help: str, *, unit: str = "", positive: bool = False, non_negative: bool = False):
+    """A study parameter: its default (lists become tuples), meaning and unit; ``positive`` or
+    ``non_negative`` ask for that check of the value (of every item of a list, which must
+    then be non-empty)."""
     if isinstance(default, list):
         default = tuple(default)
-    return field(default=default, metadata={"help": help, "unit": unit})
+    bound = "positive" if positive else "non_negative" if non_negative else None
+    return field(default=default, metadata={"help": help, "unit": unit, "bound": bound})
 
 
 def _type_ok(value, hint) -> bool:
@@ -76,6 +79,10 @@ class StudyParams:
                 object.__setattr__(self, f.name, value)
             if not _type_ok(value, hints[f.name]):
                 raise ParameterError(f"{f.name} must be a {_type_name(hints[f.name])}, got {value!r}")
+            if f.metadata.get("bound") == "positive":
+                self.require_positive(f.name)
+            elif f.metadata.get("bound") == "non_negative":
+                self.require_non_negative(f.name)
         self.check()
 
     def check(self) -> None:
@@ -117,9 +124,16 @@ class StudyParams:
     def schema(cls) -> list[dict]:
         """Every parameter with its type, default, unit and meaning (for docs and notebooks)."""
         hints = typing.get_type_hints(cls)
-        return [{"name": f.name, "type": _type_name(hints[f.name]), "default": f.default,
-                 "unit": f.metadata.get("unit", ""), "meaning": f.metadata.get("help", "")}
-                for f in dataclasses.fields(cls)]
+        return [
+            {
+                "name": f.name,
+                "type": _type_name(hints[f.name]),
+                "default": f.default,
+                "unit": f.metadata.get("unit", ""),
+                "meaning": f.metadata.get("help", ""),
+            }
+            for f in dataclasses.fields(cls)
+        ]
 
     # ------------------------------------------------------------------ checks for check()
     def require(self, name: str, ok: bool, what: str) -> None:
@@ -131,20 +145,35 @@ class StudyParams:
         for name in names:
             value = getattr(self, name)
             values = value if isinstance(value, tuple) else (value,)
-            self.require(name, all(v > 0 for v in values) and len(values) > 0,
-                         "positive" if not isinstance(value, tuple) else "a non-empty list of positive values")
+            self.require(
+                name,
+                all(v > 0 for v in values) and len(values) > 0,
+                "positive" if not isinstance(value, tuple) else "a non-empty list of positive values",
+            )
 
     def require_non_negative(self, *names: str) -> None:
         for name in names:
-            self.require(name, getattr(self, name) >= 0, "zero or positive")
+            value = getattr(self, name)
+            values = value if isinstance(value, tuple) else (value,)
+            self.require(name, all(v >= 0 for v in values), "zero or positive")
 
     def require_choice(self, name: str, choices) -> None:
         value = getattr(self, name)
         values = value if isinstance(value, tuple) else (value,)
         bad = [v for v in values if v not in choices]
         if bad or not values:
-            raise ParameterError(f"{name} must be {'one of' if not isinstance(value, tuple) else 'a non-empty list from'} "
-                                 f"{', '.join(map(str, choices))}; got {value!r}")
+            raise ParameterError(
+                f"{name} must be {'one of' if not isinstance(value, tuple) else 'a non-empty list from'} "
+                f"{', '.join(map(str, choices))}; got {value!r}"
+            )
+
+    def require_dtype_on_device(self, name: str = "dtype") -> None:
+        """After :meth:`resolve_device`: fp16 is refused on CPU (not every kernel has it there)."""
+        self.require(
+            name,
+            not (self.device == "cpu" and getattr(self, name) == "fp16"),
+            "fp32 or bf16 on CPU (fp16 is not supported there)",
+        )
 
     def resolve_device(self, name: str = "device") -> None:
         """``auto`` → ``cuda`` or ``cpu``; ``cuda`` without CUDA is refused before any work."""

@@ -20,8 +20,9 @@ def set_theme() -> None:
     import pandas as pd
 
     sns.set_theme(style="whitegrid", context="notebook", palette="colorblind")
-    plt.rcParams.update({"figure.dpi": 100, "savefig.bbox": "tight", "axes.titleweight": "bold",
-                         "axes.titlesize": 11})
+    plt.rcParams.update(
+        {"figure.dpi": 100, "savefig.bbox": "tight", "axes.titleweight": "bold", "axes.titlesize": 11}
+    )
     pd.set_option("display.float_format", "{:.4g}".format)
     pd.set_option("display.width", 200)
 
@@ -38,6 +39,29 @@ def save_figure(fig, out_dir, name: str, *, dpi: int = 120, max_bytes: int = MAX
         dpi = int(dpi * 0.8)
     os.replace(tmp, path)
     return path
+
+
+def label(ax, *, x: str, y: str, title: str, legend_fontsize: int | None = 8):
+    """Every chart's finish: axis labels with their units, a title that states the take-away,
+    and a legend (``legend_fontsize=None``: none)."""
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.set_title(title)
+    if legend_fontsize:
+        ax.legend(fontsize=legend_fontsize)
+    return ax
+
+
+def median_iqr_ms(ax, x, median_s, q1_s, q3_s, **kwargs):
+    """Medians in milliseconds with their interquartile range as error bars."""
+    return ax.errorbar(
+        x,
+        median_s * 1e3,
+        yerr=[(median_s - q1_s) * 1e3, (q3_s - median_s) * 1e3],
+        fmt="o-",
+        capsize=3,
+        **kwargs,
+    )
 
 
 def si(value: float, unit: str, digits: int = 3) -> str:
@@ -57,8 +81,15 @@ def scale_for(values) -> tuple[float, str]:
     return 1.0, ""
 
 
-def waterfall(ax, start: tuple[str, float], losses: list[tuple[str, float]], end_label: str, *,
-              unit: str = "FLOP/s", totals: dict | None = None):
+def waterfall(
+    ax,
+    start: tuple[str, float],
+    losses: list[tuple[str, float]],
+    end_label: str,
+    *,
+    unit: str = "FLOP/s",
+    totals: dict | None = None,
+):
     """A waterfall from ``start`` down through ``losses`` to what remains (``end_label``).
 
     ``totals`` may name intermediate subtotals to draw as full bars after a given loss
@@ -75,9 +106,15 @@ def waterfall(ax, start: tuple[str, float], losses: list[tuple[str, float]], end
             bars.append((totals[label], 0.0, level, "total"))
     bars.append((end_label, 0.0, level, "result"))
     factor, prefix = scale_for([b[1] + b[2] for b in bars])
-    colors = {"total": sns.color_palette()[0], "loss": sns.color_palette()[3], "result": sns.color_palette()[2]}
-    for i, (label, bottom, height, kind) in enumerate(bars):
-        ax.bar(i, height / factor, bottom=bottom / factor, color=colors[kind], edgecolor="black", linewidth=0.5)
+    colors = {
+        "total": sns.color_palette()[0],
+        "loss": sns.color_palette()[3],
+        "result": sns.color_palette()[2],
+    }
+    for i, (_label, bottom, height, kind) in enumerate(bars):
+        ax.bar(
+            i, height / factor, bottom=bottom / factor, color=colors[kind], edgecolor="black", linewidth=0.5
+        )
         text = f"{height / factor:.3g}" if kind != "loss" or height == 0 else f"−{height / factor:.3g}"
         ax.text(i, (bottom + height) / factor, text, ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(bars)))

@@ -41,7 +41,7 @@ def _proc_table() -> dict[int, tuple[int, str]]:
                 stat = f.read()
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) "
+        fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) "
         table[int(entry)] = (int(fields[1]), fields[0])
     return table
 
@@ -69,7 +69,7 @@ def alive(pid: int) -> bool:
             stat = f.read()
     except OSError:
         return False
-    return stat[stat.rfind(")") + 2:].split()[0] != "Z"
+    return stat[stat.rfind(")") + 2 :].split()[0] != "Z"
 
 
 def _reap() -> None:
@@ -117,8 +117,12 @@ def stop_on_signals(cleanup=None, *, what: str = "the run"):
         if cleanup is not None:
             with contextlib.suppress(Exception):
                 cleanup()
-        print(f"\ninterrupted ({signal.Signals(signum).name}): stopped {what} and {n} process(es) it had "
-              "started; earlier results were left untouched", file=sys.stderr, flush=True)
+        print(
+            f"\ninterrupted ({signal.Signals(signum).name}): stopped {what} and {n} process(es) it had "
+            "started; earlier results were left untouched",
+            file=sys.stderr,
+            flush=True,
+        )
         os._exit(128 + signum)
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}

@@ -104,13 +104,16 @@ def save_measurements(out_dir, records: dict) -> Path:
 def load_measurements(from_dir) -> dict:
     path = Path(from_dir) / MEASUREMENTS
     if not path.exists():
-        raise FileNotFoundError(f"{path} not found: from_dir must be a folder written by "
-                                "'python -m mfulab measure' or an earlier results folder")
+        raise FileNotFoundError(
+            f"{path} not found: from_dir must be a folder written by "
+            "'python -m mfulab measure' or an earlier results folder"
+        )
     return read_json(path)
 
 
 def git_state(repo_root) -> dict:
     """Commit and dirty flag of the code (changes under results/ do not count as dirty)."""
+
     def git(*args):
         out = subprocess.run(["git", *args], cwd=repo_root, capture_output=True, text=True, timeout=30)
         return out.stdout.strip() if out.returncode == 0 else None
@@ -181,6 +184,16 @@ def output_dir(out_dir: str, study: str) -> Path:
 def discard_dir(path) -> None:
     """Remove a temporary results folder (read-only files included)."""
     shutil.rmtree(path, ignore_errors=True)
+
+
+def run_identity(records: dict, *param_names: str) -> dict:
+    """The fields every ``metrics.json`` starts with: the device that ran and the parameters
+    that identify the run (``param_names``)."""
+    return {
+        "device": records["device"],
+        "device_name": records["device_name"],
+        **{name: records["params"][name] for name in param_names},
+    }
 
 
 def publish_claims(out_dir, claim_list, metrics: dict):

@@ -57,8 +57,9 @@ def resolve_profile(study: str, profile: str, root: Path | None = None) -> str:
         profile = "gpu" if torch.cuda.is_available() else "cpu"
     valid = profiles(study, root)
     if profile not in valid:
-        raise ParameterError(f"unknown profile {profile!r} for study {study!r}; valid profiles: "
-                             f"{', '.join(valid + ['auto'])}")
+        raise ParameterError(
+            f"unknown profile {profile!r} for study {study!r}; valid profiles: {', '.join(valid + ['auto'])}"
+        )
     return profile
 
 
@@ -101,11 +102,19 @@ def inputs(study: Study, params: dict, *, profile: str, root: Path, results_root
     """What a study's results are made from; a run with equal inputs would redo the same work."""
     import torch
 
-    out = {"notebook_sha256": _sha256_files([root / "notebooks" / study.notebook]), "profile": profile,
-           "params": params, "library_sha256": library_sha256(), "torch": torch.__version__}
+    out = {
+        "notebook_sha256": _sha256_files([root / "notebooks" / study.notebook]),
+        "profile": profile,
+        "params": params,
+        "library_sha256": library_sha256(),
+        "torch": torch.__version__,
+    }
     if study.reads_results:
-        metrics = [p for p in Path(results_root).glob("*/*/" + results.METRICS)
-                   if p.parent.parent.name != (study.machine or "")]
+        metrics = [
+            p
+            for p in Path(results_root).glob("*/*/" + results.METRICS)
+            if p.parent.parent.name != (study.machine or "")
+        ]
         out["results_sha256"] = _sha256_files(metrics)
     return out
 
@@ -130,8 +139,10 @@ def _kernel_name() -> str:
 
     if KERNEL_NAME in KernelSpecManager().find_kernel_specs():
         return KERNEL_NAME
-    log.warning("Jupyter kernel %r is not registered (make env does it); using this Python's python3 kernel",
-                KERNEL_NAME)
+    log.warning(
+        "Jupyter kernel %r is not registered (make env does it); using this Python's python3 kernel",
+        KERNEL_NAME,
+    )
     return "python3"
 
 
@@ -159,9 +170,17 @@ def mark_read_only(ipynb: Path) -> None:
     os.chmod(ipynb, 0o444)
 
 
-def run(study_id: str, *, profile: str = "auto", overrides: dict | None = None, from_dir: str | None = None,
-        results_root: str | Path | None = None, notebook: Path | None = None, kernel: str | None = None,
-        if_changed: bool = False) -> Path:
+def run(
+    study_id: str,
+    *,
+    profile: str = "auto",
+    overrides: dict | None = None,
+    from_dir: str | None = None,
+    results_root: str | Path | None = None,
+    notebook: Path | None = None,
+    kernel: str | None = None,
+    if_changed: bool = False,
+) -> Path:
     """Execute one study notebook into ``results/<machine>/<study>/`` (atomically)."""
     import papermill as pm
 
@@ -178,12 +197,15 @@ def run(study_id: str, *, profile: str = "auto", overrides: dict | None = None, 
         p = study_params(study, {**measured_env["params"], **(overrides or {})})
     else:
         profile = resolve_profile(study_id, profile, root)
-        p = study_params(study, {**read_profile(root / "studies" / study_id / f"{profile}.yaml"),
-                                 **(overrides or {})})
+        p = study_params(
+            study, {**read_profile(root / "studies" / study_id / f"{profile}.yaml"), **(overrides or {})}
+        )
         if not from_dir:
             p.prepared()  # machine-dependent checks (device, ranks) before any work
     params = p.to_dict()
-    machine = study.machine or (measured_env or {}).get("fingerprint", {}).get("machine") or hardware.machine_slug()
+    machine = (
+        study.machine or (measured_env or {}).get("fingerprint", {}).get("machine") or hardware.machine_slug()
+    )
     final = results_dir(study, results_root, machine)
     notebook = notebook or root / "notebooks" / study.notebook
     expected = inputs(study, params, profile=profile, root=root, results_root=results_root)
@@ -194,22 +216,45 @@ def run(study_id: str, *, profile: str = "auto", overrides: dict | None = None, 
         os.environ.setdefault(key, value)
     started = time.time()
     log.info("running %s (profile %s) into %s", study_id, profile, final)
-    with results.atomic_dir(final) as tmp, tempfile.TemporaryDirectory() as scratch, \
-            stop_on_signals(lambda: results.discard_dir(tmp), what=f"study {study_id}"):
+    with (
+        results.atomic_dir(final) as tmp,
+        tempfile.TemporaryDirectory() as scratch,
+        stop_on_signals(lambda: results.discard_dir(tmp), what=f"study {study_id}"),
+    ):
         source = render_notebook(notebook, Path(scratch) / f"{notebook.stem}.ipynb")
         executed = tmp / f"{notebook.stem}.ipynb"
         pm.execute_notebook(
-            str(source), str(executed),
-            parameters={"params": params, "out_dir": str(tmp),
-                        "from_dir": str(Path(from_dir).resolve()) if from_dir else ""},
-            kernel_name=kernel or _kernel_name(), log_output=True, progress_bar=False, cwd=str(root))
+            str(source),
+            str(executed),
+            parameters={
+                "params": params,
+                "out_dir": str(tmp),
+                "from_dir": str(Path(from_dir).resolve()) if from_dir else "",
+            },
+            kernel_name=kernel or _kernel_name(),
+            log_output=True,
+            progress_bar=False,
+            cwd=str(root),
+        )
         mark_read_only(executed)
         metrics_path = tmp / results.METRICS
         metrics = results.read_json(metrics_path) if metrics_path.exists() else {}
-        results.write_json(tmp / results.ENV, results.provenance(
-            study=study_id, params=params, repo_root=root, started_s=started,
-            extra={"profile": profile, "from_dir": from_dir, "measured_env": measured_env,
-                   "peak": metrics.get("peak"), "inputs": expected}))
+        results.write_json(
+            tmp / results.ENV,
+            results.provenance(
+                study=study_id,
+                params=params,
+                repo_root=root,
+                started_s=started,
+                extra={
+                    "profile": profile,
+                    "from_dir": from_dir,
+                    "measured_env": measured_env,
+                    "peak": metrics.get("peak"),
+                    "inputs": expected,
+                },
+            ),
+        )
     log.info("results in %s", final)
     return final
 
@@ -217,8 +262,15 @@ def run(study_id: str, *, profile: str = "auto", overrides: dict | None = None, 
 def run_all(*, profile: str = "auto", force: bool = False, results_root=None) -> list[Path]:
     """Every study in course order (the comparison last); unchanged ones are skipped."""
     order = sorted(REGISTRY.values(), key=lambda s: (s.reads_results, s.number))
-    return [run(s.id, profile="default" if s.reads_results else profile, results_root=results_root,
-                if_changed=not force) for s in order]
+    return [
+        run(
+            s.id,
+            profile="default" if s.reads_results else profile,
+            results_root=results_root,
+            if_changed=not force,
+        )
+        for s in order
+    ]
 
 
 def measure(study_id: str, *, param_file, overrides: dict | None = None, out) -> Path:
@@ -234,9 +286,16 @@ def measure(study_id: str, *, param_file, overrides: dict | None = None, out) ->
     if int(os.environ.get("RANK", "0")) != 0:  # under srun/torchrun only rank 0 writes
         return out
     results.save_measurements(out, records)
-    results.write_json(out / results.ENV, results.provenance(
-        study=study_id, params=p.to_dict(), repo_root=repo_root(), started_s=started,
-        extra={"param_file": str(param_file), "profile": Path(param_file).stem}))
+    results.write_json(
+        out / results.ENV,
+        results.provenance(
+            study=study_id,
+            params=p.to_dict(),
+            repo_root=repo_root(),
+            started_s=started,
+            extra={"param_file": str(param_file), "profile": Path(param_file).stem},
+        ),
+    )
     return out
 
 

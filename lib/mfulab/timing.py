@@ -64,8 +64,14 @@ def summarize(times_s, label: str = "") -> Timing:
     if arr.size == 0:
         raise ValueError("no samples to summarize")
     q1, med, q3 = np.percentile(arr, [25, 50, 75])
-    return Timing(label=label, median_s=float(med), q1_s=float(q1), q3_s=float(q3), n=int(arr.size),
-                  times_s=[float(t) for t in arr])
+    return Timing(
+        label=label,
+        median_s=float(med),
+        q1_s=float(q1),
+        q3_s=float(q3),
+        n=int(arr.size),
+        times_s=[float(t) for t in arr],
+    )
 
 
 def synchronize(device: str) -> None:
@@ -75,8 +81,16 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_fn(fn, *, label: str = "", device: str = "cpu", num_threads: int | None = None,
-            warmup: int = 3, min_run_time_s: float = 0.5, min_samples: int = 5) -> Timing:
+def time_fn(
+    fn,
+    *,
+    label: str = "",
+    device: str = "cpu",
+    num_threads: int | None = None,
+    warmup: int = 3,
+    min_run_time_s: float = 0.5,
+    min_samples: int = 5,
+) -> Timing:
     """Time ``fn()``: ``warmup`` untimed calls, then ``Timer.blocked_autorange``; slow
     statements get extra blocks until there are ``min_samples`` (a spread needs several)."""
     import torch
@@ -115,8 +129,9 @@ def _bootstrap_medians(samples: np.ndarray, n_boot: int, rng: np.random.Generato
     return np.median(samples[idx], axis=1)
 
 
-def compare_timings(baseline: Timing, candidate: Timing, *, confidence: float = 0.95, n_boot: int = 2000,
-            seed: int = 0) -> Comparison:
+def compare_timings(
+    baseline: Timing, candidate: Timing, *, confidence: float = 0.95, n_boot: int = 2000, seed: int = 0
+) -> Comparison:
     """Speed-up of ``candidate`` over ``baseline`` with a bootstrap interval of the ratio of
     medians. ``faster``/``slower`` only when the whole interval is on one side of 1.0."""
     a = np.asarray(baseline.times_s, dtype=float)
@@ -141,8 +156,14 @@ def torch_dtype(name: str):
     return table[name]
 
 
-def matmul_ceiling(*, device: str = "cpu", dtype: str = "fp32", sizes=(256, 512, 1024),
-                   min_run_time_s: float = 0.3, num_threads: int | None = None) -> dict:
+def matmul_ceiling(
+    *,
+    device: str = "cpu",
+    dtype: str = "fp32",
+    sizes=(256, 512, 1024),
+    min_run_time_s: float = 0.3,
+    num_threads: int | None = None,
+) -> dict:
     """Best achieved FLOP/s of square matmuls ``size³`` over ``sizes`` (MAMF-style ceiling).
 
     Returns ``{"best_flops_per_s", "best_size", "dtype", "rows": [...]}``; each row has the
@@ -160,20 +181,37 @@ def matmul_ceiling(*, device: str = "cpu", dtype: str = "fp32", sizes=(256, 512,
             a = torch.randn(size, size, device=device, dtype=torch_dt)
             b = torch.randn(size, size, device=device, dtype=torch_dt)
             flops = 2.0 * size**3
-            t = time_fn(lambda: torch.mm(a, b), label=f"mm{size}", device=device, num_threads=num_threads,
-                        min_run_time_s=min_run_time_s)
-            rows.append({"size": size, "flops": flops, **t.to_dict(),
-                         "achieved_flops_per_s": flops / t.median_s})
+            t = time_fn(
+                lambda a=a, b=b: torch.mm(a, b),
+                label=f"mm{size}",
+                device=device,
+                num_threads=num_threads,
+                min_run_time_s=min_run_time_s,
+            )
+            rows.append(
+                {"size": size, "flops": flops, **t.to_dict(), "achieved_flops_per_s": flops / t.median_s}
+            )
     finally:
         if device == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = prev_tf32
     best = max(rows, key=lambda r: r["achieved_flops_per_s"])
-    return {"best_flops_per_s": best["achieved_flops_per_s"], "best_size": best["size"], "dtype": dtype,
-            "device": device, "benchmark_version": BENCHMARK_VERSION["matmul_ceiling"], "rows": rows}
+    return {
+        "best_flops_per_s": best["achieved_flops_per_s"],
+        "best_size": best["size"],
+        "dtype": dtype,
+        "device": device,
+        "benchmark_version": BENCHMARK_VERSION["matmul_ceiling"],
+        "rows": rows,
+    }
 
 
-def memory_bandwidth(*, device: str = "cpu", sizes_bytes=(64 << 20,), min_run_time_s: float = 0.3,
-                     num_threads: int | None = None) -> dict:
+def memory_bandwidth(
+    *,
+    device: str = "cpu",
+    sizes_bytes=(64 << 20,),
+    min_run_time_s: float = 0.3,
+    num_threads: int | None = None,
+) -> dict:
     """Best achieved bytes/s of ``dst.copy_(src)``: each copy reads and writes ``size`` bytes."""
     import torch
 
@@ -182,12 +220,27 @@ def memory_bandwidth(*, device: str = "cpu", sizes_bytes=(64 << 20,), min_run_ti
         src = torch.empty(nbytes // 4, device=device, dtype=torch.float32).uniform_()
         dst = torch.empty_like(src)
         moved_bytes = 2.0 * src.numel() * 4
-        t = time_fn(lambda: dst.copy_(src), label=f"copy{nbytes}", device=device, num_threads=num_threads,
-                    min_run_time_s=min_run_time_s)
+        t = time_fn(
+            lambda dst=dst, src=src: dst.copy_(src),
+            label=f"copy{nbytes}",
+            device=device,
+            num_threads=num_threads,
+            min_run_time_s=min_run_time_s,
+        )
         if not torch.equal(dst, src):  # correctness gate beside the speed number
             raise RuntimeError("memory bandwidth copy produced a wrong result")
-        rows.append({"size_bytes": nbytes, "moved_bytes": moved_bytes, **t.to_dict(),
-                     "achieved_bytes_per_s": moved_bytes / t.median_s})
+        rows.append(
+            {
+                "size_bytes": nbytes,
+                "moved_bytes": moved_bytes,
+                **t.to_dict(),
+                "achieved_bytes_per_s": moved_bytes / t.median_s,
+            }
+        )
     best = max(rows, key=lambda r: r["achieved_bytes_per_s"])
-    return {"best_bytes_per_s": best["achieved_bytes_per_s"], "device": device,
-            "benchmark_version": BENCHMARK_VERSION["memory_bandwidth"], "rows": rows}
+    return {
+        "best_bytes_per_s": best["achieved_bytes_per_s"],
+        "device": device,
+        "benchmark_version": BENCHMARK_VERSION["memory_bandwidth"],
+        "rows": rows,
+    }

@@ -28,7 +28,9 @@ def table(claims: list[Claim]):
     """The claims as a DataFrame (columns: id, claim, measured, verdict, evidence)."""
     import pandas as pd
 
-    return pd.DataFrame([asdict(c) for c in claims], columns=["id", "claim", "measured", "verdict", "evidence"])
+    return pd.DataFrame(
+        [asdict(c) for c in claims], columns=["id", "claim", "measured", "verdict", "evidence"]
+    )
 
 
 def records(claims: list[Claim]) -> list[dict]:

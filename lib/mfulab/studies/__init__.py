@@ -1,9 +1,10 @@
-"""The study registry: every package below this one that declares a ``STUDY``.
+"""The study registry: every package below this one that holds a ``study.yaml``.
 
-A study is a package ``mfulab/studies/<id>/`` whose ``__init__.py`` declares one
-:class:`Study` (and imports nothing heavier than its parameters). The command line, the
-site, the comparison, ``make list`` and the tests read :data:`REGISTRY`; nothing else lists
-the studies, so adding one touches only its package, its notebook and its YAML files
+A study is a package ``mfulab/studies/<id>/``: ``study.yaml`` declares it (number, notebook,
+title, headline figure, the measure function, the claim ids and the metrics it writes, each
+with key, unit and label) and ``params.py`` holds its ``Params`` class. The command line,
+the site, the comparison, ``make list`` and the tests read :data:`REGISTRY`; nothing else
+lists the studies, so adding one touches only its package, its notebook and its YAML files
 (``docs/architecture.md``).
 """
 
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from pathlib import Path
 
 from ..config import ParameterError
 
@@ -53,18 +55,32 @@ class Study:
         return self.notebook.rsplit(".", 1)[0]
 
 
+def load(package: str) -> Study:
+    """The :class:`Study` that ``studies/<package>/study.yaml`` declares."""
+    import yaml
+
+    path = Path(__file__).with_name(package) / "study.yaml"
+    data = yaml.safe_load(path.read_text()) or {}
+    if data.get("id") != package:
+        raise RuntimeError(f"{path}: id must be the package name {package!r}, got {data.get('id')!r}")
+    known = {f.name for f in fields(Study)} - {"params"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise RuntimeError(f"{path}: unknown keys {unknown}; valid: {sorted(known)}")
+    if data.get("measure"):  # "bench:measure" is relative to the package
+        data["measure"] = f"{__name__}.{package}.{data['measure']}"
+    data["metrics"] = tuple(Metric(**m) for m in data.get("metrics", ()))
+    data["claims"] = tuple(data.get("claims", ()))
+    params = importlib.import_module(f"{__name__}.{package}.params").Params
+    return Study(params=params, **data)
+
+
 def _discover() -> dict[str, Study]:
-    found = []
-    for info in pkgutil.iter_modules(__path__):
-        if not info.ispkg:
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        study = getattr(module, "STUDY", None)
-        if study is None:
-            continue
-        if study.id != info.name:
-            raise RuntimeError(f"study package {info.name} declares id {study.id!r}: they must be equal")
-        found.append(study)
+    found = [
+        load(info.name)
+        for info in pkgutil.iter_modules(__path__)
+        if info.ispkg and (Path(__file__).with_name(info.name) / "study.yaml").exists()
+    ]
     found.sort(key=lambda s: (s.reads_results, s.number))  # the comparison reads the others: last
     numbers = [s.number for s in found]
     if len(set(numbers)) != len(numbers):

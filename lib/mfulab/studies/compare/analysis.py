@@ -20,8 +20,11 @@ def machines(results_root) -> list[str]:
 
     root = Path(results_root)
     studies = {s.id for s in REGISTRY.values() if not s.reads_results}
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "comparison"
-                  and any((p / s / "metrics.json").exists() for s in studies))
+    return sorted(
+        p.name
+        for p in root.iterdir()
+        if p.is_dir() and p.name != "comparison" and any((p / s / "metrics.json").exists() for s in studies)
+    )
 
 
 def collect(p) -> dict:
@@ -29,8 +32,12 @@ def collect(p) -> dict:
     from ...results import load_all
 
     studies = dict.fromkeys(s.id for s, _ in _compared())
-    return {"study": "compare", "params": p.to_dict(), "machines": machines(p.results_root),
-            "metrics": {study: load_all(p.results_root, study) for study in studies}}
+    return {
+        "study": "compare",
+        "params": p.to_dict(),
+        "machines": machines(p.results_root),
+        "metrics": {study: load_all(p.results_root, study) for study in studies},
+    }
 
 
 def comparison_table(records):
@@ -54,11 +61,15 @@ def plot_ceilings(table):
     from matplotlib.ticker import FuncFormatter
 
     names = [c for c in table.columns if c not in ("study", "metric", "unit", "key")]
-    rows = table.set_index("key")
+    rows = table.drop_duplicates("key").set_index("key")  # the first study that declares the key
     fig, ax = plt.subplots(figsize=(6.5, 3.8))
     width = 0.4
-    for i, (key, label) in enumerate((("matmul_ceiling_flops_per_s", "measured matmul ceiling"),
-                                      ("datasheet_peak_flops_per_s", "datasheet peak (dense)"))):
+    for i, (key, label) in enumerate(
+        (
+            ("matmul_ceiling_flops_per_s", "measured matmul ceiling"),
+            ("datasheet_peak_flops_per_s", "datasheet peak (dense)"),
+        )
+    ):
         values = [rows.loc[key, n] for n in names]
         xs = [j + i * width for j, v in enumerate(values) if v != MISSING]
         ys = [v / 1e12 for v in values if v != MISSING]
@@ -66,7 +77,14 @@ def plot_ceilings(table):
             ax.bar(xs, ys, width=width, label=label)
         for j, v in enumerate(values):
             if v == MISSING:
-                ax.text(j + i * width, 0, "none\npublished" if i else "missing", ha="center", va="bottom", fontsize=7)
+                ax.text(
+                    j + i * width,
+                    0,
+                    "none\npublished" if i else "missing",
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                )
     ax.set_xticks([j + width / 2 for j in range(len(names))])
     ax.set_xticklabels(names)
     ax.set_yscale("log")

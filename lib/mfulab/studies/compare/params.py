@@ -18,4 +18,6 @@ class Params(StudyParams):
 
         root = Path(self.results_root)
         self.require("results_root", root.is_dir(), "an existing folder")
-        self.require("results_root", bool(machines(root)), "a folder with results/<machine>/<study>/metrics.json")
+        self.require(
+            "results_root", bool(machines(root)), "a folder with results/<machine>/<study>/metrics.json"
+        )

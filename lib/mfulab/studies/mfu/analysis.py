@@ -10,8 +10,10 @@ from __future__ import annotations
 from ... import flops, hardware
 from ... import verdicts as claims_mod
 from ...config import ParameterError, TransformerConfig, preset
+from ...results import run_identity
 from ...verdicts import Claim
-from .stated import A19_STATED, B1_STATED, B15_STEPS
+from .arithmetic import a19_check, b1_table, b15_table
+from .stated import A19_STATED, B1_STATED
 
 HEADLINE_CONVENTION = "palm"
 
@@ -19,13 +21,22 @@ HEADLINE_CONVENTION = "palm"
 def datasheet_peak(records: dict) -> dict:
     """The datasheet denominator for the run's device and dtype, or why there is none."""
     if records["device"] != "cuda":
-        return {"flops_per_s": None, "source": None,
-                "why_none": "CPUs have no entry in the peak table; the measured matmul ceiling is the denominator"}
+        return {
+            "flops_per_s": None,
+            "source": None,
+            "why_none": "CPUs have no entry in the peak table; the measured matmul ceiling is the "
+            "denominator",
+        }
     dtype = records["params"]["dtype"]
     try:
         spec = hardware.device_spec(records["device_name"])
-        return {"flops_per_s": hardware.peak_flops_per_s(spec.key, dtype), "source": spec.source,
-                "device_key": spec.key, "dtype": dtype, "why_none": None}
+        return {
+            "flops_per_s": hardware.peak_flops_per_s(spec.key, dtype),
+            "source": spec.source,
+            "device_key": spec.key,
+            "dtype": dtype,
+            "why_none": None,
+        }
     except ParameterError as err:
         return {"flops_per_s": None, "source": None, "why_none": str(err)}
 
@@ -40,9 +51,16 @@ def conventions_table(preset_names, seq_lens):
         for T in seq_lens:
             cfg = cfg0.with_(seq_len=T)
             for conv in flops.CONVENTIONS:
-                rows.append({"preset": name, "seq_len": T, "n_params": flops.param_count(cfg), "convention": conv,
-                             "flops_per_token": flops.flops_per_token(cfg, convention=conv),
-                             "attention_share": flops.attention_flops_share(cfg, convention=conv)})
+                rows.append(
+                    {
+                        "preset": name,
+                        "seq_len": T,
+                        "n_params": flops.param_count(cfg),
+                        "convention": conv,
+                        "flops_per_token": flops.flops_per_token(cfg, convention=conv),
+                        "attention_share": flops.attention_flops_share(cfg, convention=conv),
+                    }
+                )
     df = pd.DataFrame(rows)
     six_n = df[df.convention == "6n"].set_index(["preset", "seq_len"]).flops_per_token
     df["relative_to_6n"] = [r.flops_per_token / six_n[(r.preset, r.seq_len)] for r in df.itertuples()]
@@ -56,12 +74,22 @@ def count_table(records: dict):
     cfg = TransformerConfig(**records["config"])
     fc = records["flop_count"]
     counted = fc["naive_flops_per_token"]
-    rows = [{"source": "FlopCounterMode, naive attention", "flops_per_token": counted},
-            {"source": "FlopCounterMode, SDPA", "flops_per_token": fc["sdpa_flops_per_token"]},
-            {"source": "analytic: 6·N_matmul + 12·L·H·Q·T", "flops_per_token": flops.exact_matmul_flops_per_token(cfg)}]
+    rows = [
+        {"source": "FlopCounterMode, naive attention", "flops_per_token": counted},
+        {"source": "FlopCounterMode, SDPA", "flops_per_token": fc["sdpa_flops_per_token"]},
+        {
+            "source": "analytic: 6·N_matmul + 12·L·H·Q·T",
+            "flops_per_token": flops.exact_matmul_flops_per_token(cfg),
+        },
+    ]
     for conv in flops.CONVENTIONS:
-        rows.append({"source": f"convention {conv}" + (" (N = all parameters)" if conv != "megatron" else " (from l, h, s, V)"),
-                     "flops_per_token": flops.flops_per_token(cfg, convention=conv)})
+        rows.append(
+            {
+                "source": f"convention {conv}"
+                + (" (N = all parameters)" if conv != "megatron" else " (from l, h, s, V)"),
+                "flops_per_token": flops.flops_per_token(cfg, convention=conv),
+            }
+        )
     df = pd.DataFrame(rows)
     df["relative_difference_vs_counter"] = df.flops_per_token / counted - 1
     return df
@@ -93,18 +121,28 @@ def breakdown(records: dict, *, convention: str = HEADLINE_CONVENTION) -> dict:
     ceiling = records["ceiling"]["best_flops_per_s"]
     sheet = datasheet_peak(records)
     out = {
-        "convention": convention, "flops_per_step": flops_per_step, "model_flops": model_flops,
-        "job_wall_s": wall_s, "compute_s": compute_s, "data_s": data_s, "communication_s": 0.0,
-        "scheduling_s": scheduling_s, "setup_s": tr["setup_s"], "other_s": other_s,
+        "convention": convention,
+        "flops_per_step": flops_per_step,
+        "model_flops": model_flops,
+        "job_wall_s": wall_s,
+        "compute_s": compute_s,
+        "data_s": data_s,
+        "communication_s": 0.0,
+        "scheduling_s": scheduling_s,
+        "setup_s": tr["setup_s"],
+        "other_s": other_s,
         "loop_overhead_s": loop_overhead_s,
         "unaccounted_s": wall_s - compute_s - data_s - scheduling_s,
-        "global_flops_per_s": model_flops / wall_s, "local_flops_per_s": model_flops / compute_s,
-        "steady_step_s": steady_period_s, "steady_step_q1_s": float(np.percentile([r["period_s"] for r in steady], 25)),
+        "global_flops_per_s": model_flops / wall_s,
+        "local_flops_per_s": model_flops / compute_s,
+        "steady_step_s": steady_period_s,
+        "steady_step_q1_s": float(np.percentile([r["period_s"] for r in steady], 25)),
         "steady_step_q3_s": float(np.percentile([r["period_s"] for r in steady], 75)),
         "steady_tokens_per_s": tr["tokens_per_step"] / steady_period_s,
         "steady_flops_per_s": flops_per_step / steady_period_s,
         "steady_local_flops_per_s": flops_per_step / steady_compute_s,
-        "ceiling_flops_per_s": ceiling, "datasheet_flops_per_s": sheet["flops_per_s"],
+        "ceiling_flops_per_s": ceiling,
+        "datasheet_flops_per_s": sheet["flops_per_s"],
     }
     for denom_name, denom in (("ceiling", ceiling), ("datasheet", sheet["flops_per_s"])):
         for kind in ("global", "local", "steady", "steady_local"):
@@ -119,10 +157,16 @@ def mfu_by_convention(records: dict):
     rows = []
     for conv in flops.CONVENTIONS:
         b = breakdown(records, convention=conv)
-        rows.append({"convention": conv, "flops_per_step": b["flops_per_step"],
-                     "achieved_flops_per_s": b["steady_flops_per_s"],
-                     "mfu_vs_ceiling": b["steady_mfu_vs_ceiling"], "mfu_vs_datasheet": b["steady_mfu_vs_datasheet"],
-                     "global_mfu_vs_ceiling": b["global_mfu_vs_ceiling"]})
+        rows.append(
+            {
+                "convention": conv,
+                "flops_per_step": b["flops_per_step"],
+                "achieved_flops_per_s": b["steady_flops_per_s"],
+                "mfu_vs_ceiling": b["steady_mfu_vs_ceiling"],
+                "mfu_vs_datasheet": b["steady_mfu_vs_datasheet"],
+                "global_mfu_vs_ceiling": b["global_mfu_vs_ceiling"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -140,70 +184,19 @@ def waterfall_losses(records: dict) -> dict:
     if b["datasheet_flops_per_s"]:
         start = ("datasheet peak", b["datasheet_flops_per_s"])
         losses.append(("ceiling below datasheet", b["datasheet_flops_per_s"] - b["ceiling_flops_per_s"]))
-    losses += [("slow operators", b["ceiling_flops_per_s"] - local),
-               ("communication wait", local * b["communication_s"] / wall),
-               ("data wait", local * b["data_s"] / wall),
-               ("scheduling", local * b["scheduling_s"] / wall),
-               ("untimed loop overhead", local * b["unaccounted_s"] / wall)]
-    return {"start": start, "losses": losses, "end": ("achieved (global)", b["global_flops_per_s"]),
-            "residual_flops_per_s": start[1] - sum(v for _, v in losses) - b["global_flops_per_s"]}
-
-
-
-def a19_check() -> dict:
-    """Each step of the 13B MFU example (article A §8), recomputed."""
-    s = A19_STATED
-    tokens = s["global_batch"] * s["seq_len"]
-    correct_flops = 6 * s["n_params"] * tokens  # 6N already counts forward (2N) and backward (4N)
-    article_flops = correct_flops * 3  # the article's extra ×3
-    cluster_peak = s["n_devices"] * s["peak_flops_per_s"]
-    division_result = s["stated_total_flops"] / (cluster_peak * s["step_time_s"])
-    implied_mfu = flops.step_mfu(flops_per_step=correct_flops, step_time_s=s["step_time_s"],
-                                 n_devices=s["n_devices"], peak_flops_per_s=s["peak_flops_per_s"])
-    min_devices_for_mfu_1 = correct_flops / (s["peak_flops_per_s"] * s["step_time_s"])
-    return {"tokens_per_step": tokens, "flops_6n_x3": article_flops, "flops_6n": correct_flops,
-            "cluster_peak_flops_per_s": cluster_peak, "stated_division_result": division_result,
-            "implied_mfu_6n": implied_mfu, "min_devices_for_mfu_below_1": min_devices_for_mfu_1,
-            "implied_mfu_on_32_devices": flops.step_mfu(flops_per_step=correct_flops, step_time_s=s["step_time_s"],
-                                                        n_devices=32, peak_flops_per_s=s["peak_flops_per_s"]),
-            "implied_mfu_palm_article_13b": flops.step_mfu(
-                flops_per_step=flops.flops_per_token(preset("article-13b"), convention="palm") * tokens,
-                step_time_s=s["step_time_s"], n_devices=s["n_devices"], peak_flops_per_s=s["peak_flops_per_s"])}
-
-
-def b1_table():
-    """B1's arithmetic under the article's 6·7e9 and under each convention for Llama-2-7B."""
-    import pandas as pd
-
-    s = B1_STATED
-    cfg = preset("article-7b")
-    peak_total = s["n_devices"] * s["peak_flops_per_s"]
-    per_token = {"article: 6 × 7e9": 6 * s["n_params"]}
-    per_token.update({f"{conv} (N = {flops.param_count(cfg) / 1e9:.2f}B)": flops.flops_per_token(cfg, convention=conv)
-                      for conv in flops.CONVENTIONS})
-    rows = []
-    for label, fpt in per_token.items():
-        flops_per_step = fpt * s["tokens_per_step"]
-        row = {"flops_convention": label, "flops_per_step": flops_per_step,
-               "ideal_step_s": flops_per_step / peak_total}
-        for t in s["step_times_s"]:
-            row[f"mfu_at_{t}s"] = flops.step_mfu(flops_per_step=flops_per_step, step_time_s=t,
-                                                 n_devices=s["n_devices"], peak_flops_per_s=s["peak_flops_per_s"])
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def b15_table():
-    """Each optimisation step of the case study, its gain and its loss category."""
-    import pandas as pd
-
-    rows = []
-    for (prev, _, _), (t, change, cat) in zip(B15_STEPS, B15_STEPS[1:]):
-        rows.append({"change": change, "category": cat, "step_before_s": prev, "step_after_s": t, "gain_s": prev - t})
-    df = pd.DataFrame(rows)
-    gross = df.gain_s.clip(lower=0).sum()
-    df["share_of_gross_gain"] = df.gain_s / gross
-    return df
+    losses += [
+        ("slow operators", b["ceiling_flops_per_s"] - local),
+        ("communication wait", local * b["communication_s"] / wall),
+        ("data wait", local * b["data_s"] / wall),
+        ("scheduling", local * b["scheduling_s"] / wall),
+        ("untimed loop overhead", local * b["unaccounted_s"] / wall),
+    ]
+    return {
+        "start": start,
+        "losses": losses,
+        "end": ("achieved (global)", b["global_flops_per_s"]),
+        "residual_flops_per_s": start[1] - sum(v for _, v in losses) - b["global_flops_per_s"],
+    }
 
 
 def claims(records: dict | None) -> list[Claim]:
@@ -214,66 +207,100 @@ def claims(records: dict | None) -> list[Claim]:
     flops_ok = claims_mod.agrees(s["stated_total_flops"], a["flops_6n"], rel_tol=0.01)
     division_ok = claims_mod.agrees(s["stated_mfu"], a["stated_division_result"], rel_tol=0.01)
     possible = a["implied_mfu_6n"] <= 1.0
-    out.append(Claim(
-        "A19", "13B, 131,072 tokens/step, 6N×3 ≈ 3.06e16 FLOPs, 2.4 s on 8 × 3.2e14 FLOP/s → MFU ≈ 0.497",
-        "each step of the arithmetic recomputed",
-        claims_mod.verdict_from_agreement(flops_ok and division_ok and possible),
-        f"6N×tokens = {a['flops_6n']:.3g} (the ×3 triples it to {a['flops_6n_x3']:.3g}: 6N already holds "
-        f"forward+backward); 3.06e16/(2.56e15×2.4) = {a['stated_division_result']:.3g}, not 0.497; "
-        f"the stated inputs imply MFU = {a['implied_mfu_6n']:.2f} (> 1: physically impossible; "
-        f"≥ {a['min_devices_for_mfu_below_1']:.1f} devices needed; on 32 devices it would be "
-        f"{a['implied_mfu_on_32_devices']:.2f})"))
+    out.append(
+        Claim(
+            "A19",
+            "13B, 131,072 tokens/step, 6N×3 ≈ 3.06e16 FLOPs, 2.4 s on 8 × 3.2e14 FLOP/s → MFU ≈ 0.497",
+            "each step of the arithmetic recomputed",
+            claims_mod.verdict_from_agreement(flops_ok and division_ok and possible),
+            f"6N×tokens = {a['flops_6n']:.3g} (the ×3 triples it to {a['flops_6n_x3']:.3g}: 6N already holds "
+            f"forward+backward); 3.06e16/(2.56e15×2.4) = {a['stated_division_result']:.3g}, not 0.497; "
+            f"the stated inputs imply MFU = {a['implied_mfu_6n']:.2f} (> 1: physically impossible; "
+            f"≥ {a['min_devices_for_mfu_below_1']:.1f} devices needed; on 32 devices it would be "
+            f"{a['implied_mfu_on_32_devices']:.2f})",
+        )
+    )
 
     b1 = b1_table()
     article = b1.iloc[0]
-    b1_ok = (claims_mod.agrees(B1_STATED["stated_flops_per_step"], article.flops_per_step, rel_tol=0.01)
-             and claims_mod.agrees(B1_STATED["stated_ideal_step_s"], article.ideal_step_s, rel_tol=0.02)
-             and all(abs(article[f"mfu_at_{t}s"] - m) <= 0.005 for t, m in B1_STATED["step_times_s"].items()))
+    b1_ok = (
+        claims_mod.agrees(B1_STATED["stated_flops_per_step"], article.flops_per_step, rel_tol=0.01)
+        and claims_mod.agrees(B1_STATED["stated_ideal_step_s"], article.ideal_step_s, rel_tol=0.02)
+        and all(abs(article[f"mfu_at_{t}s"] - m) <= 0.005 for t, m in B1_STATED["step_times_s"].items())
+    )
     palm = b1[b1.flops_convention.str.startswith("palm")].iloc[0]
     lo, hi = b1["mfu_at_10.2s"].min(), b1["mfu_at_10.2s"].max()
-    out.append(Claim(
-        "B1", "7B, 512×4096 tokens, 64×A100: 8.8e16 FLOPs/step, ≈4.4 s at 100% MFU; 10.2 s → 43%, 8.5 s → 52%",
-        "arithmetic recomputed; the same step times under every FLOPs convention",
-        claims_mod.verdict_from_agreement(b1_ok),
-        f"{article.flops_per_step:.3g} FLOPs, ideal {article.ideal_step_s:.2f} s, MFU {article['mfu_at_10.2s']:.1%} "
-        f"and {article['mfu_at_8.5s']:.1%} (the article's §1 says '≈5 s' and '44%' for the same numbers); "
-        f"with the exact N and attention (palm) 10.2 s is {palm['mfu_at_10.2s']:.1%}; "
-        f"conventions span {lo:.1%}–{hi:.1%} at 10.2 s"))
+    out.append(
+        Claim(
+            "B1",
+            "7B, 512×4096 tokens, 64×A100: 8.8e16 FLOPs/step, ≈4.4 s at 100% MFU; 10.2 s → 43%, 8.5 s → 52%",
+            "arithmetic recomputed; the same step times under every FLOPs convention",
+            claims_mod.verdict_from_agreement(b1_ok),
+            f"{article.flops_per_step:.3g} FLOPs, ideal {article.ideal_step_s:.2f} s, MFU "
+            f"{article['mfu_at_10.2s']:.1%} "
+            f"and {article['mfu_at_8.5s']:.1%} (the article's §1 says '≈5 s' and '44%' for the "
+            "same numbers); "
+            f"with the exact N and attention (palm) 10.2 s is {palm['mfu_at_10.2s']:.1%}; "
+            f"conventions span {lo:.1%}–{hi:.1%} at 10.2 s",
+        )
+    )
 
     if records is not None:
         b = breakdown(records)
-        closes = abs(b["unaccounted_s"]) <= 0.01 * b["job_wall_s"]  # the timed categories explain ≥ 99% of the wall
+        closes = (
+            abs(b["unaccounted_s"]) <= 0.01 * b["job_wall_s"]
+        )  # the timed categories explain ≥ 99% of the wall
         w = waterfall_losses(records)
         loss_map = dict(w["losses"])
         top = max(("slow operators", "data wait", "scheduling"), key=lambda k: loss_map[k])
-        out.append(Claim(
-            "B2", "step time splits into slow operators, communication wait, data wait and scheduling waste",
-            f"{records['train']['steps'] + records['train']['warmup_steps']} training steps timed by phase on "
-            f"{records['device_name']}",
-            "confirmed" if closes else "refuted",
-            f"of {b['job_wall_s']:.2f} s wall: compute {b['compute_s']:.2f} s, data {b['data_s'] * 1e3:.1f} ms, "
-            f"communication 0 (one process), scheduling {b['scheduling_s'] * 1e3:.0f} ms; untimed "
-            f"{b['unaccounted_s'] * 1e3:.1f} ms (threshold 1% of wall); largest loss of FLOP/s here: {top}"))
+        out.append(
+            Claim(
+                "B2",
+                "step time splits into slow operators, communication wait, data wait and scheduling waste",
+                f"{records['train']['steps'] + records['train']['warmup_steps']} training steps "
+                "timed by phase on "
+                f"{records['device_name']}",
+                "confirmed" if closes else "refuted",
+                f"of {b['job_wall_s']:.2f} s wall: compute {b['compute_s']:.2f} s, data "
+                f"{b['data_s'] * 1e3:.1f} ms, "
+                ""
+                f"communication 0 (one process), scheduling {b['scheduling_s'] * 1e3:.0f} ms; "
+                "untimed "
+                f"{b['unaccounted_s'] * 1e3:.1f} ms (threshold 1% of wall); largest loss of FLOP/s "
+                f"here: {top}",
+            )
+        )
 
     b15 = b15_table()
     share = b15.groupby("category").gain_s.sum() / b15.gain_s.clip(lower=0).sum()
     literal = share.get("communication overlap", 0) + share.get("data IO", 0)
     broad = literal + share.get("communication bandwidth", 0)
     largest = b15.loc[b15.gain_s.idxmax()]
-    out.append(Claim(
-        "B15", "10.2 → 8.5 s; 'the gain comes mainly from communication overlap and data IO'",
-        "each step's gain attributed to its loss category (article's own numbers)",
-        "confirmed" if literal > 0.5 else "refuted",
-        f"overlap + data IO = {literal:.0%} of the {b15.gain_s.clip(lower=0).sum():.1f} s gross gain "
-        f"(with NCCL bandwidth tuning counted as communication: {broad:.0%}); the largest single gain is "
-        f"'{largest.change}' ({largest.gain_s:.1f} s, {largest.share_of_gross_gain:.0%}); the last step made it "
-        f"0.1 s slower; the title's 38% baseline contradicts the 43% computed from 10.2 s"))
+    out.append(
+        Claim(
+            "B15",
+            "10.2 → 8.5 s; 'the gain comes mainly from communication overlap and data IO'",
+            "each step's gain attributed to its loss category (article's own numbers)",
+            "confirmed" if literal > 0.5 else "refuted",
+            f"overlap + data IO = {literal:.0%} of the {b15.gain_s.clip(lower=0).sum():.1f} s "
+            "gross gain "
+            f"(with NCCL bandwidth tuning counted as communication: {broad:.0%}); the largest single gain is "
+            f"'{largest.change}' ({largest.gain_s:.1f} s, {largest.share_of_gross_gain:.0%}); the "
+            "last step made it "
+            f"0.1 s slower; the title's 38% baseline contradicts the 43% computed from 10.2 s",
+        )
+    )
 
-    out.append(Claim(
-        "A1", "MFU 30% → 45% with MindSpeed fusion optimisations", "nothing: no numbers to recompute",
-        "not checkable",
-        "anecdote without model size, batch, step times or peak; the hardware also changed (other "
-        "accelerators → Ascend), so the two MFUs have different denominators"))
+    out.append(
+        Claim(
+            "A1",
+            "MFU 30% → 45% with MindSpeed fusion optimisations",
+            "nothing: no numbers to recompute",
+            "not checkable",
+            "anecdote without model size, batch, step times or peak; the hardware also changed (other "
+            "accelerators → Ascend), so the two MFUs have different denominators",
+        )
+    )
     return out
 
 
@@ -282,27 +309,36 @@ def headline_metrics(records: dict) -> dict:
     b = breakdown(records)
     sheet = datasheet_peak(records)
     return {
-        "device": records["device"], "device_name": records["device_name"], "dtype": records["params"]["dtype"],
-        "preset": records["params"]["preset"], "n_params": records["n_params"],
+        **run_identity(records, "dtype", "preset"),
+        "n_params": records["n_params"],
         "flops_convention": b["convention"],
         "matmul_ceiling_flops_per_s": records["ceiling"]["best_flops_per_s"],
         "memory_bandwidth_bytes_per_s": records["bandwidth"]["best_bytes_per_s"],
-        "peak": {"datasheet_flops_per_s": sheet["flops_per_s"], "datasheet_source": sheet["source"],
-                 "datasheet_missing_because": sheet["why_none"],
-                 "measured_ceiling_flops_per_s": records["ceiling"]["best_flops_per_s"],
-                 "measured_ceiling_source": "timing.matmul_ceiling (best median over square matmul sizes)"},
+        "peak": {
+            "datasheet_flops_per_s": sheet["flops_per_s"],
+            "datasheet_source": sheet["source"],
+            "datasheet_missing_because": sheet["why_none"],
+            "measured_ceiling_flops_per_s": records["ceiling"]["best_flops_per_s"],
+            "measured_ceiling_source": "timing.matmul_ceiling (best median over square matmul sizes)",
+        },
         "datasheet_peak_flops_per_s": sheet["flops_per_s"],
-        "ceiling_over_datasheet": (records["ceiling"]["best_flops_per_s"] / sheet["flops_per_s"]
-                                   if sheet["flops_per_s"] else None),
-        "steady_step_s": b["steady_step_s"], "steady_step_iqr_s": b["steady_step_q3_s"] - b["steady_step_q1_s"],
+        "ceiling_over_datasheet": (
+            records["ceiling"]["best_flops_per_s"] / sheet["flops_per_s"] if sheet["flops_per_s"] else None
+        ),
+        "steady_step_s": b["steady_step_s"],
+        "steady_step_iqr_s": b["steady_step_q3_s"] - b["steady_step_q1_s"],
         "steady_tokens_per_s": b["steady_tokens_per_s"],
-        "steady_mfu_vs_ceiling": b["steady_mfu_vs_ceiling"], "steady_mfu_vs_datasheet": b["steady_mfu_vs_datasheet"],
-        "global_mfu_vs_ceiling": b["global_mfu_vs_ceiling"], "local_mfu_vs_ceiling": b["local_mfu_vs_ceiling"],
-        "global_mfu_vs_datasheet": b["global_mfu_vs_datasheet"], "local_mfu_vs_datasheet": b["local_mfu_vs_datasheet"],
-        "time_split_s": {k: b[k] for k in ("compute_s", "data_s", "communication_s", "scheduling_s", "job_wall_s")},
+        "steady_mfu_vs_ceiling": b["steady_mfu_vs_ceiling"],
+        "steady_mfu_vs_datasheet": b["steady_mfu_vs_datasheet"],
+        "global_mfu_vs_ceiling": b["global_mfu_vs_ceiling"],
+        "local_mfu_vs_ceiling": b["local_mfu_vs_ceiling"],
+        "global_mfu_vs_datasheet": b["global_mfu_vs_datasheet"],
+        "local_mfu_vs_datasheet": b["local_mfu_vs_datasheet"],
+        "time_split_s": {
+            k: b[k] for k in ("compute_s", "data_s", "communication_s", "scheduling_s", "job_wall_s")
+        },
         "flop_count_rel_diff": records["flop_count"]["naive_flops_per_token"]
-        / flops.exact_matmul_flops_per_token(TransformerConfig(**records["config"])) - 1,
+        / flops.exact_matmul_flops_per_token(TransformerConfig(**records["config"]))
+        - 1,
         "claims": claims_mod.records(claims(records)),
     }
-
-

@@ -52,21 +52,32 @@ def flop_count(cfg: TransformerConfig, *, device: str, micro_batch: int = 1) -> 
             _, loss = model(idx, idx)
             loss.backward()
         out[f"{impl}_flops_per_token"] = counter.get_total_flops() / tokens
-        attention_ops = {str(op): n for op, n in counter.get_flop_counts().get("Global", {}).items()
-                         if "attention" in str(op)}
+        attention_ops = {
+            str(op): n
+            for op, n in counter.get_flop_counts().get("Global", {}).items()
+            if "attention" in str(op)
+        }
         out[f"{impl}_attention_op_flops"] = attention_ops
         del model
     out["benchmark_version"] = BENCHMARK_VERSION["flop_count"]
     return out
 
 
-def train_run(cfg: TransformerConfig, *, device: str, dtype: str, micro_batch: int, steps: int,
-              warmup_steps: int, attn_impl: str) -> dict:
+def train_run(
+    cfg: TransformerConfig,
+    *,
+    device: str,
+    dtype: str,
+    micro_batch: int,
+    steps: int,
+    warmup_steps: int,
+    attn_impl: str,
+) -> dict:
     """Train the reference model on synthetic tokens and time each step's phases."""
     import torch
 
-    from ...timing import progress, synchronize
     from ...model import GPT
+    from ...timing import progress, synchronize
 
     job_start = time.perf_counter()
     torch.manual_seed(0)
@@ -95,19 +106,36 @@ def train_run(cfg: TransformerConfig, *, device: str, dtype: str, micro_batch: i
         t2 = time.perf_counter()
         loss_value = loss.item()
         t3 = time.perf_counter()
-        rows.append({"step": step, "warmup": step < warmup_steps, "start_s": t0 - job_start,
-                     "data_s": t1 - t0, "compute_s": t2 - t1, "other_s": t3 - t2, "loss": loss_value})
+        rows.append(
+            {
+                "step": step,
+                "warmup": step < warmup_steps,
+                "start_s": t0 - job_start,
+                "data_s": t1 - t0,
+                "compute_s": t2 - t1,
+                "other_s": t3 - t2,
+                "loss": loss_value,
+            }
+        )
     job_wall_s = time.perf_counter() - job_start
     for i, row in enumerate(rows):  # period: from this step's start to the next one's (or job end)
         end = rows[i + 1]["start_s"] if i + 1 < len(rows) else job_wall_s
         row["period_s"] = end - row["start_s"]
     losses = [r["loss"] for r in rows]
     return {
-        "tokens_per_step": micro_batch * cfg.seq_len, "micro_batch": micro_batch, "seq_len": cfg.seq_len,
-        "warmup_steps": warmup_steps, "steps": steps, "dtype": dtype, "attn_impl": attn_impl,
-        "job_wall_s": job_wall_s, "setup_s": rows[0]["start_s"], "rows": rows,
+        "tokens_per_step": micro_batch * cfg.seq_len,
+        "micro_batch": micro_batch,
+        "seq_len": cfg.seq_len,
+        "warmup_steps": warmup_steps,
+        "steps": steps,
+        "dtype": dtype,
+        "attn_impl": attn_impl,
+        "job_wall_s": job_wall_s,
+        "setup_s": rows[0]["start_s"],
+        "rows": rows,
         # correctness gate: finite losses, and the first one near ln(V) as for a uniform guess
-        "initial_loss": losses[0], "expected_initial_loss": math.log(cfg.vocab_size),
+        "initial_loss": losses[0],
+        "expected_initial_loss": math.log(cfg.vocab_size),
         "losses_finite": all(math.isfinite(v) for v in losses),
         "benchmark_version": BENCHMARK_VERSION["train_run"],
     }
@@ -125,17 +153,36 @@ def measure(p: Params) -> dict:
     device, cfg = p.device, p.model_config()
     threads = torch.get_num_threads()
     records = {
-        "study": "mfu", "params": p.to_dict(), "device": device, "num_threads": threads,
+        "study": "mfu",
+        "params": p.to_dict(),
+        "device": device,
+        "num_threads": threads,
         "device_name": hardware.device_name(device),
-        "config": cfg.to_dict(), "n_params": flops.param_count(cfg),
+        "config": cfg.to_dict(),
+        "n_params": flops.param_count(cfg),
         "benchmark_version": {**BENCHMARK_VERSION, **m.BENCHMARK_VERSION},
     }
-    records["ceiling"] = m.matmul_ceiling(device=device, dtype=p.dtype, sizes=p.ceiling_sizes,
-                                          min_run_time_s=p.min_run_time_s, num_threads=threads)
-    records["bandwidth"] = m.memory_bandwidth(device=device, sizes_bytes=tuple(s << 20 for s in p.bandwidth_mib),
-                                              min_run_time_s=p.min_run_time_s, num_threads=threads)
+    records["ceiling"] = m.matmul_ceiling(
+        device=device,
+        dtype=p.dtype,
+        sizes=p.ceiling_sizes,
+        min_run_time_s=p.min_run_time_s,
+        num_threads=threads,
+    )
+    records["bandwidth"] = m.memory_bandwidth(
+        device=device,
+        sizes_bytes=tuple(s << 20 for s in p.bandwidth_mib),
+        min_run_time_s=p.min_run_time_s,
+        num_threads=threads,
+    )
     records["flop_count"] = flop_count(cfg, device=device)
-    records["train"] = train_run(cfg, device=device, dtype=p.dtype, micro_batch=p.micro_batch,
-                                 steps=p.steps, warmup_steps=p.warmup_steps, attn_impl=p.attn_impl)
+    records["train"] = train_run(
+        cfg,
+        device=device,
+        dtype=p.dtype,
+        micro_batch=p.micro_batch,
+        steps=p.steps,
+        warmup_steps=p.warmup_steps,
+        attn_impl=p.attn_impl,
+    )
     return records
-

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
+import seaborn as sns
+
 from .analysis import breakdown, waterfall_losses
 
 
 def plot_attention_share(conventions_df):
     """Attention share of model FLOPs vs sequence length, one line per preset (palm)."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
 
     df = conventions_df[conventions_df.convention == "palm"]
     fig, ax = plt.subplots(figsize=(6.5, 3.8))
@@ -23,7 +24,6 @@ def plot_attention_share(conventions_df):
 
 def plot_waterfall(records):
     """Peak → ceiling → achieved model FLOP/s with each loss labelled (claim B2)."""
-    import matplotlib.pyplot as plt
 
     from ...plots import waterfall
 
@@ -31,23 +31,26 @@ def plot_waterfall(records):
     b = breakdown(records)
     fig, ax = plt.subplots(figsize=(7, 4))
     waterfall(ax, w["start"], w["losses"], w["end"][0], totals={"slow operators": "achieved (local)"})
-    ax.set_title(f"Where the FLOP/s go: global MFU {b['global_mfu_vs_ceiling']:.0%} of the measured ceiling "
-                 f"({b['convention']} FLOPs)")
+    ax.set_title(
+        f"Where the FLOP/s go: global MFU {b['global_mfu_vs_ceiling']:.0%} of the measured ceiling "
+        f"({b['convention']} FLOPs)"
+    )
     return fig
 
 
 def plot_step_timeline(records):
     """Each step's phases as stacked bars (seconds)."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
 
     rows = records["train"]["rows"]
     steps = [r["step"] for r in rows]
     colors = sns.color_palette()
     fig, ax = plt.subplots(figsize=(7, 3.5))
     bottom = [0.0] * len(rows)
-    for key, label, color in (("data_s", "data wait", colors[1]), ("compute_s", "forward+backward+optimizer", colors[0]),
-                              ("other_s", "other (loss read-back, bookkeeping)", colors[3])):
+    for key, label, color in (
+        ("data_s", "data wait", colors[1]),
+        ("compute_s", "forward+backward+optimizer", colors[0]),
+        ("other_s", "other (loss read-back, bookkeeping)", colors[3]),
+    ):
         vals = [r[key] for r in rows]
         ax.bar(steps, vals, bottom=bottom, label=label, color=color)
         bottom = [b + v for b, v in zip(bottom, vals)]
@@ -57,7 +60,8 @@ def plot_step_timeline(records):
     b = breakdown(records)
     ax.set_xlabel("step")
     ax.set_ylabel("time (s)")
-    ax.set_title(f"Forward+backward+optimizer is {b['compute_s'] / b['job_wall_s']:.0%} of the job's wall clock")
+    ax.set_title(
+        f"Forward+backward+optimizer is {b['compute_s'] / b['job_wall_s']:.0%} of the job's wall clock"
+    )
     ax.legend(fontsize=8, loc="lower right")
     return fig
-

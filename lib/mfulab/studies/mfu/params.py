@@ -14,40 +14,53 @@ ATTN_IMPLS = ("sdpa", "naive")
 @dataclass(frozen=True)
 class Params(StudyParams):
     preset: str = param("cpu-small", "the model trained in the measured run (a config.preset name)")
-    seq_len: int = param(256, "tokens per sequence", unit="tokens")
-    micro_batch: int = param(8, "sequences per step", unit="sequences")
-    steps: int = param(20, "measured steps after warm-up", unit="steps")
-    warmup_steps: int = param(3, "steps left out of the steady state (still part of the job's wall clock)",
-                              unit="steps")
+    seq_len: int = param(256, "tokens per sequence", unit="tokens", positive=True)
+    micro_batch: int = param(8, "sequences per step", unit="sequences", positive=True)
+    steps: int = param(20, "measured steps after warm-up", unit="steps", positive=True)
+    warmup_steps: int = param(
+        3,
+        "steps left out of the steady state (still part of the job's wall clock)",
+        unit="steps",
+        non_negative=True,
+    )
     device: str = param("auto", "auto | cpu | cuda")
     dtype: str = param("fp32", "fp32 | bf16 | fp16 (autocast); also the matmul ceiling's dtype")
     attn_impl: str = param("sdpa", "sdpa | naive")
-    num_threads: int = param(0, "torch threads (0: torch's default)", unit="threads")
-    ceiling_sizes: tuple[int, ...] = param([256, 512, 1024, 2048], "square matmul sizes for the measured ceiling",
-                                           unit="elements per side")
-    bandwidth_mib: tuple[int, ...] = param([64, 256], "copy sizes for the measured memory bandwidth", unit="MiB")
-    min_run_time_s: float = param(0.5, "minimum time of each timed benchmark", unit="s")
-    convention_presets: tuple[str, ...] = param(["gpt2-124m", "gpt2-1.5b", "llama2-7b", "llama2-70b", "gpt3-175b"],
-                                                "presets of the FLOPs-convention table")
-    convention_seq_lens: tuple[int, ...] = param([512, 1024, 2048, 4096, 8192, 32768],
-                                                 "sequence lengths of the FLOPs-convention table", unit="tokens")
+    num_threads: int = param(0, "torch threads (0: torch's default)", unit="threads", non_negative=True)
+    ceiling_sizes: tuple[int, ...] = param(
+        [256, 512, 1024, 2048],
+        "square matmul sizes for the measured ceiling",
+        unit="elements per side",
+        positive=True,
+    )
+    bandwidth_mib: tuple[int, ...] = param(
+        [64, 256], "copy sizes for the measured memory bandwidth", unit="MiB", positive=True
+    )
+    min_run_time_s: float = param(0.5, "minimum time of each timed benchmark", unit="s", positive=True)
+    convention_presets: tuple[str, ...] = param(
+        ["gpt2-124m", "gpt2-1.5b", "llama2-7b", "llama2-70b", "gpt3-175b"],
+        "presets of the FLOPs-convention table",
+    )
+    convention_seq_lens: tuple[int, ...] = param(
+        [512, 1024, 2048, 4096, 8192, 32768],
+        "sequence lengths of the FLOPs-convention table",
+        unit="tokens",
+        positive=True,
+    )
 
     def check(self) -> None:
         preset(self.preset)
         for name in self.convention_presets:
             preset(name)
-        self.require_positive("seq_len", "micro_batch", "steps", "min_run_time_s", "ceiling_sizes",
-                              "bandwidth_mib", "convention_seq_lens")
-        self.require("convention_presets", len(self.convention_presets) > 0,
-                     "a non-empty list of preset names")
-        self.require_non_negative("warmup_steps", "num_threads")
+        self.require(
+            "convention_presets", len(self.convention_presets) > 0, "a non-empty list of preset names"
+        )
         self.require_choice("dtype", DTYPES)
         self.require_choice("attn_impl", ATTN_IMPLS)
 
     def prepare(self) -> None:
         self.resolve_device()
-        self.require("dtype", not (self.device == "cpu" and self.dtype == "fp16"),
-                     "fp32 or bf16 on CPU (fp16 is not supported there)")
+        self.require_dtype_on_device()
 
     def model_config(self):
         return preset(self.preset).with_(seq_len=self.seq_len)

@@ -1,0 +1,204 @@
+"""The runner's guarantees, each with a real process: Ctrl-C and SIGTERM stop a study and
+every worker it started, the headless path allocates like ``make``, core counts follow the
+affinity mask, ``--if-changed`` skips unchanged work, ``site --out`` never deletes a folder
+it did not write."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mfulab import hardware, launch, procs, runner
+from mfulab.config import ParameterError
+
+from conftest import ROOT
+
+
+def _descendant_cmdlines(pid):
+    out = {}
+    for child in procs.descendants(pid):
+        try:
+            out[child] = open(f"/proc/{child}/cmdline").read().replace("\0", " ")
+        except OSError:
+            pass
+    return out
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_the_study_its_kernel_and_every_rank(tmp_path, sig, code):
+    """A real multi-process run (overlap: kernel → torchrun → 2 gloo ranks) is signalled
+    once its ranks run; within 5 s nothing it started is alive, earlier results are intact,
+    no temporary folder is left, and the exit code is 128 + signal."""
+    existing = tmp_path / "testbox" / "overlap"
+    existing.mkdir(parents=True)
+    (existing / "metrics.json").write_text('{"kept": true}')
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mfulab",
+            "run",
+            "overlap",
+            "--profile",
+            "smoke",
+            "--results-root",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        start_new_session=True,
+        env={**os.environ, "MACHINE": "testbox"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seen: dict[int, str] = {}
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            seen.update(_descendant_cmdlines(proc.pid))
+            if any("mfulab.launch" in c for c in seen.values()):  # a rank is running
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, (
+            "the study ended before its ranks were seen:\n" + proc.stderr.read()[-3000:]
+        )
+        ranks = [p for p, c in seen.items() if "mfulab.launch" in c]
+        assert ranks and any("ipykernel" in c for c in seen.values())
+        seen.update(_descendant_cmdlines(proc.pid))
+        proc.send_signal(sig)
+        signalled = time.monotonic()
+        rc = proc.wait(timeout=10)
+        gone_after_s = None
+        while time.monotonic() - signalled < 5:
+            if not any(procs.alive(p) for p in seen):
+                gone_after_s = time.monotonic() - signalled
+                break
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert rc == code, proc.stderr.read()[-3000:]
+    assert gone_after_s is not None, [c for p, c in seen.items() if procs.alive(p)]
+    assert json.loads((existing / "metrics.json").read_text()) == {"kept": True}
+    assert sorted(p.name for p in existing.parent.iterdir()) == ["overlap"]
+    assert "interrupted" in proc.stderr.read()
+
+
+def test_kill_descendants_reaches_processes_in_their_own_session():
+    """A grandchild in a new session (as torchrun's launcher makes) is still found and stopped."""
+    code = (
+        "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; "
+        "time.sleep(60)'], start_new_session=True); time.sleep(60)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 10
+        while len(procs.descendants()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        found = procs.descendants()
+        assert len(found) >= 2
+        assert procs.kill_descendants(grace_s=1.0) >= 2
+        assert not any(procs.alive(p) for p in found)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+
+
+def test_headless_measure_sets_the_allocator_environment(tmp_path):
+    """``python -m mfulab measure`` started without the glibc variables re-executes itself
+    with them, as ``make <study>`` runs the kernel."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "MFULAB_NO_REEXEC"}
+    out = tmp_path / "m"
+    proc = subprocess.run(
+        [sys.executable, "-m", "mfulab", "measure", "mfu", "-f", "studies/mfu/smoke.yaml", "--out", str(out)],
+        cwd=ROOT,
+        env={**env, "MACHINE": "testbox"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recorded = json.loads((out / "env.json").read_text())["fingerprint"]["malloc_env"]
+    assert recorded == runner.MALLOC_ENV
+
+
+def test_core_counts_follow_the_affinity_mask(monkeypatch):
+    monkeypatch.delenv("MACHINE", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    monkeypatch.setattr(os, "cpu_count", lambda: 128)
+    assert hardware.usable_cpus() == 3
+    if not hardware.fingerprint()["cuda_available"]:
+        assert hardware.machine_slug() == "cpu-3c"
+    with pytest.raises(ParameterError, match="3 usable cores"):
+        launch.check_world_size(13, "cpu")
+    launch.check_world_size(12, "cpu")
+
+
+def test_slug_of_a_pinned_process():
+    if not os.path.exists("/usr/bin/taskset"):
+        pytest.skip("taskset (util-linux) is not installed")
+    proc = subprocess.run(
+        [
+            "taskset",
+            "-c",
+            "0",
+            sys.executable,
+            "-c",
+            "from mfulab import hardware; print(hardware.usable_cpus())",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.stdout.strip() == "1", proc.stderr
+
+
+def test_site_out_refuses_a_folder_it_did_not_write(run_cli, tmp_path):
+    precious = tmp_path / "home"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    results_root = tmp_path / "results"
+    (results_root / "testbox").mkdir(parents=True)
+    proc = run_cli(
+        "site", "--machine", "testbox", "--results-root", str(results_root), "--out", str(precious)
+    )
+    assert proc.returncode == 2 and "not a site" in proc.stderr
+    assert (precious / "thesis.tex").read_text() == "years of work"
+    site = tmp_path / "site"
+    for _ in range(2):  # a new folder, then the site it wrote, are fine
+        proc = run_cli(
+            "site", "--machine", "testbox", "--results-root", str(results_root), "--out", str(site)
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (site / "index.html").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "results", "site"]  # nothing left behind
+
+
+def test_if_changed_skips_an_unchanged_study(tmp_path, monkeypatch):
+    """A study is skipped when its env.json records the same inputs, and re-run otherwise."""
+    from mfulab.studies import get
+
+    monkeypatch.setenv("MACHINE", "testbox")
+    study = get("mfu")
+    params = study.params.from_dict(runner.read_profile(ROOT / "studies/mfu/smoke.yaml")).to_dict()
+    expected = runner.inputs(study, params, profile="smoke", root=ROOT, results_root=tmp_path)
+    final = tmp_path / "testbox" / "mfu"
+    final.mkdir(parents=True)
+    from mfulab import results
+
+    results.write_json(final / "env.json", {"inputs": expected})
+    calls = []
+    import papermill
+
+    monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **k: calls.append(a))
+    runner.run("mfu", profile="smoke", results_root=tmp_path, if_changed=True)
+    assert calls == []  # up to date: nothing executed
+    with pytest.raises(FileNotFoundError):  # a changed parameter re-runs (the stub writes no notebook)
+        runner.run("mfu", profile="smoke", overrides={"steps": 5}, results_root=tmp_path, if_changed=True)
+    assert len(calls) == 1
+    assert results.read_json(final / "env.json") == {"inputs": results.jsonable(expected)}

@@ -1,0 +1,153 @@
+"""The study registry and the study layer's rules: every study is one package with typed
+parameters, a notebook that runs with its defaults, profiles that hold only differences,
+and nothing outside its package lists it."""
+
+import ast
+import dataclasses
+import re
+from pathlib import Path
+
+import jupytext
+import pytest
+import yaml
+
+from mfulab import runner
+from mfulab.config import ParameterError
+from mfulab.params import StudyParams
+from mfulab.studies import REGISTRY, get
+
+from conftest import ROOT
+
+LIB = ROOT / "lib" / "mfulab"
+STUDIES = list(REGISTRY)
+
+
+def test_registry_lists_every_study_package_in_course_order():
+    packages = sorted(p.name for p in (LIB / "studies").iterdir() if (p / "study.yaml").exists())
+    assert packages == sorted(p.name for p in (LIB / "studies").iterdir() if (p / "__init__.py").exists())
+    assert sorted(REGISTRY) == packages
+    numbers = [s.number for s in REGISTRY.values()]
+    assert len(set(numbers)) == len(numbers)
+    assert list(REGISTRY)[-1] == "compare"  # it reads the others: last
+    with pytest.raises(ParameterError, match="valid studies"):
+        get("nosuch")
+
+
+@pytest.mark.parametrize("study_id", STUDIES)
+def test_study_declaration_is_complete(study_id):
+    study = REGISTRY[study_id]
+    assert (ROOT / "notebooks" / study.notebook).exists()
+    assert study.notebook.startswith(f"{study.number:02d}_")
+    assert issubclass(study.params, StudyParams) and dataclasses.is_dataclass(study.params)
+    assert study.params.__dataclass_params__.frozen
+    for field in study.params.schema():
+        assert field["meaning"], f"{study_id}.{field['name']} has no meaning"
+    keys = [m.key for m in study.metrics]
+    assert len(keys) == len(set(keys))
+    if study.measure:
+        assert callable(study.measure_fn())
+
+
+@pytest.mark.parametrize("study_id", STUDIES)
+def test_profiles_validate_and_hold_only_differences(study_id):
+    study = REGISTRY[study_id]
+    defaults = study.params().to_dict()
+    names = runner.profiles(study_id)
+    assert names, f"{study_id} has no profile"
+    for name in names:
+        values = yaml.safe_load((ROOT / "studies" / study_id / f"{name}.yaml").read_text()) or {}
+        study.params.from_dict(values)
+        same = [k for k, v in values.items() if defaults[k] == v]
+        assert same in ([], ["device"]), f"studies/{study_id}/{name}.yaml repeats defaults: {same}"
+
+
+def _parameters_cell(notebook: Path) -> str:
+    nb = jupytext.read(notebook)
+    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(cells) == 1, f"{notebook.name} needs exactly one parameters cell"
+    return cells[0].source
+
+
+@pytest.mark.parametrize("study_id", STUDIES)
+def test_notebook_parameters_run_without_injection(study_id):
+    """Opened by hand (no papermill), the parameters cell gives the defaults, and the
+    study's parameters build from them; the cell holds plain literals only."""
+    study = REGISTRY[study_id]
+    source = _parameters_cell(ROOT / "notebooks" / study.notebook)
+    namespace: dict = {}
+    exec(compile(source, study.notebook, "exec"), namespace)
+    assert namespace["params"] == {} and namespace["out_dir"] == "" and namespace["from_dir"] == ""
+    for node in ast.parse(source).body:
+        assert isinstance(node, ast.Assign) and isinstance(node.value, (ast.Constant, ast.Dict)), (
+            study.notebook
+        )
+    p = study.params.from_dict(namespace["params"])
+    assert p == study.params()
+
+
+@pytest.mark.parametrize("study_id", STUDIES)
+def test_bad_parameters_name_the_parameter(study_id):
+    study = REGISTRY[study_id]
+    with pytest.raises(ParameterError, match="unknown parameters: no_such_knob"):
+        study.params.from_dict({"no_such_knob": 1})
+    first = study.params.schema()[0]
+    with pytest.raises(ParameterError, match=first["name"]):
+        study.params.from_dict({first["name"]: object()})
+
+
+def test_typed_parameters_check_types():
+    mfu = get("mfu").params
+    with pytest.raises(ParameterError, match="steps must be a integer"):
+        mfu.from_dict({"steps": True})
+    with pytest.raises(ParameterError, match="ceiling_sizes"):
+        mfu.from_dict({"ceiling_sizes": [256, "x"]})
+    assert mfu.from_dict({"ceiling_sizes": [64]}).ceiling_sizes == (64,)
+    assert mfu.from_dict({"min_run_time_s": 1}).min_run_time_s == 1
+
+
+def test_nothing_outside_a_study_package_names_a_study():
+    """Adding a study touches only its package, notebook and YAML files: no core module
+    lists study ids or imports a study package (the registry discovers them)."""
+    ids = [s for s in REGISTRY if s != "compare"]
+    for path in LIB.glob("*.py"):
+        text = path.read_text()
+        assert "mfulab.studies." not in text and "from .studies." not in text, path.name
+        for study_id in ids:
+            assert not re.search(rf"[\"']{study_id}[\"']", text), f"{path.name} names study {study_id!r}"
+
+
+def test_no_study_imports_another_study():
+    for study in REGISTRY.values():
+        for path in (LIB / "studies" / study.id).glob("*.py"):
+            for other in REGISTRY:
+                if other != study.id:
+                    assert (
+                        f"studies.{other}" not in path.read_text() and f"..{other}" not in path.read_text()
+                    ), f"{path} imports study {other}"
+
+
+def test_library_files_stay_small():
+    for path in LIB.rglob("*.py"):
+        assert len(path.read_text().splitlines()) <= 420, f"{path.relative_to(ROOT)} is over ~400 lines"
+
+
+def test_readme_course_table_lists_every_study():
+    readme = (ROOT / "README.md").read_text()
+    for study in REGISTRY.values():
+        assert re.search(
+            rf"\| {study.number:02d} \| `{study.id}` \| \[notebooks/{re.escape(study.notebook)}\]", readme
+        ), f"README's course table lacks {study.id}"
+
+
+def test_repository_stands_alone():
+    """Nothing tracked points outside the repository to background material."""
+    import subprocess
+
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    for name in files:
+        path = ROOT / name
+        if path.suffix in (".png", ".gz", ".parquet") or not path.is_file():
+            continue
+        text = path.read_text(errors="ignore")
+        for word in ("shared" + "/", "seeds" + "/"):
+            assert word not in text, f"{name} mentions {word}"
