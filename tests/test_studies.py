@@ -151,3 +151,50 @@ def test_repository_stands_alone():
         text = path.read_text(errors="ignore")
         for word in ("shared" + "/", "seeds" + "/"):
             assert word not in text, f"{name} mentions {word}"
+
+
+def _module_level_imports(path: Path, package: str) -> set[str]:
+    """Modules of mfulab that ``path`` imports at module level (function-level imports are
+    deferred on purpose and cannot form an import-time cycle)."""
+    tree = ast.parse(path.read_text())
+    found = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.startswith("mfulab"):
+                found.add(target)
+                found.update(f"{target}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("mfulab"))
+    return found
+
+
+def test_no_import_cycles():
+    modules = {}
+    for path in LIB.rglob("*.py"):
+        rel = path.relative_to(LIB.parent).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        package = name if rel.name == "__init__" else ".".join(rel.parts[:-1])
+        modules[name] = path, package
+    graph = {
+        name: {m for m in _module_level_imports(path, package) if m in modules and m != name}
+        for name, (path, package) in modules.items()
+    }
+    state: dict[str, int] = {}
+
+    def visit(node, stack):
+        state[node] = 1
+        for nxt in graph[node]:
+            if state.get(nxt) == 1:
+                raise AssertionError("import cycle: " + " → ".join(stack + [node, nxt]))
+            if nxt not in state:
+                visit(nxt, stack + [node])
+        state[node] = 2
+
+    for name in graph:
+        if name not in state:
+            visit(name, [])
