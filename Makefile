@@ -9,6 +9,7 @@ ARGS     ?=
 FROM     ?=
 FORCE    ?=
 PORT     ?= 8888
+LAB_ARGS ?=
 # torch: on machines without an NVIDIA driver the CPU build is installed first (pyproject
 # asks for a range it satisfies). Elsewhere than the reference box, a CPU-only Linux machine
 # gets the small CPU wheel with TORCH_INDEX="--index-url https://download.pytorch.org/whl/cpu".
@@ -78,7 +79,9 @@ format: $(STAMP)
 
 # The executed notebooks under results/ are read-only records (cells marked non-editable).
 lab: $(STAMP)
-	$(PY) -m jupyter lab --port $(PORT) --ServerApp.root_dir="$(CURDIR)" --MultiKernelManager.default_kernel_name=mfulab
+	$(PY) -m jupyter lab --port $(PORT) --ServerApp.root_dir="$(CURDIR)" \
+		--MultiKernelManager.default_kernel_name=mfulab \
+		--ServerApp.contents_manager_class=mfulab.lab.ResultsReadOnlyContentsManager $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 list: $(STAMP)
 	@$(PY) -m mfulab list
