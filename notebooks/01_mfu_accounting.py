@@ -130,7 +130,8 @@ display(
 # ceiling** — the best median FLOP/s over a sweep of square matmuls, in the spirit of stas00's
 # MAMF finder — is what the device really does at its best. On a CPU there is no datasheet
 # entry in our table, so the ceiling *is* the denominator, labelled as such. Memory bandwidth
-# (a large copy: bytes read + written) is measured alongside for the roofline in study 03.
+# (a large copy: bytes read + written) is measured alongside; study 03 measures it again for
+# its roofline.
 
 # %%
 ceiling = pd.DataFrame(records["ceiling"]["rows"])[["size", "median_s", "iqr_s", "n", "achieved_flops_per_s"]]

@@ -105,17 +105,19 @@ plots.save_figure(fig, out, "ln_fusion")
 comparisons[["dropout_p", "candidate", "ratio", "ratio_lo", "ratio_hi", "verdict", "predicted"]]
 
 # %% [markdown]
-# On the 2-core CPU the dropout mask comes from a random number generator whose cost
-# dominates, and both eager and compiled kernels stay far from the copy bandwidth; the
-# kernel count (three passes → one) is the part of the story that transfers unchanged to a
-# GPU, where launch overhead and HBM round trips make the bytes model the whole story.
+# How close each kernel comes to the copy bandwidth is in the table above. With dropout on,
+# the mask's random-number generator dominates on this 2-core CPU and neither kernel gets
+# near the bandwidth; without dropout the eager kernels get much closer, and the compiled
+# one is not faster here. The kernel count (fewer passes over memory: see the counts above)
+# is the part of the story that transfers unchanged to a GPU, where launch overhead and HBM
+# round trips make the bytes model the whole story.
 #
 # ## 3 · Attention vs sequence length (A8, B3)
 #
 # Naive attention materialises the s×s scores and probabilities; SDPA dispatches to a fused
 # kernel that keeps only a per-row log-sum-exp. Bytes kept for backward are counted exactly
 # (the same saved-tensor hooks as study 04, inputs excluded). Naive attention is skipped with
-# the reason where its s×s tensors would exceed `naive_memory_limit_mib`.
+# the reason where its s×s tensors would exceed `p.naive_memory_limit_mib`.
 
 # %%
 attn = analysis.attention_table(records)

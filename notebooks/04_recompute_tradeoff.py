@@ -163,7 +163,8 @@ a14
 
 # %% [markdown]
 # The attention core holds the a·s² tensors (scores, softmax, dropout) but costs only the
-# two s²-sized matmuls to recompute; the MLP holds 9 of the 34 bytes per s·b·h but is the
+# two s²-sized matmuls to recompute; the MLP holds 19 of the 34 bytes per s·b·h (nine 2-byte tensors and the 1-byte dropout
+# mask; Korthikanti et al. 2022, Table 2) but is the
 # largest matmul of the layer. Recomputing the attention core frees far more memory per FLOP
 # — Korthikanti's choice. With a flash-attention kernel those a·s² tensors are never stored,
 # and the choice becomes moot: there is little left to save in attention.

@@ -92,8 +92,9 @@ gpt_layout
 # difference — the communication DDP could not hide. The simulator takes the measured
 # no-communication time, spreads gradient readiness over it in proportion to the bytes
 # behind each tensor, and costs each bucket with the α–β fitted to this machine's
-# all-reduce. On the 2-core box, real compute leaves no core for gloo's threads, so only
-# the many-small-calls side of the curve shows; the emulated mode shows the late-start side.
+# all-reduce. On the 2-core box, real compute leaves no core for gloo's threads, so the
+# many-small-calls side dominates its curve and the late-start side is small; the emulated
+# mode shows the late-start side more clearly.
 
 # %%
 sweep = analysis.sweep_table(records)
@@ -165,8 +166,9 @@ analysis.best_caps(scale)[
 # ## Claims
 #
 # A6 from the interval of the one-bucket-per-tensor step vs the best cap (confirmed above
-# 1.5×) and the simulated spread at scale; B6 from the pooled interval of each flag against
-# the default; B8 from the simulator (analytic).
+# 1.5×) and the simulated spread at scale; B6 from the bootstrap interval of each flag against
+# the default flags at the swept cap nearest DDP's default 25 MiB; B8 from the simulator
+# (analytic).
 
 # %%
 claim_list = analysis.claims(records)

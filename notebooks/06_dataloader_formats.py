@@ -54,8 +54,8 @@ written.assign(MiB=written.bytes / 2**20)[["format", "files", "MiB", "write_s"]]
 # %% [markdown]
 # ## 2 · Read throughput, warm and cold
 #
-# Each setting reads the whole corpus `epochs` times through a `DataLoader` (padding to
-# `seq_len`). Cold: the format's files were evicted from the page cache first
+# Each setting reads the whole corpus `p.epochs` times through a `DataLoader` (padding to
+# `p.seq_len`). Cold: the format's files were evicted from the page cache first
 # (`posix_fadvise(DONTNEED)`), and `mincore` confirms how much stayed resident.
 # `pin_memory` only matters with CUDA; on a CPU run it is off and says so in the table.
 # `mib_per_s` is the format's bytes on disk read per second, in MiB/s (1 MiB = 2**20 bytes).
@@ -101,9 +101,9 @@ restart
 # The tiny reference model trains on batches from each loader (persistent workers, the
 # largest worker count) and from batches pre-loaded in memory. Per step: time blocked
 # waiting for the batch, then compute. The in-memory run also writes a synchronous
-# checkpoint every `checkpoint_every` steps. A CPU step is slow next to loading, so the
+# checkpoint every `p.checkpoint_every` steps. A CPU step is slow next to loading, so the
 # stall hides; **emulated compute** runs replace the step with a timed wait of
-# `stall_emulated_step_s` (an accelerator-speed step: no core busy) and load inline
+# `p.stall_emulated_step_s` (an accelerator-speed step: no core busy) and load inline
 # (`num_workers=0`), which is where the stall of a fast device shows.
 
 # %%
@@ -134,13 +134,13 @@ with pd.option_context("display.max_colwidth", None):
 # ## What this study showed
 
 # %%
-warm = sweep[sweep.cache == "warm"].groupby("format").samples_per_s.median()
+warm = analysis.best_warm_setting(records)
 lines = [
-    "* Warm, best setting per format: "
+    "* Warm, best setting per format (median over epochs): "
     + ", ".join(f"{f} {v:,.0f} samples/s" for f, v in warm.sort_values().items())
     + f"; every epoch of every reader returned the corpus intact ({len(sweep)} epochs).",
     "* Stall: "
-    + ", ".join(f"{r.loader} {r.stall_fraction:.0%}" for r in stall.itertuples())
+    + ", ".join(f"{r.loader} ({r.compute}) {r.stall_fraction:.0%}" for r in stall.itertuples())
     + " of step time.",
     "* " + "; ".join(f"**{c.id}**: {c.verdict}" for c in claim_list) + ".",
 ]

@@ -202,3 +202,12 @@ def test_if_changed_skips_an_unchanged_study(tmp_path, monkeypatch):
         runner.run("mfu", profile="smoke", overrides={"steps": 5}, results_root=tmp_path, if_changed=True)
     assert len(calls) == 1
     assert results.read_json(final / "env.json") == {"inputs": results.jsonable(expected)}
+
+
+def test_native_profiler_noise_is_held_back(capfd):
+    """USDT lines that torch's C++ profiler writes to fd 2 stay out of the executed notebooks;
+    other native output passes."""
+    with procs.native_stderr_filtered():
+        os.write(2, b"USDT: profiler_start\nreal warning\n")
+    err = capfd.readouterr().err
+    assert "USDT" not in err and "real warning" in err

@@ -1,4 +1,4 @@
 """mfulab: where a training step's time goes — analytic models and micro-benchmarks
-behind the study notebooks (see DESIGN.md for the layout)."""
+behind the study notebooks (docs/architecture.md describes the layout)."""
 
 __version__ = "0.1.0"

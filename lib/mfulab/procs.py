@@ -105,6 +105,27 @@ def kill_descendants(grace_s: float = 2.0) -> int:
 
 
 @contextlib.contextmanager
+def native_stderr_filtered(drop=("USDT",)):
+    """Hold back lines that native code (torch's C++ profiler: "USDT: ... profiler_start")
+    writes to file descriptor 2 while the block runs; every other line is passed on."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            for line in captured.read().decode(errors="replace").splitlines():
+                if not line.startswith(tuple(drop)):
+                    print(line, file=sys.stderr)
+
+
+@contextlib.contextmanager
 def stop_on_signals(cleanup=None, *, what: str = "the run"):
     """Within this block, SIGINT/SIGTERM stop every descendant, call ``cleanup()`` and exit
     128 + signum (module docstring). Handlers are restored afterwards."""

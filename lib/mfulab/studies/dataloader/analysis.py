@@ -143,6 +143,14 @@ def claims(records) -> list[Claim]:
     return out
 
 
+def best_warm_setting(records):
+    """Per format, the warm samples/s of its best loader setting (the median over epochs of
+    each setting — workers, persistent workers — then the best setting)."""
+    warm = sweep_table(records).query("cache == 'warm'")
+    per_setting = warm.groupby(["format", "num_workers", "persistent_workers"]).samples_per_s.median()
+    return per_setting.groupby("format").max()
+
+
 def throughput_rows(records) -> list[dict]:
     """Median samples/s per format × worker count × persistent workers × cache."""
     return (

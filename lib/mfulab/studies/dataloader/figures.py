@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-from .analysis import sweep_table
+from .analysis import best_warm_setting, sweep_table
 
 
 def plot_throughput(records):
@@ -24,9 +24,10 @@ def plot_throughput(records):
     ax.set_yscale("log")
     ax.set_ylabel("samples/s (median of epochs, bars: IQR)")
     ax.set_xlabel("")
-    best = sw[sw.cache == "warm"].groupby("format").samples_per_s.median()
+    best = best_warm_setting(records)
     ax.set_title(
-        f"{best.idxmax()} reads {best.max() / best.min():.0f}× faster than {best.idxmin()} (workers: number)"
+        f"{best.idxmax()} reads {best.max() / best.min():.1f}× faster than {best.idxmin()} "
+        "(warm, best setting of each)"
     )
     ax.legend(fontsize=7, title="num_workers / cache")
     return fig

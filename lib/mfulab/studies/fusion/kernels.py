@@ -96,12 +96,13 @@ def profile_kernel_count(fn, device: str) -> dict:
     ``torch._inductor.config.cpp.enable_kernel_profile``), allocation and view ops left out."""
     from torch.profiler import ProfilerActivity, profile
 
+    from ...procs import native_stderr_filtered
     from ...timing import synchronize
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     fn()  # never the first call
     synchronize(device)
-    with profile(activities=activities) as prof:
+    with native_stderr_filtered(), profile(activities=activities) as prof:
         fn()
         synchronize(device)
     events = prof.events()
