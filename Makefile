@@ -22,7 +22,7 @@ STAMP    := $(VENV)/.mfulab-installed
 STUDIES  := $(filter-out compare,$(sort $(patsubst studies/%/,%,$(wildcard studies/*/))))
 SITE_MACHINE ?=
 
-.PHONY: help env all test lint format lab list html compare clean distclean $(STUDIES)
+.PHONY: help env all test lint format lab list readme html compare clean distclean $(STUDIES)
 .NOTPARALLEL:
 
 help:
@@ -31,6 +31,7 @@ help:
 	@echo "make test                lint (ruff) and run the tests"
 	@echo "make lab                 JupyterLab with the mfulab kernel; notebooks/*.py open as notebooks"
 	@echo "make list                studies and profiles"
+	@echo "make readme              rewrite README.md's course table from the study registry"
 	@echo "make <study>             one study, e.g. make mfu PROFILE=gpu ARGS=\"-p seq_len 2048\""
 	@echo "make <study> FROM=DIR    analyse measurements taken elsewhere (python -m mfulab measure ...)"
 	@echo "make compare             machines side by side (notebook 07) into results/comparison/"
@@ -85,6 +86,10 @@ lab: $(STAMP)
 
 list: $(STAMP)
 	@$(PY) -m mfulab list
+
+# The README's course table is generated from the registry (lib/mfulab/studies/*/study.yaml).
+readme: $(STAMP)
+	$(PY) -m mfulab readme
 
 clean:
 	rm -rf scratch site .pytest_cache results/*/.tmp-* results/*/.old-*

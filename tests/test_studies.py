@@ -131,7 +131,11 @@ def test_library_files_stay_small():
         assert len(path.read_text().splitlines()) <= 420, f"{path.relative_to(ROOT)} is over ~400 lines"
 
 
-def test_readme_course_table_lists_every_study():
+def test_readme_course_table_is_the_registry():
+    """The README's course table is generated (make readme) and in sync with the registry."""
+    from mfulab import cli
+
+    assert cli.readme(check=True) == 0, "README.md's course table is stale: run 'make readme'"
     readme = (ROOT / "README.md").read_text()
     for study in REGISTRY.values():
         assert re.search(

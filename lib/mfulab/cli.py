@@ -24,7 +24,10 @@ from .studies import REGISTRY
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m mfulab", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="studies and their profiles")
+    p_list = sub.add_parser("list", help="studies and their profiles")
+    p_list.add_argument("--markdown", action="store_true", help="the README's course table")
+    p_readme = sub.add_parser("readme", help="rewrite the course table in README.md from the registry")
+    p_readme.add_argument("--check", action="store_true", help="exit 1 if README.md's table is stale")
     p_run = sub.add_parser("run", help="execute a study notebook into results/<machine>/<study>/")
     p_run.add_argument("study")
     p_run.add_argument("--profile", default="auto")
@@ -56,6 +59,39 @@ def _parser() -> argparse.ArgumentParser:
     p_meas.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"))
     p_meas.add_argument("--out", required=True)
     return parser
+
+
+COURSE_START, COURSE_END = "<!-- course table: python -m mfulab readme -->", "<!-- end of course table -->"
+
+
+def course_table() -> str:
+    """The README's course table, from the registry (``make readme`` writes it)."""
+    rows = ["| # | study | notebook | what it answers |", "|---|---|---|---|"]
+    for s in REGISTRY.values():
+        claims = f" ({', '.join(s.claims)})" if s.claims else ""
+        rows.append(
+            f"| {s.number:02d} | `{s.id}` | [notebooks/{s.notebook}](notebooks/{s.notebook}) "
+            f"| {s.summary}{claims} |"
+        )
+    return "\n".join(rows)
+
+
+def readme(check: bool = False) -> int:
+    """Rewrite (or, with ``check``, verify) the block between the course-table markers."""
+    path = runner.repo_root() / "README.md"
+    text = path.read_text()
+    if COURSE_START not in text or COURSE_END not in text:
+        raise ParameterError(f"README.md lacks the markers {COURSE_START!r} … {COURSE_END!r}")
+    head, rest = text.split(COURSE_START, 1)
+    _, tail = rest.split(COURSE_END, 1)
+    new = f"{head}{COURSE_START}\n{course_table()}\n{COURSE_END}{tail}"
+    if check:
+        if new != text:
+            print("README.md's course table is stale: run 'make readme'", file=sys.stderr)
+            return 1
+        return 0
+    path.write_text(new)
+    return 0
 
 
 def _list() -> None:
@@ -91,7 +127,9 @@ def main(argv=None) -> int:
             )
             print(f"site written to {out / 'index.html'}")
         elif args.command == "list":
-            _list()
+            print(course_table()) if args.markdown else _list()
+        elif args.command == "readme":
+            return readme(check=args.check)
         elif args.command == "all":
             runner.run_all(profile=args.profile, force=args.force, results_root=args.results_root)
         else:
