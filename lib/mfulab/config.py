@@ -26,9 +26,6 @@ class ParameterError(ValueError):
     """A study or library parameter outside its allowed values (raised before any work)."""
 
 
-RUNNER_PARAMS = ("from_dir", "out_dir")  # injected by the runner into every study notebook
-
-
 # Recompute (activation checkpointing) policies: the library's one vocabulary. Each function
 # that takes a policy accepts the subset it can model and refuses the rest by
 # :func:`check_recompute`, naming the valid ones.
@@ -47,25 +44,6 @@ def check_recompute(policy: str, supported) -> None:
     """Refuse a policy outside ``supported`` (a subset of :data:`RECOMPUTE_POLICIES`)."""
     if policy not in supported:
         raise ParameterError(f"recompute policy must be one of {', '.join(supported)}; got {policy!r}")
-
-
-def check_param_names(params: dict, known) -> None:
-    """Every study parameter present and no unknown one (papermill would inject a misspelt
-    name silently)."""
-    missing = [k for k in known if k not in params]
-    unknown = [k for k in params if k not in known and k not in RUNNER_PARAMS]
-    if missing:
-        raise ParameterError(f"missing parameters: {', '.join(missing)}")
-    if unknown:
-        raise ParameterError(f"unknown parameters: {', '.join(unknown)}; valid: {', '.join(known)}")
-
-
-def require_positive_int(name: str, value, *, allow_zero: bool = False) -> None:
-    ok = isinstance(value, int) and not isinstance(value, bool) and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        raise ParameterError(
-            f"{name} must be a {'non-negative' if allow_zero else 'positive'} integer, got {value!r}"
-        )
 
 
 NORM_KINDS = ("layernorm", "rmsnorm")
