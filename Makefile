@@ -22,7 +22,7 @@ STAMP    := $(VENV)/.mfulab-installed
 STUDIES  := $(filter-out compare,$(sort $(patsubst studies/%/,%,$(wildcard studies/*/))))
 SITE_MACHINE ?=
 
-.PHONY: help env all test lint format lab list readme html compare clean distclean $(STUDIES)
+.PHONY: help env all test lint format lab calibrate list readme html compare clean distclean $(STUDIES)
 .NOTPARALLEL:
 
 help:
@@ -30,6 +30,7 @@ help:
 	@echo "                         (PROFILE=auto: gpu where CUDA is available, else cpu; FORCE=1 re-runs all)"
 	@echo "make test                lint (ruff) and run the tests"
 	@echo "make lab                 JupyterLab with the mfulab kernel; notebooks/*.py open as notebooks"
+	@echo "make calibrate           this machine's ceilings, bandwidth and α–β (REFRESH=1 re-measures)"
 	@echo "make list                studies and profiles"
 	@echo "make readme              rewrite README.md's course table from the study registry"
 	@echo "make <study>             one study, e.g. make mfu PROFILE=gpu ARGS=\"-p seq_len 2048\""
@@ -86,6 +87,11 @@ lab: $(STAMP)
 
 list: $(STAMP)
 	@$(PY) -m mfulab list
+
+# This machine's calibration (matmul ceilings, DRAM bandwidth, all-reduce α–β), which every
+# study reads; a study measures what is missing itself, so this is optional. REFRESH=1 re-measures.
+calibrate: $(STAMP)
+	$(PY) -m mfulab calibrate $(if $(REFRESH),--refresh)
 
 # The README's course table is generated from the registry (lib/mfulab/studies/*/study.yaml).
 readme: $(STAMP)

@@ -36,7 +36,7 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import plots, results
+from mfulab import calibration, plots, results
 from mfulab.notebook import setup
 from mfulab.plots import si
 from mfulab.studies.mfu import analysis, arithmetic, figures
@@ -130,8 +130,9 @@ display(
 # ceiling** — the best median FLOP/s over a sweep of square matmuls, in the spirit of stas00's
 # MAMF finder — is what the device really does at its best. On a CPU there is no datasheet
 # entry in our table, so the ceiling *is* the denominator, labelled as such. Memory bandwidth
-# (a large copy: bytes read + written) is measured alongside; study 03 measures it again for
-# its roofline.
+# (a copy: bytes read + written, of buffers several times the last-level cache so that DRAM
+# serves it) comes with it. Both are this machine's *calibration*, measured once and read by
+# every study (study 03's roofline uses the same numbers).
 
 # %%
 ceiling = pd.DataFrame(records["ceiling"]["rows"])[["size", "median_s", "iqr_s", "n", "achieved_flops_per_s"]]
@@ -139,11 +140,9 @@ results.save_table(out, "matmul_ceiling", ceiling)
 sheet = analysis.datasheet_peak(records)
 display(
     Markdown(
-        f"* measured matmul ceiling ({records['ceiling']['dtype']}): **{si(records['ceiling']['best_flops_per_s'], 'FLOP/s')}** "
-        f"at {records['ceiling']['best_size']}³\n"
-        f"* datasheet peak: **{si(sheet['flops_per_s'], 'FLOP/s') if sheet['flops_per_s'] else 'none'}** "
-        f"({sheet['source'] or sheet['why_none']})\n"
-        f"* measured memory bandwidth (copy): **{si(records['bandwidth']['best_bytes_per_s'], 'B/s')}**"
+        calibration.describe(records)
+        + f"\n* datasheet peak: **{si(sheet['flops_per_s'], 'FLOP/s') if sheet['flops_per_s'] else 'none'}** "
+        f"({sheet['source'] or sheet['why_none']})"
     )
 )
 ceiling

@@ -33,9 +33,8 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import plots, results
+from mfulab import calibration, plots, results
 from mfulab.notebook import setup
-from mfulab.plots import si
 from mfulab.studies.fusion import analysis, figures
 
 out, p, records = setup("fusion", params, out_dir=out_dir, from_dir=from_dir)
@@ -49,16 +48,11 @@ print(
 #
 # A kernel's time is at least max(FLOPs / peak, bytes / bandwidth). The **ridge point**
 # peak / bandwidth (FLOPs per byte) separates memory-bound kernels (left) from compute-bound
-# ones (right). Both ceilings are measured here: the best matmul and a large copy.
+# ones (right). Both ceilings are this machine's calibration (shared with study 01): the best
+# matmul and a copy of buffers several times the last-level cache.
 
 # %%
-display(
-    Markdown(
-        f"* matmul ceiling ({records['ceiling']['dtype']}): **{si(records['ceiling']['best_flops_per_s'], 'FLOP/s')}**\n"
-        f"* memory bandwidth (copy): **{si(records['bandwidth']['best_bytes_per_s'], 'B/s')}**\n"
-        f"* ridge point: **{records['ceiling']['best_flops_per_s'] / records['bandwidth']['best_bytes_per_s']:.1f} FLOPs per byte**"
-    )
-)
+display(Markdown(calibration.describe(records)))
 fig = figures.plot_roofline(records)
 plots.save_figure(fig, out, "roofline")
 results.save_table(out, "roofline_points", analysis.roofline_points(records))

@@ -8,6 +8,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_configure(config):
+    """Calibrations measured by tests go to a temporary folder, never into results/."""
+    import tempfile
+
+    os.environ.setdefault("MFULAB_RESULTS_ROOT", tempfile.mkdtemp(prefix="mfulab-test-results-"))
+
+
 @pytest.fixture
 def run_cli(tmp_path):
     """Run ``python -m mfulab ...`` in a subprocess; returns the CompletedProcess."""

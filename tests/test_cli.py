@@ -77,11 +77,15 @@ def test_smoke_notebook_produces_results(smoke_run):
         assert png.stat().st_size <= 300_000
     env = json.loads((out / "env.json").read_text())
     assert env["params"]["steps"] == 4  # the -p override reached the run
-    assert env["params"]["seq_len"] == 64 and env["params"]["ceiling_sizes"] == [64, 128]
+    assert env["params"]["seq_len"] == 64 and env["params"]["calibration"] == "smoke"
     assert set(env["inputs"]) >= {"notebook_sha256", "params", "library_sha256", "torch", "profile"}
     assert {"fingerprint", "git", "started", "finished", "peak"} <= set(env)
     assert (out / "01_mfu_accounting.ipynb").exists() and (out / "tables" / "claims.csv").exists()
-    assert [p.name for p in out.parent.iterdir()] == ["mfu"]  # no temporary folder left behind
+    # no temporary folder left behind; the machine's calibration sits beside the study
+    assert sorted(p.name for p in out.parent.iterdir()) == ["calibration", "mfu"]
+    calibrated = json.loads((out.parent / "calibration" / "smoke.json").read_text())["parts"]
+    measured = json.loads((out / "measurements.json").read_text())
+    assert measured["ceiling"] == calibrated["matmul:fp32"] and measured["bandwidth"] == calibrated["bandwidth"]
 
 
 def test_measure_headless_then_analyse_from_folder(run_cli, tmp_path, smoke_run):

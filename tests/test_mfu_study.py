@@ -50,7 +50,7 @@ def test_claims_without_measurements_have_computed_verdicts():
         ("steps", 0, "steps"),
         ("preset", "gpt5", "valid presets"),
         ("dtype", "fp8", "dtype"),
-        ("ceiling_sizes", [], "ceiling_sizes"),
+        ("calibration", "huge", "calibration"),
         ("convention_seq_lens", [1024, 0], "convention_seq_lens"),
         ("device", "tpu", "device"),
     ],

@@ -99,10 +99,10 @@ def test_typed_parameters_check_types():
     mfu = get("mfu").params
     with pytest.raises(ParameterError, match="steps must be a integer"):
         mfu.from_dict({"steps": True})
-    with pytest.raises(ParameterError, match="ceiling_sizes"):
-        mfu.from_dict({"ceiling_sizes": [256, "x"]})
-    assert mfu.from_dict({"ceiling_sizes": [64]}).ceiling_sizes == (64,)
-    assert mfu.from_dict({"min_run_time_s": 1}).min_run_time_s == 1
+    with pytest.raises(ParameterError, match="convention_seq_lens"):
+        mfu.from_dict({"convention_seq_lens": [256, "x"]})
+    assert mfu.from_dict({"convention_seq_lens": [64]}).convention_seq_lens == (64,)
+    assert mfu.from_dict({"warmup_steps": 0}).warmup_steps == 0
 
 
 def test_nothing_outside_a_study_package_names_a_study():

@@ -6,6 +6,7 @@
 - ``all [--profile P] [--force]``: every study, skipping those whose inputs did not change.
 - ``measure STUDY -f studies/<study>/<profile>.yaml --out DIR``: only the measurement,
   headless, with no Jupyter stack: the seam for clusters (``srun``/``torchrun``).
+- ``calibrate [--setting S] [--refresh]``: this machine's calibration, read by every study.
 - ``list``: the studies, their notebooks and profiles.
 - ``site [--machine M] [--out DIR]``: the executed notebooks of ``results/<M>/`` as a static site.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from . import hardware, runner
@@ -51,6 +53,15 @@ def _parser() -> argparse.ArgumentParser:
     p_site.add_argument("--machine", help="results/<machine>/ to render (default: this machine)")
     p_site.add_argument("--out", help="output folder (default: site/<machine>)")
     p_site.add_argument(
+        "--results-root", help="folder holding results/<machine>/ (default: the repo's results/)"
+    )
+    p_cal = sub.add_parser("calibrate", help="measure this machine's calibration (ceilings, bandwidth, α–β)")
+    p_cal.add_argument("--setting", default="auto", help="auto (cpu, or gpu on CUDA) | cpu | gpu | smoke")
+    p_cal.add_argument("--device", default="auto")
+    p_cal.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"])
+    p_cal.add_argument("--nproc", type=int, default=2, help="ranks of the collective α–β fit (0: skip)")
+    p_cal.add_argument("--refresh", action="store_true", help="measure again even if it is up to date")
+    p_cal.add_argument(
         "--results-root", help="folder holding results/<machine>/ (default: the repo's results/)"
     )
     p_meas = sub.add_parser("measure", help="run only the measurement, headless")
@@ -94,6 +105,32 @@ def readme(check: bool = False) -> int:
     return 0
 
 
+def calibrate(args) -> None:
+    """``python -m mfulab calibrate``: measure (or confirm) every part and print where it is."""
+    from . import calibration
+    from .plots import si
+
+    if args.results_root:
+        os.environ["MFULAB_RESULTS_ROOT"] = str(args.results_root)
+    device = hardware.resolve_device(args.device)
+    parts = [f"matmul:{d}" for d in args.dtypes] + ["bandwidth"]
+    if args.nproc:
+        parts.append(calibration.collectives_key(device, args.nproc))
+    cal = calibration.get(args.setting, device=device, parts=parts, refresh=args.refresh)
+    meta = cal.pop("_meta")
+    for key, rec in cal.items():
+        value = (
+            si(rec["best_flops_per_s"], "FLOP/s")
+            if key.startswith("matmul")
+            else si(rec["plateau_bytes_per_s"], "B/s")
+            if key == "bandwidth"
+            else f"α {rec['alpha_s'] * 1e6:.0f} µs, link {si(rec['link_bytes_per_s'], 'B/s')}"
+        )
+        state = "measured now" if key in meta["measured_now"] else "up to date"
+        print(f"{key:24s} {value:>28s}   ({state}, {rec['measured_at']})")
+    print(f"calibration in {meta['file']}")
+
+
 def _list() -> None:
     root = runner.repo_root()
     for study in REGISTRY.values():
@@ -126,6 +163,9 @@ def main(argv=None) -> int:
                 args.results_root or root / "results", machine, args.out or root / "site" / machine
             )
             print(f"site written to {out / 'index.html'}")
+        elif args.command == "calibrate":
+            runner.main_guard_malloc(argv)
+            calibrate(args)
         elif args.command == "list":
             print(course_table()) if args.markdown else _list()
         elif args.command == "readme":

@@ -152,6 +152,21 @@ def all_reduce_alpha_beta(
     return {**fit, "rows": rows, "wrong": sum(r["wrong"] for r in rows)}
 
 
+def alpha_beta_worker(spec: dict) -> dict:
+    """torchrun worker of ``calibration``: :func:`all_reduce_alpha_beta` of this group."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(spec.get("threads_per_rank", 1))
+    fit = all_reduce_alpha_beta(device=spec["device"], sizes_bytes=spec["sizes_bytes"], iters=spec["iters"])
+    return {
+        **fit,
+        "world_size": dist.get_world_size(),
+        "backend": dist.get_backend(),
+        "benchmark_version": BENCHMARK_VERSION["collectives"],
+    }
+
+
 def collective_benchmark_worker(spec: dict) -> dict:
     """torchrun worker (``launch.run``): :func:`benchmark` over the spec's ops and sizes."""
     import torch

@@ -214,6 +214,7 @@ def run(
         return final
     for key, value in MALLOC_ENV.items():
         os.environ.setdefault(key, value)
+    os.environ["MFULAB_RESULTS_ROOT"] = str(results_root)  # where the kernel finds the calibration
     started = time.time()
     log.info("running %s (profile %s) into %s", study_id, profile, final)
     with (

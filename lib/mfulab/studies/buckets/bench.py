@@ -9,7 +9,7 @@ a layer whose backward sleeps a stated time (an accelerator kernel as the host s
 passes, no core is busy), so overlap can show on the 2-core box; it is labelled everywhere.
 Every rank also checks that DDP's gradients equal the average of every rank's local
 gradients (the gradient gate), reads the bucket layout DDP built, runs the reference GPT
-under DDP, and fits α–β to this group's all-reduce (``collectives.all_reduce_alpha_beta``)
+under DDP, and reads the α–β of this group's all-reduce from the machine's calibration
 for the simulator.
 """
 
@@ -19,7 +19,7 @@ import contextlib
 import functools
 import time
 
-from ... import collectives, hardware
+from ... import calibration, collectives, hardware
 from .params import Params
 
 BENCHMARK_VERSION = {"ddp_sweep": 2}
@@ -195,8 +195,6 @@ def ddp_worker(spec: dict) -> dict:
         del ddp, model
     if spec.get("gpt_preset"):
         out["gpt"] = _gpt_runs(spec, rank, n, device)
-    # α–β of this machine's all-reduce, for the simulator
-    out["allreduce_fit"] = collectives.all_reduce_alpha_beta(device=device)
     return out
 
 
@@ -293,4 +291,8 @@ def measure(p: Params) -> dict:
         "benchmark_version": {**BENCHMARK_VERSION, **collectives.BENCHMARK_VERSION},
     }
     rec["ddp"] = run(WORKER, spec, nproc=p.nproc, device=p.device, timeout_s=p.timeout_s)
+    # α–β of this machine's all-reduce for the simulator: the calibration, shared with overlap
+    key = calibration.collectives_key(p.device, p.nproc)
+    cal = calibration.get(p.calibration, device=p.device, parts=[key])
+    rec["ddp"]["allreduce_fit"], rec["calibration"] = cal[key], cal["_meta"]
     return rec

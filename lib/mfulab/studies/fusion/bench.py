@@ -287,24 +287,13 @@ def measure_model_compile(p: Params) -> dict:
     return out
 
 
-def measure_matmul_dtypes(p: Params) -> dict:
-    """B4: matmul ceilings per dtype — fp32, tf32 (CUDA only) and bf16."""
-    from ...timing import matmul_ceiling
-
-    dtypes = ["fp32", "tf32", "bf16"] if p.device == "cuda" else ["fp32", "bf16"]
-    return {
-        d: matmul_ceiling(device=p.device, dtype=d, sizes=p.matmul_sizes, min_run_time_s=p.min_run_time_s)
-        for d in dtypes
-    }
-
-
 def measure(p: Params) -> dict:
     """Everything the study measures on this device (see the module docstring)."""
     import os
 
     import torch
 
-    from ...timing import matmul_ceiling, memory_bandwidth
+    from ... import calibration
 
     p = p.prepared()
     # a persistent inductor cache: the second run of this study skips most compilation
@@ -325,14 +314,18 @@ def measure(p: Params) -> dict:
         "torch": torch.__version__,
         "benchmark_version": BENCHMARK_VERSION,
     }
-    rec["ceiling"] = matmul_ceiling(
-        device=device, dtype=p.dtype, sizes=p.matmul_sizes, min_run_time_s=p.min_run_time_s
+    # B4's matmul ceilings per dtype (TF32 exists only on NVIDIA tensor cores), the roofline's
+    # ceiling and bandwidth: this machine's calibration, shared with every study
+    dtypes = ["fp32", "tf32", "bf16"] if device == "cuda" else ["fp32", "bf16"]
+    parts = [f"matmul:{d}" for d in dict.fromkeys([p.dtype, *dtypes])] + ["bandwidth"]
+    cal = calibration.get(p.calibration, device=device, parts=parts, num_threads=torch.get_num_threads())
+    rec["ceiling"], rec["bandwidth"], rec["calibration"] = (
+        cal[f"matmul:{p.dtype}"],
+        cal["bandwidth"],
+        cal["_meta"],
     )
-    rec["bandwidth"] = memory_bandwidth(
-        device=device, sizes_bytes=(p.ln_tokens * p.ln_hidden * 4,), min_run_time_s=p.min_run_time_s
-    )
+    rec["matmul_dtypes"] = {d: cal[f"matmul:{d}"] for d in dtypes}
     rec["ln"] = measure_ln_fusion(p)
     rec["attention"] = measure_attention(p)
     rec["compile"] = measure_model_compile(p)
-    rec["matmul_dtypes"] = measure_matmul_dtypes(p)
     return rec

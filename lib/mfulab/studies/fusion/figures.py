@@ -19,7 +19,7 @@ def plot_roofline(records):
     """Each measured kernel on this device's roofline, built from the measured ceilings."""
 
     peak = records["ceiling"]["best_flops_per_s"]
-    bw = records["bandwidth"]["best_bytes_per_s"]
+    bw = records["bandwidth"]["plateau_bytes_per_s"]
     pts = roofline_points(records)
     xs = np.logspace(-2, 3, 200)
     fig, ax = plt.subplots(figsize=(6.5, 4.2))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...calibration import CHOICES as CALIBRATION_CHOICES
 from ...config import PRESETS
 from ...params import StudyParams, param
 
@@ -43,11 +44,8 @@ class Params(StudyParams):
         4, "sequences per compiled training step", unit="sequences", positive=True
     )
     compile_graph_break: bool = param(True, "also compile with a forced graph break in every block")
-    matmul_sizes: tuple[int, ...] = param(
-        [256, 512, 1024],
-        "square matmul sizes for the ceilings per dtype",
-        unit="elements per side",
-        positive=True,
+    calibration: str = param(
+        "auto", "this machine's calibration setting (calibration.SETTINGS): auto | cpu | gpu | smoke"
     )
     min_run_time_s: float = param(0.5, "minimum time of each timed benchmark", unit="s", positive=True)
 
@@ -65,6 +63,7 @@ class Params(StudyParams):
         self.require("dropout_p", 0 <= self.dropout_p < 1, "in [0, 1)")
         self.require_choice("compile_preset", PRESETS)
         self.require_choice("dtype", DTYPES)
+        self.require_choice("calibration", CALIBRATION_CHOICES)
 
     def prepare(self) -> None:
         self.resolve_device()

@@ -313,13 +313,13 @@ def headline_metrics(records: dict) -> dict:
         "n_params": records["n_params"],
         "flops_convention": b["convention"],
         "matmul_ceiling_flops_per_s": records["ceiling"]["best_flops_per_s"],
-        "memory_bandwidth_bytes_per_s": records["bandwidth"]["best_bytes_per_s"],
+        "memory_bandwidth_bytes_per_s": records["bandwidth"]["plateau_bytes_per_s"],
         "peak": {
             "datasheet_flops_per_s": sheet["flops_per_s"],
             "datasheet_source": sheet["source"],
             "datasheet_missing_because": sheet["why_none"],
             "measured_ceiling_flops_per_s": records["ceiling"]["best_flops_per_s"],
-            "measured_ceiling_source": "timing.matmul_ceiling (best median over square matmul sizes)",
+            "measured_ceiling_source": "this machine's calibration: best median FLOP/s over square matmuls",
         },
         "datasheet_peak_flops_per_s": sheet["flops_per_s"],
         "ceiling_over_datasheet": (

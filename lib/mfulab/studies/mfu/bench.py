@@ -1,5 +1,6 @@
 """Measurement of the ``mfu`` study (torch, headless): the matmul ceiling and memory
-bandwidth of this device, an exact FLOP count, and a timed training run.
+bandwidth of this machine (read from its calibration, measured once for every study), an
+exact FLOP count, and a timed training run.
 
 Timing of the training run (one process, no communication): each step is timed with
 ``time.perf_counter`` around three phases, with a device synchronise before each reading:
@@ -16,7 +17,7 @@ import contextlib
 import math
 import time
 
-from ... import flops, hardware
+from ... import calibration, flops, hardware
 from ...config import TransformerConfig
 from .params import Params
 
@@ -162,19 +163,11 @@ def measure(p: Params) -> dict:
         "n_params": flops.param_count(cfg),
         "benchmark_version": {**BENCHMARK_VERSION, **m.BENCHMARK_VERSION},
     }
-    records["ceiling"] = m.matmul_ceiling(
-        device=device,
-        dtype=p.dtype,
-        sizes=p.ceiling_sizes,
-        min_run_time_s=p.min_run_time_s,
-        num_threads=threads,
+    cal = calibration.get(
+        p.calibration, device=device, parts=[f"matmul:{p.dtype}", "bandwidth"], num_threads=threads
     )
-    records["bandwidth"] = m.memory_bandwidth(
-        device=device,
-        sizes_bytes=tuple(s << 20 for s in p.bandwidth_mib),
-        min_run_time_s=p.min_run_time_s,
-        num_threads=threads,
-    )
+    records["ceiling"], records["bandwidth"] = cal[f"matmul:{p.dtype}"], cal["bandwidth"]
+    records["calibration"] = cal["_meta"]
     records["flop_count"] = flop_count(cfg, device=device)
     records["train"] = train_run(
         cfg,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...calibration import CHOICES as CALIBRATION_CHOICES
 from ...config import preset
 from ...params import StudyParams, param
 
@@ -27,16 +28,9 @@ class Params(StudyParams):
     dtype: str = param("fp32", "fp32 | bf16 | fp16 (autocast); also the matmul ceiling's dtype")
     attn_impl: str = param("sdpa", "sdpa | naive")
     num_threads: int = param(0, "torch threads (0: torch's default)", unit="threads", non_negative=True)
-    ceiling_sizes: tuple[int, ...] = param(
-        [256, 512, 1024, 2048],
-        "square matmul sizes for the measured ceiling",
-        unit="elements per side",
-        positive=True,
+    calibration: str = param(
+        "auto", "this machine's calibration setting (calibration.SETTINGS): auto | cpu | gpu | smoke"
     )
-    bandwidth_mib: tuple[int, ...] = param(
-        [64, 256], "copy sizes for the measured memory bandwidth", unit="MiB", positive=True
-    )
-    min_run_time_s: float = param(0.5, "minimum time of each timed benchmark", unit="s", positive=True)
     convention_presets: tuple[str, ...] = param(
         ["gpt2-124m", "gpt2-1.5b", "llama2-7b", "llama2-70b", "gpt3-175b"],
         "presets of the FLOPs-convention table",
@@ -56,6 +50,7 @@ class Params(StudyParams):
             "convention_presets", len(self.convention_presets) > 0, "a non-empty list of preset names"
         )
         self.require_choice("dtype", DTYPES)
+        self.require_choice("calibration", CALIBRATION_CHOICES)
         self.require_choice("attn_impl", ATTN_IMPLS)
 
     def prepare(self) -> None:

@@ -81,10 +81,13 @@ def collectives_table(records):
     return pd.DataFrame(records["collectives"]["rows"])
 
 
-def fitted_alpha_beta(records, op: str = "all_reduce") -> dict:
-    df = collectives_table(records)
-    d = df[df.op == op]
-    return comm.fit_alpha_beta(d.size_bytes, d.time_s, records["collectives"]["world_size"], op)
+def fitted_alpha_beta(records) -> dict:
+    """The all-reduce α (per ring step) and link bandwidth of this machine's calibration for
+    this backend and rank count (records from before the calibration: fitted to this run)."""
+    if "alpha_beta" in records:
+        return records["alpha_beta"]
+    d = collectives_table(records).query("op == 'all_reduce'")
+    return comm.fit_alpha_beta(d.size_bytes, d.time_s, records["collectives"]["world_size"], "all_reduce")
 
 
 def overlap_table(records):

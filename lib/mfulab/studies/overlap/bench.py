@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from ... import collectives, hardware
+from ... import calibration, collectives, hardware
 from .params import Params
 
 BENCHMARK_VERSION = {"overlap": 1}
@@ -168,4 +168,8 @@ def measure(p: Params) -> dict:
         rec[key] = run(
             target, {**spec, "device": p.device}, nproc=p.nproc, device=p.device, timeout_s=p.timeout_s
         )
+    # the all-reduce α–β this machine's calibration fitted for this backend and rank count
+    key = calibration.collectives_key(p.device, p.nproc)
+    cal = calibration.get(p.calibration, device=p.device, parts=[key])
+    rec["alpha_beta"], rec["calibration"] = cal[key], cal["_meta"]
     return rec

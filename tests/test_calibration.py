@@ -1,0 +1,97 @@
+"""One calibration per machine: measured once, stored with its stamp, re-measured when the
+measuring code or torch changed or on request, and read by the studies."""
+
+import numpy as np
+import pytest
+
+from mfulab import calibration, timing
+from mfulab.config import ParameterError
+
+PARTS = ["matmul:fp32", "bandwidth"]
+
+
+def _fail(*args, **kwargs):
+    raise AssertionError("measured again although the calibration was up to date")
+
+
+def test_measured_once_then_read(tmp_path, monkeypatch):
+    first = calibration.get("smoke", device="cpu", parts=PARTS, root=tmp_path, machine="box")
+    assert first["_meta"]["measured_now"] == PARTS
+    path = tmp_path / "box" / "calibration" / "smoke.json"
+    assert path.exists() and first["_meta"]["file"] == str(path)
+    assert first["matmul:fp32"]["best_flops_per_s"] > 0 and first["bandwidth"]["plateau_bytes_per_s"] > 0
+    monkeypatch.setattr(timing, "matmul_ceiling", _fail)
+    monkeypatch.setattr(timing, "memory_bandwidth", _fail)
+    again = calibration.get("smoke", device="cpu", parts=PARTS, root=tmp_path, machine="box")
+    assert again["_meta"]["measured_now"] == []
+    assert again["matmul:fp32"] == first["matmul:fp32"] and again["bandwidth"] == first["bandwidth"]
+
+
+@pytest.mark.parametrize("what", ["torch", "code_sha256", "refresh"])
+def test_stale_or_refreshed_calibration_is_measured_again(tmp_path, monkeypatch, what):
+    calibration.get("smoke", device="cpu", parts=["matmul:fp32"], root=tmp_path, machine="box")
+    calls = []
+    real = timing.matmul_ceiling
+    monkeypatch.setattr(timing, "matmul_ceiling", lambda **kw: calls.append(kw) or real(**kw))
+    stamp = calibration._stamp
+    if what == "torch":
+        monkeypatch.setattr(calibration, "_stamp", lambda device: {**stamp(device), "torch": "9.9.9"})
+    elif what == "code_sha256":
+        monkeypatch.setattr(calibration, "code_sha256", lambda: "changed")
+    out = calibration.get(
+        "smoke", device="cpu", parts=["matmul:fp32"], root=tmp_path, machine="box", refresh=what == "refresh"
+    )
+    assert len(calls) == 1 and out["_meta"]["measured_now"] == ["matmul:fp32"]
+
+
+def test_bandwidth_is_a_plateau_beyond_the_cache():
+    llc = calibration.last_level_cache_bytes("cpu")
+    assert llc > 0
+    for name in ("cpu", "gpu"):
+        assert min(calibration.bandwidth_sizes(calibration.SETTINGS[name], llc)) >= 4 * llc
+    bw = timing.memory_bandwidth(sizes_bytes=(1 << 20, 2 << 20, 3 << 20), min_run_time_s=0.02)
+    per_size = [r["achieved_bytes_per_s"] for r in bw["rows"]]
+    assert bw["plateau_bytes_per_s"] == pytest.approx(float(np.median(per_size)))
+    assert bw["spread_between_sizes"] == pytest.approx(max(per_size) / min(per_size) - 1)
+
+
+def test_settings_are_named():
+    assert (
+        calibration.setting_for("auto", "cuda") == "gpu" and calibration.setting_for("auto", "cpu") == "cpu"
+    )
+    with pytest.raises(ParameterError, match="calibration must be"):
+        calibration.setting_for("huge", "cpu")
+
+
+def test_collective_alpha_beta_is_a_part(tmp_path):
+    key = calibration.collectives_key("cpu", 2)
+    assert key == "collectives:gloox2"
+    out = calibration.get("smoke", device="cpu", parts=[key], root=tmp_path, machine="box")[key]
+    assert out["world_size"] == 2 and out["wrong"] == 0
+    assert out["alpha_s"] >= 0 and out["link_bytes_per_s"] > 0
+
+
+def test_studies_share_the_numbers(tmp_path, monkeypatch):
+    """mfu reads the ceiling and bandwidth that fusion's parts read: one number per property."""
+    from mfulab.studies.mfu import bench
+    from mfulab.studies.mfu.params import Params
+
+    monkeypatch.setenv("MFULAB_RESULTS_ROOT", str(tmp_path))
+    monkeypatch.setenv("MACHINE", "box")
+    p = Params(
+        preset="tiny",
+        seq_len=32,
+        micro_batch=1,
+        steps=1,
+        warmup_steps=0,
+        device="cpu",
+        calibration="smoke",
+        convention_presets=("tiny",),
+        convention_seq_lens=(32,),
+    )
+    records = bench.measure(p)
+    fusion_view = calibration.get("smoke", device="cpu", parts=["matmul:fp32", "matmul:bf16", "bandwidth"])
+    assert fusion_view["_meta"]["measured_now"] == ["matmul:bf16"]  # only what mfu did not need
+    assert (
+        records["ceiling"] == fusion_view["matmul:fp32"] and records["bandwidth"] == fusion_view["bandwidth"]
+    )
