@@ -28,14 +28,33 @@ from .config import ParameterError
 RUNNER_PARAMS = ("from_dir", "out_dir")  # injected by the runner next to the study parameters
 
 
-def param(default, help: str, *, unit: str = "", positive: bool = False, non_negative: bool = False):
+def param(
+    default,
+    help: str,
+    *,
+    unit: str = "",
+    positive: bool = False,
+    non_negative: bool = False,
+    choices: tuple | None = None,
+):
     """A study parameter: its default (lists become tuples), meaning and unit; ``positive`` or
     ``non_negative`` ask for that check of the value (of every item of a list, which must
-    then be non-empty)."""
+    then be non-empty), ``choices`` for membership."""
     if isinstance(default, list):
         default = tuple(default)
     bound = "positive" if positive else "non_negative" if non_negative else None
-    return field(default=default, metadata={"help": help, "unit": unit, "bound": bound})
+    return field(default=default, metadata={"help": help, "unit": unit, "bound": bound, "choices": choices})
+
+
+def calibration_param():
+    """The ``calibration`` parameter of every study that reads this machine's calibration."""
+    from .calibration import CHOICES
+
+    return param(
+        "auto",
+        "this machine's calibration setting: auto (cpu, or gpu on CUDA), cpu, gpu or smoke",
+        choices=CHOICES,
+    )
 
 
 def _type_ok(value, hint) -> bool:
@@ -79,6 +98,8 @@ class StudyParams:
                 object.__setattr__(self, f.name, value)
             if not _type_ok(value, hints[f.name]):
                 raise ParameterError(f"{f.name} must be a {_type_name(hints[f.name])}, got {value!r}")
+            if f.metadata.get("choices"):
+                self.require_choice(f.name, f.metadata["choices"])
             if f.metadata.get("bound") == "positive":
                 self.require_positive(f.name)
             elif f.metadata.get("bound") == "non_negative":

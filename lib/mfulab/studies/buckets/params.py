@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...calibration import CHOICES as CALIBRATION_CHOICES
 from ...config import ParameterError, preset
-from ...params import StudyParams, param
+from ...params import StudyParams, calibration_param, param
 from .stated import STATED_INTERCONNECT as SI
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -19,9 +18,7 @@ MODES = ("real", "emulated")
 @dataclass(frozen=True)
 class Params(StudyParams):
     device: str = param("cpu", "auto | cpu | cuda (gloo on CPU, NCCL on GPUs)")
-    calibration: str = param(
-        "auto", "this machine's calibration setting (calibration.SETTINGS): auto | cpu | gpu | smoke"
-    )
+    calibration: str = calibration_param()
     nproc: int = param(2, "ranks (at least 2: one rank has nothing to all-reduce)", unit="ranks")
     stack_layers: int = param(
         24, "Linear layers of the measured model (two tensors each)", unit="layers", positive=True
@@ -80,7 +77,6 @@ class Params(StudyParams):
     )
 
     def check(self) -> None:
-        self.require_choice("calibration", CALIBRATION_CHOICES)
         self.require_choice("device", DEVICES)
         self.require("nproc", self.nproc >= 2, "at least 2: DDP with one rank has nothing to all-reduce")
         self.require_choice("variants", VARIANTS)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...calibration import CHOICES as CALIBRATION_CHOICES
 from ...config import PRESETS
-from ...params import StudyParams, param
+from ...params import StudyParams, calibration_param, param
 
 DTYPES = ("fp32", "bf16", "fp16")
 
@@ -44,9 +43,7 @@ class Params(StudyParams):
         4, "sequences per compiled training step", unit="sequences", positive=True
     )
     compile_graph_break: bool = param(True, "also compile with a forced graph break in every block")
-    calibration: str = param(
-        "auto", "this machine's calibration setting (calibration.SETTINGS): auto | cpu | gpu | smoke"
-    )
+    calibration: str = calibration_param()
     min_run_time_s: float = param(0.5, "minimum time of each timed benchmark", unit="s", positive=True)
 
     def check(self) -> None:
@@ -63,7 +60,6 @@ class Params(StudyParams):
         self.require("dropout_p", 0 <= self.dropout_p < 1, "in [0, 1)")
         self.require_choice("compile_preset", PRESETS)
         self.require_choice("dtype", DTYPES)
-        self.require_choice("calibration", CALIBRATION_CHOICES)
 
     def prepare(self) -> None:
         self.resolve_device()

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...calibration import CHOICES as CALIBRATION_CHOICES
 from ...config import preset
-from ...params import StudyParams, param
+from ...params import StudyParams, calibration_param, param
 
 DTYPES = ("fp32", "bf16", "fp16")
 ATTN_IMPLS = ("sdpa", "naive")
@@ -28,9 +27,7 @@ class Params(StudyParams):
     dtype: str = param("fp32", "fp32 | bf16 | fp16 (autocast); also the matmul ceiling's dtype")
     attn_impl: str = param("sdpa", "sdpa | naive")
     num_threads: int = param(0, "torch threads (0: torch's default)", unit="threads", non_negative=True)
-    calibration: str = param(
-        "auto", "this machine's calibration setting (calibration.SETTINGS): auto | cpu | gpu | smoke"
-    )
+    calibration: str = calibration_param()
     convention_presets: tuple[str, ...] = param(
         ["gpt2-124m", "gpt2-1.5b", "llama2-7b", "llama2-70b", "gpt3-175b"],
         "presets of the FLOPs-convention table",
@@ -50,7 +47,6 @@ class Params(StudyParams):
             "convention_presets", len(self.convention_presets) > 0, "a non-empty list of preset names"
         )
         self.require_choice("dtype", DTYPES)
-        self.require_choice("calibration", CALIBRATION_CHOICES)
         self.require_choice("attn_impl", ATTN_IMPLS)
 
     def prepare(self) -> None:

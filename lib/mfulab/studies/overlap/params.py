@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...calibration import CHOICES as CALIBRATION_CHOICES
 from ...comm import OPS
-from ...params import StudyParams, param
+from ...params import StudyParams, calibration_param, param
 
 BENCHMARK_OPS = OPS[:4]  # the collectives the benchmark worker runs and checks
 MODES = ("real", "emulated")
@@ -16,9 +15,7 @@ MODES = ("real", "emulated")
 @dataclass(frozen=True)
 class Params(StudyParams):
     device: str = param("cpu", "auto | cpu | cuda (cuda: NCCL, one GPU per rank)")
-    calibration: str = param(
-        "auto", "this machine's calibration setting (calibration.SETTINGS): auto | cpu | gpu | smoke"
-    )
+    calibration: str = calibration_param()
     nproc: int = param(2, "ranks of the torchrun job (at least 2)", unit="ranks", positive=True)
     ops: tuple[str, ...] = param(
         list(BENCHMARK_OPS), "collectives benchmarked, from " + " | ".join(BENCHMARK_OPS)
@@ -49,7 +46,6 @@ class Params(StudyParams):
     )
 
     def check(self) -> None:
-        self.require_choice("calibration", CALIBRATION_CHOICES)
         self.require(
             "nproc",
             self.nproc >= 2,
