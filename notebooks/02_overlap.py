@@ -67,11 +67,13 @@ print(comm.nccl_tests_table(records["collectives"]["rows"]))
 
 # %%
 fit = analysis.fitted_alpha_beta(records)
+residuals = analysis.alpha_beta_residuals(records)
 display(
     Markdown(
-        f"Ring model fitted to the all-reduce times: **α = {fit['alpha_s'] * 1e6:.0f} µs** per step, "
-        f"**B = {si(fit['link_bytes_per_s'], 'B/s')}**; relative residuals "
-        f"{min(fit['relative_residuals']):+.0%} to {max(fit['relative_residuals']):+.0%} "
+        f"Ring model of this machine's calibration (fitted to its own all-reduce benchmark, "
+        f"{records.get('calibration', {}).get('file', 'this run')}): **α = {fit['alpha_s'] * 1e6:.0f} µs** "
+        f"per step, **B = {si(fit['link_bytes_per_s'], 'B/s')}**; against the all-reduce times measured "
+        f"here it is off by {min(residuals):+.0%} to {max(residuals):+.0%} "
         "(small messages are latency-bound and noisy here)."
     )
 )

@@ -98,13 +98,16 @@ fig = figures.plot_ln_bars(records)
 plots.save_figure(fig, out, "ln_fusion")
 comparisons[["dropout_p", "candidate", "ratio", "ratio_lo", "ratio_hi", "verdict", "predicted"]]
 
+# %%
+display(Markdown(analysis.ln_regime(records)))
+
 # %% [markdown]
-# How close each kernel comes to the copy bandwidth is in the table above. With dropout on,
-# the mask's random-number generator dominates on this 2-core CPU and neither kernel gets
-# near the bandwidth; without dropout the eager kernels get much closer, and the compiled
-# one is not faster here. The kernel count (fewer passes over memory: see the counts above)
-# is the part of the story that transfers unchanged to a GPU, where launch overhead and HBM
-# round trips make the bytes model the whole story.
+# How close each kernel comes to the DRAM bandwidth is the last column of the table above.
+# With dropout on, the mask's random-number generator dominates on this 2-core CPU and
+# neither kernel gets near the bandwidth; without dropout the compiled kernel is not faster
+# here. The kernel count (fewer passes over memory: see the counts above) is the part of the
+# story that transfers unchanged to a GPU, where launch overhead and HBM round trips make the
+# bytes model the whole story.
 #
 # ## 3 · Attention vs sequence length (A8, B3)
 #

@@ -91,10 +91,10 @@ gpt_layout
 # For every cap: the DDP step, the same step under `no_sync()` (no communication), and the
 # difference — the communication DDP could not hide. The simulator takes the measured
 # no-communication time, spreads gradient readiness over it in proportion to the bytes
-# behind each tensor, and costs each bucket with the α–β fitted to this machine's
-# all-reduce. On the 2-core box, real compute leaves no core for gloo's threads, so the
-# many-small-calls side dominates its curve and the late-start side is small; the emulated
-# mode shows the late-start side more clearly.
+# behind each tensor, and costs each bucket with the α–β of this machine's calibration (the
+# same all-reduce fit study 02 uses). On the 2-core box, real compute leaves no core for
+# gloo's threads, so the many-small-calls side dominates its curve and the late-start side
+# is small; the emulated mode shows the late-start side more clearly.
 
 # %%
 sweep = analysis.sweep_table(records)

@@ -37,6 +37,28 @@ def a8_article_scale() -> dict:
     }
 
 
+def ln_regime(records) -> str:
+    """Whether the LN sub-block's tensors fit in the last-level cache (then a kernel can beat
+    the DRAM bandwidth, and the run is not in the memory-bound regime the bytes model is
+    about), as a sentence with the numbers."""
+    llc = records["bandwidth"].get("last_level_cache_bytes")
+    moved = max(r["min_bytes"] for r in records["ln"]["rows"])
+    if not llc:
+        return f"The LN sub-block moves at least {moved / 2**20:.0f} MiB per call."
+    fits = moved <= llc
+    return (
+        f"The LN sub-block moves at least {moved / 2**20:.0f} MiB per call and the last-level cache "
+        f"holds {llc / 2**20:.0f} MiB: "
+        + (
+            "its tensors stay in the cache, so a kernel can exceed the DRAM bandwidth (a fraction "
+            "above 1) and this run is **not** in the memory-bound regime the bytes model describes."
+            if fits
+            else "its tensors do not fit in the cache: DRAM serves them, the regime the "
+            "bytes model describes."
+        )
+    )
+
+
 def ln_table(records):
     """LN + residual + dropout per implementation: time, bytes, achieved vs measured bandwidth."""
     import pandas as pd

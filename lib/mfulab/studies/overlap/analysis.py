@@ -90,6 +90,21 @@ def fitted_alpha_beta(records) -> dict:
     return comm.fit_alpha_beta(d.size_bytes, d.time_s, records["collectives"]["world_size"], "all_reduce")
 
 
+def alpha_beta_residuals(records) -> list[float]:
+    """The calibration's ring model against the all-reduce times measured in this run:
+    (model − measured) / measured per message size."""
+    fit = fitted_alpha_beta(records)
+    d = collectives_table(records).query("op == 'all_reduce'")
+    n = records["collectives"]["world_size"]
+    model = [
+        comm.collective_time(
+            "all_reduce", s, n, alpha_s=fit["alpha_s"], link_bytes_per_s=fit["link_bytes_per_s"]
+        )
+        for s in d.size_bytes
+    ]
+    return [(m - t) / t for m, t in zip(model, d.time_s)]
+
+
 def overlap_table(records):
     """Measured step, compute-only, comm-only and exposed communication per mode and k,
     next to the model's prediction with the fitted α–β and the measured compute time."""
