@@ -18,7 +18,7 @@ def test_measured_once_then_read(tmp_path, monkeypatch):
     first = calibration.get("smoke", device="cpu", parts=PARTS, root=tmp_path, machine="box")
     assert first["_meta"]["measured_now"] == PARTS
     path = tmp_path / "box" / "calibration" / "smoke.json"
-    assert path.exists() and first["_meta"]["file"] == str(path)
+    assert path.exists() and first["_meta"]["file"] == str(path)  # outside the repository: absolute
     assert first["matmul:fp32"]["best_flops_per_s"] > 0 and first["bandwidth"]["plateau_bytes_per_s"] > 0
     monkeypatch.setattr(timing, "matmul_ceiling", _fail)
     monkeypatch.setattr(timing, "memory_bandwidth", _fail)

@@ -122,6 +122,16 @@ def results_root() -> Path:
     return repo_root() / "results"
 
 
+def _shown(path: Path) -> str:
+    """``path`` as a reader finds it: relative to the repository when it is inside it."""
+    from .runner import repo_root
+
+    try:
+        return str(path.resolve().relative_to(repo_root()))
+    except ValueError:
+        return str(path)
+
+
 def path_for(setting: str, *, root=None, machine: str | None = None) -> Path:
     from .hardware import machine_slug
 
@@ -209,7 +219,7 @@ def get(
     out = {key: data["parts"][key] for key in parts}
     out["_meta"] = {
         "setting": setting_for(setting_name, device),
-        "file": str(path),
+        "file": _shown(path),
         "stamp": stamp,
         "measured_now": measured,
     }
