@@ -27,8 +27,9 @@ def set_theme() -> None:
     pd.set_option("display.width", 200)
 
 
-def save_figure(fig, out_dir, name: str, *, dpi: int = 120, max_bytes: int = MAX_PNG_BYTES) -> Path:
-    """``figures/<name>.png``; the DPI drops until the file is at most ``max_bytes``."""
+def save_figure(fig, out_dir, name: str, *, dpi: int = 120, max_bytes: int = MAX_PNG_BYTES) -> None:
+    """Write ``figures/<name>.png``; the DPI drops until the file is at most ``max_bytes``.
+    Returns nothing, so a notebook cell that ends with it prints no path."""
     path = Path(out_dir) / "figures" / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.png")
@@ -38,7 +39,6 @@ def save_figure(fig, out_dir, name: str, *, dpi: int = 120, max_bytes: int = MAX
             break
         dpi = int(dpi * 0.8)
     os.replace(tmp, path)
-    return path
 
 
 def label(ax, *, x: str, y: str, title: str, legend_fontsize: int | None = 8):
