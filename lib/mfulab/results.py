@@ -79,14 +79,14 @@ def read_json(path) -> dict:
         return json.load(f)
 
 
-def save_table(out_dir, name: str, df) -> Path:
-    """``tables/<name>.csv``, written atomically."""
+def save_table(out_dir, name: str, df) -> None:
+    """Write ``tables/<name>.csv`` atomically. Returns nothing, so a notebook cell that ends
+    with it prints no path."""
     path = Path(out_dir) / "tables" / f"{name}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     df.to_csv(tmp, index=False)
     os.replace(tmp, path)
-    return path
 
 
 def save_metrics(out_dir, metrics: dict) -> Path:
