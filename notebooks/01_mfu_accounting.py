@@ -40,6 +40,7 @@ from mfulab import calibration, plots, results
 from mfulab.notebook import setup
 from mfulab.plots import si
 from mfulab.studies.mfu import analysis, arithmetic, figures
+from mfulab.verdicts import summary_line
 
 out, p, records = setup("mfu", params, out_dir=out_dir, from_dir=from_dir)
 print(
@@ -269,7 +270,7 @@ display(
                 "for the narrowest preset above, which 6N ignores.",
                 f"* The analytic FLOP count matches PyTorch's counter to {abs(exact_gap):.2%}; SDPA's flash kernel on CPU "
                 "is invisible to the counter.",
-                "* " + "; ".join(f"**{c.id}**: {c.verdict}" for c in claim_list) + ".",
+                summary_line(claim_list),
             ]
         )
     )

@@ -46,6 +46,7 @@ from mfulab import comm, plots, results
 from mfulab.notebook import setup
 from mfulab.plots import si
 from mfulab.studies.overlap import analysis, figures
+from mfulab.verdicts import summary_line
 
 out, p, records = setup("overlap", params, out_dir=out_dir, from_dir=from_dir)
 print(f"{records['collectives']['world_size']} ranks on {records['device_name']} ({records['device']})")
@@ -184,5 +185,5 @@ for label, d in ot.groupby("compute"):
         f"* {label}: serial {d.serial_s.iloc[0] * 1e3:.0f} ms → {best.overlapped_s * 1e3:.0f} ms "
         f"at k = {int(best.k)}."
     )
-lines.append("* " + "; ".join(f"**{c.id}**: {c.verdict}" for c in claim_list) + ".")
+lines.append(summary_line(claim_list))
 display(Markdown("\n".join(lines)))

@@ -36,6 +36,7 @@ from IPython.display import Markdown, display
 from mfulab import calibration, plots, results
 from mfulab.notebook import setup
 from mfulab.studies.fusion import analysis, figures
+from mfulab.verdicts import summary_line
 
 out, p, records = setup("fusion", params, out_dir=out_dir, from_dir=from_dir)
 print(
@@ -225,5 +226,5 @@ if slopes:
         f"* Saved attention memory grows with slope {slopes.get('naive_saved_bytes_slope', float('nan')):.2f} "
         f"(naive) vs {slopes.get('sdpa_saved_bytes_slope', float('nan')):.2f} (SDPA, `{records['attention']['backend']}`)."
     )
-lines.append("* " + "; ".join(f"**{c.id}**: {c.verdict}" for c in claim_list) + ".")
+lines.append(summary_line(claim_list))
 display(Markdown("\n".join(lines)))

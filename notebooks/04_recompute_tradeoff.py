@@ -42,6 +42,7 @@ from IPython.display import Markdown, display
 from mfulab import plots, results
 from mfulab.notebook import setup
 from mfulab.studies.recompute import analysis, figures, planner, stated
+from mfulab.verdicts import summary_line
 
 out, p, records = setup("recompute", params, out_dir=out_dir, from_dir=from_dir)
 print(
@@ -224,5 +225,5 @@ if full["memory_share"] is not None:
         f"{s.loc['full', 'recompute_flops_share']:.0%} more FLOPs and {full['step_time_ratio']:.2f}× "
         "the step time."
     )
-lines.append("* " + "; ".join(f"**{c.id}**: {c.verdict}" for c in claim_list) + ".")
+lines.append(summary_line(claim_list))
 display(Markdown("\n".join(lines)))

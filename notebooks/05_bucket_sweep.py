@@ -38,6 +38,7 @@ from IPython.display import Markdown, display
 from mfulab import plots, results
 from mfulab.notebook import setup
 from mfulab.studies.buckets import analysis, figures, simulator
+from mfulab.verdicts import summary_line
 
 out, p, records = setup("buckets", params, out_dir=out_dir, from_dir=from_dir)
 print(f"{records['ddp']['world_size']} ranks on {records['device_name']} ({records['device']})")
@@ -192,5 +193,5 @@ for label, d in sweep[sweep.variant == "default"].groupby("compute"):
 lines.append(
     "* DDP's bucket layouts match the formation rules exactly; gradients equal the single-process reference."
 )
-lines.append("* " + "; ".join(f"**{c.id}**: {c.verdict}" for c in claim_list) + ".")
+lines.append(summary_line(claim_list))
 display(Markdown("\n".join(lines)))

@@ -36,6 +36,7 @@ from IPython.display import Markdown, display
 from mfulab import plots, results
 from mfulab.notebook import setup
 from mfulab.studies.dataloader import analysis, figures
+from mfulab.verdicts import summary_line
 
 out, p, records = setup("dataloader", params, out_dir=out_dir, from_dir=from_dir)
 print(
@@ -142,6 +143,6 @@ lines = [
     "* Stall: "
     + ", ".join(f"{r.loader} ({r.compute}) {r.stall_fraction:.0%}" for r in stall.itertuples())
     + " of step time.",
-    "* " + "; ".join(f"**{c.id}**: {c.verdict}" for c in claim_list) + ".",
+    summary_line(claim_list),
 ]
 display(Markdown("\n".join(lines)))

@@ -21,7 +21,6 @@ or on request (``python -m mfulab calibrate --refresh``).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from pathlib import Path
@@ -91,11 +90,10 @@ def bandwidth_sizes(setting: dict, llc_bytes: int) -> tuple[int, ...]:
 
 def code_sha256() -> str:
     """The code that measures a calibration: a change re-measures it."""
+    from .results import sha256_files
+
     here = Path(__file__).resolve().parent
-    digest = hashlib.sha256()
-    for name in ("calibration.py", "timing.py", "collectives.py", "comm.py"):
-        digest.update((here / name).read_bytes())
-    return digest.hexdigest()
+    return sha256_files(here / name for name in ("calibration.py", "timing.py", "collectives.py", "comm.py"))
 
 
 def _stamp(device: str) -> dict:

@@ -138,9 +138,6 @@ class StudyParams:
         """Plain values (tuples as lists) for JSON, YAML and papermill."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
-    def replace(self, **changes):
-        return dataclasses.replace(self, **changes)
-
     @classmethod
     def schema(cls) -> list[dict]:
         """Every parameter with its type, default, unit and meaning (for docs and notebooks)."""

@@ -30,20 +30,21 @@ def become_subreaper() -> bool:
         return False
 
 
+def _stat(pid) -> tuple[int, str] | None:
+    """(parent pid, state) of ``pid`` from /proc, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) "
+    return int(fields[1]), fields[0]
+
+
 def _proc_table() -> dict[int, tuple[int, str]]:
-    """pid → (parent pid, state) of every process, from /proc."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) "
-        table[int(entry)] = (int(fields[1]), fields[0])
-    return table
+    """pid → (parent pid, state) of every process."""
+    table = {int(e): _stat(e) for e in os.listdir("/proc") if e.isdigit()}
+    return {pid: st for pid, st in table.items() if st is not None}
 
 
 def descendants(pid: int | None = None) -> list[int]:
@@ -64,12 +65,8 @@ def descendants(pid: int | None = None) -> list[int]:
 
 def alive(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2 :].split()[0] != "Z"
+    st = _stat(pid)
+    return st is not None and st[1] != "Z"
 
 
 def _reap() -> None:

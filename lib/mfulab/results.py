@@ -111,6 +111,18 @@ def load_measurements(from_dir) -> dict:
     return read_json(path)
 
 
+def sha256_files(paths) -> str:
+    """One digest of several files (names and contents, in sorted order): what results or a
+    calibration were made from."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(Path(p) for p in paths):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def git_state(repo_root) -> dict:
     """Commit and dirty flag of the code (changes under results/ do not count as dirty)."""
 

@@ -12,7 +12,6 @@ headless measurement, and the incremental ``make all``.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import sys
@@ -79,23 +78,10 @@ def read_profile(path) -> dict:
     return values
 
 
-def study_params(study: Study, values: dict):
-    """The study's typed parameters: defaults updated with ``values``, validated."""
-    return study.params.from_dict(values)
-
-
 # ---------------------------------------------------------------------------- inputs (incremental runs)
-def _sha256_files(paths) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(paths):
-        digest.update(str(path.name).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
 def library_sha256() -> str:
     lib = Path(__file__).resolve().parent
-    return _sha256_files([p for p in lib.rglob("*.py")])
+    return results.sha256_files([p for p in lib.rglob("*.py")])
 
 
 def inputs(study: Study, params: dict, *, profile: str, root: Path, results_root: Path) -> dict:
@@ -103,7 +89,7 @@ def inputs(study: Study, params: dict, *, profile: str, root: Path, results_root
     import torch
 
     out = {
-        "notebook_sha256": _sha256_files([root / "notebooks" / study.notebook]),
+        "notebook_sha256": results.sha256_files([root / "notebooks" / study.notebook]),
         "profile": profile,
         "params": params,
         "library_sha256": library_sha256(),
@@ -115,12 +101,8 @@ def inputs(study: Study, params: dict, *, profile: str, root: Path, results_root
             for p in Path(results_root).glob("*/*/" + results.METRICS)
             if p.parent.parent.name != (study.machine or "")
         ]
-        out["results_sha256"] = _sha256_files(metrics)
+        out["results_sha256"] = results.sha256_files(metrics)
     return out
-
-
-def results_dir(study: Study, results_root: Path, machine: str | None = None) -> Path:
-    return Path(results_root) / (study.machine or machine or hardware.machine_slug()) / study.id
 
 
 def up_to_date(final: Path, expected: dict) -> bool:
@@ -194,19 +176,18 @@ def run(
         measured_env = results.read_json(env_path) if env_path.exists() else None
     if measured_env and measured_env.get("params"):  # keep the measuring run's parameters
         profile = measured_env.get("profile") or measured_env.get("param_file") or "measured"
-        p = study_params(study, {**measured_env["params"], **(overrides or {})})
+        p = study.params.from_dict({**measured_env["params"], **(overrides or {})})
     else:
         profile = resolve_profile(study_id, profile, root)
-        p = study_params(
-            study, {**read_profile(root / "studies" / study_id / f"{profile}.yaml"), **(overrides or {})}
-        )
+        values = {**read_profile(root / "studies" / study_id / f"{profile}.yaml"), **(overrides or {})}
+        p = study.params.from_dict(values)
         if not from_dir:
             p.prepared()  # machine-dependent checks (device, ranks) before any work
     params = p.to_dict()
     machine = (
         study.machine or (measured_env or {}).get("fingerprint", {}).get("machine") or hardware.machine_slug()
     )
-    final = results_dir(study, results_root, machine)
+    final = results_root / machine / study.id
     notebook = notebook or root / "notebooks" / study.notebook
     expected = inputs(study, params, profile=profile, root=root, results_root=results_root)
     if if_changed and not from_dir and up_to_date(final, expected):
@@ -279,7 +260,7 @@ def measure(study_id: str, *, param_file, overrides: dict | None = None, out) ->
     study = get(study_id)
     if not study.measure:
         raise ParameterError(f"study {study_id!r} measures nothing; run it with 'make {study_id}'")
-    p = study_params(study, {**read_profile(param_file), **(overrides or {})}).prepared()
+    p = study.params.from_dict({**read_profile(param_file), **(overrides or {})}).prepared()
     started = time.time()
     with stop_on_signals(what=f"the measurement of {study_id}"):
         records = study.measure_fn()(p)

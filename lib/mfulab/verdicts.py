@@ -33,6 +33,11 @@ def table(claims: list[Claim]):
     )
 
 
+def summary_line(claims: list[Claim]) -> str:
+    """The closing bullet of every notebook: each claim id with its verdict."""
+    return "* " + "; ".join(f"**{c.id}**: {c.verdict}" for c in claims) + "."
+
+
 def records(claims: list[Claim]) -> list[dict]:
     return [asdict(c) for c in claims]
 
