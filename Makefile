@@ -8,6 +8,8 @@ PROFILE  ?= auto
 ARGS     ?=
 FROM     ?=
 FORCE    ?=
+STUDY    ?=
+N        ?= 3
 PORT     ?= 8888
 LAB_ARGS ?=
 # torch: on machines without an NVIDIA driver the CPU build is installed first (pyproject
@@ -22,7 +24,7 @@ STAMP    := $(VENV)/.mfulab-installed
 STUDIES  := $(filter-out compare,$(sort $(patsubst studies/%/,%,$(wildcard studies/*/))))
 SITE_MACHINE ?=
 
-.PHONY: help env all test lint format lab calibrate list readme html compare clean distclean $(STUDIES)
+.PHONY: help env all test lint format lab calibrate stability list readme html compare clean distclean $(STUDIES)
 .NOTPARALLEL:
 
 help:
@@ -31,6 +33,8 @@ help:
 	@echo "make test                lint (ruff) and run the tests"
 	@echo "make lab                 JupyterLab with the mfulab kernel; notebooks/*.py open as notebooks"
 	@echo "make calibrate           this machine's ceilings, bandwidth and α–β (REFRESH=1 re-measures)"
+	@echo "make stability STUDY=id  re-run a study's measurement N=3 times in fresh processes: verdict flips"
+	@echo "                         and drift into results/<machine>/<study>/stability.json (STUDY=calibration too)"
 	@echo "make list                studies and profiles"
 	@echo "make readme              rewrite README.md's course table from the study registry"
 	@echo "make <study>             one study, e.g. make mfu PROFILE=gpu ARGS=\"-p seq_len 2048\""
@@ -58,6 +62,10 @@ endif
 
 all: $(STAMP)
 	$(PY) -m mfulab all --profile $(PROFILE) $(if $(FORCE),--force)
+
+stability: $(STAMP)
+	@test -n "$(STUDY)" || { echo "usage: make stability STUDY=<study id or calibration> [N=3] [PROFILE=cpu]"; exit 2; }
+	$(PY) -m mfulab stability $(STUDY) -n $(N) --profile $(PROFILE) $(ARGS)
 
 compare: $(STAMP)
 	$(PY) -m mfulab run compare --profile default

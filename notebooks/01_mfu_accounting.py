@@ -37,7 +37,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from mfulab import calibration, plots, results
-from mfulab.notebook import setup
+from mfulab.notebook import setup, stability_note
 from mfulab.plots import si
 from mfulab.studies.mfu import analysis, arithmetic, figures
 from mfulab.verdicts import summary_line
@@ -247,11 +247,12 @@ b15
 # more than half of the gross gain.
 
 # %%
-claim_list = analysis.claims(records)
-claims_df = results.publish_claims(out, claim_list, analysis.headline_metrics(records))
+claim_list, headline = analysis.outcome(records, p)
+claims_df = results.publish_claims(out, claim_list, headline)
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 
+display(Markdown(stability_note(out)))
 # %% [markdown]
 # ## What this study showed
 

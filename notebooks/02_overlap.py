@@ -43,7 +43,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from mfulab import comm, plots, results
-from mfulab.notebook import setup
+from mfulab.notebook import setup, stability_note
 from mfulab.plots import si
 from mfulab.studies.overlap import analysis, figures
 from mfulab.verdicts import summary_line
@@ -163,11 +163,12 @@ pd.Series(analysis.b9_check(records)).to_frame("B9")
 # vs step(k=4); B9 from the nccl-tests definitions; A4 and A18 are analytic.
 
 # %%
-claim_list = analysis.claims(records)
-claims_df = results.publish_claims(out, claim_list, analysis.headline_metrics(records))
+claim_list, headline = analysis.outcome(records, p)
+claims_df = results.publish_claims(out, claim_list, headline)
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 
+display(Markdown(stability_note(out)))
 # %% [markdown]
 # ## What this study showed
 

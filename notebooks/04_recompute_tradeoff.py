@@ -40,7 +40,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from mfulab import plots, results
-from mfulab.notebook import setup
+from mfulab.notebook import setup, stability_note
 from mfulab.studies.recompute import analysis, figures, planner, stated
 from mfulab.verdicts import summary_line
 
@@ -201,11 +201,12 @@ zero
 # analytic.
 
 # %%
-claim_list = analysis.claims(records, plans, zero)
-claims_df = results.publish_claims(out, claim_list, analysis.headline_metrics(records, plans, zero))
+claim_list, headline = analysis.outcome(records, p)
+claims_df = results.publish_claims(out, claim_list, headline)
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 
+display(Markdown(stability_note(out)))
 # %% [markdown]
 # ## What this study showed
 

@@ -34,7 +34,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from mfulab import plots, results
-from mfulab.notebook import setup
+from mfulab.notebook import setup, stability_note
 from mfulab.studies.dataloader import analysis, figures
 from mfulab.verdicts import summary_line
 
@@ -126,11 +126,12 @@ stall
 # ratio of steps with a synchronous write to the others (> 1.2×).
 
 # %%
-claim_list = analysis.claims(records)
-claims_df = results.publish_claims(out, claim_list, analysis.headline_metrics(records))
+claim_list, headline = analysis.outcome(records, p)
+claims_df = results.publish_claims(out, claim_list, headline)
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 
+display(Markdown(stability_note(out)))
 # %% [markdown]
 # ## What this study showed
 

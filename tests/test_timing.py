@@ -39,3 +39,41 @@ def test_verdicts():
     assert verdict_from_interval(0.8, 0.95, threshold=1.3) == "refuted"
     with pytest.raises(ValueError):
         Claim("X", "c", "m", "probably", "e")
+
+
+def test_interleaved_rounds_are_paired_and_shuffled():
+    calls = []
+    fns = {name: (lambda name=name: calls.append(name)) for name in ("a", "b", "c")}
+    out = timing.interleaved(fns, rounds=6, warmup=0, min_block_s=0.0, seed=1)
+    assert set(out) == {"a", "b", "c"} and all(t.paired and t.n == 6 for t in out.values())
+    # after the one sizing call per variant: 6 rounds, each running every variant exactly once
+    rounds = [calls[3 + 3 * i : 6 + 3 * i] for i in range(6)]
+    assert all(sorted(r) == ["a", "b", "c"] for r in rounds)
+    assert len({tuple(r) for r in rounds}) > 1  # the order is drawn per round
+
+
+def test_paired_comparison_cancels_drift_that_independent_resampling_does_not():
+    drift = np.linspace(1.0, 3.0, 20)  # the machine slows down 3× during the run
+    rng = np.random.default_rng(0)
+    a = drift * 1.10 * rng.normal(1, 0.005, 20)
+    b = drift * 1.00 * rng.normal(1, 0.005, 20)
+    paired = timing.compare_timings(
+        timing.summarize(a, "a", paired=True), timing.summarize(b, "b", paired=True), run_to_run_drift=0
+    )
+    independent = timing.compare_timings(timing.summarize(a, "a"), timing.summarize(b, "b"), run_to_run_drift=0)
+    assert paired.paired and not independent.paired
+    assert paired.verdict == "faster" and paired.within_lo > 1.05
+    assert independent.verdict == "inconclusive"
+
+
+def test_run_to_run_drift_widens_the_interval():
+    rng = np.random.default_rng(3)
+    a = _timing(rng.normal(1.04, 0.002, 30), "a")
+    b = _timing(rng.normal(1.00, 0.002, 30), "b")
+    tight = timing.compare_timings(a, b, run_to_run_drift=0)
+    wide = timing.compare_timings(a, b, run_to_run_drift=0.05)
+    assert tight.verdict == "faster"  # a 4% effect, well resolved within one run...
+    assert wide.verdict == "inconclusive"  # ...but smaller than the drift between fresh runs
+    assert wide.ratio_lo == pytest.approx(tight.within_lo / 1.05)
+    with pytest.raises(ValueError):
+        timing.compare_timings(a, b, run_to_run_drift=-0.1)

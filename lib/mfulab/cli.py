@@ -64,6 +64,16 @@ def _parser() -> argparse.ArgumentParser:
     p_cal.add_argument(
         "--results-root", help="folder holding results/<machine>/ (default: the repo's results/)"
     )
+    p_stab = sub.add_parser(
+        "stability", help="re-run a study's measurement N times; verdict flips and drift → stability.json"
+    )
+    p_stab.add_argument("study", help="a study id, or 'calibration'")
+    p_stab.add_argument("-n", "--runs", type=int, default=3)
+    p_stab.add_argument("--profile", default="auto")
+    p_stab.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"))
+    p_stab.add_argument(
+        "--results-root", help="folder holding results/<machine>/ (default: the repo's results/)"
+    )
     p_meas = sub.add_parser("measure", help="run only the measurement, headless")
     p_meas.add_argument("study")
     p_meas.add_argument("-f", "--file", required=True, help="studies/<study>/<profile>.yaml")
@@ -163,6 +173,18 @@ def main(argv=None) -> int:
                 args.results_root or root / "results", machine, args.out or root / "site" / machine
             )
             print(f"site written to {out / 'index.html'}")
+        elif args.command == "stability":
+            from . import stability
+
+            path = stability.run(
+                args.study,
+                profile=args.profile,
+                n=args.runs,
+                overrides=runner.parse_overrides(args.parameter),
+                results_root=args.results_root,
+            )
+            print(stability.describe(stability.load(path.parent)))
+            print(f"stability written to {path}")
         elif args.command == "calibrate":
             runner.main_guard_malloc(argv)
             calibrate(args)

@@ -26,3 +26,12 @@ def setup(study_id: str, params: dict | None = None, *, out_dir: str = "", from_
         records = study.measure_fn()(p) if study.measure else {}
     results.save_measurements(out, records)
     return out, p, records
+
+
+def stability_note(out) -> str:
+    """Markdown under a claims table: how the verdicts fared over fresh re-runs of this
+    study (``make stability``; the runner keeps ``stability.json`` across re-renders)."""
+    from . import stability
+    from .runner import library_sha256
+
+    return stability.describe(stability.load(out), current_library=library_sha256())

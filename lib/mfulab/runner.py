@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from . import hardware, results
+from . import hardware, results, stability
 from .config import ParameterError
 from .procs import stop_on_signals
 from .studies import REGISTRY, Study, get
@@ -203,6 +204,9 @@ def run(
         tempfile.TemporaryDirectory() as scratch,
         stop_on_signals(lambda: results.discard_dir(tmp), what=f"study {study_id}"),
     ):
+        kept = final / stability.STABILITY  # re-runs of the measurement outlive a re-render
+        if kept.exists():
+            shutil.copy2(kept, tmp / stability.STABILITY)
         source = render_notebook(notebook, Path(scratch) / f"{notebook.stem}.ipynb")
         executed = tmp / f"{notebook.stem}.ipynb"
         pm.execute_notebook(

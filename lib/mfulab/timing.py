@@ -5,8 +5,15 @@ How timings are taken (docs/architecture.md, measurement rules):
   after explicit warm-up calls; the Timer synchronises CUDA around each block.
 - ``blocked_autorange`` repeats the statement in blocks until ``min_run_time_s``; each block
   gives one per-call time, and we report the median of blocks with its IQR and count.
-- A comparison is a ratio of medians with a bootstrap interval. If the interval includes
-  1.0 the verdict is ``inconclusive`` (*inconclusive on this machine*), never a win.
+- A/B comparisons are timed **interleaved** (:func:`interleaved`): in each round every
+  variant runs one block, in an order drawn at random per round, so that drift (thermal,
+  frequency, a neighbour process) hits both sides. The rounds are paired samples.
+- A comparison is a ratio of medians with a bootstrap interval, resampling whole rounds when
+  the samples are paired. The interval is then widened by :data:`RUN_TO_RUN_DRIFT`, the
+  relative drift of a ratio between fresh runs of the same profile, which a single process
+  cannot see (``make stability`` measures it: ``results/<machine>/<study>/stability.json``).
+  If the widened interval includes 1.0 the verdict is ``inconclusive`` (*inconclusive on this
+  machine*), never a win.
 
 Ceilings, in the spirit of stas00's MAMF finder (ml-engineering, ``mamf-finder.py``):
 the best median achieved FLOP/s over a sweep of matmul shapes is the practical maximum a
@@ -17,11 +24,19 @@ datasheet peak here. Memory bandwidth is a large tensor copy: bytes read + bytes
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 BENCHMARK_VERSION = {"time_fn": 1, "matmul_ceiling": 1, "memory_bandwidth": 2}
+
+# Assumed relative drift of a timing ratio between two fresh runs of the same profile on the
+# same machine. Source: the headline-ratio drifts recorded by ``make stability`` on the 2-core
+# reference box (results/cpu-2c/*/stability.json: up to a few percent between fresh runs, where
+# the bootstrap interval of one run is often narrower). Every comparison widens its interval
+# by this factor on each side; stability.json reports the measured drift next to it.
+RUN_TO_RUN_DRIFT = 0.05
 
 
 def progress(iterable, desc: str):
@@ -45,6 +60,7 @@ class Timing:
     q3_s: float
     n: int
     times_s: list = field(default_factory=list)
+    paired: bool = False  # times_s[i] is round i of an interleaved run (see ``interleaved``)
 
     @property
     def iqr_s(self) -> float:
@@ -58,8 +74,9 @@ class Timing:
         return d
 
 
-def summarize(times_s, label: str = "") -> Timing:
-    """Median, quartiles and count of a list of per-call times."""
+def summarize(times_s, label: str = "", *, paired: bool = False) -> Timing:
+    """Median, quartiles and count of a list of per-call times (``paired``: one per round of
+    an interleaved run, in round order)."""
     arr = np.asarray(list(times_s), dtype=float)
     if arr.size == 0:
         raise ValueError("no samples to summarize")
@@ -71,6 +88,7 @@ def summarize(times_s, label: str = "") -> Timing:
         q3_s=float(q3),
         n=int(arr.size),
         times_s=[float(t) for t in arr],
+        paired=paired,
     )
 
 
@@ -108,9 +126,64 @@ def time_fn(
     return summarize(times, label=label)
 
 
+def interleaved(
+    fns: dict,
+    *,
+    rounds: int = 15,
+    device: str = "cpu",
+    num_threads: int | None = None,
+    warmup: int = 2,
+    min_block_s: float = 0.02,
+    seed: int = 0,
+    desc: str | None = None,
+) -> dict[str, Timing]:
+    """Time every callable of ``fns`` ({label: fn}) interleaved: ``rounds`` rounds, each
+    running every variant once as a block of ``number`` calls (chosen per variant after
+    warm-up so that a block lasts ≥ ``min_block_s``), in an order shuffled per round with a
+    seeded generator. Returns ``{label: Timing}`` whose ``times_s[i]`` is round ``i``'s
+    per-call time (``paired=True``): :func:`compare_timings` resamples whole rounds."""
+    import torch
+
+    if len(fns) < 1 or rounds < 2:
+        raise ValueError("interleaved needs at least one variant and two rounds")
+    threads = num_threads or torch.get_num_threads()
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        number = {}
+        for label, fn in fns.items():
+            for _ in range(warmup):
+                fn()
+            synchronize(device)
+            start = time.perf_counter()
+            fn()
+            synchronize(device)
+            once_s = max(time.perf_counter() - start, 1e-9)
+            number[label] = max(1, int(np.ceil(min_block_s / once_s)))
+        rng = np.random.default_rng(seed)
+        labels = list(fns)
+        samples = {label: [] for label in labels}
+        for _ in progress(range(rounds), desc or f"interleaved {' / '.join(labels)}"):
+            for i in rng.permutation(len(labels)):
+                label = labels[i]
+                fn, n = fns[label], number[label]
+                synchronize(device)
+                start = time.perf_counter()
+                for _ in range(n):
+                    fn()
+                synchronize(device)
+                samples[label].append((time.perf_counter() - start) / n)
+    finally:
+        torch.set_num_threads(previous_threads)
+    return {label: summarize(times, label=label, paired=True) for label, times in samples.items()}
+
+
 @dataclass
 class Comparison:
-    """``ratio`` = baseline median / candidate median (>1: the candidate is faster)."""
+    """``ratio`` = baseline median / candidate median (>1: the candidate is faster).
+
+    ``ratio_lo``/``ratio_hi`` is the bootstrap interval widened by ``run_to_run_drift``
+    (``within_lo``/``within_hi``: the bootstrap interval of this run alone)."""
 
     baseline: str
     candidate: str
@@ -119,32 +192,64 @@ class Comparison:
     ratio_hi: float
     confidence: float
     verdict: str  # faster | slower | inconclusive
+    within_lo: float = float("nan")
+    within_hi: float = float("nan")
+    run_to_run_drift: float = 0.0
+    paired: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def _bootstrap_medians(samples: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    idx = rng.integers(0, samples.size, size=(n_boot, samples.size))
+def _bootstrap_medians(samples: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return np.median(samples[idx], axis=1)
 
 
 def compare_timings(
-    baseline: Timing, candidate: Timing, *, confidence: float = 0.95, n_boot: int = 2000, seed: int = 0
+    baseline: Timing,
+    candidate: Timing,
+    *,
+    confidence: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+    run_to_run_drift: float = RUN_TO_RUN_DRIFT,
 ) -> Comparison:
-    """Speed-up of ``candidate`` over ``baseline`` with a bootstrap interval of the ratio of
-    medians. ``faster``/``slower`` only when the whole interval is on one side of 1.0."""
+    """Speed-up of ``candidate`` over ``baseline``: the ratio of medians with a bootstrap
+    interval, widened by ``run_to_run_drift`` on each side (see the module docstring).
+
+    Paired timings (both from one :func:`interleaved` run, equal round counts) are resampled
+    by whole rounds, so that a slow round counts on both sides; otherwise each side is
+    resampled on its own. ``faster``/``slower`` only when the widened interval is on one side
+    of 1.0."""
     a = np.asarray(baseline.times_s, dtype=float)
     b = np.asarray(candidate.times_s, dtype=float)
     if a.size < 2 or b.size < 2:
         raise ValueError("compare needs at least two samples on each side")
+    if run_to_run_drift < 0:
+        raise ValueError(f"run_to_run_drift must be ≥ 0, got {run_to_run_drift}")
     rng = np.random.default_rng(seed)
-    ratios = _bootstrap_medians(a, n_boot, rng) / _bootstrap_medians(b, n_boot, rng)
+    paired = bool(baseline.paired and candidate.paired and a.size == b.size)
+    idx_a = rng.integers(0, a.size, size=(n_boot, a.size))
+    idx_b = idx_a if paired else rng.integers(0, b.size, size=(n_boot, b.size))
+    ratios = _bootstrap_medians(a, idx_a) / _bootstrap_medians(b, idx_b)
     tail = (1 - confidence) / 2 * 100
-    lo, hi = np.percentile(ratios, [tail, 100 - tail])
+    within_lo, within_hi = (float(x) for x in np.percentile(ratios, [tail, 100 - tail]))
+    lo, hi = within_lo / (1 + run_to_run_drift), within_hi * (1 + run_to_run_drift)
     ratio = float(np.median(a) / np.median(b))
     verdict = "faster" if lo > 1 else "slower" if hi < 1 else "inconclusive"
-    return Comparison(baseline.label, candidate.label, ratio, float(lo), float(hi), confidence, verdict)
+    return Comparison(
+        baseline.label,
+        candidate.label,
+        ratio,
+        lo,
+        hi,
+        confidence,
+        verdict,
+        within_lo=within_lo,
+        within_hi=within_hi,
+        run_to_run_drift=run_to_run_drift,
+        paired=paired,
+    )
 
 
 def torch_dtype(name: str):

@@ -50,6 +50,11 @@ class Study:
         module, function = self.measure.split(":")
         return getattr(importlib.import_module(module), function)
 
+    def outcome_fn(self):
+        """``analysis.outcome(records, p) -> (claims, headline metrics)``: what the notebook
+        publishes, callable without it (``make stability``)."""
+        return importlib.import_module(f"{__name__}.{self.id}.analysis").outcome
+
     @property
     def notebook_stem(self) -> str:
         return self.notebook.rsplit(".", 1)[0]

@@ -261,3 +261,8 @@ def headline_metrics(records) -> dict:
         "best_caps_at_scale": best_caps(scale_table(records)).to_dict(orient="records"),
         "claims": verdicts.records(claims(records)),
     }
+
+
+def outcome(records, p) -> tuple[list[Claim], dict]:
+    """The claims and headline metrics the notebook publishes (also ``make stability``)."""
+    return claims(records), headline_metrics(records)

@@ -198,3 +198,8 @@ def headline_metrics(records) -> dict:
         "worst_stall_fraction_real": worst_stall_fraction_real(stall),
         "claims": claims_mod.records(claims(records)),
     }
+
+
+def outcome(records, p) -> tuple[list[Claim], dict]:
+    """The claims and headline metrics the notebook publishes (also ``make stability``)."""
+    return claims(records), headline_metrics(records)

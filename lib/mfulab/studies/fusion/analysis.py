@@ -315,3 +315,8 @@ def headline_metrics(records) -> dict:
         "a8_article_scale": a8_article_scale(),
         "claims": claims_mod.records(claims(records)),
     }
+
+
+def outcome(records, p) -> tuple[list[Claim], dict]:
+    """The claims and headline metrics the notebook publishes (also ``make stability``)."""
+    return claims(records), headline_metrics(records)

@@ -342,3 +342,8 @@ def headline_metrics(records: dict) -> dict:
         - 1,
         "claims": claims_mod.records(claims(records)),
     }
+
+
+def outcome(records, p) -> tuple[list[Claim], dict]:
+    """The claims and headline metrics the notebook publishes (also ``make stability``)."""
+    return claims(records), headline_metrics(records)

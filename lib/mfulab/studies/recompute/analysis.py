@@ -403,3 +403,13 @@ def headline_metrics(records, plans, zero_df) -> dict:
         "skipped_policies": records["skipped"],
         "claims": claims_mod.records(claims(records, plans, zero_df)),
     }
+
+
+def outcome(records, p) -> tuple[list[Claim], dict]:
+    """The claims and headline metrics the notebook publishes (also ``make stability``):
+    the measured records plus the planner's cases and the ZeRO comparison of ``p``."""
+    from . import planner, stated
+
+    plans = planner.plans_table(p.planner_cases)
+    zero = planner.zero_comparison(**stated.A12_ZERO)
+    return claims(records, plans, zero), headline_metrics(records, plans, zero)

@@ -1,0 +1,45 @@
+import pytest
+
+from mfulab import stability
+from mfulab.config import ParameterError
+from mfulab.verdicts import Claim
+
+
+def test_row_keys_number_repeated_ids():
+    claims = [Claim(i, "c", "m", "confirmed", "e") for i in ("A1", "B6", "B6", "B6")]
+    assert stability.row_keys(claims) == ["A1", "B6", "B6 (2)", "B6 (3)"]
+
+
+def test_summarize_runs_finds_flips_and_drift():
+    runs = [
+        {"verdicts": {"A": "confirmed", "B": "refuted"}, "metrics": {"x": 1.0, "y": 2.0}},
+        {"verdicts": {"A": "confirmed", "B": "inconclusive on this machine"}, "metrics": {"x": 1.1, "y": 2.0}},
+        {"verdicts": {"A": "confirmed", "B": "refuted"}, "metrics": {"x": 0.9, "y": 2.0}},
+    ]
+    report = stability.summarize_runs(runs)
+    assert report["flips"] == ["B"]
+    assert report["verdicts"]["A"] == ["confirmed"] * 3
+    assert report["drift"]["x"]["drift"] == pytest.approx(0.2)
+    assert report["drift"]["y"]["drift"] == 0.0
+
+
+def test_numeric_keeps_only_finite_numbers():
+    assert stability.numeric({"a": 1, "b": "flash", "c": float("nan"), "d": True, "e": 2.5}) == {
+        "a": 1.0,
+        "e": 2.5,
+    }
+
+
+def test_describe_says_when_nothing_flipped_and_when_stale():
+    report = stability.summarize_runs([{"verdicts": {"A": "confirmed"}, "metrics": {"x": 1.0}}] * 2)
+    report.update(runs=2, profile="cpu", measured_at="now", library_sha256="old", assumed_run_to_run_drift=0.05)
+    text = stability.describe(report, current_library="new")
+    assert "no verdict flipped" in text and "earlier library" in text
+    assert "No stability record" in stability.describe(None)
+
+
+def test_refuses_a_single_run_and_a_study_without_measurement():
+    with pytest.raises(ParameterError, match="at least 2"):
+        stability.run("fusion", n=1)
+    with pytest.raises(ParameterError, match="measures nothing"):
+        stability.run("compare", n=2)
