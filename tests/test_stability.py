@@ -13,7 +13,10 @@ def test_row_keys_number_repeated_ids():
 def test_summarize_runs_finds_flips_and_drift():
     runs = [
         {"verdicts": {"A": "confirmed", "B": "refuted"}, "metrics": {"x": 1.0, "y": 2.0}},
-        {"verdicts": {"A": "confirmed", "B": "inconclusive on this machine"}, "metrics": {"x": 1.1, "y": 2.0}},
+        {
+            "verdicts": {"A": "confirmed", "B": "inconclusive on this machine"},
+            "metrics": {"x": 1.1, "y": 2.0},
+        },
         {"verdicts": {"A": "confirmed", "B": "refuted"}, "metrics": {"x": 0.9, "y": 2.0}},
     ]
     report = stability.summarize_runs(runs)
@@ -32,7 +35,9 @@ def test_numeric_keeps_only_finite_numbers():
 
 def test_describe_says_when_nothing_flipped_and_when_stale():
     report = stability.summarize_runs([{"verdicts": {"A": "confirmed"}, "metrics": {"x": 1.0}}] * 2)
-    report.update(runs=2, profile="cpu", measured_at="now", library_sha256="old", assumed_run_to_run_drift=0.05)
+    report.update(
+        runs=2, profile="cpu", measured_at="now", library_sha256="old", assumed_run_to_run_drift=0.05
+    )
     text = stability.describe(report, current_library="new")
     assert "no verdict flipped" in text and "earlier library" in text
     assert "No stability record" in stability.describe(None)
@@ -41,5 +46,5 @@ def test_describe_says_when_nothing_flipped_and_when_stale():
 def test_refuses_a_single_run_and_a_study_without_measurement():
     with pytest.raises(ParameterError, match="at least 2"):
         stability.run("fusion", n=1)
-    with pytest.raises(ParameterError, match="measures nothing"):
+    with pytest.raises(ParameterError, match="measures nothing of its own"):
         stability.run("compare", n=2)

@@ -60,7 +60,9 @@ def test_paired_comparison_cancels_drift_that_independent_resampling_does_not():
     paired = timing.compare_timings(
         timing.summarize(a, "a", paired=True), timing.summarize(b, "b", paired=True), run_to_run_drift=0
     )
-    independent = timing.compare_timings(timing.summarize(a, "a"), timing.summarize(b, "b"), run_to_run_drift=0)
+    independent = timing.compare_timings(
+        timing.summarize(a, "a"), timing.summarize(b, "b"), run_to_run_drift=0
+    )
     assert paired.paired and not independent.paired
     assert paired.verdict == "faster" and paired.within_lo > 1.05
     assert independent.verdict == "inconclusive"

@@ -159,8 +159,10 @@ def run(
         from .studies import get
 
         study = get(study_id)
-        if not study.measure:
-            raise ParameterError(f"study {study_id!r} measures nothing; its stability is that of its inputs")
+        if study.reads_results:
+            raise ParameterError(
+                f"study {study_id!r} measures nothing of its own (it reads other studies' results)"
+            )
         profile = resolve_profile(study_id, profile, root)
         param_file = root / "studies" / study_id / f"{profile}.yaml"
         p = study.params.from_dict({**read_profile(param_file), **overrides}).prepared()
