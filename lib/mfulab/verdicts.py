@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-VERDICTS = ("confirmed", "refuted", "inconclusive on this machine", "analytic only", "not checkable")
+# "shown": a descriptive claim (a breakdown exists, a quantity can be read off) that the run
+# displays; there is no threshold to pass, so it is not "confirmed".
+VERDICTS = ("confirmed", "refuted", "inconclusive on this machine", "analytic only", "not checkable", "shown")
 
 
 @dataclass(frozen=True)
