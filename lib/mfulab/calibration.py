@@ -37,7 +37,7 @@ SETTINGS = {
         "llc_multiples": (4, 6, 8),
         "min_run_time_s": 0.5,
         "collective_sizes_log2": (12, 14, 16, 18, 20, 22, 24),
-        "collective_iters": 7,
+        "collective_iters": 21,
     },
     "gpu": {
         "matmul_sizes": (2048, 4096, 8192, 12288),

@@ -137,7 +137,7 @@ def benchmark(*, ops, sizes_bytes, warmup: int, iters: int, device: str) -> list
 
 
 def all_reduce_alpha_beta(
-    *, device: str, sizes_bytes=tuple(2**k for k in range(12, 25, 2)), warmup: int = 1, iters: int = 5
+    *, device: str, sizes_bytes=tuple(2**k for k in range(12, 25, 2)), warmup: int = 3, iters: int = 5
 ) -> dict:
     """Inside a process group: α (per-step latency) and link bandwidth of this group's
     all-reduce, fitted (``comm.fit_alpha_beta``) to :func:`benchmark`'s medians."""

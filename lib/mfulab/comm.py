@@ -86,13 +86,16 @@ def collective_time(op: str, nbytes: float, n: int, *, alpha_s: float, link_byte
 
 
 def fit_alpha_beta(sizes_bytes, times_s, n: int, op: str = "all_reduce") -> dict:
-    """Least-squares α (per-step latency, s) and B (link bytes/s) from measured times:
-    t = steps·α + bus_factor·S/B is linear in S. Returns the fit and its relative residuals."""
+    """α (per-step latency, s) and B (link bytes/s) from measured times: t = steps·α +
+    bus_factor·S/B is linear in S. The fit is weighted by 1/t (it minimises *relative*
+    residuals): with plain least squares the largest message, whose time is 100× the
+    smallest's, alone sets the intercept and α moves 2× between runs on the same machine.
+    Returns the fit and its relative residuals."""
     s = np.asarray(sizes_bytes, dtype=float)
     t = np.asarray(times_s, dtype=float)
     if s.size < 2 or s.size != t.size:
         raise ParameterError("fit_alpha_beta needs at least two (size, time) pairs of equal length")
-    slope, intercept = np.polyfit(s, t, 1)
+    slope, intercept = np.polyfit(s, t, 1, w=1.0 / t)
     steps, factor = ring_steps(op, n), bus_factor(op, n)
     alpha = max(intercept, 0.0) / steps
     link = factor / slope if slope > 0 else float("inf")
