@@ -40,8 +40,11 @@ RUN_TO_RUN_DRIFT = 0.05
 
 
 def progress(iterable, desc: str):
-    """A tqdm progress bar in the log (stderr); plain iteration where tqdm is not installed
-    (a cluster node that runs only ``python -m mfulab measure``)."""
+    """A tqdm progress bar in the log (stderr); plain iteration inside a Jupyter kernel (the
+    executed notebook is a record, not a log: the runner reports progress cell by cell) and
+    a one-line note where tqdm is not installed (a node that runs only ``mfulab measure``)."""
+    if "ipykernel" in sys.modules:
+        return iterable
     try:
         from tqdm import tqdm
     except ImportError:
