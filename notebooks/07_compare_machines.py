@@ -15,8 +15,9 @@
 #
 # Every study writes its headline numbers to `results/<machine>/<study>/metrics.json`. This
 # notebook puts the machines side by side — the laptop next to the GPU next to the cluster —
-# with the metrics each study declares in its `study.yaml` (key, unit, label; see `docs/architecture.md`). A machine that lacks a study shows
-# *missing*, never disappears.
+# with the metrics each study declares in its `study.yaml` (key, unit, label, format; see
+# `docs/architecture.md`). A machine that lacks a study shows *missing*, never disappears; a
+# number that does not exist on a machine (a CPU has no datasheet peak) shows *n/a*.
 
 # %% tags=["parameters"]
 params = {}  # the profile's values (papermill injects them); empty: the defaults
@@ -39,7 +40,7 @@ table = analysis.comparison_table(records)
 results.save_table(out, "comparison", table)
 results.save_metrics(out, {"machines": records["machines"], "metrics": table.to_dict(orient="records")})
 with pd.option_context("display.max_colwidth", None):
-    display(table)
+    display(analysis.formatted(table))
 
 # %%
 fig = analysis.plot_ceilings(table)

@@ -98,8 +98,13 @@ def test_compare_two_machines(run_cli, tmp_path):
 
     table = compare.comparison_table(compare.collect(Params(results_root=str(root))))
     row = table.set_index("metric").loc["ceiling / datasheet"]
-    assert row["fake-h100-x8"] == pytest.approx(7.0e14 / 9.894e14) and row[COMMITTED] == compare.MISSING
+    assert (
+        row["fake-h100-x8"] == pytest.approx(7.0e14 / 9.894e14) and row[COMMITTED] == compare.NOT_APPLICABLE
+    )
     assert table.set_index("metric").loc["fitted per-step latency α", "fake-h100-x8"] == compare.MISSING
+    shown = compare.formatted(table).set_index("metric")
+    assert shown.loc["measured matmul ceiling", "fake-h100-x8"] == "700 TFLOP/s"
+    assert shown.loc["ceiling / datasheet", COMMITTED] == "n/a"
     proc = run_cli(
         "run", "compare", "--profile", "default", "-p", "results_root", str(root), "--results-root", str(root)
     )

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
-MISSING = "missing"
+MISSING = "missing"  # the machine has no results of this study
+NOT_APPLICABLE = "n/a"  # the study ran and wrote null (e.g. a CPU has no datasheet peak)
 
 
 def _compared():
@@ -41,7 +43,9 @@ def collect(p) -> dict:
 
 
 def comparison_table(records):
-    """One row per declared metric, one column per machine; what a machine lacks is 'missing'."""
+    """One row per declared metric, one column per machine (raw values). A machine without
+    the study shows ``missing``; a metric the study wrote as null (no datasheet peak for a
+    CPU) shows ``n/a``."""
     import pandas as pd
 
     names = records["machines"]
@@ -49,47 +53,83 @@ def comparison_table(records):
     for study, metric in _compared():
         row = {"study": study.id, "metric": metric.label, "unit": metric.unit, "key": metric.key}
         for machine in names:
-            value = records["metrics"].get(study.id, {}).get(machine, {}).get(metric.key)
-            row[machine] = MISSING if value is None else value
+            found = records["metrics"].get(study.id, {}).get(machine) or {}
+            if metric.key not in found:
+                row[machine] = MISSING
+            elif found[metric.key] is None:
+                row[machine] = NOT_APPLICABLE
+            else:
+                row[machine] = found[metric.key]
         rows.append(row)
     return pd.DataFrame(rows, columns=["study", "metric", "unit", "key", *names])
 
 
+def formatted(table):
+    """The table as a reader sees it: each value with its metric's format and an SI prefix
+    for the units that have one (FLOP/s, B/s, s); ``missing`` and ``n/a`` as they are."""
+    from ...plots import si
+    from .. import REGISTRY
+
+    fmt = {m.key: m.fmt for s in REGISTRY.values() for m in s.metrics}
+    names = [c for c in table.columns if c not in ("study", "metric", "unit", "key")]
+
+    def show(value, key, unit):
+        if value in (MISSING, NOT_APPLICABLE) or isinstance(value, bool | str):
+            return str(value)
+        if unit in ("FLOP/s", "B/s", "s", "tokens/s"):
+            return si(float(value), unit)
+        return fmt.get(key, "{:.3g}").format(value)
+
+    out = table[["study", "metric"]].copy()
+    for machine in names:
+        out[machine] = [show(v, k, u) for v, k, u in zip(table[machine], table["key"], table["unit"])]
+    return out
+
+
 def plot_ceilings(table):
-    """Measured matmul ceiling next to the datasheet peak, per machine (TFLOP/s, log scale)."""
+    """Measured matmul ceiling next to the datasheet peak, per machine (TFLOP/s, log scale);
+    a machine without a datasheet peak (a CPU) says so under its bar."""
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     names = [c for c in table.columns if c not in ("study", "metric", "unit", "key")]
     rows = table.drop_duplicates("key").set_index("key")  # the first study that declares the key
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
-    width = 0.4
-    for i, (key, label) in enumerate(
-        (
-            ("matmul_ceiling_flops_per_s", "measured matmul ceiling"),
-            ("datasheet_peak_flops_per_s", "datasheet peak (dense)"),
-        )
-    ):
-        values = [rows.loc[key, n] for n in names]
-        xs = [j + i * width for j, v in enumerate(values) if v != MISSING]
-        ys = [v / 1e12 for v in values if v != MISSING]
-        if ys:
-            ax.bar(xs, ys, width=width, label=label)
-        for j, v in enumerate(values):
-            if v == MISSING:
-                ax.text(
-                    j + i * width,
-                    0,
-                    "none\npublished" if i else "missing",
-                    ha="center",
-                    va="bottom",
-                    fontsize=7,
-                )
-    ax.set_xticks([j + width / 2 for j in range(len(names))])
+    series = (
+        ("matmul_ceiling_flops_per_s", "measured matmul ceiling", "C0"),
+        ("datasheet_peak_flops_per_s", "datasheet peak (dense)", "C1"),
+    )
+    width = 0.35
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.6 * len(names) + 2.5), 3.8))
+    numeric = [
+        float(rows.loc[key, n]) / 1e12
+        for key, _, _ in series
+        for n in names
+        if rows.loc[key, n] not in (MISSING, NOT_APPLICABLE)
+    ]
+    floor = 10 ** math.floor(math.log10(min(numeric) / 2)) if numeric else 0.01  # a labelled decade
+    for i, (key, label, colour) in enumerate(series):
+        drawn = False
+        for j, machine in enumerate(names):
+            value = rows.loc[key, machine]
+            x = j + (i - 0.5) * width
+            if value in (MISSING, NOT_APPLICABLE):
+                why = "no datasheet\npeak" if value == NOT_APPLICABLE else "not run"
+                ax.text(x, floor * 1.15, why, ha="center", va="bottom", fontsize=7, color="0.35")
+                continue
+            y = float(value) / 1e12
+            ax.bar(x, y, width=width, color=colour, label=None if drawn else label)
+            ax.text(x, y * 1.05, f"{y:.3g}", ha="center", va="bottom", fontsize=7)
+            drawn = True
+    ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names)
+    ax.set_xlim(-0.7, len(names) - 0.3)
     ax.set_yscale("log")
+    ax.set_ylim(bottom=floor)
+    ax.grid(axis="x", visible=False)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_ylabel("TFLOP/s (log scale)")
     ax.set_title("Measured matmul ceiling vs datasheet peak per machine")
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="upper left")
     return fig
