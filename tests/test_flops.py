@@ -64,13 +64,64 @@ def test_recompute_adds_hardware_flops():
     assert flops.flops_per_token(cfg, convention="6n", recompute="selective") == 6 * N
     l, h, s = 12, 768, 1024
     base = flops.flops_per_token(cfg, convention="megatron")
+    # selective: Korthikanti Eq. 8 as printed adds 12·s·h·l; the physical count adds 4·s·h·l
     assert math.isclose(
-        flops.flops_per_token(cfg, convention="megatron", recompute="selective") - base, 4 * s * h * l
+        flops.flops_per_token(cfg, convention="megatron", recompute="selective") - base, 12 * s * h * l
     )
     assert math.isclose(
-        flops.flops_per_token(cfg, convention="megatron", recompute="full") - base,
-        24 * l * h**2 * (1 + s / (6 * h)),
+        flops.megatron_physical_flops_per_token(cfg, recompute="selective") - base, 4 * s * h * l
     )
+    for count in (flops.flops_per_token, flops.megatron_physical_flops_per_token):
+        kwargs = {"convention": "megatron"} if count is flops.flops_per_token else {}
+        assert math.isclose(count(cfg, recompute="full", **kwargs) - base, 24 * l * h**2 * (1 + s / (6 * h)))
+
+
+# A GPT block small enough to do by hand: l = 2, h = 6, s = 9, V = 36 (so s/6h = 1/4, s/3h = 1/2,
+# V/12hl = 1/4, V/16lh = 3/16), and 72·l·h² = 5184, 96·l·h² = 6912 FLOPs per token.
+HAND = TransformerConfig(n_layers=2, d_model=6, n_heads=2, vocab_size=36, seq_len=9)
+
+
+def test_megatron_eq8_selective_by_hand():
+    """Korthikanti et al. 2022 Eq. 8 as printed: 72·B·s·l·h²(1 + s/3h + V/12hl) per iteration."""
+    per_token = {"none": 5184 * (1 + 1 / 4 + 1 / 4), "selective": 5184 * (1 + 1 / 2 + 1 / 4)}
+    per_token["full"] = 6912 * (1 + 1 / 4 + 3 / 16)  # Narayanan et al. 2021 Eq. 3
+    assert per_token == {"none": 7776, "selective": 9072, "full": 9936}
+    for policy, expected in per_token.items():
+        assert flops.flops_per_token(HAND, convention="megatron", recompute=policy) == expected
+    # per iteration: B = 4 sequences of s = 9 tokens
+    assert 4 * 9 * flops.flops_per_token(HAND, convention="megatron", recompute="selective") == 326_592
+    # the physical count: selective re-runs QKᵀ and A·V once (4·s·h·l = 432), full = Eq. 3
+    assert flops.megatron_physical_flops_per_token(HAND, recompute="selective") == 7776 + 432
+    assert flops.megatron_physical_flops_per_token(HAND, recompute="full") == 9936
+
+
+def test_megatron_eq8_gpt3_175b_by_hand():
+    # l = 96, h = 12288, s = 2048, V = 51200 (the paper's GPT-3 row): 72·l·h² = 1,043,677,052,928;
+    # s/3h = 1/18 → 57,982,058,496; V/12hl = 25/6912 → 3,774,873,600
+    cfg = TransformerConfig(n_layers=96, d_model=12288, n_heads=96, vocab_size=51200, seq_len=2048)
+    got = flops.flops_per_token(cfg, convention="megatron", recompute="selective")
+    assert got == pytest.approx(1_043_677_052_928 + 57_982_058_496 + 3_774_873_600, rel=1e-15)
+
+
+# Korthikanti et al. 2022 Table 5 (s = 2048, V = 51200): (heads, h, l, MFU %, HFU %) per model
+KORTHIKANTI_TABLE5 = {
+    "22B": (64, 6144, 48, 41.5, 43.7),
+    "175B": (96, 12288, 96, 51.4, 52.8),
+    "530B": (128, 20480, 105, 56.0, 57.0),
+    "1T": (160, 25600, 128, 56.3, 57.0),
+}
+
+
+@pytest.mark.parametrize("model", KORTHIKANTI_TABLE5)
+def test_eq8_reproduces_the_papers_hfu_and_the_physical_count_does_not(model):
+    heads, h, l, mfu, hfu = KORTHIKANTI_TABLE5[model]
+    cfg = TransformerConfig(n_layers=l, d_model=h, n_heads=heads, vocab_size=51200, seq_len=2048)
+    model_flops = flops.flops_per_token(cfg, convention="megatron")
+    eq8 = flops.flops_per_token(cfg, convention="megatron", recompute="selective")
+    physical = flops.megatron_physical_flops_per_token(cfg, recompute="selective")
+    # HFU = MFU × hardware/model FLOPs; the table rounds both to 0.1 point
+    assert mfu * eq8 / model_flops == pytest.approx(hfu, abs=0.1)
+    assert abs(mfu * physical / model_flops - hfu) > 0.4
 
 
 def test_n_params_override_and_seq_len_override():

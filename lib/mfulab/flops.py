@@ -10,18 +10,28 @@ Conventions (never mixed silently; every table names the one it used):
                half of the T×T scores zero (what flash-style kernels skip).
 - ``megatron`` 72·l·h²·(1 + s/(6h) + V/(12·l·h)) per token: Korthikanti et al. 2022,
                "Reducing Activation Recomputation in Large Transformer Models"
-               (arXiv:2205.05198), model FLOPs per iteration 72·B·s·l·h²(1 + s/6h + V/12hl)
+               (arXiv:2205.05198), App. A, model FLOPs per iteration 72·B·s·l·h²(1 + s/6h + V/12hl)
                divided by the B·s tokens of the iteration. Assumes a GPT block (4h MLP,
                multi-head attention); it ignores ``n_params`` and uses the shape only.
 
 Hardware FLOPs (the HFU numerator) add what recomputation runs a second time:
 
 - ``full`` recompute re-runs every layer's forward: +2N (``6n``, ``palm``, ``causal``) and
-  +4·L·H·Q·T (+2·L·H·Q·T causal) for the attention matmuls; Megatron: +24·l·h²(1 + s/6h)
-  (Narayanan et al. 2021, Eq. 3, whose 96 = 72 + 24 is exactly this term; logits not recomputed).
+  +4·L·H·Q·T (+2·L·H·Q·T causal) for the attention matmuls; Megatron: the source formula
+  96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) per iteration (Narayanan et al. 2021, "Efficient
+  Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", Eq. 3), which is
+  exactly the model FLOPs + one more forward of every layer, 24·l·h²(1 + s/6h) per token
+  (logits not recomputed): source and physical count agree.
 - ``selective`` recompute re-runs only the attention core (QKᵀ, softmax, dropout, A·V;
   Korthikanti et al. 2022, Sec. 4.2): +4·L·H·Q·T (``palm``), +2·L·H·Q·T (``causal``),
-  +4·s·h·l (``megatron``), and nothing under ``6n`` (which has no attention term).
+  nothing under ``6n`` (which has no attention term). Megatron: Korthikanti et al. 2022
+  Eq. 8 **as printed**, 72·B·s·l·h²·(1 + s/(3h) + V/(12·h·l)) per iteration. That adds
+  12·s·h·l per token to the model FLOPs (what the attention matmuls' forward and backward
+  cost together), three times the one extra forward of QKᵀ and A·V that selective
+  recompute physically runs (4·s·h·l per token, :func:`megatron_physical_flops_per_token`).
+  The paper's Table 5 HFU figures follow Eq. 8 (HFU/MFU ≈ 1 + s/6h, its Eq. 9). The
+  convention keeps the source formula; the physical count is a separate function, and
+  notebook 01 shows both.
 """
 
 from __future__ import annotations
@@ -114,12 +124,7 @@ def flops_per_token(
         raise ParameterError(f"seq_len must be positive, got {T}")
 
     if convention == "megatron":
-        l, h, s, V = cfg.n_layers, cfg.d_model, T, cfg.vocab_size
-        model_flops = 72.0 * l * h**2 * (1 + s / (6 * h) + V / (12 * l * h))
-        extra = {"none": 0.0, "selective": 4.0 * s * h * l, "full": 24.0 * l * h**2 * (1 + s / (6 * h))}[
-            recompute
-        ]
-        return model_flops + extra
+        return megatron_flops_per_token(cfg, recompute=recompute, seq_len=T)
 
     N = param_count(cfg) if n_params is None else n_params
     dense_flops = 6.0 * N  # 2N forward + 4N backward
@@ -132,6 +137,41 @@ def flops_per_token(
         "full": 2.0 * N + attn_weight * attn_fwd_flops,
     }[recompute]
     return model_flops + extra
+
+
+def megatron_flops_per_token(
+    cfg: TransformerConfig, *, recompute: str = "none", seq_len: int | None = None
+) -> float:
+    """The ``megatron`` convention per token, each policy by its source formula (per iteration
+    ÷ B·s tokens): ``none`` Korthikanti et al. 2022 App. A, 72·l·h²(1 + s/6h + V/12hl);
+    ``selective`` Korthikanti et al. 2022 Eq. 8 as printed, 72·l·h²(1 + s/3h + V/12hl);
+    ``full`` Narayanan et al. 2021 Eq. 3, 96·l·h²(1 + s/6h + V/16lh)."""
+    check_recompute(recompute, RECOMPUTE)
+    l, h, V = cfg.n_layers, cfg.d_model, cfg.vocab_size
+    s = cfg.seq_len if seq_len is None else seq_len
+    if recompute == "full":  # Narayanan et al. 2021, Eq. 3
+        return 96.0 * l * h**2 * (1 + s / (6 * h) + V / (16 * l * h))
+    if recompute == "selective":  # Korthikanti et al. 2022, Eq. 8 as printed
+        return 72.0 * l * h**2 * (1 + s / (3 * h) + V / (12 * h * l))
+    return 72.0 * l * h**2 * (1 + s / (6 * h) + V / (12 * h * l))  # Korthikanti et al. 2022, App. A
+
+
+def megatron_physical_flops_per_token(
+    cfg: TransformerConfig, *, recompute: str = "none", seq_len: int | None = None
+) -> float:
+    """What a GPT block under ``recompute`` physically runs, counted the way Korthikanti et al.
+    derive their model FLOPs (2 FLOPs per multiply-add, backward = 2 × forward): the model
+    FLOPs plus one more forward of what is recomputed, per token. ``selective`` re-runs QKᵀ and
+    A·V once: +4·s·h·l (Eq. 8 as printed adds 12·s·h·l); ``full`` re-runs each layer's
+    forward: +24·l·h²(1 + s/6h), which equals Narayanan et al.'s 96 formula exactly."""
+    check_recompute(recompute, RECOMPUTE)
+    l, h = cfg.n_layers, cfg.d_model
+    s = cfg.seq_len if seq_len is None else seq_len
+    model_flops = megatron_flops_per_token(cfg, recompute="none", seq_len=s)
+    recomputed_attention_fwd_flops = 4.0 * s * h * l  # QKᵀ (2·s·h) + A·V (2·s·h) per token and layer
+    recomputed_layers_fwd_flops = 24.0 * l * h**2 * (1 + s / (6 * h))
+    extra = {"none": 0.0, "selective": recomputed_attention_fwd_flops, "full": recomputed_layers_fwd_flops}
+    return model_flops + extra[recompute]
 
 
 def exact_matmul_flops_per_token(cfg: TransformerConfig, *, seq_len: int | None = None) -> float:
