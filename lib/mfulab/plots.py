@@ -81,6 +81,13 @@ def scale_for(values) -> tuple[float, str]:
     return 1.0, ""
 
 
+def _share(x: float) -> str:
+    """A share as a percentage with enough digits to be non-zero: 37%, 4.2%, 0.024%, < 0.001%."""
+    if abs(x) < 1e-5:
+        return "< 0.001%"
+    return f"{x:.0%}" if abs(x) >= 0.1 else f"{x * 100:.2g}%"
+
+
 def waterfall(
     ax,
     start: tuple[str, float],
@@ -89,14 +96,20 @@ def waterfall(
     *,
     unit: str = "FLOP/s",
     totals: dict | None = None,
+    fontsize: int = 10,
+    share_of: str = "the top",
 ):
-    """A waterfall from ``start`` down through ``losses`` to what remains (``end_label``).
+    """A horizontal waterfall from ``start`` (top) down through ``losses`` to what remains
+    (``end_label``, bottom). Every bar is labelled beside its right end, in ``fontsize``: a
+    total with its value, a loss with its value and its share of ``start`` (called
+    ``share_of``), so a loss too small to see as a bar is still read off; a zero loss says
+    "none". The category names are the y tick labels.
 
     ``totals`` may name intermediate subtotals to draw as full bars after a given loss
     label: ``{"after loss label": "subtotal label"}``.
     """
     totals = totals or {}
-    bars = []  # (label, bottom, height, kind)
+    bars = []  # (label, left, width, kind)
     level = start[1]
     bars.append((start[0], 0.0, level, "total"))
     for label, loss in losses:
@@ -105,19 +118,26 @@ def waterfall(
         if label in totals:
             bars.append((totals[label], 0.0, level, "total"))
     bars.append((end_label, 0.0, level, "result"))
-    factor, prefix = scale_for([b[1] + b[2] for b in bars])
-    colors = {
-        "total": sns.color_palette()[0],
-        "loss": sns.color_palette()[3],
-        "result": sns.color_palette()[2],
-    }
-    for i, (_label, bottom, height, kind) in enumerate(bars):
-        ax.bar(
-            i, height / factor, bottom=bottom / factor, color=colors[kind], edgecolor="black", linewidth=0.5
+    top = max(max(b[1] + b[2], b[1]) for b in bars)
+    factor, prefix = scale_for([top])
+    palette = sns.color_palette()
+    colors = {"total": palette[0], "loss": palette[3], "result": palette[2]}
+    for i, (_label, left, width, kind) in enumerate(bars):
+        ax.barh(i, width / factor, left=left / factor, color=colors[kind], edgecolor="black", linewidth=0.5)
+        if kind == "loss" and width == 0:
+            text = "none"
+        elif kind == "loss":
+            sign = "−" if width > 0 else "+"
+            share = _share(abs(width) / start[1])
+            text = f"{sign}{si(abs(width), unit)} ({share} of {share_of})"
+        else:
+            text = si(width, unit)
+        ax.text(
+            max(left, left + width) / factor + 0.01 * top / factor, i, text, va="center", fontsize=fontsize
         )
-        text = f"{height / factor:.3g}" if kind != "loss" or height == 0 else f"−{height / factor:.3g}"
-        ax.text(i, (bottom + height) / factor, text, ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(bars)))
-    ax.set_xticklabels([b[0] for b in bars], rotation=30, ha="right")
-    ax.set_ylabel(f"{prefix}{unit}")
+    ax.set_yticks(range(len(bars)))
+    ax.set_yticklabels([b[0] for b in bars], fontsize=fontsize)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.6 * top / factor)  # room for the labels beside the bars
+    ax.set_xlabel(f"{prefix}{unit}")
     return ax
