@@ -1,10 +1,12 @@
 """The mfu study's library: the articles' arithmetic, validation, and the analysis of a tiny run."""
 
+import copy
+
 import pytest
 import yaml
 
-from mfulab.config import ParameterError
-from mfulab.studies.mfu import analysis, arithmetic, bench
+from mfulab.config import ParameterError, preset
+from mfulab.studies.mfu import analysis, arithmetic, bench, timesplit
 from mfulab.studies.mfu.params import Params
 
 from conftest import ROOT
@@ -38,8 +40,48 @@ def test_b1_and_b15_tables():
 
 
 def test_claims_without_measurements_have_computed_verdicts():
-    verdicts = {c.id: c.verdict for c in analysis.claims(None)}
-    assert verdicts == {"A19": "refuted", "B1": "confirmed", "B15": "refuted", "A1": "not checkable"}
+    verdicts = [(c.id, c.verdict) for c in analysis.claims(None)]
+    assert verdicts == [
+        ("A19", "refuted"),
+        ("B1", "confirmed"),
+        ("B15", "refuted"),  # NCCL tuning as its own category: overlap + data IO = 0.7 of 1.8 s
+        ("B15", "confirmed"),  # NCCL tuning counted as communication: 1.0 of 1.8 s
+        ("A1", "not checkable"),
+    ]
+
+
+def test_b15_depends_on_the_categorisation():
+    df = arithmetic.b15_categorisations().set_index("verdict")
+    assert df.loc["refuted", "share_of_gross_gain"] == pytest.approx(0.7 / 1.8)
+    assert df.loc["confirmed", "share_of_gross_gain"] == pytest.approx(1.0 / 1.8)
+    assert df.loc["confirmed", "share_of_net_gain"] == pytest.approx(1.0 / 1.7)
+    assert set(df.largest_other_category) == {"slow operators"}  # 0.8 s, the largest single change
+    claims = [c for c in analysis.claims(None) if c.id == "B15"]
+    assert all("depends on how NCCL tuning is categorised" in c.evidence for c in claims)
+
+
+def test_b9_text_arithmetic():
+    v = arithmetic.b9_text_checks().value
+    assert v["mfu_x104"] == pytest.approx(0.4992)  # 48% × 1.04 is 49.9%, not 52%
+    assert v["mfu_step96"] == pytest.approx(0.5)
+    assert v["gain_needed"] == pytest.approx(1 / 12)  # 52/48 − 1
+    assert v["b15_saved"] == pytest.approx(0.3 / 9.0)
+    assert v["link_bytes"] == 12.5e9 and v["ib EDR (4x)"] == 100 and v["ib HDR (4x)"] == 200
+    assert "**EDR**" in arithmetic.b9_text_note(arithmetic.b9_text_checks())
+
+
+def test_megatron_selective_table_follows_eq8():
+    df = arithmetic.megatron_selective_table()
+    assert (abs(df.hfu_by_eq8 - df.paper_hfu) <= 0.001).all()  # Table 5 rounds to 0.1 point
+    assert (df.hfu_by_physical_count < df.paper_hfu - 0.004).all()
+
+
+def test_megatron_rows_are_not_labelled_with_n():
+    cfg = preset("article-7b")
+    assert "N" not in arithmetic.convention_label("megatron", cfg).replace("no N", "")
+    labels = arithmetic.b1_table().flops_convention
+    assert labels.str.startswith("megatron").sum() == 1
+    assert not labels[labels.str.startswith("megatron")].str.contains("N =").any()
 
 
 @pytest.mark.parametrize(
@@ -80,13 +122,78 @@ def test_measure_records_and_analysis(tiny_records):
     assert analysis.count_table(r).set_index("source").loc[
         "analytic: 6·N_matmul + 12·L·H·Q·T", "relative_difference_vs_counter"
     ] == pytest.approx(0, abs=1e-12)
-    b = analysis.breakdown(r)
+    b = timesplit.breakdown(r)
     assert b["compute_s"] + b["data_s"] + b["scheduling_s"] + b["unaccounted_s"] == pytest.approx(
         b["job_wall_s"]
     )
     assert b["local_flops_per_s"] >= b["global_flops_per_s"] > 0
-    w = analysis.waterfall_losses(r)
+    w = timesplit.waterfall_losses(r)
     assert w["residual_flops_per_s"] == pytest.approx(0, abs=1e-6 * w["start"][1])
     assert {c.id for c in analysis.claims(r)} == {"A19", "B1", "B2", "B15", "A1"}
     m = analysis.headline_metrics(r)
     assert m["peak"]["datasheet_flops_per_s"] is None and m["matmul_ceiling_flops_per_s"] > 0
+
+
+def _with_split(records, *, data_share_of_compute, setup_share_of_steps):
+    """A copy of ``records`` whose steps wait ``data_share_of_compute`` × compute for data and
+    whose start-up is ``setup_share_of_steps`` × the steps' time."""
+    r = copy.deepcopy(records)
+    tr = r["train"]
+    for row in tr["rows"]:
+        row["data_s"] = data_share_of_compute * row["compute_s"]
+        row["period_s"] = row["data_s"] + row["compute_s"] + row["other_s"]
+    steps_s = sum(row["period_s"] for row in tr["rows"])
+    tr["setup_s"] = setup_share_of_steps * steps_s
+    tr["job_wall_s"] = tr["setup_s"] + steps_s
+    return r
+
+
+def test_b2_is_shown_only_with_three_categories_present(tiny_records):
+    p = smoke_params()
+    busy = _with_split(tiny_records, data_share_of_compute=0.5, setup_share_of_steps=0.2)
+    split = timesplit.b2_split(busy, present_share=p.b2_present_share).set_index("category")
+    assert split.seconds.sum() == pytest.approx(busy["train"]["job_wall_s"])
+    assert list(split.present) == [True, False, True, True]  # communication is 0 in one process
+    (b2,) = [c for c in analysis.claims(busy, p) if c.id == "B2"]
+    assert b2.verdict == "shown"
+    quiet = _with_split(tiny_records, data_share_of_compute=0.0, setup_share_of_steps=0.001)
+    (b2,) = [c for c in analysis.claims(quiet, p) if c.id == "B2"]
+    assert b2.verdict == "not checkable" and "communication 0" in b2.evidence
+    floors = timesplit.b2_floor_sensitivity(busy, [0.0, 0.5])
+    assert list(floors.categories_present) == [3, 1] and list(floors.verdict) == ["shown", "not checkable"]
+
+
+def test_global_over_steady_is_the_product_of_its_factors(tiny_records):
+    g = timesplit.global_vs_steady(tiny_records).value
+    assert g["startup"] * g["warmup"] * g["median_over_mean"] == pytest.approx(g["product"], rel=1e-12)
+    b = timesplit.breakdown(tiny_records)
+    assert g["product"] == pytest.approx(b["global_mfu_vs_ceiling"] / b["steady_mfu_vs_ceiling"])
+    # fast warm-up steps lift global above steady (no start-up, measured steps all alike)
+    r = copy.deepcopy(tiny_records)
+    for row in r["train"]["rows"]:
+        row["period_s"] = 0.5 if row["warmup"] else 1.0
+    r["train"]["setup_s"] = 0.0
+    r["train"]["job_wall_s"] = sum(row["period_s"] for row in r["train"]["rows"])
+    assert timesplit.global_vs_steady(r).value["product"] > 1
+    assert "above" in timesplit.global_vs_steady_note(timesplit.global_vs_steady(r))
+
+
+def test_waterfall_labels_are_legible_and_do_not_overlap(tiny_records):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from mfulab.studies.mfu import figures
+
+    fig = figures.plot_waterfall(tiny_records)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = [t for t in ax.texts if t.get_text()]
+    names = [t.get_text() for t in ax.get_yticklabels()]
+    assert len(texts) == len(names) == len(timesplit.waterfall_losses(tiny_records)["losses"]) + 3
+    assert min(t.get_fontsize() for t in texts + ax.get_yticklabels()) >= 9
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    assert all(
+        ax.get_window_extent(renderer).contains(bx.x1 - 1, bx.y0 + 1) for bx in boxes
+    )  # inside the axes

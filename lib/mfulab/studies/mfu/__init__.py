@@ -3,7 +3,11 @@ and where a measured step's time goes.
 
 - ``params``: the parameters (defaults: the laptop profile);
 - ``bench``: the measurement (torch, headless: ``python -m mfulab measure mfu``);
-- ``analysis``: tables, the time split and the claims table (A19, B1, B2, B15, A1);
-- ``arithmetic``: the articles' own arithmetic (A19, B1, B15) recomputed;
+- ``analysis``: the conventions and counting tables, MFU per convention, headline metrics and
+  ``outcome`` (what the notebook publishes);
+- ``timesplit``: the measured run's time split (B2's four categories), global vs steady MFU,
+  the waterfall's losses;
+- ``claims``: the claims table (A19, B1, B2, B15 under two readings, A1);
+- ``arithmetic``: the articles' arithmetic (A19, B1, B15, B9's text, Korthikanti Table 5);
 - ``figures``: the charts; ``stated``: the articles' inputs with their citations.
 """

@@ -4,8 +4,19 @@ step from what they state (``stated``); no measurement is involved."""
 from __future__ import annotations
 
 from ... import flops
+from ...articles import b15_gain
 from ...config import preset
 from .stated import A19_STATED, B1_STATED, B15_STEPS
+
+
+def convention_label(convention: str, cfg) -> str:
+    """A table row's name for ``convention``: what it counts from. ``megatron`` reads only the
+    shape (l, h, s, V) and no parameter count; the others count 6·N with N = every parameter."""
+    if convention == "megatron":
+        return "megatron (from l, h, s, V; no N)"
+    n = flops.param_count(cfg)
+    count = f"{n / 1e9:.3g}B" if n >= 1e9 else f"{n / 1e6:.3g}M"
+    return f"{convention} (N = all {count} parameters)"
 
 
 def a19_check() -> dict:
@@ -56,7 +67,7 @@ def b1_table():
     per_token = {"article: 6 × 7e9": 6 * s["n_params"]}
     per_token.update(
         {
-            f"{conv} (N = {flops.param_count(cfg) / 1e9:.2f}B)": flops.flops_per_token(cfg, convention=conv)
+            convention_label(conv, cfg): flops.flops_per_token(cfg, convention=conv)
             for conv in flops.CONVENTIONS
         }
     )
@@ -92,3 +103,137 @@ def b15_table():
     gross = df.gain_s.clip(lower=0).sum()
     df["share_of_gross_gain"] = df.gain_s / gross
     return df
+
+
+# Two readings of B15's sentence "the gain comes mainly from communication overlap and data IO":
+# the categories each reading credits to it (the NCCL step's category is "communication bandwidth")
+B15_READINGS = {
+    "NCCL tuning is its own category (bandwidth, not overlap)": ("communication overlap", "data IO"),
+    "NCCL tuning counts as communication (overlap)": (
+        "communication overlap",
+        "communication bandwidth",
+        "data IO",
+    ),
+}
+B15_MAINLY = 0.5  # "mainly": more than half of the gain
+
+
+def b15_categorisations():
+    """B15's sentence under each reading: the gain credited to overlap + data IO, its share of
+    the gross gain (improvements only) and of the net gain, and the verdict (> half: confirmed)."""
+    import pandas as pd
+
+    df = b15_table()
+    gross_s, net_s = df.gain_s.clip(lower=0).sum(), df.gain_s.sum()
+    rows = []
+    for reading, categories in B15_READINGS.items():
+        credited = df[df.category.isin(categories)].gain_s.sum()
+        by_category = df.assign(group=df.category.where(~df.category.isin(categories), "credited"))
+        others = by_category[by_category.group != "credited"].groupby("group").gain_s.sum()
+        rows.append(
+            {
+                "reading": reading,
+                "credited_gain_s": credited,
+                "share_of_gross_gain": credited / gross_s,
+                "share_of_net_gain": credited / net_s,
+                "largest_other_category": others.idxmax(),
+                "largest_other_gain_s": others.max(),
+                "verdict": "confirmed" if credited / gross_s > B15_MAINLY else "refuted",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def b9_text_checks():
+    """The article's "4% faster → global MFU 48% → 52%" and "100G HDR", recomputed."""
+    import pandas as pd
+
+    from .stated import B9_TEXT_STATED, INFINIBAND_GBIT_PER_S
+
+    t = B9_TEXT_STATED
+    before_s, after_s = b15_gain("NCCL")
+
+    def article_mfu(step_s):  # B1's arithmetic: 6 × 7e9 FLOPs per token on 64 × 312 TFLOP/s
+        s = B1_STATED
+        return flops.step_mfu(
+            flops_per_step=6 * s["n_params"] * s["tokens_per_step"],
+            step_time_s=step_s,
+            n_devices=s["n_devices"],
+            peak_flops_per_s=s["peak_flops_per_s"],
+        )
+
+    rows = [
+        (
+            "mfu_x104",
+            "MFU after 4% more throughput (48% × 1.04)",
+            t["mfu_before"] * (1 + t["step_gain"]),
+            "fraction",
+        ),
+        (
+            "mfu_step96",
+            "MFU after a 4% shorter step (48% / 0.96)",
+            t["mfu_before"] / (1 - t["step_gain"]),
+            "fraction",
+        ),
+        (
+            "gain_needed",
+            "throughput gain that 48% → 52% needs",
+            t["mfu_after"] / t["mfu_before"] - 1,
+            "fraction",
+        ),
+        ("b15_saved", "B15's NCCL step 9.0 → 8.7 s: step time saved", 1 - after_s / before_s, "fraction"),
+        ("b15_mfu_before", "B1's arithmetic (6 × 7e9) at 9.0 s", article_mfu(before_s), "fraction"),
+        ("b15_mfu_after", "B1's arithmetic (6 × 7e9) at 8.7 s", article_mfu(after_s), "fraction"),
+        ("link_bytes", "100 Gb/s in bytes", t["link_gbit_per_s"] * 1e9 / 8, "B/s"),
+    ]
+    rows += [
+        (f"ib {name}", f"InfiniBand {name} data rate", gbit, "Gb/s")
+        for name, gbit in INFINIBAND_GBIT_PER_S.items()
+    ]
+    return pd.DataFrame(rows, columns=["key", "quantity", "value", "unit"]).set_index("key")
+
+
+def b9_text_note(checks) -> str:
+    """What ``b9_text_checks`` says about the article's text, in words (markdown)."""
+    v = checks.value
+    return (
+        f"MFU scales with 1/step time, so 4% faster turns 48% into {v['mfu_x104']:.1%} (×1.04) or "
+        f"{v['mfu_step96']:.1%} (step −4%): about 50%, not 52%, which needs {v['gain_needed']:.1%} more "
+        f"throughput. B15's own step (9.0 → 8.7 s) saves {v['b15_saved']:.1%} of the step: "
+        f"{v['b15_mfu_before']:.1%} → {v['b15_mfu_after']:.1%} under B1's arithmetic. 100 Gb/s is "
+        f"{v['link_bytes'] / 1e9:.1f} GB/s, the article's per-card figure, but a 4x InfiniBand port at "
+        f"{v['ib EDR (4x)']:.0f} Gb/s is **EDR**; 4x **HDR** runs {v['ib HDR (4x)']:.0f} Gb/s "
+        f"({v['ib HDR (4x)'] / 8:.0f} GB/s). Only HDR100, an HDR port run on two lanes, is HDR at "
+        f"{v['ib HDR100 (2 lanes of HDR)']:.0f} Gb/s."
+    )
+
+
+def megatron_selective_table():
+    """Korthikanti et al. 2022 Table 5 beside the ``megatron`` convention's selective-recompute
+    hardware FLOPs: Eq. 8 as printed (what the convention uses) and the physical count (one
+    more forward of QKᵀ and A·V), each turned into HFU = MFU × hardware / model FLOPs."""
+    import pandas as pd
+
+    from ...config import TransformerConfig
+    from .stated import KORTHIKANTI_SEQ_LEN, KORTHIKANTI_TABLE5, KORTHIKANTI_VOCAB
+
+    rows = []
+    for model, (heads, h, l, mfu, hfu) in KORTHIKANTI_TABLE5.items():
+        cfg = TransformerConfig(
+            n_layers=l, d_model=h, n_heads=heads, vocab_size=KORTHIKANTI_VOCAB, seq_len=KORTHIKANTI_SEQ_LEN
+        )
+        model_flops = flops.flops_per_token(cfg, convention="megatron")
+        eq8_flops = flops.flops_per_token(cfg, convention="megatron", recompute="selective")
+        physical_flops = flops.megatron_physical_flops_per_token(cfg, recompute="selective")
+        rows.append(
+            {
+                "model": model,
+                "paper_mfu": mfu,
+                "paper_hfu": hfu,
+                "eq8_over_model_flops": eq8_flops / model_flops,
+                "physical_over_model_flops": physical_flops / model_flops,
+                "hfu_by_eq8": mfu * eq8_flops / model_flops,
+                "hfu_by_physical_count": mfu * physical_flops / model_flops,
+            }
+        )
+    return pd.DataFrame(rows)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from .analysis import breakdown, waterfall_losses
+from .timesplit import breakdown, waterfall_losses
 
 
 def plot_attention_share(conventions_df):
@@ -29,11 +29,15 @@ def plot_waterfall(records):
 
     w = waterfall_losses(records)
     b = breakdown(records)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    waterfall(ax, w["start"], w["losses"], w["end"][0], totals={"slow operators": "achieved (local)"})
+    slow_share = dict(w["losses"])["slow operators"] / w["start"][1]
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    top = "the peak" if b["datasheet_flops_per_s"] else "the ceiling"
+    waterfall(
+        ax, w["start"], w["losses"], w["end"][0], totals={"slow operators": "achieved (local)"}, share_of=top
+    )
     ax.set_title(
-        f"Where the FLOP/s go: global MFU {b['global_mfu_vs_ceiling']:.0%} of the measured ceiling "
-        f"({b['convention']} FLOPs)"
+        f"Slow operators cost {slow_share:.0%} of {top}; the job reaches {b['global_mfu_vs_ceiling']:.0%} "
+        f"of the measured ceiling (global MFU, {b['convention']} FLOPs)"
     )
     return fig
 

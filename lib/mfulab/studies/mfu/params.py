@@ -28,6 +28,19 @@ class Params(StudyParams):
     attn_impl: str = param("sdpa", "sdpa | naive")
     num_threads: int = param(0, "torch threads (0: torch's default)", unit="threads", non_negative=True)
     calibration: str = calibration_param()
+    b2_present_share: float = param(
+        0.01,
+        "B2: a category counts as present in the run when it takes at least this share of the job's "
+        "wall clock (a smaller one costs under 1% of the job's MFU: too small to show as a loss)",
+        unit="fraction of the wall clock",
+        positive=True,
+    )
+    b2_floor_sweep: tuple[float, ...] = param(
+        [0.0, 0.0001, 0.001, 0.01, 0.05],
+        "B2's sensitivity table: the floors on a category's share of the wall clock",
+        unit="fraction of the wall clock",
+        non_negative=True,
+    )
     convention_presets: tuple[str, ...] = param(
         ["gpt2-124m", "gpt2-1.5b", "llama2-7b", "llama2-70b", "gpt3-175b"],
         "presets of the FLOPs-convention table",
@@ -46,6 +59,8 @@ class Params(StudyParams):
         self.require(
             "convention_presets", len(self.convention_presets) > 0, "a non-empty list of preset names"
         )
+        self.require("b2_present_share", self.b2_present_share < 1, "a fraction of the wall clock below 1")
+        self.require("b2_floor_sweep", all(f < 1 for f in self.b2_floor_sweep), "fractions below 1")
         self.require_choice("dtype", DTYPES)
         self.require_choice("attn_impl", ATTN_IMPLS)
 

@@ -27,3 +27,31 @@ B1_STATED = {
     "stated_ideal_step_s": 4.4,
     "step_times_s": {10.2: 0.43, 8.5: 0.52},
 }
+
+# B9's text (article B §3.3), checked here because its MFU figures are arithmetic on B1's step:
+# "tuning GDR and InfiniBand settings ... cut the step by 4% and lifted global MFU from 48% to
+# 52%"; "12.5 GB/s for 100G HDR InfiniBand" as the per-card link bandwidth.
+B9_TEXT_STATED = {
+    "step_gain": 0.04,
+    "mfu_before": 0.48,
+    "mfu_after": 0.52,
+    "link_gbit_per_s": 100,
+    "link_name": "HDR",
+    "link_bytes_per_s": 12.5e9,
+}
+
+# InfiniBand data rate of a 4x port (4 lanes) per generation, Gb/s: InfiniBand Trade Association,
+# InfiniBand roadmap. HDR100 is an HDR port run on 2 lanes (2 × 50 Gb/s), as NVIDIA (Mellanox)
+# ConnectX-6 HDR100 adapters do.
+INFINIBAND_GBIT_PER_S = {"EDR (4x)": 100, "HDR (4x)": 200, "HDR100 (2 lanes of HDR)": 100, "NDR (4x)": 400}
+
+# Korthikanti et al. 2022 (arXiv:2205.05198), Table 5: model FLOPs and hardware FLOPs utilisation
+# with sequence parallelism + selective recomputation on A100s; Table 3: the shapes (s = 2048,
+# V = 51200). Per model: (attention heads, h, l, MFU, HFU).
+KORTHIKANTI_TABLE5 = {
+    "22B": (64, 6144, 48, 0.415, 0.437),
+    "175B (GPT-3)": (96, 12288, 96, 0.514, 0.528),
+    "530B (MT-NLG)": (128, 20480, 105, 0.560, 0.570),
+    "1T": (160, 25600, 128, 0.563, 0.570),
+}
+KORTHIKANTI_SEQ_LEN, KORTHIKANTI_VOCAB = 2048, 51200
