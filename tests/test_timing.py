@@ -79,3 +79,14 @@ def test_run_to_run_drift_widens_the_interval():
     assert wide.ratio_lo == pytest.approx(tight.within_lo / 1.05)
     with pytest.raises(ValueError):
         timing.compare_timings(a, b, run_to_run_drift=-0.1)
+
+
+def test_summary_line_groups_rows_of_one_claim():
+    from mfulab.verdicts import summary_line
+
+    rows = [
+        Claim("A1", "c", "m", "confirmed", "e"),
+        Claim("B15", "c", "m", "refuted", "e"),
+        Claim("B15", "c", "m", "confirmed", "e"),
+    ]
+    assert summary_line(rows) == "* **A1**: confirmed; **B15**: refuted / confirmed (2 rows)."

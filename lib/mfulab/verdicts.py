@@ -36,8 +36,16 @@ def table(claims: list[Claim]):
 
 
 def summary_line(claims: list[Claim]) -> str:
-    """The closing bullet of every notebook: each claim id with its verdict."""
-    return "* " + "; ".join(f"**{c.id}**: {c.verdict}" for c in claims) + "."
+    """The closing bullet of every notebook: each claim id with its verdict; an id with
+    several rows (readings, cases) lists each row's verdict in table order."""
+    by_id: dict[str, list[str]] = {}
+    for c in claims:
+        by_id.setdefault(c.id, []).append(c.verdict)
+    parts = [
+        f"**{cid}**: {vs[0]}" if len(vs) == 1 else f"**{cid}**: " + " / ".join(vs) + f" ({len(vs)} rows)"
+        for cid, vs in by_id.items()
+    ]
+    return "* " + "; ".join(parts) + "."
 
 
 def records(claims: list[Claim]) -> list[dict]:
