@@ -123,6 +123,28 @@ def model_layout(cfg) -> list[tuple[str, int]]:
     return [(name, p.numel()) for name, p in reversed(list(model.named_parameters()))]
 
 
+# Megatron-style tensor parallelism (Shoeybi et al. 2019, §3): q/k/v/up/gate column-parallel
+# (weights and biases split), o_proj/down row-parallel (weight split, bias replicated), the
+# token embedding and head vocab-parallel; norms and learned positions stay whole.
+_REPLICATED_UNDER_TP = ("norm", "o_proj.bias", "down.bias", "wpe.")
+
+
+def sharded_layout(cfg, *, tp: int = 1, pp: int = 1) -> list[tuple[str, int]]:
+    """(name, element count) of the gradients one device holds under tensor parallelism
+    ``tp`` and pipeline parallelism ``pp``, in gradient-ready order: TP splits every tensor
+    except those of ``_REPLICATED_UNDER_TP``; a pipeline stage holds ``n_layers / pp`` blocks
+    (a middle stage: no embedding, head or final norm when ``pp > 1``)."""
+    if tp < 1 or pp < 1 or cfg.n_layers % pp:
+        raise ParameterError(
+            f"tp and pp must be ≥ 1 and pp must divide {cfg.n_layers} layers; got {tp}, {pp}"
+        )
+    layout = model_layout(cfg)
+    if pp > 1:
+        blocks = cfg.n_layers // pp
+        layout = [(n, k) for n, k in layout if n.startswith("blocks.") and int(n.split(".")[1]) < blocks]
+    return [(n, k if any(r in n for r in _REPLICATED_UNDER_TP) else k // tp) for n, k in layout]
+
+
 def gpt_simulation(
     cfg,
     *,
@@ -134,23 +156,31 @@ def gpt_simulation(
     link_bytes_per_s: float,
     bucket_caps_mb,
     grad_bytes_per_elem: int = 2,
+    tp: int = 1,
+    pp: int = 1,
+    accumulation: int = 1,
 ) -> list[dict]:
     """Simulated DDP step of ``cfg`` on ``n`` data-parallel ranks for each bucket cap.
 
     Compute: forward 2N and backward 4N FLOPs per token (plus attention, palm convention
-    split 1:2) at ``compute_efficiency`` × ``device_flops_per_s``; each parameter's gradient is ready
-    when the backward pass has reached its layer (time proportional to the FLOPs behind it).
-    Communication: bf16 gradients (``grad_bytes_per_elem``), each bucket all-reduced by the
-    faster of the ring and tree α–β models (``allreduce_time(..., algorithm="best")``)."""
-    layout = model_layout(cfg)
+    split 1:2) for ``tokens_per_rank`` tokens per micro-batch, shared by the ``tp·pp``
+    devices of one data-parallel rank, at ``compute_efficiency`` × ``device_flops_per_s``;
+    each gradient is ready when the backward pass has reached its tensor (time proportional
+    to the elements behind it). With ``accumulation`` micro-batches only the last backward
+    overlaps the all-reduce (the others run under ``no_sync``).
+    Communication: bf16 gradients (``grad_bytes_per_elem``) of one device
+    (:func:`sharded_layout`), each bucket all-reduced over the ``n`` data-parallel ranks by
+    the faster of the ring and tree α–β models (``allreduce_time(..., algorithm="best")``).
+    Left out, as stated assumptions: TP's activation all-reduces and the pipeline bubble."""
+    layout = sharded_layout(cfg, tp=tp, pp=pp)
     numels = np.array([n_ for _, n_ in layout], dtype=float)
-    total_flops = flops.flops_per_token(cfg, convention="palm") * tokens_per_rank
+    device_flops = flops.flops_per_token(cfg, convention="palm") * tokens_per_rank / (tp * pp)
     rate = device_flops_per_s * compute_efficiency
-    forward_s, backward_s = total_flops / 3 / rate, total_flops * 2 / 3 / rate
+    forward_s, backward_s = device_flops / 3 / rate, device_flops * 2 / 3 / rate
+    earlier_micro_batches_s = (accumulation - 1) * (forward_s + backward_s)
     ready = np.cumsum(numels) / numels.sum() * backward_s  # the backward sweeps the weights in ready order
     param_bytes = (numels * grad_bytes_per_elem).astype(int).tolist()
     out = []
-    model_flops_per_step = total_flops * n
     for cap in bucket_caps_mb:
         link = {"alpha_s": alpha_s, "link_bytes_per_s": link_bytes_per_s, "algorithm": "best"}
         r = simulate(
@@ -159,12 +189,14 @@ def gpt_simulation(
             backward_end_s=backward_s,
             bucket_cap_mb=cap,
             n=n,
-            forward_s=forward_s,
+            forward_s=earlier_micro_batches_s + forward_s,
             **link,
         )
         r.pop("timeline")
-        r["mfu"] = model_flops_per_step / (r["step_s"] * n * device_flops_per_s)
-        out.append({"preset": cfg.name, "world_size": n, **r})
+        r["mfu"] = device_flops * accumulation / (r["step_s"] * device_flops_per_s)
+        out.append(
+            {"preset": cfg.name, "world_size": n, "tp": tp, "pp": pp, "accumulation": accumulation, **r}
+        )
     return out
 
 

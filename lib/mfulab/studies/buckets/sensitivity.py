@@ -1,0 +1,169 @@
+"""How the simulator's answers to A6 and B8 move with its assumed inputs (issue §4): per-step
+latency, the interconnect (NVLink inside a node, InfiniBand between nodes), compute
+efficiency, tensor/pipeline sharding of the gradients and gradient accumulation — one input
+varied at a time from the stated setting (``stated.SENSITIVITY``)."""
+
+from __future__ import annotations
+
+from ...config import preset
+from ...flops import param_count
+from .simulator import DEFAULT_BUCKET_CAP_MB, MIB, gpt_simulation
+from .stated import A6_CARDS, A6_SWEET_SPOT_BYTES, B8_STATED, SENSITIVITY
+
+# Simulated steps closer than this (relative) are a tie: the simulator is exact, but no
+# measurement resolves 0.1% of a step, and when the all-reduce hides behind the backward pass
+# every cap gives the same step (only the last bucket, the embedding, is exposed).
+TIE_TOLERANCE = 1e-3
+
+
+def tied_best(step_by_cap: dict) -> list[float]:
+    """The caps whose simulated step is within :data:`TIE_TOLERANCE` of the fastest."""
+    fastest = min(step_by_cap.values())
+    return sorted(c for c, s in step_by_cap.items() if s <= fastest * (1 + TIE_TOLERANCE))
+
+
+def caps_label(caps) -> str:
+    """``200`` for one best cap, ``1–200`` for a tie from 1 to 200 MiB."""
+    return f"{caps[0]:g}" if len(caps) == 1 else f"{caps[0]:g}–{caps[-1]:g}"
+
+
+def sweet_spot_status(tied_per_model) -> str:
+    """Where 20–40 MB stands among the best caps of several models: ``best`` (a model's only
+    best cap lies in it), ``tied`` (it lies in a tie: there the cap barely matters) or
+    ``outside``."""
+    if any(len(caps) == 1 and in_sweet_spot(caps[0]) for caps in tied_per_model):
+        return "best"
+    if any(in_sweet_spot(c) for caps in tied_per_model for c in caps):
+        return "tied"
+    return "outside"
+
+
+def sweet_spot_mib() -> tuple[float, float]:
+    """The article's 20–40 MB in MiB (bucket_cap_mb's unit)."""
+    return tuple(b / MIB for b in A6_SWEET_SPOT_BYTES)
+
+
+def in_sweet_spot(cap_mib: float) -> bool:
+    lo, hi = sweet_spot_mib()
+    return lo <= cap_mib <= hi
+
+
+def by_size(names) -> list[str]:
+    """Model names ordered by parameter count (smallest first)."""
+    return sorted(names, key=lambda name: param_count(preset(name)))
+
+
+def stated_setting(p: dict) -> dict:
+    """The simulator's stated setting, from the study's ``scale_*`` parameters."""
+    return {
+        "alpha_s": p["scale_alpha_s"],
+        "link_bytes_per_s": p["scale_link_bytes_per_s"],
+        "device_flops_per_s": p["scale_device_flops_per_s"],
+        "compute_efficiency": p["scale_compute_efficiency"],
+        "tokens_per_rank": p["scale_tokens_per_rank"],
+    }
+
+
+def scenarios(p: dict) -> list[dict]:
+    """``[{"assumption", "value", "setting", "tp", "pp", "accumulation"}]``: the stated setting
+    first, then one input varied at a time."""
+    base = stated_setting(p)
+    plain = {"tp": 1, "pp": 1, "accumulation": 1}
+    out = [{"assumption": "stated", "value": "IB HDR 25 GB/s, 20 µs, 50%", "setting": base, **plain}]
+    for alpha in SENSITIVITY["alpha_s"]:
+        setting = {**base, "alpha_s": alpha}
+        out.append(
+            {"assumption": "latency per step", "value": f"{alpha * 1e6:g} µs", "setting": setting, **plain}
+        )
+    for name, (link, alpha) in SENSITIVITY["links"].items():
+        setting = {**base, "link_bytes_per_s": link, "alpha_s": alpha}
+        value = f"{name}: {link / 1e9:g} GB/s, {alpha * 1e6:g} µs"
+        out.append({"assumption": "interconnect", "value": value, "setting": setting, **plain})
+    for eff in SENSITIVITY["compute_efficiency"]:
+        setting = {**base, "compute_efficiency": eff}
+        out.append({"assumption": "compute efficiency", "value": f"{eff:.0%}", "setting": setting, **plain})
+    for tp, pp in SENSITIVITY["sharding"]:
+        value = f"TP {tp} × PP {pp}"
+        out.append(
+            {"assumption": "gradient sharding", "value": value, "setting": base, **plain, "tp": tp, "pp": pp}
+        )
+    for acc in SENSITIVITY["accumulation"]:
+        out.append(
+            {
+                "assumption": "accumulation",
+                "value": f"{acc} micro-batches",
+                "setting": base,
+                **plain,
+                "accumulation": acc,
+            }
+        )
+    return out
+
+
+def _run(name: str, cards: int, caps, s: dict) -> dict:
+    """{cap: simulated row} for model ``name`` on ``cards`` devices under scenario ``s``."""
+    dp = max(2, cards // (s["tp"] * s["pp"]))
+    rows = gpt_simulation(
+        preset(name),
+        n=dp,
+        bucket_caps_mb=caps,
+        tp=s["tp"],
+        pp=s["pp"],
+        accumulation=s["accumulation"],
+        **s["setting"],
+    )
+    return {r["bucket_cap_mb"]: r for r in rows}
+
+
+def sensitivity_table(records):
+    """One row per scenario: A6 at ``A6_CARDS`` cards (best cap per model, smallest first, with
+    ties; where the article's 20–40 MB stands, :func:`sweet_spot_status`; the largest MFU gain
+    of the best cap over 25 MiB) and B8 (7B on
+    ``B8_STATED['ranks']`` cards: MFU gain of the better of 50/100 MiB over 25 MiB), and
+    whether each conclusion is the same as under the stated setting."""
+    import pandas as pd
+
+    p = records["params"]
+    caps = sorted(set(p["scale_bucket_caps_mb"]) | {DEFAULT_BUCKET_CAP_MB, *B8_STATED["better_caps_mb"]})
+    models = by_size(p["scale_presets"])
+    seven_b = next((m for m in models if "7b" in m), models[0])
+    rows = []
+    for s in scenarios(p):
+        a6 = {m: _run(m, A6_CARDS, caps, s) for m in models}
+        tied = {m: tied_best({c: x["step_s"] for c, x in r.items()}) for m, r in a6.items()}
+        gains = {m: a6[m][tied[m][0]]["mfu"] - a6[m][DEFAULT_BUCKET_CAP_MB]["mfu"] for m in models}
+        b8 = _run(seven_b, B8_STATED["ranks"], caps, s)
+        b8_gain = (
+            max(b8[c]["mfu"] for c in B8_STATED["better_caps_mb"]) - b8[B8_STATED["default_cap_mb"]]["mfu"]
+        )
+        rows.append(
+            {
+                "assumption": s["assumption"],
+                "value": s["value"],
+                "a6_dp_ranks": max(2, A6_CARDS // (s["tp"] * s["pp"])),
+                "a6_best_caps_mib": " / ".join(caps_label(tied[m]) for m in models),
+                "a6_20_40_mb": sweet_spot_status([tied[m] for m in models]),
+                "a6_max_gain_vs_25_points": max(gains.values()) * 100,
+                "b8_gain_50_100_vs_25_points": b8_gain * 100,
+            }
+        )
+    df = pd.DataFrame(rows)
+    stated = df.iloc[0]
+    df["a6_conclusion_same"] = (df.a6_20_40_mb == "outside") == (stated.a6_20_40_mb == "outside")
+    df["b8_conclusion_same"] = (df.b8_gain_50_100_vs_25_points > 0) == (
+        stated.b8_gain_50_100_vs_25_points > 0
+    )
+    return df
+
+
+def summary(df) -> dict:
+    """How many scenarios keep each conclusion, and the ones that do not."""
+    return {
+        "scenarios": len(df),
+        "a6_same": int(df.a6_conclusion_same.sum()),
+        "a6_changed": [
+            f"{r.assumption} {r.value} ({r.a6_20_40_mb})" for r in df.itertuples() if not r.a6_conclusion_same
+        ],
+        "b8_same": int(df.b8_conclusion_same.sum()),
+        "b8_changed": [f"{r.assumption} {r.value}" for r in df.itertuples() if not r.b8_conclusion_same],
+    }
