@@ -1,11 +1,15 @@
-"""DDP bucket formation rules (against DDP itself), gradient equality, simulator edge cases."""
+"""DDP bucket formation rules (against DDP itself), gradient equality, simulator edge cases,
+the interleaved records, B6's mechanism bounds and verdict rule, A6's regime, the sensitivity
+table and the heat map."""
 
+import numpy as np
 import pytest
 
 from mfulab import comm, launch
 from mfulab.config import ParameterError, preset
-from mfulab.studies.buckets import analysis, bench, simulator
+from mfulab.studies.buckets import analysis, bench, figures, flags, sensitivity, simulator
 from mfulab.studies.buckets.params import Params
+from mfulab.timing import Comparison
 
 MIB = 2**20
 
@@ -63,9 +67,13 @@ def test_ddp_layout_matches_rules_and_gradients_match_reference():
         "stack_hidden": 32,
         "batch": 4,
         "bucket_caps_mb": [0.0001, 0.005, 1],
-        "variants": ["default", "static_graph"],
+        "flags_bucket_cap_mb": 1,
+        "variants": ["default", "bucket_view", "static_graph"],
         "modes": ["real"],
         "emulated_layer_backward_s": 0.001,
+        "rounds": 3,
+        "emulated_rounds": 2,
+        "seed": 0,
         "reps": 2,
     }
     out = launch.launch(bench.WORKER, spec, nproc=2, timeout_s=300)
@@ -74,7 +82,18 @@ def test_ddp_layout_matches_rules_and_gradients_match_reference():
     assert all(v["equal"] for v in check.values()), check
     assert check["real:0.0001:default"]["actual"] == [32 * 4, 32 * 32 * 4] * 4  # every tensor alone
     assert check["real:0.005:default"]["actual"] == [2 * (32 * 4 + 32 * 32 * 4)] * 2  # closes past the cap
-    assert max(out["gradient_gate"].values()) < 1e-6
+    assert max(out["gradient_gate"].values()) < 1e-6  # the flag variants' gradients too
+    # every configuration timed in the same interleaved rounds, no_sync beside it
+    assert {(r["bucket_cap_mb"], r["variant"]) for r in out["rows"]} == {
+        (0.0001, "default"),
+        (0.005, "default"),
+        (1, "default"),
+        (1, "bucket_view"),
+        (1, "static_graph"),
+    }
+    assert all(len(r["step_times_s"]) == len(r["no_sync_times_s"]) == 3 for r in out["rows"])
+    assert out["ddp_flags"]["real:1:static_graph"]["static_graph"] == 1
+    assert out["ddp_flags"]["real:1:default"]["find_unused_parameters"] == 0
 
 
 def test_worker_target_is_the_package():
@@ -117,3 +136,169 @@ def test_smoke_notebook(run_cli, tmp_path):
     assert metrics["layouts_match_simulator"] and metrics["gradient_gate_max_abs_diff"] < 1e-6
     assert metrics["best_bucket_cap_mb_real"] in (0.01, 1, 25)  # the smoke profile's caps
     assert {c["id"] for c in metrics["claims"]} >= {"A6", "B8", "B6"}
+
+
+# ---------------------------------------------------------------------------- synthetic records
+def _records(times: dict, *, layers=100, hidden=128, world=2, device="cpu", bandwidth=26e9, alpha=1.7e-4):
+    """Records as bench.measure writes them, with the given per-round step times per
+    (cap, variant) of the real mode."""
+    rows = [
+        {
+            "mode": "real",
+            "bucket_cap_mb": cap,
+            "variant": variant,
+            "buckets": 1,
+            "step_times_s": list(t),
+            "no_sync_times_s": [0.01] * len(t),
+        }
+        for (cap, variant), t in times.items()
+    ]
+    flags_ = {f"real:{c}:{v}": {"find_unused_parameters": 0, "unused_parameter_size": 0} for c, v in times}
+    params = Params(stack_layers=layers, stack_hidden=hidden).to_dict()
+    return {
+        "params": params,
+        "device": device,
+        "bandwidth": {"plateau_bytes_per_s": bandwidth},
+        "ddp": {
+            "world_size": world,
+            "rows": rows,
+            "ddp_flags": flags_,
+            "allreduce_fit": {"alpha_s": alpha, "link_bytes_per_s": 1.3e9},
+        },
+    }
+
+
+def _comparison(lo, hi, ratio=None, drift=0.05):
+    ratio = ratio or (lo * hi) ** 0.5
+    return Comparison("a", "b", ratio, lo, hi, 0.95, "", run_to_run_drift=drift)
+
+
+def test_merge_jobs_keeps_rounds_paired():
+    job = {
+        "rows": [
+            {
+                "mode": "real",
+                "bucket_cap_mb": 1,
+                "variant": "default",
+                "step_times_s": [1, 2],
+                "no_sync_times_s": [0, 0],
+            },
+            {
+                "mode": "real",
+                "bucket_cap_mb": 4,
+                "variant": "default",
+                "step_times_s": [3, 4],
+                "no_sync_times_s": [0, 0],
+            },
+        ],
+        "gradient_gate": {"1:default": 0.0},
+    }
+    other = {**job, "gradient_gate": {"1:default": 1e-7}}
+    merged = bench.merge_jobs([job, other])
+    assert merged["jobs"] == 2 and merged["rows"][1]["step_times_s"] == [3, 4, 3, 4]
+    assert merged["gradient_gate"]["1:default"] == 1e-7  # the worst job's gate
+    with pytest.raises(RuntimeError, match="different configurations"):
+        bench.merge_jobs([job, {**job, "rows": job["rows"][:1]}])
+
+
+def test_copy_bound_and_flag_table():
+    # 2 · bytes (read + write) at the bandwidth shared by 2 ranks
+    assert flags.copy_bound_s(1e6, 1e9, 2) == pytest.approx(4e-3)
+    rng = np.random.default_rng(0)
+    base = 0.020 * (1 + 0.01 * rng.standard_normal(24))
+    times = {(25, "default"): base, (25, "bucket_view"): base * 0.5, (25, "static_graph"): base / 1.001}
+    rec = _records(times)
+    table = flags.flag_table(rec).set_index("flag")
+    grad_bytes = 100 * (128 * 128 + 128) * 4
+    copy_s = 2 * grad_bytes * 2 / 26e9
+    view = table.loc["gradient_as_bucket_view"]
+    assert view.copy_avoided_bound_s == pytest.approx(copy_s)
+    assert view.mechanism_bound == pytest.approx(0.020 / (0.020 - copy_s), rel=0.02)
+    # a 2× "speed-up" is far more than the copy allows: never confirmed
+    assert view.speedup > 1.8 and view.verdict == "inconclusive on this machine"
+    assert table.loc["static_graph"].mechanism_bound == 1.0  # no unused parameters: nothing to skip
+    # with find_unused_parameters, static_graph has no bound from this model
+    rec["ddp"]["ddp_flags"]["real:25:static_graph"]["find_unused_parameters"] = 1
+    assert flags.flag_table(rec).set_index("flag").loc["static_graph"].mechanism_bound == float("inf")
+
+
+def test_flag_verdict_rule():
+    need = flags.confirmable_bound(0.05)
+    assert need == pytest.approx(1.03 * 1.05**2)
+    # a bound below what any interval can confirm: inconclusive whatever the measurement
+    for lo, hi in ((1.2, 1.4), (0.5, 0.9), (1.0, 1.05)):
+        assert flags.flag_verdict(_comparison(lo, hi), bound=need * 0.99) == "inconclusive on this machine"
+    # with a large bound: inside [claimed, bound] confirms, outside the mechanism's range is noise
+    assert flags.flag_verdict(_comparison(1.05, 1.17), bound=1.2) == "confirmed"
+    assert flags.flag_verdict(_comparison(1.25, 1.4), bound=1.2) == "inconclusive on this machine"
+    assert flags.flag_verdict(_comparison(0.8, 0.95), bound=1.2) == "inconclusive on this machine"
+    assert flags.flag_verdict(_comparison(0.93, 1.02), bound=1.2) == "refuted"
+    assert flags.flag_verdict(_comparison(1.0, 1.12), bound=1.2) == "inconclusive on this machine"
+
+
+def test_article_bound_is_small():
+    a = flags.article_bound()
+    assert a["params"] == pytest.approx(6.74e9, rel=0.01)
+    assert a["copy_s"] == pytest.approx(2 * a["params"] * 4 / 1.555e12)
+    assert a["share"] < 0.01  # far below "several percent"
+
+
+def test_a6_regime_and_verdict():
+    fast = 0.02 * np.ones(12)
+    times = {(0.0001, "default"): fast * 4, (1, "default"): fast, (25, "default"): fast * 1.01}
+    rec = _records(times)
+    regime = analysis.a6_regime(rec)
+    assert regime["tensors"] == 200 and regime["reached"]
+    assert regime["latency_s"] == pytest.approx(2 * 1.7e-4)
+    (row,) = analysis._a6_measured_claim(rec)
+    assert row.verdict == "confirmed" and "4.00×" in row.evidence
+    # a small stack is not the claim's regime: inconclusive whatever the ratio
+    (small,) = analysis._a6_measured_claim(_records(times, layers=4, hidden=64))
+    assert small.verdict == "inconclusive on this machine" and "not the claim's regime" in small.evidence
+
+
+def test_sharded_layout_and_accumulation():
+    cfg = preset("llama2-7b")
+    full = sum(n for _, n in simulator.model_layout(cfg))
+    tp8 = sum(n for _, n in simulator.sharded_layout(cfg, tp=8))
+    assert full / 8 < tp8 < full / 8 * 1.001  # only the norms stay whole
+    stage = simulator.sharded_layout(cfg, pp=4)
+    assert {int(n.split(".")[1]) for n, _ in stage} == set(range(8))  # 32 / 4 blocks, no embedding
+    with pytest.raises(ParameterError):
+        simulator.sharded_layout(cfg, pp=5)
+    setting = dict(n=64, bucket_caps_mb=[25], **simulator.STATED_INTERCONNECT)
+    (one,) = simulator.gpt_simulation(cfg, **setting)
+    (acc,) = simulator.gpt_simulation(cfg, accumulation=4, **setting)
+    assert acc["step_s"] > 3 * one["step_s"] and acc["mfu"] >= one["mfu"]  # comm hides behind more compute
+
+
+def test_sensitivity_table():
+    rec = _records({(25, "default"): [0.02, 0.02]})
+    df = sensitivity.sensitivity_table(rec)
+    assert (
+        df.assumption.iloc[0] == "stated" and df.a6_conclusion_same.iloc[0] and df.b8_conclusion_same.iloc[0]
+    )
+    assert {
+        "latency per step",
+        "interconnect",
+        "compute efficiency",
+        "gradient sharding",
+        "accumulation",
+    } <= set(df.assumption)
+    assert set(df.a6_20_40_mb) <= {"best", "tied", "outside"}
+    sharded = df[df.value == "TP 8 × PP 4"].iloc[0]
+    assert sharded.a6_dp_ranks == 1024 // 32
+    assert sensitivity.tied_best({1: 1.0, 25: 1.0005, 100: 1.01}) == [1, 25]
+    assert sensitivity.caps_label([1, 25]) == "1–25" and sensitivity.caps_label([200]) == "200"
+
+
+def test_scale_heatmap_order_and_title():
+    rec = _records({(25, "default"): [0.02, 0.02]})
+    rec["params"]["scale_presets"] = ["llama2-70b", "llama2-7b"]
+    rec["params"]["scale_world_sizes"] = [8, 64]
+    fig = figures.plot_scale_heatmap(rec)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["llama2-7b", "llama2-70b"]  # by size
+    best = analysis.best_caps(analysis.scale_table(rec))
+    assert ax.get_title() == figures.scale_title(best)
+    assert "20–40 MB" in ax.get_title() and "±" not in ax.get_title()

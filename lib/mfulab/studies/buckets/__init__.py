@@ -1,12 +1,15 @@
 """Study ``buckets`` (notebook 05): DDP gradient bucketing — DDP's real bucket layout against
-its formation rules, a real ``bucket_cap_mb`` sweep, and a simulator calibrated on this
-machine, then run at cluster scale.
+its formation rules, a real ``bucket_cap_mb`` sweep timed interleaved, and a simulator
+calibrated on this machine, then run at cluster scale.
 
 - ``params``: the parameters (defaults: the laptop profile);
 - ``bench``: the measurement (torch, every rank under torchrun:
   ``python -m mfulab measure buckets``);
 - ``simulator``: DDP's bucket formation rules and the step-time model (pure Python);
 - ``analysis``: layouts vs the rules, the sweep vs the simulator, the simulator at scale and
-  the claims table (A6, B8, B6);
+  the claims table (A6, B8; ``outcome`` is the one function that produces them);
+- ``flags``: B6, each DDP flag against the default flags and its mechanism's bound;
+- ``sensitivity``: the simulator's answers under varied assumptions;
+- ``report``: the notebook's sentences that carry numbers;
 - ``figures``: the charts; ``stated``: the articles' inputs with their citations.
 """

@@ -1,22 +1,24 @@
 """Analysis of the ``buckets`` study: DDP's layouts against the formation rules, the real
 sweep against the simulator calibrated on this machine, the simulator at cluster scale, and
-the claims table (A6, B8, B6).
+the claims table (A6, B8; B6 in ``flags``).
 
 Every function reads the plain records of ``bench.measure`` (here or from another machine);
-claim verdicts are computed from the numbers.
+claim verdicts are computed from the numbers. Timed comparisons use the interleaved rounds
+(paired) and ``timing.compare_timings``' drift-widened interval.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ... import verdicts
+from ... import comm, verdicts
 from ...config import preset
 from ...results import run_identity
 from ...timing import compare_timings, summarize
 from ...verdicts import Claim
-from .simulator import DEFAULT_BUCKET_CAP_MB, form_buckets, gpt_simulation, simulate
-from .stated import A6_DISASTER_RATIO, B8_STATED, STATED_INTERCONNECT
+from . import flags, sensitivity
+from .simulator import DEFAULT_BUCKET_CAP_MB, MIB, form_buckets, gpt_simulation, model_layout, simulate
+from .stated import A6_CARDS, A6_DISASTER_RATIO, A6_MFU_POINTS, A6_REGIME, B8_STATED
 
 
 def stack_param_bytes(layers: int, hidden: int) -> list[int]:
@@ -28,31 +30,46 @@ def stack_param_bytes(layers: int, hidden: int) -> list[int]:
     return out
 
 
+def paired(row, label: str = ""):
+    """The row's per-round step times as a paired ``Timing`` (one sample per interleaved round)."""
+    return summarize(row["step_times_s"], label=label, paired=True)
+
+
 def sweep_table(records):
-    """Real sweep: step, no_sync and communication cost per mode, cap and variant, with the
-    simulator's prediction for the same configuration (calibrated on this machine)."""
+    """Real sweep: step (median and quartiles over the interleaved rounds), no_sync and
+    communication cost per mode, cap and variant, with the simulator's prediction for the same
+    configuration (calibrated on this machine)."""
     import pandas as pd
 
     p = records["params"]
     d = records["ddp"]
     fit = d["allreduce_fit"]
+    link = {"alpha_s": fit["alpha_s"], "link_bytes_per_s": fit["link_bytes_per_s"]}
     pb = stack_param_bytes(p["stack_layers"], p["stack_hidden"])
     rows = []
     for r in d["rows"]:
-        backward_s = r["no_sync_s"]  # forward + backward without communication, measured
+        step = paired(r)
+        backward_s = float(np.median(r["no_sync_times_s"]))  # forward + backward, no communication
         ready = (np.cumsum(pb) / sum(pb) * backward_s).tolist()
-        link = {"alpha_s": fit["alpha_s"], "link_bytes_per_s": fit["link_bytes_per_s"]}
         sim = simulate(
             pb, ready, backward_end_s=backward_s, bucket_cap_mb=r["bucket_cap_mb"], n=d["world_size"], **link
         )
         rows.append(
             {
                 "compute": "emulated compute" if r["mode"] == "emulated" else "real compute",
-                **{k: v for k, v in r.items() if not k.endswith("times_s")},
-                "comm_cost_s": r["step_s"] - r["no_sync_s"],
+                "mode": r["mode"],
+                "bucket_cap_mb": r["bucket_cap_mb"],
+                "variant": r["variant"],
+                "buckets": r["buckets"],
+                "rounds": step.n,
+                "step_s": step.median_s,
+                "step_q1_s": step.q1_s,
+                "step_q3_s": step.q3_s,
+                "no_sync_s": backward_s,
+                "comm_cost_s": step.median_s - backward_s,
                 "simulated_step_s": sim["step_s"],
                 "simulated_buckets": sim["buckets"],
-                "residual": r["step_s"] / sim["step_s"] - 1,
+                "residual": step.median_s / sim["step_s"] - 1,
             }
         )
     return pd.DataFrame(rows)
@@ -106,91 +123,179 @@ def gpt_layout_table(records):
 
 
 def scale_table(records):
-    """The simulator on every ``scale_presets`` model, world size and cap (stated interconnect)."""
+    """The simulator on every ``scale_presets`` model (smallest first), world size and cap,
+    with the stated interconnect (the ``scale_*`` parameters)."""
     import pandas as pd
 
     p = records["params"]
+    caps = sorted(set(p["scale_bucket_caps_mb"]) | {DEFAULT_BUCKET_CAP_MB})
+    setting = sensitivity.stated_setting(p)
     rows = []
-    setting = {k: p[f"scale_{k}"] for k in STATED_INTERCONNECT}  # same names as the stated interconnect
-    for name in p["scale_presets"]:
-        cfg = preset(name)
+    for name in sensitivity.by_size(p["scale_presets"]):
         for n in p["scale_world_sizes"]:
-            rows += gpt_simulation(cfg, n=n, bucket_caps_mb=p["scale_bucket_caps_mb"], **setting)
+            rows += gpt_simulation(preset(name), n=n, bucket_caps_mb=caps, **setting)
     return pd.DataFrame(rows)
 
 
 def best_caps(scale_df):
-    """Per (model, ranks): the fastest cap, and the MFU spread between the best and worst cap."""
-    best = scale_df.loc[scale_df.groupby(["preset", "world_size"]).step_s.idxmin()]
-    spread = (
-        scale_df.groupby(["preset", "world_size"]).mfu.agg(lambda s: s.max() - s.min()).rename("mfu_spread")
+    """Per (model, ranks), in the scale table's order: the fastest cap (``best_caps_mib``: with
+    the caps tied with it), whether a best cap lies in the article's 20–40 MB, the MFU at
+    25 MiB (DDP's default size) and the best cap's gain over it (``gain_vs_25``, a fraction)."""
+    keys = ["preset", "world_size"]
+    best = scale_df.loc[scale_df.groupby(keys, sort=False).step_s.idxmin()].set_index(keys)
+    at_25 = scale_df[scale_df.bucket_cap_mb == DEFAULT_BUCKET_CAP_MB].set_index(keys).mfu.rename("mfu_at_25")
+    tied = scale_df.groupby(keys, sort=False).apply(
+        lambda d: sensitivity.tied_best(dict(zip(d.bucket_cap_mb, d.step_s))), include_groups=False
     )
-    return best.set_index(["preset", "world_size"]).join(spread).reset_index()
+    out = best.join(at_25).join(tied.rename("tied_caps")).reset_index()
+    out["gain_vs_25"] = out.mfu - out.mfu_at_25
+    out["best_caps_mib"] = out.tied_caps.map(sensitivity.caps_label)
+    out["in_20_40_mb"] = out.tied_caps.map(lambda caps: any(sensitivity.in_sweet_spot(c) for c in caps))
+    return out.drop(columns="tied_caps")
 
 
 def best_real_cap(records):
     """The cap with the fastest median step in the real sweep, real compute, default flags."""
-    rows = [r for r in records["ddp"]["rows"] if r["mode"] == "real" and r["variant"] == "default"]
-    return min(rows, key=lambda r: r["step_s"])["bucket_cap_mb"] if rows else None
+    rows = _real_default(records)
+    return min(rows, key=lambda c: paired(rows[c]).median_s) if rows else None
 
 
-def _variant_comparison(records, variant):
-    """``variant`` vs the default flags at the swept cap nearest DDP's default (25 MiB)."""
-    rows = {(r["variant"], r["bucket_cap_mb"]): r for r in records["ddp"]["rows"] if r["mode"] == "real"}
-    caps = [c for (v, c) in rows if v == variant and ("default", c) in rows]
-    if not caps:
-        return None, None
-    cap = min(caps, key=lambda c: abs(np.log(c / DEFAULT_BUCKET_CAP_MB)))
-    return cap, compare_timings(
-        summarize(rows[("default", cap)]["step_times_s"], label="default"),
-        summarize(rows[(variant, cap)]["step_times_s"], label=variant),
-    )
-
-
-def _a6_claims(records, st, best) -> list[Claim]:
-    real = st[(st.compute == "real compute") & (st.variant == "default")].set_index("bucket_cap_mb")
-    if len(real) < 2:
-        return []
-    rows = {
+def _real_default(records) -> dict:
+    return {
         r["bucket_cap_mb"]: r
         for r in records["ddp"]["rows"]
         if r["mode"] == "real" and r["variant"] == "default"
     }
-    smallest, best_cap = min(rows), min(rows, key=lambda c: rows[c]["step_s"])
-    c = compare_timings(
-        summarize(rows[smallest]["step_times_s"], label="smallest"),
-        summarize(rows[best_cap]["step_times_s"], label="best"),
+
+
+def a6_regime(records) -> dict:
+    """A6's regime on this machine (``stated.A6_REGIME``): the tensor count, and the per-call
+    set-up latency of one all-reduce against the transfer time of the stack's average tensor
+    (the calibration's α–β: ring steps 2(n−1)·α vs 2(n−1)/n · bytes / B)."""
+    p, d = records["params"], records["ddp"]
+    fit, n = d["allreduce_fit"], d["world_size"]
+    sizes = stack_param_bytes(p["stack_layers"], p["stack_hidden"])
+    latency_s = 2 * (n - 1) * fit["alpha_s"]
+    transfer_s = comm.ring_all_reduce_time(
+        np.mean(sizes), n, alpha_s=0.0, link_bytes_per_s=fit["link_bytes_per_s"]
     )
-    big = best[best.world_size == max(best.world_size)]
+    ratio = latency_s / transfer_s
+    reached = len(sizes) >= A6_REGIME["min_tensors"] and ratio >= A6_REGIME["min_latency_to_transfer"]
+    return {
+        "tensors": len(sizes),
+        "latency_s": latency_s,
+        "transfer_s": transfer_s,
+        "ratio": ratio,
+        "reached": reached,
+    }
+
+
+def a6_measured(records) -> dict | None:
+    """Per-tensor buckets (the smallest cap) vs the best cap, and 25 MiB vs the best cap, from
+    the interleaved rounds of the real sweep (real compute, default flags)."""
+    rows = _real_default(records)
+    if len(rows) < 2:
+        return None
+    smallest, best = min(rows), best_real_cap(records)
+    per_tensor = compare_timings(paired(rows[smallest], "per tensor"), paired(rows[best], "best"))
+    out = {"smallest": smallest, "best": best, "per_tensor": per_tensor, "buckets": rows[smallest]["buckets"]}
+    if DEFAULT_BUCKET_CAP_MB in rows:
+        out["default"] = compare_timings(
+            paired(rows[DEFAULT_BUCKET_CAP_MB], "25 MiB"), paired(rows[best], "best")
+        )
+        out["default_buckets"] = rows[DEFAULT_BUCKET_CAP_MB]["buckets"]
+    return out
+
+
+def _a6_measured_claim(records) -> list[Claim]:
+    m = a6_measured(records)
+    if m is None:
+        return []
+    c, regime = m["per_tensor"], a6_regime(records)
+    if regime["reached"]:
+        verdict = verdicts.verdict_from_interval(c.ratio_lo, c.ratio_hi, threshold=A6_DISASTER_RATIO)
+        why = ""
+    else:
+        verdict = "inconclusive on this machine"
+        why = (
+            f"; not the claim's regime (needs ≥ {A6_REGIME['min_tensors']} tensors and a set-up latency ≥ "
+            "the transfer time per call), so the ratio says nothing about the claim"
+        )
+    default = ""
+    if m["best"] == DEFAULT_BUCKET_CAP_MB:
+        default = f"; 25 MiB is the best cap here ({m['default_buckets']} bucket(s))"
+    elif "default" in m:
+        d = m["default"]
+        default = (
+            f"; 25 MiB ({m['default_buckets']} bucket(s) here) is {d.ratio:.2f}× "
+            f"[{d.ratio_lo:.2f}, {d.ratio_hi:.2f}] the best cap's step"
+        )
+    n = records["ddp"]["world_size"]
+    rounds = paired(_real_default(records)[m["best"]]).n
     return [
         Claim(
             "A6",
             "per-tensor all-reduce is a disaster",
-            f"real sweep, real compute: {int(real.loc[smallest, 'buckets'])} buckets at {smallest:g} MiB "
-            f"vs the best cap ({best_cap:g} MiB), {records['ddp']['world_size']} ranks",
-            verdicts.verdict_from_interval(c.ratio_lo, c.ratio_hi, threshold=A6_DISASTER_RATIO),
-            f"one bucket per tensor is {c.ratio:.2f}× slower [{c.ratio_lo:.2f}, {c.ratio_hi:.2f}] than "
-            f"the best cap (a 'disaster' taken as ≥ {A6_DISASTER_RATIO:g}×); per-call latency grows "
-            "with the number of ranks, so this box understates it",
-        ),
-        Claim(
-            "A6",
-            "20–40 MB buckets are the sweet spot; the bucket size moves MFU by 5–8 points at ~1000 cards",
-            f"simulator at {max(best.world_size)} ranks with the stated interconnect, caps "
-            f"{records['params']['scale_bucket_caps_mb']} MiB",
-            "analytic only",
-            "best cap and MFU spread between the best and worst cap: "
-            + ", ".join(
-                f"{r.preset} {r.bucket_cap_mb:g} MiB ({r.mfu_spread * 100:.1f} points)"
-                for r in big.itertuples()
-            )
-            + "; Llama weight matrices hold tens to hundreds of MiB of bf16 gradient, so every cap below "
-            "one matrix gives one bucket per tensor",
-        ),
+            f"interleaved DDP steps, real compute, {n} ranks: {m['buckets']} buckets (one per tensor, "
+            f"{m['smallest']:g} MiB) vs the best cap ({m['best']:g} MiB)",
+            verdict,
+            f"one bucket per tensor is {c.ratio:.2f}× [{c.ratio_lo:.2f}, {c.ratio_hi:.2f}] slower than the "
+            f"best cap over {rounds} rounds (a 'disaster' taken as ≥ {A6_DISASTER_RATIO:g}×){default}; "
+            f"regime: {regime['tensors']} tensors, set-up latency {regime['latency_s'] * 1e6:.0f} µs vs "
+            f"{regime['transfer_s'] * 1e6:.0f} µs transfer per call ({regime['ratio']:.1f}:1){why}",
+        )
     ]
 
 
-def _b8_claims(scale) -> list[Claim]:
+def sweet_spot_text(big) -> str:
+    """Where the best caps of ``big`` (rows of :func:`best_caps`) stand against 20–40 MB."""
+    lo, hi = sensitivity.sweet_spot_mib()
+    caps = big.bucket_cap_mb
+    inside = list(big.preset[big.in_20_40_mb])
+    if inside:
+        return f"a best cap lies in the article's 20–40 MB for {', '.join(inside)}"
+    return (
+        f"the simulated best ({caps.min():g}–{caps.max():g} MiB) is {caps.min() / hi:.0f}–"
+        f"{caps.max() / lo:.0f}× the article's 20–40 MB: it contradicts the sweet spot for pure data "
+        "parallelism"
+    )
+
+
+def _smallest_matrix_mib(name: str) -> float:
+    """bf16 gradient MiB of the model's smallest weight matrix."""
+    return min(k for n, k in model_layout(preset(name)) if "norm" not in n) * 2 / MIB
+
+
+def _a6_scale_claim(records, best, sens) -> list[Claim]:
+    if best.empty:
+        return []
+    cards = A6_CARDS if A6_CARDS in set(best.world_size) else int(best.world_size.max())
+    big = best[best.world_size == cards]
+    s = sensitivity.summary(sens)
+    changed = f" (it changes under {', '.join(s['a6_changed'])})" if s["a6_changed"] else ""
+    gains = big.gain_vs_25 * 100
+    smallest = big.preset.iloc[0]
+    per_model = ", ".join(
+        f"{r.preset} {r.best_caps_mib} MiB (+{r.gain_vs_25 * 100:.1f} points)" for r in big.itertuples()
+    )
+    return [
+        Claim(
+            "A6",
+            "20–40 MB buckets are the sweet spot; the bucket size moves MFU by 5–8 points at ~1000 cards",
+            f"simulator at {cards} data-parallel ranks with the stated interconnect, caps "
+            f"{records['params']['scale_bucket_caps_mb']} MiB; best cap vs 25 MiB (DDP's default size)",
+            "analytic only",
+            f"best cap and its MFU gain over 25 MiB: {per_model} (article: "
+            f"{A6_MFU_POINTS[0]:g}–{A6_MFU_POINTS[1]:g} points; here {gains.min():.1f}–{gains.max():.1f}); "
+            f"{sweet_spot_text(big)}: the smallest weight matrix of {smallest} holds "
+            f"{_smallest_matrix_mib(smallest):.0f} MiB of bf16 gradient, so a 20–40 MB cap is about one "
+            "tensor per bucket; sensitivity: the answer to 'best cap outside 20–40 MB?' "
+            f"is unchanged in {s['a6_same']} of {s['scenarios']} scenarios{changed}",
+        )
+    ]
+
+
+def _b8_claims(scale, sens) -> list[Claim]:
     s7 = scale[scale.preset.str.contains("7b")]
     if not len(s7):
         return []
@@ -201,6 +306,8 @@ def _b8_claims(scale) -> list[Claim]:
     if base not in caps or len(caps) < 2:
         return []
     gain = max(d.loc[c, "mfu"] for c in caps if c != base) - d.loc[base, "mfu"]
+    s = sensitivity.summary(sens)
+    changed = f" (it changes under {', '.join(s['b8_changed'])})" if s["b8_changed"] else ""
     return [
         Claim(
             "B8",
@@ -209,46 +316,36 @@ def _b8_claims(scale) -> list[Claim]:
             "analytic only",
             "MFU at 25 / 50 / 100 MiB: "
             + " / ".join(f"{d.loc[c, 'mfu']:.1%}" for c in caps)
-            + f"; best 50–100 MiB vs 25: {gain * 100:+.2f} points",
+            + f"; best 50–100 MiB vs 25: {gain * 100:+.2f} points; sensitivity: the sign of that gain is the "
+            f"same in {s['b8_same']} of {s['scenarios']} scenarios{changed}",
         )
     ]
 
 
-def _b6_claims(records) -> list[Claim]:
-    out = []
-    for variant in ("bucket_view", "static_graph", "bucket_view+static_graph"):
-        cap, c = _variant_comparison(records, variant)
-        if c is not None:
-            out.append(
-                Claim(
-                    "B6",
-                    f"{variant.replace('bucket_view', 'gradient_as_bucket_view')} saves a copy / repeated "
-                    "graph analysis",
-                    f"real sweep at bucket_cap_mb={cap:g}: step time vs the default flags",
-                    verdicts.verdict_from_comparison(c, claimed="faster"),
-                    f"speed-up {c.ratio:.3f}× [{c.ratio_lo:.3f}, {c.ratio_hi:.3f}] ({c.verdict})",
-                )
-            )
-    return out
-
-
 def claims(records) -> list[Claim]:
-    """A6 (real sweep and simulator at scale), B8 (simulator, 7B), B6 (flags, real sweep)."""
+    """A6 (measured per-tensor row; simulator at scale), B8 (simulator, 7B), B6 (``flags``)."""
     scale = scale_table(records)
+    sens = sensitivity.sensitivity_table(records)
     return (
-        _a6_claims(records, sweep_table(records), best_caps(scale)) + _b8_claims(scale) + _b6_claims(records)
+        _a6_measured_claim(records)
+        + _a6_scale_claim(records, best_caps(scale), sens)
+        + _b8_claims(scale, sens)
+        + flags.claims(records)
     )
 
 
-def headline_metrics(records) -> dict:
+def headline_metrics(records, claim_list: list[Claim] | None = None) -> dict:
     """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
     st = sweep_table(records)
     gpt = gpt_layout_table(records)
+    m = a6_measured(records)
+    scale = scale_table(records)
     return {
         **run_identity(records),
         "world_size": records["ddp"]["world_size"],
         "sweep": st.to_dict(orient="records"),
         "best_bucket_cap_mb_real": best_real_cap(records),
+        "per_tensor_slowdown": m["per_tensor"].ratio if m else None,
         "layouts_match_simulator": all(v["equal"] for v in layout_check(records).values())
         and (gpt.empty or bool(gpt.matches_rules.all())),
         "gpt_layouts": gpt.to_dict(orient="records"),
@@ -258,11 +355,13 @@ def headline_metrics(records) -> dict:
             for k, v in records["ddp"]["allreduce_fit"].items()
             if k not in ("relative_residuals", "rows")
         },
-        "best_caps_at_scale": best_caps(scale_table(records)).to_dict(orient="records"),
-        "claims": verdicts.records(claims(records)),
+        **flags.headline(records),
+        "best_caps_at_scale": best_caps(scale).to_dict(orient="records"),
+        "claims": verdicts.records(claims(records) if claim_list is None else claim_list),
     }
 
 
 def outcome(records, p) -> tuple[list[Claim], dict]:
     """The claims and headline metrics the notebook publishes (also ``make stability``)."""
-    return claims(records), headline_metrics(records)
+    claim_list = claims(records)
+    return claim_list, headline_metrics(records, claim_list)

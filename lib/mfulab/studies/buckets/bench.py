@@ -1,16 +1,20 @@
 """Measurement of the ``buckets`` study (torch, headless): the real ``bucket_cap_mb`` sweep
 under ``DistributedDataParallel``, on every rank under torchrun (``launch.run``).
 
-A stack of Linear layers (the tensor count and sizes are parameters) under DDP for each cap
-and flag, timing the step and the same step under ``no_sync()`` (no communication); the
-difference is the communication cost DDP could not hide. Each step is timed with
-``collectives.slowest_rank_time`` (the slowest rank's time counts). *Emulated compute* inserts
-a layer whose backward sleeps a stated time (an accelerator kernel as the host sees it: time
-passes, no core is busy), so overlap can show on the 2-core box; it is labelled everywhere.
-Every rank also checks that DDP's gradients equal the average of every rank's local
-gradients (the gradient gate), reads the bucket layout DDP built, runs the reference GPT
-under DDP, and reads the α–β of this group's all-reduce from the machine's calibration
-for the simulator.
+A stack of Linear layers (the tensor count and sizes are parameters) under DDP, one DDP per
+cap (default flags) and per flag variant at ``flags_bucket_cap_mb``. All of them, and the
+step under ``no_sync()`` (no communication), are timed **interleaved**
+(``timing.interleaved``): each round runs every configuration for one step, in an order
+shuffled per round with a generator seeded alike on every rank (so that every rank issues
+the same all-reduces in the same order), and the rounds are split over ``jobs`` fresh
+torchrun jobs (fresh processes). The step minus ``no_sync`` is the communication DDP could
+not hide. *Emulated compute* inserts a layer whose backward sleeps a stated time (an
+accelerator kernel as the host sees it: time passes, no core is busy), so overlap can show on
+the 2-core box; it is labelled everywhere. Every rank also checks that DDP's gradients equal
+the average of every rank's local gradients (the gradient gate), reads the bucket layout
+and flags DDP built, runs the reference GPT under DDP (each step timed by
+``collectives.slowest_rank_time``), and reads the α–β of this group's all-reduce and the DRAM
+bandwidth from the machine's calibration (the simulator and B6's bound).
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import time
 from ... import calibration, collectives, hardware
 from .params import Params
 
-BENCHMARK_VERSION = {"ddp_sweep": 2}
+BENCHMARK_VERSION = {"ddp_sweep": 3}
+DDP_FLAG_KEYS = ("find_unused_parameters", "unused_parameter_size", "static_graph", "gradient_as_bucket_view")
 WORKER = "mfulab.studies.buckets.bench:ddp_worker"
 
 
@@ -123,20 +128,41 @@ def _time_sync_and_no_sync(step, reps: int, device: str) -> dict:
 
 
 # ---------------------------------------------------------------------------- workers (every rank)
+def _configurations(spec) -> list[tuple[str, float, str]]:
+    """(mode, cap, variant) of every DDP the job builds: each cap with the default flags, per
+    mode, and the flag variants at ``flags_bucket_cap_mb`` (real compute)."""
+    out = []
+    for mode in spec["modes"]:
+        for cap in spec["bucket_caps_mb"]:
+            out.append((mode, cap, "default"))
+            if mode == "real" and cap == spec["flags_bucket_cap_mb"]:
+                out += [(mode, cap, v) for v in spec["variants"] if v != "default"]
+    return out
+
+
+def label(mode: str, cap: float | None, variant: str) -> str:
+    """The interleaved timing's label of a configuration (``<mode>:no_sync`` for no_sync)."""
+    return f"{mode}:no_sync" if cap is None else f"{mode}:{cap}:{variant}"
+
+
 def ddp_worker(spec: dict) -> dict:
-    """Runs on every rank: for each mode, cap and flag variant, DDP step time vs no_sync()."""
+    """Runs on every rank: builds one DDP per configuration (:func:`_configurations`), checks
+    layouts and gradients, then times every configuration of a mode *interleaved*
+    (``timing.interleaved``: each round runs every configuration once, plus the step under
+    ``no_sync()``, in an order shuffled per round by a generator seeded alike on every rank, so
+    that every rank runs the same collectives in the same order)."""
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from ...timing import progress, summarize
+    from ...timing import interleaved
 
     torch.set_num_threads(1)
     rank, n = dist.get_rank(), dist.get_world_size()
     device = spec["device"]
     gen = torch.Generator().manual_seed(100 + rank)
     x = torch.randn(spec["batch"], spec["stack_hidden"], generator=gen).to(device)
-    out = {"world_size": n, "rows": [], "layouts": {}, "gradient_gate": {}}
+    out = {"world_size": n, "rows": [], "layouts": {}, "gradient_gate": {}, "ddp_flags": {}}
 
     # correctness gate: DDP gradients equal the average of every rank's local gradients
     xs = [torch.empty_like(x) for _ in range(n)]
@@ -149,50 +175,59 @@ def ddp_worker(spec: dict) -> dict:
     def loss(ddp):
         return torch.tanh(ddp(x)).pow(2).mean()
 
-    points = [
-        (m, c, v)
-        for m in spec["modes"]
-        for c in spec["bucket_caps_mb"]
-        for v in spec["variants"]
-        if m == "real" or v == "default"
-    ]
-    for mode, cap, variant in progress(points, "ddp sweep") if rank == 0 else points:
+    steps = {}
+    for mode, cap, variant in _configurations(spec):
         emulated = spec["emulated_layer_backward_s"] if mode == "emulated" else None
         model = build_stack(spec["stack_layers"], spec["stack_hidden"], emulated_backward_s=emulated)
-        model = model.to(device)
         ddp = DDP(
-            model,
+            model.to(device),
             bucket_cap_mb=cap,
             gradient_as_bucket_view="bucket_view" in variant,
             static_graph="static_graph" in variant,
         )
-
-        def step(sync=True, ddp=ddp):
-            _ddp_step(ddp, loss, device, sync)
-
+        step = functools.partial(_ddp_step, ddp, loss, device)
         step()
-        if mode == "real" and variant == "default":
-            out["gradient_gate"][str(cap)] = _gradient_gate(ddp, ref)
+        if mode == "real":
+            out["gradient_gate"][f"{cap}:{variant}"] = _gradient_gate(ddp, ref)
         _until_rebuilt(ddp, step)
-        layout = _bucket_sizes(ddp)
-        times = _time_sync_and_no_sync(step, spec["reps"], device)
-        sync_t = summarize(times["sync"])
-        out["layouts"][f"{mode}:{cap}:{variant}"] = layout
-        out["rows"].append(
-            {
-                "mode": mode,
-                "bucket_cap_mb": cap,
-                "variant": variant,
-                "buckets": len(layout),
-                "step_times_s": times["sync"],
-                "no_sync_times_s": times["no_sync"],
-                "step_s": sync_t.median_s,
-                "no_sync_s": summarize(times["no_sync"]).median_s,
-                "step_q1_s": sync_t.q1_s,
-                "step_q3_s": sync_t.q3_s,
-            }
+        out["layouts"][label(mode, cap, variant)] = _bucket_sizes(ddp)
+        data = ddp._get_ddp_logging_data()
+        out["ddp_flags"][label(mode, cap, variant)] = {k: data.get(k) for k in DDP_FLAG_KEYS}
+        steps[(mode, cap, variant)] = step
+
+    for i, mode in enumerate(spec["modes"]):
+        fns = {label(*key): steps[key] for key in steps if key[0] == mode}
+        fns[label(mode, None, "")] = functools.partial(
+            steps[(mode, spec["flags_bucket_cap_mb"], "default")], sync=False
         )
-        del ddp, model
+        rounds = spec["rounds"] if mode == "real" else spec["emulated_rounds"]
+        # min_block_s=0: one step per block on every rank (a per-rank block length would
+        # let the ranks disagree on how many all-reduces to run)
+        timings = interleaved(
+            fns,
+            rounds=rounds,
+            device=device,
+            num_threads=1,
+            min_block_s=0.0,
+            seed=spec["seed"] + i,
+            desc=f"ddp {mode} (interleaved)",
+        )
+        no_sync = timings.pop(label(mode, None, ""))
+        for key in steps:
+            if key[0] != mode:
+                continue
+            t = timings[label(*key)]
+            out["rows"].append(
+                {
+                    "mode": mode,
+                    "bucket_cap_mb": key[1],
+                    "variant": key[2],
+                    "buckets": len(out["layouts"][label(*key)]),
+                    "step_times_s": t.times_s,
+                    "no_sync_times_s": no_sync.times_s,
+                }
+            )
+    del steps
     if spec.get("gpt_preset"):
         out["gpt"] = _gpt_runs(spec, rank, n, device)
     return out
@@ -265,9 +300,12 @@ SPEC_KEYS = (
     "stack_hidden",
     "batch",
     "bucket_caps_mb",
+    "flags_bucket_cap_mb",
     "variants",
     "modes",
     "emulated_layer_backward_s",
+    "rounds",
+    "emulated_rounds",
     "reps",
     "gpt_preset",
     "gpt_seq_len",
@@ -276,8 +314,32 @@ SPEC_KEYS = (
 )
 
 
+def merge_jobs(jobs: list[dict]) -> dict:
+    """One record from the fresh jobs' records: every configuration's rounds in job order
+    (each job ran the same configurations for the same number of rounds, so round i of one
+    configuration still pairs with round i of every other); layouts, flags and the reference
+    GPT from the first job; the gradient gate is the worst over the jobs."""
+    first = jobs[0]
+    merged = {**first, "jobs": len(jobs), "rows": [dict(r) for r in first["rows"]]}
+    for job in jobs[1:]:
+        if [(r["mode"], r["bucket_cap_mb"], r["variant"]) for r in job["rows"]] != [
+            (r["mode"], r["bucket_cap_mb"], r["variant"]) for r in first["rows"]
+        ]:
+            raise RuntimeError("the fresh jobs timed different configurations")
+        for row, more in zip(merged["rows"], job["rows"]):
+            row["step_times_s"] = row["step_times_s"] + more["step_times_s"]
+            row["no_sync_times_s"] = row["no_sync_times_s"] + more["no_sync_times_s"]
+        merged["gradient_gate"] = {
+            k: max(v, job["gradient_gate"].get(k, v)) for k, v in merged["gradient_gate"].items()
+        }
+    return merged
+
+
 def measure(p: Params) -> dict:
-    """The real sweep on ``p.nproc`` ranks (see the module docstring), as plain records."""
+    """The real sweep on ``p.nproc`` ranks (see the module docstring), as plain records: the
+    interleaved rounds are split over ``p.jobs`` fresh torchrun jobs (fresh processes:
+    allocator, thread pools and gloo's connections start cold in each), the reference GPT
+    runs in the first job only."""
     from ...launch import run
 
     p = p.prepared()
@@ -290,9 +352,21 @@ def measure(p: Params) -> dict:
         "device_name": hardware.device_name(p.device),
         "benchmark_version": {**BENCHMARK_VERSION, **collectives.BENCHMARK_VERSION},
     }
-    rec["ddp"] = run(WORKER, spec, nproc=p.nproc, device=p.device, timeout_s=p.timeout_s)
-    # α–β of this machine's all-reduce for the simulator: the calibration, shared with overlap
+    jobs = []
+    for job in range(p.jobs):
+        job_spec = {
+            **spec,
+            "rounds": p.rounds // p.jobs,
+            "emulated_rounds": max(2, p.emulated_rounds // p.jobs),
+            "seed": 1000 * job,
+            "gpt_preset": spec["gpt_preset"] if job == 0 else "",
+        }
+        jobs.append(run(WORKER, job_spec, nproc=p.nproc, device=p.device, timeout_s=p.timeout_s))
+    rec["ddp"] = merge_jobs(jobs)
+    # α–β of this machine's all-reduce for the simulator, the DRAM bandwidth for B6's bound:
+    # the machine's calibration, shared with the other studies
     key = calibration.collectives_key(p.device, p.nproc)
-    cal = calibration.get(p.calibration, device=p.device, parts=[key])
+    cal = calibration.get(p.calibration, device=p.device, parts=[key, "bandwidth"])
     rec["ddp"]["allreduce_fit"], rec["calibration"] = cal[key], cal["_meta"]
+    rec["bandwidth"] = cal["bandwidth"]
     return rec

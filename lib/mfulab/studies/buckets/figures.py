@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-import numpy as np
 import seaborn as sns
 
 from ...plots import median_iqr_ms
-from .analysis import best_caps, scale_table, sweep_table
+from .analysis import a6_measured, best_caps, scale_table, sweep_table
+from .stated import A6_MFU_POINTS
 
 
 def plot_sweep(records):
-    """Step time vs bucket_cap_mb (real sweep, default flags), no_sync and the simulator."""
+    """Step time vs bucket_cap_mb (interleaved rounds, default flags), no_sync and the simulator."""
 
     st = sweep_table(records)
     st = st[st.variant == "default"]
@@ -29,23 +29,53 @@ def plot_sweep(records):
     ax.set_xscale("log")
     ax.set_xlabel("bucket_cap_mb (MiB)")
     ax.set_ylabel("step time (ms, median, IQR bars)")
-    ax.set_title("Tiny buckets pay a latency per call; one big bucket starts late")
+    m = a6_measured(records)
+    if m:
+        ax.set_title(
+            f"One bucket per tensor: {m['per_tensor'].ratio:.1f}× the step of the best cap "
+            f"({m['best']:g} MiB), real compute"
+        )
     ax.legend(fontsize=7)
     return fig
 
 
+def scale_title(best) -> str:
+    """The heat map's take-away, from the simulated best caps at the largest rank count."""
+    n = int(best.world_size.max())
+    big = best[best.world_size == n]
+    gains = big.gain_vs_25 * 100
+    where = (
+        f"best cap {big.bucket_cap_mb.min():g}–{big.bucket_cap_mb.max():g} MiB, not the article's 20–40 MB"
+        if not big.in_20_40_mb.any()
+        else f"a best cap in the article's 20–40 MB for {', '.join(big.preset[big.in_20_40_mb])}"
+    )
+    return (
+        f"At {n} ranks: {where};\nit beats 25 MiB by {gains.min():.1f}–{gains.max():.1f} MFU points "
+        f"(article: {A6_MFU_POINTS[0]:g}–{A6_MFU_POINTS[1]:g})"
+    )
+
+
 def plot_scale_heatmap(records):
-    """Simulated best cap per (model, ranks), annotated with the MFU points the cap moves."""
+    """Simulated best cap per (model, ranks; a range where caps tie) and its MFU gain over
+    25 MiB (the colour, one sequential scale)."""
 
     best = best_caps(scale_table(records))
-    grid = best.pivot(index="preset", columns="world_size", values="bucket_cap_mb")
-    spread = best.pivot(index="preset", columns="world_size", values="mfu_spread") * 100
-    annot = grid.map(lambda v: f"{v:g}") + "\n±" + spread.map(lambda v: f"{v:.1f}pt")
-    fig, ax = plt.subplots(figsize=(7, 3.8))
+    models = list(dict.fromkeys(best.preset))  # smallest model first (scale_table's order)
+    gain = best.pivot(index="preset", columns="world_size", values="gain_vs_25").loc[models] * 100
+    caps = best.pivot(index="preset", columns="world_size", values="best_caps_mib").loc[models]
+    annot = caps.map(lambda c: f"{c} MiB") + "\n" + gain.map(lambda g: f"+{g:.1f} pt")
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
     sns.heatmap(
-        np.log2(grid), annot=annot, fmt="", cmap="viridis", cbar_kws={"label": "log2 best cap (MiB)"}, ax=ax
+        gain,
+        annot=annot,
+        fmt="",
+        cmap="Blues",
+        vmin=0,
+        cbar_kws={"label": "MFU gain of the best cap\nover 25 MiB (points)"},
+        ax=ax,
     )
     ax.set_xlabel("data-parallel ranks")
-    ax.set_ylabel("")
-    ax.set_title("Simulated best bucket_cap_mb (and the MFU it moves), stated interconnect")
+    ax.set_ylabel("model (smallest first)")
+    ax.tick_params(axis="y", rotation=0)
+    ax.set_title(scale_title(best))
     return fig

@@ -1,6 +1,8 @@
 """Parameters of the ``buckets`` study; the defaults are the laptop (``cpu``) profile: 2 ranks
-on gloo, 24 layers of 512×512 (1 MiB of fp32 gradient each, 48 tensors), so that 0.001 MiB
-puts every tensor in its own bucket and 64 MiB puts all in one."""
+on gloo, 100 layers of 128×128 (200 tensors: a 64 KiB weight and a 512-byte bias each, 6.6 MB
+of fp32 gradient in all), so that 0.0001 MiB puts every tensor in its own bucket and 25 MiB
+puts all in one. Hundreds of small tensors are A6's regime: on this machine's all-reduce a
+64 KiB call spends more time in its set-up latency than in its transfer."""
 
 from __future__ import annotations
 
@@ -21,22 +23,42 @@ class Params(StudyParams):
     calibration: str = calibration_param()
     nproc: int = param(2, "ranks (at least 2: one rank has nothing to all-reduce)", unit="ranks")
     stack_layers: int = param(
-        24, "Linear layers of the measured model (two tensors each)", unit="layers", positive=True
+        100, "Linear layers of the measured model (two tensors each)", unit="layers", positive=True
     )
-    stack_hidden: int = param(512, "their width", unit="features", positive=True)
+    stack_hidden: int = param(128, "their width", unit="features", positive=True)
     batch: int = param(64, "rows per rank", unit="rows", positive=True)
     bucket_caps_mb: tuple[float, ...] = param(
-        [0.001, 0.25, 1, 2, 4, 8, 16, 64], "bucket_cap_mb values swept", unit="MiB", positive=True
+        [0.0001, 0.0625, 0.25, 1, 4, 25], "bucket_cap_mb values swept", unit="MiB", positive=True
     )
-    variants: tuple[str, ...] = param(list(VARIANTS), "DDP flag variants swept (must include default)")
+    flags_bucket_cap_mb: float = param(
+        25,
+        "the cap the flag variants (B6) run at: DDP's default, as in the article's call",
+        unit="MiB",
+        positive=True,
+    )
+    variants: tuple[str, ...] = param(
+        list(VARIANTS), "DDP flag variants timed at flags_bucket_cap_mb (must include default)"
+    )
     modes: tuple[str, ...] = param(
         list(MODES), "real | emulated (emulated: each layer's backward also sleeps, no core busy)"
     )
     emulated_layer_backward_s: float = param(
-        0.004, "sleep of each layer's backward in emulated mode", unit="s", positive=True
+        0.0005, "sleep of each layer's backward in emulated mode", unit="s", positive=True
+    )
+    rounds: int = param(
+        24,
+        "interleaved rounds of the real-compute configurations, in all (one step each per round)",
+        unit="rounds",
+        positive=True,
+    )
+    emulated_rounds: int = param(
+        8, "interleaved rounds of the emulated-compute configurations, in all", unit="rounds", positive=True
+    )
+    jobs: int = param(
+        2, "fresh torchrun jobs the rounds are split over (fresh processes)", unit="jobs", positive=True
     )
     reps: int = param(
-        7, "timed steps per configuration (with and without no_sync)", unit="steps", positive=True
+        7, "timed steps of each reference-GPT run (with and without no_sync)", unit="steps", positive=True
     )
     timeout_s: float = param(900, "wall-clock limit of the torchrun job", unit="s", positive=True)
     scale_presets: tuple[str, ...] = param(
@@ -86,6 +108,12 @@ class Params(StudyParams):
             f"a list from {', '.join(VARIANTS)} that includes 'default'",
         )
         self.require_choice("modes", MODES)
+        self.require(
+            "flags_bucket_cap_mb",
+            self.flags_bucket_cap_mb in self.bucket_caps_mb,
+            "one of bucket_caps_mb (the default flags at that cap are the flags' baseline)",
+        )
+        self.require("rounds", self.rounds >= 2 * self.jobs, "at least 2 per job")
         self.require("scale_compute_efficiency", 0 < self.scale_compute_efficiency <= 1, "in (0, 1]")
         for name in self.scale_presets:
             self._require_preset("scale_presets", name)
