@@ -186,13 +186,13 @@ best[["preset", "world_size", "best_caps_mib", "in_20_40_mb", "buckets", "mfu", 
 # %% [markdown]
 # ### Sensitivity: does the answer survive the simulator's assumptions?
 #
-# Each row varies one input from the stated setting: the per-step latency (2–20 µs), the
-# interconnect (NVLink inside a node, as if every rank sat on it; InfiniBand NDR between
-# nodes), the compute efficiency, tensor/pipeline sharding of the gradients (TP shards every
-# matrix, a PP stage holds a fraction of the layers; the data-parallel ranks are the cards
-# divided by TP·PP) and gradient accumulation (only the last micro-batch's backward overlaps
-# the all-reduce). Caps whose simulated steps differ by less than 0.1% are a tie (shown as a
-# range). `a6_conclusion_same`: whether "a best cap lies in 20–40 MB" comes out as in the stated
+# Each row varies one input from the stated setting: the per-step latency, the interconnect
+# (NVLink inside a node, as if every rank sat on it; InfiniBand NDR between nodes), the
+# compute efficiency, tensor/pipeline sharding of the gradients (TP shards every matrix, a PP
+# stage holds a fraction of the layers; the data-parallel ranks are the cards divided by
+# TP·PP) and gradient accumulation (only the last micro-batch's backward overlaps the
+# all-reduce). Caps whose simulated steps are within a tie tolerance of the fastest are shown
+# as a range. `a6_conclusion_same`: whether "a best cap lies in 20–40 MB" comes out as in the stated
 # setting; `b8_conclusion_same`: whether 50–100 MiB still beats 25 MiB.
 
 # %%

@@ -6,9 +6,10 @@ from __future__ import annotations
 from ...verdicts import summary_line
 from .analysis import a6_measured, a6_regime, sweet_spot_text
 from .flags import B6_SEVERAL_PERCENT_RATIO, confirmable_bound
+from .sensitivity import TIE_TOLERANCE
 from .sensitivity import summary as sensitivity_summary
 from .simulator import DEFAULT_BUCKET_CAP_MB
-from .stated import A6_MFU_POINTS
+from .stated import A6_MFU_POINTS, SENSITIVITY, STATED_INTERCONNECT
 
 
 def sweep_notes(records, sweep) -> str:
@@ -74,6 +75,9 @@ def sensitivity_notes(sens) -> str:
     a6 = ", ".join(s["a6_changed"]) or "none"
     b8 = ", ".join(s["b8_changed"]) or "none"
     return (
+        f"* Ties: caps within {TIE_TOLERANCE:.1%} of the fastest simulated step. Latency per step "
+        f"from {min(SENSITIVITY['alpha_s']) * 1e6:g} µs to the stated "
+        f"{STATED_INTERCONNECT['alpha_s'] * 1e6:g} µs.\n"
         f"* A6 (does the best cap lie outside 20–40 MB?): same answer in {s['a6_same']} of "
         f"{s['scenarios']} scenarios; changed under: {a6} — *best*: a model's only best cap lies in "
         "20–40 MB; *tied*: 20–40 MB ties with the best (the all-reduce hides behind the backward pass "
