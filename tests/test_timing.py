@@ -90,3 +90,11 @@ def test_summary_line_groups_rows_of_one_claim():
         Claim("B15", "c", "m", "confirmed", "e"),
     ]
     assert summary_line(rows) == "* **A1**: confirmed; **B15**: refuted / confirmed (2 rows)."
+
+
+def test_interleaved_with_a_fixed_block_size_makes_no_sizing_call():
+    calls = []
+    out = timing.interleaved({"a": lambda: calls.append("a")}, rounds=3, warmup=1, number=4)
+    assert len(calls) == 1 + 3 * 4 and out["a"].n == 3
+    with pytest.raises(ValueError):
+        timing.interleaved({"a": lambda: None}, rounds=3, number=0)

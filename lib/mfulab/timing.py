@@ -137,39 +137,47 @@ def interleaved(
     num_threads: int | None = None,
     warmup: int = 2,
     min_block_s: float = 0.02,
+    number: int | None = None,
     seed: int = 0,
     desc: str | None = None,
 ) -> dict[str, Timing]:
     """Time every callable of ``fns`` ({label: fn}) interleaved: ``rounds`` rounds, each
     running every variant once as a block of ``number`` calls (chosen per variant after
     warm-up so that a block lasts ≥ ``min_block_s``), in an order shuffled per round with a
-    seeded generator. Returns ``{label: Timing}`` whose ``times_s[i]`` is round ``i``'s
-    per-call time (``paired=True``): :func:`compare_timings` resamples whole rounds."""
+    seeded generator. ``number`` fixes the calls per block for every variant instead (ranks
+    of a collective job must all run the same count). Returns ``{label: Timing}`` whose
+    ``times_s[i]`` is round ``i``'s per-call time (``paired=True``): :func:`compare_timings`
+    resamples whole rounds."""
     import torch
 
     if len(fns) < 1 or rounds < 2:
         raise ValueError("interleaved needs at least one variant and two rounds")
+    if number is not None and number < 1:
+        raise ValueError(f"number must be at least 1, got {number}")
     threads = num_threads or torch.get_num_threads()
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        number = {}
+        calls = {}
         for label, fn in fns.items():
             for _ in range(warmup):
                 fn()
             synchronize(device)
+            if number is not None:
+                calls[label] = number
+                continue
             start = time.perf_counter()
             fn()
             synchronize(device)
             once_s = max(time.perf_counter() - start, 1e-9)
-            number[label] = max(1, int(np.ceil(min_block_s / once_s)))
+            calls[label] = max(1, int(np.ceil(min_block_s / once_s)))
         rng = np.random.default_rng(seed)
         labels = list(fns)
         samples = {label: [] for label in labels}
         for _ in progress(range(rounds), desc or f"interleaved {' / '.join(labels)}"):
             for i in rng.permutation(len(labels)):
                 label = labels[i]
-                fn, n = fns[label], number[label]
+                fn, n = fns[label], calls[label]
                 synchronize(device)
                 start = time.perf_counter()
                 for _ in range(n):
