@@ -201,14 +201,14 @@ def ddp_worker(spec: dict) -> dict:
             steps[(mode, spec["flags_bucket_cap_mb"], "default")], sync=False
         )
         rounds = spec["rounds"] if mode == "real" else spec["emulated_rounds"]
-        # min_block_s=0: one step per block on every rank (a per-rank block length would
-        # let the ranks disagree on how many all-reduces to run)
+        # number=1: one step per block on every rank (a per-rank block length would let
+        # the ranks disagree on how many all-reduces to run)
         timings = interleaved(
             fns,
             rounds=rounds,
             device=device,
             num_threads=1,
-            min_block_s=0.0,
+            number=1,
             seed=spec["seed"] + i,
             desc=f"ddp {mode} (interleaved)",
         )
