@@ -21,8 +21,9 @@
 # 2. checks Korthikanti et al.'s Table 2 against that count, for every policy;
 # 3. measures the trade-off: memory vs step time, and MFU vs HFU vs tokens/s (claim **B7**);
 # 4. compares the two "selective" policies — recompute the attention core or the MLP (**A14**);
-# 5. plans memory at the articles' scale: the 13B setup (**A17**), 7B/70B on 80 and 141 GB
-#    cards, and ZeRO-2 vs ZeRO-3 (**A12**).
+# 5. plans memory at the articles' scale: the 13B launch command (**A17**), 7B/70B on 80 and
+#    139 GiB cards, and ZeRO-2 vs ZeRO-3 (**A12**), with the sensitivity of every conclusion
+#    to the planner's assumptions.
 #
 # The policies are switches of the reference model: `none`; `selective` (attention core:
 # scores, softmax, A·V — Korthikanti's choice); `mlp` (norm + MLP — article A's
@@ -41,7 +42,7 @@ from IPython.display import Markdown, display
 
 from mfulab import plots, results
 from mfulab.notebook import setup, stability_note
-from mfulab.studies.recompute import analysis, figures, planner, stated
+from mfulab.studies.recompute import analysis, figures, planner, sensitivity, stated
 from mfulab.verdicts import summary_line
 
 out, p, records = setup("recompute", params, out_dir=out_dir, from_dir=from_dir)
@@ -92,8 +93,10 @@ lm.groupby("policy")[
 # ## 3 · The trade-off: memory, time, MFU, HFU, tokens/s (B7)
 #
 # Peak memory is measured in a **fresh process per point** (the peak RSS of a process never
-# goes down, so no warm-up may run in it); on a GPU the allocator's peak is exact. The step
-# time is the median of repeated forward+backward passes. FLOPs actually executed come from
+# goes down, so no warm-up may run in it); on a GPU the allocator's peak is exact. Step times
+# are timed **interleaved**: each round runs every (policy, micro-batch) point once in a
+# shuffled order, so drift hits every policy alike and comparisons pair rounds (the median
+# per point is shown with its quartiles). FLOPs actually executed come from
 # `FlopCounterMode`, which also counts the forward run again during backward — and shows
 # that torch's non-reentrant checkpoint *stops early*: once the tensors backward needs are
 # back, the rest of the region is not re-run, so the last matmul of each region (A·V, the
@@ -129,11 +132,27 @@ peak.assign(step_added_MiB=peak.step_added_bytes / 2**20).pivot(
 )
 
 # %% [markdown]
+# **B7 at the same micro-batch.** The article's anecdote: full recompute took MFU from 50% to
+# 40%, a 1.25× longer step. The FLOPs count behind it (Megatron's 96 vs 72 coefficient: one
+# more forward of every layer, +33%) predicts a 1.33× step at equal hardware efficiency,
+# i.e. 50% → 37.5%. Below: the measured step-time ratio full/none (paired rounds, interval
+# widened by the run-to-run drift), the MFU it implies from 50%, both expectations, and the
+# hardware FLOPs counted here (torch stops recomputing early, see above).
+
+# %%
+b7 = pd.DataFrame([analysis.b7_same_batch(records)] if "full" in records["policies"] else [])
+results.save_table(out, "b7_same_batch", b7)
+b7.T.rename(columns={0: "value"})
+
+# %% [markdown]
 # **B7 at a fixed memory budget.** Each policy takes the largest measured micro-batch whose
-# step fits the budget, and we compare tokens/s with `none` at its own largest batch. MFU is
-# model FLOPs × tokens/s ÷ peak, and recomputation does not change the *model* FLOPs per
-# token — so MFU moves by exactly the same factor as tokens/s. Only HFU, which counts the
-# recomputed FLOPs, can tell them apart.
+# step fits the budget, and we compare tokens/s with `none` at its own largest batch. What
+# moves, precisely: MFU = model FLOPs per token × tokens/s ÷ peak, and recomputation does
+# not change the *model* FLOPs per token, so MFU moves by exactly the factor tokens/s moves.
+# HFU = hardware FLOPs per token × tokens/s ÷ peak counts the recomputed FLOPs too, so under
+# recompute HFU > MFU, and against `none` HFU moves by the tokens/s factor *times* the
+# hardware-FLOPs ratio: when tokens/s rises, MFU and HFU both rise (HFU more). What
+# recompute changes is the gap HFU − MFU, not the direction.
 
 # %%
 budget = analysis.budget_table(records)
@@ -148,9 +167,11 @@ budget
 # %% [markdown]
 # On this CPU a larger micro-batch buys little (the cores are already busy at the smallest
 # one), so the extra FLOPs of recomputation show up as lost throughput. On a GPU, where small
-# micro-batches under-fill the device, the planner below predicts the opposite. The article's
-# sentence "MFU fell but tokens/s rose" cannot describe one model on one cluster: it
-# describes HFU, or an MFU computed with recomputed FLOPs in the numerator.
+# micro-batches under-fill the device, the planner below can predict the opposite (it
+# depends on an assumed throughput curve). Either way, the article's "MFU dipped while
+# tokens/s rose" cannot describe one model on one cluster: neither MFU nor HFU can fall
+# while tokens/s rises. An MFU that dips has changed its FLOPs count (a different formula
+# or sequence length) or its device count between the two runs.
 #
 # ## 4 · Which part to recompute (A14)
 #
@@ -162,43 +183,121 @@ a14 = analysis.a14_table(records)
 results.save_table(out, "a14_bytes_per_flop", a14)
 a14
 
+# %%
+split = analysis.table2_split()
+display(
+    Markdown(
+        "Where Table 2's bytes sit (Korthikanti et al. 2022, Sec. 4.1; 16-bit activations with "
+        f"dropout): {split['total_per_sbh']:.0f}·s·b·h + {split['scores_per_as2b']:.0f}·a·s²·b bytes "
+        "per layer, the a·s²·b terms being the scores, softmax and attention dropout. Of the "
+        f"{split['total_per_sbh']:.0f}·s·b·h, the MLP holds {split['mlp_per_sbh']:.0f} (its first "
+        "linear's input 2, the GeLU input 8, the second linear's input 8, the dropout mask 1), the "
+        f"attention block {split['attention_per_sbh']:.0f} and the two LayerNorm inputs "
+        f"{split['norms_per_sbh']:.0f}."
+    )
+)
+
 # %% [markdown]
-# The attention core holds the a·s² tensors (scores, softmax, dropout) but costs only the
-# two s²-sized matmuls to recompute; the MLP holds 19 of the 34 bytes per s·b·h (nine 2-byte tensors and the 1-byte dropout
-# mask; Korthikanti et al. 2022, Table 2) but is the
-# largest matmul of the layer. Recomputing the attention core frees far more memory per FLOP
-# — Korthikanti's choice. With a flash-attention kernel those a·s² tensors are never stored,
+# The attention core holds the a·s² tensors (scores, softmax, dropout) but costs only the two
+# s²-sized matmuls to recompute; the MLP holds more of the s·b·h bytes but is the largest
+# matmul of the layer. Recomputing the attention core frees far more memory per FLOP —
+# Korthikanti's choice. With a flash-attention kernel those a·s² tensors are never stored,
 # and the choice becomes moot: there is little left to save in attention.
 #
 # ## 5 · At the articles' scale: the planner (A17) and ZeRO stages (A12)
 #
-# The planner puts Table 2 and the ZeRO model-state formulas together for a stated cluster
-# and predicts tokens/s under a **stated throughput model**: a device reaches 55% of its peak
-# on hardware FLOPs at large micro-batches, half of that at 2,048 tokens per micro-batch, and
-# pipelining idles (p − 1)/(m + p − 1) of the step. Rows that do not fit give the shortfall.
-# Llama shapes (SwiGLU, grouped KV heads) are approximated by the GPT form of Table 2.
+# The planner puts Table 2 and the ZeRO model-state formulas together for a stated cluster.
+# A checkpointed segment's activations count again while that segment runs its backward.
+# A plan **fits** when it stays within the card less a stated **fragmentation margin**
+# (`fragmentation_margin`, our assumption; ZeRO, Sec. 3.2, saw out-of-memory errors with over
+# 30% of memory free in extreme cases). Throughput follows an **assumed curve**, neither
+# measured nor cited: a device reaches `planner_peak_utilisation` of its peak on hardware
+# FLOPs at large micro-batches, half of that at `planner_half_saturation_tokens` tokens per
+# micro-batch, and pipelining idles (p − 1)/(m + p − 1) of the step. Llama shapes (SwiGLU,
+# grouped KV heads) are approximated by the GPT form of Table 2.
+#
+# **A17** is the article's launch command: one machine of 8 cards, TP = 8, PP = 1, so DP = 1
+# and ZeRO-2 has nothing to shard. Its `--recompute-method uniform --recompute-num-layers 12`
+# reads two ways. In Megatron-LM and MindSpeed (`transformer_block.py`,
+# `_checkpointed_forward`), `uniform` checkpoints the layers in chunks of 12 (12, 12, 12, 4):
+# every layer is recomputed, and one chunk's activations are alive while it runs its
+# backward (`uniform:12`). `block` checkpoints only the first 12 layers (`block:12`). The
+# article's own explanation ("it sets how many layers are recomputed; tune it from more to
+# fewer by measured memory") is the `block` reading; under `uniform` a smaller number means
+# smaller chunks, less memory and the same 100% recompute.
 
 # %%
-plans = planner.plans_table(p.planner_cases)  # no cases: an empty table, and A17 is left out
+plans, zero = analysis.planner_inputs(p)  # no cases: an empty table, and A17 is left out
 results.save_table(out, "planner", plans)
-best = plans[plans.fits].sort_values("tokens_per_s", ascending=False).groupby("case").head(1)
 fig = figures.plot_plans(plans)
 plots.save_figure(fig, out, "planner")
-display(best[["case", "policy", "micro_batch", "total_gib", "tokens_per_s", "mfu", "hfu"]])
-plans[["case", "policy", "micro_batch", "total_gib", "fits", "shortfall_gib", "tokens_per_s", "mfu", "hfu"]]
+chosen = planner.chosen_plans(plans)
+results.save_table(out, "planner_chosen", chosen)
+chosen[
+    [
+        "case",
+        "policy",
+        "micro_batch",
+        "total_gib",
+        "usable_gib",
+        "fits",
+        "tokens_per_s",
+        "mfu",
+        "hfu",
+        "decision",
+    ]
+]
 
 # %%
-zero = planner.zero_comparison(**stated.A12_ZERO)
+if any(c["name"] == stated.A17_CASE["name"] for c in p.planner_cases):
+    a17 = sensitivity.a17_readings(
+        stated.A17_CASE,
+        throughput=p.throughput(),
+        fragmentation_margin=p.fragmentation_margin,
+        micro_batch=stated.A17_MICRO_BATCH,
+    )
+    results.save_table(out, "a17_readings", a17)
+    display(a17)
+
+# %% [markdown]
+# **How much the decisions rest on the assumptions.** Each row varies one assumption and
+# keeps the others as stated; `*` marks a decision that differs from the stated one. The peak
+# utilisation scales every plan alike and moves no decision; the half-saturation point
+# decides what a larger micro-batch is worth, and with it whether recompute pays; the
+# margin decides what fits. The A17 rows above say whether the command fits at each margin.
+
+# %%
+decisions = sensitivity.decisions(
+    p.planner_cases, throughput=p.throughput(), fragmentation_margin=p.fragmentation_margin
+)
+results.save_table(out, "planner_sensitivity", decisions)
+decisions
+
+# %% [markdown]
+# **A12.** ZeRO-3 keeps a shard of the parameters and gathers them for every micro-batch, in
+# forward and again in backward, and reduce-scatters every micro-batch's gradients; ZeRO-2
+# also reduces every micro-batch (each device keeps only its gradient shard) and gathers the
+# updated parameters once per optimizer step. With m micro-batches accumulated per step the
+# traffic is (m + 1)Ψ against 3mΨ: 1.5× only at m = 1. The first table takes the article's
+# global batch (32 sequences, micro-batch 1) at several data-parallel widths; the second
+# varies m alone.
+
+# %%
 results.save_table(out, "zero2_vs_zero3", zero)
-zero
+display(zero)
+accumulation = sensitivity.a12_accumulation(stated.A12_ZERO["preset_name"], tp=stated.A12_ZERO["tp"])
+results.save_table(out, "a12_accumulation", accumulation)
+accumulation
 
 # %% [markdown]
 # ## Claims
 #
-# Verdicts are computed from the numbers above: B7 (same batch) from the bootstrap interval
-# of the per-token time ratio; B7 (budget) from whether MFU and tokens/s moved in opposite
-# directions; A14 from which policy frees more bytes per recomputed FLOP; A17 and A12 are
-# analytic.
+# Verdicts are computed from the numbers above. B7 (same batch): the measured step-time
+# ratio's interval against the band between the article's 1.25× (50% → 40%) and Megatron's
+# 1.33× (50% → 37.5%): confirmed when it meets the band and excludes 1, refuted when it lies
+# wholly outside. B7 (budget): refuted by the identity MFU ∝ tokens/s. A14: which policy
+# frees more bytes per recomputed FLOP. A17 (one row per reading of the flag) and A12 are
+# analytic; their evidence says whether they hold over the sensitivity grids.
 
 # %%
 claim_list, headline = analysis.outcome(records, p)
@@ -225,6 +324,23 @@ if full["memory_share"] is not None:
         f"* Full recompute cut the memory a step adds to {full['memory_share']:.0%} for "
         f"{s.loc['full', 'recompute_flops_share']:.0%} more FLOPs and {full['step_time_ratio']:.2f}× "
         "the step time."
+    )
+    b = b7.iloc[0]
+    lines.append(
+        f"* At the same micro-batch the full-recompute step took {b.time_ratio:.2f}× as long "
+        f"[{b.time_ratio_lo:.2f}, {b.time_ratio_hi:.2f}]: MFU {b.mfu_before_percent:.0f}% would fall to "
+        f"{b.mfu_implied_percent:.1f}%, against the article's {b.mfu_claimed_percent:.0f}% and the "
+        f"{b.mfu_megatron_percent:.1f}% that Megatron's 96/72 FLOPs predict."
+    )
+if len(plans):
+    winners = chosen[chosen.decision]
+    moved = decisions.set_index("assumption varied").apply(lambda r: r.str.endswith("*").any(), axis=1)
+    movers = sorted({label.split("=")[0] for label in moved[moved].index})
+    plan_names = ", ".join(winners.policy + "@" + winners.micro_batch.astype(int).astype(str))
+    lines.append(
+        f"* The planner's decisions ({plan_names}) rest on assumptions: {int(moved.sum())} of "
+        f"{len(moved) - 1} one-at-a-time variations change some case's decision "
+        f"({', '.join(movers) or 'none'})."
     )
 lines.append(summary_line(claim_list))
 display(Markdown("\n".join(lines)))

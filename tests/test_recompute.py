@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from mfulab import memprobe
-from mfulab.config import ParameterError, TransformerConfig
+from mfulab import memory, memprobe
+from mfulab.config import ParameterError, TransformerConfig, preset
 from mfulab.model import GPT
 from mfulab.studies import get
-from mfulab.studies.recompute import analysis, bench, planner
+from mfulab.studies.recompute import analysis, bench, claims, planner, sensitivity, stated
 from mfulab.studies.recompute.params import Params
 
 STUDY = get("recompute")
@@ -113,26 +113,169 @@ def case(**changes):
 
 
 def test_planner_fit_boundary_and_shortfall():
-    plan = planner.plan_case(case())
+    plan = planner.plan_case(case(), fragmentation_margin=0.1)
     none = plan[plan.policy == "none"].set_index("micro_batch")
-    # fits iff the memory model's total is within the card
+    # fits iff the memory model's total is within the card less the fragmentation margin
     for _, row in none.iterrows():
-        assert row.fits == (row.total_gib <= 64)
-        assert row.shortfall_gib == pytest.approx(max(0.0, row.total_gib - 64))
+        assert row.usable_gib == pytest.approx(64 * 0.9)
+        assert row.fits == (row.total_gib <= 64 * 0.9)
+        assert row.shortfall_gib == pytest.approx(max(0.0, row.total_gib - 64 * 0.9))
     assert none.loc[1, "fits"] and not none.loc[8, "fits"]
     tiny = planner.plan_case(case(device_memory_gib=1))
     assert not tiny.fits.any() and (tiny.shortfall_gib > 0).all() and tiny.tokens_per_s.isna().all()
     full = plan[plan.policy == "full"].set_index("micro_batch")
     assert (full.mfu < full.hfu).all()  # recomputed FLOPs count in HFU only
+    # a larger margin can only remove plans
+    strict = planner.plan_case(case(), fragmentation_margin=0.6)
+    assert (strict.fits <= plan.fits).all() and strict.fits.sum() < plan.fits.sum()
 
 
 def test_planner_bad_cases():
     with pytest.raises(ParameterError, match="misses"):
         planner.plan_case({"name": "x"})
-    with pytest.raises(ParameterError, match="every_k"):
-        planner.plan_case(case(policies=["every_k:41"]))
+    with pytest.raises(ParameterError, match="block:41"):
+        planner.plan_case(case(policies=["block:41"]))
+    with pytest.raises(ParameterError, match="uniform:0"):
+        planner.plan_case(case(policies=["uniform:0"]))
+    with pytest.raises(ParameterError, match="planner policy"):
+        planner.plan_case(case(policies=["every_k:12"]))
     with pytest.raises(ParameterError, match="positive"):
         planner.plan_case(case(tp=0))
+    with pytest.raises(ParameterError, match="fragmentation_margin"):
+        planner.plan_case(case(), fragmentation_margin=1.0)
+
+
+def test_a17_case_is_the_launch_command():
+    a17 = stated.A17_CASE
+    cfg = preset(a17["preset"])
+    assert (a17["tp"], a17["pp"], a17["dp"]) == (8, 1, 1)  # one machine of 8 cards
+    assert (cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.seq_len) == (40, 5120, 40, 4096)
+    assert set(stated.A17_READINGS.values()) <= set(a17["policies"])
+
+
+def test_checkpoint_readings_by_hand():
+    cfg = preset("article-13b")
+    kw = dict(micro_batch=1, tp=8, sequence_parallel=False)
+    layer = memory.activation_bytes_per_layer(cfg, recompute="none", **kw)
+    inp = memory.activation_bytes_per_layer(cfg, recompute="full", **kw)
+
+    def acts(policy):
+        plan = planner.parse_plan_policy(policy, cfg.n_layers)
+        return planner.activation_bytes(cfg, plan, micro_batch=1, tp=8, pp=1)
+
+    # uniform:12 → chunks 12, 12, 12, 4: the third chunk's backward holds two chunk inputs
+    # before it plus its own 12 layers
+    assert planner.parse_plan_policy("uniform:12", 40).segments(40) == [(12, True)] * 3 + [(4, True)]
+    assert acts("uniform:12")["peak_bytes"] == pytest.approx(2 * inp + 12 * layer)
+    assert acts("uniform:12")["recomputed_layers"] == 40
+    # block:12 peaks at the end of the forward pass: Table 2 with 12 layers recomputed
+    stored = memory.memory_per_device(cfg, micro_batch=1, tp=8, recompute="full", recompute_layers=12)
+    assert acts("block:12")["peak_bytes"] == pytest.approx(stored["activations_bytes"])
+    assert acts("block:12")["recomputed_layers"] == 12
+    # full = uniform:1: 39 layer inputs kept while the last layer is recomputed
+    assert acts("full")["peak_bytes"] == pytest.approx(39 * inp + layer)
+    assert acts("none")["peak_bytes"] == pytest.approx(40 * layer)
+    plans = planner.plan_case(stated.A17_CASE).set_index(["policy", "micro_batch"])
+    share = plans.recompute_flops_share
+    assert share[("uniform:12", 1)] == pytest.approx(share[("full", 1)])
+    assert share[("block:12", 1)] == pytest.approx(12 / 40 * share[("full", 1)])
+
+
+def test_chosen_plans_are_the_decision():
+    plans = planner.plans_table(stated.PLANNER_CASES)
+    chosen = planner.chosen_plans(plans)
+    assert len(chosen) == sum(len(c["policies"]) for c in stated.PLANNER_CASES)
+    for case_name, g in chosen.groupby("case"):
+        assert g.decision.sum() == 1
+        best = plans[(plans.case == case_name) & plans.fits].tokens_per_s.max()
+        assert g[g.decision].tokens_per_s.iloc[0] == best
+        assert planner.decision(plans, case_name) == (
+            f"{g[g.decision].policy.iloc[0]}@{int(g[g.decision].micro_batch.iloc[0])}"
+        )
+
+
+def test_sensitivity_tables():
+    p = Params()
+    table = sensitivity.decisions(p.planner_cases, throughput=p.throughput(), fragmentation_margin=0.1)
+    stated_row = table.iloc[0]
+    assert stated_row["assumption varied"] == "stated"
+    plans = planner.plans_table(p.planner_cases, throughput=p.throughput(), fragmentation_margin=0.1)
+    assert stated_row[stated.A17_CASE["name"]] == planner.decision(plans, stated.A17_CASE["name"])
+    # the peak utilisation scales every plan alike: it moves no decision
+    peak_rows = table[table["assumption varied"].str.startswith("peak_utilisation")]
+    assert len(peak_rows) and not peak_rows.drop(columns="assumption varied").stack().str.endswith("*").any()
+    a17 = sensitivity.a17_readings(
+        stated.A17_CASE, throughput=p.throughput(), fragmentation_margin=0.1, micro_batch=1
+    )
+    fits = [c for c in a17.columns if c.startswith("fits")]
+    assert len(fits) == len(stated.FRAGMENTATION_MARGIN_GRID)
+    assert (a17[fits].values[:, :-1] >= a17[fits].values[:, 1:]).all()  # more margin, fewer fits
+
+
+def test_zero_traffic_counts_every_micro_batch():
+    n = 1e9
+    for stage in (2, 3):  # one micro-batch per step: the paper's 2Ψ and 3Ψ
+        assert planner.zero_traffic_bytes(n, zero_stage=stage, accumulation_steps=1) == pytest.approx(
+            memory.zero_traffic_bytes_per_step(n, zero_stage=stage)
+        )
+    for m in (2, 8, 32):
+        z2 = planner.zero_traffic_bytes(n, zero_stage=2, accumulation_steps=m)
+        z3 = planner.zero_traffic_bytes(n, zero_stage=3, accumulation_steps=m)
+        assert z3 / z2 == pytest.approx(3 * m / (m + 1))
+    zero = planner.zero_comparison(**stated.A12_ZERO)
+    assert list(zero.accumulation_steps) == [32 // dp for dp in stated.A12_ZERO["dp_values"]]
+    assert (zero.zero3_gib < zero.zero2_gib).all() and (zero.traffic_ratio >= 1.5).all()
+    acc = sensitivity.a12_accumulation("article-13b", tp=8)
+    assert acc.traffic_ratio.iloc[0] == pytest.approx(1.5) and acc.traffic_ratio.is_monotonic_increasing
+
+
+def test_table2_split_matches_korthikanti():
+    split = analysis.table2_split()
+    assert split == {
+        "total_per_sbh": 34,
+        "mlp_per_sbh": 19,
+        "norms_per_sbh": 4,
+        "attention_per_sbh": 11,
+        "scores_per_as2b": 5,
+    }
+
+
+def test_magnitude_verdict():
+    band = (1.25, 96 / 72)
+    assert claims.magnitude_verdict(1.24, 1.40, band=band) == "confirmed"
+    assert claims.magnitude_verdict(1.02, 1.15, band=band) == "refuted"  # falls less than claimed
+    assert claims.magnitude_verdict(1.45, 1.60, band=band) == "refuted"  # more than the FLOPs explain
+    assert claims.magnitude_verdict(0.95, 1.30, band=band) == "inconclusive on this machine"
+
+
+def _records_with_times(none_s, full_s):
+    """Minimal records for the B7 analysis: paired step times of none and full."""
+    timing = [
+        {"policy": "none", "micro_batch": 1, "times_s": list(none_s), "paired": True},
+        {"policy": "full", "micro_batch": 1, "times_s": list(full_s), "paired": True},
+    ]
+    return {
+        "base_micro_batch": 1,
+        "config": {"seq_len": 8},
+        "policies": ["none", "full"],
+        "timing": timing,
+        "hardware_flops_per_token": {"none": 100.0, "full": 125.0},
+    }
+
+
+@pytest.mark.parametrize("ratio, verdict", [(1.3, "confirmed"), (1.05, "refuted"), (1.6, "refuted")])
+def test_b7_same_batch_against_the_claim(ratio, verdict):
+    none = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0, 1.01, 0.99]
+    records = _records_with_times(none, [t * ratio for t in none])
+    b = analysis.b7_same_batch(records)
+    assert b["time_ratio"] == pytest.approx(ratio) and b["paired"]
+    assert b["mfu_implied_percent"] == pytest.approx(50 / ratio)
+    assert b["megatron_time_ratio"] == pytest.approx(4 / 3) and b["mfu_megatron_percent"] == pytest.approx(
+        37.5
+    )
+    assert b["time_ratio_lo"] < ratio < b["time_ratio_hi"]
+    band = (b["claimed_time_ratio"], b["megatron_time_ratio"])
+    assert claims.magnitude_verdict(b["time_ratio_lo"], b["time_ratio_hi"], band=band) == verdict
 
 
 @pytest.mark.parametrize(
@@ -149,6 +292,9 @@ def test_planner_bad_cases():
         ({"preset": "no-such-model"}, "no-such-model"),
         ({"planner_cases": [{"name": "x"}]}, "misses"),
         ({"sequence": 4}, "unknown parameters: sequence"),
+        ({"fragmentation_margin": 1.0}, "fragmentation_margin"),
+        ({"planner_peak_utilisation": 1.5}, "planner_peak_utilisation"),
+        ({"timing_rounds": 1}, "timing_rounds"),
     ],
 )
 def test_parameters_refused_with_their_name(values, name):
@@ -169,9 +315,9 @@ def _cells(path):
 def _notebook_planner(p, tmp_path):
     """Run the notebook's planner cell as it stands, with ``p`` for its parameters."""
     from mfulab import plots, results
-    from mfulab.studies.recompute import figures, stated
+    from mfulab.studies.recompute import figures
 
-    cell = next(body for _, body in _cells(NOTEBOOK) if "planner.plans_table" in body)
+    cell = next(body for _, body in _cells(NOTEBOOK) if "analysis.planner_inputs" in body)
     ns = {
         "p": p,
         "out": tmp_path,
@@ -179,6 +325,7 @@ def _notebook_planner(p, tmp_path):
         "plots": plots,
         "figures": figures,
         "planner": planner,
+        "analysis": analysis,
         "stated": stated,
         "display": lambda *a: None,
     }
@@ -197,13 +344,16 @@ def test_notebook_defaults_run_the_planner(tmp_path):
     assert p == Params() and len(p.planner_cases) == 5
     plans = _notebook_planner(p, tmp_path)
     assert set(plans.case) == {c["name"] for c in p.planner_cases}
-    assert len(analysis._a17_claim(plans)) == 1
+    rows = claims.a17_claims(plans, p)
+    assert len(rows) == 2 and all(r.verdict == "analytic only" for r in rows)
+    assert any("article's own explanation" in r.measured and "block" in r.measured for r in rows)
 
 
 def test_no_planner_cases_give_an_empty_table(tmp_path):
-    plans = _notebook_planner(Params(planner_cases=()), tmp_path)
+    p = Params(planner_cases=())
+    plans = _notebook_planner(p, tmp_path)
     assert len(plans) == 0 and "fits" in plans.columns
-    assert analysis._a17_claim(plans) == []
+    assert claims.a17_claims(plans, p) == []
 
 
 def test_smoke_notebook(run_cli, tmp_path):

@@ -1,7 +1,7 @@
 """Analysis of the ``recompute`` study: Korthikanti's Table 2 against the exact saved-tensor
-count, the policy summary (memory, FLOPs, time, gradient gate), the memory-budget table
-(B7), bytes saved per recomputed FLOP (A14), the claims table (B7, A14, A17, A12) and the
-headline metrics.
+count, the policy summary (memory, FLOPs, time, gradient gate), the memory-budget table and
+the same-batch comparison (B7), bytes saved per recomputed FLOP (A14), the headline metrics
+and :func:`outcome` (the claims themselves are built in ``claims``).
 
 Every function reads the plain records of ``bench.measure`` (here or from another machine),
 the planner's tables (``planner``) or the articles' stated inputs (``stated``).
@@ -16,7 +16,7 @@ from ...results import run_identity
 from ...timing import compare_timings, summarize
 from ...verdicts import Claim
 from .planner import hardware_flops_per_token as planned_flops_per_token
-from .stated import A14_PRESET, A17_MICRO_BATCH, A17_POLICY, B7_MFU_PERCENT
+from .stated import A14_PRESET, B7_MFU_PERCENT, MEGATRON_FULL_RECOMPUTE_FLOPS_RATIO
 
 
 def reference_layer_terms(
@@ -147,9 +147,12 @@ def full_vs_none(records) -> dict:
 
 
 def _per_token_timing(records, policy, micro_batch):
+    """Per-token times of one timed point (round order kept: paired with the other points)."""
     t = next(r for r in records["timing"] if r["policy"] == policy and r["micro_batch"] == micro_batch)
     tokens = micro_batch * records["config"]["seq_len"]
-    return summarize([x / tokens for x in t["times_s"]], label=f"{policy}@{micro_batch}")
+    return summarize(
+        [x / tokens for x in t["times_s"]], label=f"{policy}@{micro_batch}", paired=t.get("paired", False)
+    )
 
 
 def budget_table(records):
@@ -262,129 +265,63 @@ def a14_table(records):
     return pd.DataFrame(rows)
 
 
-# ---------------------------------------------------------------------------- claims, metrics
-def _b7_claims(records, summary) -> list[Claim]:
-    out = []
+# ---------------------------------------------------------------------------- B7, text figures
+def b7_same_batch(records) -> dict:
+    """B7 at one micro-batch: the step-time ratio full/none from the interleaved timing (paired
+    rounds, interval widened by the run-to-run drift), the MFU it implies from the article's
+    50%, and the two expectations: the article's own 50% → 40% (a 1.25× step) and Megatron's
+    96/72 FLOPs (a 1.33× step, 50% → 37.5%), plus the hardware FLOPs counted here."""
     base_mb = records["base_micro_batch"]
     c = compare_timings(
         _per_token_timing(records, "none", base_mb), _per_token_timing(records, "full", base_mb)
     )
-    share = summary.loc["full", "recompute_flops_share"]
-    out.append(
-        Claim(
-            "B7",
-            f"full recompute lowers MFU ({B7_MFU_PERCENT[0]}% → {B7_MFU_PERCENT[1]}% in the article) "
-            "at the same batch",
-            f"step time full vs none at micro-batch {base_mb}; recomputed FLOPs from FlopCounterMode",
-            claims_mod.verdict_from_comparison(c, claimed="slower"),
-            f"MFU(full)/MFU(none) = {c.ratio:.2f} [{c.ratio_lo:.2f}, {c.ratio_hi:.2f}] (95% bootstrap); full "
-            f"recomputes {share:.0%} extra FLOPs, so at equal hardware efficiency MFU falls to "
-            f"{1 / (1 + share):.0%} of its value "
-            f"({B7_MFU_PERCENT[0]}% → {B7_MFU_PERCENT[0] / (1 + share):.0f}%)",
-        )
-    )
-    bt = budget_table(records).set_index("policy")
-    if bt.loc["none", "fits"] and bt.loc["full", "fits"]:
-        row = bt.loc["full"]
-        same_direction = (row.mfu_vs_none - 1) * (row.tokens_per_s_vs_none - 1) >= 0
-        out.append(
-            Claim(
-                "B7",
-                "with the memory freed for a larger batch, tokens/s can rise while MFU falls",
-                f"largest micro-batch within {records['params']['memory_budget_mib']} MiB per policy "
-                f"(none: {int(bt.loc['none', 'micro_batch'])}, full: {int(row.micro_batch)}); "
-                "tokens/s and MFU",
-                "refuted" if same_direction else "confirmed",
-                f"tokens/s full/none = {row.tokens_per_s_vs_none:.2f} [{row.ratio_lo:.2f}, "
-                f"{row.ratio_hi:.2f}] "
-                f"({row.verdict}); MFU moves by exactly the same factor ({row.mfu_vs_none:.2f}) "
-                "because model "
-                f"FLOPs per token do not change with recompute: MFU and tokens/s cannot move in opposite "
-                f"directions; only HFU ({row.hfu_vs_none:.2f}×) carries the recomputation",
-            )
-        )
-    return out
+    before, after = B7_MFU_PERCENT
+    counted = records["hardware_flops_per_token"]["full"] / records["hardware_flops_per_token"]["none"]
+    time_ratio = 1 / c.ratio  # compare_timings: baseline/candidate; here full/none
+    return {
+        "micro_batch": base_mb,
+        "time_ratio": time_ratio,
+        "time_ratio_lo": 1 / c.ratio_hi,
+        "time_ratio_hi": 1 / c.ratio_lo,
+        "paired": c.paired,
+        "rounds": len(next(r for r in records["timing"] if r["policy"] == "none")["times_s"]),
+        "claimed_time_ratio": before / after,
+        "megatron_time_ratio": MEGATRON_FULL_RECOMPUTE_FLOPS_RATIO,
+        "counted_flops_ratio": counted,
+        "mfu_before_percent": before,
+        "mfu_claimed_percent": after,
+        "mfu_implied_percent": before / time_ratio,
+        "mfu_implied_lo_percent": before * c.ratio_lo,
+        "mfu_implied_hi_percent": before * c.ratio_hi,
+        "mfu_megatron_percent": before / MEGATRON_FULL_RECOMPUTE_FLOPS_RATIO,
+        # HFU(full)/HFU(none) at the same batch: hardware FLOPs ratio over time ratio
+        "hfu_ratio": counted / time_ratio,
+    }
 
 
-def _a14_claim(records) -> list[Claim]:
-    a14 = a14_table(records)
-    measured = a14[a14["where"].str.startswith("measured")].set_index("policy")
-    analytic = a14[a14["where"].str.startswith("analytic")].set_index("policy")
-    if not {"selective", "mlp"} <= set(measured.index):
-        return []
-    sel = measured.loc["selective", "bytes_per_recomputed_flop"]
-    mlp = measured.loc["mlp", "bytes_per_recomputed_flop"]
-    a_sel = analytic.loc["selective", "bytes_per_recomputed_flop"]
-    a_mlp = analytic.loc["mlp", "bytes_per_recomputed_flop"]
-    return [
-        Claim(
-            "A14",
-            "selective recompute should recompute the MLP and keep the attention activations",
-            "activation bytes saved per recomputed FLOP, attention core vs MLP "
-            "(exact saved bytes, FlopCounterMode)",
-            "refuted" if sel > mlp else "confirmed",
-            f"measured: attention core {sel:.3g} B/FLOP vs MLP {mlp:.3g} B/FLOP "
-            f"({sel / mlp:.0f}×); {A14_PRESET} "
-            f"analytic: {a_sel:.3g} vs {a_mlp:.3g} B/FLOP ({a_sel / a_mlp:.0f}×); "
-            ""
-            "with a flash kernel the a·s² tensors are never stored and the attention-core "
-            "advantage disappears",
-        )
-    ]
+def table2_split(cfg: TransformerConfig | None = None) -> dict:
+    """Korthikanti et al. 2022 (Sec. 4.1, Table 2) per layer, in bytes per s·b·h for 16-bit
+    activations with dropout, computed from ``memory.activation_bytes_per_layer``: the total
+    without the a·s²·b terms (34), the MLP's share (what the ``mlp`` policy drops: 19), the two
+    LayerNorm inputs (2 × 2 bytes) and the attention block's remainder (11), plus the
+    coefficient of a·s²·b (5)."""
+    cfg = cfg or preset(A14_PRESET)
+    sbh = cfg.seq_len * cfg.d_model
+    as2b = cfg.n_heads * cfg.seq_len**2
+    none = memory.activation_bytes_per_layer(cfg, micro_batch=1)
+    selective = memory.activation_bytes_per_layer(cfg, micro_batch=1, recompute="selective")
+    mlp = memory.activation_bytes_per_layer(cfg, micro_batch=1, recompute="mlp")
+    total, mlp_part, norms = selective / sbh, (none - mlp) / sbh, 2 * 2
+    return {
+        "total_per_sbh": total,
+        "mlp_per_sbh": mlp_part,
+        "norms_per_sbh": norms,
+        "attention_per_sbh": total - mlp_part - norms,
+        "scores_per_as2b": (none - selective) / as2b,
+    }
 
 
-def _a17_claim(plans) -> list[Claim]:
-    a17 = plans[plans.case.str.startswith("A17")]
-
-    def pick(policy):
-        r = a17[(a17.policy == policy) & (a17.micro_batch == A17_MICRO_BATCH)]
-        return r.iloc[0] if len(r) else None
-
-    k12, none = pick(A17_POLICY), pick("none")
-    if k12 is None or none is None:
-        return []
-    return [
-        Claim(
-            "A17",
-            "13B, TP=8, 40 layers, seq 4096, micro-batch 1, ZeRO-2, recompute 12 of 40 layers fits in 64 GB",
-            "memory model (Korthikanti Table 2 + ZeRO) for the stated setup, dp = 4 (32 cards, the "
-            "A4 setting)",
-            "analytic only",
-            f"{k12.total_gib:.1f} GiB with 12 layers recomputed ({'fits' if k12.fits else 'does not fit'}); "
-            f"{none.total_gib:.1f} GiB with no recompute ({'fits' if none.fits else 'does not fit'}); "
-            f"model states {none.model_states_gib:.1f} GiB; predicted tokens/s without recompute "
-            f"{(none.tokens_per_s or 0) / (k12.tokens_per_s or 1):.2f}× the 12-layer setting",
-        )
-    ]
-
-
-def claims(records, plans, zero_df) -> list[Claim]:
-    """The claims table of this study (B7, A14, A17, A12), verdicts computed from numbers;
-    an empty planner table (no ``planner_cases``) leaves A17 out."""
-    out = []
-    summary = policy_summary(records).set_index("policy")
-    if "full" in summary.index:
-        out += _b7_claims(records, summary)
-    out += _a14_claim(records)
-    out += _a17_claim(plans)
-    if len(zero_df):
-        r = zero_df.iloc[0]
-        out.append(
-            Claim(
-                "A12",
-                "ZeRO-3 saves memory over ZeRO-2 at the cost of extra parameter all-gathers",
-                "ZeRO model-state formulas and per-step traffic (Rajbhandari et al. 2020)",
-                "analytic only",
-                f"{r.preset}, TP={r.tp}, dp={r.dp}: ZeRO-2 {r.zero2_gib:.1f} GiB vs ZeRO-3 "
-                f"{r.zero3_gib:.1f} GiB per device (saves {r.saved_gib:.1f} GiB, {r.saved_share_of_card:.0%} "
-                f"of the card); traffic {r.zero2_traffic_gib:.1f} → {r.zero3_traffic_gib:.1f} GiB "
-                "per step (+50%)",
-            )
-        )
-    return out
-
-
-def headline_metrics(records, plans, zero_df) -> dict:
+def headline_metrics(records, claim_list) -> dict:
     """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
     s = policy_summary(records)
     lm = layer_model_vs_measured(records)
@@ -401,15 +338,25 @@ def headline_metrics(records, plans, zero_df) -> dict:
         "full_recompute_step_time_ratio": full["step_time_ratio"],
         "gradient_max_abs_diff": records["gradient_max_abs_diff"],
         "skipped_policies": records["skipped"],
-        "claims": claims_mod.records(claims(records, plans, zero_df)),
+        "claims": claims_mod.records(claim_list),
     }
+
+
+def planner_inputs(p):
+    """The planner's table and the ZeRO comparison under ``p``'s stated assumptions."""
+    from . import planner, stated
+
+    plans = planner.plans_table(
+        p.planner_cases, throughput=p.throughput(), fragmentation_margin=p.fragmentation_margin
+    )
+    return plans, planner.zero_comparison(**stated.A12_ZERO)
 
 
 def outcome(records, p) -> tuple[list[Claim], dict]:
     """The claims and headline metrics the notebook publishes (also ``make stability``):
     the measured records plus the planner's cases and the ZeRO comparison of ``p``."""
-    from . import planner, stated
+    from .claims import claims
 
-    plans = planner.plans_table(p.planner_cases)
-    zero = planner.zero_comparison(**stated.A12_ZERO)
-    return claims(records, plans, zero), headline_metrics(records, plans, zero)
+    plans, zero = planner_inputs(p)
+    claim_list = claims(records, plans, zero, p)
+    return claim_list, headline_metrics(records, claim_list)

@@ -18,7 +18,8 @@ Measurements:
   on GPU.
 - **Hardware FLOPs** with ``FlopCounterMode`` over forward + backward, which also counts the
   recomputed forward; naive attention so the counter sees the attention matmuls on CPU.
-- **Step time** of forward + backward with the Timer harness.
+- **Step time** of forward + backward, every (policy, micro-batch) point timed interleaved in
+  rounds (``timing.interleaved``), so comparisons between policies are paired by round.
 - **Correctness gate**: every policy's gradients equal those of ``none``.
 """
 
@@ -28,7 +29,7 @@ from ... import hardware, memprobe
 from ...config import ParameterError, TransformerConfig, check_recompute
 from .params import POLICIES, Params
 
-BENCHMARK_VERSION = {"saved_bytes": 1, "peak_memory": 1, "step_time": 1, "hardware_flops": 1}
+BENCHMARK_VERSION = {"saved_bytes": 1, "peak_memory": 1, "step_time": 2, "hardware_flops": 1}
 PEAK_WORKER = "mfulab.studies.recompute.bench:_peak_worker"
 
 
@@ -178,36 +179,36 @@ def gradients(
     return {n: p.grad.detach().clone() for n, p in model.named_parameters()}
 
 
-def step_time(
+def step_times(
     cfg: TransformerConfig,
+    points,
     *,
-    policy: str,
     every_k: int,
     attn_impl: str,
     device: str,
-    micro_batch: int,
-    min_run_time_s: float,
+    rounds: int,
     num_threads: int,
-):
+) -> dict:
+    """Forward + backward time of every (policy, micro-batch) in ``points``, timed
+    interleaved (``timing.interleaved``: each round runs every point once, in a shuffled
+    order), so that drift hits every policy alike and the rounds pair up in comparisons."""
     import torch
 
-    from ...timing import time_fn
+    from ...timing import interleaved
 
-    model = _build(cfg, policy, every_k, attn_impl, device)
-    idx = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len), device=device)
+    steps = {}
+    for policy, micro_batch in points:
+        model = _build(cfg, policy, every_k, attn_impl, device)
+        idx = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len), device=device)
 
-    def step():
-        model.zero_grad(set_to_none=True)
-        _, loss = model(idx, idx)
-        loss.backward()
+        def step(model=model, idx=idx):
+            model.zero_grad(set_to_none=True)
+            _, loss = model(idx, idx)
+            loss.backward()
 
-    return time_fn(
-        step,
-        label=f"{policy}@{micro_batch}",
-        device=device,
-        num_threads=num_threads,
-        warmup=2,
-        min_run_time_s=min_run_time_s,
+        steps[f"{policy}@{micro_batch}"] = step
+    return interleaved(
+        steps, rounds=rounds, device=device, num_threads=num_threads, warmup=1, desc="step time (interleaved)"
     )
 
 
@@ -283,17 +284,17 @@ def measure(p: Params) -> dict:
         {(q, base_mb) for q in policies}
         | {(q, mb) for q, mb in rec["chosen_micro_batch"].items() if mb is not None}
     )
-    rec["timing"] = []
-    for q, mb in progress(timing_points, "step time"):
-        t = step_time(
-            cfg,
-            policy=q,
-            every_k=every_k,
-            attn_impl=attn,
-            device=device,
-            micro_batch=mb,
-            min_run_time_s=p.min_run_time_s,
-            num_threads=threads,
-        )
-        rec["timing"].append({"policy": q, "micro_batch": mb, **t.to_dict(with_samples=True)})
+    timed = step_times(
+        cfg,
+        timing_points,
+        every_k=every_k,
+        attn_impl=attn,
+        device=device,
+        rounds=p.timing_rounds,
+        num_threads=threads,
+    )
+    rec["timing"] = [
+        {"policy": q, "micro_batch": mb, **timed[f"{q}@{mb}"].to_dict(with_samples=True)}
+        for q, mb in timing_points
+    ]
     return rec

@@ -7,6 +7,7 @@ import seaborn as sns
 
 from ...plots import label
 from .analysis import budget_table, full_vs_none, layer_model_vs_measured, policy_summary, saved_table
+from .planner import chosen_plans
 
 
 def plot_saved_by_op(records):
@@ -109,10 +110,17 @@ def plot_budget(records):
 
 
 def plot_plans(plans):
-    """Planner memory per device at the smallest micro-batch, per case and policy, vs the card."""
+    """The planner's decision per case: for each policy the micro-batch it would run (the most
+    tokens/s that fits the card less the fragmentation margin), its memory per device, and
+    the case's chosen policy marked; a policy with nothing that fits shows its smallest
+    micro-batch, hatched. One panel per case (device memories differ)."""
+    import textwrap
 
-    fig, ax = plt.subplots(figsize=(7.5, 4))
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     if not len(plans):
+        fig, ax = plt.subplots(figsize=(7.5, 3))
         ax.text(
             0.5,
             0.5,
@@ -123,23 +131,82 @@ def plot_plans(plans):
         )
         ax.set_axis_off()
         return fig
-    best = plans.sort_values("micro_batch").groupby(["case", "policy"]).first().reset_index()
-    order = list(dict.fromkeys(best.case))
-    sns.barplot(data=best, x="case", y="total_gib", hue="policy", order=order, ax=ax)
-    for i, case in enumerate(order):
-        capacity = best[best.case == case].device_memory_gib.iloc[0]
-        ax.hlines(
-            capacity,
-            i - 0.45,
-            i + 0.45,
-            colors="black",
-            linestyles="--",
-            linewidth=1,
-            label="device memory" if i == 0 else None,
+    chosen = chosen_plans(plans)
+    cases = list(dict.fromkeys(chosen.case))
+    palette = sns.color_palette("colorblind")
+    colours = {"decision": palette[2], "fits": palette[0], "no": palette[3]}
+    bars = [int((chosen.case == case).sum()) for case in cases]
+    fig, axes = plt.subplots(
+        1,
+        len(cases),
+        figsize=(0.5 * sum(bars) + 0.5 * len(cases) + 0.8, 4.6),
+        squeeze=False,
+        gridspec_kw={"width_ratios": bars},
+    )
+    for ax, case in zip(axes[0], cases):
+        g = chosen[chosen.case == case].reset_index(drop=True)
+        kinds = ["decision" if d else "fits" if f else "no" for d, f in zip(g.decision, g.fits)]
+        ax.bar(
+            range(len(g)),
+            g.total_gib,
+            color=[colours[k] for k in kinds],
+            hatch=["//" if k == "no" else "" for k in kinds],
+            edgecolor="black",
+            linewidth=0.6,
         )
-    ax.legend(fontsize=8)
-    ax.set_ylabel("memory per device at the smallest micro-batch (GiB)")
-    ax.set_xlabel("")
-    ax.tick_params(axis="x", rotation=15)
-    ax.set_title("Which policies fit: planner memory per device vs the card (dashed)")
+        for i, (row, kind) in enumerate(zip(g.itertuples(), kinds)):
+            ax.text(
+                i,
+                row.total_gib * 0.97,
+                f"mb {int(row.micro_batch)}",
+                ha="center",
+                va="top",
+                fontsize=8,
+                color="white",
+                fontweight="bold",
+                bbox={"facecolor": "black", "alpha": 0.35, "pad": 1, "linewidth": 0}
+                if kind == "no"
+                else None,
+            )
+            if kind == "decision":
+                ax.annotate(
+                    "chosen",
+                    (i, row.total_gib),
+                    textcoords="offset points",
+                    xytext=(0, 3),
+                    ha="center",
+                    va="bottom",
+                    fontsize=8,
+                    fontweight="bold",
+                )
+        capacity, usable = g.device_memory_gib.iloc[0], g.usable_gib.iloc[0]
+        ax.axhline(capacity, color="black", linestyle="--", linewidth=1)
+        ax.axhline(usable, color="black", linestyle=":", linewidth=1.2)
+        ax.set_ylim(0, 1.22 * max(capacity, g.total_gib.max()))
+        ax.set_xticks(range(len(g)), g.policy, rotation=35, ha="right", fontsize=9)
+        ax.set_title(textwrap.fill(case, 18), fontsize=9)
+        ax.set_ylabel("memory per device (GiB)" if ax is axes[0][0] else "")
+    margin = 1 - usable / capacity
+    handles = [
+        Patch(
+            facecolor=colours["decision"], edgecolor="black", label="chosen plan (most tokens/s that fits)"
+        ),
+        Patch(facecolor=colours["fits"], edgecolor="black", label="policy's best micro-batch, fits"),
+        Patch(
+            facecolor=colours["no"],
+            edgecolor="black",
+            hatch="//",
+            label="nothing fits (smallest micro-batch)",
+        ),
+        Line2D([], [], color="black", linestyle="--", label="device memory"),
+        Line2D([], [], color="black", linestyle=":", label=f"usable: device memory − {margin:.0%} margin"),
+    ]
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    winners = chosen[chosen.decision].policy.value_counts()
+    fig.suptitle(
+        f"Planner decision: {winners.index[0]} wins in {winners.iloc[0]} of {len(cases)} cases "
+        "(each bar: a policy at its best micro-batch 'mb'; assumed throughput curve)",
+        fontsize=11,
+    )
+    fig.tight_layout(rect=(0, 0.09, 1, 0.96))
     return fig

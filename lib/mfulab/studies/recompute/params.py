@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ...config import RECOMPUTE_POLICIES, preset
 from ...params import StudyParams, param
-from .planner import check_case
+from .planner import ThroughputModel, check_case
 from .stated import PLANNER_CASES
 
 POLICIES = tuple(RECOMPUTE_POLICIES)  # the study measures every policy of the vocabulary
@@ -39,12 +39,39 @@ class Params(StudyParams):
         unit="MiB",
         positive=True,
     )
-    min_run_time_s: float = param(1.0, "minimum time of each timed point", unit="s", positive=True)
+    timing_rounds: int = param(
+        6,
+        "rounds of the interleaved step timing (each round times every policy and micro-batch once)",
+        unit="rounds",
+        positive=True,
+    )
     planner_cases: tuple[dict, ...] = param(
         list(PLANNER_CASES),
         "analytic planner cases (name, preset, "
         "device_memory_gib, peak_flops_per_s, tp, pp, dp, zero_stage, "
         "global_batch, micro_batches, policies); see stated.py",
+    )
+    planner_peak_utilisation: float = param(
+        0.55,
+        "planner assumption (not measured): share of peak FLOP/s reached on hardware FLOPs at large "
+        "micro-batches; scales every plan alike (sensitivity table in notebook 04)",
+        unit="fraction",
+        positive=True,
+    )
+    planner_half_saturation_tokens: float = param(
+        2048,
+        "planner assumption (not measured): tokens per micro-batch at which a device reaches half "
+        "of planner_peak_utilisation (sensitivity table in notebook 04)",
+        unit="tokens",
+        non_negative=True,
+    )
+    fragmentation_margin: float = param(
+        0.1,
+        "share of device memory the planner keeps free (allocator fragmentation, runtime context, "
+        "communication buffers): our assumption; ZeRO (Rajbhandari et al. 2020, Sec. 3.2) saw OOM with "
+        "over 30% free in extreme cases",
+        unit="fraction",
+        non_negative=True,
     )
 
     def check(self) -> None:
@@ -60,9 +87,16 @@ class Params(StudyParams):
         self.require_choice("attn_impl", ATTN_IMPLS)
         for case in self.planner_cases:
             check_case(case)
+        self.require("planner_peak_utilisation", self.planner_peak_utilisation <= 1, "at most 1")
+        self.require("fragmentation_margin", self.fragmentation_margin < 1, "below 1")
+        self.require("timing_rounds", self.timing_rounds >= 2, "at least 2 (a paired comparison)")
 
     def prepare(self) -> None:
         self.resolve_device()
 
     def model_config(self):
         return preset(self.preset).with_(seq_len=self.seq_len)
+
+    def throughput(self) -> ThroughputModel:
+        """The planner's stated throughput assumption."""
+        return ThroughputModel(self.planner_peak_utilisation, self.planner_half_saturation_tokens)

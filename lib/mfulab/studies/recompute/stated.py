@@ -1,5 +1,6 @@
-"""What the source articles state for the ``recompute`` claims, and the planner cases built
-from them (article ids as in ``docs/claims.md``). These are inputs under test, not results."""
+"""What the source articles state for the ``recompute`` claims, the planner cases built from
+them, and the published constants the checks compare against (article ids as in
+``docs/claims.md``). These are inputs under test or cited figures, not results."""
 
 from pathlib import Path
 
@@ -10,17 +11,54 @@ PLANNER_CASES = tuple(yaml.safe_load(Path(__file__).with_name("planner_cases.yam
 
 # B7 — article B §2.3 (and §6.3): full recompute took MFU from 50% to 40% (an anecdote).
 B7_MFU_PERCENT = (50, 40)
+# What full recompute costs in FLOPs by Megatron's count: 96·B·s·l·h²(…) per iteration with
+# full recompute (Narayanan et al. 2021, Eq. 3) against 72·B·s·l·h²(…) without (Korthikanti
+# et al. 2022, Sec. 6): one more forward pass of every layer, +33% FLOPs. At equal hardware
+# efficiency the step takes 96/72 = 1.33× as long and MFU falls to 72/96 of its value.
+MEGATRON_FULL_RECOMPUTE_FLOPS_RATIO = 96 / 72
 
 # A14 — article A §5.1: recompute the MLP and keep the attention activations. The analytic
 # side of the check takes one layer of the article's 13B shape (bf16, dropout, s = 4096).
 A14_PRESET = "article-13b"
 
-# A17 — article A §6.1: the first planner case (planner_cases.yaml says what is stated and how
-# the planner reads it).
+# A17 — article A §6.1: the first planner case is the launch command (planner_cases.yaml).
+# ``--recompute-method uniform --recompute-num-layers 12`` has two readings:
+# - ``uniform:12``: what Megatron-LM and MindSpeed do (megatron/core/transformer/
+#   transformer_block.py, ``_checkpointed_forward``): the 40 layers are checkpointed in
+#   chunks of 12 (12, 12, 12, 4), so *every* layer is recomputed, and one chunk's activations
+#   are alive while that chunk runs its backward;
+# - ``block:12``: what ``--recompute-method block`` does, and what the article's own
+#   explanation says the flag controls: "控制重计算的层数" (it sets how many layers are
+#   recomputed; tune it from more to fewer by measured memory): the first 12 layers.
 A17_CASE = PLANNER_CASES[0]
-A17_POLICY = "every_k:12"  # the stated setting
+A17_READINGS = {"uniform": "uniform:12", "block": "block:12"}
+A17_ARTICLE_READING = "block"  # the article's explanation, not its command
 A17_MICRO_BATCH = 1
 
 # A12 — article A §4.2 (also article B §6.3): ZeRO-3 over ZeRO-2 for the 13B model at TP = 8
-# on 64 GB cards, at several data-parallel widths.
-A12_ZERO = {"preset_name": "article-13b", "tp": 8, "dp_values": [4, 16, 64], "device_memory_gib": 64}
+# on 64 GB cards at several data-parallel widths, with the global batch of the article's
+# command (32 sequences, micro-batch 1): dp = 4 accumulates 8 micro-batches per optimizer step.
+A12_ZERO = {
+    "preset_name": "article-13b",
+    "tp": 8,
+    "dp_values": [4, 8, 16, 32],
+    "device_memory_gib": 64,
+    "global_batch": 32,
+    "micro_batch": 1,
+}
+
+# Memory the planner keeps free on every card: allocator fragmentation, the runtime's context
+# and communication buffers. Rajbhandari et al. 2020 (ZeRO), Sec. 3.2: fragmentation caused
+# "out of memory issue with over 30% of memory still available in some extreme cases". The
+# default (10%) is our assumption; the sensitivity tables run 0 to that 30%.
+FRAGMENTATION_MARGIN_GRID = (0.0, 0.1, 0.2, 0.3)
+
+# The planner's throughput curve is an assumption (planner.ThroughputModel); the sensitivity
+# tables run its half-saturation point over this grid (tokens per micro-batch; 0: a device
+# that is as efficient at one sequence as at many). Its peak utilisation scales every plan
+# alike, so it moves no decision; the grid brackets the articles' MFUs (A: 30% → 45%, B: 35-50%).
+HALF_SATURATION_GRID = (0, 512, 2048, 8192)
+PEAK_UTILISATION_GRID = (0.35, 0.55)
+
+# A12: micro-batches accumulated per optimizer step in the traffic sensitivity table.
+ACCUMULATION_STEPS_GRID = (1, 2, 4, 8, 16, 32)

@@ -1,0 +1,96 @@
+"""Sensitivity of the ``recompute`` study's at-scale conclusions to their assumed inputs
+(docs: issue "assumptions in the open"): the planner's decisions against its throughput
+curve and the fragmentation margin (A17 and the other cases), the article's launch command
+under both readings of its recompute flag against the margin (A17), and ZeRO-3's extra
+traffic against the micro-batches accumulated per optimizer step (A12).
+
+Each function returns a DataFrame the notebook displays and saves; the grids are named in
+``stated``. No torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ... import flops
+from ...config import preset
+from . import stated
+from .planner import ThroughputModel, chosen_plans, plans_table, zero_traffic_bytes
+
+
+def _scenarios(throughput: ThroughputModel, margin: float):
+    """One-at-a-time variations around the stated assumptions: (label, throughput, margin)."""
+    yield "stated", throughput, margin
+    for u in stated.PEAK_UTILISATION_GRID:
+        if u != throughput.peak_utilisation:
+            yield f"peak_utilisation={u:g}", replace(throughput, peak_utilisation=u), margin
+    for x in stated.HALF_SATURATION_GRID:
+        if x != throughput.half_saturation_tokens:
+            yield f"half_saturation_tokens={x:g}", replace(throughput, half_saturation_tokens=x), margin
+    for f in stated.FRAGMENTATION_MARGIN_GRID:
+        if f != margin:
+            yield f"fragmentation_margin={f:g}", throughput, f
+
+
+def decisions(cases, *, throughput: ThroughputModel, fragmentation_margin: float):
+    """The planner's decision (``policy@micro-batch`` with the most tokens/s that fits) per
+    case, under the stated assumptions and with each assumption varied alone; a ``*`` marks a
+    decision that differs from the stated one."""
+    import pandas as pd
+
+    rows, stated_row = [], None
+    for label, tm, margin in _scenarios(throughput, fragmentation_margin):
+        chosen = chosen_plans(plans_table(cases, throughput=tm, fragmentation_margin=margin))
+        row = {"assumption varied": label}
+        for case in dict.fromkeys(c["name"] for c in cases):
+            best = chosen[(chosen.case == case) & chosen.decision]
+            row[case] = (
+                f"{best.policy.iloc[0]}@{int(best.micro_batch.iloc[0])}" if len(best) else "nothing fits"
+            )
+        stated_row = stated_row or dict(row)
+        rows.append(
+            {k: v if k == "assumption varied" or v == stated_row[k] else f"{v} *" for k, v in row.items()}
+        )
+    return pd.DataFrame(rows)
+
+
+def a17_readings(case: dict, *, throughput: ThroughputModel, fragmentation_margin: float, micro_batch: int):
+    """The launch command's micro-batch under every policy of the A17 case, both readings of
+    ``--recompute-method uniform --recompute-num-layers 12`` among them: memory, recomputed
+    FLOPs, predicted tokens/s, and whether it fits at each fragmentation margin of the grid."""
+    plans = plans_table([case], throughput=throughput, fragmentation_margin=0.0)
+    plans = plans[plans.micro_batch == micro_batch].reset_index(drop=True)
+    reading = {v: f"{k} reading" for k, v in stated.A17_READINGS.items()}
+    out = plans[["policy", "total_gib", "activations_gib", "recompute_flops_share"]].copy()
+    out.insert(1, "reading of the flag", out.policy.map(reading).fillna(""))
+    stated_plans = plans_table([case], throughput=throughput, fragmentation_margin=fragmentation_margin)
+    tps = stated_plans[stated_plans.micro_batch == micro_batch].set_index("policy").tokens_per_s
+    out["tokens_per_s"] = out.policy.map(tps)
+    for margin in stated.FRAGMENTATION_MARGIN_GRID:
+        usable_gib = case["device_memory_gib"] * (1 - margin)
+        out[f"fits, {margin:.0%} margin ({usable_gib:.1f} GiB)"] = out.total_gib <= usable_gib
+    return out
+
+
+def a12_accumulation(preset_name: str, *, tp: int, steps=stated.ACCUMULATION_STEPS_GRID):
+    """ZeRO-2 vs ZeRO-3 data-parallel bytes per device and optimizer step, per number of
+    micro-batches accumulated per step (``planner.zero_traffic_bytes``): the ratio is 1.5 at
+    one micro-batch per step (the paper's count) and tends to 3 as accumulation grows."""
+    import pandas as pd
+
+    n = flops.param_count(preset(preset_name)) / tp
+    rows = []
+    for m in steps:
+        z2 = zero_traffic_bytes(n, zero_stage=2, accumulation_steps=m)
+        z3 = zero_traffic_bytes(n, zero_stage=3, accumulation_steps=m)
+        rows.append(
+            {
+                "accumulation_steps": m,
+                "zero2_traffic_gib": z2 / 2**30,
+                "zero3_traffic_gib": z3 / 2**30,
+                "extra_gib": (z3 - z2) / 2**30,
+                "traffic_ratio": z3 / z2,
+                "zero3_moves_more": z3 > z2,
+            }
+        )
+    return pd.DataFrame(rows)
