@@ -1,5 +1,7 @@
 """Dataloader formats: round trips at several worker counts (fork and spawn), corrupt inputs,
-page-cache eviction, units, parameters, and the smoke profile end to end."""
+page-cache eviction and open counting, the interleaved warm and cold rounds, the claims' rules
+on constructed records (B11 format, latency emulation and workers, B2, B12), the stall
+figure's legend, units, parameters, and the smoke profile end to end."""
 
 import json
 import os
@@ -8,7 +10,8 @@ import pickle
 import pytest
 
 from mfulab.config import ParameterError
-from mfulab.studies.dataloader import analysis, bench, formats
+from mfulab.studies.dataloader import analysis, bench, cache, formats
+from mfulab.studies.dataloader import claims as claims_mod
 from mfulab.studies.dataloader import corpus as corpus_mod
 from mfulab.studies.dataloader.params import FORMATS, Params
 
@@ -134,13 +137,52 @@ def test_truncated_memmap_and_corrupt_parquet(tmp_path):
 
 
 def test_evict_takes_effect(tmp_path):
+    """posix_fadvise(DONTNEED) drops a file's pages without root, with and without the fsync
+    (a flushed file has no dirty pages left)."""
     path = tmp_path / "blob.bin"
     path.write_bytes(os.urandom(4 << 20))
     with open(path, "rb") as f:
         f.read()
-    assert bench.resident_fraction(path) > 0.5
-    bench.evict([path])
-    assert bench.resident_fraction(path) < 0.2
+    assert cache.resident_fraction(path) > 0.5
+    cache.evict([path])
+    assert cache.resident_fraction(path) < 0.2
+    with open(path, "rb") as f:
+        f.read()
+    assert cache.resident_fraction(path) > 0.5
+    cache.evict([path], flush=False)
+    assert cache.sampled_resident_fraction([path]) < 0.2
+
+
+def test_count_opens_counts_the_files_an_epoch_opens(corpus):
+    """One open per sample for small JSON files, one per shard for tar, none during a memmap
+    epoch (the mapping is opened when the dataset is built); opens elsewhere are not counted."""
+    root, samples, expected = corpus
+    opened = {}
+    for fmt in ("json_files", "tar", "memmap"):
+        loader = _loader(fmt, root, 0)
+        with cache.count_opens(root / fmt) as count:
+            (root / "elsewhere.txt").write_text("x")
+            assert bench.run_epochs(loader, 1, expected)[0]["intact"]
+        opened[fmt] = count.n
+    assert opened == {"json_files": len(samples), "tar": len(formats.format_files("tar", root)), "memmap": 0}
+    with pytest.raises(RuntimeError, match="nest"):
+        with cache.count_opens(root), cache.count_opens(root):
+            pass
+
+
+def test_cold_rounds_are_interleaved_evicted_and_counted(corpus):
+    root, samples, expected = corpus
+    p = Params(device="cpu", formats=["json_files", "tar"], cold_rounds=3, batch_size=16, seq_len=64)
+    written = {f: {"bytes": 1} for f in p.formats}
+    rows = bench.cold_rounds(p, root, expected, written)
+    assert len(rows) == 6 and all(r["cache"] == "cold" and r["intact"] for r in rows)
+    for rnd in range(3):  # every format once per round: the rounds are paired samples
+        assert sorted(r["format"] for r in rows if r["epoch"] == rnd) == ["json_files", "tar"]
+    assert all(r["resident_after_evict"] < 0.2 for r in rows)
+    assert {r["format"]: r["files_opened"] for r in rows} == {
+        "json_files": len(samples),
+        "tar": len(formats.format_files("tar", root)),
+    }
 
 
 def test_free_space_check(tmp_path):
@@ -159,6 +201,7 @@ def test_throughput_unit_is_mib_per_s(corpus):
     written = {"memmap": {"bytes": 5 * 2**20}}  # a known byte count
     rows = bench.loader_sweep(p, root, expected, written)
     assert len(rows) == 2 and all("mb_per_s" not in r for r in rows)
+    assert sorted(r["epoch"] for r in rows) == [0, 1]  # one epoch of every setting per round
     for r in rows:
         assert r["mib_per_s"] == pytest.approx(5 / r["epoch_s"])
 
@@ -254,4 +297,167 @@ def test_smoke_notebook(run_cli, tmp_path):
     assert metrics["memmap_over_json_files_throughput"] > 0
     assert 0 <= metrics["worst_stall_fraction_real"] <= 1
     assert metrics["usable_cpus"] == len(os.sched_getaffinity(0))
-    assert {c["id"] for c in metrics["claims"]} >= {"B11", "B2"}
+    assert metrics["tar_over_json_files_cold_throughput"] > 0
+    verdicts = {(c["id"], c["verdict"]) for c in metrics["claims"]}
+    assert {i for i, _ in verdicts} == {"B11", "B2", "B12"}
+    assert ("B2", "confirmed") not in verdicts  # shown, or not checkable by construction
+
+
+# ---------------------------------------------------------------------------- claims on constructed records
+def _records(
+    *, json_s=(2.0, 2.1, 1.9, 2.0), tar_s=(1.0, 1.05, 0.95, 1.0), cpus=2, workers=(0, 2), ckpt=(0.1, 0.2)
+):
+    """Records with cold rounds (1000 samples: 1000 JSON files vs 2 tar shards), warm epochs,
+    stall runs and the checkpoint A/B, shaped as ``bench.measure`` writes them."""
+    n = 1000
+    sweep = []
+    for fmt, times, opened in (("json_files", json_s, n), ("tar", tar_s, 2)):
+        for rnd, t in enumerate(times):
+            sweep.append(
+                {
+                    "format": fmt,
+                    "num_workers": 0,
+                    "persistent_workers": False,
+                    "cache": "cold",
+                    "epoch": rnd,
+                    "epoch_s": t,
+                    "samples": n,
+                    "files_opened": opened,
+                    "resident_after_evict": 0.0,
+                    "samples_per_s": n / t,
+                    "intact": True,
+                }
+            )
+        for w in workers:
+            for pers in (False, True) if w else (False,):
+                for e in range(3):
+                    sweep.append(
+                        {
+                            "format": fmt,
+                            "num_workers": w,
+                            "persistent_workers": pers,
+                            "cache": "warm",
+                            "epoch": e,
+                            "epoch_s": times[e] / (1 + w) / 4,
+                            "samples": n,
+                            "samples_per_s": n / times[e],
+                            "intact": True,
+                        }
+                    )
+
+    def run(fmt, compute, wait, checkpoints=True):
+        written = [checkpoints and i % 3 == 2 for i in range(10)]
+        steps = [
+            {
+                "wait_s": wait,
+                "compute_s": 0.1,
+                "checkpoint_s": 0.01 * w,
+                "step_s": wait + 0.1 + 0.01 * w,
+                "checkpoint": w,
+            }
+            for w in written
+        ]
+        return {"format": fmt, "num_workers": 0, "compute": compute, "ranks": 1, "steps": steps}
+
+    stall = [
+        run("in-memory", "real compute", 1e-6),
+        run("tar", "real compute", 0.002),
+        run("tar", "emulated compute", 0.002, checkpoints=False),
+    ]
+    step_t, ckpt_t = ckpt
+    return {
+        "params": {
+            "formats": ["json_files", "tar"],
+            "num_workers": list(workers),
+            "nonzero_share": 0.001,
+            "per_file_latency_s": 1e-3,
+            "per_file_latency_sweep_s": [0.0, 1e-4, 1e-3],
+            "checkpoint_every": 3,
+            "stall_emulated_step_s": 0.005,
+            "format_ratio_drift": 0.2,
+        },
+        "usable_cpus": cpus,
+        "corpus": {"count": n, "checksum": 0, "bytes_of_text": 600 * n},
+        "written": {"json_files": {"files": n}, "tar": {"files": 2}},
+        "sweep": sweep,
+        "stall": stall,
+        "checkpoint": {
+            "timings": {
+                "step": {"times_s": [step_t * (1 + 0.01 * i) for i in range(6)]},
+                "step + synchronous checkpoint": {"times_s": [ckpt_t * (1 + 0.01 * i) for i in range(6)]},
+            },
+            "checkpoint_bytes": 2**20,
+            "write_alone_s": ckpt_t - step_t,
+            "rounds": 6,
+        },
+    }
+
+
+def _verdicts(records):
+    return [(c.id, c.verdict) for c in analysis.claims(records)]
+
+
+def test_b11_format_verdicts_follow_the_cold_ratio_and_the_latency():
+    fast = _verdicts(_records())  # tar reads 2× as fast, cold
+    assert fast[:2] == [("B11", "confirmed"), ("B11", "confirmed")]
+    even = _verdicts(_records(json_s=(1.0, 1.02, 0.98, 1.0)))  # a tie on this disk...
+    assert even[0] == ("B11", "inconclusive on this machine")
+    assert even[1] == ("B11", "confirmed")  # ...but 1000 opens at 1 ms each dominate
+    slow = _verdicts(_records(json_s=(0.25, 0.26, 0.24, 0.25)))  # tar 4× slower, cold
+    assert slow[0] == ("B11", "refuted")
+
+
+def test_b11_latency_emulation_adds_each_opened_file():
+    rec = _records(json_s=(1.0,) * 4, tar_s=(1.0,) * 4)
+    table = analysis.latency_sensitivity(rec)
+    assert table.per_file_latency_ms.tolist() == [0.0, 0.1, 1.0]
+    assert table.json_files_epoch_s.tolist() == pytest.approx([1.0, 1.1, 2.0])
+    assert table.tar_epoch_s.tolist() == pytest.approx([1.0, 1.0002, 1.002])
+    assert table.tar_over_json_files.is_monotonic_increasing
+    # (1e-3 + L) / (1e-3 + 0.002·L) = 1.05 per sample → L = 0.05e-3 / (1 − 0.0021)
+    assert claims_mod.break_even_latency_s(rec) == pytest.approx(0.05e-3 / (1 - 0.0021))
+    assert claims_mod.break_even_latency_s(_records()) == 0.0  # tar already gains on this disk
+
+
+def test_b11_workers_not_checkable_without_a_core_per_worker():
+    row = [c for c in analysis.claims(_records(cpus=2)) if "workers" in c.claim][0]
+    assert row.verdict == "not checkable" and "may use 2" in row.evidence
+    row = [c for c in analysis.claims(_records(cpus=32)) if "workers" in c.claim][0]
+    assert row.verdict == "not checkable" and "num_workers=[0, 2]" in row.evidence
+    row = [c for c in analysis.claims(_records(cpus=32, workers=(0, 8, 32))) if "workers" in c.claim][0]
+    assert row.verdict == "refuted"  # 32 workers read 33/9 ≈ 3.7× as fast as 8 here
+
+
+def test_b2_is_shown_only_with_three_categories_and_never_for_the_emulation():
+    rec = _records()
+    b2 = [c for c in analysis.claims(rec) if c.id == "B2"]
+    assert [c.verdict for c in b2] == ["shown", "not checkable"]
+    assert "by construction" in b2[1].evidence
+    for run in rec["stall"]:  # no checkpoint: compute and data loading only
+        for s in run["steps"]:
+            s["step_s"] -= s["checkpoint_s"]
+            s["checkpoint_s"] = 0.0
+    assert [c.verdict for c in analysis.claims(rec) if c.id == "B2"] == ["not checkable", "not checkable"]
+    table = analysis.stall_table(_records())
+    assert table.nonzero_categories.tolist() == [2, 3, 2]  # in-memory: no data wait; emulated: no other
+    assert table.communication_share.eq(0).all()
+    rec = _records()
+    rec["stall"][2] = {**rec["stall"][1], "compute": "emulated compute"}  # 3 categories, still emulated
+    assert [c.verdict for c in analysis.claims(rec) if c.id == "B2"][1] == "not checkable"
+
+
+def test_b12_threshold_is_the_case_studys_spike():
+    assert [c.verdict for c in analysis.claims(_records(ckpt=(0.1, 0.2))) if c.id == "B12"] == ["confirmed"]
+    small = [c for c in analysis.claims(_records(ckpt=(0.1, 0.107))) if c.id == "B12"][0]
+    assert small.verdict == "inconclusive on this machine" and "1.35×" in small.evidence
+
+
+def test_stall_figure_legend_names_only_what_is_drawn():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from mfulab.studies.dataloader import figures
+
+    fig = figures.plot_stall(_records())
+    legends = [[t.get_text() for t in ax.get_legend().get_texts()] for ax in fig.axes]
+    assert legends == [["compute", "data loading", "other"], ["compute (a timed wait)", "data loading"]]

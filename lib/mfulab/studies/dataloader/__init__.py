@@ -1,12 +1,16 @@
 """Study ``dataloader`` (notebook 06): one synthetic corpus in five storage formats, read
-through ``torch.utils.data.DataLoader`` under several settings, cold and warm, and fed to a
-training loop to measure the data stall.
+through ``torch.utils.data.DataLoader`` under several settings, warm and cold, and fed to a
+training loop to measure the data stall and the checkpoint spike.
 
-- ``params``: the parameters (defaults: the laptop profile) and the list of formats;
+- ``params``: the parameters (defaults: the laptop profile), the list of formats and the
+  assumed per-file latency of a network file system with its sources;
 - ``corpus``: the synthetic corpus, byte-level tokens, checksums, the scratch-space check;
-- ``formats``: a writer and a reader per format, the torch Datasets, collate, ``make_loader``;
+- ``formats``: a writer and a reader per format, the torch Datasets, collate, the loaders;
+- ``cache``: page-cache eviction and its check (no root), counting the files an epoch opens;
 - ``bench``: the measurement (torch, headless: ``python -m mfulab measure dataloader``) —
-  loader sweep, page-cache eviction, stall runs;
-- ``analysis``: tables, the claims table (B11, B2 data part, B12) and the headline metrics;
+  interleaved warm sweep, interleaved cold rounds; ``stall``: the training-loop runs (data
+  stall, checkpoint spike);
+- ``claims``: the claims (B11 format and workers, B2 data part, B12) and the latency
+  sensitivity; ``analysis``: the tables and the headline metrics;
 - ``figures``: the charts; ``stated``: the articles' inputs with their citations.
 """

@@ -1,61 +1,140 @@
-"""Figures of the ``dataloader`` study: units on every axis, a title that states the take-away."""
+"""Figures of the ``dataloader`` study: units on every axis, a title that states the take-away,
+legend entries only for what is drawn."""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
+from matplotlib.patches import Patch
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
-from .analysis import best_warm_setting, sweep_table
+from .analysis import best_warm_setting, step_split, sweep_table
+from .claims import CATEGORIES, latency_sensitivity
+from .stated import B11_STATED
 
 
 def plot_throughput(records):
-    """Samples/s per format and loader setting, warm and cold (log scale)."""
+    """Samples/s per format and loader setting, warm and cold (log scale): bars are the
+    median over epochs (rounds), whiskers the interquartile range."""
 
     sw = sweep_table(records)
     sw = sw.assign(
         setting=[
-            f"{'cold' if c == 'cold' else w} {'(persistent)' if pers else ''}".strip()
+            f"{w} {'(cold)' if c == 'cold' else '(persistent)' if pers else ''}".strip()
             for c, w, pers in zip(sw.cache, sw.num_workers, sw.persistent_workers)
         ]
     )
+    warm = sw[sw.cache == "warm"].sort_values(["num_workers", "persistent_workers"]).setting.unique()
+    order = [f for f in records["params"]["formats"] if f in set(sw.format)]
     fig, ax = plt.subplots(figsize=(8, 4))
-    sns.barplot(data=sw, x="format", y="samples_per_s", hue="setting", errorbar=("pi", 50), ax=ax)
+    sns.barplot(
+        data=sw,
+        x="format",
+        y="samples_per_s",
+        hue="setting",
+        order=order,
+        hue_order=[*warm, *sw[sw.cache == "cold"].setting.unique()],
+        estimator=np.median,
+        errorbar=("pi", 50),
+        ax=ax,
+    )
     ax.set_yscale("log")
-    ax.set_ylabel("samples/s (median of epochs, bars: IQR)")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.set_ylabel("samples/s (median of epochs)")
     ax.set_xlabel("")
     best = best_warm_setting(records)
     ax.set_title(
         f"{best.idxmax()} reads {best.max() / best.min():.1f}× faster than {best.idxmin()} "
-        "(warm, best setting of each)"
+        "(warm, each format's best setting)"
     )
-    ax.legend(fontsize=7, title="num_workers / cache")
+    ax.legend(
+        fontsize=8,
+        title="num_workers / cache\n(whiskers: IQR)",
+        title_fontsize=8,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1),
+    )
+    fig.tight_layout()
     return fig
 
 
+def plot_latency(records):
+    """B11: tar / small-file throughput over the assumed per-file latency, with its interval
+    and the claim's 1.05× threshold."""
+    table = latency_sensitivity(records)
+    x = table.per_file_latency_ms.to_numpy()
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    ax.plot(x, table.tar_over_json_files, marker="o", color="C0", label="tar / JSON files (median)")
+    ax.fill_between(x, table.ratio_lo, table.ratio_hi, color="C0", alpha=0.2, label="interval (widened)")
+    ax.axhline(B11_STATED["min_throughput_gain"], color="C3", ls="--", label="claim: 1.05×")
+    ax.set_xscale("symlog", linthresh=0.1)
+    ax.set_xlim(0, x.max() * 1.15 if len(x) else 1)
+    ax.xaxis.set_major_locator(FixedLocator(x))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("assumed latency per file opened (ms; 0 = this local disk, cold)")
+    ax.set_ylabel("throughput ratio, tar / JSON files (×)")
+    ax.set_title("Every file open that costs time favours tar shards", fontweight="bold")
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+_COLOURS = {"data loading": "C3", "compute": "C0", "other": "C2", "communication": "C1"}
+_ORDER = ("data loading", "compute", "other", "communication")  # as a step runs: the wait comes first
+
+
 def plot_stall(records):
-    """Per-step timeline (wait, compute, checkpoint) per loader; real and emulated compute
-    in separate panels (their time scales differ by orders of magnitude)."""
+    """Per loader, the mean step split into the time waiting for the batch (first, as in the
+    step), compute and the rest (checkpoint writes, the loop); real and emulated compute in
+    separate panels (their time scales differ by orders of magnitude). A category is drawn
+    where it is non-zero in B2's sense (above ``nonzero_share`` of the run's time), and each
+    panel's legend lists only the categories drawn there."""
+    floor = records["params"].get("nonzero_share", 0.001)
 
     groups = {}
     for run in records["stall"]:
         groups.setdefault(run["compute"], []).append(run)
-    fig, axes = plt.subplots(len(groups), 1, figsize=(8, 0.4 * len(records["stall"]) + 2), squeeze=False)
+    fig, axes = plt.subplots(len(groups), 1, figsize=(9, 0.38 * len(records["stall"]) + 2.2), squeeze=False)
     for ax, (compute, runs) in zip(axes[:, 0], groups.items()):
+        drawn = set()
         for i, run in enumerate(runs):
-            steps = run["steps"]
-            starts = np.cumsum([0] + [s["step_s"] for s in steps[:-1]])
-            for t0, s in zip(starts, steps):
-                ax.barh(i, s["wait_s"] * 1e3, left=t0 * 1e3, color="C3")
-                ax.barh(i, s["compute_s"] * 1e3, left=(t0 + s["wait_s"]) * 1e3, color="C0")
-                if s["checkpoint_s"]:
-                    ax.barh(
-                        i, s["checkpoint_s"] * 1e3, left=(t0 + s["wait_s"] + s["compute_s"]) * 1e3, color="C2"
-                    )
+            split = step_split(run)
+            total = sum(split.values())
+            n_steps = len(run["steps"]) - 1
+            left = 0.0
+            for k in _ORDER:
+                width_ms = split[k] / n_steps * 1e3
+                if split[k] > floor * total:
+                    ax.barh(i, width_ms, left=left, color=_COLOURS[k], height=0.6)
+                    drawn.add(k)
+                left += width_ms
+            share = split["data loading"] / sum(split.values())
+            ax.text(left, i, f"  wait {share:.1%}", va="center", fontsize=7)
         ax.set_yticks(range(len(runs)))
-        ax.set_yticklabels([f"{r['format']} ({r['num_workers']} workers)" for r in runs], fontsize=8)
+        ax.set_yticklabels(
+            [
+                f"{r['format']} ({r['num_workers']} worker{'' if r['num_workers'] == 1 else 's'})"
+                for r in runs
+            ],
+            fontsize=8,
+        )
+        ax.invert_yaxis()
+        ax.set_xlabel("mean time per step (ms)")
+        ax.set_xlim(0, ax.get_xlim()[1] * 1.15)
         ax.set_title(compute, fontsize=9)
-    axes[-1, 0].set_xlabel("time (ms): red = waiting for data, blue = compute, green = checkpoint write")
-    fig.suptitle("When data arrives relative to each training step", fontweight="bold")
+        emulated = compute.startswith("emulated")
+        labels = {
+            **{k: k for k in CATEGORIES},
+            "compute": "compute (a timed wait)" if emulated else "compute",
+        }
+        handles = [Patch(color=_COLOURS[k], label=labels[k]) for k in CATEGORIES if k in drawn]
+        ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.suptitle("Each step starts by waiting for its batch: the mean step per loader", fontweight="bold")
     fig.tight_layout()
     return fig

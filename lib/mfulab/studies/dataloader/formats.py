@@ -317,3 +317,17 @@ def make_loader(
             multiprocessing_context=multiprocessing_context,
         )
     return tud.DataLoader(dataset(fmt, root), **kw)
+
+
+def loader_for(p, fmt, root, *, num_workers, persistent, pin_memory):
+    """``make_loader`` with the batch size, sequence length and prefetch of the study's ``Params``."""
+    return make_loader(
+        fmt,
+        root,
+        batch_size=p.batch_size,
+        seq_len=p.seq_len,
+        num_workers=num_workers,
+        prefetch_factor=p.prefetch_factor,
+        persistent=persistent,
+        pin_memory=pin_memory,
+    )

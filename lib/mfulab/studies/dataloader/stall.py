@@ -1,0 +1,160 @@
+"""The training-loop measurements of the ``dataloader`` study (torch, headless): the data
+stall per loader (B2) and the spike of a synchronous checkpoint write (B12).
+
+- ``stall_run``: the reference model trains on batches from one loader (or from batches
+  pre-loaded in memory); per step, the time blocked waiting for the batch, the compute, and
+  the rest (a synchronous checkpoint every ``checkpoint_every`` steps, and the loop itself).
+  One process: no collective runs, so communication is zero by construction.
+- ``checkpoint_spike``: a training step with and without a synchronous checkpoint write
+  (model + AdamW state, ``torch.save`` then ``fsync``), timed interleaved
+  (``timing.interleaved``: one of each per round, order shuffled per round).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from .formats import loader_for
+from .params import Params
+
+
+def _model(p: Params):
+    import torch
+
+    from ...config import preset
+    from ...model import GPT
+
+    cfg = preset(p.stall_preset).with_(seq_len=p.seq_len, vocab_size=256)
+    torch.manual_seed(0)
+    model = GPT(cfg, attn_impl="sdpa").to(p.device)
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+
+def _cached_batches(p: Params, root: Path, n: int) -> list:
+    loader = loader_for(p, p.formats[0], root, num_workers=0, persistent=False, pin_memory=False)
+    cached = [b for b, _ in loader][:n]
+    return cached * (1 + n // max(len(cached), 1))
+
+
+def write_checkpoint(model, opt, path: Path) -> int:
+    """A synchronous, resumable checkpoint: model and optimizer state, ``torch.save`` and
+    ``fsync`` before returning (the step waits for the disk). Returns the bytes written."""
+    import torch
+
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, path)
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+    return path.stat().st_size
+
+
+def _train_step(model, opt, x, device: str) -> None:
+    from ...timing import synchronize
+
+    _, loss = model(x[:, :-1], x[:, 1:])
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    synchronize(device)
+
+
+def stall_run(p: Params, root: Path, fmt: str | None, *, emulated_step_s: float = 0.0) -> dict:
+    """Train the reference model on batches from ``fmt`` (or pre-loaded in memory when None):
+    per step, the time blocked waiting for the batch, the compute time and the checkpoint
+    write (real compute only). With ``emulated_step_s`` the step is a timed wait instead (an
+    accelerator-speed step: time passes, no core is busy), with ``num_workers=0`` so that
+    loading sits inside the step, and no checkpoint."""
+    from ...timing import synchronize
+
+    device = p.device
+    model, opt = _model(p)
+    workers = 0 if emulated_step_s else max(p.num_workers)
+    if fmt is None:
+        batches = iter(_cached_batches(p, root, p.stall_steps + 1))
+    else:
+        loader = loader_for(p, fmt, root, num_workers=workers, persistent=True, pin_memory=device == "cuda")
+        batches = (b for b, _ in _forever(loader))
+    steps, ckpt = [], Path(root) / "checkpoint.pt"
+    for i in range(p.stall_steps):
+        t0 = time.perf_counter()
+        x = next(batches).to(device, non_blocking=True)
+        synchronize(device)
+        t1 = time.perf_counter()
+        if emulated_step_s:
+            time.sleep(emulated_step_s)
+        else:
+            _train_step(model, opt, x, device)
+        t2 = time.perf_counter()
+        checkpoint = bool(p.checkpoint_every and not emulated_step_s and (i + 1) % p.checkpoint_every == 0)
+        if checkpoint:
+            write_checkpoint(model, opt, ckpt)  # synchronous write inside the step
+        t3 = time.perf_counter()
+        steps.append(
+            {
+                "step": i,
+                "wait_s": t1 - t0,
+                "compute_s": t2 - t1,
+                "checkpoint": checkpoint,
+                "checkpoint_s": t3 - t2 if checkpoint else 0.0,
+                "step_s": t3 - t0,
+            }
+        )
+    return {
+        "format": fmt or "in-memory",
+        "num_workers": 0 if fmt is None else workers,
+        "compute": "emulated compute" if emulated_step_s else "real compute",
+        "ranks": 1,  # one process: no collective, communication is zero by construction
+        "steps": steps,
+    }
+
+
+def _forever(loader):
+    while True:
+        yield from loader
+
+
+STEP, STEP_WITH_CHECKPOINT = "step", "step + synchronous checkpoint"
+
+
+def checkpoint_spike(p: Params, root: Path) -> dict:
+    """B12: a real training step (in-memory batches) with and without a synchronous
+    checkpoint write after it, ``p.checkpoint_rounds`` interleaved rounds of one call each.
+    Returns both timings with their per-round samples, the checkpoint's bytes, and the write
+    alone (median of a few, for the evidence)."""
+    from ...timing import interleaved, summarize
+
+    model, opt = _model(p)
+    batches = _cached_batches(p, root, 8)
+    state = {"i": 0}
+    ckpt = Path(root) / "checkpoint-b12.pt"
+
+    def step():
+        state["i"] += 1
+        _train_step(model, opt, batches[state["i"] % len(batches)].to(p.device), p.device)
+
+    def step_with_checkpoint():
+        step()
+        write_checkpoint(model, opt, ckpt)
+
+    timings = interleaved(
+        {STEP: step, STEP_WITH_CHECKPOINT: step_with_checkpoint},
+        rounds=p.checkpoint_rounds,
+        device=p.device,
+        warmup=1,
+        min_block_s=0.0,  # one call per block: a block is one step
+        seed=p.seed,
+        desc="checkpoint spike (interleaved)",
+    )
+    writes = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        nbytes = write_checkpoint(model, opt, ckpt)
+        writes.append(time.perf_counter() - t0)
+    ckpt.unlink(missing_ok=True)
+    return {
+        "timings": {label: t.to_dict(with_samples=True) for label, t in timings.items()},
+        "checkpoint_bytes": nbytes,
+        "write_alone_s": summarize(writes).median_s,
+        "rounds": p.checkpoint_rounds,
+    }
