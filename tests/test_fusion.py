@@ -5,7 +5,15 @@ import torch
 
 from mfulab.config import ParameterError
 from mfulab.model import naive_causal_attention
-from mfulab.studies.fusion import analysis, bytes_model, kernels
+from mfulab.studies.fusion import (
+    analysis,
+    bytes_model,
+    kernels,
+    layer_share,
+    ln_analysis,
+    ln_bench,
+    sdpa_rules,
+)
 from mfulab.studies.fusion.params import Params
 
 
@@ -70,6 +78,9 @@ def test_a8_article_scale():
     [
         ("attn_seq_lens", [0], "attn_seq_lens"),
         ("dropout_p", 1.5, "dropout_p"),
+        ("dropout_p", 0.0, "dropout_p"),
+        ("layer_heads", 3, "divisor"),
+        ("ln_rounds", 1, "at least 2"),
         ("ln_tokens", -1, "ln_tokens"),
         ("compile_attention_seq_lens", [7], "subset"),
         ("compile_preset", "nope", "cpu-small"),
@@ -93,7 +104,8 @@ def test_defaults_are_the_cpu_profile_and_profiles_validate():
 
     from conftest import ROOT
 
-    assert Params().to_dict()["attn_seq_lens"] == [256, 512, 1024, 2048, 4096]
+    assert Params().to_dict()["attn_seq_lens"] == [256, 512, 1024, 2048]
+    assert Params().ln_tokens == 0  # the cpu profile sizes the sub-block from the last-level cache
     for path in (ROOT / "studies" / "fusion").glob("*.yaml"):
         Params.from_dict(yaml.safe_load(path.read_text()) or {})
 
@@ -127,3 +139,182 @@ def test_sdpa_saved_bytes_by_hand():
     # softmax output (a·s² fp32) + causal mask (s² bool); q, k, v are inputs
     assert saved == 4 * b * a * s * s + s * s
     del out
+
+
+# ---------------------------------------------------------------- A7: passes, kernels, Amdahl
+
+SYNTHETIC_KERNEL = """
+#pragma omp parallel
+{
+#pragma omp for
+for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(64L); x0+=16)
+{
+    auto tmp0 = at::vec::Vectorized<float>::loadu(in_ptr0 + static_cast<int64_t>(x0), 16);
+    tmp0.store(out_ptr0 + static_cast<int64_t>(x0));
+}
+#pragma omp for
+for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(4L); x0+=1)
+{
+    for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(16L); x1+=16)
+    {
+        auto tmp0 = at::vec::Vectorized<float>::loadu(out_ptr0 + static_cast<int64_t>(x1 + 16L*x0), 16);
+        auto tmp1 = at::vec::Vectorized<float>::loadu(in_ptr2 + static_cast<int64_t>(x1), 16);
+        out_ptr1[static_cast<int64_t>(x0)] = 0;
+    }
+}
+}
+"""
+
+
+def test_inductor_passes_by_hand():
+    # nest 1: one tensor load + one tensor store; nest 2: one tensor load (weights and per-row
+    # stores span fewer than numel = 64 elements)
+    passes = kernels.inductor_tensor_passes(SYNTHETIC_KERNEL, 64)
+    assert passes == {
+        "loop_nests": 2,
+        "tensor_loop_nests": 2,
+        "tensor_passes": 3,
+        "per_nest": [[1, 1], [1, 0]],
+    }
+    assert kernels.inductor_tensor_passes("def triton_kernel(): pass", 64) is None
+
+
+def test_compiled_ln_passes_and_eager_kernels():
+    from torch._inductor.utils import run_and_get_code
+
+    x, a, w, b = torch.randn(64, 32), torch.randn(64, 32), torch.randn(32), torch.randn(32)
+    _, codes = run_and_get_code(torch.compile(kernels.ln_eager, dynamic=False), x, a, w, b, 0.0)
+    passes = kernels.inductor_tensor_passes(codes[-1], 64 * 32)
+    # at least the 4 passes of one fused loop (read x, a; write h, y)
+    assert passes["tensor_passes"] >= 4 and passes["tensor_loop_nests"] >= 1
+    p0 = kernels.ln_kernel_count(lambda: kernels.ln_eager(x, a, w, b, 0.0), "cpu", 64 * 32)
+    assert p0["names"] == ["aten::add", "aten::native_layer_norm"]  # dropout at p = 0 is not called
+    pd = kernels.ln_kernel_count(lambda: kernels.ln_eager(x, a, w, b, 0.1), "cpu", 64 * 32)
+    assert "aten::bernoulli_" in pd["names"] and "aten::dropout" not in pd["names"]
+    assert ln_analysis.eager_cpu_passes(False) == 5 and ln_analysis.eager_cpu_passes(True) == 11
+
+
+def test_ln_shape_from_the_cache():
+    p = Params()
+    shape = ln_bench.ln_shape(p, 260 * 2**20, 4, "cuda")  # cuda: no host-memory cap
+    assert shape["tokens"] % 64 == 0
+    assert shape["working_set_bytes"] >= 4 * 260 * 2**20 > shape["working_set_bytes"] - 64 * 4 * 4 * 1024
+    assert ln_bench.ln_shape(Params(ln_tokens=512), None, 4, "cpu")["tokens"] == 512
+    with pytest.raises(RuntimeError):
+        ln_bench.ln_shape(p, None, 4, "cpu")
+
+
+def test_amdahl_by_hand():
+    assert layer_share.amdahl_speedup(0.3, float("inf")) == pytest.approx(1 / 0.7)
+    assert layer_share.amdahl_speedup(0.5, 2.0) == pytest.approx(1 / 0.75)
+    assert layer_share.required_share(1 / 0.7) == pytest.approx(0.3)
+    assert layer_share.layer_forward_flops_per_token(1024, 2048) == 24 * 1024**2 + 4 * 1024 * 2048
+    row = layer_share.article_layer(
+        preset_name="article-13b",
+        device="a100",
+        dtype="bf16",
+        matmul_efficiency=1.0,
+        bandwidth_efficiency=1.0,
+    )
+    h = 5120
+    assert row["sub_block_unfused_bytes_per_token"] == 2 * (7 * h * 2 + h)
+    assert row["sub_block_fused_bytes_per_token"] == 2 * (4 * h * 2 + h)
+    matmul_s = (24 * h**2 + 4 * h * 4096) / 312e12
+    unfused_s = 2 * 15 * h / 2039e9
+    assert row["sub_block_share"] == pytest.approx(unfused_s / (matmul_s + unfused_s))
+    # a free sub-block reaches 1.43x exactly at the break-even bandwidth efficiency
+    kw = dict(preset_name="article-13b", device="a100", dtype="bf16", matmul_efficiency=1.0)
+    even = layer_share.break_even_bandwidth_efficiency(1 / 0.7, **kw)
+    at_even = layer_share.article_layer(bandwidth_efficiency=even, **kw)
+    assert at_even["layer_speedup_ceiling"] == pytest.approx(1 / 0.7)
+
+
+def _fake_ln_records(block_s: float, eager_p_s: float, compiled_p_s: float, eager_0_s: float = 0.001):
+    """Records of the LN measurement: 6 rounds of the given times (±2%) at the layer's shape,
+    and a DRAM run of 8× the elements at the same time per element."""
+    jitter = [1.0, 1.02, 0.98, 1.01, 0.99, 1.0]
+
+    def times(t):
+        return [t * j for j in jitter]
+
+    def row(shape, impl, q, t):
+        tokens = 8192 if shape == "dram" else 1024
+        label = f"{shape}: {impl} p={q:g}"
+        return {
+            "shape": shape,
+            "tokens": tokens,
+            "impl": impl,
+            "dropout_p": q,
+            "label": label,
+            "times_s": times(t),
+        }
+
+    rows = [
+        row("dram", "eager", 0.0, 8 * eager_0_s),
+        row("dram", "compiled", 0.0, 8 * eager_0_s),
+        row("layer", "eager", 0.0, eager_0_s),
+        row("layer", "compiled", 0.0, eager_0_s),
+        row("layer", "eager", 0.1, eager_p_s),
+        row("layer", "compiled", 0.1, compiled_p_s),
+    ]
+    for r in rows:
+        r["median_s"] = r["times_s"][0]
+    return {
+        "device": "cpu",
+        "ln": {
+            "tokens": 8192,
+            "hidden": 64,
+            "dtype": "fp32",
+            "dropout_p": 0.1,
+            "working_set_bytes": 4 * 8192 * 64 * 4,
+            "predicted": {"p=0": 1.25, "p=0.1": 1.7},
+            "generated": None,
+            "rows": rows,
+            "layer": {"batch": 1, "seq_len": 1024, "tokens": 1024, "forward": {"times_s": times(block_s)}},
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "block_s,eager_p_s,compiled_p_s,verdict",
+    [
+        (0.100, 0.010, 0.005, "refuted"),  # share ~17%: even a free sub-block gives ≤ 1.2x
+        (0.010, 0.100, 0.001, "confirmed"),  # the sub-block is most of the layer and gets 100x faster
+        (
+            0.050,
+            0.018,
+            0.012,
+            "inconclusive on this machine",
+        ),  # share ~42%: a free one could, this one does not
+    ],
+)
+def test_a7_layer_verdict(block_s, eager_p_s, compiled_p_s, verdict):
+    records = _fake_ln_records(block_s, eager_p_s, compiled_p_s)
+    measured, analytic = ln_analysis.claims_a7(records)
+    assert measured.verdict == verdict
+    assert analytic.verdict == "refuted"  # the 13B layer: far below 1.43x in every sensitivity row
+
+
+def test_a7_article_sensitivity_survives():
+    sens = ln_analysis.article_sensitivity()
+    assert sens.below_claim.all() and (sens.layer_speedup_ceiling < 1.2).all()
+    assert set(sens.varied) == {"central", "device", "matmul efficiency", "bandwidth efficiency"}
+
+
+def test_cuda_flash_rules():
+    ok = dict(dtype="bf16", head_dim=64, sm=(8, 0))
+    assert sdpa_rules.cuda_flash_ineligible(**ok) == []
+    assert "fp32" in sdpa_rules.cuda_flash_ineligible(**{**ok, "dtype": "fp32"})[0]
+    assert sdpa_rules.cuda_flash_ineligible(**ok, has_attn_mask=True) == ["an explicit attn_mask"]
+    assert sdpa_rules.cuda_flash_ineligible(**{**ok, "head_dim": 320})
+    assert sdpa_rules.cuda_flash_ineligible(**{**ok, "sm": (7, 5)})
+    assert sdpa_rules.cuda_flash_ineligible(**{**ok, "sm": (8, 6), "head_dim": 200})
+    assert not sdpa_rules.cuda_flash_ineligible(**{**ok, "sm": (8, 6), "head_dim": 256})
+    assert sdpa_rules.cuda_flash_ineligible(**{**ok, "sm": (8, 6), "head_dim": 256}, dropout_p=0.1)
+    assert sdpa_rules.cuda_flash_ineligible(**ok, seq_q=10, seq_k=20)
+
+
+def test_sdpa_dispatch_cases_on_cpu():
+    cases = {c["case"]: c["backend"] for c in kernels.sdpa_dispatch_cases(1, 2, 16, 32, "cpu", torch.float32)}
+    assert "flash" in cases["causal, no mask (the study's inputs)"]
+    assert cases["dropout_p = 0.1"].startswith("math")  # the CPU flash kernel has no dropout

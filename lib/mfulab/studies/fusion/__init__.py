@@ -2,8 +2,13 @@
 
 - ``params``: the parameters (defaults: the laptop profile);
 - ``bytes_model``: the analytic bytes-moved model, the roofline and naive attention's memory;
-- ``kernels``: the kernels timed (eager, Triton, SDPA), kernel counts, the peak-memory worker;
+- ``layer_share``: Amdahl's bound on a layer from the LN sub-block's share (A7, analytic);
+- ``kernels``: the kernels timed (eager, Triton, SDPA), kernel counts, inductor's passes over
+  memory, SDPA's dispatch per input case, the peak-memory worker;
+- ``sdpa_rules``: when PyTorch's CUDA flash kernel is not eligible (B3), with its source;
+- ``ln_bench``: the A7 measurement (sub-block in DRAM, dropout apart, one layer's forward);
 - ``bench``: the measurement (torch, headless: ``python -m mfulab measure fusion``);
-- ``analysis``: tables, A8 at the article's scale, the claims table (A7, A8, B3, B4, B5);
-- ``figures``: the charts; ``stated``: the articles' inputs with their citations.
+- ``ln_analysis``: A7's tables and claim rows; ``analysis``: the rest, the claims table
+  (A7, A8, B3, B4, B5) and ``outcome``;
+- ``figures``: the charts; ``stated``: the articles' inputs and the named assumptions.
 """

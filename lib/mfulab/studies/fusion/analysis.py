@@ -1,6 +1,7 @@
-"""Analysis of the ``fusion`` study: the roofline points, LayerNorm fusion, attention memory
-scaling, model-level ``torch.compile`` and matmul dtypes as tables, A8 at the article's
-scale, the claims table (A7, A8, B3, B4, B5) and the headline metrics.
+"""Analysis of the ``fusion`` study: the roofline points, attention memory scaling, the
+kernel SDPA picks, model-level ``torch.compile`` and matmul dtypes as tables, A8 at the
+article's scale, the claims table (A7, A8, B3, B4, B5) and the headline metrics. A7's
+analysis (the sub-block, its RNG, its share of a layer, Amdahl) is in ``ln_analysis``.
 
 Every function reads the plain records of ``bench.measure`` (here or from another machine)
 or the articles' stated inputs in ``stated``; claim verdicts are computed from the numbers.
@@ -13,8 +14,9 @@ from ... import verdicts as claims_mod
 from ...config import preset
 from ...results import run_identity
 from ...verdicts import Claim
+from . import ln_analysis, sdpa_rules
 from .bytes_model import ln_residual_dropout_flops
-from .stated import A7_STATED_SPEEDUP, A8_SETTING, A8_STATED, B4_DATASHEET_DEVICE, B5_STATED_SPEEDUP
+from .stated import A8_SETTING, A8_STATED, B4_DATASHEET_DEVICE, B5_STATED_SPEEDUP
 
 
 def a8_article_scale() -> dict:
@@ -37,39 +39,6 @@ def a8_article_scale() -> dict:
     }
 
 
-def ln_regime(records) -> str:
-    """Whether the LN sub-block's tensors fit in the last-level cache (then a kernel can beat
-    the DRAM bandwidth, and the run is not in the memory-bound regime the bytes model is
-    about), as a sentence with the numbers."""
-    llc = records["bandwidth"].get("last_level_cache_bytes")
-    moved = max(r["min_bytes"] for r in records["ln"]["rows"])
-    if not llc:
-        return f"The LN sub-block moves at least {moved / 2**20:.0f} MiB per call."
-    fits = moved <= llc
-    return (
-        f"The LN sub-block moves at least {moved / 2**20:.0f} MiB per call and the last-level cache "
-        f"holds {llc / 2**20:.0f} MiB: "
-        + (
-            "its tensors stay in the cache, so a kernel can exceed the DRAM bandwidth (a fraction "
-            "above 1) and this run is **not** in the memory-bound regime the bytes model describes."
-            if fits
-            else "its tensors do not fit in the cache: DRAM serves them, the regime the "
-            "bytes model describes."
-        )
-    )
-
-
-def ln_table(records):
-    """LN + residual + dropout per implementation: time, bytes, achieved vs measured bandwidth."""
-    import pandas as pd
-
-    df = pd.DataFrame(records["ln"]["rows"]).drop(columns=["times_s", "kernel_names"])
-    df["fraction_of_measured_bandwidth"] = (
-        df.achieved_bytes_per_s / records["bandwidth"]["plateau_bytes_per_s"]
-    )
-    return df
-
-
 def roofline_points(records):
     """Each measured kernel placed on this device's roofline (FLOP/s vs FLOPs per byte)."""
     import pandas as pd
@@ -80,10 +49,10 @@ def roofline_points(records):
     rows = []
     for r in ln["rows"]:
         dropout = r["dropout_p"] > 0
-        fl = ln_residual_dropout_flops(tokens=ln["tokens"], hidden=ln["hidden"], dropout=dropout)
+        fl = ln_residual_dropout_flops(tokens=r["tokens"], hidden=ln["hidden"], dropout=dropout)
         rows.append(
             {
-                "kernel": f"LN+residual{'+dropout' if dropout else ''} ({r['impl']})",
+                "kernel": f"LN+residual{'+dropout' if dropout else ''} ({r['impl']}, {r['shape']})",
                 "intensity_flops_per_byte": fl / r["min_bytes"],
                 "achieved_flops_per_s": fl / r["median_s"],
             }
@@ -101,8 +70,8 @@ def roofline_points(records):
 
 
 def ln_fusion_speedup_largest_p(records):
-    """The compiled-vs-eager comparison at the largest dropout p measured (None: none)."""
-    comps = records["ln"]["comparisons"]
+    """The compiled-vs-eager comparison of the sub-block at the largest dropout p (None: none)."""
+    comps = [c for c in ln_analysis.comparisons(records) if "compiled" in c["candidate"]]
     return max(comps, key=lambda c: c["dropout_p"]) if comps else None
 
 
@@ -169,32 +138,6 @@ def dtype_table(records):
     return pd.DataFrame(rows)
 
 
-def _claim_a7(records) -> list[Claim]:
-    ln = records["ln"]
-    comps = {(c["dropout_p"], c["candidate"].split(" ")[0]): c for c in ln["comparisons"]}
-    p = max(c["dropout_p"] for c in ln["comparisons"])
-    c = comps.get((p, "compiled"))
-    if not c:
-        return []
-    kern = {(r["impl"], r["dropout_p"]): r["kernels"] for r in ln["rows"]}
-    at_p0 = comps.get((0.0, "compiled"))
-    return [
-        Claim(
-            "A7",
-            "fusing LayerNorm + residual + dropout into one kernel: 3 memory round trips → 1, "
-            "forward ≈30% faster",
-            f"eager vs torch.compile on [{ln['tokens']}, {ln['hidden']}] {ln['dtype']}, p = {p}; "
-            "bytes model; "
-            "kernel counts",
-            claims_mod.verdict_from_interval(c["ratio_lo"], c["ratio_hi"], threshold=A7_STATED_SPEEDUP),
-            f"speed-up {c['ratio']:.2f}× [{c['ratio_lo']:.2f}, {c['ratio_hi']:.2f}] (95% bootstrap), "
-            f"memory-bound prediction {c['predicted']:.2f}×; "
-            f"kernels {kern[('eager', p)]} → {kern[('compiled', p)]}"
-            + (f"; at p = 0: {at_p0['ratio']:.2f}× (prediction {at_p0['predicted']:.2f}×)" if at_p0 else ""),
-        )
-    ]
-
-
 def _claims_a8(records) -> list[Claim]:
     slopes = attention_slopes(records)
     if "naive_saved_bytes_slope" not in slopes or "sdpa_saved_bytes_slope" not in slopes:
@@ -250,6 +193,8 @@ def _claim_b4(records) -> Claim:
 
 
 def _claim_b5(records) -> list[Claim]:
+    """Measured on every device; a verdict only on CUDA: the claim is about an 8B model's step
+    on GPUs, and a CPU's small model is not its regime (never refuted or confirmed by it)."""
     ct = compile_table(records).set_index("variant")
     if "compiled (default)" not in ct.index:
         return []
@@ -262,48 +207,107 @@ def _claim_b5(records) -> list[Claim]:
             f"[{g.speedup_lo:.2f}, {g.speedup_hi:.2f}]"
         )
     comp = records["compile"]
+    on_gpu = records["device"] == "cuda"
+    verdict = (
+        claims_mod.verdict_from_interval(r.speedup_lo, r.speedup_hi, threshold=B5_STATED_SPEEDUP[0])
+        if on_gpu
+        else "inconclusive on this machine"
+    )
+    why = "" if on_gpu else "; the claim's regime is an 8B model's step on GPUs, not a small model on a CPU"
     return [
         Claim(
             "B5",
             "torch.compile cuts step time by 8–12%; graph breaks erase the gain",
             f"training step of {comp['preset']} (seq {comp['seq_len']}, micro-batch {comp['micro_batch']}), "
-            "eager vs compiled",
-            claims_mod.verdict_from_interval(r.speedup_lo, r.speedup_hi, threshold=B5_STATED_SPEEDUP[0]),
-            f"speed-up {r.speedup_vs_eager:.2f}× [{r.speedup_lo:.2f}, {r.speedup_hi:.2f}]; {gain}",
+            f"eager vs compiled, {int(r.n)} interleaved rounds",
+            verdict,
+            f"speed-up {r.speedup_vs_eager:.2f}× [{r.speedup_lo:.2f}, {r.speedup_hi:.2f}] "
+            f"(threshold {B5_STATED_SPEEDUP[0]:.2f}×); {gain}{why}",
         )
     ]
 
 
-def claims(records) -> list[Claim]:
-    """The claims table of this study (A7, A8, B3, B4, B5), verdicts computed from numbers."""
-    out = _claim_a7(records) + _claims_a8(records)
-    backend = records["attention"]["backend"]
+def sdpa_cases_table(records):
+    """The kernel SDPA picked on this device per input case (``kernels.sdpa_dispatch_cases``)."""
+    import pandas as pd
+
+    return pd.DataFrame(records["attention"].get("dispatch_cases", []))
+
+
+def cuda_flash_reasons(records) -> list[str]:
+    """Why this run's attention inputs would not get CUDA's flash kernel (``sdpa_rules``)."""
+    att = records["attention"]
+    cap = att.get("cuda_capability")
+    return sdpa_rules.cuda_flash_ineligible(
+        dtype=att["dtype"],
+        head_dim=att.get("head_dim", records["params"]["attn_head_dim"]),
+        sm=tuple(cap) if cap else (8, 0),
+    )
+
+
+def _claims_b3(records) -> list[Claim]:
+    """Row 1: the kernel SDPA picked on this device (a fact of this device). Row 2 on a CPU:
+    what CUDA would pick cannot be observed here; PyTorch's rules say when flash is not eligible."""
+    att = records["attention"]
+    backend = att["backend"]
     fused = backend is not None and any(k in backend for k in ("flash", "efficient", "cudnn"))
-    out.append(
+    where = "this GPU" if records["device"] == "cuda" else "this CPU"
+    cases = "; ".join(f"{c['case']}: {c['backend'].split(' (')[0]}" for c in att.get("dispatch_cases", []))
+    rows = [
         Claim(
             "B3",
-            "scaled_dot_product_attention picks a flash / memory-efficient kernel by itself",
-            f"the aten kernel SDPA dispatched to ({records['attention']['dtype']}, causal, no mask tensor)",
+            f"scaled_dot_product_attention picks a flash / memory-efficient kernel by itself (on {where})",
+            f"the aten kernel SDPA dispatched to on {where} ({att['dtype']}, causal, no mask tensor) and for "
+            "inputs that change the choice",
             claims_mod.verdict_from_agreement(fused),
-            f"dispatched to {backend}",
+            f"dispatched to {backend}" + (f"; {cases}" if cases else ""),
         )
-    )
+    ]
+    if records["device"] != "cuda":
+        reasons = cuda_flash_reasons(records)
+        rows.append(
+            Claim(
+                "B3",
+                "… and on CUDA GPUs (the claim's hardware)",
+                "PyTorch's CUDA flash eligibility rules (sdp_utils.cpp) applied to this run's inputs "
+                "on an A100",
+                "not checkable",
+                "a CPU cannot show CUDA's dispatch; flash is not eligible for fp32 inputs, an explicit "
+                f"attn_mask, head dims that differ or exceed {sdpa_rules.FLASH_MAX_HEAD_DIM}, GPUs before "
+                "sm80, is_causal with unequal lengths, some head dims in training on sm86/89; this run's "
+                "inputs on an A100: "
+                + ("; ".join(reasons) + " → memory-efficient or math" if reasons else "eligible"),
+            )
+        )
+    return rows
+
+
+def claims(records) -> list[Claim]:
+    """The claims table of this study (A7, A8, B3, B4, B5), verdicts computed from numbers."""
+    out = ln_analysis.claims_a7(records) + _claims_a8(records) + _claims_b3(records)
     out.append(_claim_b4(records))
     return out + _claim_b5(records)
 
 
 def headline_metrics(records) -> dict:
     """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
-    ln = ln_table(records)
+    ln = ln_analysis.ln_table(records)
     slopes = attention_slopes(records)
     largest_p = ln_fusion_speedup_largest_p(records)
+    layer = ln_analysis.layer_table(records)
     return {
         **run_identity(records, "dtype"),
         "matmul_ceiling_flops_per_s": records["ceiling"]["best_flops_per_s"],
         "memory_bandwidth_bytes_per_s": records["bandwidth"]["plateau_bytes_per_s"],
-        "ln_fusion": records["ln"]["comparisons"],
+        "ln_fusion": ln_analysis.comparisons(records),
         "ln_rows": ln.to_dict(orient="records"),
+        "ln_working_set_bytes": records["ln"]["working_set_bytes"],
         "ln_fusion_speedup_largest_p": largest_p["ratio"] if largest_p else None,
+        "ln_layer_share": float(layer.sub_block_share.iloc[0]),
+        "ln_layer_speedup_ceiling": float(layer.ceiling.max()),
+        "ln_article_layer_speedup_ceiling": float(
+            ln_analysis.article_sensitivity().layer_speedup_ceiling.iloc[0]
+        ),
         "triton_skipped": records["ln"]["triton_skipped"],
         "sdpa_backend": records["attention"]["backend"],
         "attention_slopes": slopes,

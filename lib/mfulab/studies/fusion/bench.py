@@ -1,8 +1,10 @@
 """Measurement of the ``fusion`` study (torch, headless): this device's matmul ceiling and
-copy bandwidth, LayerNorm + residual + dropout eager vs compiled (vs Triton on CUDA),
-attention variants vs sequence length, the reference model's training step eager vs
-``torch.compile``, and matmul ceilings per dtype. ``measure`` returns plain records (JSON)
-that ``analysis`` reads, here or on another machine. The kernels are in ``kernels``."""
+copy bandwidth (the calibration), LayerNorm + residual + dropout eager vs compiled (vs
+Triton on CUDA) and one layer's forward (``ln_bench``), attention variants vs sequence
+length and the kernel SDPA picks, the reference model's training step eager vs
+``torch.compile`` (interleaved), and matmul ceilings per dtype. ``measure`` returns plain
+records (JSON) that ``analysis`` reads, here or on another machine. The kernels are in
+``kernels``."""
 
 from __future__ import annotations
 
@@ -12,111 +14,19 @@ from ... import hardware
 from ...config import preset
 from ...model import naive_causal_attention
 from ...timing import torch_dtype
-from .bytes_model import (
-    ln_residual_dropout_bytes,
-    naive_attention_bytes,
-    naive_attention_max_seq_len,
-    predicted_fusion_speedup,
-)
+from .bytes_model import naive_attention_bytes, naive_attention_max_seq_len
 from .kernels import (
     attn_inputs,
-    ln_eager,
     profile_kernel_count,
     sdpa_backend,
     sdpa_causal_attention,
-    triton_ln_residual,
-    triton_status,
+    sdpa_dispatch_cases,
 )
+from .ln_bench import measure_ln_fusion
 from .params import Params
 
-BENCHMARK_VERSION = {"ln_fusion": 1, "attention": 1, "model_compile": 1, "matmul_dtypes": 1}
+BENCHMARK_VERSION = {"ln_fusion": 2, "attention": 2, "model_compile": 2, "matmul_dtypes": 1}
 PEAK_WORKER = "mfulab.studies.fusion.kernels:attn_peak_worker"
-
-
-def measure_ln_fusion(p: Params) -> dict:
-    """Eager vs torch.compile (vs Triton) for LN + residual + dropout: correctness at p = 0,
-    forward time, achieved bytes/s, kernel counts; dropout p > 0 timed separately."""
-    import torch
-
-    from ...timing import compare_timings, time_fn
-
-    device, dt = p.device, torch_dtype(p.dtype)
-    n_tok, hid = p.ln_tokens, p.ln_hidden
-    gen = torch.Generator(device="cpu").manual_seed(0)
-    x = torch.randn(n_tok, hid, generator=gen).to(device, dt)
-    a = torch.randn(n_tok, hid, generator=gen).to(device, dt)
-    w = torch.randn(hid, generator=gen).to(device, dt)
-    b = torch.randn(hid, generator=gen).to(device, dt)
-    e = x.element_size()
-    impls = {"eager": ln_eager}
-    t0 = time.perf_counter()
-    compiled = torch.compile(ln_eager)
-    compiled(x, a, w, b, 0.0)
-    compiled(x, a, w, b, p.dropout_p)
-    compile_s = time.perf_counter() - t0
-    impls["compiled"] = compiled
-    ok, why = triton_status(device)
-    if ok:
-        impls["triton"] = triton_ln_residual()
-    out = {
-        "tokens": n_tok,
-        "hidden": hid,
-        "dtype": p.dtype,
-        "dtype_bytes": e,
-        "compile_s": compile_s,
-        "triton_skipped": None if ok else why,
-        "rows": [],
-    }
-    ref_h, ref_y = ln_eager(x, a, w, b, 0.0)
-    tol = {"fp32": 1e-4, "bf16": 3e-2, "fp16": 1e-2}[p.dtype]
-    timings = {}
-    for dropout_p in sorted({0.0, float(p.dropout_p)}):
-        for name, fn in impls.items():
-            if name == "triton" and dropout_p:
-                continue
-            h, y = fn(x, a, w, b, dropout_p)
-            if dropout_p == 0.0:  # correctness gate: same outputs as eager
-                gate = bool(
-                    torch.allclose(h.float(), ref_h.float(), atol=tol, rtol=tol)
-                    and torch.allclose(y.float(), ref_y.float(), atol=tol, rtol=tol)
-                )
-            else:  # a different RNG: check the dropout statistics instead of the mask
-                zeros = float(((h - x) == 0).float().mean())
-                gate = abs(zeros - dropout_p) < 0.02
-            t = time_fn(
-                lambda fn=fn, q=dropout_p: fn(x, a, w, b, q),
-                label=f"{name} p={dropout_p}",
-                device=device,
-                min_run_time_s=p.min_run_time_s,
-            )
-            timings[(name, dropout_p)] = t
-            dropout = dropout_p > 0
-            fused = name != "eager"
-            min_bytes = ln_residual_dropout_bytes(
-                tokens=n_tok, hidden=hid, dtype_bytes=e, fused=fused, dropout=dropout
-            )
-            kernels = profile_kernel_count(lambda fn=fn, q=dropout_p: fn(x, a, w, b, q), device)
-            out["rows"].append(
-                {
-                    "impl": name,
-                    "dropout_p": dropout_p,
-                    "correct": gate,
-                    **t.to_dict(with_samples=True),
-                    "min_bytes": min_bytes,
-                    "achieved_bytes_per_s": min_bytes / t.median_s,
-                    "kernels": kernels["count"],
-                    "kernel_kind": kernels["what"],
-                    "kernel_names": kernels["names"],
-                }
-            )
-    out["comparisons"] = []
-    for dropout_p in sorted({0.0, float(p.dropout_p)}):
-        for name in impls:
-            if name != "eager" and (name, dropout_p) in timings:
-                c = compare_timings(timings[("eager", dropout_p)], timings[(name, dropout_p)])
-                predicted = predicted_fusion_speedup(dtype_bytes=e, dropout=dropout_p > 0)
-                out["comparisons"].append({"dropout_p": dropout_p, **c.to_dict(), "predicted": predicted})
-    return out
 
 
 def _peak_added(p: Params, name: str, seq_len: int, step, device: str, num_threads: int) -> dict:
@@ -219,10 +129,14 @@ def measure_attention(p: Params) -> dict:
     crossover = naive_attention_max_seq_len(
         batch=p.attn_batch, heads=p.attn_heads, dtype_bytes=e, limit_bytes=limit
     )
+    cases = sdpa_dispatch_cases(p.attn_batch, p.attn_heads, p.attn_head_dim, min(p.attn_seq_lens), device, dt)
     return {
         "rows": rows,
         "skipped": skipped,
         "backend": backend,
+        "dispatch_cases": cases,
+        "head_dim": p.attn_head_dim,
+        "cuda_capability": list(torch.cuda.get_device_capability()) if device == "cuda" else None,
         "dtype": p.dtype,
         "dtype_bytes": e,
         "naive_max_seq_len": crossover,
@@ -231,11 +145,12 @@ def measure_attention(p: Params) -> dict:
 
 def measure_model_compile(p: Params) -> dict:
     """B5: the reference model's training step, eager vs torch.compile (and with a forced
-    graph break), compile time and steady step time; graph breaks from dynamo's explain."""
+    graph break), timed interleaved after each variant's first (compiling) call; compile
+    time and graph breaks from dynamo's explain."""
     import torch
 
     from ...model import GPT
-    from ...timing import compare_timings, time_fn
+    from ...timing import compare_timings, interleaved
 
     device = p.device
     cfg = preset(p.compile_preset).with_(seq_len=p.compile_seq_len)
@@ -264,22 +179,29 @@ def measure_model_compile(p: Params) -> dict:
             block.mlp.register_forward_pre_hook(lambda mod, args: torch._dynamo.graph_break())
         variants["compiled, graph break per block"] = (torch.compile(m), m)
     out = {"preset": cfg.name, "seq_len": cfg.seq_len, "micro_batch": p.compile_micro_batch, "rows": []}
-    timings = {}
+    steps, first = {}, {}
     for name, (model, _) in variants.items():
-        step = make_step(model)
+        steps[name] = make_step(model)
         t0 = time.perf_counter()
-        step()
+        steps[name]()
         if device == "cuda":
             torch.cuda.synchronize()
-        first_s = time.perf_counter() - t0
-        t = time_fn(step, label=name, device=device, min_run_time_s=p.min_run_time_s, warmup=2)
-        timings[name] = t
+        first[name] = time.perf_counter() - t0
+    timings = interleaved(
+        steps, rounds=p.compile_rounds, device=device, desc="training step eager / compiled"
+    )
+    for name in variants:
         breaks = None
         if name != "eager":
             explanation = torch._dynamo.explain(variants[name][1])(idx, idx)
             breaks = explanation.graph_break_count
         out["rows"].append(
-            {"variant": name, "first_call_s": first_s, "graph_breaks": breaks, **t.to_dict(with_samples=True)}
+            {
+                "variant": name,
+                "first_call_s": first[name],
+                "graph_breaks": breaks,
+                **timings[name].to_dict(with_samples=True),
+            }
         )
     out["comparisons"] = [
         compare_timings(timings["eager"], timings[n]).to_dict() for n in timings if n != "eager"
@@ -325,7 +247,7 @@ def measure(p: Params) -> dict:
         cal["_meta"],
     )
     rec["matmul_dtypes"] = {d: cal[f"matmul:{d}"] for d in dtypes}
-    rec["ln"] = measure_ln_fusion(p)
+    rec["ln"] = measure_ln_fusion(p, cal["bandwidth"].get("last_level_cache_bytes"))
     rec["attention"] = measure_attention(p)
     rec["compile"] = measure_model_compile(p)
     return rec

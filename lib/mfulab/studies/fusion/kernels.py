@@ -1,7 +1,8 @@
 """The kernels the ``fusion`` study times, and how it inspects them (torch, headless):
 LayerNorm + residual + dropout in eager mode and as a hand-written Triton kernel, SDPA and
-the backend it dispatches to, kernel counts from the profiler, and the fresh-process worker
-that measures one attention variant's peak memory on CPU. ``bench`` drives them."""
+the backend it dispatches to, kernel counts from the profiler, the passes over memory of
+inductor's generated C++ kernel, and the fresh-process worker that measures one attention
+variant's peak memory on CPU. ``bench`` and ``ln_bench`` drive them."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ from ...timing import torch_dtype
 
 
 def ln_eager(x, a, weight, bias, p: float):
+    """h = x + dropout(a); y = layer_norm(h). At p = 0 dropout is the identity: ``F.dropout``
+    would return its input without touching memory, so it is not called (the profiler then
+    lists only the kernels that do work)."""
     import torch.nn.functional as F
 
-    h = x + F.dropout(a, p=p, training=True)
+    h = x + (F.dropout(a, p=p, training=True) if p > 0 else a)
     return h, F.layer_norm(h, (h.shape[-1],), weight, bias)
 
 
@@ -86,6 +90,8 @@ BOOKKEEPING_OPS = (
     "ones",
     "clone",
     "result_type",
+    "empty_like",
+    "empty_strided",
 )
 
 
@@ -126,8 +132,99 @@ def profile_kernel_count(fn, device: str) -> dict:
     }
 
 
-def sdpa_backend(q, k, v) -> str:
-    """The aten kernel ``scaled_dot_product_attention`` dispatched to for these inputs."""
+def ln_kernel_count(fn, device: str, numel: int) -> dict:
+    """Kernels one call of the LN sub-block runs over its [tokens, hidden] tensors. On CUDA:
+    the device kernels. On CPU: the innermost aten ops that take a tensor of ``numel``
+    elements (``aten::dropout`` is not counted again when its ``bernoulli_``, ``div_`` and
+    ``mul`` are), plus inductor's generated C++ kernels; ops on a few elements only (the
+    seed ``aten::randint`` of inductor's random numbers) are listed apart."""
+    import math
+
+    from torch.profiler import ProfilerActivity, profile
+
+    from ...procs import native_stderr_filtered
+
+    if device == "cuda":
+        return profile_kernel_count(fn, device)
+    fn()  # never the first call
+    with native_stderr_filtered(), profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        fn()
+
+    def full_size(e) -> bool:
+        return any(s and math.prod(s) == numel for s in (e.input_shapes or []))
+
+    def working(e) -> bool:
+        return e.name.startswith("aten::") and e.name.split("::")[-1] not in BOOKKEEPING_OPS
+
+    def has_full_size_descendant(e) -> bool:
+        return any((working(c) and full_size(c)) or has_full_size_descendant(c) for c in e.cpu_children)
+
+    events = prof.events()
+    names = [
+        e.name
+        for e in events
+        if "cpp_fused" in e.name or (working(e) and full_size(e) and not has_full_size_descendant(e))
+    ]
+    small = [e.name for e in events if working(e) and not full_size(e) and e.cpu_parent is not None]
+    small = [n for n in small if "randint" in n]
+    return {
+        "count": len(names),
+        "names": names,
+        "small": sorted(set(small)),
+        "what": "CPU kernels over the tensor (innermost aten ops + inductor C++ kernels)",
+    }
+
+
+def inductor_tensor_passes(code: str, numel: int) -> dict | None:
+    """Passes over memory of an inductor C++ kernel (``run_and_get_code``'s source): its loop
+    nests (``#pragma omp for`` / ``single``) and, in each, the distinct buffers loaded and
+    stored over the whole tensor (an index whose loop variables span ``numel`` elements;
+    the weights' ``x1`` and the per-row statistics' ``x0`` span less). Returns
+    ``{"loop_nests", "tensor_passes", "per_nest": [[loads, stores], ...]}``, or None when the
+    source has no C++ kernel (Triton on CUDA)."""
+    import math
+    import re
+
+    if "#pragma omp" not in code:
+        return None
+    body = code[code.index("#pragma omp") :]
+    nests = re.split(r"#pragma omp (?:for|single)", body)[1:]
+    per_nest = []
+    for nest in nests:
+        bounds = dict(
+            re.findall(
+                r"for\(int64_t (x\d+)=static_cast<int64_t>\(0L\); x\d+<static_cast<int64_t>\((\d+)L\)", nest
+            )
+        )
+
+        def spans_tensor(index: str, bounds=bounds) -> bool:
+            names = set(re.findall(r"\bx\d+\b", index))
+            return (
+                bool(names) and names <= bounds.keys() and math.prod(int(bounds[n]) for n in names) == numel
+            )
+
+        loads, stores = set(), set()
+        for ptr, index in re.findall(r"loadu\((\w+) \+ static_cast<int64_t>\(([^)]*)\)", nest):
+            if spans_tensor(index):
+                loads.add(ptr)
+        for ptr, index in re.findall(r"\.store\((\w+) \+ static_cast<int64_t>\(([^)]*)\)", nest):
+            if spans_tensor(index):
+                stores.add(ptr)
+        for ptr, index, assign in re.findall(r"(\w+)\[static_cast<int64_t>\(([^\]]*)\)\](\s*=(?!=))?", nest):
+            if spans_tensor(index):
+                (stores if assign else loads).add(ptr)
+        per_nest.append([len(loads), len(stores)])
+    return {
+        "loop_nests": len(nests),
+        "tensor_loop_nests": sum(1 for a, b in per_nest if a + b),
+        "tensor_passes": sum(a + b for a, b in per_nest),
+        "per_nest": per_nest,
+    }
+
+
+def sdpa_backend(q, k, v, **kwargs) -> str:
+    """The aten kernel ``scaled_dot_product_attention`` dispatched to for these inputs
+    (``kwargs``: ``attn_mask``, ``dropout_p``, ``is_causal``; default causal, no mask)."""
     import torch.nn.functional as F
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -138,10 +235,39 @@ def sdpa_backend(q, k, v) -> str:
             seen.append(func.overloadpacket.__name__)
             return func(*args, **(kwargs or {}))
 
+    kwargs = kwargs or {"is_causal": True}
     with Spy():
-        F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        F.scaled_dot_product_attention(q, k, v, **kwargs)
     picked = [n for n in seen if "attention" in n or "flash" in n]
-    return picked[0] if picked else "math (decomposed: " + ", ".join(dict.fromkeys(seen)) + ")"
+    ops = list(dict.fromkeys(seen))
+    return (
+        picked[0]
+        if picked
+        else "math (decomposed: " + ", ".join(ops[:6]) + (", …" if len(ops) > 6 else "") + ")"
+    )
+
+
+def sdpa_dispatch_cases(batch: int, heads: int, head_dim: int, seq_len: int, device, dtype) -> list[dict]:
+    """The kernel SDPA picks on this device for the study's inputs and for the inputs that
+    change the choice (an explicit mask, dropout, another dtype): one row per case."""
+    import torch
+
+    q, k, v = attn_inputs(batch, heads, head_dim, seq_len, device, dtype, requires_grad=False)
+    mask = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()
+    other = torch.float32 if dtype != torch.float32 else torch.bfloat16
+    cases = {
+        "causal, no mask (the study's inputs)": ((q, k, v), {"is_causal": True}),
+        "explicit boolean attn_mask": ((q, k, v), {"attn_mask": mask}),
+        "dropout_p = 0.1": ((q, k, v), {"is_causal": True, "dropout_p": 0.1}),
+        f"dtype {str(other).removeprefix('torch.')}": (
+            tuple(t.to(other) for t in (q, k, v)),
+            {"is_causal": True},
+        ),
+    }
+    return [
+        {"case": case, "backend": sdpa_backend(*tensors, **kwargs)}
+        for case, (tensors, kwargs) in cases.items()
+    ]
 
 
 def sdpa_causal_attention(q, k, v):

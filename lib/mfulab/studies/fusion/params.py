@@ -15,11 +15,39 @@ class Params(StudyParams):
     device: str = param("auto", "auto | cpu | cuda")
     dtype: str = param("fp32", "fp32 | bf16 | fp16: the dtype of every kernel here")
     num_threads: int = param(0, "torch threads (0: torch's default)", unit="threads", non_negative=True)
-    ln_tokens: int = param(8192, "rows of the [tokens, hidden] LayerNorm input", unit="tokens", positive=True)
+    ln_tokens: int = param(
+        0,
+        "rows of the [tokens, hidden] LayerNorm sub-block input (0: sized from this machine's "
+        "last-level cache with ln_llc_multiple, so that DRAM serves the tensors)",
+        unit="tokens",
+        non_negative=True,
+    )
+    ln_llc_multiple: float = param(
+        4.0,
+        "with ln_tokens = 0: the sub-block's inputs and outputs (x, a, h, y) together are at least "
+        "this many times the last-level cache (as far as memory allows)",
+        unit="× LLC",
+        positive=True,
+    )
     ln_hidden: int = param(1024, "columns of the LayerNorm input", unit="elements", positive=True)
-    dropout_p: float = param(0.1, "the fused dropout's probability, in [0, 1) (0 is also measured)")
+    dropout_p: float = param(0.1, "the fused dropout's probability, in (0, 1) (p = 0 is also measured)")
+    ln_rounds: int = param(
+        10,
+        "interleaved rounds of the sub-block and layer timings (each runs every variant once)",
+        unit="rounds",
+    )
+    layer_batch: int = param(
+        1,
+        "sequences of the GPT layer whose forward the sub-block's share is measured against",
+        unit="sequences",
+        positive=True,
+    )
+    layer_seq_len: int = param(1024, "tokens per sequence of that layer", unit="tokens", positive=True)
+    layer_heads: int = param(
+        16, "attention heads of that layer (hidden = ln_hidden)", unit="heads", positive=True
+    )
     attn_seq_lens: tuple[int, ...] = param(
-        [256, 512, 1024, 2048, 4096], "attention sequence lengths", unit="tokens", positive=True
+        [256, 512, 1024, 2048], "attention sequence lengths", unit="tokens", positive=True
     )
     attn_batch: int = param(1, "attention batch size", unit="sequences", positive=True)
     attn_heads: int = param(8, "attention heads", unit="heads", positive=True)
@@ -43,8 +71,13 @@ class Params(StudyParams):
         4, "sequences per compiled training step", unit="sequences", positive=True
     )
     compile_graph_break: bool = param(True, "also compile with a forced graph break in every block")
+    compile_rounds: int = param(
+        8, "interleaved rounds of the eager vs compiled training steps", unit="rounds"
+    )
     calibration: str = calibration_param()
-    min_run_time_s: float = param(0.5, "minimum time of each timed benchmark", unit="s", positive=True)
+    min_run_time_s: float = param(
+        0.3, "minimum time of each timed attention benchmark", unit="s", positive=True
+    )
 
     def check(self) -> None:
         self.require(
@@ -57,7 +90,12 @@ class Params(StudyParams):
             set(self.compile_attention_seq_lens) <= set(self.attn_seq_lens),
             "a subset of attn_seq_lens",
         )
-        self.require("dropout_p", 0 <= self.dropout_p < 1, "in [0, 1)")
+        self.require("dropout_p", 0 < self.dropout_p < 1, "in (0, 1)")
+        for name in ("ln_rounds", "compile_rounds"):
+            self.require(name, getattr(self, name) >= 2, "at least 2 (a paired interval needs rounds)")
+        self.require(
+            "layer_heads", self.ln_hidden % self.layer_heads == 0, f"a divisor of ln_hidden={self.ln_hidden}"
+        )
         self.require_choice("compile_preset", PRESETS)
         self.require_choice("dtype", DTYPES)
 

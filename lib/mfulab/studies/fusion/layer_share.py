@@ -1,0 +1,150 @@
+"""Amdahl's bound on what fusing LayerNorm + residual + dropout does to a whole layer (A7).
+
+The claim is about a layer's forward pass, and the fused sub-block is only part of it. If
+the sub-block takes a share ``f`` of the layer's forward time and becomes ``s`` times
+faster, the layer becomes::
+
+    layer_speedup = 1 / (1 − f + f / s)          (Amdahl 1967)
+
+and even a sub-block that costs nothing (s → ∞) gives at most 1 / (1 − f). A "30% faster"
+layer (time × 0.7, a 1.43× speed-up) therefore needs f ≥ 0.3 with a free sub-block.
+
+For the article's 13B layer (GPT block, hidden h, sequence s, bf16), per token:
+
+- matmul FLOPs of one layer's forward: 24·h²·(1 + s/(6h)) (Narayanan et al. 2021,
+  "Efficient Large-Scale Language Model Training on GPU Clusters", Eq. 3: the forward third
+  of 72·B·s·l·h²·(1 + s/6h), per layer and token);
+- bytes of the sub-block: it runs twice per layer (after attention and after the MLP, as
+  Megatron's bias-dropout-add + the next LayerNorm), each moving the bytes of
+  :func:`bytes_model.ln_residual_dropout_bytes` (unfused 7·h·e + h, fused 4·h·e + h);
+- times: FLOPs / (datasheet peak × matmul efficiency) and bytes / (datasheet bandwidth ×
+  bandwidth efficiency), the two efficiencies being *assumptions* (``stated``).
+
+Everything else in the layer (softmax or flash attention, GELU, biases) is left out of the
+layer's time, which makes ``f`` too large: the speed-up computed here is an upper bound.
+"""
+
+from __future__ import annotations
+
+from ...config import preset
+from ...hardware import device_spec
+from .bytes_model import ln_residual_dropout_bytes
+
+SUB_BLOCKS_PER_LAYER = 2  # after attention and after the MLP (Megatron's bias-dropout-add + LN)
+
+
+def amdahl_speedup(share: float, sub_speedup: float) -> float:
+    """1 / (1 − f + f/s): the whole's speed-up when a part of share ``f`` gets ``s``× faster
+    (``s = inf``: the part costs nothing)."""
+    if not 0 <= share < 1:
+        raise ValueError(f"share must be in [0, 1), got {share}")
+    return 1.0 / (1.0 - share + share / sub_speedup)
+
+
+def required_share(target_speedup: float, sub_speedup: float = float("inf")) -> float:
+    """The share ``f`` a sub-block needs for the layer to reach ``target_speedup``."""
+    return (1 - 1 / target_speedup) / (1 - 1 / sub_speedup)
+
+
+def layer_forward_flops_per_token(hidden: int, seq_len: int) -> float:
+    """24·h²·(1 + s/(6h)): matmul FLOPs of one GPT layer's forward per token (module docstring)."""
+    return 24.0 * hidden**2 * (1 + seq_len / (6 * hidden))
+
+
+def article_layer(
+    *,
+    preset_name: str,
+    device: str,
+    dtype: str,
+    matmul_efficiency: float,
+    bandwidth_efficiency: float,
+    dropout: bool = True,
+) -> dict:
+    """The sub-block's share of one layer's forward and the layer speed-ups that follow, for a
+    preset's layer on a datasheet device (module docstring), per token."""
+    cfg = preset(preset_name)
+    spec = device_spec(device)
+    dtype_bytes = {"bf16": 2, "fp16": 2, "fp32": 4}[dtype]
+    peak_flops_per_s = spec.flops_per_s[dtype] * matmul_efficiency
+    bandwidth_bytes_per_s = spec.mem_bytes_per_s * bandwidth_efficiency
+    flops = layer_forward_flops_per_token(cfg.d_model, cfg.seq_len)
+    kw = dict(tokens=1, hidden=cfg.d_model, dtype_bytes=dtype_bytes, dropout=dropout)
+    unfused_bytes = SUB_BLOCKS_PER_LAYER * ln_residual_dropout_bytes(fused=False, **kw)
+    fused_bytes = SUB_BLOCKS_PER_LAYER * ln_residual_dropout_bytes(fused=True, **kw)
+    matmul_s = flops / peak_flops_per_s
+    unfused_s = unfused_bytes / bandwidth_bytes_per_s
+    fused_s = fused_bytes / bandwidth_bytes_per_s
+    share = unfused_s / (matmul_s + unfused_s)
+    return {
+        "preset": cfg.name,
+        "device": spec.key,
+        "dtype": dtype,
+        "matmul_efficiency": matmul_efficiency,
+        "bandwidth_efficiency": bandwidth_efficiency,
+        "layer_flops_per_token": flops,
+        "sub_block_unfused_bytes_per_token": unfused_bytes,
+        "sub_block_fused_bytes_per_token": fused_bytes,
+        "matmul_s_per_token": matmul_s,
+        "sub_block_s_per_token": unfused_s,
+        "sub_block_share": share,
+        "layer_speedup": (matmul_s + unfused_s) / (matmul_s + fused_s),
+        "layer_speedup_ceiling": amdahl_speedup(share, float("inf")),
+    }
+
+
+def break_even_bandwidth_efficiency(target_speedup: float, **kw) -> float:
+    """The bandwidth efficiency below which a layer with a *free* fused sub-block would reach
+    ``target_speedup`` (the eager kernels would have to be that slow): solves
+    unfused_bytes / (bandwidth × eff) = (target − 1) · matmul time."""
+    row = article_layer(bandwidth_efficiency=1.0, **kw)
+    return row["sub_block_s_per_token"] / ((target_speedup - 1) * row["matmul_s_per_token"])
+
+
+def sensitivity(
+    *,
+    preset_name: str,
+    dtype: str,
+    device: str,
+    matmul_efficiency: float,
+    bandwidth_efficiency: float,
+    devices,
+    matmul_efficiencies,
+    bandwidth_efficiencies,
+    target_speedup: float,
+):
+    """One row per assumption varied around the central one (device, matmul efficiency,
+    bandwidth efficiency), with the layer speed-ups, the bandwidth efficiency at which a free
+    sub-block would reach ``target_speedup``, and whether the bound stays below it."""
+    import pandas as pd
+
+    central = dict(
+        device=device, matmul_efficiency=matmul_efficiency, bandwidth_efficiency=bandwidth_efficiency
+    )
+    cases = [("central", central)]
+    cases += [("device", {**central, "device": d}) for d in devices if d != device]
+    cases += [("matmul efficiency", {**central, "matmul_efficiency": m}) for m in matmul_efficiencies]
+    cases += [
+        ("bandwidth efficiency", {**central, "bandwidth_efficiency": b}) for b in bandwidth_efficiencies
+    ]
+    rows = []
+    for varied, kw in cases:
+        row = article_layer(preset_name=preset_name, dtype=dtype, **kw)
+        even = break_even_bandwidth_efficiency(
+            target_speedup,
+            preset_name=preset_name,
+            dtype=dtype,
+            device=kw["device"],
+            matmul_efficiency=kw["matmul_efficiency"],
+        )
+        rows.append(
+            {
+                "varied": varied,
+                **{k: row[k] for k in ("device", "matmul_efficiency", "bandwidth_efficiency")},
+                "sub_block_share": row["sub_block_share"],
+                "layer_speedup": row["layer_speedup"],
+                "layer_speedup_ceiling": row["layer_speedup_ceiling"],
+                "break_even_bandwidth_efficiency": even,
+                "below_claim": row["layer_speedup_ceiling"] < target_speedup,
+            }
+        )
+    return pd.DataFrame(rows)
