@@ -142,7 +142,7 @@ def checkpoint_spike(p: Params, root: Path) -> dict:
         rounds=p.checkpoint_rounds,
         device=p.device,
         warmup=1,
-        min_block_s=0.0,  # one call per block: a block is one step
+        number=1,  # a block is one step (with or without its write)
         seed=p.seed,
         desc="checkpoint spike (interleaved)",
     )
