@@ -461,3 +461,13 @@ def test_stall_figure_legend_names_only_what_is_drawn():
     fig = figures.plot_stall(_records())
     legends = [[t.get_text() for t in ax.get_legend().get_texts()] for ax in fig.axes]
     assert legends == [["compute", "data loading", "other"], ["compute (a timed wait)", "data loading"]]
+
+
+def test_without_cold_rounds_b11_keeps_its_workers_row_and_the_tables_stay_empty():
+    rec = _records()
+    rec["sweep"] = [r for r in rec["sweep"] if r["cache"] == "warm"]
+    assert analysis.latency_sensitivity(rec).empty
+    assert [c.claim for c in analysis.claims(rec) if c.id == "B11"] == [
+        "on ordinary SSDs 8–16 DataLoader workers are enough"
+    ]
+    assert analysis.tar_over_json_files_cold_throughput(rec) is None

@@ -80,8 +80,20 @@ def latency_sensitivity(records, latencies_s=None):
     tar / small files throughput with its interval, and the verdict at the 1.05× threshold."""
     import pandas as pd
 
-    latencies_s = latencies_s or _param(records, "per_file_latency_sweep_s", PER_FILE_LATENCY_SWEEP_S)
+    if latencies_s is None:
+        latencies_s = _param(records, "per_file_latency_sweep_s", PER_FILE_LATENCY_SWEEP_S)
+    if not (_cold_rows(records, SMALL_FILES) and _cold_rows(records, SHARDS)):
+        latencies_s = []  # no cold rounds of the two formats (cold: false, or a format left out)
     samples = records["corpus"]["count"]
+    columns = [
+        "per_file_latency_ms",
+        f"{SMALL_FILES}_epoch_s",
+        f"{SHARDS}_epoch_s",
+        "tar_over_json_files",
+        "ratio_lo",
+        "ratio_hi",
+        "verdict",
+    ]
     rows = []
     for latency in latencies_s:
         c = format_comparison(records, latency)
@@ -96,7 +108,7 @@ def latency_sensitivity(records, latencies_s=None):
                 "verdict": _format_verdict(c),
             }
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _format_verdict(c) -> str:

@@ -67,6 +67,12 @@ def plot_latency(records):
     table = latency_sensitivity(records)
     x = table.per_file_latency_ms.to_numpy()
     fig, ax = plt.subplots(figsize=(7, 3.8))
+    if table.empty:
+        ax.text(
+            0.5, 0.5, "no cold rounds of tar and JSON files in this run", ha="center", transform=ax.transAxes
+        )
+        ax.set_axis_off()
+        return fig
     ax.plot(x, table.tar_over_json_files, marker="o", color="C0", label="tar / JSON files (median)")
     ax.fill_between(x, table.ratio_lo, table.ratio_hi, color="C0", alpha=0.2, label="interval (widened)")
     ax.axhline(B11_STATED["min_throughput_gain"], color="C3", ls="--", label="claim: 1.05×")
