@@ -132,7 +132,8 @@ def test_world_size_and_bad_parameters():
         ("modes", ["fast"], "modes"),
         ("max_size_log2", 5, "max_size_log2"),
         ("article_alpha_s", -1.0, "article_alpha_s"),
-        ("compute_s", 0, "compute_s"),
+        ("compute_over_comm", 0, "compute_over_comm"),
+        ("rounds", 2, "rounds"),
         ("timeout_s", "soon", "timeout_s"),
         ("device", "tpu", "device"),
     ):

@@ -3,8 +3,11 @@ overlap hides.
 
 - ``params``: the parameters (defaults: the laptop profile, 2 ranks on gloo);
 - ``bench``: the measurement under torchrun (torch, headless: ``python -m mfulab measure overlap``):
-  the collectives benchmark and the chunked-overlap sweep, real and emulated compute;
-- ``analysis``: the chunked-overlap model, tables, the α–β fit, the articles' scale and the
-  claims table (A3, A4, A5, A18, B9);
+  the collectives benchmark and the chunked-overlap sweep, real and emulated compute, every
+  (variant, k) interleaved over rounds;
+- ``analysis``: the measured tables, the α–β check, the paired comparisons (A3, A5);
+- ``scale``: the α–β models — chunked overlap, the articles' scale (A4 with the TP activation
+  all-reduces, A5) and their sensitivity tables, B9's arithmetic;
+- ``claims``: the claims table (A3, A4, A5, A18, B9) and the headline metrics;
 - ``figures``: the charts; ``stated``: the articles' inputs with their citations.
 """

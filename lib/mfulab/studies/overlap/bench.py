@@ -3,67 +3,105 @@
 First the collectives benchmark (``collectives.collective_benchmark_worker``: sizes,
 algbw/busbw, a checked result). Then ``overlap_worker``: the chunked-overlap pattern for
 real. Each chunk is produced by compute, then all-reduced with ``async_op=True`` while the
-next chunk computes; completion times come from the work's future. Three runs per k:
-overlapped, compute only, communication only; exposed communication = overlapped − compute
-only. Compute is either *real* (matmuls) or *emulated*: a timed sleep of the same duration,
-which occupies time but no core — what an accelerator's kernels look like to the host. On
-the 2-core box real compute and gloo's communication threads fight for the same cores, so
-only the emulated mode can show overlap there; every emulated number is labelled as such.
-``measure`` returns plain records (JSON) that ``analysis`` reads, here or elsewhere.
+next chunk computes. Three variants per chunk count k: *overlapped*, *compute only* and
+*communication only*; exposed communication = overlapped − compute only.
+
+Every (variant, k) of a compute mode is timed **interleaved** (``timing.interleaved``: each
+round runs every one of them once, in an order shuffled per round with the same seed on
+every rank, so the ranks issue the same collectives), which makes the rounds paired samples
+for ``timing.compare_timings``. Each call records the *slowest rank's* step time
+(``collectives.slowest_rank_time``: the timer of ``interleaved`` itself would include the
+barrier) and, on gloo, the **communication time in flight**: the length of the union of the
+intervals from issuing each chunk's all-reduce to its completion (the work's future
+callback). That is the communication time per step of claim A5, measured inside the
+overlapped step in each compute mode. NCCL's futures complete when the work is enqueued,
+not when it finishes, so on CUDA the in-flight time is not recorded (communication-only
+steps stand in for it).
+
+Compute is either *real* (matmuls) or *emulated*: a sleep until chunk i's deadline i·C/k,
+which occupies time but no core. Its total C is ``compute_over_comm`` × the tensor's one-shot
+all-reduce, measured at the start of the job. Emulation is the ideal accelerator, one whose
+collectives take nothing from compute; NCCL's collectives are kernels that occupy SMs and
+memory bandwidth, so on a GPU the overlapped compute slows down and the emulated case is an
+upper bound on what overlap hides. On the 2-core box real compute and gloo's communication
+threads fight for the same cores; every emulated number is labelled as such. ``measure``
+returns plain records (JSON) that ``analysis`` reads, here or elsewhere.
 """
 
 from __future__ import annotations
 
 import time
+from functools import partial
 
 from ... import calibration, collectives, hardware
 from .params import Params
 
-BENCHMARK_VERSION = {"overlap": 1}
+BENCHMARK_VERSION = {"overlap": 2}
+VARIANTS = ("overlapped", "compute_only", "comm_only")
+MM_SIZE = 128  # real compute's matmul: small, so that a chunk's compute is a whole number of them
 
 
-def _calibrate_matmul(size: int = 256) -> float:
+def _calibrate_matmul(size: int = MM_SIZE) -> float:
     import torch
 
     a = torch.randn(size, size)
     for _ in range(3):
         a @ a
     t0 = time.perf_counter()
-    for _ in range(10):
+    for _ in range(20):
         a @ a
-    return (time.perf_counter() - t0) / 10
+    return (time.perf_counter() - t0) / 20
+
+
+def union_length_s(spans) -> float:
+    """Total length of the union of ``[start, end]`` intervals: the time during which at
+    least one all-reduce was in flight (overlapping calls count once)."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(spans):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
 
 
 def overlap_worker(spec: dict) -> dict:
-    """Runs on every rank: sweep k for each compute mode; returns medians and a timeline."""
+    """Runs on every rank: for each compute mode, every (variant, k) interleaved over
+    ``spec["rounds"]`` rounds; returns per-round samples (paired) and a timeline per k."""
     import torch
     import torch.distributed as dist
 
     from ...launch import reduce_scalar
-    from ...timing import progress, summarize, synchronize
+    from ...timing import interleaved, synchronize
 
     torch.set_num_threads(1)
     rank, n = dist.get_rank(), dist.get_world_size()
     device = spec["device"]
     numel = spec["overlap_bytes"] // 4
-    mm_size = 256
-    mm = torch.randn(mm_size, mm_size, device=device)
-    t_mm = _calibrate_matmul(mm_size) if device == "cpu" else None
-    out = {"world_size": n, "device": device, "rows": [], "timelines": {}, "wrong": 0}
+    mm = torch.randn(MM_SIZE, MM_SIZE, device=device)
+    t_mm = _calibrate_matmul() if device == "cpu" else None
+    in_flight_measured = device == "cpu"  # gloo futures complete when the work does
+    out = {"world_size": n, "device": device, "rounds": spec["rounds"], "rows": [], "timelines": {}}
+    out["in_flight_measured"], wrong, compute_s = in_flight_measured, 0, 0.0
 
-    def compute(mode, seconds):
+    def compute(mode, seconds, deadline):
         if mode == "emulated":
-            time.sleep(seconds)  # occupies time, not a core: an accelerator kernel as the host sees it
+            # occupies time, not a core: the ideal accelerator's kernels. Sleeping until a
+            # deadline (chunk i ends at i·C/k) keeps k oversleeps from adding up, and lets the
+            # host's issuing of the all-reduces overlap the "device" compute, as on a GPU.
+            time.sleep(max(0.0, deadline - time.perf_counter()))
             return
         if device == "cuda":  # real kernels: as many matmuls as fill the time at ~60% of the ceiling
-            reps = max(1, int(seconds / (2 * mm_size**3 / 2e14)))
+            reps = max(1, int(seconds / (2 * MM_SIZE**3 / 2e14)))
         else:
             reps = max(1, round(seconds / t_mm))
         for _ in range(reps):
             mm @ mm
 
-    def one_step(mode, k, with_compute, with_comm, record=None):
+    def one_step(mode, k, variant, record=None):
+        """One step; returns (slowest-rank step time, this rank's comm time in flight, wrong)."""
+        with_compute, with_comm = variant != "comm_only", variant != "compute_only"
         chunks = [torch.full((numel // k,), float(rank + 1), device=device) for _ in range(k)]
+        events = []
 
         def step():
             t_start = time.perf_counter()
@@ -71,66 +109,82 @@ def overlap_worker(spec: dict) -> dict:
             for i, chunk in enumerate(chunks):
                 c0 = time.perf_counter()
                 if with_compute:
-                    compute(mode, spec["compute_s"] / k)
+                    compute(mode, compute_s / k, t_start + (i + 1) * compute_s / k)
                     synchronize(device)
-                c1 = time.perf_counter()
+                ev = {
+                    "chunk": i,
+                    "compute_start_s": c0 - t_start,
+                    "compute_end_s": time.perf_counter() - t_start,
+                }
+                events.append(ev)
                 if with_comm:
+                    ev["comm_start_s"] = time.perf_counter() - t_start
                     work = dist.all_reduce(chunk, async_op=True)
-                    if record is not None:
-                        ev = {
-                            "chunk": i,
-                            "compute_start_s": c0 - t_start,
-                            "compute_end_s": c1 - t_start,
-                            "comm_start_s": time.perf_counter() - t_start,
-                        }
-                        record.append(ev)
-                        work.get_future().then(
-                            lambda fut, ev=ev: ev.__setitem__("comm_end_s", time.perf_counter() - t_start)
-                        )
-                    works.append(work)
-                elif record is not None:
-                    record.append(
-                        {"chunk": i, "compute_start_s": c0 - t_start, "compute_end_s": c1 - t_start}
+                    work.get_future().then(
+                        lambda fut, ev=ev: ev.__setitem__("comm_end_s", time.perf_counter() - t_start)
                     )
+                    works.append(work)
             for w in works:
                 w.wait()
 
         elapsed, _ = collectives.slowest_rank_time(step, device)
-        wrong = 0
-        if with_comm:
-            expected = n * (n + 1) / 2
-            wrong = sum(int((c != expected).sum()) for c in chunks)
-        return elapsed, wrong
+        in_flight = float("nan")
+        if with_comm and in_flight_measured:
+            for _ in range(100):  # the completion callbacks ran before wait() returned; be safe
+                if all("comm_end_s" in e for e in events):
+                    break
+                time.sleep(0.001)
+            in_flight = union_length_s((e["comm_start_s"], e["comm_end_s"]) for e in events)
+        n_wrong = sum(int((c != n * (n + 1) / 2).sum()) for c in chunks) if with_comm else 0
+        if record is not None:
+            record.extend(events)
+        return elapsed, in_flight, n_wrong
+
+    def timed(mode, k, variant, sink):
+        nonlocal wrong
+        elapsed, in_flight, n_wrong = one_step(mode, k, variant)
+        sink.append((elapsed, in_flight))
+        wrong += n_wrong
+
+    # compute time: a multiple of the one-shot all-reduce (slowest rank: the same on every rank)
+    for _ in range(2):
+        one_step(None, 1, "comm_only")
+    one_shot = sorted(one_step(None, 1, "comm_only")[0] for _ in range(9))[4]  # the median
+    compute_s = spec["compute_over_comm"] * one_shot
+    out["one_shot_comm_s"], out["compute_s"] = one_shot, compute_s
 
     for mode in spec["modes"]:
-        for k in progress(spec["chunks"], f"overlap {mode}") if rank == 0 else spec["chunks"]:
-            one_step(mode, k, True, True)  # warm-up
-            result = {}
-            for variant, with_compute, with_comm in (
-                ("overlapped", True, True),
-                ("compute_only", True, False),
-                ("comm_only", False, True),
-            ):
-                times = []
-                for _ in range(spec["reps"]):
-                    t, wrong = one_step(mode, k, with_compute, with_comm)
-                    times.append(t)
-                    out["wrong"] += wrong
-                result[variant] = times
-            timeline = []
-            one_step(mode, k, True, True, record=timeline)
-            time.sleep(0.01)  # let the last completion callback run
-            out["timelines"][f"{mode}:{k}"] = timeline
+        sinks = {(v, k): [] for k in spec["chunks"] for v in VARIANTS}
+        fns = {f"{v}:{k}": partial(timed, mode, k, v, sink) for (v, k), sink in sinks.items()}
+        # min_block_s=0: one call per block on every rank (a block size chosen per rank from
+        # its own warm-up could differ between ranks and desynchronise their collectives)
+        interleaved(
+            fns,
+            rounds=spec["rounds"],
+            device=device,
+            num_threads=1,
+            warmup=1,
+            min_block_s=0.0,
+            seed=spec["seed"],
+            desc=f"overlap {mode} (rank {rank})",
+        )
+        rounds = {key: sink[-spec["rounds"] :] for key, sink in sinks.items()}  # after the warm-up calls
+        # the slowest rank's in-flight time of every round, in one all-reduce
+        in_flight = torch.tensor([[s[1] for s in rounds[key]] for key in sinks], dtype=torch.float64)
+        if in_flight_measured:
+            dist.all_reduce(in_flight, op=dist.ReduceOp.MAX)
+        in_flight = dict(zip(sinks, in_flight.tolist()))
+        for k in spec["chunks"]:
             row = {"mode": mode, "k": k}
-            for variant, times in result.items():
-                t = summarize(times)
-                row[f"{variant}_s"] = t.median_s
-                row[f"{variant}_q1_s"] = t.q1_s
-                row[f"{variant}_q3_s"] = t.q3_s
-                row[f"{variant}_times_s"] = t.times_s
-            row["exposed_comm_s"] = row["overlapped_s"] - row["compute_only_s"]
+            for v in VARIANTS:
+                row[f"{v}_times_s"] = [s[0] for s in rounds[(v, k)]]
+                if v != "compute_only" and in_flight_measured:
+                    row[f"{v}_in_flight_times_s"] = in_flight[(v, k)]
             out["rows"].append(row)
-    out["wrong"] = int(reduce_scalar(out["wrong"], "sum"))
+            timeline = []
+            one_step(mode, k, "overlapped", record=timeline)
+            out["timelines"][f"{mode}:{k}"] = timeline
+    out["wrong"] = int(reduce_scalar(wrong, "sum"))
     return out
 
 
@@ -158,10 +212,11 @@ def measure(p: Params) -> dict:
             "mfulab.studies.overlap.bench:overlap_worker",
             {
                 "overlap_bytes": p.overlap_bytes,
-                "compute_s": p.compute_s,
+                "compute_over_comm": p.compute_over_comm,
                 "chunks": list(p.chunks),
                 "modes": list(p.modes),
-                "reps": p.reps,
+                "rounds": p.rounds,
+                "seed": p.seed,
             },
         ),
     ):

@@ -6,7 +6,23 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from ...plots import median_iqr_ms
-from .analysis import collectives_table, fitted_alpha_beta, overlap_table
+from .analysis import (
+    best_k,
+    collectives_table,
+    comm_only_pooled,
+    comm_per_step_table,
+    fitted_alpha_beta,
+    overlap_table,
+    timing,
+)
+
+
+def _chunk_axis(ax, ks, label="chunks k"):
+    """A log2 x-axis of chunk counts with the counts themselves as tick labels."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(ks), [str(k) for k in ks])
+    ax.minorticks_off()
+    ax.set_xlabel(label)
 
 
 def plot_busbw(records):
@@ -37,16 +53,15 @@ def plot_busbw(records):
 def plot_timeline(records, mode: str = "emulated"):
     """Gantt chart of compute and communication for k = 1 (serial) and the best k (claim A3)."""
 
-    rows = {r["k"]: r for r in records["overlap"]["rows"] if r["mode"] == mode}
-    if not rows:
+    ks_measured = sorted({r["k"] for r in records["overlap"]["rows"] if r["mode"] == mode})
+    if not ks_measured:
         return None
-    best = min(rows, key=lambda k: rows[k]["overlapped_s"])
-    ks = [min(rows), best] if best != min(rows) else [min(rows)]
+    best = best_k(records, mode)
+    ks = [ks_measured[0]] + ([best] if best is not None and best != ks_measured[0] else [])
     colors = sns.color_palette()
     fig, axes = plt.subplots(len(ks), 1, figsize=(8, 1.6 * len(ks) + 1), sharex=True, squeeze=False)
     for ax, k in zip(axes[:, 0], ks):
-        events = records["overlap"]["timelines"][f"{mode}:{k}"]
-        for e in events:
+        for e in records["overlap"]["timelines"][f"{mode}:{k}"]:
             ax.barh(
                 1,
                 (e["compute_end_s"] - e["compute_start_s"]) * 1e3,
@@ -64,7 +79,8 @@ def plot_timeline(records, mode: str = "emulated"):
                 )
         ax.set_yticks([0, 1])
         ax.set_yticklabels(["all-reduce", "compute" + (" (emulated)" if mode == "emulated" else "")])
-        ax.set_title(f"k = {k}: step {rows[k]['overlapped_s'] * 1e3:.0f} ms", fontsize=9)
+        median_ms = timing(records, mode, k, "overlapped").median_s * 1e3
+        ax.set_title(f"k = {k}: step {median_ms:.1f} ms (median of the rounds; one step drawn)", fontsize=9)
     axes[-1, 0].set_xlabel("time since step start (ms), rank 0")
     fig.suptitle(f"Serial vs chunked overlap ({mode} compute)", fontweight="bold")
     fig.tight_layout()
@@ -72,10 +88,10 @@ def plot_timeline(records, mode: str = "emulated"):
 
 
 def plot_step_vs_k(records):
-    """Measured step time vs k next to the model and the serial time (claims A3, A5)."""
+    """Measured step time vs k next to the model and compute + communication (claims A3, A5)."""
 
     ot = overlap_table(records)
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(7.5, 4.4))
     for i, (label, d) in enumerate(ot.groupby("compute")):
         d = d.sort_values("k")
         median_iqr_ms(
@@ -87,13 +103,53 @@ def plot_step_vs_k(records):
             color=f"C{i}",
             label=f"measured, {label}",
         )
-        ax.plot(d.k, d.model_step_s * 1e3, "--", color=f"C{i}", label=f"model (fitted α–β), {label}")
+        ax.plot(d.k, d.model_step_s * 1e3, "--", color=f"C{i}", label=f"model (calibrated α–β), {label}")
         ax.plot(
-            d.k, d.serial_s * 1e3, ":", color=f"C{i}", alpha=0.6, label=f"serial (compute + comm), {label}"
+            d.k,
+            d.compute_plus_comm_s * 1e3,
+            ":",
+            color=f"C{i}",
+            alpha=0.6,
+            label=f"compute only + comm only, {label}",
         )
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("chunks k")
+    _chunk_axis(ax, sorted(set(ot.k)))
     ax.set_ylabel("step time (ms, median, IQR bars)")
     ax.set_title("Overlap hides communication until per-call cost takes over")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def plot_comm_vs_k(records):
+    """Communication time per step vs k: measured, and this run's α–β split into the
+    per-call part k·2(n−1)α and the bandwidth part (claim A5)."""
+
+    d = comm_per_step_table(records)
+    first = d[d["mode"] == d["mode"].iloc[0]].sort_values("k")
+    fig, ax = plt.subplots(figsize=(7.5, 4.4))
+    modes = sorted(set(d["mode"]))
+    pooled = [
+        comm_only_pooled(records, k, [m for m in modes if k in set(d[d["mode"] == m].k)]) for k in first.k
+    ]
+    ax.plot(
+        first.k, [t.median_s * 1e3 for t in pooled], "o-", color="C0", label="measured: all-reduces alone"
+    )
+    for i, (mode, dm) in enumerate(d.groupby("mode")):
+        if "in_flight_s" in dm:
+            dm = dm.sort_values("k")
+            ax.plot(
+                dm.k,
+                dm.in_flight_s * 1e3,
+                "s-",
+                color=f"C{i + 1}",
+                alpha=0.8,
+                label=f"measured: in flight, {mode}",
+            )
+    ax.plot(first.k, first.predicted_total_s * 1e3, "k--", label="predicted: k·2(n−1)α + S·bus/B (this run)")
+    ax.plot(first.k, first.predicted_latency_part_s * 1e3, "k:", label="of which per-call cost k·2(n−1)α")
+    ax.axvspan(4, 16, color="0.9", zorder=0)
+    _chunk_axis(ax, list(first.k), "chunks k (shaded: the claim's 4 → 16)")
+    ax.set_yscale("log")
+    ax.set_ylabel("communication time per step (ms, median)")
+    ax.set_title("More chunks, more calls: each pays the per-call cost again")
     ax.legend(fontsize=7)
     return fig

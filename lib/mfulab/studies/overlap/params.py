@@ -25,9 +25,20 @@ class Params(StudyParams):
     warmup: int = param(2, "untimed calls per collective and size", unit="calls", non_negative=True)
     iters: int = param(7, "timed calls per collective and size", unit="calls", positive=True)
     overlap_bytes: int = param(
-        33554432, "the tensor all-reduced in chunks (float32)", unit="bytes", positive=True
+        16777216,
+        "the tensor all-reduced in chunks (float32); default: at 16 chunks about a third of each call is "
+        "per-call latency on the 2-core box, inside the range the article-scale model gives A5 for "
+        "α = 2–20 µs (latency_share_k16 in tables/a5_sensitivity.csv)",
+        unit="bytes",
+        positive=True,
     )
-    compute_s: float = param(0.12, "compute time that produces that tensor", unit="s", positive=True)
+    compute_over_comm: float = param(
+        2.0,
+        "compute time per step as a multiple of the tensor's one-shot all-reduce, measured at the start "
+        "of the run (claim A3: 20 ms of compute per 10 ms of communication)",
+        unit="×",
+        positive=True,
+    )
     chunks: tuple[int, ...] = param(
         [1, 2, 4, 8, 16, 32, 64, 128], "chunk counts k swept", unit="chunks", positive=True
     )
@@ -35,14 +46,49 @@ class Params(StudyParams):
         ["emulated", "real"],
         "compute modes: emulated (a timed wait: occupies time, not a core) | real (matmuls)",
     )
-    reps: int = param(5, "timed repetitions per (mode, k)", unit="repetitions", positive=True)
+    rounds: int = param(
+        15,
+        "interleaved rounds per compute mode: each round runs every (variant, k) once, in a shuffled order",
+        unit="rounds",
+        positive=True,
+    )
+    seed: int = param(0, "seed of the per-round order of the interleaved variants", non_negative=True)
     timeout_s: float = param(900.0, "time limit of each torchrun job", unit="s", positive=True)
-    article_n: int = param(32, "the article's scale: ranks", unit="ranks", positive=True)
+    article_n: int = param(32, "the article's scale: ranks (cards)", unit="ranks", positive=True)
     article_alpha_s: float = param(
-        2.0e-5, "the article's scale: per-step latency α (assumed)", unit="s", non_negative=True
+        2.0e-5,
+        "the article's scale: per-step latency α (assumed; sensitivity 2–20 µs)",
+        unit="s",
+        non_negative=True,
     )
     article_link_bytes_per_s: float = param(
-        25.0e9, "the article's scale: link bandwidth (IB HDR 200 Gb/s)", unit="B/s", positive=True
+        25.0e9,
+        "the article's scale: link bandwidth between nodes per card and direction "
+        "(InfiniBand HDR, 200 Gb/s = 25 GB/s: the article's own 25 GB/s limit)",
+        unit="B/s",
+        positive=True,
+    )
+    article_intra_link_bytes_per_s: float = param(
+        300.0e9,
+        "the article's scale: bandwidth inside a node per card and direction, for the TP all-reduces "
+        "(assumed NVLink-3 class: an A100's 12 links × 25 GB/s; the article states no figure for "
+        "its cards' HCCS)",
+        unit="B/s",
+        positive=True,
+    )
+    article_gpus_per_node: int = param(8, "the article's scale: cards per node", unit="cards", positive=True)
+    article_compute_efficiency: float = param(
+        0.5,
+        "A4: achieved share of the peak (MFU) that sets the compute time of a step (assumed: the "
+        "≈50% the article reports for its 13B run, A19)",
+        positive=True,
+    )
+    article_global_batch: int = param(
+        32,
+        "A4: sequences per optimizer step (assumed: the global batch of the article's 13B command, "
+        "§8, which it states for one 8-card machine)",
+        unit="sequences",
+        positive=True,
     )
 
     def check(self) -> None:
@@ -71,6 +117,10 @@ class Params(StudyParams):
                 f"equal chunks, but it does not split into {k}; use a power-of-two size or other "
                 "chunk counts",
             )
+        self.require("rounds", self.rounds >= 3, "at least 3 (a paired interval needs several rounds)")
+        self.require(
+            "article_compute_efficiency", self.article_compute_efficiency <= 1, "a share of the peak: ≤ 1"
+        )
         self.require_choice("modes", MODES)
 
     def prepare(self) -> None:

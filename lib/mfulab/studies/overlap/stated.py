@@ -1,20 +1,36 @@
 """What the source articles state for the ``overlap`` claims, exactly as stated (article ids as
 in ``docs/claims.md``). These are inputs under test, not results. The interconnect they are
-checked against (ranks, α, link bandwidth) is a parameter: ``article_*`` in ``params``."""
+checked against (ranks, α, link bandwidths) and what the articles leave unstated (compute
+efficiency, global batch on 32 cards) are parameters: ``article_*`` in ``params``."""
 
 from ...articles import b15_gain
 
 # A4 — article A §2.1: a 13B model on 32 cards, 3.2 s → 2.1 s per step with overlap on.
+# The shape, TP degree, micro-batch and per-card peak are those of the article's 13B command
+# (§8; the same figures as A17 and A19): TP = 8, PP = 1, micro-batch 1, 3.2e14 FLOP/s per card.
 A4_STATED = {
     "preset": "article-13b",
     "step_before_s": 3.2,
     "step_after_s": 2.1,
     "grad_bytes_per_param": 2,  # bf16 gradients
+    "activation_bytes": 2,  # bf16 activations: the TP all-reduces' element size
     "tp": 8,
-}  # the tensor-parallel degree the article's 13B runs use (article A §8)
+    "pp": 1,
+    "micro_batch": 1,
+    "peak_flops_per_s": 3.2e14,
+}
+
+# Megatron tensor parallelism: per layer and micro-batch, 2 all-reduces of the b·s·h activations
+# in the forward pass (after the attention and after the MLP block, the "g" operator) and 2 in
+# the backward pass (the conjugate "f" operator) — Shoeybi et al. 2019, Fig. 4; Narayanan et al.
+# 2021, §3.2 (8·b·s·h·(t−1)/t bytes per device per layer and micro-batch). Sequence parallelism
+# replaces each by a reduce-scatter + all-gather of the same volume (Korthikanti et al. 2022,
+# §4.2.2). Full activation recompute runs the forward twice: 6 per layer.
+TP_ALLREDUCES_PER_LAYER = 4
+TP_ALLREDUCES_PER_LAYER_FULL_RECOMPUTE = 6
 
 # A5 — article A §2.2 and §6.3: gradient tensors of about 200 MB; 4–8 chunks best, 16 worse.
-A5_STATED = {"nbytes": 200e6, "chunks": (1, 2, 4, 8, 16, 32, 64)}
+A5_STATED = {"nbytes": 200e6, "chunks": (1, 2, 4, 8, 16, 32, 64), "best_chunks": (4, 8)}
 
 # B9 — article B §3.3: two-node busbw 11 → 21 GB/s against a 25 GB/s link, efficiency
 # "busbw ÷ link × 2"; the same change is B15's NCCL step (article B §5.2), 9.0 → 8.7 s.

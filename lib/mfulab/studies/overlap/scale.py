@@ -1,0 +1,357 @@
+"""The α–β models of this study: chunked overlap, and the articles' scale (A4, A5) with the
+sensitivity of each conclusion to the assumed inputs.
+
+**Chunked overlap** (``chunked_overlap``): compute of total time C produces a tensor of S bytes
+in k equal chunks; chunk i is ready at i·C/k and its all-reduce (ring α–β cost of S/k bytes,
+``comm.ring_all_reduce_time``) starts as soon as the chunk is ready *and* the previous
+all-reduce has finished (one communication channel). The step ends when the last all-reduce
+ends. Bounds: max(C, M_k) ≤ step ≤ C + M_k, with M_k = k·t(S/k) the communication time per
+step, which grows with k because every call pays the latency 2(n−1)·α again (claim A5).
+
+**A4** (``a4_model``): communication per optimizer step of the article's 13B run,
+
+    tp_message_bytes   = b · s · h · activation_bytes                    one activation tensor
+    tp_calls_per_step  = accumulation_steps · (layers / pp) · allreduces_per_layer
+    tp_comm_s          = tp_calls_per_step · t_ring(tp_message_bytes, tp)   inside a node (B_intra)
+    dp_comm_s          = t_ring(N · grad_bytes / (tp · pp), dp)              between nodes (B_inter)
+    compute_s          = 6 · N · tokens_per_step / (cards · peak · efficiency)
+
+with Megatron's 4 TP all-reduces per layer and micro-batch (``stated.TP_ALLREDUCES_PER_LAYER``:
+Shoeybi et al. 2019 Fig. 4; Narayanan et al. 2021 §3.2) and the gradient all-reduce once per
+optimizer step (accumulation steps skip it). Pipeline sends (b·s·h per micro-batch and stage
+boundary) are left out. The 3.2 → 2.1 s step says that at least 1.1 s of communication was
+exposed before overlap; ``a4_reading`` says which communication could account for it.
+
+**A5** (``a5_model``): the 200 MB tensor's communication per step at 4 and 16 chunks, k·t(S/k),
+and the model's best k with compute proportional to the one-shot all-reduce. Accumulation
+steps do not enter: they change how often the tensor is reduced, not what one reduction costs.
+"""
+
+from __future__ import annotations
+
+from ... import comm, flops
+from ...config import ParameterError, preset
+from .stated import (
+    A4_STATED,
+    A5_STATED,
+    B9_STATED,
+    B9_STEP_AFTER_S,
+    B9_STEP_BEFORE_S,
+    TP_ALLREDUCES_PER_LAYER,
+    TP_ALLREDUCES_PER_LAYER_FULL_RECOMPUTE,
+)
+
+# Link bandwidths per card and direction for the sensitivity tables (B = bytes/s).
+IB_EDR_BYTES_PER_S = 12.5e9  # InfiniBand EDR, 100 Gb/s (IBTA roadmap)
+IB_HDR_BYTES_PER_S = 25e9  # InfiniBand HDR, 200 Gb/s
+NVLINK3_BYTES_PER_S = (
+    300e9  # NVLink 3 on an A100: 12 links × 25 GB/s (NVIDIA A100 datasheet: 600 GB/s both ways)
+)
+NVLINK_CLASS_LOW_BYTES_PER_S = 100e9  # a slower intra-node fabric (a third of NVLink 3), for the table
+ALPHAS_S = (2e-6, 5e-6, 10e-6, 20e-6)  # per-step latency: NCCL-class 2 µs to a slow software path 20 µs
+
+
+# ---------------------------------------------------------------------------- chunked overlap
+def chunked_overlap(
+    *, compute_s: float, nbytes: float, k: int, n: int, alpha_s: float, link_bytes_per_s: float
+) -> dict:
+    """Step time and exposed communication of k-chunk overlap (module docstring), with the
+    per-chunk schedule for a timeline."""
+    if k < 1:
+        raise ParameterError("k must be at least 1")
+    chunk_comm_s = comm.ring_all_reduce_time(
+        nbytes / k, n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s
+    )
+    comm_end, schedule = 0.0, []
+    for i in range(1, k + 1):
+        ready = i * compute_s / k
+        start = max(ready, comm_end)
+        comm_end = start + chunk_comm_s
+        schedule.append(
+            {
+                "chunk": i - 1,
+                "compute_start_s": (i - 1) * compute_s / k,
+                "compute_end_s": ready,
+                "comm_start_s": start,
+                "comm_end_s": comm_end,
+            }
+        )
+    total_comm = k * chunk_comm_s
+    step = max(compute_s, comm_end)
+    return {
+        "k": k,
+        "step_s": step,
+        "exposed_comm_s": step - compute_s,
+        "total_comm_s": total_comm,
+        "lower_bound_s": max(compute_s, total_comm),
+        "upper_bound_s": compute_s + total_comm,
+        "schedule": schedule,
+    }
+
+
+def best_chunks(
+    *, compute_s, nbytes, n, alpha_s, link_bytes_per_s, ks=tuple(2**i for i in range(11))
+) -> dict:
+    rows = [
+        chunked_overlap(
+            compute_s=compute_s, nbytes=nbytes, k=k, n=n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s
+        )
+        for k in ks
+    ]
+    best = min(rows, key=lambda r: r["step_s"])
+    return {"best_k": best["k"], "rows": rows}
+
+
+# ---------------------------------------------------------------------------- A4
+def a4_model(
+    *,
+    cards: int,
+    tp: int,
+    pp: int,
+    gpus_per_node: int,
+    global_batch: int,
+    alpha_s: float,
+    intra_bytes_per_s: float,
+    inter_bytes_per_s: float,
+    efficiency: float,
+    allreduces_per_layer: int = TP_ALLREDUCES_PER_LAYER,
+) -> dict:
+    """Communication and compute per optimizer step of the article's 13B run (module docstring)."""
+    cfg = preset(A4_STATED["preset"])
+    n_params = flops.param_count(cfg)
+    micro_batch = A4_STATED["micro_batch"]
+    if cards % (tp * pp) or global_batch % (micro_batch * (cards // (tp * pp))):
+        raise ParameterError(
+            f"{cards} cards do not split into tp={tp} × pp={pp} × dp with global batch {global_batch}"
+        )
+    dp = cards // (tp * pp)
+    accumulation_steps = global_batch // (micro_batch * dp)
+    tp_message_bytes = micro_batch * cfg.seq_len * cfg.d_model * A4_STATED["activation_bytes"]
+    tp_link = intra_bytes_per_s if tp <= gpus_per_node else inter_bytes_per_s
+    tp_allreduce_s = comm.ring_all_reduce_time(
+        tp_message_bytes, tp, alpha_s=alpha_s, link_bytes_per_s=tp_link
+    )
+    tp_calls_per_step = accumulation_steps * cfg.n_layers / pp * allreduces_per_layer
+    tp_comm_s = tp_calls_per_step * tp_allreduce_s if tp > 1 else 0.0
+    grad_bytes_per_rank = n_params * A4_STATED["grad_bytes_per_param"] / (tp * pp)
+    dp_link = inter_bytes_per_s if cards > gpus_per_node else intra_bytes_per_s
+    dp_comm_s = comm.ring_all_reduce_time(grad_bytes_per_rank, dp, alpha_s=alpha_s, link_bytes_per_s=dp_link)
+    tokens_per_step = global_batch * cfg.seq_len
+    compute_s = 6 * n_params * tokens_per_step / (cards * A4_STATED["peak_flops_per_s"] * efficiency)
+    return {
+        "dp": dp,
+        "accumulation_steps": accumulation_steps,
+        "tp_message_bytes": tp_message_bytes,
+        "tp_allreduce_s": tp_allreduce_s,
+        "tp_calls_per_step": tp_calls_per_step,
+        "tp_comm_s": tp_comm_s,
+        "dp_comm_s": dp_comm_s,
+        "total_comm_s": tp_comm_s + dp_comm_s,
+        "compute_s": compute_s,
+    }
+
+
+def a4_reading(m: dict) -> str:
+    """Which communication could account for the ≥ 1.1 s that overlap saved (A4)."""
+    saved = A4_STATED["step_before_s"] - A4_STATED["step_after_s"]
+    if m["compute_s"] > A4_STATED["step_after_s"]:
+        return "compute alone exceeds the 2.1 s step: inputs inconsistent"
+    if m["total_comm_s"] < saved:
+        return "all communication < the 1.1 s saved"
+    if m["dp_comm_s"] < saved:
+        return "needs the TP all-reduces hidden too"
+    return "the gradient all-reduce suffices"
+
+
+def a4_baseline(p: dict) -> dict:
+    """The A4 model's inputs from the study parameters (``article_*``) and ``stated``."""
+    return {
+        "cards": p["article_n"],
+        "tp": A4_STATED["tp"],
+        "pp": A4_STATED["pp"],
+        "gpus_per_node": p["article_gpus_per_node"],
+        "global_batch": p["article_global_batch"],
+        "alpha_s": p["article_alpha_s"],
+        "intra_bytes_per_s": p["article_intra_link_bytes_per_s"],
+        "inter_bytes_per_s": p["article_link_bytes_per_s"],
+        "efficiency": p["article_compute_efficiency"],
+    }
+
+
+def a4_sensitivity(p: dict):
+    """One row per assumed input varied alone from the baseline (the study parameters): the
+    communication and compute per step, the reading, and whether it matches the baseline's."""
+    import pandas as pd
+
+    base = a4_baseline(p)
+    dp_base = base["cards"] // (base["tp"] * base["pp"])
+    cases = [("baseline", "", {})]
+    cases += [("per-step latency α", f"{a * 1e6:.0f} µs", {"alpha_s": a}) for a in ALPHAS_S]
+    cases += [
+        ("TP link", "NVLink 3, 300 GB/s", {"intra_bytes_per_s": NVLINK3_BYTES_PER_S}),
+        ("TP link", "intra-node 100 GB/s", {"intra_bytes_per_s": NVLINK_CLASS_LOW_BYTES_PER_S}),
+        ("TP link", "InfiniBand HDR 25 GB/s (TP across nodes)", {"intra_bytes_per_s": IB_HDR_BYTES_PER_S}),
+        ("DP link", "InfiniBand HDR 25 GB/s", {"inter_bytes_per_s": IB_HDR_BYTES_PER_S}),
+        ("DP link", "InfiniBand EDR 12.5 GB/s", {"inter_bytes_per_s": IB_EDR_BYTES_PER_S}),
+    ]
+    cases += [("compute efficiency (MFU)", f"{e:.0%}", {"efficiency": e}) for e in (0.3, 0.4, 0.5, 0.6)]
+    cases += [
+        ("sharding (TP × PP)", f"{tp} × {pp}", {"tp": tp, "pp": pp})
+        for tp, pp in ((8, 1), (4, 2), (2, 4), (1, 1))
+    ]
+    cases += [
+        ("accumulation steps", f"{g}", {"global_batch": g * A4_STATED["micro_batch"] * dp_base})
+        for g in (1, 8, 32)
+    ]
+    cases += [
+        ("TP all-reduces per layer", "4 (no recompute)", {"allreduces_per_layer": TP_ALLREDUCES_PER_LAYER}),
+        (
+            "TP all-reduces per layer",
+            "6 (full recompute)",
+            {"allreduces_per_layer": TP_ALLREDUCES_PER_LAYER_FULL_RECOMPUTE},
+        ),
+    ]
+    baseline_reading = a4_reading(a4_model(**base))
+    rows = []
+    for varied, value, change in cases:
+        m = a4_model(**{**base, **change})
+        reading = a4_reading(m)
+        rows.append(
+            {
+                "varied": varied,
+                "value": value,
+                "accumulation_steps": m["accumulation_steps"],
+                "tp_comm_s": m["tp_comm_s"],
+                "dp_comm_s": m["dp_comm_s"],
+                "total_comm_s": m["total_comm_s"],
+                "compute_s": m["compute_s"],
+                "reading": reading,
+                "same_as_baseline": reading == baseline_reading,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------- A5
+def a5_model(*, n: int, alpha_s: float, link_bytes_per_s: float, compute_over_comm: float = 1.0) -> dict:
+    """200 MB over n ranks: communication per step at k = 4 and 16 (k·t(S/k)), the share of
+    one 16-chunk call that is per-call latency, and the model's best k with compute equal to
+    ``compute_over_comm`` × the one-shot all-reduce."""
+    nbytes = A5_STATED["nbytes"]
+
+    def t(size):
+        return comm.ring_all_reduce_time(size, n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s)
+
+    one_shot_s = t(nbytes)
+    best = best_chunks(
+        compute_s=compute_over_comm * one_shot_s,
+        nbytes=nbytes,
+        n=n,
+        alpha_s=alpha_s,
+        link_bytes_per_s=link_bytes_per_s,
+        ks=A5_STATED["chunks"],
+    )
+    return {
+        "one_shot_s": one_shot_s,
+        "comm_k4_s": 4 * t(nbytes / 4),
+        "comm_k16_s": 16 * t(nbytes / 16),
+        "ratio_16_over_4": 16 * t(nbytes / 16) / (4 * t(nbytes / 4)),
+        "latency_share_k16": 2 * (n - 1) * alpha_s / t(nbytes / 16),
+        "best_k": best["best_k"],
+        "steps_s": {r["k"]: r["step_s"] for r in best["rows"]},
+    }
+
+
+def a5_sensitivity(p: dict):
+    """One row per assumed input varied alone from the baseline (200 MB, ``article_*``): the
+    communication at 4 and 16 chunks, the model's best k, and whether the two readings of the
+    claim (16 slower than 4; best k in 4–8) hold."""
+    import pandas as pd
+
+    base = {
+        "n": p["article_n"],
+        "alpha_s": p["article_alpha_s"],
+        "link_bytes_per_s": p["article_link_bytes_per_s"],
+    }
+    node = p["article_gpus_per_node"]
+    cases = [("baseline", "", {})]
+    cases += [("per-step latency α", f"{a * 1e6:.0f} µs", {"alpha_s": a}) for a in ALPHAS_S]
+    cases += [
+        ("link", "InfiniBand HDR 25 GB/s", {"link_bytes_per_s": IB_HDR_BYTES_PER_S}),
+        ("link", "InfiniBand EDR 12.5 GB/s", {"link_bytes_per_s": IB_EDR_BYTES_PER_S}),
+        (
+            "link",
+            f"NVLink 3, 300 GB/s ({node} ranks, one node)",
+            {"link_bytes_per_s": NVLINK3_BYTES_PER_S, "n": node},
+        ),
+    ]
+    cases += [
+        ("compute ÷ one-shot comm (efficiency)", f"{r:g}", {"compute_over_comm": r}) for r in (0.5, 1.0, 2.0)
+    ]
+    cases += [
+        ("gradient sharding: DP ranks", f"{p['article_n'] // tp} (TP = {tp})", {"n": p["article_n"] // tp})
+        for tp in (1, 8)
+        if p["article_n"] // tp >= 2
+    ]
+    rows = []
+    for varied, value, change in cases:
+        m = a5_model(**{**base, **change})
+        rows.append(
+            {
+                "varied": varied,
+                "value": value,
+                "comm_k4_s": m["comm_k4_s"],
+                "comm_k16_s": m["comm_k16_s"],
+                "ratio_16_over_4": m["ratio_16_over_4"],
+                "latency_share_k16": m["latency_share_k16"],
+                "best_k": m["best_k"],
+                "k16_slower_than_k4": m["ratio_16_over_4"] > 1,
+                "best_k_in_4_to_8": min(A5_STATED["best_chunks"])
+                <= m["best_k"]
+                <= max(A5_STATED["best_chunks"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------- summaries (A4, A5, B9)
+def article_scale(records) -> dict:
+    """A4 and A5 with the stated interconnect and assumptions (parameters ``article_*``)."""
+    p = records["params"]
+    a4_base = a4_baseline(p)
+    a4 = a4_model(**a4_base)
+    a5 = a5_model(
+        n=p["article_n"], alpha_s=p["article_alpha_s"], link_bytes_per_s=p["article_link_bytes_per_s"]
+    )
+    saved = A4_STATED["step_before_s"] - A4_STATED["step_after_s"]
+    return {
+        "n": p["article_n"],
+        "alpha_s": p["article_alpha_s"],
+        "link_bytes_per_s": p["article_link_bytes_per_s"],
+        "intra_link_bytes_per_s": p["article_intra_link_bytes_per_s"],
+        "a4_implied_min_comm_s": saved,
+        "a4_implied_min_comm_share": saved / A4_STATED["step_before_s"],
+        **{f"a4_{k}": v for k, v in a4.items()},
+        "a4_reading": a4_reading(a4),
+        **{f"a5_{k}": v for k, v in a5.items()},
+    }
+
+
+def b9_check(records) -> dict:
+    """B9: 11 → 21 GB/s busbw against a 25 GB/s link, with and without the article's ×2."""
+    link = B9_STATED["link_bytes_per_s"]
+    before, after = B9_STATED["busbw_before_bytes_per_s"], B9_STATED["busbw_after_bytes_per_s"]
+    # B15's step from this change; if the exposed comm time T scaled as 1/busbw
+    saved = B9_STEP_BEFORE_S - B9_STEP_AFTER_S
+    exposed_before = saved / (1 - before / after)
+    return {
+        "link_bytes_per_s": link,
+        "efficiency_before": before / link,
+        "efficiency_after": after / link,
+        "article_x2_before": 2 * before / link,
+        "article_x2_after": 2 * after / link,
+        "step_before_s": B9_STEP_BEFORE_S,
+        "step_after_s": B9_STEP_AFTER_S,
+        "implied_exposed_comm_before_s": exposed_before,
+        "step_gain": saved / B9_STEP_BEFORE_S,
+    }
