@@ -205,7 +205,8 @@ def headline_metrics(records) -> dict:
         "claims": verdicts.records(claims(records)),
     }
     if a3.get("emulated"):
-        metrics["a3_recovered_share_emulated"] = a3["emulated"]["recovered_share"]
+        # the ratio A3's verdict reads (the recovered share, near 0 in a bad run, drifts without bound)
+        metrics["a3_midpoint_over_overlapped_emulated"] = a3["emulated"]["comparison"].ratio
     if comps:
         metrics["a5_comm_ratio_16_over_4"] = comps["comm_only"].ratio
     return metrics
