@@ -136,6 +136,7 @@ def _records(*, per_call_s=3e-4, link=1e9, rounds=12, overlap_good=True, seed=0)
         "study": "overlap",
         "params": p,
         "device": "cpu",
+        "device_name": "synthetic",
         "collectives": {"world_size": n, "rows": coll_rows},
         "overlap": {
             "world_size": n,
