@@ -224,8 +224,10 @@ rules = sdpa_rules.rules_table()
 results.save_table(out, "sdpa_flash_rules", rules)
 display(Markdown(f"Source: {sdpa_rules.SOURCE}."))
 reasons = analysis.cuda_flash_reasons(records)
+cap = records["attention"].get("cuda_capability")
+gpu = f"this GPU (sm{cap[0]}{cap[1]})" if cap else "an A100 (sm80)"
 display(
-    Markdown("This run's attention inputs on an A100: " + ("; ".join(reasons) or "eligible for flash") + ".")
+    Markdown(f"This run's attention inputs on {gpu}: " + ("; ".join(reasons) or "eligible for flash") + ".")
 )
 rules
 
@@ -298,18 +300,7 @@ display(Markdown(stability_note(out)))
 
 # %%
 slopes = analysis.attention_slopes(records)
-layer_row = ln_analysis.layer_table(records).iloc[0]
-lines = [
-    "* LN + residual + dropout in DRAM: "
-    + "; ".join(
-        f"{c['candidate']} vs eager {c['ratio']:.2f}× [{c['ratio_lo']:.2f}, {c['ratio_hi']:.2f}] "
-        f"(predicted {c['predicted']:.2f}× if memory-bound)"
-        for c in ln_analysis.comparisons(records)
-    )
-    + f". It is {layer_row.sub_block_share:.0%} of one layer's forward here, so a free sub-block "
-    f"would make the layer at most {layer_row.ceiling:.2f}× faster; the claim needs 1.43×.",
-    "* " + ln_analysis.kernel_sentence(records),
-]
+lines = ["* " + ln_analysis.summary(records), "* " + ln_analysis.kernel_sentence(records)]
 if slopes:
     lines.append(
         f"* Saved attention memory grows with slope {slopes.get('naive_saved_bytes_slope', float('nan')):.2f} "

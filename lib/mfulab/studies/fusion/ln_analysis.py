@@ -266,8 +266,30 @@ def compiled_vs_eager_p0(records) -> str:
         f"Memory-bound, the time ratio is the passes ratio: predicted {comp['predicted_by_passes']:.2f}×, "
         f"measured in DRAM {comp['ratio']:.2f}× [{comp['ratio_lo']:.2f}, {comp['ratio_hi']:.2f}] "
         "(compiled vs eager). "
-        f"The bytes model's fused kernel (one pass: {comp['predicted']:.2f}× faster) is not what inductor "
-        f"generated here."
+        f"The bytes model's fused kernel (one loop, 4 passes: {comp['predicted']:.2f}× faster) is not what "
+        "inductor generated here."
+    )
+
+
+def summary(records) -> str:
+    """The closing bullet of notebook 03 for A7, from the records."""
+    comps = comparisons(records)
+    shape = {"dram": "in DRAM", "layer": "at the layer's shape"}
+    parts = [
+        f"{c['candidate'].split(': ')[-1].split(' ')[0]} vs eager {shape[c['shape']]} "
+        f"at p = {c['dropout_p']:g}: "
+        f"{c['ratio']:.2f}× [{c['ratio_lo']:.2f}, {c['ratio_hi']:.2f}] (bytes model {c['predicted']:.2f}×"
+        + (f", passes {c['predicted_by_passes']:.2f}×" if c["predicted_by_passes"] else "")
+        + ")"
+        for c in comps
+    ]
+    lt = layer_table(records)
+    return (
+        "LN + residual + dropout, "
+        + "; ".join(parts)
+        + f". The sub-block is {lt.sub_block_share.iloc[0]:.0%} "
+        f"of one layer's forward here, so even a free one would make the layer at most "
+        f"{lt.ceiling_hi.max():.2f}× faster; the claim needs {A7_LAYER_SPEEDUP:.2f}×."
     )
 
 
