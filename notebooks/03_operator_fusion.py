@@ -19,8 +19,10 @@
 # removes the round trips through memory between them, and the launches. This notebook
 #
 # 1. places kernels on this device's **roofline**, built from its *measured* ceilings;
-# 2. predicts and measures the fusion of LayerNorm + residual add + dropout (claim **A7**);
-# 3. measures attention variants vs sequence length — time and exact saved memory (**A8**, **B3**);
+# 2. predicts and measures the fusion of LayerNorm + residual add + dropout in DRAM, times
+#    dropout's random numbers apart, and bounds what it does to a whole layer (claim **A7**);
+# 3. measures attention variants vs sequence length — time and exact saved memory (**A8**) —
+#    and which kernel SDPA picks, here and by PyTorch's rules on CUDA (**B3**);
 # 4. scales A8 to the article's 7B setting with the memory model;
 # 5. compiles the reference model's training step (**B5**) and compares matmul dtypes (**B4**).
 
