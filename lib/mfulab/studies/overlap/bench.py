@@ -156,15 +156,15 @@ def overlap_worker(spec: dict) -> dict:
     for mode in spec["modes"]:
         sinks = {(v, k): [] for k in spec["chunks"] for v in VARIANTS}
         fns = {f"{v}:{k}": partial(timed, mode, k, v, sink) for (v, k), sink in sinks.items()}
-        # min_block_s=0: one call per block on every rank (a block size chosen per rank from
-        # its own warm-up could differ between ranks and desynchronise their collectives)
+        # number=1: one call per block on every rank (a block size chosen per rank from its
+        # own warm-up could differ between ranks and desynchronise their collectives)
         interleaved(
             fns,
             rounds=spec["rounds"],
             device=device,
             num_threads=1,
             warmup=1,
-            min_block_s=0.0,
+            number=1,
             seed=spec["seed"],
             desc=f"overlap {mode} (rank {rank})",
         )
