@@ -48,3 +48,27 @@ def test_refuses_a_single_run_and_a_study_without_measurement():
         stability.run("fusion", n=1)
     with pytest.raises(ParameterError, match="measures nothing of its own"):
         stability.run("compare", n=2)
+
+
+def test_only_declared_metrics_count_towards_the_drift_target():
+    runs = [{"verdicts": {}, "metrics": {"ratio": r, "iqr_s": q}} for r, q in ((1.0, 1.0), (1.05, 2.0))]
+    report = stability.summarize_runs(runs, declared={"ratio"})
+    assert report["max_declared_drift"] == pytest.approx(0.05 / 1.025)
+    assert report["drift"]["iqr_s"]["declared"] is False
+
+
+def test_calibration_figures_read_every_part():
+    cal = {
+        "stamp": {"torch": "x"},
+        "parts": {
+            "matmul:fp32": {"best_flops_per_s": 3e11},
+            "bandwidth": {"plateau_bytes_per_s": 2.5e10},
+            "collectives:gloox2": {"alpha_s": 1.5e-4, "link_bytes_per_s": 1.5e9},
+        },
+    }
+    assert stability.calibration_figures(cal) == {
+        "matmul:fp32 best_flops_per_s": 3e11,
+        "bandwidth plateau_bytes_per_s": 2.5e10,
+        "collectives:gloox2 alpha_s": 1.5e-4,
+        "collectives:gloox2 link_bytes_per_s": 1.5e9,
+    }
