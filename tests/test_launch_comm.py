@@ -153,3 +153,17 @@ def test_smoke_notebook(run_cli, tmp_path):
     assert metrics["collective_wrong_elements"] == 0 and metrics["overlap_wrong_elements"] == 0
     assert {c["id"] for c in metrics["claims"]} == {"A3", "A4", "A5", "A18", "B9"}
     assert {"busbw.png", "timeline.png", "step_vs_k.png"} <= {p.name for p in (out / "figures").iterdir()}
+
+
+def test_fit_alpha_beta_takes_each_term_from_its_regime():
+    """A noisy mid-size point moves neither α (read at small sizes) nor B (at large ones)
+    much, and the residuals stay in the caller's order."""
+    sizes = [2**k for k in (24, 12, 14, 16, 18, 20, 22, 26)]
+    times = [comm.ring_all_reduce_time(s, 2, alpha_s=1.5e-4, link_bytes_per_s=1.2e9) for s in sizes]
+    noisy = list(times)
+    noisy[5] *= 2.0  # 1 MiB took twice as long once
+    fit = comm.fit_alpha_beta(sizes, noisy, 2, "all_reduce")
+    assert fit["link_bytes_per_s"] == pytest.approx(1.2e9, rel=0.05)
+    assert fit["alpha_s"] == pytest.approx(1.5e-4, rel=0.05)
+    assert max(abs(r) for i, r in enumerate(fit["relative_residuals"]) if i != 5) < 0.2
+    assert fit["relative_residuals"][5] < -0.3

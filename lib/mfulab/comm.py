@@ -86,19 +86,29 @@ def collective_time(op: str, nbytes: float, n: int, *, alpha_s: float, link_byte
 
 
 def fit_alpha_beta(sizes_bytes, times_s, n: int, op: str = "all_reduce") -> dict:
-    """α (per-step latency, s) and B (link bytes/s) from measured times: t = steps·α +
-    bus_factor·S/B is linear in S. The fit is weighted by 1/t (it minimises *relative*
-    residuals): with plain least squares the largest message, whose time is 100× the
-    smallest's, alone sets the intercept and α moves 2× between runs on the same machine.
-    Returns the fit and its relative residuals."""
+    """α (per-step latency, s) and B (link bytes/s) of t = steps·α + bus_factor·S/B, each
+    from the regime that determines it (Hockney's latency–bandwidth model, as nccl-tests
+    reads busbw at large sizes and latency at small ones):
+
+    - B from the least-squares slope over the larger half of the sizes, where S/B dominates;
+    - α from the smaller half: the median of (t − bus_factor·S/B) / steps.
+
+    One least-squares line over every size does neither well: unweighted, the largest
+    message sets the intercept and α moved 2× between fresh calibrations of one box;
+    weighted by 1/t, a noisy mid-size point sets the slope and B moved 40%.
+    Returns the fit and its relative residuals at every size."""
     s = np.asarray(sizes_bytes, dtype=float)
     t = np.asarray(times_s, dtype=float)
     if s.size < 2 or s.size != t.size:
         raise ParameterError("fit_alpha_beta needs at least two (size, time) pairs of equal length")
-    slope, intercept = np.polyfit(s, t, 1, w=1.0 / t)
     steps, factor = ring_steps(op, n), bus_factor(op, n)
-    alpha = max(intercept, 0.0) / steps
+    order = np.argsort(s)
+    half = s.size // 2
+    large = order[half:] if s.size - half >= 2 else order  # two points at least for a slope
+    small = order[: max(1, half)]
+    slope = np.polyfit(s[large], t[large], 1)[0]
     link = factor / slope if slope > 0 else float("inf")
+    alpha = max(float(np.median((t[small] - factor * s[small] / link) / steps)), 0.0)
     predicted = np.array([collective_time(op, x, n, alpha_s=alpha, link_bytes_per_s=link) for x in s])
     return {
         "op": op,
