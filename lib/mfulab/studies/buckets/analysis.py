@@ -346,6 +346,8 @@ def headline_metrics(records, claim_list: list[Claim] | None = None) -> dict:
         "sweep": st.to_dict(orient="records"),
         "best_bucket_cap_mb_real": best_real_cap(records),
         "per_tensor_slowdown": m["per_tensor"].ratio if m else None,
+        # 25 MiB vs the fastest cap: stable where caps tie, unlike the argmax above
+        "default_cap_slowdown": m["default"].ratio if m and "default" in m else None,
         "layouts_match_simulator": all(v["equal"] for v in layout_check(records).values())
         and (gpt.empty or bool(gpt.matches_rules.all())),
         "gpt_layouts": gpt.to_dict(orient="records"),

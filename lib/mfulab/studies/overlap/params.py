@@ -23,7 +23,7 @@ class Params(StudyParams):
     min_size_log2: int = param(10, "smallest message size: 2^min_size_log2 bytes", unit="log2 bytes")
     max_size_log2: int = param(26, "largest message size: 2^max_size_log2 bytes", unit="log2 bytes")
     warmup: int = param(2, "untimed calls per collective and size", unit="calls", non_negative=True)
-    iters: int = param(7, "timed calls per collective and size", unit="calls", positive=True)
+    iters: int = param(21, "timed calls per collective and size", unit="calls", positive=True)
     overlap_bytes: int = param(
         16777216,
         "the tensor all-reduced in chunks (float32); default: at 16 chunks about a third of each call is "
