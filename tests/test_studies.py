@@ -210,7 +210,10 @@ def test_committed_notebooks_print_no_scratch_paths_or_profiler_noise():
     import json
 
     for path in sorted((ROOT / "results").glob("*/*/*.ipynb")):
-        for cell in json.loads(path.read_text())["cells"]:
+        nb = json.loads(path.read_text())
+        assert ".tmp-" not in json.dumps(nb["metadata"]), f"{path.relative_to(ROOT)}: a scratch path"
+        for cell in nb["cells"]:
+            assert ".tmp-" not in "".join(cell["source"]), f"{path.relative_to(ROOT)}: a scratch path"
             for output in cell.get("outputs", []):
                 text = "".join(output.get("text", [])) + "".join(output.get("data", {}).get("text/plain", []))
                 for bad in ("PosixPath(", ".tmp-", "USDT:", "it/s]", "s/it]"):

@@ -140,15 +140,22 @@ def render_notebook(source: Path, dest: Path) -> Path:
     return dest
 
 
-def mark_read_only(ipynb: Path) -> None:
+def mark_read_only(ipynb: Path, *, scratch: Path | None = None, final: str = "") -> None:
     """An executed notebook is a record: its cells are marked non-editable (JupyterLab honours
-    ``editable: false``) and the file is made read-only."""
+    ``editable: false``) and the file is made read-only. The runner's temporary folder
+    (``scratch``), injected as ``out_dir``, is replaced by where the results now live."""
     import nbformat
 
     nb = nbformat.read(ipynb, as_version=4)
     for cell in nb.cells:
         cell.metadata["editable"] = False
         cell.metadata["deletable"] = False
+        if scratch is not None:
+            cell.source = cell.source.replace(str(scratch), final)
+    if scratch is not None and "papermill" in nb.metadata:
+        params = nb.metadata["papermill"].get("parameters", {})
+        if params.get("out_dir") == str(scratch):
+            params["out_dir"] = final
     nbformat.write(nb, ipynb)
     os.chmod(ipynb, 0o444)
 
@@ -222,7 +229,11 @@ def run(
             progress_bar=False,
             cwd=str(root),
         )
-        mark_read_only(executed)
+        try:
+            shown = str(final.relative_to(root))
+        except ValueError:
+            shown = str(final)
+        mark_read_only(executed, scratch=tmp, final=shown)
         metrics_path = tmp / results.METRICS
         metrics = results.read_json(metrics_path) if metrics_path.exists() else {}
         results.write_json(
