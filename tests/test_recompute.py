@@ -242,7 +242,8 @@ def test_table2_split_matches_korthikanti():
 
 def test_magnitude_verdict():
     band = (1.25, 96 / 72)
-    assert claims.magnitude_verdict(1.24, 1.40, band=band) == "confirmed"
+    assert claims.magnitude_verdict(1.24, 1.38, band=band) == "confirmed"
+    assert claims.magnitude_verdict(1.23, 1.46, band=band) == "inconclusive on this machine"  # too wide
     assert claims.magnitude_verdict(1.02, 1.15, band=band) == "refuted"  # falls less than claimed
     assert claims.magnitude_verdict(1.45, 1.60, band=band) == "refuted"  # more than the FLOPs explain
     assert claims.magnitude_verdict(0.95, 1.30, band=band) == "inconclusive on this machine"
