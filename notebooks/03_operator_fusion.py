@@ -285,7 +285,7 @@ dt
 # even a free sub-block cannot make the layer that fast (the upper end of Amdahl's ceiling,
 # measured here, is below 1.43×; analytically, when every row of the sensitivity table is),
 # *confirmed* when the layer with the compiled sub-block is at least 1.43× faster. B5 from the
-# interval of the step speed-up against 1.08× (on a GPU; a CPU is not its regime). A8 from the
+# interval of the step speed-up against 1.087× (an 8% shorter step; on a GPU: a CPU is not its regime). A8 from the
 # log-log slopes of exact saved bytes (> 1.7 and < 1.3). B3 from the kernel SDPA picked on this
 # device, and on a CPU "not checkable" for CUDA, with PyTorch's rules. B4 from the measured
 # tf32/fp32 ratio where TF32 exists.

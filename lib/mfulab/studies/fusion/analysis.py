@@ -303,8 +303,8 @@ def headline_metrics(records) -> dict:
         "ln_rows": ln.to_dict(orient="records"),
         "ln_working_set_bytes": records["ln"]["working_set_bytes"],
         "ln_fusion_speedup_largest_p": largest_p["ratio"] if largest_p else None,
-        "ln_layer_share": float(layer.sub_block_share.iloc[0]),
-        "ln_layer_speedup_ceiling": float(layer.ceiling.max()),
+        "ln_layer_share": float(layer.sub_block_share.iloc[0]),  # the same row, so that
+        "ln_layer_speedup_ceiling": float(layer.ceiling.iloc[0]),  # ceiling = 1/(1 − share)
         "ln_article_layer_speedup_ceiling": float(
             ln_analysis.article_sensitivity().layer_speedup_ceiling.iloc[0]
         ),

@@ -135,11 +135,12 @@ def plot_attention(records):
         _seq_axis(ax, df.seq_len.unique())
         ax.set_yscale("log")
     sdpa_time = slopes.get("sdpa_time_slope", float("nan"))
+    naive_time = slopes.get("naive_time_slope", float("nan"))
     label(
         axes[0],
         x="sequence length (tokens)",
         y="forward+backward time (ms)",
-        title=f"Fused or not, time grows ~T^{sdpa_time:.1f}",
+        title=f"Time: naive ~T$^{{{naive_time:.1f}}}$, SDPA ~T$^{{{sdpa_time:.1f}}}$",
     )
     label(
         axes[1],
