@@ -27,8 +27,8 @@
 #
 # The policies are switches of the reference model: `none`; `selective` (attention core:
 # scores, softmax, A·V — Korthikanti's choice); `mlp` (norm + MLP — article A's
-# suggestion); `full` (whole block); `every_k` (`full` on the first k blocks, Megatron's
-# `--recompute-num-layers`); `sac` (torch's selective activation checkpointing, keeping matmul
+# suggestion); `full` (whole block); `every_k` (`full` on the first k blocks: Megatron's
+# `--recompute-method block --recompute-num-layers k`, one of the two readings in section 5); `sac` (torch's selective activation checkpointing, keeping matmul
 # outputs and recomputing the rest).
 
 # %% tags=["parameters"]

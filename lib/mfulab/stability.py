@@ -235,7 +235,11 @@ def describe(report: dict | None, *, current_library: str | None = None) -> str:
         shown = ", ".join(f"`{k}` {v['drift']:.1%}" for k, v in worst[:4])
         lines.append(f"Largest drift of a headline number (max − min over median): {shown}")
         if assumed is not None:
-            lines.append(f"(comparisons assume {assumed:.0%} run-to-run drift on each side of an interval).")
+            lines.append(
+                f"(comparisons assume {assumed:.0%} run-to-run drift on each side of an interval unless "
+                "their evidence names another; the calibration's numbers are read from its cache here: "
+                "their own drift is in `calibration/stability.json`)."
+            )
     return " ".join(lines)
 
 
