@@ -165,5 +165,14 @@ def summary(df) -> dict:
             f"{r.assumption} {r.value} ({r.a6_20_40_mb})" for r in df.itertuples() if not r.a6_conclusion_same
         ],
         "b8_same": int(df.b8_conclusion_same.sum()),
-        "b8_changed": [f"{r.assumption} {r.value}" for r in df.itertuples() if not r.b8_conclusion_same],
+        "b8_changed": [
+            f"{r.assumption} {r.value} ({_tied_or_reversed(r.b8_gain_50_100_vs_25_points)})"
+            for r in df.itertuples()
+            if not r.b8_conclusion_same
+        ],
     }
+
+
+def _tied_or_reversed(gain_points: float) -> str:
+    """A scenario where 50–100 MiB does not gain: the caps tie, or 25 MiB wins."""
+    return "tied" if abs(gain_points) < 1e-9 else "reversed"
