@@ -37,21 +37,17 @@ def fitted_alpha_beta(records) -> dict:
 
 
 def own_alpha_beta(records) -> dict:
-    """α–β of this run's all-reduce times, fitted to *relative* error (weights 1/t): every size
-    counts alike, so the per-call cost t(S → 0) = 2(n−1)·α is set by the small messages and
-    the bandwidth by the large ones. (The calibration's fit, ``comm.fit_alpha_beta``,
-    minimises absolute error and so follows the largest messages.) A check on the calibration
-    and the per-call cost that A5 reads, not a second figure for the machine."""
+    """α–β of this run's all-reduce times, fitted as the calibration fits them
+    (``comm.fit_alpha_beta``: B from the large sizes, α from the small ones), with the
+    per-call cost t(S → 0) = 2(n−1)·α that A5 reads. A check on the calibration, not a
+    second figure for the machine."""
     d = _all_reduce_rows(records)
     n = records["collectives"]["world_size"]
-    sizes, times = d.size_bytes.to_numpy(float), d.time_s.to_numpy(float)
-    slope, per_call_s = np.polyfit(sizes, times, 1, w=1 / times)
-    per_call_s = max(float(per_call_s), 0.0)
-    steps, factor = comm.ring_steps("all_reduce", n), comm.bus_factor("all_reduce", n)
+    fit = comm.fit_alpha_beta(d.size_bytes.to_numpy(float), d.time_s.to_numpy(float), n, "all_reduce")
     return {
-        "alpha_s": per_call_s / steps,
-        "per_call_s": per_call_s,
-        "link_bytes_per_s": factor / slope if slope > 0 else float("inf"),
+        "alpha_s": fit["alpha_s"],
+        "per_call_s": comm.ring_steps("all_reduce", n) * fit["alpha_s"],
+        "link_bytes_per_s": fit["link_bytes_per_s"],
     }
 
 
