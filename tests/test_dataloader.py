@@ -80,6 +80,26 @@ def test_spawned_worker_delivers_the_corpus(corpus, fmt):
     assert epoch["samples"] == len(samples) and epoch["intact"]
 
 
+def test_jsonl_keeps_one_handle_per_process(corpus):
+    """JSONL opens its file once per process: not pickled (a spawned worker opens its own),
+    and a forked worker opens its own instead of sharing the parent's file offset."""
+    root, samples, expected = corpus
+    ds = formats.Jsonl(root)
+    first = ds[0]  # the parent opens its handle
+    assert ds._file is not None and pickle.loads(pickle.dumps(ds))._file is None
+    loader = formats.tud.DataLoader(
+        formats.MappedDataset(ds),
+        batch_size=16,
+        num_workers=2,
+        collate_fn=formats.Collate(64),
+        multiprocessing_context="fork",
+    )
+    assert bench.run_epochs(loader, 1, expected)[0]["intact"]
+    assert ds[0][0] == first[0] and (ds[0][1] == first[1]).all()  # the parent's handle still reads
+    ds.close()
+    assert ds._file is None
+
+
 def test_malformed_json_names_the_file(corpus, tmp_path):
     root, samples, _ = corpus
     formats.write_format("json_files", samples[:5], tmp_path, shard_samples=5)
@@ -154,17 +174,19 @@ def test_evict_takes_effect(tmp_path):
 
 
 def test_count_opens_counts_the_files_an_epoch_opens(corpus):
-    """One open per sample for small JSON files, one per shard for tar, none during a memmap
-    epoch (the mapping is opened when the dataset is built); opens elsewhere are not counted."""
+    """One open per sample for small JSON files, one per shard for tar, one for JSONL (its
+    handle stays open), none during a memmap epoch (the mapping is opened when the dataset is
+    built); opens elsewhere are not counted."""
     root, samples, expected = corpus
     opened = {}
-    for fmt in ("json_files", "tar", "memmap"):
+    for fmt in ("json_files", "tar", "jsonl", "memmap"):
         loader = _loader(fmt, root, 0)
         with cache.count_opens(root / fmt) as count:
             (root / "elsewhere.txt").write_text("x")
             assert bench.run_epochs(loader, 1, expected)[0]["intact"]
         opened[fmt] = count.n
-    assert opened == {"json_files": len(samples), "tar": len(formats.format_files("tar", root)), "memmap": 0}
+    n_shards = len(formats.format_files("tar", root))
+    assert opened == {"json_files": len(samples), "tar": n_shards, "jsonl": 1, "memmap": 0}
     with pytest.raises(RuntimeError, match="nest"):
         with cache.count_opens(root), cache.count_opens(root):
             pass

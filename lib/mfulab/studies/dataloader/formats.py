@@ -17,6 +17,7 @@ with CUDA), not only under ``fork``.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -114,7 +115,14 @@ class JsonFiles:
 
 
 class Jsonl:
-    """Map-style: byte offsets of every line are indexed once, lines are read by seek."""
+    """Map-style: byte offsets of every line are indexed once, lines are read by seek.
+
+    The file stays open, one handle per process: opened at the first read in each process
+    (the DataLoader's workers each get their own, forked or spawned) and never pickled. A
+    forked worker must not reuse its parent's handle: both would share one file offset, and a
+    seek in one would move the other's read. Reopening the file for every sample would add an
+    ``open``/``close`` per sample that the format does not need (and would count as a file
+    opened per sample in the cold rounds)."""
 
     def __init__(self, root):
         self.path = Path(root) / "jsonl" / "data.jsonl"
@@ -125,14 +133,38 @@ class Jsonl:
             for line in f:
                 self.offsets.append(self.offsets[-1] + len(line))
         self.offsets.pop()
+        self._file, self._pid = None, None
+
+    def _handle(self):
+        """This process's handle (opened here on first use, or again after a fork)."""
+        if self._file is None or self._pid != os.getpid():
+            try:
+                self._file = open(self.path, "rb")
+            except FileNotFoundError:
+                raise DataError(f"{self.path}: file is missing") from None
+            self._pid = os.getpid()
+        return self._file
+
+    def close(self) -> None:
+        """Close this process's handle (a forked copy of the parent's is left alone)."""
+        f = getattr(self, "_file", None)  # absent when __init__ raised
+        if f is not None and self._pid == os.getpid():
+            f.close()
+        self._file, self._pid = None, None
+
+    def __del__(self):
+        self.close()
+
+    def __getstate__(self):
+        return {**self.__dict__, "_file": None, "_pid": None}
 
     def __len__(self):
         return len(self.offsets)
 
     def __getitem__(self, i):
-        with open(self.path, "rb") as f:
-            f.seek(self.offsets[i])
-            line = f.readline()
+        f = self._handle()
+        f.seek(self.offsets[i])
+        line = f.readline()
         try:
             s = json.loads(line)
             return s["key"], tokenize(s["text"])
