@@ -72,3 +72,29 @@ def test_calibration_figures_read_every_part():
         "collectives:gloox2 alpha_s": 1.5e-4,
         "collectives:gloox2 link_bytes_per_s": 1.5e9,
     }
+
+
+def test_published_render_is_compared_with_the_runs(tmp_path):
+    from mfulab import results
+
+    runs = [{"verdicts": {"A": "confirmed", "A (2)": "refuted"}, "metrics": {"x": v}} for v in (1.0, 1.02)]
+    report = stability.summarize_runs(runs)
+    report.update(runs=2, profile="cpu", measured_at="now", library_sha256="s", assumed_run_to_run_drift=0.05)
+    results.save_table(tmp_path, "claims", _claims_table(["A", "A"], ["confirmed", "refuted"]))
+    results.save_metrics(tmp_path, {"x": 1.0})
+    agree = stability.describe(report, published=stability.published_outcome(tmp_path))
+    assert "agrees with all 2 runs in every row" in agree and "`x` 2.0%" in agree
+
+    results.save_table(tmp_path, "claims", _claims_table(["A", "A"], ["confirmed", "confirmed"]))
+    results.save_metrics(tmp_path, {"x": 1.5})
+    differ = stability.against_published(report, stability.published_outcome(tmp_path))
+    assert (
+        "differ from the runs' in 1 row(s): A (2)" in differ and "`x` 49.0%" in differ
+    )  # (1.5 − 1.0) / 1.02
+    assert stability.published_outcome(tmp_path / "none") is None
+
+
+def _claims_table(ids, verdicts):
+    import pandas as pd
+
+    return pd.DataFrame({"id": ids, "claim": "c", "measured": "m", "verdict": verdicts, "evidence": "e"})

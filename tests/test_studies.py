@@ -211,8 +211,8 @@ def test_committed_notebooks_print_no_scratch_paths_or_profiler_noise():
 
     for path in sorted((ROOT / "results").glob("*/*/*.ipynb")):
         nb = json.loads(path.read_text())
-        injected = json.dumps(nb["metadata"].get("papermill", {}).get("parameters", {}))
-        assert ".tmp-" not in injected, f"{path.relative_to(ROOT)}: a scratch path in its parameters"
+        injected = json.dumps(nb["metadata"].get("papermill", {}))  # parameters, input and output paths
+        assert ".tmp-" not in injected, f"{path.relative_to(ROOT)}: a scratch path in its papermill metadata"
         for cell in nb["cells"]:
             assert ".tmp-" not in "".join(cell["source"]), f"{path.relative_to(ROOT)}: a scratch path"
             for output in cell.get("outputs", []):

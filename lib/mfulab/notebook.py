@@ -30,8 +30,11 @@ def setup(study_id: str, params: dict | None = None, *, out_dir: str = "", from_
 
 def stability_note(out) -> str:
     """Markdown under a claims table: how the verdicts fared over fresh re-runs of this
-    study (``make stability``; the runner keeps ``stability.json`` across re-renders)."""
+    study (``make stability``; the runner keeps ``stability.json`` across re-renders), and
+    whether this render, one more fresh run, agrees with them."""
     from . import stability
     from .runner import library_sha256
 
-    return stability.describe(stability.load(out), current_library=library_sha256())
+    return stability.describe(
+        stability.load(out), current_library=library_sha256(), published=stability.published_outcome(out)
+    )

@@ -140,10 +140,11 @@ def render_notebook(source: Path, dest: Path) -> Path:
     return dest
 
 
-def mark_read_only(ipynb: Path, *, scratch: Path | None = None, final: str = "") -> None:
+def mark_read_only(ipynb: Path, *, scratch: Path | None = None, final: str = "", source: str = "") -> None:
     """An executed notebook is a record: its cells are marked non-editable (JupyterLab honours
     ``editable: false``) and the file is made read-only. The runner's temporary folder
-    (``scratch``), injected as ``out_dir``, is replaced by where the results now live."""
+    (``scratch``), injected as ``out_dir``, is replaced by where the results now live, and
+    papermill's input and output paths name the course notebook (``source``) and the record."""
     import nbformat
 
     nb = nbformat.read(ipynb, as_version=4)
@@ -156,6 +157,8 @@ def mark_read_only(ipynb: Path, *, scratch: Path | None = None, final: str = "")
         params = nb.metadata["papermill"].get("parameters", {})
         if params.get("out_dir") == str(scratch):
             params["out_dir"] = final
+        nb.metadata["papermill"]["input_path"] = source
+        nb.metadata["papermill"]["output_path"] = f"{final}/{ipynb.name}"
     nbformat.write(nb, ipynb)
     os.chmod(ipynb, 0o444)
 
@@ -229,11 +232,7 @@ def run(
             progress_bar=False,
             cwd=str(root),
         )
-        try:
-            shown = str(final.relative_to(root))
-        except ValueError:
-            shown = str(final)
-        mark_read_only(executed, scratch=tmp, final=shown)
+        mark_read_only(executed, scratch=tmp, final=_shown(final, root), source=_shown(notebook, root))
         metrics_path = tmp / results.METRICS
         metrics = results.read_json(metrics_path) if metrics_path.exists() else {}
         results.write_json(
@@ -254,6 +253,11 @@ def run(
         )
     log.info("results in %s", final)
     return final
+
+
+def _shown(path: Path, root: Path) -> str:
+    """A path as a reader of the record should see it: relative to the repository when inside it."""
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
 def run_all(*, profile: str = "auto", force: bool = False, results_root=None) -> list[Path]:

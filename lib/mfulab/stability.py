@@ -37,11 +37,15 @@ CALIBRATION = "calibration"
 
 def row_keys(claims) -> list[str]:
     """One key per claim row: the id, and ``id (2)``, ``id (3)``... for repeated ids."""
+    return numbered_ids(c.id for c in claims)
+
+
+def numbered_ids(ids) -> list[str]:
     seen: dict[str, int] = {}
     keys = []
-    for c in claims:
-        seen[c.id] = seen.get(c.id, 0) + 1
-        keys.append(c.id if seen[c.id] == 1 else f"{c.id} ({seen[c.id]})")
+    for claim_id in ids:
+        seen[claim_id] = seen.get(claim_id, 0) + 1
+        keys.append(claim_id if seen[claim_id] == 1 else f"{claim_id} ({seen[claim_id]})")
     return keys
 
 
@@ -216,7 +220,9 @@ def run(
     return final / STABILITY
 
 
-def describe(report: dict | None, *, current_library: str | None = None) -> str:
+def describe(
+    report: dict | None, *, current_library: str | None = None, published: dict | None = None
+) -> str:
     """Markdown: how stable this study's verdicts and headline numbers were over fresh runs."""
     if not report:
         return "*No stability record yet: `make stability STUDY=<id> N=3` re-runs the measurement.*"
@@ -240,7 +246,51 @@ def describe(report: dict | None, *, current_library: str | None = None) -> str:
                 "their evidence names another; the calibration's numbers are read from its cache here: "
                 "their own drift is in `calibration/stability.json`)."
             )
+    if published is not None:
+        lines.append(against_published(report, published))
     return " ".join(lines)
+
+
+def against_published(report: dict, published: dict) -> str:
+    """This render is one more fresh run of the same profile: do its verdicts agree with every
+    stability run, row by row, and how far do its headline numbers sit from the runs' range?
+    ``published``: ``{"verdicts": {row: verdict}, "metrics": {key: number}}``."""
+    differ = []
+    for row, verdict in published["verdicts"].items():
+        runs = report["verdicts"].get(row)
+        if runs is None or any(v != verdict for v in runs):
+            differ.append(f"{row} (this render: {verdict}; runs: {', '.join(runs or ['absent'])})")
+    if differ:
+        text = f"This render's verdicts differ from the runs' in {len(differ)} row(s): " + "; ".join(differ)
+    else:
+        text = f"This render, one more fresh run, agrees with all {report['runs']} runs in every row"
+    widest = []
+    for key, rec in report["drift"].items():
+        value = published["metrics"].get(key)
+        if not rec.get("declared", True) or value is None or not np.isfinite(value):
+            continue
+        values = np.array([*rec["values"], value], dtype=float)
+        median = float(np.median(values))
+        if median:
+            widest.append((float(values.max() - values.min()) / abs(median), key))
+    if widest:
+        drift, key = max(widest)
+        text += f"; with it included, the largest headline drift is `{key}` {drift:.1%}"
+    return text + "."
+
+
+def published_outcome(out_dir) -> dict | None:
+    """The verdicts (per row key) and numeric headline metrics this render published, read
+    back from ``tables/claims.csv`` and ``metrics.json``; ``None`` before the claims exist."""
+    import pandas as pd
+
+    claims_csv = Path(out_dir) / "tables" / "claims.csv"
+    metrics_json = Path(out_dir) / results.METRICS
+    if not claims_csv.exists():
+        return None
+    df = pd.read_csv(claims_csv)
+    metrics = results.read_json(metrics_json) if metrics_json.exists() else {}
+    return {"verdicts": dict(zip(numbered_ids(df["id"]), df["verdict"])), "metrics": numeric(metrics)}
 
 
 def load(out_dir) -> dict | None:
