@@ -4,32 +4,182 @@ import torch
 from mfulab import hardware
 from mfulab.config import ParameterError
 
+# Names as the frameworks report them (torch.cuda.get_device_name(), torch_npu's and
+# habana_frameworks' get_device_name()), each with the one entry it must resolve to.
+REPORTED_NAMES = {
+    "NVIDIA H100 80GB HBM3": "h100-sxm",
+    "NVIDIA H100 PCIe": "h100-pcie",
+    "NVIDIA H100 NVL": "h100-nvl",
+    "NVIDIA H200": "h200",
+    "NVIDIA H200 NVL": "h200-nvl",
+    "NVIDIA GH200 480GB": "gh200-96gb",
+    "NVIDIA GH200 144G HBM3e": "gh200-144gb",
+    "NVIDIA H800": "h800",
+    "NVIDIA H20": "h20",
+    "NVIDIA B200": "b200",
+    "NVIDIA GB200": "gb200",
+    "NVIDIA A100-SXM4-80GB": "a100",
+    "NVIDIA A100-SXM4-40GB": "a100-sxm-40gb",
+    "NVIDIA A100-PCIE-40GB": "a100-pcie-40gb",
+    "NVIDIA A100 80GB PCIe": "a100-pcie-80gb",
+    "NVIDIA A800-SXM4-80GB": "a800-sxm-80gb",
+    "NVIDIA A800-SXM4-40GB": "a800-sxm-40gb",
+    "NVIDIA A800 80GB PCIe": "a800-pcie-80gb",
+    "NVIDIA L40S": "l40s",
+    "NVIDIA L4": "l4",
+    "NVIDIA GeForce RTX 4090": "rtx-4090",
+    "Tesla V100-SXM2-16GB": "v100-sxm2-16gb",
+    "Tesla V100-SXM2-32GB": "v100-sxm2-32gb",
+    "Tesla V100-PCIE-16GB": "v100-pcie-16gb",
+    "Tesla V100-PCIE-32GB": "v100-pcie-32gb",
+    "Tesla V100S-PCIE-32GB": "v100s-pcie-32gb",
+    "AMD Instinct MI300X": "mi300x",
+    "AMD Instinct MI325X": "mi325x",
+    "AMD Instinct MI250X": "mi250x-gcd",
+    "AMD Instinct MI250": "mi250-gcd",
+    "GAUDI2": "gaudi2",
+    "GAUDI3": "gaudi3",
+    "Ascend910B1": "ascend-910b1",
+    "Ascend910B2": "ascend-910b2",
+    "Ascend910B3": "ascend-910b3",
+    "Ascend910B4": "ascend-910b4",
+}
 
-def test_dense_peaks_with_sources():
-    assert hardware.peak_flops_per_s("a100", "bf16") == 312e12
-    assert hardware.peak_flops_per_s("NVIDIA H100 80GB HBM3", "bf16") == pytest.approx(989.4e12)
+
+@pytest.mark.parametrize("name,key", sorted(REPORTED_NAMES.items()))
+def test_reported_names_map_to_exactly_their_entry(name, key):
+    assert len(REPORTED_NAMES) >= 25
+    assert hardware.device_spec(name).key == key
+    assert hardware.device_spec(f"  {name.upper()} ").key == key  # case and outer spaces do not matter
+
+
+def test_keys_used_by_the_studies_keep_their_figures():
+    # fusion (B4_DATASHEET_DEVICE, A7 sensitivity), mfu's datasheet denominator
+    a100 = hardware.device_spec("a100")
+    assert (a100.flops_per_s["bf16"], a100.flops_per_s["tf32"], a100.flops_per_s["fp32"]) == (
+        312e12,
+        156e12,
+        19.5e12,
+    )
+    assert a100.mem_bytes_per_s == 2039e9
+    h100 = hardware.device_spec("h100-sxm")
+    assert h100.flops_per_s["bf16"] == pytest.approx(989.4e12) and h100.mem_bytes_per_s == 3350e9
+    ascend = hardware.device_spec("ascend-910b")
+    assert ascend.flops_per_s["bf16"] == 320e12 and ascend.mem_bytes_per_s == 1600e9
     assert hardware.peak_flops_per_s("NVIDIA H100 PCIe", "bf16") == 756e12
     assert hardware.peak_flops_per_s("NVIDIA H200", "tf32") == pytest.approx(494.7e12)
     assert hardware.peak_flops_per_s("AMD Instinct MI300X", "bf16") == pytest.approx(1307.4e12)
+
+
+def test_products_that_used_to_be_guessed_get_their_own_figures():
+    # NVL cards are not SXM: lower clocks, lower dense peak
+    assert hardware.peak_flops_per_s("NVIDIA H100 NVL") < hardware.peak_flops_per_s("NVIDIA H100 80GB HBM3")
+    assert hardware.peak_flops_per_s("NVIDIA H200 NVL") < hardware.peak_flops_per_s("NVIDIA H200")
+    # a GH200's results must not land in an H200's folder, nor a GB200's in a B200's
+    assert hardware.device_spec("NVIDIA GH200 480GB").key != hardware.device_spec("NVIDIA H200").key
+    assert hardware.device_spec("NVIDIA GB200").key != hardware.device_spec("NVIDIA B200").key
+    # the 40 GB A100s have HBM2 at 1.555 TB/s, not the 80 GB SXM's 2.039 TB/s
+    for name in ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"):
+        assert hardware.device_spec(name).mem_bytes_per_s == 1555e9
+    # one torch device of an MI250X is one GCD: half the package
+    assert hardware.peak_flops_per_s("AMD Instinct MI250X") == pytest.approx(383e12 / 2)
+
+
+def test_every_entry_has_sources_units_and_no_sparsity():
     for spec in hardware.DEVICES:
-        assert spec.source.startswith("https://")
-    for key in ("a100", "h100-sxm", "h200", "b200", "mi300x", "ascend-910b"):
-        assert key in hardware.known_devices()
+        assert spec.source.startswith("https://"), spec.key
+        assert spec.flops_per_s and all(v > 0 for v in spec.flops_per_s.values()), spec.key
+        assert set(spec.flops_per_s) <= {"bf16", "fp16", "tf32", "fp32", "fp8"}, spec.key
+        assert spec.memory_bytes is not None and spec.memory_bytes >= 16 * 2**30, spec.key
+        # dense tf32 is about half of dense bf16 wherever both exist (one sparse figure would break it;
+        # 0.51: the L40S datasheet rounds tf32 to 183 against bf16's 362.05)
+        if {"tf32", "bf16"} <= set(spec.flops_per_s):
+            assert spec.flops_per_s["tf32"] / spec.flops_per_s["bf16"] <= 0.51, spec.key
+        if spec.approximate:
+            assert "approximate" in spec.note, spec.key
+    for key in ("h800", "h20", "ascend-910b", "ascend-910b2"):
+        assert hardware.device_spec(key).approximate
+    assert not hardware.device_spec("h100-sxm").approximate
 
 
-def test_unknown_device_is_refused():
-    with pytest.raises(ParameterError, match="known devices"):
-        hardware.peak_flops_per_s("Tesla K80")
+@pytest.mark.parametrize(
+    "name,candidates",
+    [
+        ("AMD Instinct MI250X / MI250", "mi250x-gcd, mi250-gcd"),
+        ("NVIDIA GH200", "gh200-96gb, gh200-144gb"),
+        ("H100", "h100-sxm, h100-pcie, h100-nvl"),
+        ("Ascend910B", "ascend-910b1"),
+    ],
+)
+def test_ambiguous_names_are_refused(name, candidates):
+    with pytest.raises(ParameterError, match="more than one product") as err:
+        hardware.device_spec(name)
+    assert candidates in str(err.value) and "known devices" in str(err.value).lower()
+
+
+@pytest.mark.parametrize(
+    "name", ["Tesla K80", "NVIDIA A100-SXM4-80GB MIG 1g.10gb", "NVIDIA H100 80GB HBM3 extra", "h100-sx"]
+)
+def test_unknown_names_are_refused_not_guessed(name):
+    with pytest.raises(ParameterError, match="Known devices: .*h100-sxm") as err:
+        hardware.peak_flops_per_s(name)
+    assert "pass the key" in str(err.value)
+
+
+def test_missing_dtype_is_refused():
     with pytest.raises(ParameterError, match="no published dense fp32"):
         hardware.peak_flops_per_s("ascend-910b", "fp32")
+    with pytest.raises(ParameterError, match="no published dense bf16"):
+        hardware.peak_flops_per_s("Tesla V100-SXM2-32GB", "bf16")
 
 
-def test_machine_slug(monkeypatch):
+def test_a_table_with_a_duplicate_name_is_refused(tmp_path):
+    table = tmp_path / "devices.yaml"
+    entry = (
+        "{key: %s, names: [nvidia x], tflops: {bf16: 1}, mem_gb_per_s: 1, memory_gib: 1, source: https://x}"
+    )
+    table.write_text(f"devices:\n  - {entry % 'a'}\n  - {entry % 'b'}\n")
+    with pytest.raises(ValueError, match="occurs twice"):
+        hardware._load_devices(table)
+    table.write_text(f"devices:\n  - {entry % 'a'}\nambiguous:\n  nvidia y: [a, c]\n")
+    with pytest.raises(ValueError, match="unknown keys"):
+        hardware._load_devices(table)
+
+
+def _fake_cuda(monkeypatch, name: str, visible: int):
+    monkeypatch.delenv("MACHINE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: visible)
+
+
+def test_machine_slug_counts_the_jobs_ranks_not_the_visible_gpus(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    _fake_cuda(monkeypatch, "NVIDIA H100 80GB HBM3", visible=8)
+    assert hardware.machine_slug() == "h100-sxm"  # a single-process study on an 8-GPU node
+    monkeypatch.setenv("WORLD_SIZE", "16")
+    assert hardware.machine_slug() == "h100-sxm-x16"  # a 2-node torchrun job
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert hardware.machine_slug() == "h100-sxm"
+    monkeypatch.setenv("WORLD_SIZE", "eight")
+    with pytest.raises(ParameterError, match="WORLD_SIZE"):
+        hardware.machine_slug()
+
+
+def test_machine_slug_of_devices_without_an_entry(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    _fake_cuda(monkeypatch, "NVIDIA GH200 480GB", visible=1)
+    assert hardware.machine_slug() == "gh200-96gb"
+    _fake_cuda(monkeypatch, "Tesla K80", visible=4)
+    assert hardware.machine_slug() == "tesla-k80"  # unknown: its own name, never another entry's key
+
+
+def test_machine_slug_override(monkeypatch):
     monkeypatch.setenv("MACHINE", "My Cluster/A100 x8")
     assert hardware.machine_slug() == "my-cluster-a100-x8"
-    monkeypatch.delenv("MACHINE")
-    slug = hardware.machine_slug()
-    assert slug.startswith("cpu-") or not slug.startswith("cpu")
+    monkeypatch.setenv("MACHINE", "///")
+    with pytest.raises(ParameterError, match="empty folder name"):
+        hardware.machine_slug()
 
 
 def test_fingerprint_has_versions():

@@ -1,10 +1,17 @@
-"""Dense peak FLOP/s and memory bandwidth per accelerator, device detection, and the
+"""Dense peak FLOP/s, memory bandwidth and size per accelerator, device detection, and the
 machine fingerprint and slug that name ``results/<machine>/``.
 
 The table lives in ``devices.yaml``: every peak is the *dense* datasheet number (never the
 2:4-sparsity one) and every entry names its source, as torchtitan's ``get_peak_flops`` does.
-An unknown device is refused, not guessed: pass the peak explicitly, or use the measured matmul ceiling
-(``measure.matmul_ceiling``), which is what the CPU profiles do.
+
+How a device name finds its entry (:func:`device_spec`): the name is lower-cased and its whitespace
+collapsed; it resolves when it *is* an entry's ``key`` (``h100-sxm``) or one of the exact device
+names an entry lists (``nvidia h100 80gb hbm3``, what ``torch.cuda.get_device_name()`` reports).
+There is no substring or prefix matching, so an ``NVIDIA H100 NVL`` can never land on the SXM
+entry, nor a ``GH200`` on the H200's. Names listed as ambiguous in the table (``AMD Instinct
+MI250X / MI250``) and unknown names are refused with :class:`ParameterError`, not guessed: pass
+the key of the product you have, add an entry with its source, or use the measured matmul ceiling
+(``timing.matmul_ceiling``), which is what the CPU profiles do.
 """
 
 from __future__ import annotations
@@ -20,61 +27,99 @@ from pathlib import Path
 from .config import ParameterError
 
 TERA = 1e12
+GB = 1e9
+GIB = 2**30
+DEVICES_YAML = Path(__file__).with_name("devices.yaml")
 
 
 @dataclass(frozen=True)
 class DeviceSpec:
     key: str
-    match: tuple[str, ...]  # all substrings must occur in the lower-cased device name
+    names: tuple[str, ...]  # exact device names (lower-cased) that resolve to this entry
     flops_per_s: dict  # dtype -> dense peak FLOP/s
-    mem_bytes_per_s: float
+    mem_bytes_per_s: float | None  # None where no figure is published
+    memory_bytes: float | None
     source: str
     note: str = ""
+    approximate: bool = False  # no vendor datasheet for this product (the note says what it rests on)
 
 
-def _load_devices() -> tuple[DeviceSpec, ...]:
-    """The table in ``devices.yaml`` (next to this module), one :class:`DeviceSpec` per entry."""
+def normalize_name(name: str) -> str:
+    """The form names are compared in: lower-cased, runs of whitespace collapsed to one space."""
+    return " ".join(name.split()).lower()
+
+
+def _load_devices(path: Path = DEVICES_YAML) -> tuple[tuple[DeviceSpec, ...], dict[str, tuple[str, ...]]]:
+    """The table in ``devices.yaml``: one :class:`DeviceSpec` per entry, and the ambiguous names
+    (name -> candidate keys). Refuses a table in which a key or a name occurs twice, a name is
+    not in normal form, or an ambiguous name points at an unknown key."""
     import yaml
 
-    entries = yaml.safe_load((Path(__file__).with_name("devices.yaml")).read_text())
-    return tuple(
-        DeviceSpec(
-            e["key"],
-            tuple(e["match"]),
-            {k: v * TERA for k, v in e["tflops"].items()},
-            e["mem_gb_per_s"] * 1e9,
-            e["source"],
-            e.get("note", ""),
+    table = yaml.safe_load(path.read_text())
+    specs = []
+    for e in table["devices"]:
+        mem_gb_per_s, memory_gib = e.get("mem_gb_per_s"), e.get("memory_gib")
+        specs.append(
+            DeviceSpec(
+                key=e["key"],
+                names=tuple(e.get("names") or ()),
+                flops_per_s={dtype: tflops * TERA for dtype, tflops in e["tflops"].items()},
+                mem_bytes_per_s=None if mem_gb_per_s is None else mem_gb_per_s * GB,
+                memory_bytes=None if memory_gib is None else memory_gib * GIB,
+                source=e["source"],
+                note=e.get("note", ""),
+                approximate=bool(e.get("approximate", False)),
+            )
         )
-        for e in entries
-    )
+    ambiguous = {name: tuple(keys) for name, keys in (table.get("ambiguous") or {}).items()}
+    seen: dict[str, str] = {}  # a name may repeat its own entry's key (gaudi2), nothing else
+    for owner, names in [(s.key, dict.fromkeys((s.key, *s.names))) for s in specs] + [
+        ("ambiguous", (n,)) for n in ambiguous
+    ]:
+        for name in names:
+            if name != normalize_name(name):
+                raise ValueError(f"{path.name}: {name!r} ({owner}) is not lower-cased with single spaces")
+            if name in seen:
+                raise ValueError(f"{path.name}: {name!r} occurs twice ({seen[name]} and {owner})")
+            seen[name] = owner
+    keys = {s.key for s in specs}
+    for name, candidates in ambiguous.items():
+        if not set(candidates) <= keys:
+            raise ValueError(f"{path.name}: ambiguous {name!r} names unknown keys {set(candidates) - keys}")
+    return tuple(specs), ambiguous
 
 
-DEVICES: tuple[DeviceSpec, ...] = _load_devices()
+DEVICES, AMBIGUOUS = _load_devices()
+_BY_NAME: dict[str, DeviceSpec] = {n: s for s in DEVICES for n in (s.key, *s.names)}
 
 
 def known_devices() -> list[str]:
     return [d.key for d in DEVICES]
 
 
-def device_spec(name: str) -> DeviceSpec:
-    """The table entry for a canonical key (``h200``) or a vendor device name
-    (``NVIDIA H100 80GB HBM3``). Unknown devices raise :class:`ParameterError`."""
-    lowered = name.lower()
-    for spec in DEVICES:
-        if lowered == spec.key:
-            return spec
-    for spec in DEVICES:
-        if all(part in lowered for part in spec.match):
-            return spec
-    raise ParameterError(
-        f"no datasheet peak for device {name!r}; known devices: {', '.join(known_devices())}. "
-        "Pass the peak explicitly or use the measured matmul ceiling."
+def _refusal(name: str, why: str) -> ParameterError:
+    return ParameterError(
+        f"no datasheet entry for device {name!r}: {why}. Known devices: {', '.join(known_devices())}. "
+        "Names match exactly (lower-cased), nothing is guessed: pass the key of the product you have "
+        "(e.g. device_spec('h100-sxm')), add an entry with its datasheet source to lib/mfulab/devices.yaml, "
+        "or use the measured matmul ceiling (timing.matmul_ceiling)."
     )
 
 
+def device_spec(name: str) -> DeviceSpec:
+    """The table entry for a canonical key (``h200``) or an exact vendor device name
+    (``NVIDIA H100 80GB HBM3``), by the rule in the module docstring. Ambiguous and unknown
+    names raise :class:`ParameterError`."""
+    normal = normalize_name(name)
+    if normal in _BY_NAME:
+        return _BY_NAME[normal]
+    if normal in AMBIGUOUS:
+        raise _refusal(name, f"the name fits more than one product ({', '.join(AMBIGUOUS[normal])})")
+    raise _refusal(name, "it is neither a key nor a device name listed in devices.yaml")
+
+
 def peak_flops_per_s(device: str, dtype: str = "bf16") -> float:
-    """Dense datasheet peak FLOP/s of one ``device`` for ``dtype`` (bf16, fp16, tf32, fp32)."""
+    """Dense datasheet peak FLOP/s of one ``device`` for ``dtype`` (bf16, fp16, tf32, fp32, fp8)."""
     spec = device_spec(device)
     if dtype not in spec.flops_per_s:
         raise ParameterError(
@@ -148,8 +193,12 @@ def _slug(text: str) -> str:
 
 
 def machine_slug() -> str:
-    """``results/<machine>/`` name: the accelerator key and count (``h200``, ``a100-x8``)
-    or ``cpu-<cores>c``; ``MACHINE=`` in the environment overrides it."""
+    """``results/<machine>/`` name: the accelerator key and the job's rank count (``h200``,
+    ``a100-x8``) or ``cpu-<cores>c``; ``MACHINE=`` in the environment overrides it.
+
+    The count is the job's ranks (``WORLD_SIZE``) inside a distributed job and 1 otherwise, not
+    the GPUs this process can see: a single-process study is ``h100-sxm`` whether
+    ``CUDA_VISIBLE_DEVICES`` shows it one GPU or eight."""
     override = os.environ.get("MACHINE", "").strip()
     if override:
         slug = _slug(override)
@@ -164,10 +213,24 @@ def machine_slug() -> str:
             base = device_spec(name).key
         except ParameterError:
             base = _slug(name.replace("NVIDIA", ""))
-        # inside a distributed job the machine is the whole job: all its ranks' GPUs
-        count = int(os.environ.get("WORLD_SIZE", torch.cuda.device_count()))
+        count = job_ranks()
         return base if count == 1 else f"{base}-x{count}"
     return f"cpu-{usable_cpus()}c"
+
+
+def job_ranks() -> int:
+    """Ranks of the distributed job this process belongs to (``WORLD_SIZE``, set by torchrun and
+    the launchers), 1 outside one."""
+    raw = os.environ.get("WORLD_SIZE", "").strip()
+    if not raw:
+        return 1
+    try:
+        ranks = int(raw)
+    except ValueError:
+        raise ParameterError(f"WORLD_SIZE={raw!r} is not a whole number of ranks") from None
+    if ranks < 1:
+        raise ParameterError(f"WORLD_SIZE={raw!r} must be at least 1")
+    return ranks
 
 
 def fingerprint() -> dict:
