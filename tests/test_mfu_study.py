@@ -32,6 +32,7 @@ def test_b1_and_b15_tables():
     article = b1.iloc[0]
     assert article.flops_per_step == pytest.approx(8.808e16, rel=1e-3)
     assert article.ideal_step_s == pytest.approx(4.41, abs=0.01)
+    assert article["mfu_at_10.0s"] == pytest.approx(0.441, abs=1e-3)  # §1.1's 44% for a ~10 s step
     assert article["mfu_at_10.2s"] == pytest.approx(0.4325, abs=1e-3)
     assert article["mfu_at_8.5s"] == pytest.approx(0.519, abs=1e-3)
     b15 = arithmetic.b15_table()
@@ -43,11 +44,26 @@ def test_claims_without_measurements_have_computed_verdicts():
     verdicts = [(c.id, c.verdict) for c in analysis.claims(None)]
     assert verdicts == [
         ("A19", "refuted"),
-        ("B1", "confirmed"),
+        ("B1", "confirmed"),  # 8.8e16 FLOPs; 44% at 10 s, 43% at 10.2 s, 52% at 8.5 s
+        ("B1", "refuted"),  # "about 5 s" at 100% MFU: exactly 4.41 s, outside 4.5–5.5 s
         ("B15", "refuted"),  # NCCL tuning as its own category: overlap + data IO = 0.7 of 1.8 s
         ("B15", "confirmed"),  # NCCL tuning counted as communication: 1.0 of 1.8 s
         ("A1", "not checkable"),
     ]
+
+
+def test_b1_about_5_s_is_judged_by_its_rounding():
+    c = arithmetic.b1_ideal_step_check()
+    assert c["stated_s"] == 5.0 and c["exact_s"] == pytest.approx(4.411, abs=1e-3)
+    assert (c["accepted_lo_s"], c["accepted_hi_s"]) == (4.5, 5.5) and not c["consistent"]
+    assert c["exact_rounded_s"] == 4.0
+    readings = arithmetic.b1_ideal_step_readings().set_index("reading of 'about 5 s'").exact_in_range
+    assert not readings.iloc[0] and readings["rounded up to a whole second"]
+    assert not readings["within ±10% of 5 s"] and readings["within ±20% of 5 s"]
+    ideal = [c for c in analysis.claims(None) if c.id == "B1"][1]
+    assert "4.41 s" in ideal.evidence and "4.5–5.5 s" in ideal.evidence
+    b15 = [c for c in analysis.claims(None) if c.id == "B15"]
+    assert all("§5 heading" in c.evidence and "title" not in c.evidence for c in b15)
 
 
 def test_b15_depends_on_the_categorisation():

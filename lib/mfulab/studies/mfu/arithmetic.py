@@ -90,6 +90,86 @@ def b1_table():
     return pd.DataFrame(rows)
 
 
+# B1's "about 5 s" (article B §1.1, 5秒左右) for a step at 100% MFU: read as a figure rounded to
+# the nearest whole second, it stands for an ideal step of 4.5 s ≤ t < 5.5 s
+B1_ABOUT_ROUNDING_S = 1.0
+
+
+def b1_ideal_step_check() -> dict:
+    """The article's "about 5 s" against the exact ideal step of its own arithmetic
+    (6 × 7e9 × tokens / (64 × 312 TFLOP/s)), judged by rounding to ``B1_ABOUT_ROUNDING_S``."""
+    stated_s = B1_STATED["stated_ideal_step_s"]
+    exact_s = float(b1_table().iloc[0].ideal_step_s)
+    lo_s, hi_s = stated_s - B1_ABOUT_ROUNDING_S / 2, stated_s + B1_ABOUT_ROUNDING_S / 2
+    return {
+        "stated_s": stated_s,
+        "exact_s": exact_s,
+        "accepted_lo_s": lo_s,
+        "accepted_hi_s": hi_s,
+        "consistent": lo_s <= exact_s < hi_s,
+        "exact_rounded_s": round(exact_s / B1_ABOUT_ROUNDING_S) * B1_ABOUT_ROUNDING_S,
+        "stated_over_exact": stated_s / exact_s,
+        "tolerance_needed": abs(stated_s - exact_s) / stated_s,  # the smallest ± share of 5 s accepting it
+    }
+
+
+def b1_ideal_step_readings(tolerances=(0.10, 0.20)):
+    """B1's "about 5 s" under other readings of "about" (rounding up to a whole second, within
+    ± each of ``tolerances`` of 5 s) beside the rule of the claims table (nearest second): the
+    range each reading accepts and whether the exact ideal step falls in it."""
+    import math
+
+    import pandas as pd
+
+    c = b1_ideal_step_check()
+    stated_s, exact_s = c["stated_s"], c["exact_s"]
+    rows = [
+        (
+            f"rounded to the nearest {B1_ABOUT_ROUNDING_S:g} s (the claims table's rule)",
+            c["accepted_lo_s"],
+            c["accepted_hi_s"],
+            c["consistent"],
+        ),
+        ("rounded up to a whole second", stated_s - 1, stated_s, math.ceil(exact_s) == stated_s),
+    ]
+    rows += [
+        (
+            f"within ±{tol:.0%} of 5 s",
+            (1 - tol) * stated_s,
+            (1 + tol) * stated_s,
+            abs(exact_s / stated_s - 1) <= tol,
+        )
+        for tol in tolerances
+    ]
+    columns = ["reading of 'about 5 s'", "accepted_from_s", "accepted_to_s", "exact_in_range"]
+    df = pd.DataFrame(rows, columns=columns)
+    df.insert(3, "exact_s", exact_s)
+    return df
+
+
+def b1_note() -> str:
+    """What B1's recomputation says about the article's figures, in words (markdown)."""
+    s, c = B1_STATED, b1_ideal_step_check()
+    article = b1_table().iloc[0]
+    where = "inside" if c["consistent"] else f"outside (it rounds to {c['exact_rounded_s']:g} s)"
+    mfus = ", ".join(
+        f"{m:.0%} at {t:g} s (recomputed {article[f'mfu_at_{t}s']:.1%})" for t, m in s["step_times_s"].items()
+    )
+    return (
+        f"The article's FLOPs and MFU figures hold: {article.flops_per_step:.3g} FLOPs per step, {mfus}; "
+        "the 44% is §1.1's figure for a step of about 10 s, the 43% and 52% are §5's for 10.2 s and 8.5 s. "
+        f"Its ideal step does not: {article.flops_per_step:.3g} / ({s['n_devices']} × "
+        f"{s['peak_flops_per_s']:.3g} FLOP/s) = **{c['exact_s']:.2f} s**, which §1.1 calls "
+        f'"about {c["stated_s"]:g} s". The article rounds; read as rounded to the nearest '
+        f"{B1_ABOUT_ROUNDING_S:g} s, {c['stated_s']:g} s stands for {c['accepted_lo_s']:g}–"
+        f"{c['accepted_hi_s']:g} s, and {c['exact_s']:.2f} s is "
+        f"{where}: the stated figure is {c['stated_over_exact'] - 1:.0%} above the exact one. "
+        'The claims table uses this rule; the table below shows which other readings of "about" '
+        "would accept it. The slip does not reach "
+        "the MFU figures, which divide the FLOPs by the cluster peak × the step time directly."
+    )
+
+
 def b15_table():
     """Each optimisation step of the case study, its gain and its loss category."""
     import pandas as pd

@@ -16,16 +16,18 @@ A19_STATED = {
     "stated_mfu": 0.497,
 }
 
-# B1 — article B §1/§5: 7B, 512 × 4096 tokens per step on 64 × A100 (312 TFLOP/s dense bf16);
-# 8.8e16 FLOPs per step, ≈ 4.4 s at 100% MFU; 10.2 s → 43%, 8.5 s → 52%.
+# B1 — article B §1.1 (the numbers return in §5.1–5.2): 7B, 512 × 4096 tokens per step on 64 × A100
+# (312 TFLOP/s dense bf16, 1.9968e16 FLOP/s together); 512 × 4096 × 6 × 7e9 ≈ 8.8e16 FLOPs per step;
+# §1.1: a step at 100% MFU takes "about 5 s" (5秒左右) and a step of about 10 s is 44% global MFU;
+# §5.1: 10.2 s → 43%; §5.2: 8.5 s → 52%.
 B1_STATED = {
     "n_params": 7e9,
     "tokens_per_step": 512 * 4096,
     "n_devices": 64,
     "peak_flops_per_s": 312e12,
     "stated_flops_per_step": 8.8e16,
-    "stated_ideal_step_s": 4.4,
-    "step_times_s": {10.2: 0.43, 8.5: 0.52},
+    "stated_ideal_step_s": 5.0,
+    "step_times_s": {10.0: 0.44, 10.2: 0.43, 8.5: 0.52},
 }
 
 # B9's text (article B §3.3), checked here because its MFU figures are arithmetic on B1's step:
