@@ -174,8 +174,10 @@ ceiling
 #
 # The reference GPT trains on synthetic tokens. Each step is timed in three phases (device
 # synchronised before each reading): **data** (next batch to the device), **compute**
-# (forward + backward + optimizer) and **other** (reading the loss back, bookkeeping). The
-# time before the first step (building the model) is start-up. The first steps are warm-up.
+# (forward + backward + optimizer) and **other** (reading the loss back with `loss.item()`).
+# The time before the first step (building the model and its optimizer) is start-up; what is
+# left of each step's period (the loop's own bookkeeping) is untimed loop overhead. The first
+# steps are warm-up.
 
 # %%
 fig = figures.plot_step_timeline(records)
@@ -247,11 +249,16 @@ display(Markdown(timesplit.global_vs_steady_note(gs)))
 fig = figures.plot_waterfall(records)
 plots.save_figure(fig, out, "waterfall")
 # %% [markdown]
-# On one process there is no communication, and synthetic in-memory batches make the data
-# wait small: the loss that dominates here is **slow operators** — the gap between the best
-# square matmul and what the model's mix of smaller matmuls, softmax, norms, GELU and the
-# optimizer achieves. The multi-process studies (02 overlap, 05 buckets) and the dataloader
-# study (06) fill in the other bars on machines where they matter.
+# The waterfall starts at the measured ceiling. **Slow operators** is the gap between the best
+# square matmul and the local FLOP/s: what the model's mix of smaller matmuls, softmax, norms,
+# GELU and the optimizer achieves while computing. The drop from local to global is the time
+# outside forward+backward+optimizer, split in proportion to its parts: **communication
+# wait** (none: one process), **data wait**, **start-up + loss read-back** (building the model
+# and optimizer, `loss.item()`) and **untimed loop overhead**. The last two are what this run
+# has of B2's fourth category; the waste B2 names there (synchronous checkpoints, throttled
+# cards, poor CPU pinning) does not occur in it. Slow operators dominate here. The
+# multi-process studies (02 overlap, 05 buckets) and the dataloader study (06) fill in the
+# other bars on machines where they matter.
 #
 # ## 6 · The articles' arithmetic
 #

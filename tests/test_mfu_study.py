@@ -139,7 +139,7 @@ def test_measure_records_and_analysis(tiny_records):
         "analytic: 6·N_matmul + 12·L·H·Q·T", "relative_difference_vs_counter"
     ] == pytest.approx(0, abs=1e-12)
     b = timesplit.breakdown(r)
-    assert b["compute_s"] + b["data_s"] + b["scheduling_s"] + b["unaccounted_s"] == pytest.approx(
+    assert b["compute_s"] + b["data_s"] + b["startup_readback_s"] + b["unaccounted_s"] == pytest.approx(
         b["job_wall_s"]
     )
     assert b["local_flops_per_s"] >= b["global_flops_per_s"] > 0
@@ -213,3 +213,25 @@ def test_waterfall_labels_are_legible_and_do_not_overlap(tiny_records):
     assert all(
         ax.get_window_extent(renderer).contains(bx.x1 - 1, bx.y0 + 1) for bx in boxes
     )  # inside the axes
+    assert "scheduling" not in names  # the loss is start-up + loss read-back, not B2's scheduling waste
+    assert all("e-" not in t.get_text() and "e+" not in t.get_text() for t in texts)  # SI prefixes
+
+
+def test_step_timeline_legend_names_only_drawn_phases(tiny_records):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from mfulab.studies.mfu import figures
+
+    busy = _with_split(tiny_records, data_share_of_compute=0.5, setup_share_of_steps=0.0)
+    for row in busy["train"]["rows"]:
+        row["other_s"] = 0.0
+    fig = figures.plot_step_timeline(busy)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "data wait" in labels and "forward+backward+optimizer" in labels
+    assert not any("read-back" in label for label in labels)  # zero-height bars: no legend entry
+    assert any("read-back" in t.get_text() for t in ax.texts)  # named beside it as too thin to see
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    assert ax.get_legend().get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1  # outside

@@ -123,7 +123,15 @@ def headline_metrics(records: dict, p: Params | None = None) -> dict:
         "global_mfu_vs_datasheet": b["global_mfu_vs_datasheet"],
         "local_mfu_vs_datasheet": b["local_mfu_vs_datasheet"],
         "time_split_s": {
-            k: b[k] for k in ("compute_s", "data_s", "communication_s", "scheduling_s", "job_wall_s")
+            k: b[k]
+            for k in (
+                "compute_s",
+                "data_s",
+                "communication_s",
+                "startup_readback_s",
+                "unaccounted_s",
+                "job_wall_s",
+            )
         },
         "flop_count_rel_diff": records["flop_count"]["naive_flops_per_token"]
         / flops.exact_matmul_flops_per_token(TransformerConfig(**records["config"]))

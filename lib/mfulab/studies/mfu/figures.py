@@ -23,49 +23,76 @@ def plot_attention_share(conventions_df):
 
 
 def plot_waterfall(records):
-    """Peak → ceiling → achieved model FLOP/s with each loss labelled (claim B2)."""
+    """Peak → ceiling → achieved model FLOP/s with each loss labelled (claim B2): its FLOP/s
+    and its share of the top bar, so that losses too thin to see are still read off."""
 
     from ...plots import waterfall
 
     w = waterfall_losses(records)
     b = breakdown(records)
     slow_share = dict(w["losses"])["slow operators"] / w["start"][1]
-    fig, ax = plt.subplots(figsize=(9, 4.2))
+    fig, ax = plt.subplots(figsize=(10, 4.4))
     top = "the peak" if b["datasheet_flops_per_s"] else "the ceiling"
     waterfall(
         ax, w["start"], w["losses"], w["end"][0], totals={"slow operators": "achieved (local)"}, share_of=top
     )
+    first = (
+        f"Slow operators cost {slow_share:.0%} of {top}"
+        if slow_share >= 0
+        else f"The model computes {-slow_share:.0%} faster than {top} (not a ceiling: too small a sweep)"
+    )
     ax.set_title(
-        f"Slow operators cost {slow_share:.0%} of {top}; the job reaches {b['global_mfu_vs_ceiling']:.0%} "
-        f"of the measured ceiling (global MFU, {b['convention']} FLOPs)"
+        f"{first}; the whole job reaches {b['global_mfu_vs_ceiling']:.0%} of the measured ceiling\n"
+        f"(global MFU, {b['convention']} FLOPs)"
     )
     return fig
 
 
+# a stacked bar category thinner than this share of the tallest step is not visible (< 1 pixel)
+VISIBLE_SHARE_OF_STEP = 0.005
+
+
 def plot_step_timeline(records):
-    """Each step's phases as stacked bars (seconds)."""
+    """Each step's phases as stacked bars (seconds). The legend names only the phases that are
+    drawn; those too thin to see are listed beside it with their largest value."""
 
     rows = records["train"]["rows"]
     steps = [r["step"] for r in rows]
     colors = sns.color_palette()
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    fig, ax = plt.subplots(figsize=(8.5, 3.5))
+    tallest_s = max(r["data_s"] + r["compute_s"] + r["other_s"] for r in rows)
     bottom = [0.0] * len(rows)
+    hidden = []
     for key, label, color in (
         ("data_s", "data wait", colors[1]),
         ("compute_s", "forward+backward+optimizer", colors[0]),
-        ("other_s", "other (loss read-back, bookkeeping)", colors[3]),
+        ("other_s", "loss read-back (loss.item())", colors[3]),
     ):
         vals = [r[key] for r in rows]
-        ax.bar(steps, vals, bottom=bottom, label=label, color=color)
+        drawn = max(vals) >= VISIBLE_SHARE_OF_STEP * tallest_s
+        ax.bar(steps, vals, bottom=bottom, label=label if drawn else "_nolegend_", color=color)
+        if not drawn:
+            hidden.append(f"{label}: ≤ {max(vals) * 1e3:.2g} ms per step")
         bottom = [b + v for b, v in zip(bottom, vals)]
     warm = records["train"]["warmup_steps"]
     if warm:
-        ax.axvspan(-0.5, warm - 0.5, color="grey", alpha=0.15, label="warm-up")
+        ax.axvspan(-0.5, warm - 0.5, color="grey", alpha=0.15, label="warm-up (left out of steady state)")
     b = breakdown(records)
+    ax.xaxis.set_major_locator(plt.matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_xlabel("step")
     ax.set_ylabel("time (s)")
     ax.set_title(
         f"Forward+backward+optimizer is {b['compute_s'] / b['job_wall_s']:.0%} of the job's wall clock"
     )
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    if hidden:
+        ax.text(
+            1.02,
+            0.0,
+            "too thin to see:\n" + "\n".join(hidden),
+            transform=ax.transAxes,
+            fontsize=8,
+            va="bottom",
+            ha="left",
+        )
     return fig

@@ -63,7 +63,7 @@ def breakdown(records: dict, *, convention: str = HEADLINE_CONVENTION) -> dict:
     other_s = sum(r["other_s"] for r in rows)
     loop_overhead_s = sum(r["period_s"] - r["data_s"] - r["compute_s"] - r["other_s"] for r in rows)
     wall_s = tr["job_wall_s"]
-    scheduling_s = tr["setup_s"] + other_s
+    startup_readback_s = tr["setup_s"] + other_s
     steady_periods_s = [r["period_s"] for r in rows if not r["warmup"]]
     steady_period_s = float(np.median(steady_periods_s))
     steady_compute_s = float(np.median([r["compute_s"] for r in rows if not r["warmup"]]))
@@ -77,11 +77,11 @@ def breakdown(records: dict, *, convention: str = HEADLINE_CONVENTION) -> dict:
         "compute_s": compute_s,
         "data_s": data_s,
         "communication_s": 0.0,
-        "scheduling_s": scheduling_s,
+        "startup_readback_s": startup_readback_s,
         "setup_s": tr["setup_s"],
         "other_s": other_s,
         "loop_overhead_s": loop_overhead_s,
-        "unaccounted_s": wall_s - compute_s - data_s - scheduling_s,
+        "unaccounted_s": wall_s - compute_s - data_s - startup_readback_s,
         "global_flops_per_s": model_flops / wall_s,
         "local_flops_per_s": model_flops / compute_s,
         "steady_step_s": steady_period_s,
@@ -106,7 +106,7 @@ def b2_category_seconds(records: dict) -> dict[str, float]:
         "compute": b["compute_s"],
         "communication": b["communication_s"],
         "data loading": b["data_s"],
-        "other / idle": b["scheduling_s"] + b["unaccounted_s"],
+        "other / idle": b["startup_readback_s"] + b["unaccounted_s"],
     }
 
 
@@ -211,8 +211,12 @@ def waterfall_losses(records: dict) -> dict:
     """FLOP/s from the top denominator down to the achieved global model FLOP/s.
 
     ceiling − local = *slow operators* (kernels below the matmul ceiling: small shapes,
-    non-matmul ops, launch overhead); local − global splits in proportion to time into
-    *data wait*, *communication wait* (zero here: one process) and *scheduling*.
+    non-matmul ops, launch overhead); local − global = local × (wall − compute) / wall splits
+    exactly, in proportion to time, into *communication wait* (zero here: one process), *data
+    wait*, *start-up + loss read-back* (building the model before the first step, reading the
+    loss back and bookkeeping after each) and *untimed loop overhead* (the rest of each step's
+    period). The last two are B2's "other / idle"; B2's "scheduling waste" (checkpoint stalls,
+    throttled cards, CPU pinning) has no counterpart in this run.
     """
     b = breakdown(records)
     local, wall = b["local_flops_per_s"], b["job_wall_s"]
@@ -225,7 +229,7 @@ def waterfall_losses(records: dict) -> dict:
         ("slow operators", b["ceiling_flops_per_s"] - local),
         ("communication wait", local * b["communication_s"] / wall),
         ("data wait", local * b["data_s"] / wall),
-        ("scheduling", local * b["scheduling_s"] / wall),
+        ("start-up + loss read-back", local * b["startup_readback_s"] / wall),
         ("untimed loop overhead", local * b["unaccounted_s"] / wall),
     ]
     return {
