@@ -163,7 +163,8 @@ def main(argv=None) -> int:
                 overrides=runner.parse_overrides(args.parameter),
                 out=args.out,
             )
-            print(f"measurements written to {out}")
+            if out is not None:  # only the rank that wrote says so
+                print(f"measurements written to {out}")
         elif args.command == "site":
             from .site import build_site
 

@@ -13,9 +13,14 @@ records to a JSON file that the launcher reads back. Guarantees:
   rank's traceback (written by the rank itself before it exits);
 - no process is left behind and no partial record is returned.
 
-Under a cluster scheduler the same worker runs without this launcher: ``srun`` or a
-multi-node ``torchrun`` starts ``python -m mfulab measure <study> ...`` on every rank, and
-:func:`run` sees ``WORLD_SIZE`` in the environment and calls the worker in-process.
+Under a cluster scheduler the same worker runs without this launcher: a ``torchrun`` per
+node (``studies/cluster.sbatch`` starts one with ``srun``) starts ``python -m mfulab measure
+<study> ...`` on every rank, and :func:`run` sees ``RANK``/``WORLD_SIZE`` and calls the worker
+in-process. Plain ``srun`` of several tasks sets only ``SLURM_PROCID``/``SLURM_NTASKS``: every
+task would act as rank 0 of its own job and write the same ``--out``, so it is refused.
+
+Timeouts: ``init_timeout_s`` bounds the rendezvous (every rank joins, one barrier), then the
+process group's timeout becomes ``op_timeout_s``, the bound on any one collective.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import traceback
 from datetime import timedelta
 from pathlib import Path
 
+from . import jobinfo
 from .config import ParameterError
 
 
@@ -41,8 +47,21 @@ class LaunchError(RuntimeError):
 
 
 def in_distributed_env() -> bool:
-    """True inside a process started by torchrun/srun for a distributed job."""
+    """True inside a process started by torchrun for a distributed job."""
     return "WORLD_SIZE" in os.environ and "RANK" in os.environ
+
+
+def refuse_plain_srun(environ=None) -> None:
+    """Several tasks of one ``srun`` step without torchrun's variables would each run a
+    standalone job as rank 0 and write the same output: refuse, and say what to run."""
+    environ = os.environ if environ is None else environ
+    tasks = int(environ.get("SLURM_STEP_NUM_TASKS") or 1)
+    if tasks > 1 and "RANK" not in environ:
+        raise ParameterError(
+            f"started by srun as {tasks} tasks without torchrun: srun sets SLURM_PROCID/SLURM_NTASKS, "
+            "not RANK/WORLD_SIZE/MASTER_ADDR, so every task would run as rank 0 of its own job and "
+            "write the same --out. Start one torchrun per node instead (studies/cluster.sbatch)."
+        )
 
 
 def backend_for(device: str) -> str:
@@ -111,7 +130,8 @@ def launch(
     timeout_s: float = 600,
     init_timeout_s: float = 60,
 ) -> dict:
-    """Run ``target`` ("module:function") on ``nproc`` ranks; return rank 0's records."""
+    """Run ``target`` ("module:function") on ``nproc`` ranks; return rank 0's records. The
+    ranks' hosts, pids and devices go to the runner's job log (:mod:`mfulab.jobinfo`)."""
     check_world_size(nproc, device)
     with tempfile.TemporaryDirectory(prefix="mfulab-launch-") as tmp:
         tmp = Path(tmp)
@@ -135,6 +155,8 @@ def launch(
             device,
             "--init-timeout",
             str(init_timeout_s),
+            "--op-timeout",
+            str(timeout_s),
         ]
         env = {
             **os.environ,
@@ -165,6 +187,9 @@ def launch(
         result = tmp / "result.json"
         if not result.exists():
             raise LaunchError(f"{target} finished without records from rank 0.\n{_tail(log_path)}")
+        ranks = tmp / "ranks.json"
+        if ranks.exists():
+            jobinfo.record_job(json.loads(ranks.read_text()), what=target)
         return json.loads(result.read_text())
 
 
@@ -178,9 +203,11 @@ def _tail(path: Path, n_chars: int = 4000) -> str:
 def run(
     target: str, spec: dict, *, nproc: int, device: str, timeout_s: float = 600, init_timeout_s: float = 60
 ) -> dict | None:
-    """Inside a distributed job (torchrun/srun started this process): initialise the process
-    group if needed and call the worker here (every rank returns; rank 0's records matter).
-    Otherwise: :func:`launch` a local torchrun job."""
+    """Inside a distributed job (torchrun started this process): initialise the process group
+    if needed and call the worker here (every rank returns; rank 0's records matter; the
+    caller tears the group down, :func:`finish_in_process`). Otherwise: :func:`launch` a
+    local torchrun job."""
+    refuse_plain_srun()
     if not in_distributed_env():
         return launch(
             target, spec, nproc=nproc, device=device, timeout_s=timeout_s, init_timeout_s=init_timeout_s
@@ -188,17 +215,41 @@ def run(
     import torch.distributed as dist
 
     if not dist.is_initialized():
-        _init(device, init_timeout_s)
+        _init(device, init_timeout_s, timeout_s)
     return _resolve(target)(spec)
 
 
-def _init(device: str, init_timeout_s: float) -> None:
+def _init(device: str, init_timeout_s: float, op_timeout_s: float) -> None:
+    """Join the process group within ``init_timeout_s``, then allow each collective
+    ``op_timeout_s`` (the group's timeout bounds every collective, not only the join)."""
     import torch
     import torch.distributed as dist
+    from torch.distributed import distributed_c10d
 
     if device == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     dist.init_process_group(backend_for(device), timeout=timedelta(seconds=init_timeout_s))
+    dist.barrier()  # every rank has joined
+    distributed_c10d._set_pg_timeout(timedelta(seconds=op_timeout_s))
+
+
+def finish_in_process(write, device: str) -> None:
+    """End of an in-process distributed measurement, on every rank: gather the ranks, barrier,
+    rank 0 calls ``write(ranks)``, barrier, destroy the process group (DDP reducers first)."""
+    import gc
+
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        write([jobinfo.rank_info(device)])
+        return
+    ranks = jobinfo.gather_ranks(device)
+    dist.barrier()
+    if dist.get_rank() == 0:
+        write(ranks)
+    dist.barrier()
+    gc.collect()
+    dist.destroy_process_group()
 
 
 def _worker_main(argv=None) -> int:
@@ -209,16 +260,19 @@ def _worker_main(argv=None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--init-timeout", type=float, default=60)
+    parser.add_argument("--op-timeout", type=float, default=600)
     args = parser.parse_args(argv)
     rank = int(os.environ.get("RANK", 0))
     out = Path(args.out)
     try:
         import torch.distributed as dist
 
-        _init(args.device, args.init_timeout)
+        _init(args.device, args.init_timeout, args.op_timeout)
         spec = json.loads(Path(args.spec).read_text())
         records = _resolve(args.target)(spec)
+        ranks = jobinfo.gather_ranks(args.device)
         if rank == 0:
+            (out / "ranks.json").write_text(json.dumps(ranks))
             tmp = out / f".result-{os.getpid()}.tmp"
             tmp.write_text(json.dumps(records))
             os.replace(tmp, out / "result.json")

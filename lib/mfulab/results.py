@@ -139,12 +139,18 @@ def git_state(repo_root) -> dict:
 
 
 def provenance(*, study: str, params: dict, repo_root, started_s: float, extra: dict | None = None) -> dict:
-    """The ``env.json`` record: machine fingerprint, versions, git state, parameters, times."""
+    """The ``env.json`` record: machine fingerprint, versions, git state, parameters, times,
+    the command line, the environment variables that change results and, on NVIDIA machines,
+    driver, clocks, power, ECC and topology (:mod:`mfulab.jobinfo`)."""
+    from . import jobinfo
     from .hardware import fingerprint
 
     env = {
         "study": study,
         "fingerprint": fingerprint(),
+        "command": jobinfo.command_line(),
+        "environment": jobinfo.result_environment(),
+        "nvidia": jobinfo.nvidia_report(),
         "git": git_state(repo_root),
         "params": params,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_s)),

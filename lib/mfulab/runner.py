@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from . import hardware, results, stability
+from . import hardware, jobinfo, launch, results, stability
 from .config import ParameterError
 from .procs import stop_on_signals
 from .studies import REGISTRY, Study, get
@@ -207,6 +207,7 @@ def run(
     for key, value in MALLOC_ENV.items():
         os.environ.setdefault(key, value)
     os.environ["MFULAB_RESULTS_ROOT"] = str(results_root)  # where the kernel finds the calibration
+
     started = time.time()
     log.info("running %s (profile %s) into %s", study_id, profile, final)
     with (
@@ -218,6 +219,8 @@ def run(
         if kept.exists():
             shutil.copy2(kept, tmp / stability.STABILITY)
         source = render_notebook(notebook, Path(scratch) / f"{notebook.stem}.ipynb")
+        job_log = Path(scratch) / "jobs.json"  # the ranks of every job the notebook launches
+        os.environ[jobinfo.JOB_LOG] = str(job_log)
         executed = tmp / f"{notebook.stem}.ipynb"
         pm.execute_notebook(
             str(source),
@@ -248,9 +251,11 @@ def run(
                     "measured_env": measured_env,
                     "peak": metrics.get("peak"),
                     "inputs": expected,
+                    "jobs": jobinfo.recorded_jobs(job_log),
                 },
             ),
         )
+        os.environ.pop(jobinfo.JOB_LOG, None)
     log.info("results in %s", final)
     return final
 
@@ -274,30 +279,47 @@ def run_all(*, profile: str = "auto", force: bool = False, results_root=None) ->
     ]
 
 
-def measure(study_id: str, *, param_file, overrides: dict | None = None, out) -> Path:
-    """Run only a study's measurement and write ``measurements.json`` + ``env.json`` to ``out``."""
+def measure(study_id: str, *, param_file, overrides: dict | None = None, out) -> Path | None:
+    """Run only a study's measurement and write ``measurements.json`` + ``env.json`` to ``out``.
+    Under torchrun every rank measures and rank 0 alone writes (then the process group is torn
+    down on every rank); the path is returned on the rank that wrote, ``None`` on the others."""
     study = get(study_id)
     if not study.measure:
         raise ParameterError(f"study {study_id!r} measures nothing; run it with 'make {study_id}'")
+    launch.refuse_plain_srun()
     p = study.params.from_dict({**read_profile(param_file), **(overrides or {})}).prepared()
     started = time.time()
-    with stop_on_signals(what=f"the measurement of {study_id}"):
-        records = study.measure_fn()(p)
     out = Path(out)
-    if int(os.environ.get("RANK", "0")) != 0:  # under srun/torchrun only rank 0 writes
-        return out
-    results.save_measurements(out, records)
-    results.write_json(
-        out / results.ENV,
-        results.provenance(
-            study=study_id,
-            params=p.to_dict(),
-            repo_root=repo_root(),
-            started_s=started,
-            extra={"param_file": str(param_file), "profile": Path(param_file).stem},
-        ),
-    )
-    return out
+    written: list[Path] = []
+
+    def write(ranks: list[dict]) -> None:
+        results.save_measurements(out, records)
+        results.write_json(
+            out / results.ENV,
+            results.provenance(
+                study=study_id,
+                params=p.to_dict(),
+                repo_root=repo_root(),
+                started_s=started,
+                extra={
+                    "param_file": str(param_file),
+                    "profile": Path(param_file).stem,
+                    "ranks": ranks,
+                    "jobs": jobinfo.recorded_jobs(job_log),
+                },
+            ),
+        )
+        written.append(out)
+
+    with tempfile.TemporaryDirectory() as scratch, stop_on_signals(what=f"the measurement of {study_id}"):
+        job_log = Path(scratch) / "jobs.json"
+        os.environ[jobinfo.JOB_LOG] = str(job_log)
+        try:
+            records = study.measure_fn()(p)
+            launch.finish_in_process(write, getattr(p, "device", "cpu"))
+        finally:
+            os.environ.pop(jobinfo.JOB_LOG, None)
+    return written[0] if written else None
 
 
 def main_guard_malloc(argv) -> None:

@@ -1,0 +1,152 @@
+"""What a run records about its ranks and environment (nccl-tests style), plain srun refused,
+and the in-process path under a real 2-rank ``torchrun`` on CPU: every rank exits 0, only
+rank 0 writes and says so, the process group is torn down."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from mfulab import jobinfo, launch
+from mfulab.config import ParameterError
+
+from conftest import ROOT
+
+
+def test_result_environment_keeps_what_changes_results():
+    env = {
+        "NCCL_ALGO": "Ring",
+        "TORCH_NCCL_BLOCKING_WAIT": "1",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "OMP_NUM_THREADS": "4",
+        "TORCHINDUCTOR_CACHE_DIR": "/tmp/x",
+        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+        "MALLOC_ARENA_MAX": "2",
+        "HOME": "/root",
+        "PATH": "/bin",
+    }
+    kept = jobinfo.result_environment(env)
+    assert set(kept) == set(env) - {"HOME", "PATH"}
+
+
+def test_rank_info_names_host_pid_and_device(monkeypatch):
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    info = jobinfo.rank_info("cpu")
+    assert info["rank"] == 3 and info["local_rank"] == 1 and info["pid"] == os.getpid()
+    assert info["host"] and info["device"] == "cpu"
+
+
+def test_record_job_appends_to_the_runners_log(tmp_path, monkeypatch):
+    log = tmp_path / "jobs.json"
+    monkeypatch.setenv(jobinfo.JOB_LOG, str(log))
+    jobinfo.record_job([{"rank": 0}, {"rank": 1}], what="a")
+    jobinfo.record_job([{"rank": 0}], what="b")
+    assert [(j["what"], j["world_size"]) for j in jobinfo.recorded_jobs(log)] == [("a", 2), ("b", 1)]
+    monkeypatch.setenv(jobinfo.JOB_LOG, str(tmp_path / "gone" / "jobs.json"))
+    jobinfo.record_job([{"rank": 0}], what="after the run")  # the run's folder is gone: no error
+    assert jobinfo.recorded_jobs(tmp_path / "gone" / "jobs.json") == []
+
+
+def test_plain_srun_of_several_tasks_is_refused():
+    with pytest.raises(ParameterError, match="torchrun"):
+        launch.refuse_plain_srun({"SLURM_STEP_NUM_TASKS": "8", "SLURM_PROCID": "3", "SLURM_NTASKS": "8"})
+    launch.refuse_plain_srun({"SLURM_STEP_NUM_TASKS": "1"})  # one task: a standalone job is right
+    launch.refuse_plain_srun({"SLURM_STEP_NUM_TASKS": "16", "RANK": "3"})  # torchrun under srun
+
+
+def test_launched_jobs_record_every_rank(tmp_path, monkeypatch):
+    monkeypatch.setenv(
+        "PYTHONPATH",
+        os.pathsep.join([str(ROOT / "tests"), str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")]),
+    )
+    log = tmp_path / "jobs.json"
+    monkeypatch.setenv(jobinfo.JOB_LOG, str(log))
+    launch.launch("workers:echo", {"value": 1}, nproc=2, timeout_s=120)
+    (job,) = jobinfo.recorded_jobs(log)
+    assert [r["rank"] for r in job["ranks"]] == [0, 1]
+    assert len({r["pid"] for r in job["ranks"]}) == 2
+
+
+def test_in_process_path_under_torchrun_tears_down_and_only_rank_0_writes(tmp_path):
+    out = tmp_path / "out"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "lib"),
+        "MFULAB_RESULTS_ROOT": str(tmp_path / "results"),
+        "MFULAB_NO_REEXEC": "1",
+        "OMP_NUM_THREADS": "1",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--rdzv_backend",
+        "c10d",
+        "--rdzv_endpoint",
+        "localhost:0",
+        "-m",
+        "mfulab",
+        "measure",
+        "overlap",
+        "-f",
+        str(ROOT / "studies" / "overlap" / "smoke.yaml"),
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-4000:]
+    assert log.count("measurements written to") == 1, log[-4000:]
+    assert "has NOT been destroyed" not in log
+    env_json = json.loads((out / "env.json").read_text())
+    assert [r["rank"] for r in env_json["ranks"]] == [0, 1]
+    assert env_json["environment"]["OMP_NUM_THREADS"] == "1"
+    assert env_json["command"] and "nvidia" in env_json  # None where there is no nvidia-smi
+    assert (out / "measurements.json").exists()
+
+
+def _run_sbatch(tmp_path, extra_env):
+    """Run studies/cluster.sbatch as Slurm would, with srun and scontrol replaced by stubs that
+    print their arguments; returns what srun was asked to run."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text('#!/bin/bash\necho "SRUN $*"\n')
+    (bin_dir / "scontrol").write_text("#!/bin/bash\necho node-a; echo node-b\n")
+    python = tmp_path / "venv-python"
+    python.write_text("#!/bin/bash\n")
+    for f in (bin_dir / "srun", bin_dir / "scontrol", python):
+        f.chmod(0o755)
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "SLURM_JOB_ID": "42",
+        "SLURM_JOB_NODELIST": "node-[a-b]",
+        "SLURM_NNODES": "2",
+        "SLURM_CPUS_PER_TASK": "16",
+        "PYTHON": str(python),
+        **extra_env,
+    }
+    proc = subprocess.run(
+        ["bash", str(ROOT / "studies" / "cluster.sbatch")], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    return proc
+
+
+def test_cluster_sbatch_passes_cpus_python_and_gpus_to_every_node(tmp_path):
+    proc = _run_sbatch(tmp_path, {"SLURM_GPUS_ON_NODE": "8"})  # --gres=gpu:8: no SLURM_GPUS_PER_NODE
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("SRUN")]
+    assert "--cpus-per-task=16" in line and "--ntasks-per-node=1" in line
+    assert f"{tmp_path / 'venv-python'} -m torch.distributed.run" in line  # not a torchrun from PATH
+    assert "--nproc_per_node 8" in line and "--nnodes 2" in line and "node-a:29500" in line
+    assert "-m mfulab measure overlap -f studies/overlap/" in line
+
+
+def test_cluster_sbatch_says_what_is_missing(tmp_path):
+    proc = _run_sbatch(tmp_path, {})  # no GPU count from Slurm
+    assert proc.returncode == 2 and "GPUS_PER_NODE" in proc.stderr
+    assert subprocess.run(["bash", "-n", str(ROOT / "studies" / "cluster.sbatch")]).returncode == 0
