@@ -68,12 +68,29 @@ def test_sensitivity_tables_say_whether_the_reading_survives():
         "DP link",
         "compute efficiency (MFU)",
         "sharding (TP × PP)",
-        "accumulation steps",
+        "micro-batch (global batch 32)",
     } <= set(a4.varied)
     assert (~a4.same_as_baseline).any()  # some assumption changes the reading
     a5 = scale.a5_sensitivity(Params().to_dict())
     assert a5.k16_slower_than_k4.all()  # α > 0 in every row: 16 calls always cost more
     assert set(a5[a5.varied == "per-step latency α"].value) == {"2 µs", "5 µs", "10 µs", "20 µs"}
+
+
+def test_a4_accumulation_varies_the_micro_batch_at_a_fixed_global_batch():
+    a4 = scale.a4_sensitivity(Params().to_dict())
+    rows = a4[a4.varied == "micro-batch (global batch 32)"].sort_values("micro_batch")
+    dp = Params().article_n // A4_STATED["tp"]
+    assert list(rows.micro_batch) == [1, 2, 4, 8]
+    assert list(rows.accumulation_steps) == [32 // (mb * dp) for mb in rows.micro_batch]
+    assert rows.compute_s.nunique() == 1 and rows.dp_comm_s.nunique() == 1  # the same global batch
+    # fewer, larger TP all-reduces: the same bytes per step, less per-call latency
+    bytes_per_step = [
+        _a4(micro_batch=mb)["tp_message_bytes"] * c for mb, c in zip(rows.micro_batch, rows.tp_calls_per_step)
+    ]
+    assert max(bytes_per_step) == pytest.approx(min(bytes_per_step))
+    assert rows.tp_comm_s.is_monotonic_decreasing and rows.tp_comm_s.iloc[-1] < rows.tp_comm_s.iloc[0]
+    with pytest.raises(ParameterError):
+        _a4(micro_batch=3)
 
 
 def test_a5_model_per_call_cost_is_the_only_difference():
@@ -185,3 +202,32 @@ def test_parameters_refuse_too_few_rounds_and_efficiency_over_one():
         Params(rounds=2)
     with pytest.raises(ParameterError, match="article_compute_efficiency"):
         Params(article_compute_efficiency=1.5)
+
+
+def test_a5_gap_says_how_much_the_per_call_cost_explains():
+    r = _records(per_call_s=3e-4)
+    g = analysis.a5_gap(r)
+    assert g["alpha_part_s"] == pytest.approx(12 * 3e-4)  # 12 more calls × 2(n−1)α, the calibration's α
+    assert g["isolated_calls_s"] == pytest.approx(12 * 3e-4)  # single calls of 1 and 4 MiB from the benchmark
+    assert g["alpha_share"] == pytest.approx(1, abs=0.25)  # the synthetic gap is the per-call cost alone
+    # add 0.5 ms per call that isolated calls do not pay: the per-call cost explains under half
+    for row in r["overlap"]["rows"]:
+        if row["k"] == 16:
+            row["comm_only_times_s"] = [t + 16 * 5e-4 for t in row["comm_only_times_s"]]
+    g = analysis.a5_gap(r)
+    assert g["alpha_share"] < 0.5 and g["rest_s"] == pytest.approx(16 * 5e-4, rel=0.3)
+    evidence = {c.id: c for c in claims(r)}["A5"].evidence
+    assert "unexplained by the cost of a call" in evidence and f"{g['alpha_share']:.0%}" in evidence
+
+
+def test_fit_check_compares_this_run_with_the_calibration_only_as_a_check():
+    r = _records(per_call_s=3e-4, link=1e9)
+    r["alpha_beta"] = {"alpha_s": 3e-4, "link_bytes_per_s": 2e9}  # a calibration 2× off this run's truth
+    check = analysis.fit_check(r)
+    assert check.index.name.startswith("check: this run's fit vs the calibration")
+    assert list(check["relative difference"]) == pytest.approx([-0.5, -0.5, -0.5])
+    # every model uses the calibration: 12 more calls add 12 × 2(n−1) × 3e-4 s
+    assert analysis.a5_gap(r)["alpha_part_s"] == pytest.approx(12 * 2 * 3e-4)
+    assert analysis.predicted_comm_s(r, 1)["bandwidth_part_s"] == pytest.approx(
+        r["params"]["overlap_bytes"] / 2e9
+    )

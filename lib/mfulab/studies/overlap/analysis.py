@@ -52,47 +52,82 @@ def own_alpha_beta(records) -> dict:
 
 
 def alpha_beta_check(records):
-    """Per all-reduce size: this run's median time against the calibration's ring model and
-    against this run's own fit (``own_alpha_beta``), each with its relative error."""
+    """Per all-reduce size: this run's median time against the machine's α–β (the
+    calibration's ring model), with the relative error (model − measured) ÷ measured."""
     import pandas as pd
 
     d = _all_reduce_rows(records)
-    n = records["collectives"]["world_size"]
+    n, fit = records["collectives"]["world_size"], fitted_alpha_beta(records)
     rows = []
-    for source, fit in (("calibration", fitted_alpha_beta(records)), ("this run", own_alpha_beta(records))):
-        for r in d.itertuples():
-            model = comm.collective_time(
-                "all_reduce",
-                r.size_bytes,
-                n,
-                alpha_s=fit["alpha_s"],
-                link_bytes_per_s=fit["link_bytes_per_s"],
-            )
-            rows.append(
-                {
-                    "model": source,
-                    "size_bytes": r.size_bytes,
-                    "measured_s": r.time_s,
-                    "model_s": model,
-                    "model_error": (model - r.time_s) / r.time_s,
-                }
-            )
+    for r in d.itertuples():
+        model = comm.collective_time(
+            "all_reduce", r.size_bytes, n, alpha_s=fit["alpha_s"], link_bytes_per_s=fit["link_bytes_per_s"]
+        )
+        rows.append(
+            {
+                "size_bytes": r.size_bytes,
+                "measured_s": r.time_s,
+                "model_s": model,
+                "model_error": (model - r.time_s) / r.time_s,
+            }
+        )
     return pd.DataFrame(rows)
+
+
+def fit_check(records):
+    """Check: this run's fit vs the calibration. α, the per-call cost 2(n−1)α and B fitted to
+    this run's all-reduce times as the calibration fits them (``own_alpha_beta``), beside the
+    calibration's, with the relative difference (this run ÷ calibration − 1). A check of the
+    calibration, not a second figure for the machine: every model here uses the calibration."""
+    import pandas as pd
+
+    n = records["collectives"]["world_size"]
+    cal, own = fitted_alpha_beta(records), own_alpha_beta(records)
+    cal = {**cal, "per_call_s": comm.ring_steps("all_reduce", n) * cal["alpha_s"]}
+    rows = [  # (label with its unit, key, scale to that unit)
+        ("per-step latency α (µs)", "alpha_s", 1e6),
+        ("per-call cost 2(n−1)α (ms)", "per_call_s", 1e3),
+        ("link bandwidth B (GB/s)", "link_bytes_per_s", 1e-9),
+    ]
+    return pd.DataFrame(
+        [
+            {
+                "check: this run's fit vs the calibration": label,
+                "calibration": cal[key] * unit,
+                "this run's fit": own[key] * unit,
+                "relative difference": own[key] / cal[key] - 1 if cal[key] else float("nan"),
+            }
+            for label, key, unit in rows
+        ]
+    ).set_index("check: this run's fit vs the calibration")
 
 
 def alpha_beta_residuals(records) -> list[float]:
     """The calibration's ring model against this run's all-reduce times, per size."""
-    d = alpha_beta_check(records)
-    return d[d.model == "calibration"].model_error.tolist()
+    return alpha_beta_check(records).model_error.tolist()
+
+
+def per_call_s(records) -> float:
+    """The machine's per-call cost of an all-reduce, 2(n−1)·α with the calibration's α: what
+    every call pays before a byte moves (t(S → 0) of the ring model)."""
+    n = records["collectives"]["world_size"]
+    return comm.ring_steps("all_reduce", n) * fitted_alpha_beta(records)["alpha_s"]
+
+
+def crossover_bytes(records) -> float:
+    """The message size at which the per-call cost 2(n−1)α equals the bandwidth term
+    2(n−1)/n·S/B (the calibration's α–β): S = n·α·B. Below it a call is latency-bound."""
+    fit = fitted_alpha_beta(records)
+    return records["collectives"]["world_size"] * fit["alpha_s"] * fit["link_bytes_per_s"]
 
 
 def predicted_comm_s(records, k: int) -> dict:
-    """Communication per step of k chunks from this run's own α–β: calls × (per-call cost +
-    bytes per call ÷ bandwidth) = k·2(n−1)α + bus_factor·S/B; the first term is what more
-    chunks add."""
-    fit = own_alpha_beta(records)
+    """Communication per step of k chunks from the machine's α–β (the calibration): calls ×
+    (per-call cost + bytes per call ÷ bandwidth) = k·2(n−1)α + bus_factor·S/B; the first term
+    is what more chunks add."""
+    fit = fitted_alpha_beta(records)
     n, nbytes = records["collectives"]["world_size"], records["params"]["overlap_bytes"]
-    latency_part = k * fit["per_call_s"]
+    latency_part = k * per_call_s(records)
     bandwidth_part = comm.bus_factor("all_reduce", n) * nbytes / fit["link_bytes_per_s"]
     return {
         "latency_part_s": latency_part,
@@ -236,6 +271,53 @@ def a5_comparisons(records, k_a: int = 4, k_b: int = 16) -> dict:
                 timing(records, m, k_a, "overlapped_in_flight"),
             )
     return out
+
+
+def _benchmark_time_s(records, size_bytes: float) -> float | None:
+    """This run's median all-reduce time at exactly ``size_bytes`` (None: not benchmarked)."""
+    d = _all_reduce_rows(records)
+    hit = d[d.size_bytes == int(size_bytes)]
+    return float(hit.time_s.iloc[0]) if len(hit) else None
+
+
+def a5_gap(records, k_a: int = 4, k_b: int = 16) -> dict | None:
+    """How much of A5's measured gap the per-call cost explains. Per step, with the medians of
+    the pooled communication-only rounds (``comm_only_pooled``):
+
+        gap_s            = comm(k_b) − comm(k_a)                       measured
+        alpha_part_s     = (k_b − k_a) · 2(n−1)·α                      the calibration's per-call
+                                                                         cost × the extra calls
+        isolated_calls_s = k_b·t(S/k_b) − k_a·t(S/k_a)                 this run's benchmark times
+                                                                         of single calls (α plus
+                                                                         any bandwidth lost at the
+                                                                         smaller size); None when a
+                                                                         size was not benchmarked
+        rest_s           = gap − the larger of the two explanations    unexplained by either
+
+    The quartiles of both series show how the rounds spread."""
+    if not a5_modes(records, k_a, k_b):
+        return None
+    nbytes = records["params"]["overlap_bytes"]
+    t_a, t_b = comm_only_pooled(records, k_a), comm_only_pooled(records, k_b)
+    gap_s = t_b.median_s - t_a.median_s
+    alpha_part_s = (k_b - k_a) * per_call_s(records)
+    single_a, single_b = _benchmark_time_s(records, nbytes / k_a), _benchmark_time_s(records, nbytes / k_b)
+    isolated_s = k_b * single_b - k_a * single_a if single_a is not None and single_b is not None else None
+    explained_s = max(alpha_part_s, isolated_s if isolated_s is not None else alpha_part_s)
+    return {
+        "k_a": k_a,
+        "k_b": k_b,
+        "extra_calls": k_b - k_a,
+        "per_call_s": per_call_s(records),
+        "comm_a": t_a,
+        "comm_b": t_b,
+        "gap_s": gap_s,
+        "alpha_part_s": alpha_part_s,
+        "alpha_share": alpha_part_s / gap_s if gap_s > 0 else float("nan"),
+        "isolated_calls_s": isolated_s,
+        "isolated_share": isolated_s / gap_s if gap_s > 0 and isolated_s is not None else float("nan"),
+        "rest_s": gap_s - explained_s,
+    }
 
 
 def outcome(records, p) -> tuple[list, dict]:

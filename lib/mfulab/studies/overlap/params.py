@@ -26,9 +26,9 @@ class Params(StudyParams):
     iters: int = param(21, "timed calls per collective and size", unit="calls", positive=True)
     overlap_bytes: int = param(
         16777216,
-        "the tensor all-reduced in chunks (float32); default: at 16 chunks about a third of each call is "
-        "per-call latency on the 2-core box, inside the range the article-scale model gives A5 for "
-        "α = 2–20 µs (latency_share_k16 in tables/a5_sensitivity.csv)",
+        "the tensor all-reduced in chunks (float32); default: at 16 chunks about a quarter of each call is "
+        "per-call latency on the 2-core box (the calibration's α–β), inside the range the article-scale "
+        "model gives A5 for α = 2–20 µs (latency_share_k16 in tables/a5_sensitivity.csv)",
         unit="bytes",
         positive=True,
     )

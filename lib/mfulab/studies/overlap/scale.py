@@ -114,12 +114,14 @@ def a4_model(
     intra_bytes_per_s: float,
     inter_bytes_per_s: float,
     efficiency: float,
+    micro_batch: int = A4_STATED["micro_batch"],
     allreduces_per_layer: int = TP_ALLREDUCES_PER_LAYER,
 ) -> dict:
-    """Communication and compute per optimizer step of the article's 13B run (module docstring)."""
+    """Communication and compute per optimizer step of the article's 13B run (module docstring).
+    At a fixed global batch the micro-batch sets the accumulation steps,
+    global_batch ÷ (micro_batch · dp): larger micro-batches mean fewer, larger TP all-reduces."""
     cfg = preset(A4_STATED["preset"])
     n_params = flops.param_count(cfg)
-    micro_batch = A4_STATED["micro_batch"]
     if cards % (tp * pp) or global_batch % (micro_batch * (cards // (tp * pp))):
         raise ParameterError(
             f"{cards} cards do not split into tp={tp} × pp={pp} × dp with global batch {global_batch}"
@@ -131,8 +133,8 @@ def a4_model(
     tp_allreduce_s = comm.ring_all_reduce_time(
         tp_message_bytes, tp, alpha_s=alpha_s, link_bytes_per_s=tp_link
     )
-    tp_calls_per_step = accumulation_steps * cfg.n_layers / pp * allreduces_per_layer
-    tp_comm_s = tp_calls_per_step * tp_allreduce_s if tp > 1 else 0.0
+    tp_calls_per_step = accumulation_steps * cfg.n_layers / pp * allreduces_per_layer if tp > 1 else 0
+    tp_comm_s = tp_calls_per_step * tp_allreduce_s
     grad_bytes_per_rank = n_params * A4_STATED["grad_bytes_per_param"] / (tp * pp)
     dp_link = inter_bytes_per_s if cards > gpus_per_node else intra_bytes_per_s
     dp_comm_s = comm.ring_all_reduce_time(grad_bytes_per_rank, dp, alpha_s=alpha_s, link_bytes_per_s=dp_link)
@@ -140,6 +142,7 @@ def a4_model(
     compute_s = 6 * n_params * tokens_per_step / (cards * A4_STATED["peak_flops_per_s"] * efficiency)
     return {
         "dp": dp,
+        "micro_batch": micro_batch,
         "accumulation_steps": accumulation_steps,
         "tp_message_bytes": tp_message_bytes,
         "tp_allreduce_s": tp_allreduce_s,
@@ -185,6 +188,7 @@ def a4_sensitivity(p: dict):
 
     base = a4_baseline(p)
     dp_base = base["cards"] // (base["tp"] * base["pp"])
+    gb = base["global_batch"]
     cases = [("baseline", "", {})]
     cases += [("per-step latency α", f"{a * 1e6:.0f} µs", {"alpha_s": a}) for a in ALPHAS_S]
     cases += [
@@ -199,9 +203,15 @@ def a4_sensitivity(p: dict):
         ("sharding (TP × PP)", f"{tp} × {pp}", {"tp": tp, "pp": pp})
         for tp, pp in ((8, 1), (4, 2), (2, 4), (1, 1))
     ]
+    # gradient accumulation at the fixed global batch: the micro-batch sets the steps
     cases += [
-        ("accumulation steps", f"{g}", {"global_batch": g * A4_STATED["micro_batch"] * dp_base})
-        for g in (1, 8, 32)
+        (
+            f"micro-batch (global batch {gb})",
+            f"{mb} → {gb // (mb * dp_base)} accumulation steps",
+            {"micro_batch": mb},
+        )
+        for mb in (1, 2, 4, 8)
+        if gb % (mb * dp_base) == 0
     ]
     cases += [
         ("TP all-reduces per layer", "4 (no recompute)", {"allreduces_per_layer": TP_ALLREDUCES_PER_LAYER}),
@@ -220,7 +230,9 @@ def a4_sensitivity(p: dict):
             {
                 "varied": varied,
                 "value": value,
+                "micro_batch": m["micro_batch"],
                 "accumulation_steps": m["accumulation_steps"],
+                "tp_calls_per_step": m["tp_calls_per_step"],
                 "tp_comm_s": m["tp_comm_s"],
                 "dp_comm_s": m["dp_comm_s"],
                 "total_comm_s": m["total_comm_s"],
