@@ -101,7 +101,10 @@ def test_compare_two_machines(run_cli, tmp_path):
     assert (
         row["fake-h100-x8"] == pytest.approx(7.0e14 / 9.894e14) and row[COMMITTED] == compare.NOT_APPLICABLE
     )
-    assert table.set_index("metric").loc["fitted per-step latency α", "fake-h100-x8"] == compare.MISSING
+    assert (
+        table.set_index("metric").loc["all-reduce per-step latency α (calibration)", "fake-h100-x8"]
+        == compare.MISSING
+    )
     shown = compare.formatted(table).set_index("metric")
     assert shown.loc["measured matmul ceiling", "fake-h100-x8"] == "700 TFLOP/s"
     assert shown.loc["ceiling / datasheet", COMMITTED] == "n/a"
