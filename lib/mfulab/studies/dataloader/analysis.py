@@ -1,5 +1,5 @@
 """Analysis of the ``dataloader`` study: the write, sweep, cold, stall and checkpoint tables,
-the claims (``claims``: B11, B2 data part, B12) and the headline metrics.
+the claims (``claims``: B11, B2 data part; ``checkpoint``: B12) and the headline metrics.
 
 Every function reads the plain records of ``bench.measure`` (here or from another machine).
 Records written before the restructure carry ``mb_per_s`` (which was MiB/s) and
@@ -11,6 +11,7 @@ from __future__ import annotations
 from ... import verdicts as claims_mod
 from ...results import run_identity
 from ...timing import summarize
+from .checkpoint import magnitude_arithmetic, magnitude_sensitivity
 from .claims import (
     CATEGORIES,
     claims,
@@ -23,7 +24,7 @@ from .claims import (
 )
 from .stall import STEP, STEP_WITH_CHECKPOINT
 
-__all__ = ["claims", "latency_sensitivity", "usable_cpus"]
+__all__ = ["claims", "latency_sensitivity", "magnitude_arithmetic", "magnitude_sensitivity", "usable_cpus"]
 
 
 def sweep_table(records):

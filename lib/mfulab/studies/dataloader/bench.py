@@ -29,8 +29,10 @@ from .stall import checkpoint_spike, stall_run
 
 STUDY = "dataloader"
 # loader 2: rows carry mib_per_s (was mb_per_s, also MiB/s); loader 3: interleaved warm epochs and
-# cold rounds; stall 2: checkpoints in every real-compute run, checkpoint A/B interleaved (B12)
-BENCHMARK_VERSION = {"loader": 3, "stall": 2}
+# cold rounds; loader 4: JSONL reads through one open handle per process (was an open per sample);
+# stall 2: checkpoints in every real-compute run, checkpoint A/B interleaved (B12); stall 3: the
+# A/B on a short step (checkpoint_batch_rows), and the fsync write bandwidth (B12's magnitude)
+BENCHMARK_VERSION = {"loader": 4, "stall": 3}
 
 
 def mib_per_s(n_bytes: float, seconds: float) -> float:

@@ -1,8 +1,9 @@
 """The claims of the ``dataloader`` study, computed from the plain records of ``bench.measure``:
 B11 (format on a local disk, format behind a per-file latency, worker count), B2 (data part)
-and B12. Thresholds come from the claims' own numbers (``stated``); the one assumption, the
-per-file latency of a network or parallel file system, is a parameter with its sources
-(``params``) and a sensitivity table (:func:`latency_sensitivity`).
+and B12 (its two rows, existence and magnitude, in ``checkpoint``). Thresholds come from the
+claims' own numbers (``stated``); B11's assumption, the per-file latency of a network or
+parallel file system, is a parameter with its sources (``params``) and a sensitivity table
+(:func:`latency_sensitivity`).
 
 B11, format: the cold rounds read every format once per round in a shuffled order with its
 pages evicted first, so ``epoch`` is the round and the per-sample times of two formats are
@@ -17,9 +18,9 @@ from __future__ import annotations
 from ... import verdicts as claims_mod
 from ...timing import Timing, compare_timings, summarize
 from ...verdicts import Claim
+from .checkpoint import b12_existence, b12_magnitude
 from .params import FORMAT_RATIO_DRIFT, PER_FILE_LATENCY_S, PER_FILE_LATENCY_SWEEP_S
-from .stall import STEP, STEP_WITH_CHECKPOINT
-from .stated import B2_STATED, B11_STATED, B12_STATED
+from .stated import B2_STATED, B11_STATED
 
 SMALL_FILES, SHARDS = "json_files", "tar"
 CATEGORIES = ("compute", "communication", "data loading", "other")
@@ -188,23 +189,34 @@ def _warm_timing(records, fmt: str, workers: int, persistent: bool = False) -> T
     return summarize([r["epoch_s"] / r["samples"] for r in rows], label=f"{fmt}/{workers}", paired=True)
 
 
+def workers_cpus_needed(hi: int = B11_STATED["workers_enough"][1]) -> int:
+    """Usable CPUs the workers row needs: 'enough' means a count above ``hi`` gains nothing,
+    so the sweep needs ``hi`` + 1 workers, each on its own core beside the training process."""
+    return hi + 2
+
+
 def _b11_workers(records) -> Claim:
+    """Checkable only with worker counts that each get a core beside the training process
+    (``w + 1 ≤`` usable CPUs): one in 8–16 and one above 16, so at least 18 usable CPUs."""
     lo, hi = B11_STATED["workers_enough"]
     cpus = usable_cpus(records)
     counts = list(records["params"]["num_workers"])
-    in_range = [w for w in counts if lo <= w <= hi and w > 0]
-    beyond = [w for w in counts if w > hi]
+    fits = [w for w in counts if 0 < w and w + 1 <= cpus]
+    in_range = [w for w in fits if lo <= w <= hi]
+    beyond = [w for w in fits if w > hi]
     claim = f"on ordinary SSDs {lo}–{hi} DataLoader workers are enough"
     measured = f"warm epochs of tar shards, persistent workers, worker counts {counts} on {cpus} usable CPUs"
-    if cpus < hi + 1:
+    needed = workers_cpus_needed(hi)
+    if cpus < needed:
         return Claim(
             "B11",
             claim,
             measured,
             "not checkable",
-            f"{lo}–{hi} workers need a core each beside the training process ({lo + 1}–{hi + 1} usable "
-            f"CPUs); this process may use {cpus} (its affinity mask), so extra workers only take turns "
-            "on the same cores; the sweep's counts are in tables/loader_sweep.csv",
+            f"'enough' means a count above {hi} gains < 1.05×: {hi + 1} or more workers, each on a core "
+            f"beside the training process, need ≥ {needed} usable CPUs; this process may use {cpus} (its "
+            "affinity mask), so extra workers only take turns on the same cores; the sweep's counts are in "
+            "tables/loader_sweep.csv",
         )
     if not in_range or not beyond:
         return Claim(
@@ -212,7 +224,8 @@ def _b11_workers(records) -> Claim:
             claim,
             measured,
             "not checkable",
-            f"the sweep needs a worker count in {lo}–{hi} and one above {hi} (num_workers={counts})",
+            f"the sweep needs a worker count in {lo}–{hi} and one above {hi}, each with a core beside the "
+            f"training process (count + 1 ≤ {cpus} usable CPUs; num_workers={counts})",
         )
     best_in = min(in_range, key=lambda w: _warm_timing(records, SHARDS, w, True).median_s)
     best_out = min(beyond, key=lambda w: _warm_timing(records, SHARDS, w, True).median_s)
@@ -297,39 +310,6 @@ def _b2_emulated(records, floor: float, runs) -> Claim:
     )
 
 
-# ---------------------------------------------------------------------------- B12
-def checkpoint_timings(records) -> tuple[Timing, Timing]:
-    t = records["checkpoint"]["timings"]
-    return tuple(summarize(t[k]["times_s"], label=k, paired=True) for k in (STEP, STEP_WITH_CHECKPOINT))
-
-
-def _b12(records) -> Claim:
-    step, with_ckpt = checkpoint_timings(records)
-    c = compare_timings(with_ckpt, step)  # ratio = step with a write / step without
-    threshold = 1 + B12_STATED["sync_spike_s"] / B12_STATED["case_study_step_s"]
-    ck = records["checkpoint"]
-    spike_ms = (with_ckpt.median_s - step.median_s) * 1e3
-    verdict = "confirmed" if c.ratio_lo >= threshold else "inconclusive on this machine"
-    why = (
-        ""
-        if verdict == "confirmed"
-        else "; the spike is write time / step time: this small checkpoint on this slow step stays below it"
-    )
-    return Claim(
-        "B12",
-        "synchronous checkpoint writes cause periodic step-time spikes "
-        f"({B12_STATED['sync_spike_s']:g} s on a {B12_STATED['case_study_step_s']:g} s step "
-        "in the case study)",
-        f"a training step with and without a synchronous checkpoint (model + AdamW state, "
-        f"{ck['checkpoint_bytes'] / 2**20:.1f} MiB, torch.save + fsync), {ck['rounds']} interleaved rounds",
-        verdict,
-        f"a step with the write takes {c.ratio:.2f}× [{c.ratio_lo:.2f}, {c.ratio_hi:.2f}] one without "
-        f"(+{spike_ms:.1f} ms on {step.median_s * 1e3:.0f} ms; "
-        f"the write alone {ck['write_alone_s'] * 1e3:.1f} ms); "
-        f"the case study's spike is {threshold:.2f}× (threshold){why}",
-    )
-
-
 # ---------------------------------------------------------------------------- all claims
 def stall_runs(records, compute: str, *, in_memory: bool = False) -> list[dict]:
     """The stall runs of one compute mode: those with a loader, or (``in_memory``) the one
@@ -352,5 +332,5 @@ def claims(records) -> list[Claim]:
     if emulated:
         out.append(_b2_emulated(records, floor, emulated))
     if "checkpoint" in records:
-        out.append(_b12(records))
+        out += [b12_existence(records), b12_magnitude(records)]
     return out

@@ -32,6 +32,29 @@ PER_FILE_LATENCY_SWEEP_S = (0.0, 1e-4, 5e-4, 1e-3, 2e-3, 5e-3)
 # with four runnable processes on its two cores, in two fresh runs while this study was built.
 FORMAT_RATIO_DRIFT = 0.2
 
+# B12's magnitude at the case study's scale (article B §5: a 7B model on 64 A100s, stated.py):
+# the spike of a synchronous checkpoint is the bytes each node writes over its write bandwidth.
+# - Bytes per parameter in a checkpoint: bf16 weights (2) and AdamW's fp32 master weights,
+#   momentum and variance (4 + 4 + 4) = 14. ZeRO (Rajbhandari et al. 2020, §3.1) counts
+#   2 + 2 + 12 bytes per parameter for mixed-precision Adam; the 2 bytes of gradients are not saved.
+CKPT_BYTES_PER_PARAM = 14.0
+# - 8 A100s per node (HGX/DGX A100), so 64 cards are 8 nodes; how the case study saved is not said:
+#   8 writing nodes is a sharded checkpoint (each node writes its share: Megatron's distributed
+#   optimizer, torch.distributed.checkpoint), 1 is one rank writing everything. Both are in the
+#   table; sharded is the default because 7B × 16 B of training state (weights, gradients, AdamW)
+#   does not fit one 80 GB A100: the state must have been sharded across the cards.
+CKPT_GPUS_PER_NODE = 8
+# - Write bandwidth per node: 3.8 GB/s, the rated sequential write of one PCIe 4.0 datacentre U.2
+#   NVMe drive (Samsung PM1733/PM1735 U.2: 6.4 GB/s read, 3.8 GB/s write; Hardwareluxx, November
+#   2019). A DGX A100 carries 15 TB of NVMe data drives (4 × 3.84 TB U.2; Microway, "DGX A100
+#   review"): up to 4 × 3.8 = 15.2 GB/s striped; a shared parallel file system gives each client a
+#   share of its aggregate, often less. Hence the sweep.
+CKPT_WRITE_GB_PER_S = 3.8
+CKPT_WRITE_SWEEP_GB_PER_S = (1.0, 2.0, 3.8, 7.6, 15.2)
+# PCIe 4.0 x16, one direction: 16 GT/s × 16 lanes × 128/130 (encoding) / 8 bits = 31.5 GB/s (PCI-SIG
+# PCIe 4.0 base specification): the GPU → host copy an asynchronous checkpoint still waits for.
+PCIE4_X16_GB_PER_S = 31.5
+
 
 @dataclass(frozen=True)
 class Params(StudyParams):
@@ -97,7 +120,49 @@ class Params(StudyParams):
         non_negative=True,
     )
     checkpoint_rounds: int = param(
-        10, "B12: interleaved rounds of a step with and without a synchronous checkpoint", unit="rounds"
+        20, "B12: interleaved rounds of a step with and without a synchronous checkpoint", unit="rounds"
+    )
+    checkpoint_batch_rows: int = param(
+        1,
+        "B12: sequences per step in the with/without-checkpoint A/B (a short step: does the write "
+        "lengthen it, not the case study's ratio)",
+        unit="sequences",
+        positive=True,
+    )
+    fsync_probe_mib: int = param(
+        64,
+        "B12: bytes written and fsync-ed to measure this machine's write bandwidth",
+        unit="MiB",
+        positive=True,
+    )
+    ckpt_bytes_per_param: float = param(
+        CKPT_BYTES_PER_PARAM,
+        "B12 at the case study's scale: checkpoint bytes per parameter, bf16 weights + AdamW fp32 "
+        "master, momentum, variance (source in params.py)",
+        unit="bytes",
+        positive=True,
+    )
+    ckpt_gpus_per_node: int = param(
+        CKPT_GPUS_PER_NODE, "B12 at the case study's scale: A100s per node", unit="cards", positive=True
+    )
+    ckpt_writing_nodes: int = param(
+        8,
+        "B12 at the case study's scale: nodes that each write an equal share of the checkpoint "
+        "(8: every node of the 64 cards, a sharded checkpoint; 1: one writer)",
+        unit="nodes",
+        positive=True,
+    )
+    ckpt_write_gb_per_s: float = param(
+        CKPT_WRITE_GB_PER_S,
+        "B12 at the case study's scale: write bandwidth per node (one PCIe 4.0 NVMe drive; sources in "
+        "params.py)",
+        unit="GB/s",
+        positive=True,
+    )
+    ckpt_write_sweep_gb_per_s: tuple[float, ...] = param(
+        list(CKPT_WRITE_SWEEP_GB_PER_S),
+        "B12: write bandwidths per node of the sensitivity table",
+        unit="GB/s",
     )
     stall_emulated_step_s: float = param(
         0.005, "also stall runs whose step is a timed wait this long (0: none)", unit="s", non_negative=True
@@ -116,6 +181,7 @@ class Params(StudyParams):
         self.require("checkpoint_rounds", self.checkpoint_rounds >= 2, "an integer ≥ 2")
         self.require_choice("formats", FORMATS)
         self.require_non_negative("per_file_latency_sweep_s")
+        self.require_positive("ckpt_write_sweep_gb_per_s")
         self.require("nonzero_share", self.nonzero_share < 1, "a fraction in (0, 1)")
         self.require(
             "num_workers",

@@ -5,9 +5,10 @@ stall per loader (B2) and the spike of a synchronous checkpoint write (B12).
   pre-loaded in memory); per step, the time blocked waiting for the batch, the compute, and
   the rest (a synchronous checkpoint every ``checkpoint_every`` steps, and the loop itself).
   One process: no collective runs, so communication is zero by construction.
-- ``checkpoint_spike``: a training step with and without a synchronous checkpoint write
-  (model + AdamW state, ``torch.save`` then ``fsync``), timed interleaved
-  (``timing.interleaved``: one of each per round, order shuffled per round).
+- ``checkpoint_spike``: a short training step with and without a synchronous checkpoint
+  write (model + AdamW state, ``torch.save`` then ``fsync``), timed interleaved
+  (``timing.interleaved``: one of each per round, order shuffled per round), and this
+  machine's fsync write bandwidth (``fsync_write_bandwidth``).
 """
 
 from __future__ import annotations
@@ -117,15 +118,39 @@ def _forever(loader):
 STEP, STEP_WITH_CHECKPOINT = "step", "step + synchronous checkpoint"
 
 
+def fsync_write_bandwidth(path: Path, n_bytes: int, repeats: int = 3) -> dict:
+    """This machine's write bandwidth through the page cache to the disk: ``n_bytes`` written
+    and ``fsync``-ed ``repeats`` times (median), as ``write_checkpoint`` writes; bytes/s."""
+    import numpy as np
+
+    from ...timing import summarize
+
+    buf = np.random.default_rng(0).integers(0, 256, n_bytes, dtype=np.uint8).tobytes()
+    times = []
+    try:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            with open(path, "wb") as f:
+                f.write(buf)
+                f.flush()
+                os.fsync(f.fileno())
+            times.append(time.perf_counter() - t0)
+    finally:
+        path.unlink(missing_ok=True)
+    median_s = summarize(times).median_s
+    return {"bytes": n_bytes, "median_s": median_s, "bytes_per_s": n_bytes / median_s}
+
+
 def checkpoint_spike(p: Params, root: Path) -> dict:
-    """B12: a real training step (in-memory batches) with and without a synchronous
-    checkpoint write after it, ``p.checkpoint_rounds`` interleaved rounds of one call each.
-    Returns both timings with their per-round samples, the checkpoint's bytes, and the write
-    alone (median of a few, for the evidence)."""
+    """B12: a real training step (in-memory batches of ``p.checkpoint_batch_rows`` sequences)
+    with and without a synchronous checkpoint write after it, ``p.checkpoint_rounds``
+    interleaved rounds of one call each. Returns both timings with their per-round samples,
+    the checkpoint's bytes, the write alone (median of a few, for the evidence) and this
+    machine's fsync write bandwidth on ``p.fsync_probe_mib`` MiB (B12's magnitude row)."""
     from ...timing import interleaved, summarize
 
     model, opt = _model(p)
-    batches = _cached_batches(p, root, 8)
+    batches = [b[: p.checkpoint_batch_rows] for b in _cached_batches(p, root, 8)]
     state = {"i": 0}
     ckpt = Path(root) / "checkpoint-b12.pt"
 
@@ -157,4 +182,6 @@ def checkpoint_spike(p: Params, root: Path) -> dict:
         "checkpoint_bytes": nbytes,
         "write_alone_s": summarize(writes).median_s,
         "rounds": p.checkpoint_rounds,
+        "batch_rows": int(batches[0].shape[0]),
+        "fsync_write": fsync_write_bandwidth(Path(root) / "fsync-probe.bin", p.fsync_probe_mib * 2**20),
     }

@@ -1,0 +1,243 @@
+"""B12 of the ``dataloader`` study — synchronous checkpoint writes cause periodic step-time
+spikes, 3 s in the case study, 0.3 s once asynchronous — as two questions, two rows:
+
+- **existence** (measured here): a short training step with and without a synchronous
+  checkpoint write after it, paired by round (``stall.checkpoint_spike``, interleaved). The
+  spike exists when the step with a write takes longer: the whole drift-widened interval of
+  the ratio (step with a write / step without) above 1.
+- **magnitude** (analytic, the case study's scale): a synchronous write stops the step for
+  the bytes each node writes over its write bandwidth::
+
+      checkpoint_GB   = n_params × bytes_per_param / 1e9          (7e9 × 14 B = 98 GB)
+      GB_per_node     = checkpoint_GB / writing_nodes             (8 nodes: 12.25 GB each)
+      spike_s         = GB_per_node / write_GB_per_s              (at 3.8 GB/s: 3.2 s)
+
+  bytes per parameter, cards per node, writing nodes and write bandwidth are parameters
+  with their sources (``params``); :func:`magnitude_sensitivity` sweeps the bandwidth and the
+  writers, with this machine's measured fsync bandwidth beside. Read backwards, the stated
+  3 s and 0.3 s give the bandwidth each would need (:func:`implied_rates`): 0.3 s is too
+  short for the disk, and is the order of a GPU → host copy of the node's share, the part
+  an asynchronous checkpoint still waits for.
+
+Units: GB = 1e9 bytes, MiB = 2**20 bytes.
+"""
+
+from __future__ import annotations
+
+from ...timing import Timing, compare_timings, summarize
+from ...verdicts import Claim
+from .params import (
+    CKPT_BYTES_PER_PARAM,
+    CKPT_GPUS_PER_NODE,
+    CKPT_WRITE_GB_PER_S,
+    CKPT_WRITE_SWEEP_GB_PER_S,
+    PCIE4_X16_GB_PER_S,
+)
+from .stall import STEP, STEP_WITH_CHECKPOINT
+from .stated import B12_STATED
+
+GB = 1e9
+
+
+def _param(records, name, default):
+    return records["params"].get(name, default)
+
+
+# ---------------------------------------------------------------------------- existence
+def checkpoint_timings(records) -> tuple[Timing, Timing]:
+    """(step, step + synchronous checkpoint), paired by round."""
+    t = records["checkpoint"]["timings"]
+    return tuple(summarize(t[k]["times_s"], label=k, paired=True) for k in (STEP, STEP_WITH_CHECKPOINT))
+
+
+def spike_comparison(records):
+    """``ratio`` = the step with a write / the step without (paired, drift-widened interval)."""
+    step, with_ckpt = checkpoint_timings(records)
+    return compare_timings(with_ckpt, step)
+
+
+def _loop_write_ms(records) -> float | None:
+    """Median write time of the checkpoints inside the real-compute training-loop runs."""
+    writes = [
+        s["checkpoint_s"]
+        for run in records["stall"]
+        if run["compute"] == "real compute"
+        for s in run["steps"]
+        if s.get("checkpoint")
+    ]
+    return summarize(writes).median_s * 1e3 if len(writes) >= 1 else None
+
+
+def b12_existence(records) -> Claim:
+    step, with_ckpt = checkpoint_timings(records)
+    c = spike_comparison(records)
+    ck = records["checkpoint"]
+    rows = ck.get("batch_rows")
+    size = f" of {rows} sequence{'s' * (rows != 1)}" if rows else ""
+    verdict = (
+        "confirmed" if c.ratio_lo > 1 else "refuted" if c.ratio_hi < 1 else "inconclusive on this machine"
+    )
+    every = _param(records, "checkpoint_every", 0)
+    loop_ms = _loop_write_ms(records)
+    periodic = (
+        f"; periodic in the training-loop runs, one step in {every} writing one "
+        f"(median write {loop_ms:.1f} ms)"
+        if every and loop_ms is not None
+        else ""
+    )
+    return Claim(
+        "B12",
+        "a synchronous checkpoint write makes its step longer (the spike exists)",
+        f"a training step{size} with and without a synchronous "
+        f"checkpoint after it (model + AdamW state, {ck['checkpoint_bytes'] / 2**20:.1f} MiB, "
+        f"torch.save + fsync), {ck['rounds']} interleaved rounds; threshold: the interval above 1",
+        verdict,
+        f"a step with the write takes {c.ratio:.2f}× [{c.ratio_lo:.2f}, {c.ratio_hi:.2f}] one without "
+        f"(this run alone [{c.within_lo:.2f}, {c.within_hi:.2f}], widened by ±{c.run_to_run_drift:.0%}): "
+        f"{(with_ckpt.median_s - step.median_s) * 1e3:+.1f} ms on {step.median_s * 1e3:.1f} ms "
+        f"(the write alone {ck['write_alone_s'] * 1e3:.1f} ms){periodic}; the size of the case study's "
+        "spike is the next row's question",
+    )
+
+
+# ---------------------------------------------------------------------------- magnitude
+def measured_write_bytes_per_s(records) -> tuple[float, str]:
+    """This machine's write bandwidth (bytes/s) and how it was measured: the fsync probe, or
+    (older records) the checkpoint's bytes over its write time."""
+    ck = records["checkpoint"]
+    probe = ck.get("fsync_write")
+    if probe:
+        return probe["bytes_per_s"], f"{probe['bytes'] / 2**20:.0f} MiB written + fsync, median of 3"
+    if ck["write_alone_s"] <= 0:
+        return float("nan"), "not measured"
+    return ck["checkpoint_bytes"] / ck["write_alone_s"], "the checkpoint's bytes / its write time"
+
+
+def case_study_checkpoint(records, *, write_gb_per_s: float | None = None, writing_nodes: int | None = None):
+    """The case study's synchronous checkpoint under the parameters' assumptions (see the
+    module docstring): bytes, bytes per writing node and the predicted spike."""
+    n_params = B12_STATED["case_study_params"]
+    bytes_per_param = _param(records, "ckpt_bytes_per_param", CKPT_BYTES_PER_PARAM)
+    gpus_per_node = _param(records, "ckpt_gpus_per_node", CKPT_GPUS_PER_NODE)
+    nodes = max(1, B12_STATED["case_study_gpus"] // gpus_per_node)
+    writing = writing_nodes or min(_param(records, "ckpt_writing_nodes", nodes), nodes)
+    bandwidth = write_gb_per_s or _param(records, "ckpt_write_gb_per_s", CKPT_WRITE_GB_PER_S)
+    checkpoint_gb = n_params * bytes_per_param / GB
+    gb_per_node = checkpoint_gb / writing
+    return {
+        "n_params": n_params,
+        "bytes_per_param": bytes_per_param,
+        "nodes": nodes,
+        "gpus_per_node": gpus_per_node,
+        "writing_nodes": writing,
+        "checkpoint_GB": checkpoint_gb,
+        "GB_per_node": gb_per_node,
+        "write_GB_per_s": bandwidth,
+        "spike_s": gb_per_node / bandwidth,
+    }
+
+
+def implied_rates(records) -> dict:
+    """The stated spikes read backwards: the write bandwidth per node that 3 s implies; the
+    rate 0.3 s would need per node, and per GPU for its share of the state (evenly sharded:
+    7B × 14 B does not fit one 80 GB A100, so the state is sharded), that per-GPU rate as a
+    share of PCIe 4.0 x16 (a GPU → host copy)."""
+    cs = case_study_checkpoint(records)
+    sync_s, async_s = B12_STATED["sync_spike_s"], B12_STATED["async_spike_s"]
+    gb_per_gpu = cs["checkpoint_GB"] / B12_STATED["case_study_gpus"]
+    return {
+        "sync_write_GB_per_s": cs["GB_per_node"] / sync_s,
+        "async_GB_per_s_per_node": cs["GB_per_node"] / async_s,
+        "GB_per_gpu": gb_per_gpu,
+        "async_GB_per_s_per_gpu": gb_per_gpu / async_s,
+        "async_share_of_pcie": gb_per_gpu / async_s / PCIE4_X16_GB_PER_S,
+    }
+
+
+def magnitude_arithmetic(records) -> str:
+    """The magnitude row's arithmetic, one named quantity a line (Markdown)."""
+    cs = case_study_checkpoint(records)
+    rates = implied_rates(records)
+    measured_bps, how = measured_write_bytes_per_s(records)
+    sync_s, async_s = B12_STATED["sync_spike_s"], B12_STATED["async_spike_s"]
+    return "\n".join(
+        [
+            f"- checkpoint: {cs['n_params'] / 1e9:g}B parameters × {cs['bytes_per_param']:g} B = "
+            f"**{cs['checkpoint_GB']:.0f} GB**",
+            f"- per node: {cs['checkpoint_GB']:.0f} GB / {cs['writing_nodes']} writing node(s) "
+            f"({B12_STATED['case_study_gpus']} cards, {cs['gpus_per_node']} per node) = "
+            f"**{cs['GB_per_node']:.2f} GB**",
+            f"- spike: {cs['GB_per_node']:.2f} GB / {cs['write_GB_per_s']:g} GB/s (assumed) = "
+            f"**{cs['spike_s']:.1f} s** (stated: {sync_s:g} s)",
+            f"- this machine: {measured_bps / GB:.2f} GB/s ({how}) → "
+            f"{cs['GB_per_node'] / (measured_bps / GB):.0f} s for the same share",
+            f"- read backwards: {sync_s:g} s ⇔ {rates['sync_write_GB_per_s']:.1f} GB/s per node; "
+            f"{async_s:g} s ⇔ {rates['async_GB_per_s_per_node']:.0f} GB/s per node, or "
+            f"{rates['GB_per_gpu']:.2f} GB per GPU at {rates['async_GB_per_s_per_gpu']:.1f} GB/s "
+            f"({rates['async_share_of_pcie']:.0%} of PCIe 4.0 x16: a GPU → host copy, not a disk write)",
+        ]
+    )
+
+
+def magnitude_sensitivity(records):
+    """The case study's predicted spike over the assumed write bandwidth per node and the
+    writing nodes (every node / one writer), with this machine's measured fsync bandwidth as
+    the last row of each: GB per node, spike (s), and the step it makes next to 8.5 s."""
+    import pandas as pd
+
+    step_s = B12_STATED["case_study_step_s"]
+    sweep = _param(records, "ckpt_write_sweep_gb_per_s", CKPT_WRITE_SWEEP_GB_PER_S)
+    measured = measured_write_bytes_per_s(records)[0] / GB
+    writers = sorted({case_study_checkpoint(records)["writing_nodes"], 1}, reverse=True)
+    rows = []
+    for w in writers:
+        for bw, source in [*((b, "assumed") for b in sweep), (measured, "this machine (fsync)")]:
+            cs = case_study_checkpoint(records, write_gb_per_s=bw, writing_nodes=w)
+            rows.append(
+                {
+                    "writing_nodes": w,
+                    "write_GB_per_s": bw,
+                    "bandwidth": source,
+                    "GB_per_node": cs["GB_per_node"],
+                    "spike_s": cs["spike_s"],
+                    "step_with_write_over_step": (step_s + cs["spike_s"]) / step_s,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def b12_magnitude(records) -> Claim:
+    cs = case_study_checkpoint(records)
+    rates = implied_rates(records)
+    table = magnitude_sensitivity(records)
+    assumed = table[table.bandwidth == "assumed"]
+    sharded = assumed[assumed.writing_nodes == cs["writing_nodes"]]
+    one = assumed[assumed.writing_nodes == 1]
+    measured_bps, how = measured_write_bytes_per_s(records)
+    here_s = cs["GB_per_node"] / (measured_bps / GB)
+    sync_s, async_s = B12_STATED["sync_spike_s"], B12_STATED["async_spike_s"]
+    step_s = B12_STATED["case_study_step_s"]
+    return Claim(
+        "B12",
+        f"the case study's synchronous spike: {sync_s:g} s on a {step_s:g} s step "
+        f"({(step_s + sync_s) / step_s:.2f}×), {async_s:g} s once asynchronous",
+        f"checkpoint bytes / write bandwidth at the case study's scale: {cs['n_params'] / 1e9:g}B parameters "
+        f"× {cs['bytes_per_param']:g} B (bf16 weights + AdamW fp32 master, momentum, variance) = "
+        f"{cs['checkpoint_GB']:.0f} GB; {B12_STATED['case_study_gpus']} A100s = {cs['nodes']} nodes of "
+        f"{cs['gpus_per_node']}, {cs['writing_nodes']} of them writing an equal share "
+        f"({cs['GB_per_node']:.2f} GB each); "
+        f"assumed {cs['write_GB_per_s']:g} GB/s per node (one PCIe 4.0 NVMe drive's rated write)",
+        "analytic only",
+        f"predicted spike {cs['spike_s']:.1f} s (stated {sync_s:g} s); over "
+        f"{sharded.write_GB_per_s.min():g}–{sharded.write_GB_per_s.max():g} GB/s: "
+        f"{sharded.spike_s.max():.1f}–{sharded.spike_s.min():.1f} s, one writer for all "
+        f"{cs['checkpoint_GB']:.0f} GB {one.spike_s.max():.0f}–{one.spike_s.min():.1f} s "
+        "(tables/b12_magnitude_sensitivity.csv); "
+        f"this machine writes {measured_bps / GB:.2f} GB/s ({how}): "
+        f"a node's share would take {here_s:.0f} s. "
+        f"Read backwards, {sync_s:g} s means {rates['sync_write_GB_per_s']:.1f} GB/s per node, one NVMe "
+        f"drive's speed; {async_s:g} s would need {rates['async_GB_per_s_per_node']:.0f} GB/s, beyond a "
+        "node's disks: 3 s → 0.3 s is not a faster write but a write moved out of the step, and 0.3 s is "
+        f"the order of what stays in it, copying each GPU's {rates['GB_per_gpu']:.2f} GB to host memory "
+        f"({rates['async_GB_per_s_per_gpu']:.1f} GB/s, {rates['async_share_of_pcie']:.0%} of PCIe 4.0 x16)",
+    )
