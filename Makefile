@@ -18,13 +18,20 @@ LAB_ARGS ?=
 TORCH_CPU   ?= torch==2.13.0
 TORCH_INDEX ?=
 HAS_NVIDIA  := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo yes)
+# Offline clusters: `make wheelhouse` (on a machine with a network, same Python and platform)
+# downloads every wheel into WHEELHOUSE; `make env WHEELS=<that folder>` installs from it alone.
+# TORCH_WHEEL: the torch to put there (the CUDA build from PyPI on NVIDIA machines by default).
+WHEELHOUSE  ?= wheelhouse
+WHEELS      ?=
+TORCH_WHEEL ?= $(if $(HAS_NVIDIA),torch==2.13.0,$(TORCH_CPU))
+PIP_FROM    := $(if $(WHEELS),--no-index --find-links $(abspath $(WHEELS)),)
 
 PY       := $(VENV)/bin/python
 STAMP    := $(VENV)/.mfulab-installed
 STUDIES  := $(filter-out compare,$(sort $(patsubst studies/%/,%,$(wildcard studies/*/))))
 SITE_MACHINE ?=
 
-.PHONY: help env all test lint format lab calibrate stability list readme html compare clean distclean $(STUDIES)
+.PHONY: help env wheelhouse all test lint format lab calibrate stability list readme html compare clean distclean $(STUDIES)
 .NOTPARALLEL:
 
 help:
@@ -41,6 +48,8 @@ help:
 	@echo "make <study> FROM=DIR    analyse measurements taken elsewhere (python -m mfulab measure ...)"
 	@echo "make compare             machines side by side (notebook 07) into results/comparison/"
 	@echo "make html                the course as a static site in site/<machine>/ (SITE_MACHINE=... for another)"
+	@echo "make wheelhouse          download every wheel into wheelhouse/ for an offline machine;"
+	@echo "                         there: make env WHEELS=wheelhouse (TORCH_WHEEL= picks the torch build)"
 	@echo "make clean               remove generated scratch (keeps .venv and results/)"
 
 env: $(STAMP)
@@ -50,9 +59,9 @@ $(STAMP): pyproject.toml
 		{ echo "mfulab needs Python >= 3.10 (PYTHON=$(PYTHON))"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 ifneq ($(HAS_NVIDIA),yes)
-	$(PY) -m pip install --quiet "$(TORCH_CPU)" $(TORCH_INDEX)
+	$(PY) -m pip install --quiet $(PIP_FROM) "$(TORCH_CPU)" $(if $(WHEELS),,$(TORCH_INDEX))
 endif
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet $(PIP_FROM) -e ".[test]"
 	$(PY) -m ipykernel install --sys-prefix --name mfulab --display-name "Python (mfulab)" >/dev/null
 	@# JupyterLab opens the jupytext .py notebooks as notebooks (settings of this venv only)
 	mkdir -p $(VENV)/share/jupyter/lab/settings
@@ -104,6 +113,14 @@ calibrate: $(STAMP)
 # The README's course table is generated from the registry (lib/mfulab/studies/*/study.yaml).
 readme: $(STAMP)
 	$(PY) -m mfulab readme
+
+wheelhouse:
+	mkdir -p $(WHEELHOUSE)
+	@# one resolution, so the project's torch range is met by TORCH_WHEEL and nothing else
+	$(PYTHON) -m pip download --quiet --dest $(WHEELHOUSE) "$(TORCH_WHEEL)" "setuptools>=64" wheel ".[test]" \
+		$(if $(TORCH_INDEX),$(TORCH_INDEX) --extra-index-url https://pypi.org/simple)
+	rm -f $(WHEELHOUSE)/mfulab-*  # the project itself is installed from this checkout
+	@echo "wheels in $(WHEELHOUSE)/; on the offline machine: make env WHEELS=$(WHEELHOUSE)"
 
 clean:
 	rm -rf scratch site .pytest_cache results/*/.tmp-* results/*/.old-*

@@ -13,6 +13,24 @@ def pytest_configure(config):
     import tempfile
 
     os.environ.setdefault("MFULAB_RESULTS_ROOT", tempfile.mkdtemp(prefix="mfulab-test-results-"))
+    config.addinivalue_line("markers", "cuda: needs one CUDA GPU (skipped, with the reason, elsewhere)")
+    config.addinivalue_line("markers", "multigpu: needs two or more CUDA GPUs on this node (NCCL)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """``cuda`` and ``multigpu`` tests run where the GPUs are and skip with their reason
+    elsewhere (``pytest -m cuda`` selects them on a GPU machine)."""
+    import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    reasons = {
+        "cuda": None if gpus >= 1 else "needs a CUDA GPU; this machine has none",
+        "multigpu": None if gpus >= 2 else f"needs 2+ CUDA GPUs for NCCL; this machine has {gpus}",
+    }
+    for item in items:
+        for marker, reason in reasons.items():
+            if reason and item.get_closest_marker(marker):
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture

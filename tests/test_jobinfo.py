@@ -150,3 +150,18 @@ def test_cluster_sbatch_says_what_is_missing(tmp_path):
     proc = _run_sbatch(tmp_path, {})  # no GPU count from Slurm
     assert proc.returncode == 2 and "GPUS_PER_NODE" in proc.stderr
     assert subprocess.run(["bash", "-n", str(ROOT / "studies" / "cluster.sbatch")]).returncode == 0
+
+
+def _make_dry_run(*args):
+    proc = subprocess.run(["make", "-n", *args], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_wheelhouse_downloads_in_one_resolution_and_env_installs_offline(tmp_path):
+    fetch = _make_dry_run("wheelhouse", f"WHEELHOUSE={tmp_path}/wh")
+    (line,) = [ln for ln in fetch.splitlines() if "pip download" in ln]
+    assert "setuptools" in line and ".[test]" in line and "torch" in line  # build backend + project + torch
+    offline = _make_dry_run("env", f"VENV={tmp_path}/venv", f"WHEELS={tmp_path}/wh")
+    installs = [ln for ln in offline.splitlines() if "pip install" in ln]
+    assert installs and all(f"--no-index --find-links {tmp_path}/wh" in ln for ln in installs)

@@ -1,0 +1,48 @@
+"""CUDA-only branches, run with ``pytest -m "cuda or multigpu"`` on a GPU machine (``make
+check-gpu``); here they skip with their reason. Each checks what only a GPU can show."""
+
+import os
+
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.cuda
+
+
+def test_this_gpu_is_in_the_device_table_or_refused_with_the_list():
+    import torch
+
+    from mfulab import hardware
+    from mfulab.config import ParameterError
+
+    name = torch.cuda.get_device_name(0)
+    try:
+        spec = hardware.device_spec(name)
+    except ParameterError as e:
+        assert "known devices" in str(e)
+        pytest.skip(f"{name!r} is not in the device table (refused, as it should be)")
+    assert spec.flops_per_s["bf16"] > 0
+
+
+def test_rank_info_names_the_gpus_pci_bus():
+    from mfulab import jobinfo
+
+    info = jobinfo.rank_info("cuda")
+    assert info["device"].startswith("cuda:") and len(info["pci_bus_id"].split(":")) == 3
+
+
+@pytest.mark.multigpu
+def test_nccl_job_through_the_launcher_records_every_rank(tmp_path, monkeypatch):
+    from mfulab import jobinfo, launch
+
+    monkeypatch.setenv(
+        "PYTHONPATH",
+        os.pathsep.join([str(ROOT / "tests"), str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")]),
+    )
+    log = tmp_path / "jobs.json"
+    monkeypatch.setenv(jobinfo.JOB_LOG, str(log))
+    out = launch.launch("workers:echo", {"value": 7}, nproc=2, device="cuda", timeout_s=300)
+    assert out == {"rank": 0, "world": 2, "value": 7}
+    (job,) = jobinfo.recorded_jobs(log)
+    assert len({r["pci_bus_id"] for r in job["ranks"]}) == 2  # one GPU per rank
