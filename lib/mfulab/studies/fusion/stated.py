@@ -37,3 +37,16 @@ B4_DATASHEET_DEVICE = "a100"
 # to × 0.88, i.e. step-time speed-ups 1/(1 − 0.08) = 1.087× to 1/(1 − 0.12) = 1.136×.
 B5_STATED_TIME_CUT = (0.08, 0.12)
 B5_STATED_SPEEDUP = tuple(1 / (1 - cut) for cut in B5_STATED_TIME_CUT)
+# Assumptions behind the analytic A8 row (the article states none of them; the sensitivity
+# table ``a8_scale.sensitivity`` varies them one at a time, plus the combination that gives
+# the smallest cut). Central: Korthikanti Table 2 as printed (attention dropout on, no tensor
+# parallelism), activations only, the stated batch 16 read as the micro-batch of one device.
+# - micro_batches: "batch 16" may be a global batch over data-parallel devices (what one
+#   device holds then is 1–2 sequences); matters only once model states are counted;
+# - tensor_parallel: TP without sequence parallelism keeps the LayerNorm/dropout activations
+#   whole on every device while the a·s² terms are split, a smaller cut (with sequence
+#   parallelism every term is split and the cut is unchanged);
+# - attention dropout off (most LLM pre-training): no mask and no dropout output per a·s²;
+# - model states counted: mixed-precision Adam, 16 bytes per parameter (ZeRO-0 on one device,
+#   or ZeRO-1 over ``zero1_devices``).
+A8_SENSITIVITY = {"micro_batches": (2, 1), "tensor_parallel": (2, 8), "zero1_devices": 8}
