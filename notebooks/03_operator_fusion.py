@@ -37,7 +37,7 @@ from IPython.display import Markdown, display
 
 from mfulab import calibration, plots, results
 from mfulab.notebook import setup, stability_note
-from mfulab.studies.fusion import analysis, figures, ln_analysis, sdpa_rules
+from mfulab.studies.fusion import a8_scale, analysis, figures, ln_analysis, sdpa_rules
 from mfulab.verdicts import summary_line
 
 out, p, records = setup("fusion", params, out_dir=out_dir, from_dir=from_dir)
@@ -53,6 +53,13 @@ print(
 # peak / bandwidth (FLOPs per byte) separates memory-bound kernels (left) from compute-bound
 # ones (right). Both ceilings are this machine's calibration (shared with study 01): the best
 # matmul and a copy of buffers several times the last-level cache.
+#
+# Each LayerNorm sub-block sits at its FLOPs divided by the bytes it **really** moves: the passes
+# over memory counted in §2 (ATen's source for eager, inductor's generated source for compiled),
+# × N·e bytes each. The hollow mark on the same line is the bytes model's minimum (§2: 5·N·e
+# eager, 4·N·e fused at p = 0): where it sits right of the filled one, the kernel moves more than
+# the minimum (compiled: 7 passes, not 4). Squares are at the layer's shape, whose tensors fit
+# in the cache, so they can sit above the DRAM roof.
 
 # %%
 display(Markdown(calibration.describe(records)))
@@ -91,7 +98,7 @@ results.save_table(out, "ln_fusion", ln)
 assert ln.correct.all(), "an implementation disagrees with eager"
 if records["ln"]["triton_skipped"]:
     print("Triton kernel skipped:", records["ln"]["triton_skipped"])
-print(f"torch.compile of the sub-block (three static graphs) took {records['ln']['compile_s']:.1f} s")
+print(ln_analysis.compile_sentence(records))
 ln[["shape", "tokens", "impl", "dropout_p", "median_s", "q1_s", "q3_s", "n", "ns_per_element"]]
 
 # %% [markdown]
@@ -120,11 +127,23 @@ rng
 # tensor plus inductor's generated kernels); passes over memory (tensor-sized reads and
 # writes) are read from inductor's generated source for the compiled kernel (its loop nests
 # and the tensor-sized loads and stores in each) and from ATen's source for eager on a CPU
-# (the notebook's text below):
+# (the notebook's text below). The achieved bandwidth is shown twice: with the bytes model's
+# minimum bytes, and with the passes really made (× N·e); only the second can be compared with
+# the copy bandwidth, 1.0 meaning "as fast as DRAM allows":
 
 # %%
 display(Markdown(ln_analysis.kernel_sentence(records)))
-ln[["shape", "impl", "dropout_p", "kernels", "passes_over_memory", "fraction_of_measured_bandwidth"]]
+ln[
+    [
+        "shape",
+        "impl",
+        "dropout_p",
+        "kernels",
+        "passes_over_memory",
+        "fraction_of_measured_bandwidth",
+        "fraction_of_bandwidth_by_passes",
+    ]
+]
 
 # %% [markdown]
 # **Why compiled is slower than eager at p = 0 on this CPU.** A fused kernel wins only if it
@@ -202,6 +221,13 @@ attn[
     ]
 ]
 
+# %% [markdown]
+# The slopes of log(time) and log(saved bytes) against log(length): 2 is O(n²), 1 is O(n). The
+# flash kernel still does O(n²) work (every query meets every earlier key): its *time* slope
+# below 2 at these short lengths comes from costs that grow slower than n² (the kernel's set-up,
+# the per-row work), whose share shrinks as n grows, not from a faster algorithm. Only its
+# *memory* is O(n).
+
 # %%
 fig = figures.plot_attention(records)
 plots.save_figure(fig, out, "attention")
@@ -245,30 +271,59 @@ a8 = analysis.a8_article_scale()
 pd.Series(a8).to_frame("value")
 
 # %% [markdown]
+# That −82% rests on a reading the article does not state: Table 2 as printed (attention
+# dropout on, no tensor parallelism), activations only, "batch 16" as one device's micro-batch.
+# That reading cannot be the article's setup: 32 layers would keep about 1.7 TB on one device
+# without flash (the `naive_GB_per_device` column). The table varies each assumption (and the
+# combination with the smallest cut); `vs_stated` is the cut minus the stated 40%:
+
+# %%
+a8_sens = a8_scale.sensitivity()
+results.save_table(out, "a8_article_sensitivity", a8_sens)
+display(Markdown(a8_scale.sensitivity_sentence(a8_sens) + "."))
+a8_sens
+
+# %% [markdown]
+# Every reading gives a cut at least as large as the article's −40%, and the article's number is
+# reached only at the low end (model states counted at micro-batch 1, or tensor parallelism
+# without sequence parallelism and no attention dropout). Memory that both sides keep and the
+# table leaves out (the logits, allocator fragmentation, a recomputed baseline) would shrink the
+# cut further. So the −40% is plausible but does not pin the setup, and the row stays *analytic
+# only* under every assumption of the table.
+
+# %% [markdown]
 # ## 5 · `torch.compile` at model level (B5) and matmul dtypes (B4)
 #
 # The reference model's training step (forward + backward), eager vs compiled, timed
-# interleaved after each variant's first call; the first call includes compilation (cached
-# under `scratch/inductor-cache`, so a second run is much faster). Graph breaks are counted
-# with `torch._dynamo.explain`; a variant with a forced break in every block shows what breaks
-# cost. The claim is about an 8B model's step on GPUs: on a CPU the numbers are shown and the
-# verdict stays *inconclusive on this machine*.
+# interleaved after each variant's first call. The claim is about an 8B model's step on GPUs:
+# on a CPU the numbers are shown and the verdict stays *inconclusive on this machine*.
+#
+# **What `first_call_s` is.** The first call compiles: dynamo captures the graph, AOTAutograd
+# derives the backward, inductor generates kernels and a C++ (CPU) or Triton (GPU) compiler
+# builds them. Inductor keeps the built kernels in an on-disk cache that outlives the process;
+# `cache` says whether this run found them there (**warm**: every graph from the cache, so only
+# capture and loading were timed). A warm first call is *not* what a user pays the first time:
+# a cold compile adds code generation and compiling every kernel (for this small model on the
+# 2-core CPU box, tens of seconds per variant when this text was written). `cold_first_call_s` measures it in a fresh process with an empty
+# temporary cache when the profile sets `compile_cold_process: true` (off here: it would add
+# minutes to every run).
+#
+# **The graph-break variant** calls `torch._dynamo.graph_break()` from a hook before every
+# block's MLP, so dynamo compiles the model in pieces and runs the Python in between eagerly.
+# Dynamo does not guard on module hooks by default, so a second model of the same code would
+# silently reuse the first one's graph and never break (an earlier version of this study timed
+# exactly that); the measurement turns the hook guards on and reports the breaks *taken* per step
+# (the hook's calls) and the graphs compiled (more than breaks + 1: a break inside a nested call
+# also splits the calling frames around it). It is compiled, in pieces, not eager.
 
 # %%
 ct = analysis.compile_table(records)
 results.save_table(out, "model_compile", ct)
-ct[
-    [
-        "variant",
-        "first_call_s",
-        "graph_breaks",
-        "median_s",
-        "speedup_vs_eager",
-        "speedup_lo",
-        "speedup_hi",
-        "verdict",
-    ]
-]
+cols = ["variant", "first_call_s", "cache", "cache_hits", "cache_misses", "cold_first_call_s"]
+cols += ["graphs_compiled", "breaks_taken_per_step", "median_s", "speedup_vs_eager", "speedup_lo"]
+cols += ["speedup_hi", "verdict"]
+print(f"graphs recompiled during the timed rounds: {records['compile']['recompiled_during_timing']}")
+ct[[c for c in cols if c in ct]]
 
 # %%
 dt = analysis.dtype_table(records)
@@ -285,8 +340,9 @@ dt
 # even a free sub-block cannot make the layer that fast (the upper end of Amdahl's ceiling,
 # measured here, is below 1.43×; analytically, when every row of the sensitivity table is),
 # *confirmed* when the layer with the compiled sub-block is at least 1.43× faster. B5 from the
-# interval of the step speed-up against 1.087× (an 8% shorter step; on a GPU: a CPU is not its regime). A8 from the
-# log-log slopes of exact saved bytes (> 1.7 and < 1.3). B3 from the kernel SDPA picked on this
+# interval of the step speed-up against 1.087× (an 8% shorter step; on a GPU only: a CPU is not
+# its regime). A8 from the log-log slopes of exact saved bytes (> 1.7 and < 1.3); its article-scale
+# row is analytic only (the sensitivity table above). B3 from the kernel SDPA picked on this
 # device, and on a CPU "not checkable" for CUDA, with PyTorch's rules. B4 from the measured
 # tf32/fp32 ratio where TF32 exists.
 

@@ -122,6 +122,71 @@ def test_smoke_notebook(run_cli, tmp_path):
     assert metrics["attention_skipped"]  # the smoke profile's memory limit skips naive at the longest length
     figures = {p.name for p in (out / "figures").iterdir()}
     assert {"roofline.png", "ln_fusion.png", "attention.png"} <= figures
+    # B5: the graph-break model really breaks (one per block of the 2-block tiny model) and
+    # compiles in pieces, instead of reusing the default model's single graph
+    compile_rows = {r["variant"]: r for r in metrics["compile"]}
+    broken, default = compile_rows["compiled, graph break per block"], compile_rows["compiled (default)"]
+    assert broken["breaks_taken_per_step"] == 2
+    assert broken["graphs_compiled"] > default["graphs_compiled"] == 1
+    assert default["cache"] in {"warm", "cold", "partly warm"}
+    assert (out / "tables" / "a8_article_sensitivity.csv").exists()
+
+
+def test_cache_state():
+    from mfulab.studies.fusion.compile_bench import cache_state
+
+    assert cache_state(hits=2, misses=0) == "warm"
+    assert cache_state(hits=0, misses=2) == "cold"
+    assert cache_state(hits=1, misses=1) == "partly warm"
+
+
+def test_roofline_uses_the_counted_passes():
+    records = _fake_ln_records(0.1, 0.01, 0.005)
+    ln = records["ln"]
+    ln["dtype_bytes"], ln["last_level_cache_bytes"] = 4, 2**20
+    ln["generated"] = {q: {"tensor_passes": 7} for q in ("p=0", "p=0.1")}
+    for r in ln["rows"]:
+        r["min_bytes"] = bytes_model.ln_residual_dropout_bytes(
+            tokens=r["tokens"],
+            hidden=64,
+            dtype_bytes=4,
+            fused=r["impl"] != "eager",
+            dropout=r["dropout_p"] > 0,
+        )
+        r["achieved_bytes_per_s"] = r["min_bytes"] / r["median_s"]
+    records["bandwidth"] = {"plateau_bytes_per_s": 1e10}
+    records["ceiling"] = {
+        "dtype": "fp32",
+        "rows": [{"size": 64, "flops": 2 * 64**3, "achieved_flops_per_s": 1e11}],
+    }
+    pts = analysis.roofline_points(records).set_index("kernel")
+    compiled = pts.loc["LN+residual (compiled, dram)"]
+    # 9 FLOPs per element over 7 passes of 4 bytes (counted) vs 4 passes (the bytes model)
+    assert compiled.intensity_flops_per_byte == pytest.approx(9 / 28)
+    assert compiled.intensity_bytes_model == pytest.approx(9 / 16)
+    eager = pts.loc["LN+residual+dropout (eager, layer)"]  # ATen: 11 passes; bytes model 7e + 1
+    assert eager.intensity_flops_per_byte == pytest.approx(11 / 44)
+    assert eager.intensity_bytes_model == pytest.approx(11 / 29)
+    # the DRAM run (8192 × 64 × 4 B × 4 tensors = 8 MiB = 8× the cache) is DRAM-served
+    assert not compiled.cache_resident and pts.loc["LN+residual (eager, layer)"].cache_resident
+
+
+def test_a8_sensitivity_by_hand():
+    from mfulab.studies.fusion import a8_scale
+
+    df = a8_scale.sensitivity().set_index("reading")
+    central = df.iloc[0]
+    assert central.reduction == pytest.approx(1 - 34 / 194)  # Table 2: 34 vs 34 + 5·a·s/h, a·s/h = 32
+    assert df.loc["TP 8 with sequence parallelism"].reduction == pytest.approx(central.reduction)
+    # TP 8 without SP and no attention dropout: s·b·h·(8 + 24/8) + a·s²·b·2/8 → 11 vs 19 per s·b·h
+    assert df.loc["TP 8, no sequence parallelism, attention dropout off"].reduction == pytest.approx(8 / 19)
+    # micro-batch 1 with 16 B/param of model states on one device: 32 layers × 194 vs 34 B per s·b·h
+    row = df.loc["model states counted (one device), micro-batch 1"]
+    acts_gb = 32 * 4096 * 4096 * 194 / 1e9  # Table 2 counts bytes (bf16 included)
+    assert row.naive_GB_per_device - row.flash_GB_per_device == pytest.approx(32 * 4096 * 4096 * 160 / 1e9)
+    assert row.naive_GB_per_device > acts_gb
+    assert (df.vs_stated == df.reduction - 0.40).all()
+    assert "−40%" in a8_scale.sensitivity_sentence()
 
 
 def test_sdpa_saved_bytes_by_hand():

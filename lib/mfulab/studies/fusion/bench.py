@@ -2,19 +2,17 @@
 copy bandwidth (the calibration), LayerNorm + residual + dropout eager vs compiled (vs
 Triton on CUDA) and one layer's forward (``ln_bench``), attention variants vs sequence
 length and the kernel SDPA picks, the reference model's training step eager vs
-``torch.compile`` (interleaved), and matmul ceilings per dtype. ``measure`` returns plain
+``torch.compile`` (interleaved, ``compile_bench``), and matmul ceilings per dtype. ``measure`` returns plain
 records (JSON) that ``analysis`` reads, here or on another machine. The kernels are in
 ``kernels``."""
 
 from __future__ import annotations
 
-import time
-
 from ... import hardware
-from ...config import preset
 from ...model import naive_causal_attention
 from ...timing import torch_dtype
 from .bytes_model import naive_attention_bytes, naive_attention_max_seq_len
+from .compile_bench import measure_model_compile
 from .kernels import (
     attn_inputs,
     profile_kernel_count,
@@ -25,7 +23,7 @@ from .kernels import (
 from .ln_bench import measure_ln_fusion
 from .params import Params
 
-BENCHMARK_VERSION = {"ln_fusion": 2, "attention": 2, "model_compile": 2, "matmul_dtypes": 1}
+BENCHMARK_VERSION = {"ln_fusion": 3, "attention": 2, "model_compile": 3, "matmul_dtypes": 1}
 PEAK_WORKER = "mfulab.studies.fusion.kernels:attn_peak_worker"
 
 
@@ -141,72 +139,6 @@ def measure_attention(p: Params) -> dict:
         "dtype_bytes": e,
         "naive_max_seq_len": crossover,
     }
-
-
-def measure_model_compile(p: Params) -> dict:
-    """B5: the reference model's training step, eager vs torch.compile (and with a forced
-    graph break), timed interleaved after each variant's first (compiling) call; compile
-    time and graph breaks from dynamo's explain."""
-    import torch
-
-    from ...model import GPT
-    from ...timing import compare_timings, interleaved
-
-    device = p.device
-    cfg = preset(p.compile_preset).with_(seq_len=p.compile_seq_len)
-    idx = torch.randint(0, cfg.vocab_size, (p.compile_micro_batch, cfg.seq_len), device=device)
-
-    def make_step(model):
-        def step():
-            model.zero_grad(set_to_none=True)
-            _, loss = model(idx, idx)
-            loss.backward()
-
-        return step
-
-    torch.manual_seed(0)
-    eager = GPT(cfg, attn_impl="sdpa").to(device)
-    variants = {"eager": (eager, None)}
-    modes = ["default"] + (["reduce-overhead"] if device == "cuda" else [])
-    for mode in modes:
-        torch.manual_seed(0)
-        m = GPT(cfg, attn_impl="sdpa").to(device)
-        variants[f"compiled ({mode})"] = (torch.compile(m, mode=mode), m)
-    if p.compile_graph_break:
-        torch.manual_seed(0)
-        m = GPT(cfg, attn_impl="sdpa").to(device)
-        for block in m.blocks:
-            block.mlp.register_forward_pre_hook(lambda mod, args: torch._dynamo.graph_break())
-        variants["compiled, graph break per block"] = (torch.compile(m), m)
-    out = {"preset": cfg.name, "seq_len": cfg.seq_len, "micro_batch": p.compile_micro_batch, "rows": []}
-    steps, first = {}, {}
-    for name, (model, _) in variants.items():
-        steps[name] = make_step(model)
-        t0 = time.perf_counter()
-        steps[name]()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        first[name] = time.perf_counter() - t0
-    timings = interleaved(
-        steps, rounds=p.compile_rounds, device=device, desc="training step eager / compiled"
-    )
-    for name in variants:
-        breaks = None
-        if name != "eager":
-            explanation = torch._dynamo.explain(variants[name][1])(idx, idx)
-            breaks = explanation.graph_break_count
-        out["rows"].append(
-            {
-                "variant": name,
-                "first_call_s": first[name],
-                "graph_breaks": breaks,
-                **timings[name].to_dict(with_samples=True),
-            }
-        )
-    out["comparisons"] = [
-        compare_timings(timings["eager"], timings[n]).to_dict() for n in timings if n != "eager"
-    ]
-    return out
 
 
 def measure(p: Params) -> dict:

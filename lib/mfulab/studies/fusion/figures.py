@@ -11,23 +11,70 @@ from .analysis import attention_slopes, attention_table, roofline_points
 
 
 def plot_roofline(records):
-    """Each measured kernel on this device's roofline, built from the measured ceilings."""
-
+    """Each measured kernel on this device's roofline, built from the measured ceilings. The
+    sub-block's filled marks use the passes over memory it really makes; a hollow mark joined
+    to each is the same time at the bytes model's minimum bytes (further right: fewer bytes)."""
     peak = records["ceiling"]["best_flops_per_s"]
     bw = records["bandwidth"]["plateau_bytes_per_s"]
     pts = roofline_points(records)
     xs = np.logspace(-2, 3, 200)
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    ax.loglog(xs, np.minimum(peak, xs * bw), color="black", label="roofline (measured ceilings)")
-    for row in pts.itertuples():
-        ax.loglog(row.intensity_flops_per_byte, row.achieved_flops_per_s, "o", label=row.kernel)
+    fig, ax = plt.subplots(figsize=(7, 4.6))
+    ax.loglog(
+        xs, np.minimum(peak, xs * bw), color="black", label="roofline (measured DRAM and matmul ceilings)"
+    )
+    hollow = False
+    for i, row in enumerate(pts.itertuples()):
+        colour = f"C{i % 10}"
+        marker = "s" if row.cache_resident else "o"
+        passes = f", {row.passes_counted:.0f} passes" if row.passes_counted == row.passes_counted else ""
+        ax.loglog(
+            row.intensity_flops_per_byte,
+            row.achieved_flops_per_s,
+            marker,
+            color=colour,
+            label=f"{row.kernel}{passes}",
+        )
+        if abs(row.intensity_bytes_model / row.intensity_flops_per_byte - 1) > 1e-9:
+            ax.plot(
+                [row.intensity_flops_per_byte, row.intensity_bytes_model],
+                [row.achieved_flops_per_s] * 2,
+                color=colour,
+                linewidth=0.8,
+            )
+            ax.loglog(
+                row.intensity_bytes_model,
+                row.achieved_flops_per_s,
+                marker,
+                markerfacecolor="none",
+                color=colour,
+            )
+            hollow = True
+    if hollow:  # one grey legend entry for every hollow mark
+        ax.plot(
+            [],
+            [],
+            "o",
+            markerfacecolor="none",
+            color="grey",
+            label="hollow: same time, bytes model's minimum",
+        )
     ax.axvline(peak / bw, color="grey", linestyle=":", linewidth=1)
     label(
         ax,
         x="arithmetic intensity (FLOPs per byte moved)",
         y="achieved FLOP/s",
         title=f"LayerNorm-type kernels sit far left of the ridge ({peak / bw:.0f} FLOP/B): memory-bound",
-        legend_fontsize=7,
+        legend_fontsize=None,
+    )
+    ax.legend(fontsize=7, loc="lower right")  # below the flat roof, right of the small kernels
+    ax.text(
+        0.01,
+        0.98,
+        "squares: tensors within 4× the last-level cache,\nso they may sit above the DRAM roof",
+        transform=ax.transAxes,
+        ha="left",
+        va="top",
+        fontsize=8,
     )
     return fig
 

@@ -53,7 +53,10 @@ def _times(row):
 
 def ln_table(records):
     """The sub-block per shape, implementation and p: time, time per element, minimum bytes,
-    achieved vs DRAM bandwidth, kernels over the tensor, passes over memory."""
+    kernels over the tensor, passes over memory, and the achieved fraction of the measured
+    DRAM bandwidth twice: with the bytes model's minimum bytes
+    (``fraction_of_measured_bandwidth``) and with the passes really made, passes × N·e
+    (``fraction_of_bandwidth_by_passes``)."""
     import pandas as pd
 
     ln = records["ln"]
@@ -72,6 +75,10 @@ def ln_table(records):
         else:
             passes.append(None)
     df["passes_over_memory"] = passes
+    counted_bytes = df.passes_over_memory.astype(float) * df.tokens * ln["hidden"] * ln["dtype_bytes"]
+    df["fraction_of_bandwidth_by_passes"] = (
+        counted_bytes / df.median_s / records["bandwidth"]["plateau_bytes_per_s"]
+    )
     return df
 
 
@@ -205,6 +212,15 @@ def article_sensitivity():
     )
 
 
+DRAM_LLC_MULTIPLE = 4  # a working set this many times the last-level cache is served by DRAM
+
+
+def dram_served(working_set_bytes: float, llc_bytes: float | None) -> bool:
+    """Whether a working set is beyond the last-level cache by :data:`DRAM_LLC_MULTIPLE`
+    (unknown cache: assumed so)."""
+    return not llc_bytes or working_set_bytes >= DRAM_LLC_MULTIPLE * llc_bytes
+
+
 def regime(records) -> str:
     """Whether the DRAM run's working set (x, a, h, y) is beyond the last-level cache, as a
     sentence with the numbers."""
@@ -217,10 +233,26 @@ def regime(records) -> str:
     text += f", {ws / llc:.1f}× the {llc / 2**20:.0f} MiB last-level cache: "
     text += (
         "DRAM serves it, the memory-bound regime of the bytes model."
-        if ws >= 4 * llc
-        else "**not** beyond the cache (under 4×): a kernel can beat the DRAM bandwidth here."
+        if dram_served(ws, llc)
+        else f"**not** beyond the cache (under {DRAM_LLC_MULTIPLE}×): a kernel can beat the DRAM "
+        "bandwidth here."
     )
     return text + (f" ({ln['note']})" if ln.get("note") else "")
+
+
+def compile_sentence(records) -> str:
+    """How long compiling the sub-block's three static graphs took, and whether inductor's
+    kernels came from its on-disk cache (warm: not the cold compile a user pays once)."""
+    ln = records["ln"]
+    cache = ln.get("compile_cache")
+    text = f"torch.compile of the sub-block (three static graphs) took {ln['compile_s']:.1f} s"
+    if not cache:
+        return text + "."
+    hits, misses = cache["cache_hits"], cache["cache_misses"]
+    text += f", {cache['state']} inductor cache ({hits} of {hits + misses} graphs loaded from it)"
+    return text + (
+        ": code generation and the C++ compiler were skipped." if cache["state"] == "warm" else "."
+    )
 
 
 def kernel_sentence(records) -> str:

@@ -24,6 +24,7 @@ import time
 
 from ...timing import torch_dtype
 from .bytes_model import ln_residual_dropout_bytes, predicted_fusion_speedup
+from .compile_bench import cache_state, compile_counters
 from .kernels import inductor_tensor_passes, ln_eager, ln_kernel_count, triton_ln_residual, triton_status
 from .params import Params
 
@@ -109,6 +110,7 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None) -> dict:
     block = Block(cfg).to(device, dt).eval()
     layer_in = rand(p.layer_batch, p.layer_seq_len, hid)
 
+    before = compile_counters()
     t0 = time.perf_counter()
     compiled = torch.compile(ln_eager, dynamic=False)  # one static graph per shape and p
     generated = {}
@@ -117,6 +119,7 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None) -> dict:
         generated[f"p={q:g}"] = inductor_tensor_passes(codes[-1], layer_tokens * hid) if codes else None
     compiled(*big, 0.0)
     compile_s = time.perf_counter() - t0
+    compile_cache = {k: v - before[k] for k, v in compile_counters().items()}
 
     ok, why = triton_status(device)
     impls = {"eager": ln_eager, "compiled": compiled}
@@ -184,6 +187,10 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None) -> dict:
         "dropout_p": P,
         **{k: v for k, v in shape.items() if k != "tokens"},
         "compile_s": compile_s,
+        "compile_cache": {
+            **compile_cache,
+            "state": cache_state(hits=compile_cache["cache_hits"], misses=compile_cache["cache_misses"]),
+        },
         "triton_skipped": None if ok else why,
         "generated": generated,
         "predicted": {f"p={q:g}": predicted_fusion_speedup(dtype_bytes=e, dropout=q > 0) for q in (0.0, P)},

@@ -74,6 +74,11 @@ class Params(StudyParams):
     compile_rounds: int = param(
         8, "interleaved rounds of the eager vs compiled training steps", unit="rounds"
     )
+    compile_cold_process: bool = param(
+        False,
+        "also time each compiled variant's first call in a fresh process with an empty inductor "
+        "cache (the cold compile a user pays once; tens of seconds per variant on a 2-core CPU)",
+    )
     calibration: str = calibration_param()
     min_run_time_s: float = param(
         0.3, "minimum time of each timed attention benchmark", unit="s", positive=True
