@@ -7,7 +7,16 @@ import pytest
 
 from mfulab import comm, launch
 from mfulab.config import ParameterError, preset
-from mfulab.studies.buckets import analysis, bench, figures, flags, sensitivity, simulator
+from mfulab.studies.buckets import (
+    analysis,
+    bench,
+    figures,
+    flags,
+    grad_memory,
+    model_error,
+    sensitivity,
+    simulator,
+)
 from mfulab.studies.buckets.params import Params
 from mfulab.timing import Comparison
 
@@ -68,13 +77,14 @@ def test_ddp_layout_matches_rules_and_gradients_match_reference():
         "batch": 4,
         "bucket_caps_mb": [0.0001, 0.005, 1],
         "flags_bucket_cap_mb": 1,
-        "variants": ["default", "bucket_view", "static_graph"],
+        "variants": ["default", "bucket_view", "static_graph", "find_unused", "find_unused+static_graph"],
         "modes": ["real"],
         "emulated_layer_backward_s": 0.001,
         "rounds": 3,
         "emulated_rounds": 2,
         "seed": 0,
         "reps": 2,
+        "count_memory": True,
     }
     out = launch.launch(bench.WORKER, spec, nproc=2, timeout_s=300)
     records = {"params": {"stack_layers": 4, "stack_hidden": 32}, "ddp": out}
@@ -90,10 +100,21 @@ def test_ddp_layout_matches_rules_and_gradients_match_reference():
         (1, "default"),
         (1, "bucket_view"),
         (1, "static_graph"),
+        (1, "find_unused"),
+        (1, "find_unused+static_graph"),
     }
     assert all(len(r["step_times_s"]) == len(r["no_sync_times_s"]) == 3 for r in out["rows"])
     assert out["ddp_flags"]["real:1:static_graph"]["static_graph"] == 1
     assert out["ddp_flags"]["real:1:default"]["find_unused_parameters"] == 0
+    both = out["ddp_flags"]["real:1:find_unused+static_graph"]
+    assert both["find_unused_parameters"] == 1 and both["static_graph"] == 1
+    # gradient_as_bucket_view: the gradients live in the buckets; the default flags hold them twice
+    param_bytes = 4 * (32 * 32 + 32) * 4
+    memory = out["grad_memory"]
+    assert memory["default"]["separate_grad_bytes"] == memory["default"]["bucket_bytes"] == param_bytes
+    assert memory["bucket_view"]["separate_grad_bytes"] == 0 and memory["bucket_view"]["grad_storages"] == 1
+    table = grad_memory.memory_table({"ddp": out}).set_index("setting")
+    assert table.loc["gradient_as_bucket_view"].saved_bytes == param_bytes
 
 
 def test_worker_target_is_the_package():
@@ -302,3 +323,92 @@ def test_scale_heatmap_order_and_title():
     best = analysis.best_caps(analysis.scale_table(rec))
     assert ax.get_title() == figures.scale_title(best)
     assert "20–40 MB" in ax.get_title() and "±" not in ax.get_title()
+
+
+def test_per_bucket_overhead_on_the_backward_and_the_channel():
+    def step(alpha_s, **overhead):
+        sizes, ready = [MIB] * 4, [0.01, 0.02, 0.03, 0.04]
+        link = dict(n=2, alpha_s=alpha_s, link_bytes_per_s=1e12)
+        return simulator.simulate(sizes, ready, backward_end_s=0.04, bucket_cap_mb=1, **link, **overhead)[
+            "step_s"
+        ]
+
+    # compute-bound (a short α): each of the 4 buckets delays the backward by the overhead
+    assert step(1e-4, per_bucket_overhead_s=1e-3) == pytest.approx(step(1e-4) + 4e-3)
+    # communication-bound: on the backward's path it hides (only the first bucket starts later),
+    # on the channel it adds up
+    assert step(1e-2, per_bucket_overhead_s=1e-3) == pytest.approx(step(1e-2) + 1e-3)
+    on_channel = step(1e-2, per_bucket_overhead_s=1e-3, overhead_on_channel=True)
+    assert on_channel == pytest.approx(step(1e-2) + 5e-3)
+
+
+def _sweep_records(step_of_cap, caps=(0.0001, 0.0625, 0.25, 1, 4, 25), backward_s=0.0135):
+    """Records of a real sweep whose median step per cap is ``step_of_cap(cap)``."""
+    rec = _records({(c, "default"): [0.0] * 3 for c in caps})
+    for row in rec["ddp"]["rows"]:
+        row["step_times_s"] = [step_of_cap(row) * f for f in (0.99, 1.0, 1.01)]
+        row["no_sync_times_s"] = [backward_s] * 3
+        row["buckets"] = len(
+            simulator.form_buckets(
+                model_error.stack_param_bytes(100, 128), bucket_cap_mb=row["bucket_cap_mb"]
+            )
+        )
+    return rec
+
+
+def test_model_error_fit_recovers_a_known_overhead():
+    # steps made by the simulator itself with 300 µs per bucket and 5 ms per step: the fit finds them
+    rec = _sweep_records(lambda row: 0.005)
+    truth = {}
+    for row in rec["ddp"]["rows"]:
+        truth[row["bucket_cap_mb"]] = model_error.simulated_step_s(rec, row, 3e-4) + 0.005
+        row["step_times_s"] = [truth[row["bucket_cap_mb"]] * f for f in (0.99, 1.0, 1.01)]
+    fit = model_error.fit_mode(rec, "real")
+    assert fit["per_bucket_overhead_s"] == pytest.approx(3e-4, rel=0.02)
+    assert fit["per_step_overhead_s"] == pytest.approx(0.005, rel=0.05)
+    assert fit["rms_error_fitted"] < 0.01 < fit["rms_error_alpha_beta"]
+    sweep = analysis.sweep_table(rec)
+    assert (sweep.residual_fitted.abs() < 0.01).all() and (sweep.residual > 0.1).any()
+    # the sensitivity table carries it to scale: two rows, A6's and B8's answers checked
+    carried = model_error.carried_overhead(rec)
+    assert carried["per_bucket_overhead_s"] == pytest.approx(3e-4, rel=0.02)
+    sens = sensitivity.sensitivity_table(rec)
+    rows = sens[sens.assumption == sensitivity.FITTED]
+    assert len(rows) == 2 and rows.a6_conclusion_same.all()
+    # on the channel too, the overhead makes small buckets dearer: 50–100 MiB gain more over 25
+    assert rows.b8_gain_50_100_vs_25_points.iloc[1] > sens.b8_gain_50_100_vs_25_points.iloc[0]
+    assert "survives in both" in sensitivity.fitted_text(sens, "a6")
+
+
+def test_ties_are_named_not_a_best_cap():
+    rng = np.random.default_rng(1)
+    noise = 1 + 0.05 * rng.standard_normal(24)
+    times = {
+        (0.0001, "default"): 0.08 * noise,
+        (1, "default"): 0.0251 * noise[::-1],
+        (25, "default"): 0.025 * noise,
+    }
+    rec = _records(times)
+    assert analysis.tied_fastest_caps(rec) == [1, 25]  # 1 MiB within the interval of 25 MiB
+    assert analysis.caps_text([1, 25]) == "1 and 25 MiB" and analysis.caps_text([25]) == "25 MiB"
+    (row,) = analysis._a6_measured_claim(rec)
+    assert "1 and 25 MiB tie" in row.measured
+
+
+def test_static_graph_with_find_unused_is_bounded_by_the_search():
+    rng = np.random.default_rng(0)
+    base = 0.020 * (1 + 0.01 * rng.standard_normal(24))
+    times = {(25, "default"): base, (25, "find_unused"): base * 1.02, (25, "find_unused+static_graph"): base}
+    rec = _records(times)
+    rec["ddp"]["ddp_flags"]["real:25:find_unused+static_graph"]["find_unused_parameters"] = 1
+    table = flags.flag_table(rec).set_index("flag")
+    cost = flags.search_cost(rec)
+    row = table.loc["find_unused_parameters+static_graph"]
+    assert row.baseline == "find_unused_parameters=True" and row.mechanism_bound == pytest.approx(
+        cost.ratio_hi
+    )
+    assert table.loc["find_unused_parameters"].verdict == ""  # the search's cost: no claim
+    claims = flags.claims(rec)
+    assert [c.claim for c in claims if "find_unused" in c.claim] and not any(
+        "find_unused_parameters=True costs" in c.claim for c in claims
+    )

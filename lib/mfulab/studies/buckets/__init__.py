@@ -8,7 +8,10 @@ calibrated on this machine, then run at cluster scale.
 - ``simulator``: DDP's bucket formation rules and the step-time model (pure Python);
 - ``analysis``: layouts vs the rules, the sweep vs the simulator, the simulator at scale and
   the claims table (A6, B8; ``outcome`` is the one function that produces them);
-- ``flags``: B6, each DDP flag against the default flags and its mechanism's bound;
+- ``model_error``: the simulator's error on the measured sweep and the per-bucket overhead
+  fitted to it (carried into the sensitivity table);
+- ``flags``: B6, each DDP flag against its baseline flags and its mechanism's bound;
+- ``grad_memory``: the gradient memory ``gradient_as_bucket_view`` saves, counted and analytic;
 - ``sensitivity``: the simulator's answers under varied assumptions;
 - ``report``: the notebook's sentences that carry numbers;
 - ``figures``: the charts; ``stated``: the articles' inputs with their citations.

@@ -10,11 +10,15 @@ the same all-reduces in the same order), and the rounds are split over ``jobs`` 
 torchrun jobs (fresh processes). The step minus ``no_sync`` is the communication DDP could
 not hide. *Emulated compute* inserts a layer whose backward sleeps a stated time (an
 accelerator kernel as the host sees it: time passes, no core is busy), so overlap can show on
-the 2-core box; it is labelled everywhere. Every rank also checks that DDP's gradients equal
-the average of every rank's local gradients (the gradient gate), reads the bucket layout
-and flags DDP built, runs the reference GPT under DDP (each step timed by
-``collectives.slowest_rank_time``), and reads the α–β of this group's all-reduce and the DRAM
-bandwidth from the machine's calibration (the simulator and B6's bound).
+the 2-core box; it is labelled everywhere. The flag variants (``params.VARIANTS``) set
+``gradient_as_bucket_view``, ``static_graph`` and ``find_unused_parameters`` (with which DDP
+searches the autograd graph every step, the case ``static_graph`` is documented to speed up).
+Every rank also checks that DDP's gradients equal the average of every rank's local gradients
+(the gradient gate), reads the bucket layout and flags DDP built, runs the reference GPT
+under DDP (each step timed by ``collectives.slowest_rank_time``), counts the gradient and
+bucket storage with and without ``gradient_as_bucket_view`` (``grad_memory``), and reads the
+α–β of this group's all-reduce and the DRAM bandwidth from the machine's calibration (the
+simulator and B6's bound).
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ import functools
 import time
 
 from ... import calibration, collectives, hardware
+from . import grad_memory
 from .params import Params
 
-BENCHMARK_VERSION = {"ddp_sweep": 3}
+BENCHMARK_VERSION = {"ddp_sweep": 4}
 DDP_FLAG_KEYS = ("find_unused_parameters", "unused_parameter_size", "static_graph", "gradient_as_bucket_view")
 WORKER = "mfulab.studies.buckets.bench:ddp_worker"
 
@@ -184,6 +189,7 @@ def ddp_worker(spec: dict) -> dict:
             bucket_cap_mb=cap,
             gradient_as_bucket_view="bucket_view" in variant,
             static_graph="static_graph" in variant,
+            find_unused_parameters="find_unused" in variant,
         )
         step = functools.partial(_ddp_step, ddp, loss, device)
         step()
@@ -228,8 +234,12 @@ def ddp_worker(spec: dict) -> dict:
                 }
             )
     del steps
-    if spec.get("gpt_preset"):
+    if spec.get("gpt_preset"):  # the first job only
         out["gpt"] = _gpt_runs(spec, rank, n, device)
+    if spec.get("count_memory"):  # the first job only
+        build = functools.partial(build_stack, spec["stack_layers"], spec["stack_hidden"])
+        cap = spec["flags_bucket_cap_mb"]
+        out["grad_memory"] = grad_memory.storage_accounting(build, x, bucket_cap_mb=cap, device=device)
     return out
 
 
@@ -339,7 +349,7 @@ def measure(p: Params) -> dict:
     """The real sweep on ``p.nproc`` ranks (see the module docstring), as plain records: the
     interleaved rounds are split over ``p.jobs`` fresh torchrun jobs (fresh processes:
     allocator, thread pools and gloo's connections start cold in each), the reference GPT
-    runs in the first job only."""
+    and the gradient-memory count run in the first job only."""
     from ...launch import run
 
     p = p.prepared()
@@ -360,6 +370,7 @@ def measure(p: Params) -> dict:
             "emulated_rounds": max(2, p.emulated_rounds // p.jobs),
             "seed": 1000 * job,
             "gpt_preset": spec["gpt_preset"] if job == 0 else "",
+            "count_memory": job == 0,
         }
         jobs.append(run(WORKER, job_spec, nproc=p.nproc, device=p.device, timeout_s=p.timeout_s))
     rec["ddp"] = merge_jobs(jobs)

@@ -6,36 +6,72 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from ...plots import median_iqr_ms
+from . import model_error
 from .analysis import a6_measured, best_caps, scale_table, sweep_table
 from .stated import A6_MFU_POINTS
 
 
 def plot_sweep(records):
-    """Step time vs bucket_cap_mb (interleaved rounds, default flags), no_sync and the simulator."""
-
+    """Step time vs bucket_cap_mb per compute mode (interleaved rounds, default flags) with
+    no_sync and the simulator with and without the fitted overheads; a third panel shows the
+    simulator's residual per cap. One legend, below the panels (no data point under it)."""
     st = sweep_table(records)
     st = st[st.variant == "default"]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for i, (label, d) in enumerate(st.groupby("compute")):
-        d = d.sort_values("bucket_cap_mb")
+    modes = list(dict.fromkeys(st.compute))
+    fig, axes = plt.subplots(
+        1, len(modes) + 1, figsize=(4.4 * (len(modes) + 1), 4.8), layout="constrained", squeeze=False
+    )
+    axes = axes[0]
+    res_ax = axes[-1]
+    for i, (ax, label) in enumerate(zip(axes, modes)):
+        d = st[st.compute == label].sort_values("bucket_cap_mb")
+        color = f"C{i}"
         median_iqr_ms(
-            ax, d.bucket_cap_mb, d.step_s, d.step_q1_s, d.step_q3_s, color=f"C{i}", label=f"DDP step, {label}"
+            ax, d.bucket_cap_mb, d.step_s, d.step_q1_s, d.step_q3_s, color=color, label=f"DDP step, {label}"
         )
         for column, style, what in (
             ("no_sync_s", ":", "no_sync (no communication)"),
-            ("simulated_step_s", "--", "simulator"),
+            ("simulated_step_s", "--", "simulator, calibration's α–β"),
+            ("simulated_fitted_step_s", "-.", "simulator + fitted overheads"),
         ):
-            ax.plot(d.bucket_cap_mb, d[column] * 1e3, style, color=f"C{i}", label=f"{what}, {label}")
-    ax.set_xscale("log")
-    ax.set_xlabel("bucket_cap_mb (MiB)")
-    ax.set_ylabel("step time (ms, median, IQR bars)")
-    m = a6_measured(records)
+            ax.plot(d.bucket_cap_mb, d[column] * 1e3, style, color="0.35", label=what)
+        ax.set_xscale("log")
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("bucket_cap_mb (MiB)")
+        ax.set_ylabel("step time (ms; median, IQR bars)")
+        ax.set_title(label)
+        for column, marker, fill in (("residual", "o", "none"), ("residual_fitted", "s", color)):
+            res_ax.plot(
+                d.bucket_cap_mb,
+                d[column] * 100,
+                marker=marker,
+                linestyle="--" if column == "residual" else "-",
+                color=color,
+                markerfacecolor=fill,
+                label=f"residual, {label}: {'α–β alone' if column == 'residual' else '+ fitted overheads'}",
+            )
+    res_ax.axhline(0, color="0.3", linewidth=0.8)
+    res_ax.set_xscale("log")
+    res_ax.set_xlabel("bucket_cap_mb (MiB)")
+    res_ax.set_ylabel("measured / simulated − 1 (%)")
+    res_ax.set_title("simulator's residual per cap")
+    legend = {}  # the grey lines once, each panel's DDP step, the residuals
+    for ax in axes:
+        for handle, text in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(text, handle)
+    fig.legend(legend.values(), legend.keys(), loc="outside lower center", ncol=4, fontsize=8)
+    m, fits = a6_measured(records), model_error.fits(records)
+    title = []
     if m:
-        ax.set_title(
-            f"One bucket per tensor: {m['per_tensor'].ratio:.1f}× the step of the best cap "
-            f"({m['best']:g} MiB), real compute"
+        title.append(
+            f"One bucket per tensor: {m['per_tensor'].ratio:.1f}× the step of the fastest cap (real compute)"
         )
-    ax.legend(fontsize=7)
+    if fits:
+        title.append(
+            "the α–β simulator misses DDP's work per bucket, fitted: "
+            + ", ".join(f"{f['per_bucket_overhead_s'] * 1e6:.0f} µs ({mode})" for mode, f in fits.items())
+        )
+    fig.suptitle(";\n".join(title), fontweight="bold")
     return fig
 
 

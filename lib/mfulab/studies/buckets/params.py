@@ -13,7 +13,17 @@ from ...params import StudyParams, calibration_param, param
 from .stated import STATED_INTERCONNECT as SI
 
 DEVICES = ("auto", "cpu", "cuda")
-VARIANTS = ("default", "bucket_view", "static_graph", "bucket_view+static_graph")
+# DDP flag variants: gradient_as_bucket_view, static_graph, both; find_unused_parameters=True
+# alone and with static_graph (the case static_graph is documented to speed up: DDP then
+# searches the autograd graph for unused parameters every step)
+VARIANTS = (
+    "default",
+    "bucket_view",
+    "static_graph",
+    "bucket_view+static_graph",
+    "find_unused",
+    "find_unused+static_graph",
+)
 MODES = ("real", "emulated")
 
 
@@ -106,6 +116,11 @@ class Params(StudyParams):
             "variants",
             "default" in self.variants,
             f"a list from {', '.join(VARIANTS)} that includes 'default'",
+        )
+        self.require(
+            "variants",
+            "find_unused+static_graph" not in self.variants or "find_unused" in self.variants,
+            "find_unused+static_graph needs find_unused (its baseline)",
         )
         self.require_choice("modes", MODES)
         self.require(

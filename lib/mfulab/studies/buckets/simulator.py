@@ -75,19 +75,31 @@ def simulate(
     default_cap: bool = False,
     forward_s: float = 0.0,
     algorithm: str = "ring",
+    per_bucket_overhead_s: float = 0.0,
+    overhead_on_channel: bool = False,
 ) -> dict:
     """Step time of one DDP backward: gradients (``param_bytes``, in ready order) become ready
     at ``ready_s`` (from the start of backward); buckets form by DDP's rules; each bucket's
-    all-reduce starts when its last gradient is ready and the previous one has finished."""
+    all-reduce starts when its last gradient is ready and the previous one has finished.
+
+    ``per_bucket_overhead_s``: host work per bucket on the backward's path, beyond the
+    all-reduce's α–β (DDP's hook, the copy into the bucket, launching the collective): when a
+    bucket closes, the backward stops that long before its all-reduce is issued, so every later
+    gradient, and the end of the backward, moves by it (0: the plain α–β model;
+    ``model_error`` fits it to a measured sweep). ``overhead_on_channel``: the communication
+    channel is busy that long per bucket too (a per-call cost of the collective itself; the
+    pessimistic reading, where many buckets cost even when the communication is the
+    bottleneck)."""
     buckets = form_buckets(param_bytes, bucket_cap_mb=bucket_cap_mb, default_cap=default_cap)
     channel_free, timeline = 0.0, []
-    for b in buckets:
+    for k, b in enumerate(buckets):
         nbytes = sum(param_bytes[i] for i in b)
-        ready = max(ready_s[i] for i in b)
+        ready = max(ready_s[i] for i in b) + (k + 1) * per_bucket_overhead_s
         start = max(ready, channel_free)
         channel_free = start + allreduce_time(
             nbytes, n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s, algorithm=algorithm
         )
+        channel_free += per_bucket_overhead_s if overhead_on_channel else 0.0
         timeline.append(
             {
                 "bucket": len(timeline),
@@ -98,6 +110,7 @@ def simulate(
                 "end_s": channel_free,
             }
         )
+    backward_end_s = backward_end_s + len(buckets) * per_bucket_overhead_s
     backward_step = max(backward_end_s, channel_free)
     return {
         "bucket_cap_mb": bucket_cap_mb,
@@ -159,6 +172,8 @@ def gpt_simulation(
     tp: int = 1,
     pp: int = 1,
     accumulation: int = 1,
+    per_bucket_overhead_s: float = 0.0,
+    overhead_on_channel: bool = False,
 ) -> list[dict]:
     """Simulated DDP step of ``cfg`` on ``n`` data-parallel ranks for each bucket cap.
 
@@ -171,6 +186,9 @@ def gpt_simulation(
     Communication: bf16 gradients (``grad_bytes_per_elem``) of one device
     (:func:`sharded_layout`), each bucket all-reduced over the ``n`` data-parallel ranks by
     the faster of the ring and tree α–β models (``allreduce_time(..., algorithm="best")``).
+    ``per_bucket_overhead_s`` (and ``overhead_on_channel``): host work per bucket on the
+    backward's path (:func:`simulate`; 0 in the stated setting, the overhead fitted to a
+    measured sweep in the sensitivity rows).
     Left out, as stated assumptions: TP's activation all-reduces and the pipeline bubble."""
     layout = sharded_layout(cfg, tp=tp, pp=pp)
     numels = np.array([n_ for _, n_ in layout], dtype=float)
@@ -190,6 +208,8 @@ def gpt_simulation(
             bucket_cap_mb=cap,
             n=n,
             forward_s=earlier_micro_batches_s + forward_s,
+            per_bucket_overhead_s=per_bucket_overhead_s,
+            overhead_on_channel=overhead_on_channel,
             **link,
         )
         r.pop("timeline")

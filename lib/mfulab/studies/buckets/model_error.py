@@ -1,0 +1,159 @@
+"""The simulator's error on the measured sweep, and the overhead fitted to it (carried into
+A6/B8's sensitivity table).
+
+With the calibration's all-reduce α–β alone, the simulator under-predicts the measured DDP
+step, most where buckets are many: DDP does host work per bucket that the calibration's
+bare all-reduce loop does not (its autograd hook, the copy into the bucket, issuing the
+collective, the completion callback), and a synchronised step costs more than a ``no_sync``
+one whatever the bucket count. Two named, fitted quantities, kept apart from the machine's
+α–β (which stays the calibration's):
+
+- ``per_bucket_overhead_s``: host work per bucket on the backward's path
+  (``simulator.simulate(..., per_bucket_overhead_s=)``);
+- ``per_step_overhead_s``: a constant per synchronised step; it is the same at every cap, so
+  it moves no choice of cap and is not carried to scale.
+
+They are fitted per compute mode to the default-flag rows of the sweep (median step per
+cap), minimising the sum of squared relative errors: for each candidate per-bucket overhead
+the best per-step constant (≥ 0) is closed-form, and the per-bucket overhead is searched on
+a grid refined twice in ``[0, min(step / buckets)]`` (no cap can spend more than its whole
+step on per-bucket work). The sensitivity table carries the larger of the modes' per-bucket
+overheads to cluster scale: this machine's host cost per bucket as if a cluster paid it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .simulator import simulate
+
+GRID_POINTS = 48  # per refinement of the per-bucket overhead's grid (three passes)
+
+
+def stack_param_bytes(layers: int, hidden: int) -> list[int]:
+    """fp32 gradient bytes of the stack's parameters in gradient-ready order (last layer's
+    bias, its weight, ..., first layer's weight)."""
+    out = []
+    for _ in range(layers):
+        out += [hidden * 4, hidden * hidden * 4]
+    return out
+
+
+def _simulate(key: tuple, cap: float, backward_s: float, per_bucket_overhead_s: float) -> float:
+    layers, hidden, n, alpha_s, link_bytes_per_s = key
+    pb = stack_param_bytes(layers, hidden)
+    ready = (np.cumsum(pb) / sum(pb) * backward_s).tolist()
+    sim = simulate(
+        pb,
+        ready,
+        backward_end_s=backward_s,
+        bucket_cap_mb=cap,
+        n=n,
+        alpha_s=alpha_s,
+        link_bytes_per_s=link_bytes_per_s,
+        per_bucket_overhead_s=per_bucket_overhead_s,
+    )
+    return sim["step_s"]
+
+
+def _machine(records) -> tuple:
+    p, d = records["params"], records["ddp"]
+    fit = d["allreduce_fit"]
+    return (p["stack_layers"], p["stack_hidden"], d["world_size"], fit["alpha_s"], fit["link_bytes_per_s"])
+
+
+def simulated_step_s(records, row, per_bucket_overhead_s: float = 0.0) -> float:
+    """The simulator's step for one sweep row: the row's measured ``no_sync`` median as the
+    backward, gradient readiness spread over it in proportion to the bytes behind each
+    tensor, each bucket costed with the calibration's α–β (plus the per-bucket overhead)."""
+    backward_s = float(np.median(row["no_sync_times_s"]))
+    return _simulate(_machine(records), row["bucket_cap_mb"], backward_s, per_bucket_overhead_s)
+
+
+def _best_constant(measured, simulated) -> float:
+    """The per-step constant c ≥ 0 minimising Σ((simulated + c − measured) / measured)²."""
+    w = 1.0 / measured**2
+    return max(0.0, float(np.sum(w * (measured - simulated)) / np.sum(w)))
+
+
+def _rms(measured, model) -> float:
+    return float(np.sqrt(np.mean((measured / model - 1) ** 2)))
+
+
+@functools.lru_cache(maxsize=16)
+def _fit(machine: tuple, rows: tuple) -> tuple:
+    """``rows``: (cap, buckets, median step, median no_sync) per cap of one mode."""
+    caps, buckets, measured, backward = (np.array(x, dtype=float) for x in zip(*rows))
+
+    def simulated(o: float) -> np.ndarray:
+        return np.array([_simulate(machine, c, b, o) for c, b in zip(caps, backward)])
+
+    def loss(o: float) -> float:
+        sim = simulated(o)
+        return float(np.sum(((sim + _best_constant(measured, sim)) / measured - 1) ** 2))
+
+    lo, hi = 0.0, float(np.min(measured / np.maximum(buckets, 1)))
+    for _ in range(3):  # a grid, refined twice around its best point
+        grid = np.linspace(lo, hi, GRID_POINTS)
+        best = int(np.argmin([loss(o) for o in grid]))
+        step = grid[1] - grid[0]
+        lo, hi = max(0.0, grid[best] - step), grid[best] + step
+    o = float(grid[best])
+    sim = simulated(o)
+    c = _best_constant(measured, sim)
+    return o, c, _rms(measured, simulated(0.0)), _rms(measured, sim + c)
+
+
+def fit_mode(records, mode: str) -> dict | None:
+    """The fitted overheads of one compute mode (module docstring) with the relative RMS error
+    of the simulator before and after; ``None`` with fewer than three caps."""
+    rows = [r for r in records["ddp"]["rows"] if r["mode"] == mode and r["variant"] == "default"]
+    if len(rows) < 3:
+        return None
+    key = tuple(
+        (
+            r["bucket_cap_mb"],
+            r["buckets"],
+            float(np.median(r["step_times_s"])),
+            float(np.median(r["no_sync_times_s"])),
+        )
+        for r in rows
+    )
+    o, c, before, after = _fit(_machine(records), key)
+    return {
+        "mode": mode,
+        "caps": len(rows),
+        "per_bucket_overhead_s": o,
+        "per_step_overhead_s": c,
+        "rms_error_alpha_beta": before,
+        "rms_error_fitted": after,
+    }
+
+
+def fits(records) -> dict:
+    """{mode: :func:`fit_mode`} for every mode the sweep ran with three caps or more."""
+    out = {}
+    for mode in dict.fromkeys(r["mode"] for r in records["ddp"]["rows"]):
+        f = fit_mode(records, mode)
+        if f:
+            out[mode] = f
+    return out
+
+
+def fit_table(records):
+    """One row per compute mode: the fitted overheads and the simulator's error before/after."""
+    import pandas as pd
+
+    return pd.DataFrame(list(fits(records).values()))
+
+
+def carried_overhead(records) -> dict | None:
+    """The per-bucket overhead the sensitivity table carries to scale: the larger of the
+    modes' fits (``{"mode", "per_bucket_overhead_s"}``), or ``None`` without a fit."""
+    f = fits(records)
+    if not f:
+        return None
+    top = max(f.values(), key=lambda x: x["per_bucket_overhead_s"])
+    return {"mode": top["mode"], "per_bucket_overhead_s": top["per_bucket_overhead_s"]}
