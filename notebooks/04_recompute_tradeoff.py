@@ -20,7 +20,8 @@
 # 1. counts, exactly, which tensors one layer keeps and who keeps them;
 # 2. checks Korthikanti et al.'s Table 2 against that count, for every policy;
 # 3. measures the trade-off: memory vs step time, and MFU vs HFU vs tokens/s (claim **B7**);
-# 4. compares the two "selective" policies — recompute the attention core or the MLP (**A14**);
+# 4. compares the two "selective" policies — recompute the attention core or the MLP — with
+#    and without a fused attention kernel (**A14**);
 # 5. plans memory at the articles' scale: the 13B launch command (**A17**), 7B/70B on 80 and
 #    139 GiB cards, and ZeRO-2 vs ZeRO-3 (**A12**), with the sensitivity of every conclusion
 #    to the planner's assumptions.
@@ -28,8 +29,14 @@
 # The policies are switches of the reference model: `none`; `selective` (attention core:
 # scores, softmax, A·V — Korthikanti's choice); `mlp` (norm + MLP — article A's
 # suggestion); `full` (whole block); `every_k` (`full` on the first k blocks: Megatron's
-# `--recompute-method block --recompute-num-layers k`, one of the two readings in section 5); `sac` (torch's selective activation checkpointing, keeping matmul
-# outputs and recomputing the rest).
+# `--recompute-method block --recompute-num-layers k`, one of the two readings in section 5);
+# `sac`, PyTorch's *selective activation checkpointing*
+# (`torch.utils.checkpoint.create_selective_checkpoint_contexts`, torch ≥ 2.4): the whole block
+# is a checkpoint region, but a policy function keeps the output of every matmul (`mm`,
+# `addmm`, `bmm`, the SDPA kernels) and recomputes every other op (LayerNorm, GeLU, masking,
+# softmax), so backward re-runs no matmul. With naive attention QKᵀ is a `bmm`, so `sac` keeps
+# the a·s² scores; it keeps its tensors in a cache of its own that the saved-tensor hooks of
+# sections 1–2 cannot see (its memory is measured as a peak in section 3).
 
 # %% tags=["parameters"]
 params = {}  # the profile's values (papermill injects them); empty: the defaults, the laptop profile
@@ -42,7 +49,7 @@ from IPython.display import Markdown, display
 
 from mfulab import plots, results
 from mfulab.notebook import setup, stability_note
-from mfulab.studies.recompute import analysis, figures, planner, sensitivity, stated
+from mfulab.studies.recompute import a14, analysis, figures, planner, sensitivity, stated
 from mfulab.verdicts import summary_line
 
 out, p, records = setup("recompute", params, out_dir=out_dir, from_dir=from_dir)
@@ -85,9 +92,7 @@ lm = analysis.layer_model_vs_measured(records)
 results.save_table(out, "layer_model_vs_measured", lm)
 fig = figures.plot_model_vs_measured(records)
 plots.save_figure(fig, out, "model_vs_measured")
-lm.groupby("policy")[
-    ["measured_bytes", "korthikanti_bytes", "korthikanti_rel_error", "explained_rel_error", "residual_terms"]
-].first()
+analysis.layer_model_summary(lm)
 
 # %% [markdown]
 # ## 3 · The trade-off: memory, time, MFU, HFU, tokens/s (B7)
@@ -101,8 +106,10 @@ lm.groupby("policy")[
 # that torch's non-reentrant checkpoint *stops early*: once the tensors backward needs are
 # back, the rest of the region is not re-run, so the last matmul of each region (A·V, the
 # MLP's down projection) is never recomputed. Analytic HFU formulas that assume a complete
-# second forward over-count. The gradient gate checks that every policy computes the same
-# gradients as `none`.
+# second forward over-count. `sac` recomputes no matmul, so its counted share is 0 (the counter
+# counts matmuls only); its step time shows what the re-run element-wise ops and SAC's per-op
+# policy dispatch cost (not separated here). The gradient gate checks that every policy
+# computes the same gradients as `none`.
 
 # %%
 summary = analysis.policy_summary(records)
@@ -127,9 +134,9 @@ fig = figures.plot_pareto(records)
 plots.save_figure(fig, out, "pareto")
 peak = pd.DataFrame(records["peak"])
 results.save_table(out, "peak_memory", peak)
-peak.assign(step_added_MiB=peak.step_added_bytes / 2**20).pivot(
+peak.assign(step_added_MiB=(peak.step_added_bytes / 2**20).round(1)).pivot(
     index="policy", columns="micro_batch", values="step_added_MiB"
-)
+).astype(object).fillna("—")  # —: not measured (beyond the policy's first micro-batch over the budget)
 
 # %% [markdown]
 # **B7 at the same micro-batch.** The article's anecdote: full recompute took MFU from 50% to
@@ -146,9 +153,12 @@ b7.T.rename(columns={0: "value"})
 
 # %% [markdown]
 # **B7 at a fixed memory budget.** Each policy takes the largest measured micro-batch whose
-# step fits the budget, and we compare tokens/s with `none` at its own largest batch. What
-# moves, precisely: MFU = model FLOPs per token × tokens/s ÷ peak, and recomputation does
-# not change the *model* FLOPs per token, so MFU moves by exactly the factor tokens/s moves.
+# step fits the budget, and we compare tokens/s with `none` at its own largest batch. The
+# search measures every policy at `micro_batches` and doubles the micro-batch of each policy
+# that still fits until it no longer does (`micro_batch_limit`; "≥ N (search limit)" when
+# `max_micro_batch` still fits). What moves, precisely: MFU = model FLOPs per token ×
+# tokens/s ÷ peak, and recomputation does not change the *model* FLOPs per token, so MFU
+# moves by exactly the factor tokens/s moves.
 # HFU = hardware FLOPs per token × tokens/s ÷ peak counts the recomputed FLOPs too, so under
 # recompute HFU > MFU, and against `none` HFU moves by the tokens/s factor *times* the
 # hardware-FLOPs ratio: when tokens/s rises, MFU and HFU both rise (HFU more). What
@@ -175,13 +185,41 @@ budget
 #
 # ## 4 · Which part to recompute (A14)
 #
-# Memory saved per recomputed FLOP, measured here and computed for one layer of the
-# article's 13B model:
+# Article A (§5.1) recomputes the MLP and keeps the attention activations "for models around
+# 100B parameters"; Korthikanti et al. recompute the attention core instead. The yardstick:
+# activation bytes freed per FLOP recomputed. What decides it is the attention kernel.
+# Korthikanti assumed non-fused attention, which stores the a·s² scores, softmax and dropout
+# (5·a·s²·b bytes per layer in 16-bit): large, and cheap to recompute. A fused (flash) kernel
+# never stores them. What torch's SDPA keeps here, for layer 0 (saved-tensor hooks):
 
 # %%
-a14 = analysis.a14_table(records)
-results.save_table(out, "a14_bytes_per_flop", a14)
-a14
+kernel = a14.kernel_saves(records)
+results.save_table(out, "a14_sdpa_saves", kernel)
+kernel
+
+# %% [markdown]
+# q, k and v (which the projections' backward needs anyway), the output (the same storage as
+# the output projection's input) and one fp32 log-sum-exp per row and head: all that
+# recomputing a fused core frees. At the claim's scale, one layer of a ~100B-class model (the
+# 145.6B GPT of Narayanan et al. 2021, Table 1; its layer is GPT-3's) and of the article's
+# 13B, with a fused kernel (the claim's regime) and, as the contrast, non-fused (Table 2 as
+# printed); bytes freed per million recomputed FLOPs, and how many times more the MLP frees:
+
+# %%
+a14_long = a14.analytic_table(stated.A14_CLAIM_CONFIGS)
+results.save_table(out, "a14_bytes_per_flop", a14_long)
+a14_regime = a14.verdict_table(a14_long)
+results.save_table(out, "a14_verdict", a14_regime)
+a14_regime
+
+# %% [markdown]
+# The same quantity measured on the reference model with both attentions (exact saved bytes;
+# FLOPs counted, except the fused core, which FlopCounterMode does not see on this CPU):
+
+# %%
+a14_measured = a14.measured_table(records)
+results.save_table(out, "a14_measured", a14_measured)
+a14_measured
 
 # %%
 split = analysis.table2_split()
@@ -198,12 +236,20 @@ display(
 )
 
 # %% [markdown]
-# The attention core holds the a·s² tensors (scores, softmax, dropout) but costs only the two
-# s²-sized matmuls to recompute; the MLP holds more of the s·b·h bytes but is the largest
-# matmul of the layer. Recomputing the attention core frees far more memory per FLOP —
-# Korthikanti's choice. With a flash-attention kernel those a·s² tensors are never stored,
-# and the choice becomes moot: there is little left to save in attention.
-#
+# Per FLOP the comparison reduces to closed forms: the non-fused core frees 5a/4h bytes per
+# FLOP, the MLP 19/16h, so the core wins by 20a/19 at any sequence length (Korthikanti's
+# choice). A fused core frees a/(s·h), so the MLP wins by 19s/16a: the article's choice, for a
+# reason it does not give. The MLP is not "cheap to redo" (its two linears are about 60% of
+# the layer's forward FLOPs here); the fused attention core simply has almost nothing to free.
+# Recomputing the whole attention block (QKV, core, projection) instead frees 11 of the 34
+# s·b·h at about the MLP's bytes per FLOP. How the comparison moves with the sequence length:
+
+# %%
+a14_seq = a14.verdict_table(a14.analytic_table(stated.A14_CLAIM_CONFIGS, seq_lens=stated.A14_SEQ_LEN_GRID))
+results.save_table(out, "a14_sequence_sensitivity", a14_seq)
+a14_seq
+
+# %% [markdown]
 # ## 5 · At the articles' scale: the planner (A17) and ZeRO stages (A12)
 #
 # The planner puts Table 2 and the ZeRO model-state formulas together for a stated cluster.
@@ -214,7 +260,10 @@ display(
 # measured nor cited: a device reaches `planner_peak_utilisation` of its peak on hardware
 # FLOPs at large micro-batches, half of that at `planner_half_saturation_tokens` tokens per
 # micro-batch, and pipelining idles (p − 1)/(m + p − 1) of the step. Llama shapes (SwiGLU,
-# grouped KV heads) are approximated by the GPT form of Table 2.
+# grouped KV heads) are approximated by the GPT form of Table 2. Table 2 as printed assumes
+# non-fused attention (the a·s² scores stored), and so do the stated cases; the sensitivity
+# table below replaces them by a fused kernel's log-sum-exp (section 4) in the row
+# `attention=fused`.
 #
 # **A17** is the article's launch command: one machine of 8 cards, TP = 8, PP = 1, so DP = 1
 # and ZeRO-2 has nothing to shard. Its `--recompute-method uniform --recompute-num-layers 12`
@@ -264,7 +313,10 @@ if any(c["name"] == stated.A17_CASE["name"] for c in p.planner_cases):
 # keeps the others as stated; `*` marks a decision that differs from the stated one. The peak
 # utilisation scales every plan alike and moves no decision; the half-saturation point
 # decides what a larger micro-batch is worth, and with it whether recompute pays; the
-# margin decides what fits. The A17 rows above say whether the command fits at each margin.
+# margin decides what fits. The attention kernel decides the most: `selective` wins every
+# case only because non-fused attention stores the a·s² scores it frees; with a fused kernel
+# (today's norm on A100/H200, and A14's regime) it frees almost nothing and no case chooses it.
+# The A17 rows above say whether the command fits at each margin.
 
 # %%
 decisions = sensitivity.decisions(
@@ -293,11 +345,14 @@ accumulation
 # ## Claims
 #
 # Verdicts are computed from the numbers above. B7 (same batch): the measured step-time
-# ratio's interval against the band between the article's 1.25× (50% → 40%) and Megatron's
-# 1.33× (50% → 37.5%): confirmed when it meets the band and excludes 1, refuted when it lies
-# wholly outside. B7 (budget): refuted by the identity MFU ∝ tokens/s. A14: which policy
-# frees more bytes per recomputed FLOP. A17 (one row per reading of the flag) and A12 are
-# analytic; their evidence says whether they hold over the sensitivity grids.
+# ratio's interval (widened by the run-to-run drift) against the band between the article's
+# 1.25× (50% → 40%) and Megatron's 1.33× (50% → 37.5%): confirmed when it lies inside the
+# band widened by that drift, refuted when it lies wholly outside the band, otherwise
+# inconclusive on this machine. B7 (budget): refuted by the identity MFU ∝ tokens/s. A14:
+# bytes freed per recomputed FLOP, MLP vs attention core, in the claim's regime (fused
+# attention, the ~100B and 13B layers of section 4; analytic, far from its threshold). A17
+# (one row per reading of the flag) and A12 are analytic; their evidence says whether they
+# hold over the sensitivity grids.
 
 # %%
 claim_list, headline = analysis.outcome(records, p)
@@ -332,6 +387,13 @@ if full["memory_share"] is not None:
         f"{b.mfu_implied_percent:.1f}%, against the article's {b.mfu_claimed_percent:.0f}% and the "
         f"{b.mfu_megatron_percent:.1f}% that Megatron's 96/72 FLOPs predict."
     )
+fused = a14_regime[a14_regime.attention == "fused"]
+lines.append(
+    "* A14: with a fused attention kernel the MLP frees "
+    + ", ".join(f"{r['MLP ÷ core']:.0f}× ({r.config})" for _, r in fused.iterrows())
+    + " more bytes per recomputed FLOP than the attention core; with non-fused attention the core "
+    "wins, as Korthikanti et al. assumed."
+)
 if len(plans):
     winners = chosen[chosen.decision]
     moved = decisions.set_index("assumption varied").apply(lambda r: r.str.endswith("*").any(), axis=1)

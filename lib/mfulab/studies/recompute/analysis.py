@@ -1,7 +1,7 @@
 """Analysis of the ``recompute`` study: Korthikanti's Table 2 against the exact saved-tensor
 count, the policy summary (memory, FLOPs, time, gradient gate), the memory-budget table and
-the same-batch comparison (B7), bytes saved per recomputed FLOP (A14), the headline metrics
-and :func:`outcome` (the claims themselves are built in ``claims``).
+the same-batch comparison (B7), the headline metrics and :func:`outcome` (the claims
+themselves are built in ``claims``; A14's bytes per recomputed FLOP in ``a14``).
 
 Every function reads the plain records of ``bench.measure`` (here or from another machine),
 the planner's tables (``planner``) or the articles' stated inputs (``stated``).
@@ -9,13 +9,12 @@ the planner's tables (``planner``) or the articles' stated inputs (``stated``).
 
 from __future__ import annotations
 
-from ... import flops, memory
+from ... import memory
 from ... import verdicts as claims_mod
 from ...config import ParameterError, TransformerConfig, preset
 from ...results import run_identity
 from ...timing import compare_timings, summarize
 from ...verdicts import Claim
-from .planner import hardware_flops_per_token as planned_flops_per_token
 from .stated import A14_PRESET, B7_MFU_PERCENT, MEGATRON_FULL_RECOMPUTE_FLOPS_RATIO
 
 
@@ -86,6 +85,7 @@ def layer_model_vs_measured(records):
                 {
                     "policy": q,
                     "layer": int(layer),
+                    "layer_policy": layer_policy,
                     "measured_bytes": int(measured),
                     "korthikanti_bytes": terms["korthikanti"],
                     "explained_bytes": explained,
@@ -97,6 +97,25 @@ def layer_model_vs_measured(records):
                 }
             )
     return pd.DataFrame(rows)
+
+
+def layer_model_summary(lm):
+    """:func:`layer_model_vs_measured` with one row per policy and per-layer form (``every_k``
+    has two: its first k layers fully recomputed, the rest not): the layers it covers, the bytes
+    one such layer keeps (the layers of a group keep the same bytes: ``spread_bytes`` = 0) and
+    the largest relative errors over them."""
+    g = lm.groupby(["policy", "layer_policy"], sort=False)
+    out = g.agg(
+        layers=("layer", lambda x: f"{x.min()}-{x.max()}" if x.max() > x.min() else f"{x.min()}"),
+        measured_bytes=("measured_bytes", "mean"),
+        spread_bytes=("measured_bytes", lambda x: x.max() - x.min()),
+        korthikanti_bytes=("korthikanti_bytes", "first"),
+        explained_bytes=("explained_bytes", "first"),
+        korthikanti_rel_error=("korthikanti_rel_error", lambda x: x.loc[x.abs().idxmax()]),
+        explained_rel_error=("explained_rel_error", lambda x: x.loc[x.abs().idxmax()]),
+        residual_terms=("residual_terms", "first"),
+    )
+    return out.reset_index()
 
 
 def policy_summary(records):
@@ -157,7 +176,9 @@ def _per_token_timing(records, policy, micro_batch):
 
 def budget_table(records):
     """B7: each policy at the largest micro-batch that fits the memory budget; tokens/s, MFU
-    and HFU relative to ``none`` at its own largest micro-batch (ratios with intervals)."""
+    and HFU relative to ``none`` at its own largest micro-batch (ratios with intervals).
+    ``micro_batch_limit`` says whether the memory stopped the search (the next doubling did not
+    fit) or the search did (``max_micro_batch`` still fits: "≥ N (search limit)")."""
     import pandas as pd
 
     none_mb = records["chosen_micro_batch"]["none"]
@@ -171,6 +192,7 @@ def budget_table(records):
                 {
                     "policy": q,
                     "micro_batch": None,
+                    "micro_batch_limit": "none fits",
                     "fits": False,
                     "tokens_per_s": None,
                     "tokens_per_s_vs_none": None,
@@ -185,10 +207,12 @@ def budget_table(records):
         t = _per_token_timing(records, q, mb)
         c = compare_timings(ref, t) if ref else None
         hw_ratio = records["hardware_flops_per_token"][q] / fl_none
+        limit_reached = records.get("micro_batch_limit_reached", {}).get(q, False)
         rows.append(
             {
                 "policy": q,
                 "micro_batch": mb,
+                "micro_batch_limit": f"≥ {mb} (search limit)" if limit_reached else f"{mb}",
                 "fits": True,
                 "tokens_per_s": 1 / t.median_s,
                 "tokens_per_s_vs_none": c.ratio if c else None,
@@ -219,50 +243,6 @@ def budget_note(records) -> str | None:
         f"memory_budget_mib={records['params']['memory_budget_mib']} leaves {scope} without a "
         f"micro-batch that fits ({detail}); raise memory_budget_mib or lower micro_batches"
     )
-
-
-def a14_table(records):
-    """Memory saved per recomputed FLOP: attention core (selective) vs MLP, measured here and
-    analytic for the article's 13B shape."""
-    import pandas as pd
-
-    rows = []
-    s = policy_summary(records).set_index("policy")
-    tokens = records["base_micro_batch"] * records["config"]["seq_len"]
-    for q in ("selective", "mlp"):
-        if q not in s.index:
-            continue
-        saved = s.loc["none", "saved_bytes_layers"] - s.loc[q, "saved_bytes_layers"]
-        extra = (s.loc[q, "hardware_flops_per_token"] - s.loc["none", "hardware_flops_per_token"]) * tokens
-        where = f"measured ({records['config']['name']}, {records['params']['attn_impl']} attention)"
-        rows.append(
-            {
-                "where": where,
-                "policy": q,
-                "bytes_saved": saved,
-                "flops_recomputed": extra,
-                "bytes_per_recomputed_flop": saved / extra if extra else None,
-            }
-        )
-    cfg = preset(A14_PRESET)
-    for q in ("selective", "mlp"):
-        kept = memory.activation_bytes_per_layer(cfg, micro_batch=1, recompute=q)
-        saved = memory.activation_bytes_per_layer(cfg, micro_batch=1) - kept
-        extra = (
-            (planned_flops_per_token(cfg, q, None) - flops.flops_per_token(cfg, convention="palm"))
-            * cfg.seq_len
-            / cfg.n_layers
-        )
-        rows.append(
-            {
-                "where": f"analytic, {A14_PRESET} layer (bf16, dropout, s={cfg.seq_len})",
-                "policy": q,
-                "bytes_saved": saved,
-                "flops_recomputed": extra,
-                "bytes_per_recomputed_flop": saved / extra,
-            }
-        )
-    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------------- B7, text figures

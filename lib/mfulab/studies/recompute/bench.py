@@ -20,6 +20,9 @@ Measurements:
   recomputed forward; naive attention so the counter sees the attention matmuls on CPU.
 - **Step time** of forward + backward, every (policy, micro-batch) point timed interleaved in
   rounds (``timing.interleaved``), so comparisons between policies are paired by round.
+- **A14 under both attentions**: the saved bytes of ``none``, ``selective`` and ``mlp`` with
+  naive attention and with SDPA (on CPU torch picks its flash kernel, which keeps q, k, v,
+  its output and one log-sum-exp per row and head), whatever ``attn_impl`` the rest uses.
 - **Correctness gate**: every policy's gradients equal those of ``none``.
 """
 
@@ -27,9 +30,16 @@ from __future__ import annotations
 
 from ... import hardware, memprobe
 from ...config import ParameterError, TransformerConfig, check_recompute
-from .params import POLICIES, Params
+from .params import ATTN_IMPLS, POLICIES, Params
 
-BENCHMARK_VERSION = {"saved_bytes": 1, "peak_memory": 1, "step_time": 2, "hardware_flops": 1}
+BENCHMARK_VERSION = {
+    "saved_bytes": 1,
+    "a14_saved_bytes": 1,
+    "peak_memory": 2,
+    "step_time": 2,
+    "hardware_flops": 1,
+}
+A14_POLICIES = ("none", "selective", "mlp")
 PEAK_WORKER = "mfulab.studies.recompute.bench:_peak_worker"
 
 
@@ -213,6 +223,23 @@ def step_times(
 
 
 # ---------------------------------------------------------------------------- measure
+def search_micro_batches(policies, micro_batches, max_micro_batch, fits, progress=lambda xs, _: xs) -> dict:
+    """Call ``fits(policy, micro_batch)`` (which measures a point) on every policy at every
+    micro-batch of the grid; then each policy whose largest grid micro-batch still fits doubles
+    it until it no longer fits or would pass ``max_micro_batch``. Returns, per policy, whether
+    the largest micro-batch tried still fits (the search limit, not the memory, stopped it)."""
+    fits_at_top = {}
+    points = [(q, mb) for q in policies for mb in sorted(micro_batches)]
+    for q, mb in progress(points, "peak memory (fresh processes)"):
+        fits_at_top[q] = fits(q, mb)
+    mb = max(micro_batches)
+    while mb * 2 <= max_micro_batch and any(fits_at_top.values()):
+        mb *= 2
+        for q in [q for q, ok in fits_at_top.items() if ok]:
+            fits_at_top[q] = fits(q, mb)
+    return fits_at_top
+
+
 def measure(p: Params) -> dict:
     """Everything the study measures on this device (see the module docstring)."""
     import torch
@@ -247,6 +274,18 @@ def measure(p: Params) -> dict:
         q: saved_tensors(cfg, policy=q, every_k=every_k, micro_batch=base_mb, attn_impl=attn, device=device)
         for q in policies
     }
+    rec["a14_saved"] = {
+        impl: {
+            q: rec["saved"][q]
+            if impl == attn
+            else saved_tensors(
+                cfg, policy=q, every_k=every_k, micro_batch=base_mb, attn_impl=impl, device=device
+            )
+            for q in A14_POLICIES
+            if q in policies
+        }
+        for impl in ATTN_IMPLS
+    }
     rec["hardware_flops_per_token"] = {
         q: hardware_flops_per_token(cfg, policy=q, every_k=every_k, device=device) for q in policies
     }
@@ -255,31 +294,25 @@ def measure(p: Params) -> dict:
     for q in policies:
         g = gradients(cfg, policy=q, every_k=every_k, attn_impl=attn, device=device, micro_batch=base_mb)
         rec["gradient_max_abs_diff"][q] = max(float((g[n] - ref[n]).abs().max()) for n in ref)
-    rec["peak"] = []
-    points = [(q, mb) for q in policies for mb in sorted(p.micro_batches)]
-    for q, mb in progress(points, "peak memory (fresh processes)"):
-        rec["peak"].append(
-            {
-                "policy": q,
-                "micro_batch": mb,
-                **peak_memory(
-                    cfg,
-                    policy=q,
-                    every_k=every_k,
-                    micro_batch=mb,
-                    attn_impl=attn,
-                    device=device,
-                    num_threads=threads,
-                ),
-            }
-        )
     budget = p.memory_budget_mib * 2**20
-    rec["chosen_micro_batch"] = {}
+
+    def measure_peak(q, mb):
+        kw = dict(every_k=every_k, micro_batch=mb, attn_impl=attn, device=device, num_threads=threads)
+        row = {"policy": q, "micro_batch": mb, **peak_memory(cfg, policy=q, **kw)}
+        rec["peak"].append(row)
+        return row["step_added_bytes"] <= budget
+
+    rec["peak"] = []
+    limit_reached = search_micro_batches(
+        policies, p.micro_batches, p.max_micro_batch, measure_peak, progress=progress
+    )
+    rec["chosen_micro_batch"], rec["micro_batch_limit_reached"] = {}, {}
     for q in policies:
         fitting = [
             r["micro_batch"] for r in rec["peak"] if r["policy"] == q and r["step_added_bytes"] <= budget
         ]
         rec["chosen_micro_batch"][q] = max(fitting) if fitting else None
+        rec["micro_batch_limit_reached"][q] = limit_reached[q]
     timing_points = sorted(
         {(q, base_mb) for q in policies}
         | {(q, mb) for q, mb in rec["chosen_micro_batch"].items() if mb is not None}

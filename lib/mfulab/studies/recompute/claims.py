@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from ...timing import RUN_TO_RUN_DRIFT
 from ...verdicts import Claim
-from . import sensitivity, stated
-from .analysis import a14_table, b7_same_batch, budget_table, policy_summary
+from . import a14, sensitivity, stated
+from .analysis import b7_same_batch, budget_table, policy_summary
 
 
 def magnitude_verdict(lo: float, hi: float, *, band: tuple[float, float]) -> str:
@@ -90,29 +90,59 @@ def b7_claims(records) -> list[Claim]:
 
 
 def a14_claim(records) -> list[Claim]:
-    """A14: the policy that frees more activation bytes per recomputed FLOP is the better one
-    to recompute; refuted when the attention core frees more than the MLP (measured here)."""
-    a14 = a14_table(records)
-    measured = a14[a14["where"].str.startswith("measured")].set_index("policy")
-    analytic = a14[a14["where"].str.startswith("analytic")].set_index("policy")
-    if not {"selective", "mlp"} <= set(measured.index):
-        return []
-    sel = measured.loc["selective", "bytes_per_recomputed_flop"]
-    mlp = measured.loc["mlp", "bytes_per_recomputed_flop"]
-    a_sel = analytic.loc["selective", "bytes_per_recomputed_flop"]
-    a_mlp = analytic.loc["mlp", "bytes_per_recomputed_flop"]
+    """A14 in its regime: one layer of a ~100B-class model and of the article's 13B, both with
+    a fused attention kernel (``a14``; 16-bit activations with dropout). Rule: the article's
+    choice (recompute the MLP, keep the attention) is confirmed when the MLP frees more
+    activation bytes per recomputed FLOP than the attention core (Korthikanti's selective
+    recompute) in every claim-regime layer, refuted when it frees less in every one. Analytic
+    (Table 2 bytes, the fused kernel's log-sum-exp, FLOPs of the re-run matmuls), far from the
+    threshold either way (19·s/16·a: 25× and 122×); the non-fused contrast, the whole attention
+    block and the reference model's exact counts under both attentions are in the evidence."""
+    regime = a14.verdict_table(a14.analytic_table(stated.A14_CLAIM_CONFIGS)).set_index(
+        ["config", "attention"]
+    )
+    fused = regime.xs("fused", level="attention")
+    naive = regime.xs("naive", level="attention")
+    wins = fused["MLP ÷ core"] > 1
+    core_share = a14.layer_terms(stated.A14_CLAIM_CONFIGS[0], attention="fused")[0]["share_of_layer_bytes"]
+    verdict = "confirmed" if wins.all() else "refuted" if not wins.any() else "inconclusive on this machine"
+
+    def per_config(frame, column, fmt):
+        return ", ".join(f"{fmt.format(v)} ({cfg})" for cfg, v in frame[column].items())
+
+    measured = a14.measured_table(records)
+    measured_text = ""
+    if len(measured):
+        m = measured.set_index(["attention", "policy"]).bytes_per_recomputed_flop
+        parts = [
+            f"{impl}: core {m[(impl, 'selective')] * 1e6:.3g} vs MLP {m[(impl, 'mlp')] * 1e6:.3g} B/MFLOP"
+            for impl in ("sdpa", "naive")
+            if (impl, "selective") in m.index and (impl, "mlp") in m.index
+        ]
+        measured_text = f"; measured on {records['config']['name']} (exact saved bytes): " + "; ".join(parts)
     return [
         Claim(
             "A14",
-            "selective recompute should recompute the MLP and keep the attention activations",
-            "activation bytes saved per recomputed FLOP, attention core vs MLP "
-            "(exact saved bytes, FlopCounterMode)",
-            "refuted" if sel > mlp else "confirmed",
-            f"measured: attention core {sel:.3g} B/FLOP vs MLP {mlp:.3g} B/FLOP "
-            f"({sel / mlp:.0f}×); {stated.A14_PRESET} "
-            f"analytic: {a_sel:.3g} vs {a_mlp:.3g} B/FLOP ({a_sel / a_mlp:.0f}×); "
-            "with a flash kernel the a·s² tensors are never stored and the attention-core "
-            "advantage disappears",
+            "for ~100B models, recompute the MLP (cheap to redo) and keep the self-attention "
+            "activations (large, costly to redo)",
+            "activation bytes freed per recomputed FLOP, MLP vs attention core, one layer with a fused "
+            "(flash) attention kernel: " + ", ".join(fused.index) + " (Table 2, bf16, dropout; the "
+            "kernel keeps only its output and an fp32 log-sum-exp per row and head)",
+            verdict,
+            "fused attention: the MLP frees "
+            + per_config(fused, "MLP ÷ core", "{:.0f}×")
+            + " more per FLOP than the attention core, whose recompute frees "
+            + f"{core_share:.1%}"
+            + " of the layer's activations; against the whole attention block (QKV, core, projection) "
+            "the two are comparable per FLOP (MLP ÷ block "
+            + per_config(fused, "MLP ÷ block", "{:.2f}")
+            + "), and the MLP frees more in total (19 vs 11 ·s·b·h). The choice holds; its reasons do "
+            "not: the MLP is the layer's most expensive part to redo, and with a fused kernel the "
+            "attention core keeps almost nothing. Non-fused attention (Korthikanti's assumption) "
+            "reverses it: there the core frees "
+            + per_config(1 / naive[["MLP ÷ core"]], "MLP ÷ core", "{:.0f}×")
+            + " more per FLOP than the MLP"
+            + measured_text,
         )
     ]
 

@@ -6,7 +6,14 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from ...plots import label
-from .analysis import budget_table, full_vs_none, layer_model_vs_measured, policy_summary, saved_table
+from .analysis import (
+    budget_table,
+    full_vs_none,
+    layer_model_summary,
+    layer_model_vs_measured,
+    policy_summary,
+    saved_table,
+)
 from .planner import chosen_plans
 
 
@@ -26,12 +33,17 @@ def plot_saved_by_op(records):
 
 
 def plot_model_vs_measured(records):
-    """Bytes kept per layer: measured, Table 2 (adapted), Table 2 + the named residual terms."""
+    """Bytes kept per layer: measured, Table 2 (adapted), Table 2 + the named residual terms;
+    one group per policy and per-layer form (``every_k``: its recomputed and its other layers)."""
 
     lm = layer_model_vs_measured(records)
-    per = lm.groupby("policy")[["measured_bytes", "korthikanti_bytes", "explained_bytes"]].mean() / 2**20
-    per = per.reindex([q for q in records["policies"] if q in per.index])
-    long = per.reset_index().melt(id_vars="policy", var_name="source", value_name="MiB")
+    per = layer_model_summary(lm)
+    per["group"] = [
+        q if q != "every_k" else f"every_k\nlayer{'s' if '-' in layers else ''} {layers}\n({form})"
+        for q, form, layers in zip(per.policy, per.layer_policy, per.layers)
+    ]
+    per = per.set_index("group")[["measured_bytes", "korthikanti_bytes", "explained_bytes"]]
+    long = (per / 2**20).reset_index().melt(id_vars="group", var_name="source", value_name="MiB")
     long["source"] = long.source.map(
         {
             "measured_bytes": "measured (saved-tensor hooks)",
@@ -39,38 +51,42 @@ def plot_model_vs_measured(records):
             "explained_bytes": "Table 2 + named residual terms",
         }
     )
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    sns.barplot(data=long, x="policy", y="MiB", hue="source", ax=ax)
+    fig, ax = plt.subplots(figsize=(9, 4))
+    sns.barplot(data=long, x="group", y="MiB", hue="source", ax=ax)
     worst = lm.korthikanti_rel_error.abs().max()
     label(
         ax,
         x="recompute policy",
         y="bytes kept per layer (MiB)",
         title=f"Table 2 predicts every policy within {worst:.1%} of the exact count",
+        legend_fontsize=None,
     )
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    ax.tick_params(axis="x", labelsize=8)
+    fig.tight_layout()
     return fig
 
 
 def plot_pareto(records):
-    """Memory a step adds vs its time, one point per policy (median, IQR bars)."""
+    """Memory a step adds vs its time, one marker per policy (median, IQR bars), named in the
+    legend (labels next to close points overlapped)."""
 
     s = policy_summary(records)
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    for row in s.itertuples():
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    markers = "osD^vPX*"
+    palette = sns.color_palette("colorblind", len(s))
+    for i, row in enumerate(s.itertuples()):
         ax.errorbar(
             row.peak_step_added_bytes / 2**20,
             row.step_s,
             yerr=[[row.step_s - row.step_q1_s], [row.step_q3_s - row.step_s]],
-            fmt="o",
+            fmt=markers[i % len(markers)],
+            color=palette[i],
+            markersize=8,
             capsize=3,
+            label=row.policy,
         )
-        ax.annotate(
-            row.policy,
-            (row.peak_step_added_bytes / 2**20, row.step_s),
-            textcoords="offset points",
-            xytext=(5, 5),
-            fontsize=9,
-        )
+    ax.legend(title="policy", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
     ax.set_xlabel(f"memory added by one step, micro-batch {records['base_micro_batch']} (MiB)")
     ax.set_ylabel("forward+backward time (s, median, IQR bars)")
     full = full_vs_none(records)
@@ -81,6 +97,7 @@ def plot_pareto(records):
             f"{full['step_time_ratio']:.2f}× the time"
         )
     ax.set_title(title)
+    fig.tight_layout()
     return fig
 
 

@@ -18,8 +18,17 @@ class Params(StudyParams):
     preset: str = param("cpu-deep", "the model measured (a config.preset name)")
     seq_len: int = param(512, "tokens per sequence", unit="tokens", positive=True)
     micro_batches: tuple[int, ...] = param(
-        [1, 2, 4],
-        "micro-batches whose peak memory is measured (the smallest is the base of every other measurement)",
+        [1, 2],
+        "micro-batches whose peak memory is measured for every policy (the smallest is the base of "
+        "every other measurement); a policy whose largest one fits memory_budget_mib doubles it "
+        "until it does not (up to max_micro_batch)",
+        unit="sequences",
+        positive=True,
+    )
+    max_micro_batch: int = param(
+        16,
+        "B7: the largest micro-batch the memory-budget search tries; a policy that still fits there "
+        "shows '≥ max_micro_batch (search limit)'",
         unit="sequences",
         positive=True,
     )
@@ -85,6 +94,11 @@ class Params(StudyParams):
                 f"between 1 and n_layers={cfg.n_layers} of preset {self.preset}",
             )
         self.require_choice("attn_impl", ATTN_IMPLS)
+        self.require(
+            "max_micro_batch",
+            self.max_micro_batch >= max(self.micro_batches),
+            "at least the largest micro_batches",
+        )
         for case in self.planner_cases:
             check_case(case)
         self.require("planner_peak_utilisation", self.planner_peak_utilisation <= 1, "at most 1")

@@ -30,6 +30,8 @@ PLAN_KEYS = {
     "policies",
 }
 TABLE2_POLICIES = ("none", "selective", "mlp", "full")  # plus "block:<k>" and "uniform:<k>"
+ATTENTIONS = ("naive", "fused")  # a case's optional "attention" key; naive: Table 2 as printed
+LSE_BYTES_PER_ROW = 4  # a fused kernel's fp32 log-sum-exp per row and head (a14.LSE_BYTES_PER_ROW)
 CHECKPOINT_METHODS = ("block", "uniform")  # Megatron's --recompute-method
 PLAN_COLUMNS = (
     "case",
@@ -109,7 +111,26 @@ def parse_plan_policy(policy: str, n_layers: int) -> PlanPolicy:
     return PlanPolicy(policy, policy)
 
 
-def activation_bytes(cfg, plan: PlanPolicy, *, micro_batch: int, tp: int, pp: int, sp: bool = False) -> dict:
+def layer_bytes(
+    cfg, form: str, *, attention: str = "naive", micro_batch: int, tp: int, sequence_parallel: bool
+):
+    """Bytes one layer keeps under the Table 2 ``form``. ``naive``: Table 2 as printed (the
+    a·s²·b scores, softmax and dropout stored). ``fused``: a flash kernel stores none of them
+    but one fp32 log-sum-exp per row and head instead (4·a·s·b/t bytes; see ``a14``), which
+    recomputing the attention core (``selective``) frees."""
+    kw = dict(micro_batch=micro_batch, tp=tp, sequence_parallel=sequence_parallel)
+    table2 = memory.activation_bytes_per_layer(cfg, recompute=form, **kw)
+    if attention == "naive" or form in ("selective", "full"):
+        return table2
+    scores = memory.activation_bytes_per_layer(cfg, recompute="none", **kw) - (
+        memory.activation_bytes_per_layer(cfg, recompute="selective", **kw)
+    )
+    return table2 - scores + LSE_BYTES_PER_ROW * cfg.n_heads * cfg.seq_len * micro_batch / tp
+
+
+def activation_bytes(
+    cfg, plan: PlanPolicy, *, micro_batch: int, tp: int, pp: int, sp: bool = False, attention: str = "naive"
+) -> dict:
     """Activation bytes on the first pipeline stage: kept at the end of the forward pass
     (``stored_bytes``, Korthikanti Table 2 per layer) and at the peak of the backward pass
     (``peak_bytes``).
@@ -121,13 +142,11 @@ def activation_bytes(cfg, plan: PlanPolicy, *, micro_batch: int, tp: int, pp: in
     a selective or mlp layer recomputes its part). ``uniform:12`` on 40 layers thus peaks at
     two chunk inputs plus 12 full layers; ``block:k`` peaks at the end of the forward pass."""
     layers = cfg.n_layers // pp
-    kw = dict(micro_batch=micro_batch, tp=tp, sequence_parallel=sp)
-    full_layer = memory.activation_bytes_per_layer(cfg, recompute="none", **kw)
-    checkpoint = memory.activation_bytes_per_layer(cfg, recompute="full", **kw)  # a segment's input
+    kw = dict(micro_batch=micro_batch, tp=tp, sequence_parallel=sp, attention=attention)
+    full_layer = layer_bytes(cfg, "none", **kw)
+    checkpoint = layer_bytes(cfg, "full", **kw)  # a segment's input
     # a layer outside every checkpoint keeps its own Table 2 form (all of it under block/uniform)
-    own_form = memory.activation_bytes_per_layer(
-        cfg, recompute=plan.table2 if plan.method is None else "none", **kw
-    )
+    own_form = layer_bytes(cfg, plan.table2 if plan.method is None else "none", **kw)
     segments = plan.segments(layers)
     stored = [checkpoint if ckpt else size * own_form for size, ckpt in segments]
     stored_one = sum(stored)
@@ -166,6 +185,8 @@ def check_case(case: dict) -> None:
             raise ParameterError(
                 f"planner case {case['name']!r}: {key} must be a positive number, got {case[key]!r}"
             )
+    if case.get("attention", "naive") not in ATTENTIONS:
+        raise ParameterError(f"planner case {case['name']!r}: attention must be one of {ATTENTIONS}")
     if cfg.n_layers % case["pp"]:
         raise ParameterError(
             f"planner case {case['name']!r}: pp={case['pp']} does not divide n_layers={cfg.n_layers}"
@@ -202,7 +223,13 @@ def plan_case(
                 cfg, micro_batch=mb, tp=tp, pp=pp, dp=dp, zero_stage=case["zero_stage"]
             )
             act = activation_bytes(
-                cfg, plan, micro_batch=mb, tp=tp, pp=pp, sp=case.get("sequence_parallel", False)
+                cfg,
+                plan,
+                micro_batch=mb,
+                tp=tp,
+                pp=pp,
+                sp=case.get("sequence_parallel", False),
+                attention=case.get("attention", "naive"),
             )
             total_bytes = states["model_states_bytes"] + states["logits_bytes"] + act["peak_bytes"]
             fits = total_bytes <= usable_bytes

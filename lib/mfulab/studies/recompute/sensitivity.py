@@ -1,6 +1,7 @@
 """Sensitivity of the ``recompute`` study's at-scale conclusions to their assumed inputs
 (docs: issue "assumptions in the open"): the planner's decisions against its throughput
-curve and the fragmentation margin (A17 and the other cases), the article's launch command
+curve, the fragmentation margin and the attention kernel (non-fused as Table 2 prints it, or
+fused) (A17 and the other cases), the article's launch command
 under both readings of its recompute flag against the margin (A17), and ZeRO-3's extra
 traffic against the micro-batches accumulated per optimizer step (A12).
 
@@ -18,29 +19,37 @@ from . import stated
 from .planner import ThroughputModel, chosen_plans, plans_table, zero_traffic_bytes
 
 
-def _scenarios(throughput: ThroughputModel, margin: float):
-    """One-at-a-time variations around the stated assumptions: (label, throughput, margin)."""
-    yield "stated", throughput, margin
+def _scenarios(cases, throughput: ThroughputModel, margin: float):
+    """One-at-a-time variations around the stated assumptions: (label, cases, throughput, margin)."""
+    yield "stated", cases, throughput, margin
     for u in stated.PEAK_UTILISATION_GRID:
         if u != throughput.peak_utilisation:
-            yield f"peak_utilisation={u:g}", replace(throughput, peak_utilisation=u), margin
+            yield f"peak_utilisation={u:g}", cases, replace(throughput, peak_utilisation=u), margin
     for x in stated.HALF_SATURATION_GRID:
         if x != throughput.half_saturation_tokens:
-            yield f"half_saturation_tokens={x:g}", replace(throughput, half_saturation_tokens=x), margin
+            yield (
+                f"half_saturation_tokens={x:g}",
+                cases,
+                replace(throughput, half_saturation_tokens=x),
+                margin,
+            )
     for f in stated.FRAGMENTATION_MARGIN_GRID:
         if f != margin:
-            yield f"fragmentation_margin={f:g}", throughput, f
+            yield f"fragmentation_margin={f:g}", cases, throughput, f
+    if any(c.get("attention", "naive") != "fused" for c in cases):
+        yield "attention=fused", [{**c, "attention": "fused"} for c in cases], throughput, margin
 
 
 def decisions(cases, *, throughput: ThroughputModel, fragmentation_margin: float):
     """The planner's decision (``policy@micro-batch`` with the most tokens/s that fits) per
-    case, under the stated assumptions and with each assumption varied alone; a ``*`` marks a
+    case, under the stated assumptions and with each assumption varied alone (the last row:
+    every case with a fused attention kernel); a ``*`` marks a
     decision that differs from the stated one."""
     import pandas as pd
 
     rows, stated_row = [], None
-    for label, tm, margin in _scenarios(throughput, fragmentation_margin):
-        chosen = chosen_plans(plans_table(cases, throughput=tm, fragmentation_margin=margin))
+    for label, varied, tm, margin in _scenarios(cases, throughput, fragmentation_margin):
+        chosen = chosen_plans(plans_table(varied, throughput=tm, fragmentation_margin=margin))
         row = {"assumption varied": label}
         for case in dict.fromkeys(c["name"] for c in cases):
             best = chosen[(chosen.case == case) & chosen.decision]

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import yaml
 
+from ...config import preset
+
 # The planner's cases (the ``planner_cases`` default), with their sources, in planner_cases.yaml.
 PLANNER_CASES = tuple(yaml.safe_load(Path(__file__).with_name("planner_cases.yaml").read_text()))
 
@@ -17,9 +19,20 @@ B7_MFU_PERCENT = (50, 40)
 # efficiency the step takes 96/72 = 1.33× as long and MFU falls to 72/96 of its value.
 MEGATRON_FULL_RECOMPUTE_FLOPS_RATIO = 96 / 72
 
-# A14 — article A §5.1: recompute the MLP and keep the attention activations. The analytic
-# side of the check takes one layer of the article's 13B shape (bf16, dropout, s = 4096).
+# A14 — article A §5.1: "for models around 100B parameters" recompute the MLP and keep the
+# attention activations. The claim's regime is such a model trained with a fused (flash)
+# attention kernel. The check takes one layer (bf16, dropout, Table 2) of two shapes: the
+# 145.6B GPT of Narayanan et al. 2021, Table 1 (96 heads, hidden 12288, 80 layers, vocabulary
+# 51,200, sequence 2048: the published Megatron configuration nearest 100B; its layer is
+# GPT-3 175B's), and the article's own 13B (40 heads, hidden 5120, sequence 4096).
 A14_PRESET = "article-13b"
+A14_CLAIM_CONFIGS = (
+    preset("gpt3-175b").with_(n_layers=80, vocab_size=51200, name="megatron-145.6b"),
+    preset(A14_PRESET),
+)
+# Sequence lengths of the sensitivity table (the per-FLOP comparison depends on s when the
+# attention is fused: the MLP frees 19·s/16·a times more per FLOP than the core).
+A14_SEQ_LEN_GRID = (1024, 2048, 4096, 8192)
 
 # A17 — article A §6.1: the first planner case is the launch command (planner_cases.yaml).
 # ``--recompute-method uniform --recompute-num-layers 12`` has two readings:

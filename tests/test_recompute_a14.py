@@ -1,0 +1,92 @@
+"""A14 (bytes freed per recomputed FLOP, fused vs non-fused attention) and the memory-budget
+search of the ``recompute`` study (split from test_recompute.py, which is at its size limit)."""
+
+import pytest
+
+from mfulab import flops
+from mfulab.config import TransformerConfig
+from mfulab.studies.recompute import a14, bench, claims, stated
+
+CFG = TransformerConfig(n_layers=3, d_model=64, n_heads=4, vocab_size=128, seq_len=32, name="t3")
+
+
+def test_a14_closed_forms_and_verdict():
+    cfg = stated.A14_CLAIM_CONFIGS[0]
+    s, h, a = cfg.seq_len, cfg.d_model, cfg.n_heads
+    assert flops.param_count(cfg) == pytest.approx(145.6e9, rel=1e-3)  # Narayanan et al. 2021, Table 1
+    per = {
+        (att, r["part"]): r["bytes_per_recomputed_flop"]
+        for att in a14.ATTENTIONS
+        for r in a14.layer_terms(cfg, attention=att)
+    }
+    assert per[("naive", "attention core")] == pytest.approx(5 * a / (4 * h))
+    assert per[("fused", "attention core")] == pytest.approx(a / (s * h))
+    assert per[("fused", "MLP")] == per[("naive", "MLP")] == pytest.approx(19 / (16 * h))
+    assert per[("fused", "attention block")] == pytest.approx((11 * h + 4 * a) / (h * (8 * h + 4 * s)))
+    row = claims.a14_claim({})[0]
+    assert row.verdict == "confirmed" and "25×" in row.evidence  # 19·s/16·a at s = 2048, a = 96
+
+
+def test_a14_measured_sdpa_keeps_only_logsumexp_beyond_table2():
+    saved = {
+        impl: {
+            q: bench.saved_tensors(CFG, policy=q, every_k=1, micro_batch=2, attn_impl=impl)
+            for q in bench.A14_POLICIES
+        }
+        for impl in ("naive", "sdpa")
+    }
+    none = bench.hardware_flops_per_token(CFG, policy="none", every_k=1, device="cpu")
+    records = {
+        "config": CFG.to_dict(),
+        "base_micro_batch": 2,
+        "a14_saved": saved,
+        "hardware_flops_per_token": {
+            q: bench.hardware_flops_per_token(CFG, policy=q, every_k=1, device="cpu")
+            for q in bench.A14_POLICIES
+        },
+    }
+    m = a14.measured_table(records).set_index(["attention", "policy"])
+    s, b, a, h = CFG.seq_len, 2, CFG.n_heads, CFG.d_model
+    assert m.loc[("sdpa", "selective"), "bytes_freed"] == CFG.n_layers * 4 * b * a * s  # the fp32 log-sum-exp
+    assert m.loc[("sdpa", "mlp"), "bytes_freed"] == m.loc[("naive", "mlp"), "bytes_freed"]
+    assert (
+        m.loc[("naive", "mlp"), "flops_recomputed"]
+        == (records["hardware_flops_per_token"]["mlp"] - none) * b * s
+    )
+    assert m.loc[("sdpa", "selective"), "flops_recomputed"] == CFG.n_layers * 4 * b * s * s * h
+    kernel = a14.kernel_saves(records)
+    assert (kernel["shape"].map(tuple) == (b, a, s)).sum() == 1 and len(kernel) == 5  # q, k, v, out, lse
+
+
+def test_budget_search_doubles_until_it_no_longer_fits():
+    limits = {"none": 1, "full": 8, "cheap": 99}
+    tried = []
+
+    def fits(q, mb):
+        tried.append((q, mb))
+        return mb <= limits[q]
+
+    reached = bench.search_micro_batches(list(limits), [1, 2], 16, fits)
+    assert reached == {"none": False, "full": False, "cheap": True}  # cheap still fits at 16
+    assert ("none", 4) not in tried and ("full", 16) in tried and ("full", 32) not in tried
+
+
+def test_planner_fused_attention_replaces_the_scores_by_the_logsumexp():
+    from mfulab import memory
+    from mfulab.config import preset
+    from mfulab.studies.recompute import planner
+
+    cfg, kw = preset("article-13b"), dict(micro_batch=2, tp=8, sequence_parallel=False)
+    table2 = {
+        q: memory.activation_bytes_per_layer(cfg, recompute=q, **kw) for q in ("none", "selective", "mlp")
+    }
+    lse = 4 * cfg.n_heads * cfg.seq_len * 2 / 8
+    assert planner.layer_bytes(cfg, "none", attention="fused", **kw) == pytest.approx(
+        table2["selective"] + lse
+    )
+    assert planner.layer_bytes(cfg, "selective", attention="fused", **kw) == table2["selective"]
+    scores = table2["none"] - table2["selective"]
+    assert planner.layer_bytes(cfg, "mlp", attention="fused", **kw) == pytest.approx(
+        table2["mlp"] - scores + lse
+    )
+    assert planner.layer_bytes(cfg, "none", attention="naive", **kw) == table2["none"]
