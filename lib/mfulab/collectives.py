@@ -15,7 +15,8 @@ from .comm import bus_factor
 from .config import ParameterError
 from .timing import summarize, synchronize
 
-BENCHMARK_VERSION = {"collectives": 1}
+BENCHMARK_VERSION = {"collectives": 2}
+CUDA_CALLS_PER_SAMPLE = 20  # back-to-back calls between two CUDA events, one sample (nccl-tests: -n)
 
 
 def slowest_rank_time(fn, device: str):
@@ -58,24 +59,28 @@ def _buffers(op, nbytes, n, rank, device, dtype):
     )
 
 
-def expected_result(op: str, n: int, numel: int):
-    """What every element of the result must hold when rank r contributed r + 1."""
+def expected_result(op: str, n: int, numel: int, *, device="cpu", dtype=None):
+    """What every element of the result must hold when rank r contributed r + 1, built where
+    the result lives (no host-to-device copy of a result-sized tensor)."""
     import torch
 
+    dtype = dtype or torch.float32
     if op in ("all_reduce", "reduce_scatter"):
-        return torch.full((numel,), n * (n + 1) / 2)
+        return torch.full((numel,), n * (n + 1) / 2, device=device, dtype=dtype)
     if op == "all_gather":
-        return torch.arange(1, n + 1, dtype=torch.float32).repeat_interleave(numel // n)
+        ranks = torch.arange(1, n + 1, device=device, dtype=dtype)
+        return ranks.repeat_interleave(numel // n)
     if op == "broadcast":
-        return torch.full((numel,), 1.0)  # rank 0's value
+        return torch.full((numel,), 1.0, device=device, dtype=dtype)  # rank 0's value
     raise ParameterError(f"no expected result for {op!r}")
 
 
 def count_wrong(op: str, result, n: int) -> int:
-    """Elements of ``result`` that differ from the expected value (nccl-tests' ``#wrong``)."""
+    """Elements of ``result`` that differ from the expected value (nccl-tests' ``#wrong``),
+    counted on the result's device."""
     import torch
 
-    expected = expected_result(op, n, result.numel()).to(result.device, result.dtype)
+    expected = expected_result(op, n, result.numel(), device=result.device, dtype=result.dtype)
     return int((~torch.isclose(result, expected)).sum())
 
 
@@ -95,9 +100,36 @@ def _run_op(op, inp, out, group=None):
     return inp
 
 
-def benchmark(*, ops, sizes_bytes, warmup: int, iters: int, device: str) -> list[dict]:
-    """Inside a process group, on every rank: for every op and size, warm up, then time
-    ``iters`` calls with :func:`slowest_rank_time`; check every result (``wrong``)."""
+def _timed_sample(run, device: str, calls: int) -> float:
+    """Seconds per call of one sample, slowest rank. On CUDA: ``calls`` back-to-back calls
+    between two events on the stream (a host timer around one synchronised call would time
+    launch and synchronisation for small messages); elsewhere one call between barriers."""
+    if device != "cuda":
+        return slowest_rank_time(run, device)[0]
+    import torch
+    import torch.distributed as dist
+
+    from .launch import reduce_scalar
+
+    dist.barrier()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        run()
+    end.record()
+    end.synchronize()
+    return reduce_scalar(start.elapsed_time(end) / 1e3 / calls, "max")
+
+
+def benchmark(
+    *, ops, sizes_bytes, warmup: int, iters: int, device: str, calls_per_sample: int | None = None
+) -> list[dict]:
+    """Inside a process group, on every rank, nccl-tests style: for every op and size one pair
+    of buffers, ``warmup`` calls, ``iters`` timed samples (:func:`_timed_sample`; on CUDA each
+    is ``calls_per_sample`` calls, :data:`CUDA_CALLS_PER_SAMPLE` by default), then a separate
+    correctness run: fresh rank-dependent input, one call, every element checked on the device
+    (``wrong``, summed over ranks)."""
     import torch
     import torch.distributed as dist
 
@@ -106,16 +138,20 @@ def benchmark(*, ops, sizes_bytes, warmup: int, iters: int, device: str) -> list
 
     rank, n = dist.get_rank(), dist.get_world_size()
     dtype = torch.float32
+    calls = calls_per_sample or (CUDA_CALLS_PER_SAMPLE if device == "cuda" else 1)
     rows = []
     for op in ops:
         for nbytes in progress(sizes_bytes, f"{op}") if rank == 0 else sizes_bytes:
-            times, wrong = [], 0
-            for i in range(warmup + iters):
-                inp, out = _buffers(op, nbytes, n, rank, device, dtype)
-                dt, result = slowest_rank_time(lambda op=op, inp=inp, out=out: _run_op(op, inp, out), device)
-                if i >= warmup:
-                    times.append(dt)
-                    wrong += count_wrong(op, result, n)
+            inp, out = _buffers(op, nbytes, n, rank, device, dtype)
+
+            def run(op=op, inp=inp, out=out):
+                return _run_op(op, inp, out)
+
+            for _ in range(warmup):
+                run()
+            times = [_timed_sample(run, device, calls) for _ in range(iters)]
+            inp, out = _buffers(op, nbytes, n, rank, device, dtype)  # timed calls changed the values
+            wrong = count_wrong(op, _run_op(op, inp, out), n)
             wrong_total = int(reduce_scalar(wrong, "sum"))
             total_bytes = (inp.numel() if op != "all_gather" else out.numel()) * inp.element_size()
             t = summarize(times)
@@ -128,6 +164,7 @@ def benchmark(*, ops, sizes_bytes, warmup: int, iters: int, device: str) -> list
                     "q1_s": t.q1_s,
                     "q3_s": t.q3_s,
                     "n": t.n,
+                    "calls_per_sample": calls,
                     "algbw_bytes_per_s": total_bytes / t.median_s,
                     "busbw_bytes_per_s": total_bytes / t.median_s * bus_factor(op, n),
                     "wrong": wrong_total,
