@@ -86,9 +86,20 @@ def _resolve(target: str):
 
 
 def check_world_size(nproc: int, device: str) -> None:
-    """Refuse a world size the machine cannot host (one process per GPU on CUDA)."""
+    """Refuse a world size the machine cannot host (one process per GPU on CUDA). Inside a
+    torchrun job ``nproc`` is not used (torchrun chose the ranks): there, only this node's
+    ranks (``LOCAL_WORLD_SIZE``) must each find a GPU — a node of 4 GPUs, or Slurm binding one
+    GPU per task, is not refused for a profile written for 8."""
     if not (isinstance(nproc, int) and not isinstance(nproc, bool) and nproc >= 1):
         raise ParameterError(f"nproc must be a positive integer, got {nproc!r}")
+    if in_distributed_env():
+        if device == "cuda":
+            import torch
+
+            local, have = int(os.environ.get("LOCAL_WORLD_SIZE", 1)), torch.cuda.device_count()
+            if have < 1 or (local > have and have != 1):
+                raise ParameterError(f"{local} ranks on this node need a GPU each; this process sees {have}")
+        return
     if device == "cuda":
         import torch
 
@@ -227,10 +238,18 @@ def _init(device: str, init_timeout_s: float, op_timeout_s: float) -> None:
     from torch.distributed import distributed_c10d
 
     if device == "cuda":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(cuda_index())
     dist.init_process_group(backend_for(device), timeout=timedelta(seconds=init_timeout_s))
     dist.barrier()  # every rank has joined
     distributed_c10d._set_pg_timeout(timedelta(seconds=op_timeout_s))
+
+
+def cuda_index() -> int:
+    """This rank's GPU: ``LOCAL_RANK`` among the node's GPUs, or the only GPU a scheduler that
+    binds one GPU per task lets the process see."""
+    import torch
+
+    return int(os.environ.get("LOCAL_RANK", 0)) if torch.cuda.device_count() > 1 else 0
 
 
 def finish_in_process(write, device: str) -> None:
