@@ -193,3 +193,17 @@ def test_cuda_without_cuda_is_refused():
     with pytest.raises(ParameterError, match="CUDA is not available"):
         hardware.resolve_device("cuda")
     assert hardware.resolve_device("auto") == "cpu"
+
+
+def test_results_folder_says_what_ran_on_a_gpu_machine(monkeypatch):
+    """On an 8-GPU node, the gloo ranks of a gpu profile file under the host, the NCCL node
+    profile under the GPUs times its ranks, a one-GPU study under the GPU."""
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    _fake_cuda(monkeypatch, "NVIDIA H200", visible=8)
+    host = f"cpu-{hardware.usable_cpus()}c"
+    assert hardware.results_machine({"device": "cpu", "nproc": 2}) == host  # overlap/buckets gpu.yaml
+    assert hardware.results_machine({"device": "cuda", "nproc": 8}) == "h200-x8"  # node.yaml
+    assert hardware.results_machine({"device": "auto", "seq_len": 2048}) == "h200"  # a one-GPU study
+    assert hardware.results_machine({}) == "h200"
+    monkeypatch.setenv("MACHINE", "lab-box")
+    assert hardware.results_machine({"device": "cpu", "nproc": 2}) == "lab-box"

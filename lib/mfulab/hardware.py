@@ -192,12 +192,15 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def machine_slug() -> str:
-    """``results/<machine>/`` name: the accelerator key and the job's rank count (``h200``,
-    ``a100-x8``) or ``cpu-<cores>c``; ``MACHINE=`` in the environment overrides it.
+def machine_slug(*, device: str | None = None, ranks: int | None = None) -> str:
+    """``results/<machine>/`` name: what ran the study. The accelerator key and the job's rank
+    count (``h200``, ``a100-x8``), or ``cpu-<cores>c``; ``MACHINE=`` in the environment
+    overrides it.
 
-    The count is the job's ranks (``WORLD_SIZE``) inside a distributed job and 1 otherwise, not
-    the GPUs this process can see: a single-process study is ``h100-sxm`` whether
+    ``device="cpu"`` names the host even on a GPU machine (a gloo job on the host is not a GPU
+    result and must not replace one); ``ranks`` is the study's rank count where the runner
+    launches the job, else the job's ranks (``WORLD_SIZE``) inside a distributed job, else 1 —
+    never the GPUs this process can see: a single-process study is ``h100-sxm`` whether
     ``CUDA_VISIBLE_DEVICES`` shows it one GPU or eight."""
     override = os.environ.get("MACHINE", "").strip()
     if override:
@@ -207,15 +210,23 @@ def machine_slug() -> str:
         return slug
     import torch
 
-    if torch.cuda.is_available():
+    if torch.cuda.is_available() and device != "cpu":
         name = torch.cuda.get_device_name(0)
         try:
             base = device_spec(name).key
         except ParameterError:
             base = _slug(name.replace("NVIDIA", ""))
-        count = job_ranks()
+        count = ranks or job_ranks()
         return base if count == 1 else f"{base}-x{count}"
     return f"cpu-{usable_cpus()}c"
+
+
+def results_machine(params: dict) -> str:
+    """The machine folder of a study run with ``params``: its ``device`` and, for studies that
+    launch their own ranks, ``nproc`` (:func:`machine_slug`)."""
+    device = params.get("device")
+    nproc = params.get("nproc") if device == "cuda" or device == "auto" else None
+    return machine_slug(device=device, ranks=nproc if isinstance(nproc, int) else None)
 
 
 def job_ranks() -> int:

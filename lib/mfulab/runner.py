@@ -196,7 +196,10 @@ def run(
             p.prepared()  # machine-dependent checks (device, ranks) before any work
     params = p.to_dict()
     machine = (
-        study.machine or (measured_env or {}).get("fingerprint", {}).get("machine") or hardware.machine_slug()
+        study.machine
+        or (measured_env or {}).get("machine")
+        or (measured_env or {}).get("fingerprint", {}).get("machine")
+        or hardware.results_machine(params)
     )
     final = results_root / machine / study.id
     notebook = notebook or root / "notebooks" / study.notebook
@@ -246,6 +249,7 @@ def run(
                 repo_root=root,
                 started_s=started,
                 extra={
+                    "machine": machine,
                     "profile": profile,
                     "from_dir": from_dir,
                     "measured_env": measured_env,
@@ -302,6 +306,7 @@ def measure(study_id: str, *, param_file, overrides: dict | None = None, out) ->
                 repo_root=repo_root(),
                 started_s=started,
                 extra={
+                    "machine": hardware.results_machine(p.to_dict()),
                     "param_file": str(param_file),
                     "profile": Path(param_file).stem,
                     "ranks": ranks,

@@ -201,7 +201,7 @@ def run(
                         "seconds": round(time.time() - t0, 1),
                     }
                 )
-        final = results_root / hardware.machine_slug() / study_id
+        final = results_root / hardware.results_machine(params) / study_id
     report = {
         "study": study_id,
         "profile": profile,
@@ -212,7 +212,7 @@ def run(
         "seconds_per_run": [r.get("seconds") for r in runs],
         "library_sha256": library_sha256(),
         "torch": torch.__version__,
-        "machine": hardware.machine_slug(),
+        "machine": final.parent.name,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
     }
     final.mkdir(parents=True, exist_ok=True)
