@@ -46,3 +46,23 @@ def test_nccl_job_through_the_launcher_records_every_rank(tmp_path, monkeypatch)
     assert out == {"rank": 0, "world": 2, "value": 7}
     (job,) = jobinfo.recorded_jobs(log)
     assert len({r["pci_bus_id"] for r in job["ranks"]}) == 2  # one GPU per rank
+
+
+def test_triton_kernel_is_built_launched_and_checked_by_the_availability_check():
+    pytest.importorskip("triton")
+    from mfulab.studies.fusion.kernels import triton_status
+
+    ok, why = triton_status("cuda")
+    assert ok, why
+
+
+def test_a_triton_build_failure_skips_the_kernel_with_its_reason(monkeypatch):
+    pytest.importorskip("triton")
+    from mfulab.studies.fusion import kernels
+
+    def broken():
+        raise RuntimeError("ptxas failed")
+
+    monkeypatch.setattr(kernels, "triton_ln_residual", broken)
+    ok, why = kernels.triton_status("cuda")
+    assert not ok and "ptxas failed" in why

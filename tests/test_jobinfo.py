@@ -165,3 +165,23 @@ def test_wheelhouse_downloads_in_one_resolution_and_env_installs_offline(tmp_pat
     offline = _make_dry_run("env", f"VENV={tmp_path}/venv", f"WHEELS={tmp_path}/wh")
     installs = [ln for ln in offline.splitlines() if "pip install" in ln]
     assert installs and all(f"--no-index --find-links {tmp_path}/wh" in ln for ln in installs)
+
+
+def test_world_size_check_in_process_follows_torchrun_not_the_profile(monkeypatch):
+    """Under torchrun a profile's nproc is not used: a 4-GPU node or one GPU bound per task is
+    not refused for an 8-rank profile; more local ranks than GPUs is."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    with pytest.raises(ParameterError, match="needs 8 GPUs"):
+        launch.check_world_size(8, "cuda")  # the launcher would start 8 ranks here
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    launch.check_world_size(8, "cuda")  # 2 nodes × 4 GPUs
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    launch.check_world_size(8, "cuda")  # Slurm binds one GPU per task
+    assert launch.cuda_index() == 0
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(ParameterError, match="4 ranks on this node"):
+        launch.check_world_size(8, "cuda")
