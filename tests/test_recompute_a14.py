@@ -90,3 +90,22 @@ def test_planner_fused_attention_replaces_the_scores_by_the_logsumexp():
         table2["mlp"] - scores + lse
     )
     assert planner.layer_bytes(cfg, "none", attention="naive", **kw) == table2["none"]
+
+
+def test_a_point_that_runs_out_of_gpu_memory_is_recorded_as_not_fitting(monkeypatch):
+    """On CUDA an out-of-memory step is a point that does not fit, not a crash of the study."""
+    import torch
+
+    from mfulab import memprobe
+
+    for name in ("synchronize", "empty_cache", "reset_peak_memory_stats"):
+        monkeypatch.setattr(torch.cuda, name, lambda *a, **k: None)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a, **k: 1000)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a, **k: 5000)
+
+    def oom():
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    row = memprobe.cuda_peak_of(oom)
+    assert row["does_not_fit"] and row["step_added_bytes"] is None and "out of memory" in row["error"]
+    assert memprobe.cuda_peak_of(lambda: None)["step_added_bytes"] == 4000

@@ -90,7 +90,9 @@ def peak_rss_of(step) -> dict:
 
 def cuda_peak_of(step) -> dict:
     """Call ``step()`` on CUDA and return the allocator's memory before it, its peak during it
-    and their difference. Free the previous step's tensors (gradients too) before calling."""
+    and their difference. Free the previous step's tensors (gradients too) before calling.
+    A step that runs out of memory is a point that does not fit (``does_not_fit``, peaks
+    ``None``), recorded as such, not a crash of the study."""
     import torch
 
     gc.collect()
@@ -98,8 +100,21 @@ def cuda_peak_of(step) -> dict:
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     before = torch.cuda.memory_allocated()
-    step()
-    torch.cuda.synchronize()
+    try:
+        step()
+        torch.cuda.synchronize()
+    except torch.cuda.OutOfMemoryError as e:
+        reason = str(e).splitlines()[0][:200]
+        gc.collect()
+        torch.cuda.empty_cache()
+        return {
+            "before_bytes": before,
+            "peak_bytes": None,
+            "step_added_bytes": None,
+            "does_not_fit": True,
+            "error": reason,
+            "method": "torch.cuda.max_memory_allocated",
+        }
     peak = torch.cuda.max_memory_allocated()
     return {
         "before_bytes": before,

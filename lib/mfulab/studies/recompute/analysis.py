@@ -234,9 +234,19 @@ def budget_note(records) -> str | None:
     missing = [q for q, mb in records["chosen_micro_batch"].items() if mb is None]
     if not missing:
         return None
-    need = {q: min(r["step_added_bytes"] for r in records["peak"] if r["policy"] == q) for q in missing}
+    need = {
+        q: min(
+            (r["step_added_bytes"] for r in records["peak"] if r["policy"] == q and r["step_added_bytes"]),
+            default=None,  # every point ran out of device memory
+        )
+        for q in missing
+    }
+    base = records["base_micro_batch"]
     detail = ", ".join(
-        f"{q} needs {b / 2**20:.0f} MiB at micro-batch {records['base_micro_batch']}" for q, b in need.items()
+        f"{q} needs {b / 2**20:.0f} MiB at micro-batch {base}"
+        if b is not None
+        else f"{q} does not fit in the device's memory at micro-batch {base}"
+        for q, b in need.items()
     )
     scope = "no policy" if len(missing) == len(records["chosen_micro_batch"]) else "some policies"
     return (

@@ -300,7 +300,7 @@ def measure(p: Params) -> dict:
         kw = dict(every_k=every_k, micro_batch=mb, attn_impl=attn, device=device, num_threads=threads)
         row = {"policy": q, "micro_batch": mb, **peak_memory(cfg, policy=q, **kw)}
         rec["peak"].append(row)
-        return row["step_added_bytes"] <= budget
+        return row["step_added_bytes"] is not None and row["step_added_bytes"] <= budget  # None: OOM
 
     rec["peak"] = []
     limit_reached = search_micro_batches(
@@ -309,7 +309,9 @@ def measure(p: Params) -> dict:
     rec["chosen_micro_batch"], rec["micro_batch_limit_reached"] = {}, {}
     for q in policies:
         fitting = [
-            r["micro_batch"] for r in rec["peak"] if r["policy"] == q and r["step_added_bytes"] <= budget
+            r["micro_batch"]
+            for r in rec["peak"]
+            if r["policy"] == q and r["step_added_bytes"] is not None and r["step_added_bytes"] <= budget
         ]
         rec["chosen_micro_batch"][q] = max(fitting) if fitting else None
         rec["micro_batch_limit_reached"][q] = limit_reached[q]
