@@ -1,0 +1,60 @@
+"""Every gpu/node/cluster profile, checked here without a GPU: validated on a machine that
+(patched) has 1 and 4 GPUs, under the launcher and under torchrun, with a clear refusal where
+the machine cannot host it — never a crash or a silent wrong run."""
+
+import pytest
+import torch
+import yaml
+
+from mfulab import runner
+from mfulab.config import ParameterError
+from mfulab.studies import REGISTRY
+
+from conftest import ROOT
+
+GPU_PROFILES = [
+    (study_id, name)
+    for study_id in sorted(REGISTRY)
+    for name in runner.profiles(study_id)
+    if name in ("gpu", "node", "cluster")
+]
+
+
+def _gpus(monkeypatch, count: int):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
+
+
+def _params(study_id, name):
+    values = yaml.safe_load((ROOT / "studies" / study_id / f"{name}.yaml").read_text()) or {}
+    return REGISTRY[study_id].params.from_dict(values)
+
+
+def test_there_are_gpu_profiles_to_check():
+    assert {"gpu", "node"} <= {name for _, name in GPU_PROFILES}
+
+
+@pytest.mark.parametrize("study_id,name", GPU_PROFILES)
+@pytest.mark.parametrize("gpus", [1, 4])
+def test_gpu_profile_validates_or_is_refused_clearly(study_id, name, gpus, monkeypatch):
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    _gpus(monkeypatch, gpus)
+    p = _params(study_id, name)
+    nproc = getattr(p, "nproc", 1)
+    if getattr(p, "device", "auto") == "cuda" and nproc > gpus:
+        with pytest.raises(ParameterError, match=f"needs {nproc} GPUs"):
+            p.prepared()
+    else:
+        p.prepared()
+
+
+@pytest.mark.parametrize("study_id,name", [(s, n) for s, n in GPU_PROFILES if n in ("node", "cluster")])
+def test_multi_gpu_profiles_run_under_torchrun_on_a_4_gpu_node(study_id, name, monkeypatch):
+    """Under torchrun the ranks are torchrun's: an 8-rank profile on 2 nodes × 4 GPUs is fine."""
+    _gpus(monkeypatch, 4)
+    monkeypatch.setenv("RANK", "5")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    _params(study_id, name).prepared()
