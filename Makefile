@@ -31,7 +31,7 @@ STAMP    := $(VENV)/.mfulab-installed
 STUDIES  := $(filter-out compare,$(sort $(patsubst studies/%/,%,$(wildcard studies/*/))))
 SITE_MACHINE ?=
 
-.PHONY: help env wheelhouse all test lint format lab calibrate stability list readme html compare clean distclean $(STUDIES)
+.PHONY: help env wheelhouse check-gpu check-node all test lint format lab calibrate stability list readme html compare clean distclean $(STUDIES)
 .NOTPARALLEL:
 
 help:
@@ -48,6 +48,9 @@ help:
 	@echo "make <study> FROM=DIR    analyse measurements taken elsewhere (python -m mfulab measure ...)"
 	@echo "make compare             machines side by side (notebook 07) into results/comparison/"
 	@echo "make html                the course as a static site in site/<machine>/ (SITE_MACHINE=... for another)"
+	@echo "make check-gpu           first run on a GPU machine: environment, CUDA tests, a tiny cuda run"
+	@echo "                         of every study; one line per part (details in scratch/check-gpu/)"
+	@echo "make check-node          2+ local GPUs over NCCL: launcher and in-process torchrun checked"
 	@echo "make wheelhouse          download every wheel into wheelhouse/ for an offline machine;"
 	@echo "                         there: make env WHEELS=wheelhouse (TORCH_WHEEL= picks the torch build)"
 	@echo "make clean               remove generated scratch (keeps .venv and results/)"
@@ -121,6 +124,13 @@ wheelhouse:
 		$(if $(TORCH_INDEX),$(TORCH_INDEX) --extra-index-url https://pypi.org/simple)
 	rm -f $(WHEELHOUSE)/mfulab-*  # the project itself is installed from this checkout
 	@echo "wheels in $(WHEELHOUSE)/; on the offline machine: make env WHEELS=$(WHEELHOUSE)"
+
+# The first commands on a new GPU machine / node (README, "Run a study on your cluster").
+check-gpu: $(STAMP)
+	$(PY) -m mfulab check gpu
+
+check-node: $(STAMP)
+	$(PY) -m mfulab check node
 
 clean:
 	rm -rf scratch site .pytest_cache results/*/.tmp-* results/*/.old-*

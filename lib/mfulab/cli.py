@@ -1,11 +1,12 @@
-"""Command line: ``python -m mfulab list | run | all | measure | site``.
+"""Command line: ``python -m mfulab list | run | all | measure | site | calibrate | stability | check``.
 
 - ``run STUDY --profile P [-p NAME VALUE ...] [--from DIR] [--if-changed]``: what
   ``make <study>`` calls (runner.run): validates every parameter first (bad input exits 2
   before any work) and executes the study notebook into ``results/<machine>/<study>/``.
 - ``all [--profile P] [--force]``: every study, skipping those whose inputs did not change.
 - ``measure STUDY -f studies/<study>/<profile>.yaml --out DIR``: only the measurement,
-  headless, with no Jupyter stack: the seam for clusters (``srun``/``torchrun``).
+  headless, with no Jupyter stack: the seam for clusters (one ``torchrun`` per node).
+- ``check gpu|node``: the first run on a new GPU machine or node (:mod:`mfulab.check`).
 - ``calibrate [--setting S] [--refresh]``: this machine's calibration, read by every study.
 - ``list``: the studies, their notebooks and profiles.
 - ``site [--machine M] [--out DIR]``: the executed notebooks of ``results/<M>/`` as a static site.
@@ -74,6 +75,11 @@ def _parser() -> argparse.ArgumentParser:
     p_stab.add_argument(
         "--results-root", help="folder holding results/<machine>/ (default: the repo's results/)"
     )
+    p_check = sub.add_parser(
+        "check", help="first run on a GPU machine (gpu) or node (node): one line per part, exit 1 on failure"
+    )
+    p_check.add_argument("kind", choices=["gpu", "node"])
+    p_check.add_argument("--out", help="where the details go (default: scratch/check-<kind>/)")
     p_meas = sub.add_parser("measure", help="run only the measurement, headless")
     p_meas.add_argument("study")
     p_meas.add_argument("-f", "--file", required=True, help="studies/<study>/<profile>.yaml")
@@ -186,6 +192,10 @@ def main(argv=None) -> int:
             )
             print(stability.describe(stability.load(path.parent)))
             print(f"stability written to {path}")
+        elif args.command == "check":
+            from . import check
+
+            return check.main(args.kind, args.out)
         elif args.command == "calibrate":
             runner.main_guard_malloc(argv)
             calibrate(args)

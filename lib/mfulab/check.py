@@ -1,0 +1,256 @@
+"""``make check-gpu`` and ``make check-node``: the first commands on a new GPU machine or
+node, before any study is trusted there.
+
+Each prints one line per part — ``ran``, ``skipped (why)`` or ``failed (where)`` — keeps the
+details (the environment report, every part's output, the measurements) in
+``scratch/check-<kind>/`` to send back when something fails, and exits non-zero when a part
+failed. Without CUDA the CPU-side parts still run: the environment report, the profiles'
+validation, and for ``node`` a rehearsal of every node check over gloo ranks on the CPU.
+
+- ``gpu``: environment report; the CUDA tests (``pytest -m "cuda or multigpu"``); every gpu
+  profile validated on this machine; a tiny ``cuda`` run of every study through ``python -m
+  mfulab measure`` (its smoke profile with ``device: cuda``; the collectives studies need two
+  GPUs and are left to ``node``), each within :data:`STUDY_BUDGET_S`.
+- ``node``: the overlap study's smoke profile over NCCL on every local GPU through the launcher
+  and through an in-process ``torchrun``; the buckets study through the launcher. Checks: zero
+  wrong elements in every collective, communication bars no shorter than half the measured
+  communication, real compute within 2× of its target, DDP gradients equal to the reference,
+  exit 0 on every rank, one rank writing, the process group destroyed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import hardware, jobinfo, results
+
+STUDY_BUDGET_S = 300  # one tiny study run; a run past it is a failure (the time guard)
+SINGLE_GPU_STUDIES = ("mfu", "fusion", "recompute", "dataloader")
+COLLECTIVE_STUDIES = ("overlap", "buckets")
+
+
+@dataclass
+class Part:
+    name: str
+    status: str  # ran | skipped | failed
+    detail: str = ""
+
+    def line(self) -> str:
+        return f"{self.name:<34} {self.status}" + (f" ({self.detail})" if self.detail else "")
+
+
+def _gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _run(cmd: list[str], out: Path, name: str, timeout_s: float, env: dict | None = None) -> tuple[int, str]:
+    """Run ``cmd`` from the repository root; its output goes to ``out/<name>.log``. Returns the
+    exit code (124 past ``timeout_s``) and the log."""
+    from .runner import repo_root
+
+    env = {**os.environ, "PYTHONPATH": str(repo_root() / "lib"), "MFULAB_NO_REEXEC": "1", **(env or {})}
+    try:
+        proc = subprocess.run(
+            cmd, cwd=repo_root(), env=env, capture_output=True, text=True, timeout=timeout_s
+        )
+        code, log = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as e:
+        code = 124
+        log = f"{e.stdout or ''}{e.stderr or ''}\n--- stopped after {timeout_s:.0f} s ---"
+    (out / f"{name}.log").write_text(log if isinstance(log, str) else log.decode(errors="replace"))
+    return code, log
+
+
+def _where(log: str) -> str:
+    lines = [ln.strip() for ln in log.strip().splitlines() if ln.strip()]
+    return lines[-1][:160] if lines else "no output"
+
+
+def _measure(study: str, out: Path, overrides: dict, *, torchrun_ranks: int = 0) -> tuple[int, str, Path]:
+    from .runner import repo_root
+
+    dest = out / (f"{study}-torchrun" if torchrun_ranks else study)
+    cmd = [
+        sys.executable,
+        "-m",
+        "mfulab",
+        "measure",
+        study,
+        "-f",
+        str(repo_root() / "studies" / study / "smoke.yaml"),
+    ]
+    for key, value in overrides.items():
+        cmd += ["-p", key, str(value)]
+    cmd += ["--out", str(dest)]
+    if torchrun_ranks:
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            str(torchrun_ranks),
+            "--rdzv_backend",
+            "c10d",
+            "--rdzv_endpoint",
+            "localhost:0",
+            *cmd[1:],
+        ]
+    code, log = _run(cmd, out, dest.name, STUDY_BUDGET_S)
+    return code, log, dest
+
+
+def environment_report(out: Path) -> Part:
+    import torch
+
+    report = {
+        "fingerprint": hardware.fingerprint(),
+        "environment": jobinfo.result_environment(),
+        "nvidia": jobinfo.nvidia_report(),
+        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+        "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+    }
+    results.write_json(out / "environment.json", report)
+    fp = report["fingerprint"]
+    return Part("environment report", "ran", f"{fp['machine']}, torch {fp['torch']}, CUDA {fp['cuda']}")
+
+
+def cuda_tests(out: Path) -> Part:
+    if not _gpus():
+        return Part("CUDA tests", "skipped", "no CUDA device: they skip here with their reason")
+    code, log = _run(
+        [sys.executable, "-m", "pytest", "-q", "-m", "cuda or multigpu", "tests"], out, "cuda-tests", 1800
+    )
+    return Part("CUDA tests", "ran" if code == 0 else "failed", _where(log))
+
+
+def gpu_profiles(gpus: int) -> list[Part]:
+    """Every gpu/node/cluster profile validated against this machine (device, GPU count)."""
+    from .config import ParameterError
+    from .runner import read_profile, repo_root
+    from .studies import REGISTRY
+
+    parts = []
+    for study_id in sorted(REGISTRY):
+        for name in ("gpu", "node", "cluster"):
+            path = repo_root() / "studies" / study_id / f"{name}.yaml"
+            if not path.exists():
+                continue
+            label = f"profile {study_id}/{name}"
+            if not gpus:
+                parts.append(Part(label, "skipped", "no CUDA device to validate it against"))
+                continue
+            try:
+                REGISTRY[study_id].params.from_dict(read_profile(path)).prepared()
+                parts.append(Part(label, "ran", "valid on this machine"))
+            except ParameterError as e:
+                status = "skipped" if "GPUs" in str(e) else "failed"
+                parts.append(Part(label, status, str(e)[:160]))
+    return parts
+
+
+def tiny_study_runs(out: Path, gpus: int) -> list[Part]:
+    parts = []
+    for study in SINGLE_GPU_STUDIES:
+        label = f"tiny cuda run: {study}"
+        if not gpus:
+            parts.append(Part(label, "skipped", "no CUDA device"))
+            continue
+        t0 = time.time()
+        code, log, _ = _measure(study, out, {"device": "cuda"})
+        took = f"{time.time() - t0:.0f} s"
+        if code == 124:
+            parts.append(Part(label, "failed", f"over its {STUDY_BUDGET_S} s budget"))
+        else:
+            parts.append(Part(label, "ran" if code == 0 else "failed", took if code == 0 else _where(log)))
+    for study in COLLECTIVE_STUDIES:
+        parts.append(Part(f"tiny cuda run: {study}", "skipped", "collectives need 2+ GPUs: make check-node"))
+    return parts
+
+
+def overlap_checks(dest: Path) -> list[str]:
+    """What a correct overlap measurement must show (the problems found, none when right)."""
+    import numpy as np
+
+    rec = results.load_measurements(dest)
+    problems = []
+    wrong = sum(r["wrong"] for r in rec["collectives"]["rows"]) + rec["overlap"]["wrong"]
+    if wrong:
+        problems.append(f"{wrong} wrong elements in the collectives")
+    for row in rec["overlap"]["rows"]:
+        key = f"{row['mode']}:{row['k']}"
+        bars = sum(c["comm_end_s"] - c["comm_start_s"] for c in rec["overlap"]["timelines"].get(key, []))
+        if bars < 0.5 * float(np.median(row["comm_only_times_s"])):
+            problems.append(f"{key}: communication bars {bars * 1e3:.2f} ms, under half the measured")
+        if row["mode"] == "real":
+            ratio = float(np.median(row["compute_only_times_s"])) / rec["overlap"]["compute_s"]
+            if not 0.5 <= ratio <= 2:
+                problems.append(f"{key}: real compute {ratio:.2f}× its target compute_s")
+    return problems
+
+
+def run_checks(dest: Path, code: int, log: str, ranks: int, checks) -> tuple[str, str]:
+    if code != 0:
+        return "failed", _where(log)
+    problems = checks(dest)
+    env = results.read_json(dest / results.ENV)
+    seen = len(env.get("ranks", [])) or max((j["world_size"] for j in env.get("jobs", [])), default=0)
+    if seen != ranks:
+        problems.append(f"env.json records {seen} ranks, expected {ranks}")
+    if log.count("measurements written to") != 1:
+        problems.append(f"'measurements written' printed {log.count('measurements written to')} times")
+    if "has NOT been destroyed" in log:
+        problems.append("a process group was not destroyed")
+    return ("failed", "; ".join(problems)[:300]) if problems else ("ran", "all checks hold")
+
+
+def buckets_checks(dest: Path) -> list[str]:
+    rec = results.load_measurements(dest)
+    worst = max(rec["ddp"]["gradient_gate"].values())
+    return [f"DDP gradients differ from the reference by {worst:.2e}"] if worst > 1e-5 else []
+
+
+def node_parts(out: Path, gpus: int) -> list[Part]:
+    device, ranks = ("cuda", gpus) if gpus >= 2 else ("cpu", 2)
+    how = "NCCL" if device == "cuda" else "gloo rehearsal on the CPU (no 2 GPUs here)"
+    overrides = {"device": device, "nproc": ranks}
+    parts = []
+    for study, torchrun, checks in (
+        ("overlap", 0, overlap_checks),
+        ("overlap", ranks, overlap_checks),
+        ("buckets", 0, buckets_checks),
+    ):
+        path = "in-process torchrun" if torchrun else "launcher"
+        code, log, dest = _measure(study, out, overrides, torchrun_ranks=torchrun)
+        status, detail = run_checks(dest, code, log, ranks, checks)
+        parts.append(Part(f"{study}, {ranks} ranks, {path}", status, f"{how}: {detail}"))
+    return parts
+
+
+def main(kind: str, out: str | Path | None = None) -> int:
+    from .runner import repo_root
+
+    out = Path(out or repo_root() / "scratch" / f"check-{kind}")
+    out.mkdir(parents=True, exist_ok=True)
+    gpus = _gpus()
+    parts = [environment_report(out)]
+    if kind == "gpu":
+        parts += [cuda_tests(out), *gpu_profiles(gpus), *tiny_study_runs(out, gpus)]
+    else:
+        parts += node_parts(out, gpus)
+    for part in parts:
+        print(part.line(), flush=True)
+    (out / "summary.json").write_text(json.dumps([p.__dict__ for p in parts], indent=1))
+    failed = [p for p in parts if p.status == "failed"]
+    print(
+        f"{len(parts) - len(failed)} of {len(parts)} parts ran or were skipped with their reason; "
+        + (f"{len(failed)} failed: send back the folder {out}" if failed else f"details in {out}")
+    )
+    return 1 if failed else 0
