@@ -23,7 +23,7 @@ from .kernels import (
 from .ln_bench import measure_ln_fusion
 from .params import Params
 
-BENCHMARK_VERSION = {"ln_fusion": 3, "attention": 2, "model_compile": 3, "matmul_dtypes": 1}
+BENCHMARK_VERSION = {"ln_fusion": 3, "attention": 2, "model_compile": 4, "matmul_dtypes": 1}
 PEAK_WORKER = "mfulab.studies.fusion.kernels:attn_peak_worker"
 
 

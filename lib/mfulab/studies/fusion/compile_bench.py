@@ -77,10 +77,18 @@ def _model(cfg, device: str, *, graph_break: bool, calls: list):
     return m
 
 
-def _step(model, idx):
+def _step(model, idx, dtype: str = "fp32"):
+    """One training step; in ``dtype`` other than fp32 the forward runs under autocast (bf16 or
+    fp16 matmuls, fp32 weights and reductions), as a mixed-precision training step does."""
+    import torch
+
+    device = idx.device.type
+    low = None if dtype == "fp32" else {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+
     def step():
         model.zero_grad(set_to_none=True)
-        _, loss = model(idx, idx)
+        with torch.autocast(device_type=device, dtype=low, enabled=low is not None):
+            _, loss = model(idx, idx)
         loss.backward()
 
     return step
@@ -106,7 +114,7 @@ def cold_compile_worker(spec: dict) -> dict:
             m = torch.compile(_model(cfg, spec["device"], graph_break=spec["graph_break"], calls=calls))
             before = compile_counters()
             t0 = time.perf_counter()
-            _step(m, idx)()
+            _step(m, idx, spec.get("dtype", "fp32"))()
             if spec["device"] == "cuda":
                 torch.cuda.synchronize()
             first = time.perf_counter() - t0
@@ -131,7 +139,14 @@ def measure_model_compile(p: Params) -> dict:
     calls = {}
     variants = {"eager": (_model(cfg, device, graph_break=False, calls=[0]), None)}
     modes = ["default"] + (["reduce-overhead"] if device == "cuda" else [])
-    out = {"preset": cfg.name, "seq_len": cfg.seq_len, "micro_batch": p.compile_micro_batch, "rows": []}
+    out = {
+        "preset": cfg.name,
+        "seq_len": cfg.seq_len,
+        "micro_batch": p.compile_micro_batch,
+        "dtype": p.dtype if p.dtype == "fp32" else f"{p.dtype} autocast",
+        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32 if device == "cuda" else None,
+        "rows": [],
+    }
     # guard on module hooks: otherwise the graph-break model reuses the default model's graph
     with torch._dynamo.config.patch(skip_nnmodule_hook_guards=False):
         for mode in modes:
@@ -143,7 +158,7 @@ def measure_model_compile(p: Params) -> dict:
             variants["compiled, graph break per block"] = (torch.compile(m), m)
         steps, first, counted = {}, {}, {}
         for name, (model, _) in variants.items():
-            steps[name] = _step(model, idx)
+            steps[name] = _step(model, idx, p.dtype)
             before = compile_counters()
             t0 = time.perf_counter()
             steps[name]()
@@ -170,12 +185,14 @@ def measure_model_compile(p: Params) -> dict:
                 "device": device,
                 "num_threads": torch.get_num_threads(),
                 "graph_break": "graph break" in name,
+                "dtype": p.dtype,
             }
             if "reduce-overhead" not in name:
                 cold = memprobe.run_in_fresh_process(COLD_WORKER, spec, timeout_s=1800)
         out["rows"].append(
             {
                 "variant": name,
+                "dtype": out["dtype"],
                 "first_call_s": first[name],
                 **({} if name == "eager" else counted[name]),
                 "cache": None if name == "eager" else cache_state(**_hits_misses(counted[name])),
