@@ -66,3 +66,32 @@ def test_a_triton_build_failure_skips_the_kernel_with_its_reason(monkeypatch):
     monkeypatch.setattr(kernels, "triton_ln_residual", broken)
     ok, why = kernels.triton_status("cuda")
     assert not ok and "ptxas failed" in why
+
+
+@pytest.mark.multigpu
+def test_overlap_on_nccl_has_real_comm_bars_sized_compute_and_a_compute_slowdown(monkeypatch):
+    """CUDA events give the all-reduces their real width (a future completes at enqueue),
+    real compute is sized from a calibration on the device, NCCL's cost to compute is measured."""
+    from mfulab import launch
+    from mfulab.studies.overlap import bench
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")]))
+    spec = {
+        "device": "cuda",
+        "overlap_bytes": 64 * 2**20,
+        "compute_over_comm": 2.0,
+        "chunks": [1, 4],
+        "modes": ["real"],
+        "rounds": 3,
+        "seed": 0,
+    }
+    out = launch.launch(
+        "mfulab.studies.overlap.bench:overlap_worker", spec, nproc=2, device="cuda", timeout_s=600
+    )
+    assert out["wrong"] == 0 and out["in_flight_measured"]
+    for row in out["rows"]:
+        bars = sum(e["comm_end_s"] - e["comm_start_s"] for e in out["timelines"][f"real:{row['k']}"])
+        assert bars > 0.5 * sorted(row["comm_only_times_s"])[1]
+        assert 0.5 < sorted(row["compute_only_times_s"])[1] / out["compute_s"] < 2
+        assert len(row["overlapped_compute_busy_s"]) == 3
+    assert bench.CUDA_MM_SIZE >= 2048

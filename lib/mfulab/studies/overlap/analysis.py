@@ -154,7 +154,8 @@ def has_in_flight(records) -> bool:
 def overlap_table(records):
     """Medians and quartiles per compute mode and k: overlapped step, compute only,
     communication only, communication in flight inside the overlapped step, exposed
-    communication, and the model's step with the calibration's α–β."""
+    communication, the model's step with the calibration's α–β and, on CUDA, how much longer
+    the compute takes while NCCL runs beside it (``compute_slowdown_under_comm``)."""
     import pandas as pd
 
     fit = fitted_alpha_beta(records)
@@ -182,6 +183,10 @@ def overlap_table(records):
         row["compute_plus_comm_s"] = row["compute_only_s"] + row["comm_only_s"]
         row["model_step_s"] = model["step_s"]
         row["comm_share_of_step"] = row["exposed_comm_s"] / row["overlapped_s"]
+        if "overlapped_compute_busy_s" in r:  # CUDA: NCCL's kernels slow the compute they overlap
+            row["compute_slowdown_under_comm"] = float(
+                np.median(r["overlapped_compute_busy_s"]) / np.median(r["compute_only_compute_busy_s"])
+            )
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -15,17 +15,24 @@ barrier) and, on gloo, the **communication time in flight**: the length of the u
 intervals from issuing each chunk's all-reduce to its completion (the work's future
 callback). That is the communication time per step of claim A5, measured inside the
 overlapped step in each compute mode. NCCL's futures complete when the work is enqueued,
-not when it finishes, so on CUDA the in-flight time is not recorded (communication-only
-steps stand in for it).
+not when it finishes, so on CUDA every interval comes from CUDA events instead
+(:func:`cuda_step`): compute on the current stream, each all-reduce issued on a side stream
+that waits for its chunk, with events around it (the collective's completion, not its
+enqueue), and nothing synchronised between chunks (``torch.cuda.synchronize`` would also
+wait for NCCL's stream and serialise the overlap). The compute time inside the overlapped
+step, against the compute-only step, is the slowdown NCCL's kernels cause (they take SMs and
+memory bandwidth).
 
-Compute is either *real* (matmuls) or *emulated*: a sleep until chunk i's deadline i·C/k,
-which occupies time but no core. Its total C is ``compute_over_comm`` × the tensor's one-shot
-all-reduce, measured at the start of the job. Emulation is the ideal accelerator, one whose
-collectives take nothing from compute; NCCL's collectives are kernels that occupy SMs and
-memory bandwidth, so on a GPU the overlapped compute slows down and the emulated case is an
-upper bound on what overlap hides. On the 2-core box real compute and gloo's communication
-threads fight for the same cores; every emulated number is labelled as such. ``measure``
-returns plain records (JSON) that ``analysis`` reads, here or elsewhere.
+Compute is either *real* (matmuls: 128² fp32 on a CPU; on CUDA 4096² bf16, timed with
+events, sized to the target time from a calibration on the device) or *emulated*: a sleep
+until chunk i's deadline i·C/k, which occupies time but no core. Its total C is
+``compute_over_comm`` × the tensor's one-shot all-reduce, measured at the start of the job.
+Emulation is the ideal accelerator, one whose collectives take nothing from compute; NCCL's
+collectives are kernels that occupy SMs and memory bandwidth, so on a GPU the overlapped
+compute slows down and the emulated case is an upper bound on what overlap hides. On the
+2-core box real compute and gloo's communication threads fight for the same cores; every
+emulated number is labelled as such. ``measure`` returns plain records (JSON) that
+``analysis`` reads, here or elsewhere.
 """
 
 from __future__ import annotations
@@ -36,9 +43,10 @@ from functools import partial
 from ... import calibration, collectives, hardware
 from .params import Params
 
-BENCHMARK_VERSION = {"overlap": 2}
+BENCHMARK_VERSION = {"overlap": 3}
 VARIANTS = ("overlapped", "compute_only", "comm_only")
-MM_SIZE = 128  # real compute's matmul: small, so that a chunk's compute is a whole number of them
+MM_SIZE = 128  # real compute's matmul on CPU: small, so that a chunk's compute is a whole number of them
+CUDA_MM_SIZE = 4096  # on CUDA: large bf16 matmuls keep the tensor cores busy (not launch-bound)
 
 
 def _calibrate_matmul(size: int = MM_SIZE) -> float:
@@ -51,6 +59,75 @@ def _calibrate_matmul(size: int = MM_SIZE) -> float:
     for _ in range(20):
         a @ a
     return (time.perf_counter() - t0) / 20
+
+
+def calibrate_matmul_cuda(size: int = CUDA_MM_SIZE) -> float:
+    """Seconds per bf16 ``size``² matmul on this GPU, from CUDA events over 20 back-to-back calls."""
+    import torch
+
+    a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ a
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(20):
+        a @ a
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / 20
+
+
+def cuda_step(chunks, compute, with_compute: bool, with_comm: bool, comm_stream):
+    """The chunked-overlap step on CUDA, timed with events: ``(step, read)``. ``step()`` enqueues
+    it (compute i on the current stream; all-reduce i on ``comm_stream`` once compute i is done,
+    between two events that mark the collective's start and completion); after the device has
+    synchronised, ``read()`` returns the timeline (seconds from the step's start)."""
+    import torch
+    import torch.distributed as dist
+
+    def event():
+        return torch.cuda.Event(enable_timing=True)
+
+    marks = []
+
+    def step():
+        marks.clear()
+        origin = event()
+        origin.record()
+        t_start = time.perf_counter()
+        for i, chunk in enumerate(chunks):
+            c0, c1 = event(), event()
+            c0.record()
+            if with_compute:
+                compute(t_start, i)
+            c1.record()
+            mark = {"chunk": i, "origin": origin, "c0": c0, "c1": c1}
+            if with_comm:
+                comm_stream.wait_event(c1)
+                with torch.cuda.stream(comm_stream):
+                    mark["m0"], mark["m1"] = event(), event()
+                    mark["m0"].record()
+                    dist.all_reduce(chunk)  # completion is enqueued on comm_stream: m1 marks it
+                    mark["m1"].record()
+            marks.append(mark)
+        torch.cuda.current_stream().wait_stream(comm_stream)
+
+    def read():
+        timeline = []
+        for m in marks:
+            at = m["origin"].elapsed_time
+            ev = {
+                "chunk": m["chunk"],
+                "compute_start_s": at(m["c0"]) / 1e3,
+                "compute_end_s": at(m["c1"]) / 1e3,
+            }
+            if "m0" in m:
+                ev["comm_start_s"], ev["comm_end_s"] = at(m["m0"]) / 1e3, at(m["m1"]) / 1e3
+            timeline.append(ev)
+        return timeline
+
+    return step, read
 
 
 def union_length_s(spans) -> float:
@@ -77,11 +154,15 @@ def overlap_worker(spec: dict) -> dict:
     rank, n = dist.get_rank(), dist.get_world_size()
     device = spec["device"]
     numel = spec["overlap_bytes"] // 4
-    mm = torch.randn(MM_SIZE, MM_SIZE, device=device)
-    t_mm = _calibrate_matmul() if device == "cpu" else None
-    in_flight_measured = device == "cpu"  # gloo futures complete when the work does
+    if device == "cuda":
+        mm = torch.randn(CUDA_MM_SIZE, CUDA_MM_SIZE, device=device, dtype=torch.bfloat16)
+        t_mm, comm_stream = calibrate_matmul_cuda(), torch.cuda.Stream()
+    else:
+        mm, t_mm, comm_stream = torch.randn(MM_SIZE, MM_SIZE), _calibrate_matmul(), None
+    in_flight_measured = True  # gloo: futures complete when the work does; CUDA: events
     out = {"world_size": n, "device": device, "rounds": spec["rounds"], "rows": [], "timelines": {}}
     out["in_flight_measured"], wrong, compute_s = in_flight_measured, 0, 0.0
+    out["matmul_s"] = t_mm
 
     def compute(mode, seconds, deadline):
         if mode == "emulated":
@@ -90,11 +171,7 @@ def overlap_worker(spec: dict) -> dict:
             # host's issuing of the all-reduces overlap the "device" compute, as on a GPU.
             time.sleep(max(0.0, deadline - time.perf_counter()))
             return
-        if device == "cuda":  # real kernels: as many matmuls as fill the time at ~60% of the ceiling
-            reps = max(1, int(seconds / (2 * MM_SIZE**3 / 2e14)))
-        else:
-            reps = max(1, round(seconds / t_mm))
-        for _ in range(reps):
+        for _ in range(max(1, round(seconds / t_mm))):  # t_mm: calibrated on this device
             mm @ mm
 
     def one_step(mode, k, variant, record=None):
@@ -102,6 +179,30 @@ def overlap_worker(spec: dict) -> dict:
         with_compute, with_comm = variant != "comm_only", variant != "compute_only"
         chunks = [torch.full((numel // k,), float(rank + 1), device=device) for _ in range(k)]
         events = []
+        if device == "cuda":
+            step, read = cuda_step(
+                chunks,
+                lambda t_start, i: compute(mode, compute_s / k, t_start + (i + 1) * compute_s / k),
+                with_compute,
+                with_comm,
+                comm_stream,
+            )
+            elapsed, _ = collectives.slowest_rank_time(step, device)
+            events = read()
+            in_flight = (
+                union_length_s((e["comm_start_s"], e["comm_end_s"]) for e in events)
+                if with_comm
+                else float("nan")
+            )
+            busy = (
+                sum(e["compute_end_s"] - e["compute_start_s"] for e in events)
+                if with_compute
+                else float("nan")
+            )
+            n_wrong = sum(int((c != n * (n + 1) / 2).sum()) for c in chunks) if with_comm else 0
+            if record is not None:
+                record.extend(events)
+            return elapsed, in_flight, n_wrong, busy
 
         def step():
             t_start = time.perf_counter()
@@ -138,12 +239,12 @@ def overlap_worker(spec: dict) -> dict:
         n_wrong = sum(int((c != n * (n + 1) / 2).sum()) for c in chunks) if with_comm else 0
         if record is not None:
             record.extend(events)
-        return elapsed, in_flight, n_wrong
+        return elapsed, in_flight, n_wrong, float("nan")
 
     def timed(mode, k, variant, sink):
         nonlocal wrong
-        elapsed, in_flight, n_wrong = one_step(mode, k, variant)
-        sink.append((elapsed, in_flight))
+        elapsed, in_flight, n_wrong, busy = one_step(mode, k, variant)
+        sink.append((elapsed, in_flight, busy))
         wrong += n_wrong
 
     # compute time: a multiple of the one-shot all-reduce (slowest rank: the same on every rank)
@@ -171,15 +272,17 @@ def overlap_worker(spec: dict) -> dict:
         rounds = {key: sink[-spec["rounds"] :] for key, sink in sinks.items()}  # after the warm-up calls
         # the slowest rank's in-flight time of every round, in one all-reduce
         in_flight = torch.tensor([[s[1] for s in rounds[key]] for key in sinks], dtype=torch.float64)
-        if in_flight_measured:
-            dist.all_reduce(in_flight, op=dist.ReduceOp.MAX)
-        in_flight = dict(zip(sinks, in_flight.tolist()))
+        in_flight = in_flight.to(device)  # NCCL reduces CUDA tensors only
+        dist.all_reduce(in_flight, op=dist.ReduceOp.MAX)
+        in_flight = dict(zip(sinks, in_flight.cpu().tolist()))
         for k in spec["chunks"]:
             row = {"mode": mode, "k": k}
             for v in VARIANTS:
                 row[f"{v}_times_s"] = [s[0] for s in rounds[(v, k)]]
                 if v != "compute_only" and in_flight_measured:
                     row[f"{v}_in_flight_times_s"] = in_flight[(v, k)]
+                if device == "cuda" and v != "comm_only":  # compute busy time: NCCL's cost to compute
+                    row[f"{v}_compute_busy_s"] = [s[2] for s in rounds[(v, k)]]
             out["rows"].append(row)
             timeline = []
             one_step(mode, k, "overlapped", record=timeline)
