@@ -95,13 +95,19 @@ def test_measure_headless_then_analyse_from_folder(run_cli, tmp_path, smoke_run)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert {"measurements.json", "env.json"} <= {p.name for p in meas.iterdir()}
     root = tmp_path / "results"
-    proc = run_cli("run", "mfu", "--profile", "smoke", "--from", str(meas), "--results-root", str(root))
+    # rendered with this machine's default profile (cpu): the measuring run's parameters stay
+    proc = run_cli("run", "mfu", "--from", str(meas), "--results-root", str(root))
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = root / "testbox" / "mfu"
     measured = json.loads((meas / "measurements.json").read_text())
     rendered = json.loads((out / "measurements.json").read_text())
     assert rendered == measured  # analysed, not re-measured
-    assert json.loads((out / "env.json").read_text())["measured_env"]["study"] == "mfu"
+    env, measured_env = (
+        json.loads((out / "env.json").read_text()),
+        json.loads((meas / "env.json").read_text()),
+    )
+    assert env["measured_env"]["study"] == "mfu"
+    assert env["params"] == measured_env["params"] and env["profile"] == "smoke"
 
 
 @pytest.mark.parametrize(
