@@ -88,3 +88,22 @@ def test_run_checks_catch_every_rank_writing_and_a_live_process_group(tmp_path):
     assert status == "failed" and "printed 2 times" in detail and "not destroyed" in detail
     status, _ = check.run_checks(tmp_path, 0, "measurements written to x", 2, check.overlap_checks)
     assert status == "ran"
+
+
+def test_memory_guard_passes_todays_gpu_profiles_and_refuses_one_that_would_run_out(monkeypatch):
+    parts = check.memory_guard(card_bytes=80e9)
+    modelled = [p for p in parts if p.status != "skipped"]
+    assert {p.name for p in modelled} >= {"memory guard mfu/gpu", "memory guard recompute/gpu"}
+    assert all(p.status == "ran" for p in modelled), [p.line() for p in modelled]
+    # the recompute gpu profile as it was: micro-batch 16 at seq 2048 in fp32 (75–78 GiB measured)
+    from mfulab import runner
+
+    real_read = runner.read_profile
+
+    def old_profile(path):
+        values = real_read(path)
+        return {**values, "micro_batches": [2, 4, 8, 16]} if "recompute" in str(path) else values
+
+    monkeypatch.setattr(runner, "read_profile", old_profile)
+    refused = {p.name: p for p in check.memory_guard(card_bytes=80e9)}["memory guard recompute/gpu"]
+    assert refused.status == "failed" and "GiB" in refused.detail

@@ -67,3 +67,31 @@ def test_memory_per_device_mixes_recomputed_layers():
     assert m["total_bytes"] == pytest.approx(
         m["model_states_bytes"] + m["activations_bytes"] + m["logits_bytes"]
     )
+
+
+def test_step_peak_bytes_by_hand():
+    """gpt2-350m-like layer count at s = 2048, b = 16, fp32, fused attention, no optimizer: the
+    recompute gpu profile that ran out of an 80 GB card (48 GiB of activations)."""
+    from mfulab.config import preset
+    from mfulab.flops import param_count
+    from mfulab.memory import step_peak_bytes
+
+    cfg = preset("gpt2-350m").with_(seq_len=2048)
+    est = step_peak_bytes(
+        cfg,
+        micro_batch=16,
+        activation_bytes_per_elem=4,
+        fused_attention=True,
+        optimizer=False,
+        gradient_copies=2,
+    )
+    sbh = 2048 * 16 * cfg.d_model
+    # Table 2 without dropout: 34 − 2 mask bytes at 2 bytes per element = 16 elements per s·b·h
+    assert est["activations_bytes"] == cfg.n_layers * sbh * 16 * 4
+    assert est["activations_bytes"] / 2**30 == pytest.approx(48, rel=0.01)
+    assert est["logits_bytes"] == 3 * 4 * 2048 * 16 * cfg.vocab_size
+    assert est["weights_and_grads_bytes"] == 16 * param_count(cfg) and est["optimizer_bytes"] == 0
+    with_adam = step_peak_bytes(
+        cfg, micro_batch=16, activation_bytes_per_elem=4, fused_attention=True, optimizer=True
+    )
+    assert with_adam["optimizer_bytes"] == 8 * param_count(cfg)

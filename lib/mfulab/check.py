@@ -8,7 +8,8 @@ failed. Without CUDA the CPU-side parts still run: the environment report, the p
 validation, and for ``node`` a rehearsal of every node check over gloo ranks on the CPU.
 
 - ``gpu``: environment report; the CUDA tests (``pytest -m "cuda or multigpu"``); every gpu
-  profile validated on this machine; a tiny ``cuda`` run of every study through ``python -m
+  profile validated on this machine, and its predicted peak within 90% of the card (the memory
+  guard, :func:`memory_guard`); a tiny ``cuda`` run of every study through ``python -m
   mfulab measure`` (its smoke profile with ``device: cuda``; the collectives studies need two
   GPUs and are left to ``node``), each within :data:`STUDY_BUDGET_S`.
 - ``node``: the overlap study's smoke profile over NCCL on every local GPU through the launcher
@@ -31,6 +32,8 @@ from pathlib import Path
 from . import hardware, jobinfo, results
 
 STUDY_BUDGET_S = 300  # one tiny study run; a run past it is a failure (the time guard)
+PROFILE_CARD_BYTES = 80e9  # the gpu profiles are written for an 80 GB card (A100 / H100 SXM)
+MEMORY_GUARD_SHARE = 0.9  # a profile's predicted peak must leave 10% of the card free
 SINGLE_GPU_STUDIES = ("mfu", "fusion", "recompute", "dataloader")
 COLLECTIVE_STUDIES = ("overlap", "buckets")
 
@@ -156,6 +159,36 @@ def gpu_profiles(gpus: int) -> list[Part]:
     return parts
 
 
+def memory_guard(card_bytes: float | None = None) -> list[Part]:
+    """Every gpu/node/cluster profile's predicted peak (``Params.predicted_peak_bytes``) against
+    ``MEMORY_GUARD_SHARE`` of the card: this GPU's memory, or without one the 80 GB card the
+    profiles are written for."""
+    from .runner import read_profile, repo_root
+    from .studies import REGISTRY
+
+    if card_bytes is None:
+        card_bytes = PROFILE_CARD_BYTES
+        if _gpus():
+            import torch
+
+            card_bytes = torch.cuda.get_device_properties(0).total_memory
+    parts = []
+    for study_id in sorted(REGISTRY):
+        for name in ("gpu", "node", "cluster"):
+            path = repo_root() / "studies" / study_id / f"{name}.yaml"
+            if not path.exists():
+                continue
+            peak = REGISTRY[study_id].params.from_dict(read_profile(path)).predicted_peak_bytes()
+            label = f"memory guard {study_id}/{name}"
+            if peak is None:
+                parts.append(Part(label, "skipped", "its peak is small or not modelled"))
+                continue
+            share = peak / card_bytes
+            detail = f"predicted {peak / 2**30:.1f} GiB = {share:.0%} of a {card_bytes / 1e9:.0f} GB card"
+            parts.append(Part(label, "ran" if share <= MEMORY_GUARD_SHARE else "failed", detail))
+    return parts
+
+
 def tiny_study_runs(out: Path, gpus: int) -> list[Part]:
     parts = []
     for study in SINGLE_GPU_STUDIES:
@@ -242,7 +275,7 @@ def main(kind: str, out: str | Path | None = None) -> int:
     gpus = _gpus()
     parts = [environment_report(out)]
     if kind == "gpu":
-        parts += [cuda_tests(out), *gpu_profiles(gpus), *tiny_study_runs(out, gpus)]
+        parts += [cuda_tests(out), *gpu_profiles(gpus), *memory_guard(), *tiny_study_runs(out, gpus)]
     else:
         parts += node_parts(out, gpus)
     for part in parts:

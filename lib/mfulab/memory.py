@@ -153,3 +153,49 @@ def memory_per_device(
         "total_bytes": states + act + logits,
         "recomputed_layers": n_recomputed,
     }
+
+
+def step_peak_bytes(
+    cfg: TransformerConfig,
+    *,
+    micro_batch: int,
+    activation_bytes_per_elem: float,
+    fused_attention: bool,
+    optimizer: bool,
+    gradient_copies: int = 0,
+) -> dict:
+    """Upper estimate of one single-device fp32-master training step's peak, for sizing a
+    profile to a card before it runs (``make check-gpu``'s memory guard), not a measurement:
+
+    - weights and gradients in fp32, 4 + 4 bytes per parameter, and AdamW's two fp32 moments,
+      8 more, with ``optimizer`` (Rajbhandari et al. 2020, Sec. 3.1, with K = 8 for the
+      moments of fp32 weights);
+    - activations of every layer kept for backward, Korthikanti et al. 2022 Table 2 without
+      dropout at ``activation_bytes_per_elem``; with ``fused_attention`` (SDPA's flash or
+      memory-efficient kernels) the a·s² scores are not kept (the ``selective`` count);
+    - the fp32 logits, the log-softmax cross-entropy saves for its backward, and the logits'
+      gradient: 3 · 4·s·b·V;
+    - ``gradient_copies`` more fp32 copies of the gradients a measurement keeps to compare them.
+    """
+    from .flops import param_count
+
+    n_params = param_count(cfg)
+    weights_and_grads_bytes = (8 + 4 * gradient_copies) * n_params
+    optimizer_bytes = 8 * n_params if optimizer else 0
+    per_layer_bytes = activation_bytes_per_layer(
+        cfg,
+        micro_batch=micro_batch,
+        recompute="selective" if fused_attention else "none",
+        bytes_per_elem=activation_bytes_per_elem,
+        dropout=False,
+    )
+    activations_bytes = cfg.n_layers * per_layer_bytes
+    logits_bytes = 3 * 4 * cfg.seq_len * micro_batch * cfg.vocab_size
+    total = weights_and_grads_bytes + optimizer_bytes + activations_bytes + logits_bytes
+    return {
+        "weights_and_grads_bytes": weights_and_grads_bytes,
+        "optimizer_bytes": optimizer_bytes,
+        "activations_bytes": activations_bytes,
+        "logits_bytes": logits_bytes,
+        "total_bytes": total,
+    }

@@ -113,6 +113,12 @@ class StudyParams:
         """Checks that depend on this machine, such as resolving ``device: auto`` (override).
         Run before measuring, never when analysing measurements taken elsewhere."""
 
+    def predicted_peak_bytes(self) -> float | None:
+        """Upper estimate of the device memory this profile's measurement needs at its largest
+        point (override where a study can run out of a card's memory); ``None``: not modelled.
+        ``make check-gpu`` refuses a profile whose estimate passes 90% of the card."""
+        return None
+
     def prepared(self):
         """A copy on which :meth:`prepare` ran (``device`` resolved, machine limits checked)."""
         copy = dataclasses.replace(self)

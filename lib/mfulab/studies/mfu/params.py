@@ -70,3 +70,16 @@ class Params(StudyParams):
 
     def model_config(self):
         return preset(self.preset).with_(seq_len=self.seq_len)
+
+    def predicted_peak_bytes(self) -> float:
+        """The training step with AdamW (``memory.step_peak_bytes``): autocast keeps the
+        activations in the low precision, fp32 keeps them in 4 bytes."""
+        from ...memory import step_peak_bytes
+
+        return step_peak_bytes(
+            self.model_config(),
+            micro_batch=self.micro_batch,
+            activation_bytes_per_elem=4 if self.dtype == "fp32" else 2,
+            fused_attention=self.attn_impl == "sdpa",
+            optimizer=True,
+        )["total_bytes"]

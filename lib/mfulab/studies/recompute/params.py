@@ -111,6 +111,22 @@ class Params(StudyParams):
     def model_config(self):
         return preset(self.preset).with_(seq_len=self.seq_len)
 
+    def predicted_peak_bytes(self) -> float:
+        """Forward + backward in fp32 without recompute (the largest policy) at the grid's
+        largest micro-batch (``memory.step_peak_bytes``, no optimizer). The search beyond the
+        grid may run out of memory: such a point is recorded as not fitting. The measurement keeps
+        two gradient copies to compare policies."""
+        from ...memory import step_peak_bytes
+
+        return step_peak_bytes(
+            self.model_config(),
+            micro_batch=max(self.micro_batches),
+            activation_bytes_per_elem=4,
+            fused_attention=self.attn_impl == "sdpa",
+            optimizer=False,
+            gradient_copies=2,  # the reference gradients and the policy's, compared elementwise
+        )["total_bytes"]
+
     def throughput(self) -> ThroughputModel:
         """The planner's stated throughput assumption."""
         return ThroughputModel(self.planner_peak_utilisation, self.planner_half_saturation_tokens)
