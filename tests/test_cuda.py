@@ -95,3 +95,49 @@ def test_overlap_on_nccl_has_real_comm_bars_sized_compute_and_a_compute_slowdown
         assert 0.5 < sorted(row["compute_only_times_s"])[1] / out["compute_s"] < 2
         assert len(row["overlapped_compute_busy_s"]) == 3
     assert bench.CUDA_MM_SIZE >= 2048
+
+
+def _smoke_on_cuda(study_id: str, **extra):
+    import yaml
+
+    from mfulab.studies import REGISTRY
+
+    values = yaml.safe_load((ROOT / "studies" / study_id / "smoke.yaml").read_text()) or {}
+    study = REGISTRY[study_id]
+    p = study.params.from_dict({**values, "device": "cuda", **extra}).prepared()
+    return study.measure_fn()(p), study.outcome_fn(), p
+
+
+@pytest.mark.parametrize("study_id", ["mfu", "fusion", "recompute", "dataloader"])
+def test_every_single_gpu_study_measures_and_concludes_on_cuda(study_id, tmp_path, monkeypatch):
+    """The CUDA branches of each study (TF32 state, SDPA kernels under the FLOP counter, bf16
+    steps, Triton, torch.compile, CUDA profiler activity, allocator peaks, recompute gates,
+    pinned non-blocking copies) run end to end on the smoke profile, and the analysis reads
+    their records."""
+    monkeypatch.setenv("MFULAB_RESULTS_ROOT", str(tmp_path))
+    records, outcome, p = _smoke_on_cuda(study_id)
+    assert records["device"] == "cuda"
+    claims, metrics = outcome(records, p)
+    assert claims and isinstance(metrics, dict)
+
+
+def test_calibration_and_timing_on_cuda(tmp_path):
+    from mfulab import calibration, timing
+
+    cal = calibration.get("smoke", device="cuda", parts=["matmul:bf16", "bandwidth"], root=tmp_path)
+    assert cal["matmul:bf16"]["best_flops_per_s"] > 1e12 and cal["bandwidth"]["plateau_bytes_per_s"] > 1e11
+    import torch
+
+    a = torch.randn(1024, 1024, device="cuda")
+    t = timing.time_fn(lambda: a @ a, device="cuda", min_run_time_s=0.05)
+    assert t.median_s > 0
+
+
+@pytest.mark.multigpu
+@pytest.mark.parametrize("study_id", ["overlap", "buckets"])
+def test_collective_studies_measure_and_conclude_over_nccl(study_id, tmp_path, monkeypatch):
+    monkeypatch.setenv("MFULAB_RESULTS_ROOT", str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")]))
+    records, outcome, p = _smoke_on_cuda(study_id, nproc=2)
+    claims, _ = outcome(records, p)
+    assert claims
