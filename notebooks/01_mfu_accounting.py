@@ -345,8 +345,12 @@ display(
                 f"{by_conv.mfu_vs_ceiling.max():.0%} for this same run; at {conv.seq_len.max():,} tokens attention is "
                 f"{conv[(conv.convention == 'palm') & (conv.seq_len == conv.seq_len.max())].attention_share.max():.0%} of the FLOPs "
                 "for the narrowest preset above, which 6N ignores.",
-                f"* The analytic FLOP count matches PyTorch's counter within {abs(exact_gap):.3%}; SDPA's flash kernel "
-                "on CPU is invisible to the counter.",
+                f"* The analytic FLOP count matches PyTorch's counter within {abs(exact_gap):.3%}; "
+                + (
+                    "SDPA's flash kernel on CPU is invisible to the counter."
+                    if records["device"] == "cpu"
+                    else "the counter has formulas for SDPA's CUDA kernels, so attention is in both counts."
+                ),
                 summary_line(claim_list),
             ]
         )

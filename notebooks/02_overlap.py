@@ -167,10 +167,14 @@ lines = [
 display(
     Markdown(
         "\n".join(lines)
-        + "\n\nWhere real compute recovers much less than emulated compute, the cause is the "
-        "cores: every rank's matmuls and gloo's send/receive threads share the same two cores, so "
-        "communication progresses only when compute yields. On a GPU the contention is milder but not "
-        "absent: NCCL's kernels take SMs and memory bandwidth from the compute they overlap."
+        + "\n\nWhere real compute recovers much less than emulated compute, the cause is "
+        + (
+            "the cores: every rank's matmuls and gloo's send/receive threads share the host's cores, "
+            "so communication progresses only when compute yields."
+            if records["device"] == "cpu"
+            else "NCCL's kernels: they take SMs and memory bandwidth from the compute they overlap "
+            "(the overlap table's compute_slowdown_under_comm says by how much on this GPU)."
+        )
     )
 )
 

@@ -146,8 +146,9 @@ ln[
 ]
 
 # %% [markdown]
-# **Why compiled is slower than eager at p = 0 on this CPU.** A fused kernel wins only if it
-# makes fewer passes over memory; the counts above say whether inductor's did:
+# **Why compiled can be slower than eager at p = 0 (on the 2-core CPU reference box it is).**
+# A fused kernel wins only if it makes fewer passes over memory; the counts above say whether
+# inductor's did on the device that ran:
 
 # %%
 display(Markdown(ln_analysis.compiled_vs_eager_p0(records) or "*(CPU only: the generated C++ source.)*"))
@@ -181,8 +182,9 @@ results.save_table(out, "a7_article_sensitivity", sensitivity)
 sensitivity
 
 # %% [markdown]
-# On this CPU dropout's random numbers, not memory traffic, dominate the sub-block with
-# dropout on (the RNG table), so the bytes model does not describe that case here; at p = 0
+# On a CPU dropout's random numbers, not memory traffic, dominate the sub-block with
+# dropout on (the RNG table shows whether they did on the device that ran), so the bytes
+# model does not describe that case there; at p = 0
 # the tensors are in DRAM and the passes decide. On a GPU the RNG is cheap and the bytes
 # model is the whole story for the sub-block — and the layer's matmuls still dwarf it.
 #

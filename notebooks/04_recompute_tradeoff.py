@@ -175,8 +175,8 @@ plots.save_figure(fig, out, "budget")
 budget
 
 # %% [markdown]
-# On this CPU a larger micro-batch buys little (the cores are already busy at the smallest
-# one), so the extra FLOPs of recomputation show up as lost throughput. On a GPU, where small
+# On a CPU a larger micro-batch buys little (the cores are already busy at the smallest
+# one; the table above shows whether it did on the device that ran), so the extra FLOPs of recomputation show up as lost throughput. On a GPU, where small
 # micro-batches under-fill the device, the planner below can predict the opposite (it
 # depends on an assumed throughput curve). Either way, the article's "MFU dipped while
 # tokens/s rose" cannot describe one model on one cluster: neither MFU nor HFU can fall
@@ -214,7 +214,7 @@ a14_regime
 
 # %% [markdown]
 # The same quantity measured on the reference model with both attentions (exact saved bytes;
-# FLOPs counted, except the fused core, which FlopCounterMode does not see on this CPU):
+# FLOPs counted, except the fused core, which FlopCounterMode does not see on a CPU):
 
 # %%
 a14_measured = a14.measured_table(records)
