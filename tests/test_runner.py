@@ -211,3 +211,16 @@ def test_native_profiler_noise_is_held_back(capfd):
         os.write(2, b"USDT: profiler_start\nreal warning\n")
     err = capfd.readouterr().err
     assert "USDT" not in err and "real warning" in err
+
+
+def test_a_study_is_stale_only_when_its_own_library_changes():
+    """Core modules, the registry and the study's package make a study's library stamp; another
+    study's package does not (a fix in one chapter does not invalidate every other)."""
+    lib = ROOT / "lib" / "mfulab"
+    mfu, overlap = set(runner.library_files("mfu")), set(runner.library_files("overlap"))
+    assert lib / "timing.py" in mfu and lib / "devices.yaml" in mfu and lib / "timing.py" in overlap
+    assert lib / "studies" / "mfu" / "analysis.py" in mfu
+    assert lib / "studies" / "overlap" / "analysis.py" not in mfu
+    assert lib / "studies" / "overlap" / "study.yaml" in mfu  # the registry: compare reads every study.yaml
+    assert set(runner.library_files()) >= mfu | overlap
+    assert runner.library_sha256("mfu") != runner.library_sha256("overlap")

@@ -35,6 +35,6 @@ def stability_note(out) -> str:
     from . import stability
     from .runner import library_sha256
 
-    return stability.describe(
-        stability.load(out), current_library=library_sha256(), published=stability.published_outcome(out)
-    )
+    report = stability.load(out)
+    current = library_sha256(report["study"]) if report else None
+    return stability.describe(report, current_library=current, published=stability.published_outcome(out))

@@ -80,9 +80,28 @@ def read_profile(path) -> dict:
 
 
 # ---------------------------------------------------------------------------- inputs (incremental runs)
-def library_sha256() -> str:
+def library_files(study_id: str | None = None) -> list[Path]:
+    """The library code that results depend on. For a study: the core modules and data
+    (``lib/mfulab/*.py``, ``devices.yaml``), the registry (``studies/__init__.py`` and every
+    ``study.yaml``) and the study's own package — a change to another study's package does not
+    make its results stale. Without a study: the whole library."""
     lib = Path(__file__).resolve().parent
-    return results.sha256_files([p for p in lib.rglob("*.py")])
+    if study_id is None:
+        return sorted([*lib.rglob("*.py"), *lib.rglob("*.yaml")])
+    package = lib / "studies" / study_id
+    files = [
+        *lib.glob("*.py"),
+        *lib.glob("*.yaml"),
+        lib / "studies" / "__init__.py",
+        *(lib / "studies").glob("*/study.yaml"),
+        *package.rglob("*.py"),
+        *package.rglob("*.yaml"),
+    ]
+    return sorted(set(files))
+
+
+def library_sha256(study_id: str | None = None) -> str:
+    return results.sha256_files(library_files(study_id))
 
 
 def inputs(study: Study, params: dict, *, profile: str, root: Path, results_root: Path) -> dict:
@@ -93,7 +112,7 @@ def inputs(study: Study, params: dict, *, profile: str, root: Path, results_root
         "notebook_sha256": results.sha256_files([root / "notebooks" / study.notebook]),
         "profile": profile,
         "params": params,
-        "library_sha256": library_sha256(),
+        "library_sha256": library_sha256(study.id),
         "torch": torch.__version__,
     }
     if study.reads_results:

@@ -210,7 +210,7 @@ def run(
         **summarize_runs(runs, declared),
         "assumed_run_to_run_drift": timing.RUN_TO_RUN_DRIFT,
         "seconds_per_run": [r.get("seconds") for r in runs],
-        "library_sha256": library_sha256(),
+        "library_sha256": library_sha256(None if study_id == CALIBRATION else study_id),
         "torch": torch.__version__,
         "machine": final.parent.name,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
