@@ -16,7 +16,8 @@ from .stated import B11_STATED
 
 def plot_throughput(records):
     """Samples/s per format and loader setting, warm and cold (log scale): bars are the
-    median over epochs (rounds), whiskers the interquartile range."""
+    median over epochs (rounds), whiskers their range (min–max; with the few epochs a run
+    has, a quartile range would be an interpolation between two or three values)."""
 
     sw = sweep_table(records)
     sw = sw.assign(
@@ -36,7 +37,7 @@ def plot_throughput(records):
         order=order,
         hue_order=[*warm, *sw[sw.cache == "cold"].setting.unique()],
         estimator=np.median,
-        errorbar=("pi", 50),
+        errorbar=("pi", 100),
         ax=ax,
     )
     ax.set_yscale("log")
@@ -52,13 +53,23 @@ def plot_throughput(records):
     )
     ax.legend(
         fontsize=8,
-        title="num_workers / cache\n(whiskers: IQR)",
+        title=f"num_workers / cache\n(whiskers: range of\n{_rounds_text(sw)})",
         title_fontsize=8,
         loc="upper left",
         bbox_to_anchor=(1.01, 1),
     )
     fig.tight_layout()
     return fig
+
+
+def _rounds_text(sw) -> str:
+    """How many epochs each bar's whisker spans: the warm rounds and the cold rounds."""
+    parts = []
+    for cache, what in (("warm", "warm epochs"), ("cold", "cold rounds")):
+        n = sw[sw.cache == cache].groupby(["format", "setting"]).size()
+        if len(n):
+            parts.append(f"{n.min()}{'' if n.min() == n.max() else f'–{n.max()}'} {what}")
+    return ", ".join(parts)
 
 
 def plot_latency(records):
