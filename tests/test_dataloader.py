@@ -14,6 +14,7 @@ from mfulab.studies.dataloader import analysis, bench, cache, formats
 from mfulab.studies.dataloader import checkpoint as checkpoint_mod
 from mfulab.studies.dataloader import claims as claims_mod
 from mfulab.studies.dataloader import corpus as corpus_mod
+from mfulab.studies.dataloader import settings as settings_mod
 from mfulab.studies.dataloader.params import FORMATS, Params
 
 
@@ -363,6 +364,8 @@ def _records(
                             "cache": "warm",
                             "epoch": e,
                             "epoch_s": times[e] / (1 + w) / 4,
+                            # new workers: 30 ms to the first batch; kept ones (rounds > 0): 5 ms
+                            "first_batch_s": (0.005 if pers and e else 0.03) * (1 + 0.01 * e),
                             "samples": n,
                             "samples_per_s": n / times[e],
                             "intact": True,
@@ -423,12 +426,17 @@ def _verdicts(records):
 
 def test_b11_format_verdicts_follow_the_cold_ratio_and_the_latency():
     fast = _verdicts(_records())  # tar reads 2× as fast, cold
-    assert fast[:2] == [("B11", "confirmed"), ("B11", "confirmed")]
-    even = _verdicts(_records(json_s=(1.0, 1.02, 0.98, 1.0)))  # a tie on this disk...
-    assert even[0] == ("B11", "inconclusive on this machine")
-    assert even[1] == ("B11", "confirmed")  # ...but 1000 opens at 1 ms each dominate
+    assert fast[:2] == [("B11", "confirmed"), ("B11", "analytic only")]  # no network file system here
+    even = analysis.claims(_records(json_s=(1.0, 1.02, 0.98, 1.0)))  # a tie on this disk...
+    assert even[0].verdict == "inconclusive on this machine"
+    assert even[1].verdict == "analytic only"  # ...but 1000 opens at 1 ms each dominate, emulated:
+    assert "clears 1.05× at 1 of 0, 0.1, 1 ms" in even[1].evidence
+    assert "µs per file on (break-even)" in even[1].evidence
+    assert (
+        "no break-even: tar's median already gains 2.00× at 0 ms" in analysis.claims(_records())[1].evidence
+    )
     slow = _verdicts(_records(json_s=(0.25, 0.26, 0.24, 0.25)))  # tar 4× slower, cold
-    assert slow[0] == ("B11", "refuted")
+    assert slow[:2] == [("B11", "refuted"), ("B11", "analytic only")]
 
 
 def test_b11_latency_emulation_adds_each_opened_file():
@@ -455,6 +463,30 @@ def test_b11_workers_not_checkable_without_a_core_per_worker():
     assert row.verdict == "not checkable"  # 32 workers have no core each on 32 CPUs
     row = [c for c in analysis.claims(_records(cpus=40, workers=(0, 8, 32))) if "workers" in c.claim][0]
     assert row.verdict == "refuted"  # 32 workers read 33/9 ≈ 3.7× as fast as 8 here
+
+
+def _settings_row(records):
+    return [c for c in analysis.claims(records) if c.claim == settings_mod.CLAIM][0]
+
+
+def test_b11_persistent_workers_row_compares_later_epochs_first_batch():
+    rec = _records()
+    # json_files and tar at 2 workers, rounds 1 and 2: four (new, kept) pairs; round 0 left out
+    assert settings_mod.restart_pairs(rec) == [
+        pytest.approx((0.03 * (1 + 0.01 * e), 0.005 * (1 + 0.01 * e))) for _ in range(2) for e in (1, 2)
+    ]
+    row = _settings_row(rec)
+    assert row.verdict == "confirmed" and "6.0×" in row.evidence
+    assert "first round, where both start workers: 30 vs 30 ms" in row.evidence
+    assert "pin_memory: not checkable here" in row.evidence and "prefetch_factor=" in row.evidence
+    for r in rec["sweep"]:  # persistent workers no faster: a tie, the interval straddles 1
+        r["first_batch_s"] = 0.03 * (1 + 0.01 * r["epoch"])
+    assert _settings_row(rec).verdict == "inconclusive on this machine"
+    for r in rec["sweep"]:  # persistent workers slower to give their first batch
+        if r["persistent_workers"]:
+            r["first_batch_s"] = 0.06
+    assert _settings_row(rec).verdict == "refuted"
+    assert _settings_row(_records(workers=(0,))).verdict == "not checkable"  # no worker process
 
 
 def test_b2_is_shown_only_with_three_categories_and_never_for_the_emulation():
@@ -537,6 +569,7 @@ def test_without_cold_rounds_b11_keeps_its_workers_row_and_the_tables_stay_empty
     rec["sweep"] = [r for r in rec["sweep"] if r["cache"] == "warm"]
     assert analysis.latency_sensitivity(rec).empty
     assert [c.claim for c in analysis.claims(rec) if c.id == "B11"] == [
-        "on ordinary SSDs 8–16 DataLoader workers are enough"
+        "on ordinary SSDs 8–16 DataLoader workers are enough",
+        settings_mod.CLAIM,
     ]
     assert analysis.tar_over_json_files_cold_throughput(rec) is None

@@ -1,0 +1,102 @@
+"""B11's loader settings part: "a larger ``prefetch_factor``, ``persistent_workers=True`` and
+``pin_memory=True`` hide I/O and speed host-to-device copies" (article B §4.1).
+
+What the warm sweep measures of it is ``persistent_workers``: a loader without it starts new
+worker processes at every epoch, one with it keeps them, so the first batch of every epoch
+after the first is the restart's cost (or its absence). The warm sweep runs one epoch of every
+setting per round in a shuffled order, so the first-batch times of the two settings of one
+format and worker count in one round are paired samples. The claim states no size, so the
+test is its direction: confirmed when the whole drift-widened interval of new / kept workers
+is above 1 (as B12's existence row). ``prefetch_factor`` is one value in the sweep (not
+compared), and ``pin_memory`` only acts on a copy to a CUDA device (never compared either).
+"""
+
+from __future__ import annotations
+
+from ...timing import compare_timings, summarize
+from ...verdicts import Claim, verdict_from_comparison
+
+CLAIM = (
+    "persistent_workers=True hides the workers' restart at each new epoch (part of: a larger "
+    "prefetch_factor, persistent_workers=True and pin_memory=True hide I/O and speed host-to-device copies)"
+)
+
+
+def restart_pairs(records, *, later: bool = True) -> list[tuple[float, float]]:
+    """(new workers, kept workers) first-batch seconds of one format, worker count and round of
+    the warm sweep; ``later``: rounds after the first (a persistent loader's workers exist
+    already), else the first round (both start theirs)."""
+    first = {}
+    for r in records["sweep"]:
+        if r["cache"] != "warm" or r["num_workers"] == 0 or r.get("first_batch_s") is None:
+            continue
+        if (r["epoch"] > 0) == later:
+            first[(r["format"], r["num_workers"], r["epoch"], r["persistent_workers"])] = r["first_batch_s"]
+    return [
+        (new, first[(fmt, w, e, True)])
+        for (fmt, w, e, pers), new in sorted(first.items())
+        if not pers and (fmt, w, e, True) in first
+    ]
+
+
+def restart_comparison(records):
+    """Paired comparison of the later epochs' first batch: new workers (baseline) over kept
+    workers, so ``ratio`` > 1 means persistent workers start an epoch sooner; None with fewer
+    than two pairs."""
+    pairs = restart_pairs(records)
+    if len(pairs) < 2:
+        return None
+    new = summarize([a for a, _ in pairs], label="new workers each epoch", paired=True)
+    kept = summarize([b for _, b in pairs], label="persistent workers", paired=True)
+    return compare_timings(new, kept)
+
+
+def _pin_memory_text(records) -> str:
+    pinned = {r.get("pin_memory", False) for r in records["sweep"]}
+    if pinned == {False}:
+        return "pin_memory: not checkable here (it only speeds a copy to a CUDA device; this run copies none)"
+    return "pin_memory: on in every setting of this run, not compared"
+
+
+def b11_settings(records) -> Claim:
+    rp = records["params"]
+    c = restart_comparison(records)
+    settings = f"prefetch_factor={rp.get('prefetch_factor', 2)} in every setting (not compared); "
+    if c is None:
+        return Claim(
+            "B11",
+            CLAIM,
+            "first batch of warm epochs after the first, with and without persistent workers",
+            "not checkable",
+            "needs a worker count above 0 and at least 2 warm rounds, run with and without persistent "
+            f"workers (num_workers={list(rp['num_workers'])}, {rp.get('epochs', '?')} rounds); "
+            + settings
+            + _pin_memory_text(records),
+        )
+    pairs, first = restart_pairs(records), restart_pairs(records, later=False)
+    new_ms = summarize([a for a, _ in pairs]).median_s * 1e3
+    kept_ms = summarize([b for _, b in pairs]).median_s * 1e3
+    epoch_s = summarize(
+        [
+            r["epoch_s"]
+            for r in records["sweep"]
+            if r["cache"] == "warm" and r["num_workers"] > 0 and not r["persistent_workers"]
+        ]
+    ).median_s
+    first_text = ""
+    if first:
+        f_new, f_kept = (summarize([p[i] for p in first]).median_s * 1e3 for i in (0, 1))
+        first_text = f"; first round, where both start workers: {f_new:.0f} vs {f_kept:.0f} ms"
+    return Claim(
+        "B11",
+        CLAIM,
+        "first batch of warm epochs after the first, new workers each epoch vs persistent workers, "
+        f"paired by format × worker count × round ({len(pairs)} pairs, settings interleaved)",
+        verdict_from_comparison(c, claimed="faster"),
+        f"median first batch {new_ms:.0f} ms with new workers vs {kept_ms:.0f} ms with persistent ones: "
+        f"{c.ratio:.1f}× [{c.ratio_lo:.1f}, {c.ratio_hi:.1f}] (widened by ±{c.run_to_run_drift:.0%} "
+        f"drift); confirmed when the interval is above 1 (the claim states no size); the restart is "
+        f"{(new_ms - kept_ms) / 1e3 / epoch_s:.0%} of a warm epoch here ({epoch_s:.2f} s){first_text}; "
+        + settings
+        + _pin_memory_text(records),
+    )
