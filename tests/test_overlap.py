@@ -176,17 +176,98 @@ def test_own_alpha_beta_recovers_the_per_call_cost():
     assert max(abs(e) for e in analysis.alpha_beta_residuals(_records())) < 1e-6
 
 
+def _a5_rows(records):
+    """A5's two rows: (effect, mechanism)."""
+    effect, mechanism = [c for c in claims(records) if c.id == "A5"]
+    return effect, mechanism
+
+
 def test_verdicts_follow_the_synthetic_truth():
     good = {c.id: c for c in claims(_records())}
-    assert good["A5"].verdict == "confirmed"  # 12 more calls of 0.3 ms on ~8 ms
+    effect, _ = _a5_rows(_records())
+    assert effect.verdict == "confirmed"  # 12 more calls of 0.3 ms on ~8 ms
     assert good["A3"].verdict == "confirmed"  # only the last chunk's all-reduce is exposed
-    assert "real compute" in good["A3"].evidence and "in flight" in good["A5"].evidence
+    assert "real compute" in good["A3"].evidence and "in flight" in effect.evidence
     bad = {c.id: c for c in claims(_records(overlap_good=False))}
     assert bad["A3"].verdict == "refuted"  # overlap hid nothing
     metrics = headline_metrics(_records())  # the ratios the verdicts read, tracked by make stability
     assert metrics["a5_comm_ratio_16_over_4"] > 1 and metrics["a3_midpoint_over_overlapped_emulated"] > 1
-    no_latency = {c.id: c for c in claims(_records(per_call_s=0.0))}
-    assert no_latency["A5"].verdict != "confirmed"  # no per-call cost: 16 chunks are not slower
+    no_latency = _a5_rows(_records(per_call_s=0.0))
+    assert [c.verdict for c in no_latency] == ["inconclusive on this machine"] * 2  # 16 chunks not slower
+
+
+def test_a5_mechanism_needs_the_per_call_cost_to_explain_the_gap_in_the_articles_regime():
+    # 0.3 ms per call on 1 MiB chunks at 1 GB/s: a 16-chunk call is ~22% per-call cost, the
+    # article-scale model's ~56%: the regimes differ although α explains the whole gap
+    effect, mechanism = _a5_rows(_records(per_call_s=3e-4))
+    assert effect.verdict == "confirmed" and mechanism.verdict == "inconclusive on this machine"
+    assert (
+        "the regimes differ" in mechanism.evidence
+        and "the per-call cost explains" not in (mechanism.evidence.split("; here ")[-1])
+    )
+    # 3 ms per call: per-call-dominated (~74%) as at the article's scale, α explains the gap
+    effect, mechanism = _a5_rows(_records(per_call_s=3e-3))
+    assert effect.verdict == "confirmed" and mechanism.verdict == "confirmed"
+    # the same regime, but a cost single calls do not pay adds 2 ms per call at k = 16
+    r = _records(per_call_s=3e-3)
+    for row in r["overlap"]["rows"]:
+        if row["k"] == 16:
+            row["comm_only_times_s"] = [t + 16 * 2e-3 for t in row["comm_only_times_s"]]
+    effect, mechanism = _a5_rows(r)
+    share = analysis.a5_gap(r)["alpha_share"]
+    assert effect.verdict == "confirmed" and share < 0.8
+    assert mechanism.verdict == "inconclusive on this machine"
+    assert f"explains {share:.0%} < 80%" in mechanism.evidence and f"≤ {share:.0%}" in mechanism.evidence
+    # the threshold is a parameter: at or below the explained share, the mechanism is confirmed
+    r["params"]["a5_mechanism_min_share"] = share * 0.99
+    assert _a5_rows(r)[1].verdict == "confirmed"
+
+
+def test_a5_names_the_model_and_the_single_calls_and_the_measured_best_k():
+    r = _records(per_call_s=3e-4)
+    for row in r["overlap"]["rows"]:
+        if row["k"] == 16:
+            row["comm_only_times_s"] = [t + 16 * 5e-4 for t in row["comm_only_times_s"]]
+    effect, mechanism = _a5_rows(r)
+    assert "the α–β model (calibration) predicts" in mechanism.evidence
+    assert "single calls of 1 and 4 MiB predict " in mechanism.evidence
+    assert "the calls predict" not in mechanism.evidence
+    best = {m: analysis.best_k(r, m) for m in r["params"]["modes"]}
+    assert all(f"k={k} ({m} compute)" in effect.evidence for m, k in best.items())
+
+
+def test_a3_recovered_share_is_the_ratio_of_the_medians_shown():
+    r = _records()
+    o = analysis.a3_outcome(r, "emulated")
+    assert o["recovered_share"] == pytest.approx(
+        (o["serial_s"] - o["overlapped_s"]) / (o["serial_s"] - o["bound_s"])
+    )
+
+
+def test_timeline_panels_carry_the_drawn_steps_own_time_beside_the_median():
+    from mfulab.studies.overlap import figures
+
+    r = _records()
+    k = analysis.best_k(r, "emulated")
+    for kk, end in ((1, 0.0301), (k, 0.0399)):
+        r["overlap"]["timelines"][f"emulated:{kk}"] = [
+            {
+                "chunk": 0,
+                "compute_start_s": 0.0,
+                "compute_end_s": 0.02,
+                "comm_start_s": 0.02,
+                "comm_end_s": end,
+            }
+        ]
+    fig = figures.plot_timeline(r, "emulated")
+    titles = [ax.get_title() for ax in fig.axes]
+    median_ms = analysis.timing(r, "emulated", k, "overlapped").median_s * 1e3
+    assert "this step 39.9 ms (rank 0)" in titles[1] and f"{median_ms:.1f} ms" in titles[1]
+    r["overlap"]["timeline_step_s"] = {f"emulated:{k}": 0.0412, "emulated:1": 0.0305}
+    fig = figures.plot_timeline(r, "emulated")
+    assert "this step 41.2 ms (slowest rank)" in fig.axes[1].get_title()
+    suptitle = fig._suptitle.get_text()
+    assert "each panel is one example step" in suptitle and f"{median_ms:.1f} ms" in suptitle
 
 
 def test_a5_comparison_is_paired_and_pools_the_modes():
@@ -216,7 +297,7 @@ def test_a5_gap_says_how_much_the_per_call_cost_explains():
             row["comm_only_times_s"] = [t + 16 * 5e-4 for t in row["comm_only_times_s"]]
     g = analysis.a5_gap(r)
     assert g["alpha_share"] < 0.5 and g["rest_s"] == pytest.approx(16 * 5e-4, rel=0.3)
-    evidence = {c.id: c for c in claims(r)}["A5"].evidence
+    evidence = _a5_rows(r)[1].evidence
     assert "unexplained by the cost of a call" in evidence and f"{g['alpha_share']:.0%}" in evidence
 
 

@@ -199,7 +199,8 @@ def best_k(records, mode: str) -> int | None:
 
 def a3_outcome(records, mode: str) -> dict | None:
     """A3 in one compute mode: per round, the serial step (k = 1), the overlapped step at the
-    best k and the bound max(compute, comm); the share of the possible saving recovered, and
+    best k and the bound max(compute, comm); the share of the possible saving recovered (from
+    the medians: (serial − overlapped) ÷ (serial − bound)), and
     the paired comparison of the overlapped step with the midpoint (serial + bound)/2, which
     it beats exactly when more than half of the saving is recovered."""
     rows, k = _rows(records, mode), best_k(records, mode)
@@ -210,21 +211,32 @@ def a3_outcome(records, mode: str) -> dict | None:
     bound = np.maximum(rows[k]["compute_only_times_s"], rows[1]["comm_only_times_s"])
     midpoint = summarize((serial + bound) / 2, label="half the saving", paired=True)
     c = compare_timings(midpoint, summarize(overlapped, label=f"overlapped k={k}", paired=True))
-    # median paired saving over median possible saving: a per-round ratio divides by a
-    # difference that is near 0 in some rounds, and its median disagrees with the medians shown
-    recovered = np.median(serial - overlapped) / max(float(np.median(serial - bound)), 1e-12)
+    # the ratio of the medians shown beside it, (serial − overlapped) ÷ (serial − bound): a
+    # per-round ratio divides by a difference near 0 in some rounds, and neither its median nor
+    # a ratio of median differences can be recomputed from the medians a reader sees
+    serial_s, overlapped_s, bound_s = (float(np.median(x)) for x in (serial, overlapped, bound))
+    possible_s = serial_s - bound_s
+    recovered = (serial_s - overlapped_s) / possible_s if possible_s > 0 else float("nan")
     return {
         "mode": mode,
         "k": k,
-        "serial_s": float(np.median(serial)),
-        "overlapped_s": float(np.median(overlapped)),
-        "bound_s": float(np.median(bound)),
+        "serial_s": serial_s,
+        "overlapped_s": overlapped_s,
+        "bound_s": bound_s,
         "comm_over_compute": float(
             np.median(rows[1]["comm_only_times_s"]) / np.median(rows[1]["compute_only_times_s"])
         ),
         "recovered_share": float(recovered),
         "comparison": c,
     }
+
+
+def recovered_text(o: dict) -> str:
+    """A3's share of the possible saving as a reader sees it (none is possible when the
+    median serial step is not above the bound)."""
+    if o["recovered_share"] != o["recovered_share"]:
+        return "no possible saving (median serial step ≤ max(compute, comm))"
+    return f"{o['recovered_share']:.0%} of the possible saving"
 
 
 def comm_per_step_table(records):
