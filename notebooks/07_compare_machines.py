@@ -24,6 +24,12 @@
 # several studies write is one row (its `study` column names them all), and it would show
 # twice, marked, only if two studies disagreed. A study's own measurement of the same
 # property is labelled *check* (the overlap run's busbw beside the calibration's B).
+#
+# **Reading the values.** Shares are percentages, ratios carry their ×, and an MFU names the
+# FLOPs convention its numerator counted (notebook 01). Where a study's stability run
+# (`stability.json`) saw a number move between fresh runs by more than the run-to-run drift
+# the comparisons assume, the value says by how much: a difference between machines smaller
+# than that is not a difference.
 
 # %% tags=["parameters"]
 params = {}  # the profile's values (papermill injects them); empty: the defaults
@@ -46,7 +52,7 @@ table = analysis.comparison_table(records)
 results.save_table(out, "comparison", table)
 results.save_metrics(out, {"machines": records["machines"], "metrics": table.to_dict(orient="records")})
 with pd.option_context("display.max_colwidth", None):
-    display(analysis.formatted(table))
+    display(analysis.formatted(table, records))
 if analysis.disagreements(table):
     display(Markdown("**Two studies disagree on:** " + "; ".join(analysis.disagreements(table))))
 

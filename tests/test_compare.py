@@ -57,3 +57,45 @@ def test_the_calibrations_alpha_and_b_are_the_machines_and_busbw_a_check():
     assert shown.loc[alpha[0], "m"] == "141 µs" and "calibration" in alpha[0]
     assert shown.loc[bandwidth[0], "m"] == "1.23 GB/s" and "calibration" in bandwidth[0]
     assert len(busbw) == 1 and busbw[0].startswith("check:")
+
+
+def test_mfu_names_its_flops_convention_shares_are_percent_and_ratios_keep_their_unit():
+    mfu = {"m": {"steady_mfu_vs_ceiling": 0.593, "flops_convention": "palm"}}
+    fusion = {"m": {"ln_layer_share": 0.1357, "ln_fusion_speedup_largest_p": 1.418}}
+    records = _records(["m"], mfu=mfu, fusion=fusion)
+    shown = compare.formatted(compare.comparison_table(records), records).set_index("metric")
+    mfu_row = [m for m in shown.index if "MFU" in m]
+    assert len(mfu_row) == 1 and "palm FLOPs convention" in mfu_row[0]
+    assert shown.loc[mfu_row[0], "m"] == "59.3%"
+    share = [m for m in shown.index if "share of one layer" in m]
+    assert shown.loc[share[0], "m"] == "13.6%"
+    speedup = [m for m in shown.index if "fusion speed-up" in m]
+    assert shown.loc[speedup[0], "m"] == "1.42×"
+    recorded = compare.comparison_table(_records(["m"], mfu={"m": {"steady_mfu_vs_ceiling": 0.5}}))
+    assert any("FLOPs convention not recorded" in m for m in recorded.metric)
+
+
+def test_a_value_that_drifts_more_than_assumed_between_runs_says_so():
+    from mfulab.timing import RUN_TO_RUN_DRIFT
+
+    fusion = {"m": {"ln_fusion_speedup_largest_p": 1.418, "ln_layer_share": 0.13}}
+    records = _records(["m"], fusion=fusion)
+    drift = 2 * RUN_TO_RUN_DRIFT
+    records["drift"] = {"fusion": {"m": {"ln_fusion_speedup_largest_p": drift, "ln_layer_share": 0.01}}}
+    shown = compare.formatted(compare.comparison_table(records), records).set_index("metric")
+    speedup = [m for m in shown.index if "fusion speed-up" in m][0]
+    share = [m for m in shown.index if "share of one layer" in m][0]
+    assert shown.loc[speedup, "m"] == f"1.42× (moves {drift:.0%} between fresh runs)"
+    assert "between fresh runs" not in shown.loc[share, "m"]  # under the assumed drift
+
+
+def test_ceilings_are_point_markers_not_bars_on_the_log_axis():
+    mfu = {
+        "cpu": {"matmul_ceiling_flops_per_s": 3.5e11, "datasheet_peak_flops_per_s": None},
+        "gpu": {"matmul_ceiling_flops_per_s": 7.0e14, "datasheet_peak_flops_per_s": 9.894e14},
+    }
+    fig = compare.plot_ceilings(compare.comparison_table(_records(["cpu", "gpu"], mfu=mfu)))
+    ax = fig.axes[0]
+    assert not ax.patches  # no bars
+    points = sorted(y for line in ax.get_lines() for y in line.get_ydata())
+    assert points == [0.35, 700.0, 989.4]

@@ -34,12 +34,28 @@ def collect(p) -> dict:
     from ...results import load_all
 
     studies = dict.fromkeys(s.id for s, _ in _compared())
+    names = machines(p.results_root)
     return {
         "study": "compare",
         "params": p.to_dict(),
-        "machines": machines(p.results_root),
+        "machines": names,
         "metrics": {study: load_all(p.results_root, study) for study in studies},
+        "drift": {study: _drift(p.results_root, study, names) for study in studies},
     }
+
+
+def _drift(results_root, study: str, names) -> dict:
+    """``{machine: {key: drift}}`` from ``<machine>/<study>/stability.json`` where a stability
+    run left one: (max − min) ÷ |median| of each headline number over fresh runs."""
+    from ... import stability
+
+    found = {}
+    for machine in names:
+        report = stability.load(Path(results_root) / machine / study) or {}
+        drift = {k: v["drift"] for k, v in report.get("drift", {}).items() if v.get("drift") is not None}
+        if drift:
+            found[machine] = drift
+    return found
 
 
 def _agree(a, b) -> bool:
@@ -84,7 +100,8 @@ def comparison_table(records):
     names = records["machines"]
     rows = []
     for study, metric in _compared():
-        row = {"study": study.id, "metric": metric.label, "unit": metric.unit, "key": metric.key}
+        label = metric.label + _convention_note(records, study.id, metric.key)
+        row = {"study": study.id, "metric": label, "unit": metric.unit, "key": metric.key}
         for machine in names:
             found = records["metrics"].get(study.id, {}).get(machine) or {}
             if metric.key not in found:
@@ -95,6 +112,22 @@ def comparison_table(records):
                 row[machine] = found[metric.key]
         rows.append(row)
     return pd.DataFrame(_merge_same_key(rows, names), columns=["study", "metric", "unit", "key", *names])
+
+
+def _convention_note(records, study: str, key: str) -> str:
+    """An MFU depends on the FLOPs counted per token: the convention each machine's study
+    wrote (``flops_convention``), named beside the label of every MFU metric."""
+    if "mfu" not in key.split("_"):
+        return ""
+    found = records["metrics"].get(study, {})
+    used = {
+        m: found[m]["flops_convention"] for m in records["machines"] if "flops_convention" in found.get(m, {})
+    }
+    if not used:
+        return ", FLOPs convention not recorded"
+    if len(set(used.values())) == 1:
+        return f", {next(iter(used.values()))} FLOPs convention"
+    return ", FLOPs convention " + ", ".join(f"{c} ({m})" for m, c in used.items())
 
 
 def disagreements(table) -> list[str]:
@@ -125,14 +158,26 @@ def _seconds(value: float) -> str:
     return f"{value * 1e9:.3g} ns"
 
 
-def formatted(table):
+SHARE_FORMAT = "{:.1%}"  # every share the same way, whatever format its study declared
+
+
+def _is_share(key: str, unit: str) -> bool:
+    return unit == "fraction" or key.endswith(("_share", "_fraction"))
+
+
+def formatted(table, records=None):
     """The table as a reader sees it: each value with its metric's format and an SI prefix
-    for the units that have one (FLOP/s, B/s, s); ``missing`` and ``n/a`` as they are."""
+    for the units that have one (FLOP/s, B/s, s), every share as a percentage, every ratio
+    with its ×; ``missing`` and ``n/a`` as they are. With ``records``, a value whose drift
+    between fresh runs (the study's ``stability.json``) exceeds the run-to-run drift the
+    comparisons assume (``timing.RUN_TO_RUN_DRIFT``) says so beside it."""
     from ...plots import si
+    from ...timing import RUN_TO_RUN_DRIFT
     from .. import REGISTRY
 
     fmt = {m.key: m.fmt for s in REGISTRY.values() for m in s.metrics}
     names = [c for c in table.columns if c not in ("study", "metric", "unit", "key")]
+    drift = (records or {}).get("drift", {})
 
     def show(value, key, unit):
         if value in (MISSING, NOT_APPLICABLE) or isinstance(value, bool | str):
@@ -141,11 +186,23 @@ def formatted(table):
             return _seconds(float(value))
         if unit in ("FLOP/s", "B/s", "tokens/s"):
             return si(float(value), unit)
-        return fmt.get(key, "{:.3g}").format(value)
+        if _is_share(key, unit):
+            return SHARE_FORMAT.format(value)
+        text = fmt.get(key, "{:.3g}").format(value)
+        return text if unit != "×" or text.endswith("×") else text + "×"
+
+    def caveat(study, machine, key):
+        d = max(
+            (drift.get(s.strip(), {}).get(machine, {}).get(key, 0.0) for s in study.split(",")), default=0
+        )
+        return f" (moves {d:.0%} between fresh runs)" if d > RUN_TO_RUN_DRIFT else ""
 
     out = table[["study", "metric"]].copy()
     for machine in names:
-        out[machine] = [show(v, k, u) for v, k, u in zip(table[machine], table["key"], table["unit"])]
+        out[machine] = [
+            show(v, k, u) + ("" if v in (MISSING, NOT_APPLICABLE) else caveat(st, machine, k))
+            for v, k, u, st in zip(table[machine], table["key"], table["unit"], table["study"])
+        ]
     return out
 
 
@@ -186,44 +243,48 @@ def ceilings_takeaway(table) -> str:
 
 
 def plot_ceilings(table):
-    """Measured matmul ceiling next to the datasheet peak, per machine (TFLOP/s, log scale);
-    a machine without a datasheet peak (a CPU) says so under its bar."""
+    """Measured matmul ceiling next to the datasheet peak, per machine (TFLOP/s, log scale),
+    as point markers: on a log axis a bar's length depends on where the axis starts, a
+    marker's height does not. A machine without a datasheet peak (a CPU) says so."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     names = [c for c in table.columns if c not in ("study", "metric", "unit", "key")]
     rows = table.drop_duplicates("key").set_index("key")  # the first study that declares the key
     series = (
-        ("matmul_ceiling_flops_per_s", "measured matmul ceiling", "C0"),
-        ("datasheet_peak_flops_per_s", "datasheet peak (dense)", "C1"),
+        ("matmul_ceiling_flops_per_s", "measured matmul ceiling", "C0", "o"),
+        ("datasheet_peak_flops_per_s", "datasheet peak (dense)", "C1", "D"),
     )
-    width = 0.35
+    offset = 0.15
     fig, ax = plt.subplots(figsize=(max(5.0, 1.6 * len(names) + 2.5), 3.8))
     numeric = [
         float(rows.loc[key, n]) / 1e12
-        for key, _, _ in series
+        for key, *_ in series
         for n in names
         if rows.loc[key, n] not in (MISSING, NOT_APPLICABLE)
     ]
-    floor = 10 ** math.floor(math.log10(min(numeric) / 2)) if numeric else 0.01  # a labelled decade
-    for i, (key, label, colour) in enumerate(series):
+    low = 10 ** math.floor(math.log10(min(numeric) / 2)) if numeric else 0.01  # a labelled decade
+    high = 10 ** math.ceil(math.log10(max(numeric) * 2)) if numeric else 1.0
+    for i, (key, label, colour, marker) in enumerate(series):
         drawn = False
         for j, machine in enumerate(names):
             value = rows.loc[key, machine]
-            x = j + (i - 0.5) * width
+            x = j + (i - 0.5) * 2 * offset
             if value in (MISSING, NOT_APPLICABLE):
                 why = "no datasheet\npeak" if value == NOT_APPLICABLE else "not run"
-                ax.text(x, floor * 1.15, why, ha="center", va="bottom", fontsize=7, color="0.35")
+                ax.text(x, low * 1.15, why, ha="center", va="bottom", fontsize=7, color="0.35")
                 continue
             y = float(value) / 1e12
-            ax.bar(x, y, width=width, color=colour, label=None if drawn else label)
-            ax.text(x, y * 1.05, f"{y:.3g}", ha="center", va="bottom", fontsize=7)
+            ax.plot(x, y, marker, color=colour, markersize=8, label=None if drawn else label)
+            ax.annotate(
+                f"{y:.3g}", (x, y), xytext=(7, 0), textcoords="offset points", va="center", fontsize=7
+            )
             drawn = True
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names)
     ax.set_xlim(-0.7, len(names) - 0.3)
     ax.set_yscale("log")
-    ax.set_ylim(bottom=floor)
+    ax.set_ylim(low, high)
     ax.grid(axis="x", visible=False)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(NullFormatter())
