@@ -286,12 +286,16 @@ display(Markdown(a8_scale.sensitivity_sentence(a8_sens) + "."))
 a8_sens
 
 # %% [markdown]
-# Every reading gives a cut at least as large as the article's −40%, and the article's number is
-# reached only at the low end (model states counted at micro-batch 1, or tensor parallelism
-# without sequence parallelism and no attention dropout). Memory that both sides keep and the
-# table leaves out (the logits, allocator fragmentation, a recomputed baseline) would shrink the
-# cut further. So the −40% is plausible but does not pin the setup, and the row stays *analytic
-# only* under every assumption of the table.
+# The sentence above the table gives the range of the cut and the readings nearest the
+# article's −40%: it sits at the low end of the range, where the smaller cuts come from
+# tensor parallelism without sequence parallelism (the LayerNorm and dropout activations stay
+# whole on every device while the a·s² terms are split) with attention dropout off, or from
+# model states counted at a small micro-batch. "Attention dropout off" keeps the hidden
+# dropouts' masks; "all dropout off" (as in Llama 2) drops them too, which shrinks the naive
+# side without touching the a·s² terms, so its cut is a little larger. Memory that both sides
+# keep and the table leaves out (the logits, allocator fragmentation, a recomputed baseline)
+# would shrink every cut further. So the −40% is plausible under some readings but does not
+# pin the setup, and the row stays *analytic only* under every assumption of the table.
 
 # %% [markdown]
 # ## 5 · `torch.compile` at model level (B5) and matmul dtypes (B4)

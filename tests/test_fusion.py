@@ -178,8 +178,15 @@ def test_a8_sensitivity_by_hand():
     central = df.iloc[0]
     assert central.reduction == pytest.approx(1 - 34 / 194)  # Table 2: 34 vs 34 + 5·a·s/h, a·s/h = 32
     assert df.loc["TP 8 with sequence parallelism"].reduction == pytest.approx(central.reduction)
-    # TP 8 without SP and no attention dropout: s·b·h·(8 + 24/8) + a·s²·b·2/8 → 11 vs 19 per s·b·h
-    assert df.loc["TP 8, no sequence parallelism, attention dropout off"].reduction == pytest.approx(8 / 19)
+    # no attention dropout, hidden dropout kept: 34 + 2·a·s/h = 98 vs 34 per s·b·h
+    assert df.loc["attention dropout off, hidden dropout on"].reduction == pytest.approx(64 / 98)
+    # no dropout at all: the two 1-byte hidden masks go too, 32 + 64 vs 32
+    assert df.loc["all dropout off (e.g. Llama 2)"].reduction == pytest.approx(64 / 96)
+    # TP 8 without SP: s·b·h·(10 + 24/8) + a·s²·b·2/8 with hidden dropout → 8 of 21 per s·b·h;
+    # with no dropout at all the sequence-parallel part is 8, not 10: 8 of 19
+    tp8 = "TP 8, no sequence parallelism, "
+    assert df.loc[tp8 + "attention dropout off"].reduction == pytest.approx(8 / 21)
+    assert df.loc[tp8 + "all dropout off (e.g. Llama 2)"].reduction == pytest.approx(8 / 19)
     # micro-batch 1 with 16 B/param of model states on one device: 32 layers × 194 vs 34 B per s·b·h
     row = df.loc["model states counted (one device), micro-batch 1"]
     acts_gb = 32 * 4096 * 4096 * 194 / 1e9  # Table 2 counts bytes (bf16 included)
@@ -187,6 +194,8 @@ def test_a8_sensitivity_by_hand():
     assert row.naive_GB_per_device > acts_gb
     assert (df.vs_stated == df.reduction - 0.40).all()
     assert "−40%" in a8_scale.sensitivity_sentence()
+    # the reading below the stated cut is named, not hidden behind "every reading ≥ −40%"
+    assert f"smallest −38% under “{tp8}attention dropout off”" in a8_scale.sensitivity_sentence()
 
 
 def test_sdpa_saved_bytes_by_hand():

@@ -7,8 +7,10 @@ on, no tensor parallelism); with tensor parallelism t and no sequence parallelis
 s·b·h·(10 + 24/t + 5·a·s/(h·t)); with sequence parallelism every term is divided by t. A flash
 kernel keeps none of the a·s² terms (scores, softmax output, dropout mask and output), the
 same bytes as Table 2's selective recompute (``memory.activation_bytes_per_layer``). Without
-attention dropout the a·s² term is 2·a·s/h (the softmax output only). Model states: (2 + 2 +
-12)·Ψ bytes for mixed-precision Adam (ZeRO, Rajbhandari et al. 2020, Fig. 1).
+attention dropout the a·s² term is 2·a·s/h (the softmax output only) and the hidden dropouts
+(after the attention projection and the MLP) keep their masks: 34 + 2·a·s/h. With *all*
+dropout off (e.g. Llama 2) the two 1-byte hidden masks go as well: 32 + 2·a·s/h. Model states:
+(2 + 2 + 12)·Ψ bytes for mixed-precision Adam (ZeRO, Rajbhandari et al. 2020, Fig. 1).
 """
 
 from __future__ import annotations
@@ -18,6 +20,15 @@ from ...config import preset
 from .stated import A8_SENSITIVITY, A8_SETTING, A8_STATED
 
 GB = 1e9
+BF16_BYTES = 2  # Table 2's element size
+DROPOUT_SETTINGS = ("all", "hidden only", "none")  # which dropouts are on
+
+
+def attention_dropout_bytes_per_layer(cfg, *, micro_batch: int, tp: int = 1) -> float:
+    """Bytes attention dropout keeps per layer (Korthikanti Table 2's a·s² terms): its 1-byte
+    mask and its bf16 output, a·s²·b·(1 + 2), split by heads over ``tp``."""
+    s, a = cfg.seq_len, cfg.n_heads
+    return a * s * s * micro_batch * (1 + BF16_BYTES) / tp
 
 
 def _reading(
@@ -25,16 +36,25 @@ def _reading(
     micro_batch: int,
     tp: int = 1,
     sequence_parallel: bool = False,
-    dropout: bool = True,
+    dropout: str = "all",
     states: str = "none",
     zero1_devices: int = 1,
 ) -> dict:
     """Per device: one layer's activations naive vs flash × layers, plus model states when
     ``states`` is "ZeRO-0" (one device holds all) or "ZeRO-1" (optimizer states over
-    ``zero1_devices``); the cut flash makes."""
+    ``zero1_devices``); the cut flash makes. ``dropout``: "all" (Table 2 as printed), "hidden
+    only" (attention dropout off: Table 2 less ``attention_dropout_bytes_per_layer``) or "none"
+    (``memory.activation_bytes_per_layer(dropout=False)``: no mask anywhere)."""
+    if dropout not in DROPOUT_SETTINGS:
+        raise ValueError(f"dropout must be one of {DROPOUT_SETTINGS}, got {dropout!r}")
     cfg = preset(A8_SETTING["preset"]).with_(seq_len=A8_SETTING["seq_len"])
-    kw = dict(micro_batch=micro_batch, tp=tp, sequence_parallel=sequence_parallel, dropout=dropout)
-    naive_bytes = cfg.n_layers * memory.activation_bytes_per_layer(cfg, **kw)
+    kw = dict(micro_batch=micro_batch, tp=tp, sequence_parallel=sequence_parallel, dropout=dropout != "none")
+    attention_dropout_bytes = (
+        attention_dropout_bytes_per_layer(cfg, micro_batch=micro_batch, tp=tp)
+        if dropout == "hidden only"
+        else 0.0
+    )
+    naive_bytes = cfg.n_layers * (memory.activation_bytes_per_layer(cfg, **kw) - attention_dropout_bytes)
     flash_bytes = cfg.n_layers * memory.activation_bytes_per_layer(cfg, recompute="selective", **kw)
     states_bytes = 0.0
     if states != "none":
@@ -47,7 +67,8 @@ def _reading(
         "micro_batch": micro_batch,
         "tp": tp,
         "sequence_parallel": sequence_parallel,
-        "attention_dropout": dropout,
+        "attention_dropout": dropout == "all",
+        "hidden_dropout": dropout != "none",
         "model_states": states if states != "ZeRO-1" else f"ZeRO-1 over {zero1_devices}",
         "naive_GB_per_device": naive_total / GB,
         "flash_GB_per_device": flash_total / GB,
@@ -84,7 +105,8 @@ def sensitivity():
     batch = A8_SETTING["micro_batch"]
     big_tp = max(A8_SENSITIVITY["tensor_parallel"])
     cases = [("central: Table 2 as printed, activations only", {"micro_batch": batch})]
-    cases += [("attention dropout off", {"micro_batch": batch, "dropout": False})]
+    cases += [("attention dropout off, hidden dropout on", {"micro_batch": batch, "dropout": "hidden only"})]
+    cases += [("all dropout off (e.g. Llama 2)", {"micro_batch": batch, "dropout": "none"})]
     cases += [
         (f"TP {t}, no sequence parallelism", {"micro_batch": batch, "tp": t})
         for t in A8_SENSITIVITY["tensor_parallel"]
@@ -97,8 +119,12 @@ def sensitivity():
     ]
     cases += [
         (
-            f"TP {big_tp}, no sequence parallelism, attention dropout off",
-            {"micro_batch": batch, "tp": big_tp, "dropout": False},
+            f"TP {big_tp}, no sequence parallelism, {what}",
+            {"micro_batch": batch, "tp": big_tp, "dropout": setting},
+        )
+        for what, setting in (
+            ("attention dropout off", "hidden only"),
+            ("all dropout off (e.g. Llama 2)", "none"),
         )
     ]
     for b in (batch, *A8_SENSITIVITY["micro_batches"]):
@@ -126,9 +152,17 @@ def sensitivity_sentence(df=None) -> str:
     acts = df[df.model_states == "none"]
     with_states = df[df.model_states != "none"]
     closest = df.loc[df.vs_stated.abs().nsmallest(2).index]
+    smallest = df.loc[df.reduction.idxmin()]
+    below = int((df.reduction < stated).sum())
     return (
         f"activations alone: −{acts.reduction.min():.0%} to −{acts.reduction.max():.0%} over the table; "
         f"with model states: −{with_states.reduction.min():.0%} to −{with_states.reduction.max():.0%}; "
         f"the stated −{stated:.0%} is nearest under "
         + " and ".join(f"“{r.reading}” (−{r.reduction:.0%})" for r in closest.itertuples())
+        + (
+            f"; {below} reading{'s' if below != 1 else ''} give{'s' if below == 1 else ''} a smaller cut "
+            f"than stated, the smallest −{smallest.reduction:.0%} under “{smallest.reading}”"
+            if below
+            else f"; no reading gives a smaller cut than the stated −{stated:.0%}"
+        )
     )

@@ -46,7 +46,8 @@ B5_STATED_SPEEDUP = tuple(1 / (1 - cut) for cut in B5_STATED_TIME_CUT)
 # - tensor_parallel: TP without sequence parallelism keeps the LayerNorm/dropout activations
 #   whole on every device while the a·s² terms are split, a smaller cut (with sequence
 #   parallelism every term is split and the cut is unchanged);
-# - attention dropout off (most LLM pre-training): no mask and no dropout output per a·s²;
+# - attention dropout off: no mask and no dropout output per a·s² (the hidden dropouts kept);
+#   all dropout off (most LLM pre-training, e.g. Llama 2): the hidden dropouts' masks go too;
 # - model states counted: mixed-precision Adam, 16 bytes per parameter (ZeRO-0 on one device,
 #   or ZeRO-1 over ``zero1_devices``).
 A8_SENSITIVITY = {"micro_batches": (2, 1), "tensor_parallel": (2, 8), "zero1_devices": 8}
