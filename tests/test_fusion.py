@@ -29,6 +29,15 @@ def test_bytes_moved_by_hand():
         ln_bytes(tokens=0, hidden=64, dtype_bytes=2, fused=True, dropout=True)
 
 
+def test_write_allocate_roof_by_hand():
+    """A copy moves 3 passes through DRAM for the 2 the calibration counts (STREAM's convention)."""
+    assert bytes_model.dram_traffic_passes(reads=1, writes=1) == 3
+    assert bytes_model.dram_traffic_passes(reads=1, writes=1, write_allocate=False) == 2
+    assert bytes_model.copy_roof_factor(reads=1, writes=1) == pytest.approx(1.0)
+    assert bytes_model.copy_roof_factor(reads=1, writes=0) == pytest.approx(1.5)
+    assert bytes_model.copy_roof_factor(reads=3, writes=2) == pytest.approx(15 / 14)
+
+
 def test_roofline_by_hand():
     # 1e9 FLOPs and 1e9 bytes on 1e12 FLOP/s and 1e11 B/s: memory-bound, 10 ms
     roofline = bytes_model.roofline_time_s
@@ -144,7 +153,8 @@ def test_roofline_uses_the_counted_passes():
     records = _fake_ln_records(0.1, 0.01, 0.005)
     ln = records["ln"]
     ln["dtype_bytes"], ln["last_level_cache_bytes"] = 4, 2**20
-    ln["generated"] = {q: {"tensor_passes": 7} for q in ("p=0", "p=0.1")}
+    nests = [[2, 1], [1, 0], [0, 0], [1, 0], [1, 1]]  # inductor's CPU kernel: 5 reads + 2 writes
+    ln["generated"] = {q: {"tensor_passes": 7, "per_nest": nests} for q in ("p=0", "p=0.1")}
     for r in ln["rows"]:
         r["min_bytes"] = bytes_model.ln_residual_dropout_bytes(
             tokens=r["tokens"],
@@ -167,6 +177,13 @@ def test_roofline_uses_the_counted_passes():
     eager = pts.loc["LN+residual+dropout (eager, layer)"]  # ATen: 11 passes; bytes model 7e + 1
     assert eager.intensity_flops_per_byte == pytest.approx(11 / 44)
     assert eager.intensity_bytes_model == pytest.approx(11 / 29)
+    # write-allocate: the roof, in counted bytes, is (R + W)/(R + 2W) × 3/2 of the copy bandwidth
+    assert compiled.dram_roof_vs_copy == pytest.approx(7 / 9 * 1.5)
+    assert pts.loc["LN+residual (eager, dram)"].dram_roof_vs_copy == pytest.approx(5 / 7 * 1.5)
+    table = ln_analysis.ln_table(records).set_index(["shape", "impl", "dropout_p"])
+    row = table.loc[("dram", "compiled", 0.0)]
+    assert row.reads_writes == "5 + 2"
+    assert row.fraction_of_dram_roof == pytest.approx(row.fraction_of_bandwidth_by_passes / (7 / 9 * 1.5))
     # the DRAM run (8192 × 64 × 4 B × 4 tensors = 8 MiB = 8× the cache) is DRAM-served
     assert not compiled.cache_resident and pts.loc["LN+residual (eager, layer)"].cache_resident
 

@@ -51,6 +51,7 @@ def roofline_points(records):
                 "intensity_flops_per_byte": fl / counted_bytes if counted_bytes else model_intensity,
                 "intensity_bytes_model": model_intensity,
                 "achieved_flops_per_s": fl / r.median_s,
+                "dram_roof_vs_copy": r.dram_roof_vs_copy,
                 "cache_resident": not dram_served(4 * r.tokens * ln["hidden"] * ln["dtype_bytes"], llc),
             }
         )
@@ -64,6 +65,7 @@ def roofline_points(records):
             "intensity_flops_per_byte": matmul_intensity,
             "intensity_bytes_model": matmul_intensity,
             "achieved_flops_per_s": best["achieved_flops_per_s"],
+            "dram_roof_vs_copy": None,
             "cache_resident": False,
         }
     )

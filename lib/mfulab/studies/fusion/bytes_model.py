@@ -70,3 +70,30 @@ def naive_attention_bytes(*, batch: int, heads: int, seq_len: int, dtype_bytes: 
 def naive_attention_max_seq_len(*, batch: int, heads: int, dtype_bytes: int, limit_bytes: float) -> int:
     """The longest sequence whose naive s×s tensors (``naive_attention_bytes``) fit ``limit_bytes``."""
     return int(math.sqrt(limit_bytes / (4.0 * dtype_bytes * batch * heads)))
+
+
+# Write-allocate ("read for ownership"): an ordinary cached store first reads its cache line
+# from DRAM, so a kernel that reads R and writes W tensors moves R + 2·W of them through DRAM
+# (non-temporal stores skip the read). STREAM counts its Copy as 2 words per element and notes
+# that with write-allocate it moves 3 (McCalpin, STREAM FAQ, "counting bytes"). The
+# calibration's copy bandwidth counts 2 (``timing.memory_bandwidth``: read + write), so DRAM's
+# own bandwidth is up to 3/2 of it, reached by a kernel that only reads.
+COPY_COUNTED_PASSES = 2
+
+
+def dram_traffic_passes(*, reads: int, writes: int, write_allocate: bool = True) -> int:
+    """Tensor passes DRAM really serves for R reads and W writes: R + 2·W with write-allocate."""
+    return reads + (2 if write_allocate else 1) * writes
+
+
+def copy_roof_factor(*, reads: int, writes: int) -> float:
+    """The kernel's DRAM roof, in bytes counted as (R + W)·N·e per second, as a multiple of the
+    copy bandwidth (counted as 2·N·e): (R + W) / (R + 2W) × 3/2 with write-allocate. 1.0 for a
+    copy, 1.5 for a kernel that only reads; ATen's eager sub-block (3 reads, 2 writes) 15/14."""
+    copy_traffic = dram_traffic_passes(reads=1, writes=1)
+    return (
+        (reads + writes)
+        / dram_traffic_passes(reads=reads, writes=writes)
+        * copy_traffic
+        / COPY_COUNTED_PASSES
+    )

@@ -8,19 +8,30 @@ import numpy as np
 from ...plots import label
 from . import ln_analysis
 from .analysis import attention_slopes, attention_table, roofline_points
+from .bytes_model import copy_roof_factor
 
 
 def plot_roofline(records):
     """Each measured kernel on this device's roofline, built from the measured ceilings. The
     sub-block's filled marks use the passes over memory it really makes; a hollow mark joined
-    to each is the same time at the bytes model's minimum bytes (further right: fewer bytes)."""
+    to each is the same time at the bytes model's minimum bytes (further right: fewer bytes).
+    The DRAM roof is a band: the copy bandwidth counts 2 passes per copied element but DRAM
+    serves 3 (write-allocate), so a kernel's own roof lies between 1× (a copy) and 1.5× (reads
+    only) of it (``bytes_model.copy_roof_factor``)."""
     peak = records["ceiling"]["best_flops_per_s"]
     bw = records["bandwidth"]["plateau_bytes_per_s"]
     pts = roofline_points(records)
     xs = np.logspace(-2, 3, 200)
     fig, ax = plt.subplots(figsize=(7, 4.6))
-    ax.loglog(
-        xs, np.minimum(peak, xs * bw), color="black", label="roofline (measured DRAM and matmul ceilings)"
+    ax.loglog(xs, np.minimum(peak, xs * bw), color="black", label="roofline: copy bandwidth, matmul ceiling")
+    ax.fill_between(
+        xs,
+        np.minimum(peak, xs * bw),
+        np.minimum(peak, xs * bw * copy_roof_factor(reads=1, writes=0)),
+        color="grey",
+        alpha=0.25,
+        linewidth=0,
+        label="DRAM roof with write-allocate: copy (1×)\nto a kernel that only reads (1.5×)",
     )
     hollow = False
     for i, row in enumerate(pts.itertuples()):
@@ -70,11 +81,13 @@ def plot_roofline(records):
     ax.text(
         0.01,
         0.98,
-        "squares: tensors within 4× the last-level cache,\nso they may sit above the DRAM roof",
+        "circles (tensors in DRAM) can\nreach into the band, to their own\n"
+        "roof; squares (within 4× the last-\nlevel cache) may sit above it",
         transform=ax.transAxes,
         ha="left",
         va="top",
         fontsize=8,
+        bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "none"},
     )
     return fig
 
