@@ -335,18 +335,17 @@ a8_sens
 # builds them. Inductor keeps the built kernels in an on-disk cache that outlives the process;
 # `cache` says whether this run found them there (**warm**: every graph from the cache, so only
 # capture and loading were timed). A warm first call is *not* what a user pays the first time:
-# a cold compile adds code generation and compiling every kernel (for this small model on the
-# 2-core CPU box, tens of seconds per variant when this text was written). `cold_first_call_s` measures it in a fresh process with an empty
-# temporary cache when the profile sets `compile_cold_process: true` (off here: it would add
-# minutes to every run).
+# a cold compile adds code generation and compiling every kernel. `cold_first_call_s` measures
+# it in a fresh process with an empty temporary cache when the profile sets
+# `compile_cold_process: true` (otherwise the column is empty: not measured in this run).
 #
 # **The graph-break variant** calls `torch._dynamo.graph_break()` from a hook before every
 # block's MLP, so dynamo compiles the model in pieces and runs the Python in between eagerly.
 # Dynamo does not guard on module hooks by default, so a second model of the same code would
 # silently reuse the first one's graph and never break (an earlier version of this study timed
 # exactly that); the measurement turns the hook guards on and reports the breaks *taken* per step
-# (the hook's calls) and the graphs compiled (more than breaks + 1: a break inside a nested call
-# also splits the calling frames around it). It is compiled, in pieces, not eager.
+# (the hook's calls) and the graphs compiled (at least breaks + 1: each break splits a graph in
+# two, and a break inside a nested call can also split the calling frames around it). It is compiled, in pieces, not eager.
 
 # %%
 ct = analysis.compile_table(records)

@@ -10,7 +10,7 @@ What each number is:
   say which it was: all hits is a *warm-cache* compile, not what a user pays the first time.
 - ``cold``: with ``compile_cold_process``, the same first call in a fresh process with an
   empty temporary cache directory: the cold compile (code generation and the C++ or Triton
-  compiler for every kernel). Off on the CPU profiles: tens of seconds on a 2-core CPU.
+  compiler for every kernel). Off on the CPU profiles, to keep the run short.
 - The graph-break variant: a forward pre-hook on every block's MLP calls
   ``torch._dynamo.graph_break()``. Dynamo does not guard on module hooks by default
   (``torch._dynamo.config.skip_nnmodule_hook_guards``), so a second model of the same code

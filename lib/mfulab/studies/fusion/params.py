@@ -77,7 +77,7 @@ class Params(StudyParams):
     compile_cold_process: bool = param(
         False,
         "also time each compiled variant's first call in a fresh process with an empty inductor "
-        "cache (the cold compile a user pays once; tens of seconds per variant on a 2-core CPU)",
+        "cache (the cold compile a user pays once; it adds the fresh processes' compile time to the run)",
     )
     calibration: str = calibration_param()
     min_run_time_s: float = param(
