@@ -234,14 +234,21 @@ display(
 by_conv
 
 # %% [markdown]
-# **Why global MFU can come out above steady-state MFU.** Global MFU divides the FLOPs of
-# *every* step by the whole wall clock: the *mean* time per step, warm-up included, with
-# start-up spread over it. Steady-state MFU uses the *median* of the measured steps only.
-# Start-up always pulls global below steady, but it is small here (building a small model).
-# Warm-up steps pull it below only when they are slower: on a CPU there is nothing to compile
-# or autotune, so they can be *faster* than the measured steps (when the machine slows down
-# during the run), and the median of the measured steps can sit above their mean (a few fast
-# steps). Either lifts global above steady. The ratio is exactly the product of three factors:
+# **Why global and steady-state MFU differ.** Global MFU divides the FLOPs of *every* step
+# by the whole wall clock: the *mean* time per step, warm-up included, with start-up spread
+# over it. Steady-state MFU uses the *median* of the measured steps only. Three factors
+# separate them, and their product is exactly global / steady:
+#
+# * start-up before the first step (building the model and optimizer) only ever pulls global
+#   below steady;
+# * warm-up steps pull it below when they are slower than the measured steps (first-touch
+#   allocation, caches, and on a GPU compilation and autotuning) and lift it above when they
+#   are faster (on a CPU, a machine that slows down during the run);
+# * the measured steps' median against their mean: a few slow steps put the median below the
+#   mean (global below steady), a few fast ones above it.
+#
+# The table gives each factor for this run, and the sentence under it names which way global
+# went and the factor that moved it most:
 
 # %%
 gs = timesplit.global_vs_steady(records)
