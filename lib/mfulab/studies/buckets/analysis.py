@@ -1,6 +1,7 @@
 """Analysis of the ``buckets`` study: DDP's layouts against the formation rules, the real
-sweep against the simulator calibrated on this machine, the simulator at cluster scale, and
-the claims table (A6, B8; B6 in ``flags``).
+sweep against the simulator calibrated on this machine, and the claims table (A6's measured
+row here; the simulator at cluster scale, A6's analytic rows and B8 in ``scale``; B6 in
+``flags``).
 
 Every function reads the plain records of ``bench.measure`` (here or from another machine);
 claim verdicts are computed from the numbers. Timed comparisons use the interleaved rounds
@@ -12,14 +13,14 @@ from __future__ import annotations
 import numpy as np
 
 from ... import comm, verdicts
-from ...config import preset
 from ...results import run_identity
 from ...timing import compare_timings, summarize
 from ...verdicts import Claim
-from . import flags, model_error, sensitivity
+from . import flags, model_error, scale
 from .model_error import stack_param_bytes
-from .simulator import DEFAULT_BUCKET_CAP_MB, MIB, form_buckets, gpt_simulation, model_layout
-from .stated import A6_CARDS, A6_DISASTER_RATIO, A6_MFU_POINTS, A6_REGIME, B8_STATED
+from .scale import best_caps, scale_table, sweet_spot_text  # noqa: F401 (the notebook's names)
+from .simulator import DEFAULT_BUCKET_CAP_MB, form_buckets
+from .stated import A6_DISASTER_RATIO, A6_REGIME
 
 
 def paired(row, label: str = ""):
@@ -115,38 +116,6 @@ def gpt_layout_table(records):
     return pd.DataFrame(rows)
 
 
-def scale_table(records):
-    """The simulator on every ``scale_presets`` model (smallest first), world size and cap,
-    with the stated interconnect (the ``scale_*`` parameters)."""
-    import pandas as pd
-
-    p = records["params"]
-    caps = sorted(set(p["scale_bucket_caps_mb"]) | {DEFAULT_BUCKET_CAP_MB})
-    setting = sensitivity.stated_setting(p)
-    rows = []
-    for name in sensitivity.by_size(p["scale_presets"]):
-        for n in p["scale_world_sizes"]:
-            rows += gpt_simulation(preset(name), n=n, bucket_caps_mb=caps, **setting)
-    return pd.DataFrame(rows)
-
-
-def best_caps(scale_df):
-    """Per (model, ranks), in the scale table's order: the fastest cap (``best_caps_mib``: with
-    the caps tied with it), whether a best cap lies in the article's 20–40 MB, the MFU at
-    25 MiB (DDP's default size) and the best cap's gain over it (``gain_vs_25``, a fraction)."""
-    keys = ["preset", "world_size"]
-    best = scale_df.loc[scale_df.groupby(keys, sort=False).step_s.idxmin()].set_index(keys)
-    at_25 = scale_df[scale_df.bucket_cap_mb == DEFAULT_BUCKET_CAP_MB].set_index(keys).mfu.rename("mfu_at_25")
-    tied = scale_df.groupby(keys, sort=False).apply(
-        lambda d: sensitivity.tied_best(dict(zip(d.bucket_cap_mb, d.step_s))), include_groups=False
-    )
-    out = best.join(at_25).join(tied.rename("tied_caps")).reset_index()
-    out["gain_vs_25"] = out.mfu - out.mfu_at_25
-    out["best_caps_mib"] = out.tied_caps.map(sensitivity.caps_label)
-    out["in_20_40_mb"] = out.tied_caps.map(lambda caps: any(sensitivity.in_sweet_spot(c) for c in caps))
-    return out.drop(columns="tied_caps")
-
-
 def best_real_cap(records, mode: str = "real"):
     """The cap with the fastest median step in the sweep of ``mode`` (default flags)."""
     rows = _default_rows(records, mode)
@@ -238,11 +207,14 @@ def _a6_measured_claim(records) -> list[Claim]:
     default = ""
     if "default" in m:
         d = m["default"]
-        where = "ties with the fastest" if DEFAULT_BUCKET_CAP_MB in tied else "is slower than the fastest"
-        default = (
-            f"; 25 MiB ({m['default_buckets']} bucket(s) here) {where}: {d.ratio:.2f}× "
-            f"[{d.ratio_lo:.2f}, {d.ratio_hi:.2f}] its step"
-        )
+        if m["best"] == DEFAULT_BUCKET_CAP_MB:
+            default = f"; 25 MiB ({m['default_buckets']} bucket(s) here) is the fastest cap by the median"
+        else:
+            where = "ties with the fastest" if DEFAULT_BUCKET_CAP_MB in tied else "is slower than the fastest"
+            default = (
+                f"; 25 MiB ({m['default_buckets']} bucket(s) here) {where}: {d.ratio:.2f}× "
+                f"[{d.ratio_lo:.2f}, {d.ratio_hi:.2f}] its step"
+            )
     n = records["ddp"]["world_size"]
     rounds = paired(_default_rows(records)[m["best"]]).n
     fastest = f"the fastest cap ({m['best']:g} MiB by the median" + (
@@ -263,92 +235,10 @@ def _a6_measured_claim(records) -> list[Claim]:
     ]
 
 
-def sweet_spot_text(big) -> str:
-    """Where the best caps of ``big`` (rows of :func:`best_caps`) stand against 20–40 MB."""
-    lo, hi = sensitivity.sweet_spot_mib()
-    caps = big.bucket_cap_mb
-    inside = list(big.preset[big.in_20_40_mb])
-    if inside:
-        return f"a best cap lies in the article's 20–40 MB for {', '.join(inside)}"
-    return (
-        f"the simulated best ({caps.min():g}–{caps.max():g} MiB) is {caps.min() / hi:.0f}–"
-        f"{caps.max() / lo:.0f}× the article's 20–40 MB: it contradicts the sweet spot for pure data "
-        "parallelism"
-    )
-
-
-def _smallest_matrix_mib(name: str) -> float:
-    """bf16 gradient MiB of the model's smallest weight matrix."""
-    return min(k for n, k in model_layout(preset(name)) if "norm" not in n) * 2 / MIB
-
-
-def _a6_scale_claim(records, best, sens) -> list[Claim]:
-    if best.empty:
-        return []
-    cards = A6_CARDS if A6_CARDS in set(best.world_size) else int(best.world_size.max())
-    big = best[best.world_size == cards]
-    s = sensitivity.summary(sens)
-    changed = f" (it changes under {', '.join(s['a6_changed'])})" if s["a6_changed"] else ""
-    gains = big.gain_vs_25 * 100
-    smallest = big.preset.iloc[0]
-    per_model = ", ".join(
-        f"{r.preset} {r.best_caps_mib} MiB (+{r.gain_vs_25 * 100:.1f} points)" for r in big.itertuples()
-    )
-    return [
-        Claim(
-            "A6",
-            "20–40 MB buckets are the sweet spot; the bucket size moves MFU by 5–8 points at ~1000 cards",
-            f"simulator at {cards} data-parallel ranks with the stated interconnect, caps "
-            f"{records['params']['scale_bucket_caps_mb']} MiB; best cap vs 25 MiB (DDP's default size)",
-            "analytic only",
-            f"best cap and its MFU gain over 25 MiB: {per_model} (article: "
-            f"{A6_MFU_POINTS[0]:g}–{A6_MFU_POINTS[1]:g} points; here {gains.min():.1f}–{gains.max():.1f}); "
-            f"{sweet_spot_text(big)}; why: the smallest weight matrix of {smallest} holds "
-            f"{_smallest_matrix_mib(smallest):.0f} MiB of bf16 gradient, so a 20–40 MB cap is about one "
-            "tensor per bucket; sensitivity: the answer to 'best cap outside 20–40 MB?' "
-            f"is unchanged in {s['a6_same']} of {s['scenarios']} scenarios{changed}"
-            + sensitivity.fitted_text(sens, "a6"),
-        )
-    ]
-
-
-def _b8_claims(scale, sens) -> list[Claim]:
-    s7 = scale[scale.preset.str.contains("7b")]
-    if not len(s7):
-        return []
-    n7 = B8_STATED["ranks"] if B8_STATED["ranks"] in set(s7.world_size) else int(s7.world_size.max())
-    d = s7[s7.world_size == n7].set_index("bucket_cap_mb")
-    base = B8_STATED["default_cap_mb"]
-    caps = [c for c in (base, *B8_STATED["better_caps_mb"]) if c in d.index]
-    if base not in caps or len(caps) < 2:
-        return []
-    gain = max(d.loc[c, "mfu"] for c in caps if c != base) - d.loc[base, "mfu"]
-    s = sensitivity.summary(sens)
-    changed = f" (it changes under {', '.join(s['b8_changed'])})" if s["b8_changed"] else ""
-    return [
-        Claim(
-            "B8",
-            "for a 7B model, bucket_cap_mb 25 → 50–100 MB helped: fewer calls, still early enough",
-            f"simulator, 7B on {n7} ranks with the stated interconnect",
-            "analytic only",
-            "MFU at 25 / 50 / 100 MiB: "
-            + " / ".join(f"{d.loc[c, 'mfu']:.1%}" for c in caps)
-            + f"; best 50–100 MiB vs 25: {gain * 100:+.2f} points; sensitivity: 50–100 MiB still gains in "
-            f"{s['b8_same']} of {s['scenarios']} scenarios{changed}" + sensitivity.fitted_text(sens, "b8"),
-        )
-    ]
-
-
 def claims(records) -> list[Claim]:
-    """A6 (measured per-tensor row; simulator at scale), B8 (simulator, 7B), B6 (``flags``)."""
-    scale = scale_table(records)
-    sens = sensitivity.sensitivity_table(records)
-    return (
-        _a6_measured_claim(records)
-        + _a6_scale_claim(records, best_caps(scale), sens)
-        + _b8_claims(scale, sens)
-        + flags.claims(records)
-    )
+    """A6 (measured per-tensor row; the simulator at scale, ``scale``: how far the cap moves
+    MFU, and the sweet spot), B8 (``scale``: simulator, 7B), B6 (``flags``)."""
+    return _a6_measured_claim(records) + scale.claims(records) + flags.claims(records)
 
 
 def headline_metrics(records, claim_list: list[Claim] | None = None) -> dict:
@@ -356,7 +246,7 @@ def headline_metrics(records, claim_list: list[Claim] | None = None) -> dict:
     st = sweep_table(records)
     gpt = gpt_layout_table(records)
     m = a6_measured(records)
-    scale = scale_table(records)
+    scale_df = scale_table(records)
     return {
         **run_identity(records),
         "world_size": records["ddp"]["world_size"],
@@ -380,7 +270,7 @@ def headline_metrics(records, claim_list: list[Claim] | None = None) -> dict:
             f"per_bucket_overhead_s_{m}": f["per_bucket_overhead_s"]
             for m, f in model_error.fits(records).items()
         },
-        "best_caps_at_scale": best_caps(scale).to_dict(orient="records"),
+        "best_caps_at_scale": best_caps(scale_df).to_dict(orient="records"),
         "claims": verdicts.records(claims(records) if claim_list is None else claim_list),
     }
 

@@ -8,6 +8,7 @@ import seaborn as sns
 from ...plots import median_iqr_ms
 from . import model_error
 from .analysis import a6_measured, best_caps, scale_table, sweep_table
+from .sensitivity import plausible_caps_text
 from .stated import A6_MFU_POINTS
 
 
@@ -76,40 +77,55 @@ def plot_sweep(records):
 
 
 def scale_title(best) -> str:
-    """The heat map's take-away, from the simulated best caps at the largest rank count."""
+    """The heat map's take-away, from the simulated best caps and the spread over the
+    plausible caps at the largest rank count."""
     n = int(best.world_size.max())
     big = best[best.world_size == n]
-    gains = big.gain_vs_25 * 100
     where = (
         f"best cap {big.bucket_cap_mb.min():g}–{big.bucket_cap_mb.max():g} MiB, not the article's 20–40 MB"
         if not big.in_20_40_mb.any()
         else f"a best cap in the article's 20–40 MB for {', '.join(big.preset[big.in_20_40_mb])}"
     )
     return (
-        f"At {n} ranks: {where};\nit beats 25 MiB by {gains.min():.1f}–{gains.max():.1f} MFU points "
+        f"At {n} ranks: {where};\nthe cap moves MFU by {big.spread_points.min():.1f}–"
+        f"{big.spread_points.max():.1f} points over {plausible_caps_text()} "
         f"(article: {A6_MFU_POINTS[0]:g}–{A6_MFU_POINTS[1]:g})"
     )
 
 
 def plot_scale_heatmap(records):
-    """Simulated best cap per (model, ranks; a range where caps tie) and its MFU gain over
-    25 MiB (the colour, one sequential scale)."""
+    """Per (model, ranks): how far the cap moves MFU over the plausible caps (the colour, one
+    sequential scale, max − min in points), the simulated best cap (a range where caps tie)
+    and its gain over 25 MiB."""
 
     best = best_caps(scale_table(records))
     models = list(dict.fromkeys(best.preset))  # smallest model first (scale_table's order)
-    gain = best.pivot(index="preset", columns="world_size", values="gain_vs_25").loc[models] * 100
-    caps = best.pivot(index="preset", columns="world_size", values="best_caps_mib").loc[models]
-    annot = caps.map(lambda c: f"{c} MiB") + "\n" + gain.map(lambda g: f"+{g:.1f} pt")
-    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+
+    def grid(column):
+        return best.pivot(index="preset", columns="world_size", values=column).loc[models]
+
+    spread, gain, caps = grid("spread_points"), grid("gain_vs_25") * 100, grid("best_caps_mib")
+    annot = (
+        spread.map(lambda s: f"spread {s:.1f} pt")
+        + "\nbest "
+        + caps.map(lambda c: f"{c} MiB")
+        + "\n"
+        + gain.map(lambda g: f"+{g:.1f} pt vs 25 MiB")
+    )
+    lo, hi = A6_MFU_POINTS
+    fig, ax = plt.subplots(figsize=(8, 4.4))
     sns.heatmap(
-        gain,
+        spread,
         annot=annot,
         fmt="",
         cmap="Blues",
         vmin=0,
-        cbar_kws={"label": "MFU gain of the best cap\nover 25 MiB (points)"},
+        vmax=max(hi, float(spread.max().max())),  # the scale reaches the article's figure
+        annot_kws={"fontsize": 8},
+        cbar_kws={"label": f"MFU spread over caps {plausible_caps_text()}\n(points; article: {lo:g}–{hi:g})"},
         ax=ax,
     )
+    ax.collections[0].colorbar.ax.axhspan(lo, hi, fill=False, hatch="//", edgecolor="0.3", linewidth=0)
     ax.set_xlabel("data-parallel ranks")
     ax.set_ylabel("model (smallest first)")
     ax.tick_params(axis="y", rotation=0)

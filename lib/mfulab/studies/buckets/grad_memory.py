@@ -96,8 +96,34 @@ def saved_text(records) -> str:
     t = memory_table(records)
     if t.empty:
         return ""
-    view = t.set_index("setting").loc["gradient_as_bucket_view"]
+    m = t.set_index("setting")
+    base, view = m.loc["default flags"], m.loc["gradient_as_bucket_view"]
     return (
-        f"; memory (its documented benefit): {view.saved_bytes / 1e6:.2f} MB of gradient storage saved per "
-        f"rank, counted (analytic: the parameter bytes, {view.analytic_saved_bytes / 1e6:.2f} MB)"
+        f"; memory (its documented benefit): gradients in {base.grad_storages} storages of their own "
+        f"({base.separate_grad_bytes / 1e6:.2f} MB) beside the buckets with the default flags, "
+        f"{view.separate_grad_bytes / 1e6:.2f} MB of their own with the flag; "
+        f"{view.saved_bytes / 1e6:.2f} MB of gradient storage saved per rank, counted (analytic: the "
+        f"gradients' bytes, {view.analytic_saved_bytes / 1e6:.2f} MB)"
     )
+
+
+# The counted saving is taken as equal to the analytic one within this fraction of it
+# (storage sizes are exact byte counts; the margin only absorbs a bucket's alignment padding).
+MEMORY_MATCH_REL_TOL = 0.01
+
+
+def memory_verdict(records) -> tuple[str, str]:
+    """(verdict, reason) for "gradient_as_bucket_view saves a gradient copy", on memory:
+    confirmed when the counted saving equals the analytic one (the gradients' bytes) within
+    :data:`MEMORY_MATCH_REL_TOL`, refuted when it falls short of it, inconclusive when it
+    exceeds it (something besides the copy was freed); not checkable without a count."""
+    t = memory_table(records)
+    if t.empty:
+        return "not checkable", "; no gradient-memory count in these records"
+    view = t.set_index("setting").loc["gradient_as_bucket_view"]
+    saved, analytic = float(view.saved_bytes), float(view.analytic_saved_bytes)
+    if abs(saved - analytic) <= MEMORY_MATCH_REL_TOL * analytic:
+        return "confirmed", f": equal within {MEMORY_MATCH_REL_TOL:.0%} — the copy is gone"
+    if saved < analytic:
+        return "refuted", f": short of the gradients' size by more than {MEMORY_MATCH_REL_TOL:.0%}"
+    return "inconclusive on this machine", ": more than the gradients' size — something else was freed"

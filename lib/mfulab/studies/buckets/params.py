@@ -25,6 +25,7 @@ VARIANTS = (
     "find_unused+static_graph",
 )
 MODES = ("real", "emulated")
+ALGORITHMS = ("best", "ring", "tree")  # simulator.allreduce_time
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,15 @@ class Params(StudyParams):
         SI["tokens_per_rank"], "tokens per rank per simulated step", unit="tokens", positive=True
     )
     scale_alpha_s: float = param(
-        SI["alpha_s"], "stated interconnect: latency per ring step", unit="s", non_negative=True
+        SI["alpha_s"],
+        "stated interconnect: latency per step of the all-reduce (ring: 2(n−1) steps, tree: 2·log2 n)",
+        unit="s",
+        non_negative=True,
+    )
+    scale_algorithm: str = param(
+        SI["algorithm"],
+        "all-reduce algorithm at scale: best (the faster of ring and tree per call, as NCCL chooses "
+        "by message size and rank count) | ring | tree",
     )
     scale_link_bytes_per_s: float = param(
         SI["link_bytes_per_s"],
@@ -129,6 +138,7 @@ class Params(StudyParams):
             "one of bucket_caps_mb (the default flags at that cap are the flags' baseline)",
         )
         self.require("rounds", self.rounds >= 2 * self.jobs, "at least 2 per job")
+        self.require_choice("scale_algorithm", ALGORITHMS)
         self.require("scale_compute_efficiency", 0 < self.scale_compute_efficiency <= 1, "in (0, 1]")
         for name in self.scale_presets:
             self._require_preset("scale_presets", name)

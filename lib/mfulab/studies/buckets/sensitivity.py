@@ -1,6 +1,7 @@
 """How the simulator's answers to A6 and B8 move with its assumed inputs (issue §4): per-step
 latency, the interconnect (NVLink inside a node, InfiniBand between nodes), compute
-efficiency, tensor/pipeline sharding of the gradients and gradient accumulation — one input
+efficiency, tensor/pipeline sharding of the gradients, gradient accumulation and the
+all-reduce algorithm (the faster of ring and tree per call, or ring only) — one input
 varied at a time from the stated setting (``stated.SENSITIVITY``) — and the simulator's own
 error: the per-bucket overhead fitted to this machine's measured sweep (``model_error``)."""
 
@@ -10,7 +11,14 @@ from ...config import preset
 from ...flops import param_count
 from . import model_error
 from .simulator import DEFAULT_BUCKET_CAP_MB, MIB, gpt_simulation
-from .stated import A6_CARDS, A6_SWEET_SPOT_BYTES, B8_STATED, SENSITIVITY
+from .stated import (
+    A6_CARDS,
+    A6_MFU_POINTS,
+    A6_PLAUSIBLE_CAPS_MIB,
+    A6_SWEET_SPOT_BYTES,
+    B8_STATED,
+    SENSITIVITY,
+)
 
 # Simulated steps closer than this (relative) are a tie: the simulator is exact, but no
 # measurement resolves 0.1% of a step, and when the all-reduce hides behind the backward pass
@@ -51,6 +59,19 @@ def in_sweet_spot(cap_mib: float) -> bool:
     return lo <= cap_mib <= hi
 
 
+def spread_points(mfu_by_cap: dict, caps_mib: tuple[float, float] | None = None) -> float:
+    """How far the bucket size moves MFU: max − min MFU (in points) over the caps of
+    ``mfu_by_cap`` within ``caps_mib`` (inclusive; ``None``: every cap)."""
+    lo, hi = caps_mib or (0.0, float("inf"))
+    mfus = [m for c, m in mfu_by_cap.items() if lo <= c <= hi]
+    return (max(mfus) - min(mfus)) * 100
+
+
+def plausible_caps_text() -> str:
+    lo, hi = A6_PLAUSIBLE_CAPS_MIB
+    return f"{lo:g}–{hi:g} MiB"
+
+
 def by_size(names) -> list[str]:
     """Model names ordered by parameter count (smallest first)."""
     return sorted(names, key=lambda name: param_count(preset(name)))
@@ -64,7 +85,12 @@ def stated_setting(p: dict) -> dict:
         "device_flops_per_s": p["scale_device_flops_per_s"],
         "compute_efficiency": p["scale_compute_efficiency"],
         "tokens_per_rank": p["scale_tokens_per_rank"],
+        "algorithm": p.get("scale_algorithm", "best"),  # absent from records older than the parameter
     }
+
+
+def algorithm_text(algorithm: str) -> str:
+    return {"best": "faster of ring and tree", "ring": "ring only", "tree": "tree only"}[algorithm]
 
 
 def scenarios(p: dict, overhead: dict | None = None) -> list[dict]:
@@ -76,7 +102,7 @@ def scenarios(p: dict, overhead: dict | None = None) -> list[dict]:
     plain = {"tp": 1, "pp": 1, "accumulation": 1}
     stated = (
         f"{base['link_bytes_per_s'] / 1e9:g} GB/s, {base['alpha_s'] * 1e6:g} µs, "
-        f"{base['compute_efficiency']:.0%} efficiency"
+        f"{base['compute_efficiency']:.0%} efficiency, {algorithm_text(base['algorithm'])}"
     )
     out = [{"assumption": "stated", "value": stated, "setting": base, **plain}]
     for alpha in SENSITIVITY["alpha_s"]:
@@ -106,6 +132,10 @@ def scenarios(p: dict, overhead: dict | None = None) -> list[dict]:
                 "accumulation": acc,
             }
         )
+    for algorithm in SENSITIVITY["algorithm"]:
+        setting = {**base, "algorithm": algorithm}
+        value = algorithm_text(algorithm)
+        out.append({"assumption": "all-reduce algorithm", "value": value, "setting": setting, **plain})
     if overhead:
         o = overhead["per_bucket_overhead_s"]
         where = {False: "on the backward's path (as fitted)", True: "on the backward and the channel"}
@@ -134,7 +164,8 @@ def _run(name: str, cards: int, caps, s: dict) -> dict:
 def sensitivity_table(records):
     """One row per scenario: A6 at ``A6_CARDS`` cards (best cap per model, smallest first, with
     ties; where the article's 20–40 MB stands, :func:`sweet_spot_status`; the largest MFU gain
-    of the best cap over 25 MiB) and B8 (7B on
+    of the best cap over 25 MiB; how far the cap moves MFU, max − min over the plausible caps
+    ``A6_PLAUSIBLE_CAPS_MIB`` per model and the largest over the whole grid) and B8 (7B on
     ``B8_STATED['ranks']`` cards: MFU gain of the better of 50/100 MiB over 25 MiB), and
     whether each conclusion is the same as under the stated setting."""
     import pandas as pd
@@ -148,6 +179,8 @@ def sensitivity_table(records):
         a6 = {m: _run(m, A6_CARDS, caps, s) for m in models}
         tied = {m: tied_best({c: x["step_s"] for c, x in r.items()}) for m, r in a6.items()}
         gains = {m: a6[m][tied[m][0]]["mfu"] - a6[m][DEFAULT_BUCKET_CAP_MB]["mfu"] for m in models}
+        mfu = {m: {c: x["mfu"] for c, x in r.items()} for m, r in a6.items()}
+        spreads = [spread_points(mfu[m], A6_PLAUSIBLE_CAPS_MIB) for m in models]
         b8 = _run(seven_b, B8_STATED["ranks"], caps, s)
         b8_gain = (
             max(b8[c]["mfu"] for c in B8_STATED["better_caps_mb"]) - b8[B8_STATED["default_cap_mb"]]["mfu"]
@@ -160,12 +193,17 @@ def sensitivity_table(records):
                 "a6_best_caps_mib": " / ".join(caps_label(tied[m]) for m in models),
                 "a6_20_40_mb": sweet_spot_status([tied[m] for m in models]),
                 "a6_max_gain_vs_25_points": max(gains.values()) * 100,
+                "a6_spread_points": " / ".join(f"{x:.1f}" for x in spreads),
+                "a6_max_spread_points": max(spreads),
+                "a6_max_spread_grid_points": max(spread_points(mfu[m]) for m in models),
                 "b8_gain_50_100_vs_25_points": b8_gain * 100,
             }
         )
     df = pd.DataFrame(rows)
     stated = df.iloc[0]
     df["a6_conclusion_same"] = (df.a6_20_40_mb == "outside") == (stated.a6_20_40_mb == "outside")
+    df["a6_spread_reaches_claim"] = df.a6_max_spread_points >= A6_MFU_POINTS[0]
+    df["a6_spread_same"] = df.a6_spread_reaches_claim == bool(stated.a6_max_spread_points >= A6_MFU_POINTS[0])
     df["b8_conclusion_same"] = (df.b8_gain_50_100_vs_25_points > 0) == (
         stated.b8_gain_50_100_vs_25_points > 0
     )
@@ -206,6 +244,12 @@ def summary(df) -> dict:
         "a6_changed": [
             f"{r.assumption} {r.value} ({r.a6_20_40_mb})" for r in df.itertuples() if not r.a6_conclusion_same
         ],
+        "a6_spread_reaching": [
+            f"{r.assumption} {r.value} ({r.a6_max_spread_points:.1f} points)"
+            for r in df.itertuples()
+            if r.a6_spread_reaches_claim
+        ],
+        "a6_spread_max_points": float(df.a6_max_spread_points.max()),
         "b8_same": int(df.b8_conclusion_same.sum()),
         "b8_changed": [
             f"{r.assumption} {r.value} ({_tied_or_reversed(r.b8_gain_50_100_vs_25_points)})"

@@ -12,8 +12,13 @@ split. The first bucket's cap is 1 MiB (``dist._DEFAULT_FIRST_BUCKET_BYTES``) wh
 its gradients are ready and the communication channel is free.
 
 :func:`simulate` applies the same rules to a list of (bytes, ready time) per parameter, with
-each all-reduce costed by the ring α–β model (``comm.ring_all_reduce_time``); output: step
-time, exposed communication and a bucket timeline.
+each all-reduce costed by an α–β model whose algorithm is a named input (``algorithm``):
+the ring (``comm.ring_all_reduce_time``, 2(n−1) latency steps: the default, and the measured
+2-rank sweep's), the pipelined tree (``comm.tree_all_reduce_time``, 2·log2(n) steps) or
+``best``, the faster of the two per call, as NCCL chooses between ring and tree by message
+size and rank count. At scale (:func:`gpt_simulation`) the study's stated setting is
+``best`` (``stated.STATED_INTERCONNECT``); at 1024 ranks the tree then wins every call.
+Output: step time, exposed communication and a bucket timeline.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from .stated import STATED_INTERCONNECT
 MIB = 2**20
 DEFAULT_BUCKET_CAP_MB = 25
 FIRST_BUCKET_BYTES = 1 * MIB  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
+ALGORITHMS = ("ring", "tree", "best")
 
 
 def form_buckets(param_bytes, *, bucket_cap_mb: float, default_cap: bool = False) -> list[list[int]]:
@@ -55,12 +61,15 @@ def form_buckets(param_bytes, *, bucket_cap_mb: float, default_cap: bool = False
 def allreduce_time(
     nbytes: float, n: int, *, alpha_s: float, link_bytes_per_s: float, algorithm: str = "ring"
 ) -> float:
-    """``ring``: the ring α–β model; ``best``: the faster of ring and tree, as NCCL picks its
-    algorithm per call (the tree's log2(n) latency matters at thousands of ranks)."""
-    ring = comm.ring_all_reduce_time(nbytes, n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s)
-    if algorithm == "ring":
-        return ring
-    return min(ring, comm.tree_all_reduce_time(nbytes, n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s))
+    """``ring``: the ring α–β model; ``tree``: the pipelined tree's; ``best``: the faster of
+    the two, as NCCL picks its algorithm per call (the tree's log2(n) latency matters at
+    thousands of ranks)."""
+    if algorithm not in ALGORITHMS:
+        raise ParameterError(f"algorithm must be one of {', '.join(ALGORITHMS)}; got {algorithm!r}")
+    link = {"alpha_s": alpha_s, "link_bytes_per_s": link_bytes_per_s}
+    ring = comm.ring_all_reduce_time(nbytes, n, **link)
+    tree = comm.tree_all_reduce_time(nbytes, n, **link)
+    return {"ring": ring, "tree": tree, "best": min(ring, tree)}[algorithm]
 
 
 def simulate(
@@ -168,6 +177,7 @@ def gpt_simulation(
     alpha_s: float,
     link_bytes_per_s: float,
     bucket_caps_mb,
+    algorithm: str = "best",
     grad_bytes_per_elem: int = 2,
     tp: int = 1,
     pp: int = 1,
@@ -185,7 +195,8 @@ def gpt_simulation(
     overlaps the all-reduce (the others run under ``no_sync``).
     Communication: bf16 gradients (``grad_bytes_per_elem``) of one device
     (:func:`sharded_layout`), each bucket all-reduced over the ``n`` data-parallel ranks by
-    the faster of the ring and tree α–β models (``allreduce_time(..., algorithm="best")``).
+    the α–β model of ``algorithm`` (:func:`allreduce_time`; ``best``: the faster of ring and
+    tree per call, the stated setting).
     ``per_bucket_overhead_s`` (and ``overhead_on_channel``): host work per bucket on the
     backward's path (:func:`simulate`; 0 in the stated setting, the overhead fitted to a
     measured sweep in the sensitivity rows).
@@ -200,7 +211,7 @@ def gpt_simulation(
     param_bytes = (numels * grad_bytes_per_elem).astype(int).tolist()
     out = []
     for cap in bucket_caps_mb:
-        link = {"alpha_s": alpha_s, "link_bytes_per_s": link_bytes_per_s, "algorithm": "best"}
+        link = {"alpha_s": alpha_s, "link_bytes_per_s": link_bytes_per_s, "algorithm": algorithm}
         r = simulate(
             param_bytes,
             ready.tolist(),

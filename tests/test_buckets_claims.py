@@ -1,0 +1,129 @@
+"""The ``buckets`` claims that hang on a chosen quantity or assumption (split from
+test_buckets.py, at its size limit): A6's spread over the caps, the all-reduce algorithm at
+scale, B6's memory verdict and its rows outside the mechanism, A6's measured wording."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_buckets import _records
+
+from mfulab import comm
+from mfulab.config import ParameterError, preset
+from mfulab.studies.buckets import analysis, flags, grad_memory, scale, sensitivity, simulator
+from mfulab.studies.buckets.params import Params
+from mfulab.studies.buckets.stated import A6_MFU_POINTS, A6_PLAUSIBLE_CAPS_MIB, STATED_INTERCONNECT
+
+
+def test_allreduce_algorithm_is_a_parameter():
+    link = {"alpha_s": 2e-5, "link_bytes_per_s": 25e9}
+    ring = simulator.allreduce_time(0, 1024, algorithm="ring", **link)
+    tree = simulator.allreduce_time(0, 1024, algorithm="tree", **link)
+    assert ring == pytest.approx(2 * 1023 * 2e-5) and tree == pytest.approx(2 * 10 * 2e-5)
+    assert simulator.allreduce_time(0, 1024, algorithm="best", **link) == tree
+    with pytest.raises(ParameterError):
+        simulator.allreduce_time(0, 8, algorithm="butterfly", **link)
+    with pytest.raises(ParameterError):
+        Params(scale_algorithm="butterfly").check()
+    # the stated setting is named, and the scale table follows the parameter
+    assert STATED_INTERCONNECT["algorithm"] == Params().scale_algorithm == "best"
+    setting = dict(n=1024, bucket_caps_mb=[25], **{**STATED_INTERCONNECT, "algorithm": "ring"})
+    (on_ring,) = simulator.gpt_simulation(preset("llama2-7b"), **setting)
+    (best,) = simulator.gpt_simulation(preset("llama2-7b"), **{**setting, **STATED_INTERCONNECT})
+    assert on_ring["step_s"] > best["step_s"] + on_ring["buckets"] * (2 * 1023 - 20) * 2e-5 * 0.5
+
+
+def test_sensitivity_has_a_ring_only_row_and_the_spread():
+    rec = _records({(25, "default"): [0.02, 0.02]})
+    df = sensitivity.sensitivity_table(rec)
+    ring = df[df.assumption == "all-reduce algorithm"]
+    assert list(ring.value) == ["ring only"]
+    assert "faster of ring and tree" in df.value.iloc[0]
+    # ring only: every call pays 2(n−1)·α, so small caps lose many MFU points
+    assert ring.a6_max_spread_points.iloc[0] > df.a6_max_spread_points.iloc[0]
+    assert (df.a6_max_spread_grid_points >= df.a6_max_spread_points - 1e-9).all()
+    assert (df.a6_spread_reaches_claim == (df.a6_max_spread_points >= A6_MFU_POINTS[0])).all()
+
+
+def test_spread_is_max_minus_min_over_the_plausible_caps():
+    assert sensitivity.spread_points({1: 0.30, 25: 0.38, 400: 0.40, 6400: 0.20}, (1, 400)) == pytest.approx(
+        10
+    )
+    assert sensitivity.spread_points({1: 0.30, 25: 0.38, 400: 0.40, 6400: 0.20}) == pytest.approx(20)
+    rec = _records({(25, "default"): [0.02, 0.02]})
+    rec["params"]["scale_world_sizes"] = [1024]
+    table = scale.scale_table(rec)
+    best = scale.best_caps(table)
+    for r in best.itertuples():
+        d = table[(table.preset == r.preset) & table.bucket_cap_mb.between(*A6_PLAUSIBLE_CAPS_MIB)]
+        assert r.spread_points == pytest.approx((d.mfu.max() - d.mfu.min()) * 100)
+        assert r.spread_grid_points >= r.spread_points
+        assert r.gain_vs_25 * 100 <= r.spread_points + 1e-9  # the gain over 25 MiB is part of the spread
+
+
+def test_a6_spread_row_is_judged_on_the_spread():
+    rec = _records({(25, "default"): [0.02, 0.02]})
+    rec["params"]["scale_world_sizes"] = [1024]
+    rows = scale.claims(rec)
+    spread, sweet = (c for c in rows if c.id == "A6")
+    assert "5–8 points" in spread.claim and "spread" in spread.evidence and "1–400 MiB" in spread.measured
+    assert "sweet spot" in sweet.claim
+    # refuted only when no scenario of the sensitivity table reaches the claim's lower end
+    assert scale.a6_spread_verdict(pd.DataFrame({"a6_spread_reaches_claim": [False, False]})) == "refuted"
+    assert (
+        scale.a6_spread_verdict(pd.DataFrame({"a6_spread_reaches_claim": [False, True]})) == "analytic only"
+    )
+
+
+def _memory(saved_fraction: float) -> dict:
+    grads = 6_604_800
+    return {
+        "default": {
+            "param_bytes": grads,
+            "grad_bytes": grads,
+            "bucket_bytes": grads,
+            "grad_storages": 200,
+            "separate_grad_bytes": grads,
+        },
+        "bucket_view": {
+            "param_bytes": grads,
+            "grad_bytes": grads,
+            "bucket_bytes": grads,
+            "grad_storages": 1,
+            "separate_grad_bytes": round(grads * (1 - saved_fraction)),
+        },
+    }
+
+
+def test_bucket_view_row_is_judged_on_memory_not_speed():
+    rng = np.random.default_rng(0)
+    base = 0.020 * (1 + 0.01 * rng.standard_normal(24))
+    times = {(25, "default"): base, (25, "bucket_view"): base, (25, "static_graph"): base}
+    rec = _records(times)
+    rec["ddp"]["grad_memory"] = _memory(1.0)
+    rows = {c.claim: c for c in flags.claims(rec)}
+    view = rows["gradient_as_bucket_view saves a gradient copy"]
+    assert view.verdict == "confirmed" and "6.60 MB" in view.evidence and "200 storages" in view.evidence
+    assert flags.flag_table(rec).set_index("flag").loc["gradient_as_bucket_view"].speed_verdict == (
+        "inconclusive on this machine"
+    )
+    static = rows["static_graph spares DDP repeated analysis of the autograd graph"]
+    assert static.verdict == "not checkable" and "outside the claim's mechanism" in static.evidence
+    rec["ddp"]["grad_memory"] = _memory(0.5)
+    assert grad_memory.memory_verdict(rec)[0] == "refuted"
+    del rec["ddp"]["grad_memory"]
+    assert grad_memory.memory_verdict(rec)[0] == "not checkable"
+
+
+def test_a6_measured_row_says_25_is_the_fastest():
+    fast = 0.02 * np.ones(12)
+    rec = _records({(0.0001, "default"): fast * 4, (1, "default"): fast * 1.3, (25, "default"): fast})
+    (row,) = analysis._a6_measured_claim(rec)
+    assert "25 MiB (1 bucket(s) here) is the fastest cap" in row.evidence and "1.00×" not in row.evidence
+
+
+def test_scale_setting_text_names_the_algorithm():
+    from mfulab.studies.buckets import report
+
+    text = report.scale_setting_text(Params())
+    ring_ms = comm.ring_all_reduce_time(0, 1024, alpha_s=2e-5, link_bytes_per_s=25e9) * 1e3
+    assert "faster of ring and tree" in text and f"{ring_ms:.1f} ms on the ring" in text
