@@ -115,18 +115,9 @@ analysis.layer_model_summary(lm)
 summary = analysis.policy_summary(records)
 results.save_table(out, "policy_summary", summary)
 assert (summary.gradient_max_abs_diff < 1e-5).all(), "a recompute policy changed the gradients"
+summary_columns = "policy step_added_MiB recompute_flops_share step_s step_q1_s step_q3_s step_n tokens_per_s"
 summary.assign(step_added_MiB=summary.peak_step_added_bytes / 2**20)[
-    [
-        "policy",
-        "step_added_MiB",
-        "recompute_flops_share",
-        "step_s",
-        "step_q1_s",
-        "step_q3_s",
-        "step_n",
-        "tokens_per_s",
-        "gradient_max_abs_diff",
-    ]
+    summary_columns.split() + ["gradient_max_abs_diff"]
 ]
 
 # %%
@@ -162,7 +153,10 @@ b7.T.rename(columns={0: "value"})
 # HFU = hardware FLOPs per token × tokens/s ÷ peak counts the recomputed FLOPs too, so under
 # recompute HFU > MFU, and against `none` HFU moves by the tokens/s factor *times* the
 # hardware-FLOPs ratio: when tokens/s rises, MFU and HFU both rise (HFU more). What
-# recompute changes is the gap HFU − MFU, not the direction.
+# recompute changes is the gap HFU − MFU, not the direction. The hardware FLOPs here are
+# FlopCounterMode's, which counts matmuls only: `sac` re-runs no matmul, so its HFU equals its
+# MFU. The figure's whiskers are the tokens/s ratio's interval; a policy whose interval holds 1
+# is "inconclusive" (its verdict is under its name).
 
 # %%
 budget = analysis.budget_table(records)
@@ -213,8 +207,12 @@ results.save_table(out, "a14_verdict", a14_regime)
 a14_regime
 
 # %% [markdown]
-# The same quantity measured on the reference model with both attentions (exact saved bytes;
-# FLOPs counted, except the fused core, which FlopCounterMode does not see on a CPU):
+# The same quantity measured on the reference model with both attentions: exact saved bytes,
+# divided by one basis for every row, `flops_recomputed`, the region's matmuls run once more in
+# full (4·b·s²·h per layer for the core, 2·2·b·s·h·d_ff for the MLP), as in the table above.
+# `flops_counted` is what FlopCounterMode saw torch's non-reentrant checkpoint re-run (naive
+# attention): half, since it skips each region's last matmul (section 3); blank for the fused
+# core, which the counter does not see on a CPU.
 
 # %%
 a14_measured = a14.measured_table(records)
@@ -238,11 +236,22 @@ display(
 # %% [markdown]
 # Per FLOP the comparison reduces to closed forms: the non-fused core frees 5a/4h bytes per
 # FLOP, the MLP 19/16h, so the core wins by 20a/19 at any sequence length (Korthikanti's
-# choice). A fused core frees a/(s·h), so the MLP wins by 19s/16a: the article's choice, for a
-# reason it does not give. The MLP is not "cheap to redo" (its two linears are about 60% of
-# the layer's forward FLOPs here); the fused attention core simply has almost nothing to free.
-# Recomputing the whole attention block (QKV, core, projection) instead frees 11 of the 34
-# s·b·h at about the MLP's bytes per FLOP. How the comparison moves with the sequence length:
+# choice). A fused core frees a/(s·h), so the MLP wins by 19s/16a. Recomputing the whole
+# attention block (QKV, core, projection) instead frees 11 of the 34 s·b·h, and the MLP frees
+# 19(8h + 4s)/16(11h + 4a) times as much per FLOP: more only above s = (24h + 64a)/76 tokens,
+# which the ~100B layer at 2048 tokens is below. So whether "recompute the MLP, keep the
+# attention" is the better choice depends on which attention recompute it is set against.
+# The reasons the article gives fail outright: the MLP is the most expensive part to redo, and
+# with a fused kernel the attention is not the large part. The reasons in numbers, as shares of
+# the layer's forward FLOPs (matmuls) and of its activation bytes:
+
+# %%
+a14_reasons = a14.reasons_table(a14_long)
+results.save_table(out, "a14_reasons", a14_reasons)
+a14_reasons
+
+# %% [markdown]
+# How the per-FLOP comparison moves with the sequence length:
 
 # %%
 a14_seq = a14.verdict_table(a14.analytic_table(stated.A14_CLAIM_CONFIGS, seq_lens=stated.A14_SEQ_LEN_GRID))
@@ -282,20 +291,7 @@ fig = figures.plot_plans(plans)
 plots.save_figure(fig, out, "planner")
 chosen = planner.chosen_plans(plans)
 results.save_table(out, "planner_chosen", chosen)
-chosen[
-    [
-        "case",
-        "policy",
-        "micro_batch",
-        "total_gib",
-        "usable_gib",
-        "fits",
-        "tokens_per_s",
-        "mfu",
-        "hfu",
-        "decision",
-    ]
-]
+chosen["case policy micro_batch total_gib usable_gib fits tokens_per_s mfu hfu decision".split()]
 
 # %%
 if any(c["name"] == stated.A17_CASE["name"] for c in p.planner_cases):
@@ -348,9 +344,13 @@ accumulation
 # ratio's interval (widened by the run-to-run drift) against the band between the article's
 # 1.25× (50% → 40%) and Megatron's 1.33× (50% → 37.5%): confirmed when it lies inside the
 # band widened by that drift, refuted when it lies wholly outside the band, otherwise
-# inconclusive on this machine. B7 (budget): refuted by the identity MFU ∝ tokens/s. A14:
-# bytes freed per recomputed FLOP, MLP vs attention core, in the claim's regime (fused
-# attention, the ~100B and 13B layers of section 4; analytic, far from its threshold). A17
+# inconclusive on this machine. B7 (budget): refuted by the identity MFU ∝ tokens/s. A14, in
+# the claim's regime (fused attention, the ~100B and 13B layers of section 4; analytic), two
+# rows: the choice, by bytes freed per recomputed FLOP against both the attention core and the
+# whole attention block (confirmed only if the MLP wins against both in both layers, refuted
+# only if it loses against both; otherwise it depends, and the evidence says on what); the
+# reasons, by FLOP and byte shares (refuted when the MLP is the costlier part to redo, or the
+# attention frees fewer bytes than the MLP, in every layer). A17
 # (one row per reading of the flag) and A12 are analytic; their evidence says whether they
 # hold over the sensitivity grids.
 
@@ -388,11 +388,16 @@ if full["memory_share"] is not None:
         f"{b.mfu_megatron_percent:.1f}% that Megatron's 96/72 FLOPs predict."
     )
 fused = a14_regime[a14_regime.attention == "fused"]
+fused_reasons = a14_reasons[a14_reasons.attention == "fused"]
 lines.append(
     "* A14: with a fused attention kernel the MLP frees "
     + ", ".join(f"{r['MLP ÷ core']:.0f}× ({r.config})" for _, r in fused.iterrows())
-    + " more bytes per recomputed FLOP than the attention core; with non-fused attention the core "
-    "wins, as Korthikanti et al. assumed."
+    + " more bytes per recomputed FLOP than the attention core, but "
+    + ", ".join(f"{r['MLP ÷ block']:.2f}× ({r.config})" for _, r in fused.iterrows())
+    + " what the whole attention block frees; with non-fused attention the core wins, as "
+    "Korthikanti et al. assumed. The MLP is not cheap to redo: it is "
+    + ", ".join(f"{r['MLP FLOP share']:.0%} ({r.config})" for _, r in fused_reasons.iterrows())
+    + " of the layer's forward FLOPs."
 )
 if len(plans):
     winners = chosen[chosen.decision]

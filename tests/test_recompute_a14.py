@@ -1,6 +1,7 @@
 """A14 (bytes freed per recomputed FLOP, fused vs non-fused attention) and the memory-budget
 search of the ``recompute`` study (split from test_recompute.py, which is at its size limit)."""
 
+import pandas as pd
 import pytest
 
 from mfulab import flops
@@ -23,8 +24,70 @@ def test_a14_closed_forms_and_verdict():
     assert per[("fused", "attention core")] == pytest.approx(a / (s * h))
     assert per[("fused", "MLP")] == per[("naive", "MLP")] == pytest.approx(19 / (16 * h))
     assert per[("fused", "attention block")] == pytest.approx((11 * h + 4 * a) / (h * (8 * h + 4 * s)))
-    row = claims.a14_claim({})[0]
-    assert row.verdict == "confirmed" and "25×" in row.evidence  # 19·s/16·a at s = 2048, a = 96
+    # the MLP beats the whole block per FLOP exactly above the break-even sequence length
+    s0 = a14.block_break_even_seq_len(cfg)
+    for s_, wins in ((int(s0) - 1, False), (int(s0) + 1, True)):
+        terms = {r["part"]: r for r in a14.layer_terms(cfg.with_(seq_len=s_), attention="fused")}
+        ratio = (
+            terms["MLP"]["bytes_per_recomputed_flop"] / terms["attention block"]["bytes_per_recomputed_flop"]
+        )
+        assert (ratio > 1) == wins
+    shares = {r["part"]: r["flops_share_of_layer"] for r in a14.layer_terms(cfg, attention="fused")}
+    assert shares["MLP"] == pytest.approx(16 * h / (24 * h + 4 * s))
+    assert shares["MLP"] + shares["attention block"] == pytest.approx(1)
+
+
+def test_a14_choice_depends_and_reasons_are_refuted():
+    choice, reasons = claims.a14_claims({})
+    # against the core the MLP wins (19·s/16·a: 25× at s = 2048, a = 96), against the whole block
+    # it loses at the ~100B layer (0.93×) and wins at the 13B (1.21×): no single verdict
+    assert choice.verdict == "analytic only" and "25×" in choice.evidence
+    assert "0.93×" in choice.evidence and "1.21×" in choice.evidence and "depends" in choice.evidence
+    # the MLP is 16h/(24h + 4s) of the layer's forward FLOPs: 65% and 59%
+    assert reasons.verdict == "refuted" and "65%" in reasons.evidence and "59%" in reasons.evidence
+    assert "0.09%" in reasons.evidence  # what recomputing the fused core frees
+
+
+def test_a14_choice_rule_follows_both_alternatives(monkeypatch):
+    real = a14.verdict_table
+
+    def with_ratios(core, block):
+        def table(long):
+            out = real(long)
+            fused = out.attention == "fused"
+            out.loc[fused, "MLP ÷ core"], out.loc[fused, "MLP ÷ block"] = core, block
+            return out
+
+        return table
+
+    for core, block, verdict in ((30, 1.5, "confirmed"), (0.5, 0.9, "refuted"), (30, 0.9, "analytic only")):
+        monkeypatch.setattr(a14, "verdict_table", with_ratios(core, block))
+        assert claims.a14_claims({})[0].verdict == verdict
+
+
+def test_b7_budget_row_separates_the_hardware_flops_ratio_from_hfu():
+    from mfulab.studies.recompute import analysis
+
+    none_s = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0]
+    timing = [
+        {"policy": "none", "micro_batch": 1, "times_s": none_s, "paired": True},
+        {"policy": "full", "micro_batch": 1, "times_s": [1.3 * x for x in none_s], "paired": True},
+        {"policy": "full", "micro_batch": 2, "times_s": [2.5 * x for x in none_s], "paired": True},
+    ]
+    records = {
+        "base_micro_batch": 1,
+        "config": {"seq_len": 8},
+        "policies": ["none", "full"],
+        "timing": timing,
+        "chosen_micro_batch": {"none": 1, "full": 2},
+        "hardware_flops_per_token": {"none": 100.0, "full": 125.0},
+        "params": {"memory_budget_mib": 200},
+    }
+    full = analysis.budget_table(records).set_index("policy").loc["full"]
+    assert full.hardware_flops_ratio == pytest.approx(1.25)
+    assert full.mfu_vs_none == pytest.approx(0.8) and full.hfu_vs_none == pytest.approx(1.0)
+    row = claims.b7_claims(records)[1]
+    assert row.verdict == "refuted" and "0.800 × 1.250 = 1.000×" in row.evidence
 
 
 def test_a14_measured_sdpa_keeps_only_logsumexp_beyond_table2():
@@ -49,11 +112,16 @@ def test_a14_measured_sdpa_keeps_only_logsumexp_beyond_table2():
     s, b, a, h = CFG.seq_len, 2, CFG.n_heads, CFG.d_model
     assert m.loc[("sdpa", "selective"), "bytes_freed"] == CFG.n_layers * 4 * b * a * s  # the fp32 log-sum-exp
     assert m.loc[("sdpa", "mlp"), "bytes_freed"] == m.loc[("naive", "mlp"), "bytes_freed"]
-    assert (
-        m.loc[("naive", "mlp"), "flops_recomputed"]
-        == (records["hardware_flops_per_token"]["mlp"] - none) * b * s
-    )
+    counted_mlp = (records["hardware_flops_per_token"]["mlp"] - none) * b * s
+    assert m.loc[("naive", "mlp"), "flops_counted"] == counted_mlp
+    # one basis for every row: a full re-run of the region's matmuls
     assert m.loc[("sdpa", "selective"), "flops_recomputed"] == CFG.n_layers * 4 * b * s * s * h
+    assert m.loc[("naive", "selective"), "flops_recomputed"] == CFG.n_layers * 4 * b * s * s * h
+    assert m.loc[("sdpa", "mlp"), "flops_recomputed"] == CFG.n_layers * 16 * b * s * h * h
+    assert pd.isna(m.loc[("sdpa", "selective"), "flops_counted"])
+    # torch's non-reentrant checkpoint skips each region's last matmul: it counts half
+    for q in ("selective", "mlp"):
+        assert m.loc[("naive", q), "flops_counted"] * 2 == m.loc[("naive", q), "flops_recomputed"]
     kernel = a14.kernel_saves(records)
     assert (kernel["shape"].map(tuple) == (b, a, s)).sum() == 1 and len(kernel) == 5  # q, k, v, out, lse
 

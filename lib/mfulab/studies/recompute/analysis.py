@@ -200,6 +200,7 @@ def budget_table(records):
                     "ratio_hi": None,
                     "verdict": None,
                     "mfu_vs_none": None,
+                    "hardware_flops_ratio": None,
                     "hfu_vs_none": None,
                 }
             )
@@ -222,6 +223,7 @@ def budget_table(records):
                 # MFU ∝ model FLOPs × tokens/s (model FLOPs are the same for every policy);
                 # HFU ∝ hardware FLOPs × tokens/s
                 "mfu_vs_none": c.ratio if c else None,
+                "hardware_flops_ratio": hw_ratio,  # FlopCounterMode's count: matmuls only
                 "hfu_vs_none": c.ratio * hw_ratio if c else None,
             }
         )
