@@ -19,9 +19,12 @@ micro-batch b, sequence s, hidden h, heads a, FLOPs counted 2 per multiply-add:
 - **attention block** (norm1, QKV, core and projection from the block's input): frees the
   attention block's 11·s·b·h plus the core's bytes, and re-runs 8·s·b·h² + 4·b·s²·h FLOPs.
 
-Per FLOP (b cancels): core 5a/4h non-fused, a/(s·h) fused; MLP 19/16h. So with non-fused
-attention the core frees 20a/19 times more per FLOP than the MLP (at any s), and with a fused
-kernel the MLP frees 19s/16a times more than the core. Bytes come from
+Per FLOP (b cancels): core 5a/4h non-fused, a/(s·h) fused; MLP 19/16h; block (fused)
+(11h + 4a)/(h·(8h + 4s)). So with non-fused attention the core frees 20a/19 times more per FLOP
+than the MLP (at any s); with a fused kernel the MLP frees 19s/16a times more than the core, and
+19·(8h + 4s)/(16·(11h + 4a)) times what the whole block frees: more only above
+s = (24h + 64a)/76 (:func:`block_break_even_seq_len`). The layer's forward FLOPs (its matmuls)
+are 24·s·b·h² + 4·b·s²·h, of which the MLP's 16·s·b·h²: ``flops_share_of_layer``. Bytes come from
 ``memory.activation_bytes_per_layer`` (Table 2) and the log-sum-exp term below; GPT-shaped
 layers (multi-head attention, GeLU MLP) only. No torch.
 """
@@ -69,6 +72,7 @@ def layer_terms(cfg: TransformerConfig, *, attention: str, micro_batch: int = 1)
         "attention block": (attention_sbh_bytes + core_bytes, projection_flops + core_flops),
         "MLP": (mlp_bytes, mlp_flops),
     }
+    layer_flops = projection_flops + core_flops + mlp_flops  # the layer's forward matmuls
     return [
         {
             "config": cfg.name,
@@ -78,6 +82,7 @@ def layer_terms(cfg: TransformerConfig, *, attention: str, micro_batch: int = 1)
             "bytes_freed": freed,
             "share_of_layer_bytes": freed / layer_bytes,
             "flops_recomputed": flops_,
+            "flops_share_of_layer": flops_ / layer_flops,
             "bytes_per_recomputed_flop": freed / flops_,
         }
         for part, (freed, flops_) in parts.items()
@@ -118,6 +123,36 @@ def verdict_table(long):
     )
 
 
+def block_break_even_seq_len(cfg: TransformerConfig) -> float:
+    """The sequence length above which, with a fused kernel, recomputing the MLP frees more bytes
+    per FLOP than recomputing the whole attention block: 19·(8h + 4s) = 16·(11h + 4a), so
+    s = (24h + 64a)/76 (see the module docstring)."""
+    return (24 * cfg.d_model + 64 * cfg.n_heads) / 76
+
+
+def reasons_table(long):
+    """The reasons A14 gives, per (config, attention): the share of the layer's forward FLOPs
+    (matmuls) that recomputing the MLP, the attention core and the whole attention block re-runs
+    ("MLP cheap to redo, attention costly"), and the share of the layer's activation bytes each
+    frees ("attention activations large")."""
+    idx = ["config", "seq_len", "attention"]
+    flops_ = long.pivot_table(index=idx, columns="part", values="flops_share_of_layer")
+    bytes_ = long.pivot_table(index=idx, columns="part", values="share_of_layer_bytes")
+    out = pd_frame(
+        {
+            **{f"{p} FLOP share": flops_[p] for p in ("MLP", "attention block", "attention core")},
+            **{f"{p} byte share": bytes_[p] for p in ("MLP", "attention block", "attention core")},
+        }
+    )
+    out.columns.name = None
+    order = {c: i for i, c in enumerate(dict.fromkeys(long.config))}
+    return (
+        out.reset_index()
+        .sort_values(idx, key=lambda c: c.map(order) if c.name == "config" else c)
+        .reset_index(drop=True)
+    )
+
+
 def pd_frame(columns: dict):
     import pandas as pd
 
@@ -127,17 +162,25 @@ def pd_frame(columns: dict):
 def measured_table(records):
     """Bytes freed per recomputed FLOP on the reference model, for every attention the records
     hold (``a14_saved``: exact saved bytes per policy): ``selective`` (the attention core) and
-    ``mlp``. FLOPs: FlopCounterMode's count (``hardware_flops_per_token``, naive attention,
-    where torch's non-reentrant checkpoint skips the region's last matmul), except the fused
-    core, which the counter does not see on CPU and which is re-run whole: 4·b·s²·h per layer."""
+    ``mlp``. One FLOP basis for every row: the region's matmuls run once more in full
+    (``flops_recomputed``: 4·b·s²·h per layer for the core, 2·2·b·s·h·d_ff for the MLP), the
+    same basis as :func:`layer_terms`. ``flops_counted`` is what FlopCounterMode saw torch's
+    non-reentrant checkpoint re-run (``hardware_flops_per_token``, naive attention): it stops
+    once backward has its tensors, so the region's last matmul (A·V, the down projection) is
+    skipped and it counts half; the fused core is left blank (the counter does not see the CPU
+    flash kernel)."""
     import pandas as pd
 
     if not records.get("a14_saved"):
         return pd.DataFrame()
     cfg = records["config"]
-    b, s, layers = records["base_micro_batch"], cfg["seq_len"], cfg["n_layers"]
+    b, s, h, layers = records["base_micro_batch"], cfg["seq_len"], cfg["d_model"], cfg["n_layers"]
     tokens = b * s
     counted = records["hardware_flops_per_token"]
+    full_rerun_flops = {
+        "selective": layers * 2 * 2 * b * s * s * h,  # QKᵀ and A·V
+        "mlp": layers * 2 * 2 * b * s * h * cfg["d_ff"],  # up and down projections
+    }
     rows = []
     for impl, saved in records.get("a14_saved", {}).items():
         layer_bytes = {
@@ -146,10 +189,7 @@ def measured_table(records):
         for q in ("selective", "mlp"):
             if q not in layer_bytes or q not in counted:
                 continue
-            if impl == "sdpa" and q == "selective":
-                flops_, how = layers * 2 * 2 * b * s * s * cfg["d_model"], "4·b·s²·h per layer (re-run whole)"
-            else:
-                flops_, how = (counted[q] - counted["none"]) * tokens, "FlopCounterMode"
+            seen = not (impl == "sdpa" and q == "selective")
             freed = layer_bytes["none"] - layer_bytes[q]
             rows.append(
                 {
@@ -157,9 +197,9 @@ def measured_table(records):
                     "policy": q,
                     "bytes_freed": freed,
                     "share_of_layer_bytes": freed / layer_bytes["none"],
-                    "flops_recomputed": flops_,
-                    "flops_counted_by": how,
-                    "bytes_per_recomputed_flop": freed / flops_,
+                    "flops_recomputed": full_rerun_flops[q],
+                    "flops_counted": (counted[q] - counted["none"]) * tokens if seen else None,
+                    "bytes_per_recomputed_flop": freed / full_rerun_flops[q],
                 }
             )
     return pd.DataFrame(rows)
