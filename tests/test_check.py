@@ -29,8 +29,10 @@ def test_check_gpu_without_a_gpu_reports_and_skips_with_reasons(tmp_path):
     status = {p["name"]: (p["status"], p["detail"]) for p in parts}
     assert status["environment report"][0] == "ran"
     assert status["CUDA tests"][0] == "skipped" and "no CUDA" in status["CUDA tests"][1]
-    for study in check.SINGLE_GPU_STUDIES:
-        assert status[f"tiny cuda run: {study}"] == ("skipped", "no CUDA device")
+    single, collective = check._studies()
+    assert single and collective
+    for study in single:
+        assert status[f"tiny cuda run: {study.id}"] == ("skipped", "no CUDA device")
     assert (tmp_path / "gpu" / "environment.json").exists()
     assert len(proc.stdout.strip().splitlines()) == len(parts) + 1  # one line per part + the summary
 
@@ -39,10 +41,9 @@ def test_check_node_rehearses_every_node_check_on_cpu(tmp_path):
     proc, parts = _check("node", tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     node = [p for p in parts if p["name"] != "environment report"]
+    _, collective = check._studies()
     assert [p["name"] for p in node] == [
-        "overlap, 2 ranks, launcher",
-        "overlap, 2 ranks, in-process torchrun",
-        "buckets, 2 ranks, launcher",
+        f"{s.id}, 2 ranks, {path}" for s in collective for path in ("launcher", "in-process torchrun")
     ]
     assert all(p["status"] == "ran" and "gloo rehearsal" in p["detail"] for p in node), node
 
@@ -74,9 +75,10 @@ def _overlap_records(comm_bar_s: float, compute_s: float = 0.02):
         (0.01, 0.5, "real compute 25.00×"),  # real compute sized by a guess
     ],
 )
-def test_overlap_checks_catch_zero_width_bars_and_missized_compute(tmp_path, comm_bar_s, compute_s, problem):
-    results.save_measurements(tmp_path, _overlap_records(comm_bar_s, compute_s))
-    problems = check.overlap_checks(tmp_path)
+def test_overlap_checks_catch_zero_width_bars_and_missized_compute(comm_bar_s, compute_s, problem):
+    from mfulab.studies import REGISTRY
+
+    problems = REGISTRY["overlap"].node_checks_fn()(_overlap_records(comm_bar_s, compute_s))
     assert (problems == []) if problem is None else any(problem in p for p in problems), problems
 
 
@@ -84,9 +86,12 @@ def test_run_checks_catch_every_rank_writing_and_a_live_process_group(tmp_path):
     results.save_measurements(tmp_path, _overlap_records(0.01))
     results.write_json(tmp_path / results.ENV, {"ranks": [{"rank": 0}, {"rank": 1}]})
     log = "measurements written to x\nmeasurements written to x\nprocess group has NOT been destroyed"
-    status, detail = check.run_checks(tmp_path, 0, log, 2, check.overlap_checks)
+    from mfulab.studies import REGISTRY
+
+    checks = REGISTRY["overlap"].node_checks_fn()
+    status, detail = check.run_checks(tmp_path, 0, log, 2, checks)
     assert status == "failed" and "printed 2 times" in detail and "not destroyed" in detail
-    status, _ = check.run_checks(tmp_path, 0, "measurements written to x", 2, check.overlap_checks)
+    status, _ = check.run_checks(tmp_path, 0, "measurements written to x", 2, checks)
     assert status == "ran"
 
 

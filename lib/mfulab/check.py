@@ -12,11 +12,12 @@ validation, and for ``node`` a rehearsal of every node check over gloo ranks on 
   guard, :func:`memory_guard`); a tiny ``cuda`` run of every study through ``python -m
   mfulab measure`` (its smoke profile with ``device: cuda``; the collectives studies need two
   GPUs and are left to ``node``), each within :data:`STUDY_BUDGET_S`.
-- ``node``: the overlap study's smoke profile over NCCL on every local GPU through the launcher
-  and through an in-process ``torchrun``; the buckets study through the launcher. Checks: zero
-  wrong elements in every collective, communication bars no shorter than half the measured
-  communication, real compute within 2× of its target, DDP gradients equal to the reference,
-  exit 0 on every rank, one rank writing, the process group destroyed.
+- ``node``: every multi-rank study's smoke profile over NCCL on every local GPU, through the
+  launcher and through an in-process ``torchrun``. Checks: exit 0 on every rank, every rank
+  recorded, one rank writing, the process group destroyed, and each study's own
+  (``studies/<id>/checks.py``: zero wrong elements, communication bars no shorter than half
+  the measured communication, real compute within 2× of its target, DDP gradients equal to
+  the reference).
 """
 
 from __future__ import annotations
@@ -34,8 +35,6 @@ from . import hardware, jobinfo, results
 STUDY_BUDGET_S = 300  # one tiny study run; a run past it is a failure (the time guard)
 PROFILE_CARD_BYTES = 80e9  # the gpu profiles are written for an 80 GB card (A100 / H100 SXM)
 MEMORY_GUARD_SHARE = 0.9  # a profile's predicted peak must leave 10% of the card free
-SINGLE_GPU_STUDIES = ("mfu", "fusion", "recompute", "dataloader")
-COLLECTIVE_STUDIES = ("overlap", "buckets")
 
 
 @dataclass
@@ -46,6 +45,17 @@ class Part:
 
     def line(self) -> str:
         return f"{self.name:<34} {self.status}" + (f" ({self.detail})" if self.detail else "")
+
+
+def _studies() -> tuple[list, list]:
+    """The measuring studies on one GPU (a ``device`` parameter) and those that start their
+    own ranks (an ``nproc`` parameter), from the registry."""
+    from .studies import REGISTRY
+
+    measuring = [s for s in REGISTRY.values() if s.measure]
+    collective = [s for s in measuring if "nproc" in s.params.names()]
+    single = [s for s in measuring if "device" in s.params.names() and s not in collective]
+    return single, collective
 
 
 def _gpus() -> int:
@@ -191,7 +201,8 @@ def memory_guard(card_bytes: float | None = None) -> list[Part]:
 
 def tiny_study_runs(out: Path, gpus: int) -> list[Part]:
     parts = []
-    for study in SINGLE_GPU_STUDIES:
+    single, collective = _studies()
+    for study in (s.id for s in single):
         label = f"tiny cuda run: {study}"
         if not gpus:
             parts.append(Part(label, "skipped", "no CUDA device"))
@@ -203,36 +214,19 @@ def tiny_study_runs(out: Path, gpus: int) -> list[Part]:
             parts.append(Part(label, "failed", f"over its {STUDY_BUDGET_S} s budget"))
         else:
             parts.append(Part(label, "ran" if code == 0 else "failed", took if code == 0 else _where(log)))
-    for study in COLLECTIVE_STUDIES:
-        parts.append(Part(f"tiny cuda run: {study}", "skipped", "collectives need 2+ GPUs: make check-node"))
+    for study in collective:
+        parts.append(
+            Part(f"tiny cuda run: {study.id}", "skipped", "collectives need 2+ GPUs: make check-node")
+        )
     return parts
 
 
-def overlap_checks(dest: Path) -> list[str]:
-    """What a correct overlap measurement must show (the problems found, none when right)."""
-    import numpy as np
-
-    rec = results.load_measurements(dest)
-    problems = []
-    wrong = sum(r["wrong"] for r in rec["collectives"]["rows"]) + rec["overlap"]["wrong"]
-    if wrong:
-        problems.append(f"{wrong} wrong elements in the collectives")
-    for row in rec["overlap"]["rows"]:
-        key = f"{row['mode']}:{row['k']}"
-        bars = sum(c["comm_end_s"] - c["comm_start_s"] for c in rec["overlap"]["timelines"].get(key, []))
-        if bars < 0.5 * float(np.median(row["comm_only_times_s"])):
-            problems.append(f"{key}: communication bars {bars * 1e3:.2f} ms, under half the measured")
-        if row["mode"] == "real":
-            ratio = float(np.median(row["compute_only_times_s"])) / rec["overlap"]["compute_s"]
-            if not 0.5 <= ratio <= 2:
-                problems.append(f"{key}: real compute {ratio:.2f}× its target compute_s")
-    return problems
-
-
-def run_checks(dest: Path, code: int, log: str, ranks: int, checks) -> tuple[str, str]:
+def run_checks(dest: Path, code: int, log: str, ranks: int, checks=None) -> tuple[str, str]:
+    """The checks every multi-rank run must pass (exit 0, every rank recorded, one rank
+    writing, the process group torn down) and the study's own (``checks(records)``)."""
     if code != 0:
         return "failed", _where(log)
-    problems = checks(dest)
+    problems = list(checks(results.load_measurements(dest))) if checks else []
     env = results.read_json(dest / results.ENV)
     seen = len(env.get("ranks", [])) or max((j["world_size"] for j in env.get("jobs", [])), default=0)
     if seen != ranks:
@@ -244,26 +238,18 @@ def run_checks(dest: Path, code: int, log: str, ranks: int, checks) -> tuple[str
     return ("failed", "; ".join(problems)[:300]) if problems else ("ran", "all checks hold")
 
 
-def buckets_checks(dest: Path) -> list[str]:
-    rec = results.load_measurements(dest)
-    worst = max(rec["ddp"]["gradient_gate"].values())
-    return [f"DDP gradients differ from the reference by {worst:.2e}"] if worst > 1e-5 else []
-
-
 def node_parts(out: Path, gpus: int) -> list[Part]:
+    """Every multi-rank study through the launcher and through an in-process torchrun."""
     device, ranks = ("cuda", gpus) if gpus >= 2 else ("cpu", 2)
     how = "NCCL" if device == "cuda" else "gloo rehearsal on the CPU (no 2 GPUs here)"
     overrides = {"device": device, "nproc": ranks}
     parts = []
-    for study, torchrun, checks in (
-        ("overlap", 0, overlap_checks),
-        ("overlap", ranks, overlap_checks),
-        ("buckets", 0, buckets_checks),
-    ):
-        path = "in-process torchrun" if torchrun else "launcher"
-        code, log, dest = _measure(study, out, overrides, torchrun_ranks=torchrun)
-        status, detail = run_checks(dest, code, log, ranks, checks)
-        parts.append(Part(f"{study}, {ranks} ranks, {path}", status, f"{how}: {detail}"))
+    for study in _studies()[1]:
+        for torchrun in (0, ranks):
+            path = "in-process torchrun" if torchrun else "launcher"
+            code, log, dest = _measure(study.id, out, overrides, torchrun_ranks=torchrun)
+            status, detail = run_checks(dest, code, log, ranks, study.node_checks_fn())
+            parts.append(Part(f"{study.id}, {ranks} ranks, {path}", status, f"{how}: {detail}"))
     return parts
 
 

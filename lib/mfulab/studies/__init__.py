@@ -50,6 +50,15 @@ class Study:
         module, function = self.measure.split(":")
         return getattr(importlib.import_module(module), function)
 
+    def node_checks_fn(self):
+        """``checks.node_problems(records) -> [problem, ...]``: what a correct multi-rank
+        measurement of this study must show (``make check-node``); ``None`` if it has none."""
+        try:
+            module = importlib.import_module(f"{__name__}.{self.id}.checks")
+        except ModuleNotFoundError:
+            return None
+        return getattr(module, "node_problems", None)
+
     def outcome_fn(self):
         """``analysis.outcome(records, p) -> (claims, headline metrics)``: what the notebook
         publishes, callable without it (``make stability``)."""
