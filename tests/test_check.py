@@ -50,6 +50,7 @@ def test_check_node_rehearses_every_node_check_on_cpu(tmp_path):
 
 def _overlap_records(comm_bar_s: float, compute_s: float = 0.02):
     return {
+        "device": "cuda",
         "collectives": {"rows": [{"wrong": 0}]},
         "overlap": {
             "wrong": 0,

@@ -228,7 +228,8 @@ def run_checks(dest: Path, code: int, log: str, ranks: int, checks=None) -> tupl
         return "failed", _where(log)
     problems = list(checks(results.load_measurements(dest))) if checks else []
     env = results.read_json(dest / results.ENV)
-    seen = len(env.get("ranks", [])) or max((j["world_size"] for j in env.get("jobs", [])), default=0)
+    # in-process: the ranks that measured; through the launcher: the ranks of its jobs
+    seen = max([len(env.get("ranks", []))] + [j["world_size"] for j in env.get("jobs", [])])
     if seen != ranks:
         problems.append(f"env.json records {seen} ranks, expected {ranks}")
     if log.count("measurements written to") != 1:

@@ -4,24 +4,35 @@ from __future__ import annotations
 
 import numpy as np
 
-MIN_BAR_SHARE = 0.5  # communication bars at least half the measured communication-only time
+from .bench import union_length_s
+
+# the drawn communication (union of the bars) against the fastest communication-only step: loose
+# enough for a CPU's run-to-run noise, far above the near-zero bars of an all-reduce timed to its enqueue
+MIN_BAR_SHARE = 0.25
 COMPUTE_TARGET_RANGE = (0.5, 2.0)  # real compute within 2× of its target compute_s
 
 
 def node_problems(records: dict) -> list[str]:
-    """Zero wrong elements in every collective; every drawn communication bar at least
-    ``MIN_BAR_SHARE`` of the measured communication (NCCL's future completes at enqueue, which
-    would draw zero-width bars); real compute within ``COMPUTE_TARGET_RANGE`` of its target."""
+    """Zero wrong elements in every collective; the drawn communication (the union of a step's
+    bars) at least ``MIN_BAR_SHARE`` of the fastest communication-only step (NCCL's future
+    completes at enqueue, which would draw zero-width bars); on CUDA, real compute within
+    ``COMPUTE_TARGET_RANGE`` of its target (sized from a calibration on the device; on a CPU
+    the ranks' matmuls share the cores with each other and with gloo: no such target holds)."""
     problems = []
     wrong = sum(r["wrong"] for r in records["collectives"]["rows"]) + records["overlap"]["wrong"]
     if wrong:
         problems.append(f"{wrong} wrong elements in the collectives")
     for row in records["overlap"]["rows"]:
         key = f"{row['mode']}:{row['k']}"
-        bars = sum(c["comm_end_s"] - c["comm_start_s"] for c in records["overlap"]["timelines"].get(key, []))
-        if bars < MIN_BAR_SHARE * float(np.median(row["comm_only_times_s"])):
-            problems.append(f"{key}: communication bars {bars * 1e3:.2f} ms, under half the measured")
-        if row["mode"] == "real":
+        spans = [(c["comm_start_s"], c["comm_end_s"]) for c in records["overlap"]["timelines"].get(key, [])]
+        bars = union_length_s(spans)
+        fastest = float(np.min(row["comm_only_times_s"]))
+        if bars < MIN_BAR_SHARE * fastest:
+            problems.append(
+                f"{key}: communication bars {bars * 1e3:.2f} ms against a fastest communication-only step "
+                f"of {fastest * 1e3:.2f} ms"
+            )
+        if row["mode"] == "real" and records["device"] == "cuda":  # CPU ranks share cores: no target
             ratio = float(np.median(row["compute_only_times_s"])) / records["overlap"]["compute_s"]
             low, high = COMPUTE_TARGET_RANGE
             if not low <= ratio <= high:
