@@ -75,3 +75,31 @@ def test_fusion_model_compile_step_runs_in_the_profiles_dtype():
         _step(model, idx, dtype)()
         assert seen == [expected]
         assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in model.parameters())
+
+
+GPU_OPTIONS = ("dtype", "attn_impl", "modes")  # what a gpu profile chooses besides sizes and device
+
+
+@pytest.mark.parametrize(
+    "study_id",
+    [
+        s
+        for s, n in GPU_PROFILES
+        if n == "gpu"
+        and set(yaml.safe_load((ROOT / "studies" / s / "gpu.yaml").read_text()) or {}) & set(GPU_OPTIONS)
+    ],
+)
+def test_gpu_profile_options_run_on_cpu_at_smoke_sizes(study_id, tmp_path, monkeypatch):
+    """The options a gpu profile sets (bf16, SDPA, compute modes) run end to end here, on the
+    CPU at the smoke profile's sizes, and the analysis reads their records: a gpu run does not
+    meet these code paths for the first time."""
+    monkeypatch.setenv("MFULAB_RESULTS_ROOT", str(tmp_path))
+    gpu = yaml.safe_load((ROOT / "studies" / study_id / "gpu.yaml").read_text())
+    smoke = yaml.safe_load((ROOT / "studies" / study_id / "smoke.yaml").read_text())
+    options = {k: v for k, v in gpu.items() if k in GPU_OPTIONS}
+    study = REGISTRY[study_id]
+    p = study.params.from_dict({**smoke, **options, "device": "cpu"}).prepared()
+    records = study.measure_fn()(p)
+    claims, _ = study.outcome_fn()(records, p)
+    assert claims
+    assert all(getattr(p, k) == (tuple(v) if isinstance(v, list) else v) for k, v in options.items())
