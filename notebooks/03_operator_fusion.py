@@ -375,7 +375,7 @@ dt
 # its regime). A8 from the log-log slopes of exact saved bytes (> 1.7 and < 1.3); its article-scale
 # row is analytic only (the sensitivity table above). B3 from the kernel SDPA picked on this
 # device, and on a CPU "not checkable" for CUDA, with PyTorch's rules. B4 from the measured
-# tf32/fp32 ratio where TF32 exists.
+# tf32/fp32 ratio where TF32 exists; on a CPU it is not checkable.
 
 # %%
 claim_list, headline = analysis.outcome(records, p)

@@ -198,8 +198,9 @@ def _claim_b4(records) -> Claim:
         "B4",
         claim,
         "matmul ceiling fp32 vs bf16 on this CPU; TF32 exists only on NVIDIA tensor cores",
-        "inconclusive on this machine",
-        f"no TF32 on a CPU; bf16/fp32 here = {dt.loc['bf16', 'vs_fp32']:.2f}×; "
+        "not checkable",
+        "no TF32 on a CPU, so the claim's quantity does not exist here; "
+        f"bf16/fp32 here = {dt.loc['bf16', 'vs_fp32']:.2f}×; "
         f"the A100 datasheet gives tf32/fp32 = {sheet_ratio:.0f}× (dense), more than double",
     )
 
