@@ -121,10 +121,11 @@ def a6_spread_claim(records, best, sens) -> list[Claim]:
     )
     stated_reaches = bool((big.spread_points >= lo).any())
     reaching = ", ".join(s["a6_spread_reaching"]) or "none"
+    over_grid = big[big.spread_grid_points >= lo].preset.tolist()
     grid = (
-        f"; the whole grid reaches it only through the caps past {A6_PLAUSIBLE_CAPS_MIB[1]:g} MiB (a few "
-        "buckets whose all-reduce starts late)"
-        if not stated_reaches and (big.spread_grid_points >= lo).any()
+        f"; over the whole grid only {', '.join(over_grid)} reach{'es' if len(over_grid) == 1 else ''} it, "
+        f"through the caps past {A6_PLAUSIBLE_CAPS_MIB[1]:g} MiB (a few buckets whose all-reduce starts late)"
+        if not stated_reaches and over_grid
         else ""
     )
     return [
