@@ -34,6 +34,15 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
+def tests_on_path(monkeypatch):
+    """Ranks started by torchrun import ``tests/workers.py`` and this checkout's ``lib``."""
+    monkeypatch.setenv(
+        "PYTHONPATH",
+        os.pathsep.join([str(ROOT / "tests"), str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")]),
+    )
+
+
+@pytest.fixture
 def run_cli(tmp_path):
     """Run ``python -m mfulab ...`` in a subprocess; returns the CompletedProcess."""
 

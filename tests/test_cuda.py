@@ -1,8 +1,6 @@
 """CUDA-only branches, run with ``pytest -m "cuda or multigpu"`` on a GPU machine (``make
 check-gpu``); here they skip with their reason. Each checks what only a GPU can show."""
 
-import os
-
 import pytest
 
 from conftest import ROOT
@@ -33,13 +31,9 @@ def test_rank_info_names_the_gpus_pci_bus():
 
 
 @pytest.mark.multigpu
-def test_nccl_job_through_the_launcher_records_every_rank(tmp_path, monkeypatch):
+def test_nccl_job_through_the_launcher_records_every_rank(tmp_path, monkeypatch, tests_on_path):
     from mfulab import jobinfo, launch
 
-    monkeypatch.setenv(
-        "PYTHONPATH",
-        os.pathsep.join([str(ROOT / "tests"), str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")]),
-    )
     log = tmp_path / "jobs.json"
     monkeypatch.setenv(jobinfo.JOB_LOG, str(log))
     out = launch.launch("workers:echo", {"value": 7}, nproc=2, device="cuda", timeout_s=300)
@@ -69,13 +63,12 @@ def test_a_triton_build_failure_skips_the_kernel_with_its_reason(monkeypatch):
 
 
 @pytest.mark.multigpu
-def test_overlap_on_nccl_has_real_comm_bars_sized_compute_and_a_compute_slowdown(monkeypatch):
+def test_overlap_on_nccl_has_real_comm_bars_sized_compute_and_a_compute_slowdown(tests_on_path):
     """CUDA events give the all-reduces their real width (a future completes at enqueue),
     real compute is sized from a calibration on the device, NCCL's cost to compute is measured."""
     from mfulab import launch
     from mfulab.studies.overlap import bench
 
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")]))
     spec = {
         "device": "cuda",
         "overlap_bytes": 64 * 2**20,
@@ -135,9 +128,8 @@ def test_calibration_and_timing_on_cuda(tmp_path):
 
 @pytest.mark.multigpu
 @pytest.mark.parametrize("study_id", ["overlap", "buckets"])
-def test_collective_studies_measure_and_conclude_over_nccl(study_id, tmp_path, monkeypatch):
+def test_collective_studies_measure_and_conclude_over_nccl(study_id, tmp_path, monkeypatch, tests_on_path):
     monkeypatch.setenv("MFULAB_RESULTS_ROOT", str(tmp_path))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")]))
     records, outcome, p = _smoke_on_cuda(study_id, nproc=2)
     claims, _ = outcome(records, p)
     assert claims

@@ -57,11 +57,7 @@ def test_plain_srun_of_several_tasks_is_refused():
     launch.refuse_plain_srun({"SLURM_STEP_NUM_TASKS": "16", "RANK": "3"})  # torchrun under srun
 
 
-def test_launched_jobs_record_every_rank(tmp_path, monkeypatch):
-    monkeypatch.setenv(
-        "PYTHONPATH",
-        os.pathsep.join([str(ROOT / "tests"), str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")]),
-    )
+def test_launched_jobs_record_every_rank(tmp_path, monkeypatch, tests_on_path):
     log = tmp_path / "jobs.json"
     monkeypatch.setenv(jobinfo.JOB_LOG, str(log))
     launch.launch("workers:echo", {"value": 1}, nproc=2, timeout_s=120)

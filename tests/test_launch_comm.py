@@ -14,14 +14,7 @@ from mfulab.studies.overlap.params import Params as OverlapParams
 
 from conftest import ROOT
 
-
-@pytest.fixture(autouse=True)
-def tests_on_path(monkeypatch):
-    # the ranks import tests/workers.py
-    monkeypatch.setenv(
-        "PYTHONPATH",
-        os.pathsep.join([str(ROOT / "tests"), str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")]),
-    )
+pytestmark = pytest.mark.usefixtures("tests_on_path")  # the ranks import tests/workers.py
 
 
 def test_bus_factors():
