@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from .config import ParameterError
 
 RUNNER_PARAMS = ("from_dir", "out_dir")  # injected by the runner next to the study parameters
+DTYPES = ("fp32", "bf16", "fp16")  # a training step's precision (bf16, fp16: autocast, timing.autocast)
 
 
 def param(

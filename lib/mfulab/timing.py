@@ -272,6 +272,31 @@ def torch_dtype(name: str):
     return table[name]
 
 
+def autocast(device: str, dtype: str):
+    """The mixed-precision context of a training step in ``dtype``: fp32 runs as it is; bf16 and
+    fp16 run the forward under ``torch.autocast`` (low-precision matmuls, fp32 weights and
+    reductions), as a mixed-precision training step does."""
+    import contextlib
+
+    import torch
+
+    if dtype in ("fp32", "tf32"):
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device, dtype=torch_dtype(dtype))
+
+
+def dtype_label(dtype: str) -> str:
+    """How a row names the precision it ran in: ``fp32`` or e.g. ``bf16 autocast``."""
+    return dtype if dtype in ("fp32", "tf32") else f"{dtype} autocast"
+
+
+def tf32_state(device: str) -> bool | None:
+    """Whether fp32 matmuls may use TF32 tensor cores now (None on CPU, where TF32 does not exist)."""
+    import torch
+
+    return bool(torch.backends.cuda.matmul.allow_tf32) if device == "cuda" else None
+
+
 def matmul_ceiling(
     *,
     device: str = "cpu",

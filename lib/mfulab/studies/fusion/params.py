@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...config import PRESETS
-from ...params import StudyParams, calibration_param, param
-
-DTYPES = ("fp32", "bf16", "fp16")
+from ...params import DTYPES, StudyParams, calibration_param, param
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ time before the first step (model build) is start-up. ``measure`` returns plain 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 
@@ -22,16 +21,6 @@ from ...config import TransformerConfig
 from .params import Params
 
 BENCHMARK_VERSION = {"train_run": 1, "flop_count": 1}
-
-
-def _autocast(device: str, dtype: str):
-    import torch
-
-    from ...timing import torch_dtype
-
-    if dtype == "fp32":
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device, dtype=torch_dtype(dtype))
 
 
 def flop_count(cfg: TransformerConfig, *, device: str, micro_batch: int = 1) -> dict:
@@ -78,7 +67,7 @@ def train_run(
     import torch
 
     from ...model import GPT
-    from ...timing import progress, synchronize
+    from ...timing import autocast, progress, synchronize
 
     job_start = time.perf_counter()
     torch.manual_seed(0)
@@ -98,7 +87,7 @@ def train_run(
         x, y = next_batch()
         synchronize(device)
         t1 = time.perf_counter()
-        with _autocast(device, dtype):
+        with autocast(device, dtype):
             _, loss = model(x, y)
         loss.backward()
         optimizer.step()

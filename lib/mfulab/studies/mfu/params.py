@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...config import preset
-from ...params import StudyParams, calibration_param, param
+from ...params import DTYPES, StudyParams, calibration_param, param
 
-DTYPES = ("fp32", "bf16", "fp16")
 ATTN_IMPLS = ("sdpa", "naive")
 
 
