@@ -354,6 +354,8 @@ cols = ["variant", "first_call_s", "cache", "cache_hits", "cache_misses", "cold_
 cols += ["graphs_compiled", "breaks_taken_per_step", "median_s", "speedup_vs_eager", "speedup_lo"]
 cols += ["speedup_hi", "verdict"]
 print(f"graphs recompiled during the timed rounds: {records['compile']['recompiled_during_timing']}")
+for variant, why in records["compile"].get("skipped", {}).items():
+    print(f"{variant} skipped: {why}")
 ct[[c for c in cols if c in ct]]
 
 # %%

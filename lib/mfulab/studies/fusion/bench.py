@@ -15,6 +15,7 @@ from .bytes_model import naive_attention_bytes, naive_attention_max_seq_len
 from .compile_bench import measure_model_compile
 from .kernels import (
     attn_inputs,
+    compile_status,
     profile_kernel_count,
     sdpa_backend,
     sdpa_causal_attention,
@@ -159,6 +160,12 @@ def measure(p: Params) -> dict:
     if p.num_threads:
         torch.set_num_threads(p.num_threads)
     device = p.device
+    ok, why = compile_status(device)
+    if not ok:  # before minutes of measurement: every part of the study compares against compiled
+        raise RuntimeError(
+            f"{why}. The fusion study compares eager with torch.compile throughout (A7, A8, B5); fix "
+            "the compiler toolchain (a C++ compiler on CPU; a Triton matching torch on CUDA) and rerun."
+        )
     rec = {
         "study": "fusion",
         "params": p.to_dict(),

@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 
 from ...config import preset
+from .kernels import compile_status
 from .params import Params
 
 COLD_WORKER = "mfulab.studies.fusion.compile_bench:cold_compile_worker"
@@ -80,14 +81,13 @@ def _model(cfg, device: str, *, graph_break: bool, calls: list):
 def _step(model, idx, dtype: str = "fp32"):
     """One training step; in ``dtype`` other than fp32 the forward runs under autocast (bf16 or
     fp16 matmuls, fp32 weights and reductions), as a mixed-precision training step does."""
-    import torch
+    from ...timing import autocast
 
     device = idx.device.type
-    low = None if dtype == "fp32" else {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
 
     def step():
         model.zero_grad(set_to_none=True)
-        with torch.autocast(device_type=device, dtype=low, enabled=low is not None):
+        with autocast(device, dtype):
             _, loss = model(idx, idx)
         loss.backward()
 
@@ -123,6 +123,20 @@ def cold_compile_worker(spec: dict) -> dict:
         shutil.rmtree(cache, ignore_errors=True)
 
 
+def compile_modes(device: str) -> tuple[list[str], dict]:
+    """The ``torch.compile`` modes B5 times here, and those skipped with their reason: ``default``
+    everywhere (the study checked it before measuring); on CUDA also ``reduce-overhead`` (CUDA
+    graphs), if ``kernels.compile_status`` can build and run it."""
+    modes, skipped = ["default"], {}
+    if device == "cuda":
+        ok, why = compile_status(device, "reduce-overhead")
+        if ok:
+            modes.append("reduce-overhead")
+        else:
+            skipped["compiled (reduce-overhead)"] = why
+    return modes, skipped
+
+
 def measure_model_compile(p: Params) -> dict:
     """B5: the reference model's training step, eager vs torch.compile (and with a forced
     graph break per block), timed interleaved after each variant's first (compiling) call;
@@ -131,20 +145,21 @@ def measure_model_compile(p: Params) -> dict:
     import torch
 
     from ... import memprobe
-    from ...timing import compare_timings, interleaved
+    from ...timing import compare_timings, dtype_label, interleaved, tf32_state
 
     device = p.device
     cfg = preset(p.compile_preset).with_(seq_len=p.compile_seq_len)
     idx = torch.randint(0, cfg.vocab_size, (p.compile_micro_batch, cfg.seq_len), device=device)
     calls = {}
     variants = {"eager": (_model(cfg, device, graph_break=False, calls=[0]), None)}
-    modes = ["default"] + (["reduce-overhead"] if device == "cuda" else [])
+    modes, skipped = compile_modes(device)
     out = {
         "preset": cfg.name,
         "seq_len": cfg.seq_len,
         "micro_batch": p.compile_micro_batch,
-        "dtype": p.dtype if p.dtype == "fp32" else f"{p.dtype} autocast",
-        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32 if device == "cuda" else None,
+        "dtype": dtype_label(p.dtype),
+        "tf32_matmul": tf32_state(device),
+        "skipped": skipped,
         "rows": [],
     }
     # guard on module hooks: otherwise the graph-break model reuses the default model's graph

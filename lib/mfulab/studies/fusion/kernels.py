@@ -45,6 +45,31 @@ def triton_status(device: str) -> tuple[bool, str]:
     return True, ""
 
 
+def compile_status(device: str, mode: str = "default") -> tuple[bool, str]:
+    """Whether ``torch.compile`` in ``mode`` can build and run here, and why not: a tiny
+    function (add + layer norm, the sub-block's ops) is compiled, run three times (CUDA graphs
+    record on a later call in ``reduce-overhead``) and checked against eager. Importing torch
+    is not enough: a missing C++ compiler, or a Triton / driver mismatch on CUDA, fails only when
+    a kernel builds or launches."""
+    import torch
+
+    def tiny(x, a):
+        return torch.nn.functional.layer_norm(x + a, (x.shape[-1],))
+
+    try:
+        x, a = torch.randn(4, 96, device=device), torch.randn(4, 96, device=device)
+        fn = torch.compile(tiny, mode=mode, dynamic=False)
+        for _ in range(3):
+            y = fn(x, a)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if not torch.allclose(y, tiny(x, a), atol=1e-4, rtol=1e-4):
+            return False, f"torch.compile ({mode}) ran but its result differs from eager's"
+    except Exception as e:  # a build or launch failure must be reported, not end the study
+        return False, f"torch.compile ({mode}) could not build or run on {device}: {e!r}"[:300]
+    return True, ""
+
+
 def triton_ln_residual():
     """A one-pass Triton kernel for h = x + a; y = layer_norm(h) (p = 0): one program per row."""
     import torch
