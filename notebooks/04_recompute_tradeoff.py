@@ -109,13 +109,18 @@ analysis.layer_model_summary(lm)
 # second forward over-count. `sac` recomputes no matmul, so its counted share is 0 (the counter
 # counts matmuls only); its step time shows what the re-run element-wise ops and SAC's per-op
 # policy dispatch cost (not separated here). The gradient gate checks that every policy
-# computes the same gradients as `none`.
+# computes the same gradients as `none` (to 1e-5 in fp32; to about one low-precision ulp under
+# bf16/fp16 autocast, `analysis.GRADIENT_TOLERANCE`). Peak memory, gradients and step time run in
+# the profile's `dtype` (the `dtype` column); the exact saved-bytes accounting and the FLOP count
+# stay fp32, the single element size of the formula they check.
 
 # %%
 summary = analysis.policy_summary(records)
 results.save_table(out, "policy_summary", summary)
-assert (summary.gradient_max_abs_diff < 1e-5).all(), "a recompute policy changed the gradients"
-summary_columns = "policy step_added_MiB recompute_flops_share step_s step_q1_s step_q3_s step_n tokens_per_s"
+assert summary.gradient_gate_ok.all(), "a recompute policy changed the gradients"
+summary_columns = (
+    "policy dtype step_added_MiB recompute_flops_share step_s step_q1_s step_q3_s step_n tokens_per_s"
+)
 summary.assign(step_added_MiB=summary.peak_step_added_bytes / 2**20)[
     summary_columns.split() + ["gradient_max_abs_diff"]
 ]

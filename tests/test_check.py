@@ -108,7 +108,8 @@ def test_memory_guard_passes_todays_gpu_profiles_and_refuses_one_that_would_run_
 
     def old_profile(path):
         values = real_read(path)
-        return {**values, "micro_batches": [2, 4, 8, 16]} if "recompute" in str(path) else values
+        old = {"micro_batches": [2, 4, 8, 16], "dtype": "fp32"}
+        return {**values, **old} if "recompute" in str(path) else values
 
     monkeypatch.setattr(runner, "read_profile", old_profile)
     refused = {p.name: p for p in check.memory_guard(card_bytes=80e9)}["memory guard recompute/gpu"]

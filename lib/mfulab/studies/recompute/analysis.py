@@ -118,9 +118,19 @@ def layer_model_summary(lm):
     return out.reset_index()
 
 
+# The gradient gate: the largest |gradient difference| a policy may show against ``none``.
+# Recomputation re-runs the same kernels, so fp32 agrees to rounding; under bf16 / fp16
+# autocast a GPU's non-deterministic kernels (atomics in attention backward) may differ by
+# about one low-precision ulp of an O(1) gradient (bf16: 2**-7, fp16: 2**-10), doubled.
+GRADIENT_TOLERANCE = {"fp32": 1e-5, "bf16": 2 * 2**-7, "fp16": 2 * 2**-10}
+
+
 def policy_summary(records):
-    """One row per policy: saved bytes, peak memory, FLOPs, step time, gradient gate."""
+    """One row per policy: saved bytes, peak memory, FLOPs, step time, the gradient gate
+    (``GRADIENT_TOLERANCE`` for the run's dtype), each row labelled with its dtype."""
     import pandas as pd
+
+    dtype = records["params"].get("dtype", "fp32")
 
     df = saved_table(records)
     base_mb = records["base_micro_batch"]
@@ -144,6 +154,8 @@ def policy_summary(records):
                 "step_n": t["n"],
                 "tokens_per_s": tokens / t["median_s"],
                 "gradient_max_abs_diff": records["gradient_max_abs_diff"][q],
+                "gradient_gate_ok": records["gradient_max_abs_diff"][q] <= GRADIENT_TOLERANCE[dtype],
+                "dtype": records.get("dtype", "fp32"),
             }
         )
     out = pd.DataFrame(rows)
@@ -320,6 +332,8 @@ def headline_metrics(records, claim_list) -> dict:
     full = full_vs_none(records)
     return {
         **run_identity(records, "preset", "attn_impl"),
+        "dtype": records.get("dtype", "fp32"),
+        "tf32_matmul": records.get("tf32_matmul"),
         "base_micro_batch": records["base_micro_batch"],
         "policies": s.to_dict(orient="records"),
         "budget": budget_table(records).to_dict(orient="records"),

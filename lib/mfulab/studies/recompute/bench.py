@@ -24,12 +24,17 @@ Measurements:
   naive attention and with SDPA (on CPU torch picks its flash kernel, which keeps q, k, v,
   its output and one log-sum-exp per row and head), whatever ``attn_impl`` the rest uses.
 - **Correctness gate**: every policy's gradients equal those of ``none``.
+- **Precision**: peak memory, gradients and step time run in ``dtype`` (bf16 / fp16: the
+  forward under autocast, ``timing.autocast``), each row labelled with it and the TF32 state
+  recorded; the exact saved-bytes accounting and the FLOP count stay fp32, the element size
+  of the formula they check.
 """
 
 from __future__ import annotations
 
 from ... import hardware, memprobe
 from ...config import ParameterError, TransformerConfig, check_recompute
+from ...timing import autocast, dtype_label, tf32_state
 from .params import ATTN_IMPLS, POLICIES, Params
 
 BENCHMARK_VERSION = {
@@ -118,7 +123,8 @@ def _peak_worker(spec: dict) -> dict:
     idx = torch.randint(0, cfg.vocab_size, (spec["micro_batch"], cfg.seq_len))
 
     def step():
-        _, loss = model(idx, idx)
+        with autocast("cpu", spec["dtype"]):
+            _, loss = model(idx, idx)
         loss.backward()
 
     return memprobe.peak_rss_of(step)
@@ -133,6 +139,7 @@ def peak_memory(
     attn_impl: str,
     device: str,
     num_threads: int,
+    dtype: str = "fp32",
     timeout_s: float = 300,
 ) -> dict:
     """Peak memory of one forward+backward: a fresh process's peak RSS on CPU (the delta
@@ -145,7 +152,8 @@ def peak_memory(
         idx = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len), device="cuda")
 
         def step():
-            _, loss = model(idx, idx)
+            with autocast("cuda", dtype):
+                _, loss = model(idx, idx)
             loss.backward()
 
         out = memprobe.cuda_peak_of(step)
@@ -158,6 +166,7 @@ def peak_memory(
         "micro_batch": micro_batch,
         "attn_impl": attn_impl,
         "num_threads": num_threads,
+        "dtype": dtype,
     }
     return memprobe.run_in_fresh_process(PEAK_WORKER, spec, timeout_s=timeout_s)
 
@@ -177,14 +186,22 @@ def hardware_flops_per_token(cfg: TransformerConfig, *, policy: str, every_k: in
 
 
 def gradients(
-    cfg: TransformerConfig, *, policy: str, every_k: int, attn_impl: str, device: str, micro_batch: int
+    cfg: TransformerConfig,
+    *,
+    policy: str,
+    every_k: int,
+    attn_impl: str,
+    device: str,
+    micro_batch: int,
+    dtype: str = "fp32",
 ):
     import torch
 
     model = _build(cfg, policy, every_k, attn_impl, device)
     gen = torch.Generator().manual_seed(3)
     idx = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len), generator=gen).to(device)
-    _, loss = model(idx, idx)
+    with autocast(device, dtype):
+        _, loss = model(idx, idx)
     loss.backward()
     return {n: p.grad.detach().clone() for n, p in model.named_parameters()}
 
@@ -198,6 +215,7 @@ def step_times(
     device: str,
     rounds: int,
     num_threads: int,
+    dtype: str = "fp32",
 ) -> dict:
     """Forward + backward time of every (policy, micro-batch) in ``points``, timed
     interleaved (``timing.interleaved``: each round runs every point once, in a shuffled
@@ -213,7 +231,8 @@ def step_times(
 
         def step(model=model, idx=idx):
             model.zero_grad(set_to_none=True)
-            _, loss = model(idx, idx)
+            with autocast(device, dtype):
+                _, loss = model(idx, idx)
             loss.backward()
 
         steps[f"{policy}@{micro_batch}"] = step
@@ -268,6 +287,9 @@ def measure(p: Params) -> dict:
         "policies": policies,
         "skipped": skipped,
         "base_micro_batch": base_mb,
+        "dtype": dtype_label(p.dtype),
+        "accounting_dtype": "fp32",
+        "tf32_matmul": tf32_state(device),
         "benchmark_version": BENCHMARK_VERSION,
     }
     rec["saved"] = {
@@ -289,16 +311,18 @@ def measure(p: Params) -> dict:
     rec["hardware_flops_per_token"] = {
         q: hardware_flops_per_token(cfg, policy=q, every_k=every_k, device=device) for q in policies
     }
-    ref = gradients(cfg, policy="none", every_k=every_k, attn_impl=attn, device=device, micro_batch=base_mb)
+    grad_kw = dict(every_k=every_k, attn_impl=attn, device=device, micro_batch=base_mb, dtype=p.dtype)
+    ref = gradients(cfg, policy="none", **grad_kw)
     rec["gradient_max_abs_diff"] = {}
     for q in policies:
-        g = gradients(cfg, policy=q, every_k=every_k, attn_impl=attn, device=device, micro_batch=base_mb)
+        g = gradients(cfg, policy=q, **grad_kw)
         rec["gradient_max_abs_diff"][q] = max(float((g[n] - ref[n]).abs().max()) for n in ref)
     budget = p.memory_budget_mib * 2**20
 
     def measure_peak(q, mb):
         kw = dict(every_k=every_k, micro_batch=mb, attn_impl=attn, device=device, num_threads=threads)
-        row = {"policy": q, "micro_batch": mb, **peak_memory(cfg, policy=q, **kw)}
+        row = {"policy": q, "micro_batch": mb, "dtype": rec["dtype"]}
+        row.update(peak_memory(cfg, policy=q, dtype=p.dtype, **kw))
         rec["peak"].append(row)
         return row["step_added_bytes"] is not None and row["step_added_bytes"] <= budget  # None: OOM
 
@@ -327,9 +351,15 @@ def measure(p: Params) -> dict:
         device=device,
         rounds=p.timing_rounds,
         num_threads=threads,
+        dtype=p.dtype,
     )
     rec["timing"] = [
-        {"policy": q, "micro_batch": mb, **timed[f"{q}@{mb}"].to_dict(with_samples=True)}
+        {
+            "policy": q,
+            "micro_batch": mb,
+            "dtype": rec["dtype"],
+            **timed[f"{q}@{mb}"].to_dict(with_samples=True),
+        }
         for q, mb in timing_points
     ]
     return rec

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...config import RECOMPUTE_POLICIES, preset
-from ...params import StudyParams, param
+from ...params import DTYPES, StudyParams, param
 from .planner import ThroughputModel, check_case
 from .stated import PLANNER_CASES
 
@@ -41,6 +41,12 @@ class Params(StudyParams):
         "naive", "naive | sdpa: naive keeps the a·s² scores (what selective recompute removes); sdpa does not"
     )
     device: str = param("auto", "auto | cpu | cuda")
+    dtype: str = param(
+        "fp32",
+        "fp32 | bf16 | fp16: precision of the peak-memory, gradient and step-time measurements "
+        "(bf16, fp16: the forward under autocast, fp32 weights); the exact saved-bytes accounting "
+        "and the FLOP count stay fp32 (Korthikanti's formula with one element size)",
+    )
     num_threads: int = param(0, "torch threads (0: torch's default)", unit="threads", non_negative=True)
     memory_budget_mib: float = param(
         200,
@@ -94,6 +100,7 @@ class Params(StudyParams):
                 f"between 1 and n_layers={cfg.n_layers} of preset {self.preset}",
             )
         self.require_choice("attn_impl", ATTN_IMPLS)
+        self.require_choice("dtype", DTYPES)
         self.require(
             "max_micro_batch",
             self.max_micro_batch >= max(self.micro_batches),
@@ -107,12 +114,13 @@ class Params(StudyParams):
 
     def prepare(self) -> None:
         self.resolve_device()
+        self.require_dtype_on_device()
 
     def model_config(self):
         return preset(self.preset).with_(seq_len=self.seq_len)
 
     def predicted_peak_bytes(self) -> float:
-        """Forward + backward in fp32 without recompute (the largest policy) at the grid's
+        """Forward + backward in ``dtype`` without recompute (the largest policy) at the grid's
         largest micro-batch (``memory.step_peak_bytes``, no optimizer). The search beyond the
         grid may run out of memory: such a point is recorded as not fitting. The measurement keeps
         two gradient copies to compare policies."""
@@ -121,7 +129,7 @@ class Params(StudyParams):
         return step_peak_bytes(
             self.model_config(),
             micro_batch=max(self.micro_batches),
-            activation_bytes_per_elem=4,
+            activation_bytes_per_elem=4 if self.dtype == "fp32" else 2,
             fused_attention=self.attn_impl == "sdpa",
             optimizer=False,
             gradient_copies=2,  # the reference gradients and the policy's, compared elementwise
