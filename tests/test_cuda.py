@@ -50,6 +50,21 @@ def test_triton_kernel_is_built_launched_and_checked_by_the_availability_check()
     assert ok, why
 
 
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_torch_compile_builds_and_runs_on_this_gpu(mode):
+    from mfulab.studies.fusion.kernels import compile_status
+
+    ok, why = compile_status("cuda", mode)
+    assert ok, why
+
+
+def test_recompute_runs_bf16_autocast_with_the_tf32_state_recorded(tmp_path, monkeypatch):
+    monkeypatch.setenv("MFULAB_RESULTS_ROOT", str(tmp_path))
+    records, _, _ = _smoke_on_cuda("recompute", dtype="bf16", attn_impl="sdpa")
+    assert records["dtype"] == "bf16 autocast" and isinstance(records["tf32_matmul"], bool)
+    assert {r["dtype"] for r in records["timing"]} == {"bf16 autocast"}
+
+
 def test_a_triton_build_failure_skips_the_kernel_with_its_reason(monkeypatch):
     pytest.importorskip("triton")
     from mfulab.studies.fusion import kernels
