@@ -148,3 +148,58 @@ def test_collective_studies_measure_and_conclude_over_nccl(study_id, tmp_path, m
     records, outcome, p = _smoke_on_cuda(study_id, nproc=2)
     claims, _ = outcome(records, p)
     assert claims
+
+
+def test_allocator_peak_counts_what_a_step_adds_and_an_oom_is_a_point_that_does_not_fit():
+    import torch
+
+    from mfulab import memprobe
+
+    nbytes = 256 * 2**20
+    kept = torch.empty(nbytes, dtype=torch.uint8, device="cuda")  # alive before: not in the step's peak
+    fits = memprobe.cuda_peak_of(lambda: torch.empty(nbytes, dtype=torch.uint8, device="cuda").fill_(1))
+    assert nbytes <= fits["step_added_bytes"] < 1.1 * nbytes and fits["before_bytes"] >= nbytes
+    too_big = 2 * torch.cuda.get_device_properties(0).total_memory
+    oom = memprobe.cuda_peak_of(lambda: torch.empty(too_big, dtype=torch.uint8, device="cuda"))
+    assert oom["does_not_fit"] and oom["step_added_bytes"] is None
+    del kept
+
+
+def test_tf32_ceiling_restores_the_callers_tf32_setting():
+    import torch
+
+    from mfulab import timing
+
+    before = torch.backends.cuda.matmul.allow_tf32
+    for setting in (False, True):
+        torch.backends.cuda.matmul.allow_tf32 = setting
+        timing.matmul_ceiling(device="cuda", dtype="tf32", sizes=(512,), min_run_time_s=0.02)
+        assert torch.backends.cuda.matmul.allow_tf32 is setting
+    torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def test_flop_counter_sees_sdpa_on_cuda():
+    """On CPU SDPA's flash kernel counts zero FLOPs; on CUDA its attention ops have formulas:
+    naive and SDPA count the same FLOPs per token (within the causal-mask ops naive adds)."""
+    from mfulab.config import preset
+    from mfulab.studies.mfu.bench import flop_count
+
+    out = flop_count(preset("tiny"), device="cuda")
+    assert out["sdpa_attention_op_flops"] and sum(out["sdpa_attention_op_flops"].values()) > 0
+    assert abs(out["sdpa_flops_per_token"] / out["naive_flops_per_token"] - 1) < 0.05
+
+
+@pytest.mark.multigpu
+def test_nccl_collectives_are_correct_for_every_op_and_size(tests_on_path):
+    from mfulab import launch
+
+    spec = {
+        "ops": ["all_reduce", "all_gather", "reduce_scatter", "broadcast"],
+        "sizes_bytes": [2**12, 2**20, 2**26],
+        "warmup": 2,
+        "iters": 3,
+        "device": "cuda",
+    }
+    out = launch.launch("mfulab.collectives:collective_benchmark_worker", spec, nproc=2, device="cuda")
+    assert len(out["rows"]) == 12 and all(r["wrong"] == 0 for r in out["rows"])
+    assert all(r["calls_per_sample"] > 1 and r["busbw_bytes_per_s"] > 0 for r in out["rows"])
