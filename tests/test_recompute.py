@@ -214,13 +214,11 @@ def test_sensitivity_tables():
 
 def test_zero_traffic_counts_every_micro_batch():
     n = 1e9
-    for stage in (2, 3):  # one micro-batch per step: the paper's 2Ψ and 3Ψ
-        assert planner.zero_traffic_bytes(n, zero_stage=stage, accumulation_steps=1) == pytest.approx(
-            memory.zero_traffic_bytes_per_step(n, zero_stage=stage)
-        )
+    for stage, psis in ((2, 2), (3, 3)):  # one micro-batch per step: the paper's 2Ψ and 3Ψ
+        assert memory.zero_traffic_bytes_per_step(n, zero_stage=stage) == pytest.approx(psis * 2 * n)
     for m in (2, 8, 32):
-        z2 = planner.zero_traffic_bytes(n, zero_stage=2, accumulation_steps=m)
-        z3 = planner.zero_traffic_bytes(n, zero_stage=3, accumulation_steps=m)
+        z2 = memory.zero_traffic_bytes_per_step(n, zero_stage=2, accumulation_steps=m)
+        z3 = memory.zero_traffic_bytes_per_step(n, zero_stage=3, accumulation_steps=m)
         assert z3 / z2 == pytest.approx(3 * m / (m + 1))
     zero = planner.zero_comparison(**stated.A12_ZERO)
     assert list(zero.accumulation_steps) == [32 // dp for dp in stated.A12_ZERO["dp_values"]]

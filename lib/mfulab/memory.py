@@ -22,7 +22,7 @@ Sources:
   variance: K = 12) bytes; stage 1 shards the K·Ψ, stage 2 also the gradients, stage 3 also
   the weights, over the N data-parallel devices. Sec. 7: stages 1–2 move 2Ψ per step like
   plain all-reduce data parallelism; stage 3 moves 3Ψ (a parameter all-gather in forward and
-  in backward plus the gradient reduce-scatter).
+  in backward plus the gradient reduce-scatter), per micro-batch under gradient accumulation.
 """
 
 from __future__ import annotations
@@ -93,12 +93,29 @@ def model_state_bytes_per_device(n_params: float, *, n_devices: int, zero_stage:
     return weights_bytes + grads_bytes + optimizer_bytes
 
 
-def zero_traffic_bytes_per_step(n_params: float, *, zero_stage: int, bytes_per_elem: float = 2) -> float:
-    """Data-parallel bytes each device sends per step (ZeRO Sec. 7): 2Ψ for stages 0–2
-    (reduce-scatter + all-gather, as a ring all-reduce), 3Ψ for stage 3."""
+def zero_traffic_bytes_per_step(
+    n_params: float, *, zero_stage: int, accumulation_steps: int = 1, bytes_per_elem: float = 2
+) -> float:
+    """Data-parallel bytes each device sends per *optimizer* step with ``accumulation_steps``
+    micro-batches per step (Rajbhandari et al. 2020, Sec. 7, per micro-batch; the ring's
+    (n−1)/n is taken as 1, as the paper does):
+
+    - stages 0-1: the full gradients accumulate locally and are reduced once (reduce-scatter +
+      all-gather, as a ring all-reduce): 2Ψ per step;
+    - stage 2: each device keeps only its gradient shard, so every micro-batch's backward
+      reduce-scatters (Ψ); the updated parameters are all-gathered once: (m + 1)Ψ;
+    - stage 3: every micro-batch all-gathers the parameters in forward and again in backward
+      and reduce-scatters the gradients: 3Ψ per micro-batch, 3mΨ per step.
+
+    At m = 1 this is the paper's 2Ψ and 3Ψ. DeepSpeed reduces after every backward at stages 2
+    and 3 for that reason (deepspeedai/DeepSpeed issue #2252) and uses an all-reduce at stages
+    1-2, which doubles their per-reduction bytes."""
     if zero_stage not in (0, 1, 2, 3):
         raise ParameterError(f"zero_stage must be 0, 1, 2 or 3; got {zero_stage!r}")
-    return (3 if zero_stage == 3 else 2) * n_params * bytes_per_elem
+    if not (isinstance(accumulation_steps, int) and accumulation_steps >= 1):
+        raise ParameterError(f"accumulation_steps must be a whole number ≥ 1, got {accumulation_steps!r}")
+    m, psi_bytes = accumulation_steps, n_params * bytes_per_elem
+    return {0: 2, 1: 2, 2: m + 1, 3: 3 * m}[zero_stage] * psi_bytes
 
 
 def memory_per_device(

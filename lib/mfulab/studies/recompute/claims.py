@@ -271,7 +271,7 @@ def a17_claims(plans, p) -> list[Claim]:
 
 def a12_claim(zero_df) -> list[Claim]:
     """A12 (analytic only): ZeRO-3's memory saving over ZeRO-2 and its traffic per optimizer
-    step, counted per micro-batch (``planner.zero_traffic_bytes``) at the first data-parallel
+    step, counted per micro-batch (``memory.zero_traffic_bytes_per_step``) at the first data-parallel
     width of ``stated.A12_ZERO``, with the range over the others."""
     if not len(zero_df):
         return []

@@ -300,29 +300,6 @@ def decision(plans, case: str) -> str:
     return f"{best.policy.iloc[0]}@{int(best.micro_batch.iloc[0])}" if len(best) else "nothing fits"
 
 
-def zero_traffic_bytes(
-    n_params: float, *, zero_stage: int, accumulation_steps: int, bytes_per_elem: float = 2
-):
-    """Data-parallel bytes each device sends per *optimizer* step with ``accumulation_steps``
-    micro-batches per step (Rajbhandari et al. 2020, Sec. 7, per micro-batch):
-
-    - stages 0-1: the full gradients accumulate locally and are reduced once: 2Ψ per step;
-    - stage 2: each device keeps only its gradient shard, so every micro-batch's backward
-      reduce-scatters (Ψ); the updated parameters are all-gathered once: (m + 1)Ψ;
-    - stage 3: every micro-batch all-gathers the parameters in forward and again in backward
-      and reduce-scatters the gradients: 3Ψ per micro-batch, 3mΨ per step.
-
-    At m = 1 this is the paper's 2Ψ and 3Ψ (``memory.zero_traffic_bytes_per_step``). DeepSpeed
-    reduces after every backward at stages 2 and 3 for that reason (deepspeedai/DeepSpeed
-    issue #2252) and uses an all-reduce at stages 1-2, which doubles their per-reduction bytes."""
-    if zero_stage not in (0, 1, 2, 3):
-        raise ParameterError(f"zero_stage must be 0, 1, 2 or 3; got {zero_stage!r}")
-    if not (isinstance(accumulation_steps, int) and accumulation_steps >= 1):
-        raise ParameterError(f"accumulation_steps must be a whole number ≥ 1, got {accumulation_steps!r}")
-    m, psi_bytes = accumulation_steps, n_params * bytes_per_elem
-    return {0: 2, 1: 2, 2: m + 1, 3: 3 * m}[zero_stage] * psi_bytes
-
-
 def zero_comparison(
     preset_name: str, *, tp: int, dp_values, device_memory_gib: float, global_batch: int, micro_batch: int
 ):
@@ -339,8 +316,8 @@ def zero_comparison(
         m = int(steps)
         z2 = memory.model_state_bytes_per_device(n, n_devices=dp, zero_stage=2)
         z3 = memory.model_state_bytes_per_device(n, n_devices=dp, zero_stage=3)
-        t2 = zero_traffic_bytes(n, zero_stage=2, accumulation_steps=m)
-        t3 = zero_traffic_bytes(n, zero_stage=3, accumulation_steps=m)
+        t2 = memory.zero_traffic_bytes_per_step(n, zero_stage=2, accumulation_steps=m)
+        t3 = memory.zero_traffic_bytes_per_step(n, zero_stage=3, accumulation_steps=m)
         rows.append(
             {
                 "preset": preset_name,

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ... import flops
+from ... import flops, memory
 from ...config import preset
 from . import stated
-from .planner import ThroughputModel, chosen_plans, plans_table, zero_traffic_bytes
+from .planner import ThroughputModel, chosen_plans, plans_table
 
 
 def _scenarios(cases, throughput: ThroughputModel, margin: float):
@@ -83,15 +83,15 @@ def a17_readings(case: dict, *, throughput: ThroughputModel, fragmentation_margi
 
 def a12_accumulation(preset_name: str, *, tp: int, steps=stated.ACCUMULATION_STEPS_GRID):
     """ZeRO-2 vs ZeRO-3 data-parallel bytes per device and optimizer step, per number of
-    micro-batches accumulated per step (``planner.zero_traffic_bytes``): the ratio is 1.5 at
+    micro-batches accumulated per step (``memory.zero_traffic_bytes_per_step``): the ratio is 1.5 at
     one micro-batch per step (the paper's count) and tends to 3 as accumulation grows."""
     import pandas as pd
 
     n = flops.param_count(preset(preset_name)) / tp
     rows = []
     for m in steps:
-        z2 = zero_traffic_bytes(n, zero_stage=2, accumulation_steps=m)
-        z3 = zero_traffic_bytes(n, zero_stage=3, accumulation_steps=m)
+        z2 = memory.zero_traffic_bytes_per_step(n, zero_stage=2, accumulation_steps=m)
+        z3 = memory.zero_traffic_bytes_per_step(n, zero_stage=3, accumulation_steps=m)
         rows.append(
             {
                 "accumulation_steps": m,
