@@ -9,7 +9,8 @@
 - ``check gpu|node``: the first run on a new GPU machine or node (:mod:`mfulab.check`).
 - ``calibrate [--setting S] [--refresh]``: this machine's calibration, read by every study.
 - ``list``: the studies, their notebooks and profiles.
-- ``site [--machine M] [--out DIR]``: the executed notebooks of ``results/<M>/`` as a static site.
+- ``site [--machine M] [--out DIR] [--screenshots DIR]``: the executed notebooks of every
+  ``results/<machine>/`` (or of M) as a static site, one book per machine, in ``site/``.
 """
 
 from __future__ import annotations
@@ -50,9 +51,14 @@ def _parser() -> argparse.ArgumentParser:
     p_all.add_argument("--profile", default="auto")
     p_all.add_argument("--force", action="store_true")
     p_all.add_argument("--results-root")
-    p_site = sub.add_parser("site", help="render a machine's executed notebooks as a static site")
-    p_site.add_argument("--machine", help="results/<machine>/ to render (default: this machine)")
-    p_site.add_argument("--out", help="output folder (default: site/<machine>)")
+    p_site = sub.add_parser("site", help="render the machines' executed notebooks as a static site")
+    p_site.add_argument("--machine", help="results/<machine>/ to render (default: every machine)")
+    p_site.add_argument("--out", help="output folder, one book per machine in it (default: site/)")
+    p_site.add_argument(
+        "--screenshots",
+        metavar="DIR",
+        help="then save PNGs of a book's landing page, first chapter and claims page in DIR",
+    )
     p_site.add_argument(
         "--results-root", help="folder holding results/<machine>/ (default: the repo's results/)"
     )
@@ -172,14 +178,18 @@ def main(argv=None) -> int:
             if out is not None:  # only the rank that wrote says so
                 print(f"measurements written to {out}")
         elif args.command == "site":
-            from .site import build_site
+            from .site import build_course
 
             root = runner.repo_root()
-            machine = args.machine or hardware.machine_slug()
-            out = build_site(
-                args.results_root or root / "results", machine, args.out or root / "site" / machine
-            )
+            only = [args.machine] if args.machine else None
+            out = build_course(args.results_root or root / "results", args.out or root / "site", only)
             print(f"site written to {out / 'index.html'}")
+            if args.screenshots:
+                from .site_shots import screenshots
+
+                book = out / (args.machine or sorted(p.parent.name for p in out.glob("*/index.html"))[0])
+                for path in screenshots(book, args.screenshots):
+                    print(f"screenshot {path}")
         elif args.command == "stability":
             from . import stability
 
