@@ -128,7 +128,9 @@ def _stage(src: Path, results_root: Path, machine: str, registry, *, in_course: 
         for m in others
     }
     rows = site_pages.claim_rows(found, anchors, other_metrics)
-    articles = site_pages.article_names(Path(__file__).resolve().parents[2] / "docs" / "claims.md")
+    from .runner import repo_root
+
+    articles = site_pages.article_names(repo_root() / "docs" / "claims.md")
     (src / f"{site_pages.CLAIMS_DOC}.md").write_text(site_pages.claims_page(machine, rows, articles, others))
 
 
