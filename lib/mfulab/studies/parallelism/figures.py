@@ -50,7 +50,7 @@ def plot_timeline(records, *, compute: str = "emulated"):
         run = max((r for r in job["runs"] if r["schedule"] == schedule), key=lambda r: r["m"])
         for rank, spans in run["spans"].items():
             for kind, stage, start, end in spans:
-                colour = "C0" if kind == "F" else "C3"
+                colour = "tab:blue" if kind == "F" else "tab:red"
                 ax.barh(
                     int(rank),
                     (end - start) * 1e3,
