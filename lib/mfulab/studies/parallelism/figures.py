@@ -1,0 +1,101 @@
+"""Figures of the ``parallelism`` study: units on every axis, a title that states the take-away."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+SCHEDULE_COLOURS = {"gpipe": "C0", "1f1b": "C1", "interleaved": "C2"}
+
+
+def plot_bubble(pipe):
+    """Measured bubble vs m per schedule and rank count (emulated compute), with the formula
+    (p − 1)/(v·m) dashed and the formula with the fitted per-slot overhead dotted."""
+    emu = pipe[pipe.compute == "emulated"]
+    ranks = sorted(emu.ranks.unique())
+    fig, axes = plt.subplots(
+        1, len(ranks), figsize=(5.2 * len(ranks), 4.4), layout="constrained", squeeze=False
+    )
+    for ax, p in zip(axes[0], ranks):
+        d = emu[emu.ranks == p]
+        for schedule, g in d.groupby("schedule", sort=False):
+            g = g.sort_values("m")
+            c = SCHEDULE_COLOURS[schedule]
+            v = int(g.v.iloc[0])
+            ax.plot(g.m, g.bubble_measured, "o-", color=c, label=f"{schedule} (v={v}) measured")
+            ax.plot(g.m, g.bubble_formula, "--", color=c, alpha=0.7, label=f"(p−1)/(v·m), v={v}")
+            ax.plot(g.m, g.bubble_modelled, ":", color=c, alpha=0.9, label="+ fitted slot overhead")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("micro-batches per step m")
+        ax.set_ylabel("bubble = step / ideal − 1 (fraction of compute)")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"p = {p} stages (emulated stage compute)")
+        ax.legend(fontsize=7)
+    fig.suptitle("The bubble falls as (p − 1)/(v·m); each slot also pays a fixed overhead")
+    return fig
+
+
+def plot_timeline(records, *, compute: str = "emulated"):
+    """One step of the deepest emulated pipeline per schedule at its largest m: each rank's
+    forward and backward spans (the last timed step), idle gaps are the bubble."""
+    job = max((j for j in records["pipeline"] if j["compute"] == compute), key=lambda j: j["ranks"])
+    schedules = list(dict.fromkeys(r["schedule"] for r in job["runs"]))
+    fig, axes = plt.subplots(
+        len(schedules),
+        1,
+        figsize=(10, 1.1 + 0.55 * job["ranks"] * len(schedules)),
+        layout="constrained",
+        squeeze=False,
+    )
+    for ax, schedule in zip(axes[:, 0], schedules):
+        run = max((r for r in job["runs"] if r["schedule"] == schedule), key=lambda r: r["m"])
+        for rank, spans in run["spans"].items():
+            for kind, stage, start, end in spans:
+                colour = "tab:blue" if kind == "F" else "tab:red"
+                ax.barh(
+                    int(rank),
+                    (end - start) * 1e3,
+                    left=start * 1e3,
+                    color=colour,
+                    alpha=0.45 + 0.1 * (stage // job["ranks"]),
+                )
+        ax.set_yticks(range(job["ranks"]), [f"rank {r}" for r in range(job["ranks"])])
+        ax.invert_yaxis()
+        ax.set_xlabel("time since the step started (ms)")
+        ax.set_title(
+            f"{schedule}, m = {run['m']}, v = {run['v']}: forward (blue) and backward (red) per layer"
+        )
+    fig.suptitle(f"One pipelined step on {job['ranks']} ranks: the white gaps are the bubble")
+    return fig
+
+
+def plot_sharding(sh):
+    """Bytes held per rank (parameters, gradients, AdamW states) and collective buffers per
+    optimizer step in units of Ψ, DDP vs FSDP2, one micro-batch and with accumulation."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
+    one = sh[sh.m == sh.m.min()]
+    bottom = 0
+    for column, colour in (("params_bytes", "C0"), ("grads_bytes", "C1"), ("optimizer_bytes", "C2")):
+        left.bar(
+            one.config, one[column] / 2**20, bottom=bottom, color=colour, label=column.replace("_bytes", "")
+        )
+        bottom = bottom + one[column].to_numpy() / 2**20
+    left.set_ylabel("bytes held per rank (MiB)")
+    left.set_title("what each rank holds (fp32 AdamW)")
+    left.legend(fontsize=8)
+    for i, (m, g) in enumerate(sh.groupby("m")):
+        x = [j + 0.38 * i for j in range(len(g))]
+        right.bar(x, g.traffic_over_psi, width=0.36, color=f"C{i + 3}", label=f"m = {m} counted")
+        right.scatter(
+            x,
+            g.traffic_formula_elements / g.traffic_elements * g.traffic_over_psi,
+            color="k",
+            marker="_",
+            s=200,
+            label="formula" if i == 0 else None,
+        )
+    right.set_xticks([j + 0.19 for j in range(len(one))], list(one.config))
+    right.set_ylabel("collective buffers per step (× Ψ)")
+    right.set_title("what each step communicates")
+    right.legend(fontsize=8)
+    fig.suptitle("Sharding trades memory for traffic: fully sharded holds 1/n, moves 3Ψ per micro-batch")
+    return fig

@@ -1,0 +1,52 @@
+"""What the source articles state for the ``parallelism`` claims, and the settings the
+analytic rows read them at (article ids as in ``docs/claims.md``). Inputs under test or
+named assumptions, not results."""
+
+# A10 — article A §4.1: TP = 8 and DP = 16 on 128 cards. The article names no model for this
+# example: we read it with the 13B model of its own A17/A19 example (llama2-13b shape), 4096
+# tokens, micro-batch 1 and a global batch of 512 sequences (our assumption; the sensitivity
+# table varies model and batch).
+A10_LAYOUT = {"devices": 128, "tp": 8, "dp": 16, "devices_per_node": 8}
+A10_MODEL = {"preset": "llama2-13b", "seq_len": 4096, "micro_batch": 1, "global_batch": 512}
+A10_SENSITIVITY = {"presets": ("llama2-7b", "llama2-13b", "llama2-70b"), "global_batches": (128, 512, 2048)}
+
+# A11 — article A §4.2: sequence parallelism splits LayerNorm and dropout along the sequence
+# and (the article says) one all-reduce joins the slices. Korthikanti et al. 2022 §4.2.2:
+# 4 all-gathers + 4 reduce-scatters per layer (forward + backward) replace TP's 4 all-reduces.
+A11_KORTHIKANTI_COLLECTIVES = {"all_gather": 4, "reduce_scatter": 4}
+
+# A12 — article A §4.2: ZeRO-3 gathers each layer's parameters on use: much less memory, more
+# traffic; "below about 10B parameters and 1000 cards, ZeRO-2 (with PP) is usually faster".
+A12_RULE = {"max_params": 10e9, "max_cards": 1000}
+A12_PLANNER_CASES = ({"preset": "llama2-7b", "devices": 1024}, {"preset": "llama2-13b", "devices": 512})
+
+# A13 — article A §4.3: no interleaving at ~40 layers; it clearly pays above ~80; start from
+# 2 layers per virtual stage.
+A13_LAYERS = (40, 80)
+A13_LAYERS_PER_VIRTUAL_STAGE = 2
+
+# A15 — article A §5.2: host–device links are far slower than card-to-card links. Datasheet
+# figures (per direction): PCIe 4.0 x16 31.5 GB/s (PCI-SIG, 16 GT/s × 16 lanes, 128b/130b);
+# NVLink 3 on A100 300 GB/s per direction (NVIDIA A100 datasheet: 600 GB/s bidirectional).
+A15_LINKS_BYTES_PER_S = {"pcie4_x16": 31.5e9, "nvlink3_a100": 300e9}
+A15_CASE = {"preset": "llama2-7b", "dp": 8, "step_s": 9.0}  # article B §5.2's 7B step after tuning
+
+# B10 — article B §3.4: the all-to-all is costlier than a cross-machine all-reduce; uneven
+# routing makes cards wait for the most loaded expert. A rank waits when it finishes its
+# experts before the most loaded one: our threshold, at least half of the wait the imbalance
+# predicts (the rest is noise of the emulated compute).
+B10_WAIT_SHARE = 0.5
+
+# The cluster the at-scale rows are computed on (article B's cards; our assumption where the
+# articles give no figure): NVIDIA A100 80 GB SXM, 312 TFLOP/s dense bf16 and 80 GB
+# (NVIDIA A100 datasheet), 8 per node on NVLink 3 (300 GB/s per direction, same datasheet),
+# nodes on 200 Gb/s InfiniBand HDR (25 GB/s per direction per card: one HCA per GPU, as on a
+# DGX A100). Per-step latencies α: 5 µs inside a node, 10 µs between nodes (our assumption,
+# the order of NCCL's published small-message latencies).
+A100_CLUSTER = {
+    "devices_per_node": 8,
+    "device_memory_bytes": 80e9,
+    "peak_flops_per_s": 312e12,
+    "intra_node": (5e-6, 300e9),
+    "inter_node": (10e-6, 25e9),
+}
