@@ -63,15 +63,21 @@ print(
 # but every micro-batch now crosses v times as many stage boundaries (Narayanan et al. 2021,
 # §2.2). Here each layer's forward and backward **sleep** (emulated stage compute: time passes,
 # no core is busy, so 4 ranks on 2 cores behave like 4 accelerators). Each slot of the
-# pipelined step also pays a fixed overhead — the point-to-point send and receive and the
-# schedule's bookkeeping — fitted per schedule from the m sweep; the dotted lines add it.
+# pipelined step also pays a fixed overhead — the point-to-point send and receive, the
+# schedule's bookkeeping and the sleeps' own overshoot — fitted per schedule from the m sweep
+# (`slot_overhead_s`); the dotted lines add it, and `model_error` is the measured bubble over
+# that model, minus 1. `p2p_messages` counts the sends and receives of one step on all ranks
+# (profiler), against 4·m·(p·v − 1): each micro-batch crosses p·v − 1 chunk boundaries forward
+# and backward. Where the overhead is large next to the bubble it saves, interleaving does not pay.
 
 # %%
 pipe = t["pipeline"]
 fig = figures.plot_bubble(pipe)
 plots.save_figure(fig, out, "bubble")
 cols = ["ranks", "compute", "schedule", "m", "v", "step_s", "ideal_s", "bubble_measured", "bubble_formula"]
-pipe[cols + ["slot_overhead_s", "bubble_modelled", "model_error"]].round(4)
+pipe[
+    cols + ["slot_overhead_s", "bubble_modelled", "model_error", "p2p_messages", "p2p_messages_formula"]
+].round(4)
 
 # %%
 fig = figures.plot_timeline(records)
@@ -83,8 +89,10 @@ plots.save_figure(fig, out, "pipeline_timeline")
 # not the bubble, dominates them; they do not enter the verdicts.
 #
 # **At the articles' scale**: the planner (bubble + point-to-point + memory, on the stated
-# A100 cluster) with and without interleaving at 40 and 80 layers (the article: "not at ~40
-# layers; clearly above ~80"; 2 layers per virtual stage).
+# A100 cluster, `stated.A100_CLUSTER`) for a model as wide as Llama 2 70B cut to 40 and 80
+# layers, on 512 cards with a global batch of 512 sequences: its best layout without
+# interleaving, and the same layout with v = layers per stage / 2 (the article: "not at ~40
+# layers; clearly above ~80"; 2 layers per virtual stage). Only v changes between the two.
 
 # %%
 t["a13_interleaving"].round(3)
@@ -99,8 +107,14 @@ t["a13_interleaving"].round(3)
 # sharded (ZeRO-3) gathers them again for backward: 3Ψ per micro-batch (Rajbhandari et al.
 # 2020, §7). The bytes below are **counted**: each rank's local shards, DDP's buckets through a
 # communication hook, FSDP2's all-gathers and reduce-scatters from the profiler's `c10d` ops.
-# With gradient accumulation FSDP2 reduce-scatters every micro-batch, and with resharding it
-# re-gathers every micro-batch; DeepSpeed's ZeRO-2 gathers once per step, (m + 1)Ψ.
+# With gradient accumulation FSDP2 reduce-scatters every micro-batch (as DeepSpeed does at
+# stages 2–3; `set_requires_gradient_sync(False)` would defer it, keeping whole gradients, as
+# DDP's `no_sync` does here), and it re-gathers parameters every micro-batch: 2mΨ without
+# resharding, 3mΨ with; DeepSpeed's ZeRO-2 gathers once per step, (m + 1)Ψ. Bytes are shown
+# between steps (`held_bytes`) and at the end of the forward (`peak_bytes`), when FSDP2 without
+# resharding still holds every parameter gathered for backward: ZeRO-2's peak, 4Ψ + 12Ψ/n.
+# `traffic_elements` counts an all-reduce as 2 buffers (its reduce-scatter and all-gather), as
+# ZeRO does; `gradient_gate` is the largest |gradient − DDP's gradient|.
 
 # %%
 fig = figures.plot_sharding(t["sharding"])
@@ -108,8 +122,11 @@ plots.save_figure(fig, out, "sharding")
 t["sharding"]
 
 # %% [markdown]
-# **At scale** (planner, stated A100 cluster): the best fitting layout with ZeRO 0–2 against
-# the best with ZeRO-3, below the article's 10B / 1000-card line.
+# **At scale** (planner, stated A100 cluster): Llama 2 7B on 512 cards (below the article's
+# 10B / 1000-card line) and 70B on 1024 (above it), one sequence per card per step. For each:
+# the best fitting layout with ZeRO 0–2, the best with ZeRO-3, and the best ZeRO 0–2 layout
+# switched to ZeRO-3 (what its traffic alone costs) — at the planner's assumed DP overlap (0.8 of
+# the backward hides communication) and with none: "ZeRO-3 needs overlap to pay off".
 
 # %%
 t["a12_planner"].round(3)
@@ -123,8 +140,13 @@ t["a12_planner"].round(3)
 # outputs reduce-scattered (Korthikanti et al. 2022 §4.2.2). Outputs and gradients are checked
 # against the block run whole; the collectives of one forward + backward are counted by
 # DTensor's `CommDebugMode`; the activation bytes kept for backward are counted per rank and set
-# against Korthikanti's Table 2 form (fp32, no dropout). PyTorch's column-parallel Q, K and V
-# each all-reduce their input gradient (6 all-reduces, not Megatron's 4 with a fused QKV).
+# against Korthikanti's Table 2 form (fp32, no dropout: the dropout half of the claim is not
+# measured). PyTorch's column-parallel Q, K and V each all-reduce their input gradient (6
+# all-reduces, not Megatron's 4 with a fused QKV); `elements_sent` is what each rank sends for
+# them on a ring. With sequence parallelism PyTorch keeps the gathered inputs of the
+# column-parallel linears for their weight gradients (Megatron keeps the shard and gathers again
+# in backward): `korthikanti_plus_gathered_bytes` adds them. `max_abs_diff` is the largest
+# |output or gradient − the whole block's|.
 
 # %%
 t["tensor"]
@@ -146,7 +168,8 @@ t["a10_placement"].round(3)
 # Below, the all-to-all against an all-reduce of the same buffer on the same ranks (a ring
 # all-to-all moves (n − 1)/n of the buffer per rank, an all-reduce 2(n − 1)/n), then an expert
 # layer whose experts work (a sleep per token received) on skewed routing: rank 0's experts get
-# 1.5× the mean; the others finish early and wait in the combine.
+# 1.5× the mean; the others finish early and wait in the combine. The all-to-all results are
+# checked (`wrong`: elements that differ from the expected exchange, summed over ranks).
 
 # %%
 display(t["exchange"])
@@ -155,8 +178,13 @@ t["skew"]
 # %% [markdown]
 # ## 5 · Optimizer offload (A15)
 #
-# Keeping Adam's two fp32 moments in host memory frees 8 bytes per parameter on the card and
-# costs moving them in and out every step over the host link (analytic here: a CPU has no
+# Two readings of "offload the optimizer", for Llama 2 7B with its optimizer states sharded over
+# 8 data-parallel cards (each card offloads its 1/8): **ZeRO-Offload** (Ren et al. 2021 §4.1)
+# runs Adam on the host, so each card sends its fp16 gradient shard down and receives its fp16
+# parameter shard back, and the host's Adam takes time of its own (memory-bound: 26 bytes per
+# parameter at a host bandwidth per card we assume, `stated.A15_*`); **moments only** keeps
+# Adam on the card and moves the two fp32 moments in and out every step. Times are for one
+# direction of a full-duplex link at its datasheet rate (analytic here: a CPU has no
 # host–device link).
 
 # %%
@@ -181,4 +209,7 @@ display(Markdown(stability_note(out)))
 # ## What this study showed
 
 # %%
+assert (t["sharding"].gradient_gate < analysis.GRADIENT_TOLERANCE).all(), "FSDP2 changed the gradients"
+assert (t["tensor"].max_abs_diff < analysis.GRADIENT_TOLERANCE).all(), "TP / SP changed the block"
+display(Markdown(analysis.takeaways(t)))
 display(Markdown(summary_line(claim_list)))

@@ -33,6 +33,8 @@ ranks sends (n − 1)/n of its buffer per device (all-gather, reduce-scatter, al
 
 from __future__ import annotations
 
+import numbers
+
 from .comm import bus_factor, collective_time
 from .config import ParameterError, TransformerConfig
 
@@ -41,7 +43,7 @@ SCHEDULES = ("gpipe", "1f1b", "interleaved")
 
 def _check_int(**values):
     for name, value in values.items():
-        if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1):
             raise ParameterError(f"{name} must be a whole number ≥ 1, got {value!r}")
 
 

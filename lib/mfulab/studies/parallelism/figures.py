@@ -30,7 +30,7 @@ def plot_bubble(pipe):
         ax.set_ylim(bottom=0)
         ax.set_title(f"p = {p} stages (emulated stage compute)")
         ax.legend(fontsize=7)
-    fig.suptitle("The bubble falls as (p − 1)/(v·m); each slot also pays a fixed overhead")
+    fig.suptitle("The bubble falls with m like (p − 1)/(v·m), above it by a fixed overhead per slot")
     return fig
 
 
@@ -69,8 +69,8 @@ def plot_timeline(records, *, compute: str = "emulated"):
 
 
 def plot_sharding(sh):
-    """Bytes held per rank (parameters, gradients, AdamW states) and collective buffers per
-    optimizer step in units of Ψ, DDP vs FSDP2, one micro-batch and with accumulation."""
+    """Peak bytes per rank (end of forward: parameters, gradients, AdamW states) and collective
+    traffic per optimizer step in units of Ψ, DDP vs FSDP2, one micro-batch and with accumulation."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
     one = sh[sh.m == sh.m.min()]
     bottom = 0
@@ -94,7 +94,7 @@ def plot_sharding(sh):
             label="formula" if i == 0 else None,
         )
     right.set_xticks([j + 0.19 for j in range(len(one))], list(one.config))
-    right.set_ylabel("collective buffers per step (× Ψ)")
+    right.set_ylabel("traffic per step (× Ψ; an all-reduce counts 2 buffers)")
     right.set_title("what each step communicates")
     right.legend(fontsize=8)
     fig.suptitle("Sharding trades memory for traffic: fully sharded holds 1/n, moves 3Ψ per micro-batch")

@@ -60,12 +60,17 @@ def _pipeline_row(job, r, step, slots, c) -> dict:
         "bubble_formula": parallel.pipeline_bubble_fraction(p=p, m=r["m"], v=r["v"]),
         "slot_overhead_s": c,
         "bubble_modelled": modelled / ideal - 1,
+        "p2p_messages": r.get("p2p_messages"),
+        # each micro-batch crosses p·v − 1 chunk boundaries forward and backward; a send and a receive each
+        "p2p_messages_formula": 2 * 2 * r["m"] * (p * r["v"] - 1),
     }
 
 
 def sharding_table(records):
-    """Per (config, m), rank 0: bytes of parameters, gradients and AdamW states held, against
-    the formulas (DDP: 4Ψ, 4Ψ, 8Ψ in fp32; FSDP2 shards each over the ranks), and the counted
+    """Per (config, m), rank 0: bytes of parameters, gradients and AdamW states held between
+    steps and at the end of the forward (the peak: parameters still gathered for backward), against
+    the formulas (DDP: 4Ψ, 4Ψ, 8Ψ in fp32; FSDP2 shards each over the ranks; without resharding
+    the parameters are whole at the peak, 4Ψ + 12Ψ/n, ZeRO-2's count), and the counted
     collective buffers in elements against the ZeRO traffic (``memory.zero_traffic_bytes_per_step``
     at one byte per element: DDP 2Ψ; fully sharded 3mΨ; FSDP2 with ``reshard_after_forward``
     off re-gathers every micro-batch, 2mΨ, where DeepSpeed's ZeRO-2 gathers once, (m + 1)Ψ)."""
@@ -90,6 +95,14 @@ def sharding_table(records):
         }[r["config"]]
         held = r["params_bytes"] + r["grads_bytes"] + r["optimizer_bytes"]
         held_formula = (1 + 1 + ADAMW_STATES) * FP32_BYTES * psi / (n if sharded else 1)
+        # what backward needs at once: the parameters as the forward left them — gathered (DDP, and
+        # FSDP2 without resharding: the ZeRO-2 peak, 4Ψ + 12Ψ/n) or sharded (fully sharded: 16Ψ/n) —
+        # with the gradients it produces and the AdamW states, sharded or not
+        gathered = r["config"] != "fsdp_full"
+        peak = r["params_at_forward_end_bytes"] + r["grads_bytes"] + r["optimizer_bytes"]
+        peak_formula = FP32_BYTES * psi / (1 if gathered else n) + (1 + ADAMW_STATES) * FP32_BYTES * psi / (
+            n if sharded else 1
+        )
         rows.append(
             {
                 "config": r["config"],
@@ -97,8 +110,11 @@ def sharding_table(records):
                 "params_bytes": r["params_bytes"],
                 "grads_bytes": r["grads_bytes"],
                 "optimizer_bytes": r["optimizer_bytes"],
+                "params_at_forward_end_bytes": r["params_at_forward_end_bytes"],
                 "held_bytes": held,
                 "held_formula_bytes": held_formula,
+                "peak_bytes": peak,
+                "peak_formula_bytes": peak_formula,
                 "collective_calls": sum(v for k, v in c.items() if k.endswith("_calls")),
                 "traffic_elements": counted,
                 "traffic_formula_elements": formula,
@@ -111,37 +127,46 @@ def sharding_table(records):
 
 
 def tensor_table(records):
-    """Per layout (whole block, TP, TP + SP), rank 0: collectives counted, activation bytes kept
-    against Korthikanti's Table 2 form (fp32, no dropout; ``memory.activation_bytes_per_layer``),
-    and the gradient gate against the whole block."""
+    """Per layout (whole block, TP, TP + SP), rank 0: collectives counted and the elements each
+    rank sends for them on a ring (every buffer is the b·s·h activation), activation bytes kept
+    against Korthikanti's Table 2 form (fp32, no dropout; ``memory.activation_bytes_per_layer``)
+    — with sequence parallelism plus the gathered inputs PyTorch's column-parallel linears keep
+    for their weight gradients, 2·e·s·b·h·(1 − 1/t) (Megatron keeps the shard and gathers again
+    in backward) — and the gradient gate against the whole block."""
     import pandas as pd
+
+    from ...comm import bus_factor
 
     tp_rec = records["tensor"]
     cfg = TransformerConfig(**tp_rec["config"])
     t, b = tp_rec["tp"], tp_rec["micro_batch"]
+    sbh = cfg.seq_len * b * cfg.d_model
     rows = []
     for r in tp_rec["rows"][0]:
-        split = r["layout"] != "whole"
+        split, sp = r["layout"] != "whole", r["layout"] == "tp+sp"
         formula = memory.activation_bytes_per_layer(
             cfg,
             micro_batch=b,
             tp=t if split else 1,
-            sequence_parallel=r["layout"] == "tp+sp",
+            sequence_parallel=sp,
             bytes_per_elem=FP32_BYTES,
             dropout=False,
         )
+        gathered = 2 * FP32_BYTES * sbh * (1 - 1 / t) if sp else 0.0
+        ops = {k.replace("_into_tensor", "").replace("_tensor", ""): v for k, v in r["collectives"].items()}
         rows.append(
             {
                 "layout": r["layout"],
-                "collectives": ", ".join(f"{k} ×{v}" for k, v in sorted(r["collectives"].items())) or "none",
+                "collectives": ", ".join(f"{k} ×{v}" for k, v in sorted(ops.items())) or "none",
+                "elements_sent": sum(v * bus_factor(k, t) * sbh for k, v in ops.items()),
                 "saved_bytes": r["saved_bytes"],
                 "korthikanti_bytes": formula,
+                "korthikanti_plus_gathered_bytes": formula + gathered,
                 "max_abs_diff": r["max_abs_diff"],
             }
         )
     df = pd.DataFrame(rows)
-    whole = df.saved_bytes.iloc[0]
-    df["saved_share_of_whole"] = df.saved_bytes / whole
+    df["saved_share_of_whole"] = df.saved_bytes / df.saved_bytes.iloc[0]
     df["korthikanti_share_of_whole"] = df.korthikanti_bytes / df.korthikanti_bytes.iloc[0]
     return df
 

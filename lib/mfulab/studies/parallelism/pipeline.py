@@ -18,6 +18,7 @@ import time
 
 from ...timing import synchronize
 
+P2P_OPS = ("c10d::send", "c10d::recv_")  # the dispatcher's point-to-point ops, as the profiler names them
 SCHEDULE_CLASSES = {
     "gpipe": "ScheduleGPipe",
     "1f1b": "Schedule1F1B",
@@ -59,7 +60,8 @@ def _sleep_layer(forward_s: float, backward_s: float, log: list, stage: int):
             self.scale = torch.nn.Parameter(torch.ones(1))  # a parameter, so the stage has gradients
 
         def forward(self, x):
-            return Sleep.apply(x) * self.scale
+            # scale first: the stage's input needs no gradient, but the sleep's backward must run
+            return Sleep.apply(x * self.scale)
 
     return Layer()
 
@@ -132,6 +134,9 @@ def _run(spec: dict, schedule: str, m: int, v: int, rank: int, p: int, log: list
         elapsed = time.perf_counter() - t0
         times.append(reduce_scalar(elapsed, "max"))
         spans = [(kind, st, a - t0, b - t0) for kind, st, a, b in log]
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        step()
+    p2p = sum(1 for e in prof.events() if e.name in P2P_OPS)
     ideal_chunk_s = _ideal(spec, chunks, stage_ids)
     return {
         "schedule": schedule,
@@ -139,6 +144,7 @@ def _run(spec: dict, schedule: str, m: int, v: int, rank: int, p: int, log: list
         "v": v,
         "times_s": times,
         "ideal_s": reduce_scalar(m * ideal_chunk_s, "max"),
+        "p2p_messages": int(reduce_scalar(p2p, "sum")),  # sends + receives of one step, all ranks
         "spans": spans,  # the last timed step of this rank
     }
 

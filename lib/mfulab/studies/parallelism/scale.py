@@ -27,6 +27,11 @@ def layout_label(r) -> str:
     return f"TP{r.tp}·PP{r.pp}·DP{r.dp} v{r.v} mb{r.micro_batch} z{r.zero_stage} {r.recompute_policy}"
 
 
+def _layout(row, *int_keys) -> dict:
+    """A planner row's layout keys as plain Python values (``layouts.layout_terms`` input)."""
+    return {**{k: int(row[k]) for k in int_keys}, "recompute_policy": str(row["recompute_policy"])}
+
+
 def tp_vs_dp_traffic(
     *, preset_name: str, seq_len: int, micro_batch: int, global_batch: int, tp: int, dp: int
 ):
@@ -103,90 +108,116 @@ def a10_placement():
 
 
 def a12_planner_table():
-    """Best fitting layout with ZeRO 0–2 against the best with ZeRO-3 (planner, stated cluster)
-    for the cases below the article's 10B / 1000-card line."""
+    """ZeRO-2 against ZeRO-3 (planner, stated A100 cluster) for a case below the article's
+    10B / 1000-card line and one above it, at the planner's assumed DP overlap and with none:
+    the best fitting layout of each family, and the best ZeRO 0–2 layout switched to ZeRO-3
+    (the same layout: what ZeRO-3's traffic alone costs)."""
     import pandas as pd
 
     rows = []
     for case in stated.A12_PLANNER_CASES:
         cfg = preset(case["preset"])
-        plans = layouts.plan(cfg, cluster=cluster(case["devices"]), global_batch=case["devices"], top=None)
-        best = {
-            "zero 0–2": plans[plans.zero_stage <= 2].iloc[0],
-            "zero 3": plans[plans.zero_stage == 3].iloc[0],
-        }
-        for label, r in best.items():
-            rows.append(
-                {
-                    "preset": case["preset"],
-                    "devices": case["devices"],
-                    "family": label,
-                    "layout": layout_label(r),
-                    "step_s": r.step_s,
-                    "memory_gib": r.memory_gib,
-                    "mfu_palm": r.mfu_palm,
-                }
-            )
+        for overlap in stated.A12_DP_OVERLAPS:
+            kw = dict(cluster=cluster(case["devices"]), global_batch=case["devices"], dp_overlap=overlap)
+            plans = layouts.plan(cfg, top=None, **kw)
+            best2, best3 = plans[plans.zero_stage <= 2].iloc[0], plans[plans.zero_stage == 3].iloc[0]
+            layout = _layout(best2, "tp", "pp", "dp", "v", "micro_batch", "m")
+            same3 = layouts.layout_terms(cfg, {**layout, "zero_stage": 3}, **kw)
+            for label, r in (
+                ("best ZeRO 0–2", best2),
+                ("best ZeRO-3", best3),
+                ("same layout, ZeRO-3", same3),
+            ):
+                rows.append(
+                    {
+                        "preset": case["preset"],
+                        "devices": case["devices"],
+                        "dp_overlap": overlap,
+                        "row": label,
+                        "layout": layout_label(pd.Series(r)),
+                        "dp_comm_s": r["dp_comm_s"],
+                        "dp_exposed_s": r["dp_exposed_s"],
+                        "step_s": r["step_s"],
+                        "memory_gib": r["memory_gib"],
+                        "fits": bool(r["fits"]),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
-def a13_interleaving_table(*, preset_name: str = "llama2-70b", devices: int = 512, global_batch: int = 512):
-    """Interleaving across layer counts: the stated model shape with ``stated.A13_LAYERS``
+A13_MODEL = {"preset": "llama2-70b", "devices": 512, "global_batch": 512}  # width of a 70B, 40 or 80 layers
+
+
+def a13_interleaving_table():
+    """Interleaving across layer counts: the shape of ``A13_MODEL`` with ``stated.A13_LAYERS``
     layers on the stated cluster; for each pipeline depth p ∈ {4, 8} whose stages hold an even
-    number of layers, the planner's best layout without interleaving against its best with
-    v = layers per stage / ``A13_LAYERS_PER_VIRTUAL_STAGE`` (the article's starting point)."""
+    number of layers, the planner's best layout without interleaving, and the *same* layout
+    with v = layers per stage / ``A13_LAYERS_PER_VIRTUAL_STAGE`` (the article's starting point):
+    what interleaving alone changes in bubble, point-to-point time and memory."""
     import pandas as pd
 
     rows = []
     for n_layers in stated.A13_LAYERS:
-        cfg = preset(preset_name).with_(n_layers=n_layers)
+        cfg = preset(A13_MODEL["preset"]).with_(n_layers=n_layers)
         for pp in (4, 8):
             per_stage = n_layers // pp
             if n_layers % pp or per_stage % stated.A13_LAYERS_PER_VIRTUAL_STAGE:
                 continue
             v = per_stage // stated.A13_LAYERS_PER_VIRTUAL_STAGE
-            plans = layouts.plan(
-                cfg, cluster=cluster(devices), global_batch=global_batch, top=None, virtual_stages=(1, v)
-            )
-            plans = plans[plans.pp == pp]
-            if (plans.v == 1).sum() == 0 or (plans.v == v).sum() == 0:
+            kw = dict(cluster=cluster(A13_MODEL["devices"]), global_batch=A13_MODEL["global_batch"])
+            plans = layouts.plan(cfg, top=None, virtual_stages=(1,), **kw)
+            plans = plans[(plans.pp == pp) & (plans.m % pp == 0)]  # interleaving needs m a multiple of p
+            if plans.empty:
                 continue
-            one, inter = plans[plans.v == 1].iloc[0], plans[plans.v == v].iloc[0]
+            one = plans.iloc[0]
+            layout = {**_layout(one, "tp", "pp", "dp", "micro_batch", "m"), "zero_stage": int(one.zero_stage)}
+            inter = layouts.layout_terms(cfg, {**layout, "v": v}, **kw)
             rows.append(
                 {
-                    "layers": n_layers,
-                    "pp": pp,
+                    "model": f"{A13_MODEL['preset']} width, {n_layers} layers "
+                    f"({flops.param_count(cfg) / 1e9:.0f}B)",
+                    "layout": layout_label(one),
                     "v": v,
-                    "layout_v1": layout_label(one),
-                    "layout_interleaved": layout_label(inter),
                     "bubble_s_v1": one.pp_bubble_s,
-                    "bubble_s_interleaved": inter.pp_bubble_s,
+                    "bubble_s_interleaved": inter["pp_bubble_s"],
                     "p2p_s_v1": one.pp_p2p_s,
-                    "p2p_s_interleaved": inter.pp_p2p_s,
+                    "p2p_s_interleaved": inter["pp_p2p_s"],
                     "memory_gib_v1": one.memory_gib,
-                    "memory_gib_interleaved": inter.memory_gib,
-                    "step_gain": one.step_s / inter.step_s - 1,
+                    "memory_gib_interleaved": inter["memory_gib"],
+                    "fits_interleaved": bool(inter["fits"]),
+                    "step_gain": one.step_s / inter["step_s"] - 1,
                 }
             )
     return pd.DataFrame(rows)
 
 
 def a15_offload_table():
-    """Adam's two moments on the host (``parallel.offload_bytes_per_step``, adam-moments) for
-    the stated 7B case: seconds per step over PCIe 4.0 x16 and, for scale, over NVLink 3."""
+    """Optimizer offload for the stated 7B case (states sharded over ``A15_CASE['dp']`` cards):
+    each card's bytes over its host link per step, each way, over PCIe 4.0 x16 and, for scale,
+    NVLink 3 (``parallel.offload_bytes_per_step``), for the two readings — Adam's moments moved
+    in and out every step, and ZeRO-Offload (gradients down, parameters up, Adam on the host,
+    whose memory-bound step time is added: ``A15_CPU_ADAM_BYTES_PER_PARAM`` at
+    ``A15_HOST_MEMORY_BYTES_PER_S_PER_CARD``). A full-duplex link: the larger direction."""
     import pandas as pd
 
     case = stated.A15_CASE
     n = flops.param_count(preset(case["preset"]))
+    cpu_adam_s = (
+        n / case["dp"] * stated.A15_CPU_ADAM_BYTES_PER_PARAM / stated.A15_HOST_MEMORY_BYTES_PER_S_PER_CARD
+    )
     rows = []
-    for link, bw in stated.A15_LINKS_BYTES_PER_S.items():
-        o = parallel.offload_bytes_per_step(n, dp=case["dp"], mode="adam-moments", host_link_bytes_per_s=bw)
-        rows.append(
-            {
-                "link": link,
-                "bytes_each_way": o["host_to_device_bytes"],
-                "time_s": o["time_s"],
-                "share_of_step": o["time_s"] / case["step_s"],
-            }
-        )
+    for mode in parallel.OFFLOAD_MODES:
+        for link, bw in stated.A15_LINKS_BYTES_PER_S.items():
+            o = parallel.offload_bytes_per_step(n, dp=case["dp"], mode=mode, host_link_bytes_per_s=bw)
+            host_s = cpu_adam_s if mode == "zero-offload" else 0.0
+            rows.append(
+                {
+                    "mode": mode,
+                    "link": link,
+                    "bytes_each_way": o["host_to_device_bytes"],
+                    "transfer_s": o["time_s"],
+                    "host_adam_s": host_s,
+                    "share_of_step": (o["time_s"] + host_s) / case["step_s"],
+                }
+            )
     return pd.DataFrame(rows)

@@ -5,7 +5,9 @@ states) and on (fully sharded, ZeRO-3), each block a unit and the root a unit, w
 micro-batches of gradient accumulation per optimizer step.
 
 Per rank, counted, not estimated:
-- the bytes of parameters, gradients and AdamW states this rank holds (local shards);
+- the bytes of parameters, gradients and AdamW states this rank holds (local shards), and the
+  parameter bytes it holds when a forward ends (what backward needs gathered: with
+  ``reshard_after_forward`` off every parameter stays gathered until its backward);
 - every collective the step issues and its full buffer in elements (nccl-tests' S): DDP's
   all-reduces through a communication hook that counts each bucket, FSDP2's all-gathers and
   reduce-scatters from the profiler's ``c10d::`` dispatcher ops and their input shapes;
@@ -104,12 +106,15 @@ def run_config(spec: dict, config: str, m: int, rank: int, n: int) -> tuple[dict
     step(False)  # warm-up: DDP builds its buckets, FSDP2 its buffers
     model.zero_grad(set_to_none=True)
     counts.clear()
+    forward_end = []  # parameter bytes this rank holds when a forward ends (FSDP2 swaps in gathered tensors)
+    hook = model.register_forward_hook(lambda *_: forward_end.append(_local_bytes(model.parameters())))
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
         t0 = time.perf_counter()
         step(True)
         if device.type == "cuda":
             torch.cuda.synchronize()
         step_s = time.perf_counter() - t0
+    hook.remove()
     _count_c10d(prof, counts)
     grads = {name: _full(p.grad).detach().clone() for name, p in model.named_parameters()}
     opt.step()
@@ -120,6 +125,7 @@ def run_config(spec: dict, config: str, m: int, rank: int, n: int) -> tuple[dict
         "params_bytes": _local_bytes(model.parameters()),
         "grads_bytes": _local_bytes(p.grad for p in model.parameters()),
         "optimizer_bytes": _local_bytes(states),
+        "params_at_forward_end_bytes": max(forward_end),
         "collectives": counts,
         "step_s": step_s,
     }

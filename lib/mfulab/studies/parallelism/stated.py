@@ -18,7 +18,11 @@ A11_KORTHIKANTI_COLLECTIVES = {"all_gather": 4, "reduce_scatter": 4}
 # A12 — article A §4.2: ZeRO-3 gathers each layer's parameters on use: much less memory, more
 # traffic; "below about 10B parameters and 1000 cards, ZeRO-2 (with PP) is usually faster".
 A12_RULE = {"max_params": 10e9, "max_cards": 1000}
-A12_PLANNER_CASES = ({"preset": "llama2-7b", "devices": 1024}, {"preset": "llama2-13b", "devices": 512})
+# One case below the line (7B on 512 cards) and one above it (70B on 1024), global batch =
+# one sequence per card (our assumption); each at the planner's assumed DP overlap and with none
+# ("ZeRO-3 needs overlap to pay off").
+A12_PLANNER_CASES = ({"preset": "llama2-7b", "devices": 512}, {"preset": "llama2-70b", "devices": 1024})
+A12_DP_OVERLAPS = (0.8, 0.0)
 
 # A13 — article A §4.3: no interleaving at ~40 layers; it clearly pays above ~80; start from
 # 2 layers per virtual stage.
@@ -29,7 +33,15 @@ A13_LAYERS_PER_VIRTUAL_STAGE = 2
 # figures (per direction): PCIe 4.0 x16 31.5 GB/s (PCI-SIG, 16 GT/s × 16 lanes, 128b/130b);
 # NVLink 3 on A100 300 GB/s per direction (NVIDIA A100 datasheet: 600 GB/s bidirectional).
 A15_LINKS_BYTES_PER_S = {"pcie4_x16": 31.5e9, "nvlink3_a100": 300e9}
-A15_CASE = {"preset": "llama2-7b", "dp": 8, "step_s": 9.0}  # article B §5.2's 7B step after tuning
+# The 7B case of article B §5.2 (9 s step after tuning), optimizer states sharded over 8
+# data-parallel cards (ZeRO-1/2, our assumption: the article's 64 cards in nodes of 8).
+A15_CASE = {"preset": "llama2-7b", "dp": 8, "step_s": 9.0}
+# ZeRO-Offload's host-side Adam reads and writes fp32 parameters, momentum and variance and reads
+# the fp16 gradient: 4·2 + 4·2 + 4·2 + 2 = 26 bytes per parameter, memory-bound. Host memory
+# bandwidth per card: a 2-socket host with 8 channels of DDR4-3200 per socket (2 × 204.8 GB/s)
+# shared by 8 cards, 51.2 GB/s each (our assumption; a DGX A100's 2 × AMD EPYC 7742).
+A15_CPU_ADAM_BYTES_PER_PARAM = 26
+A15_HOST_MEMORY_BYTES_PER_S_PER_CARD = 2 * 204.8e9 / 8
 
 # B10 — article B §3.4: the all-to-all is costlier than a cross-machine all-reduce; uneven
 # routing makes cards wait for the most loaded expert. A rank waits when it finishes its
