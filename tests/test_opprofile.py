@@ -49,6 +49,26 @@ def test_cpu_split_self_times_contexts_and_idle():
     assert sum(s.values()) == pytest.approx(step["wall_s"]) == pytest.approx(1e-3)
 
 
+def test_annotated_waits_and_checkpoints():
+    trace = {
+        "traceEvents": [
+            _ev("mfulab.step#0", 0, 1000, cat="user_annotation"),
+            _ev("mfulab.ddp_backward", 0, 500, cat="user_annotation"),
+            _ev("aten::mm", 10, 300),  # inside the backward: still matmul
+            _ev("aten::view", 320, 10),  # unnamed: does not inherit the backward's "self" rule
+            _ev("mfulab.checkpoint", 600, 300, cat="user_annotation"),
+            _ev("aten::copy_", 610, 100),
+        ]
+    }
+    (step,) = opprofile.cpu_breakdown(trace)
+    s = step["categories_s"]
+    assert s["matmul"] == pytest.approx(300e-6)
+    assert s["other ops"] == pytest.approx(10e-6)
+    assert s["communication"] == pytest.approx(190e-6)  # the backward's own gaps
+    assert s["checkpoint"] == pytest.approx(300e-6)
+    assert s["idle"] == pytest.approx(200e-6)
+
+
 def test_device_split_counts_only_exposed_communication():
     trace = {
         "traceEvents": [

@@ -42,13 +42,22 @@ CATEGORIES = (
     "optimizer",
     "communication",
     "data / host-to-device",
+    "checkpoint",
     "other ops",
     "idle",
 )
 
 # (category, applies to, regular expression searched in the op or kernel name, case-insensitive,
-#  what it catches). "context": the op and everything inside it; "op": the op's own self time.
+#  what it catches). "context": the op and everything inside it; "op": the op's own self time
+#  (its unnamed children inherit it); "self": only the op's own self time (children decide alone).
 RULES = (
+    ("checkpoint", "context", r"^mfulab\.checkpoint", "checkpoint write (annotated by the caller)"),
+    (
+        "communication",
+        "self",
+        r"^mfulab\.ddp_backward$",
+        "time inside DDP's backward outside every op: blocked on the gradient all-reduce",
+    ),
     ("optimizer", "context", r"^Optimizer\.(step|zero_grad)|multi_tensor_apply|adam", "optimizer step"),
     (
         "data / host-to-device",
@@ -59,7 +68,7 @@ RULES = (
     (
         "communication",
         "context",
-        r"nccl|gloo|c10d|all_?reduce|record_param_comms|all_?gather|reduce_scatter",
+        r"nccl|gloo|c10d|all_?reduce|record_param_comms|all_?gather|reduce_scatter|^mfulab\.comm_wait",
         "collectives",
     ),
     (
@@ -92,6 +101,7 @@ DEVICE_PRIORITY = (
     "norm / elementwise",
     "optimizer",
     "other ops",
+    "checkpoint",
     "data / host-to-device",
     "communication",
 )
@@ -122,10 +132,11 @@ def rules_table():
     return pd.DataFrame(rows)
 
 
-def classify(name: str) -> tuple[str | None, str | None]:
-    """The first rule matching ``name``: (category, scope), or (None, None)."""
+def classify(name: str, *, own: bool = True) -> tuple[str | None, str | None]:
+    """The first rule matching ``name``: (category, scope), or (None, None); ``own=False``
+    skips "self" rules (they do not pass to an op's children)."""
     for cat, scope, rx in _COMPILED:
-        if rx.search(name):
+        if (own or scope != "self") and rx.search(name):
             return cat, scope
     return None, None
 
@@ -160,13 +171,13 @@ def _category(e: dict) -> str:
     for node in chain:
         if node["name"].startswith(STEP_PREFIX):
             continue
-        cat, scope = classify(node["name"])
-        if scope == "context":
+        cat, scope = classify(node["name"], own=node is e)
+        if scope == "context" or (scope == "self" and node is e):
             return cat
     for node in reversed(chain):
         if node["name"].startswith(STEP_PREFIX):
             break
-        cat, _ = classify(node["name"])
+        cat, _ = classify(node["name"], own=node is e)
         if cat:
             return cat
     return "other ops"

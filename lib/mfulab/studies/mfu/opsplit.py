@@ -69,7 +69,7 @@ def operator_waterfall_losses(records: dict) -> dict:
         - ideal_s
     }
     for c in records["op_profile"]["categories"]:
-        if c not in IDEAL_CATEGORIES:
+        if c not in IDEAL_CATEGORIES and (shares[c] > 0 or c == "communication"):
             excess[c if c != "idle" else "idle (outside every op)"] = shares[c] * steady_s
     total_loss = ceiling - b["steady_flops_per_s"]
     excess_s = steady_s - ideal_s
