@@ -89,13 +89,18 @@ def plot_straggler(records):
 
 
 def plot_steps(records):
-    """Each rank's step time through the interleaved rounds, one colour per rung."""
-    df = rows_table(records).drop_duplicates(["rank", "rung", "record", "step"])
-    df = df[~df.record.isin(["warmup", "profiled"])].reset_index(drop=True)
+    """Each rank's step time through the job, in the order run, one colour per rung."""
+    import pandas as pd
+
+    rows = [r for rank in records["job"]["ranks"] for r in rank["rows"]]
+    df = pd.DataFrame(rows).sort_values("start_s")
+    df = df[~df.record.isin(["warmup", "profiled"])]
+    df["order"] = df.groupby("rank").cumcount()
+    df["step_ms"] = df.step_s * 1e3
     fig, ax = plt.subplots(figsize=(9, 3.6))
-    sns.scatterplot(data=df, x=df.index, y=df.step_s * 1e3, hue="record", style="rank", s=14, ax=ax)
-    ax.set_xlabel("step of the job (all rungs, in the order run)")
+    sns.scatterplot(data=df, x="order", y="step_ms", hue="record", style="rank", s=14, ax=ax)
+    ax.set_xlabel("step of the job (every rung, in the order run)")
     ax.set_ylabel("step time (ms)")
-    ax.set_title("Steps of every rung, interleaved through the rounds (checkpoint steps stand out)")
+    ax.set_title("The rungs interleaved through the rounds; checkpoint steps stand out")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return fig

@@ -41,7 +41,7 @@ class Params(StudyParams):
     )
     checkpoint_every: int = param(4, "steps between checkpoints", unit="steps", positive=True)
     block_steps: int = param(4, "steps per block of one rung in a round", unit="steps", positive=True)
-    rounds: int = param(5, "interleaved rounds (every rung runs one block per round)", unit="rounds")
+    rounds: int = param(6, "interleaved rounds (every rung runs one block per round)", unit="rounds")
     warmup_steps: int = param(
         2, "steps per rung before the rounds (left out)", unit="steps", non_negative=True
     )
@@ -52,7 +52,7 @@ class Params(StudyParams):
         3_000_000, "cap on each rank's exported trace (gzipped)", unit="bytes", positive=True
     )
     straggler_slowdown: float = param(
-        0.5,
+        1.0,
         "B13: the straggler rank's injected delay per step, as a share of the step without it "
         "(a sleep: time, not a core; above this box's noise, above the claim's 8%)",
         unit="fraction of a step",
