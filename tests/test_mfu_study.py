@@ -147,7 +147,7 @@ def test_measure_records_and_analysis(tiny_records):
     assert w["residual_flops_per_s"] == pytest.approx(0, abs=1e-6 * w["start"][1])
     # the operator profile: categories sum to each profiled step; its waterfall closes exactly
     for s in r["op_profile"]["steps"]:
-        assert sum(s["categories_s"].values()) == pytest.approx(s["wall_s"])
+        assert sum(s["categories_s"].values()) == pytest.approx(s["wall_s"], rel=1e-4)
     ow = opsplit.operator_waterfall_losses(r)
     assert ow["residual_flops_per_s"] == pytest.approx(0, abs=1e-6 * ow["start"][1])
     assert {"optimizer", "norm / elementwise", "idle (outside every op)"} <= {k for k, _ in ow["losses"]}

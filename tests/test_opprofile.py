@@ -128,7 +128,7 @@ def test_categories_sum_to_the_step_wall_time(tiny_profile):
     assert len(prof["steps"]) == 2
     for s in prof["steps"]:
         total = sum(s["categories_s"].values())
-        assert total == pytest.approx(s["wall_s"], rel=1e-6)
+        assert total == pytest.approx(s["wall_s"], rel=1e-4)
         assert total == pytest.approx(s["perf_counter_s"], rel=0.02)  # the 2%
         for cat in ("matmul", "attention core", "norm / elementwise", "optimizer", "communication"):
             assert s["categories_s"][cat] > 0, cat
