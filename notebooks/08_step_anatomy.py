@@ -172,7 +172,6 @@ display(Markdown(stability_note(out)))
 # ## What this study showed
 
 # %%
-g = analysis.b15_gain_shares(records)
 display(
     Markdown(
         "\n".join(
