@@ -167,3 +167,12 @@ def test_results_keep_the_trace(tiny_profile, tmp_path):
         and (tmp_path / rel).read_bytes() == open(prof["trace"]["file"], "rb").read()
     )
     assert results.save_trace(tmp_path, {"file": str(tmp_path / "gone.json.gz")}) is None
+
+
+def test_hta_summary_reports_instead_of_failing(tiny_profile):
+    """On a CPU trace HolisticTraceAnalysis has no GPU timeline: the summary says why (or that it
+    is not installed) and the study goes on."""
+    _, path = tiny_profile
+    summary = opprofile.hta_summary(path.parent)
+    assert set(summary) >= {"available"}
+    assert "why" in summary or "temporal_breakdown" in summary
