@@ -22,7 +22,9 @@
 # 3. a **counting check**: our analytic FLOPs against PyTorch's exact FLOP counter;
 # 4. the **denominator**: datasheet peak vs the matmul ceiling measured on this device;
 # 5. a **measured training run**, split into the four losses of the source article (**B2**);
-# 6. the articles' own arithmetic (**A19**, **B15**, **A1**), checked step by step.
+# 6. **inside the step**: an operator profile (a trace you can open), the waterfall of losses
+#    built from it, and the measured MFU next to published ones;
+# 7. the articles' own arithmetic (**A19**, **B15**, **A1**), checked step by step.
 #
 # Every number below is computed or measured by `lib/mfulab` in this run; the claims table
 # at the end derives its verdicts from those numbers.
@@ -36,10 +38,10 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import calibration, plots, results
+from mfulab import calibration, opprofile, plots, results
 from mfulab.notebook import setup, stability_note
 from mfulab.plots import si
-from mfulab.studies.mfu import analysis, arithmetic, figures, timesplit
+from mfulab.studies.mfu import analysis, arithmetic, figures, opsplit, timesplit
 from mfulab.verdicts import summary_line
 
 out, p, records = setup("mfu", params, out_dir=out_dir, from_dir=from_dir)
@@ -144,6 +146,21 @@ display(
         "(embeddings included) as matmul work."
     )
 )
+
+# %% [markdown]
+# **Where 6N comes from.** A weight matrix of a linear layer takes part in one multiply-add per
+# token in the forward pass: a multiply and an add, **2 FLOPs per weight**, so the forward pass
+# costs **2N** FLOPs per token (N: the weights that enter a matmul). The backward pass runs two
+# matmuls of the same size per layer: the **input gradients** (∂L/∂x = ∂L/∂y · Wᵀ, 2N, passed on
+# to the layer below) and the **weight gradients** (∂L/∂W = xᵀ · ∂L/∂y, 2N, for the optimizer):
+# **4N**. Forward + backward = **6N** per token (Kaplan et al. 2020, §2.1). The attention matmuls
+# QKᵀ and A·V have no weights, so 6N misses them: they follow the same 1 : 2 rule on top. The
+# FLOP counter, run on the forward and the backward pass separately, shows the rule:
+
+# %%
+six_n = opsplit.six_n_check(records)
+results.save_table(out, "six_n_check", six_n)
+six_n
 
 # %% [markdown]
 # ## 4 · The denominator: datasheet peak vs measured ceiling
@@ -258,9 +275,9 @@ display(Markdown(timesplit.global_vs_steady_note(gs)))
 
 # %%
 fig = figures.plot_waterfall(records)
-plots.save_figure(fig, out, "waterfall")
+plots.save_figure(fig, out, "job_waterfall")
 # %% [markdown]
-# The waterfall starts at the measured ceiling. **Slow operators** is the gap between the best
+# This job-level waterfall starts at the measured ceiling. **Slow operators** is the gap between the best
 # square matmul and the local FLOP/s: what the model's mix of smaller matmuls, softmax, norms,
 # GELU and the optimizer achieves while computing. The drop from local to global is the time
 # outside forward+backward+optimizer, split in proportion to its parts: **communication
@@ -269,9 +286,88 @@ plots.save_figure(fig, out, "waterfall")
 # has of B2's fourth category; the waste B2 names there (synchronous checkpoints, throttled
 # cards, poor CPU pinning) does not occur in it. Slow operators dominate here. The
 # multi-process studies (02 overlap, 05 buckets) and the dataloader study (06) fill in the
-# other bars on machines where they matter.
+# other bars on machines where they matter; study 08 (step anatomy) measures them all in one job.
 #
-# ## 6 · The articles' arithmetic
+# ## 6 · Inside the step: an operator profile
+#
+# "Slow operators" above is one residual. To split it, `torch.profiler` records a few more
+# steps of the same training step after the timed run (`mfulab.opprofile`). Every op the
+# step runs (on a GPU: every kernel) goes into a category by its name — matmul, attention core,
+# norm / elementwise, optimizer, communication, data / host-to-device — by the rules below (first
+# match wins; a *context* rule claims everything inside the op, so the `aten::add_` inside
+# `Optimizer.step` is optimizer time; an op no rule names is **other ops**, not folded into a big
+# category). **Idle** is the step's wall time outside every op (on a GPU: the device idle). The
+# categories of a step sum to its wall time.
+
+# %%
+with pd.option_context("display.max_colwidth", 90):
+    display(opprofile.rules_table())
+
+# %%
+trace_path = results.save_trace(out, records["op_profile"]["trace"], from_dir=from_dir)
+tr_note = records["op_profile"]["trace"]
+display(
+    Markdown(
+        (
+            f"**The trace**: `{trace_path}` in this study's results folder "
+            f"({tr_note['bytes'] / 1e3:.0f} kB gzipped"
+            + (f"; trimmed to the cap: {tr_note['dropped']} dropped" if tr_note["trimmed"] else "")
+            + "). Open it at [ui.perfetto.dev](https://ui.perfetto.dev) (*Open trace file*; the `.json.gz` "
+            "loads as is) or in Chrome at `chrome://tracing` (*Load*). Each `mfulab.step#k` row is one "
+            "profiled step; the ops nest under it."
+        )
+        if trace_path
+        else "The trace file is not in this render (measured elsewhere without its `traces/` folder)."
+    )
+)
+check = opsplit.profile_check(records)
+print(
+    f"categories vs wall time: worst step off by {check['worst_sum_vs_wall']:.2%}; profiled step "
+    f"{check['profiled_step_s'] * 1e3:.1f} ms vs the timed run's steady step {check['steady_step_s'] * 1e3:.1f} ms"
+)
+cats = opsplit.category_table(records)
+results.save_table(out, "operator_categories", cats)
+results.save_table(out, "operator_steps", opprofile.step_table(records["op_profile"]))
+cats
+
+# %%
+fig = figures.plot_operator_steps(records)
+plots.save_figure(fig, out, "operator_steps")
+
+# %% [markdown]
+# The ops with the most self time (the kernel breakdown; on a GPU with HolisticTraceAnalysis
+# installed, its temporal and kernel breakdowns are in `measurements.json` beside this one):
+
+# %%
+top = opprofile.top_ops(records["op_profile"])
+results.save_table(out, "top_ops", top)
+top
+
+# %% [markdown]
+# **The waterfall from the measured categories.** The ideal step is the model FLOPs at the
+# measured ceiling; the gap to the steady step is split by where its time went: the matmul +
+# attention time beyond the ideal step, then each other category's whole time (shares of the
+# profiled steps applied to the timed steady step, since the profiler slows a step down). Steady
+# → global is the rest of the job: start-up, warm-up, the spread of the steps.
+
+# %%
+fig = figures.plot_operator_waterfall(records)
+plots.save_figure(fig, out, "waterfall")
+
+# %% [markdown]
+# **Published MFU, each with its convention.** An MFU compares only with one counted the same
+# way: which FLOPs (model or hardware, attention included or not) over which peak (datasheet
+# dense peak here; this CPU run has none, so its figure is against the measured ceiling and is
+# not comparable with the rest).
+
+# %%
+published = opsplit.published_table(records)
+results.save_table(out, "published_mfu", published)
+with pd.option_context("display.max_colwidth", None):
+    display(published)
+
+# %% [markdown]
+# ## 7 · The articles' arithmetic
 #
 # **A19** (article A §8): "13B model, global batch 32, seq 4096 → 131,072 tokens; total FLOPs
 # ≈ 6N × 3 × tokens ≈ 3.06e16; 2.4 s/step on 8 cards of 3.2e14 FLOP/s → MFU ≈ 0.497".

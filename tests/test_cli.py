@@ -22,7 +22,13 @@ EXPECTED_METRICS = {
     "flop_count_rel_diff",
     "flops_convention",
 }
-EXPECTED_FIGURES = {"attention_share.png", "step_timeline.png", "waterfall.png"}
+EXPECTED_FIGURES = {
+    "attention_share.png",
+    "step_timeline.png",
+    "waterfall.png",
+    "job_waterfall.png",
+    "operator_steps.png",
+}
 
 
 def test_list(run_cli):
@@ -75,6 +81,8 @@ def test_smoke_notebook_produces_results(smoke_run):
     assert EXPECTED_FIGURES <= {p.name for p in (out / "figures").iterdir()}
     for png in (out / "figures").iterdir():
         assert png.stat().st_size <= 300_000
+    (trace,) = (out / "traces").iterdir()  # the operator profile's trace, gzipped and capped
+    assert trace.name.endswith(".json.gz") and trace.stat().st_size <= 2_000_000  # trace_max_bytes
     env = json.loads((out / "env.json").read_text())
     assert env["params"]["steps"] == 4  # the -p override reached the run
     assert env["params"]["seq_len"] == 64 and env["params"]["calibration"] == "smoke"

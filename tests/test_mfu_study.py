@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from mfulab.config import ParameterError, preset
-from mfulab.studies.mfu import analysis, arithmetic, bench, timesplit
+from mfulab.studies.mfu import analysis, arithmetic, bench, opsplit, timesplit
 from mfulab.studies.mfu.params import Params
 
 from conftest import ROOT
@@ -145,6 +145,16 @@ def test_measure_records_and_analysis(tiny_records):
     assert b["local_flops_per_s"] >= b["global_flops_per_s"] > 0
     w = timesplit.waterfall_losses(r)
     assert w["residual_flops_per_s"] == pytest.approx(0, abs=1e-6 * w["start"][1])
+    # the operator profile: categories sum to each profiled step; its waterfall closes exactly
+    for s in r["op_profile"]["steps"]:
+        assert sum(s["categories_s"].values()) == pytest.approx(s["wall_s"], rel=1e-4)
+    ow = opsplit.operator_waterfall_losses(r)
+    assert ow["residual_flops_per_s"] == pytest.approx(0, abs=1e-6 * ow["start"][1])
+    assert {"optimizer", "norm / elementwise", "idle (outside every op)"} <= {k for k, _ in ow["losses"]}
+    six = opsplit.six_n_check(r).set_index("quantity").flops_per_token
+    assert six["forward, counted"] == pytest.approx(six["forward, 2·N_matmul + attention"])
+    assert six["backward / forward, counted"] == pytest.approx(2.0)
+    assert opsplit.published_table(r).source.iloc[-1] == "measured here"
     assert {c.id for c in analysis.claims(r)} == {"A19", "B1", "B2", "B15", "A1"}
     m = analysis.headline_metrics(r)
     assert m["peak"]["datasheet_flops_per_s"] is None and m["matmul_ceiling_flops_per_s"] > 0

@@ -23,3 +23,16 @@ def hang(spec):
     with open(os.path.join(spec["pid_dir"], f"{os.getpid()}.pid"), "w") as f:
         f.write(str(os.getpid()))
     time.sleep(3600)
+
+
+def hang_on_last_rank(spec):
+    """Every rank leaves its pid in ``spec["corpus_dir"]``; the last rank hangs mid-run, the
+    others wait for it in a collective (as a DDP job waits for a dead rank's all-reduce)."""
+    import torch.distributed as dist
+
+    with open(os.path.join(spec["corpus_dir"], f"{os.getpid()}.pid"), "w") as f:
+        f.write(str(os.getpid()))
+    if dist.get_rank() == dist.get_world_size() - 1:
+        time.sleep(3600)
+    dist.barrier()
+    return {}

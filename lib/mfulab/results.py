@@ -9,6 +9,7 @@ Layout of one study's results (docs/architecture.md)::
         env.json              provenance: machine fingerprint, git commit, parameters, times
         tables/*.csv          every table the notebook shows
         figures/*.png         every figure the notebook shows
+        traces/*.json.gz      profiler traces (Chrome/Perfetto JSON, gzipped, size-capped)
 
 ``python -m mfulab measure`` writes ``measurements.json`` + ``env.json`` to any folder; a
 notebook given that folder as ``from_dir`` analyses it instead of measuring, which is how a
@@ -95,6 +96,26 @@ def save_metrics(out_dir, metrics: dict) -> Path:
     current = read_json(path) if path.exists() else {}
     current.update(jsonable(metrics))
     return write_json(path, current)
+
+
+def save_trace(out_dir, trace: dict | None, *, from_dir: str = "") -> str | None:
+    """Copy a trace file written by the measurement (``trace["file"]``, see ``opprofile``) into
+    ``traces/`` atomically; a render of measurements taken elsewhere (``from_dir``) finds it in
+    ``from_dir/traces/``. Returns the path relative to ``out_dir``, or None when there is none."""
+    if not trace:
+        return None
+    name = Path(trace["file"]).name
+    candidates = [Path(trace["file"])] + ([Path(from_dir) / "traces" / name] if from_dir else [])
+    src = next((c for c in candidates if c.exists()), None)
+    if src is None:
+        return None
+    path = Path(out_dir) / "traces" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    shutil.copyfile(src, tmp)
+    os.chmod(tmp, 0o666 & ~_umask())
+    os.replace(tmp, path)
+    return str(path.relative_to(out_dir))
 
 
 def save_measurements(out_dir, records: dict) -> Path:

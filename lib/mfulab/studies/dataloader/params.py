@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...config import ParameterError, preset
+from ...corpus import FORMATS
 from ...params import StudyParams, param
-
-FORMATS = ("json_files", "jsonl", "tar", "memmap", "parquet")
 
 # B11's per-file latency on a network or parallel file system: an assumption, not a measurement
 # (this box reads a local ext4 disk). Each file opened costs metadata round trips (lookup,

@@ -17,6 +17,7 @@ import os
 import time
 from pathlib import Path
 
+from ...ckptio import write_checkpoint
 from .formats import loader_for
 from .params import Params
 
@@ -37,17 +38,6 @@ def _cached_batches(p: Params, root: Path, n: int) -> list:
     loader = loader_for(p, p.formats[0], root, num_workers=0, persistent=False, pin_memory=False)
     cached = [b for b, _ in loader][:n]
     return cached * (1 + n // max(len(cached), 1))
-
-
-def write_checkpoint(model, opt, path: Path) -> int:
-    """A synchronous, resumable checkpoint: model and optimizer state, ``torch.save`` and
-    ``fsync`` before returning (the step waits for the disk). Returns the bytes written."""
-    import torch
-
-    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, path)
-    with open(path, "rb") as f:
-        os.fsync(f.fileno())
-    return path.stat().st_size
 
 
 def _train_step(model, opt, x, device: str) -> None:

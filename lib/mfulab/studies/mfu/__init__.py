@@ -7,6 +7,8 @@ and where a measured step's time goes.
   ``outcome`` (what the notebook publishes);
 - ``timesplit``: the measured run's time split (B2's four categories), global vs steady MFU,
   the waterfall's losses;
+- ``opsplit``: the operator profile (``mfulab.opprofile``) taken apart: categories per step,
+  the waterfall from measured categories, the 6N check, published MFU figures beside ours;
 - ``claims``: the claims table (A19, B1, B2, B15 under two readings, A1);
 - ``arithmetic``: the articles' arithmetic (A19, B1, B15, B9's text, Korthikanti Table 5);
 - ``figures``: the charts; ``stated``: the articles' inputs with their citations.

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
 from ... import calibration, flops, hardware
 from ...config import TransformerConfig
 from .params import Params
 
-BENCHMARK_VERSION = {"train_run": 1, "flop_count": 1}
+BENCHMARK_VERSION = {"train_run": 1, "flop_count": 2, "op_profile": 1}
 
 
 def flop_count(cfg: TransformerConfig, *, device: str, micro_batch: int = 1) -> dict:
@@ -38,13 +39,17 @@ def flop_count(cfg: TransformerConfig, *, device: str, micro_batch: int = 1) -> 
     for impl in ("naive", "sdpa"):
         torch.manual_seed(0)
         model = GPT(cfg, attn_impl=impl).to(device)
-        with FlopCounterMode(display=False) as counter:
+        with FlopCounterMode(display=False) as forward_counter:
             _, loss = model(idx, idx)
+        with FlopCounterMode(display=False) as counter:
             loss.backward()
-        out[f"{impl}_flops_per_token"] = counter.get_total_flops() / tokens
+        forward_flops = forward_counter.get_total_flops()
+        out[f"{impl}_forward_flops_per_token"] = forward_flops / tokens
+        out[f"{impl}_backward_flops_per_token"] = counter.get_total_flops() / tokens
+        out[f"{impl}_flops_per_token"] = (forward_flops + counter.get_total_flops()) / tokens
         attention_ops = {
             str(op): n
-            for op, n in counter.get_flop_counts().get("Global", {}).items()
+            for op, n in forward_counter.get_flop_counts().get("Global", {}).items()
             if "attention" in str(op)
         }
         out[f"{impl}_attention_op_flops"] = attention_ops
@@ -131,6 +136,45 @@ def train_run(
     }
 
 
+def op_profile(
+    cfg: TransformerConfig, *, device: str, dtype: str, micro_batch: int, attn_impl: str, p
+) -> dict:
+    """A few steady steps of the same training step under ``torch.profiler``
+    (:mod:`mfulab.opprofile`): seconds per operator category per step, and the trace, gzipped,
+    in a temporary folder that the notebook copies into ``traces/``."""
+    import tempfile
+
+    import torch
+    from torch.profiler import record_function
+
+    from ... import opprofile
+    from ...model import GPT
+    from ...timing import autocast
+
+    torch.manual_seed(0)
+    model = GPT(cfg, attn_impl=attn_impl).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    generator = torch.Generator().manual_seed(2)
+
+    def step():
+        with record_function("data"):
+            tokens = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len + 1), generator=generator)
+            x, y = tokens[:, :-1].to(device), tokens[:, 1:].to(device)
+        with autocast(device, dtype):
+            _, loss = model(x, y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        loss.item()
+
+    trace = Path(tempfile.mkdtemp(prefix="mfulab-trace-")) / "mfu_train_step.json.gz"
+    out = opprofile.profile_steps(
+        step, steps=p.profile_steps, device=device, trace_path=trace, max_trace_bytes=p.trace_max_bytes
+    )
+    out["benchmark_version"] = BENCHMARK_VERSION["op_profile"]
+    return out
+
+
 def measure(p: Params) -> dict:
     """Everything the study measures on this device (see the module docstring)."""
     import torch
@@ -166,5 +210,8 @@ def measure(p: Params) -> dict:
         steps=p.steps,
         warmup_steps=p.warmup_steps,
         attn_impl=p.attn_impl,
+    )
+    records["op_profile"] = op_profile(
+        cfg, device=device, dtype=p.dtype, micro_batch=p.micro_batch, attn_impl=p.attn_impl, p=p
     )
     return records

@@ -96,3 +96,57 @@ def plot_step_timeline(records):
             ha="left",
         )
     return fig
+
+
+def plot_operator_steps(records):
+    """Each profiled step's wall time as a stacked bar of its operator categories (ms); the
+    legend lists only categories that are drawn, with their share of the steps."""
+    from ... import opprofile
+
+    prof = records["op_profile"]
+    shares = opprofile.category_shares(prof)
+    colors = dict(zip(prof["categories"], sns.color_palette("tab10", len(prof["categories"]))))
+    fig, ax = plt.subplots(figsize=(8.5, 3.6))
+    x = [f"step {s['step']}" for s in prof["steps"]]
+    bottom = [0.0] * len(x)
+    for c in prof["categories"]:
+        vals = [s["categories_s"][c] * 1e3 for s in prof["steps"]]
+        if shares[c] == 0:
+            continue
+        ax.bar(x, vals, bottom=bottom, color=colors[c], label=f"{c} ({shares[c]:.1%})")
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    top = max(shares, key=shares.get)
+    ax.set_ylabel("time (ms)")
+    ax.set_xlabel(f"profiled step ({prof['source']})")
+    ax.set_title(
+        f"{top.capitalize()} takes {shares[top]:.0%} of a profiled step; the bars sum to its wall time"
+    )
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return fig
+
+
+def plot_operator_waterfall(records):
+    """Peak → ceiling → achieved model FLOP/s, each loss a measured operator category (claim
+    B2's losses inside a step), labelled with its FLOP/s and its share of the top bar."""
+    from ...plots import waterfall
+    from .opsplit import operator_waterfall_losses
+
+    w = operator_waterfall_losses(records)
+    b = breakdown(records)
+    top = "the peak" if b["datasheet_flops_per_s"] else "the ceiling"
+    biggest = max(w["losses"], key=lambda kv: kv[1])
+    fig, ax = plt.subplots(figsize=(10, 5.2))
+    waterfall(
+        ax,
+        w["start"],
+        w["losses"],
+        w["end"][0],
+        totals={w["subtotal_after"]: "achieved (steady step)"},
+        share_of=top,
+    )
+    ax.set_title(
+        f"The largest loss is {biggest[0]} ({biggest[1] / w['start'][1]:.0%} of {top}); the job reaches "
+        f"{b['global_mfu_vs_ceiling']:.0%} of the measured ceiling\n(global MFU, {b['convention']} FLOPs; "
+        "losses from the operator profile)"
+    )
+    return fig

@@ -25,6 +25,18 @@ class Params(StudyParams):
     device: str = param("auto", "auto | cpu | cuda")
     dtype: str = param("fp32", "fp32 | bf16 | fp16 (autocast); also the matmul ceiling's dtype")
     attn_impl: str = param("sdpa", "sdpa | naive")
+    profile_steps: int = param(
+        3,
+        "steps profiled by torch.profiler after the timed run (operator breakdown and trace)",
+        unit="steps",
+        positive=True,
+    )
+    trace_max_bytes: int = param(
+        2_000_000,
+        "cap on the exported trace (gzipped Chrome/Perfetto JSON); deeper ops are dropped past it",
+        unit="bytes",
+        positive=True,
+    )
     num_threads: int = param(0, "torch threads (0: torch's default)", unit="threads", non_negative=True)
     calibration: str = calibration_param()
     b2_present_share: float = param(

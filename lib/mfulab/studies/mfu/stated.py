@@ -57,3 +57,45 @@ KORTHIKANTI_TABLE5 = {
     "1T": (160, 25600, 128, 0.563, 0.570),
 }
 KORTHIKANTI_SEQ_LEN, KORTHIKANTI_VOCAB = 2048, 51200
+
+# Published MFU figures, each with its source and the convention behind it (what is counted in
+# the numerator, and against which peak). Inputs for comparison, not results of this study.
+PUBLISHED_MFU = (
+    {
+        "system": "PaLM 540B, 6144 TPU v4",
+        "mfu": 0.462,
+        "hfu": 0.578,
+        "source": "Chowdhery et al. 2022, PaLM (arXiv:2204.02311), §4.1 and Table 3",
+        "convention": "model FLOPs 6N + 12·L·H·Q·T per token (their App. B; no rematerialisation) over "
+        "the TPU v4 peak; HFU adds the rematerialised forward",
+    },
+    {
+        "system": "Megatron-LM GPT 1T (1008B), 3072 A100",
+        "mfu": 163e12 / 312e12,
+        "kind": "of peak (hardware FLOPs, recompute counted)",
+        "hfu": None,
+        "source": "Narayanan et al. 2021, Megatron-LM (arXiv:2104.04473), abstract and Table 1: "
+        "163 TFLOP/s per GPU, 502 PFLOP/s aggregate, 52% of peak",
+        "convention": "their Eq. 3 counts the recomputed forward (96·B·s·l·h²(…)): a hardware-FLOPs "
+        "figure (HFU-like) over the A100's 312 TFLOP/s dense bf16/fp16 peak, end to end",
+    },
+    {
+        "system": "Llama 3 405B, 8192–16384 H100",
+        "mfu": 0.38,
+        "mfu_hi": 0.43,
+        "hfu": None,
+        "source": "Dubey et al. 2024, The Llama 3 Herd of Models (arXiv:2407.21783), Table 4: "
+        "380–430 TFLOP/s per GPU, BF16 MFU 38–43%",
+        "convention": "BF16 model FLOPs utilisation over the H100's dense BF16 peak, per GPU, for "
+        "three parallelism configurations (the lower figures at 16K GPUs)",
+    },
+    {
+        "system": "GPT-style models with FlashAttention-2, A100",
+        "mfu": 0.72,
+        "hfu": None,
+        "source": "Dao 2023, FlashAttention-2 (arXiv:2307.08691), abstract and §4.2: up to 225 TFLOP/s "
+        "per A100 GPU, 72% model FLOPs utilisation",
+        "convention": "model FLOPs (attention matmuls included, no recomputation counted) over the "
+        "A100's 312 TFLOP/s dense peak; a best case over the configurations tried",
+    },
+)

@@ -1,0 +1,231 @@
+"""Analysis of the ``anatomy`` study: each step split into B2's four categories per rank (from
+explicit timestamps, and from the profiler beside them), the B15 ladder measured here, the B13
+straggler, the headline metrics and ``outcome`` (the claims and metrics the notebook publishes).
+
+Every function reads the plain records of ``bench.measure`` (here or from another machine).
+"""
+
+from __future__ import annotations
+
+from ... import flops
+from ...config import TransformerConfig
+from ...results import run_identity
+from ...timing import compare_timings, summarize
+from .worker import STRAGGLER
+
+CATEGORIES = ("compute", "communication wait", "data wait", "checkpoint / other")
+# the profiler's operator categories (opprofile.CATEGORIES) in B2's four
+PROFILER_TO_B2 = {
+    "matmul": "compute",
+    "attention core": "compute",
+    "norm / elementwise": "compute",
+    "optimizer": "compute",
+    "other ops": "compute",
+    "communication": "communication wait",
+    "data / host-to-device": "data wait",
+    "checkpoint": "checkpoint / other",
+    "idle": "checkpoint / other",
+}
+
+
+def step_categories(row: dict) -> dict:
+    """One step's seconds in B2's four categories from its timestamps (they sum to the step):
+    the communication wait is what backward did not hide; the straggler's injected delay (B13)
+    counts as compute, as a throttled card's slower kernels would."""
+    timed = row["data_s"] + row["forward_s"] + row["backward_s"] + row["optimizer_s"]
+    timed += row["straggler_s"] + row["checkpoint_s"]
+    return {
+        "compute": row["forward_s"]
+        + row["backward_s"]
+        - row["comm_wait_s"]
+        + row["optimizer_s"]
+        + row["straggler_s"],
+        "communication wait": row["comm_wait_s"],
+        "data wait": row["data_s"],
+        "checkpoint / other": row["checkpoint_s"] + (row["step_s"] - timed),
+    }
+
+
+def rows_table(records: dict, *, record: str | None = None):
+    """Every timed step of every rank (long format: one row per step and category)."""
+    import pandas as pd
+
+    out = []
+    for rank in records["job"]["ranks"]:
+        for row in rank["rows"]:
+            if record is not None and row["record"] != record:
+                continue
+            for cat, sec in step_categories(row).items():
+                out.append(
+                    {
+                        **{k: row[k] for k in ("rung", "record", "rank", "step", "step_s")},
+                        "category": cat,
+                        "seconds": sec,
+                    }
+                )
+    return pd.DataFrame(out)
+
+
+def b2_split(records: dict, *, present_share: float):
+    """The naive rung's interleaved steps, every rank: each category's share of the step time
+    (mean over ranks), present when at least ``present_share``."""
+    df = rows_table(records, record="naive")
+    per_rank = (
+        df.groupby(["rank", "category"]).seconds.sum()
+        / df.drop_duplicates(["rank", "step"]).groupby("rank").step_s.sum()
+    )
+    split = per_rank.groupby("category").mean().reindex(CATEGORIES).rename("share_of_step").reset_index()
+    split["spread_over_ranks"] = [
+        per_rank.xs(c, level="category").max() - per_rank.xs(c, level="category").min()
+        for c in split.category
+    ]
+    split["present"] = split.share_of_step >= present_share
+    return split
+
+
+def profiler_vs_timestamps(records: dict):
+    """The profiled steps of the naive rung, per rank and category: the profiler's seconds (its
+    operator categories mapped to B2's four) beside the explicit timestamps of the same steps."""
+    import pandas as pd
+
+    out = []
+    for rank in records["job"]["ranks"]:
+        for prof_step, row in zip(rank["profile"]["steps"], rank["profiled_rows"]):
+            timed = step_categories(row)
+            mapped = dict.fromkeys(CATEGORIES, 0.0)
+            for cat, sec in prof_step["categories_s"].items():
+                mapped[PROFILER_TO_B2[cat]] += sec
+            for cat in CATEGORIES:
+                out.append(
+                    {
+                        "rank": rank["rank"],
+                        "step": row["step"],
+                        "category": cat,
+                        "profiler_s": mapped[cat],
+                        "timestamps_s": timed[cat],
+                        "profiler_share": mapped[cat] / prof_step["wall_s"],
+                        "timestamps_share": timed[cat] / row["step_s"],
+                    }
+                )
+    df = pd.DataFrame(out)
+    df["share_difference"] = df.profiler_share - df.timestamps_share
+    return df
+
+
+def rung_timings(records: dict) -> dict:
+    """Each label's slowest-rank seconds per step, one paired sample per interleaved round."""
+    return {label: summarize(t, label=label, paired=True) for label, t in records["job"]["samples_s"].items()}
+
+
+def mfu_of(records: dict, step_s: float) -> float:
+    """Model FLOPs (palm convention) of one step of every rank / (step × devices × ceiling); on a
+    CPU the ranks share one device (the machine's cores, whose ceiling the calibration measured)."""
+    cfg = TransformerConfig(**records["config"])
+    p = records["params"]
+    flops_per_step = (
+        flops.flops_per_token(cfg, convention="palm") * p["micro_batch"] * cfg.seq_len * p["nproc"]
+    )
+    devices = p["nproc"] if records["device"] == "cuda" else 1
+    return flops_per_step / (step_s * devices * records["ceiling"]["best_flops_per_s"])
+
+
+def ladder_table(records: dict):
+    """The B15 ladder measured here: per rung, the slowest rank's step (median, IQR over rounds),
+    MFU, the speed-up over the rung before with its drift-widened interval, each category's
+    seconds per step (mean over ranks) and the category that shrank most."""
+    import pandas as pd
+
+    timings = rung_timings(records)
+    cats = rows_table(records).query("record != 'warmup' and record != 'profiled'")
+    per_cat = cats.groupby(["record", "category"]).seconds.mean().unstack()
+    rows, prev = [], None
+    for rung in records["ladder"]:
+        t = timings[rung]
+        row = {
+            "rung": rung,
+            "knob": "— (naive: small files, 0 workers, per-tensor buckets, no overlap, sync checkpoint)"
+            if prev is None
+            else f"+ {rung}",
+            "step_s": t.median_s,
+            "step_iqr_s": t.iqr_s,
+            "mfu": mfu_of(records, t.median_s),
+            **{f"{c}_s": per_cat.loc[rung, c] for c in CATEGORIES},
+        }
+        if prev is not None:
+            c = compare_timings(timings[prev], t)
+            shrink = {k: per_cat.loc[prev, k] - per_cat.loc[rung, k] for k in CATEGORIES}
+            row.update(
+                speedup=c.ratio,
+                speedup_lo=c.ratio_lo,
+                speedup_hi=c.ratio_hi,
+                change=c.verdict,
+                shrank_most=max(shrink, key=shrink.get),
+            )
+        rows.append(row)
+        prev = rung
+    rows.append(
+        {
+            "rung": "recompute",
+            "knob": "+ recompute: not measured — memory does not force it here (the model fits)",
+        }
+    )
+    return pd.DataFrame(rows)
+
+
+def b15_gain_shares(records: dict) -> dict:
+    """Naive → last rung: the step's gain and the share of it from each category's shrinking."""
+    table = ladder_table(records).set_index("rung")
+    first, last = records["ladder"][0], records["ladder"][-1]
+    gain_s = table.step_s[first] - table.step_s[last]
+    shrink = {c: table[f"{c}_s"][first] - table[f"{c}_s"][last] for c in CATEGORIES}
+    total = sum(shrink.values())
+    return {
+        "gain_s": gain_s,
+        "speedup": table.step_s[first] / table.step_s[last],
+        "shrink_s": shrink,
+        "shrink_total_s": total,
+    }
+
+
+def straggler_table(records: dict):
+    """Every rank's mean step time and categories without and with the straggler (B13)."""
+    last = records["ladder"][-1]
+    df = rows_table(records)
+    df = df[df.record.isin([last, STRAGGLER])]
+    table = df.groupby(["record", "rank", "category"]).seconds.mean().unstack().reset_index()
+    table["step_s"] = table[list(CATEGORIES)].sum(axis=1)
+    return table
+
+
+def b13_comparison(records: dict):
+    """The job's slowest-rank step with the straggler over without: ratio with its interval."""
+    timings = rung_timings(records)
+    return compare_timings(timings[STRAGGLER], timings[records["ladder"][-1]])
+
+
+def headline_metrics(records: dict, p=None) -> dict:
+    from ... import verdicts
+    from .claims import claims
+
+    table = ladder_table(records).set_index("rung")
+    first, last = records["ladder"][0], records["ladder"][-1]
+    split = b2_split(records, present_share=records["params"]["b2_present_share"]).set_index("category")
+    return {
+        **run_identity(records, "preset", "nproc"),
+        "naive_step_s": table.step_s[first],
+        "best_step_s": table.step_s[last],
+        "ladder_speedup": table.step_s[first] / table.step_s[last],
+        "naive_mfu": table.mfu[first],
+        "best_mfu": table.mfu[last],
+        "naive_comm_wait_share": split.share_of_step["communication wait"],
+        "naive_data_wait_share": split.share_of_step["data wait"],
+        "straggler_slowdown": b13_comparison(records).ratio,
+        "claims": verdicts.records(claims(records, p)),
+    }
+
+
+def outcome(records, p):
+    """The claims and headline metrics the notebook publishes (also ``make stability``)."""
+    from .claims import claims
+
+    return claims(records, p), headline_metrics(records, p)

@@ -1,0 +1,67 @@
+"""Measurement of the ``anatomy`` study (torch, headless): this machine's matmul ceiling (its
+calibration), the corpus written in the two formats the ladder reads, and the DDP training job
+(``worker.anatomy_worker``) on ``p.nproc`` ranks under the project's torchrun launcher, with its
+timeout and whole-group kill. Returns plain records (JSON); the per-rank traces stay in a
+temporary folder that the notebook copies into ``traces/``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from ... import calibration, flops, hardware
+from ...corpus import check_free_space, corpus_checksum, estimate_bytes, synthetic_corpus
+from ...dataformats import write_format
+from .params import Params
+
+BENCHMARK_VERSION = {"anatomy": 1}
+WORKER = "mfulab.studies.anatomy.worker:anatomy_worker"  # the job every rank runs
+
+
+def write_corpus(p: Params) -> dict:
+    """The corpus in the naive and the good format under ``p.scratch_dir``."""
+    root = Path(p.scratch_dir)
+    samples = synthetic_corpus(n_samples=p.n_samples, mean_bytes=p.mean_bytes, length_sigma=0.8, seed=0)
+    check_free_space(root, estimate_bytes(samples) * 2)
+    written = {
+        fmt: write_format(fmt, samples, root, shard_samples=max(1, p.n_samples // 16))
+        for fmt in dict.fromkeys((p.naive_format, p.good_format))
+    }
+    return {"root": str(root), "written": written, **corpus_checksum(samples)}
+
+
+def measure(p: Params) -> dict:
+    """Everything the study measures (see the module docstring)."""
+    import torch
+
+    from ...launch import run
+    from .worker import LADDER
+
+    p = p.prepared()
+    device, cfg = p.device, p.model_config()
+    records = {
+        "study": "anatomy",
+        "params": p.to_dict(),
+        "device": device,
+        "device_name": hardware.device_name(device),
+        "config": cfg.to_dict(),
+        "n_params": flops.param_count(cfg),
+        "ladder": [name for name, _ in LADDER],
+        "benchmark_version": BENCHMARK_VERSION,
+    }
+    cal = calibration.get(
+        p.calibration, device=device, parts=[f"matmul:{p.dtype}"], num_threads=torch.get_num_threads()
+    )
+    records["ceiling"], records["calibration"] = cal[f"matmul:{p.dtype}"], cal["_meta"]
+    records["corpus"] = write_corpus(p)
+    trace_dir = tempfile.mkdtemp(prefix="mfulab-trace-")
+    spec = {
+        **{k: v for k, v in p.to_dict().items()},
+        "device": device,
+        "config": cfg.to_dict(),
+        "corpus_dir": records["corpus"]["root"],
+        "trace_dir": trace_dir,
+    }
+    records["job"] = run(WORKER, spec, nproc=p.nproc, device=device, timeout_s=p.timeout_s)
+    return records

@@ -1,0 +1,106 @@
+"""Figures of the ``anatomy`` study: units on every axis, a title that states the take-away."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import seaborn as sns
+
+from .analysis import CATEGORIES, ladder_table, profiler_vs_timestamps, straggler_table
+
+
+def _colors():
+    return dict(zip(CATEGORIES, sns.color_palette("colorblind", len(CATEGORIES))))
+
+
+def _stacked(ax, labels, table, colors):
+    bottom = [0.0] * len(labels)
+    for c in CATEGORIES:
+        vals = [v * 1e3 for v in table[c]]
+        ax.bar(labels, vals, bottom=bottom, color=colors[c], label=c)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    return bottom
+
+
+def plot_ladder(records):
+    """The B15 ladder: each rung's step (slowest rank, median over rounds) as a stacked bar of its
+    four categories (mean over ranks), with the speed-up over the rung before above it."""
+    table = ladder_table(records).dropna(subset=["step_s"])
+    fig, ax = plt.subplots(figsize=(10, 4.4))
+    labels = [r.replace(" + ", " +\n").replace(" ", "\n", 1) if len(r) > 12 else r for r in table.rung]
+    tops = _stacked(ax, labels, {c: list(table[f"{c}_s"]) for c in CATEGORIES}, _colors())
+    for x, (top, r) in enumerate(zip(tops, table.itertuples())):
+        text = "naive" if r.Index == 0 else f"×{r.speedup:.2f}\n[{r.speedup_lo:.2f}, {r.speedup_hi:.2f}]"
+        ax.text(x, top * 1.02, text, ha="center", va="bottom", fontsize=8)
+    ax.set_ylim(0, max(tops) * 1.3)
+    ax.set_ylabel("time per step (ms, mean over ranks)")
+    ax.set_xlabel("rung of the ladder (each adds one knob to the one before)")
+    speedup = table.step_s.iloc[0] / table.step_s.iloc[-1]
+    ax.set_title(
+        f"One knob at a time, the step gets ×{speedup:.2f} faster (over the rung before, 95% interval)"
+    )
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return fig
+
+
+def plot_rank_split(records):
+    """The naive rung: each rank's step in its four categories, from the explicit timestamps and
+    from the profiler (the same profiled steps), side by side."""
+    df = profiler_vs_timestamps(records)
+    means = df.groupby(["rank", "category"])[["profiler_s", "timestamps_s"]].mean()
+    labels, table = [], {c: [] for c in CATEGORIES}
+    for rank in sorted(df["rank"].unique()):
+        for source, col in (("timestamps", "timestamps_s"), ("profiler", "profiler_s")):
+            labels.append(f"rank {rank}\n{source}")
+            for c in CATEGORIES:
+                table[c].append(means.loc[(rank, c), col])
+    fig, ax = plt.subplots(figsize=(9, 4))
+    _stacked(ax, labels, table, _colors())
+    worst = df.share_difference.abs().max()
+    ax.set_ylabel("time per profiled step (ms)")
+    ax.set_xlabel("rank and how the step was split (naive rung)")
+    ax.set_title(
+        f"Every loss in one step: timestamps and profiler agree within {worst:.0%} of the step per category"
+    )
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return fig
+
+
+def plot_straggler(records):
+    """B13: every rank's step without and with the straggler, in its four categories: the
+    healthy ranks' step rises too, as communication wait."""
+    t = straggler_table(records)
+    last = records["ladder"][-1]
+    t["label"] = [
+        f"rank {r.rank}\n{'straggler on' if r.record != last else 'no straggler'}" for r in t.itertuples()
+    ]
+    t = t.sort_values(
+        ["record", "rank"], key=lambda s: s.map({last: 0}).fillna(1) if s.name == "record" else s
+    )
+    fig, ax = plt.subplots(figsize=(9, 4))
+    _stacked(ax, list(t.label), {c: list(t[c]) for c in CATEGORIES}, _colors())
+    s = records["job"]["straggler"]
+    ax.set_ylabel("time per step (ms, mean)")
+    ax.set_xlabel(
+        f"rank (rank {s['rank']} sleeps {s['delay_s'] * 1e3:.1f} ms per step when the straggler is on)"
+    )
+    ax.set_title("The slowest rank sets the step: the healthy ranks wait for it in the all-reduce")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return fig
+
+
+def plot_steps(records):
+    """Each rank's step time through the job, in the order run, one colour per rung."""
+    import pandas as pd
+
+    rows = [r for rank in records["job"]["ranks"] for r in rank["rows"]]
+    df = pd.DataFrame(rows).sort_values("start_s")
+    df = df[~df.record.isin(["warmup", "profiled"])]
+    df["order"] = df.groupby("rank").cumcount()
+    df["step_ms"] = df.step_s * 1e3
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    sns.scatterplot(data=df, x="order", y="step_ms", hue="record", style="rank", s=14, ax=ax)
+    ax.set_xlabel("step of the job (every rung, in the order run)")
+    ax.set_ylabel("step time (ms)")
+    ax.set_title("The rungs interleaved through the rounds; checkpoint steps stand out")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return fig

@@ -1,0 +1,100 @@
+"""Parameters of the ``anatomy`` study; the defaults are the laptop (``cpu``) profile: 2 ranks
+on gloo, the reference GPT with byte-level tokens, a corpus written in scratch space."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...config import preset
+from ...corpus import FORMATS
+from ...params import DTYPES, StudyParams, calibration_param, param
+
+# the B15 ladder: each rung turns on one knob over the one before it (see bench.LADDER)
+KNOBS = ("format + workers", "buckets", "overlap", "fused attention", "background checkpoint")
+
+
+@dataclass(frozen=True)
+class Params(StudyParams):
+    preset: str = param("cpu-small", "the model trained (a config.preset name; vocabulary set to 256 bytes)")
+    seq_len: int = param(128, "tokens per sequence", unit="tokens", positive=True)
+    micro_batch: int = param(4, "sequences per rank per step", unit="sequences", positive=True)
+    nproc: int = param(2, "ranks of the DDP job (at least 2)", unit="ranks", positive=True)
+    device: str = param("auto", "auto | cpu | cuda (gloo on CPU, NCCL on CUDA)")
+    dtype: str = param("fp32", "fp32 | bf16 | fp16 (autocast)")
+    n_samples: int = param(3000, "documents in the synthetic corpus", unit="samples", positive=True)
+    mean_bytes: int = param(600, "mean document length (bytes = tokens)", unit="bytes", positive=True)
+    scratch_dir: str = param("scratch/anatomy-corpus", "where the corpus is written (never under results/)")
+    naive_format: str = param("json_files", "the naive rung's storage format (many small files)")
+    good_format: str = param("memmap", "the format the 'format + workers' knob switches to")
+    good_workers: int = param(
+        1, "DataLoader workers per rank once the knob is on", unit="workers", positive=True
+    )
+    naive_bucket_cap_mb: float = param(
+        0.0001, "DDP bucket cap of the naive rung: below every tensor, one all-reduce per tensor", unit="MiB"
+    )
+    good_bucket_cap_mb: float = param(
+        25.0, "DDP bucket cap once the knob is on (PyTorch's default)", unit="MiB"
+    )
+    compile: bool = param(
+        False, "the 'fused attention' knob also runs torch.compile (off on CPU: cold compile)"
+    )
+    checkpoint_every: int = param(4, "steps between checkpoints", unit="steps", positive=True)
+    block_steps: int = param(4, "steps per block of one rung in a round", unit="steps", positive=True)
+    rounds: int = param(6, "interleaved rounds (every rung runs one block per round)", unit="rounds")
+    warmup_steps: int = param(
+        2, "steps per rung before the rounds (left out)", unit="steps", non_negative=True
+    )
+    profile_steps: int = param(
+        4, "steps of the naive rung profiled by torch.profiler", unit="steps", positive=True
+    )
+    trace_max_bytes: int = param(
+        3_000_000, "cap on each rank's exported trace (gzipped)", unit="bytes", positive=True
+    )
+    straggler_slowdown: float = param(
+        1.0,
+        "B13: the straggler rank's injected delay per step, as a share of the step without it "
+        "(a sleep: time, not a core; above this box's noise, above the claim's 8%)",
+        unit="fraction of a step",
+        positive=True,
+    )
+    b13_claimed_slowdown: float = param(
+        0.08,
+        "B13: the throttled card's slowdown the article states (1410 → 1200 MHz: 8% per step)",
+        unit="fraction",
+    )
+    b2_present_share: float = param(
+        0.02,
+        "B2: a category counts as present when it takes at least this share of the step",
+        unit="fraction",
+    )
+    timeout_s: float = param(900.0, "time limit of the torchrun job", unit="s", positive=True)
+    seed: int = param(0, "seed of the round orders (the same on every rank)")
+    calibration: str = calibration_param()
+
+    def check(self) -> None:
+        preset(self.preset)
+        self.require("nproc", self.nproc >= 2, "at least 2: one rank has no all-reduce to wait for")
+        self.require_choice("dtype", DTYPES)
+        self.require_choice("naive_format", FORMATS)
+        self.require_choice("good_format", FORMATS)
+        self.require("rounds", self.rounds >= 3, "at least 3 (a paired interval needs several rounds)")
+        self.require("naive_bucket_cap_mb", self.naive_bucket_cap_mb > 0, "a positive size in MiB")
+        self.require("good_bucket_cap_mb", self.good_bucket_cap_mb > 0, "a positive size in MiB")
+        self.require("b2_present_share", 0 < self.b2_present_share < 1, "a fraction between 0 and 1")
+        self.require("straggler_slowdown", self.straggler_slowdown < 5, "a share of a step below 5")
+        self.require(
+            "scratch_dir",
+            "results" not in Path(self.scratch_dir).resolve().parts,
+            "a folder outside results/ (the corpus is scratch, not a result)",
+        )
+
+    def prepare(self) -> None:
+        from ...launch import check_world_size
+
+        self.resolve_device()
+        self.require_dtype_on_device()
+        check_world_size(self.nproc, self.device)
+
+    def model_config(self):
+        return preset(self.preset).with_(seq_len=self.seq_len, vocab_size=256)

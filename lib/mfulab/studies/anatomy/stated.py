@@ -1,0 +1,15 @@
+"""What the source article states for the ``anatomy`` claims, exactly as stated (article ids as
+in ``docs/claims.md``). Inputs under test, not results."""
+
+# B13 — article B §4.2: one card throttled by heat from 1410 MHz to 1200 MHz SM clock was 8%
+# slower per step, and synchronous training ran the whole cluster at its pace.
+B13_STATED = {"card_slowdown": 0.08, "sm_clock_from_mhz": 1410, "sm_clock_to_mhz": 1200}
+
+# B15 — article B §5.2: the case study's ladder on a 7B model, 64 A100s, 10.2 s → 8.5 s per step;
+# "the gain comes mainly from communication overlap and data IO".
+B15_STATED = {
+    "regime": "7B parameters on 64 A100s, 10.2 s → 8.5 s per step",
+    "step_before_s": 10.2,
+    "step_after_s": 8.5,
+}
+B15_MAINLY = 0.5  # "mainly": more than half of the gain

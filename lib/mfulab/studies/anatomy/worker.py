@@ -1,0 +1,289 @@
+"""The ``anatomy`` training job, on every rank under torchrun: the reference GPT under
+``DistributedDataParallel`` (gloo on CPU, NCCL on CUDA), fed by a ``DataLoader`` over the corpus
+(a ``DistributedSampler`` gives each rank its share), with a checkpoint every k steps.
+
+One :class:`Trainer` per rung of the B15 ladder (``LADDER``: each rung turns on one knob), all
+built up front, so that the rounds can interleave them: in each round every rung (and the B13
+straggler variant of the last rung) runs one block of steps, in an order drawn per round with the
+same seed on every rank. A block's time is the slowest rank's (``launch.reduce_scalar``).
+
+Per step and per rank, explicit timestamps split the step into data wait (the batch from the
+loader, to the device), compute (forward, backward, optimizer), communication wait and
+checkpoint / other. The communication wait is measured through a DDP comm hook: the time a
+blocking hook (no overlap) spends waiting for its all-reduce, plus the time ``backward()`` still
+runs after the last hook returned (the all-reduces backward did not hide). The same steps are
+annotated for ``torch.profiler`` (``data``, ``mfulab.ddp_backward``, ``mfulab.comm_wait``,
+``mfulab.checkpoint``: see ``opprofile.RULES``) so that the profiler's split can be set beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+# each rung: the rung before it with one knob turned on (the first is the naive configuration)
+LADDER = (
+    ("naive", {}),
+    ("format + workers", {"format": "good", "workers": True}),
+    ("buckets", {"buckets": True}),
+    ("overlap", {"overlap": True}),
+    ("fused attention", {"fused": True}),
+    ("background checkpoint", {"background": True}),
+)
+STRAGGLER = "last rung + straggler"
+
+
+def rungs() -> list[tuple[str, dict]]:
+    """Each rung's cumulative knob settings."""
+    out, knobs = [], {}
+    for name, change in LADDER:
+        knobs = {**knobs, **change}
+        out.append((name, dict(knobs)))
+    return out
+
+
+class HookTimer:
+    """A DDP comm hook (all-reduce of the bucket, averaged) that records when it ran and, when
+    ``blocking``, waits for its all-reduce before returning (no overlap with backward)."""
+
+    def __init__(self, blocking: bool, device: str):
+        self.blocking, self.device = blocking, device
+        self.reset()
+
+    def reset(self):
+        self.blocked_s, self.last_return, self.calls = 0.0, None, 0
+
+    def run(self, bucket):
+        import torch.distributed as dist
+        from torch.profiler import record_function
+
+        tensor = bucket.buffer().div_(dist.get_world_size())
+        fut = dist.all_reduce(tensor, async_op=True).get_future()
+        if self.blocking:
+            t0 = time.perf_counter()
+            with record_function("mfulab.comm_wait"):
+                fut.wait()
+                if self.device == "cuda":
+                    import torch
+
+                    torch.cuda.synchronize()
+            self.blocked_s += time.perf_counter() - t0
+        self.calls += 1
+        self.last_return = time.perf_counter()
+        return fut.then(lambda f: f.value()[0])
+
+
+def timed_allreduce(state: HookTimer, bucket):
+    """The comm hook DDP calls per bucket (``state``: the rung's :class:`HookTimer`)."""
+    return state.run(bucket)
+
+
+class Trainer:
+    """One rung: its DDP model, optimizer, loader and checkpoint mode; ``step()`` runs one
+    training step and appends its timestamps to ``rows``."""
+
+    def __init__(self, name: str, knobs: dict, spec: dict, rank: int, world: int):
+        import torch
+        import torch.utils.data as tud
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.utils.data.distributed import DistributedSampler
+
+        from ...ckptio import BackgroundCheckpointer
+        from ...config import TransformerConfig
+        from ...dataformats import Collate, dataset
+        from ...model import GPT
+
+        self.name, self.spec, self.rank, self.device = name, spec, rank, spec["device"]
+        cfg = TransformerConfig(**spec["config"])
+        torch.manual_seed(0)
+        model = GPT(cfg, attn_impl="sdpa" if knobs.get("fused") else "naive").to(self.device)
+        if knobs.get("fused") and spec["compile"]:
+            model = torch.compile(model)
+        cap = spec["good_bucket_cap_mb"] if knobs.get("buckets") else spec["naive_bucket_cap_mb"]
+        local = [int(os.environ.get("LOCAL_RANK", 0))] if self.device == "cuda" else None
+        self.model = DDP(model, bucket_cap_mb=cap, device_ids=local)
+        self.hook = HookTimer(blocking=not knobs.get("overlap"), device=self.device)
+        self.model.register_comm_hook(self.hook, timed_allreduce)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+        fmt = spec["good_format"] if knobs.get("format") == "good" else spec["naive_format"]
+        workers = spec["good_workers"] if knobs.get("workers") else 0
+        ds = dataset(fmt, spec["corpus_dir"])
+        extra = {"persistent_workers": True, "prefetch_factor": 2} if workers else {}
+        self.loader = tud.DataLoader(
+            ds,
+            batch_size=spec["micro_batch"],
+            sampler=DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=True, seed=0),
+            num_workers=workers,
+            collate_fn=Collate(cfg.seq_len + 1),
+            pin_memory=self.device == "cuda",
+            **extra,
+        )
+        self.batches = self._forever()
+        self.format, self.workers, self.bucket_cap_mb = fmt, workers, cap
+        self.overlap, self.fused = bool(knobs.get("overlap")), bool(knobs.get("fused"))
+        self.background = BackgroundCheckpointer() if knobs.get("background") else None
+        self.ckpt = Path(spec["corpus_dir"]) / f"ckpt-rank{rank}-{name.replace(' ', '_').replace('+', '')}.pt"
+        self.steps, self.rows = 0, []
+
+    def _forever(self):
+        epoch = 0
+        while True:
+            self.loader.sampler.set_epoch(epoch)
+            for batch, _ in self.loader:
+                yield batch
+            epoch += 1
+
+    def step(self, *, delay_s: float = 0.0, record: str = "") -> dict:
+        from torch.profiler import record_function
+
+        from ...ckptio import write_checkpoint
+        from ...timing import autocast, synchronize
+
+        dev = self.device
+        t0 = time.perf_counter()
+        with record_function("data"):
+            x = next(self.batches).to(dev, non_blocking=True)
+            synchronize(dev)
+        t1 = time.perf_counter()
+        with autocast(dev, self.spec["dtype"]):
+            _, loss = self.model(x[:, :-1], x[:, 1:])
+        synchronize(dev)
+        t2 = time.perf_counter()
+        self.hook.reset()
+        with record_function("mfulab.ddp_backward"):
+            loss.backward()
+            synchronize(dev)
+        t3 = time.perf_counter()
+        tail_s = max(0.0, t3 - self.hook.last_return) if self.hook.last_return else 0.0
+        comm_s = min(self.hook.blocked_s + tail_s, t3 - t2)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        synchronize(dev)
+        t4 = time.perf_counter()
+        t5 = t4
+        if delay_s:
+            with record_function("mfulab.straggler"):
+                time.sleep(delay_s)
+            t5 = time.perf_counter()
+        self.steps += 1
+        checkpoint = self.steps % self.spec["checkpoint_every"] == 0
+        if checkpoint:
+            with record_function("mfulab.checkpoint"):
+                if self.background is not None:
+                    self.background.save(self.model.module, self.opt, self.ckpt)
+                else:
+                    write_checkpoint(self.model.module, self.opt, self.ckpt)
+        t6 = time.perf_counter()
+        row = {
+            "rung": self.name,
+            "record": record,
+            "rank": self.rank,
+            "step": self.steps,
+            "start_s": t0,
+            "data_s": t1 - t0,
+            "forward_s": t2 - t1,
+            "backward_s": t3 - t2,
+            "comm_wait_s": comm_s,
+            "optimizer_s": t4 - t3,
+            "straggler_s": t5 - t4,
+            "checkpoint": checkpoint,
+            "checkpoint_s": t6 - t5,
+            "step_s": t6 - t0,
+            "loss": float(loss.detach()),
+            "hook_calls": self.hook.calls,
+        }
+        self.rows.append(row)
+        return row
+
+    def close(self):
+        if self.background is not None:
+            self.background.wait()
+        self.ckpt.unlink(missing_ok=True)
+
+
+def _block(trainer, steps: int, delay_s: float, record: str) -> float:
+    """``steps`` steps of one trainer; the slowest rank's seconds per step."""
+    import torch.distributed as dist
+
+    from ...launch import reduce_scalar
+
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        trainer.step(delay_s=delay_s, record=record)
+    return reduce_scalar(time.perf_counter() - t0, "max") / steps
+
+
+def anatomy_worker(spec: dict) -> dict:
+    """Runs on every rank: warm-up, the interleaved rounds (every rung + the straggler), then the
+    profiled steps of the naive rung; returns every rank's rows (gathered) and the timings."""
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+
+    from ... import opprofile
+    from ...launch import reduce_scalar
+
+    if spec["device"] == "cpu":
+        torch.set_num_threads(1)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    trainers = {name: Trainer(name, knobs, spec, rank, world) for name, knobs in rungs()}
+    last = trainers[LADDER[-1][0]]
+    for t in trainers.values():
+        for _ in range(spec["warmup_steps"]):
+            t.step(record="warmup")
+    base_s = _block(last, max(1, spec["warmup_steps"]), 0.0, "warmup")
+    delay_s = spec["straggler_slowdown"] * base_s
+    delay_s = reduce_scalar(delay_s, "max")  # one delay for the job
+    labels = [*trainers, STRAGGLER]
+    samples = {label: [] for label in labels}
+    rng = np.random.default_rng(spec["seed"])  # the same order on every rank
+    for _ in range(spec["rounds"]):
+        for i in rng.permutation(len(labels)):
+            label = labels[i]
+            trainer = last if label == STRAGGLER else trainers[label]
+            delay = delay_s if label == STRAGGLER and rank == world - 1 else 0.0
+            samples[label].append(_block(trainer, spec["block_steps"], delay, label))
+    naive = trainers[LADDER[0][0]]
+    trace = Path(spec["trace_dir"]) / f"anatomy_naive_rank{rank}.json.gz"
+    n_before = len(naive.rows)
+    profile = opprofile.profile_steps(
+        lambda: naive.step(record="profiled"),
+        steps=spec["profile_steps"],
+        warmup_steps=0,
+        device=spec["device"],
+        trace_path=trace,
+        max_trace_bytes=spec["trace_max_bytes"],
+    )
+    profiled_rows = naive.rows[n_before + 1 :]  # the profiler's own first step is left out
+    for t in trainers.values():
+        t.close()
+    mine = {
+        "rank": rank,
+        "rows": [r for t in trainers.values() for r in t.rows],
+        "profile": profile,
+        "profiled_rows": profiled_rows,
+    }
+    gathered = [None] * world
+    dist.all_gather_object(gathered, mine)
+    return {
+        "world_size": world,
+        "device": spec["device"],
+        "rungs": [
+            {
+                "rung": name,
+                "format": t.format,
+                "workers": t.workers,
+                "bucket_cap_mb": t.bucket_cap_mb,
+                "overlap": t.overlap,
+                "fused_attention": t.fused,
+                "background_checkpoint": t.background is not None,
+            }
+            for name, t in trainers.items()
+        ],
+        "labels": labels,
+        "samples_s": samples,
+        "straggler": {"rank": world - 1, "delay_s": delay_s, "base_step_s": base_s},
+        "ranks": gathered,
+    }

@@ -1,0 +1,159 @@
+"""The step-anatomy study: the smoke profile end to end through papermill on 2 ranks, each knob
+moving the category it should, bad input refused before any work, a hanging rank killed."""
+
+import json
+import os
+import time
+
+import pytest
+import yaml
+
+from mfulab import results
+from mfulab.config import ParameterError
+from mfulab.launch import LaunchError
+from mfulab.studies.anatomy import analysis, bench, claims
+from mfulab.studies.anatomy.params import Params
+from mfulab.studies.anatomy.worker import LADDER, STRAGGLER
+
+from conftest import ROOT
+
+
+def smoke_params(**changes):
+    params = yaml.safe_load((ROOT / "studies" / "anatomy" / "smoke.yaml").read_text())
+    params.update(changes)
+    return Params.from_dict(params)
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    """``python -m mfulab run anatomy --profile smoke`` (2 ranks on gloo, papermill)."""
+    import subprocess
+    import sys
+
+    root = tmp_path_factory.mktemp("results")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mfulab", "run", "anatomy", "--profile", "smoke", "--results-root", str(root)],
+        cwd=ROOT,
+        env={**os.environ, "MACHINE": "testbox"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = root / "testbox" / "anatomy"
+    return out, json.loads((out / "measurements.json").read_text())
+
+
+def test_smoke_runs_end_to_end_with_two_ranks(smoke):
+    out, records = smoke
+    assert records["job"]["world_size"] == 2 and len(records["job"]["ranks"]) == 2
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert {c["id"] for c in metrics["claims"]} == {"B2", "B15", "B13"}
+    assert metrics["ladder_speedup"] > 0 and metrics["naive_step_s"] > 0
+    assert {"ladder.png", "rank_split.png", "straggler.png", "steps.png"} <= {
+        p.name for p in (out / "figures").iterdir()
+    }
+    assert sorted(p.name for p in (out / "traces").iterdir()) == [
+        "anatomy_naive_rank0.json.gz",
+        "anatomy_naive_rank1.json.gz",
+    ]
+    assert (out / "tables" / "b15_ladder.csv").exists() and (out / "08_step_anatomy.ipynb").exists()
+    # every rung trains the same model on the same batches: the same first loss on a rank
+    first = {r["rung"]: r["loss"] for r in reversed(records["job"]["ranks"][0]["rows"])}
+    assert max(first.values()) - min(first.values()) < 1e-3 * max(first.values())
+
+
+def test_each_step_splits_into_the_four_categories(smoke):
+    _, records = smoke
+    for rank in records["job"]["ranks"]:
+        for row in rank["rows"]:
+            split = analysis.step_categories(row)
+            assert sum(split.values()) == pytest.approx(row["step_s"])
+            assert min(split.values()) >= -1e-9
+        for step in rank["profile"]["steps"]:
+            assert sum(step["categories_s"].values()) == pytest.approx(step["wall_s"], rel=1e-4)
+    agree = analysis.profiler_vs_timestamps(records)
+    assert set(agree.category) == set(analysis.CATEGORIES) and len(agree) == 2 * 2 * 4
+
+
+def test_knobs_move_their_categories(smoke):
+    _, records = smoke
+    rows = [r for rank in records["job"]["ranks"] for r in rank["rows"]]
+    by = {name: [r for r in rows if r["rung"] == name] for name, _ in LADDER}
+    # 0 workers: the batch is read inside the step, so every naive step waits for data
+    assert all(r["data_s"] > 0 for r in by["naive"])
+    # per-tensor buckets: one all-reduce per gradient tensor (after DDP's first step, which
+    # rebuilds its buckets); default buckets: a few
+    naive_calls = [r["hook_calls"] for r in by["naive"] if r["record"] != "warmup"]
+    assert min(naive_calls) > max(r["hook_calls"] for r in by["buckets"]) >= 1
+    # a checkpoint costs time only on its steps
+    assert all((r["checkpoint_s"] > 0) == r["checkpoint"] or not r["checkpoint"] for r in by["naive"])
+    assert any(r["checkpoint"] for r in by["naive"])
+    # the profiler sees the naive rung's data wait, communication and checkpoint
+    cats = records["job"]["ranks"][0]["profile"]["steps"]
+    assert all(s["categories_s"]["data / host-to-device"] > 0 for s in cats)
+    assert all(s["categories_s"]["communication"] > 0 for s in cats)
+    # the straggler's delay lands on the last rank only
+    strag = [r for r in rows if r["record"] == STRAGGLER]
+    assert all((r["straggler_s"] > 0) == (r["rank"] == 1) for r in strag)
+
+
+def test_claims_and_ladder_from_the_records(smoke):
+    _, records = smoke
+    table = analysis.ladder_table(records)
+    assert list(table.rung) == [*records["ladder"], "recompute"]
+    assert table.speedup.iloc[1:-1].notna().all()
+    ids = [c.id for c in claims.claims(records)]
+    assert ids == ["B2", "B15", "B13"]
+    (b15,) = [c for c in claims.claims(records) if c.id == "B15"]
+    assert b15.verdict == "inconclusive on this machine" and "out of reach" in b15.evidence
+    # B2's floor decides "shown": at 0 every non-zero category is present, above 1 none is
+    high = claims.b2_claim(records, smoke_params(b2_present_share=0.99))
+    assert high.verdict == "not checkable"
+
+
+def test_too_many_ranks_are_refused_before_any_work():
+    with pytest.raises(ParameterError, match="nproc"):
+        smoke_params(nproc=10_000).prepared()
+    with pytest.raises(ParameterError, match="nproc"):
+        smoke_params(nproc=1)
+    with pytest.raises(ParameterError, match="naive_format"):
+        smoke_params(naive_format="floppy")
+
+
+def test_node_profile_is_refused_on_a_machine_without_its_gpus(run_cli):
+    import torch
+
+    if torch.cuda.device_count() >= 8:
+        pytest.skip("this machine can run the node profile")
+    proc = run_cli("run", "anatomy", "--profile", "node", "--results-root", "unused", timeout=120)
+    assert proc.returncode == 2 and ("GPU" in proc.stderr or "cuda" in proc.stderr.lower())
+
+
+def _alive(pids):
+    alive = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split()[2] != "Z":
+                    alive.append(pid)
+        except FileNotFoundError:
+            pass
+    return alive
+
+
+def test_a_hanging_rank_is_killed_and_earlier_results_stay(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "WORKER", "workers:hang_on_last_rank")
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT / 'tests'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    final = tmp_path / "results" / "anatomy"
+    final.mkdir(parents=True)
+    (final / "metrics.json").write_text('{"earlier": true}')
+    p = smoke_params(timeout_s=30, scratch_dir=str(tmp_path / "corpus"))
+    with pytest.raises(LaunchError, match="timeout_s"):
+        with results.atomic_dir(final):
+            bench.measure(p)
+    pids = [int(f.stem) for f in (tmp_path / "corpus").glob("*.pid")]
+    assert len(pids) == 2
+    time.sleep(0.5)
+    assert _alive(pids) == []
+    assert json.loads((final / "metrics.json").read_text()) == {"earlier": True}
