@@ -169,10 +169,26 @@ def test_site_out_refuses_a_folder_it_did_not_write(run_cli, tmp_path):
     )
     assert proc.returncode == 2 and "not a site" in proc.stderr
     assert (precious / "thesis.tex").read_text() == "years of work"
+    # a machine folder without executed notebooks is refused too, before anything is written
+    proc = run_cli(
+        "site", "--machine", "testbox", "--results-root", str(results_root), "--out", str(tmp_path / "s")
+    )
+    assert proc.returncode == 2 and "no machine's executed study notebooks" in proc.stderr
+    committed = ROOT / "results"
+    machines = [d.name for d in committed.iterdir() if d.is_dir() and d.name != "comparison"]
+    if not machines:
+        pytest.skip("no committed results to build a site from")
     site = tmp_path / "site"
     for _ in range(2):  # a new folder, then the site it wrote, are fine
         proc = run_cli(
-            "site", "--machine", "testbox", "--results-root", str(results_root), "--out", str(site)
+            "site",
+            "--machine",
+            machines[0],
+            "--results-root",
+            str(committed),
+            "--out",
+            str(site),
+            timeout=300,
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
     assert (site / "index.html").exists()

@@ -97,14 +97,20 @@ def build_site(results_root, machine: str, out_dir, *, in_course: bool = False, 
     return out_final
 
 
+def _chapters_or_refuse(results_root: Path, machine: str, registry):
+    """The chapters of ``results_root/machine``; refused when it holds no study's notebook."""
+    found, missing = site_pages.chapters(results_root, machine, registry)
+    if machine in {s.machine for s in registry.values()} or not any(not c.spec.machine for c in found):
+        raise FileNotFoundError(f"{results_root / machine} holds no machine's executed study notebooks")
+    return found, missing
+
+
 def _stage(src: Path, results_root: Path, machine: str, registry, *, in_course: bool) -> None:
     """The Sphinx source tree of one book: conf.py, the style sheet, the cleaned notebooks,
     the landing page and the claims page."""
     import json
 
-    found, missing = site_pages.chapters(results_root, machine, registry)
-    if machine in {s.machine for s in registry.values()} or not any(not c.spec.machine for c in found):
-        raise FileNotFoundError(f"{results_root / machine} holds no machine's executed study notebooks")
+    found, missing = _chapters_or_refuse(results_root, machine, registry)
     (src / "_static").mkdir(parents=True)
     (src / "_figures").mkdir()
     footer = (
@@ -161,6 +167,10 @@ def build_course(results_root, out_root, only: list[str] | None = None, *, jobs:
         raise FileNotFoundError(
             f"{results_root} holds no machine's results: run the studies first (make all)"
         )
+    from .studies import REGISTRY
+
+    for machine in names:  # refuse before anything is written
+        _chapters_or_refuse(results_root, machine, REGISTRY)
     out_root.mkdir(parents=True, exist_ok=True)
     (out_root / MARKER).write_text(
         "written by mfulab site; each machine's folder is replaced by its next build\n"
