@@ -129,12 +129,20 @@ def plot_operator_waterfall(records):
     """Peak → ceiling → achieved model FLOP/s, each loss a measured operator category (claim
     B2's losses inside a step), labelled with its FLOP/s and its share of the top bar."""
     from ...plots import waterfall
-    from .opsplit import operator_waterfall_losses
+    from .opsplit import largest_losses, operator_waterfall_losses
 
     w = operator_waterfall_losses(records)
     b = breakdown(records)
     top = "the peak" if b["datasheet_flops_per_s"] else "the ceiling"
-    biggest = max(w["losses"], key=lambda kv: kv[1])
+    big = largest_losses(records)
+    (name1, v1), (name2, v2) = big["first"], big["second"]
+    share = w["start"][1]
+    lead = (
+        f"The largest loss is {name1} ({v1 / share:.0%} of {top})"
+        if big["clear"]
+        else f"The two largest losses, {name1} and {name2}, trade places between profiled steps "
+        f"({v1 / share:.0%} and {v2 / share:.0%} of {top})"
+    )
     fig, ax = plt.subplots(figsize=(10, 5.2))
     waterfall(
         ax,
@@ -145,8 +153,7 @@ def plot_operator_waterfall(records):
         share_of=top,
     )
     ax.set_title(
-        f"The largest loss is {biggest[0]} ({biggest[1] / w['start'][1]:.0%} of {top}); the job reaches "
-        f"{b['global_mfu_vs_ceiling']:.0%} of the measured ceiling\n(global MFU, {b['convention']} FLOPs; "
-        "losses from the operator profile)"
+        f"{lead}; the job reaches {b['global_mfu_vs_ceiling']:.0%} of the measured ceiling\n(global MFU, "
+        f"{b['convention']} FLOPs; losses from the operator profile)"
     )
     return fig

@@ -48,7 +48,7 @@ def profile_check(records: dict) -> dict:
     }
 
 
-def operator_waterfall_losses(records: dict) -> dict:
+def operator_waterfall_losses(records: dict, shares: dict | None = None) -> dict:
     """FLOP/s from the top denominator down to the achieved steady-state and global FLOP/s, the
     losses taken from the measured categories.
 
@@ -61,7 +61,7 @@ def operator_waterfall_losses(records: dict) -> dict:
     start-up, warm-up steps, the spread of the steps (``timesplit.global_vs_steady``).
     """
     b = breakdown(records)
-    shares = opprofile.category_shares(records["op_profile"])
+    shares = shares or opprofile.category_shares(records["op_profile"])
     ceiling, steady_s = b["ceiling_flops_per_s"], b["steady_step_s"]
     ideal_s = b["flops_per_step"] / ceiling
     excess = {
@@ -88,6 +88,20 @@ def operator_waterfall_losses(records: dict) -> dict:
         "ideal_step_s": ideal_s,
         "residual_flops_per_s": start[1] - sum(v for _, v in losses) - b["global_flops_per_s"],
     }
+
+
+def largest_losses(records: dict) -> dict:
+    """The two largest operator losses of the waterfall (pooled over the profiled steps), and
+    whether the first is the largest in every profiled step taken alone (``clear``): a loss is
+    named the largest only when the steps agree."""
+    pooled = operator_waterfall_losses(records)["losses"]
+    first, second = sorted(pooled, key=lambda kv: -kv[1])[:2]
+    per_step = []
+    for step in records["op_profile"]["steps"]:
+        shares = {c: t / step["wall_s"] for c, t in step["categories_s"].items()}
+        losses = operator_waterfall_losses(records, shares)["losses"]
+        per_step.append(max(losses, key=lambda kv: kv[1])[0])
+    return {"first": first, "second": second, "clear": all(name == first[0] for name in per_step)}
 
 
 def six_n_check(records: dict):
