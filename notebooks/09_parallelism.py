@@ -48,7 +48,8 @@ from mfulab.verdicts import summary_line
 out, p, records = setup("parallelism", params, out_dir=out_dir, from_dir=from_dir)
 t = analysis.tables(records)
 for name, df in t.items():
-    results.save_table(out, name, df)
+    if df is not None and not isinstance(df, dict):
+        results.save_table(out, name, df)
 print(
     f"{records['device_name']} ({records['device']}); pipelines on {list(p.pipeline_ranks)} ranks, the rest on {p.ranks}"
 )
@@ -162,6 +163,17 @@ display(t["a10_traffic"].round(2))
 t["a10_placement"].round(3)
 
 # %% [markdown]
+# **The planner's answers** (stated A100 cluster; global batch one sequence per card, at
+# least 64): the article's 13B on 8 cards, its A10 case (13B on 128 cards: the planner's pick
+# against TP 8 × DP 16), and a 70B on 1024 cards — each best layout with its step-time terms.
+# The model's unmeasured assumptions (compute efficiency, DP overlap, memory margin: module
+# docstring of `mfulab.layouts`) are then varied one at a time for the 70B case.
+
+# %%
+display(t["planner_answers"].round(3))
+t["planner_sensitivity"].round(3)
+
+# %% [markdown]
 # ## 4 · Mixture of experts: all-to-all and the most loaded expert (B10)
 #
 # An expert layer sends each token to its experts and back: two all-to-alls per forward.
@@ -184,10 +196,13 @@ t["skew"]
 # parameter shard back, and the host's Adam takes time of its own (memory-bound: 26 bytes per
 # parameter at a host bandwidth per card we assume, `stated.A15_*`); **moments only** keeps
 # Adam on the card and moves the two fp32 moments in and out every step. Times are for one
-# direction of a full-duplex link at its datasheet rate (analytic here: a CPU has no
-# host–device link).
+# direction of a full-duplex link at its datasheet rate (analytic on a CPU, which has no
+# host–device link; on a GPU the run also measures pinned host ↔ device and device → device
+# copies, `copy_bandwidths`).
 
 # %%
+if t["copy_bandwidths"]:
+    print({k: f"{v / 1e9:.1f} GB/s" for k, v in t["copy_bandwidths"].items() if k.endswith("per_s")})
 t["a15_offload"].round(3)
 
 # %% [markdown]

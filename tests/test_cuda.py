@@ -203,3 +203,10 @@ def test_nccl_collectives_are_correct_for_every_op_and_size(tests_on_path):
     out = launch.launch("mfulab.collectives:collective_benchmark_worker", spec, nproc=2, device="cuda")
     assert len(out["rows"]) == 12 and all(r["wrong"] == 0 for r in out["rows"])
     assert all(r["calls_per_sample"] > 1 and r["busbw_bytes_per_s"] > 0 for r in out["rows"])
+
+
+def test_host_link_and_device_copies_are_measured_and_checked():
+    from mfulab.studies.parallelism.bench import copy_bandwidths
+
+    out = copy_bandwidths(nbytes=64 * 2**20, iters=3)
+    assert out["correct"] and out["device_to_device_bytes_per_s"] > out["host_to_device_bytes_per_s"] > 1e9

@@ -71,6 +71,8 @@ def test_smoke_notebook(run_cli, tmp_path):
     # counted, not estimated: fully sharded moves 3Ψ per micro-batch to DDP's 2Ψ, holds half on 2 ranks
     assert metrics["zero3_traffic_over_ddp"] == 1.5 and metrics["sharded_state_bytes_share"] == 0.5
     assert metrics["gradient_gate_max_abs_diff"] < 1e-4  # FSDP2, TP and SP compute what DDP / the block does
+    pipe = (out / "tables" / "pipeline.csv").read_text()
+    assert "real" in pipe  # the real-compute pipeline ran; its gradients are in the gate above
     sharding = (out / "tables" / "sharding.csv").read_text()
     assert "fsdp_full" in sharding
     figures = {p.name for p in (out / "figures").iterdir()}

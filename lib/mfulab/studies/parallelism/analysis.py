@@ -194,7 +194,7 @@ def _a13(pipe, inter) -> list[Claim]:
     ]
 
 
-def _a15(offload) -> list[Claim]:
+def _a15(offload, copies=None) -> list[Claim]:
     rows = offload.set_index(["mode", "link"])
     z, mo = rows.loc[("zero-offload", "pcie4_x16")], rows.loc[("adam-moments", "pcie4_x16")]
     nv = rows.loc[("adam-moments", "nvlink3_a100")]
@@ -218,7 +218,14 @@ def _a15(offload) -> list[Claim]:
                 if z.host_adam_s > z.transfer_s
                 else "The link dominates. "
             )
-            + "No host–device link on a CPU: not measured here",
+            + (
+                "No host–device link on a CPU: not measured here"
+                if not copies
+                else "Measured on this GPU: pinned host → device "
+                f"{copies['host_to_device_bytes_per_s'] / 1e9:.1f} GB/s, device → host "
+                f"{copies['device_to_host_bytes_per_s'] / 1e9:.1f} GB/s, device → device "
+                f"{copies['device_to_device_bytes_per_s'] / 1e9:.0f} GB/s"
+            ),
         )
     ]
 
@@ -293,6 +300,9 @@ def tables(records) -> dict:
         "a12_planner": scale.a12_planner_table(),
         "a13_interleaving": scale.a13_interleaving_table(),
         "a15_offload": scale.a15_offload_table(),
+        "planner_answers": scale.planner_answers(),
+        "planner_sensitivity": scale.planner_sensitivity(),
+        "copy_bandwidths": records.get("copy_bandwidths"),
     }
 
 
@@ -302,7 +312,7 @@ def claims(t: dict) -> list[Claim]:
         *_a11(t["tensor"]),
         *_a12(t["sharding"], t["a12_planner"]),
         *_a13(t["pipeline"], t["a13_interleaving"]),
-        *_a15(t["a15_offload"]),
+        *_a15(t["a15_offload"], t.get("copy_bandwidths")),
         *_b10(t["exchange"], t["skew"]),
     ]
 
@@ -311,7 +321,7 @@ def headline_metrics(records, t: dict, claim_list: list[Claim]) -> dict:
     sh = t["sharding"]
     one = sh[sh.m == sh.m.min()].set_index("config")
     tp = t["tensor"].set_index("layout")
-    gates = [*sh.gradient_gate, *t["tensor"].max_abs_diff]
+    gates = [*sh.gradient_gate, *t["tensor"].max_abs_diff, *t["pipeline"].gradient_gate.dropna()]
     return {
         **run_identity(records),
         "bubble_model_max_rel_error": float(

@@ -44,6 +44,38 @@ def pipeline_spec(p: Params, compute: str) -> dict:
     }
 
 
+def copy_bandwidths(nbytes: int = 256 * 2**20, iters: int = 10) -> dict:
+    """CUDA only (A15): bytes/s of pinned host → device, device → host and device → device
+    copies of ``nbytes``, timed with CUDA events over ``iters`` copies after a warm-up, each
+    checked (the copy's first and last elements)."""
+    import torch
+
+    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).fill_(7)
+    dev, dev2 = (
+        torch.empty(nbytes, dtype=torch.uint8, device="cuda"),
+        torch.empty(nbytes, dtype=torch.uint8, device="cuda"),
+    )
+    cases = {
+        "host_to_device": lambda: dev.copy_(host, non_blocking=True),
+        "device_to_host": lambda: host.copy_(dev, non_blocking=True),
+        "device_to_device": lambda: dev2.copy_(dev, non_blocking=True),
+    }
+    out = {}
+    for name, copy in cases.items():
+        copy()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            copy()
+        end.record()
+        torch.cuda.synchronize()
+        out[f"{name}_bytes_per_s"] = nbytes * iters / (start.elapsed_time(end) / 1e3)
+    out["correct"] = bool(int(dev2[0]) == int(dev2[-1]) == int(host[0]) == 7)
+    out["bytes"] = nbytes
+    return out
+
+
 def measure(p: Params) -> dict:
     """Every job of the study on this machine's ranks (module docstring)."""
     from ...launch import in_distributed_env, run
@@ -89,4 +121,6 @@ def measure(p: Params) -> dict:
             rec["pipeline"].append(out)
         else:
             rec[name] = out
+    # A15 on a GPU: the host link against the device's own copy bandwidth; a CPU has no host link
+    rec["copy_bandwidths"] = copy_bandwidths() if p.device == "cuda" else None
     return rec

@@ -61,6 +61,7 @@ def _pipeline_row(job, r, step, slots, c) -> dict:
         "slot_overhead_s": c,
         "bubble_modelled": modelled / ideal - 1,
         "p2p_messages": r.get("p2p_messages"),
+        "gradient_gate": r.get("gradient_gate"),  # real compute: |gradient − one process's|
         # each micro-batch crosses p·v − 1 chunk boundaries forward and backward; a send and a receive each
         "p2p_messages_formula": 2 * 2 * r["m"] * (p * r["v"] - 1),
     }

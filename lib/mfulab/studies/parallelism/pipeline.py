@@ -134,6 +134,9 @@ def _run(spec: dict, schedule: str, m: int, v: int, rank: int, p: int, log: list
         elapsed = time.perf_counter() - t0
         times.append(reduce_scalar(elapsed, "max"))
         spans = [(kind, st, a - t0, b - t0) for kind, st, a, b in log]
+    gate = (
+        _gradient_gate(spec, chunks, stage_ids, n_stages, step, x, m) if spec["compute"] == "real" else None
+    )
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         step()
     p2p = sum(1 for e in prof.events() if e.name in P2P_OPS)
@@ -145,8 +148,28 @@ def _run(spec: dict, schedule: str, m: int, v: int, rank: int, p: int, log: list
         "times_s": times,
         "ideal_s": reduce_scalar(m * ideal_chunk_s, "max"),
         "p2p_messages": int(reduce_scalar(p2p, "sum")),  # sends + receives of one step, all ranks
+        "gradient_gate": None if gate is None else reduce_scalar(gate, "max"),
         "spans": spans,  # the last timed step of this rank
     }
+
+
+def _gradient_gate(spec: dict, chunks: dict, stage_ids, n_stages: int, step, x, m: int) -> float:
+    """Largest |gradient − reference| of this rank's chunks after one pipelined step; the
+    reference runs every chunk (rebuilt from the same seeds) in one process on the same
+    micro-batches, the loss averaged over them as the schedule does."""
+    import torch
+
+    for chunk in chunks.values():
+        chunk.zero_grad(set_to_none=True)
+    step()
+    whole = torch.nn.Sequential(*(_chunk(spec, s, len(chunks[stage_ids[0]]), []) for s in range(n_stages)))
+    whole.to(x.device)
+    sum(whole(xm).pow(2).mean() for xm in x.chunk(m)).div(m).backward()
+    return max(
+        float((p.grad - r.grad).abs().max())
+        for s in stage_ids
+        for p, r in zip(chunks[s].parameters(), whole[s].parameters())
+    )
 
 
 def _ideal(spec: dict, chunks: dict, stage_ids) -> float:

@@ -221,3 +221,50 @@ def a15_offload_table():
                 }
             )
     return pd.DataFrame(rows)
+
+
+def _best_row(cfg, n_devices: int, global_batch: int, **assumptions) -> dict:
+    plans = layouts.plan(cfg, cluster=cluster(n_devices), global_batch=global_batch, top=1, **assumptions)
+    if plans.empty:
+        return {"layout": "nothing fits"}
+    r = plans.iloc[0]
+    terms = ("compute_s", "recompute_s", "pp_bubble_s", "tp_comm_s", "pp_p2p_s", "dp_exposed_s", "step_s")
+    return {
+        "layout": layout_label(r),
+        **{k: r[k] for k in terms},
+        "memory_gib": r.memory_gib,
+        "mfu_palm": r.mfu_palm,
+    }
+
+
+def planner_answers():
+    """The planner's best layout and its step-time terms for ``stated.PLANNER_CASES``."""
+    import pandas as pd
+
+    rows = []
+    for case in stated.PLANNER_CASES:
+        cfg = preset(case["preset"])
+        rows.append(
+            {
+                "preset": case["preset"],
+                "devices": case["devices"],
+                "global_batch": case["global_batch"],
+                **_best_row(cfg, case["devices"], case["global_batch"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def planner_sensitivity():
+    """The last planner case's best layout with each assumption of ``stated.PLANNER_SENSITIVITY``
+    varied alone: which conclusions depend on an unmeasured number."""
+    import pandas as pd
+
+    case = stated.PLANNER_CASES[-1]
+    cfg = preset(case["preset"])
+    rows = []
+    for name, values in stated.PLANNER_SENSITIVITY.items():
+        for value in values:
+            best = _best_row(cfg, case["devices"], case["global_batch"], **{name: value})
+            rows.append({"assumption": name, "value": value, **best})
+    return pd.DataFrame(rows)

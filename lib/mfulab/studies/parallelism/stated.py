@@ -62,3 +62,19 @@ A100_CLUSTER = {
     "intra_node": (5e-6, 300e9),
     "inter_node": (10e-6, 25e9),
 }
+
+# The planner's answers the notebook shows: the article's 13B on 8 cards (A17/A19), its A10
+# example (13B on 128 cards: what layout the planner picks against TP 8 × DP 16), and a 70B on
+# 1024 cards; global batch: one sequence per card, at least 64 (our assumption).
+PLANNER_CASES = (
+    {"preset": "llama2-13b", "devices": 8, "global_batch": 64},
+    {"preset": "llama2-13b", "devices": 128, "global_batch": 512},
+    {"preset": "llama2-70b", "devices": 1024, "global_batch": 1024},
+)
+# The planner's assumptions varied one at a time around their defaults (layouts.plan), for the
+# 70B case: each row's best layout and step.
+PLANNER_SENSITIVITY = {
+    "compute_efficiency": (0.35, 0.5, 0.65),
+    "dp_overlap": (0.0, 0.5, 0.8, 1.0),
+    "memory_margin": (0.05, 0.1, 0.2),
+}
