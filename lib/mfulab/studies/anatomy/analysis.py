@@ -28,6 +28,16 @@ PROFILER_TO_B2 = {
 }
 
 
+# the loss each knob of the ladder targets (its credit in B15)
+KNOB_TARGETS = {
+    "format + workers": "data wait",
+    "buckets": "communication wait",
+    "overlap": "communication wait",
+    "fused attention": "compute",
+    "background checkpoint": "checkpoint / other",
+}
+
+
 def step_categories(row: dict) -> dict:
     """One step's seconds in B2's four categories from its timestamps (they sum to the step):
     the communication wait is what backward did not hide; the straggler's injected delay (B13)
@@ -138,6 +148,8 @@ def ladder_table(records: dict):
     timings = rung_timings(records)
     cats = rows_table(records).query("record != 'warmup' and record != 'profiled'")
     per_cat = cats.groupby(["record", "category"]).seconds.mean().unstack()
+    raw = [r for rank in records["job"]["ranks"] for r in rank["rows"]]
+    buckets = {rung: max(r["hook_calls"] for r in raw if r["record"] == rung) for rung in records["ladder"]}
     rows, prev = [], None
     for rung in records["ladder"]:
         t = timings[rung]
@@ -148,6 +160,7 @@ def ladder_table(records: dict):
             else f"+ {rung}",
             "step_s": t.median_s,
             "step_iqr_s": t.iqr_s,
+            "buckets_per_step": buckets[rung],
             "mfu": mfu_of(records, t.median_s),
             **{f"{c}_s": per_cat.loc[rung, c] for c in CATEGORIES},
         }
@@ -159,7 +172,12 @@ def ladder_table(records: dict):
                 speedup_lo=c.ratio_lo,
                 speedup_hi=c.ratio_hi,
                 change=c.verdict,
-                shrank_most=max(shrink, key=shrink.get),
+                gain_s=timings[prev].median_s - t.median_s,
+                targets=KNOB_TARGETS[rung],
+                # which category shrank most, only where the step's change is outside the noise
+                shrank_most=max(shrink, key=shrink.get)
+                if c.verdict != "inconclusive"
+                else "— (no clear change)",
             )
         rows.append(row)
         prev = rung
@@ -173,17 +191,19 @@ def ladder_table(records: dict):
 
 
 def b15_gain_shares(records: dict) -> dict:
-    """Naive → last rung: the step's gain and the share of it from each category's shrinking."""
+    """Naive → last rung: the step's gain, each knob's measured gain (its rung's median step
+    against the rung before) credited to the loss the knob targets (``KNOB_TARGETS``), and the
+    share the article credits — communication (buckets, overlap) and data IO (format + workers)."""
     table = ladder_table(records).set_index("rung")
     first, last = records["ladder"][0], records["ladder"][-1]
-    gain_s = table.step_s[first] - table.step_s[last]
-    shrink = {c: table[f"{c}_s"][first] - table[f"{c}_s"][last] for c in CATEGORIES}
-    total = sum(shrink.values())
+    knobs = table.dropna(subset=["speedup"])
+    by_target = knobs.groupby("targets").gain_s.sum().to_dict()
+    credited = sum(v for k, v in by_target.items() if k in ("communication wait", "data wait"))
     return {
-        "gain_s": gain_s,
+        "gain_s": table.step_s[first] - table.step_s[last],
         "speedup": table.step_s[first] / table.step_s[last],
-        "shrink_s": shrink,
-        "shrink_total_s": total,
+        "gain_by_target_s": by_target,
+        "comm_data_share": credited / knobs.gain_s.sum() if knobs.gain_s.sum() > 0 else float("nan"),
     }
 
 
@@ -195,6 +215,17 @@ def straggler_table(records: dict):
     table = df.groupby(["record", "rank", "category"]).seconds.mean().unstack().reset_index()
     table["step_s"] = table[list(CATEGORIES)].sum(axis=1)
     return table
+
+
+def b13_propagation(records: dict) -> dict:
+    """How much of the straggler's delay the healthy ranks lose: their mean step with it minus
+    without, over the delay (1: fully synchronous; 0: unaffected)."""
+    t = straggler_table(records)
+    s = records["job"]["straggler"]
+    last = records["ladder"][-1]
+    healthy = t[t["rank"] != s["rank"]]
+    rise = healthy[healthy.record == STRAGGLER].step_s.mean() - healthy[healthy.record == last].step_s.mean()
+    return {"healthy_rise_s": rise, "delay_s": s["delay_s"], "propagated": rise / s["delay_s"]}
 
 
 def b13_comparison(records: dict):

@@ -1,6 +1,6 @@
 """The ``anatomy`` training job, on every rank under torchrun: the reference GPT under
 ``DistributedDataParallel`` (gloo on CPU, NCCL on CUDA), fed by a ``DataLoader`` over the corpus
-(a ``DistributedSampler`` gives each rank its share), with a checkpoint every k steps.
+(a ``DistributedSampler`` gives each rank its share), with checkpoints.
 
 One :class:`Trainer` per rung of the B15 ladder (``LADDER``: each rung turns on one knob), all
 built up front, so that the rounds can interleave them: in each round every rung (and the B13
@@ -9,9 +9,12 @@ same seed on every rank. A block's time is the slowest rank's (``launch.reduce_s
 
 Per step and per rank, explicit timestamps split the step into data wait (the batch from the
 loader, to the device), compute (forward, backward, optimizer), communication wait and
-checkpoint / other. The communication wait is measured through a DDP comm hook: the time a
-blocking hook (no overlap) spends waiting for its all-reduce, plus the time ``backward()`` still
-runs after the last hook returned (the all-reduces backward did not hide). The same steps are
+checkpoint / other. Each block writes one checkpoint, after its middle step: a background write
+then has steps to hide behind, and the block's timer waits for it before it stops. The B13
+straggler sleeps before its forward, so the other ranks wait for it inside the same step's
+all-reduces. The communication wait is measured through a DDP comm hook: the time a blocking
+hook (no overlap) spends waiting for its all-reduce, plus the time ``backward()`` still runs
+after the last hook returned (the all-reduces backward did not hide). The same steps are
 annotated for ``torch.profiler`` (``data``, ``mfulab.ddp_backward``, ``mfulab.comm_wait``,
 ``mfulab.checkpoint``: see ``opprofile.RULES``) so that the profiler's split can be set beside it.
 """
@@ -124,7 +127,7 @@ class Trainer:
         self.overlap, self.fused = bool(knobs.get("overlap")), bool(knobs.get("fused"))
         self.background = BackgroundCheckpointer() if knobs.get("background") else None
         self.ckpt = Path(spec["corpus_dir"]) / f"ckpt-rank{rank}-{name.replace(' ', '_').replace('+', '')}.pt"
-        self.steps, self.rows = 0, []
+        self.steps, self.block_step, self.rows = 0, 0, []
 
     def _forever(self):
         epoch = 0
@@ -141,7 +144,11 @@ class Trainer:
         from ...timing import autocast, synchronize
 
         dev = self.device
-        t0 = time.perf_counter()
+        t0 = t_delay = time.perf_counter()
+        if delay_s:  # before the forward: the other ranks wait for it in this step's all-reduces
+            with record_function("mfulab.straggler"):
+                time.sleep(delay_s)
+            t_delay = time.perf_counter()
         with record_function("data"):
             x = next(self.batches).to(dev, non_blocking=True)
             synchronize(dev)
@@ -160,14 +167,12 @@ class Trainer:
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         synchronize(dev)
-        t4 = time.perf_counter()
-        t5 = t4
-        if delay_s:
-            with record_function("mfulab.straggler"):
-                time.sleep(delay_s)
-            t5 = time.perf_counter()
+        t4 = t5 = time.perf_counter()
         self.steps += 1
-        checkpoint = self.steps % self.spec["checkpoint_every"] == 0
+        self.block_step += 1
+        # one checkpoint per block, in its middle: a background write has steps to hide behind,
+        # and the block's timer waits for it (ckptio.BackgroundCheckpointer.wait) before it stops
+        checkpoint = record != "warmup" and self.block_step == max(1, self.spec["block_steps"] // 2)
         if checkpoint:
             with record_function("mfulab.checkpoint"):
                 if self.background is not None:
@@ -181,12 +186,12 @@ class Trainer:
             "rank": self.rank,
             "step": self.steps,
             "start_s": t0,
-            "data_s": t1 - t0,
+            "data_s": t1 - t_delay,
             "forward_s": t2 - t1,
             "backward_s": t3 - t2,
             "comm_wait_s": comm_s,
             "optimizer_s": t4 - t3,
-            "straggler_s": t5 - t4,
+            "straggler_s": t_delay - t0,
             "checkpoint": checkpoint,
             "checkpoint_s": t6 - t5,
             "step_s": t6 - t0,
@@ -209,9 +214,12 @@ def _block(trainer, steps: int, delay_s: float, record: str) -> float:
     from ...launch import reduce_scalar
 
     dist.barrier()
+    trainer.block_step = 0
     t0 = time.perf_counter()
     for _ in range(steps):
         trainer.step(delay_s=delay_s, record=record)
+    if trainer.background is not None:  # the block's background write ends inside its time
+        trainer.background.wait()
     return reduce_scalar(time.perf_counter() - t0, "max") / steps
 
 
@@ -246,6 +254,7 @@ def anatomy_worker(spec: dict) -> dict:
             delay = delay_s if label == STRAGGLER and rank == world - 1 else 0.0
             samples[label].append(_block(trainer, spec["block_steps"], delay, label))
     naive = trainers[LADDER[0][0]]
+    naive.block_step = -1  # the profiler's first (left-out) step, then a block with its checkpoint
     trace = Path(spec["trace_dir"]) / f"anatomy_naive_rank{rank}.json.gz"
     n_before = len(naive.rows)
     profile = opprofile.profile_steps(
