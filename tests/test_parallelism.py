@@ -73,7 +73,14 @@ def test_smoke_notebook(run_cli, tmp_path):
     assert metrics["gradient_gate_max_abs_diff"] < 1e-4  # FSDP2, TP and SP compute what DDP / the block does
     pipe = (out / "tables" / "pipeline.csv").read_text()
     assert "real" in pipe  # the real-compute pipeline ran; its gradients are in the gate above
-    sharding = (out / "tables" / "sharding.csv").read_text()
-    assert "fsdp_full" in sharding
+    import pandas as pd
+
+    sharding = pd.read_csv(out / "tables" / "sharding.csv")
+    # counted collective buffers and bytes held equal their formulas exactly, every config and m
+    assert (sharding.traffic_elements == sharding.traffic_formula_elements).all()
+    assert (sharding.peak_bytes == sharding.peak_formula_bytes).all()
+    assert set(sharding.config) == {"ddp", "fsdp_grad_op", "fsdp_full"}
+    pipeline_table = pd.read_csv(out / "tables" / "pipeline.csv")
+    assert (pipeline_table.p2p_messages == pipeline_table.p2p_messages_formula).all()
     figures = {p.name for p in (out / "figures").iterdir()}
     assert {"bubble.png", "pipeline_timeline.png", "sharding.png"} <= figures
