@@ -218,14 +218,30 @@ def straggler_table(records: dict):
 
 
 def b13_propagation(records: dict) -> dict:
-    """How much of the straggler's delay the healthy ranks lose: their mean step with it minus
-    without, over the delay (1: fully synchronous; 0: unaffected)."""
-    t = straggler_table(records)
+    """Whether the healthy ranks run at the straggler's pace: with the straggler on, each
+    rank's mean step time (its own wall clock per step), the healthy ranks' over the straggler's
+    (1: lockstep, as a synchronous job runs; 1/(1 + delay share) if they did not wait), and how
+    much their step rose against the delay (below 1 on a CPU: the sleeping rank frees a core, so
+    the others compute faster while they wait)."""
     s = records["job"]["straggler"]
     last = records["ladder"][-1]
-    healthy = t[t["rank"] != s["rank"]]
-    rise = healthy[healthy.record == STRAGGLER].step_s.mean() - healthy[healthy.record == last].step_s.mean()
-    return {"healthy_rise_s": rise, "delay_s": s["delay_s"], "propagated": rise / s["delay_s"]}
+    rows = [r for rank in records["job"]["ranks"] for r in rank["rows"]]
+
+    def mean_step(record, healthy):
+        steps = [r["step_s"] for r in rows if r["record"] == record and (r["rank"] != s["rank"]) == healthy]
+        return sum(steps) / len(steps)
+
+    healthy_on, straggler_on = mean_step(STRAGGLER, True), mean_step(STRAGGLER, False)
+    rise = healthy_on - mean_step(last, True)
+    return {
+        "healthy_step_s": healthy_on,
+        "straggler_step_s": straggler_on,
+        "lockstep": healthy_on / straggler_on,
+        "independent": 1 / (1 + s["delay_s"] / s["base_step_s"]),
+        "healthy_rise_s": rise,
+        "delay_s": s["delay_s"],
+        "propagated": rise / s["delay_s"],
+    }
 
 
 def b13_comparison(records: dict):
