@@ -121,7 +121,7 @@ def claims(records: dict | None, p: Params | None = None) -> list[Claim]:
             "three or more are present: the run shows the split"
             if verdict == "shown"
             else f"fewer than three are present ({'; '.join(absent)}), so this run cannot show the split; "
-            "the planned anatomy chapter builds a run with every category"
+            "the anatomy chapter (notebook 08) measures a run with every category"
         )
         out.append(
             Claim(
