@@ -20,8 +20,17 @@ WORKER = "mfulab.studies.anatomy.worker:anatomy_worker"  # the job every rank ru
 
 
 def write_corpus(p: Params) -> dict:
-    """The corpus in the naive and the good format under ``p.scratch_dir``."""
+    """The corpus in the naive and the good format under ``p.scratch_dir``. Under an outer
+    torchrun or Slurm job every rank measures in its own process: each writes its own copy (the
+    same seed, the same bytes) in ``rank<R>/``, so that no rank reads a file another is writing,
+    and a rank on another node has its corpus on its own disk."""
+    import os
+
+    from ...launch import in_distributed_env
+
     root = Path(p.scratch_dir)
+    if in_distributed_env():
+        root = root / f"rank{os.environ['RANK']}"
     samples = synthetic_corpus(n_samples=p.n_samples, mean_bytes=p.mean_bytes, length_sigma=0.8, seed=0)
     check_free_space(root, estimate_bytes(samples) * 2)
     written = {
