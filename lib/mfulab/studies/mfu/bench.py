@@ -13,7 +13,6 @@ time before the first step (model build) is start-up. ``measure`` returns plain 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from pathlib import Path
@@ -150,6 +149,7 @@ def op_profile(
 
     from ... import opprofile
     from ...model import GPT
+    from ...procs import native_stderr_filtered
     from ...timing import autocast
 
     torch.manual_seed(0)
@@ -169,38 +169,12 @@ def op_profile(
         loss.item()
 
     trace = Path(tempfile.mkdtemp(prefix="mfulab-trace-")) / "mfu_train_step.json.gz"
-    with kineto_notices_dropped():
+    with native_stderr_filtered():  # kineto's "USDT:" start/stop lines would fill the notebook
         out = opprofile.profile_steps(
             step, steps=p.profile_steps, device=device, trace_path=trace, max_trace_bytes=p.trace_max_bytes
         )
     out["benchmark_version"] = BENCHMARK_VERSION["op_profile"]
     return out
-
-
-@contextlib.contextmanager
-def kineto_notices_dropped():
-    """Kineto writes a ``USDT:`` line to stderr (file descriptor 2) when a profile starts and
-    when it stops: noise in the notebook, which profiles in its own process. Inside this context
-    fd 2 goes to a temporary file; on leaving, everything else written there goes on to stderr."""
-    import os
-    import sys
-    import tempfile
-
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            tmp.seek(0)
-            lines = tmp.read().decode(errors="replace").splitlines(keepends=True)
-            kept = "".join(line for line in lines if not line.startswith("USDT:"))
-            if kept:
-                sys.stderr.write(kept)
 
 
 def measure(p: Params) -> dict:
