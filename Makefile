@@ -46,7 +46,7 @@ help:
 	@echo "make readme              rewrite README.md's course table from the study registry"
 	@echo "make <study>             one study, e.g. make mfu PROFILE=gpu ARGS=\"-p seq_len 2048\""
 	@echo "make <study> FROM=DIR    analyse measurements taken elsewhere (python -m mfulab measure ...)"
-	@echo "make compare             machines side by side (notebook 07) into results/comparison/"
+	@echo "make compare             machines side by side (notebook 11) into results/comparison/"
 	@echo "make html                the course as a static site, one book per machine in site/<machine>/"
 	@echo "                         (SITE_MACHINE=... for one); works offline, from the file system"
 	@echo "make check-gpu           first run on a GPU machine: environment, CUDA tests, a tiny cuda run"
