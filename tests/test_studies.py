@@ -108,11 +108,18 @@ def test_typed_parameters_check_types():
 def test_nothing_outside_a_study_package_names_a_study():
     """Adding a study touches only its package, notebook and YAML files: no core module
     lists study ids or imports a study package (the registry discovers them)."""
+    from mfulab.cli import _parser
+
     ids = [s for s in REGISTRY if s != "compare"]
+    # `python -m mfulab predict` is a command of the library (predict.py), named like the study
+    # that validates it: the command line may name its own commands
+    commands = set(next(a for a in _parser()._actions if a.dest == "command").choices)
     for path in LIB.glob("*.py"):
         text = path.read_text()
         assert "mfulab.studies." not in text and "from .studies." not in text, path.name
         for study_id in ids:
+            if path.name == "cli.py" and study_id in commands:
+                continue
             assert not re.search(rf"[\"']{study_id}[\"']", text), f"{path.name} names study {study_id!r}"
 
 

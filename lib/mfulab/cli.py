@@ -1,4 +1,5 @@
-"""Command line: ``python -m mfulab list | run | all | measure | site | calibrate | stability | check``.
+"""Command line: ``python -m mfulab list | run | all | measure | site | calibrate | stability | check``
+and ``predict``.
 
 - ``run STUDY --profile P [-p NAME VALUE ...] [--from DIR] [--if-changed]``: what
   ``make <study>`` calls (runner.run): validates every parameter first (bad input exits 2
@@ -8,6 +9,8 @@
   headless, with no Jupyter stack: the seam for clusters (one ``torchrun`` per node).
 - ``check gpu|node``: the first run on a new GPU machine or node (:mod:`mfulab.check`).
 - ``calibrate [--setting S] [--refresh]``: this machine's calibration, read by every study.
+- ``predict --preset P --devices N --device D --global-batch B [--tp --pp ...] [--search]``:
+  a layout's predicted step time, breakdown and MFU (:mod:`mfulab.predict_cli`).
 - ``list``: the studies, their notebooks and profiles.
 - ``site [--machine M] [--out DIR] [--screenshots DIR]``: the executed notebooks of every
   ``results/<machine>/`` (or of M) as a static site, one book per machine, in ``site/``.
@@ -86,6 +89,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p_check.add_argument("kind", choices=["gpu", "node"])
     p_check.add_argument("--out", help="where the details go (default: scratch/check-<kind>/)")
+    p_pred = sub.add_parser(
+        "predict", help="predicted step time and MFU of a layout (or --search for the best)"
+    )
+    from .predict_cli import add_arguments
+
+    add_arguments(p_pred)
     p_meas = sub.add_parser("measure", help="run only the measurement, headless")
     p_meas.add_argument("study")
     p_meas.add_argument("-f", "--file", required=True, help="studies/<study>/<profile>.yaml")
@@ -209,6 +218,10 @@ def main(argv=None) -> int:
         elif args.command == "calibrate":
             runner.main_guard_malloc(argv)
             calibrate(args)
+        elif args.command == "predict":
+            from .predict_cli import main as predict_main
+
+            predict_main(args)
         elif args.command == "list":
             print(course_table()) if args.markdown else _list()
         elif args.command == "readme":

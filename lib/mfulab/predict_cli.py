@@ -1,0 +1,158 @@
+"""``python -m mfulab predict``: one layout's predicted step, term by term, or (``--search``) the
+planner's layouts ranked by the predictor (:mod:`predict`, :mod:`layouts`)."""
+
+from __future__ import annotations
+
+from . import predict
+from .config import ParameterError, preset
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--preset", required=True, help="a config.preset name, e.g. llama2-70b")
+    p.add_argument("--devices", type=int, required=True, help="devices in the job")
+    p.add_argument("--device", help="a devices.yaml key, e.g. h100-sxm (optional with --calibration)")
+    p.add_argument("--global-batch", type=int, required=True, help="sequences per optimizer step")
+    p.add_argument("--seq-len", type=int, help="tokens per sequence (default: the preset's)")
+    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--pp", type=int, default=1)
+    p.add_argument("--vpp", type=int, default=1, help="model chunks per pipeline rank (interleaved 1F1B)")
+    p.add_argument("--micro-batch", type=int, default=1)
+    p.add_argument("--recompute", default="none", choices=predict.RECOMPUTES)
+    p.add_argument("--sequence-parallel", action="store_true")
+    p.add_argument("--zero-stage", type=int, default=0, choices=(0, 1, 2, 3))
+    p.add_argument("--devices-per-node", type=int, default=8)
+    p.add_argument("--attention", default="flash", choices=predict.ATTENTIONS)
+    p.add_argument("--no-overlap", action="store_true", help="the DP reduction waits for the backward")
+    p.add_argument(
+        "--calibration", help="results/<machine>/calibration: measured figures replace datasheet ones"
+    )
+    p.add_argument("--dtype", default="bf16")
+    p.add_argument("--search", action="store_true", help="rank every layout the planner finds")
+    p.add_argument("--top", type=int, default=10, help="layouts --search prints")
+
+
+def _common(args) -> dict:
+    return dict(
+        device=args.device,
+        devices_per_node=args.devices_per_node,
+        calibration=args.calibration,
+        overlap=not args.no_overlap,
+        attention=args.attention,
+        dtype=args.dtype,
+    )
+
+
+def breakdown_text(out: dict) -> str:
+    """The terms of one prediction as an aligned table, then the utilisations."""
+    lines = [f"{'term':<20} {'seconds':>10} {'share':>7}"]
+    for term in predict.TERMS:
+        lines.append(f"{term.removesuffix('_s'):<20} {out[term]:>10.4f} {out[term] / out['step_s']:>7.1%}")
+    lines.append(f"{'step':<20} {out['step_s']:>10.4f} {1:>7.0%}")
+    fits = "unknown (no memory size)" if out["fits"] is None else ("yes" if out["fits"] else "NO")
+    lines += [
+        "",
+        f"tokens/s {out['tokens_per_s']:,.0f}   "
+        f"model TFLOP/s per device {out['model_tflops_per_device']:.1f}",
+        f"MFU {out['mfu_palm']:.1%} (PaLM: 6N + attention)   {out['mfu_megatron']:.1%} (Megatron)",
+        f"HFU {out['hfu_palm']:.1%} (PaLM)   {out['hfu_megatron']:.1%} (Megatron, counting recompute)",
+        f"memory {out['memory_gib']:.1f} GiB per device; fits: {fits}",
+        "sources: " + "; ".join(f"{k}: {v}" for k, v in out["sources"].items() if v and k != "notes"),
+    ]
+    return "\n".join(lines)
+
+
+def search(cfg, args):
+    """Every layout ``layouts.candidate_layouts`` finds (TP up to a node), predicted; the ones
+    that fit, fastest first."""
+    import pandas as pd
+
+    from .layouts import candidate_layouts
+
+    rows = []
+    for lay in candidate_layouts(
+        cfg, n_devices=args.devices, global_batch=args.global_batch, max_tp=args.devices_per_node
+    ):
+        try:
+            out = predict.step_time(
+                cfg,
+                n_devices=args.devices,
+                tp=lay["tp"],
+                pp=lay["pp"],
+                vpp=lay["v"],
+                micro_batch=lay["micro_batch"],
+                global_batch=args.global_batch,
+                recompute=lay["recompute_policy"],
+                sequence_parallel=lay["tp"] > 1,
+                zero_stage=lay["zero_stage"],
+                **_common(args),
+            )
+        except ParameterError:
+            continue
+        if out["fits"] is False:
+            continue
+        rows.append(
+            {
+                **{
+                    k: lay[k]
+                    for k in ("tp", "pp", "dp", "v", "micro_batch", "zero_stage", "recompute_policy")
+                },
+                "step_s": out["step_s"],
+                "mfu_palm": out["mfu_palm"],
+                "memory_gib": out["memory_gib"],
+            }
+        )
+    if not rows:
+        raise ParameterError("no layout of these devices fits memory and splits the batch")
+    return pd.DataFrame(rows).sort_values(["step_s", "memory_gib"], ignore_index=True)
+
+
+def main(args) -> None:
+    cfg = preset(args.preset)
+    if args.seq_len:
+        cfg = cfg.with_(seq_len=args.seq_len)
+    if args.search:
+        df = search(cfg, args).head(args.top)
+        print(
+            f"{cfg.name} on {args.devices} × {args.device or 'calibrated device'}, global batch "
+            f"{args.global_batch}:"
+        )
+        print(
+            df.to_string(
+                index=False,
+                formatters={
+                    "step_s": "{:.3f}".format,
+                    "mfu_palm": "{:.1%}".format,
+                    "memory_gib": "{:.1f}".format,
+                },
+            )
+        )
+        return
+    out = predict.step_time(
+        cfg,
+        n_devices=args.devices,
+        tp=args.tp,
+        pp=args.pp,
+        vpp=args.vpp,
+        micro_batch=args.micro_batch,
+        global_batch=args.global_batch,
+        recompute=args.recompute,
+        sequence_parallel=args.sequence_parallel,
+        zero_stage=args.zero_stage,
+        **_common(args),
+    )
+    if out["fits"] is False:
+        raise ParameterError(
+            f"the layout needs {out['memory_gib']:.1f} GiB per device, more than "
+            f"{1 - out['assumptions']['memory_margin']:.0%} "
+            f"of the device's {out['device_memory_gib']:.0f} GiB: raise tp/pp, the ZeRO stage or recompute, "
+            "or lower the micro-batch"
+        )
+    lay = out["layout"]
+    print(
+        f"{cfg.name} (seq {cfg.seq_len}) on {args.devices} × {args.device or 'calibrated device'}: TP "
+        f"{lay['tp']} · "
+        f"PP {lay['pp']} (v {lay['vpp']}) · DP {lay['dp']}, micro-batch {lay['micro_batch']} × {lay['m']} "
+        "per step, "
+        f"{out['schedule']}"
+    )
+    print(breakdown_text(out))

@@ -1,0 +1,275 @@
+"""The machine figures the predictor (:mod:`predict`) runs on, and the assumptions it makes
+without a measurement, each with its default's source.
+
+A device's figures come from its ``devices.yaml`` entry (dense peak, memory bandwidth and size)
+and :data:`INTERCONNECTS` (link bandwidth per direction inside a node and per device between
+nodes). The achievable fraction of each is an assumption (:class:`Assumptions`). A calibration
+folder ``results/<machine>/calibration`` (:mod:`calibration`) replaces them by this machine's
+measurements:
+
+- matmul: R∞ and t₀ of t = t₀ + F/R∞ fitted to the calibration's square matmuls (Hockney's
+  r∞ and n½ = t₀·R∞; Hockney & Jesshope 1988, §1.3.3), in place of
+  ``matmul_efficiency`` · peak and ``matmul_latency_s``;
+- memory: the copy-bandwidth plateau, in place of ``memory_efficiency`` · datasheet;
+- links: the all-reduce α–β of the largest rank count measured on this node, in place of the
+  intra-node datasheet link. A calibration of one node says nothing of the network between
+  nodes: that stays the datasheet figure, and ``sources`` says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .config import ParameterError
+
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """What the predictor assumes where nothing is measured (defaults and their sources)."""
+
+    # R∞ of large bf16 GEMMs over the dense datasheet peak. stas00's MAMF finder measured the
+    # best achievable matmul at 267.9 of 312 TFLOP/s on A100 SXM (86%) and 794.5 of 989 on
+    # H100 SXM (80%) (ml-engineering, compute/accelerator, "Maximum Achievable FLOPS"); 0.8 is
+    # the lower of the two.
+    matmul_efficiency: float = 0.8
+    # t₀: launch and tail of one GEMM kernel, ~ the 5 µs of a CUDA kernel launch round trip.
+    matmul_latency_s: float = 5e-6
+    # FlashAttention-2 forward + backward reaches 50–73% of A100 peak (Dao 2023, §4.1), against
+    # ~86% for a plain GEMM: ~0.7 of R∞.
+    flash_attention_efficiency: float = 0.7
+    # achieved over datasheet memory bandwidth for streaming kernels: a device-to-device copy on
+    # A100 80GB reaches ~1.7 of 2.04 TB/s (our assumption, the order nvbandwidth reports).
+    memory_efficiency: float = 0.85
+    # NCCL all-reduce bus bandwidth over the per-direction link: nccl-tests on DGX A100 reach
+    # ~230 GB/s busbw of NVLink3's 300 GB/s (0.77); over InfiniBand ~0.8 of line rate.
+    link_efficiency: float = 0.78
+    # per ring step latency inside a node and between nodes (the order of NCCL's small-message
+    # latencies; the parallelism study's A100 cluster uses the same figures)
+    alpha_intra_s: float = 5e-6
+    alpha_inter_s: float = 10e-6
+    # backward moves ~2× the forward's bytes in memory-bound kernels: it reads the saved input
+    # and the incoming gradient and writes the outgoing one (our assumption)
+    backward_traffic_factor: float = 2.0
+    # fp32 cross-entropy over the vocabulary-parallel logits: cast, softmax and its gradient,
+    # 5 passes of 4 bytes per logit (Megatron's vocab_parallel_cross_entropy; our count)
+    loss_bytes_per_logit: float = 20.0
+    # Adam over fp32 master weights: read param, grad, m, v (16 B), write param, m, v (12 B)
+    # and the bf16 copy (2 B), plus the gradient-norm read (4 B) and zeroing (4 B)
+    optimizer_bytes_per_param: float = 38.0
+    # bytes per element of activations and TP/PP messages (bf16), and of the reduced gradients
+    bytes_per_elem: float = 2.0
+    grad_bytes_per_elem: float = 2.0
+    # share of the backward that DP buckets hide under (layouts.py's default; our assumption)
+    dp_overlap: float = 0.8
+    # bytes per DP all-reduce call: PyTorch DDP's bucket_cap_mb = 25 (each call pays α)
+    dp_bucket_bytes: float = 25 * 2**20
+    # share of the pipeline's point-to-point time on the critical path (Megatron's 1F1B waits
+    # for each send/receive pair: all of it)
+    pp_p2p_exposed: float = 1.0
+    # seconds per step the devices wait for data (0: a prefetching loader hides it)
+    data_s: float = 0.0
+    # memory kept free for fragmentation and runtime buffers (layouts.py's default)
+    memory_margin: float = 0.1
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    """Per-direction link bandwidth of one device inside its node and to other nodes."""
+
+    intra_node_bytes_per_s: float
+    inter_node_bytes_per_s: float
+    source: str
+    approximate: bool = False
+
+
+_A100 = Interconnect(
+    300 * GB,
+    25 * GB,
+    "NVIDIA A100 datasheet: NVLink3 600 GB/s bidirectional; DGX A100: one 200 Gb/s HDR InfiniBand "
+    "HCA per GPU",
+)
+_H100 = Interconnect(
+    450 * GB,
+    50 * GB,
+    "NVIDIA H100 datasheet: NVLink4 900 GB/s bidirectional; DGX H100: one 400 Gb/s NDR InfiniBand "
+    "port per GPU",
+)
+INTERCONNECTS: dict[str, Interconnect] = {
+    "a100": _A100,
+    "a100-sxm-40gb": _A100,
+    "a800-sxm-80gb": Interconnect(
+        200 * GB, 25 * GB, "A800: the A100 with NVLink cut to 400 GB/s bidirectional"
+    ),
+    "h100-sxm": _H100,
+    "h200": _H100,
+    "h800": Interconnect(200 * GB, 50 * GB, "H800: the H100 SXM with NVLink cut to 400 GB/s bidirectional"),
+    "b200": Interconnect(
+        900 * GB, 50 * GB, "NVIDIA HGX B200: NVLink5 1.8 TB/s bidirectional per GPU; 400 Gb/s per GPU network"
+    ),
+    "ascend-910b": Interconnect(
+        196 * GB,
+        25 * GB,
+        "approximate: Huawei Atlas 800T A2, HCCS 392 GB/s bidirectional per NPU and 200 Gb/s RoCE per NPU "
+        "(vendor briefings, no datasheet)",
+        approximate=True,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Link:
+    alpha_s: float
+    bytes_per_s: float | None  # None: no figure for this device (a layout that needs it is refused)
+
+
+@dataclass(frozen=True)
+class Rates:
+    """The figures one prediction runs on, and where each came from."""
+
+    peak_flops_per_s: float  # the MFU denominator (datasheet; a CPU: its measured ceiling)
+    matmul_flops_per_s: float  # R∞
+    matmul_latency_s: float  # t₀
+    memory_bytes_per_s: float
+    memory_capacity_bytes: float | None
+    intra: Link
+    inter: Link
+    sources: dict
+
+    def link(self, span: int, devices_per_node: int) -> Link:
+        """The link of a group of ``span`` consecutive ranks (Megatron's rank order)."""
+        if span <= 1:
+            return Link(0.0, float("inf"))  # a group of one sends nothing
+        link = self.intra if span <= devices_per_node else self.inter
+        if link.bytes_per_s is None:
+            where = "inside a node" if span <= devices_per_node else "between nodes"
+            raise ParameterError(
+                f"no link bandwidth {where} for this device ({self.sources['intra_node']}): pass a "
+                "calibration measured on it, or add it to predict_rates.INTERCONNECTS with its source"
+            )
+        return link
+
+
+def fit_matmul(rows) -> tuple[float, float]:
+    """R∞ and t₀ of t = t₀ + F/R∞, least squares over a calibration's (FLOPs, median time)
+    rows (Hockney's r∞–n½ model); t₀ is clipped at 0."""
+    F = np.array([r["flops"] for r in rows], dtype=float)
+    t = np.array([r["median_s"] for r in rows], dtype=float)
+    if F.size < 2:
+        raise ParameterError("a matmul calibration needs at least two sizes to fit R∞ and t₀")
+    slope, intercept = np.polyfit(F, t, 1)
+    if slope <= 0:
+        raise ParameterError("the calibration's matmul times do not grow with the size")
+    return 1.0 / slope, max(float(intercept), 0.0)
+
+
+def read_calibration(path, dtype: str) -> dict:
+    """The parts of a calibration a prediction uses: ``path`` is one setting's file or a
+    ``results/<machine>/calibration`` folder (its ``gpu`` setting if measured, else ``cpu``);
+    the matmul of ``dtype`` (else fp32, said in ``notes``)."""
+    from .results import read_json
+
+    folder = Path(path)
+    if folder.is_file():
+        files = [folder]
+    elif folder.is_dir():
+        files = [folder / f"{name}.json" for name in ("gpu", "cpu") if (folder / f"{name}.json").exists()]
+    else:
+        raise ParameterError(f"calibration {folder} does not exist (python -m mfulab calibrate measures one)")
+    if not files:
+        raise ParameterError(f"{folder} holds no gpu.json or cpu.json calibration")
+    data = read_json(files[0])
+    parts, notes = data["parts"], []
+    key = f"matmul:{dtype}" if f"matmul:{dtype}" in parts else "matmul:fp32"
+    if key not in parts:
+        raise ParameterError(f"{files[0]} has no matmul calibration for {dtype} or fp32")
+    if key != f"matmul:{dtype}":
+        notes.append(f"no {dtype} matmul in the calibration: its fp32 one is used")
+    collectives = sorted(
+        (k for k in parts if k.startswith("collectives:")), key=lambda k: int(k.rsplit("x", 1)[1])
+    )
+    return {
+        "file": str(files[0]),
+        "device": data["stamp"].get("device"),
+        "device_name": data["stamp"].get("device_name"),
+        "matmul": parts[key],
+        "bandwidth": parts.get("bandwidth"),
+        "collectives": parts[collectives[-1]] if collectives else None,
+        "collectives_key": collectives[-1] if collectives else None,
+        "notes": notes,
+    }
+
+
+def machine_rates(device: str | None, *, dtype: str, calibration=None, assumptions: Assumptions) -> Rates:
+    """The :class:`Rates` of ``device`` (a ``devices.yaml`` key), with a calibration's
+    measurements in place of datasheet figures. Without a device, a calibration is required:
+    its measured matmul ceiling is the MFU denominator (as the CPU studies do)."""
+    from .hardware import device_spec
+
+    a = assumptions
+    spec = device_spec(device) if device else None
+    if isinstance(calibration, dict):  # already read (a study's records carry their calibration)
+        cal = {"collectives": None, "collectives_key": None, "notes": [], **calibration}
+    else:
+        cal = read_calibration(calibration, dtype) if calibration else None
+    if spec is None and cal is None:
+        raise ParameterError("name a device (devices.yaml key) or pass a calibration folder")
+    sources: dict = {}
+    if spec is not None:
+        if dtype not in spec.flops_per_s:
+            raise ParameterError(
+                f"{spec.key} has no published dense {dtype} peak; known: {', '.join(spec.flops_per_s)}"
+            )
+        peak = spec.flops_per_s[dtype]
+        sources["peak"] = f"{spec.key} datasheet, dense {dtype} ({spec.source})"
+    else:
+        peak = cal["matmul"]["best_flops_per_s"]
+        sources["peak"] = (
+            f"measured matmul ceiling ({cal['file']}): no datasheet entry for {cal['device_name']}"
+        )
+    if cal is not None:
+        r_inf, t0 = fit_matmul(cal["matmul"]["rows"])
+        sources["matmul"] = f"R∞ and t₀ fitted to {cal['file']} ({cal['matmul']['dtype']} square matmuls)"
+    else:
+        r_inf, t0 = a.matmul_efficiency * peak, a.matmul_latency_s
+        sources["matmul"] = (
+            f"matmul_efficiency {a.matmul_efficiency} × datasheet peak, t₀ {a.matmul_latency_s:g} s"
+        )
+    if cal is not None and cal["bandwidth"]:
+        mem_bw = cal["bandwidth"]["plateau_bytes_per_s"]
+        sources["memory"] = f"copy-bandwidth plateau of {cal['file']}"
+    elif spec is not None and spec.mem_bytes_per_s:
+        mem_bw = a.memory_efficiency * spec.mem_bytes_per_s
+        sources["memory"] = f"memory_efficiency {a.memory_efficiency} × {spec.key} datasheet bandwidth"
+    else:
+        raise ParameterError(
+            "no memory bandwidth: the device has no datasheet figure and no calibration measured one"
+        )
+    net = INTERCONNECTS.get(spec.key) if spec is not None else None
+    if net is not None:
+        intra = Link(a.alpha_intra_s, a.link_efficiency * net.intra_node_bytes_per_s)
+        inter = Link(a.alpha_inter_s, a.link_efficiency * net.inter_node_bytes_per_s)
+        sources["inter_node"] = f"link_efficiency {a.link_efficiency} × {net.source}"
+        sources["intra_node"] = sources["inter_node"]
+    else:
+        intra = inter = Link(0.0, None)
+        sources["inter_node"] = sources["intra_node"] = "no interconnect figure for this device"
+    if cal is not None and cal["collectives"]:
+        c = cal["collectives"]
+        intra = Link(c["alpha_s"], c["link_bytes_per_s"])
+        sources["intra_node"] = f"all-reduce α–β of {cal['file']} ({cal['collectives_key']})"
+    sources["notes"] = cal["notes"] if cal else []
+    return Rates(
+        peak_flops_per_s=peak,
+        matmul_flops_per_s=r_inf,
+        matmul_latency_s=t0,
+        memory_bytes_per_s=mem_bw,
+        memory_capacity_bytes=spec.memory_bytes if spec is not None else None,
+        intra=intra,
+        inter=inter,
+        sources=sources,
+    )

@@ -1,0 +1,211 @@
+"""The step-time predictor (mfulab.predict), its machine figures (predict_rates), the published
+runs it is validated against and its command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mfulab import flops, parallel, predict
+from mfulab.config import ParameterError, TransformerConfig
+from mfulab.predict_rates import Assumptions, Link, Rates, fit_matmul, machine_rates
+
+ROOT = Path(__file__).resolve().parents[1]
+GPT = TransformerConfig(n_layers=8, d_model=1024, n_heads=16, vocab_size=32000, seq_len=1024, name="t")
+
+
+def _rates(**kw) -> Rates:
+    base = dict(
+        peak_flops_per_s=100e12,
+        matmul_flops_per_s=80e12,
+        matmul_latency_s=5e-6,
+        memory_bytes_per_s=1e12,
+        memory_capacity_bytes=80 * 2**30,
+        intra=Link(5e-6, 200e9),
+        inter=Link(10e-6, 20e9),
+        sources={},
+    )
+    return Rates(**{**base, **kw})
+
+
+def test_gemm_time_is_latency_plus_the_slower_of_math_and_traffic():
+    r = _rates()
+    # big square: compute-bound, 2mnk / R∞ + t₀
+    assert predict.gemm_s(4096, 4096, 4096, r) == pytest.approx(5e-6 + 2 * 4096**3 / 80e12)
+    # k = 1 (an outer product): memory-bound, bytes (mk + kn + mn)·2 / BW + t₀
+    assert predict.gemm_s(4096, 4096, 1, r) == pytest.approx(5e-6 + 2 * (4096 + 4096 + 4096**2) / 1e12)
+    assert predict.gemm_s(64, 64, 64, r, count=10) == pytest.approx(
+        5e-6 + max(10 * 2 * 64**3 / 80e12, 10 * 2 * 3 * 64**2 / 1e12)
+    )
+
+
+def test_layer_matmuls_are_the_four_gemms_forward_and_twice_backward():
+    r = _rates(matmul_latency_s=0.0, memory_bytes_per_s=1e30)  # pure arithmetic
+    terms = predict.layer_terms(
+        GPT,
+        micro_batch=2,
+        tp=1,
+        sequence_parallel=False,
+        attention="unfused",
+        dropout=False,
+        rates=r,
+        a=Assumptions(),
+    )
+    T, h = 2 * 1024, 1024
+    forward_flops = 2 * T * (3 * h * h + h * h + 4 * h * h + 4 * h * h)  # QKV, proj, up, down
+    assert terms["matmul_s"] == pytest.approx(3 * forward_flops / 80e12)
+    attention_forward_flops = 2 * 2 * (2 * 16) * 1024 * 1024 * 64  # QKᵀ and A·V over the full s×s
+    assert terms["attention_s"] == pytest.approx(3 * attention_forward_flops / 80e12)
+
+
+def test_one_device_without_communication_is_compute_alone_and_pp1_has_no_bubble():
+    out = predict.step_time(GPT, n_devices=1, global_batch=4, micro_batch=2, device="a100")
+    assert out["tp_comm_s"] == out["pp_bubble_s"] == out["pp_p2p_s"] == out["dp_comm_exposed_s"] == 0
+    compute = sum(out[k] for k in ("matmul_s", "attention_s", "memory_bound_s", "recompute_s", "optimizer_s"))
+    assert out["step_s"] == pytest.approx(compute)
+    assert sum(out[k] for k in predict.TERMS) == pytest.approx(out["step_s"])
+
+
+def test_pipeline_bubble_is_p_minus_1_over_v_micro_batch_slots():
+    kw = dict(n_devices=8, pp=4, global_batch=16, micro_batch=1, device="a100")
+    one = predict.step_time(GPT, **kw)
+    two = predict.step_time(GPT, **kw, vpp=2)
+    slot = one["pp_bubble_s"] / 3  # one micro-batch on the slowest stage
+    assert two["pp_bubble_s"] == pytest.approx(1.5 * slot)
+    dp = 8 // 4
+    m = 16 // dp
+    per_mb = (
+        sum(one[k] for k in ("matmul_s", "attention_s", "memory_bound_s", "recompute_s", "tp_comm_s")) / m
+    )
+    assert slot == pytest.approx(per_mb)
+
+
+def test_tp_communication_is_the_parallel_modules_per_layer_cost():
+    out = predict.step_time(
+        GPT, n_devices=8, tp=8, global_batch=4, micro_batch=1, device="a100", sequence_parallel=True
+    )
+    a = Assumptions()
+    per_layer = parallel.tp_comm_time_per_layer(
+        GPT,
+        micro_batch=1,
+        tp=8,
+        alpha_s=a.alpha_intra_s,
+        link_bytes_per_s=a.link_efficiency * 300e9,
+        sequence_parallel=True,
+    )
+    assert out["tp_comm_s"] == pytest.approx(per_layer * GPT.n_layers * 4)
+    full = predict.step_time(
+        GPT, n_devices=8, tp=8, global_batch=4, micro_batch=1, device="a100", recompute="full"
+    )
+    # the same bytes without sequence parallelism; full recompute runs the forward's 2 again
+    assert full["tp_comm_s"] == pytest.approx(1.5 * per_layer * GPT.n_layers * 4)
+
+
+def test_mfu_conventions_and_recompute():
+    out = predict.step_time(GPT, n_devices=1, global_batch=2, device="a100", recompute="full")
+    tokens = 2 * 1024
+    assert out["mfu_palm"] == pytest.approx(
+        flops.flops_per_token(GPT, convention="palm") * tokens / (312e12 * out["step_s"])
+    )
+    assert out["hfu_megatron"] > out["mfu_megatron"] and out["hfu_palm"] > out["mfu_palm"]
+    assert out["recompute_s"] > 0
+
+
+def test_layouts_that_cannot_exist_are_refused():
+    with pytest.raises(ParameterError, match="does not divide"):
+        predict.step_time(GPT, n_devices=6, tp=4, global_batch=4, device="a100")
+    with pytest.raises(ParameterError, match="heads"):
+        predict.step_time(GPT, n_devices=24, tp=3, global_batch=8, device="a100")
+    with pytest.raises(ParameterError, match="no datasheet entry"):
+        predict.step_time(GPT, n_devices=1, global_batch=1, device="h999")
+    with pytest.raises(ParameterError, match="unknown assumption"):
+        predict.step_time(GPT, n_devices=1, global_batch=1, device="a100", no_such=1)
+    with pytest.raises(ParameterError, match="no link bandwidth"):  # no interconnect figure for an L4
+        predict.step_time(GPT, n_devices=2, tp=2, global_batch=2, device="l4")
+
+
+def test_calibration_replaces_datasheet_figures():
+    rows = [{"flops": f, "median_s": 2e-6 + f / 50e12} for f in (1e9, 1e10, 1e11)]
+    r_inf, t0 = fit_matmul(rows)
+    assert r_inf == pytest.approx(50e12) and t0 == pytest.approx(2e-6)
+    cal = {
+        "file": "x.json",
+        "device_name": "box",
+        "matmul": {"rows": rows, "best_flops_per_s": 45e12, "dtype": "bf16"},
+        "bandwidth": {"plateau_bytes_per_s": 3e11},
+    }
+    rates = machine_rates("a100", dtype="bf16", calibration=cal, assumptions=Assumptions())
+    assert rates.matmul_flops_per_s == pytest.approx(50e12) and rates.memory_bytes_per_s == 3e11
+    assert rates.peak_flops_per_s == 312e12  # MFU stays against the datasheet
+    alone = machine_rates(None, dtype="bf16", calibration=cal, assumptions=Assumptions())
+    assert alone.peak_flops_per_s == 45e12 and "measured" in alone.sources["peak"]
+
+
+def test_published_runs_load_and_cite_their_source():
+    from mfulab.studies.predict import validate
+
+    runs = validate.load_runs("studies/predict/published_runs.yaml")
+    assert len(runs) >= 15
+    for row in runs:
+        assert (
+            "arXiv" in row["citation"]
+            or "github" in row["citation"].lower()
+            or "bigscience" in row["citation"].lower()
+        )
+        assert "Table" in row["citation"] or "§" in row["citation"] or "log" in row["citation"]
+        validate.row_inputs(row)  # every row is a layout the predictor accepts
+
+
+def test_interleave_rules():
+    from mfulab.studies.predict.validate import interleave_depth
+
+    assert interleave_depth(48, 2, 48, rule="deepest") == 24
+    assert interleave_depth(48, 2, 48, rule="smallest") == 2
+    assert interleave_depth(60, 4, 56, rule="smallest") == 3
+    assert interleave_depth(10, 4, 8) == 1  # no legal depth
+
+
+def test_validation_summary_is_computed_from_the_rows(tmp_path):
+    import yaml
+
+    from mfulab.studies.predict import validate
+
+    runs = validate.load_runs("studies/predict/published_runs.yaml")[-3:]
+    for row in runs:
+        row["source"] = "fit"
+    res = validate.validation(runs, fit_sources=("fit",), fit_grid=(0.6, 0.9, 0.05))
+    s1 = validate.summary(res["table"], row_goal=0.15, median_goal=0.08)
+    assert s1["published_median_abs_error"] == pytest.approx(res["table"].error.abs().median())
+    runs[0]["published"] = {"step_s": runs[0]["published"].get("step_s", 1.0) * 3}
+    res2 = validate.validation(runs, fit_sources=("fit",), fit_grid=(0.6, 0.9, 0.05))
+    s2 = validate.summary(res2["table"], row_goal=0.15, median_goal=0.08)
+    assert s2["published_max_abs_error"] > s1["published_max_abs_error"]
+    bad = tmp_path / "runs.yaml"
+    bad.write_text(yaml.safe_dump({"runs": [{"id": "x", "source": "s", "device": "a100"}]}))
+    with pytest.raises(ParameterError, match="lacks citation"):
+        validate.load_runs(bad)
+
+
+def _cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "mfulab", "predict", *args], capture_output=True, text=True, cwd=ROOT
+    )
+
+
+def test_cli_prints_the_breakdown_and_refuses_bad_input():
+    base = ["--preset", "llama2-70b", "--devices", "1024", "--global-batch", "1024"]
+    ok = _cli(*base, "--device", "h100-sxm", "--tp", "8", "--pp", "4")
+    assert ok.returncode == 0, ok.stderr
+    assert "pp_bubble" in ok.stdout and "MFU" in ok.stdout and "Megatron" in ok.stdout
+    for args, why in (
+        (["--device", "h999", "--tp", "8"], "no datasheet entry"),
+        (["--device", "h100-sxm", "--tp", "3"], "does not divide"),
+        (["--device", "h100-sxm", "--tp", "1"], "GiB per device"),
+    ):
+        bad = _cli(*base, *args)
+        assert bad.returncode == 2 and why in bad.stderr, (args, bad.stderr)
+    found = _cli(*base, "--device", "h100-sxm", "--search", "--top", "3")
+    assert found.returncode == 0 and "step_s" in found.stdout
