@@ -46,8 +46,12 @@ def repo_root() -> Path:
 
 # ---------------------------------------------------------------------------- profiles
 def profiles(study: str, root: Path | None = None) -> list[str]:
+    """The profiles of a study: its ``studies/<id>/*.yaml`` except the data files it declares."""
+    from .studies import REGISTRY
+
     root = root or repo_root()
-    return sorted(p.stem for p in (root / "studies" / study).glob("*.yaml"))
+    data = set(REGISTRY[study].data_files) if study in REGISTRY else set()
+    return sorted(p.stem for p in (root / "studies" / study).glob("*.yaml") if p.name not in data)
 
 
 def resolve_profile(study: str, profile: str, root: Path | None = None) -> str:
@@ -115,6 +119,8 @@ def inputs(study: Study, params: dict, *, profile: str, root: Path, results_root
         "library_sha256": library_sha256(study.id),
         "torch": torch.__version__,
     }
+    if study.data_files:  # a study's own data (e.g. published runs): a change re-runs it
+        out["data_sha256"] = results.sha256_files([root / "studies" / study.id / f for f in study.data_files])
     if study.reads_results:
         metrics = [
             p

@@ -45,6 +45,7 @@ class Study:
     reads_results: bool = False  # its inputs include other studies' metrics.json
     summary: str = ""  # one sentence for the course table
     claims: tuple[str, ...] = field(default=())  # claim ids its claims table decides
+    data_files: tuple[str, ...] = ()  # inputs in studies/<id>/ that are not profiles (hashed as inputs)
 
     def measure_fn(self):
         module, function = self.measure.split(":")
@@ -85,6 +86,7 @@ def load(package: str) -> Study:
         data["measure"] = f"{__name__}.{package}.{data['measure']}"
     data["metrics"] = tuple(Metric(**m) for m in data.get("metrics", ()))
     data["claims"] = tuple(data.get("claims", ()))
+    data["data_files"] = tuple(data.get("data_files", ()))
     params = importlib.import_module(f"{__name__}.{package}.params").Params
     return Study(params=params, **data)
 

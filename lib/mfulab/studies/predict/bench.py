@@ -1,0 +1,85 @@
+"""Measurement of the ``predict`` study (torch, headless): this machine's calibration (matmul
+and copy bandwidth, measured once for every study) and one training step of the reference
+model, timed (``timing.time_fn``: warm-up, synchronised, median and spread) and split by
+operator class (``opprofile.profile_steps``), so that the predictor fed by the calibration can
+be compared with it term by term. The published runs need no measurement: their YAML is
+copied into the records so that an analysis elsewhere reads the same rows."""
+
+from __future__ import annotations
+
+from ... import calibration, flops, hardware
+from .params import Params
+from .validate import load_runs
+
+BENCHMARK_VERSION = {"step": 1}
+
+
+def _step_fn(cfg, *, device: str, dtype: str, micro_batch: int):
+    """One AdamW training step of the reference model (SDPA attention) on synthetic tokens."""
+    import torch
+    from torch.profiler import record_function
+
+    from ...model import GPT
+    from ...timing import autocast
+
+    torch.manual_seed(0)
+    model = GPT(cfg, attn_impl="sdpa").to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    generator = torch.Generator().manual_seed(1)
+
+    def step():
+        with record_function("data"):
+            tokens = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len + 1), generator=generator)
+            x, y = tokens[:, :-1].to(device), tokens[:, 1:].to(device)
+        with autocast(device, dtype):
+            _, loss = model(x, y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.item()
+
+    return step
+
+
+def measure(p: Params) -> dict:
+    """The calibration, the measured step and the published runs (module docstring)."""
+    import torch
+
+    from ... import opprofile, timing
+    from ...procs import native_stderr_filtered
+
+    p = p.prepared()
+    if p.num_threads:
+        torch.set_num_threads(p.num_threads)
+    device, cfg = p.device, p.model_config()
+    threads = torch.get_num_threads()
+    cal = calibration.get(
+        p.calibration, device=device, parts=[f"matmul:{p.dtype}", "bandwidth"], num_threads=threads
+    )
+    step = _step_fn(cfg, device=device, dtype=p.dtype, micro_batch=p.micro_batch)
+    first_loss = step()
+    timed = timing.time_fn(
+        step,
+        label="train step",
+        device=device,
+        warmup=p.warmup_steps,
+        min_run_time_s=0.0,
+        min_samples=p.steps,
+    )
+    with native_stderr_filtered():  # kineto's start/stop lines would fill the notebook
+        profile = opprofile.profile_steps(step, steps=p.profile_steps, device=device)
+    last_loss = step()
+    return {
+        "study": "predict",
+        "params": p.to_dict(),
+        "device": device,
+        "device_name": hardware.device_name(device),
+        "num_threads": threads,
+        "config": cfg.to_dict(),
+        "n_params": flops.param_count(cfg),
+        "calibration": {**cal["_meta"], "matmul": cal[f"matmul:{p.dtype}"], "bandwidth": cal["bandwidth"]},
+        "step": {**timed.to_dict(), "first_loss": first_loss, "last_loss": last_loss},
+        "op_profile": profile,
+        "published_runs": load_runs(p.published_runs),
+        "benchmark_version": {**BENCHMARK_VERSION, **timing.BENCHMARK_VERSION},
+    }

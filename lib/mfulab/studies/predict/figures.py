@@ -1,0 +1,79 @@
+"""Figures of the ``predict`` study."""
+
+from __future__ import annotations
+
+from ... import predict
+
+TERM_LABELS = {
+    "matmul_s": "matmuls",
+    "attention_s": "attention",
+    "memory_bound_s": "memory-bound ops",
+    "recompute_s": "recompute",
+    "tp_comm_s": "TP communication",
+    "pp_bubble_s": "pipeline bubble",
+    "pp_p2p_s": "pipeline p2p",
+    "dp_comm_exposed_s": "DP communication (exposed)",
+    "optimizer_s": "optimizer",
+    "data_s": "data",
+}
+
+
+def validation(df, goal: float):
+    """Predicted against published step time (log–log) with the ±goal band, and each row's
+    error; the fitted subset marked."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.8))
+    lo, hi = df.published_step_s.min() / 1.5, df.published_step_s.max() * 1.5
+    x = np.geomspace(lo, hi, 50)
+    ax.fill_between(x, x * (1 - goal), x * (1 + goal), color="0.9", label=f"±{goal:.0%}")
+    ax.plot(x, x, color="0.5", lw=1)
+    for source, g in df.groupby("source"):
+        marker = "o" if g.fit_subset.iloc[0] else "s"
+        ax.scatter(
+            g.published_step_s,
+            g.predicted_step_s,
+            marker=marker,
+            label=f"{source}{' (fit)' if marker == 'o' else ''}",
+        )
+    ax.set(xscale="log", yscale="log", xlabel="published step time (s)", ylabel="predicted step time (s)")
+    ax.legend(fontsize=8)
+    order = df.sort_values("error")
+    colors = ["C3" if abs(e) > goal else "C0" for e in order.error]
+    bx.barh(order.id, order.error * 100, color=colors)
+    bx.axvline(-goal * 100, color="0.5", ls="--")
+    bx.axvline(goal * 100, color="0.5", ls="--")
+    bx.set(xlabel="error of the predicted step time (%)")
+    bx.tick_params(axis="y", labelsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def breakdown(df, label_col: str = "id", title: str = ""):
+    """Each row's predicted step, term by term (share of the step)."""
+    import matplotlib.pyplot as plt
+
+    shares = df.set_index(label_col)[list(predict.TERMS)].div(
+        df.set_index(label_col)[list(predict.TERMS)].sum(axis=1), axis=0
+    )
+    fig, ax = plt.subplots(figsize=(10, 0.32 * len(df) + 1.6))
+    shares.rename(columns=TERM_LABELS).plot.barh(stacked=True, ax=ax, width=0.8, colormap="tab10")
+    ax.set(xlabel="share of the predicted step", ylabel="", title=title, xlim=(0, 1))
+    ax.tick_params(axis="y", labelsize=7)
+    ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    fig.tight_layout()
+    return fig
+
+
+def calibrated(df):
+    """Predicted vs measured seconds per operator class on this machine."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    d = df.set_index("class")[["predicted_s", "measured_s"]] * 1e3
+    d.plot.barh(ax=ax)
+    ax.set(xlabel="time per step (ms)", ylabel="")
+    ax.tick_params(axis="y", labelsize=8)
+    fig.tight_layout()
+    return fig
