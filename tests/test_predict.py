@@ -173,7 +173,9 @@ def test_validation_summary_is_computed_from_the_rows(tmp_path):
 
     from mfulab.studies.predict import validate
 
-    runs = validate.load_runs("studies/predict/published_runs.yaml")[-3:]
+    runs = [r for r in validate.load_runs("studies/predict/published_runs.yaml") if not r.get("unstated")][
+        -3:
+    ]
     for row in runs:
         row["source"] = "fit"
     res = validate.validation(runs, fit_sources=("fit",), fit_grid=(0.6, 0.9, 0.05))
@@ -209,3 +211,69 @@ def test_cli_prints_the_breakdown_and_refuses_bad_input():
         assert bad.returncode == 2 and why in bad.stderr, (args, bad.stderr)
     found = _cli(*base, "--device", "h100-sxm", "--search", "--top", "3")
     assert found.returncode == 0 and "step_s" in found.stdout
+
+
+def test_uneven_end_stages_hold_what_the_interior_leaves():
+    cfg = GPT.with_(n_layers=30)  # 30 layers over 4 stages: 8 + 8 inside, 7 + 7 at the ends
+    with pytest.raises(ParameterError, match="do not split"):
+        predict.step_time(cfg, n_devices=4, pp=4, global_batch=8, device="a100")
+    out = predict.step_time(cfg, n_devices=4, pp=4, global_batch=8, device="a100", uneven_end_stages=True)
+    a = Assumptions()
+    rates = machine_rates("a100", dtype="bf16", assumptions=a)
+    kw = dict(
+        micro_batch=1, tp=1, sequence_parallel=False, attention="flash", dropout=False, rates=rates, a=a
+    )
+    layer = predict.layer_terms(cfg, **kw)
+    edge = predict._edge_terms(cfg, micro_batch=1, tp=1, rates=rates, a=a)
+    per_layer = layer["matmul_s"] + layer["attention_s"] + layer["memory_bound_s"]
+    stages = [
+        7 * per_layer + edge["embedding_s"],
+        7 * per_layer + edge["logits_matmul_s"] + edge["loss_s"],
+        8 * per_layer,
+    ]
+    assert out["pp_bubble_s"] == pytest.approx(3 * max(stages))  # (p − 1) slots of the slowest stage
+
+
+def test_dp_time_is_the_zero_traffic_over_the_link_plus_a_latency_per_bucket():
+    from mfulab import memory
+
+    link = Link(10e-6, 20e9)
+    a = Assumptions(dp_bucket_bytes=2**40)  # one call
+    psi = 1e9
+    for stage in (0, 1, 2, 3):
+        got = predict.dp_time_s(psi, dp=16, zero_stage=stage, m=4, link=link, a=a)
+        traffic = memory.zero_traffic_bytes_per_step(psi, zero_stage=stage, accumulation_steps=4)
+        assert got == pytest.approx(15 / 16 * traffic / 20e9 + 2 * 4 * 10e-6)  # tree: 2·log2(16)·α
+    assert predict.dp_time_s(psi, dp=1, zero_stage=0, m=4, link=link, a=a) == 0.0
+    small = predict.dp_time_s(psi, dp=2, zero_stage=0, m=1, link=link, a=a)
+    assert small == pytest.approx(0.5 * 2 * psi * 2 / 20e9 + 2 * 1 * 10e-6)  # ring and tree agree at 2
+
+
+def test_a_data_parallel_group_spread_over_nodes_uses_each_members_port():
+    rates = _rates()
+    assert rates.link(64, 8, ranks_per_node=4).bytes_per_s == pytest.approx(4 * 20e9)
+    assert rates.link(8, 8, ranks_per_node=4).bytes_per_s == 200e9  # inside a node: NVLink
+    r = machine_rates("a100", dtype="bf16", assumptions=Assumptions(network_bytes_per_s=6.25e9))
+    assert (
+        r.inter.bytes_per_s == pytest.approx(0.78 * 6.25e9)
+        and "network_bytes_per_s" in r.sources["inter_node"]
+    )
+
+
+def test_rows_with_an_unstated_input_are_never_fitted_on():
+    from mfulab.studies.predict import validate
+
+    runs = validate.load_runs("studies/predict/published_runs.yaml")
+    fitted = [r for r in runs if validate.fitted_on(r, ("korthikanti2022",))]
+    assert fitted and all(not r.get("unstated") and r["source"] == "korthikanti2022" for r in fitted)
+    assert any(r.get("unstated") and r["source"] == "korthikanti2022" for r in runs)
+
+
+def test_cli_assumptions():
+    base = ["--preset", "llama2-7b", "--devices", "8", "--device", "a100", "--tp", "8", "--global-batch", "8"]
+    slow = _cli(*base, "--assume", "matmul_efficiency=0.4")
+    fast = _cli(*base)
+    assert slow.returncode == fast.returncode == 0
+    assert "matmul_efficiency 0.4" in slow.stdout
+    bad = _cli(*base, "--assume", "nosuch=1")
+    assert bad.returncode == 2 and "NAME=VALUE" in bad.stderr

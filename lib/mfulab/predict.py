@@ -11,7 +11,7 @@ Per micro-batch and pipeline stage (a device holds L/p layers, 1/t of each; T = 
     attention     unfused (Megatron 2021–22): QKᵀ and A·V as batched GEMMs over the full s×s,
                   with the score matrix through memory; flash: the causal half of those FLOPs,
                   forward + 2.5× backward (FlashAttention-2 recomputes S), at
-                  ``flash_attention_efficiency`` · R∞ (Dao 2023, §4)
+                  ``flash_attention_efficiency`` · peak (Dao 2023)
     memory-bound  LayerNorms, bias + GeLU / SwiGLU, bias + dropout + add, rotary, softmax and
                   dropout on the scores (unfused only), loss in fp32: bytes each reads and
                   writes (Megatron-LM's fused kernels, Narayanan et al. 2021 §4.2) at
@@ -19,6 +19,8 @@ Per micro-batch and pipeline stage (a device holds L/p layers, 1/t of each; T = 
                   many bytes; with sequence parallelism the norms and dropouts touch T/t rows
     recompute     the forward again of what the policy recomputes (``full``: the layer;
                   ``selective``: the attention core; Korthikanti et al. 2022 §4–5)
+    pipeline      interior stages hold L/p layers; with ``uneven_end_stages`` (Llama 3, BLOOM)
+                  the first and last hold fewer, and the slowest stage sets the pace
     tp_comm       4 all-reduces per layer (or 4 all-gathers + 4 reduce-scatters with sequence
                   parallelism) of b·s·h, exposed, +2 under full recompute (``parallel``)
     optimizer     Adam over this device's parameter shard, ``optimizer_bytes_per_param`` each
@@ -36,10 +38,10 @@ replaces R∞, t₀, BW and the intra-node α–β by this machine's figures.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, fields, replace
 
 from . import flops, memory, parallel
-from .comm import collective_time
 from .config import ParameterError, TransformerConfig
 from .predict_rates import Assumptions, Rates, machine_rates
 
@@ -127,7 +129,7 @@ def layer_terms(
         att_b = qk_b + av_b + score_bwd_bytes / bw_eff
     else:
         causal_fwd_flops = 0.5 * 4.0 * heads_in_batch * s * s * q  # QKᵀ and A·V, causal half
-        flash_rate = a.flash_attention_efficiency * rates.matmul_flops_per_s
+        flash_rate = a.flash_attention_efficiency * rates.peak_flops_per_s
         att_f = rates.matmul_latency_s + causal_fwd_flops / flash_rate
         att_b = rates.matmul_latency_s + 2.5 * causal_fwd_flops / flash_rate
 
@@ -160,6 +162,25 @@ def _edge_terms(cfg: TransformerConfig, *, micro_batch: int, tp: int, rates: Rat
     }
 
 
+def dp_time_s(n_params: float, *, dp: int, zero_stage: int, m: int, link, a: Assumptions) -> float:
+    """Seconds of one step's data-parallel collectives for a ``n_params`` shard (Rajbhandari et
+    al. 2020; the calls :func:`memory.zero_traffic_bytes_per_step` counts): ZeRO 0 all-reduces
+    the gradients once; 1 reduce-scatters them and all-gathers the parameters once; 2
+    reduce-scatters every micro-batch; 3 also all-gathers the parameters in every forward and
+    backward. Gradients move at ``grad_bytes_per_elem``, parameters at ``bytes_per_elem``; each
+    device sends (dp − 1)/dp of a buffer per pass (2 passes for an all-reduce). Every call of
+    ``dp_bucket_bytes`` pays the latency of the faster of a ring (2(n − 1)·α) and a tree
+    (2·log2 n·α), as NCCL chooses (the buckets study's rule)."""
+    if dp == 1:
+        return 0.0
+    reduce_passes, gathers = {0: (2, 0), 1: (1, 1), 2: (m, 1), 3: (m, 2 * m)}[zero_stage]
+    grad_bytes, param_bytes = n_params * a.grad_bytes_per_elem, n_params * a.bytes_per_elem
+    sent_bytes = (dp - 1) / dp * (reduce_passes * grad_bytes + gathers * param_bytes)
+    calls = max(1.0, (reduce_passes * grad_bytes + gathers * param_bytes) / 2 / a.dp_bucket_bytes)
+    latency_s = min(2 * (dp - 1), 2 * math.log2(dp)) * link.alpha_s
+    return calls * latency_s + sent_bytes / link.bytes_per_s
+
+
 def step_time(
     cfg: TransformerConfig,
     *,
@@ -179,6 +200,7 @@ def step_time(
     attention: str = "flash",
     dropout: bool = False,
     dtype: str = "bf16",
+    uneven_end_stages: bool = False,
     assumptions: Assumptions | None = None,
     **overrides,
 ) -> dict:
@@ -215,7 +237,19 @@ def step_time(
             f"{micro_batch}"
         )
     m = global_batch // (dp * micro_batch)
-    schedule = parallel.check_pipeline(p=pp, m=m, v=vpp, n_layers=cfg.n_layers)
+    interior_layers = -(-cfg.n_layers // pp)  # the most any stage holds
+    if uneven_end_stages and pp > 2:  # the two end stages share what the interior ones leave
+        end_layers = (cfg.n_layers - (pp - 2) * interior_layers) / 2
+        if end_layers <= 0:
+            raise ParameterError(f"{cfg.n_layers} layers leave nothing for the end stages of {pp} stages")
+    elif cfg.n_layers % pp:
+        raise ParameterError(
+            f"{cfg.n_layers} layers do not split over pp = {pp} stages (uneven_end_stages=True puts "
+            "fewer on the first and last)"
+        )
+    else:
+        end_layers = interior_layers
+    schedule = parallel.check_pipeline(p=pp, m=m, v=vpp, n_layers=interior_layers * pp)
     if sequence_parallel and tp == 1:
         sequence_parallel = False  # nothing to split
     rates = machine_rates(device, dtype=dtype, calibration=calibration, assumptions=a)
@@ -234,7 +268,6 @@ def step_time(
         a=a,
     )
     edge = _edge_terms(cfg, micro_batch=micro_batch, tp=tp, rates=rates, a=a)
-    layers = cfg.n_layers // pp
     recompute_layer_s = {
         "none": 0.0,
         "selective": layer["attention_forward_s"],
@@ -250,19 +283,28 @@ def step_time(
         sequence_parallel=sequence_parallel,
         bytes_per_elem=a.bytes_per_elem,
     ) * (1.5 if recompute == "full" else 1.0)
-    # per micro-batch on the slowest stage: the last one (logits, loss) or the first (embedding)
-    last_is_slowest = edge["logits_matmul_s"] + edge["loss_s"] >= edge["embedding_s"]
-    per_mb = {
-        "matmul_s": layers * layer["matmul_s"] + (edge["logits_matmul_s"] if last_is_slowest else 0.0),
-        "attention_s": layers * layer["attention_s"],
-        "memory_bound_s": layers * layer["memory_bound_s"]
-        + (edge["loss_s"] if last_is_slowest else edge["embedding_s"]),
-        "recompute_s": layers * recompute_layer_s,
-        "tp_comm_s": layers * tp_layer_s,
+    per_layer = {
+        "matmul_s": layer["matmul_s"],
+        "attention_s": layer["attention_s"],
+        "memory_bound_s": layer["memory_bound_s"],
+        "recompute_s": recompute_layer_s,
+        "tp_comm_s": tp_layer_s,
     }
-    if pp == 1:  # one stage runs both ends
-        per_mb["matmul_s"] = layers * layer["matmul_s"] + edge["logits_matmul_s"]
-        per_mb["memory_bound_s"] = layers * layer["memory_bound_s"] + edge["loss_s"] + edge["embedding_s"]
+
+    def stage(n_layers: float, *, first: bool, last: bool) -> dict:
+        """One micro-batch on a stage of ``n_layers`` layers, with the embedding (first) and
+        the logits and loss (last)."""
+        out = {k: n_layers * v for k, v in per_layer.items()}
+        out["matmul_s"] += edge["logits_matmul_s"] if last else 0.0
+        out["memory_bound_s"] += (edge["loss_s"] if last else 0.0) + (edge["embedding_s"] if first else 0.0)
+        return out
+
+    if pp == 1:
+        stages = [stage(cfg.n_layers, first=True, last=True)]
+    else:
+        stages = [stage(end_layers, first=True, last=False), stage(end_layers, first=False, last=True)]
+        stages += [stage(interior_layers, first=False, last=False)] if pp > 2 else []
+    per_mb = max(stages, key=lambda st: sum(st.values()))  # the slowest stage sets the pace
     t_mb = sum(per_mb.values())
     terms = {k: m * v for k, v in per_mb.items()}
     terms["pp_bubble_s"] = (pp - 1) / vpp * t_mb
@@ -270,30 +312,21 @@ def step_time(
     terms["pp_p2p_s"] = 0.0
     if pp > 1:
         p2p_link = rates.link(tp * dp * pp, devices_per_node) if tp * dp < devices_per_node else rates.inter
-        message_bytes = (
-            micro_batch * cfg.seq_len * cfg.d_model / tp * a.bytes_per_elem
-        )  # scatter/gather (§4.1)
+        message_bytes = micro_batch * cfg.seq_len * cfg.d_model / tp * a.bytes_per_elem  # scatter/gather
         messages = 2 * m * vpp
         terms["pp_p2p_s"] = (
             a.pp_p2p_exposed * messages * (p2p_link.alpha_s + message_bytes / p2p_link.bytes_per_s)
         )
 
     n_params_shard = flops.param_count(cfg) / (tp * pp)
-    dp_comm_s = 0.0
-    if dp > 1:
-        dp_link = rates.link(tp * dp, devices_per_node)
-        dp_bytes = memory.zero_traffic_bytes_per_step(
-            n_params_shard, zero_stage=zero_stage, accumulation_steps=m, bytes_per_elem=a.grad_bytes_per_elem
-        )
-        # zero_traffic counts 2Ψ for an all-reduce: the ring sends (dp − 1)/dp of it per device
-        calls = max(1.0, dp_bytes / 2 / a.dp_bucket_bytes)
-        dp_comm_s = collective_time(
-            "all_reduce",
-            dp_bytes / 2,
-            dp,
-            alpha_s=dp_link.alpha_s * calls,
-            link_bytes_per_s=dp_link.bytes_per_s,
-        )
+    dp_comm_s = dp_time_s(
+        n_params_shard,
+        dp=dp,
+        zero_stage=zero_stage,
+        m=m,
+        link=rates.link(tp * dp, devices_per_node, ranks_per_node=max(1, min(dp, devices_per_node // tp))),
+        a=a,
+    )
     compute_step_s = sum(terms[k] for k in ("matmul_s", "attention_s", "memory_bound_s", "recompute_s"))
     hideable_s = (2 / 3) * compute_step_s / m if zero_stage <= 1 else compute_step_s
     hidden_s = min(dp_comm_s, a.dp_overlap * hideable_s) if overlap else 0.0

@@ -27,12 +27,42 @@ def add_arguments(p) -> None:
         "--calibration", help="results/<machine>/calibration: measured figures replace datasheet ones"
     )
     p.add_argument("--dtype", default="bf16")
+    p.add_argument(
+        "--assume",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a field of predict_rates.Assumptions (repeatable), e.g. matmul_efficiency=0.7",
+    )
     p.add_argument("--search", action="store_true", help="rank every layout the planner finds")
     p.add_argument("--top", type=int, default=10, help="layouts --search prints")
 
 
+def assumptions(pairs) -> dict:
+    """``["matmul_efficiency=0.7"]`` → ``{"matmul_efficiency": 0.7}``; unknown names and values
+    that are not numbers are refused."""
+    from dataclasses import fields
+
+    from .predict_rates import Assumptions
+
+    known = {f.name for f in fields(Assumptions)}
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or name not in known:
+            raise ParameterError(
+                f"--assume takes NAME=VALUE with NAME one of {', '.join(sorted(known))}; got {pair!r}"
+            )
+        try:
+            out[name] = float(value)
+        except ValueError:
+            raise ParameterError(f"--assume {name}: {value!r} is not a number") from None
+    return out
+
+
 def _common(args) -> dict:
     return dict(
+        **assumptions(args.assume),
         device=args.device,
         devices_per_node=args.devices_per_node,
         calibration=args.calibration,

@@ -32,22 +32,27 @@ GB = 1e9
 class Assumptions:
     """What the predictor assumes where nothing is measured (defaults and their sources)."""
 
-    # R∞ of large bf16 GEMMs over the dense datasheet peak. stas00's MAMF finder measured the
-    # best achievable matmul at 267.9 of 312 TFLOP/s on A100 SXM (86%) and 794.5 of 989 on
-    # H100 SXM (80%) (ml-engineering, compute/accelerator, "Maximum Achievable FLOPS"); 0.8 is
-    # the lower of the two.
+    # R∞ of large bf16 GEMMs over the dense datasheet peak. stas00's MAMF finder
+    # (ml-engineering, compute/accelerator, "Maximum Achievable Matmul FLOPS", at 744d01e)
+    # measured the best single GEMM at 271.2 of 312 TFLOP/s on A100 SXM (0.869) and 794.5 of
+    # 989 on H100 SXM (0.803); 0.8 is the lower. A training step's GEMMs are not all the best
+    # shape: chapter 10 fits this one parameter on published runs.
     matmul_efficiency: float = 0.8
     # t₀: launch and tail of one GEMM kernel, ~ the 5 µs of a CUDA kernel launch round trip.
     matmul_latency_s: float = 5e-6
-    # FlashAttention-2 forward + backward reaches 50–73% of A100 peak (Dao 2023, §4.1), against
-    # ~86% for a plain GEMM: ~0.7 of R∞.
-    flash_attention_efficiency: float = 0.7
+    # a flash kernel's forward + backward FLOP/s over the datasheet peak: FlashAttention-2
+    # reaches 50–73% of A100's peak (Dao 2023, abstract; the top of the range is the forward
+    # pass, the backward runs lower): the bottom of the range.
+    flash_attention_efficiency: float = 0.5
     # achieved over datasheet memory bandwidth for streaming kernels: a device-to-device copy on
     # A100 80GB reaches ~1.7 of 2.04 TB/s (our assumption, the order nvbandwidth reports).
     memory_efficiency: float = 0.85
     # NCCL all-reduce bus bandwidth over the per-direction link: nccl-tests on DGX A100 reach
     # ~230 GB/s busbw of NVLink3's 300 GB/s (0.77); over InfiniBand ~0.8 of line rate.
     link_efficiency: float = 0.78
+    # per-device network line rate, replacing the device's INTERCONNECTS figure (a cluster
+    # whose network differs from the reference system's: None keeps the table's)
+    network_bytes_per_s: float | None = None
     # per ring step latency inside a node and between nodes (the order of NCCL's small-message
     # latencies; the parallelism study's A100 cluster uses the same figures)
     alpha_intra_s: float = 5e-6
@@ -75,6 +80,11 @@ class Assumptions:
     data_s: float = 0.0
     # memory kept free for fragmentation and runtime buffers (layouts.py's default)
     memory_margin: float = 0.1
+
+
+# The best single bf16 GEMM measured by stas00's MAMF finder (ml-engineering at 744d01e,
+# compute/accelerator "Maximum Achievable Matmul FLOPS"); H200 has H100 SXM's tensor cores.
+MAMF_BF16_FLOPS_PER_S = {"a100": 271.2e12, "h100-sxm": 794.5e12, "h200": 794.5e12}
 
 
 @dataclass(frozen=True)
@@ -140,8 +150,10 @@ class Rates:
     inter: Link
     sources: dict
 
-    def link(self, span: int, devices_per_node: int) -> Link:
-        """The link of a group of ``span`` consecutive ranks (Megatron's rank order)."""
+    def link(self, span: int, devices_per_node: int, *, ranks_per_node: int = 1) -> Link:
+        """The link of a group of ``span`` consecutive ranks (Megatron's rank order). Between
+        nodes a group with ``ranks_per_node`` members in each node drives that many network
+        ports at once (one port per device, as on a DGX: NCCL spreads its rings over them)."""
         if span <= 1:
             return Link(0.0, float("inf"))  # a group of one sends nothing
         link = self.intra if span <= devices_per_node else self.inter
@@ -151,6 +163,8 @@ class Rates:
                 f"no link bandwidth {where} for this device ({self.sources['intra_node']}): pass a "
                 "calibration measured on it, or add it to predict_rates.INTERCONNECTS with its source"
             )
+        if link is self.inter and ranks_per_node > 1:
+            return Link(link.alpha_s, link.bytes_per_s * ranks_per_node)
         return link
 
 
@@ -258,6 +272,11 @@ def machine_rates(device: str | None, *, dtype: str, calibration=None, assumptio
     else:
         intra = inter = Link(0.0, None)
         sources["inter_node"] = sources["intra_node"] = "no interconnect figure for this device"
+    if a.network_bytes_per_s is not None:
+        inter = Link(a.alpha_inter_s, a.link_efficiency * a.network_bytes_per_s)
+        sources["inter_node"] = (
+            f"link_efficiency {a.link_efficiency} × network_bytes_per_s {a.network_bytes_per_s:.3g}"
+        )
     if cal is not None and cal["collectives"]:
         c = cal["collectives"]
         intra = Link(c["alpha_s"], c["link_bytes_per_s"])
