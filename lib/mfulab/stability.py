@@ -230,7 +230,13 @@ def describe(
     flips = report["flips"]
     lines = [
         f"**Stability** ({n} fresh runs of the `{report['profile']}` profile, {report['measured_at']}): "
-        + (f"{len(flips)} verdict(s) flipped: {', '.join(flips)}." if flips else "no verdict flipped.")
+        + (
+            f"{len(flips)} verdict(s) flipped: {', '.join(flips)}."
+            if flips
+            else "no verdict flipped."
+            if report["verdicts"]
+            else "this study decides no claim: only its numbers' drift is shown."
+        )
     ]
     if current_library and report.get("library_sha256") != current_library:
         lines.append("*(recorded with an earlier library: re-run `make stability` to refresh it)*")
