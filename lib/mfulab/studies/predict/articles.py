@@ -4,10 +4,13 @@ optimisation changes. Inputs the articles do not give are named here with our re
 
 from __future__ import annotations
 
-from ... import predict
+from ... import flops, predict
+from ...articles import B15_STEPS
 from ...config import preset
+from ...hardware import peak_flops_per_s
 
-# B15 — article B §5: 64 × A100 80GB in 8 nodes, 200 Gb/s IB, a 7B dense model, seq 4096,
+# B15 — article B §5: 64 × A100 80GB in 8 nodes, "IB 200Gbps" (§5.1; read as 25 GB/s per GPU, the
+# DGX A100's; per node is the other reading, in B15_READINGS), a 7B dense model, seq 4096,
 # global batch 512, ZeRO-2 + TP 4 (so DP 16); 10.2 → 9.4 → 9.0 → 8.7 → 8.4 → 8.5 s.
 # Our reading where the article is silent: the llama2-7b shape, micro-batch 1, bf16, no
 # recompute, DDP-style overlap of the gradient reduction; the baseline's data wait is the
@@ -21,14 +24,27 @@ B15_CASE = {
     "zero_stage": 2,
     "device": "a100",
 }
-B15_LADDER = (  # (rung, the article's step after it, what changes in the predictor's inputs)
-    ("baseline", 10.2, {"attention": "unfused", "dp_bucket_bytes": 25 * 2**20, "data_s": 1.5}),
-    ("SDPA flash attention + TF32", 9.4, {"attention": "flash"}),
-    ("DDP bucket 25 → 50 MB, static graph", 9.0, {"dp_bucket_bytes": 50 * 2**20}),
-    ("NCCL GPUDirect RDMA, buffers", 8.7, {}),  # no term of the predictor: GDR's effect is not modelled
-    ("tar shards, 12 workers, pinned memory", 8.4, {"data_s": 0.0}),
-    ("locked SM clocks", 8.5, {}),  # no term either
+# What each rung changes in the predictor's inputs, in the order of ``articles.B15_STEPS`` (the
+# article's steps); {} where the rung changes nothing the predictor has a figure for.
+B15_CHANGES = (
+    {"attention": "unfused", "dp_bucket_bytes": 25 * 2**20, "data_s": 1.5},  # the baseline as read
+    {"attention": "flash"},
+    {"dp_bucket_bytes": 50 * 2**20},
+    {},  # GPUDirect RDMA raises the inter-node bandwidth: no figure for this cluster (b15_sensitivity)
+    {"data_s": 0.0},
+    {},  # locked clocks: no term
 )
+# The readings the B15 sensitivity table moves, one at a time, from the baseline as read.
+B15_READINGS = {
+    "as read": {},
+    "data wait 0.3 s": {"data_s": 0.3},
+    "dp_overlap 0.6": {"dp_overlap": 0.6},
+    "dp_overlap 0.4": {"dp_overlap": 0.4},
+    "network 100 Gb/s per GPU": {"network_bytes_per_s": 12.5e9},
+    "network 50 Gb/s per GPU": {"network_bytes_per_s": 6.25e9},
+    "network 200 Gb/s per node": {"network_bytes_per_s": 200e9 / 8 / 8},
+}
+
 
 # A17/A19 — article A: 13B (40 layers, hidden 5120, 40 heads, seq 4096) on one machine of 8 ×
 # 910B, TP 8, PP 1, micro-batch 1, global batch 32, Megatron's uniform recompute of every layer
@@ -53,7 +69,7 @@ def b15_ladder(**assumptions):
     cfg = preset(case.pop("preset"))
     inputs: dict = {}
     rows, previous = [], None
-    for rung, stated_s, change in B15_LADDER:
+    for (stated_s, rung, _category), change in zip(B15_STEPS, B15_CHANGES):
         inputs.update(change)
         out = predict.step_time(cfg, **case, **{**assumptions, **inputs})
         rows.append(
@@ -62,8 +78,9 @@ def b15_ladder(**assumptions):
                 "article_step_s": stated_s,
                 "predicted_step_s": out["step_s"],
                 "predicted_gain_s": None if previous is None else previous["step_s"] - out["step_s"],
-                "changed": ", ".join(f"{k}={v}" for k, v in change.items()) or "nothing the predictor models",
+                "changed": ", ".join(f"{k}={v}" for k, v in change.items()) or "no figure the predictor has",
                 **{k: out[k] for k in predict.TERMS},
+                "dp_comm_s": out["dp_comm_s"],
                 "mfu_palm": out["mfu_palm"],
             }
         )
@@ -73,12 +90,40 @@ def b15_ladder(**assumptions):
     return df
 
 
+def b15_sensitivity(**assumptions):
+    """The baseline step under each reading of :data:`B15_READINGS`, with its DP traffic and
+    how much of it is exposed."""
+    import pandas as pd
+
+    from ...predict_rates import Assumptions
+
+    case = dict(B15_CASE)
+    cfg = preset(case.pop("preset"))
+    rows = []
+    for reading, change in B15_READINGS.items():
+        inputs = {**assumptions, **B15_CHANGES[0], **change}
+        out = predict.step_time(cfg, **case, **inputs)
+        rows.append(
+            {
+                "reading": reading,
+                "baseline_step_s": out["step_s"],
+                "dp_comm_s": out["dp_comm_s"],
+                "dp_comm_exposed_s": out["dp_comm_exposed_s"],
+                "dp_overlap": inputs.get("dp_overlap", Assumptions().dp_overlap),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def a19_case(**assumptions):
     """The 13B example's step under both attention kernels, with its MFU."""
     import pandas as pd
 
     case = dict(A19_CASE)
     cfg = preset(case.pop("preset"))
+    tokens = case["global_batch"] * cfg.seq_len
+    model_flops = flops.flops_per_token(cfg, convention="palm") * tokens
+    peak_total = case["n_devices"] * peak_flops_per_s(case["device"])
     rows = []
     for attention in ("unfused", "flash"):
         out = predict.step_time(cfg, **case, attention=attention, **assumptions)
@@ -86,6 +131,8 @@ def a19_case(**assumptions):
             {
                 "attention": attention,
                 "stated_step_s": A19_STATED_STEP_S,
+                "stated_mfu_palm": model_flops / (peak_total * A19_STATED_STEP_S),
+                "step_at_full_mfu_s": model_flops / peak_total,
                 "predicted_step_s": out["step_s"],
                 "mfu_palm": out["mfu_palm"],
                 "hfu_palm": out["hfu_palm"],

@@ -37,6 +37,14 @@ def validation(df, goal: float):
             marker=marker,
             label=f"{source}{' (fit)' if marker == 'o' else ''}",
         )
+    loo = df[df.fit_subset]
+    ax.scatter(
+        loo.published_step_s,
+        loo.published_step_s * (1 + loo.loo_error),
+        marker="x",
+        color="k",
+        label="fitted rows, leave-one-out",
+    )
     ax.set(xscale="log", yscale="log", xlabel="published step time (s)", ylabel="predicted step time (s)")
     ax.legend(fontsize=8)
     order = df.sort_values("error")
@@ -50,18 +58,26 @@ def validation(df, goal: float):
     return fig
 
 
-def breakdown(df, label_col: str = "id", title: str = ""):
-    """Each row's predicted step, term by term (share of the step)."""
+def breakdown(df, label_col: str = "id", title: str = "", seconds: bool = False):
+    """Each row's predicted step, term by term: shares of the step (rows labelled with their
+    step time), or seconds (``seconds``: rows of one case, where the fall of the step shows)."""
     import matplotlib.pyplot as plt
 
-    shares = df.set_index(label_col)[list(predict.TERMS)].div(
-        df.set_index(label_col)[list(predict.TERMS)].sum(axis=1), axis=0
+    terms = df.set_index(label_col)[list(predict.TERMS)]
+    step_s = terms.sum(axis=1)
+    shown = terms if seconds else terms.div(step_s, axis=0)
+    shown.index = [f"{label} ({t:.3g} s)" for label, t in zip(shown.index, step_s)]
+    fig, ax = plt.subplots(figsize=(10, 0.34 * len(df) + 2.2))
+    shown.rename(columns=TERM_LABELS).plot.barh(stacked=True, ax=ax, width=0.8, colormap="tab10")
+    ax.set(
+        xlabel="predicted step time (s)" if seconds else "share of the predicted step",
+        ylabel="",
+        title=title,
+        xlim=(0, None) if seconds else (0, 1),
     )
-    fig, ax = plt.subplots(figsize=(10, 0.32 * len(df) + 1.6))
-    shares.rename(columns=TERM_LABELS).plot.barh(stacked=True, ax=ax, width=0.8, colormap="tab10")
-    ax.set(xlabel="share of the predicted step", ylabel="", title=title, xlim=(0, 1))
+    ax.invert_yaxis()
     ax.tick_params(axis="y", labelsize=7)
-    ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     fig.tight_layout()
     return fig
 
@@ -72,7 +88,9 @@ def calibrated(df):
 
     fig, ax = plt.subplots(figsize=(8, 3.6))
     d = df.set_index("class")[["predicted_s", "measured_s"]] * 1e3
+    d.columns = ["predicted from the calibration", "measured (profiler split, scaled to the median step)"]
     d.plot.barh(ax=ax)
+    ax.legend(fontsize=8)
     ax.set(xlabel="time per step (ms)", ylabel="")
     ax.tick_params(axis="y", labelsize=8)
     fig.tight_layout()

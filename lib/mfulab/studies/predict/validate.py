@@ -69,12 +69,10 @@ def interleave_depth(n_layers: int, pp: int, m: int, *, rule: str = "deepest") -
 
 def row_inputs(row: dict, *, interleave_rule: str = "deepest") -> dict:
     """``predict.step_time`` arguments of a row: its stated layout, then the stated rules for
-    what it leaves out (``unstated``), its stated assumptions, and the model in the pipeline's
-    layer slots (``pipeline_layer_slots``)."""
+    what it leaves out (``unstated``) and its stated assumptions."""
     model = dict(row["model"])
     model.setdefault("name", row["id"])
     cfg = TransformerConfig(**model)
-    timed_cfg = cfg.with_(n_layers=row.get("pipeline_layer_slots", cfg.n_layers))
     layout = {**row["layout"]}
     unstated = dict(row.get("unstated") or {})
     kw = {**{k: v for k, v in unstated.items() if k != "vpp"}, **layout}
@@ -84,22 +82,22 @@ def row_inputs(row: dict, *, interleave_rule: str = "deepest") -> dict:
         if vpp == "interleaved":
             dp = kw["n_devices"] // (kw["tp"] * kw["pp"])
             m = kw["global_batch"] // (dp * kw["micro_batch"])
-            vpp = interleave_depth(timed_cfg.n_layers, kw["pp"], m, rule=interleave_rule)
+            stage_layers = -(-cfg.n_layers // kw["pp"])
+            vpp = interleave_depth(stage_layers * kw["pp"], kw["pp"], m, rule=interleave_rule)
         kw["vpp"] = vpp
-    return {
-        "cfg": cfg,
-        "timed_cfg": timed_cfg,
-        "device": row["device"],
-        **kw,
-        **(row.get("stated_assumptions") or {}),
-    }
+    return {"cfg": cfg, "device": row["device"], **kw, **(row.get("stated_assumptions") or {})}
+
+
+def fitted_on(row: dict, fit_sources) -> bool:
+    """A row is in the fitted subset when its source is listed and it states every input."""
+    return row["source"] in fit_sources and not row.get("unstated")
 
 
 def predict_row(row: dict, *, interleave_rule: str = "deepest", **assumptions) -> dict:
     """One row's prediction and its error against the published figure (module docstring)."""
     inputs = row_inputs(row, interleave_rule=interleave_rule)
-    cfg, timed_cfg = inputs.pop("cfg"), inputs.pop("timed_cfg")
-    out = predict.step_time(timed_cfg, **inputs, **assumptions)
+    cfg = inputs.pop("cfg")
+    out = predict.step_time(cfg, **inputs, **assumptions)
     pub = row["published"]
     tokens = inputs["global_batch"] * cfg.seq_len
     if "step_s" in pub:
@@ -152,21 +150,22 @@ def fit(rows, *, fit_grid) -> float:
 
 
 def validation(runs, *, fit_sources, fit_grid) -> dict:
-    """Fit once on the rows of ``fit_sources``; every row's prediction at the fitted value, at
-    the datasheet-only default, and (rows of the fit subset) leave-one-out: refitted without
-    the row and then predicted."""
+    """Fit once on the rows :func:`fitted_on` selects; every row's prediction at the fitted
+    value and at the datasheet-only default; leave-one-out for the fitted rows (refitted
+    without the row, then predicted)."""
+    import pandas as pd  # noqa: F401  (the table is a DataFrame)
 
     from ...predict_rates import Assumptions
 
-    subset = [r for r in runs if r["source"] in fit_sources]
+    subset = [r for r in runs if fitted_on(r, fit_sources)]
     fitted = fit(subset, fit_grid=fit_grid)
     df = table(runs, **{FIT_PARAMETER: fitted})
-    df["fit_subset"] = df.source.isin(fit_sources)
+    df["fit_subset"] = [fitted_on(r, fit_sources) for r in runs]
     default = getattr(Assumptions(), FIT_PARAMETER)
     df["error_at_default"] = table(runs, **{FIT_PARAMETER: default}).error
     loo = []
     for r in runs:
-        if r["source"] not in fit_sources:
+        if not fitted_on(r, fit_sources):
             loo.append(np.nan)
             continue
         value = fit([s for s in subset if s is not r], fit_grid=fit_grid)
@@ -176,17 +175,23 @@ def validation(runs, *, fit_sources, fit_grid) -> dict:
 
 
 def summary(df, *, row_goal: float, median_goal: float) -> dict:
-    """The error summary, computed from the table (never stored by hand)."""
+    """The error summary, computed from the table (never stored by hand): all rows, the rows
+    outside the fitted subset, the fitted rows' leave-one-out errors, and the same goal at the
+    datasheet-only default."""
     err = df.error.abs()
-    loo = df.loo_error.abs().where(df.fit_subset, err)  # out-of-subset rows: plain prediction
+    loo = df.loo_error.abs()[df.fit_subset]
+    default = df.error_at_default.abs()
+    outside = err[~df.fit_subset]
     return {
         "published_median_abs_error": float(err.median()),
         "published_max_abs_error": float(err.max()),
         "published_rows_within_goal": float((err <= row_goal).mean()),
-        "published_loo_max_abs_error": float(loo.max()),
-        "published_loo_median_abs_error": float(loo.median()),
-        "out_of_subset_median_abs_error": float(err[~df.fit_subset].median())
-        if (~df.fit_subset).any()
-        else None,
+        "out_of_subset_median_abs_error": float(outside.median()) if len(outside) else None,
+        "out_of_subset_max_abs_error": float(outside.max()) if len(outside) else None,
+        "fit_subset_loo_median_abs_error": float(loo.median()) if len(loo) else None,
+        "fit_subset_loo_max_abs_error": float(loo.max()) if len(loo) else None,
+        "default_median_abs_error": float(default.median()),
+        "default_max_abs_error": float(default.max()),
         "goal_met": bool((err <= row_goal).all() and err.median() <= median_goal),
+        "goal_met_at_default": bool((default <= row_goal).all() and default.median() <= median_goal),
     }
