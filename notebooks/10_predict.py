@@ -268,5 +268,5 @@ display(Markdown(analysis.a19_text(a19)))
 
 # %%
 headline = analysis.headline_metrics(records, p, valid)
-results.save_metrics(out, headline)
+results.publish_claims(out, [], headline)  # no claim rows: the stability note compares the numbers
 display(Markdown(stability_note(out)))
