@@ -240,10 +240,13 @@ def test_dp_time_is_the_zero_traffic_over_the_link_plus_a_latency_per_bucket():
     link = Link(10e-6, 20e9)
     a = Assumptions(dp_bucket_bytes=2**40)  # one call
     psi = 1e9
+    calls = {0: None, 1: 1 + 1, 2: 4 + 1, 3: 4 + 8}  # reduce-scatters + all-gathers, one bucket each
     for stage in (0, 1, 2, 3):
         got = predict.dp_time_s(psi, dp=16, zero_stage=stage, m=4, link=link, a=a)
         traffic = memory.zero_traffic_bytes_per_step(psi, zero_stage=stage, accumulation_steps=4)
-        assert got == pytest.approx(15 / 16 * traffic / 20e9 + 2 * 4 * 10e-6)  # tree: 2·log2(16)·α
+        # all-reduce: tree latency 2·log2(16)·α; reduce-scatter / all-gather: ring (n − 1)·α per call
+        latency = 2 * 4 * 10e-6 if stage == 0 else calls[stage] * 15 * 10e-6
+        assert got == pytest.approx(15 / 16 * traffic / 20e9 + latency)
     assert predict.dp_time_s(psi, dp=1, zero_stage=0, m=4, link=link, a=a) == 0.0
     small = predict.dp_time_s(psi, dp=2, zero_stage=0, m=1, link=link, a=a)
     assert small == pytest.approx(0.5 * 2 * psi * 2 / 20e9 + 2 * 1 * 10e-6)  # ring and tree agree at 2

@@ -169,16 +169,23 @@ def dp_time_s(n_params: float, *, dp: int, zero_stage: int, m: int, link, a: Ass
     reduce-scatters every micro-batch; 3 also all-gathers the parameters in every forward and
     backward. Gradients move at ``grad_bytes_per_elem``, parameters at ``bytes_per_elem``; each
     device sends (dp − 1)/dp of a buffer per pass (2 passes for an all-reduce). Every call of
-    ``dp_bucket_bytes`` pays the latency of the faster of a ring (2(n − 1)·α) and a tree
-    (2·log2 n·α), as NCCL chooses (the buckets study's rule)."""
+    ``dp_bucket_bytes`` pays its latency: an all-reduce the faster of a ring (2(n − 1)·α) and a
+    tree (2·log2 n·α), as NCCL chooses (the buckets study's rule); a reduce-scatter or all-gather
+    a ring's (n − 1)·α, since NCCL runs those on rings only."""
     if dp == 1:
         return 0.0
     reduce_passes, gathers = {0: (2, 0), 1: (1, 1), 2: (m, 1), 3: (m, 2 * m)}[zero_stage]
     grad_bytes, param_bytes = n_params * a.grad_bytes_per_elem, n_params * a.bytes_per_elem
     sent_bytes = (dp - 1) / dp * (reduce_passes * grad_bytes + gathers * param_bytes)
-    calls = max(1.0, (reduce_passes * grad_bytes + gathers * param_bytes) / 2 / a.dp_bucket_bytes)
-    latency_s = min(2 * (dp - 1), 2 * math.log2(dp)) * link.alpha_s
-    return calls * latency_s + sent_bytes / link.bytes_per_s
+    if zero_stage == 0:  # all-reduces of the gradient buckets
+        calls = max(1.0, grad_bytes / a.dp_bucket_bytes)
+        latency_s = calls * min(2 * (dp - 1), 2 * math.log2(dp)) * link.alpha_s
+    else:  # reduce-scatters and all-gathers, bucket by bucket
+        calls = max(float(reduce_passes), reduce_passes * grad_bytes / a.dp_bucket_bytes) + max(
+            float(gathers), gathers * param_bytes / a.dp_bucket_bytes
+        )
+        latency_s = calls * (dp - 1) * link.alpha_s
+    return latency_s + sent_bytes / link.bytes_per_s
 
 
 def step_time(
@@ -328,7 +335,10 @@ def step_time(
         a=a,
     )
     compute_step_s = sum(terms[k] for k in ("matmul_s", "attention_s", "memory_bound_s", "recompute_s"))
-    hideable_s = (2 / 3) * compute_step_s / m if zero_stage <= 1 else compute_step_s
+    # DP traffic hides under backward only (2/3 of the compute: backward = 2 × forward): the
+    # last micro-batch's at ZeRO 0–1 (one reduction per step), every micro-batch's at ZeRO 2–3
+    backward_s = (2 / 3) * compute_step_s
+    hideable_s = backward_s / m if zero_stage <= 1 else backward_s
     hidden_s = min(dp_comm_s, a.dp_overlap * hideable_s) if overlap else 0.0
     terms["dp_comm_exposed_s"] = dp_comm_s - hidden_s
     shard_params = n_params_shard / (dp if zero_stage >= 1 else 1)

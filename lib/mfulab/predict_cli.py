@@ -22,6 +22,12 @@ def add_arguments(p) -> None:
     p.add_argument("--zero-stage", type=int, default=0, choices=(0, 1, 2, 3))
     p.add_argument("--devices-per-node", type=int, default=8)
     p.add_argument("--attention", default="flash", choices=predict.ATTENTIONS)
+    p.add_argument("--dropout", action="store_true", help="dropout on the residuals and attention scores")
+    p.add_argument(
+        "--uneven-end-stages",
+        action="store_true",
+        help="the first and last pipeline stages hold fewer layers (Llama 3, BLOOM partitions)",
+    )
     p.add_argument("--no-overlap", action="store_true", help="the DP reduction waits for the backward")
     p.add_argument(
         "--calibration", help="results/<machine>/calibration: measured figures replace datasheet ones"
@@ -68,6 +74,8 @@ def _common(args) -> dict:
         calibration=args.calibration,
         overlap=not args.no_overlap,
         attention=args.attention,
+        dropout=args.dropout,
+        uneven_end_stages=args.uneven_end_stages,
         dtype=args.dtype,
     )
 
