@@ -153,8 +153,6 @@ def validation(runs, *, fit_sources, fit_grid) -> dict:
     """Fit once on the rows :func:`fitted_on` selects; every row's prediction at the fitted
     value and at the datasheet-only default; leave-one-out for the fitted rows (refitted
     without the row, then predicted)."""
-    import pandas as pd  # noqa: F401  (the table is a DataFrame)
-
     from ...predict_rates import Assumptions
 
     subset = [r for r in runs if fitted_on(r, fit_sources)]
