@@ -1,17 +1,10 @@
-"""The layout planner: which layouts exist, the fit / no-fit boundary, and terms that add up."""
+"""The layout planner: which layouts exist, ranked by the one step model (predict.step_time),
+the fit / no-fit boundary, and the planner and the predictor agreeing on every layout."""
 
 import pytest
 
-from mfulab import layouts, memory, parallel
+from mfulab import layouts, predict
 from mfulab.config import ParameterError, preset
-
-LINKS = dict(intra_node=layouts.Link(5e-6, 150e9), inter_node=layouts.Link(10e-6, 25e9))
-
-
-def _cluster(n=64, memory_bytes=80e9):
-    return layouts.Cluster(
-        n_devices=n, devices_per_node=8, device_memory_bytes=memory_bytes, peak_flops_per_s=312e12, **LINKS
-    )
 
 
 def test_only_layouts_that_can_exist_are_candidates():
@@ -27,63 +20,56 @@ def test_only_layouts_that_can_exist_are_candidates():
     assert all(r["tp"] != 8 for r in layouts.candidate_layouts(gpt2, n_devices=64, global_batch=256))
 
 
-def test_terms_add_up_to_the_step_and_the_bubble_follows_the_formula():
-    cfg = preset("gpt2-350m").with_(seq_len=1024)
-    layout = {
-        "tp": 2,
-        "pp": 4,
-        "dp": 8,
-        "v": 2,
-        "micro_batch": 1,
-        "m": 8,
-        "zero_stage": 1,
-        "recompute_policy": "full",
-    }
-    t = layouts.layout_terms(cfg, layout, cluster=_cluster(), global_batch=64)
-    parts = ("compute_s", "recompute_s", "pp_bubble_s", "tp_comm_s", "pp_p2p_s", "dp_exposed_s")
-    assert sum(t[k] for k in parts) == pytest.approx(t["step_s"])
-    bubble = parallel.pipeline_bubble_fraction(p=4, m=8, v=2)
-    assert t["pp_bubble_s"] == pytest.approx(bubble * (t["compute_s"] + t["recompute_s"]))
-    assert t["recompute_s"] > 0 and t["dp_exposed_s"] <= t["dp_comm_s"]
-
-
-def test_fit_boundary_is_the_memory_margin():
-    cfg = preset("gpt2-350m").with_(seq_len=1024)
-    layout = {
-        "tp": 1,
-        "pp": 1,
-        "dp": 8,
-        "v": 1,
-        "micro_batch": 4,
-        "m": 2,
-        "zero_stage": 2,
-        "recompute_policy": "none",
-    }
-    mem = memory.memory_per_device(cfg, micro_batch=4, dp=8, zero_stage=2)["total_bytes"]
-    margin = 0.1
-    fits = layouts.layout_terms(
-        cfg,
-        layout,
-        cluster=_cluster(n=8, memory_bytes=mem / (1 - margin)),
-        global_batch=64,
-        memory_margin=margin,
-    )
-    short = layouts.layout_terms(
-        cfg, layout, cluster=_cluster(n=8, memory_bytes=0.99 * mem / (1 - margin)), global_batch=64
-    )
-    assert fits["fits"] and not short["fits"]
-    assert fits["memory_gib"] == pytest.approx(mem / 2**30)
+def test_the_planner_and_the_predictor_agree_on_every_layout_they_both_rank():
+    cfg = preset("llama2-13b").with_(seq_len=2048)
+    kw = dict(n_devices=64, global_batch=128, device="a100", matmul_share_of_mamf=0.8)
+    df = layouts.plan(cfg, top=None, include_unfit=True, **kw)
+    assert len(df) > 50
+    for _, r in df.iterrows():
+        out = predict.step_time(
+            cfg,
+            n_devices=64,
+            tp=int(r.tp),
+            pp=int(r.pp),
+            vpp=int(r.v),
+            micro_batch=int(r.micro_batch),
+            global_batch=128,
+            recompute=r.recompute_policy,
+            sequence_parallel=bool(r.tp > 1),
+            zero_stage=int(r.zero_stage),
+            device="a100",
+            matmul_share_of_mamf=0.8,
+        )
+        assert out["step_s"] == pytest.approx(r.step_s, rel=1e-12)
+        assert out["memory_gib"] == pytest.approx(r.memory_gib, rel=1e-12)
+        assert sum(r[k] for k in predict.TERMS) == pytest.approx(r.step_s)
 
 
 def test_plan_ranks_fitting_layouts_by_step_time_and_refuses_an_impossible_batch():
     cfg = preset("gpt2-350m").with_(seq_len=1024)
-    df = layouts.plan(cfg, cluster=_cluster(), global_batch=256, top=None)
+    df = layouts.plan(cfg, n_devices=64, global_batch=256, device="a100", top=None)
     assert df.fits.all() and df.step_s.is_monotonic_increasing
     small = layouts.plan(
-        cfg, cluster=_cluster(memory_bytes=4e9), global_batch=256, top=None, include_unfit=True
+        preset("llama2-13b"), n_devices=16, global_batch=32, device="a100", top=None, include_unfit=True
     )
     assert (~small.fits).any() and small.fits.any()
     with pytest.raises(ParameterError, match="splits global batch"):
-        layouts.plan(cfg, cluster=_cluster(), global_batch=3)
+        layouts.plan(cfg, n_devices=64, global_batch=3, device="a100")
     with pytest.raises(ParameterError, match="do not fill nodes"):
-        _cluster(n=12)
+        layouts.plan(cfg, n_devices=12, global_batch=12, device="a100")
+
+
+def test_the_fit_boundary_is_the_memory_margin():
+    cfg = preset("llama2-13b")
+    kw = dict(n_devices=16, tp=4, pp=1, micro_batch=1, global_batch=16, zero_stage=1, device="a100")
+    need = predict.step_time(cfg, **kw, memory_margin=0.0)["memory_gib"] * 2**30
+    capacity = 80 * 2**30
+    margin_fits = 1 - need / capacity - 1e-6
+    assert predict.step_time(cfg, **kw, memory_margin=margin_fits)["fits"]
+    assert not predict.step_time(cfg, **kw, memory_margin=margin_fits + 2e-6)["fits"]
+
+
+def test_a_framework_restricts_the_zero_stages_the_planner_ranks():
+    cfg = preset("gpt2-350m").with_(seq_len=1024)
+    df = layouts.plan(cfg, n_devices=64, global_batch=256, device="a100", top=None, framework="fsdp")
+    assert set(df.zero_stage) <= {2, 3} and set(df.framework) == {"fsdp"}

@@ -234,22 +234,119 @@ def test_uneven_end_stages_hold_what_the_interior_leaves():
     assert out["pp_bubble_s"] == pytest.approx(3 * max(stages))  # (p − 1) slots of the slowest stage
 
 
-def test_dp_time_is_the_zero_traffic_over_the_link_plus_a_latency_per_bucket():
+def test_each_frameworks_dp_calls_carry_the_zero_traffic_at_its_own_granularity():
     from mfulab import memory
 
-    link = Link(10e-6, 20e9)
-    a = Assumptions(dp_bucket_bytes=2**40)  # one call
-    psi = 1e9
-    calls = {0: None, 1: 1 + 1, 2: 4 + 1, 3: 4 + 8}  # reduce-scatters + all-gathers, one bucket each
-    for stage in (0, 1, 2, 3):
-        got = predict.dp_time_s(psi, dp=16, zero_stage=stage, m=4, link=link, a=a)
-        traffic = memory.zero_traffic_bytes_per_step(psi, zero_stage=stage, accumulation_steps=4)
-        # all-reduce: tree latency 2·log2(16)·α; reduce-scatter / all-gather: ring (n − 1)·α per call
-        latency = 2 * 4 * 10e-6 if stage == 0 else calls[stage] * 15 * 10e-6
-        assert got == pytest.approx(15 / 16 * traffic / 20e9 + latency)
-    assert predict.dp_time_s(psi, dp=1, zero_stage=0, m=4, link=link, a=a) == 0.0
-    small = predict.dp_time_s(psi, dp=2, zero_stage=0, m=1, link=link, a=a)
-    assert small == pytest.approx(0.5 * 2 * psi * 2 / 20e9 + 2 * 1 * 10e-6)  # ring and tree agree at 2
+    psi, dp, m = 1e9, 16, 4
+    for stage in (0, 1, 2, 3):  # DeepSpeed moves exactly the paper's bytes
+        calls = memory.dp_collectives(
+            psi, dp=dp, zero_stage=stage, micro_batches=m, framework="deepspeed", units=10
+        )
+        traffic = memory.zero_traffic_bytes_per_step(psi, zero_stage=stage, accumulation_steps=m)
+        assert memory.dp_bytes_per_step(calls) == pytest.approx(traffic)
+    fsdp = memory.dp_collectives(psi, dp=dp, zero_stage=3, micro_batches=m, framework="fsdp", units=10)
+    assert (
+        sum(c["calls"] for c in fsdp) == 3 * 10 * m
+    )  # AG forward, AG backward, RS: per unit and micro-batch
+    ddp = memory.dp_collectives(psi, dp=dp, zero_stage=0, micro_batches=m, framework="ddp")
+    assert ddp[0]["calls"] == 1 + -(-(2 * psi - 2**20) // (25 * 2**20))  # 1 MiB first bucket, then 25 MiB
+    megatron = memory.dp_collectives(psi, dp=dp, zero_stage=1, micro_batches=m, framework="megatron")
+    assert [c["op"] for c in megatron] == ["reduce_scatter", "all_gather"]
+    assert megatron[0]["bytes_per_call"] == pytest.approx(2 * 40e6)  # max(40M, 1M·dp) elements of bf16
+    one = memory.dp_collectives(
+        psi, dp=dp, zero_stage=1, micro_batches=m, framework="megatron", overlap=False
+    )
+    assert one[0]["calls"] == 1  # no --overlap-grad-reduce: one bucket
+    for framework, stage in (("ddp", 1), ("fsdp", 0), ("megatron", 3)):
+        with pytest.raises(ParameterError, match="runs ZeRO stage"):
+            memory.dp_collectives(psi, dp=dp, zero_stage=stage, micro_batches=m, framework=framework)
+
+
+def test_nccl_latency_counts_inter_node_steps_and_picks_the_faster_algorithm():
+    from mfulab import comm
+
+    lat = dict(
+        base_s=8e-6, intra_step_s=3e-6, inter_step_s=10e-6, tree_intra_step_s=30e-6, tree_inter_step_s=50e-6
+    )
+    ring = comm.nccl_latency_s("all_gather", 64, 8, **lat)["ring"]
+    assert ring == pytest.approx(8e-6 + (63 - 7) * 3e-6 + 7 * 10e-6)
+    both = comm.nccl_latency_s("all_reduce", 512, 64, **lat)
+    assert both["tree"] == pytest.approx(2 * (7 * 30e-6 + 6 * 50e-6)) and both["tree"] < both["ring"]
+    small_s, algorithm = comm.nccl_call_s("all_reduce", 1e3, 512, 64, link_bytes_per_s=25e9, **lat)
+    assert algorithm == "tree" and small_s == pytest.approx(both["tree"] + 2e3 / 25e9)
+    big_s, algorithm = comm.nccl_call_s("all_reduce", 1e10, 16, 2, link_bytes_per_s=25e9, **lat)
+    assert algorithm == "ring"  # the ring's 2(n − 1)/n beats the tree's 2 on bandwidth
+
+
+def test_fsdp_at_large_dp_pays_per_unit_not_per_25_mib_bucket():
+    cfg = TransformerConfig(
+        n_layers=80,
+        d_model=8192,
+        n_heads=64,
+        n_kv_heads=8,
+        d_ff=28672,
+        vocab_size=32000,
+        seq_len=4096,
+        mlp="swiglu",
+        norm="rmsnorm",
+        bias=False,
+        tied_embeddings=False,
+        learned_positions=False,
+    )
+    out = predict.step_time(
+        cfg,
+        n_devices=512,
+        micro_batch=1,
+        global_batch=512,
+        zero_stage=3,
+        framework="fsdp",
+        recompute="full",
+        device="a100",
+    )
+    assert out["dp_calls"] == 3 * (80 + 1)
+    assert out["dp_comm_exposed_s"] <= out["dp_comm_s"] and out["dp_comm_exposed_s"] < 0.2 * out["step_s"]
+    off = predict.step_time(
+        cfg,
+        n_devices=512,
+        micro_batch=1,
+        global_batch=512,
+        zero_stage=3,
+        framework="fsdp",
+        recompute="full",
+        device="a100",
+        overlap=False,
+    )
+    assert off["dp_comm_exposed_s"] == pytest.approx(off["dp_comm_s"])
+
+
+def test_what_the_model_does_not_cover_is_refused():
+    for kw, why in (
+        (dict(context_parallel=2), "context parallelism"),
+        (dict(expert_parallel=2), "mixture-of-experts"),
+        (dict(dtype="fp8"), "not modelled"),
+        (dict(zero_stage=3, framework="megatron"), "runs ZeRO stage"),
+    ):
+        with pytest.raises(ParameterError, match=why):
+            predict.step_time(GPT, n_devices=8, global_batch=8, device="h100-sxm", **kw)
+
+
+def test_tp_comm_overlap_hides_tp_traffic_under_the_gemms():
+    kw = dict(n_devices=8, tp=8, global_batch=8, device="a100", sequence_parallel=True)
+    plain = predict.step_time(GPT, **kw)
+    hidden = predict.step_time(GPT, **kw, tp_comm_overlap=True)
+    assert 0 <= hidden["tp_comm_s"] < plain["tp_comm_s"]
+    assert hidden["step_s"] == pytest.approx(plain["step_s"] - plain["tp_comm_s"] + hidden["tp_comm_s"])
+
+
+def test_the_device_sustains_a_share_of_its_own_mamf():
+    a = Assumptions(matmul_share_of_mamf=0.8)
+    a100 = machine_rates("a100", dtype="bf16", assumptions=a)
+    h100 = machine_rates("h100-sxm", dtype="bf16", assumptions=a)
+    assert a100.matmul_flops_per_s == pytest.approx(0.8 * 271.2e12)
+    assert h100.matmul_flops_per_s == pytest.approx(0.8 * 794.5e12)  # not A100's share of the peak
+    l40s = machine_rates("l40s", dtype="bf16", assumptions=a)  # no MAMF figure: mamf_over_peak of the peak
+    assert l40s.matmul_flops_per_s == pytest.approx(0.8 * 0.8 * l40s.peak_flops_per_s)
+    assert "mamf_over_peak" in l40s.sources["matmul"]
 
 
 def test_a_data_parallel_group_spread_over_nodes_uses_each_members_port():
@@ -274,9 +371,9 @@ def test_rows_with_an_unstated_input_are_never_fitted_on():
 
 def test_cli_assumptions():
     base = ["--preset", "llama2-7b", "--devices", "8", "--device", "a100", "--tp", "8", "--global-batch", "8"]
-    slow = _cli(*base, "--assume", "matmul_efficiency=0.4")
+    slow = _cli(*base, "--assume", "matmul_share_of_mamf=0.4")
     fast = _cli(*base)
     assert slow.returncode == fast.returncode == 0
-    assert "matmul_efficiency 0.4" in slow.stdout
+    assert "matmul_share_of_mamf 0.4" in slow.stdout
     bad = _cli(*base, "--assume", "nosuch=1")
     assert bad.returncode == 2 and "NAME=VALUE" in bad.stderr

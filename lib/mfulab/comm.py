@@ -131,3 +131,72 @@ def nccl_tests_table(rows) -> str:
             f"{r['algbw_bytes_per_s'] / 1e9:>12.3f} {r['busbw_bytes_per_s'] / 1e9:>12.3f} {r['wrong']:>7}"
         )
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- NCCL's latency model
+NCCL_TUNING_SOURCE = (
+    "NVIDIA/nccl src/graph/tuning.cc at 01afd20a: baseLat and hwLat of the Simple protocol (the one "
+    "NCCL uses for the megabyte buffers of data parallelism), ncclTopoTuneModel's step counts"
+)
+NCCL_ALGORITHMS = ("ring", "tree")
+
+
+def nccl_latency_s(
+    op: str,
+    n: int,
+    n_nodes: int,
+    *,
+    base_s: float,
+    intra_step_s: float,
+    inter_step_s: float,
+    tree_intra_step_s: float,
+    tree_inter_step_s: float,
+) -> dict:
+    """Per-call latency of ``op`` on ``n`` ranks over ``n_nodes`` nodes by each algorithm NCCL
+    can run it with (NCCL's own cost model, :data:`NCCL_TUNING_SOURCE`):
+
+    - ring: base + (steps − inter-node steps)·intra + inter-node steps·inter, with 2(n − 1)
+      steps of which 2(N − 1) cross nodes for an all-reduce, n − 1 and N − 1 for an
+      all-gather or a reduce-scatter;
+    - tree (all-reduce only): 2·((n/N − 1)·intra + log₂ N·inter), up the tree and down.
+
+    Returns ``{algorithm: seconds}``. Left out: PAT (NCCL ≥ 2.23: all-gather and
+    reduce-scatter with one rank per node, log₂ N steps) and NCCL's 1.9× latency correction of
+    large multi-node ring all-reduces ("plateau effect")."""
+    _check_n(n)
+    if not (isinstance(n_nodes, int) and 1 <= n_nodes <= n):
+        raise ParameterError(f"n_nodes must be a whole number between 1 and n = {n}; got {n_nodes!r}")
+    if n == 1:
+        return {"ring": 0.0}
+    if op == "all_reduce":
+        steps, inter_steps = 2 * (n - 1), 2 * (n_nodes - 1)
+    elif op in ("all_gather", "reduce_scatter"):
+        steps, inter_steps = n - 1, n_nodes - 1
+    else:
+        raise ParameterError(
+            f"the NCCL latency model covers all_reduce, all_gather, reduce_scatter; got {op!r}"
+        )
+    out = {"ring": base_s + (steps - inter_steps) * intra_step_s + inter_steps * inter_step_s}
+    if op == "all_reduce":
+        ranks_per_node = n / n_nodes
+        out["tree"] = 2 * ((ranks_per_node - 1) * tree_intra_step_s + math.log2(n_nodes) * tree_inter_step_s)
+    return out
+
+
+def nccl_call_s(
+    op: str, nbytes: float, n: int, n_nodes: int, *, link_bytes_per_s: float, **latencies
+) -> tuple[float, str]:
+    """Seconds of one collective call and the algorithm NCCL would pick for it (the faster):
+    a ring sends bus_factor · S over the slowest link; a tree all-reduce sends 2·S (NCCL's
+    algorithm bandwidth is half the bus bandwidth for trees). Latencies as
+    :func:`nccl_latency_s`."""
+    if n == 1 or nbytes <= 0:
+        return 0.0, "none"
+    if link_bytes_per_s <= 0:
+        raise ParameterError("link_bytes_per_s must be positive")
+    lat = nccl_latency_s(op, n, n_nodes, **latencies)
+    times = {"ring": lat["ring"] + bus_factor(op, n) * nbytes / link_bytes_per_s}
+    if "tree" in lat:
+        times["tree"] = lat["tree"] + 2 * nbytes / link_bytes_per_s
+    algorithm = min(times, key=times.get)
+    return times[algorithm], algorithm

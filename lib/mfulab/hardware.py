@@ -42,11 +42,31 @@ class DeviceSpec:
     source: str
     note: str = ""
     approximate: bool = False  # no vendor datasheet for this product (the note says what it rests on)
+    # per-direction bytes/s inside a node and to other nodes, with their source (None: no figure)
+    intra_node_bytes_per_s: float | None = None
+    inter_node_bytes_per_s: float | None = None
+    interconnect_source: str = ""
+    # the best single dense GEMM measured on the device, FLOP/s per dtype (stas00's MAMF finder)
+    mamf_flops_per_s: dict | None = None
+    mamf_source: str = ""
 
 
 def normalize_name(name: str) -> str:
     """The form names are compared in: lower-cased, runs of whitespace collapsed to one space."""
     return " ".join(name.split()).lower()
+
+
+def _interconnect(entry: dict) -> dict:
+    """The optional ``interconnect`` and ``mamf_tflops`` fields of one entry, in SI units."""
+    net = entry.get("interconnect") or {}
+    mamf = entry.get("mamf_tflops")
+    return {
+        "intra_node_bytes_per_s": net["intra_node_gb_per_s"] * GB if "intra_node_gb_per_s" in net else None,
+        "inter_node_bytes_per_s": net["inter_node_gb_per_s"] * GB if "inter_node_gb_per_s" in net else None,
+        "interconnect_source": net.get("source", ""),
+        "mamf_flops_per_s": {d: v * TERA for d, v in mamf.items()} if mamf else None,
+        "mamf_source": entry.get("mamf_source", ""),
+    }
 
 
 def _load_devices(path: Path = DEVICES_YAML) -> tuple[tuple[DeviceSpec, ...], dict[str, tuple[str, ...]]]:
@@ -69,6 +89,7 @@ def _load_devices(path: Path = DEVICES_YAML) -> tuple[tuple[DeviceSpec, ...], di
                 source=e["source"],
                 note=e.get("note", ""),
                 approximate=bool(e.get("approximate", False)),
+                **_interconnect(e),
             )
         )
     ambiguous = {name: tuple(keys) for name, keys in (table.get("ambiguous") or {}).items()}

@@ -1,13 +1,16 @@
-"""Step time and MFU of one training layout, from its parts: the predictor that joins the
-analytic pieces of :mod:`flops`, :mod:`parallel`, :mod:`memory` and :mod:`comm`, fed by a
-device's datasheet or by a calibration measured here (:mod:`predict_rates`).
+"""Step time and MFU of one training layout, from its parts: the one step model of the course.
+It joins the analytic pieces of :mod:`flops`, :mod:`parallel`, :mod:`memory` and :mod:`comm`,
+fed by a device's ``devices.yaml`` figures or by a calibration measured here
+(:mod:`predict_rates`). Chapter 09's planner (``layouts.plan``) ranks layouts with it and
+chapter 10 validates it against published runs.
 
 Per micro-batch and pipeline stage (a device holds L/p layers, 1/t of each; T = b·s tokens):
 
     matmuls       each GEMM of the layer, forward (m·n·k) and its two backward GEMMs, at
                   t = t₀ + max(2mnk / R∞, bytes / BW)       Hockney's r∞–n½ form (t₀ = n½/R∞)
                   under a roofline cap (Williams et al. 2009): a GEMM whose operands cost more
-                  to move than to multiply runs at memory speed; logits on the last stage
+                  to move than to multiply runs at memory speed; logits on the last stage.
+                  R∞ = ``matmul_share_of_mamf`` × the device's MAMF (its best measured GEMM)
     attention     unfused (Megatron 2021–22): QKᵀ and A·V as batched GEMMs over the full s×s,
                   with the score matrix through memory; flash: the causal half of those FLOPs,
                   forward + 2.5× backward (FlashAttention-2 recomputes S), at
@@ -22,18 +25,21 @@ Per micro-batch and pipeline stage (a device holds L/p layers, 1/t of each; T = 
     pipeline      interior stages hold L/p layers; with ``uneven_end_stages`` (Llama 3, BLOOM)
                   the first and last hold fewer, and the slowest stage sets the pace
     tp_comm       4 all-reduces per layer (or 4 all-gathers + 4 reduce-scatters with sequence
-                  parallelism) of b·s·h, exposed, +2 under full recompute (``parallel``)
+                  parallelism) of b·s·h, +2 under full recompute (``parallel``); with
+                  ``tp_comm_overlap`` (Megatron --tp-comm-overlap) what the GEMMs cannot hide
     optimizer     Adam over this device's parameter shard, ``optimizer_bytes_per_param`` each
 
-The step (Narayanan et al. 2021 §2.2): m micro-batches of the slowest stage (first: embedding;
-last: logits and loss), the 1F1B bubble (p − 1)/v of those slots, the point-to-point messages,
-the data-parallel reduction minus what backward hides (``overlap``; ZeRO traffic from
-``memory.zero_traffic_bytes_per_step``), the optimizer and the data wait:
+The step (Narayanan et al. 2021 §2.2), in five named steps — :func:`check_layout`,
+:func:`stage_terms`, :func:`pipeline_terms` (the bubble from
+``parallel.pipeline_schedule_costs``), :func:`dp_terms` (the framework's collectives from
+``memory.dp_collectives``, each call priced by NCCL's own latency model and algorithm choice,
+``comm.nccl_call_s``) and :func:`memory_terms`:
 
-    step = m·t_mb + (p − 1)/v · t_mb + pp_p2p + dp_exposed + optimizer + data
+    step = m·t_mb + bubble + pp_p2p + dp_exposed + optimizer + data
 
 Every constant not measured is a field of :class:`Assumptions` with its source; a calibration
-replaces R∞, t₀, BW and the intra-node α–β by this machine's figures.
+replaces R∞, t₀, BW and the intra-node α–β by this machine's figures. Context parallelism,
+mixture-of-experts layers and FP8 GEMMs are refused, never approximated.
 """
 
 from __future__ import annotations
@@ -41,12 +47,14 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, fields, replace
 
-from . import flops, memory, parallel
+from . import comm, flops, memory, parallel
 from .config import ParameterError, TransformerConfig
 from .predict_rates import Assumptions, Rates, machine_rates
 
 RECOMPUTES = ("none", "selective", "full")
 ATTENTIONS = ("unfused", "flash")
+FRAMEWORKS = ("auto", *memory.DP_FRAMEWORKS)
+DTYPES = ("bf16", "fp16", "tf32", "fp32")  # the GEMM precisions the model prices
 TERMS = (
     "matmul_s",
     "attention_s",
@@ -59,8 +67,22 @@ TERMS = (
     "optimizer_s",
     "data_s",
 )
+COMPUTE_TERMS = ("matmul_s", "attention_s", "memory_bound_s", "recompute_s")
 
-__all__ = ["ATTENTIONS", "Assumptions", "RECOMPUTES", "TERMS", "step_time", "gemm_s"]
+__all__ = [
+    "ATTENTIONS",
+    "Assumptions",
+    "FRAMEWORKS",
+    "RECOMPUTES",
+    "TERMS",
+    "check_layout",
+    "dp_terms",
+    "gemm_s",
+    "memory_terms",
+    "pipeline_terms",
+    "stage_terms",
+    "step_time",
+]
 
 
 def _check_int(**values):
@@ -91,6 +113,113 @@ def _fwd_bwd_gemm_s(m, n, k, rates, e, count=1) -> tuple[float, float]:
     return forward, backward
 
 
+# ---------------------------------------------------------------------------- 1. the layout
+def check_layout(
+    cfg: TransformerConfig,
+    *,
+    n_devices: int,
+    tp: int = 1,
+    pp: int = 1,
+    vpp: int = 1,
+    micro_batch: int = 1,
+    global_batch: int,
+    recompute: str = "none",
+    attention: str = "flash",
+    sequence_parallel: bool = False,
+    zero_stage: int = 0,
+    framework: str = "auto",
+    devices_per_node: int = 8,
+    uneven_end_stages: bool = False,
+    context_parallel: int = 1,
+    expert_parallel: int = 1,
+    dtype: str = "bf16",
+) -> dict:
+    """The layout a step runs, or :class:`ParameterError` with the reason it cannot exist or
+    is not modelled: dp = n/(tp·pp), m = B/(dp·b) micro-batches, the layers of an interior and
+    of an end stage, the pipeline schedule (``parallel.check_pipeline``), the DP framework
+    (``auto``: Megatron's for ZeRO 0–1, DeepSpeed's for 2, FSDP's for 3). Refused, never
+    approximated: context parallelism, mixture-of-experts layers and GEMMs below 16 bits."""
+    _check_int(n_devices=n_devices, tp=tp, pp=pp, vpp=vpp, micro_batch=micro_batch, global_batch=global_batch)
+    _check_int(devices_per_node=devices_per_node, context_parallel=context_parallel)
+    _check_int(expert_parallel=expert_parallel)
+    if context_parallel > 1:
+        raise ParameterError(
+            "context parallelism is not modelled (its ring attention exchanges K and V between ranks); "
+            "predict with context_parallel=1"
+        )
+    if expert_parallel > 1 or (getattr(cfg, "n_experts", None) or 1) > 1:
+        raise ParameterError(
+            "mixture-of-experts layers (expert parallelism, routed all-to-alls) are not modelled: the "
+            "predictor prices dense blocks only"
+        )
+    if dtype not in DTYPES:
+        raise ParameterError(
+            f"the step model prices GEMMs in {', '.join(DTYPES)}; {dtype!r} is not modelled (FP8 GEMMs mix "
+            "precisions per GEMM and need their own scaling kernels)"
+        )
+    if recompute not in RECOMPUTES:
+        raise ParameterError(f"recompute must be one of {', '.join(RECOMPUTES)}; got {recompute!r}")
+    if attention not in ATTENTIONS:
+        raise ParameterError(f"attention must be one of {', '.join(ATTENTIONS)}; got {attention!r}")
+    if framework not in FRAMEWORKS:
+        raise ParameterError(f"framework must be one of {', '.join(FRAMEWORKS)}; got {framework!r}")
+    if zero_stage not in (0, 1, 2, 3):
+        raise ParameterError(f"zero_stage must be 0, 1, 2 or 3; got {zero_stage!r}")
+    if framework == "auto":
+        framework = {0: "megatron", 1: "megatron", 2: "deepspeed", 3: "fsdp"}[zero_stage]
+    if zero_stage not in memory.DP_ZERO_STAGES[framework]:
+        raise ParameterError(
+            f"{framework} runs ZeRO stage {' or '.join(map(str, memory.DP_ZERO_STAGES[framework]))}, "
+            f"not {zero_stage}"
+        )
+    if n_devices % (tp * pp):
+        raise ParameterError(f"tp·pp = {tp * pp} does not divide {n_devices} devices")
+    dp = n_devices // (tp * pp)
+    if cfg.n_heads % tp or cfg.n_kv_heads % tp or cfg.d_ff % tp:
+        raise ParameterError(
+            f"tp = {tp} does not divide the {cfg.n_heads} heads, {cfg.n_kv_heads} key-value heads and "
+            f"d_ff = {cfg.d_ff} of {cfg.name}"
+        )
+    if global_batch % (dp * micro_batch):
+        raise ParameterError(
+            f"global batch {global_batch} does not split into dp = {dp} replicas × micro-batches of "
+            f"{micro_batch}"
+        )
+    m = global_batch // (dp * micro_batch)
+    interior_layers = -(-cfg.n_layers // pp)  # the most any stage holds
+    if uneven_end_stages and pp > 2:  # the two end stages share what the interior ones leave
+        end_layers = (cfg.n_layers - (pp - 2) * interior_layers) / 2
+        if end_layers <= 0:
+            raise ParameterError(f"{cfg.n_layers} layers leave nothing for the end stages of {pp} stages")
+    elif cfg.n_layers % pp:
+        raise ParameterError(
+            f"{cfg.n_layers} layers do not split over pp = {pp} stages (uneven_end_stages=True puts "
+            "fewer on the first and last)"
+        )
+    else:
+        end_layers = interior_layers
+    schedule = parallel.check_pipeline(p=pp, m=m, v=vpp, n_layers=interior_layers * pp)
+    if n_devices > devices_per_node and n_devices % devices_per_node:
+        raise ParameterError(f"{n_devices} devices do not fill nodes of {devices_per_node}")
+    return {
+        "tp": tp,
+        "pp": pp,
+        "vpp": vpp,
+        "dp": dp,
+        "micro_batch": micro_batch,
+        "m": m,
+        "interior_layers": interior_layers,
+        "end_layers": end_layers,
+        "schedule": schedule,
+        "sequence_parallel": bool(sequence_parallel and tp > 1),
+        "zero_stage": zero_stage,
+        "framework": framework,
+        "devices_per_node": devices_per_node,
+        "n_devices": n_devices,
+    }
+
+
+# ---------------------------------------------------------------------------- 2. one stage
 def layer_terms(
     cfg: TransformerConfig,
     *,
@@ -144,6 +273,7 @@ def layer_terms(
         "matmul_s": mm_f + mm_b,
         "attention_s": att_f + att_b,
         "memory_bound_s": elem_f + elem_b,
+        "forward_s": mm_f + att_f + elem_f,
         "full_forward_s": mm_f + att_f + elem_f,
         "attention_forward_s": att_f if attention == "unfused" else 0.0,  # flash recomputes inside
     }
@@ -157,37 +287,226 @@ def _edge_terms(cfg: TransformerConfig, *, micro_batch: int, tp: int, rates: Rat
     embedding_bytes = (1 + a.backward_traffic_factor) * 2 * T * h * e  # lookup, and its scatter-add
     return {
         "logits_matmul_s": fw + bw,
+        "logits_forward_s": fw,
         "loss_s": loss_bytes / rates.memory_bytes_per_s,
         "embedding_s": embedding_bytes / rates.memory_bytes_per_s,
     }
 
 
-def dp_time_s(n_params: float, *, dp: int, zero_stage: int, m: int, link, a: Assumptions) -> float:
-    """Seconds of one step's data-parallel collectives for a ``n_params`` shard (Rajbhandari et
-    al. 2020; the calls :func:`memory.zero_traffic_bytes_per_step` counts): ZeRO 0 all-reduces
-    the gradients once; 1 reduce-scatters them and all-gathers the parameters once; 2
-    reduce-scatters every micro-batch; 3 also all-gathers the parameters in every forward and
-    backward. Gradients move at ``grad_bytes_per_elem``, parameters at ``bytes_per_elem``; each
-    device sends (dp − 1)/dp of a buffer per pass (2 passes for an all-reduce). Every call of
-    ``dp_bucket_bytes`` pays its latency: an all-reduce the faster of a ring (2(n − 1)·α) and a
-    tree (2·log2 n·α), as NCCL chooses (the buckets study's rule); a reduce-scatter or all-gather
-    a ring's (n − 1)·α, since NCCL runs those on rings only."""
-    if dp == 1:
-        return 0.0
-    reduce_passes, gathers = {0: (2, 0), 1: (1, 1), 2: (m, 1), 3: (m, 2 * m)}[zero_stage]
-    grad_bytes, param_bytes = n_params * a.grad_bytes_per_elem, n_params * a.bytes_per_elem
-    sent_bytes = (dp - 1) / dp * (reduce_passes * grad_bytes + gathers * param_bytes)
-    if zero_stage == 0:  # all-reduces of the gradient buckets
-        calls = max(1.0, grad_bytes / a.dp_bucket_bytes)
-        latency_s = calls * min(2 * (dp - 1), 2 * math.log2(dp)) * link.alpha_s
-    else:  # reduce-scatters and all-gathers, bucket by bucket
-        calls = max(float(reduce_passes), reduce_passes * grad_bytes / a.dp_bucket_bytes) + max(
-            float(gathers), gathers * param_bytes / a.dp_bucket_bytes
+def stage_terms(
+    cfg: TransformerConfig,
+    layout: dict,
+    *,
+    rates: Rates,
+    a: Assumptions,
+    recompute: str,
+    attention: str,
+    dropout: bool,
+    tp_comm_overlap: bool = False,
+) -> dict:
+    """Seconds of one micro-batch on the slowest pipeline stage, by term (compute terms, and
+    the TP collectives exposed: all of them, or with ``tp_comm_overlap`` what
+    ``tp_overlap_share`` of the layer's GEMM time cannot hide), plus its ``forward_s``."""
+    tp, b, sp = layout["tp"], layout["micro_batch"], layout["sequence_parallel"]
+    layer = layer_terms(
+        cfg,
+        micro_batch=b,
+        tp=tp,
+        sequence_parallel=sp,
+        attention=attention,
+        dropout=dropout,
+        rates=rates,
+        a=a,
+    )
+    edge = _edge_terms(cfg, micro_batch=b, tp=tp, rates=rates, a=a)
+    recompute_layer_s = {
+        "none": 0.0,
+        "selective": layer["attention_forward_s"],
+        "full": layer["full_forward_s"],
+    }[recompute]
+    tp_link = rates.link(tp, layout["devices_per_node"])
+    tp_layer_s = parallel.tp_comm_time_per_layer(
+        cfg,
+        micro_batch=b,
+        tp=tp,
+        alpha_s=tp_link.alpha_s,
+        link_bytes_per_s=tp_link.bytes_per_s,
+        sequence_parallel=sp,
+        bytes_per_elem=a.bytes_per_elem,
+    ) * (1.5 if recompute == "full" else 1.0)  # full recompute repeats the forward's collectives
+    if tp_comm_overlap:
+        tp_layer_s = max(0.0, tp_layer_s - a.tp_overlap_share * layer["matmul_s"])
+    per_layer = {
+        "matmul_s": layer["matmul_s"],
+        "attention_s": layer["attention_s"],
+        "memory_bound_s": layer["memory_bound_s"],
+        "recompute_s": recompute_layer_s,
+        "tp_comm_s": tp_layer_s,
+        "forward_s": layer["forward_s"],
+    }
+
+    def stage(n_layers: float, *, first: bool, last: bool) -> dict:
+        out = {k: n_layers * v for k, v in per_layer.items()}
+        out["matmul_s"] += edge["logits_matmul_s"] if last else 0.0
+        out["memory_bound_s"] += (edge["loss_s"] if last else 0.0) + (edge["embedding_s"] if first else 0.0)
+        out["forward_s"] += edge["logits_forward_s"] if last else 0.0
+        return out
+
+    pp = layout["pp"]
+    if pp == 1:
+        stages = [stage(cfg.n_layers, first=True, last=True)]
+    else:
+        ends = layout["end_layers"]
+        stages = [stage(ends, first=True, last=False), stage(ends, first=False, last=True)]
+        stages += [stage(layout["interior_layers"], first=False, last=False)] if pp > 2 else []
+    return max(stages, key=lambda st: sum(v for k, v in st.items() if k != "forward_s"))
+
+
+# ---------------------------------------------------------------------------- 3. the pipeline
+def pipeline_terms(
+    cfg: TransformerConfig, layout: dict, *, t_mb_s: float, rates: Rates, a: Assumptions
+) -> dict:
+    """The bubble (``parallel.pipeline_schedule_costs``: (p − 1)/(v·m) of the m micro-batch
+    slots of the slowest stage) and the point-to-point sends of one stage per step
+    (``parallel.pipeline_p2p_elements_per_step``, scatter/gather: 1/t of each), exposed by
+    ``pp_p2p_exposed``."""
+    pp, vpp, m, tp, dp = (layout[k] for k in ("pp", "vpp", "m", "tp", "dp"))
+    costs = parallel.pipeline_schedule_costs(p=pp, m=m, v=vpp, schedule=layout["schedule"])
+    out = {"pp_bubble_s": costs["bubble_fraction"] * m * t_mb_s, "pp_p2p_s": 0.0, "schedule_costs": costs}
+    if pp > 1:
+        per_node = layout["devices_per_node"]
+        link = rates.link(tp * dp * pp, per_node) if tp * dp < per_node else rates.inter
+        elements = parallel.pipeline_p2p_elements_per_step(cfg, micro_batch=layout["micro_batch"], m=m, v=vpp)
+        messages = 2 * m * vpp
+        out["pp_p2p_s"] = a.pp_p2p_exposed * (
+            messages * link.alpha_s + elements / tp * a.bytes_per_elem / link.bytes_per_s
         )
-        latency_s = calls * (dp - 1) * link.alpha_s
-    return latency_s + sent_bytes / link.bytes_per_s
+    return out
 
 
+# ---------------------------------------------------------------------------- 4. data parallelism
+def dp_terms(
+    cfg: TransformerConfig,
+    layout: dict,
+    *,
+    rates: Rates,
+    a: Assumptions,
+    forward_s: float,
+    backward_s: float,
+    overlap: bool = True,
+    overlap_param_gather: bool = False,
+) -> dict:
+    """The data-parallel collectives of one step (``memory.dp_collectives``: what the framework
+    issues, call by call), each call priced by NCCL's latency model and algorithm choice
+    (``comm.nccl_call_s``) over the DP group's link, and what stays exposed. A call hides under
+    the compute of its phase (``forward_s``, ``backward_s``: the whole step's, per stage) times
+    ``dp_overlap``; the last call of each phase cannot hide (the pipeline's drain). Without
+    ``overlap`` nothing hides; the parameter all-gather after the optimizer hides only with
+    ``overlap_param_gather`` (Megatron), under the first micro-batch's forward."""
+    tp, pp, dp, m, per_node = (layout[k] for k in ("tp", "pp", "dp", "m", "devices_per_node"))
+    if dp == 1:
+        return {"dp_comm_s": 0.0, "dp_comm_exposed_s": 0.0, "dp_calls": 0, "dp_algorithms": ""}
+    n_params_shard = flops.param_count(cfg) / (tp * pp)
+    calls = memory.dp_collectives(
+        n_params_shard,
+        dp=dp,
+        zero_stage=layout["zero_stage"],
+        micro_batches=m,
+        framework=layout["framework"],
+        units=math.ceil(layout["interior_layers"]) + 1,  # one unit per block, and the embedding/head root
+        grad_bytes_per_elem=a.grad_bytes_per_elem,
+        param_bytes_per_elem=a.bytes_per_elem,
+        overlap=overlap,
+        ddp_bucket_bytes=a.ddp_bucket_bytes,
+        deepspeed_bucket_elems=a.deepspeed_bucket_elems,
+        deepspeed_prefetch_elems=a.deepspeed_prefetch_elems,
+    )
+    ranks_per_node = max(1, min(dp, per_node // tp))
+    link = rates.link(tp * dp, per_node, ranks_per_node=ranks_per_node)
+    n_nodes = link.nodes if tp * dp > per_node else 1
+    latencies = {**a.nccl_latencies(), "intra_step_s": rates.intra.alpha_s}
+    latencies["inter_step_s"] = rates.inter.alpha_s if n_nodes > 1 else rates.intra.alpha_s
+    hideable = {
+        "last_backward": backward_s / m,
+        "backward": backward_s,
+        "forward": forward_s,
+        "after_step": forward_s / m if overlap_param_gather else 0.0,
+    }
+    by_phase: dict = {}
+    algorithms = set()
+    n_calls = 0
+    for c in calls:
+        one_s, algorithm = comm.nccl_call_s(
+            c["op"], c["bytes_per_call"], dp, n_nodes, link_bytes_per_s=link.bytes_per_s, **latencies
+        )
+        algorithms.add(f"{c['op']}:{algorithm}")
+        n_calls += c["calls"]
+        phase = by_phase.setdefault(c["phase"], {"total_s": 0.0, "last_call_s": 0.0})
+        phase["total_s"] += c["calls"] * one_s
+        phase["last_call_s"] = max(phase["last_call_s"], one_s)
+    total_s = exposed_s = 0.0
+    for name, ph in by_phase.items():
+        total_s += ph["total_s"]
+        if not overlap or hideable[name] == 0.0:
+            exposed_s += ph["total_s"]
+        else:
+            exposed_s += max(ph["last_call_s"], ph["total_s"] - a.dp_overlap * hideable[name])
+    return {
+        "dp_comm_s": total_s,
+        "dp_comm_exposed_s": min(exposed_s, total_s),
+        "dp_calls": n_calls,
+        "dp_algorithms": ", ".join(sorted(algorithms)),
+    }
+
+
+# ---------------------------------------------------------------------------- 5. memory
+def memory_terms(
+    cfg: TransformerConfig,
+    layout: dict,
+    *,
+    rates: Rates,
+    a: Assumptions,
+    recompute: str,
+    attention: str,
+    dropout: bool,
+) -> dict:
+    """Bytes per device (``memory.memory_per_device``: ZeRO states, Korthikanti Table 2
+    activations with a flash kernel's log-sum-exp in place of the scores, the logits), the
+    activations of the stage that keeps the most layers in flight, scaled by the schedule's
+    ``activation_layers_factor``; a layout fits when that is at most (1 − ``memory_margin``)
+    of the device's memory."""
+    mem = memory.memory_per_device(
+        cfg,
+        micro_batch=layout["micro_batch"],
+        tp=layout["tp"],
+        pp=layout["pp"],
+        dp=layout["dp"],
+        zero_stage=layout["zero_stage"],
+        sequence_parallel=layout["sequence_parallel"],
+        recompute=recompute,
+        bytes_per_elem=a.bytes_per_elem,
+        dropout=dropout,
+        fused_attention=attention == "flash",
+    )
+    costs = parallel.pipeline_schedule_costs(
+        p=layout["pp"], m=layout["m"], v=layout["vpp"], schedule=layout["schedule"]
+    )
+    # 1F1B: stage i keeps p − i micro-batches of its layers in flight; with even stages the first
+    # holds the most, L layers' worth (Korthikanti §4.2.3); with uneven end stages the second may
+    pp, end, interior = layout["pp"], layout["end_layers"], layout["interior_layers"]
+    in_flight_layers = cfg.n_layers if pp == 1 else max(pp * end, (pp - 1) * (interior if pp > 2 else end))
+    activations_bytes = mem["activations_bytes"] * in_flight_layers / cfg.n_layers
+    memory_bytes = mem["model_states_bytes"] + activations_bytes * costs["activation_layers_factor"]
+    memory_bytes += mem["logits_bytes"]
+    capacity = rates.memory_capacity_bytes
+    return {
+        "memory_gib": memory_bytes / 2**30,
+        "device_memory_gib": None if capacity is None else capacity / 2**30,
+        "fits": None if capacity is None else memory_bytes <= (1 - a.memory_margin) * capacity,
+    }
+
+
+# ---------------------------------------------------------------------------- the step
 def step_time(
     cfg: TransformerConfig,
     *,
@@ -200,14 +519,19 @@ def step_time(
     recompute: str = "none",
     sequence_parallel: bool = False,
     zero_stage: int = 0,
+    framework: str = "auto",
     device: str | None,
     devices_per_node: int = 8,
     calibration=None,
     overlap: bool = True,
+    overlap_param_gather: bool = False,
+    tp_comm_overlap: bool = False,
     attention: str = "flash",
     dropout: bool = False,
     dtype: str = "bf16",
     uneven_end_stages: bool = False,
+    context_parallel: int = 1,
+    expert_parallel: int = 1,
     assumptions: Assumptions | None = None,
     **overrides,
 ) -> dict:
@@ -217,131 +541,68 @@ def step_time(
     to ``step_s``), memory per device and whether it fits, and ``sources``: where each machine
     figure came from. ``device`` names a ``devices.yaml`` entry; ``calibration`` a
     ``results/<machine>/calibration`` folder; ``overrides`` set fields of :class:`Assumptions`.
-    Raises :class:`ParameterError` for a layout that cannot exist."""
-    _check_int(n_devices=n_devices, tp=tp, pp=pp, vpp=vpp, micro_batch=micro_batch, global_batch=global_batch)
-    _check_int(devices_per_node=devices_per_node)
-    if recompute not in RECOMPUTES:
-        raise ParameterError(f"recompute must be one of {', '.join(RECOMPUTES)}; got {recompute!r}")
-    if attention not in ATTENTIONS:
-        raise ParameterError(f"attention must be one of {', '.join(ATTENTIONS)}; got {attention!r}")
+    The five steps are :func:`check_layout`, :func:`stage_terms`, :func:`pipeline_terms`,
+    :func:`dp_terms` and :func:`memory_terms`. Raises :class:`ParameterError` for a layout that
+    cannot exist or that the model does not cover."""
     unknown = set(overrides) - {f.name for f in fields(Assumptions)}
     if unknown:
         raise ParameterError(
             f"unknown assumption(s) {sorted(unknown)}; known: {[f.name for f in fields(Assumptions)]}"
         )
     a = replace(assumptions or Assumptions(), **overrides)
-    if n_devices % (tp * pp):
-        raise ParameterError(f"tp·pp = {tp * pp} does not divide {n_devices} devices")
-    dp = n_devices // (tp * pp)
-    if cfg.n_heads % tp or cfg.n_kv_heads % tp or cfg.d_ff % tp:
-        raise ParameterError(
-            f"tp = {tp} does not divide the {cfg.n_heads} heads, {cfg.n_kv_heads} key-value heads and "
-            f"d_ff = {cfg.d_ff} of {cfg.name}"
-        )
-    if global_batch % (dp * micro_batch):
-        raise ParameterError(
-            f"global batch {global_batch} does not split into dp = {dp} replicas × micro-batches of "
-            f"{micro_batch}"
-        )
-    m = global_batch // (dp * micro_batch)
-    interior_layers = -(-cfg.n_layers // pp)  # the most any stage holds
-    if uneven_end_stages and pp > 2:  # the two end stages share what the interior ones leave
-        end_layers = (cfg.n_layers - (pp - 2) * interior_layers) / 2
-        if end_layers <= 0:
-            raise ParameterError(f"{cfg.n_layers} layers leave nothing for the end stages of {pp} stages")
-    elif cfg.n_layers % pp:
-        raise ParameterError(
-            f"{cfg.n_layers} layers do not split over pp = {pp} stages (uneven_end_stages=True puts "
-            "fewer on the first and last)"
-        )
-    else:
-        end_layers = interior_layers
-    schedule = parallel.check_pipeline(p=pp, m=m, v=vpp, n_layers=interior_layers * pp)
-    if sequence_parallel and tp == 1:
-        sequence_parallel = False  # nothing to split
-    rates = machine_rates(device, dtype=dtype, calibration=calibration, assumptions=a)
-    cluster_nodes = n_devices > devices_per_node
-    if cluster_nodes and n_devices % devices_per_node:
-        raise ParameterError(f"{n_devices} devices do not fill nodes of {devices_per_node}")
-
-    layer = layer_terms(
+    layout = check_layout(
         cfg,
-        micro_batch=micro_batch,
+        n_devices=n_devices,
         tp=tp,
-        sequence_parallel=sequence_parallel,
+        pp=pp,
+        vpp=vpp,
+        micro_batch=micro_batch,
+        global_batch=global_batch,
+        recompute=recompute,
         attention=attention,
-        dropout=dropout,
+        sequence_parallel=sequence_parallel,
+        zero_stage=zero_stage,
+        framework=framework,
+        devices_per_node=devices_per_node,
+        uneven_end_stages=uneven_end_stages,
+        context_parallel=context_parallel,
+        expert_parallel=expert_parallel,
+        dtype=dtype,
+    )
+    rates = machine_rates(device, dtype=dtype, calibration=calibration, assumptions=a)
+    m = layout["m"]
+
+    per_mb = stage_terms(
+        cfg,
+        layout,
         rates=rates,
         a=a,
+        recompute=recompute,
+        attention=attention,
+        dropout=dropout,
+        tp_comm_overlap=tp_comm_overlap,
     )
-    edge = _edge_terms(cfg, micro_batch=micro_batch, tp=tp, rates=rates, a=a)
-    recompute_layer_s = {
-        "none": 0.0,
-        "selective": layer["attention_forward_s"],
-        "full": layer["full_forward_s"],
-    }[recompute]
-    tp_link = rates.link(tp, devices_per_node)
-    tp_layer_s = parallel.tp_comm_time_per_layer(
-        cfg,
-        micro_batch=micro_batch,
-        tp=tp,
-        alpha_s=tp_link.alpha_s,
-        link_bytes_per_s=tp_link.bytes_per_s,
-        sequence_parallel=sequence_parallel,
-        bytes_per_elem=a.bytes_per_elem,
-    ) * (1.5 if recompute == "full" else 1.0)
-    per_layer = {
-        "matmul_s": layer["matmul_s"],
-        "attention_s": layer["attention_s"],
-        "memory_bound_s": layer["memory_bound_s"],
-        "recompute_s": recompute_layer_s,
-        "tp_comm_s": tp_layer_s,
-    }
-
-    def stage(n_layers: float, *, first: bool, last: bool) -> dict:
-        """One micro-batch on a stage of ``n_layers`` layers, with the embedding (first) and
-        the logits and loss (last)."""
-        out = {k: n_layers * v for k, v in per_layer.items()}
-        out["matmul_s"] += edge["logits_matmul_s"] if last else 0.0
-        out["memory_bound_s"] += (edge["loss_s"] if last else 0.0) + (edge["embedding_s"] if first else 0.0)
-        return out
-
-    if pp == 1:
-        stages = [stage(cfg.n_layers, first=True, last=True)]
-    else:
-        stages = [stage(end_layers, first=True, last=False), stage(end_layers, first=False, last=True)]
-        stages += [stage(interior_layers, first=False, last=False)] if pp > 2 else []
-    per_mb = max(stages, key=lambda st: sum(st.values()))  # the slowest stage sets the pace
+    forward_mb_s = per_mb.pop("forward_s")
     t_mb = sum(per_mb.values())
     terms = {k: m * v for k, v in per_mb.items()}
-    terms["pp_bubble_s"] = (pp - 1) / vpp * t_mb
+    pipe = pipeline_terms(cfg, layout, t_mb_s=t_mb, rates=rates, a=a)
+    terms["pp_bubble_s"], terms["pp_p2p_s"] = pipe["pp_bubble_s"], pipe["pp_p2p_s"]
 
-    terms["pp_p2p_s"] = 0.0
-    if pp > 1:
-        p2p_link = rates.link(tp * dp * pp, devices_per_node) if tp * dp < devices_per_node else rates.inter
-        message_bytes = micro_batch * cfg.seq_len * cfg.d_model / tp * a.bytes_per_elem  # scatter/gather
-        messages = 2 * m * vpp
-        terms["pp_p2p_s"] = (
-            a.pp_p2p_exposed * messages * (p2p_link.alpha_s + message_bytes / p2p_link.bytes_per_s)
-        )
-
-    n_params_shard = flops.param_count(cfg) / (tp * pp)
-    dp_comm_s = dp_time_s(
-        n_params_shard,
-        dp=dp,
-        zero_stage=zero_stage,
-        m=m,
-        link=rates.link(tp * dp, devices_per_node, ranks_per_node=max(1, min(dp, devices_per_node // tp))),
+    compute_step_s = sum(terms[k] for k in COMPUTE_TERMS)
+    forward_s = m * forward_mb_s
+    dp = dp_terms(
+        cfg,
+        layout,
+        rates=rates,
         a=a,
+        forward_s=forward_s,
+        backward_s=compute_step_s - forward_s,
+        overlap=overlap,
+        overlap_param_gather=overlap_param_gather,
     )
-    compute_step_s = sum(terms[k] for k in ("matmul_s", "attention_s", "memory_bound_s", "recompute_s"))
-    # DP traffic hides under backward only (2/3 of the compute: backward = 2 × forward): the
-    # last micro-batch's at ZeRO 0–1 (one reduction per step), every micro-batch's at ZeRO 2–3
-    backward_s = (2 / 3) * compute_step_s
-    hideable_s = backward_s / m if zero_stage <= 1 else backward_s
-    hidden_s = min(dp_comm_s, a.dp_overlap * hideable_s) if overlap else 0.0
-    terms["dp_comm_exposed_s"] = dp_comm_s - hidden_s
-    shard_params = n_params_shard / (dp if zero_stage >= 1 else 1)
+    terms["dp_comm_exposed_s"] = dp["dp_comm_exposed_s"]
+    n_params_shard = flops.param_count(cfg) / (tp * pp)
+    shard_params = n_params_shard / (layout["dp"] if zero_stage >= 1 else 1)
     terms["optimizer_s"] = a.optimizer_bytes_per_param * shard_params / rates.memory_bytes_per_s
     terms["data_s"] = a.data_s
     step_s = sum(terms[k] for k in TERMS)
@@ -352,23 +613,9 @@ def step_time(
     def util(convention, policy):
         return flops.flops_per_token(cfg, convention=convention, recompute=policy) * tokens / peak_total
 
-    # a flash kernel keeps no s×s scores for backward: the activations of selective recompute
-    memory_policy = "selective" if attention == "flash" and recompute == "none" else recompute
-    mem = memory.memory_per_device(
-        cfg,
-        micro_batch=micro_batch,
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        zero_stage=zero_stage,
-        sequence_parallel=sequence_parallel,
-        recompute=memory_policy,
-        bytes_per_elem=a.bytes_per_elem,
-        dropout=dropout,
+    mem = memory_terms(
+        cfg, layout, rates=rates, a=a, recompute=recompute, attention=attention, dropout=dropout
     )
-    costs = parallel.pipeline_schedule_costs(p=pp, m=m, v=vpp, schedule=schedule)
-    memory_bytes = mem["model_states_bytes"] + mem["activations_bytes"] * costs["activation_layers_factor"]
-    memory_bytes += mem["logits_bytes"]
     return {
         "step_s": step_s,
         "tokens_per_s": tokens / step_s,
@@ -381,16 +628,13 @@ def step_time(
         / (n_devices * step_s)
         / 1e12,
         **terms,
-        "dp_comm_s": dp_comm_s,
-        "layout": {"tp": tp, "pp": pp, "vpp": vpp, "dp": dp, "micro_batch": micro_batch, "m": m},
-        "schedule": schedule,
-        "memory_gib": memory_bytes / 2**30,
-        "device_memory_gib": None
-        if rates.memory_capacity_bytes is None
-        else rates.memory_capacity_bytes / 2**30,
-        "fits": None
-        if rates.memory_capacity_bytes is None
-        else memory_bytes <= (1 - a.memory_margin) * rates.memory_capacity_bytes,
+        "dp_comm_s": dp["dp_comm_s"],
+        "dp_calls": dp["dp_calls"],
+        "dp_algorithms": dp["dp_algorithms"],
+        "framework": layout["framework"],
+        "layout": {k: layout[k] for k in ("tp", "pp", "vpp", "dp", "micro_batch", "m")},
+        "schedule": layout["schedule"],
+        **mem,
         "peak_flops_per_s": rates.peak_flops_per_s,
         "sources": rates.sources,
         "assumptions": asdict(a),

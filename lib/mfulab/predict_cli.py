@@ -1,5 +1,5 @@
 """``python -m mfulab predict``: one layout's predicted step, term by term, or (``--search``) the
-planner's layouts ranked by the predictor (:mod:`predict`, :mod:`layouts`)."""
+planner's layouts ranked by it (``layouts.plan``: the same step model)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,25 @@ def add_arguments(p) -> None:
         action="store_true",
         help="the first and last pipeline stages hold fewer layers (Llama 3, BLOOM partitions)",
     )
-    p.add_argument("--no-overlap", action="store_true", help="the DP reduction waits for the backward")
+    p.add_argument(
+        "--framework",
+        default="auto",
+        choices=predict.FRAMEWORKS,
+        help="what issues the DP collectives (auto: megatron for ZeRO 0-1, deepspeed for 2, fsdp for 3)",
+    )
+    p.add_argument("--no-overlap", action="store_true", help="the DP collectives wait for the compute")
+    p.add_argument(
+        "--overlap-param-gather",
+        action="store_true",
+        help="Megatron --overlap-param-gather: the distributed optimizer's all-gather under the next forward",
+    )
+    p.add_argument(
+        "--tp-comm-overlap",
+        action="store_true",
+        help="Megatron --tp-comm-overlap (async TP) hides TP traffic",
+    )
+    p.add_argument("--context-parallel", type=int, default=1, help="refused above 1: not modelled")
+    p.add_argument("--expert-parallel", type=int, default=1, help="refused above 1: not modelled")
     p.add_argument(
         "--calibration", help="results/<machine>/calibration: measured figures replace datasheet ones"
     )
@@ -38,14 +56,14 @@ def add_arguments(p) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="set a field of predict_rates.Assumptions (repeatable), e.g. matmul_efficiency=0.7",
+        help="set a field of predict_rates.Assumptions (repeatable), e.g. matmul_share_of_mamf=0.8",
     )
     p.add_argument("--search", action="store_true", help="rank every layout the planner finds")
     p.add_argument("--top", type=int, default=10, help="layouts --search prints")
 
 
 def assumptions(pairs) -> dict:
-    """``["matmul_efficiency=0.7"]`` → ``{"matmul_efficiency": 0.7}``; unknown names and values
+    """``["matmul_share_of_mamf=0.8"]`` → ``{"matmul_share_of_mamf": 0.8}``; unknown names and values
     that are not numbers are refused."""
     from dataclasses import fields
 
@@ -73,6 +91,11 @@ def _common(args) -> dict:
         devices_per_node=args.devices_per_node,
         calibration=args.calibration,
         overlap=not args.no_overlap,
+        overlap_param_gather=args.overlap_param_gather,
+        tp_comm_overlap=args.tp_comm_overlap,
+        framework=args.framework,
+        context_parallel=args.context_parallel,
+        expert_parallel=args.expert_parallel,
         attention=args.attention,
         dropout=args.dropout,
         uneven_end_stages=args.uneven_end_stages,
@@ -100,48 +123,42 @@ def breakdown_text(out: dict) -> str:
 
 
 def search(cfg, args):
-    """Every layout ``layouts.candidate_layouts`` finds (TP up to a node), predicted; the ones
-    that fit, fastest first."""
-    import pandas as pd
+    """``layouts.plan`` over every layout (TP up to a node) with the command's settings: the
+    ones that fit, fastest first."""
+    from .layouts import plan
 
-    from .layouts import candidate_layouts
+    common = _common(args)
+    zero_stages = (0, 1, 2, 3)
+    if args.framework != "auto":
+        from .memory import DP_ZERO_STAGES
 
-    rows = []
-    for lay in candidate_layouts(
-        cfg, n_devices=args.devices, global_batch=args.global_batch, max_tp=args.devices_per_node
-    ):
-        try:
-            out = predict.step_time(
-                cfg,
-                n_devices=args.devices,
-                tp=lay["tp"],
-                pp=lay["pp"],
-                vpp=lay["v"],
-                micro_batch=lay["micro_batch"],
-                global_batch=args.global_batch,
-                recompute=lay["recompute_policy"],
-                sequence_parallel=lay["tp"] > 1,
-                zero_stage=lay["zero_stage"],
-                **_common(args),
-            )
-        except ParameterError:
-            continue
-        if out["fits"] is False:
-            continue
-        rows.append(
-            {
-                **{
-                    k: lay[k]
-                    for k in ("tp", "pp", "dp", "v", "micro_batch", "zero_stage", "recompute_policy")
-                },
-                "step_s": out["step_s"],
-                "mfu_palm": out["mfu_palm"],
-                "memory_gib": out["memory_gib"],
-            }
-        )
-    if not rows:
+        zero_stages = DP_ZERO_STAGES[args.framework]
+    df = plan(
+        cfg,
+        n_devices=args.devices,
+        global_batch=args.global_batch,
+        top=None,
+        max_tp=args.devices_per_node,
+        zero_stages=zero_stages,
+        **common,
+    )
+    if df.empty:
         raise ParameterError("no layout of these devices fits memory and splits the batch")
-    return pd.DataFrame(rows).sort_values(["step_s", "memory_gib"], ignore_index=True)
+    return df[
+        [
+            "tp",
+            "pp",
+            "dp",
+            "v",
+            "micro_batch",
+            "zero_stage",
+            "recompute_policy",
+            "framework",
+            "step_s",
+            "mfu_palm",
+            "memory_gib",
+        ]
+    ]
 
 
 def main(args) -> None:

@@ -1,15 +1,15 @@
 """The machine figures the predictor (:mod:`predict`) runs on, and the assumptions it makes
 without a measurement, each with its default's source.
 
-A device's figures come from its ``devices.yaml`` entry (dense peak, memory bandwidth and size)
-and :data:`INTERCONNECTS` (link bandwidth per direction inside a node and per device between
-nodes). The achievable fraction of each is an assumption (:class:`Assumptions`). A calibration
-folder ``results/<machine>/calibration`` (:mod:`calibration`) replaces them by this machine's
-measurements:
+A device's figures come from its ``devices.yaml`` entry: dense peak, MAMF (the best GEMM
+measured on it), memory bandwidth and size, and link bandwidth per direction inside a node and
+per device between nodes. The achievable fraction of each is an assumption
+(:class:`Assumptions`). A calibration folder ``results/<machine>/calibration``
+(:mod:`calibration`) replaces them by this machine's measurements:
 
 - matmul: R∞ and t₀ of t = t₀ + F/R∞ fitted to the calibration's square matmuls (Hockney's
   r∞ and n½ = t₀·R∞; Hockney & Jesshope 1988, §1.3.3), in place of
-  ``matmul_efficiency`` · peak and ``matmul_latency_s``;
+  ``matmul_share_of_mamf`` · MAMF and ``matmul_latency_s``;
 - memory: the copy-bandwidth plateau, in place of ``memory_efficiency`` · datasheet;
 - links: the all-reduce α–β of the largest rank count measured on this node, in place of the
   intra-node datasheet link. A calibration of one node says nothing of the network between
@@ -32,12 +32,14 @@ GB = 1e9
 class Assumptions:
     """What the predictor assumes where nothing is measured (defaults and their sources)."""
 
-    # R∞ of large bf16 GEMMs over the dense datasheet peak. stas00's MAMF finder
-    # (ml-engineering, compute/accelerator, "Maximum Achievable Matmul FLOPS", at 744d01e)
-    # measured the best single GEMM at 271.2 of 312 TFLOP/s on A100 SXM (0.869) and 794.5 of
-    # 989 on H100 SXM (0.803); 0.8 is the lower. A training step's GEMMs are not all the best
-    # shape: chapter 10 fits this one parameter on published runs.
-    matmul_efficiency: float = 0.8
+    # R∞ of a training step's GEMMs over the device's MAMF (``devices.yaml`` ``mamf_tflops``: the
+    # best single GEMM stas00's MAMF finder measured, 271.2 TFLOP/s on A100 SXM, 794.5 on H100 SXM,
+    # at ml-engineering 744d01e). 1.0: the best shape everywhere, an upper bound; chapter 10 fits
+    # this one share on published runs, and it carries to every device with a MAMF figure.
+    matmul_share_of_mamf: float = 1.0
+    # a device without a MAMF figure: MAMF taken as this share of its dense peak (the lower of the
+    # two measured ratios, 0.869 on A100 and 0.803 on H100; our assumption)
+    mamf_over_peak: float = 0.8
     # t₀: launch and tail of one GEMM kernel, ~ the 5 µs of a CUDA kernel launch round trip.
     matmul_latency_s: float = 5e-6
     # a flash kernel's forward + backward FLOP/s over the datasheet peak: FlashAttention-2
@@ -50,13 +52,17 @@ class Assumptions:
     # NCCL all-reduce bus bandwidth over the per-direction link: nccl-tests on DGX A100 reach
     # ~230 GB/s busbw of NVLink3's 300 GB/s (0.77); over InfiniBand ~0.8 of line rate.
     link_efficiency: float = 0.78
-    # per-device network line rate, replacing the device's INTERCONNECTS figure (a cluster
+    # per-device network line rate, replacing the device's devices.yaml figure (a cluster
     # whose network differs from the reference system's: None keeps the table's)
     network_bytes_per_s: float | None = None
-    # per ring step latency inside a node and between nodes (the order of NCCL's small-message
-    # latencies; the parallelism study's A100 cluster uses the same figures)
-    alpha_intra_s: float = 5e-6
-    alpha_inter_s: float = 10e-6
+    # NCCL's own latency model (comm.NCCL_TUNING_SOURCE, Simple protocol): a call's base
+    # latency and each ring step's inside a node (NVLink) and across nodes (network), and each
+    # tree step's; TP and PP messages pay the ring step inside a node or across nodes
+    nccl_base_latency_s: float = 8.4e-6
+    alpha_intra_s: float = 3.4e-6
+    alpha_inter_s: float = 9.6e-6
+    tree_alpha_intra_s: float = 28e-6
+    tree_alpha_inter_s: float = 50e-6
     # backward moves ~2× the forward's bytes in memory-bound kernels: it reads the saved input
     # and the incoming gradient and writes the outgoing one (our assumption)
     backward_traffic_factor: float = 2.0
@@ -66,75 +72,48 @@ class Assumptions:
     # Adam over fp32 master weights: read param, grad, m, v (16 B), write param, m, v (12 B)
     # and the bf16 copy (2 B), plus the gradient-norm read (4 B) and zeroing (4 B)
     optimizer_bytes_per_param: float = 38.0
-    # bytes per element of activations and TP/PP messages (bf16), and of the reduced gradients
+    # bytes per element of activations and TP/PP messages (bf16), of the reduced gradients and
+    # of the gathered parameters
     bytes_per_elem: float = 2.0
     grad_bytes_per_elem: float = 2.0
-    # share of the backward that DP buckets hide under (layouts.py's default; our assumption)
+    # share of the compute a DP collective can hide under that it does hide under (our
+    # assumption: NCCL kernels take SMs and memory bandwidth from the compute they overlap)
     dp_overlap: float = 0.8
-    # bytes per DP all-reduce call: PyTorch DDP's bucket_cap_mb = 25 (each call pays α)
-    dp_bucket_bytes: float = 25 * 2**20
+    # the frameworks' bucket sizes (memory.dp_collectives: their defaults and sources)
+    ddp_bucket_bytes: float = 25 * 2**20
+    deepspeed_bucket_elems: float = 5e8
+    deepspeed_prefetch_elems: float = 5e7
+    # with tensor-parallel communication overlap (Megatron --tp-comm-overlap, PyTorch async TP)
+    # the share of the TP collectives that hides under the layer's GEMMs (our assumption)
+    tp_overlap_share: float = 0.8
     # share of the pipeline's point-to-point time on the critical path (Megatron's 1F1B waits
     # for each send/receive pair: all of it)
     pp_p2p_exposed: float = 1.0
     # seconds per step the devices wait for data (0: a prefetching loader hides it)
     data_s: float = 0.0
-    # memory kept free for fragmentation and runtime buffers (layouts.py's default)
+    # memory kept free for allocator fragmentation, runtime context and buffers (the recompute
+    # study's fragmentation_margin; our assumption)
     memory_margin: float = 0.1
 
-
-# The best single bf16 GEMM measured by stas00's MAMF finder (ml-engineering at 744d01e,
-# compute/accelerator "Maximum Achievable Matmul FLOPS"); H200 has H100 SXM's tensor cores.
-MAMF_BF16_FLOPS_PER_S = {"a100": 271.2e12, "h100-sxm": 794.5e12, "h200": 794.5e12}
-
-
-@dataclass(frozen=True)
-class Interconnect:
-    """Per-direction link bandwidth of one device inside its node and to other nodes."""
-
-    intra_node_bytes_per_s: float
-    inter_node_bytes_per_s: float
-    source: str
-    approximate: bool = False
-
-
-_A100 = Interconnect(
-    300 * GB,
-    25 * GB,
-    "NVIDIA A100 datasheet: NVLink3 600 GB/s bidirectional; DGX A100: one 200 Gb/s HDR InfiniBand "
-    "HCA per GPU",
-)
-_H100 = Interconnect(
-    450 * GB,
-    50 * GB,
-    "NVIDIA H100 datasheet: NVLink4 900 GB/s bidirectional; DGX H100: one 400 Gb/s NDR InfiniBand "
-    "port per GPU",
-)
-INTERCONNECTS: dict[str, Interconnect] = {
-    "a100": _A100,
-    "a100-sxm-40gb": _A100,
-    "a800-sxm-80gb": Interconnect(
-        200 * GB, 25 * GB, "A800: the A100 with NVLink cut to 400 GB/s bidirectional"
-    ),
-    "h100-sxm": _H100,
-    "h200": _H100,
-    "h800": Interconnect(200 * GB, 50 * GB, "H800: the H100 SXM with NVLink cut to 400 GB/s bidirectional"),
-    "b200": Interconnect(
-        900 * GB, 50 * GB, "NVIDIA HGX B200: NVLink5 1.8 TB/s bidirectional per GPU; 400 Gb/s per GPU network"
-    ),
-    "ascend-910b": Interconnect(
-        196 * GB,
-        25 * GB,
-        "approximate: Huawei Atlas 800T A2, HCCS 392 GB/s bidirectional per NPU and 200 Gb/s RoCE per NPU "
-        "(vendor briefings, no datasheet)",
-        approximate=True,
-    ),
-}
+    def nccl_latencies(self) -> dict:
+        """The latency keyword arguments of :func:`comm.nccl_call_s`."""
+        return {
+            "base_s": self.nccl_base_latency_s,
+            "intra_step_s": self.alpha_intra_s,
+            "inter_step_s": self.alpha_inter_s,
+            "tree_intra_step_s": self.tree_alpha_intra_s,
+            "tree_inter_step_s": self.tree_alpha_inter_s,
+        }
 
 
 @dataclass(frozen=True)
 class Link:
+    """One α–β link: the per-step latency and the per-direction bandwidth a collective's
+    slowest hop sees (``comm``'s ring model); ``nodes``: how many nodes the group spans."""
+
     alpha_s: float
     bytes_per_s: float | None  # None: no figure for this device (a layout that needs it is refused)
+    nodes: int = 1
 
 
 @dataclass(frozen=True)
@@ -161,10 +140,11 @@ class Rates:
             where = "inside a node" if span <= devices_per_node else "between nodes"
             raise ParameterError(
                 f"no link bandwidth {where} for this device ({self.sources['intra_node']}): pass a "
-                "calibration measured on it, or add it to predict_rates.INTERCONNECTS with its source"
+                "calibration measured on it, or add its interconnect to devices.yaml with its source"
             )
-        if link is self.inter and ranks_per_node > 1:
-            return Link(link.alpha_s, link.bytes_per_s * ranks_per_node)
+        if link is self.inter:
+            group_nodes = -(-span // devices_per_node)
+            return Link(link.alpha_s, link.bytes_per_s * max(1, ranks_per_node), nodes=group_nodes)
         return link
 
 
@@ -249,10 +229,14 @@ def machine_rates(device: str | None, *, dtype: str, calibration=None, assumptio
         r_inf, t0 = fit_matmul(cal["matmul"]["rows"])
         sources["matmul"] = f"R∞ and t₀ fitted to {cal['file']} ({cal['matmul']['dtype']} square matmuls)"
     else:
-        r_inf, t0 = a.matmul_efficiency * peak, a.matmul_latency_s
-        sources["matmul"] = (
-            f"matmul_efficiency {a.matmul_efficiency} × datasheet peak, t₀ {a.matmul_latency_s:g} s"
-        )
+        mamf = (spec.mamf_flops_per_s or {}).get(dtype) if spec is not None else None
+        if mamf is not None:
+            where = f"{spec.key} MAMF {mamf / 1e12:.1f} TFLOP/s ({spec.mamf_source})"
+        else:
+            mamf = a.mamf_over_peak * peak
+            where = f"no MAMF figure for {dtype}: mamf_over_peak {a.mamf_over_peak} × datasheet peak"
+        r_inf, t0 = a.matmul_share_of_mamf * mamf, a.matmul_latency_s
+        sources["matmul"] = f"matmul_share_of_mamf {a.matmul_share_of_mamf} × {where}, t₀ {t0:g} s"
     if cal is not None and cal["bandwidth"]:
         mem_bw = cal["bandwidth"]["plateau_bytes_per_s"]
         sources["memory"] = f"copy-bandwidth plateau of {cal['file']}"
@@ -263,11 +247,10 @@ def machine_rates(device: str | None, *, dtype: str, calibration=None, assumptio
         raise ParameterError(
             "no memory bandwidth: the device has no datasheet figure and no calibration measured one"
         )
-    net = INTERCONNECTS.get(spec.key) if spec is not None else None
-    if net is not None:
-        intra = Link(a.alpha_intra_s, a.link_efficiency * net.intra_node_bytes_per_s)
-        inter = Link(a.alpha_inter_s, a.link_efficiency * net.inter_node_bytes_per_s)
-        sources["inter_node"] = f"link_efficiency {a.link_efficiency} × {net.source}"
+    if spec is not None and spec.intra_node_bytes_per_s and spec.inter_node_bytes_per_s:
+        intra = Link(a.alpha_intra_s, a.link_efficiency * spec.intra_node_bytes_per_s)
+        inter = Link(a.alpha_inter_s, a.link_efficiency * spec.inter_node_bytes_per_s)
+        sources["inter_node"] = f"link_efficiency {a.link_efficiency} × {spec.interconnect_source}"
         sources["intra_node"] = sources["inter_node"]
     else:
         intra = inter = Link(0.0, None)

@@ -9,22 +9,47 @@ from ...results import run_identity
 from . import calibrated, validate
 
 
+def fit_sources(records) -> tuple:
+    """The sources the free parameter is fitted on: the published-runs file's ``fit`` split."""
+    return tuple((records.get("published_split") or {}).get("fit") or ())
+
+
 def validation(records, p) -> dict:
-    return validate.validation(records["published_runs"], fit_sources=p.fit_sources, fit_grid=p.fit_grid)
+    return validate.validation(
+        records["published_runs"], fit_sources=fit_sources(records), fit_grid=p.fit_grid
+    )
 
 
 def headline_metrics(records, p, valid: dict | None = None) -> dict:
     valid = valid or validation(records, p)
-    summary = validate.summary(valid["table"], row_goal=p.row_error_goal, median_goal=p.median_error_goal)
+    df = valid["table"]
+    summary = validate.summary(df, row_goal=p.row_error_goal, median_goal=p.median_error_goal)
+    splits = validate.split_summary(df).set_index("split")
     check = calibrated.comparison(records, **{validate.FIT_PARAMETER: valid["fitted"]})
     step = check[check["class"] == "step"].iloc[0]
+
+    def split_metric(name, column):
+        return (
+            float(splits.loc[name, column])
+            if name in splits.index and splits.loc[name, column] is not None
+            else None
+        )
+
     return {
         **run_identity(records, "preset", "seq_len", "micro_batch", "dtype"),
         **{k: v for k, v in summary.items() if not k.startswith("goal_met")},
         "goal_met": summary["goal_met"],
-        "fitted_matmul_efficiency": valid["fitted"],
+        "test_median_abs_error": split_metric("test", "median_abs_error"),
+        "test_max_abs_error": split_metric("test", "max_abs_error"),
+        "test_null_median_abs_error": split_metric("test", "null_median_abs_error"),
+        "test_rows": int(splits.loc["test", "rows"] - splits.loc["test", "refused"])
+        if "test" in splits.index
+        else 0,
+        "refused_rows": int((df.refused != "").sum()),
+        "fitted_matmul_share_of_mamf": valid["fitted"],
+        "null_utilisation": valid["null_utilisation"],
         "fit_rows": valid["n_fit"],
-        "published_rows": len(valid["table"]),
+        "published_rows": len(df),
         "measured_step_s": records["step"]["median_s"],
         "predicted_step_s": float(step.predicted_s),
         "calibrated_step_error": float(step.error),
@@ -82,36 +107,43 @@ def misses(df, goal: float):
     )
 
 
-def device_transfer(records, p, fitted: float):
-    """Rows on a device other than the fitted rows': at the fitted efficiency, and at it scaled
-    by the two devices' MAMF ratio (the best single GEMM each reaches), where both are known."""
+def per_device(df):
+    """Per device: rows priced and the median signed error at the one fitted share of MAMF
+    (the share carries across devices; each device's own MAMF sets its R∞)."""
     import pandas as pd
 
-    from ...hardware import peak_flops_per_s
-    from ...predict_rates import MAMF_BF16_FLOPS_PER_S as mamf
-
-    runs = records["published_runs"]
-    fit_devices = {r["device"] for r in runs if validate.fitted_on(r, p.fit_sources)}
-    if len(fit_devices) != 1:
-        return pd.DataFrame()
-    (base,) = fit_devices
-    rows = []
-    for r in runs:
-        if r["device"] == base or r["device"] not in mamf or base not in mamf:
-            continue
-        ratio = (mamf[r["device"]] / peak_flops_per_s(r["device"])) / (mamf[base] / peak_flops_per_s(base))
-        scaled = validate.predict_row(r, **{validate.FIT_PARAMETER: fitted * ratio})
-        plain = validate.predict_row(r, **{validate.FIT_PARAMETER: fitted})
-        rows.append(
+    priced = df[df.refused == ""]
+    return pd.DataFrame(
+        [
             {
-                "id": r["id"],
-                "device": r["device"],
-                "efficiency": fitted * ratio,
-                "error_fitted": plain["error"],
-                "error_mamf_scaled": scaled["error"],
+                "device": device,
+                "rows": len(g),
+                "median_signed_error": float(g.error.median()),
+                "median_abs_error": float(g.error.abs().median()),
             }
-        )
-    return pd.DataFrame(rows)
+            for device, g in priced.groupby("device")
+        ]
+    )
+
+
+# every assumption a conclusion of the chapter depends on, moved ±25% one at a time
+SENSITIVITY_ASSUMPTIONS = (
+    "memory_efficiency",
+    "link_efficiency",
+    "flash_attention_efficiency",
+    "backward_traffic_factor",
+    "nccl_base_latency_s",
+    "alpha_intra_s",
+    "alpha_inter_s",
+    "tree_alpha_inter_s",
+    "dp_overlap",
+    "ddp_bucket_bytes",
+    "deepspeed_bucket_elems",
+    "deepspeed_prefetch_elems",
+    "tp_overlap_share",
+    "optimizer_bytes_per_param",
+    "matmul_latency_s",
+)
 
 
 def sensitivity(records, p, fitted: float):
@@ -124,13 +156,7 @@ def sensitivity(records, p, fitted: float):
 
     base = Assumptions()
     rows = []
-    for name in (
-        "memory_efficiency",
-        "link_efficiency",
-        "flash_attention_efficiency",
-        "backward_traffic_factor",
-        "alpha_inter_s",
-    ):
+    for name in SENSITIVITY_ASSUMPTIONS:
         for factor in (0.75, 1.25):
             value = getattr(base, name) * factor
             if name.endswith("efficiency"):
@@ -141,6 +167,7 @@ def sensitivity(records, p, fitted: float):
                     for r in records["published_runs"]
                 ]
             )
+            errors = errors[~np.isnan(errors)]
             rows.append(
                 {
                     "assumption": name,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ... import calibration, flops, hardware
 from .params import Params
-from .validate import load_runs
+from .validate import load_file, read_history
 
 BENCHMARK_VERSION = {"step": 1}
 
@@ -39,6 +39,18 @@ def _step_fn(cfg, *, device: str, dtype: str, micro_batch: int):
         return loss.item()
 
     return step
+
+
+def _published(p: Params) -> dict:
+    """The published runs, their split and per-term figures, and the recorded validation history
+    (copied into the records: an analysis elsewhere reads the same)."""
+    data = load_file(p.published_runs)
+    return {
+        "published_runs": data["runs"],
+        "published_split": data["split"],
+        "published_per_term": data["per_term"],
+        "validation_history": read_history(),
+    }
 
 
 def measure(p: Params) -> dict:
@@ -80,6 +92,6 @@ def measure(p: Params) -> dict:
         "calibration": {**cal["_meta"], "matmul": cal[f"matmul:{p.dtype}"], "bandwidth": cal["bandwidth"]},
         "step": {**timed.to_dict(), "first_loss": first_loss, "last_loss": last_loss},
         "op_profile": profile,
-        "published_runs": load_runs(p.published_runs),
+        **_published(p),
         "benchmark_version": {**BENCHMARK_VERSION, **timing.BENCHMARK_VERSION},
     }

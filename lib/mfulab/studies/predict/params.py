@@ -26,11 +26,8 @@ class Params(StudyParams):
     published_runs: str = param(
         "studies/predict/published_runs.yaml", "the published runs (relative to the repository)"
     )
-    fit_sources: tuple[str, ...] = param(
-        ["korthikanti2022"], "the one subset the free parameter is fitted on: rows whose `source` is listed"
-    )
     fit_grid: tuple[float, ...] = param(
-        [0.6, 0.95, 0.0025], "matmul_efficiency searched from, to, step", unit="fraction", positive=True
+        [0.5, 1.0, 0.0025], "matmul_share_of_mamf searched from, to, step", unit="fraction", positive=True
     )
     row_error_goal: float = param(
         0.15, "each row within this |error| of its published figure", unit="fraction"
@@ -46,7 +43,6 @@ class Params(StudyParams):
             len(self.fit_grid) == 3 and 0 < lo < hi <= 1 and step < hi - lo,
             "[from, to, step] within (0, 1]",
         )
-        self.require("fit_sources", len(self.fit_sources) > 0, "at least one source key")
 
     def prepare(self) -> None:
         self.resolve_device()

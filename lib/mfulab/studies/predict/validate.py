@@ -1,10 +1,17 @@
-"""The predictor against published runs (``studies/predict/published_runs.yaml``): each row's
-prediction and error, the one free parameter fitted once on a stated subset, and the
-leave-one-out error of the rows it was fitted on.
+"""The predictor against published runs (``studies/predict/published_runs.yaml``), validated the
+way a performance model should be: the rows split by source into a fit set, a development set
+(seen while the model was built) and a test set (collected after the model was frozen), fixed
+in the YAML before anything is fitted; one free parameter fitted on the fit set only; every
+row predicted at it; beside it a null model fitted the same way; leave-one-out on the fit rows,
+leave-one-source-out over every source, and the history of the test error per model revision
+(``studies/predict/validation_history.yaml``).
 
 Error convention: predicted over published step time, minus 1 (positive: the predictor is
 slower than the run). A row that publishes per-GPU TFLOP/s is compared through the step time
-it implies: F / (X · n_devices), F counted in the row's own convention."""
+it implies, F / (X · n_devices) with F counted in the row's own convention; a row that
+publishes tokens per second per GPU through B·s / (tokens/s · n_devices). A row whose layout
+the predictor refuses (context parallelism, FP8 GEMMs, ...) is kept, with the reason, and
+counted in no error."""
 
 from __future__ import annotations
 
@@ -15,7 +22,8 @@ import numpy as np
 from ... import flops, predict
 from ...config import ParameterError, TransformerConfig
 
-FIT_PARAMETER = "matmul_efficiency"  # the one free parameter (predict_rates.Assumptions)
+FIT_PARAMETER = "matmul_share_of_mamf"  # the one free parameter (predict_rates.Assumptions)
+SPLITS = ("fit", "development", "test")
 LAYOUT_KEYS = (
     "n_devices",
     "tp",
@@ -26,21 +34,36 @@ LAYOUT_KEYS = (
     "recompute",
     "sequence_parallel",
 )
-CONVENTIONS = {"megatron-full": ("megatron", "full"), "palm": ("palm", "none")}
+# the FLOP count a published TFLOP/s figure was computed with: Narayanan et al. 2021 Eq. 3
+# (counts the recomputed forward), Megatron-Core's model FLOPs (the same without it), PaLM's
+CONVENTIONS = {
+    "megatron-full": ("megatron", "full"),
+    "megatron-model": ("megatron", "none"),
+    "palm": ("palm", "none"),
+}
+HISTORY_FILE = "studies/predict/validation_history.yaml"
 
 
-def load_runs(path) -> list[dict]:
-    """The rows of the published-runs file, each checked for a citation, a device, a model,
-    a layout and one published figure (``step_s`` or ``tflops_per_gpu`` with a convention)."""
-    import yaml
-
+def _repo_path(path) -> Path:
     from ...runner import repo_root
 
     path = Path(path)
-    path = path if path.is_absolute() else repo_root() / path
+    return path if path.is_absolute() else repo_root() / path
+
+
+def load_file(path) -> dict:
+    """The published-runs file: its ``split`` (source → fit | development | test, and the model
+    commit the test rows were first evaluated at) and its ``runs``, each checked for a
+    citation, a device, a model, a layout, one published figure and a source the split names."""
+    import yaml
+
+    path = _repo_path(path)
     if not path.exists():
         raise ParameterError(f"published runs file {path} does not exist")
-    rows = (yaml.safe_load(path.read_text()) or {}).get("runs") or []
+    data = yaml.safe_load(path.read_text()) or {}
+    split = data.get("split") or {}
+    sources = {s: name for name in SPLITS for s in (split.get(name) or [])}
+    rows = data.get("runs") or []
     for row in rows:
         missing = [
             k
@@ -50,11 +73,24 @@ def load_runs(path) -> list[dict]:
         if missing:
             raise ParameterError(f"{path.name}: row {row.get('id', '?')} lacks {', '.join(missing)}")
         pub = row["published"]
-        if "step_s" not in pub and not ("tflops_per_gpu" in pub and pub.get("convention") in CONVENTIONS):
+        if not (
+            "step_s" in pub
+            or "tokens_per_s_per_gpu" in pub
+            or ("tflops_per_gpu" in pub and pub.get("convention") in CONVENTIONS)
+        ):
             raise ParameterError(
-                f"{path.name}: row {row['id']} publishes neither step_s nor tflops_per_gpu with a convention"
+                f"{path.name}: row {row['id']} publishes no step_s, tokens_per_s_per_gpu or "
+                "tflops_per_gpu with a convention"
             )
-    return rows
+        if split and row["source"] not in sources:
+            raise ParameterError(f"{path.name}: row {row['id']}'s source {row['source']!r} is in no split")
+        row["split"] = sources.get(row["source"], "development")
+    return {"split": split, "runs": rows, "sources": sources, "per_term": data.get("per_term")}
+
+
+def load_runs(path) -> list[dict]:
+    """The rows of the published-runs file (:func:`load_file`)."""
+    return load_file(path)["runs"]
 
 
 def interleave_depth(n_layers: int, pp: int, m: int, *, rule: str = "deepest") -> int:
@@ -93,33 +129,53 @@ def fitted_on(row: dict, fit_sources) -> bool:
     return row["source"] in fit_sources and not row.get("unstated")
 
 
-def predict_row(row: dict, *, interleave_rule: str = "deepest", **assumptions) -> dict:
-    """One row's prediction and its error against the published figure (module docstring)."""
-    inputs = row_inputs(row, interleave_rule=interleave_rule)
-    cfg = inputs.pop("cfg")
-    out = predict.step_time(cfg, **inputs, **assumptions)
+def published_step_s(row: dict, cfg: TransformerConfig, inputs: dict) -> tuple[float, str]:
+    """The step time a row's published figure implies, and the figure as printed."""
     pub = row["published"]
     tokens = inputs["global_batch"] * cfg.seq_len
     if "step_s" in pub:
-        published_step_s, figure = pub["step_s"], f"{pub['step_s']} s"
-    else:
-        convention, policy = CONVENTIONS[pub["convention"]]
-        flops_per_step = flops.flops_per_token(cfg, convention=convention, recompute=policy) * tokens
-        published_step_s = flops_per_step / (pub["tflops_per_gpu"] * 1e12 * inputs["n_devices"])
-        figure = f"{pub['tflops_per_gpu']} TFLOP/s ({pub['convention']})"
-    return {
+        return pub["step_s"], f"{pub['step_s']} s"
+    if "tokens_per_s_per_gpu" in pub:
+        tps = pub["tokens_per_s_per_gpu"]
+        return tokens / (tps * inputs["n_devices"]), f"{tps:,} tokens/s per GPU"
+    convention, policy = CONVENTIONS[pub["convention"]]
+    flops_per_step = flops.flops_per_token(cfg, convention=convention, recompute=policy) * tokens
+    return flops_per_step / (pub["tflops_per_gpu"] * 1e12 * inputs["n_devices"]), (
+        f"{pub['tflops_per_gpu']} TFLOP/s ({pub['convention']})"
+    )
+
+
+def predict_row(row: dict, *, interleave_rule: str = "deepest", **assumptions) -> dict:
+    """One row's prediction and its error against the published figure (module docstring); a
+    layout the predictor refuses comes back with ``refused`` set and no error."""
+    inputs = row_inputs(row, interleave_rule=interleave_rule)
+    cfg = inputs.pop("cfg")
+    pub_s, figure = published_step_s(row, cfg, inputs)
+    base = {
         "id": row["id"],
         "source": row["source"],
+        "split": row.get("split", "development"),
+        "device": row["device"],
+        "sweep": row.get("sweep", ""),
         "published": figure,
-        "published_step_s": published_step_s,
-        "predicted_step_s": out["step_s"],
-        "error": out["step_s"] / published_step_s - 1,
+        "published_step_s": pub_s,
         "vpp": inputs["vpp"],
         "micro_batch": inputs["micro_batch"],
         "unstated": ", ".join(f"{k}={v}" for k, v in (row.get("unstated") or {}).items()) or "—",
+    }
+    try:
+        out = predict.step_time(cfg, **inputs, **assumptions)
+    except ParameterError as err:
+        return {**base, "refused": str(err), "predicted_step_s": np.nan, "error": np.nan}
+    return {
+        **base,
+        "refused": "",
+        "predicted_step_s": out["step_s"],
+        "error": out["step_s"] / pub_s - 1,
         "fits_memory": out["fits"],
         "memory_gib": out["memory_gib"],
         "mfu_palm": out["mfu_palm"],
+        "framework": out["framework"],
         **{k: out[k] for k in predict.TERMS},
     }
 
@@ -135,24 +191,79 @@ def grid(fit_grid) -> np.ndarray:
     return np.round(np.arange(lo, hi + step / 2, step), 6)
 
 
-def fit(rows, *, fit_grid) -> float:
-    """The value of :data:`FIT_PARAMETER` on ``fit_grid`` with the smallest median |error| over
-    ``rows`` (ties: the smaller largest |error|)."""
-    if not rows:
-        raise ParameterError("no published row is in the fit subset: check fit_sources")
+def _best_on_grid(values, loss) -> float:
     best = None
-    for value in grid(fit_grid):
-        errors = np.abs([predict_row(r, **{FIT_PARAMETER: float(value)})["error"] for r in rows])
-        key = (float(np.median(errors)), float(errors.max()))
+    for value in values:
+        key = loss(float(value))
         if best is None or key < best[0]:
             best = (key, float(value))
     return best[1]
 
 
+def fit_value(loss, fit_grid) -> float:
+    """The value on ``fit_grid`` that minimises ``loss`` (a tuple compared in order), searched
+    coarse to fine: every tenth grid point, then every point within a coarse step of the best."""
+    values = grid(fit_grid)
+    coarse = _best_on_grid(values[::10], loss)
+    step = fit_grid[2] * 10
+    return _best_on_grid(values[np.abs(values - coarse) <= step + 1e-9], loss)
+
+
+def fit(rows, *, fit_grid) -> float:
+    """The value of :data:`FIT_PARAMETER` with the smallest median |error| over ``rows`` (ties:
+    the smaller largest |error|); refused rows do not count."""
+    if not rows:
+        raise ParameterError("no published row is in the fit subset: check the file's split")
+
+    def loss(value):
+        errors = np.abs([predict_row(r, **{FIT_PARAMETER: value})["error"] for r in rows])
+        errors = errors[~np.isnan(errors)]
+        return (float(np.median(errors)), float(errors.max()))
+
+    return fit_value(loss, fit_grid)
+
+
+# ---------------------------------------------------------------------------- the null model
+def hardware_flops_per_step(row: dict) -> float:
+    """The FLOPs a row's step runs on its devices: PaLM's model FLOPs with the recomputed
+    forward counted (the HFU numerator)."""
+    inputs = row_inputs(row)
+    cfg = inputs["cfg"]
+    per_token = flops.flops_per_token(cfg, convention="palm", recompute=inputs.get("recompute", "none"))
+    return per_token * inputs["global_batch"] * cfg.seq_len
+
+
+def null_predictions(rows, utilisation: float) -> np.ndarray:
+    """The constant-utilisation null model: every step takes its hardware FLOPs at
+    ``utilisation`` of the devices' dense peak; nothing about layout, links or kernels."""
+    from ...hardware import peak_flops_per_s
+
+    out = []
+    for row in rows:
+        inputs = row_inputs(row)
+        peak = peak_flops_per_s(
+            row["device"], inputs.get("dtype", "bf16") if inputs.get("dtype") != "fp8" else "bf16"
+        )
+        out.append(hardware_flops_per_step(row) / (inputs["n_devices"] * peak * utilisation))
+    return np.array(out)
+
+
+def fit_null(rows, published: np.ndarray, *, fit_grid=(0.2, 0.8, 0.001)) -> float:
+    """The null model's utilisation, fitted the way the predictor's parameter is: the smallest
+    median |error| over the fit rows."""
+
+    def loss(value):
+        errors = np.abs(null_predictions(rows, value) / published - 1)
+        return (float(np.median(errors)), float(errors.max()))
+
+    return fit_value(loss, fit_grid)
+
+
+# ---------------------------------------------------------------------------- the validation
 def validation(runs, *, fit_sources, fit_grid) -> dict:
     """Fit once on the rows :func:`fitted_on` selects; every row's prediction at the fitted
-    value and at the datasheet-only default; leave-one-out for the fitted rows (refitted
-    without the row, then predicted)."""
+    value and at the default; leave-one-out for the fitted rows (refitted without the row);
+    the null model fitted on the same rows and applied to every row."""
     from ...predict_rates import Assumptions
 
     subset = [r for r in runs if fitted_on(r, fit_sources)]
@@ -169,17 +280,160 @@ def validation(runs, *, fit_sources, fit_grid) -> dict:
         value = fit([s for s in subset if s is not r], fit_grid=fit_grid)
         loo.append(predict_row(r, **{FIT_PARAMETER: value})["error"])
     df["loo_error"] = loo
-    return {"fitted": fitted, "default": default, "table": df, "n_fit": len(subset)}
+    fit_published = df.published_step_s[df.fit_subset].to_numpy()
+    null_u = fit_null(subset, fit_published)
+    df["null_error"] = null_predictions(runs, null_u) / df.published_step_s.to_numpy() - 1
+    df.loc[df.refused != "", "null_error"] = np.nan  # compared on the rows the predictor prices
+    return {
+        "fitted": fitted,
+        "default": default,
+        "table": df,
+        "n_fit": len(subset),
+        "null_utilisation": null_u,
+    }
+
+
+def _stats(errors) -> dict:
+    e = np.abs(np.asarray(errors, dtype=float))
+    e = e[~np.isnan(e)]
+    if not len(e):
+        return {"n": 0, "median_abs_error": None, "max_abs_error": None, "within_25": None}
+    return {
+        "n": int(len(e)),
+        "median_abs_error": float(np.median(e)),
+        "max_abs_error": float(e.max()),
+        "within_25": float((e <= 0.25).mean()),
+    }
+
+
+def split_summary(df):
+    """Per split (fit rows by their leave-one-out error): rows, refused rows, the predictor's
+    and the null model's median and largest |error|."""
+    import pandas as pd
+
+    rows = []
+    for name in SPLITS:
+        g = df[df.split == name]
+        if not len(g):
+            continue
+        err = g.loo_error if name == "fit" else g.error
+        model, null = _stats(err), _stats(g.null_error)
+        rows.append(
+            {
+                "split": name,
+                "rows": len(g),
+                "refused": int((g.refused != "").sum()),
+                "median_abs_error": model["median_abs_error"],
+                "max_abs_error": model["max_abs_error"],
+                "rows_within_25pct": model["within_25"],
+                "null_median_abs_error": null["median_abs_error"],
+                "null_max_abs_error": null["max_abs_error"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def per_source(df):
+    """Per source: rows priced, refused, the median signed error (which way it misses) and the
+    median |error|, for the predictor and the null model."""
+    import pandas as pd
+
+    rows = []
+    for source, g in df.groupby("source", sort=False):
+        priced = g[g.refused == ""]
+        rows.append(
+            {
+                "source": source,
+                "split": g.split.iloc[0],
+                "rows": len(g),
+                "refused": len(g) - len(priced),
+                "median_signed_error": float(priced.error.median()) if len(priced) else np.nan,
+                "median_abs_error": float(priced.error.abs().median()) if len(priced) else np.nan,
+                "null_median_abs_error": float(priced.null_error.abs().median()) if len(priced) else np.nan,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def leave_one_source_out(runs, *, fit_grid):
+    """For each source: the free parameter fitted on every other source's priced rows, then
+    that source's median and largest |error| (how well the model carries to a source it has
+    not seen, beyond the one fixed split)."""
+    import pandas as pd
+
+    priced = [r for r in runs if not predict_row(r, **{FIT_PARAMETER: 1.0})["refused"]]
+    rows = []
+    for source in dict.fromkeys(r["source"] for r in priced):
+        others = [r for r in priced if r["source"] != source]
+        value = fit(others, fit_grid=fit_grid)
+        errors = [predict_row(r, **{FIT_PARAMETER: value})["error"] for r in priced if r["source"] == source]
+        s = _stats(errors)
+        rows.append(
+            {
+                "left_out": source,
+                "fitted_without_it": value,
+                "rows": s["n"],
+                "median_abs_error": s["median_abs_error"],
+                "max_abs_error": s["max_abs_error"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def spearman(x, y) -> float:
+    """Spearman's rank correlation (ties at their mean rank)."""
+    import pandas as pd
+
+    return float(pd.Series(x).rank().corr(pd.Series(y).rank()))
+
+
+def ranking(df, *, min_rows: int = 3):
+    """Per published sweep (rows of one source that vary the layout or the scale of one model):
+    Spearman's ρ between the predicted and the published per-device throughput, the order a
+    layout search needs to get right."""
+    import pandas as pd
+
+    priced = df[(df.refused == "") & (df.sweep != "")]
+    rows = []
+    for (source, sweep), g in priced.groupby(["source", "sweep"], sort=False):
+        if len(g) < min_rows:
+            continue
+        rho = spearman(1 / g.predicted_step_s, 1 / g.published_step_s)
+        rows.append({"source": source, "sweep": sweep, "rows": len(g), "spearman_rho": rho})
+    return pd.DataFrame(rows)
+
+
+def test_goals(df, *, median_goal=0.08, max_goal=0.20, source_goal=0.10, row_goal=0.25) -> dict:
+    """The test set against the issue's goals: median and largest |error|, no source's median
+    signed error beyond ``source_goal``, every row within ``row_goal``."""
+    test = df[(df.split == "test") & (df.refused == "")]
+    if not len(test):
+        return {"n": 0}
+    err = test.error.abs()
+    sources = test.groupby("source").error.median()
+    return {
+        "n": int(len(test)),
+        "median_abs_error": float(err.median()),
+        "max_abs_error": float(err.max()),
+        "worst_source": str(sources.abs().idxmax()),
+        "worst_source_median_signed_error": float(sources.loc[sources.abs().idxmax()]),
+        "rows_within_row_goal": float((err <= row_goal).mean()),
+        "median_goal_met": bool(err.median() <= median_goal),
+        "max_goal_met": bool(err.max() <= max_goal),
+        "source_goal_met": bool((sources.abs() <= source_goal).all()),
+        "row_goal_met": bool((err <= row_goal).all()),
+    }
 
 
 def summary(df, *, row_goal: float, median_goal: float) -> dict:
-    """The error summary, computed from the table (never stored by hand): all rows, the rows
-    outside the fitted subset, the fitted rows' leave-one-out errors, and the same goal at the
-    datasheet-only default."""
-    err = df.error.abs()
-    loo = df.loo_error.abs()[df.fit_subset]
-    default = df.error_at_default.abs()
-    outside = err[~df.fit_subset]
+    """The error summary, computed from the table (never stored by hand): the priced rows, the
+    rows outside the fitted subset, the fitted rows' leave-one-out errors, and the same goal
+    at the default."""
+    priced = df[df.refused == ""]
+    err = priced.error.abs()
+    loo = priced.loo_error.abs()[priced.fit_subset]
+    default = priced.error_at_default.abs()
+    outside = err[~priced.fit_subset]
     return {
         "published_median_abs_error": float(err.median()),
         "published_max_abs_error": float(err.max()),
@@ -193,3 +447,14 @@ def summary(df, *, row_goal: float, median_goal: float) -> dict:
         "goal_met": bool((err <= row_goal).all() and err.median() <= median_goal),
         "goal_met_at_default": bool((default <= row_goal).all() and default.median() <= median_goal),
     }
+
+
+# ---------------------------------------------------------------------------- the history
+def read_history(path=HISTORY_FILE) -> list[dict]:
+    """The recorded test errors per model revision (oldest first)."""
+    import yaml
+
+    path = _repo_path(path)
+    if not path.exists():
+        return []
+    return (yaml.safe_load(path.read_text()) or {}).get("revisions") or []
