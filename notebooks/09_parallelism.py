@@ -89,8 +89,9 @@ plots.save_figure(fig, out, "pipeline_timeline")
 # on a CPU a stage's compute is short next to gloo's point-to-point messages, so the overhead,
 # not the bubble, dominates them; they do not enter the verdicts.
 #
-# **At the articles' scale**: the planner (bubble + point-to-point + memory, on the stated
-# A100 cluster, `stated.A100_CLUSTER`) for a model as wide as Llama 2 70B cut to 40 and 80
+# **At the articles' scale**: the planner (`layouts.plan`, which prices every layout with the
+# course's one step model, `predict.step_time`, validated in chapter 10; on the stated cluster,
+# `stated.CLUSTER`: devices.yaml's A100 with its links) for a model as wide as Llama 2 70B cut to 40 and 80
 # layers, on 512 cards with a global batch of 512 sequences: its best layout without
 # interleaving, and the same layout with v = layers per stage / 2 (the article: "not at ~40
 # layers; clearly above ~80"; 2 layers per virtual stage). Only v changes between the two.
@@ -123,11 +124,14 @@ plots.save_figure(fig, out, "sharding")
 t["sharding"]
 
 # %% [markdown]
-# **At scale** (planner, stated A100 cluster): Llama 2 7B on 512 cards (below the article's
+# **At scale** (planner, stated cluster): Llama 2 7B on 512 cards (below the article's
 # 10B / 1000-card line) and 70B on 1024 (above it), one sequence per card per step. For each:
 # the best fitting layout with ZeRO 0–2, the best with ZeRO-3, and the best ZeRO 0–2 layout
 # switched to ZeRO-3 (what its traffic alone costs) — at the planner's assumed DP overlap (0.8 of
-# the backward hides communication) and with none: "ZeRO-3 needs overlap to pay off".
+# the compute a collective can run beside hides it) and with none: "ZeRO-3 needs overlap to pay
+# off". Each ZeRO stage is priced with the framework that runs it (`framework`: Megatron's
+# distributed optimizer for 0–1, DeepSpeed for 2, FSDP for 3: one all-gather forward, one
+# backward and one reduce-scatter per block and micro-batch).
 
 # %%
 t["a12_planner"].round(3)
@@ -163,11 +167,12 @@ display(t["a10_traffic"].round(2))
 t["a10_placement"].round(3)
 
 # %% [markdown]
-# **The planner's answers** (stated A100 cluster; global batch one sequence per card, at
+# **The planner's answers** (stated cluster; global batch one sequence per card, at
 # least 64): the article's 13B on 8 cards, its A10 case (13B on 128 cards: the planner's pick
-# against TP 8 × DP 16), and a 70B on 1024 cards — each best layout with its step-time terms.
-# The model's unmeasured assumptions (compute efficiency, DP overlap, memory margin: module
-# docstring of `mfulab.layouts`) are then varied one at a time for the 70B case.
+# against TP 8 × DP 16), and a 70B on 1024 cards — each best layout with the step model's
+# terms. The unmeasured assumptions a ranking depends on (the GEMMs' share of the device's
+# MAMF, DP overlap, memory margin, the network's per-step latency and link efficiency: fields
+# of `predict_rates.Assumptions`) are then varied one at a time for the 70B case.
 
 # %%
 display(t["planner_answers"].round(3))

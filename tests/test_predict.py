@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mfulab import flops, parallel, predict
@@ -377,3 +378,56 @@ def test_cli_assumptions():
     assert "matmul_share_of_mamf 0.4" in slow.stdout
     bad = _cli(*base, "--assume", "nosuch=1")
     assert bad.returncode == 2 and "NAME=VALUE" in bad.stderr
+
+
+def test_the_split_is_fixed_in_the_file_and_test_rows_are_never_fitted_on():
+    from mfulab.studies.predict import validate
+
+    data = validate.load_file("studies/predict/published_runs.yaml")
+    split = data["split"]
+    named = [s for name in validate.SPLITS for s in split[name]]
+    assert len(named) == len(set(named)), "a source sits in two splits"
+    assert {r["source"] for r in data["runs"]} <= set(named)
+    fit_sources = tuple(split["fit"])
+    assert not any(validate.fitted_on(r, fit_sources) for r in data["runs"] if r["split"] != "fit")
+    assert sum(r["split"] == "test" for r in data["runs"]) >= 40
+    assert split["frozen_at"], "the commit the test rows were first evaluated at"
+
+
+def test_the_null_model_and_the_split_summary_are_computed_from_the_rows():
+    from mfulab.studies.predict import validate
+
+    data = validate.load_file("studies/predict/published_runs.yaml")
+    runs = [r for r in data["runs"] if r["source"] in ("korthikanti2022", "narayanan2021")]
+    res = validate.validation(runs, fit_sources=("korthikanti2022",), fit_grid=(0.6, 1.0, 0.01))
+    df = res["table"]
+    u = res["null_utilisation"]
+    row = runs[0]
+    expected = validate.hardware_flops_per_step(row) / (row["layout"]["n_devices"] * 312e12 * u)
+    assert df.null_error.iloc[0] == pytest.approx(expected / df.published_step_s.iloc[0] - 1)
+    s = validate.split_summary(df).set_index("split")
+    assert s.loc["development", "median_abs_error"] == pytest.approx(
+        df[df.split == "development"].error.abs().median()
+    )
+    assert s.loc["fit", "median_abs_error"] == pytest.approx(df[df.split == "fit"].loo_error.abs().median())
+    assert validate.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert validate.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+
+
+def test_a_row_the_model_does_not_cover_is_kept_with_its_reason_and_scored_nowhere():
+    from mfulab.studies.predict import validate
+
+    data = validate.load_file("studies/predict/published_runs.yaml")
+    refused = [validate.predict_row(r, matmul_share_of_mamf=0.8) for r in data["runs"]]
+    refused = [r for r in refused if r["refused"]]
+    assert refused and all(np.isnan(r["error"]) for r in refused)
+    reasons = " ".join(r["refused"] for r in refused)
+    assert "context parallelism" in reasons and "not modelled" in reasons
+
+
+def test_the_history_records_revisions_in_order():
+    from mfulab.studies.predict import validate
+
+    revisions = validate.read_history()
+    assert len(revisions) >= 3 and all(r["commit"] and r["change"] for r in revisions)
+    assert [r["date"] for r in revisions] == sorted(r["date"] for r in revisions)

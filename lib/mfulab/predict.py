@@ -423,7 +423,7 @@ def dp_terms(
     )
     ranks_per_node = max(1, min(dp, per_node // tp))
     link = rates.link(tp * dp, per_node, ranks_per_node=ranks_per_node)
-    n_nodes = link.nodes if tp * dp > per_node else 1
+    n_nodes = dp // ranks_per_node if tp * dp > per_node else 1  # nodes the DP group itself spans
     latencies = {**a.nccl_latencies(), "intra_step_s": rates.intra.alpha_s}
     latencies["inter_step_s"] = rates.inter.alpha_s if n_nodes > 1 else rates.intra.alpha_s
     hideable = {

@@ -1,7 +1,9 @@
 """The ``parallelism`` claims at the articles' scale, analytic: per-device TP vs DP traffic
-(``parallel``, ``memory``), the layout planner (``layouts``) on the stated A100 cluster
-(``stated.A100_CLUSTER``), interleaving across layer counts, and optimizer offload over the
-host link. Every input is a named constant of ``stated`` or an argument."""
+(``parallel``, ``memory``), the layout planner (``layouts.plan``, which ranks with the course's
+one step model, ``predict.step_time``) on the stated cluster (``stated.CLUSTER``: a
+``devices.yaml`` key and the planner's assumptions), interleaving across layer counts, and
+optimizer offload over the host link. Every input is a named constant of ``stated`` or an
+argument."""
 
 from __future__ import annotations
 
@@ -10,16 +12,17 @@ from ...config import preset
 from . import stated
 
 
-def cluster(n_devices: int, *, devices_per_node: int | None = None) -> layouts.Cluster:
-    c = stated.A100_CLUSTER
-    return layouts.Cluster(
-        n_devices=n_devices,
-        devices_per_node=devices_per_node or c["devices_per_node"],
-        device_memory_bytes=c["device_memory_bytes"],
-        peak_flops_per_s=c["peak_flops_per_s"],
-        intra_node=layouts.Link(*c["intra_node"]),
-        inter_node=layouts.Link(*c["inter_node"]),
-    )
+def cluster(n_devices: int, *, devices_per_node: int | None = None, **assumptions) -> dict:
+    """The step model's inputs for ``n_devices`` of the stated cluster (``stated.CLUSTER``):
+    its device key, devices per node and the planner's assumptions, any of them overridden."""
+    c = stated.CLUSTER
+    return {
+        "n_devices": n_devices,
+        "device": c["device"],
+        "devices_per_node": devices_per_node or c["devices_per_node"],
+        **c["assumptions"],
+        **assumptions,
+    }
 
 
 def layout_label(r) -> str:
@@ -28,7 +31,7 @@ def layout_label(r) -> str:
 
 
 def _layout(row, *int_keys) -> dict:
-    """A planner row's layout keys as plain Python values (``layouts.layout_terms`` input)."""
+    """A planner row's layout keys as plain Python values (``layouts.layout_step`` input)."""
     return {**{k: int(row[k]) for k in int_keys}, "recompute_policy": str(row["recompute_policy"])}
 
 
@@ -95,14 +98,11 @@ def a10_placement():
     }
     rows = []
     for where, per_node in (("TP inside a node (8 per node)", 8), ("TP across two nodes (4 per node)", 4)):
-        t = layouts.layout_terms(
-            cfg,
-            layout,
-            cluster=cluster(L["devices"], devices_per_node=per_node),
-            global_batch=M["global_batch"],
+        t = layouts.layout_step(
+            cfg, layout, global_batch=M["global_batch"], **cluster(L["devices"], devices_per_node=per_node)
         )
         rows.append(
-            {"placement": where, **{k: t[k] for k in ("tp_comm_s", "dp_exposed_s", "step_s", "mfu_palm")}}
+            {"placement": where, **{k: t[k] for k in ("tp_comm_s", "dp_comm_exposed_s", "step_s", "mfu_palm")}}
         )
     return pd.DataFrame(rows)
 
@@ -118,11 +118,13 @@ def a12_planner_table():
     for case in stated.A12_PLANNER_CASES:
         cfg = preset(case["preset"])
         for overlap in stated.A12_DP_OVERLAPS:
-            kw = dict(cluster=cluster(case["devices"]), global_batch=case["devices"], dp_overlap=overlap)
+            kw = dict(global_batch=case["devices"], **cluster(case["devices"], dp_overlap=overlap))
             plans = layouts.plan(cfg, top=None, **kw)
             best2, best3 = plans[plans.zero_stage <= 2].iloc[0], plans[plans.zero_stage == 3].iloc[0]
             layout = _layout(best2, "tp", "pp", "dp", "v", "micro_batch", "m")
-            same3 = layouts.layout_terms(cfg, {**layout, "zero_stage": 3}, **kw)
+            same3 = layouts.layout_step(
+                cfg, {**layout, "zero_stage": 3, "recompute_policy": best2.recompute_policy}, **kw
+            )
             for label, r in (
                 ("best ZeRO 0–2", best2),
                 ("best ZeRO-3", best3),
@@ -135,8 +137,9 @@ def a12_planner_table():
                         "dp_overlap": overlap,
                         "row": label,
                         "layout": layout_label(pd.Series(r)),
+                        "framework": r["framework"],
                         "dp_comm_s": r["dp_comm_s"],
-                        "dp_exposed_s": r["dp_exposed_s"],
+                        "dp_comm_exposed_s": r["dp_comm_exposed_s"],
                         "step_s": r["step_s"],
                         "memory_gib": r["memory_gib"],
                         "fits": bool(r["fits"]),
@@ -164,14 +167,14 @@ def a13_interleaving_table():
             if n_layers % pp or per_stage % stated.A13_LAYERS_PER_VIRTUAL_STAGE:
                 continue
             v = per_stage // stated.A13_LAYERS_PER_VIRTUAL_STAGE
-            kw = dict(cluster=cluster(A13_MODEL["devices"]), global_batch=A13_MODEL["global_batch"])
+            kw = dict(global_batch=A13_MODEL["global_batch"], **cluster(A13_MODEL["devices"]))
             plans = layouts.plan(cfg, top=None, virtual_stages=(1,), **kw)
             plans = plans[(plans.pp == pp) & (plans.m % pp == 0)]  # interleaving needs m a multiple of p
             if plans.empty:
                 continue
             one = plans.iloc[0]
             layout = {**_layout(one, "tp", "pp", "dp", "micro_batch", "m"), "zero_stage": int(one.zero_stage)}
-            inter = layouts.layout_terms(cfg, {**layout, "v": v}, **kw)
+            inter = layouts.layout_step(cfg, {**layout, "v": v}, **kw)
             rows.append(
                 {
                     "model": f"{A13_MODEL['preset']} width, {n_layers} layers "
@@ -223,15 +226,29 @@ def a15_offload_table():
     return pd.DataFrame(rows)
 
 
+PLANNER_TERMS = (
+    "matmul_s",
+    "attention_s",
+    "memory_bound_s",
+    "recompute_s",
+    "tp_comm_s",
+    "pp_bubble_s",
+    "pp_p2p_s",
+    "dp_comm_exposed_s",
+    "optimizer_s",
+    "step_s",
+)
+
+
 def _best_row(cfg, n_devices: int, global_batch: int, **assumptions) -> dict:
-    plans = layouts.plan(cfg, cluster=cluster(n_devices), global_batch=global_batch, top=1, **assumptions)
+    plans = layouts.plan(cfg, global_batch=global_batch, top=1, **cluster(n_devices, **assumptions))
     if plans.empty:
         return {"layout": "nothing fits"}
     r = plans.iloc[0]
-    terms = ("compute_s", "recompute_s", "pp_bubble_s", "tp_comm_s", "pp_p2p_s", "dp_exposed_s", "step_s")
     return {
         "layout": layout_label(r),
-        **{k: r[k] for k in terms},
+        "framework": r.framework,
+        **{k: r[k] for k in PLANNER_TERMS},
         "memory_gib": r.memory_gib,
         "mfu_palm": r.mfu_palm,
     }

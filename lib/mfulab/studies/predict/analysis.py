@@ -5,6 +5,8 @@ to are decided in chapters 01, 04, 08 and 09)."""
 
 from __future__ import annotations
 
+from ... import predict
+from ...config import TransformerConfig
 from ...results import run_identity
 from . import calibrated, validate
 
@@ -89,22 +91,83 @@ def likely_cause(row) -> str:
     return f"{term.removesuffix('_s')} ({seconds / row['predicted_step_s']:.0%} of the predicted step)"
 
 
-def misses(df, goal: float):
-    """Rows beyond ``goal`` (or the three largest |errors| when none is) with the term most
+def misses(df, goal: float, top: int = 3):
+    """Rows beyond ``goal`` (or the ``top`` largest |errors| when none is) with the term most
     likely responsible."""
     import pandas as pd
 
     ranked = df.reindex(df.error.abs().sort_values(ascending=False).index)
     shown = ranked[ranked.error.abs() > goal]
-    shown = shown if len(shown) else ranked.head(3)
+    shown = shown if len(shown) else ranked.head(top)
     return pd.DataFrame(
         {
             "id": shown.id,
+            "source": shown.source,
             "error": shown.error,
             "predicted": ["too fast: time the model lacks" if e < 0 else "too slow" for e in shown.error],
             "largest non-compute term": [likely_cause(r) for _, r in shown.iterrows()],
         }
     )
+
+
+def test_text(goals: dict, splits) -> str:
+    """The test set against its goals, and the predictor against the null model."""
+    if not goals.get("n"):
+        return "No test row is priced."
+    s = splits.set_index("split").loc["test"]
+
+    def verdict(ok):
+        return "met" if ok else "**not met**"
+
+    return (
+        f"**Test set** ({goals['n']} rows priced, {int(s.refused)} refused): median |error| "
+        f"**{goals['median_abs_error']:.1%}** (goal ≤ 8%: {verdict(goals['median_goal_met'])}), largest "
+        f"**{goals['max_abs_error']:.1%}** (≤ 20%: {verdict(goals['max_goal_met'])}), "
+        f"{goals['rows_within_row_goal']:.0%} of the rows within 25% ({verdict(goals['row_goal_met'])}); the "
+        f"worst source, {goals['worst_source']}, misses by a median of "
+        f"{goals['worst_source_median_signed_error']:+.1%} (±10%: {verdict(goals['source_goal_met'])}). The "
+        f"null model on the same rows: median {s.null_median_abs_error:.1%}, largest "
+        f"{s.null_max_abs_error:.1%}."
+    )
+
+
+def history_table(records, valid):
+    """The recorded revisions (``validation_history.yaml``) and this render as the last line."""
+    import pandas as pd
+
+    rows = []
+    for rev in list(records.get("validation_history") or []):
+        test, dev = rev.get("test") or {}, rev.get("development") or {}
+        rows.append(
+            {
+                "commit": rev["commit"],
+                "date": rev["date"],
+                "change": rev["change"],
+                "fitted_share_of_mamf": rev.get("fitted_share_of_mamf"),
+                "test_median_abs_error": test.get("median_abs_error"),
+                "test_max_abs_error": test.get("max_abs_error"),
+                "development_median_abs_error": dev.get("median_abs_error"),
+                "development_max_abs_error": dev.get("max_abs_error"),
+            }
+        )
+    splits = validate.split_summary(valid["table"]).set_index("split")
+
+    def cell(name, column):
+        return float(splits.loc[name, column]) if name in splits.index else None
+
+    rows.append(
+        {
+            "commit": "this render",
+            "date": "",
+            "change": "",
+            "fitted_share_of_mamf": valid["fitted"],
+            "test_median_abs_error": cell("test", "median_abs_error"),
+            "test_max_abs_error": cell("test", "max_abs_error"),
+            "development_median_abs_error": cell("development", "median_abs_error"),
+            "development_max_abs_error": cell("development", "max_abs_error"),
+        }
+    )
+    return pd.DataFrame(rows)
 
 
 def per_device(df):
@@ -293,3 +356,67 @@ def a19_text(a19, records=None) -> str:
         f"even at 100% MFU the step takes {floor:.2f} s. Chapter 01 checks the article's arithmetic (its ×3 "
         "on 6N); the predictor says what the stated hardware and layout allow."
     )
+
+
+def per_term_check(records, fitted: float):
+    """The step model's forward and backward time of one layer against Korthikanti et al.'s
+    Table 4 (22B, TP 8, micro-batch 4, A100, unfused attention with dropout), each
+    recompute / sequence-parallel setting: the decomposition checked on a published
+    breakdown, not only the step's sum. Forward: the layer's GEMMs, attention and memory-bound
+    ops plus 2 of its 4 TP collectives; backward: the rest, the recomputed forward and, under
+    full recompute, the forward's collectives again."""
+    import pandas as pd
+
+    from ... import parallel
+    from ...predict_rates import Assumptions, machine_rates
+
+    table = records.get("published_per_term") or {}
+    if not table.get("rows"):
+        return pd.DataFrame()
+    cfg = TransformerConfig(n_layers=48, d_model=6144, n_heads=64, vocab_size=51200, seq_len=2048, name="22b")
+    a = Assumptions(**{validate.FIT_PARAMETER: fitted})
+    rates = machine_rates("a100", dtype="bf16", assumptions=a)
+    link = rates.link(8, 8)
+    rows = []
+    for r in table["rows"]:
+        sp = bool(r["sequence_parallel"])
+        layer = predict.layer_terms(
+            cfg,
+            micro_batch=4,
+            tp=8,
+            sequence_parallel=sp,
+            attention="unfused",
+            dropout=True,
+            rates=rates,
+            a=a,
+        )
+        tp_s = parallel.tp_comm_time_per_layer(
+            cfg,
+            micro_batch=4,
+            tp=8,
+            alpha_s=link.alpha_s,
+            link_bytes_per_s=link.bytes_per_s,
+            sequence_parallel=sp,
+        )
+        recompute_s = {
+            "none": 0.0,
+            "selective": layer["attention_forward_s"],
+            "full": layer["full_forward_s"],
+        }[r["recompute"]]
+        forward_s = layer["forward_s"] + tp_s / 2
+        compute_s = layer["matmul_s"] + layer["attention_s"] + layer["memory_bound_s"]
+        backward_s = (
+            compute_s - layer["forward_s"] + recompute_s + tp_s / 2 * (2 if r["recompute"] == "full" else 1)
+        )
+        rows.append(
+            {
+                "setting": r["experiment"],
+                "published_forward_ms": r["forward_ms"],
+                "predicted_forward_ms": forward_s * 1e3,
+                "published_backward_ms": r["backward_ms"],
+                "predicted_backward_ms": backward_s * 1e3,
+                "forward_error": forward_s * 1e3 / r["forward_ms"] - 1,
+                "backward_error": backward_s * 1e3 / r["backward_ms"] - 1,
+            }
+        )
+    return pd.DataFrame(rows)

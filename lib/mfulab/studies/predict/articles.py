@@ -13,7 +13,8 @@ from ...hardware import peak_flops_per_s
 # DGX A100's; per node is the other reading, in B15_READINGS), a 7B dense model, seq 4096,
 # global batch 512, ZeRO-2 + TP 4 (so DP 16); 10.2 → 9.4 → 9.0 → 8.7 → 8.4 → 8.5 s.
 # Our reading where the article is silent: the llama2-7b shape, micro-batch 1, bf16, no
-# recompute, DDP-style overlap of the gradient reduction; the baseline's data wait is the
+# recompute, DeepSpeed's ZeRO-2 (its reduce buckets read as the article's 25 → 50 MB buckets of
+# bf16 gradients), with its overlap of the gradient reduction; the baseline's data wait is the
 # "1.5 s after the step starts" the article's trace showed.
 B15_CASE = {
     "preset": "article-7b",
@@ -27,9 +28,9 @@ B15_CASE = {
 # What each rung changes in the predictor's inputs, in the order of ``articles.B15_STEPS`` (the
 # article's steps); {} where the rung changes nothing the predictor has a figure for.
 B15_CHANGES = (
-    {"attention": "unfused", "dp_bucket_bytes": 25 * 2**20, "data_s": 1.5},  # the baseline as read
+    {"attention": "unfused", "deepspeed_bucket_elems": 25 * 2**20 / 2, "data_s": 1.5},  # the baseline as read
     {"attention": "flash"},
-    {"dp_bucket_bytes": 50 * 2**20},
+    {"deepspeed_bucket_elems": 50 * 2**20 / 2},
     {},  # GPUDirect RDMA raises the inter-node bandwidth: no figure for this cluster (b15_sensitivity)
     {"data_s": 0.0},
     {},  # locked clocks: no term

@@ -19,41 +19,51 @@ TERM_LABELS = {
 
 
 def validation(df, goal: float):
-    """Predicted against published step time (log–log) with the ±goal band, and each row's
-    error; the fitted subset marked."""
+    """Predicted against published step time (log–log) by split, with the ±goal band; and each
+    source's errors (one dot a row, the null model's median beside it): the test sources first."""
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.8))
-    lo, hi = df.published_step_s.min() / 1.5, df.published_step_s.max() * 1.5
+    priced = df[df.refused == ""]
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"width_ratios": [1, 1.3]})
+    lo, hi = priced.published_step_s.min() / 1.5, priced.published_step_s.max() * 1.5
     x = np.geomspace(lo, hi, 50)
     ax.fill_between(x, x * (1 - goal), x * (1 + goal), color="0.9", label=f"±{goal:.0%}")
     ax.plot(x, x, color="0.5", lw=1)
-    for source, g in df.groupby("source"):
-        marker = "o" if g.fit_subset.iloc[0] else "s"
-        ax.scatter(
-            g.published_step_s,
-            g.predicted_step_s,
-            marker=marker,
-            label=f"{source}{' (fit)' if marker == 'o' else ''}",
-        )
-    loo = df[df.fit_subset]
-    ax.scatter(
-        loo.published_step_s,
-        loo.published_step_s * (1 + loo.loo_error),
-        marker="x",
-        color="k",
-        label="fitted rows, leave-one-out",
+    for split, marker in (("fit", "o"), ("development", "s"), ("test", "^")):
+        g = priced[priced.split == split]
+        if len(g):
+            ax.scatter(
+                g.published_step_s, g.predicted_step_s, marker=marker, s=18, label=f"{split} ({len(g)})"
+            )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="published step time (s)",
+        ylabel="predicted step time (s)",
+        title="every priced row",
     )
-    ax.set(xscale="log", yscale="log", xlabel="published step time (s)", ylabel="predicted step time (s)")
     ax.legend(fontsize=8)
-    order = df.sort_values("error")
-    colors = ["C3" if abs(e) > goal else "C0" for e in order.error]
-    bx.barh(order.id, order.error * 100, color=colors)
-    bx.axvline(-goal * 100, color="0.5", ls="--")
-    bx.axvline(goal * 100, color="0.5", ls="--")
-    bx.set(xlabel="error of the predicted step time (%)")
-    bx.tick_params(axis="y", labelsize=7)
+    order = list(
+        dict.fromkeys(
+            priced.sort_values(["split"], key=lambda s: s.map({"test": 0, "development": 1, "fit": 2})).source
+        )
+    )
+    for i, source in enumerate(order):
+        g = priced[priced.source == source]
+        jitter = (np.arange(len(g)) % 7 - 3) * 0.05
+        bx.scatter(g.error * 100, i + jitter, s=12, color="C0" if g.split.iloc[0] == "test" else "C7")
+        bx.scatter([g.null_error.median() * 100], [i], marker="x", color="C3", s=40)
+    bx.scatter([], [], marker="x", color="C3", label="null model, median")
+    bx.scatter([], [], s=12, color="C0", label="test rows")
+    bx.scatter([], [], s=12, color="C7", label="fit and development rows")
+    bx.set_yticks(range(len(order)), order, fontsize=8)
+    bx.axvline(0, color="0.5", lw=1)
+    for v in (-goal * 100, goal * 100):
+        bx.axvline(v, color="0.5", ls="--", lw=1)
+    bx.invert_yaxis()
+    bx.set(xlabel="error of the predicted step time (%)", title="errors by source")
+    bx.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
 

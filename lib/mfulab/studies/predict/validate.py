@@ -164,6 +164,8 @@ def predict_row(row: dict, *, interleave_rule: str = "deepest", **assumptions) -
         "unstated": ", ".join(f"{k}={v}" for k, v in (row.get("unstated") or {}).items()) or "—",
     }
     try:
+        if row.get("not_modelled"):  # a feature of the model's architecture the predictor lacks
+            raise ParameterError(f"not modelled: {row['not_modelled']}")
         out = predict.step_time(cfg, **inputs, **assumptions)
     except ParameterError as err:
         return {**base, "refused": str(err), "predicted_step_s": np.nan, "error": np.nan}

@@ -37,7 +37,7 @@ from ...config import ParameterError, TransformerConfig
 # FlashAttention(-2) keeps one fp32 log-sum-exp per row and head for its backward (Dao 2023,
 # Alg. 1 line 12: L_i = m_i + log(l_i), written to HBM); measured here on torch's CPU flash
 # kernel with saved-tensor hooks (notebook 04, section 4).
-LSE_BYTES_PER_ROW = 4
+LSE_BYTES_PER_ROW = memory.LSE_BYTES_PER_ROW  # one fp32 log-sum-exp per query row and head
 ATTENTIONS = ("fused", "naive")
 PARTS = ("attention core", "attention block", "MLP")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ... import flops, memory
+from ... import flops, memory, parallel
 from ...config import ParameterError, preset
 
 PLAN_KEYS = {
@@ -31,7 +31,7 @@ PLAN_KEYS = {
 }
 TABLE2_POLICIES = ("none", "selective", "mlp", "full")  # plus "block:<k>" and "uniform:<k>"
 ATTENTIONS = ("naive", "fused")  # a case's optional "attention" key; naive: Table 2 as printed
-LSE_BYTES_PER_ROW = 4  # a fused kernel's fp32 log-sum-exp per row and head (a14.LSE_BYTES_PER_ROW)
+LSE_BYTES_PER_ROW = memory.LSE_BYTES_PER_ROW  # a fused kernel's fp32 log-sum-exp per row and head
 CHECKPOINT_METHODS = ("block", "uniform")  # Megatron's --recompute-method
 PLAN_COLUMNS = (
     "case",
@@ -57,7 +57,8 @@ class ThroughputModel:
     """The planner's throughput assumption (not measured, not cited): a device reaches
     ``peak_utilisation × x / (x + half_saturation_tokens)`` of its peak on hardware FLOPs,
     where x is the tokens in one micro-batch (small micro-batches under-fill the device);
-    1F1B pipelining idles (pp − 1)/(m + pp − 1) of the step for m micro-batches per replica.
+    1F1B pipelining adds the bubble of ``parallel.pipeline_bubble_fraction``, (pp − 1)/m of the
+    compute for m micro-batches per replica.
     ``peak_utilisation`` scales every plan alike; ``half_saturation_tokens`` decides how much
     a larger micro-batch is worth, hence the choice between recomputing and not."""
 
@@ -114,18 +115,18 @@ def parse_plan_policy(policy: str, n_layers: int) -> PlanPolicy:
 def layer_bytes(
     cfg, form: str, *, attention: str = "naive", micro_batch: int, tp: int, sequence_parallel: bool
 ):
-    """Bytes one layer keeps under the Table 2 ``form``. ``naive``: Table 2 as printed (the
-    a·s²·b scores, softmax and dropout stored). ``fused``: a flash kernel stores none of them
-    but one fp32 log-sum-exp per row and head instead (4·a·s·b/t bytes; see ``a14``), which
-    recomputing the attention core (``selective``) frees."""
-    kw = dict(micro_batch=micro_batch, tp=tp, sequence_parallel=sequence_parallel)
-    table2 = memory.activation_bytes_per_layer(cfg, recompute=form, **kw)
-    if attention == "naive" or form in ("selective", "full"):
-        return table2
-    scores = memory.activation_bytes_per_layer(cfg, recompute="none", **kw) - (
-        memory.activation_bytes_per_layer(cfg, recompute="selective", **kw)
+    """Bytes one layer keeps under the Table 2 ``form`` (``memory.activation_bytes_per_layer``).
+    ``naive``: Table 2 as printed (the a·s²·b scores, softmax and dropout stored). ``fused``: a
+    flash kernel stores none of them but one fp32 log-sum-exp per row and head instead, which
+    recomputing the attention core (``selective``) frees (``fused_attention``)."""
+    return memory.activation_bytes_per_layer(
+        cfg,
+        recompute=form,
+        micro_batch=micro_batch,
+        tp=tp,
+        sequence_parallel=sequence_parallel,
+        fused_attention=attention == "fused",
     )
-    return table2 - scores + LSE_BYTES_PER_ROW * cfg.n_heads * cfg.seq_len * micro_batch / tp
 
 
 def activation_bytes(
@@ -234,9 +235,9 @@ def plan_case(
             total_bytes = states["model_states_bytes"] + states["logits_bytes"] + act["peak_bytes"]
             fits = total_bytes <= usable_bytes
             tokens_per_step = case["global_batch"] * cfg.seq_len
-            bubble = (pp - 1) / (m + pp - 1)
+            bubble = parallel.pipeline_bubble_fraction(p=pp, m=int(m))  # over the compute (Narayanan §2.2.1)
             achieved_flops_per_s = devices * peak_flops_per_s * throughput.utilisation(mb * cfg.seq_len)
-            step_s = tokens_per_step * hw_fpt / achieved_flops_per_s / (1 - bubble)
+            step_s = tokens_per_step * hw_fpt / achieved_flops_per_s * (1 + bubble)
             tokens_per_s = tokens_per_step / step_s
             rows.append(
                 {

@@ -1,0 +1,92 @@
+"""The validation history of the step model: ``python -m mfulab.studies.predict.history
+--change "what changed"`` evaluates the published rows at the current commit and appends one
+revision to ``studies/predict/validation_history.yaml`` (commit, date, what changed, the
+fitted share, the test and development errors). Run it after every change to the step model,
+from a clean tree, and commit the file: the test error of every revision stays on record, so
+a model tuned on its test rows shows as a run of revisions with the test error falling."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import subprocess
+
+from ...config import ParameterError
+from . import validate
+
+PUBLISHED = "studies/predict/published_runs.yaml"
+FIT_GRID = (0.5, 1.0, 0.0025)
+
+
+def evaluate(path=PUBLISHED) -> dict:
+    """The numbers one revision records."""
+    data = validate.load_file(path)
+    fit_sources = tuple(data["split"].get("fit") or ())
+    res = validate.validation(data["runs"], fit_sources=fit_sources, fit_grid=FIT_GRID)
+    splits = validate.split_summary(res["table"]).set_index("split")
+
+    def pick(name):
+        if name not in splits.index:
+            return None
+        r = splits.loc[name]
+        return {
+            "rows_priced": int(r.rows - r.refused),
+            "median_abs_error": round(float(r.median_abs_error), 4),
+            "max_abs_error": round(float(r.max_abs_error), 4),
+            "null_median_abs_error": round(float(r.null_median_abs_error), 4),
+        }
+
+    return {
+        "fitted_share_of_mamf": res["fitted"],
+        "test": pick("test"),
+        "development": pick("development"),
+        "fit_loo": pick("fit"),
+    }
+
+
+def record(change: str, *, path=validate.HISTORY_FILE) -> dict:
+    import yaml
+
+    root = validate._repo_path(".")
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", "lib", "studies/predict"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    if dirty:
+        raise ParameterError("commit the model first: the history records a commit, and the tree has changes")
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short=7", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    entry = {"commit": commit, "date": dt.date.today().isoformat(), "change": change, **evaluate()}
+    file = validate._repo_path(path)
+    data = (yaml.safe_load(file.read_text()) if file.exists() else None) or {}
+    data.setdefault("revisions", []).append(entry)
+    file.write_text(HEADER + yaml.safe_dump(data, sort_keys=False, width=100, allow_unicode=True))
+    return entry
+
+
+HEADER = """\
+# The step model's validation history (python -m mfulab.studies.predict.history): one entry per
+# model revision, appended after the change is committed. `test` rows were first evaluated at
+# the freeze (published_runs.yaml split.frozen_at); entries before it carry no test figures, and
+# their development errors are read from the committed renders of results/cpu-2c/predict.
+"""
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m mfulab.studies.predict.history", description=__doc__)
+    ap.add_argument("--change", required=True, help="what changed in the model since the last entry")
+    args = ap.parse_args(argv)
+    try:
+        entry = record(args.change)
+    except ParameterError as err:
+        print(f"error: {err}")
+        return 2
+    print(entry)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
