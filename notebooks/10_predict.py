@@ -13,20 +13,24 @@
 # %% [markdown]
 # # 10 · Calibrate here, predict there: step time and MFU against published runs
 #
-# Each chapter so far ended with an at-scale model of its own. A reader's real question joins
-# them: *for my model on my cluster with this layout, what step time and MFU should I expect,
-# and where will the time go?* `mfulab.predict.step_time` answers it from the pieces the
-# course has checked one by one: every GEMM of a layer at a rate R∞ with a launch cost t₀ under
-# a roofline cap, attention (unfused, or a flash kernel), the memory-bound ops at the memory
-# bandwidth, recomputation, tensor-parallel collectives, the pipeline bubble and messages, the
-# data-parallel reduction minus what backward hides, the optimizer and the data wait.
+# A reader's real question joins the chapters: *for my model on my cluster with this layout,
+# what step time and MFU should I expect, and where will the time go?* The course has one model
+# for it, `mfulab.predict.step_time` (chapter 09's planner ranks layouts with the same one). It
+# prices every GEMM of a layer at a rate R∞ (a share of the device's best measured GEMM) with a
+# launch cost t₀ under a roofline cap, attention (unfused, or a flash kernel), the memory-bound
+# ops at the memory bandwidth, recomputation, tensor-parallel collectives (with or without comm
+# overlap), the pipeline bubble and messages, the data-parallel collectives the framework issues
+# (DDP, Megatron, DeepSpeed, FSDP: bucket by bucket or unit by unit, each call priced by NCCL's
+# own latency model) minus what compute hides, the optimizer and the data wait. It refuses what
+# it does not model: context parallelism, mixture-of-experts layers, FP8 GEMMs.
 #
 # Its machine figures come from a device's datasheet (`devices.yaml`) — or, with
 # `calibration=results/<machine>/calibration`, from what this project measured on the machine.
 # Every figure it assumes is a field of `predict_rates.Assumptions` with its source.
 #
 # This chapter checks it twice: against **published large-scale runs** (their configuration
-# and throughput as the papers state them, `studies/predict/published_runs.yaml`), and against
+# and throughput as their sources state them, `studies/predict/published_runs.yaml`), split
+# before fitting and tested blind on rows collected after the model was frozen, and against
 # **a training step measured here**, operator class by operator class, with the predictor fed
 # by this machine's calibration. Then it applies it to the articles' worked examples (B15,
 # A17/A19).
@@ -41,7 +45,7 @@ from IPython.display import Markdown, display
 
 from mfulab import plots, results
 from mfulab.notebook import setup, stability_note
-from mfulab.studies.predict import analysis, articles, calibrated, figures, validate
+from mfulab.studies.predict import analysis, articles, calibrated, figures, scores, validate
 
 out, p, records = setup("predict", params, out_dir=out_dir, from_dir=from_dir)
 valid = analysis.validation(records, p)
@@ -93,11 +97,11 @@ display(
 # %%
 df = valid["table"]
 results.save_table(out, "validation", df)
-splits = validate.split_summary(df)
+splits = scores.split_summary(df)
 results.save_table(out, "splits", splits)
 pct = {c: "{:.1%}" for c in splits.columns if "error" in c or "rows_within" in c}
 display(splits.style.format(pct, na_rep="—").hide(axis="index"))
-goals = validate.test_goals(df)
+goals = scores.test_goals(df)
 summary = validate.summary(df, row_goal=p.row_error_goal, median_goal=p.median_error_goal)
 display(Markdown(analysis.test_text(goals, splits)))
 plots.save_figure(figures.validation(df, 0.25), out, "validation")
@@ -108,8 +112,8 @@ plots.save_figure(figures.validation(df, 0.25), out, "validation")
 # — how the model carries to a source it has not seen, beyond the one fixed split.
 
 # %%
-by_source = validate.per_source(df)
-loso = validate.leave_one_source_out(records["published_runs"], fit_grid=p.fit_grid)
+by_source = scores.per_source(df)
+loso = scores.leave_one_source_out(records["published_runs"], fit_grid=p.fit_grid)
 results.save_table(out, "per_source", by_source)
 results.save_table(out, "leave_one_source_out", loso)
 err = {c: "{:+.1%}" if "signed" in c else "{:.1%}" for c in by_source.columns if "error" in c}
@@ -119,7 +123,7 @@ display(
         {"fitted_without_it": "{:.3f}", "median_abs_error": "{:.1%}", "max_abs_error": "{:.1%}"}, na_rep="—"
     ).hide(axis="index")
 )
-by_device = analysis.per_device(df)
+by_device = scores.per_device(df)
 results.save_table(out, "per_device", by_device)
 display(
     by_device.style.format({"median_signed_error": "{:+.1%}", "median_abs_error": "{:.1%}"}).hide(
@@ -133,7 +137,7 @@ display(
 # predicted and the published per-device throughput:
 
 # %%
-rank = validate.ranking(df)
+rank = scores.ranking(df)
 results.save_table(out, "ranking", rank)
 display(rank.style.format({"spearman_rho": "{:+.2f}"}).hide(axis="index"))
 
@@ -213,7 +217,7 @@ if len(short):
 # fitted share:
 
 # %%
-terms = analysis.per_term_check(records, valid["fitted"])
+terms = scores.per_term_check(records, valid["fitted"])
 results.save_table(out, "per_term", terms)
 display(
     terms.style.format(

@@ -229,14 +229,19 @@ def test_native_profiler_noise_is_held_back(capfd):
     assert "USDT" not in err and "real warning" in err
 
 
-def test_a_study_is_stale_only_when_its_own_library_changes():
-    """Core modules, the registry and the study's package make a study's library stamp; another
-    study's package does not (a fix in one chapter does not invalidate every other)."""
+def test_a_study_is_stale_only_when_what_it_imports_changes():
+    """A study's library stamp is its package, what it and its notebook import (the closure, read
+    from the source: function-level imports too), devices.yaml and the registry's discovery:
+    another study's package, or a core module it never imports, does not make it stale."""
     lib = ROOT / "lib" / "mfulab"
     mfu, overlap = set(runner.library_files("mfu")), set(runner.library_files("overlap"))
     assert lib / "timing.py" in mfu and lib / "devices.yaml" in mfu and lib / "timing.py" in overlap
     assert lib / "studies" / "mfu" / "analysis.py" in mfu
     assert lib / "studies" / "overlap" / "analysis.py" not in mfu
-    assert lib / "studies" / "overlap" / "study.yaml" in mfu  # the registry: compare reads every study.yaml
+    assert lib / "studies" / "overlap" / "study.yaml" not in mfu  # a new study makes no other stale
+    assert lib / "predict.py" not in mfu  # the step model: only the studies that import it
+    step_model = {lib / "predict.py", lib / "step_terms.py", lib / "layouts.py"}
+    assert step_model <= set(runner.library_files("parallelism"))
+    assert lib / "studies" / "mfu" / "study.yaml" in set(runner.library_files("compare"))  # it reads them all
     assert set(runner.library_files()) >= mfu | overlap
     assert runner.library_sha256("mfu") != runner.library_sha256("overlap")

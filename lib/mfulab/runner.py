@@ -84,24 +84,81 @@ def read_profile(path) -> dict:
 
 
 # ---------------------------------------------------------------------------- inputs (incremental runs)
+def _module_file(lib: Path, dotted: str) -> Path | None:
+    """The file of ``mfulab.<dotted>`` (a module or a package's ``__init__``), or None."""
+    base = lib.joinpath(*dotted.split(".")) if dotted else lib
+    if base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    return None
+
+
+def _imported_modules(lib: Path, path: Path) -> set[Path]:
+    """The ``mfulab`` modules one file imports, at any level (function-level imports included),
+    read from its source: ``import mfulab.x``, ``from mfulab.x import y``, ``from ..x import y``
+    (and ``y`` itself where it is a module)."""
+    import ast
+
+    tree = ast.parse(path.read_text(), filename=str(path))
+    if path.is_relative_to(lib):
+        package = list(path.relative_to(lib).parent.parts)
+    else:
+        package = None  # a notebook: only absolute imports
+    found: set[Path] = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [
+                a.name.removeprefix("mfulab").lstrip(".")
+                for a in node.names
+                if a.name.split(".")[0] == "mfulab"
+            ]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                if package is None:
+                    continue
+                parts = package[: len(package) - (node.level - 1)] if node.level > 1 else list(package)
+                target = ".".join([*parts, *(node.module.split(".") if node.module else [])])
+            elif node.module and node.module.split(".")[0] == "mfulab":
+                target = node.module.removeprefix("mfulab").lstrip(".")
+            else:
+                continue
+            names = [target] + [f"{target}.{a.name}".lstrip(".") for a in node.names]
+        for name in names:
+            file = _module_file(lib, name)
+            if file is not None:
+                found.add(file)
+    return found
+
+
 def library_files(study_id: str | None = None) -> list[Path]:
-    """The library code that results depend on. For a study: the core modules and data
-    (``lib/mfulab/*.py``, ``devices.yaml``), the registry (``studies/__init__.py`` and every
-    ``study.yaml``) and the study's own package — a change to another study's package does not
-    make its results stale. Without a study: the whole library."""
+    """The library code that results depend on. For a study: its own package, its notebook's and
+    ``notebook.setup``'s imports, and the transitive closure of the ``mfulab`` modules they import
+    (read from the source, function-level imports included), plus ``devices.yaml`` and the
+    registry's discovery (``studies/__init__.py``). A change to a module the study never imports,
+    or to another study, does not make its results stale. Without a study: the whole library."""
     lib = Path(__file__).resolve().parent
     if study_id is None:
         return sorted([*lib.rglob("*.py"), *lib.rglob("*.yaml")])
     package = lib / "studies" / study_id
-    files = [
-        *lib.glob("*.py"),
-        *lib.glob("*.yaml"),
-        lib / "studies" / "__init__.py",
-        *(lib / "studies").glob("*/study.yaml"),
-        *package.rglob("*.py"),
-        *package.rglob("*.yaml"),
-    ]
-    return sorted(set(files))
+    from .studies import REGISTRY
+
+    seeds = [*package.rglob("*.py"), lib / "notebook.py", lib / "studies" / "__init__.py"]
+    if study_id in REGISTRY:  # the notebook's own imports (the notebook is hashed on its own)
+        seeds.append(repo_root() / "notebooks" / REGISTRY[study_id].notebook)
+    todo = [p for p in seeds if p.is_file()]
+    seen: set[Path] = set(todo)
+    while todo:
+        for module in _imported_modules(lib, todo.pop()):
+            if module not in seen:
+                seen.add(module)
+                todo.append(module)
+    in_lib = {p for p in seen if p.is_relative_to(lib)}
+    files = {*in_lib, lib / "devices.yaml", lib / "__init__.py", *package.rglob("*.yaml")}
+    if study_id in REGISTRY and REGISTRY[study_id].reads_results:  # the comparison reads every declaration
+        files |= set((lib / "studies").glob("*/study.yaml"))
+    return sorted(files)
 
 
 def library_sha256(study_id: str | None = None) -> str:

@@ -77,7 +77,8 @@ def _reading(
 
 
 def article_scale() -> dict:
-    """A8 at the article's setting read as Table 2 prints it: activations per layer naive vs
+    """A8 at the article's setting by Table 2's count (its 34·s·b·h generalised to the model's
+    SwiGLU MLP: 34.1 for Llama-2-7B's d_ff): activations per layer naive vs
     flash, the same with model states on one device, and the attention matmuls' FLOPs share."""
     cfg = preset(A8_SETTING["preset"]).with_(seq_len=A8_SETTING["seq_len"])
     batch = A8_SETTING["micro_batch"]

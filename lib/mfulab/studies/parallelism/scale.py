@@ -102,7 +102,10 @@ def a10_placement():
             cfg, layout, global_batch=M["global_batch"], **cluster(L["devices"], devices_per_node=per_node)
         )
         rows.append(
-            {"placement": where, **{k: t[k] for k in ("tp_comm_s", "dp_comm_exposed_s", "step_s", "mfu_palm")}}
+            {
+                "placement": where,
+                **{k: t[k] for k in ("tp_comm_s", "dp_comm_exposed_s", "step_s", "mfu_palm")},
+            }
         )
     return pd.DataFrame(rows)
 

@@ -6,9 +6,8 @@ to are decided in chapters 01, 04, 08 and 09)."""
 from __future__ import annotations
 
 from ... import predict
-from ...config import TransformerConfig
 from ...results import run_identity
-from . import calibrated, validate
+from . import calibrated, scores, validate
 
 
 def fit_sources(records) -> tuple:
@@ -26,7 +25,7 @@ def headline_metrics(records, p, valid: dict | None = None) -> dict:
     valid = valid or validation(records, p)
     df = valid["table"]
     summary = validate.summary(df, row_goal=p.row_error_goal, median_goal=p.median_error_goal)
-    splits = validate.split_summary(df).set_index("split")
+    splits = scores.split_summary(df).set_index("split")
     check = calibrated.comparison(records, **{validate.FIT_PARAMETER: valid["fitted"]})
     step = check[check["class"] == "step"].iloc[0]
 
@@ -83,7 +82,6 @@ def interleave_sensitivity(records, p, fitted: float):
 def likely_cause(row) -> str:
     """The largest non-compute term of a row, named for a reader: where a miss most likely
     comes from when the compute terms are calibrated on other rows."""
-    from ... import predict
 
     compute = ("matmul_s", "attention_s", "memory_bound_s", "recompute_s")
     side = {k: row[k] for k in predict.TERMS if k not in compute}
@@ -150,7 +148,7 @@ def history_table(records, valid):
                 "development_max_abs_error": dev.get("max_abs_error"),
             }
         )
-    splits = validate.split_summary(valid["table"]).set_index("split")
+    splits = scores.split_summary(valid["table"]).set_index("split")
 
     def cell(name, column):
         return float(splits.loc[name, column]) if name in splits.index else None
@@ -168,25 +166,6 @@ def history_table(records, valid):
         }
     )
     return pd.DataFrame(rows)
-
-
-def per_device(df):
-    """Per device: rows priced and the median signed error at the one fitted share of MAMF
-    (the share carries across devices; each device's own MAMF sets its R∞)."""
-    import pandas as pd
-
-    priced = df[df.refused == ""]
-    return pd.DataFrame(
-        [
-            {
-                "device": device,
-                "rows": len(g),
-                "median_signed_error": float(g.error.median()),
-                "median_abs_error": float(g.error.abs().median()),
-            }
-            for device, g in priced.groupby("device")
-        ]
-    )
 
 
 # every assumption a conclusion of the chapter depends on, moved ±25% one at a time
@@ -356,67 +335,3 @@ def a19_text(a19, records=None) -> str:
         f"even at 100% MFU the step takes {floor:.2f} s. Chapter 01 checks the article's arithmetic (its ×3 "
         "on 6N); the predictor says what the stated hardware and layout allow."
     )
-
-
-def per_term_check(records, fitted: float):
-    """The step model's forward and backward time of one layer against Korthikanti et al.'s
-    Table 4 (22B, TP 8, micro-batch 4, A100, unfused attention with dropout), each
-    recompute / sequence-parallel setting: the decomposition checked on a published
-    breakdown, not only the step's sum. Forward: the layer's GEMMs, attention and memory-bound
-    ops plus 2 of its 4 TP collectives; backward: the rest, the recomputed forward and, under
-    full recompute, the forward's collectives again."""
-    import pandas as pd
-
-    from ... import parallel
-    from ...predict_rates import Assumptions, machine_rates
-
-    table = records.get("published_per_term") or {}
-    if not table.get("rows"):
-        return pd.DataFrame()
-    cfg = TransformerConfig(n_layers=48, d_model=6144, n_heads=64, vocab_size=51200, seq_len=2048, name="22b")
-    a = Assumptions(**{validate.FIT_PARAMETER: fitted})
-    rates = machine_rates("a100", dtype="bf16", assumptions=a)
-    link = rates.link(8, 8)
-    rows = []
-    for r in table["rows"]:
-        sp = bool(r["sequence_parallel"])
-        layer = predict.layer_terms(
-            cfg,
-            micro_batch=4,
-            tp=8,
-            sequence_parallel=sp,
-            attention="unfused",
-            dropout=True,
-            rates=rates,
-            a=a,
-        )
-        tp_s = parallel.tp_comm_time_per_layer(
-            cfg,
-            micro_batch=4,
-            tp=8,
-            alpha_s=link.alpha_s,
-            link_bytes_per_s=link.bytes_per_s,
-            sequence_parallel=sp,
-        )
-        recompute_s = {
-            "none": 0.0,
-            "selective": layer["attention_forward_s"],
-            "full": layer["full_forward_s"],
-        }[r["recompute"]]
-        forward_s = layer["forward_s"] + tp_s / 2
-        compute_s = layer["matmul_s"] + layer["attention_s"] + layer["memory_bound_s"]
-        backward_s = (
-            compute_s - layer["forward_s"] + recompute_s + tp_s / 2 * (2 if r["recompute"] == "full" else 1)
-        )
-        rows.append(
-            {
-                "setting": r["experiment"],
-                "published_forward_ms": r["forward_ms"],
-                "predicted_forward_ms": forward_s * 1e3,
-                "published_backward_ms": r["backward_ms"],
-                "predicted_backward_ms": backward_s * 1e3,
-                "forward_error": forward_s * 1e3 / r["forward_ms"] - 1,
-                "backward_error": backward_s * 1e3 / r["backward_ms"] - 1,
-            }
-        )
-    return pd.DataFrame(rows)

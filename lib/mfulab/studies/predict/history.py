@@ -12,7 +12,7 @@ import datetime as dt
 import subprocess
 
 from ...config import ParameterError
-from . import validate
+from . import scores, validate
 
 PUBLISHED = "studies/predict/published_runs.yaml"
 FIT_GRID = (0.5, 1.0, 0.0025)
@@ -23,7 +23,7 @@ def evaluate(path=PUBLISHED) -> dict:
     data = validate.load_file(path)
     fit_sources = tuple(data["split"].get("fit") or ())
     res = validate.validation(data["runs"], fit_sources=fit_sources, fit_grid=FIT_GRID)
-    splits = validate.split_summary(res["table"]).set_index("split")
+    splits = scores.split_summary(res["table"]).set_index("split")
 
     def pick(name):
         if name not in splits.index:
