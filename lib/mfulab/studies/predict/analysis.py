@@ -109,7 +109,8 @@ def misses(df, goal: float, top: int = 3):
 
 
 def test_text(goals: dict, splits) -> str:
-    """The test set against its goals, and the predictor against the null model."""
+    """The test set against its goals, which way it misses, and the predictor against the null
+    model and the unfitted 40%-MFU rule: said plainly when it does not beat them."""
     if not goals.get("n"):
         return "No test row is priced."
     s = splits.set_index("split").loc["test"]
@@ -117,15 +118,30 @@ def test_text(goals: dict, splits) -> str:
     def verdict(ok):
         return "met" if ok else "**not met**"
 
+    beats = s.closer_than_null > 0.5 and s.median_abs_error < min(
+        s.null_median_abs_error, s.mfu40_median_abs_error
+    )
+    direction = "too fast (time the model lacks)" if s.median_signed_error < 0 else "too slow"
     return (
         f"**Test set** ({goals['n']} rows priced, {int(s.refused)} refused): median |error| "
         f"**{goals['median_abs_error']:.1%}** (goal ≤ 8%: {verdict(goals['median_goal_met'])}), largest "
         f"**{goals['max_abs_error']:.1%}** (≤ 20%: {verdict(goals['max_goal_met'])}), "
         f"{goals['rows_within_row_goal']:.0%} of the rows within 25% ({verdict(goals['row_goal_met'])}); the "
         f"worst source, {goals['worst_source']}, misses by a median of "
-        f"{goals['worst_source_median_signed_error']:+.1%} (±10%: {verdict(goals['source_goal_met'])}). The "
-        f"null model on the same rows: median {s.null_median_abs_error:.1%}, largest "
-        f"{s.null_max_abs_error:.1%}."
+        f"{goals['worst_source_median_signed_error']:+.1%} (±10%: {verdict(goals['source_goal_met'])}). "
+        f"The misses lean one way: median signed error **{s.median_signed_error:+.1%}**, {direction}. "
+        f"The null model on the same rows: median {s.null_median_abs_error:.1%} "
+        f"({s.null_rows_within_25pct:.0%} within 25%); the unfitted rule of thumb of 40% MFU: "
+        f"median {s.mfu40_median_abs_error:.1%}. "
+        f"The predictor is closer than the null on {s.closer_than_null:.0%} of the rows. "
+        + (
+            "On rows it was not built on, it beats both baselines."
+            if beats
+            else "**On rows it was not built on, the structured model does not yet beat a one-number "
+            "baseline for the step time**. What it can add is where the time goes (§3 tests it on one "
+            "published breakdown) and the order of efficiency within a sweep (the ranking table below "
+            "tests it: `rho_mfu`)."
+        )
     )
 
 
@@ -142,8 +158,10 @@ def history_table(records, valid):
                 "date": rev["date"],
                 "change": rev["change"],
                 "fitted_share_of_mamf": rev.get("fitted_share_of_mamf"),
+                "test_rows": test.get("rows_priced"),
                 "test_median_abs_error": test.get("median_abs_error"),
                 "test_max_abs_error": test.get("max_abs_error"),
+                "development_rows": dev.get("rows_priced"),
                 "development_median_abs_error": dev.get("median_abs_error"),
                 "development_max_abs_error": dev.get("max_abs_error"),
             }
@@ -159,8 +177,10 @@ def history_table(records, valid):
             "date": "",
             "change": "",
             "fitted_share_of_mamf": valid["fitted"],
+            "test_rows": cell("test", "scored"),
             "test_median_abs_error": cell("test", "median_abs_error"),
             "test_max_abs_error": cell("test", "max_abs_error"),
+            "development_rows": cell("development", "scored"),
             "development_median_abs_error": cell("development", "median_abs_error"),
             "development_max_abs_error": cell("development", "max_abs_error"),
         }
@@ -189,8 +209,8 @@ SENSITIVITY_ASSUMPTIONS = (
 
 
 def sensitivity(records, p, fitted: float):
-    """Median and largest |error| over the published rows with each assumption moved ±25%
-    around its default (the fitted parameter held at its fitted value)."""
+    """Median and largest |error| over the priced test rows with each assumption moved ±25%
+    around its default (the fitted share held at its fitted value, not refitted)."""
     import numpy as np
     import pandas as pd
 
@@ -207,6 +227,7 @@ def sensitivity(records, p, fitted: float):
                 [
                     validate.predict_row(r, **{validate.FIT_PARAMETER: fitted, name: value})["error"]
                     for r in records["published_runs"]
+                    if r.get("split") == "test"
                 ]
             )
             errors = errors[~np.isnan(errors)]
@@ -216,51 +237,31 @@ def sensitivity(records, p, fitted: float):
                     "default": getattr(base, name),
                     "value": value,
                     "change": value / getattr(base, name) - 1,
-                    "median_abs_error": float(np.median(errors)),
-                    "max_abs_error": float(errors.max()),
+                    "test_median_abs_error": float(np.median(errors)),
+                    "test_max_abs_error": float(errors.max()),
                 }
             )
     return pd.DataFrame(rows)
-
-
-def summary_text(summary: dict, p, sens=None) -> str:
-    met = "met" if summary["goal_met"] else "**not met**"
-    text = (
-        f"Median |error| **{summary['published_median_abs_error']:.1%}** (goal ≤ {p.median_error_goal:.0%}), "
-        f"largest **{summary['published_max_abs_error']:.1%}** (goal ≤ {p.row_error_goal:.0%} for every "
-        "row): "
-        f"{summary['published_rows_within_goal']:.0%} of the rows within it; goal {met}, with "
-        f"{(p.row_error_goal - summary['published_max_abs_error']) * 100:.1f} points to spare on the worst "
-        "row. "
-        f"Rows outside the fitted subset: median {summary['out_of_subset_median_abs_error']:.1%}, largest "
-        f"{summary['out_of_subset_max_abs_error']:.1%}. Leave-one-out over the fitted rows: median "
-        f"{summary['fit_subset_loo_median_abs_error']:.1%}, largest "
-        f"{summary['fit_subset_loo_max_abs_error']:.1%}. "
-        f"At the datasheet-only default the goal is {'met' if summary['goal_met_at_default'] else 'not met'} "
-        f"(median {summary['default_median_abs_error']:.1%}, largest "
-        f"{summary['default_max_abs_error']:.1%}): "
-        "the fitted efficiency carries the result."
-    )
-    if sens is not None:
-        broken = sens[sens.max_abs_error > p.row_error_goal]
-        if len(broken):
-            moves = ", ".join(f"`{r.assumption}` {r.change:+.0%}" for r in broken.itertuples())
-            verb = "breaks" if len(broken) == 1 else "break"
-            text += (
-                f" Of the ±25% moves of the assumptions below, {len(broken)} {verb} the row goal: {moves}."
-            )
-    return text
 
 
 def calibrated_text(records, check) -> str:
     step = check[check["class"] == "step"].iloc[0]
     modelled = check[check["class"].isin([t.removesuffix("_s") for t in calibrated.CLASSES])]
     parts = ", ".join(f"{r['class']} {r.error:+.0%}" for _, r in modelled.iterrows())
-    within = "within" if abs(step.error) <= 0.15 else "**outside**"
+    worst = float(modelled.error.abs().max()) if len(modelled) else 0.0
+    if abs(step.error) > 0.15:
+        verdict = "**outside** 15%"
+    elif worst > 0.15:
+        verdict = (
+            f"inside 15% only by compensating errors (a class misses by up to {worst:.0%}): **not a pass**"
+        )
+    else:
+        verdict = "within 15%, and so is every class"
     return (
         f"Measured step **{step.measured_s * 1e3:.1f} ms** (IQR {records['step']['iqr_s'] * 1e3:.1f} ms over "
         f"{records['step']['n']} steps), predicted from the calibration **{step.predicted_s * 1e3:.1f} ms** "
-        f"({step.error:+.1%}: {within} the 15% the published rows are held to). Per class: {parts}. Likely "
+        f"({step.error:+.1%}: {verdict}; its spread over fresh runs is in the stability note at the end). "
+        f"The result is the per-class misses: {parts}. Likely "
         "causes: the memory-bound ops and the optimizer "
         "are modelled as streaming at the calibrated copy bandwidth, but eager PyTorch runs them as many "
         "small "

@@ -26,9 +26,19 @@ def _stats(errors) -> dict:
     }
 
 
+PRIOR_MFU = 0.40  # an unfitted rule of thumb: every step at 40% MFU (PaLM model FLOPs over the dense peak)
+
+
+def prior_errors(df, mfu: float = PRIOR_MFU):
+    """The errors of the unfitted rule of thumb: model FLOPs per step at ``mfu`` of the peak."""
+    return df.model_flops_per_step / (df.peak_flops_total * mfu) / df.published_step_s - 1
+
+
 def split_summary(df):
-    """Per split (fit rows by their leave-one-out error): rows, refused rows, the predictor's
-    and the null model's median and largest |error|."""
+    """Per split: rows, refused rows, rows scored (fit rows by their leave-one-out error, the
+    fit source's rows with an unstated input by their plain error), the predictor's median signed
+    and median / largest |error|, the share within 25%, and beside it the null model's and the
+    unfitted 40%-MFU rule's, and the share of rows where the predictor is closer than the null."""
     import pandas as pd
 
     rows = []
@@ -36,18 +46,25 @@ def split_summary(df):
         g = df[df.split == name]
         if not len(g):
             continue
-        err = g.loo_error if name == "fit" else g.error
-        model, null = _stats(err), _stats(g.null_error)
+        err = g.loo_error.where(g.loo_error.notna(), g.error) if name == "fit" else g.error
+        priced = err.notna()
+        model, null, prior = _stats(err), _stats(g.null_error), _stats(prior_errors(g)[priced])
+        closer = (err.abs() < g.null_error.abs())[priced]
         rows.append(
             {
                 "split": name,
                 "rows": len(g),
                 "refused": int((g.refused != "").sum()),
+                "scored": model["n"],
+                "median_signed_error": float(err.median()) if model["n"] else None,
                 "median_abs_error": model["median_abs_error"],
                 "max_abs_error": model["max_abs_error"],
                 "rows_within_25pct": model["within_25"],
+                "closer_than_null": float(closer.mean()) if model["n"] else None,
                 "null_median_abs_error": null["median_abs_error"],
                 "null_max_abs_error": null["max_abs_error"],
+                "null_rows_within_25pct": null["within_25"],
+                "mfu40_median_abs_error": prior["median_abs_error"],
             }
         )
     return pd.DataFrame(rows)
@@ -108,9 +125,11 @@ def spearman(x, y) -> float:
 
 
 def ranking(df, *, min_rows: int = 3):
-    """Per published sweep (rows of one source that vary the layout or the scale of one model):
-    Spearman's ρ between the predicted and the published per-device throughput, the order a
-    layout search needs to get right."""
+    """Per published sweep (rows of one source varying the layout, the scale or the model):
+    Spearman's ρ between predicted and published throughput (1/step: much of it is the FLOPs
+    per step, so the null model's ρ is beside it) and between predicted and published MFU (the
+    efficiency a layout search has to rank, which no constant-utilisation model can), with the
+    predicted MFU's spread over the sweep (a ρ over a spread below the model's error is noise)."""
     import pandas as pd
 
     priced = df[(df.refused == "") & (df.sweep != "")]
@@ -118,8 +137,20 @@ def ranking(df, *, min_rows: int = 3):
     for (source, sweep), g in priced.groupby(["source", "sweep"], sort=False):
         if len(g) < min_rows:
             continue
-        rho = spearman(1 / g.predicted_step_s, 1 / g.published_step_s)
-        rows.append({"source": source, "sweep": sweep, "rows": len(g), "spearman_rho": rho})
+        published_mfu = g.model_flops_per_step / (g.peak_flops_total * g.published_step_s)
+        predicted_mfu = g.model_flops_per_step / (g.peak_flops_total * g.predicted_step_s)
+        null_step = g.published_step_s * (1 + g.null_error)
+        rows.append(
+            {
+                "source": source,
+                "sweep": sweep,
+                "rows": len(g),
+                "rho_throughput": spearman(1 / g.predicted_step_s, 1 / g.published_step_s),
+                "null_rho_throughput": spearman(1 / null_step, 1 / g.published_step_s),
+                "rho_mfu": spearman(predicted_mfu, published_mfu),
+                "predicted_mfu_spread": float(predicted_mfu.max() / predicted_mfu.min() - 1),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -146,8 +177,8 @@ def test_goals(df, *, median_goal=0.08, max_goal=0.20, source_goal=0.10, row_goa
 
 
 def per_device(df):
-    """Per device: rows priced and the median signed error at the one fitted share of MAMF
-    (the share carries across devices; each device's own MAMF sets its R∞)."""
+    """Per device and framework: rows priced and the median signed error at the one fitted share
+    of MAMF (each device's own MAMF sets its R∞): where the share does not carry."""
     import pandas as pd
 
     priced = df[df.refused == ""]
@@ -155,11 +186,14 @@ def per_device(df):
         [
             {
                 "device": device,
+                "framework": framework,
+                "split": ", ".join(sorted(set(g.split))),
                 "rows": len(g),
                 "median_signed_error": float(g.error.median()),
                 "median_abs_error": float(g.error.abs().median()),
+                "null_median_abs_error": float(g.null_error.abs().median()),
             }
-            for device, g in priced.groupby("device")
+            for (device, framework), g in priced.groupby(["device", "framework"])
         ]
     )
 

@@ -1,6 +1,6 @@
 """The predictor against published runs (``studies/predict/published_runs.yaml``), validated the
 way a performance model should be: the rows split by source into a fit set, a development set
-(seen while the model was built) and a test set (collected after the model was frozen), fixed
+(seen while the model was built) and a test set (first evaluated at the model's freeze), fixed
 in the YAML before anything is fitted; one free parameter fitted on the fit set only; every
 row predicted at it; beside it a null model fitted the same way; leave-one-out on the fit rows,
 leave-one-source-out over every source, and the history of the test error per model revision
@@ -151,7 +151,12 @@ def predict_row(row: dict, *, interleave_rule: str = "deepest", **assumptions) -
     inputs = row_inputs(row, interleave_rule=interleave_rule)
     cfg = inputs.pop("cfg")
     pub_s, figure = published_step_s(row, cfg, inputs)
+    from ...hardware import peak_flops_per_s
+
+    tokens = inputs["global_batch"] * cfg.seq_len
     base = {
+        "model_flops_per_step": flops.flops_per_token(cfg, convention="palm") * tokens,
+        "peak_flops_total": inputs["n_devices"] * peak_flops_per_s(row["device"], "bf16"),
         "id": row["id"],
         "source": row["source"],
         "split": row.get("split", "development"),
