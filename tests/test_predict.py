@@ -432,3 +432,9 @@ def test_the_history_records_revisions_in_order():
     revisions = validate.read_history()
     assert len(revisions) >= 3 and all(r["commit"] and r["change"] for r in revisions)
     assert [r["date"] for r in revisions] == sorted(r["date"] for r in revisions)
+
+
+def test_a_launch_bound_calibration_takes_its_best_rate():
+    rows = [{"flops": f, "median_s": t} for f, t in ((1e6, 2e-3), (1e7, 1.5e-3), (1e8, 1e-3))]  # noise
+    r_inf, t0 = fit_matmul(rows)
+    assert r_inf == pytest.approx(1e8 / 1e-3) and t0 == 0.0

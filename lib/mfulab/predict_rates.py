@@ -150,14 +150,15 @@ class Rates:
 
 def fit_matmul(rows) -> tuple[float, float]:
     """R∞ and t₀ of t = t₀ + F/R∞, least squares over a calibration's (FLOPs, median time)
-    rows (Hockney's r∞–n½ model); t₀ is clipped at 0."""
+    rows (Hockney's r∞–n½ model); t₀ is clipped at 0. Where the times do not grow with the size
+    (launch-bound sizes, as in a smoke calibration) R∞ is the best rate reached and t₀ is 0."""
     F = np.array([r["flops"] for r in rows], dtype=float)
     t = np.array([r["median_s"] for r in rows], dtype=float)
     if F.size < 2:
         raise ParameterError("a matmul calibration needs at least two sizes to fit R∞ and t₀")
     slope, intercept = np.polyfit(F, t, 1)
-    if slope <= 0:
-        raise ParameterError("the calibration's matmul times do not grow with the size")
+    if slope <= 0:  # launch-bound sizes (a smoke calibration): no slope to fit, the best rate reached
+        return float((F / t).max()), 0.0
     return 1.0 / slope, max(float(intercept), 0.0)
 
 
