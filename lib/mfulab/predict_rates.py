@@ -109,11 +109,10 @@ class Assumptions:
 @dataclass(frozen=True)
 class Link:
     """One α–β link: the per-step latency and the per-direction bandwidth a collective's
-    slowest hop sees (``comm``'s ring model); ``nodes``: how many nodes the group spans."""
+    slowest hop sees (``comm``'s ring model)."""
 
     alpha_s: float
     bytes_per_s: float | None  # None: no figure for this device (a layout that needs it is refused)
-    nodes: int = 1
 
 
 @dataclass(frozen=True)
@@ -142,9 +141,8 @@ class Rates:
                 f"no link bandwidth {where} for this device ({self.sources['intra_node']}): pass a "
                 "calibration measured on it, or add its interconnect to devices.yaml with its source"
             )
-        if link is self.inter:
-            group_nodes = -(-span // devices_per_node)
-            return Link(link.alpha_s, link.bytes_per_s * max(1, ranks_per_node), nodes=group_nodes)
+        if link is self.inter and ranks_per_node > 1:
+            return Link(link.alpha_s, link.bytes_per_s * ranks_per_node)
         return link
 
 

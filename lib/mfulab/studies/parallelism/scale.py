@@ -7,7 +7,7 @@ argument."""
 
 from __future__ import annotations
 
-from ... import flops, layouts, memory, parallel
+from ... import flops, layouts, memory, parallel, predict
 from ...config import preset
 from . import stated
 
@@ -229,18 +229,7 @@ def a15_offload_table():
     return pd.DataFrame(rows)
 
 
-PLANNER_TERMS = (
-    "matmul_s",
-    "attention_s",
-    "memory_bound_s",
-    "recompute_s",
-    "tp_comm_s",
-    "pp_bubble_s",
-    "pp_p2p_s",
-    "dp_comm_exposed_s",
-    "optimizer_s",
-    "step_s",
-)
+PLANNER_TERMS = (*(t for t in predict.TERMS if t != "data_s"), "step_s")  # the planner assumes no data wait
 
 
 def _best_row(cfg, n_devices: int, global_batch: int, **assumptions) -> dict:
