@@ -438,3 +438,36 @@ def test_a_launch_bound_calibration_takes_its_best_rate():
     rows = [{"flops": f, "median_s": t} for f, t in ((1e6, 2e-3), (1e7, 1.5e-3), (1e8, 1e-3))]  # noise
     r_inf, t0 = fit_matmul(rows)
     assert r_inf == pytest.approx(1e8 / 1e-3) and t0 == 0.0
+
+
+def test_fifo_channel_serialises_transfers_in_order():
+    from mfulab import comm
+
+    # ready at 0, 1, 1.5; each takes 1: the second waits for the first, the third for the second
+    assert comm.fifo_channel([0.0, 1.0, 1.5], [1.0, 1.0, 1.0]) == [(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)]
+    # a late transfer starts when it is ready, not when the channel frees
+    assert comm.fifo_channel([0.0, 5.0], [1.0, 1.0]) == [(0.0, 1.0), (5.0, 6.0)]
+    with pytest.raises(ParameterError):
+        comm.fifo_channel([0.0], [1.0, 2.0])
+    with pytest.raises(ParameterError):
+        comm.fifo_channel([0.0], [-1.0])
+
+
+def test_ring_only_forces_the_ring_and_dp_group_prices_like_dp_terms():
+    from mfulab import comm
+
+    lat = Assumptions().nccl_latencies()
+    # a small all-reduce over 128 nodes: NCCL's tree wins on latency; ring_only forces the ring
+    best_s, best = comm.nccl_call_s("all_reduce", 1e6, 1024, 128, link_bytes_per_s=20e9, **lat)
+    ring_s, ring = comm.nccl_call_s(
+        "all_reduce", 1e6, 1024, 128, link_bytes_per_s=20e9, ring_only=True, **lat
+    )
+    assert best == "tree" and ring == "ring" and ring_s > best_s
+    # the step model's DP group is what dp_terms prices its calls on
+    from mfulab.config import preset
+
+    r = predict.step_time(preset("llama2-70b"), n_devices=512, tp=8, pp=4, global_batch=512, device="a100")
+    g = r["dp_group"]
+    assert g["dp"] == r["layout"]["dp"] and g["n_nodes"] >= 1 and g["link_bytes_per_s"] > 0
+    one_s, _ = step_terms.dp_call_s("all_reduce", 25 * 2**20, g)
+    assert one_s > 0

@@ -184,19 +184,45 @@ def nccl_latency_s(
 
 
 def nccl_call_s(
-    op: str, nbytes: float, n: int, n_nodes: int, *, link_bytes_per_s: float, **latencies
+    op: str,
+    nbytes: float,
+    n: int,
+    n_nodes: int,
+    *,
+    link_bytes_per_s: float,
+    ring_only: bool = False,
+    **latencies,
 ) -> tuple[float, str]:
-    """Seconds of one collective call and the algorithm NCCL would pick for it (the faster):
-    a ring sends bus_factor · S over the slowest link; a tree all-reduce sends 2·S (NCCL's
-    algorithm bandwidth is half the bus bandwidth for trees). Latencies as
-    :func:`nccl_latency_s`."""
+    """Seconds of one collective call and the algorithm NCCL would pick for it (the faster;
+    ``ring_only`` forces the ring, as ``NCCL_ALGO=Ring`` does): a ring sends
+    bus_factor · S over the slowest link; a tree all-reduce sends 2·S (NCCL's algorithm
+    bandwidth is half the bus bandwidth for trees). Latencies as :func:`nccl_latency_s`."""
     if n == 1 or nbytes <= 0:
         return 0.0, "none"
     if link_bytes_per_s <= 0:
         raise ParameterError("link_bytes_per_s must be positive")
     lat = nccl_latency_s(op, n, n_nodes, **latencies)
     times = {"ring": lat["ring"] + bus_factor(op, n) * nbytes / link_bytes_per_s}
-    if "tree" in lat:
+    if "tree" in lat and not ring_only:
         times["tree"] = lat["tree"] + 2 * nbytes / link_bytes_per_s
     algorithm = min(times, key=times.get)
     return times[algorithm], algorithm
+
+
+# ---------------------------------------------------------------------------- one channel, in order
+def fifo_channel(ready_s, durations_s) -> list[tuple[float, float]]:
+    """Start and end of each transfer on one communication channel that runs them one at a
+    time in the order given: transfer i starts when it is ready (``ready_s[i]``) and the
+    channel is free, and holds it ``durations_s[i]``. This is how NCCL serialises the
+    collectives of one communicator on its stream, and the overlap model of chapter 02's
+    chunked all-reduce and chapter 05's DDP buckets (a bucket is ready at its last gradient)."""
+    if len(ready_s) != len(durations_s):
+        raise ParameterError("fifo_channel needs one ready time per duration")
+    channel_free_s, out = 0.0, []
+    for ready, duration in zip(ready_s, durations_s):
+        if duration < 0:
+            raise ParameterError(f"a transfer cannot take negative time ({duration})")
+        start = max(float(ready), channel_free_s)
+        channel_free_s = start + float(duration)
+        out.append((start, channel_free_s))
+    return out

@@ -49,7 +49,7 @@ from dataclasses import asdict, fields, replace
 from . import flops, memory, parallel
 from .config import ParameterError, TransformerConfig
 from .predict_rates import Assumptions, machine_rates
-from .step_terms import dp_terms, gemm_s, memory_terms, pipeline_terms, stage_terms
+from .step_terms import dp_call_s, dp_group, dp_terms, gemm_s, memory_terms, pipeline_terms, stage_terms
 
 RECOMPUTES = ("none", "selective", "full")
 ATTENTIONS = ("unfused", "flash")
@@ -76,6 +76,8 @@ __all__ = [
     "RECOMPUTES",
     "TERMS",
     "check_layout",
+    "dp_call_s",
+    "dp_group",
     "dp_terms",
     "gemm_s",
     "memory_terms",
@@ -229,7 +231,9 @@ def step_time(
     """Predicted step of one layout: ``step_s``, ``tokens_per_s``, MFU and HFU under the PaLM
     and Megatron conventions (``mfu_palm``, ``hfu_palm``, ``mfu_megatron``, ``hfu_megatron``),
     achieved model TFLOP/s per device, the breakdown :data:`TERMS` (seconds per step, summing
-    to ``step_s``), memory per device and whether it fits, and ``sources``: where each machine
+    to ``step_s``; ``forward_s`` and ``backward_s`` split its compute terms by pass), memory per
+    device and whether it fits, ``dp_group`` (the DP group NCCL reduces in:
+    ``step_terms.dp_group``), and ``sources``: where each machine
     figure came from. ``device`` names a ``devices.yaml`` entry; ``calibration`` a
     ``results/<machine>/calibration`` folder; ``overrides`` set fields of :class:`Assumptions`.
     The five steps are :func:`check_layout`, :func:`stage_terms`, :func:`pipeline_terms`,
@@ -319,9 +323,12 @@ def step_time(
         / (n_devices * step_s)
         / 1e12,
         **terms,
+        "forward_s": forward_s,
+        "backward_s": compute_step_s - forward_s,
         "dp_comm_s": dp["dp_comm_s"],
         "dp_calls": dp["dp_calls"],
         "dp_algorithms": dp["dp_algorithms"],
+        "dp_group": dp_group(layout, rates=rates, a=a) if layout["dp"] > 1 else None,
         "framework": layout["framework"],
         "layout": {k: layout[k] for k in ("tp", "pp", "vpp", "dp", "micro_batch", "m")},
         "schedule": layout["schedule"],

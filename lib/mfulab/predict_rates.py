@@ -55,6 +55,9 @@ class Assumptions:
     # per-device network line rate, replacing the device's devices.yaml figure (a cluster
     # whose network differs from the reference system's: None keeps the table's)
     network_bytes_per_s: float | None = None
+    # per-device link inside a node, replacing the device's devices.yaml figure (an article that
+    # states its own fabric, or a sensitivity row: None keeps the table's)
+    intra_node_bytes_per_s: float | None = None
     # NCCL's own latency model (comm.NCCL_TUNING_SOURCE, Simple protocol): a call's base
     # latency and each ring step's inside a node (NVLink) and across nodes (network), and each
     # tree step's; TP and PP messages pay the ring step inside a node or across nodes
@@ -258,6 +261,11 @@ def machine_rates(device: str | None, *, dtype: str, calibration=None, assumptio
         inter = Link(a.alpha_inter_s, a.link_efficiency * a.network_bytes_per_s)
         sources["inter_node"] = (
             f"link_efficiency {a.link_efficiency} × network_bytes_per_s {a.network_bytes_per_s:.3g}"
+        )
+    if a.intra_node_bytes_per_s is not None:
+        intra = Link(a.alpha_intra_s, a.link_efficiency * a.intra_node_bytes_per_s)
+        sources["intra_node"] = (
+            f"link_efficiency {a.link_efficiency} × intra_node_bytes_per_s {a.intra_node_bytes_per_s:.3g}"
         )
     if cal is not None and cal["collectives"]:
         c = cal["collectives"]

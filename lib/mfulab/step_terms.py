@@ -204,6 +204,35 @@ def pipeline_terms(
 
 
 # ---------------------------------------------------------------------------- 4. data parallelism
+def dp_group(layout: dict, *, rates: Rates, a: Assumptions) -> dict:
+    """The data-parallel group one device reduces its gradients in, as NCCL sees it: ``dp``
+    ranks over ``n_nodes`` nodes (Megatron's rank order: TP innermost, so a node holds
+    devices_per_node / tp members of one DP group), the per-direction bandwidth of its slowest
+    link (between nodes, one network port per member of the group in a node) and the latency
+    keywords of :func:`comm.nccl_call_s`."""
+    tp, dp, per_node = layout["tp"], layout["dp"], layout["devices_per_node"]
+    ranks_per_node = max(1, min(dp, per_node // tp))
+    link = rates.link(tp * dp, per_node, ranks_per_node=ranks_per_node)
+    n_nodes = dp // ranks_per_node if tp * dp > per_node else 1  # nodes the DP group itself spans
+    latencies = {**a.nccl_latencies(), "intra_step_s": rates.intra.alpha_s}
+    latencies["inter_step_s"] = rates.inter.alpha_s if n_nodes > 1 else rates.intra.alpha_s
+    return {"dp": dp, "n_nodes": n_nodes, "link_bytes_per_s": link.bytes_per_s, "latencies": latencies}
+
+
+def dp_call_s(op: str, nbytes: float, group: dict, *, ring_only: bool = False) -> tuple[float, str]:
+    """Seconds of one DP collective of ``nbytes`` in ``group`` (:func:`dp_group`) and the
+    algorithm NCCL picks for it (:func:`comm.nccl_call_s`)."""
+    return comm.nccl_call_s(
+        op,
+        nbytes,
+        group["dp"],
+        group["n_nodes"],
+        link_bytes_per_s=group["link_bytes_per_s"],
+        ring_only=ring_only,
+        **group["latencies"],
+    )
+
+
 def dp_terms(
     cfg: TransformerConfig,
     layout: dict,
@@ -222,7 +251,7 @@ def dp_terms(
     ``dp_overlap``; the last call of each phase cannot hide (the pipeline's drain). Without
     ``overlap`` nothing hides; the parameter all-gather after the optimizer hides only with
     ``overlap_param_gather`` (Megatron), under the first micro-batch's forward."""
-    tp, pp, dp, m, per_node = (layout[k] for k in ("tp", "pp", "dp", "m", "devices_per_node"))
+    tp, pp, dp, m = (layout[k] for k in ("tp", "pp", "dp", "m"))
     if dp == 1:
         return {"dp_comm_s": 0.0, "dp_comm_exposed_s": 0.0, "dp_calls": 0, "dp_algorithms": ""}
     n_params_shard = flops.param_count(cfg) / (tp * pp)
@@ -240,11 +269,7 @@ def dp_terms(
         deepspeed_bucket_elems=a.deepspeed_bucket_elems,
         deepspeed_prefetch_elems=a.deepspeed_prefetch_elems,
     )
-    ranks_per_node = max(1, min(dp, per_node // tp))
-    link = rates.link(tp * dp, per_node, ranks_per_node=ranks_per_node)
-    n_nodes = dp // ranks_per_node if tp * dp > per_node else 1  # nodes the DP group itself spans
-    latencies = {**a.nccl_latencies(), "intra_step_s": rates.intra.alpha_s}
-    latencies["inter_step_s"] = rates.inter.alpha_s if n_nodes > 1 else rates.intra.alpha_s
+    group = dp_group(layout, rates=rates, a=a)
     hideable = {
         "last_backward": backward_s / m,
         "backward": backward_s,
@@ -255,9 +280,7 @@ def dp_terms(
     algorithms = set()
     n_calls = 0
     for c in calls:
-        one_s, algorithm = comm.nccl_call_s(
-            c["op"], c["bytes_per_call"], dp, n_nodes, link_bytes_per_s=link.bytes_per_s, **latencies
-        )
+        one_s, algorithm = dp_call_s(c["op"], c["bytes_per_call"], group)
         algorithms.add(f"{c['op']}:{algorithm}")
         n_calls += c["calls"]
         phase = by_phase.setdefault(c["phase"], {"total_s": 0.0, "last_call_s": 0.0})
