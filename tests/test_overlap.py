@@ -5,7 +5,7 @@ and the verdict logic of A3 and A5 on synthetic interleaved rounds (no timing th
 import numpy as np
 import pytest
 
-from mfulab import comm, flops
+from mfulab import predict
 from mfulab.config import ParameterError, preset
 from mfulab.studies.overlap import analysis, scale
 from mfulab.studies.overlap.bench import union_length_s
@@ -25,48 +25,65 @@ def _a4(**change):
     return scale.a4_model(**{**base, **change})
 
 
-def test_a4_counts_the_tp_activation_all_reduces_by_hand():
+def test_a4_is_the_step_model_at_the_article_configuration():
     p = Params()
     cfg = preset(A4_STATED["preset"])
     m = _a4()
     dp = p.article_n // A4_STATED["tp"]
     accumulation = p.article_global_batch // dp  # micro-batch 1
     assert m["dp"] == dp and m["accumulation_steps"] == accumulation
-    # 4 all-reduces (2 forward, 2 backward) of b·s·h bf16 activations per layer and micro-batch
     assert m["tp_message_bytes"] == 1 * cfg.seq_len * cfg.d_model * 2
-    assert m["tp_calls_per_step"] == accumulation * cfg.n_layers * 4
-    one = comm.ring_all_reduce_time(
-        m["tp_message_bytes"], 8, alpha_s=p.article_alpha_s, link_bytes_per_s=p.article_intra_link_bytes_per_s
+    serial = predict.step_time(
+        cfg,
+        n_devices=p.article_n,
+        tp=8,
+        global_batch=p.article_global_batch,
+        device=p.article_device,
+        framework="ddp",
+        overlap=False,
+        matmul_share_of_mamf=p.article_matmul_share_of_mamf,
     )
-    assert m["tp_comm_s"] == pytest.approx(m["tp_calls_per_step"] * one)
-    grads = flops.param_count(cfg) * 2 / 8
-    assert m["dp_comm_s"] == pytest.approx(
-        comm.ring_all_reduce_time(
-            grads, dp, alpha_s=p.article_alpha_s, link_bytes_per_s=p.article_link_bytes_per_s
-        )
-    )
+    # the numbers are the step model's, term by term: no pricing of its own
+    assert m["tp_comm_s"] == serial["tp_comm_s"] > 0 and m["dp_comm_s"] == serial["dp_comm_s"] > 0
+    assert m["step_serial_s"] == serial["step_s"]
     assert m["total_comm_s"] == pytest.approx(m["tp_comm_s"] + m["dp_comm_s"])
+    assert m["step_overlapped_s"] < m["step_serial_s"]
+    assert m["saved_s"] == pytest.approx(m["step_serial_s"] - m["step_overlapped_s"])
     assert m["tp_comm_s"] > m["dp_comm_s"]  # the activations dominate at TP = 8, 8 micro-batches
 
 
 def test_a4_model_responds_to_its_assumptions():
     base = _a4()
     assert _a4(tp=1, pp=1)["tp_comm_s"] == 0  # no TP, no activation all-reduces
-    assert _a4(allreduces_per_layer=6)["tp_comm_s"] == pytest.approx(1.5 * base["tp_comm_s"])
-    assert _a4(efficiency=0.25)["compute_s"] == pytest.approx(2 * base["compute_s"])
-    assert _a4(intra_bytes_per_s=25e9)["tp_comm_s"] > 5 * base["tp_comm_s"]
+    assert _a4(recompute="full")["tp_comm_s"] == pytest.approx(1.5 * base["tp_comm_s"])  # 6 per layer, not 4
+    assert _a4(matmul_share_of_mamf=0.4)["compute_s"] > 1.5 * base["compute_s"]
+    slow_tp = _a4(intra_node_bytes_per_s=25e9)
+    assert slow_tp["tp_comm_s"] > 5 * base["tp_comm_s"] and slow_tp["dp_comm_s"] == base["dp_comm_s"]
+    assert _a4(network_bytes_per_s=12.5e9)["dp_comm_s"] > 1.5 * base["dp_comm_s"]
     with pytest.raises(ParameterError):
         _a4(tp=3)
+
+
+def test_a4_flip_link_brackets_a_change_of_reading():
+    p = Params().to_dict()
+    flip = scale.a4_flip_link(p)
+    assert flip["flip_bytes_per_s"] is not None and flip["below"] != flip["above"]
+    bw = flip["flip_bytes_per_s"]
+    base = scale.a4_baseline(p)
+    assert scale.a4_reading(_a4(intra_node_bytes_per_s=bw * 0.99)) == flip["below"]
+    assert scale.a4_reading(_a4(intra_node_bytes_per_s=bw * 1.01)) == flip["above"]
+    assert base["device"] == p["article_device"]
 
 
 def test_sensitivity_tables_say_whether_the_reading_survives():
     a4 = scale.a4_sensitivity(Params().to_dict())
     assert a4.iloc[0].varied == "baseline" and a4.iloc[0].same_as_baseline
     assert {
-        "per-step latency α",
+        "per-step latency α (NVLink/HCCS, network)",
         "TP link",
         "DP link",
-        "compute efficiency (MFU)",
+        "GEMM share of MAMF",
+        "activation recompute",
         "sharding (TP × PP)",
         "micro-batch (global batch 32)",
     } <= set(a4.varied)
@@ -82,12 +99,8 @@ def test_a4_accumulation_varies_the_micro_batch_at_a_fixed_global_batch():
     dp = Params().article_n // A4_STATED["tp"]
     assert list(rows.micro_batch) == [1, 2, 4, 8]
     assert list(rows.accumulation_steps) == [32 // (mb * dp) for mb in rows.micro_batch]
-    assert rows.compute_s.nunique() == 1 and rows.dp_comm_s.nunique() == 1  # the same global batch
+    assert rows.dp_comm_s.nunique() == 1  # the same global batch, the same gradients
     # fewer, larger TP all-reduces: the same bytes per step, less per-call latency
-    bytes_per_step = [
-        _a4(micro_batch=mb)["tp_message_bytes"] * c for mb, c in zip(rows.micro_batch, rows.tp_calls_per_step)
-    ]
-    assert max(bytes_per_step) == pytest.approx(min(bytes_per_step))
     assert rows.tp_comm_s.is_monotonic_decreasing and rows.tp_comm_s.iloc[-1] < rows.tp_comm_s.iloc[0]
     with pytest.raises(ParameterError):
         _a4(micro_batch=3)
@@ -281,8 +294,10 @@ def test_a5_comparison_is_paired_and_pools_the_modes():
 def test_parameters_refuse_too_few_rounds_and_efficiency_over_one():
     with pytest.raises(ParameterError, match="rounds"):
         Params(rounds=2)
-    with pytest.raises(ParameterError, match="article_compute_efficiency"):
-        Params(article_compute_efficiency=1.5)
+    with pytest.raises(ParameterError, match="article_matmul_share_of_mamf"):
+        Params(article_matmul_share_of_mamf=1.5)
+    with pytest.raises(ParameterError, match="article_device"):
+        Params(article_device="not-a-card")
 
 
 def test_a5_gap_says_how_much_the_per_call_cost_explains():

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ...config import ParameterError, preset
 from ...params import StudyParams, calibration_param, param
-from .stated import STATED_INTERCONNECT as SI
+from .stated import SCALE_CASE as SI
 
 DEVICES = ("auto", "cpu", "cuda")
 # DDP flag variants: gradient_as_bucket_view, static_graph, both; find_unused_parameters=True
@@ -26,6 +26,7 @@ VARIANTS = (
 )
 MODES = ("real", "emulated")
 ALGORITHMS = ("best", "ring", "tree")  # simulator.allreduce_time
+SCALE_ALGORITHMS = ("best", "ring")  # simulator.gpt_simulation: NCCL picks, or NCCL_ALGO=Ring
 
 
 @dataclass(frozen=True)
@@ -84,31 +85,24 @@ class Params(StudyParams):
         unit="MiB",
         positive=True,
     )
-    scale_tokens_per_rank: int = param(
-        SI["tokens_per_rank"], "tokens per rank per simulated step", unit="tokens", positive=True
+    scale_device: str = param(
+        SI["device"],
+        "the cards at scale, a devices.yaml key (article B's A100s): the step model reads their peak, "
+        "MAMF, memory and links from it",
     )
-    scale_alpha_s: float = param(
-        SI["alpha_s"],
-        "stated interconnect: latency per step of the all-reduce (ring: 2(n−1) steps, tree: 2·log2 n)",
-        unit="s",
-        non_negative=True,
+    scale_matmul_share_of_mamf: float = param(
+        SI["matmul_share_of_mamf"],
+        "the share of the device's best measured GEMM (MAMF) the step's GEMMs reach (chapter 10 fits "
+        "0.81; chapter 09 states 0.8)",
+        unit="fraction",
+    )
+    scale_micro_batch: int = param(
+        SI["micro_batch"], "sequences per rank and micro-batch at scale", unit="sequences", positive=True
     )
     scale_algorithm: str = param(
         SI["algorithm"],
-        "all-reduce algorithm at scale: best (the faster of ring and tree per call, as NCCL chooses "
-        "by message size and rank count) | ring | tree",
-    )
-    scale_link_bytes_per_s: float = param(
-        SI["link_bytes_per_s"],
-        "stated interconnect: link bandwidth (200 Gb/s InfiniBand HDR)",
-        unit="B/s",
-        positive=True,
-    )
-    scale_device_flops_per_s: float = param(
-        SI["device_flops_per_s"], "device peak (A100 dense bf16)", unit="FLOP/s", positive=True
-    )
-    scale_compute_efficiency: float = param(
-        SI["compute_efficiency"], "fraction of the peak the compute reaches, in (0, 1]", unit="fraction"
+        "all-reduce algorithm at scale: best (the faster of NCCL's ring and tree per call, as NCCL "
+        "chooses by message size and rank count) | ring (NCCL_ALGO=Ring)",
     )
     gpt_preset: str = param("cpu-small", "the reference GPT under DDP (a config.preset name; empty: skip)")
     gpt_seq_len: int = param(128, "its tokens per sequence", unit="tokens", positive=True)
@@ -138,8 +132,16 @@ class Params(StudyParams):
             "one of bucket_caps_mb (the default flags at that cap are the flags' baseline)",
         )
         self.require("rounds", self.rounds >= 2 * self.jobs, "at least 2 per job")
-        self.require_choice("scale_algorithm", ALGORITHMS)
-        self.require("scale_compute_efficiency", 0 < self.scale_compute_efficiency <= 1, "in (0, 1]")
+        self.require_choice("scale_algorithm", SCALE_ALGORITHMS)
+        self.require(
+            "scale_matmul_share_of_mamf", 0 < self.scale_matmul_share_of_mamf <= 1, "a share in (0, 1]"
+        )
+        from ...hardware import device_spec
+
+        try:
+            device_spec(self.scale_device)
+        except ParameterError as err:
+            raise ParameterError(f"scale_device: {err}") from None
         for name in self.scale_presets:
             self._require_preset("scale_presets", name)
         sizes = self.scale_world_sizes

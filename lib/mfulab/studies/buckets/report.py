@@ -3,7 +3,8 @@ text can disagree with the tables beside it)."""
 
 from __future__ import annotations
 
-from ... import comm
+from ... import comm, predict
+from ...config import preset
 from ...verdicts import summary_line
 from .analysis import a6_measured, a6_regime, caps_text, tied_fastest_caps
 from .flags import (
@@ -15,10 +16,17 @@ from .flags import (
 )
 from .model_error import fit_table
 from .scale import spread_text, sweet_spot_text
-from .sensitivity import FITTED, TIE_TOLERANCE, algorithm_text, plausible_caps_text, sensitivity_table
+from .sensitivity import (
+    FITTED,
+    TIE_TOLERANCE,
+    algorithm_text,
+    by_size,
+    plausible_caps_text,
+    sensitivity_table,
+)
 from .sensitivity import summary as sensitivity_summary
 from .simulator import DEFAULT_BUCKET_CAP_MB
-from .stated import A6_MFU_POINTS, B8_STATED, SENSITIVITY, STATED_INTERCONNECT
+from .stated import A6_MFU_POINTS, B8_STATED, SENSITIVITY
 
 
 def sweep_notes(records, sweep) -> str:
@@ -135,18 +143,29 @@ def memory_notes(records, memory) -> str:
 
 
 def scale_setting_text(p) -> str:
-    """The stated setting at scale, with the all-reduce algorithm and what one call's latency
-    is under the ring and the tree at the largest rank count."""
+    """The stated setting at scale: the device and what the step model takes from
+    ``devices.yaml``, and one call's latency under NCCL's ring and tree at the largest rank
+    count (the step model's DP group)."""
     n = max(p.scale_world_sizes)
-    link = {"alpha_s": p.scale_alpha_s, "link_bytes_per_s": p.scale_link_bytes_per_s}
-    ring_s, tree_s = comm.ring_all_reduce_time(0, n, **link), comm.tree_all_reduce_time(0, n, **link)
+    step = predict.step_time(
+        preset(by_size(p.scale_presets)[0]),
+        n_devices=n,
+        global_batch=n * p.scale_micro_batch,
+        micro_batch=p.scale_micro_batch,
+        device=p.scale_device,
+        framework="ddp",
+        matmul_share_of_mamf=p.scale_matmul_share_of_mamf,
+    )
+    g = step["dp_group"]
+    latency = comm.nccl_latency_s("all_reduce", g["dp"], g["n_nodes"], **g["latencies"])
     return (
-        f"stated interconnect: α = {p.scale_alpha_s * 1e6:g} µs per step of the all-reduce, "
-        f"{p.scale_link_bytes_per_s / 1e9:g} GB/s links; all-reduce algorithm: "
-        f"{algorithm_text(p.scale_algorithm)} per call (scale_algorithm; at {n} ranks one call's latency "
-        f"is {ring_s * 1e3:.1f} ms on the ring, 2(n−1)·α, and {tree_s * 1e3:.1f} ms on the tree, "
-        f"2·log2(n)·α); devices of {p.scale_device_flops_per_s / 1e12:g} TFLOP/s at "
-        f"{p.scale_compute_efficiency:.0%}, {p.scale_tokens_per_rank} tokens per rank"
+        f"stated case: {p.scale_device} from devices.yaml ({step['sources']['inter_node']}), the step "
+        f"model (chapter 10) with GEMMs at {p.scale_matmul_share_of_mamf:g} of MAMF and "
+        f"{p.scale_micro_batch} sequence(s) per rank and micro-batch; all-reduce algorithm: "
+        f"{algorithm_text(p.scale_algorithm)} per call (scale_algorithm; at {n} ranks over "
+        f"{g['n_nodes']} nodes one call's latency is "
+        f"{latency['ring'] * 1e3:.2f} ms on the ring and {latency['tree'] * 1e3:.2f} ms on the tree, NCCL's "
+        "latency model)"
     )
 
 
@@ -168,9 +187,10 @@ def sensitivity_notes(sens) -> str:
     a6 = ", ".join(s["a6_changed"]) or "none"
     b8 = ", ".join(s["b8_changed"]) or "none"
     return (
-        f"* Ties: caps within {TIE_TOLERANCE:.1%} of the fastest simulated step. Latency per step "
-        f"from {min(SENSITIVITY['alpha_s']) * 1e6:g} µs to the stated "
-        f"{STATED_INTERCONNECT['alpha_s'] * 1e6:g} µs.\n"
+        f"* Ties: caps within {TIE_TOLERANCE:.1%} of the fastest simulated step. Latency of one ring "
+        f"step between nodes from {min(SENSITIVITY['alpha_inter_s']) * 1e6:g} to "
+        f"{max(SENSITIVITY['alpha_inter_s']) * 1e6:g} µs (the step model's NCCL figure: "
+        f"{predict.Assumptions().alpha_inter_s * 1e6:g} µs).\n"
         f"* A6 (does the best cap lie outside 20–40 MB?): same answer in {s['a6_same']} of "
         f"{s['scenarios']} scenarios; changed under: {a6} — *best*: a model's only best cap lies in "
         "20–40 MB; *tied*: 20–40 MB ties with the best (the all-reduce hides behind the backward pass "
@@ -178,7 +198,8 @@ def sensitivity_notes(sens) -> str:
         f"* A6 (does the cap move MFU by ≥ {A6_MFU_POINTS[0]:g} points over {plausible_caps_text()}, "
         "any model?): the spread reaches it under: "
         f"{', '.join(s['a6_spread_reaching']) or 'none'}.\n"
-        f"* B8 (does 50–100 MiB beat 25 MiB for 7B on {B8_STATED['ranks']} cards?): same answer in "
+        f"* B8 (does 50–100 MiB beat 25 MiB for 7B on {B8_STATED['ranks']} cards: gains, tied within "
+        f"{TIE_TOLERANCE:.1%} of the MFU, or reversed?): same answer in "
         f"{s['b8_same']} of {s['scenarios']}; changed under: {b8}.\n"
         + _algorithm_note(sens)
         + "* The last two rows carry the simulator's model error on this machine (the fitted per-bucket "
@@ -192,8 +213,8 @@ def _algorithm_note(sens) -> str:
     same = {True: "the same", False: "changed"}
     return "".join(
         f"* All-reduce algorithm {r.value} (instead of the faster of ring and tree per call; the ring "
-        f"pays 2(n−1)·α per call: {2 * (r.a6_dp_ranks - 1) * STATED_INTERCONNECT['alpha_s'] * 1e3:.0f} ms "
-        f"at {r.a6_dp_ranks} ranks): best caps {r.a6_best_caps_mib} MiB, A6's sweet-spot answer "
+        f"pays 2(n−1) steps of latency per call at {r.a6_dp_ranks} ranks): best caps "
+        f"{r.a6_best_caps_mib} MiB, A6's sweet-spot answer "
         f"{same[bool(r.a6_conclusion_same)]}, the spread {r.a6_max_spread_points:.1f} points "
         f"({'reaches' if r.a6_spread_reaches_claim else 'below'} the claim's {A6_MFU_POINTS[0]:g}), "
         f"B8's answer {same[bool(r.b8_conclusion_same)]} ({r.b8_gain_50_100_vs_25_points:+.1f} points). "

@@ -16,9 +16,10 @@ each all-reduce costed by an α–β model whose algorithm is a named input (``a
 the ring (``comm.ring_all_reduce_time``, 2(n−1) latency steps: the default, and the measured
 2-rank sweep's), the pipelined tree (``comm.tree_all_reduce_time``, 2·log2(n) steps) or
 ``best``, the faster of the two per call, as NCCL chooses between ring and tree by message
-size and rank count. At scale (:func:`gpt_simulation`) the study's stated setting is
-``best`` (``stated.STATED_INTERCONNECT``); at 1024 ranks the tree then wins every call.
-Output: step time, exposed communication and a bucket timeline.
+size and rank count. At scale (:func:`gpt_simulation`) the simulator is a finer DP term of the
+course's one step model (``predict.step_time``): its compute, link, per-call latency (NCCL's
+own model, ring or tree) and every other term come from there, on a ``devices.yaml`` device
+(``stated.SCALE_CASE``). Output: step time, exposed communication and a bucket timeline.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ import time
 
 import numpy as np
 
-from ... import comm, flops
+from ... import comm, predict
 from ...config import ParameterError, preset
-from .stated import STATED_INTERCONNECT
+from ...step_terms import dp_call_s
+from .stated import SCALE_CASE
 
 MIB = 2**20
 DEFAULT_BUCKET_CAP_MB = 25
@@ -78,18 +80,22 @@ def simulate(
     *,
     backward_end_s: float,
     bucket_cap_mb: float,
-    n: int,
-    alpha_s: float,
-    link_bytes_per_s: float,
+    n: int = 0,
+    alpha_s: float = 0.0,
+    link_bytes_per_s: float = 0.0,
     default_cap: bool = False,
     forward_s: float = 0.0,
     algorithm: str = "ring",
+    call_s=None,
     per_bucket_overhead_s: float = 0.0,
     overhead_on_channel: bool = False,
 ) -> dict:
     """Step time of one DDP backward: gradients (``param_bytes``, in ready order) become ready
     at ``ready_s`` (from the start of backward); buckets form by DDP's rules; each bucket's
-    all-reduce starts when its last gradient is ready and the previous one has finished.
+    all-reduce starts when its last gradient is ready and the previous one has finished (one
+    channel, ``comm.fifo_channel``). A bucket's all-reduce costs ``call_s(nbytes)`` where given
+    (at scale: the step model's DP group, :func:`gpt_simulation`), else the α–β model of
+    ``algorithm`` over ``n`` ranks (:func:`allreduce_time`: the measured sweep's fit here).
 
     ``per_bucket_overhead_s``: host work per bucket on the backward's path, beyond the
     all-reduce's α–β (DDP's hook, the copy into the bucket, launching the collective): when a
@@ -99,26 +105,30 @@ def simulate(
     channel is busy that long per bucket too (a per-call cost of the collective itself; the
     pessimistic reading, where many buckets cost even when the communication is the
     bottleneck)."""
+    if call_s is None:
+
+        def call_s(nbytes):
+            return allreduce_time(
+                nbytes, n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s, algorithm=algorithm
+            )
+
     buckets = form_buckets(param_bytes, bucket_cap_mb=bucket_cap_mb, default_cap=default_cap)
-    channel_free, timeline = 0.0, []
-    for k, b in enumerate(buckets):
-        nbytes = sum(param_bytes[i] for i in b)
-        ready = max(ready_s[i] for i in b) + (k + 1) * per_bucket_overhead_s
-        start = max(ready, channel_free)
-        channel_free = start + allreduce_time(
-            nbytes, n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s, algorithm=algorithm
-        )
-        channel_free += per_bucket_overhead_s if overhead_on_channel else 0.0
-        timeline.append(
-            {
-                "bucket": len(timeline),
-                "bytes": nbytes,
-                "tensors": len(b),
-                "ready_s": ready,
-                "start_s": start,
-                "end_s": channel_free,
-            }
-        )
+    sizes = [sum(param_bytes[i] for i in b) for b in buckets]
+    ready = [max(ready_s[i] for i in b) + (k + 1) * per_bucket_overhead_s for k, b in enumerate(buckets)]
+    extra = per_bucket_overhead_s if overhead_on_channel else 0.0
+    channel = comm.fifo_channel(ready, [call_s(nbytes) + extra for nbytes in sizes])
+    timeline = [
+        {
+            "bucket": k,
+            "bytes": sizes[k],
+            "tensors": len(b),
+            "ready_s": ready[k],
+            "start_s": start,
+            "end_s": end,
+        }
+        for k, (b, (start, end)) in enumerate(zip(buckets, channel))
+    ]
+    channel_free = channel[-1][1] if channel else 0.0
     backward_end_s = backward_end_s + len(buckets) * per_bucket_overhead_s
     backward_step = max(backward_end_s, channel_free)
     return {
@@ -171,74 +181,91 @@ def gpt_simulation(
     cfg,
     *,
     n: int,
-    tokens_per_rank: int,
-    device_flops_per_s: float,
-    compute_efficiency: float,
-    alpha_s: float,
-    link_bytes_per_s: float,
     bucket_caps_mb,
+    device: str,
+    micro_batch: int = 1,
     algorithm: str = "best",
-    grad_bytes_per_elem: int = 2,
     tp: int = 1,
     pp: int = 1,
     accumulation: int = 1,
     per_bucket_overhead_s: float = 0.0,
     overhead_on_channel: bool = False,
+    **assumptions,
 ) -> list[dict]:
-    """Simulated DDP step of ``cfg`` on ``n`` data-parallel ranks for each bucket cap.
+    """Simulated DDP step of ``cfg`` on ``n`` data-parallel ranks for each bucket cap: the
+    course's step model (``predict.step_time``, framework ``ddp``) on ``device`` (a
+    ``devices.yaml`` key) with its DP term replaced by this finer schedule.
 
-    Compute: forward 2N and backward 4N FLOPs per token (plus attention, palm convention
-    split 1:2) for ``tokens_per_rank`` tokens per micro-batch, shared by the ``tp·pp``
-    devices of one data-parallel rank, at ``compute_efficiency`` × ``device_flops_per_s``;
-    each gradient is ready when the backward pass has reached its tensor (time proportional
-    to the elements behind it). With ``accumulation`` micro-batches only the last backward
-    overlaps the all-reduce (the others run under ``no_sync``).
-    Communication: bf16 gradients (``grad_bytes_per_elem``) of one device
-    (:func:`sharded_layout`), each bucket all-reduced over the ``n`` data-parallel ranks by
-    the α–β model of ``algorithm`` (:func:`allreduce_time`; ``best``: the faster of ring and
-    tree per call, the stated setting).
+    From the step model: every term but the exposed DP traffic (compute, TP collectives, the
+    pipeline bubble, the optimizer), the backward time of the last micro-batch (the others run
+    under ``no_sync``), and the DP group: its link and NCCL's per-call latency, each bucket's
+    all-reduce priced by ``step_terms.dp_call_s`` (the faster of ring and tree, or the ring
+    alone with ``algorithm="ring"``). ``assumptions`` set fields of ``predict.Assumptions``
+    (``matmul_share_of_mamf``, ``alpha_inter_s``, ``network_bytes_per_s``, ...).
+    The finer part: DDP's buckets formed from one device's real gradient tensors
+    (:func:`sharded_layout`, bf16), each ready when the backward pass has reached it (time
+    proportional to the elements behind it), on one channel (:func:`simulate`).
     ``per_bucket_overhead_s`` (and ``overhead_on_channel``): host work per bucket on the
-    backward's path (:func:`simulate`; 0 in the stated setting, the overhead fitted to a
-    measured sweep in the sensitivity rows).
-    Left out, as stated assumptions: TP's activation all-reduces and the pipeline bubble."""
+    backward's path (0 in the stated setting, the overhead fitted to a measured sweep in the
+    sensitivity rows). MFU is the step model's PaLM-convention MFU at the simulated step."""
+    if algorithm not in ("best", "ring"):
+        raise ParameterError(f"algorithm at scale must be best or ring (NCCL_ALGO=Ring); got {algorithm!r}")
+    step = predict.step_time(
+        cfg,
+        n_devices=n * tp * pp,
+        tp=tp,
+        pp=pp,
+        micro_batch=micro_batch,
+        global_batch=n * micro_batch * accumulation,
+        device=device,
+        framework="ddp",
+        zero_stage=0,
+        **assumptions,
+    )
+    grad_bytes_per_elem = step["assumptions"]["grad_bytes_per_elem"]
     layout = sharded_layout(cfg, tp=tp, pp=pp)
     numels = np.array([n_ for _, n_ in layout], dtype=float)
-    device_flops = flops.flops_per_token(cfg, convention="palm") * tokens_per_rank / (tp * pp)
-    rate = device_flops_per_s * compute_efficiency
-    forward_s, backward_s = device_flops / 3 / rate, device_flops * 2 / 3 / rate
-    earlier_micro_batches_s = (accumulation - 1) * (forward_s + backward_s)
-    ready = np.cumsum(numels) / numels.sum() * backward_s  # the backward sweeps the weights in ready order
+    last_backward_s = step["backward_s"] / accumulation
+    rest_of_step_s = step["step_s"] - step["dp_comm_exposed_s"] - last_backward_s
+    ready = (
+        np.cumsum(numels) / numels.sum() * last_backward_s
+    )  # the backward sweeps the weights in ready order
     param_bytes = (numels * grad_bytes_per_elem).astype(int).tolist()
+    group = step["dp_group"]
+
+    def call_s(nbytes):
+        return dp_call_s("all_reduce", nbytes, group, ring_only=algorithm == "ring")[0]
+
     out = []
     for cap in bucket_caps_mb:
-        link = {"alpha_s": alpha_s, "link_bytes_per_s": link_bytes_per_s, "algorithm": algorithm}
         r = simulate(
             param_bytes,
             ready.tolist(),
-            backward_end_s=backward_s,
+            backward_end_s=last_backward_s,
             bucket_cap_mb=cap,
-            n=n,
-            forward_s=earlier_micro_batches_s + forward_s,
+            call_s=call_s,
+            forward_s=rest_of_step_s,
             per_bucket_overhead_s=per_bucket_overhead_s,
             overhead_on_channel=overhead_on_channel,
-            **link,
         )
         r.pop("timeline")
-        r["mfu"] = device_flops * accumulation / (r["step_s"] * device_flops_per_s)
+        r["mfu"] = step["mfu_palm"] * step["step_s"] / r["step_s"]
+        r["step_model_dp_exposed_s"] = step["dp_comm_exposed_s"]
         out.append(
             {"preset": cfg.name, "world_size": n, "tp": tp, "pp": pp, "accumulation": accumulation, **r}
         )
     return out
 
 
-def simulator_speed(preset_name: str = "llama2-70b", world_size: int = 1024, n_sizes: int = 20) -> dict:
+def simulator_speed(
+    preset_name: str = "llama2-70b", world_size: int = 1024, n_sizes: int = 20, **setting
+) -> dict:
     """How long the simulator takes for a 70B layer layout on 1024 ranks over 20 bucket sizes
-    (the layout itself is built beforehand), with the stated interconnect."""
+    (the layout itself is built beforehand), in the stated setting."""
     caps = np.geomspace(1, 4096, n_sizes).tolist()
     model_layout(preset(preset_name))  # the layout is built once (on the meta device) and cached
-    si = STATED_INTERCONNECT
     t0 = time.perf_counter()
-    rows = gpt_simulation(preset(preset_name), n=world_size, bucket_caps_mb=caps, **si)
+    rows = gpt_simulation(preset(preset_name), n=world_size, bucket_caps_mb=caps, **{**SCALE_CASE, **setting})
     seconds = time.perf_counter() - t0
     return {
         "preset": preset_name,

@@ -38,39 +38,31 @@ B6_SEVERAL_PERCENT_RATIO = 1.03
 # lower of the two A100 datasheet figures, devices.yaml): the largest saving the copy allows.
 B6_ARTICLE = {"preset": "llama2-7b", "grad_bytes_per_param": 4, "hbm_bytes_per_s": 1.555e12, "step_s": 9.0}
 
-# The interconnect and device the simulator is run with at scale (the study's ``scale_*``
-# defaults): 200 Gb/s InfiniBand HDR (25 GB/s) and 20 µs per step of the collective; A100
-# dense bf16 peak 312 TFLOP/s (article B's cards) at 50% compute efficiency; 4096 tokens per
-# rank. The all-reduce algorithm is an assumption too: "best" costs each call by the faster
-# of the ring (2(n−1)·α + 2(n−1)/n·S/B) and the pipelined tree (2·log2(n)·α + 2·S/B), as
-# NCCL chooses between ring and tree per call by message size and rank count (its tuning
-# model); at 1024 ranks the tree always wins: 2·log2(1024)·20 µs = 0.4 ms of latency per
-# call against the ring's 2·1023·20 µs = 41 ms. The sensitivity table adds ring only.
-STATED_INTERCONNECT = {
-    "algorithm": "best",
-    "alpha_s": 2.0e-5,
-    "link_bytes_per_s": 25.0e9,
-    "device_flops_per_s": 312.0e12,
-    "compute_efficiency": 0.5,
-    "tokens_per_rank": 4096,
-}
+# The case the simulator is run at scale (the study's ``scale_*`` defaults): article B's A100s
+# (``devices.yaml`` key ``a100``: peak, MAMF, HBM, NVLink 3 inside a node and one 200 Gb/s HDR
+# port per GPU between nodes, all from the table), the course's step model with its GEMMs at 0.8
+# of the A100's MAMF (chapter 10 fits 0.81 on published Megatron runs; chapter 09 states 0.8),
+# one 4096-token sequence per rank and micro-batch, and each bucket's all-reduce by the faster
+# of NCCL's ring and tree (NCCL's own choice by message size and rank count). Per-call latency
+# and link efficiency are the step model's ``Assumptions`` (NCCL's tuning model).
+SCALE_CASE = {"device": "a100", "matmul_share_of_mamf": 0.8, "micro_batch": 1, "algorithm": "best"}
 
-# The sensitivity table (issue §4): one assumption varied at a time from STATED_INTERCONNECT.
-# - per-step latency 2–20 µs (NCCL's per-hop latency: a few µs on NVLink, up to ~20 µs across
-#   InfiniBand switches);
-# - links: NVLink 3 inside an A100 node, 300 GB/s per direction (A100 datasheet: 600 GB/s
-#   total), with 3 µs per step, as if every rank of the ring sat on NVLink (true only for
-#   ≤ 8 ranks: an upper bound on the interconnect); InfiniBand NDR 400 Gb/s (50 GB/s);
-# - compute efficiency 0.3–0.7 of the peak;
+# The sensitivity table: one assumption varied at a time from SCALE_CASE (each a field of
+# predict.Assumptions or a layout input).
+# - the latency of one ring step between nodes (``alpha_inter_s``, NCCL's 9.6 µs by default):
+#   2 µs to a slow 20 µs software path;
+# - links: NVLink 3 for every rank (300 GB/s per direction, 3 µs per step: true only for ≤ 8
+#   ranks, an upper bound on the interconnect); InfiniBand NDR 400 Gb/s (50 GB/s);
+# - the GEMMs' share of MAMF, 0.5 and 1.0;
 # - tensor/pipeline parallel sharding of the gradients: TP 4 (article B's case study), TP 8
 #   (article A's 13B command), TP 8 × PP 4; the DP ranks are the cards / (TP·PP);
 # - gradient accumulation: only the last micro-batch's backward overlaps the all-reduce;
-# - the all-reduce algorithm: ring only (a ring over every rank, 2(n−1) latency steps per call).
+# - the all-reduce algorithm: ring only (NCCL_ALGO=Ring).
 SENSITIVITY = {
     "algorithm": ("ring",),
-    "alpha_s": (2e-6, 5e-6, 10e-6),
-    "links": {"NVLink (A100, all ranks)": (300e9, 3e-6), "InfiniBand NDR 400 Gb/s": (50e9, 2e-5)},
-    "compute_efficiency": (0.3, 0.7),
+    "alpha_inter_s": (2e-6, 20e-6),
+    "links": {"NVLink (A100, all ranks)": (300e9, 3e-6), "InfiniBand NDR 400 Gb/s": (50e9, None)},
+    "matmul_share_of_mamf": (0.5, 1.0),
     "sharding": ((4, 1), (8, 1), (8, 4)),
     "accumulation": (4, 16),
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...comm import OPS
+from ...config import ParameterError
 from ...params import StudyParams, calibration_param, param
 
 BENCHMARK_OPS = OPS[:4]  # the collectives the benchmark worker runs and checks
@@ -77,19 +78,16 @@ class Params(StudyParams):
         unit="B/s",
         positive=True,
     )
-    article_intra_link_bytes_per_s: float = param(
-        300.0e9,
-        "the article's scale: bandwidth inside a node per card and direction, for the TP all-reduces "
-        "(assumed NVLink-3 class: an A100's 12 links × 25 GB/s; the article states no figure for "
-        "its cards' HCCS)",
-        unit="B/s",
-        positive=True,
+    article_device: str = param(
+        "ascend-910b",
+        "A4: the article's cards, a devices.yaml key (the step model reads their peak, memory and the "
+        "links inside and between nodes from it: HCCS and 200 Gb/s RoCE for the 910B)",
     )
     article_gpus_per_node: int = param(8, "the article's scale: cards per node", unit="cards", positive=True)
-    article_compute_efficiency: float = param(
-        0.5,
-        "A4: achieved share of the peak (MFU) that sets the compute time of a step (assumed: the "
-        "≈50% the article reports for its 13B run, A19)",
+    article_matmul_share_of_mamf: float = param(
+        0.8,
+        "A4: the share of the device's best measured GEMM (MAMF) a training step's GEMMs reach "
+        "(assumed: chapter 10 fits 0.81 on published Megatron runs; chapter 09 states 0.8)",
         positive=True,
     )
     article_global_batch: int = param(
@@ -128,10 +126,20 @@ class Params(StudyParams):
             )
         self.require("rounds", self.rounds >= 3, "at least 3 (a paired interval needs several rounds)")
         self.require(
-            "article_compute_efficiency", self.article_compute_efficiency <= 1, "a share of the peak: ≤ 1"
+            "article_matmul_share_of_mamf", self.article_matmul_share_of_mamf <= 1, "a share of MAMF: ≤ 1"
         )
+        self._require_device_key("article_device", self.article_device)
         self.require_choice("modes", MODES)
         self.require("a5_mechanism_min_share", self.a5_mechanism_min_share <= 1, "a share of the gap: ≤ 1")
+
+    @staticmethod
+    def _require_device_key(name: str, key: str) -> None:
+        from ...hardware import device_spec
+
+        try:
+            device_spec(key)
+        except ParameterError as err:
+            raise ParameterError(f"{name}: {err}") from None
 
     def prepare(self) -> None:
         from ...launch import check_world_size

@@ -8,19 +8,17 @@ all-reduce has finished (one communication channel). The step ends when the last
 ends. Bounds: max(C, M_k) ≤ step ≤ C + M_k, with M_k = k·t(S/k) the communication time per
 step, which grows with k because every call pays the latency 2(n−1)·α again (claim A5).
 
-**A4** (``a4_model``): communication per optimizer step of the article's 13B run,
-
-    tp_message_bytes   = b · s · h · activation_bytes                    one activation tensor
-    tp_calls_per_step  = accumulation_steps · (layers / pp) · allreduces_per_layer
-    tp_comm_s          = tp_calls_per_step · t_ring(tp_message_bytes, tp)   inside a node (B_intra)
-    dp_comm_s          = t_ring(N · grad_bytes / (tp · pp), dp)              between nodes (B_inter)
-    compute_s          = 6 · N · tokens_per_step / (cards · peak · efficiency)
-
-with Megatron's 4 TP all-reduces per layer and micro-batch (``stated.TP_ALLREDUCES_PER_LAYER``:
-Shoeybi et al. 2019 Fig. 4; Narayanan et al. 2021 §3.2) and the gradient all-reduce once per
-optimizer step (accumulation steps skip it). Pipeline sends (b·s·h per micro-batch and stage
-boundary) are left out. The 3.2 → 2.1 s step says that at least 1.1 s of communication was
-exposed before overlap; ``a4_reading`` says which communication could account for it.
+**A4** (``a4_model``): the article's 13B run on the course's one step model
+(``predict.step_time``, chapter 10), on the article's own device (``article_device``, a
+``devices.yaml`` key: its peak, memory and the links inside and between its nodes), TP 8,
+micro-batch 1, the global batch split into accumulation steps. The step model issues Megatron's
+4 TP all-reduces per layer and micro-batch (6 under full recompute; Shoeybi et al. 2019 Fig. 4,
+Narayanan et al. 2021 §3.2) and the DP framework's gradient buckets, each priced by NCCL's
+latency model, and the GEMMs at ``article_matmul_share_of_mamf`` of the device's best GEMM.
+Run once with nothing overlapped and once with the DP reduction under the backward and the TP
+collectives under the GEMMs. The 3.2 → 2.1 s step says that at least 1.1 s of communication
+was exposed before overlap; ``a4_reading`` says which communication could account for it, and
+``a4_flip_link`` at which intra-node bandwidth that reading changes.
 
 **A5** (``a5_model``): the 200 MB tensor's communication per step at 4 and 16 chunks, k·t(S/k),
 and the model's best k with compute proportional to the one-shot all-reduce. Accumulation
@@ -29,21 +27,14 @@ steps do not enter: they change how often the tensor is reduced, not what one re
 
 from __future__ import annotations
 
-from ... import comm, flops
+from ... import comm, predict
 from ...config import ParameterError, preset
-from .stated import (
-    A4_STATED,
-    A5_STATED,
-    B9_STATED,
-    B9_STEP_AFTER_S,
-    B9_STEP_BEFORE_S,
-    TP_ALLREDUCES_PER_LAYER,
-    TP_ALLREDUCES_PER_LAYER_FULL_RECOMPUTE,
-)
+from .stated import A4_STATED, A5_STATED, B9_STATED, B9_STEP_AFTER_S, B9_STEP_BEFORE_S
 
 # Link bandwidths per card and direction for the sensitivity tables (B = bytes/s).
 IB_EDR_BYTES_PER_S = 12.5e9  # InfiniBand EDR, 100 Gb/s (IBTA roadmap)
 IB_HDR_BYTES_PER_S = 25e9  # InfiniBand HDR, 200 Gb/s
+IB_NDR_BYTES_PER_S = 50e9  # InfiniBand NDR, 400 Gb/s
 NVLINK3_BYTES_PER_S = (
     300e9  # NVLink 3 on an A100: 12 links × 25 GB/s (NVIDIA A100 datasheet: 600 GB/s both ways)
 )
@@ -62,20 +53,19 @@ def chunked_overlap(
     chunk_comm_s = comm.ring_all_reduce_time(
         nbytes / k, n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s
     )
-    comm_end, schedule = 0.0, []
-    for i in range(1, k + 1):
-        ready = i * compute_s / k
-        start = max(ready, comm_end)
-        comm_end = start + chunk_comm_s
-        schedule.append(
-            {
-                "chunk": i - 1,
-                "compute_start_s": (i - 1) * compute_s / k,
-                "compute_end_s": ready,
-                "comm_start_s": start,
-                "comm_end_s": comm_end,
-            }
-        )
+    ready = [i * compute_s / k for i in range(1, k + 1)]
+    channel = comm.fifo_channel(ready, [chunk_comm_s] * k)
+    schedule = [
+        {
+            "chunk": i,
+            "compute_start_s": i * compute_s / k,
+            "compute_end_s": ready[i],
+            "comm_start_s": start,
+            "comm_end_s": end,
+        }
+        for i, (start, end) in enumerate(channel)
+    ]
+    comm_end = channel[-1][1]
     total_comm = k * chunk_comm_s
     step = max(compute_s, comm_end)
     return {
@@ -103,54 +93,82 @@ def best_chunks(
 
 
 # ---------------------------------------------------------------------------- A4
+# The interconnect rows of A4's sensitivity table (per device and direction, before the step
+# model's link_efficiency), each replacing the article device's devices.yaml figure: an A100's
+# NVLink 3 inside a node, a slower intra-node fabric, TP across nodes, and InfiniBand between
+# nodes at half and twice the 910B's 200 Gb/s RoCE.
+A4_LINKS = {
+    "TP link": (
+        ("NVLink 3, 300 GB/s (A100)", {"intra_node_bytes_per_s": NVLINK3_BYTES_PER_S}),
+        ("intra-node 100 GB/s", {"intra_node_bytes_per_s": NVLINK_CLASS_LOW_BYTES_PER_S}),
+        ("InfiniBand HDR 25 GB/s (TP across nodes)", {"intra_node_bytes_per_s": IB_HDR_BYTES_PER_S}),
+    ),
+    "DP link": (
+        ("InfiniBand EDR 12.5 GB/s", {"network_bytes_per_s": IB_EDR_BYTES_PER_S}),
+        ("InfiniBand NDR 50 GB/s", {"network_bytes_per_s": IB_NDR_BYTES_PER_S}),
+    ),
+}
+
+
 def a4_model(
     *,
+    device: str,
     cards: int,
     tp: int,
     pp: int,
     gpus_per_node: int,
     global_batch: int,
-    alpha_s: float,
-    intra_bytes_per_s: float,
-    inter_bytes_per_s: float,
-    efficiency: float,
     micro_batch: int = A4_STATED["micro_batch"],
-    allreduces_per_layer: int = TP_ALLREDUCES_PER_LAYER,
+    recompute: str = "none",
+    attention: str = "flash",
+    zero_stage: int = 0,
+    framework: str = "ddp",
+    **assumptions,
 ) -> dict:
-    """Communication and compute per optimizer step of the article's 13B run (module docstring).
-    At a fixed global batch the micro-batch sets the accumulation steps,
-    global_batch ÷ (micro_batch · dp): larger micro-batches mean fewer, larger TP all-reduces."""
+    """The article's 13B step on the course's one step model (``predict.step_time``), once with
+    nothing overlapped (``overlap=False``: every DP call exposed, the TP all-reduces on the
+    critical path) and once with the DP reduction under the backward and Megatron's TP
+    overlap on (``tp_comm_overlap``). ``device`` is a ``devices.yaml`` key (its peak, memory
+    and links); ``assumptions`` set fields of ``predict.Assumptions`` (the share of MAMF the
+    GEMMs reach, the link figures of a sensitivity row). At a fixed global batch the
+    micro-batch sets the accumulation steps, global_batch ÷ (micro_batch · dp): larger
+    micro-batches mean fewer, larger TP all-reduces."""
     cfg = preset(A4_STATED["preset"])
-    n_params = flops.param_count(cfg)
-    if cards % (tp * pp) or global_batch % (micro_batch * (cards // (tp * pp))):
-        raise ParameterError(
-            f"{cards} cards do not split into tp={tp} × pp={pp} × dp with global batch {global_batch}"
-        )
-    dp = cards // (tp * pp)
-    accumulation_steps = global_batch // (micro_batch * dp)
-    tp_message_bytes = micro_batch * cfg.seq_len * cfg.d_model * A4_STATED["activation_bytes"]
-    tp_link = intra_bytes_per_s if tp <= gpus_per_node else inter_bytes_per_s
-    tp_allreduce_s = comm.ring_all_reduce_time(
-        tp_message_bytes, tp, alpha_s=alpha_s, link_bytes_per_s=tp_link
-    )
-    tp_calls_per_step = accumulation_steps * cfg.n_layers / pp * allreduces_per_layer if tp > 1 else 0
-    tp_comm_s = tp_calls_per_step * tp_allreduce_s
-    grad_bytes_per_rank = n_params * A4_STATED["grad_bytes_per_param"] / (tp * pp)
-    dp_link = inter_bytes_per_s if cards > gpus_per_node else intra_bytes_per_s
-    dp_comm_s = comm.ring_all_reduce_time(grad_bytes_per_rank, dp, alpha_s=alpha_s, link_bytes_per_s=dp_link)
-    tokens_per_step = global_batch * cfg.seq_len
-    compute_s = 6 * n_params * tokens_per_step / (cards * A4_STATED["peak_flops_per_s"] * efficiency)
-    return {
-        "dp": dp,
+    layout = {
+        "n_devices": cards,
+        "tp": tp,
+        "pp": pp,
         "micro_batch": micro_batch,
-        "accumulation_steps": accumulation_steps,
+        "global_batch": global_batch,
+        "device": device,
+        "devices_per_node": gpus_per_node,
+        "recompute": recompute,
+        "attention": attention,
+        "zero_stage": zero_stage,
+        "framework": framework,
+        **assumptions,
+    }
+    serial = predict.step_time(cfg, **layout, overlap=False)
+    overlapped = predict.step_time(cfg, **layout, overlap=True, tp_comm_overlap=True)
+    compute_s = sum(serial[k] for k in predict.COMPUTE_TERMS) + serial["optimizer_s"] + serial["pp_bubble_s"]
+    tp_message_bytes = micro_batch * cfg.seq_len * cfg.d_model * A4_STATED["activation_bytes"]
+    return {
+        "dp": serial["layout"]["dp"],
+        "micro_batch": micro_batch,
+        "accumulation_steps": serial["layout"]["m"],
         "tp_message_bytes": tp_message_bytes,
-        "tp_allreduce_s": tp_allreduce_s,
-        "tp_calls_per_step": tp_calls_per_step,
-        "tp_comm_s": tp_comm_s,
-        "dp_comm_s": dp_comm_s,
-        "total_comm_s": tp_comm_s + dp_comm_s,
+        "tp_comm_s": serial["tp_comm_s"],
+        "dp_comm_s": serial["dp_comm_s"],
+        "dp_calls": serial["dp_calls"],
+        "pp_p2p_s": serial["pp_p2p_s"],
+        "total_comm_s": serial["tp_comm_s"] + serial["dp_comm_s"] + serial["pp_p2p_s"],
         "compute_s": compute_s,
+        "step_serial_s": serial["step_s"],
+        "step_overlapped_s": overlapped["step_s"],
+        "saved_s": serial["step_s"] - overlapped["step_s"],
+        "mfu_serial": serial["mfu_palm"],
+        "mfu_overlapped": overlapped["mfu_palm"],
+        "sources": serial["sources"],
     }
 
 
@@ -169,39 +187,44 @@ def a4_reading(m: dict) -> str:
 def a4_baseline(p: dict) -> dict:
     """The A4 model's inputs from the study parameters (``article_*``) and ``stated``."""
     return {
+        "device": p["article_device"],
         "cards": p["article_n"],
         "tp": A4_STATED["tp"],
         "pp": A4_STATED["pp"],
         "gpus_per_node": p["article_gpus_per_node"],
         "global_batch": p["article_global_batch"],
-        "alpha_s": p["article_alpha_s"],
-        "intra_bytes_per_s": p["article_intra_link_bytes_per_s"],
-        "inter_bytes_per_s": p["article_link_bytes_per_s"],
-        "efficiency": p["article_compute_efficiency"],
+        "matmul_share_of_mamf": p["article_matmul_share_of_mamf"],
     }
 
 
 def a4_sensitivity(p: dict):
     """One row per assumed input varied alone from the baseline (the study parameters): the
-    communication and compute per step, the reading, and whether it matches the baseline's."""
+    communication and compute per step, the step model's step without and with overlap, the
+    reading, and whether it matches the baseline's."""
     import pandas as pd
 
     base = a4_baseline(p)
     dp_base = base["cards"] // (base["tp"] * base["pp"])
     gb = base["global_batch"]
+    intra_alpha = predict.Assumptions().alpha_intra_s
     cases = [("baseline", "", {})]
-    cases += [("per-step latency α", f"{a * 1e6:.0f} µs", {"alpha_s": a}) for a in ALPHAS_S]
     cases += [
-        ("TP link", "NVLink 3, 300 GB/s", {"intra_bytes_per_s": NVLINK3_BYTES_PER_S}),
-        ("TP link", "intra-node 100 GB/s", {"intra_bytes_per_s": NVLINK_CLASS_LOW_BYTES_PER_S}),
-        ("TP link", "InfiniBand HDR 25 GB/s (TP across nodes)", {"intra_bytes_per_s": IB_HDR_BYTES_PER_S}),
-        ("DP link", "InfiniBand HDR 25 GB/s", {"inter_bytes_per_s": IB_HDR_BYTES_PER_S}),
-        ("DP link", "InfiniBand EDR 12.5 GB/s", {"inter_bytes_per_s": IB_EDR_BYTES_PER_S}),
+        (
+            "per-step latency α (NVLink/HCCS, network)",
+            f"{a * 1e6:.0f} µs",
+            {"alpha_intra_s": a, "alpha_inter_s": a},
+        )
+        for a in ALPHAS_S
+        if a != intra_alpha
     ]
-    cases += [("compute efficiency (MFU)", f"{e:.0%}", {"efficiency": e}) for e in (0.3, 0.4, 0.5, 0.6)]
+    cases += [(varied, value, change) for varied, rows in A4_LINKS.items() for value, change in rows]
     cases += [
-        ("sharding (TP × PP)", f"{tp} × {pp}", {"tp": tp, "pp": pp})
-        for tp, pp in ((8, 1), (4, 2), (2, 4), (1, 1))
+        ("GEMM share of MAMF", f"{share:.2f}", {"matmul_share_of_mamf": share})
+        for share in (0.5, 0.65, 1.0)
+        if share != base["matmul_share_of_mamf"]
+    ]
+    cases += [
+        ("sharding (TP × PP)", f"{tp} × {pp}", {"tp": tp, "pp": pp}) for tp, pp in ((4, 2), (2, 4), (1, 1))
     ]
     # gradient accumulation at the fixed global batch: the micro-batch sets the steps
     cases += [
@@ -214,11 +237,12 @@ def a4_sensitivity(p: dict):
         if gb % (mb * dp_base) == 0
     ]
     cases += [
-        ("TP all-reduces per layer", "4 (no recompute)", {"allreduces_per_layer": TP_ALLREDUCES_PER_LAYER}),
+        ("activation recompute", "full (6 TP all-reduces per layer)", {"recompute": "full"}),
+        ("attention", "unfused", {"attention": "unfused"}),
         (
-            "TP all-reduces per layer",
-            "6 (full recompute)",
-            {"allreduces_per_layer": TP_ALLREDUCES_PER_LAYER_FULL_RECOMPUTE},
+            "DP framework",
+            "the 8-card command's --zero-stage 2 (DeepSpeed: a reduce-scatter per micro-batch)",
+            {"framework": "deepspeed", "zero_stage": 2},
         ),
     ]
     baseline_reading = a4_reading(a4_model(**base))
@@ -232,16 +256,39 @@ def a4_sensitivity(p: dict):
                 "value": value,
                 "micro_batch": m["micro_batch"],
                 "accumulation_steps": m["accumulation_steps"],
-                "tp_calls_per_step": m["tp_calls_per_step"],
                 "tp_comm_s": m["tp_comm_s"],
                 "dp_comm_s": m["dp_comm_s"],
                 "total_comm_s": m["total_comm_s"],
                 "compute_s": m["compute_s"],
+                "step_serial_s": m["step_serial_s"],
+                "step_overlapped_s": m["step_overlapped_s"],
                 "reading": reading,
                 "same_as_baseline": reading == baseline_reading,
             }
         )
     return pd.DataFrame(rows)
+
+
+def a4_flip_link(p: dict) -> dict:
+    """The intra-node (TP) link bandwidth at which A4's reading changes, by bisection between
+    10 GB/s and 1 TB/s per direction (the baseline's reading at the device's own figure);
+    ``None`` where it does not change in that range."""
+    base = a4_baseline(p)
+    reading = a4_reading(a4_model(**base))
+
+    def reads(bw):
+        return a4_reading(a4_model(**base, intra_node_bytes_per_s=bw))
+
+    lo, hi = 10e9, 1e12
+    if reads(lo) == reads(hi):
+        return {"baseline_reading": reading, "flip_bytes_per_s": None}
+    for _ in range(40):
+        mid = (lo * hi) ** 0.5
+        if reads(mid) == reads(lo):
+            lo = mid
+        else:
+            hi = mid
+    return {"baseline_reading": reading, "flip_bytes_per_s": hi, "below": reads(lo), "above": reads(hi)}
 
 
 # ---------------------------------------------------------------------------- A5
@@ -328,10 +375,10 @@ def a5_sensitivity(p: dict):
 
 # ---------------------------------------------------------------------------- summaries (A4, A5, B9)
 def article_scale(records) -> dict:
-    """A4 and A5 with the stated interconnect and assumptions (parameters ``article_*``)."""
+    """A4 on the step model (``article_device``'s figures) and A5 with the stated α–β link
+    (parameters ``article_*``)."""
     p = records["params"]
-    a4_base = a4_baseline(p)
-    a4 = a4_model(**a4_base)
+    a4 = a4_model(**a4_baseline(p))
     a5 = a5_model(
         n=p["article_n"], alpha_s=p["article_alpha_s"], link_bytes_per_s=p["article_link_bytes_per_s"]
     )
@@ -340,10 +387,12 @@ def article_scale(records) -> dict:
         "n": p["article_n"],
         "alpha_s": p["article_alpha_s"],
         "link_bytes_per_s": p["article_link_bytes_per_s"],
-        "intra_link_bytes_per_s": p["article_intra_link_bytes_per_s"],
+        "a4_device": p["article_device"],
         "a4_implied_min_comm_s": saved,
         "a4_implied_min_comm_share": saved / A4_STATED["step_before_s"],
-        **{f"a4_{k}": v for k, v in a4.items()},
+        **{f"a4_{k}": v for k, v in a4.items() if k != "sources"},
+        "a4_tp_link": a4["sources"]["intra_node"],
+        "a4_dp_link": a4["sources"]["inter_node"],
         "a4_reading": a4_reading(a4),
         **{f"a5_{k}": v for k, v in a5.items()},
     }
