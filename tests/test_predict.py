@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mfulab import flops, parallel, predict, step_terms
+from mfulab import comm, flops, parallel, predict, step_terms
 from mfulab.config import ParameterError, TransformerConfig
 from mfulab.predict_rates import Assumptions, Link, Rates, fit_matmul, machine_rates
 
@@ -239,27 +239,25 @@ def test_each_frameworks_dp_calls_carry_the_zero_traffic_at_its_own_granularity(
 
     psi, dp, m = 1e9, 16, 4
     for stage in (0, 1, 2, 3):  # DeepSpeed moves exactly the paper's bytes
-        calls = memory.dp_collectives(
+        calls = comm.dp_collectives(
             psi, dp=dp, zero_stage=stage, micro_batches=m, framework="deepspeed", units=10
         )
         traffic = memory.zero_traffic_bytes_per_step(psi, zero_stage=stage, accumulation_steps=m)
-        assert memory.dp_bytes_per_step(calls) == pytest.approx(traffic)
-    fsdp = memory.dp_collectives(psi, dp=dp, zero_stage=3, micro_batches=m, framework="fsdp", units=10)
+        assert comm.dp_bytes_per_step(calls) == pytest.approx(traffic)
+    fsdp = comm.dp_collectives(psi, dp=dp, zero_stage=3, micro_batches=m, framework="fsdp", units=10)
     assert (
         sum(c["calls"] for c in fsdp) == 3 * 10 * m
     )  # AG forward, AG backward, RS: per unit and micro-batch
-    ddp = memory.dp_collectives(psi, dp=dp, zero_stage=0, micro_batches=m, framework="ddp")
+    ddp = comm.dp_collectives(psi, dp=dp, zero_stage=0, micro_batches=m, framework="ddp")
     assert ddp[0]["calls"] == 1 + -(-(2 * psi - 2**20) // (25 * 2**20))  # 1 MiB first bucket, then 25 MiB
-    megatron = memory.dp_collectives(psi, dp=dp, zero_stage=1, micro_batches=m, framework="megatron")
+    megatron = comm.dp_collectives(psi, dp=dp, zero_stage=1, micro_batches=m, framework="megatron")
     assert [c["op"] for c in megatron] == ["reduce_scatter", "all_gather"]
     assert megatron[0]["bytes_per_call"] == pytest.approx(2 * 40e6)  # max(40M, 1M·dp) elements of bf16
-    one = memory.dp_collectives(
-        psi, dp=dp, zero_stage=1, micro_batches=m, framework="megatron", overlap=False
-    )
+    one = comm.dp_collectives(psi, dp=dp, zero_stage=1, micro_batches=m, framework="megatron", overlap=False)
     assert one[0]["calls"] == 1  # no --overlap-grad-reduce: one bucket
     for framework, stage in (("ddp", 1), ("fsdp", 0), ("megatron", 3)):
         with pytest.raises(ParameterError, match="runs ZeRO stage"):
-            memory.dp_collectives(psi, dp=dp, zero_stage=stage, micro_batches=m, framework=framework)
+            comm.dp_collectives(psi, dp=dp, zero_stage=stage, micro_batches=m, framework=framework)
 
 
 def test_nccl_latency_counts_inter_node_steps_and_picks_the_faster_algorithm():
@@ -471,3 +469,37 @@ def test_ring_only_forces_the_ring_and_dp_group_prices_like_dp_terms():
     assert g["dp"] == r["layout"]["dp"] and g["n_nodes"] >= 1 and g["link_bytes_per_s"] > 0
     one_s, _ = step_terms.dp_call_s("all_reduce", 25 * 2**20, g)
     assert one_s > 0
+
+
+def test_partial_recompute_plans_sit_between_none_and_full():
+    """Megatron's --recompute-method block/uniform and the MLP policy priced by the one model:
+    block:k re-runs k of a stage's layers, uniform:k all of them (full's compute, less memory
+    than none), mlp the MLP branch of every layer."""
+    from mfulab.config import preset
+
+    cfg = preset("article-13b")  # 40 layers
+    run = dict(n_devices=8, tp=8, global_batch=8, device="a100", attention="unfused")
+    r = {
+        q: predict.step_time(cfg, recompute=q, **run)
+        for q in ("none", "block:10", "uniform:8", "full", "mlp")
+    }
+    assert r["none"]["recompute_s"] == 0 < r["block:10"]["recompute_s"] < r["full"]["recompute_s"]
+    assert r["block:10"]["recompute_s"] == pytest.approx(r["full"]["recompute_s"] * 10 / 40)
+    assert r["uniform:8"]["recompute_s"] == pytest.approx(r["full"]["recompute_s"])
+    assert 0 < r["mlp"]["recompute_s"] < r["full"]["recompute_s"]
+    # recomputing a layer repeats its forward TP collectives: 6 of 4 under full, 5 under mlp
+    assert r["full"]["tp_comm_s"] == pytest.approx(1.5 * r["none"]["tp_comm_s"])
+    assert r["mlp"]["tp_comm_s"] == pytest.approx(1.25 * r["none"]["tp_comm_s"])
+
+    # HFU counts the recomputed FLOPs, MFU does not
+    def extra(q):
+        return r[q]["hfu_palm"] / r[q]["mfu_palm"] - 1
+
+    assert extra("none") == 0 < extra("block:10") == pytest.approx(extra("full") * 10 / 40)
+    assert extra("uniform:8") == pytest.approx(extra("full"))
+    mem = {q: v["memory_gib"] for q, v in r.items()}
+    assert mem["full"] < mem["uniform:8"] < mem["none"] and mem["full"] < mem["block:10"] < mem["none"]
+    with pytest.raises(ParameterError, match="recompute policy"):
+        predict.step_time(cfg, recompute="every_k:3", **run)
+    with pytest.raises(ParameterError, match="block:41"):
+        predict.step_time(cfg, recompute="block:41", **run)

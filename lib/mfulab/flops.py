@@ -139,6 +139,25 @@ def flops_per_token(
     return model_flops + extra
 
 
+def recompute_flops_per_token(
+    cfg: TransformerConfig, *, convention: str = "palm", form: str = "none", share: float = 1.0
+) -> float:
+    """Hardware FLOPs per token (the HFU numerator) when ``share`` of the layers recompute the
+    Table 2 ``form``: ``none``, ``selective``, ``full`` (:func:`flops_per_token`) or ``mlp``
+    (one more forward of every MLP matrix: 2 FLOPs per weight and token, the source article's
+    A14 policy). ``share`` < 1 is a partial checkpoint (Megatron's ``--recompute-method block``:
+    k of a stage's layers re-run their whole forward)."""
+    if not 0 <= share <= 1:
+        raise ParameterError(f"share must be in [0, 1], got {share!r}")
+    model = flops_per_token(cfg, convention=convention)
+    if form == "mlp":
+        n_mats = 3 if cfg.mlp == "swiglu" else 2
+        extra = cfg.n_layers * 2 * n_mats * cfg.d_model * cfg.d_ff
+    else:
+        extra = flops_per_token(cfg, convention=convention, recompute=form) - model
+    return model + share * extra
+
+
 def megatron_flops_per_token(
     cfg: TransformerConfig, *, recompute: str = "none", seq_len: int | None = None
 ) -> float:

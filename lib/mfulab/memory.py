@@ -27,6 +27,8 @@ Sources:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .config import ParameterError, TransformerConfig, check_recompute
 
 ACTIVATION_RECOMPUTE = ("none", "selective", "mlp", "full")  # modelled subset of config.RECOMPUTE_POLICIES
@@ -93,6 +95,115 @@ def activation_bytes_per_layer(
         return sbh * per_sbh + lse_bytes
     per_as2b = 0.0 if recompute == "selective" else (e + (e + 1) * mask) / t
     return sbh * per_sbh + a * s * s * b * per_as2b
+
+
+# ---------------------------------------------------------------------------- recompute plans
+CHECKPOINT_METHODS = ("block", "uniform")  # Megatron's --recompute-method
+
+
+@dataclass(frozen=True)
+class RecomputePlan:
+    """A recompute policy as a plan over a pipeline stage's layers: a Table 2 form for every
+    layer (``none``, ``selective``, ``mlp``), or whole layers checkpointed as Megatron's
+    ``--recompute-method`` does it: ``block:<k>`` checkpoints each of the first k layers of a
+    stage; ``uniform:<k>`` checkpoints the stage's layers in chunks of k (every layer is
+    recomputed); ``full`` is ``uniform:1``."""
+
+    name: str
+    table2: str  # the per-layer Table 2 form of the layers it recomputes
+    method: str | None = None  # block | uniform | None (a Table 2 form on every layer)
+    k: int | None = None
+
+    def segments(self, layers: int) -> list[tuple[int, bool]]:
+        """The stage's layers as (size, checkpointed) segments, first layer first."""
+        if self.method is None:
+            return [(1, False)] * layers
+        if self.method == "block":
+            k = min(self.k, layers)
+            return [(1, True)] * k + [(1, False)] * (layers - k)
+        sizes = [min(self.k, layers - start) for start in range(0, layers, self.k)]
+        return [(size, True) for size in sizes]
+
+    def recomputed_layers(self, layers: float) -> float:
+        """Layers of a stage of ``layers`` whose whole forward runs again (checkpointed);
+        a Table 2 form recomputes part of every layer and counts none here."""
+        if self.method is None:
+            return 0
+        return min(self.k, layers) if self.method == "block" else layers
+
+    def form_share(self, layers: float) -> float:
+        """Share of a stage's layers that recompute their :attr:`table2` form: every layer for a
+        Table 2 policy, the checkpointed ones for ``block``/``uniform``."""
+        if self.method is None:
+            return 1.0 if self.table2 != "none" else 0.0
+        return self.recomputed_layers(layers) / layers if layers else 0.0
+
+
+RECOMPUTE_PLANS = ("none", "selective", "mlp", "full", "block:<k>", "uniform:<k>")
+
+
+def recompute_plan(policy: str, n_layers: int) -> RecomputePlan:
+    """A recompute policy string → :class:`RecomputePlan` (k between 1 and ``n_layers``)."""
+    method, _, k = policy.partition(":")
+    if method in CHECKPOINT_METHODS and k:
+        if not k.isdigit() or not 1 <= int(k) <= n_layers:
+            raise ParameterError(f"{policy}: k must be a whole number between 1 and n_layers={n_layers}")
+        return RecomputePlan(policy, "full", method, int(k))
+    if policy == "full":
+        return RecomputePlan(policy, "full", "uniform", 1)
+    if policy not in ("none", "selective", "mlp"):
+        raise ParameterError(f"recompute policy must be one of {', '.join(RECOMPUTE_PLANS)}; got {policy!r}")
+    return RecomputePlan(policy, policy)
+
+
+def stage_activation_bytes(
+    cfg: TransformerConfig,
+    plan: RecomputePlan,
+    *,
+    layers: int,
+    in_flight: int,
+    micro_batch: int,
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    fused_attention: bool = False,
+    dropout: bool = True,
+    bytes_per_elem: float = 2,
+) -> dict:
+    """Activation bytes of one pipeline stage of ``layers`` layers with ``in_flight``
+    micro-batches in flight (1F1B: p − i on stage i, Korthikanti Sec. 4.2.3): kept at the end
+    of the forward pass (``stored_bytes``, Table 2 per layer, :func:`activation_bytes_per_layer`)
+    and at the peak of the backward pass (``peak_bytes``).
+
+    One micro-batch runs its backward, segment by segment from the last: while segment j does,
+    the segments before it keep what they stored, and j itself holds what its backward needs, a
+    whole layer's activations for each of its layers (a checkpointed segment recomputes them;
+    a selective or mlp layer recomputes its part). ``uniform:12`` on 40 layers thus peaks at
+    two chunk inputs plus 12 full layers; ``block:k`` peaks at the end of the forward pass;
+    ``full`` at every layer's input plus one whole layer."""
+    kw = dict(
+        micro_batch=micro_batch,
+        tp=tp,
+        sequence_parallel=sequence_parallel,
+        fused_attention=fused_attention,
+        dropout=dropout,
+        bytes_per_elem=bytes_per_elem,
+    )
+    full_layer = activation_bytes_per_layer(cfg, recompute="none", **kw)
+    checkpoint = activation_bytes_per_layer(cfg, recompute="full", **kw)  # a segment's input
+    # a layer outside every checkpoint keeps its own Table 2 form (all of it under block/uniform)
+    own_form = activation_bytes_per_layer(cfg, recompute=plan.table2 if plan.method is None else "none", **kw)
+    segments = plan.segments(layers)
+    stored = [checkpoint if ckpt else size * own_form for size, ckpt in segments]
+    stored_one = sum(stored)
+    backward = [sum(stored[:j]) + max(stored[j], size * full_layer) for j, (size, _) in enumerate(segments)]
+    peak_one = max([stored_one, *backward])
+    return {
+        "stored_bytes": in_flight * stored_one,
+        "peak_bytes": (in_flight - 1) * stored_one + peak_one,
+        "stored_one_bytes": stored_one,
+        "peak_one_bytes": peak_one,
+        "recomputed_layers": plan.recomputed_layers(layers),
+    }
 
 
 def model_state_bytes_per_device(n_params: float, *, n_devices: int, zero_stage: int, k: float = 12) -> float:
@@ -234,122 +345,3 @@ def step_peak_bytes(
         "logits_bytes": logits_bytes,
         "total_bytes": total,
     }
-
-
-# ---------------------------------------------------------------------------- DP collectives by framework
-DP_FRAMEWORKS = ("ddp", "megatron", "deepspeed", "fsdp")
-DP_ZERO_STAGES = {"ddp": (0,), "megatron": (0, 1), "deepspeed": (0, 1, 2, 3), "fsdp": (2, 3)}
-# When a DP call can run beside compute: under the last micro-batch's backward (gradients reduced
-# once per step), under every micro-batch's backward or forward, or after the optimizer (parameter
-# all-gather of a sharded optimizer, before the next step's first forward).
-DP_PHASES = ("last_backward", "backward", "forward", "after_step")
-# Framework defaults (each a named argument of dp_collectives, with its source):
-DDP_BUCKET_BYTES = 25 * 2**20  # torch DistributedDataParallel(bucket_cap_mb=25)
-DDP_FIRST_BUCKET_BYTES = 2**20  # DDP's first bucket: 1 MiB (torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES)
-DEEPSPEED_BUCKET_ELEMS = 5e8  # DeepSpeed zero_optimization reduce_bucket_size and allgather_bucket_size
-DEEPSPEED_PREFETCH_ELEMS = 5e7  # DeepSpeed ZeRO-3 stage3_prefetch_bucket_size
-MEGATRON_MIN_BUCKET_ELEMS, MEGATRON_BUCKET_ELEMS_PER_RANK = 40e6, 1e6  # max(40M, 1M·dp) (Megatron-Core DDP)
-
-
-def _calls(total: float, per_call: float, at_least: int = 1) -> int:
-    return max(at_least, int(-(-total // per_call)))
-
-
-def dp_collectives(
-    n_params: float,
-    *,
-    dp: int,
-    zero_stage: int,
-    micro_batches: int,
-    framework: str,
-    units: int = 1,
-    grad_bytes_per_elem: float = 2,
-    param_bytes_per_elem: float = 2,
-    overlap: bool = True,
-    ddp_bucket_bytes: float = DDP_BUCKET_BYTES,
-    deepspeed_bucket_elems: float = DEEPSPEED_BUCKET_ELEMS,
-    deepspeed_prefetch_elems: float = DEEPSPEED_PREFETCH_ELEMS,
-) -> list[dict]:
-    """The data-parallel collectives of one optimizer step for a ``n_params`` replica shard,
-    as each framework issues them: ``[{op, phase, calls, bytes_per_call}]`` with the full buffer
-    of each call (an all-reduce's input, an all-gather's output); :data:`DP_PHASES` says what
-    a call can hide under. ``units``: the FSDP units (one per block) or ZeRO-3 modules.
-
-    - ``ddp`` (PyTorch DDP, no_sync over the accumulation steps): one all-reduce of the
-      gradients per step in buckets of ``ddp_bucket_bytes``, the first 1 MiB;
-    - ``megatron`` (Megatron-LM/-Core): ZeRO 0 all-reduces the gradient buffer, the distributed
-      optimizer (ZeRO 1) reduce-scatters it and all-gathers the updated parameters; buckets of
-      max(40M, 1M·dp) elements with ``overlap`` (``--overlap-grad-reduce``), else one call;
-    - ``deepspeed`` (Rajbhandari et al. 2020): ZeRO 0 all-reduces, 1 reduce-scatters once per
-      step, 2 every micro-batch, each in buckets of ``deepspeed_bucket_elems``, then the
-      parameters are all-gathered in buckets of the same size; 3 all-gathers every micro-batch's
-      parameters forward and backward (``deepspeed_prefetch_elems`` per call, at least one per
-      unit) and reduce-scatters its gradients;
-    - ``fsdp`` (FSDP/FSDP2, Zhao et al. 2023): per micro-batch and unit one all-gather forward,
-      one reduce-scatter backward, and with FULL_SHARD (ZeRO 3) one all-gather backward again.
-
-    With equal element sizes the bytes are :func:`zero_traffic_bytes_per_step`'s for
-    ``deepspeed`` (a test pins it)."""
-    if framework not in DP_FRAMEWORKS:
-        raise ParameterError(f"framework must be one of {', '.join(DP_FRAMEWORKS)}; got {framework!r}")
-    if zero_stage not in DP_ZERO_STAGES[framework]:
-        raise ParameterError(
-            f"{framework} runs ZeRO stage {' or '.join(map(str, DP_ZERO_STAGES[framework]))}, not "
-            f"{zero_stage!r} (FSDP's SHARD_GRAD_OP is 2 and FULL_SHARD 3; Megatron's distributed "
-            "optimizer is 1; DDP shards nothing)"
-        )
-    if not (isinstance(micro_batches, int) and micro_batches >= 1 and isinstance(units, int) and units >= 1):
-        raise ParameterError("micro_batches and units must be whole numbers ≥ 1")
-    if dp == 1:
-        return []
-    m = micro_batches
-    grad_bytes, param_bytes = n_params * grad_bytes_per_elem, n_params * param_bytes_per_elem
-
-    def call(op, phase, total_bytes, n_calls, repeats=1):
-        return {"op": op, "phase": phase, "calls": n_calls * repeats, "bytes_per_call": total_bytes / n_calls}
-
-    if framework == "ddp":
-        rest = max(0.0, grad_bytes - DDP_FIRST_BUCKET_BYTES)
-        n_calls = 1 + (_calls(rest, ddp_bucket_bytes) if rest > 0 else 0)
-        return [call("all_reduce", "last_backward", grad_bytes, n_calls)]
-    if framework == "megatron":
-        bucket_bytes = (
-            max(MEGATRON_MIN_BUCKET_ELEMS, MEGATRON_BUCKET_ELEMS_PER_RANK * dp) * grad_bytes_per_elem
-        )
-        n_calls = _calls(grad_bytes, bucket_bytes) if overlap else 1
-        if zero_stage == 0:
-            return [call("all_reduce", "last_backward", grad_bytes, n_calls)]
-        return [
-            call("reduce_scatter", "last_backward", grad_bytes, n_calls),
-            call("all_gather", "after_step", param_bytes, n_calls),
-        ]
-    if framework == "fsdp":
-        out = [
-            call("all_gather", "forward", param_bytes, units, m),
-            call("reduce_scatter", "backward", grad_bytes, units, m),
-        ]
-        if zero_stage == 3:
-            out.append(call("all_gather", "backward", param_bytes, units, m))
-        return out
-    bucket = deepspeed_bucket_elems
-    if zero_stage == 0:
-        return [call("all_reduce", "last_backward", grad_bytes, _calls(n_params, bucket))]
-    if zero_stage in (1, 2):
-        reduce = (
-            call("reduce_scatter", "last_backward", grad_bytes, _calls(n_params, bucket))
-            if zero_stage == 1
-            else call("reduce_scatter", "backward", grad_bytes, _calls(n_params, bucket), m)
-        )
-        return [reduce, call("all_gather", "after_step", param_bytes, _calls(n_params, bucket))]
-    gathers = _calls(n_params, deepspeed_prefetch_elems, at_least=units)
-    return [
-        call("all_gather", "forward", param_bytes, gathers, m),
-        call("all_gather", "backward", param_bytes, gathers, m),
-        call("reduce_scatter", "backward", grad_bytes, _calls(n_params, bucket), m),
-    ]
-
-
-def dp_bytes_per_step(collectives: list[dict]) -> float:
-    """The summed buffers of :func:`dp_collectives` (an all-reduce counted twice: a
-    reduce-scatter and an all-gather), comparable with :func:`zero_traffic_bytes_per_step`."""
-    return sum(c["calls"] * c["bytes_per_call"] * (2 if c["op"] == "all_reduce" else 1) for c in collectives)

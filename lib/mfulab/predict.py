@@ -20,8 +20,11 @@ Per micro-batch and pipeline stage (a device holds L/p layers, 1/t of each; T = 
                   writes (Megatron-LM's fused kernels, Narayanan et al. 2021 §4.2) at
                   ``memory_efficiency`` · BW; backward moves ``backward_traffic_factor`` × as
                   many bytes; with sequence parallelism the norms and dropouts touch T/t rows
-    recompute     the forward again of what the policy recomputes (``full``: the layer;
-                  ``selective``: the attention core; Korthikanti et al. 2022 §4–5)
+    recompute     the forward again of what the policy recomputes (``memory.recompute_plan``:
+                  ``full``: the layer; ``selective``: the attention core, Korthikanti et al.
+                  2022 §4–5; ``mlp``: the MLP branch; ``block:k``/``uniform:k``: Megatron's
+                  --recompute-method, whole layers on k or all of a stage's layers), with the
+                  forward TP collectives of what it re-runs
     pipeline      interior stages hold L/p layers; with ``uneven_end_stages`` (Llama 3, BLOOM)
                   the first and last hold fewer, and the slowest stage sets the pace
     tp_comm       4 all-reduces per layer (or 4 all-gathers + 4 reduce-scatters with sequence
@@ -32,7 +35,7 @@ Per micro-batch and pipeline stage (a device holds L/p layers, 1/t of each; T = 
 The step (Narayanan et al. 2021 §2.2), in five named steps — :func:`check_layout`,
 :func:`stage_terms`, :func:`pipeline_terms` (the bubble from
 ``parallel.pipeline_schedule_costs``), :func:`dp_terms` (the framework's collectives from
-``memory.dp_collectives``, each call priced by NCCL's own latency model and algorithm choice,
+``comm.dp_collectives``, each call priced by NCCL's own latency model and algorithm choice,
 ``comm.nccl_call_s``) and :func:`memory_terms`:
 
     step = m·t_mb + bubble + pp_p2p + dp_exposed + optimizer + data
@@ -46,14 +49,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, fields, replace
 
-from . import flops, memory, parallel
+from . import comm, flops, memory, parallel
 from .config import ParameterError, TransformerConfig
 from .predict_rates import Assumptions, machine_rates
 from .step_terms import dp_call_s, dp_group, dp_terms, gemm_s, memory_terms, pipeline_terms, stage_terms
 
-RECOMPUTES = ("none", "selective", "full")
+RECOMPUTES = memory.RECOMPUTE_PLANS  # none, selective, mlp, full, block:<k>, uniform:<k>
 ATTENTIONS = ("unfused", "flash")
-FRAMEWORKS = ("auto", *memory.DP_FRAMEWORKS)
+FRAMEWORKS = ("auto", *comm.DP_FRAMEWORKS)
 DTYPES = ("bf16", "fp16", "tf32", "fp32")  # the GEMM precisions the model prices
 TERMS = (
     "matmul_s",
@@ -137,8 +140,7 @@ def check_layout(
             f"the step model prices GEMMs in {', '.join(DTYPES)}; {dtype!r} is not modelled (FP8 GEMMs mix "
             "precisions per GEMM and need their own scaling kernels)"
         )
-    if recompute not in RECOMPUTES:
-        raise ParameterError(f"recompute must be one of {', '.join(RECOMPUTES)}; got {recompute!r}")
+    memory.recompute_plan(recompute, cfg.n_layers)  # refuses a policy it does not model
     if attention not in ATTENTIONS:
         raise ParameterError(f"attention must be one of {', '.join(ATTENTIONS)}; got {attention!r}")
     if framework not in FRAMEWORKS:
@@ -147,9 +149,9 @@ def check_layout(
         raise ParameterError(f"zero_stage must be 0, 1, 2 or 3; got {zero_stage!r}")
     if framework == "auto":
         framework = {0: "megatron", 1: "megatron", 2: "deepspeed", 3: "fsdp"}[zero_stage]
-    if zero_stage not in memory.DP_ZERO_STAGES[framework]:
+    if zero_stage not in comm.DP_ZERO_STAGES[framework]:
         raise ParameterError(
-            f"{framework} runs ZeRO stage {' or '.join(map(str, memory.DP_ZERO_STAGES[framework]))}, "
+            f"{framework} runs ZeRO stage {' or '.join(map(str, comm.DP_ZERO_STAGES[framework]))}, "
             f"not {zero_stage}"
         )
     if n_devices % (tp * pp):
@@ -305,8 +307,13 @@ def step_time(
     tokens = global_batch * cfg.seq_len
     peak_total = n_devices * rates.peak_flops_per_s * step_s
 
+    plan = memory.recompute_plan(recompute, cfg.n_layers)
+    recomputed_share = plan.form_share(layout["interior_layers"])
+
     def util(convention, policy):
-        return flops.flops_per_token(cfg, convention=convention, recompute=policy) * tokens / peak_total
+        form, share = (plan.table2, recomputed_share) if policy != "none" else ("none", 0.0)
+        hardware = flops.recompute_flops_per_token(cfg, convention=convention, form=form, share=share)
+        return hardware * tokens / peak_total
 
     mem = memory_terms(
         cfg, layout, rates=rates, a=a, recompute=recompute, attention=attention, dropout=dropout

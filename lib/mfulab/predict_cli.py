@@ -130,7 +130,7 @@ def search(cfg, args):
     common = _common(args)
     zero_stages = (0, 1, 2, 3)
     if args.framework != "auto":
-        from .memory import DP_ZERO_STAGES
+        from .comm import DP_ZERO_STAGES
 
         zero_stages = DP_ZERO_STAGES[args.framework]
     df = plan(

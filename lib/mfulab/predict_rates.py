@@ -82,7 +82,7 @@ class Assumptions:
     # share of the compute a DP collective can hide under that it does hide under (our
     # assumption: NCCL kernels take SMs and memory bandwidth from the compute they overlap)
     dp_overlap: float = 0.8
-    # the frameworks' bucket sizes (memory.dp_collectives: their defaults and sources)
+    # the frameworks' bucket sizes (comm.dp_collectives: their defaults and sources)
     ddp_bucket_bytes: float = 25 * 2**20
     deepspeed_bucket_elems: float = 5e8
     deepspeed_prefetch_elems: float = 5e7

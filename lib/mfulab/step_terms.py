@@ -4,7 +4,7 @@
 micro-batch), :func:`stage_terms` (the slowest pipeline stage, with its TP collectives),
 :func:`pipeline_terms` (the bubble of ``parallel.pipeline_schedule_costs`` and the
 point-to-point sends), :func:`dp_terms` (the framework's DP collectives from
-``memory.dp_collectives``, each call priced by ``comm.nccl_call_s``) and :func:`memory_terms`
+``comm.dp_collectives``, each call priced by ``comm.nccl_call_s``) and :func:`memory_terms`
 (bytes per device, and whether the layout fits)."""
 
 from __future__ import annotations
@@ -58,10 +58,11 @@ def layer_terms(
     q, H, Hkv, f = cfg.head_dim, cfg.n_heads // tp, cfg.n_kv_heads // tp, cfg.d_ff // tp
     n_up = 2 if cfg.mlp == "swiglu" else 1
     gemms = [(T, (H + 2 * Hkv) * q, h), (T, h, H * q), (T, n_up * f, h), (T, h, f)]
-    mm_f = mm_b = 0.0
-    for m_, n_, k_ in gemms:
+    mm_f = mm_b = mlp_mm_f = 0.0
+    for i, (m_, n_, k_) in enumerate(gemms):
         fw, bw = _fwd_bwd_gemm_s(m_, n_, k_, rates, e)
         mm_f, mm_b = mm_f + fw, mm_b + bw
+        mlp_mm_f += fw if i >= 2 else 0.0  # the MLP's up (and gate) and down projections
 
     bw_eff = rates.memory_bytes_per_s
     heads_in_batch = micro_batch * H
@@ -95,6 +96,8 @@ def layer_terms(
         "forward_s": mm_f + att_f + elem_f,
         "full_forward_s": mm_f + att_f + elem_f,
         "attention_forward_s": att_f if attention == "unfused" else 0.0,  # flash recomputes inside
+        # the MLP branch from its input: its GEMMs, its activation and the second norm
+        "mlp_forward_s": mlp_mm_f + (act_bytes + norm_bytes / 2) / bw_eff,
     }
 
 
@@ -138,13 +141,18 @@ def stage_terms(
         a=a,
     )
     edge = _edge_terms(cfg, micro_batch=b, tp=tp, rates=rates, a=a)
-    recompute_layer_s = {
+    # the recompute plan (memory.recompute_plan): the Table 2 form's forward again, on every layer
+    # or on the checkpointed ones; recomputing a layer repeats its forward TP collectives too
+    plan = memory.recompute_plan(recompute, cfg.n_layers)
+    form_forward_s = {
         "none": 0.0,
         "selective": layer["attention_forward_s"],
+        "mlp": layer["mlp_forward_s"],
         "full": layer["full_forward_s"],
-    }[recompute]
+    }[plan.table2]
+    repeated_tp_share = {"none": 0.0, "selective": 0.0, "mlp": 0.25, "full": 0.5}[plan.table2]
     tp_link = rates.link(tp, layout["devices_per_node"])
-    tp_layer_s = parallel.tp_comm_time_per_layer(
+    tp_base_s = parallel.tp_comm_time_per_layer(
         cfg,
         micro_batch=b,
         tp=tp,
@@ -152,20 +160,27 @@ def stage_terms(
         link_bytes_per_s=tp_link.bytes_per_s,
         sequence_parallel=sp,
         bytes_per_elem=a.bytes_per_elem,
-    ) * (1.5 if recompute == "full" else 1.0)  # full recompute repeats the forward's collectives
-    if tp_comm_overlap:
-        tp_layer_s = max(0.0, tp_layer_s - a.tp_overlap_share * layer["matmul_s"])
+    )
+
+    def exposed_tp_s(collectives_s: float) -> float:
+        if not tp_comm_overlap:
+            return collectives_s
+        return max(0.0, collectives_s - a.tp_overlap_share * layer["matmul_s"])
+
+    tp_plain_s = exposed_tp_s(tp_base_s)
+    tp_recomputed_s = exposed_tp_s(tp_base_s * (1 + repeated_tp_share))
     per_layer = {
         "matmul_s": layer["matmul_s"],
         "attention_s": layer["attention_s"],
         "memory_bound_s": layer["memory_bound_s"],
-        "recompute_s": recompute_layer_s,
-        "tp_comm_s": tp_layer_s,
         "forward_s": layer["forward_s"],
     }
 
     def stage(n_layers: float, *, first: bool, last: bool) -> dict:
         out = {k: n_layers * v for k, v in per_layer.items()}
+        share = plan.form_share(n_layers)
+        out["recompute_s"] = n_layers * share * form_forward_s
+        out["tp_comm_s"] = n_layers * ((1 - share) * tp_plain_s + share * tp_recomputed_s)
         out["matmul_s"] += edge["logits_matmul_s"] if last else 0.0
         out["memory_bound_s"] += (edge["loss_s"] if last else 0.0) + (edge["embedding_s"] if first else 0.0)
         out["forward_s"] += edge["logits_forward_s"] if last else 0.0
@@ -244,7 +259,7 @@ def dp_terms(
     overlap: bool = True,
     overlap_param_gather: bool = False,
 ) -> dict:
-    """The data-parallel collectives of one step (``memory.dp_collectives``: what the framework
+    """The data-parallel collectives of one step (``comm.dp_collectives``: what the framework
     issues, call by call), each call priced by NCCL's latency model and algorithm choice
     (``comm.nccl_call_s``) over the DP group's link, and what stays exposed. A call hides under
     the compute of its phase (``forward_s``, ``backward_s``: the whole step's, per stage) times
@@ -255,7 +270,7 @@ def dp_terms(
     if dp == 1:
         return {"dp_comm_s": 0.0, "dp_comm_exposed_s": 0.0, "dp_calls": 0, "dp_algorithms": ""}
     n_params_shard = flops.param_count(cfg) / (tp * pp)
-    calls = memory.dp_collectives(
+    calls = comm.dp_collectives(
         n_params_shard,
         dp=dp,
         zero_stage=layout["zero_stage"],
@@ -324,25 +339,37 @@ def memory_terms(
         pp=layout["pp"],
         dp=layout["dp"],
         zero_stage=layout["zero_stage"],
-        sequence_parallel=layout["sequence_parallel"],
-        recompute=recompute,
         bytes_per_elem=a.bytes_per_elem,
-        dropout=dropout,
-        fused_attention=attention == "flash",
     )
     costs = parallel.pipeline_schedule_costs(
         p=layout["pp"], m=layout["m"], v=layout["vpp"], schedule=layout["schedule"]
     )
-    # 1F1B: stage i keeps p − i micro-batches of its layers in flight; with even stages the first
-    # holds the most, L layers' worth (Korthikanti §4.2.3); with uneven end stages the second may
+    # 1F1B: stage i keeps p − i micro-batches of its layers in flight (Korthikanti §4.2.3); with
+    # even stages the first holds the most, with uneven end stages the second may; the stage
+    # peaks while one micro-batch runs its backward (memory.stage_activation_bytes)
     pp, end, interior = layout["pp"], layout["end_layers"], layout["interior_layers"]
-    in_flight_layers = cfg.n_layers if pp == 1 else max(pp * end, (pp - 1) * (interior if pp > 2 else end))
-    activations_bytes = mem["activations_bytes"] * in_flight_layers / cfg.n_layers
-    memory_bytes = mem["model_states_bytes"] + activations_bytes * costs["activation_layers_factor"]
-    memory_bytes += mem["logits_bytes"]
+    plan = memory.recompute_plan(recompute, cfg.n_layers)
+    kw = dict(
+        micro_batch=layout["micro_batch"],
+        tp=layout["tp"],
+        sequence_parallel=layout["sequence_parallel"],
+        fused_attention=attention == "flash",
+        dropout=dropout,
+        bytes_per_elem=a.bytes_per_elem,
+    )
+    candidates = [(math.ceil(end), pp)] + ([(interior, pp - 1)] if pp > 1 else [])
+    stages = [memory.stage_activation_bytes(cfg, plan, layers=n, in_flight=f, **kw) for n, f in candidates]
+    # interleaving keeps activation_layers_factor × as many stored layers in flight
+    activations_bytes = max(
+        costs["activation_layers_factor"] * st["stored_bytes"] + st["peak_one_bytes"] - st["stored_one_bytes"]
+        for st in stages
+    )
+    memory_bytes = mem["model_states_bytes"] + activations_bytes + mem["logits_bytes"]
     capacity = rates.memory_capacity_bytes
     return {
         "memory_gib": memory_bytes / 2**30,
+        "model_states_gib": mem["model_states_bytes"] / 2**30,
+        "activations_gib": activations_bytes / 2**30,
         "device_memory_gib": None if capacity is None else capacity / 2**30,
         "fits": None if capacity is None else memory_bytes <= (1 - a.memory_margin) * capacity,
     }
