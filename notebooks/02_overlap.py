@@ -243,6 +243,13 @@ display(
 # says whether the reading survives; `scale.a4_flip_link` finds the intra-node bandwidth at
 # which A4's reading changes.
 #
+# **What changed with the one step model.** Until this revision A4 had a model of its own:
+# 6N FLOPs per token at an assumed 50% MFU, and ring α–β costs with 20 µs per step over an
+# NVLink-3-class 300 GB/s inside the node. The 910B has HCCS, not NVLink. Now the compute,
+# links and per-call latencies are the step model's, on the 910B's own table entry. The step
+# model also prices the whole step without and with overlap, so it can be set beside the
+# article's 3.2 and 2.1 s. The A4 row of the claims table gives the reading it supports.
+#
 # **Gradient accumulation in A4** is varied the way a run varies it: at a fixed global batch
 # (32 sequences), a micro-batch b gives 32 / (b · dp) accumulation steps. Larger micro-batches
 # mean fewer TP all-reduces per step, each of a larger b·s·h message: the bytes moved stay the

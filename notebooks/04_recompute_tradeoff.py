@@ -22,9 +22,9 @@
 # 3. measures the trade-off: memory vs step time, and MFU vs HFU vs tokens/s (claim **B7**);
 # 4. compares the two "selective" policies — recompute the attention core or the MLP — with
 #    and without a fused attention kernel (**A14**);
-# 5. plans memory at the articles' scale: the 13B launch command (**A17**), 7B/70B on 80 and
-#    139 GiB cards, and ZeRO-2 vs ZeRO-3 (**A12**), with the sensitivity of every conclusion
-#    to the planner's assumptions.
+# 5. plans memory and throughput at the articles' scale with the course's step model: the 13B
+#    launch command (**A17**), 7B/70B on A100 and H200 cards, and ZeRO-2 vs ZeRO-3 (**A12**),
+#    with the sensitivity of every conclusion to the step model's assumptions.
 #
 # The policies are switches of the reference model: `none`; `selective` (attention core:
 # scores, softmax, A·V — Korthikanti's choice); `mlp` (norm + MLP — article A's
@@ -175,9 +175,10 @@ budget
 
 # %% [markdown]
 # On a CPU a larger micro-batch buys little (the cores are already busy at the smallest
-# one; the table above shows whether it did on the device that ran), so the extra FLOPs of recomputation show up as lost throughput. On a GPU, where small
-# micro-batches under-fill the device, the planner below can predict the opposite (it
-# depends on an assumed throughput curve). Either way, the article's "MFU dipped while
+# one; the table above shows whether it did on the device that ran), so the extra FLOPs of
+# recomputation show up as lost throughput. On a GPU a larger micro-batch can pay for them
+# where a small one under-fills the device; the planner below asks the course's step model
+# (chapter 10) whether it does at the articles' scale. Either way, the article's "MFU dipped while
 # tokens/s rose" cannot describe one model on one cluster: neither MFU nor HFU can fall
 # while tokens/s rises. An MFU that dips has changed its FLOPs count (a different formula
 # or sequence length) or its device count between the two runs.
@@ -266,18 +267,28 @@ a14_seq
 # %% [markdown]
 # ## 5 · At the articles' scale: the planner (A17) and ZeRO stages (A12)
 #
-# The planner puts Table 2 and the ZeRO model-state formulas together for a stated cluster.
-# A checkpointed segment's activations count again while that segment runs its backward.
-# A plan **fits** when it stays within the card less a stated **fragmentation margin**
-# (`fragmentation_margin`, our assumption; ZeRO, Sec. 3.2, saw out-of-memory errors with over
-# 30% of memory free in extreme cases). Throughput follows an **assumed curve**, neither
-# measured nor cited: a device reaches `planner_peak_utilisation` of its peak on hardware
-# FLOPs at large micro-batches, half of that at `planner_half_saturation_tokens` tokens per
-# micro-batch, and pipelining idles (p − 1)/(m + p − 1) of the step. Llama shapes (SwiGLU,
-# grouped KV heads) are approximated by the GPT form of Table 2. Table 2 as printed assumes
-# non-fused attention (the a·s² scores stored), and so do the stated cases; the sensitivity
-# table below replaces them by a fused kernel's log-sum-exp (section 4) in the row
-# `attention=fused`.
+# The planner prices every (policy, micro-batch) of a stated case with the course's one step
+# model (`predict.step_time`, validated against published runs in chapter 10), on the case's
+# device from `devices.yaml` (the 910B, A100 or H200: peak, memory, links). Its step holds the
+# GEMMs under a roofline at `planner_matmul_share_of_mamf` of the device's best measured GEMM,
+# attention, memory-bound ops and the optimizer. It adds the recomputed forward (`block:k`
+# and `uniform:k` as Megatron runs them), the TP collectives that forward repeats, the 1F1B
+# bubble and the data-parallel buckets. Its memory is Table 2 with the ZeRO model-state
+# formulas, where a checkpointed segment's activations count again while that segment runs
+# its backward (`memory.stage_activation_bytes`). A plan **fits** when it stays within the card
+# less a stated **fragmentation margin** (`fragmentation_margin`, our assumption; ZeRO, Sec.
+# 3.2, saw out-of-memory errors with over 30% of memory free in extreme cases). Llama shapes
+# (SwiGLU, grouped KV heads) are counted as such. Table 2 as printed assumes non-fused
+# attention (the a·s² scores stored), and so do the stated cases; the sensitivity table below
+# replaces them by a fused kernel's log-sum-exp (section 4) in the row `attention=fused`.
+#
+# **What changed with the one step model.** Until this revision the planner priced a step with
+# its own assumed curve: 55% of the peak at large micro-batches, half of that at 2,048 tokens
+# per micro-batch. That curve made a larger micro-batch worth recomputing for. The step model's
+# GEMMs at 4,096-token sequences are already large enough to run near their ceiling at one
+# sequence, so a larger micro-batch buys little. Recompute then pays only where nothing else
+# fits. The decisions below are the step model's; the A17 memory figures are unchanged (the
+# same Table 2 accounting, now in `memory.py`).
 #
 # **A17** is the article's launch command: one machine of 8 cards, TP = 8, PP = 1, so DP = 1
 # and ZeRO-2 has nothing to shard. Its `--recompute-method uniform --recompute-num-layers 12`
@@ -302,7 +313,7 @@ chosen["case policy micro_batch total_gib usable_gib fits tokens_per_s mfu hfu d
 if any(c["name"] == stated.A17_CASE["name"] for c in p.planner_cases):
     a17 = sensitivity.a17_readings(
         stated.A17_CASE,
-        throughput=p.throughput(),
+        assumptions=p.step_assumptions(),
         fragmentation_margin=p.fragmentation_margin,
         micro_batch=stated.A17_MICRO_BATCH,
     )
@@ -311,17 +322,17 @@ if any(c["name"] == stated.A17_CASE["name"] for c in p.planner_cases):
 
 # %% [markdown]
 # **How much the decisions rest on the assumptions.** Each row varies one assumption and
-# keeps the others as stated; `*` marks a decision that differs from the stated one. The peak
-# utilisation scales every plan alike and moves no decision; the half-saturation point
-# decides what a larger micro-batch is worth, and with it whether recompute pays; the
-# margin decides what fits. The attention kernel decides the most: `selective` wins every
-# case only because non-fused attention stores the a·s² scores it frees; with a fused kernel
-# (today's norm on A100/H200, and A14's regime) it frees almost nothing and no case chooses it.
-# The A17 rows above say whether the command fits at each margin.
+# keeps the others as stated; `*` marks a decision that differs from the stated one. The
+# GEMMs' share of MAMF scales every plan nearly alike; a GEMM kernel's launch latency t₀
+# decides how much a small micro-batch under-fills the device, and with it whether a larger
+# micro-batch pays for recompute; the margin decides what fits; the attention kernel decides
+# how much `selective` frees (with a fused kernel almost nothing, section 4). The A17 rows above
+# say whether the command fits at each margin; the summary at the end counts the rows that
+# move a decision.
 
 # %%
 decisions = sensitivity.decisions(
-    p.planner_cases, throughput=p.throughput(), fragmentation_margin=p.fragmentation_margin
+    p.planner_cases, assumptions=p.step_assumptions(), fragmentation_margin=p.fragmentation_margin
 )
 results.save_table(out, "planner_sensitivity", decisions)
 decisions

@@ -98,8 +98,7 @@ def case(**changes):
     base = {
         "name": "t",
         "preset": "article-13b",
-        "device_memory_gib": 64,
-        "peak_flops_per_s": 3.2e14,
+        "device": "ascend-910b",
         "tp": 8,
         "pp": 1,
         "dp": 4,
@@ -121,7 +120,7 @@ def test_planner_fit_boundary_and_shortfall():
         assert row.fits == (row.total_gib <= 64 * 0.9)
         assert row.shortfall_gib == pytest.approx(max(0.0, row.total_gib - 64 * 0.9))
     assert none.loc[1, "fits"] and not none.loc[8, "fits"]
-    tiny = planner.plan_case(case(device_memory_gib=1))
+    tiny = planner.plan_case(case(), fragmentation_margin=0.95)  # 3.2 of the 910B's 64 GiB usable
     assert not tiny.fits.any() and (tiny.shortfall_gib > 0).all() and tiny.tokens_per_s.isna().all()
     full = plan[plan.policy == "full"].set_index("micro_batch")
     assert (full.mfu < full.hfu).all()  # recomputed FLOPs count in HFU only
@@ -137,8 +136,10 @@ def test_planner_bad_cases():
         planner.plan_case(case(policies=["block:41"]))
     with pytest.raises(ParameterError, match="uniform:0"):
         planner.plan_case(case(policies=["uniform:0"]))
-    with pytest.raises(ParameterError, match="planner policy"):
+    with pytest.raises(ParameterError, match="recompute policy"):
         planner.plan_case(case(policies=["every_k:12"]))
+    with pytest.raises(ParameterError, match="devices.yaml"):
+        planner.plan_case(case(device="not-a-card"))
     with pytest.raises(ParameterError, match="positive"):
         planner.plan_case(case(tp=0))
     with pytest.raises(ParameterError, match="fragmentation_margin"):
@@ -160,12 +161,12 @@ def test_checkpoint_readings_by_hand():
     inp = memory.activation_bytes_per_layer(cfg, recompute="full", **kw)
 
     def acts(policy):
-        plan = planner.parse_plan_policy(policy, cfg.n_layers)
-        return planner.activation_bytes(cfg, plan, micro_batch=1, tp=8, pp=1)
+        plan = memory.recompute_plan(policy, cfg.n_layers)
+        return memory.stage_activation_bytes(cfg, plan, layers=40, in_flight=1, micro_batch=1, tp=8)
 
     # uniform:12 → chunks 12, 12, 12, 4: the third chunk's backward holds two chunk inputs
     # before it plus its own 12 layers
-    assert planner.parse_plan_policy("uniform:12", 40).segments(40) == [(12, True)] * 3 + [(4, True)]
+    assert memory.recompute_plan("uniform:12", 40).segments(40) == [(12, True)] * 3 + [(4, True)]
     assert acts("uniform:12")["peak_bytes"] == pytest.approx(2 * inp + 12 * layer)
     assert acts("uniform:12")["recomputed_layers"] == 40
     # block:12 peaks at the end of the forward pass: Table 2 with 12 layers recomputed
@@ -196,16 +197,19 @@ def test_chosen_plans_are_the_decision():
 
 def test_sensitivity_tables():
     p = Params()
-    table = sensitivity.decisions(p.planner_cases, throughput=p.throughput(), fragmentation_margin=0.1)
+    table = sensitivity.decisions(p.planner_cases, assumptions=p.step_assumptions(), fragmentation_margin=0.1)
     stated_row = table.iloc[0]
     assert stated_row["assumption varied"] == "stated"
-    plans = planner.plans_table(p.planner_cases, throughput=p.throughput(), fragmentation_margin=0.1)
+    plans = planner.plans_table(p.planner_cases, assumptions=p.step_assumptions(), fragmentation_margin=0.1)
     assert stated_row[stated.A17_CASE["name"]] == planner.decision(plans, stated.A17_CASE["name"])
-    # the peak utilisation scales every plan alike: it moves no decision
-    peak_rows = table[table["assumption varied"].str.startswith("peak_utilisation")]
-    assert len(peak_rows) and not peak_rows.drop(columns="assumption varied").stack().str.endswith("*").any()
+    # the step model's assumptions are varied one at a time, each a named row
+    labels = set(table["assumption varied"])
+    assert {"matmul_share_of_mamf=0.5", "matmul_latency_s=50 µs", "attention=fused"} <= labels
+    # a fused kernel frees the scores that selective recompute would: no case keeps selective
+    fused = table[table["assumption varied"] == "attention=fused"].drop(columns="assumption varied")
+    assert not fused.stack().str.startswith("selective").any()
     a17 = sensitivity.a17_readings(
-        stated.A17_CASE, throughput=p.throughput(), fragmentation_margin=0.1, micro_batch=1
+        stated.A17_CASE, assumptions=p.step_assumptions(), fragmentation_margin=0.1, micro_batch=1
     )
     fits = [c for c in a17.columns if c.startswith("fits")]
     assert len(fits) == len(stated.FRAGMENTATION_MARGIN_GRID)
@@ -292,7 +296,7 @@ def test_b7_same_batch_against_the_claim(ratio, verdict):
         ({"planner_cases": [{"name": "x"}]}, "misses"),
         ({"sequence": 4}, "unknown parameters: sequence"),
         ({"fragmentation_margin": 1.0}, "fragmentation_margin"),
-        ({"planner_peak_utilisation": 1.5}, "planner_peak_utilisation"),
+        ({"planner_matmul_share_of_mamf": 1.5}, "planner_matmul_share_of_mamf"),
         ({"timing_rounds": 1}, "timing_rounds"),
     ],
 )

@@ -142,22 +142,25 @@ def test_budget_search_doubles_until_it_no_longer_fits():
 def test_planner_fused_attention_replaces_the_scores_by_the_logsumexp():
     from mfulab import memory
     from mfulab.config import preset
-    from mfulab.studies.recompute import planner
 
     cfg, kw = preset("article-13b"), dict(micro_batch=2, tp=8, sequence_parallel=False)
     table2 = {
         q: memory.activation_bytes_per_layer(cfg, recompute=q, **kw) for q in ("none", "selective", "mlp")
     }
     lse = 4 * cfg.n_heads * cfg.seq_len * 2 / 8
-    assert planner.layer_bytes(cfg, "none", attention="fused", **kw) == pytest.approx(
-        table2["selective"] + lse
-    )
-    assert planner.layer_bytes(cfg, "selective", attention="fused", **kw) == table2["selective"]
+
+    def layer(form, fused):
+        return memory.activation_bytes_per_layer(cfg, recompute=form, fused_attention=fused, **kw)
+
+    assert layer("none", True) == pytest.approx(table2["selective"] + lse)
+    assert layer("selective", True) == table2["selective"]
     scores = table2["none"] - table2["selective"]
-    assert planner.layer_bytes(cfg, "mlp", attention="fused", **kw) == pytest.approx(
-        table2["mlp"] - scores + lse
-    )
-    assert planner.layer_bytes(cfg, "none", attention="naive", **kw) == table2["none"]
+    assert layer("mlp", True) == pytest.approx(table2["mlp"] - scores + lse)
+    assert layer("none", False) == table2["none"]
+    # the planner's fused cases reach the step model's flash memory through the same function
+    plan = memory.recompute_plan("mlp", cfg.n_layers)
+    st = memory.stage_activation_bytes(cfg, plan, layers=40, in_flight=1, fused_attention=True, **kw)
+    assert st["stored_bytes"] == pytest.approx(40 * layer("mlp", True))
 
 
 def test_a_point_that_runs_out_of_gpu_memory_is_recorded_as_not_fitting(monkeypatch):

@@ -8,7 +8,7 @@ exactly on the reference model and planned analytically at the articles' scale.
   ``--recompute-method``; non-fused or fused attention) and ZeRO-2 vs ZeRO-3 per optimizer
   step (A12);
 - ``sensitivity``: how the planner's decisions, A17's fit and A12's traffic move with the
-  assumed inputs (throughput curve, fragmentation margin, accumulation steps);
+  assumed inputs (the step model's GEMM share and latency, fragmentation margin, accumulation steps);
 - ``analysis``: Table 2 vs the exact count, the policy summary, the budget table and the
   same-batch comparison (B7), the headline metrics and ``outcome`` (claims and metrics, as
   the notebook and ``make stability`` publish them);

@@ -353,7 +353,7 @@ def planner_inputs(p):
     from . import planner, stated
 
     plans = planner.plans_table(
-        p.planner_cases, throughput=p.throughput(), fragmentation_margin=p.fragmentation_margin
+        p.planner_cases, assumptions=p.step_assumptions(), fragmentation_margin=p.fragmentation_margin
     )
     return plans, planner.zero_comparison(**stated.A12_ZERO)
 

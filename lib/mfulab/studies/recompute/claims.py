@@ -232,7 +232,7 @@ def a17_claims(plans, p) -> list[Claim]:
         return []
     table = sensitivity.a17_readings(
         case,
-        throughput=p.throughput(),
+        assumptions=p.step_assumptions(),
         fragmentation_margin=p.fragmentation_margin,
         micro_batch=stated.A17_MICRO_BATCH,
     ).set_index("policy")
@@ -263,7 +263,7 @@ def a17_claims(plans, p) -> list[Claim]:
                 f"{r.model_states_gib:.1f} GiB; recompute +{r.recompute_flops_share:.0%} FLOPs; no "
                 f"recompute: {none.total_gib:.1f} GiB ({'fits' if none.fits else 'does not fit'}); "
                 f"predicted tokens/s {(r.tokens_per_s or 0) / (none.tokens_per_s or float('inf')):.2f}× "
-                "no recompute's (assumed throughput curve)",
+                "no recompute's (the step model)",
             )
         )
     return out

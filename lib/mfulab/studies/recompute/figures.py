@@ -258,7 +258,7 @@ def plot_plans(plans):
     winners = chosen[chosen.decision].policy.value_counts()
     fig.suptitle(
         f"Planner decision: {winners.index[0]} wins in {winners.iloc[0]} of {len(cases)} cases "
-        "(each bar: a policy at its best micro-batch 'mb'; assumed throughput curve)",
+        "(each bar: a policy at its best micro-batch 'mb'; the step model, chapter 10)",
         fontsize=11,
     )
     fig.tight_layout(rect=(0, 0.09, 1, 0.96))

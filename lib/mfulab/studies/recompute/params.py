@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ...config import RECOMPUTE_POLICIES, preset
 from ...params import DTYPES, StudyParams, param
-from .planner import ThroughputModel, check_case
+from .planner import STATED_ASSUMPTIONS, check_case
 from .stated import PLANNER_CASES
 
 POLICIES = tuple(RECOMPUTE_POLICIES)  # the study measures every policy of the vocabulary
@@ -63,22 +63,16 @@ class Params(StudyParams):
     planner_cases: tuple[dict, ...] = param(
         list(PLANNER_CASES),
         "analytic planner cases (name, preset, "
-        "device_memory_gib, peak_flops_per_s, tp, pp, dp, zero_stage, "
+        "device (a devices.yaml key), tp, pp, dp, zero_stage, "
         "global_batch, micro_batches, policies); see stated.py",
     )
-    planner_peak_utilisation: float = param(
-        0.55,
-        "planner assumption (not measured): share of peak FLOP/s reached on hardware FLOPs at large "
-        "micro-batches; scales every plan alike (sensitivity table in notebook 04)",
+    planner_matmul_share_of_mamf: float = param(
+        STATED_ASSUMPTIONS["matmul_share_of_mamf"],
+        "planner assumption (the step model's, not measured here): share of the device's best measured "
+        "GEMM (MAMF) a training step's GEMMs reach; chapter 10 fits 0.81, chapter 09 states 0.8 "
+        "(sensitivity table in notebook 04)",
         unit="fraction",
         positive=True,
-    )
-    planner_half_saturation_tokens: float = param(
-        2048,
-        "planner assumption (not measured): tokens per micro-batch at which a device reaches half "
-        "of planner_peak_utilisation (sensitivity table in notebook 04)",
-        unit="tokens",
-        non_negative=True,
     )
     fragmentation_margin: float = param(
         0.1,
@@ -108,7 +102,7 @@ class Params(StudyParams):
         )
         for case in self.planner_cases:
             check_case(case)
-        self.require("planner_peak_utilisation", self.planner_peak_utilisation <= 1, "at most 1")
+        self.require("planner_matmul_share_of_mamf", self.planner_matmul_share_of_mamf <= 1, "at most 1")
         self.require("fragmentation_margin", self.fragmentation_margin < 1, "below 1")
         self.require("timing_rounds", self.timing_rounds >= 2, "at least 2 (a paired comparison)")
 
@@ -135,6 +129,6 @@ class Params(StudyParams):
             gradient_copies=2,  # the reference gradients and the policy's, compared elementwise
         )["total_bytes"]
 
-    def throughput(self) -> ThroughputModel:
-        """The planner's stated throughput assumption."""
-        return ThroughputModel(self.planner_peak_utilisation, self.planner_half_saturation_tokens)
+    def step_assumptions(self) -> dict:
+        """The step model's assumptions the planner states (``predict.Assumptions`` fields)."""
+        return {**STATED_ASSUMPTIONS, "matmul_share_of_mamf": self.planner_matmul_share_of_mamf}

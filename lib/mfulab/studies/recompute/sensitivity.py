@@ -1,9 +1,10 @@
 """Sensitivity of the ``recompute`` study's at-scale conclusions to their assumed inputs
-(docs: issue "assumptions in the open"): the planner's decisions against its throughput
-curve, the fragmentation margin and the attention kernel (non-fused as Table 2 prints it, or
-fused) (A17 and the other cases), the article's launch command
-under both readings of its recompute flag against the margin (A17), and ZeRO-3's extra
-traffic against the micro-batches accumulated per optimizer step (A12).
+(docs: issue "assumptions in the open"): the planner's decisions against the step model's
+assumptions (the GEMMs' share of MAMF, a GEMM kernel's launch latency), the fragmentation
+margin and the attention kernel (non-fused as Table 2 prints it, or fused) (A17 and the other
+cases), the article's launch command under both readings of its recompute flag against the
+margin (A17), and ZeRO-3's extra traffic against the micro-batches accumulated per optimizer
+step (A12).
 
 Each function returns a DataFrame the notebook displays and saves; the grids are named in
 ``stated``. No torch.
@@ -11,36 +12,36 @@ Each function returns a DataFrame the notebook displays and saves; the grids are
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from ... import flops, memory
+from ... import flops, memory, predict
 from ...config import preset
 from . import stated
-from .planner import ThroughputModel, chosen_plans, plans_table
+from .planner import chosen_plans, plans_table
 
 
-def _scenarios(cases, throughput: ThroughputModel, margin: float):
-    """One-at-a-time variations around the stated assumptions: (label, cases, throughput, margin)."""
-    yield "stated", cases, throughput, margin
-    for u in stated.PEAK_UTILISATION_GRID:
-        if u != throughput.peak_utilisation:
-            yield f"peak_utilisation={u:g}", cases, replace(throughput, peak_utilisation=u), margin
-    for x in stated.HALF_SATURATION_GRID:
-        if x != throughput.half_saturation_tokens:
+def _scenarios(cases, assumptions: dict, margin: float):
+    """One-at-a-time variations around the stated assumptions: (label, cases, assumptions,
+    margin), the assumptions being ``predict.Assumptions`` fields."""
+    yield "stated", cases, assumptions, margin
+    for share in stated.MATMUL_SHARE_GRID:
+        if share != assumptions["matmul_share_of_mamf"]:
             yield (
-                f"half_saturation_tokens={x:g}",
+                f"matmul_share_of_mamf={share:g}",
                 cases,
-                replace(throughput, half_saturation_tokens=x),
+                {**assumptions, "matmul_share_of_mamf": share},
                 margin,
             )
+    stated_latency = assumptions.get("matmul_latency_s", predict.Assumptions().matmul_latency_s)
+    for t0 in stated.MATMUL_LATENCY_GRID_S:
+        if t0 != stated_latency:
+            yield f"matmul_latency_s={t0 * 1e6:g} µs", cases, {**assumptions, "matmul_latency_s": t0}, margin
     for f in stated.FRAGMENTATION_MARGIN_GRID:
         if f != margin:
-            yield f"fragmentation_margin={f:g}", cases, throughput, f
+            yield f"fragmentation_margin={f:g}", cases, assumptions, f
     if any(c.get("attention", "naive") != "fused" for c in cases):
-        yield "attention=fused", [{**c, "attention": "fused"} for c in cases], throughput, margin
+        yield "attention=fused", [{**c, "attention": "fused"} for c in cases], assumptions, margin
 
 
-def decisions(cases, *, throughput: ThroughputModel, fragmentation_margin: float):
+def decisions(cases, *, assumptions: dict, fragmentation_margin: float):
     """The planner's decision (``policy@micro-batch`` with the most tokens/s that fits) per
     case, under the stated assumptions and with each assumption varied alone (the last row:
     every case with a fused attention kernel); a ``*`` marks a
@@ -48,8 +49,8 @@ def decisions(cases, *, throughput: ThroughputModel, fragmentation_margin: float
     import pandas as pd
 
     rows, stated_row = [], None
-    for label, varied, tm, margin in _scenarios(cases, throughput, fragmentation_margin):
-        chosen = chosen_plans(plans_table(varied, throughput=tm, fragmentation_margin=margin))
+    for label, varied, assumed, margin in _scenarios(cases, assumptions, fragmentation_margin):
+        chosen = chosen_plans(plans_table(varied, assumptions=assumed, fragmentation_margin=margin))
         row = {"assumption varied": label}
         for case in dict.fromkeys(c["name"] for c in cases):
             best = chosen[(chosen.case == case) & chosen.decision]
@@ -63,20 +64,21 @@ def decisions(cases, *, throughput: ThroughputModel, fragmentation_margin: float
     return pd.DataFrame(rows)
 
 
-def a17_readings(case: dict, *, throughput: ThroughputModel, fragmentation_margin: float, micro_batch: int):
+def a17_readings(case: dict, *, assumptions: dict, fragmentation_margin: float, micro_batch: int):
     """The launch command's micro-batch under every policy of the A17 case, both readings of
     ``--recompute-method uniform --recompute-num-layers 12`` among them: memory, recomputed
     FLOPs, predicted tokens/s, and whether it fits at each fragmentation margin of the grid."""
-    plans = plans_table([case], throughput=throughput, fragmentation_margin=0.0)
+    plans = plans_table([case], assumptions=assumptions, fragmentation_margin=0.0)
     plans = plans[plans.micro_batch == micro_batch].reset_index(drop=True)
     reading = {v: f"{k} reading" for k, v in stated.A17_READINGS.items()}
     out = plans[["policy", "total_gib", "activations_gib", "recompute_flops_share"]].copy()
     out.insert(1, "reading of the flag", out.policy.map(reading).fillna(""))
-    stated_plans = plans_table([case], throughput=throughput, fragmentation_margin=fragmentation_margin)
+    stated_plans = plans_table([case], assumptions=assumptions, fragmentation_margin=fragmentation_margin)
     tps = stated_plans[stated_plans.micro_batch == micro_batch].set_index("policy").tokens_per_s
     out["tokens_per_s"] = out.policy.map(tps)
+    capacity_gib = float(plans.device_memory_gib.iloc[0]) if len(plans) else float("nan")
     for margin in stated.FRAGMENTATION_MARGIN_GRID:
-        usable_gib = case["device_memory_gib"] * (1 - margin)
+        usable_gib = capacity_gib * (1 - margin)
         out[f"fits, {margin:.0%} margin ({usable_gib:.1f} GiB)"] = out.total_gib <= usable_gib
     return out
 

@@ -66,12 +66,14 @@ A12_ZERO = {
 # default (10%) is our assumption; the sensitivity tables run 0 to that 30%.
 FRAGMENTATION_MARGIN_GRID = (0.0, 0.1, 0.2, 0.3)
 
-# The planner's throughput curve is an assumption (planner.ThroughputModel); the sensitivity
-# tables run its half-saturation point over this grid (tokens per micro-batch; 0: a device
-# that is as efficient at one sequence as at many). Its peak utilisation scales every plan
-# alike, so it moves no decision; the grid brackets the articles' MFUs (A: 30% → 45%, B: 35-50%).
-HALF_SATURATION_GRID = (0, 512, 2048, 8192)
-PEAK_UTILISATION_GRID = (0.35, 0.55)
+# The planner runs the course's step model (predict.step_time); what it assumes without a
+# measurement is varied one at a time in the sensitivity tables: the GEMMs' share of the
+# device's MAMF (0.8 stated, as chapter 09 states it; chapter 10 fits 0.81 on published
+# Megatron runs) scales every plan nearly alike, and t₀, one GEMM kernel's launch and tail
+# (5 µs stated: a CUDA launch round trip), decides how much a small micro-batch under-fills
+# the device, hence the choice between recomputing and a smaller micro-batch.
+MATMUL_SHARE_GRID = (0.5, 0.65, 0.8, 1.0)
+MATMUL_LATENCY_GRID_S = (5e-6, 20e-6, 50e-6)
 
 # A12: micro-batches accumulated per optimizer step in the traffic sensitivity table.
 ACCUMULATION_STEPS_GRID = (1, 2, 4, 8, 16, 32)
