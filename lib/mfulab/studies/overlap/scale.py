@@ -194,6 +194,7 @@ def a4_baseline(p: dict) -> dict:
         "gpus_per_node": p["article_gpus_per_node"],
         "global_batch": p["article_global_batch"],
         "matmul_share_of_mamf": p["article_matmul_share_of_mamf"],
+        "grad_bytes_per_elem": A4_STATED["grad_bytes_per_param"],
     }
 
 
@@ -233,10 +234,11 @@ def a4_sensitivity(p: dict):
             f"{mb} → {gb // (mb * dp_base)} accumulation steps",
             {"micro_batch": mb},
         )
-        for mb in (1, 2, 4, 8)
+        for mb in (2, 4, 8)
         if gb % (mb * dp_base) == 0
     ]
     cases += [
+        ("gradient reduction", "bf16 (--grad-reduce-in-bf16)", {"grad_bytes_per_elem": 2}),
         ("activation recompute", "full (6 TP all-reduces per layer)", {"recompute": "full"}),
         ("attention", "unfused", {"attention": "unfused"}),
         (

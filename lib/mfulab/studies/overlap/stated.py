@@ -12,7 +12,10 @@ A4_STATED = {
     "preset": "article-13b",
     "step_before_s": 3.2,
     "step_after_s": 2.1,
-    "grad_bytes_per_param": 2,  # bf16 gradients
+    # gradients reduced in fp32: Megatron-LM (and MindSpeed, which runs it) turns on
+    # accumulate_allreduce_grads_in_fp32 for bf16 training unless --grad-reduce-in-bf16 is given
+    # (megatron/training/arguments.py, the bf16 branch of validate_args)
+    "grad_bytes_per_param": 4,
     "activation_bytes": 2,  # bf16 activations: the TP all-reduces' element size
     "tp": 8,
     "pp": 1,
