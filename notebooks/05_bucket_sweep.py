@@ -226,12 +226,17 @@ memory
 # **What changed with the one step model.** Before, this chapter priced a step its own way:
 # 6N FLOPs per token at an assumed 50% of the A100's peak, and every all-reduce by an α–β model
 # with 20 µs per ring step over 25 GB/s. Both now come from the model that chapter 10
-# validates against published runs. Its GEMMs run faster than 50% of the peak, and its NCCL
-# latencies are lower per step. It also drives one network port per GPU of a node. So at 1024
-# ranks the all-reduce hides behind the backward for most caps, and the scale rows below say
-# so: the cap matters far less than the old setting made it. Sharding (TP 4 or 8) and the ring
-# alone bring the cap back into play (sensitivity table). The verdicts stay *analytic only*;
-# their evidence now reads the one model's numbers.
+# validates against published runs. Its GEMMs run faster than 50% of the peak. Its DP group
+# drives one network port per GPU of a node, as on a DGX A100: eight 200 Gb/s ports per node,
+# which is what hides the all-reduce behind the backward at 1024 ranks, more than the lower
+# per-step latencies. Article B's own cluster looks different: a two-node busbw of 11 → 21
+# GB/s against a 25 GB/s limit (B9) says one 200 Gb/s port per node, and the sensitivity table
+# has that row. Two more limits of the stated grid: pure data parallelism at TP 1 does not fit
+# a 7B, 13B or 70B model's states on an 80 GiB card (the claims rows say so; the sharded
+# sensitivity rows are closer to runs, article B's 7B layout is TP 4), and the step model's own coarse DP term (25 MiB cuts
+# of the gradient bytes, a share `dp_overlap` hidden) exposes far more than this schedule of
+# real tensors (`step_model_dp_exposed_s` beside `exposed_comm_s` in the scale table): the one
+# model still prices DDP's buckets two ways, a defect recorded for the next revision.
 #
 # The claim says the bucket size *moves MFU by 5–8 points*: that is the spread, max − min MFU
 # over the caps one could set. The heat map's colour is that spread over the plausible caps
@@ -259,8 +264,12 @@ best[
         "preset",
         "world_size",
         "best_caps_mib",
-        "in_20_40_mb",
+        "sweet_spot",
         "buckets",
+        "fits",
+        "memory_gib",
+        "exposed_comm_s",
+        "step_model_dp_exposed_s",
         "mfu",
         "mfu_at_25",
         "gain_vs_25",

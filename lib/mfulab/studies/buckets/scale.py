@@ -54,20 +54,45 @@ def best_caps(scale_df):
     out["spread_grid_points"] = out.mfu_by_cap.map(spread_points)
     out["best_caps_mib"] = out.tied_caps.map(sensitivity.caps_label)
     out["in_20_40_mb"] = out.tied_caps.map(lambda caps: any(sensitivity.in_sweet_spot(c) for c in caps))
+    out["sweet_spot"] = out.tied_caps.map(lambda caps: sensitivity.sweet_spot_status([caps]))
     return out.drop(columns=["tied_caps", "mfu_by_cap"])
 
 
 def sweet_spot_text(big) -> str:
-    """Where the best caps of ``big`` (rows of :func:`best_caps`) stand against 20–40 MB."""
+    """Where the best caps of ``big`` (rows of :func:`best_caps`) stand against 20–40 MB: the
+    only best cap (``best``), one cap of a tie (``tied``: there the cap barely matters, which
+    is no sweet spot), or outside."""
     lo, hi = sensitivity.sweet_spot_mib()
     caps = big.bucket_cap_mb
-    inside = list(big.preset[big.in_20_40_mb])
-    if inside:
-        return f"a best cap lies in the article's 20–40 MB for {', '.join(inside)}"
+    best = list(big.preset[big.sweet_spot == "best"])
+    tied = list(big.preset[big.sweet_spot == "tied"])
+    if best or tied:
+        parts = [f"20–40 MB is the only best cap for {', '.join(best)}"] if best else []
+        if tied:
+            span = big[big.sweet_spot == "tied"].best_caps_mib.iloc[0]
+            parts.append(
+                f"20–40 MB ties with every cap of {span} MiB for {', '.join(tied)}: there the cap barely "
+                "matters, no sweet spot"
+            )
+        return "; ".join(parts)
     return (
         f"the simulated best ({caps.min():g}–{caps.max():g} MiB) is {caps.min() / hi:.0f}–"
         f"{caps.max() / lo:.0f}× the article's 20–40 MB: it contradicts the sweet spot for pure data "
         "parallelism"
+    )
+
+
+def memory_text(big) -> str:
+    """Which simulated layouts do not fit their card's memory (the step model's memory_terms):
+    the simulator reads them as a view of the mechanism, not as runs that could happen."""
+    over = big[~big.fits.astype(bool)]
+    if not len(over):
+        return ""
+    sizes = ", ".join(f"{r.preset} {r.memory_gib:.0f} GiB" for r in over.itertuples())
+    return (
+        f"; these layouts do not fit the card's memory ({sizes} per device, pure data parallelism): the "
+        "stated grid shows the mechanism; the sharded sensitivity rows are closer to runs (article B's 7B "
+        "layout is the TP 4 row)"
     )
 
 
@@ -134,7 +159,7 @@ def a6_spread_claim(records, best, sens) -> list[Claim]:
             "at about a thousand cards the bucket size moves MFU by 5–8 points",
             _a6_setting(records, cards) + f"; spread = max − min MFU over the caps {plausible_caps_text()}",
             a6_spread_verdict(sens),
-            f"spread in MFU points: {per_model}; in the stated setting the spread over "
+            f"spread in MFU points: {per_model}{memory_text(big)}; in the stated setting the spread over "
             f"{plausible_caps_text()} is {'at least' if stated_reaches else 'below'} the article's "
             f"{lo:g}–{A6_MFU_POINTS[1]:g} points{grid}; sensitivity: the spread reaches {lo:g} points "
             f"in {len(s['a6_spread_reaching'])} of {s['scenarios']} scenarios: {reaching}",
@@ -156,10 +181,10 @@ def a6_sweet_spot_claim(records, best, sens) -> list[Claim]:
             "20–40 MB buckets are the sweet spot",
             _a6_setting(records, cards) + "; the fastest caps (ties within 0.1% named)",
             "analytic only",
-            f"best caps: {per_model}; {sweet_spot_text(big)}; why: the smallest weight matrix of "
+            f"best caps: {per_model}; {sweet_spot_text(big)}; the smallest weight matrix of "
             f"{smallest} holds {_smallest_matrix_mib(smallest):.0f} MiB of bf16 gradient, so a 20–40 MB "
-            "cap is about one tensor per bucket; sensitivity: the answer to 'best cap outside 20–40 MB?' "
-            f"is unchanged in {s['a6_same']} of {s['scenarios']} scenarios{changed}"
+            f"cap is about one tensor per bucket{memory_text(big)}; sensitivity: the answer to 'best cap "
+            f"outside 20–40 MB?' is unchanged in {s['a6_same']} of {s['scenarios']} scenarios{changed}"
             + sensitivity.fitted_text(sens, "a6"),
         )
     ]
@@ -176,6 +201,13 @@ def b8_claims(records, scale, sens) -> list[Claim]:
     if base not in caps or len(caps) < 2:
         return []
     gain = max(d.loc[c, "mfu"] for c in caps if c != base) - d.loc[base, "mfu"]
+    fits = bool(d.loc[base, "fits"])
+    memory = (
+        ""
+        if fits
+        else f" (pure DDP at TP 1 does not fit the card: {d.loc[base, 'memory_gib']:.0f} GiB per device; "
+        "the TP 4 row is article B's layout)"
+    )
     stated_outcome = sensitivity.b8_outcome(gain, d.loc[base, "mfu"])
     s = sensitivity.summary(sens)
     changed = f" (it changes under {', '.join(s['b8_changed'])})" if s["b8_changed"] else ""
@@ -188,7 +220,8 @@ def b8_claims(records, scale, sens) -> list[Claim]:
             "analytic only",
             "MFU at 25 / 50 / 100 MiB: "
             + " / ".join(f"{d.loc[c, 'mfu']:.1%}" for c in caps)
-            + f"; best 50–100 MiB vs 25: {gain * 100:+.2f} points ({stated_outcome}); sensitivity: the same "
+            + f"; best 50–100 MiB vs 25: {gain * 100:+.2f} points ({stated_outcome}){memory}; sensitivity: "
+            "the same "
             f"outcome in {s['b8_same']} of {s['scenarios']} scenarios{changed}"
             + sensitivity.fitted_text(sens, "b8"),
         )

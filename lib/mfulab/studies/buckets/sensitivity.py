@@ -7,6 +7,7 @@ error: the per-bucket overhead fitted to this machine's measured sweep (``model_
 
 from __future__ import annotations
 
+from ... import predict
 from ...config import preset
 from ...flops import param_count
 from . import model_error
@@ -24,7 +25,14 @@ from .stated import (
 # measurement resolves 0.1% of a step, and when the all-reduce hides behind the backward pass
 # every cap gives the same step (only the last bucket, the embedding, is exposed).
 TIE_TOLERANCE = 1e-3
-FITTED = "fitted per-bucket overhead"  # the scenario carrying the simulator's model error
+FITTED = "fitted per-bucket overhead"
+NCCL_LATENCY_FIELDS = (
+    "nccl_base_latency_s",
+    "alpha_intra_s",
+    "alpha_inter_s",
+    "tree_alpha_intra_s",
+    "tree_alpha_inter_s",
+)  # the scenario carrying the simulator's model error
 
 
 def tied_best(step_by_cap: dict) -> list[float]:
@@ -103,13 +111,14 @@ def scenarios(p: dict, overhead: dict | None = None) -> list[dict]:
         f"of MAMF, {algorithm_text(base['algorithm'])}"
     )
     out = [{"assumption": "stated", "value": stated, "setting": base, **plain}]
-    for alpha in SENSITIVITY["alpha_inter_s"]:
-        setting = {**base, "alpha_inter_s": alpha}
-        value = f"{alpha * 1e6:g} µs per ring step between nodes"
+    stated_latencies = predict.Assumptions()
+    for scale in SENSITIVITY["nccl_latency_scale"]:
+        setting = {**base, **{name: scale * getattr(stated_latencies, name) for name in NCCL_LATENCY_FIELDS}}
+        value = f"NCCL's latencies × {scale:g} (base, ring and tree steps)"
         out.append({"assumption": "latency per step", "value": value, "setting": setting, **plain})
     for name, (link, alpha) in SENSITIVITY["links"].items():
         setting = {**base, "network_bytes_per_s": link}
-        value = f"{name}: {link / 1e9:g} GB/s"
+        value = f"{name}: {link / 1e9:.3g} GB/s per GPU"
         if alpha is not None:
             setting["alpha_inter_s"] = alpha
             value += f", {alpha * 1e6:g} µs"

@@ -251,6 +251,8 @@ def gpt_simulation(
         r.pop("timeline")
         r["mfu"] = step["mfu_palm"] * step["step_s"] / r["step_s"]
         r["step_model_dp_exposed_s"] = step["dp_comm_exposed_s"]
+        r["fits"] = step["fits"]  # the layout's memory on the card (the step model's memory_terms)
+        r["memory_gib"] = step["memory_gib"]
         out.append(
             {"preset": cfg.name, "world_size": n, "tp": tp, "pp": pp, "accumulation": accumulation, **r}
         )

@@ -49,10 +49,11 @@ SCALE_CASE = {"device": "a100", "matmul_share_of_mamf": 0.8, "micro_batch": 1, "
 
 # The sensitivity table: one assumption varied at a time from SCALE_CASE (each a field of
 # predict.Assumptions or a layout input).
-# - the latency of one ring step between nodes (``alpha_inter_s``, NCCL's 9.6 µs by default):
-#   2 µs to a slow 20 µs software path;
+# - NCCL's per-call latencies (base, ring and tree steps inside and between nodes) all scaled
+#   by 0.25 and by 2 (at 1024 ranks NCCL picks the tree, so a ring step alone would test nothing);
 # - links: NVLink 3 for every rank (300 GB/s per direction, 3 µs per step: true only for ≤ 8
-#   ranks, an upper bound on the interconnect); InfiniBand NDR 400 Gb/s (50 GB/s);
+#   ranks, an upper bound on the interconnect); InfiniBand NDR 400 Gb/s (50 GB/s); one
+#   200 Gb/s port per node, as article B's two-node busbw suggests (B9);
 # - the GEMMs' share of MAMF, 0.5 and 1.0;
 # - tensor/pipeline parallel sharding of the gradients: TP 4 (article B's case study), TP 8
 #   (article A's 13B command), TP 8 × PP 4; the DP ranks are the cards / (TP·PP);
@@ -60,8 +61,14 @@ SCALE_CASE = {"device": "a100", "matmul_share_of_mamf": 0.8, "micro_batch": 1, "
 # - the all-reduce algorithm: ring only (NCCL_ALGO=Ring).
 SENSITIVITY = {
     "algorithm": ("ring",),
-    "alpha_inter_s": (2e-6, 20e-6),
-    "links": {"NVLink (A100, all ranks)": (300e9, 3e-6), "InfiniBand NDR 400 Gb/s": (50e9, None)},
+    "nccl_latency_scale": (0.25, 2.0),
+    "links": {
+        "NVLink (A100, all ranks)": (300e9, 3e-6),
+        "InfiniBand NDR 400 Gb/s": (50e9, None),
+        # article B §3.3: "IB 200Gbps" with a two-node busbw of 11 → 21 GB/s against 25 GB/s (B9):
+        # one 200 Gb/s port for the node's 8 GPUs, each GPU's share an eighth of it
+        "one 200 Gb/s port per node of 8 (article B)": (25e9 / 8, None),
+    },
     "matmul_share_of_mamf": (0.5, 1.0),
     "sharding": ((4, 1), (8, 1), (8, 4)),
     "accumulation": (4, 16),
