@@ -248,7 +248,10 @@ display(
 # NVLink-3-class 300 GB/s inside the node. The 910B has HCCS, not NVLink. Now the compute,
 # links and per-call latencies are the step model's, on the 910B's own table entry. The step
 # model also prices the whole step without and with overlap, so it can be set beside the
-# article's 3.2 and 2.1 s. The A4 row of the claims table gives the reading it supports.
+# article's 3.2 and 2.1 s. The A4 row of the claims table gives both steps, the saving the model
+# finds against the article's 1.1 s, and which communication could account for that 1.1 s.
+# The gradients reduce in fp32, as Megatron (which the 910B's MindSpeed runs) does for bf16
+# training unless told `--grad-reduce-in-bf16` (`megatron/training/arguments.py`).
 #
 # **Gradient accumulation in A4** is varied the way a run varies it: at a fixed global batch
 # (32 sequences), a micro-batch b gives 32 / (b · dp) accumulation steps. Larger micro-batches
