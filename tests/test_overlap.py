@@ -328,3 +328,13 @@ def test_fit_check_compares_this_run_with_the_calibration_only_as_a_check():
     assert analysis.predicted_comm_s(r, 1)["bandwidth_part_s"] == pytest.approx(
         r["params"]["overlap_bytes"] / 2e9
     )
+
+
+def test_a4_evidence_names_the_reading_across_the_flip():
+    """The flip sentence names the reading on the far side of the baseline, not the baseline's."""
+    r = _records()
+    (a4,) = [c for c in claims(r) if c.id == "A4"]
+    flip = scale.a4_flip_link(r["params"])
+    side = "above" if flip["baseline_reading"] == flip["below"] else "below"
+    assert f"it changes to '{flip[side]}' {side}" in a4.evidence
+    assert flip[side] != flip["baseline_reading"]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from ... import comm, predict
 from ...config import ParameterError, preset
+from ...hardware import device_spec
 from .stated import A4_STATED, A5_STATED, B9_STATED, B9_STEP_AFTER_S, B9_STEP_BEFORE_S
 
 # Link bandwidths per card and direction for the sensitivity tables (B = bytes/s).
@@ -394,6 +395,7 @@ def article_scale(records) -> dict:
         "a4_implied_min_comm_share": saved / A4_STATED["step_before_s"],
         **{f"a4_{k}": v for k, v in a4.items() if k != "sources"},
         "a4_tp_link": a4["sources"]["intra_node"],
+        "a4_tp_link_gb_per_s": device_spec(p["article_device"]).intra_node_bytes_per_s / 1e9,
         "a4_dp_link": a4["sources"]["inter_node"],
         "a4_reading": a4_reading(a4),
         **{f"a5_{k}": v for k, v in a5.items()},
