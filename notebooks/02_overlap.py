@@ -54,7 +54,7 @@ from IPython.display import Markdown, display
 from mfulab import comm, plots, results
 from mfulab.notebook import setup, stability_note
 from mfulab.plots import si
-from mfulab.studies.overlap import analysis, figures, scale
+from mfulab.studies.overlap import a4, analysis, figures, scale
 from mfulab.studies.overlap.claims import a5_cause, step_best_k_text
 from mfulab.verdicts import summary_line
 
@@ -240,7 +240,7 @@ display(
 # `article_matmul_share_of_mamf` of the device's best GEMM. **A5** keeps the α–β model with a
 # stated link (parameters `article_alpha_s`, `article_link_bytes_per_s`: 25 GB/s, the article's
 # own "physical limit", and 20 µs per step). Each table varies one assumed input at a time and
-# says whether the reading survives; `scale.a4_flip_link` finds the intra-node bandwidth at
+# says whether the reading survives; `a4.a4_flip_link` finds the intra-node bandwidth at
 # which A4's reading changes.
 #
 # **What changed with the one step model.** Until this revision A4 had a model of its own:
@@ -265,11 +265,11 @@ art = scale.article_scale(records)
 pd.Series({k: v for k, v in art.items() if k != "a5_steps_s"}).to_frame("value")
 
 # %%
-a4_sens = scale.a4_sensitivity(p.to_dict())
+a4_sens = a4.a4_sensitivity(p.to_dict())
 results.save_table(out, "a4_sensitivity", a4_sens)
 with pd.option_context("display.max_colwidth", None):
     display(a4_sens)
-scale.a4_flip_link(p.to_dict())
+a4.a4_flip_link(p.to_dict())
 
 # %%
 a5_sens = scale.a5_sensitivity(p.to_dict())

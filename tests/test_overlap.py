@@ -7,7 +7,7 @@ import pytest
 
 from mfulab import predict
 from mfulab.config import ParameterError, preset
-from mfulab.studies.overlap import analysis, scale
+from mfulab.studies.overlap import a4, analysis, scale
 from mfulab.studies.overlap.bench import union_length_s
 from mfulab.studies.overlap.claims import claims, headline_metrics
 from mfulab.studies.overlap.params import Params
@@ -21,8 +21,8 @@ def test_in_flight_time_counts_overlapping_calls_once():
 
 
 def _a4(**change):
-    base = scale.a4_baseline(Params().to_dict())
-    return scale.a4_model(**{**base, **change})
+    base = a4.a4_baseline(Params().to_dict())
+    return a4.a4_model(**{**base, **change})
 
 
 def test_a4_is_the_step_model_at_the_article_configuration():
@@ -67,18 +67,18 @@ def test_a4_model_responds_to_its_assumptions():
 
 def test_a4_flip_link_brackets_a_change_of_reading():
     p = Params().to_dict()
-    flip = scale.a4_flip_link(p)
+    flip = a4.a4_flip_link(p)
     assert flip["flip_bytes_per_s"] is not None and flip["below"] != flip["above"]
     bw = flip["flip_bytes_per_s"]
-    base = scale.a4_baseline(p)
-    assert scale.a4_reading(_a4(intra_node_bytes_per_s=bw * 0.99)) == flip["below"]
-    assert scale.a4_reading(_a4(intra_node_bytes_per_s=bw * 1.01)) == flip["above"]
+    base = a4.a4_baseline(p)
+    assert a4.a4_reading(_a4(intra_node_bytes_per_s=bw * 0.99)) == flip["below"]
+    assert a4.a4_reading(_a4(intra_node_bytes_per_s=bw * 1.01)) == flip["above"]
     assert base["device"] == p["article_device"]
 
 
 def test_sensitivity_tables_say_whether_the_reading_survives():
-    a4 = scale.a4_sensitivity(Params().to_dict())
-    assert a4.iloc[0].varied == "baseline" and a4.iloc[0].same_as_baseline
+    sens = a4.a4_sensitivity(Params().to_dict())
+    assert sens.iloc[0].varied == "baseline" and sens.iloc[0].same_as_baseline
     assert {
         "per-step latency α (NVLink/HCCS, network)",
         "TP link",
@@ -87,16 +87,16 @@ def test_sensitivity_tables_say_whether_the_reading_survives():
         "activation recompute",
         "sharding (TP × PP)",
         "micro-batch (global batch 32)",
-    } <= set(a4.varied)
-    assert (~a4.same_as_baseline).any()  # some assumption changes the reading
+    } <= set(sens.varied)
+    assert (~sens.same_as_baseline).any()  # some assumption changes the reading
     a5 = scale.a5_sensitivity(Params().to_dict())
     assert a5.k16_slower_than_k4.all()  # α > 0 in every row: 16 calls always cost more
     assert set(a5[a5.varied == "per-step latency α"].value) == {"2 µs", "5 µs", "10 µs", "20 µs"}
 
 
 def test_a4_accumulation_varies_the_micro_batch_at_a_fixed_global_batch():
-    a4 = scale.a4_sensitivity(Params().to_dict())
-    rows = a4[a4.varied == "micro-batch (global batch 32)"].sort_values("micro_batch")
+    sens = a4.a4_sensitivity(Params().to_dict())
+    rows = sens[sens.varied == "micro-batch (global batch 32)"].sort_values("micro_batch")
     dp = Params().article_n // A4_STATED["tp"]
     assert list(rows.micro_batch) == [2, 4, 8]  # the baseline row is micro-batch 1
     assert list(rows.accumulation_steps) == [32 // (mb * dp) for mb in rows.micro_batch]
@@ -333,8 +333,8 @@ def test_fit_check_compares_this_run_with_the_calibration_only_as_a_check():
 def test_a4_evidence_names_the_reading_across_the_flip():
     """The flip sentence names the reading on the far side of the baseline, not the baseline's."""
     r = _records()
-    (a4,) = [c for c in claims(r) if c.id == "A4"]
-    flip = scale.a4_flip_link(r["params"])
+    (row,) = [c for c in claims(r) if c.id == "A4"]
+    flip = a4.a4_flip_link(r["params"])
     side = "above" if flip["baseline_reading"] == flip["below"] else "below"
-    assert f"it changes to '{flip[side]}' {side}" in a4.evidence
+    assert f"it changes to '{flip[side]}' {side}" in row.evidence
     assert flip[side] != flip["baseline_reading"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ... import verdicts
 from ...results import run_identity
 from ...verdicts import Claim
-from . import scale
+from . import a4, scale
 from .analysis import (
     a3_outcome,
     a5_comparisons,
@@ -224,10 +224,10 @@ def _a5_claims(records, art, min_share: float) -> list[Claim]:
 
 
 def _a4_claim(records, art) -> Claim:
-    sens = scale.a4_sensitivity(records["params"])
+    sens = a4.a4_sensitivity(records["params"])
     changed = sens[~sens.same_as_baseline]
     changes = "; ".join(f"{r.varied} {r.value}: {r.reading}" for r in changed.itertuples())
-    flip = scale.a4_flip_link(records["params"])
+    flip = a4.a4_flip_link(records["params"])
     flip_text = ""
     if flip["flip_bytes_per_s"]:
         side = "above" if flip["baseline_reading"] == flip["below"] else "below"
