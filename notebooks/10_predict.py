@@ -272,8 +272,9 @@ display(inter.style.format("{:+.1%}", subset=["error_deepest", "error_smallest"]
 # second GEMM (priced as attention-core recompute, free under flash); `tp_overlap_share` 0.8
 # predicts a larger async-TP gain than torchtitan publishes; Megatron-Core runs of 2024 overlap
 # their gradient reduction (the stated rule assumes none); and one share of MAMF fitted on
-# large-hidden A100 rows does not carry to small-hidden H100 runs (no GEMM-shape term beyond t₀;
-# FlashAttention-2 reaches a lower share of an H100's peak than of an A100's).
+# large-hidden A100 rows does not carry to small-hidden H100 runs (no GEMM-shape term beyond t₀).
+# One is in, as a post-freeze revision in the history: flash attention runs at each device's
+# published FlashAttention-2 share (`devices.yaml`: 0.5 of A100's peak, 0.35 of H100's).
 
 # %% [markdown]
 # ## 4 · Where the time goes, row by row

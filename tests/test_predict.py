@@ -503,3 +503,24 @@ def test_partial_recompute_plans_sit_between_none_and_full():
         predict.step_time(cfg, recompute="every_k:3", **run)
     with pytest.raises(ParameterError, match="block:41"):
         predict.step_time(cfg, recompute="block:41", **run)
+
+
+def test_flash_attention_runs_at_each_devices_published_share():
+    """FlashAttention-2 reaches 35% of H100's peak and the bottom of 50–73% of A100's (devices.yaml):
+    a device's own figure, not A100's fraction; an explicit share overrides it, and a device
+    without a figure falls back to A100's."""
+    h100 = machine_rates("h100-sxm", dtype="bf16", assumptions=Assumptions())
+    a100 = machine_rates("a100", dtype="bf16", assumptions=Assumptions())
+    l40s = machine_rates("l40s", dtype="bf16", assumptions=Assumptions())
+    assert h100.flash_attention_flops_per_s == pytest.approx(0.35 * h100.peak_flops_per_s)
+    assert a100.flash_attention_flops_per_s == pytest.approx(0.5 * a100.peak_flops_per_s)
+    assert l40s.flash_attention_flops_per_s == pytest.approx(0.5 * l40s.peak_flops_per_s)
+    forced = machine_rates("h100-sxm", dtype="bf16", assumptions=Assumptions(flash_attention_efficiency=0.6))
+    assert forced.flash_attention_flops_per_s == pytest.approx(0.6 * h100.peak_flops_per_s)
+    halved = machine_rates("h100-sxm", dtype="bf16", assumptions=Assumptions(flash_attention_scale=0.5))
+    assert halved.flash_attention_flops_per_s == pytest.approx(0.175 * h100.peak_flops_per_s)
+    cfg = TransformerConfig(n_layers=2, d_model=1024, n_heads=8, vocab_size=1000, seq_len=4096)
+    kw = dict(micro_batch=1, tp=1, sequence_parallel=False, attention="flash", dropout=False, a=Assumptions())
+    slow = step_terms.layer_terms(cfg, rates=h100, **kw)["attention_s"]
+    fast = step_terms.layer_terms(cfg, rates=forced, **kw)["attention_s"]
+    assert slow > 1.5 * fast  # 0.35 against 0.6 of the same peak, less the two launches

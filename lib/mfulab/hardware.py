@@ -49,6 +49,9 @@ class DeviceSpec:
     # the best single dense GEMM measured on the device, FLOP/s per dtype (stas00's MAMF finder)
     mamf_flops_per_s: dict | None = None
     mamf_source: str = ""
+    # FlashAttention-2's forward + backward FLOP/s over the dense bf16 peak, with its source (None: no figure)
+    flash_attention_share_of_peak: float | None = None
+    flash_attention_source: str = ""
 
 
 def normalize_name(name: str) -> str:
@@ -66,6 +69,8 @@ def _interconnect(entry: dict) -> dict:
         "interconnect_source": net.get("source", ""),
         "mamf_flops_per_s": {d: v * TERA for d, v in mamf.items()} if mamf else None,
         "mamf_source": entry.get("mamf_source", ""),
+        "flash_attention_share_of_peak": entry.get("flash_attention_share_of_peak"),
+        "flash_attention_source": entry.get("flash_attention_source", ""),
     }
 
 

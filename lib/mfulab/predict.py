@@ -13,8 +13,9 @@ Per micro-batch and pipeline stage (a device holds L/p layers, 1/t of each; T = 
                   R∞ = ``matmul_share_of_mamf`` × the device's MAMF (its best measured GEMM)
     attention     unfused (Megatron 2021–22): QKᵀ and A·V as batched GEMMs over the full s×s,
                   with the score matrix through memory; flash: the causal half of those FLOPs,
-                  forward + 2.5× backward (FlashAttention-2 recomputes S), at
-                  ``flash_attention_efficiency`` · peak (Dao 2023)
+                  forward + 2.5× backward (FlashAttention-2 recomputes S), at the device's
+                  ``flash_attention_share_of_peak`` · peak (devices.yaml: FlashAttention-2's
+                  reach, 0.5 on A100 from Dao 2023, 0.35 on H100 from Shah et al. 2024)
     memory-bound  LayerNorms, bias + GeLU / SwiGLU, bias + dropout + add, rotary, softmax and
                   dropout on the scores (unfused only), loss in fp32: bytes each reads and
                   writes (Megatron-LM's fused kernels, Narayanan et al. 2021 §4.2) at

@@ -26,6 +26,9 @@ import numpy as np
 from .config import ParameterError
 
 GB = 1e9
+# the flash share of a device without a devices.yaml figure: A100's (the bottom of FlashAttention-2's
+# 50–73% of A100's peak, Dao 2023, abstract; the backward runs lower than the forward)
+FLASH_FALLBACK_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -42,10 +45,13 @@ class Assumptions:
     mamf_over_peak: float = 0.8
     # t₀: launch and tail of one GEMM kernel, ~ the 5 µs of a CUDA kernel launch round trip.
     matmul_latency_s: float = 5e-6
-    # a flash kernel's forward + backward FLOP/s over the datasheet peak: FlashAttention-2
-    # reaches 50–73% of A100's peak (Dao 2023, abstract; the top of the range is the forward
-    # pass, the backward runs lower): the bottom of the range.
-    flash_attention_efficiency: float = 0.5
+    # a flash kernel's forward + backward FLOP/s over the datasheet peak. None: the device's
+    # devices.yaml figure (flash_attention_share_of_peak: FlashAttention-2 reaches 50–73% of
+    # A100's peak, Dao 2023, and 35% of H100's, Shah et al. 2024), or FLASH_FALLBACK_SHARE
+    # for a device without one; a number overrides both.
+    flash_attention_efficiency: float | None = None
+    # × the flash share, the device's or the fallback above (1.0: as published; a sensitivity knob)
+    flash_attention_scale: float = 1.0
     # achieved over datasheet memory bandwidth for streaming kernels: a device-to-device copy on
     # A100 80GB reaches ~1.7 of 2.04 TB/s (our assumption, the order nvbandwidth reports).
     memory_efficiency: float = 0.85
@@ -130,6 +136,8 @@ class Rates:
     intra: Link
     inter: Link
     sources: dict
+    # a flash attention kernel's forward + backward FLOP/s (None: Assumptions' share of the peak)
+    flash_attention_flops_per_s: float | None = None
 
     def link(self, span: int, devices_per_node: int, *, ranks_per_node: int = 1) -> Link:
         """The link of a group of ``span`` consecutive ranks (Megatron's rank order). Between
@@ -271,8 +279,20 @@ def machine_rates(device: str | None, *, dtype: str, calibration=None, assumptio
         c = cal["collectives"]
         intra = Link(c["alpha_s"], c["link_bytes_per_s"])
         sources["intra_node"] = f"all-reduce α–β of {cal['file']} ({cal['collectives_key']})"
+    if a.flash_attention_efficiency is not None:
+        flash_share = a.flash_attention_efficiency
+        sources["flash_attention"] = f"flash_attention_efficiency {flash_share} of peak"
+    elif spec is not None and spec.flash_attention_share_of_peak is not None:
+        flash_share = spec.flash_attention_share_of_peak
+        sources["flash_attention"] = f"{spec.key} {flash_share} of peak ({spec.flash_attention_source})"
+    else:
+        flash_share = FLASH_FALLBACK_SHARE
+        sources["flash_attention"] = f"FLASH_FALLBACK_SHARE {flash_share} of peak (no figure for this device)"
+    if a.flash_attention_scale != 1.0:
+        sources["flash_attention"] += f", × flash_attention_scale {a.flash_attention_scale}"
     sources["notes"] = cal["notes"] if cal else []
     return Rates(
+        flash_attention_flops_per_s=min(1.0, flash_share * a.flash_attention_scale) * peak,
         peak_flops_per_s=peak,
         matmul_flops_per_s=r_inf,
         matmul_latency_s=t0,

@@ -13,7 +13,7 @@ import math
 
 from . import comm, flops, memory, parallel
 from .config import TransformerConfig
-from .predict_rates import Assumptions, Rates
+from .predict_rates import FLASH_FALLBACK_SHARE, Assumptions, Rates
 
 
 def gemm_s(
@@ -78,7 +78,14 @@ def layer_terms(
         att_b = qk_b + av_b + score_bwd_bytes / bw_eff
     else:
         causal_fwd_flops = 0.5 * 4.0 * heads_in_batch * s * s * q  # QKᵀ and A·V, causal half
-        flash_rate = a.flash_attention_efficiency * rates.peak_flops_per_s
+        flash_rate = rates.flash_attention_flops_per_s  # machine_rates: the device's share of its peak
+        if flash_rate is None:  # Rates built by hand
+            share = (
+                a.flash_attention_efficiency
+                if a.flash_attention_efficiency is not None
+                else FLASH_FALLBACK_SHARE
+            )
+            flash_rate = min(1.0, share * a.flash_attention_scale) * rates.peak_flops_per_s
         att_f = rates.matmul_latency_s + causal_fwd_flops / flash_rate
         att_b = rates.matmul_latency_s + 2.5 * causal_fwd_flops / flash_rate
 

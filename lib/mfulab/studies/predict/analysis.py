@@ -192,7 +192,7 @@ def history_table(records, valid):
 SENSITIVITY_ASSUMPTIONS = (
     "memory_efficiency",
     "link_efficiency",
-    "flash_attention_efficiency",
+    "flash_attention_scale",
     "backward_traffic_factor",
     "nccl_base_latency_s",
     "alpha_intra_s",
@@ -267,7 +267,7 @@ def calibrated_text(records, check) -> str:
         "small "
         "kernels (AdamW's foreach path makes several passes over the moments) that do not reach it; the "
         "flash "
-        "attention rate is a datasheet-side assumption (`flash_attention_efficiency`) that no calibration "
+        "attention rate is a published share of the peak (`flash_attention_efficiency`) that no calibration "
         "measures; the rest of the step (data, idle, Python) has no term but `data_s`."
     )
 
