@@ -418,3 +418,43 @@ def test_static_graph_with_find_unused_is_bounded_by_the_search():
     assert [c.claim for c in claims if "find_unused" in c.claim] and not any(
         "find_unused_parameters=True costs" in c.claim for c in claims
     )
+
+
+def test_the_analytic_tensor_list_is_the_reference_models():
+    """``flops.param_tensors`` (what DDP buckets in the step model and here) names and sizes
+    every parameter of ``model.GPT`` built on the meta device, in its order."""
+    import torch
+
+    from mfulab import flops
+    from mfulab.model import GPT
+
+    for name in ("tiny", "llama-tiny", "llama2-70b", "gpt2-124m"):
+        cfg = preset(name)
+        with torch.device("meta"):
+            model = GPT(cfg)
+        assert flops.param_tensors(cfg) == [(n, p.numel()) for n, p in model.named_parameters()]
+        assert sum(k for _, k in flops.param_tensors(cfg)) == flops.param_count(cfg)
+
+
+def test_the_step_models_ddp_term_issues_the_buckets_the_simulator_forms():
+    """One model of DDP's calls: the step model's DP term (framework ddp) and the bucket
+    simulator form the same buckets from the same tensors, so their call counts agree."""
+    from mfulab import predict
+
+    cfg = preset("llama2-7b")
+    for tp, pp in ((1, 1), (2, 4)):
+        step = predict.step_time(
+            cfg,
+            n_devices=64 * tp * pp,
+            tp=tp,
+            pp=pp,
+            micro_batch=1,
+            global_batch=64 * 8,
+            device="a100",
+            framework="ddp",
+            zero_stage=0,
+        )
+        sizes = [2 * k for _, k in simulator.sharded_layout(cfg, tp=tp, pp=pp)]  # bf16 gradients
+        buckets = simulator.form_buckets(sizes, bucket_cap_mb=25, default_cap=True)
+        assert step["dp_calls"] == len(buckets)
+        assert 1 < len(buckets) < len(sizes)  # whole tensors: fewer calls than tensors, more than one

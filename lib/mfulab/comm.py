@@ -243,6 +243,29 @@ DEEPSPEED_PREFETCH_ELEMS = 5e7  # DeepSpeed ZeRO-3 stage3_prefetch_bucket_size
 MEGATRON_MIN_BUCKET_ELEMS, MEGATRON_BUCKET_ELEMS_PER_RANK = 40e6, 1e6  # max(40M, 1M·dp) (Megatron-Core DDP)
 
 
+def ddp_buckets(
+    tensor_bytes, *, cap_bytes: float = DDP_BUCKET_BYTES, first_cap_bytes: float | None = None
+) -> list[list[int]]:
+    """Indices of gradient tensors (in the order they become ready) per DDP bucket, by DDP's
+    rules (torch ``reducer.cpp``, ``_compute_bucket_assignment_by_size``): a bucket closes as
+    soon as its size reaches its cap, the tensor that crosses the cap stays in it (tensors are
+    never split); the first bucket's cap is ``first_cap_bytes`` (DDP: 1 MiB when
+    ``bucket_cap_mb`` is left at its default, else the cap itself)."""
+    if cap_bytes <= 0:
+        raise ParameterError(f"a bucket cap must be positive, got {cap_bytes} bytes")
+    limit = cap_bytes if first_cap_bytes is None else first_cap_bytes
+    buckets, current, size = [], [], 0
+    for i, nbytes in enumerate(tensor_bytes):
+        current.append(i)
+        size += nbytes
+        if size >= limit:
+            buckets.append(current)
+            current, size, limit = [], 0, cap_bytes
+    if current:
+        buckets.append(current)
+    return buckets
+
+
 def _calls(total: float, per_call: float, at_least: int = 1) -> int:
     return max(at_least, int(-(-total // per_call)))
 
@@ -261,6 +284,7 @@ def dp_collectives(
     ddp_bucket_bytes: float = DDP_BUCKET_BYTES,
     deepspeed_bucket_elems: float = DEEPSPEED_BUCKET_ELEMS,
     deepspeed_prefetch_elems: float = DEEPSPEED_PREFETCH_ELEMS,
+    tensor_elems=None,
 ) -> list[dict]:
     """The data-parallel collectives of one optimizer step for a ``n_params`` replica shard,
     as each framework issues them: ``[{op, phase, calls, bytes_per_call}]`` with the full buffer
@@ -268,7 +292,10 @@ def dp_collectives(
     a call can hide under. ``units``: the FSDP units (one per block) or ZeRO-3 modules.
 
     - ``ddp`` (PyTorch DDP, no_sync over the accumulation steps): one all-reduce of the
-      gradients per step in buckets of ``ddp_bucket_bytes``, the first 1 MiB;
+      gradients per step in buckets of ``ddp_bucket_bytes``, the first 1 MiB at the default
+      cap; with ``tensor_elems`` (the shard's gradient tensors in ready order,
+      ``parallel.stage_grad_tensors``) the buckets DDP forms from them (:func:`ddp_buckets`),
+      one call per bucket, else the bytes cut evenly;
     - ``megatron`` (Megatron-LM/-Core): ZeRO 0 all-reduces the gradient buffer, the distributed
       optimizer (ZeRO 1) reduce-scatters it and all-gathers the updated parameters; buckets of
       max(40M, 1M·dp) elements with ``overlap`` (``--overlap-grad-reduce``), else one call;
@@ -300,6 +327,16 @@ def dp_collectives(
     def call(op, phase, total_bytes, n_calls, repeats=1):
         return {"op": op, "phase": phase, "calls": n_calls * repeats, "bytes_per_call": total_bytes / n_calls}
 
+    if framework == "ddp" and tensor_elems is not None:
+        tensor_bytes = [n * grad_bytes_per_elem for n in tensor_elems]
+        first = DDP_FIRST_BUCKET_BYTES if ddp_bucket_bytes == DDP_BUCKET_BYTES else None
+        sizes = [
+            sum(tensor_bytes[i] for i in b)
+            for b in ddp_buckets(tensor_bytes, cap_bytes=ddp_bucket_bytes, first_cap_bytes=first)
+        ]
+        return [
+            {"op": "all_reduce", "phase": "last_backward", "calls": 1, "bytes_per_call": b} for b in sizes
+        ]
     if framework == "ddp":
         rest = max(0.0, grad_bytes - DDP_FIRST_BUCKET_BYTES)
         n_calls = 1 + (_calls(rest, ddp_bucket_bytes) if rest > 0 else 0)

@@ -80,6 +80,38 @@ def param_count(cfg: TransformerConfig) -> int:
     return token_embedding + position_embedding + blocks + final_norm + lm_head
 
 
+def param_tensors(cfg: TransformerConfig) -> list[tuple[str, int]]:
+    """(name, element count) of every parameter tensor of the reference model (``model.GPT``),
+    in registration order (a tied head is the token embedding, listed once): the tensors DDP
+    buckets and a sharded optimizer splits. Sums to :func:`param_count` (a test pins both the
+    sum and the names against the model built on the meta device)."""
+    h, q, H, Hkv, f = cfg.d_model, cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.d_ff
+
+    def linear(name, n_in, n_out):
+        return [(f"{name}.weight", n_in * n_out)] + ([(f"{name}.bias", n_out)] if cfg.bias else [])
+
+    def norm(name):
+        biased = cfg.norm == "layernorm" and cfg.bias
+        return [(f"{name}.weight", h)] + ([(f"{name}.bias", h)] if biased else [])
+
+    out = [("wte.weight", cfg.vocab_size * h)]
+    if cfg.learned_positions:
+        out.append(("wpe.weight", cfg.seq_len * h))
+    for i in range(cfg.n_layers):
+        b = f"blocks.{i}"
+        out += norm(f"{b}.norm1")
+        out += linear(f"{b}.attn.q_proj", h, H * q) + linear(f"{b}.attn.k_proj", h, Hkv * q)
+        out += linear(f"{b}.attn.v_proj", h, Hkv * q) + linear(f"{b}.attn.o_proj", H * q, h)
+        out += norm(f"{b}.norm2") + linear(f"{b}.mlp.up", h, f)
+        if cfg.mlp == "swiglu":
+            out += linear(f"{b}.mlp.gate", h, f)
+        out += linear(f"{b}.mlp.down", f, h)
+    out += norm("norm_f")
+    if not cfg.tied_embeddings:
+        out.append(("lm_head.weight", cfg.vocab_size * h))
+    return out
+
+
 def matmul_param_count(cfg: TransformerConfig) -> int:
     """Weight elements that take part in a matmul for every token: the blocks' projection
     weights plus the LM head. Embedding lookups, biases and norms do no matmul, which is

@@ -37,6 +37,7 @@ import numbers
 
 from .comm import bus_factor, collective_time
 from .config import ParameterError, TransformerConfig
+from .flops import param_tensors
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
 
@@ -139,6 +140,30 @@ def tp_comm_elements_per_layer(
         "collectives": [{"op": op, "count": c, "elements": e} for op, c, e in collectives],
         "elements_sent_per_device": sent,
     }
+
+
+# Megatron-style tensor parallelism (Shoeybi et al. 2019, §3): q/k/v/up/gate column-parallel
+# (weights and biases split), o_proj/down row-parallel (weight split, bias replicated), the
+# token embedding and head vocab-parallel; norms and learned positions stay whole.
+REPLICATED_UNDER_TP = ("norm", "o_proj.bias", "down.bias", "wpe.")
+
+
+def stage_grad_tensors(
+    cfg: TransformerConfig, *, tp: int = 1, pp: int = 1, blocks: int | None = None
+) -> list[tuple[str, int]]:
+    """(name, element count) of the gradients one device of a pipeline stage holds, in the
+    order the backward makes them ready (reverse of registration, ``flops.param_tensors``):
+    TP splits every tensor but those of :data:`REPLICATED_UNDER_TP`; with ``pp > 1`` the stage
+    holds ``blocks`` blocks (default ``n_layers / pp``) and no embedding, head or final norm
+    (an interior stage's share). What DDP buckets (``comm.ddp_buckets``)."""
+    _check_int(tp=tp, pp=pp)
+    if blocks is None and cfg.n_layers % pp:
+        raise ParameterError(f"pp must divide {cfg.n_layers} layers (or name the stage's blocks); got {pp}")
+    tensors = list(reversed(param_tensors(cfg)))
+    if pp > 1:
+        blocks = cfg.n_layers // pp if blocks is None else blocks
+        tensors = [(n, k) for n, k in tensors if n.startswith("blocks.") and int(n.split(".")[1]) < blocks]
+    return [(n, k if any(r in n for r in REPLICATED_UNDER_TP) else k // tp) for n, k in tensors]
 
 
 def tp_comm_time_per_layer(

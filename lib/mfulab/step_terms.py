@@ -277,6 +277,10 @@ def dp_terms(
     if dp == 1:
         return {"dp_comm_s": 0.0, "dp_comm_exposed_s": 0.0, "dp_calls": 0, "dp_algorithms": ""}
     n_params_shard = flops.param_count(cfg) / (tp * pp)
+    ddp_tensors = None  # DDP buckets whole tensors: the stage's own, in the order they become ready
+    if layout["framework"] == "ddp":
+        blocks = math.ceil(layout["interior_layers"])
+        ddp_tensors = [k for _, k in parallel.stage_grad_tensors(cfg, tp=tp, pp=pp, blocks=blocks)]
     calls = comm.dp_collectives(
         n_params_shard,
         dp=dp,
@@ -290,6 +294,7 @@ def dp_terms(
         ddp_bucket_bytes=a.ddp_bucket_bytes,
         deepspeed_bucket_elems=a.deepspeed_bucket_elems,
         deepspeed_prefetch_elems=a.deepspeed_prefetch_elems,
+        tensor_elems=ddp_tensors,
     )
     group = dp_group(layout, rates=rates, a=a)
     hideable = {

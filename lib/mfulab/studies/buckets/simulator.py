@@ -1,5 +1,5 @@
 """The DDP bucket simulator: DDP's bucket formation rules and a step-time model, pure Python
-(no process group; the reference GPT's layout is built on the meta device).
+(no process group; the reference GPT's tensors from ``flops.param_tensors``).
 
 How DDP buckets (torch 2.13, ``torch/nn/parallel/distributed.py`` and ``reducer.cpp``):
 DDP starts with all parameters in one bucket, records the order in which gradients become
@@ -24,40 +24,28 @@ own model, ring or tree) and every other term come from there, on a ``devices.ya
 
 from __future__ import annotations
 
-import functools
 import time
 
 import numpy as np
 
-from ... import comm, predict
+from ... import comm, flops, parallel, predict
 from ...config import ParameterError, preset
 from ...step_terms import dp_call_s
 from .stated import SCALE_CASE
 
 MIB = 2**20
 DEFAULT_BUCKET_CAP_MB = 25
-FIRST_BUCKET_BYTES = 1 * MIB  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
+FIRST_BUCKET_BYTES = comm.DDP_FIRST_BUCKET_BYTES  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
 ALGORITHMS = ("ring", "tree", "best")
 
 
 def form_buckets(param_bytes, *, bucket_cap_mb: float, default_cap: bool = False) -> list[list[int]]:
-    """Indices of parameters (given in gradient-ready order) per bucket, by DDP's rules."""
+    """Indices of parameters (given in gradient-ready order) per bucket: ``comm.ddp_buckets``
+    (the step model's DDP term forms the same) with the cap in MiB, as DDP's ``bucket_cap_mb``."""
     if bucket_cap_mb <= 0:
         raise ParameterError(f"bucket_cap_mb must be positive, got {bucket_cap_mb}")
-    cap = int(bucket_cap_mb * MIB)
-    limits = iter([FIRST_BUCKET_BYTES if default_cap else cap])
-    limit = next(limits)
-    buckets, current, size = [], [], 0
-    for i, nbytes in enumerate(param_bytes):
-        current.append(i)
-        size += nbytes
-        if size >= limit:
-            buckets.append(current)
-            current, size = [], 0
-            limit = cap
-    if current:
-        buckets.append(current)
-    return buckets
+    first = FIRST_BUCKET_BYTES if default_cap else None
+    return comm.ddp_buckets(param_bytes, cap_bytes=int(bucket_cap_mb * MIB), first_cap_bytes=first)
 
 
 def allreduce_time(
@@ -141,40 +129,16 @@ def simulate(
     }
 
 
-@functools.lru_cache(maxsize=32)
 def model_layout(cfg) -> list[tuple[str, int]]:
     """(name, element count) of every parameter of the reference GPT, in the order their
-    gradients become ready (reverse of registration), built on the meta device: no memory,
-    exact shapes."""
-    import torch
-
-    from ...model import GPT
-
-    with torch.device("meta"):
-        model = GPT(cfg, attn_impl="sdpa")
-    return [(name, p.numel()) for name, p in reversed(list(model.named_parameters()))]
-
-
-# Megatron-style tensor parallelism (Shoeybi et al. 2019, §3): q/k/v/up/gate column-parallel
-# (weights and biases split), o_proj/down row-parallel (weight split, bias replicated), the
-# token embedding and head vocab-parallel; norms and learned positions stay whole.
-_REPLICATED_UNDER_TP = ("norm", "o_proj.bias", "down.bias", "wpe.")
+    gradients become ready (reverse of registration): ``flops.param_tensors`` reversed."""
+    return list(reversed(flops.param_tensors(cfg)))
 
 
 def sharded_layout(cfg, *, tp: int = 1, pp: int = 1) -> list[tuple[str, int]]:
-    """(name, element count) of the gradients one device holds under tensor parallelism
-    ``tp`` and pipeline parallelism ``pp``, in gradient-ready order: TP splits every tensor
-    except those of ``_REPLICATED_UNDER_TP``; a pipeline stage holds ``n_layers / pp`` blocks
-    (a middle stage: no embedding, head or final norm when ``pp > 1``)."""
-    if tp < 1 or pp < 1 or cfg.n_layers % pp:
-        raise ParameterError(
-            f"tp and pp must be ≥ 1 and pp must divide {cfg.n_layers} layers; got {tp}, {pp}"
-        )
-    layout = model_layout(cfg)
-    if pp > 1:
-        blocks = cfg.n_layers // pp
-        layout = [(n, k) for n, k in layout if n.startswith("blocks.") and int(n.split(".")[1]) < blocks]
-    return [(n, k if any(r in n for r in _REPLICATED_UNDER_TP) else k // tp) for n, k in layout]
+    """The gradients one device holds under ``tp`` and ``pp``, in gradient-ready order:
+    ``parallel.stage_grad_tensors`` (what the step model's DDP term buckets too)."""
+    return parallel.stage_grad_tensors(cfg, tp=tp, pp=pp)
 
 
 def gpt_simulation(
@@ -263,9 +227,8 @@ def simulator_speed(
     preset_name: str = "llama2-70b", world_size: int = 1024, n_sizes: int = 20, **setting
 ) -> dict:
     """How long the simulator takes for a 70B layer layout on 1024 ranks over 20 bucket sizes
-    (the layout itself is built beforehand), in the stated setting."""
+    in the stated setting (the tensor list, ``flops.param_tensors``, is timed with it)."""
     caps = np.geomspace(1, 4096, n_sizes).tolist()
-    model_layout(preset(preset_name))  # the layout is built once (on the meta device) and cached
     t0 = time.perf_counter()
     rows = gpt_simulation(preset(preset_name), n=world_size, bucket_caps_mb=caps, **{**SCALE_CASE, **setting})
     seconds = time.perf_counter() - t0
