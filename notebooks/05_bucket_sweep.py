@@ -218,8 +218,9 @@ memory
 # of the A100's best measured GEMM, attention, memory-bound ops, the optimizer, TP collectives
 # and the pipeline bubble where a sensitivity row shards. It also gives the DP group: its link
 # between nodes, one 200 Gb/s port per GPU, and NCCL's own per-call latency model. The finer
-# part is the buckets. They are DDP's, formed from one device's real gradient tensors (Llama
-# shapes, built on the meta device) and ready as the last micro-batch's backward reaches them.
+# part is the timing of the buckets. They are DDP's, formed from one device's real gradient
+# tensors (`parallel.stage_grad_tensors`: the step model's DDP term forms the same buckets and
+# issues the same calls) and ready as the last micro-batch's backward reaches them.
 # Each bucket's all-reduce is priced by the step model's DP group, with the faster of NCCL's ring
 # and tree (`scale_algorithm`), on one channel. MFU is the step model's at the simulated step.
 #
