@@ -261,14 +261,13 @@ def calibrated_text(records, check) -> str:
         f"Measured step **{step.measured_s * 1e3:.1f} ms** (IQR {records['step']['iqr_s'] * 1e3:.1f} ms over "
         f"{records['step']['n']} steps), predicted from the calibration **{step.predicted_s * 1e3:.1f} ms** "
         f"({step.error:+.1%}: {verdict}; its spread over fresh runs is in the stability note at the end). "
-        f"The result is the per-class misses: {parts}. Likely "
-        "causes: the memory-bound ops and the optimizer "
-        "are modelled as streaming at the calibrated copy bandwidth, but eager PyTorch runs them as many "
-        "small "
-        "kernels (AdamW's foreach path makes several passes over the moments) that do not reach it; the "
-        "flash "
-        "attention rate is a published share of the peak (`flash_attention_efficiency`) that no calibration "
-        "measures; the rest of the step (data, idle, Python) has no term but `data_s`."
+        f"The result is the per-class misses: {parts}. The optimizer is priced as the eager AdamW "
+        f"the step runs, pass by pass ({calibrated.EAGER_ADAMW_BYTES_PER_PARAM} B per parameter at the "
+        "calibrated copy bandwidth). Likely causes of the rest, not tested here: the memory-bound ops are "
+        "modelled as streaming at that bandwidth, but on two CPU cores eager norms and GELU (erf) may be "
+        "limited by their arithmetic rather than by memory; the flash attention rate is a published "
+        "share of the peak (`flash_attention_efficiency`) that no calibration measures; the rest of the "
+        "step (data, idle, Python) has no term but `data_s`."
     )
 
 

@@ -15,13 +15,22 @@ CLASSES = {
 }
 
 
+# torch.optim.AdamW's single-tensor path (torch/optim/adam.py ``_single_tensor_adam``, the one
+# CPU tensors take), bytes per fp32 parameter, pass by pass: param.mul_ (weight decay) 2, exp_avg
+# .lerp_(grad) 3, exp_avg_sq.mul_ 2, .addcmul_(grad, grad) 3, sqrt 2, / bias correction 2,
+# .add_(eps) 2, param.addcdiv_ 4: 20 passes of 4 bytes. Under autocast the parameters, their
+# gradients and the moments stay fp32: the same count.
+EAGER_ADAMW_BYTES_PER_PARAM = 20 * 4
+
+
 def step_assumptions(dtype: str) -> dict:
-    """The measured step's own precision: fp32 keeps activations, messages and gradients in
-    4 bytes, and plain fp32 AdamW reads param, grad, m and v and writes param, m and v (28 B
-    per parameter, no master copy); under autocast the defaults hold."""
+    """The measured step's own precision and optimizer: fp32 keeps activations, messages and
+    gradients in 4 bytes; the optimizer is eager fp32 AdamW at any dtype
+    (:data:`EAGER_ADAMW_BYTES_PER_PARAM`, not the fused mixed-precision Adam of the default)."""
+    out = {"optimizer_bytes_per_param": EAGER_ADAMW_BYTES_PER_PARAM}
     if dtype == "fp32":
-        return {"bytes_per_elem": 4, "grad_bytes_per_elem": 4, "optimizer_bytes_per_param": 28}
-    return {}
+        out |= {"bytes_per_elem": 4, "grad_bytes_per_elem": 4}
+    return out
 
 
 def prediction(records: dict, **assumptions) -> dict:
