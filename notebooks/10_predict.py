@@ -64,7 +64,12 @@ print(f"{records['device_name']} ({records['device']}); {len(records['published_
 # - **development** — the rows the model was built and revised against (four revisions looked
 #   at them): reported, never called out of sample;
 # - **test** — FSDP and ZeRO-3 at large data-parallel width, H100 and A100, Megatron-family and
-#   torchtitan / llm-foundry / MegaScale runs, tuned and untuned layouts.
+#   torchtitan / llm-foundry / MegaScale runs, tuned and untuned layouts;
+# - **holdout** — `studies/predict/published_runs_holdout.yaml`: four more sources
+#   (flash-attention's training benchmarks, fms-fsdp, TinyLlama, InternLM), collected after the
+#   test table had informed post-freeze revisions, by a separate process that saw neither the
+#   model nor a prediction, committed with the model at `holdout_frozen_at` and first evaluated
+#   there. Where the test rows stopped being blind, these are the blind check.
 #
 # What the record shows about the test rows, exactly. A review of the previous revision had
 # reported its errors on Narayanan et al.'s Table 2 ZeRO-3 rows and said that H100 and
@@ -75,9 +80,9 @@ print(f"{records['device_name']} ({records['device']}); {len(records['published_
 # named `frozen_at` below, which also carries two model-side changes made before any of them
 # was evaluated (a crash fix for a TP group spanning nodes, and the A100 40GB's MAMF entry).
 # No test row's error had been computed before the first entry of the validation history at
-# the freeze, and no model change since moves a number. Future test rows should be
-# pre-registered: each row's configuration and predicted step committed before its published
-# figure is compared.
+# the freeze. The revisions since, logged in the history, were informed by the test table
+# (flash attention at each device's published share): from there on the test rows are
+# development rows in all but name, and the holdout rows take their place.
 #
 # Every later change to the step model appends its test error to
 # `studies/predict/validation_history.yaml` (§2): a model tuned on its test rows would show
@@ -89,7 +94,8 @@ display(
     Markdown(
         f"Fitted `matmul_share_of_mamf` = **{valid['fitted']:.4f}** on {valid['n_fit']} rows "
         f"({', '.join(analysis.fit_sources(records))}); default {valid['default']} (the MAMF itself). "
-        f"Model frozen for the test rows at commit `{split.get('frozen_at')}`. The null model below "
+        f"Model frozen for the test rows at commit `{split.get('frozen_at')}`, for the holdout rows "
+        f"at `{split.get('holdout_frozen_at')}`. The null model below "
         f"(every step its hardware FLOPs at one constant share of the dense peak, fitted on the same "
         f"rows the same way) has utilisation **{valid['null_utilisation']:.3f}**."
     )
@@ -121,6 +127,7 @@ display(splits.style.format(pct, na_rep="—").hide(axis="index"))
 goals = scores.test_goals(df)
 summary = validate.summary(df, row_goal=p.row_error_goal, median_goal=p.median_error_goal)
 display(Markdown(analysis.test_text(goals, splits)))
+display(Markdown(analysis.test_text(scores.test_goals(df, split="holdout"), splits, split="holdout")))
 plots.save_figure(figures.validation(df, 0.25), out, "validation")
 
 # %% [markdown]

@@ -46,6 +46,12 @@ def headline_metrics(records, p, valid: dict | None = None) -> dict:
         "test_rows": int(splits.loc["test", "rows"] - splits.loc["test", "refused"])
         if "test" in splits.index
         else 0,
+        "holdout_median_abs_error": split_metric("holdout", "median_abs_error"),
+        "holdout_max_abs_error": split_metric("holdout", "max_abs_error"),
+        "holdout_null_median_abs_error": split_metric("holdout", "null_median_abs_error"),
+        "holdout_rows": int(splits.loc["holdout", "rows"] - splits.loc["holdout", "refused"])
+        if "holdout" in splits.index
+        else 0,
         "refused_rows": int((df.refused != "").sum()),
         "fitted_matmul_share_of_mamf": valid["fitted"],
         "null_utilisation": valid["null_utilisation"],
@@ -108,12 +114,13 @@ def misses(df, goal: float, top: int = 3):
     )
 
 
-def test_text(goals: dict, splits) -> str:
-    """The test set against its goals, which way it misses, and the predictor against the null
-    model and the unfitted 40%-MFU rule: said plainly when it does not beat them."""
+def test_text(goals: dict, splits, split: str = "test") -> str:
+    """The test (or holdout) set against its goals, which way it misses, and the predictor against
+    the null model and the unfitted 40%-MFU rule: said plainly when it does not beat them."""
+    label = {"test": "Test set", "holdout": "Holdout set"}[split]
     if not goals.get("n"):
-        return "No test row is priced."
-    s = splits.set_index("split").loc["test"]
+        return f"No {split} row is priced."
+    s = splits.set_index("split").loc[split]
 
     def verdict(ok):
         return "met" if ok else "**not met**"
@@ -123,7 +130,7 @@ def test_text(goals: dict, splits) -> str:
     )
     direction = "too fast (time the model lacks)" if s.median_signed_error < 0 else "too slow"
     return (
-        f"**Test set** ({goals['n']} rows priced, {int(s.refused)} refused): median |error| "
+        f"**{label}** ({goals['n']} rows priced, {int(s.refused)} refused): median |error| "
         f"**{goals['median_abs_error']:.1%}** (goal ≤ 8%: {verdict(goals['median_goal_met'])}), largest "
         f"**{goals['max_abs_error']:.1%}** (≤ 20%: {verdict(goals['max_goal_met'])}), "
         f"{goals['rows_within_row_goal']:.0%} of the rows within 25% ({verdict(goals['row_goal_met'])}); the "

@@ -39,6 +39,7 @@ def evaluate(path=PUBLISHED) -> dict:
     return {
         "fitted_share_of_mamf": res["fitted"],
         "test": pick("test"),
+        "holdout": pick("holdout"),
         "development": pick("development"),
         "fit_loo": pick("fit"),
     }

@@ -154,10 +154,12 @@ def ranking(df, *, min_rows: int = 3):
     return pd.DataFrame(rows)
 
 
-def test_goals(df, *, median_goal=0.08, max_goal=0.20, source_goal=0.10, row_goal=0.25) -> dict:
-    """The test set against the issue's goals: median and largest |error|, no source's median
-    signed error beyond ``source_goal``, every row within ``row_goal``."""
-    test = df[(df.split == "test") & (df.refused == "")]
+def test_goals(
+    df, *, median_goal=0.08, max_goal=0.20, source_goal=0.10, row_goal=0.25, split: str = "test"
+) -> dict:
+    """The test set (or the ``holdout`` set) against the issue's goals: median and largest
+    |error|, no source's median signed error beyond ``source_goal``, every row within ``row_goal``."""
+    test = df[(df.split == split) & (df.refused == "")]
     if not len(test):
         return {"n": 0}
     err = test.error.abs()

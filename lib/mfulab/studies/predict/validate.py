@@ -23,7 +23,7 @@ from ... import flops, predict
 from ...config import ParameterError, TransformerConfig
 
 FIT_PARAMETER = "matmul_share_of_mamf"  # the one free parameter (predict_rates.Assumptions)
-SPLITS = ("fit", "development", "test")
+SPLITS = ("fit", "development", "test", "holdout")
 LAYOUT_KEYS = (
     "n_devices",
     "tp",
@@ -54,7 +54,9 @@ def _repo_path(path) -> Path:
 def load_file(path) -> dict:
     """The published-runs file: its ``split`` (source → fit | development | test, and the model
     commit the test rows were first evaluated at) and its ``runs``, each checked for a
-    citation, a device, a model, a layout, one published figure and a source the split names."""
+    citation, a device, a model, a layout, one published figure and a source the split names;
+    with ``holdout_file``, that file's rows too (its own split: ``holdout`` sources and
+    ``holdout_frozen_at``, the commit its rows were first evaluated at)."""
     import yaml
 
     path = _repo_path(path)
@@ -85,6 +87,12 @@ def load_file(path) -> dict:
         if split and row["source"] not in sources:
             raise ParameterError(f"{path.name}: row {row['id']}'s source {row['source']!r} is in no split")
         row["split"] = sources.get(row["source"], "development")
+    if data.get("holdout_file"):  # rows collected apart and first evaluated at split.holdout_frozen_at
+        held = load_file(path.parent / data["holdout_file"])
+        if set(held["sources"]) & set(sources):
+            raise ParameterError(f"{data['holdout_file']}: a holdout source is also in {path.name}")
+        rows, sources = [*rows, *held["runs"]], {**sources, **held["sources"]}
+        split = {**split, **held["split"]}
     return {"split": split, "runs": rows, "sources": sources, "per_term": data.get("per_term")}
 
 
