@@ -255,7 +255,7 @@ def test_each_frameworks_dp_calls_carry_the_zero_traffic_at_its_own_granularity(
     assert megatron[0]["bytes_per_call"] == pytest.approx(2 * 40e6)  # max(40M, 1M·dp) elements of bf16
     one = comm.dp_collectives(psi, dp=dp, zero_stage=1, micro_batches=m, framework="megatron", overlap=False)
     assert one[0]["calls"] == 1  # no --overlap-grad-reduce: one bucket
-    for framework, stage in (("ddp", 1), ("fsdp", 0), ("megatron", 3)):
+    for framework, stage in (("ddp", 2), ("fsdp", 0), ("megatron", 3)):
         with pytest.raises(ParameterError, match="runs ZeRO stage"):
             comm.dp_collectives(psi, dp=dp, zero_stage=stage, micro_batches=m, framework=framework)
 
@@ -524,3 +524,51 @@ def test_flash_attention_runs_at_each_devices_published_share():
     slow = step_terms.layer_terms(cfg, rates=h100, **kw)["attention_s"]
     fast = step_terms.layer_terms(cfg, rates=forced, **kw)["attention_s"]
     assert slow > 1.5 * fast  # 0.35 against 0.6 of the same peak, less the two launches
+
+
+def test_hsdp_shards_inside_the_group_and_all_reduces_the_shard_among_its_replicas():
+    """FSDP's HYBRID_SHARD (``shard_group`` g): gathers and reduce-scatters among g ranks, then
+    each reduced shard (1/g of the gradients) all-reduced among the dp/g replicas; the states
+    shard over g only, so a replica holds more memory than under a full shard."""
+    calls = comm.dp_collectives(
+        8e9,
+        dp=128,
+        zero_stage=3,
+        micro_batches=1,
+        framework="fsdp",
+        units=33,
+        shard_group=8,
+        grad_bytes_per_elem=2,
+    )
+    groups = {(c["op"], c["phase"]): c.get("group") for c in calls}
+    assert groups[("all_gather", "forward")] == "shard" and groups[("reduce_scatter", "backward")] == "shard"
+    replica = next(c for c in calls if c.get("group") == "replica")
+    assert replica["op"] == "all_reduce" and replica["bytes_per_call"] * 33 == pytest.approx(8e9 * 2 / 8)
+    with pytest.raises(ParameterError, match="shard_group"):
+        comm.dp_collectives(8e9, dp=128, zero_stage=1, micro_batches=1, framework="megatron", shard_group=8)
+    with pytest.raises(ParameterError, match="shard_group"):
+        comm.dp_collectives(8e9, dp=128, zero_stage=3, micro_batches=1, framework="fsdp", shard_group=3)
+    cfg = TransformerConfig(n_layers=8, d_model=2048, n_heads=16, vocab_size=32000, seq_len=2048)
+    kw = dict(n_devices=64, micro_batch=1, global_batch=64, device="a100", framework="fsdp", zero_stage=3)
+    full, hybrid = predict.step_time(cfg, **kw), predict.step_time(cfg, shard_group=8, **kw)
+    assert hybrid["memory_gib"] > full["memory_gib"]
+    assert "all_reduce" in hybrid["dp_algorithms"] and "all_reduce" not in full["dp_algorithms"]
+    shard, replica = (
+        step_terms.dp_group({"tp": 1, "dp": 64, "devices_per_node": 8}, rates=_rates(), a=Assumptions(), **g)
+        for g in ({"size": 8}, {"size": 8, "stride": 8})
+    )
+    assert shard["n_nodes"] == 1 and shard["link_bytes_per_s"] == 200e9  # inside a node
+    assert replica["n_nodes"] == 8 and replica["link_bytes_per_s"] == 20e9  # one port per member
+
+
+def test_ddp_with_zero_redundancy_optimizer_broadcasts_each_parameter_after_the_step():
+    """DDP + torch's ZeroRedundancyOptimizer (framework ddp, ZeRO 1): DDP's bucketed all-reduce,
+    then one broadcast per parameter tensor from its owner, after the optimizer, exposed."""
+    cfg = TransformerConfig(n_layers=4, d_model=1024, n_heads=8, vocab_size=32000, seq_len=1024)
+    kw = dict(n_devices=8, micro_batch=4, global_batch=64, device="a100", framework="ddp")
+    plain, zero = predict.step_time(cfg, zero_stage=0, **kw), predict.step_time(cfg, zero_stage=1, **kw)
+    n_tensors = len(flops.param_tensors(cfg))
+    assert zero["dp_calls"] == plain["dp_calls"] + n_tensors
+    assert "broadcast" in zero["dp_algorithms"]
+    assert zero["dp_comm_exposed_s"] > plain["dp_comm_exposed_s"]
+    assert zero["memory_gib"] < plain["memory_gib"]  # the optimizer states are sharded

@@ -170,11 +170,11 @@ def nccl_latency_s(
         return {"ring": 0.0}
     if op == "all_reduce":
         steps, inter_steps = 2 * (n - 1), 2 * (n_nodes - 1)
-    elif op in ("all_gather", "reduce_scatter"):
+    elif op in ("all_gather", "reduce_scatter", "broadcast"):  # broadcast: a pipelined chain
         steps, inter_steps = n - 1, n_nodes - 1
     else:
         raise ParameterError(
-            f"the NCCL latency model covers all_reduce, all_gather, reduce_scatter; got {op!r}"
+            f"the NCCL latency model covers all_reduce, all_gather, reduce_scatter, broadcast; got {op!r}"
         )
     out = {"ring": base_s + (steps - inter_steps) * intra_step_s + inter_steps * inter_step_s}
     if op == "all_reduce":
@@ -230,7 +230,7 @@ def fifo_channel(ready_s, durations_s) -> list[tuple[float, float]]:
 
 # ---------------------------------------------------------------------------- DP collectives by framework
 DP_FRAMEWORKS = ("ddp", "megatron", "deepspeed", "fsdp")
-DP_ZERO_STAGES = {"ddp": (0,), "megatron": (0, 1), "deepspeed": (0, 1, 2, 3), "fsdp": (2, 3)}
+DP_ZERO_STAGES = {"ddp": (0, 1), "megatron": (0, 1), "deepspeed": (0, 1, 2, 3), "fsdp": (2, 3)}
 # When a DP call can run beside compute: under the last micro-batch's backward (gradients reduced
 # once per step), under every micro-batch's backward or forward, or after the optimizer (parameter
 # all-gather of a sharded optimizer, before the next step's first forward).
@@ -285,6 +285,7 @@ def dp_collectives(
     deepspeed_bucket_elems: float = DEEPSPEED_BUCKET_ELEMS,
     deepspeed_prefetch_elems: float = DEEPSPEED_PREFETCH_ELEMS,
     tensor_elems=None,
+    shard_group: int | None = None,
 ) -> list[dict]:
     """The data-parallel collectives of one optimizer step for a ``n_params`` replica shard,
     as each framework issues them: ``[{op, phase, calls, bytes_per_call}]`` with the full buffer
@@ -304,8 +305,17 @@ def dp_collectives(
       parameters are all-gathered in buckets of the same size; 3 all-gathers every micro-batch's
       parameters forward and backward (``deepspeed_prefetch_elems`` per call, at least one per
       unit) and reduce-scatters its gradients;
+    - ``ddp`` at ZeRO 1 (DDP with torch's ``ZeroRedundancyOptimizer``): DDP's all-reduce, then
+      after the step each updated parameter broadcast from the rank that owns it, one call per
+      tensor (``parameters_as_bucket_view=False``, the default), in the gradients' dtype (DDP's
+      gradients have their parameters' dtype);
     - ``fsdp`` (FSDP/FSDP2, Zhao et al. 2023): per micro-batch and unit one all-gather forward,
-      one reduce-scatter backward, and with FULL_SHARD (ZeRO 3) one all-gather backward again.
+      one reduce-scatter backward, and with FULL_SHARD (ZeRO 3) one all-gather backward again;
+      with ``shard_group`` g (HYBRID_SHARD, HSDP) those run among g ranks and each
+      reduce-scattered shard is then all-reduced among the dp/g replicas of it.
+
+    A call with ``"group": "shard"`` or ``"replica"`` runs in that subgroup, else in the whole
+    DP group.
 
     With equal element sizes the bytes are ``memory.zero_traffic_bytes_per_step``'s for
     ``deepspeed`` (a test pins it)."""
@@ -315,10 +325,20 @@ def dp_collectives(
         raise ParameterError(
             f"{framework} runs ZeRO stage {' or '.join(map(str, DP_ZERO_STAGES[framework]))}, not "
             f"{zero_stage!r} (FSDP's SHARD_GRAD_OP is 2 and FULL_SHARD 3; Megatron's distributed "
-            "optimizer is 1; DDP shards nothing)"
+            "optimizer is 1; DDP alone shards nothing, with ZeroRedundancyOptimizer it is 1)"
         )
     if not (isinstance(micro_batches, int) and micro_batches >= 1 and isinstance(units, int) and units >= 1):
         raise ParameterError("micro_batches and units must be whole numbers ≥ 1")
+    if shard_group is not None and not (
+        framework == "fsdp"
+        and isinstance(shard_group, int)
+        and 1 < shard_group < dp
+        and dp % shard_group == 0
+    ):
+        raise ParameterError(
+            f"shard_group (HSDP) needs framework fsdp and a whole divisor of dp = {dp} between 2 and "
+            f"dp − 1; got {shard_group!r} with {framework}"
+        )
     if dp == 1:
         return []
     m = micro_batches
@@ -334,13 +354,15 @@ def dp_collectives(
             sum(tensor_bytes[i] for i in b)
             for b in ddp_buckets(tensor_bytes, cap_bytes=ddp_bucket_bytes, first_cap_bytes=first)
         ]
-        return [
-            {"op": "all_reduce", "phase": "last_backward", "calls": 1, "bytes_per_call": b} for b in sizes
-        ]
+        out = [{"op": "all_reduce", "phase": "last_backward", "calls": 1, "bytes_per_call": b} for b in sizes]
+        if zero_stage == 1:  # ZeroRedundancyOptimizer: each tensor from its owner, after the step
+            out.append(call("broadcast", "after_step", grad_bytes, len(tensor_bytes)))
+        return out
     if framework == "ddp":
         rest = max(0.0, grad_bytes - DDP_FIRST_BUCKET_BYTES)
         n_calls = 1 + (_calls(rest, ddp_bucket_bytes) if rest > 0 else 0)
-        return [call("all_reduce", "last_backward", grad_bytes, n_calls)]
+        out = [call("all_reduce", "last_backward", grad_bytes, n_calls)]
+        return out + ([call("broadcast", "after_step", grad_bytes, 1)] if zero_stage == 1 else [])
     if framework == "megatron":
         bucket_bytes = (
             max(MEGATRON_MIN_BUCKET_ELEMS, MEGATRON_BUCKET_ELEMS_PER_RANK * dp) * grad_bytes_per_elem
@@ -353,12 +375,17 @@ def dp_collectives(
             call("all_gather", "after_step", param_bytes, n_calls),
         ]
     if framework == "fsdp":
+        shard = {} if shard_group is None else {"group": "shard"}
         out = [
-            call("all_gather", "forward", param_bytes, units, m),
-            call("reduce_scatter", "backward", grad_bytes, units, m),
+            {**call("all_gather", "forward", param_bytes, units, m), **shard},
+            {**call("reduce_scatter", "backward", grad_bytes, units, m), **shard},
         ]
         if zero_stage == 3:
-            out.append(call("all_gather", "backward", param_bytes, units, m))
+            out.append({**call("all_gather", "backward", param_bytes, units, m), **shard})
+        if shard_group is not None:  # HSDP: the reduced shard, all-reduced among its replicas
+            out.append(
+                {**call("all_reduce", "backward", grad_bytes / shard_group, units, m), "group": "replica"}
+            )
         return out
     bucket = deepspeed_bucket_elems
     if zero_stage == 0:

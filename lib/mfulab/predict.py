@@ -117,6 +117,7 @@ def check_layout(
     context_parallel: int = 1,
     expert_parallel: int = 1,
     dtype: str = "bf16",
+    shard_group: int | None = None,
 ) -> dict:
     """The layout a step runs, or :class:`ParameterError` with the reason it cannot exist or
     is not modelled: dp = n/(tp·pp), m = B/(dp·b) micro-batches, the layers of an interior and
@@ -158,6 +159,16 @@ def check_layout(
     if n_devices % (tp * pp):
         raise ParameterError(f"tp·pp = {tp * pp} does not divide {n_devices} devices")
     dp = n_devices // (tp * pp)
+    if shard_group is not None and not (
+        framework == "fsdp"
+        and isinstance(shard_group, int)
+        and 1 < shard_group < dp
+        and dp % shard_group == 0
+    ):
+        raise ParameterError(
+            f"shard_group (FSDP's HYBRID_SHARD) needs framework fsdp and a whole divisor of dp = {dp} "
+            f"between 2 and dp − 1; got {shard_group!r} with {framework}"
+        )
     if cfg.n_heads % tp or cfg.n_kv_heads % tp or cfg.d_ff % tp:
         raise ParameterError(
             f"tp = {tp} does not divide the {cfg.n_heads} heads, {cfg.n_kv_heads} key-value heads and "
@@ -199,6 +210,7 @@ def check_layout(
         "framework": framework,
         "devices_per_node": devices_per_node,
         "n_devices": n_devices,
+        "shard_group": shard_group,  # HSDP: ZeRO shards over these ranks, replicated across the rest
     }
 
 
@@ -228,6 +240,7 @@ def step_time(
     uneven_end_stages: bool = False,
     context_parallel: int = 1,
     expert_parallel: int = 1,
+    shard_group: int | None = None,
     assumptions: Assumptions | None = None,
     **overrides,
 ) -> dict:
@@ -266,6 +279,7 @@ def step_time(
         context_parallel=context_parallel,
         expert_parallel=expert_parallel,
         dtype=dtype,
+        shard_group=shard_group,
     )
     rates = machine_rates(device, dtype=dtype, calibration=calibration, assumptions=a)
     m = layout["m"]
@@ -300,7 +314,7 @@ def step_time(
     )
     terms["dp_comm_exposed_s"] = dp["dp_comm_exposed_s"]
     n_params_shard = flops.param_count(cfg) / (tp * pp)
-    shard_params = n_params_shard / (layout["dp"] if zero_stage >= 1 else 1)
+    shard_params = n_params_shard / ((shard_group or layout["dp"]) if zero_stage >= 1 else 1)
     terms["optimizer_s"] = a.optimizer_bytes_per_param * shard_params / rates.memory_bytes_per_s
     terms["data_s"] = a.data_s
     step_s = sum(terms[k] for k in TERMS)

@@ -226,16 +226,19 @@ def pipeline_terms(
 
 
 # ---------------------------------------------------------------------------- 4. data parallelism
-def dp_group(layout: dict, *, rates: Rates, a: Assumptions) -> dict:
+def dp_group(layout: dict, *, rates: Rates, a: Assumptions, size: int | None = None, stride: int = 1) -> dict:
     """The data-parallel group one device reduces its gradients in, as NCCL sees it: ``dp``
     ranks over ``n_nodes`` nodes (Megatron's rank order: TP innermost, so a node holds
     devices_per_node / tp members of one DP group), the per-direction bandwidth of its slowest
     link (between nodes, one network port per member of the group in a node) and the latency
-    keywords of :func:`comm.nccl_call_s`."""
-    tp, dp, per_node = layout["tp"], layout["dp"], layout["devices_per_node"]
-    ranks_per_node = max(1, min(dp, per_node // tp))
-    link = rates.link(tp * dp, per_node, ranks_per_node=ranks_per_node)
-    n_nodes = dp // ranks_per_node if tp * dp > per_node else 1  # nodes the DP group itself spans
+    keywords of :func:`comm.nccl_call_s`. ``size`` and ``stride``: a subgroup of the DP ranks
+    (HSDP's shard group: ``size`` g, stride 1; its replica group: dp/g ranks, stride g)."""
+    tp, per_node = layout["tp"], layout["devices_per_node"]
+    dp = layout["dp"] if size is None else size
+    ranks_per_node = max(1, min(dp, (per_node // tp) // stride))
+    span = tp * stride * dp  # consecutive devices the group's members sit among
+    link = rates.link(span, per_node, ranks_per_node=ranks_per_node)
+    n_nodes = dp // ranks_per_node if span > per_node else 1  # nodes the group itself spans
     latencies = {**a.nccl_latencies(), "intra_step_s": rates.intra.alpha_s}
     latencies["inter_step_s"] = rates.inter.alpha_s if n_nodes > 1 else rates.intra.alpha_s
     return {"dp": dp, "n_nodes": n_nodes, "link_bytes_per_s": link.bytes_per_s, "latencies": latencies}
@@ -295,8 +298,13 @@ def dp_terms(
         deepspeed_bucket_elems=a.deepspeed_bucket_elems,
         deepspeed_prefetch_elems=a.deepspeed_prefetch_elems,
         tensor_elems=ddp_tensors,
+        shard_group=layout.get("shard_group"),
     )
-    group = dp_group(layout, rates=rates, a=a)
+    g = layout.get("shard_group") or dp
+    groups = {"dp": dp_group(layout, rates=rates, a=a)}
+    if g < dp:  # HSDP: the shard group inside, its replicas across
+        groups["shard"] = dp_group(layout, rates=rates, a=a, size=g)
+        groups["replica"] = dp_group(layout, rates=rates, a=a, size=dp // g, stride=g)
     hideable = {
         "last_backward": backward_s / m,
         "backward": backward_s,
@@ -307,7 +315,7 @@ def dp_terms(
     algorithms = set()
     n_calls = 0
     for c in calls:
-        one_s, algorithm = dp_call_s(c["op"], c["bytes_per_call"], group)
+        one_s, algorithm = dp_call_s(c["op"], c["bytes_per_call"], groups[c.get("group", "dp")])
         algorithms.add(f"{c['op']}:{algorithm}")
         n_calls += c["calls"]
         phase = by_phase.setdefault(c["phase"], {"total_s": 0.0, "last_call_s": 0.0})
@@ -349,7 +357,7 @@ def memory_terms(
         micro_batch=layout["micro_batch"],
         tp=layout["tp"],
         pp=layout["pp"],
-        dp=layout["dp"],
+        dp=layout.get("shard_group") or layout["dp"],  # the ranks ZeRO shards over (HSDP: its group)
         zero_stage=layout["zero_stage"],
         bytes_per_elem=a.bytes_per_elem,
     )
