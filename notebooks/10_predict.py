@@ -20,8 +20,9 @@
 # launch cost t₀ under a roofline cap, attention (unfused, or a flash kernel), the memory-bound
 # ops at the memory bandwidth, recomputation, tensor-parallel collectives (with or without comm
 # overlap), the pipeline bubble and messages, the data-parallel collectives the framework issues
-# (DDP, Megatron, DeepSpeed, FSDP: bucket by bucket or unit by unit, each call priced by NCCL's
-# own latency model) minus what compute hides, the optimizer and the data wait. It refuses what
+# (DDP with or without ZeroRedundancyOptimizer, Megatron, DeepSpeed, FSDP and its hybrid
+# sharding: bucket by bucket or unit by unit, each call priced by NCCL's own latency model on the
+# group it runs in) minus what compute hides, the optimizer and the data wait. It refuses what
 # it does not model: context parallelism, mixture-of-experts layers, FP8 GEMMs.
 #
 # Its machine figures come from a device's datasheet (`devices.yaml`) — or, with
@@ -397,7 +398,8 @@ display(Markdown(analysis.a19_text(a19)))
 # (`layouts.candidate_layouts`) by the predictor's step time. It runs at the datasheet-only
 # defaults unless told otherwise: `--assume matmul_share_of_mamf=<the value fitted above>` (any
 # field of `Assumptions`, repeatable) puts this chapter's fit in; `--framework` names what issues
-# the DP collectives, `--tp-comm-overlap` and `--overlap-param-gather` the overlaps. A layout that
+# the DP collectives (`--shard-group` for FSDP's hybrid sharding), `--tp-comm-overlap` and
+# `--overlap-param-gather` the overlaps. A layout that
 # cannot exist or does not fit memory (by `predict.memory_terms`, which finds the Llama 3 rows
 # above short of 80 GB, though they ran), an unknown device, or what the model does not cover
 # (context parallelism, MoE, FP8) is refused with the reason.

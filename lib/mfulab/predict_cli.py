@@ -34,6 +34,11 @@ def add_arguments(p) -> None:
         choices=predict.FRAMEWORKS,
         help="what issues the DP collectives (auto: megatron for ZeRO 0-1, deepspeed for 2, fsdp for 3)",
     )
+    p.add_argument(
+        "--shard-group",
+        type=int,
+        help="FSDP HYBRID_SHARD (HSDP): shard over this many DP ranks, replicate across the rest",
+    )
     p.add_argument("--no-overlap", action="store_true", help="the DP collectives wait for the compute")
     p.add_argument(
         "--overlap-param-gather",
@@ -193,6 +198,7 @@ def main(args) -> None:
         recompute=args.recompute,
         sequence_parallel=args.sequence_parallel,
         zero_stage=args.zero_stage,
+        shard_group=args.shard_group,
         **_common(args),
     )
     if out["fits"] is False:
