@@ -369,10 +369,12 @@ dt
 #
 # ## Claims
 #
-# Verdicts are computed. A7 is about the layer, threshold 1.43× (−30% time): *refuted* when
-# even a free sub-block cannot make the layer that fast (the upper end of Amdahl's ceiling,
-# measured here, is below 1.43×; analytically, when every row of the sensitivity table is),
-# *confirmed* when the layer with the compiled sub-block is at least 1.43× faster. B5 from the
+# Verdicts are computed, and each names its basis (`docs/claims.md`: a toy regime can only
+# show or not show a mechanism). A7 is about the layer, threshold 1.43× (−30% time): measured
+# on this CPU (a toy regime), *not shown* when even a free sub-block cannot make the layer that
+# fast (the upper end of Amdahl's ceiling is below 1.43×), *shown* when the layer with the
+# compiled sub-block is at least 1.43× faster; at the article's 13B layer, *refuted (analysis)*
+# when every row of the sensitivity table is below 1.43×. B5 from the
 # interval of the step speed-up against 1.087× (an 8% shorter step; on a GPU only: a CPU is not
 # its regime). A8 from the log-log slopes of exact saved bytes (> 1.7 and < 1.3); its article-scale
 # row is analytic only (the sensitivity table above). B3 from the kernel SDPA picked on this

@@ -358,14 +358,15 @@ accumulation
 #
 # Verdicts are computed from the numbers above. B7 (same batch): the measured step-time
 # ratio's interval (widened by the run-to-run drift) against the band between the article's
-# 1.25× (50% → 40%) and Megatron's 1.33× (50% → 37.5%): confirmed when it lies inside the
-# band widened by that drift, refuted when it lies wholly outside the band, otherwise
-# inconclusive on this machine. B7 (budget): refuted by the identity MFU ∝ tokens/s. A14, in
+# 1.25× (50% → 40%) and Megatron's 1.33× (50% → 37.5%), measured on this CPU (a toy regime,
+# `docs/claims.md`): shown when it lies inside the band widened by that drift, not shown when
+# it lies wholly outside the band, otherwise inconclusive on this machine. B7 (budget): refuted by the identity MFU ∝ tokens/s. A14, in
 # the claim's regime (fused attention, the ~100B and 13B layers of section 4; analytic), two
 # rows: the choice, by bytes freed per recomputed FLOP against both the attention core and the
-# whole attention block (confirmed only if the MLP wins against both in both layers, refuted
-# only if it loses against both; otherwise it depends, and the evidence says on what); the
-# reasons, by FLOP and byte shares (refuted when the MLP is the costlier part to redo, or the
+# whole attention block (confirmed (analysis) only if the MLP wins against both in both layers,
+# refuted (analysis) only if it loses against both; otherwise analytic only, and the evidence
+# says on what); the reasons, by FLOP and byte shares (refuted (analysis) when the MLP is the
+# costlier part to redo, or the
 # attention frees fewer bytes than the MLP, in every layer). A17
 # (one row per reading of the flag) and A12 are analytic; their evidence says whether they
 # hold over the sensitivity grids.

@@ -314,8 +314,8 @@ sens
 # article's 5–8 points: refuted only if no scenario of the sensitivity table reaches 5 points,
 # otherwise analytic only) and whether 20–40 MB is the sweet spot (analytic). B8 comes from the
 # simulator (analytic, likewise). B6: `gradient_as_bucket_view` is judged on the memory it
-# saves (its documented benefit: confirmed when the counted saving equals the gradients'
-# bytes); `static_graph` against the default flags is *not checkable* (DDP does no graph
+# saves (its documented benefit, a property by construction: shown when the counted saving
+# equals the gradients' bytes); `static_graph` against the default flags is *not checkable* (DDP does no graph
 # analysis there to spare) and is judged against `find_unused_parameters=True`; the two flags
 # together on speed, with the mechanism's bound; and the bound at the article's scale
 # (analytic).

@@ -167,7 +167,7 @@ plots.save_figure(fig, out, "straggler")
 # which notebook 01's operator profile separates). **B15** is the ladder, each knob's gain
 # credited to the loss it targets: what this machine shows is in the evidence; the article's
 # regime (7B on 64 A100s) is out of reach of a CPU box, so its verdict is inconclusive here.
-# **B13** is confirmed when, with the straggler on, the healthy ranks' own step time is closer
+# **B13** (an emulated straggler on two ranks: a toy regime) is shown when, with the straggler on, the healthy ranks' own step time is closer
 # to the straggler's (lockstep: a synchronous job) than to what they would take without waiting;
 # the article's 8% is below this box's block-to-block noise, so the delay is larger.
 

@@ -44,7 +44,7 @@ def test_a14_choice_depends_and_reasons_are_refuted():
     assert choice.verdict == "analytic only" and "25×" in choice.evidence
     assert "0.93×" in choice.evidence and "1.21×" in choice.evidence and "depends" in choice.evidence
     # the MLP is 16h/(24h + 4s) of the layer's forward FLOPs: 65% and 59%
-    assert reasons.verdict == "refuted" and "65%" in reasons.evidence and "59%" in reasons.evidence
+    assert reasons.verdict == "refuted (analysis)" and "65%" in reasons.evidence and "59%" in reasons.evidence
     assert "0.09%" in reasons.evidence  # what recomputing the fused core frees
 
 
@@ -60,7 +60,11 @@ def test_a14_choice_rule_follows_both_alternatives(monkeypatch):
 
         return table
 
-    for core, block, verdict in ((30, 1.5, "confirmed"), (0.5, 0.9, "refuted"), (30, 0.9, "analytic only")):
+    for core, block, verdict in (
+        (30, 1.5, "confirmed (analysis)"),
+        (0.5, 0.9, "refuted (analysis)"),
+        (30, 0.9, "analytic only"),
+    ):
         monkeypatch.setattr(a14, "verdict_table", with_ratios(core, block))
         assert claims.a14_claims({})[0].verdict == verdict
 

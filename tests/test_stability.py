@@ -6,7 +6,7 @@ from mfulab.verdicts import Claim
 
 
 def test_row_keys_number_repeated_ids():
-    claims = [Claim(i, "c", "m", "confirmed", "e") for i in ("A1", "B6", "B6", "B6")]
+    claims = [Claim(i, "c", "m", "confirmed", "e", "measured here") for i in ("A1", "B6", "B6", "B6")]
     assert stability.row_keys(claims) == ["A1", "B6", "B6 (2)", "B6 (3)"]
 
 
@@ -98,3 +98,24 @@ def _claims_table(ids, verdicts):
     import pandas as pd
 
     return pd.DataFrame({"id": ids, "claim": "c", "measured": "m", "verdict": verdicts, "evidence": "e"})
+
+
+def test_the_basis_sets_the_label():
+    """One rule (docs/claims.md): a toy regime's or a construction's 'confirmed' is only shown,
+    a toy's 'refuted' is not shown, an analysis's decision is marked, and a label that does not
+    go with its basis is refused."""
+    from mfulab import verdicts
+
+    def row(decision, basis):
+        return Claim("X", "c", "m", decision, "e", basis).verdict
+
+    assert row("confirmed", verdicts.TOY) == "shown" and row("refuted", verdicts.TOY) == "not shown"
+    assert row("confirmed", verdicts.CONSTRUCTION) == "shown"
+    assert row("refuted", verdicts.CONSTRUCTION) == "refuted"  # an exact count can refute
+    assert row("confirmed", verdicts.ANALYSIS) == "confirmed (analysis)"
+    assert row("confirmed", verdicts.MEASURED) == "confirmed"
+    assert row("inconclusive on this machine", verdicts.TOY) == "inconclusive on this machine"
+    with pytest.raises(ValueError):
+        row("analytic only", verdicts.MEASURED)
+    with pytest.raises(ValueError):
+        row("confirmed", "a hunch")

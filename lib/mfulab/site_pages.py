@@ -279,7 +279,7 @@ FILTER_JS = """<script>
 
 def claims_page(machine: str, rows: list[dict], articles: dict[str, str], others: list[str]) -> str:
     """``claims.md``: one table of every claim (id, claim, source article, verdict on each
-    machine, evidence, the chapter's claims section), filtered by verdict with a select."""
+    machine, its basis, evidence, the chapter's claims section), filtered by verdict with a select."""
     esc = html.escape
     verdicts = sorted({r["verdict"] for r in rows})
     head = [
@@ -288,6 +288,7 @@ def claims_page(machine: str, rows: list[dict], articles: dict[str, str], others
         "source",
         f"verdict ({machine})",
         *[f"verdict ({m})" for m in others],
+        "basis",
         "evidence",
         "chapter",
     ]
@@ -305,6 +306,7 @@ def claims_page(machine: str, rows: list[dict], articles: dict[str, str], others
                 f'<td class="verdict verdict-{_slug(r["other"][m])}">{esc(r["other"][m])}</td>'
                 for m in others
             ],
+            f"<td>{esc(r.get('basis') or '—')}</td>",  # results rendered before the rule carry none
             f"<td>{esc(r['evidence'])}</td>",
             f'<td><a href="{esc(link)}">{spec.number:02d} {esc(spec.id)}</a></td>',
         ]

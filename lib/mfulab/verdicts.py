@@ -8,30 +8,73 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-# "shown": a descriptive claim (a breakdown exists, a quantity can be read off) that the run
-# displays; there is no threshold to pass, so it is not "confirmed".
-VERDICTS = ("confirmed", "refuted", "inconclusive on this machine", "analytic only", "not checkable", "shown")
+# "shown": a mechanism displayed in a toy regime, a property true by construction, or a descriptive
+# claim (a breakdown exists, a quantity can be read off): nothing the claim's regime could fail.
+# "not shown": the mechanism did not appear in the toy regime (which says nothing of the claim's).
+# "(analysis)": decided by an analysis at the article's own configuration.
+VERDICTS = (
+    "confirmed",
+    "refuted",
+    "confirmed (analysis)",
+    "refuted (analysis)",
+    "inconclusive on this machine",
+    "analytic only",
+    "not checkable",
+    "shown",
+    "not shown",
+)
+# THE RULE (docs/claims.md): every verdict names its basis, and the basis sets the label.
+MEASURED = "measured here"  # the claim's effect, measured on this machine in the claim's regime
+PUBLISHED = "published measurement"  # a cited figure from a run the source describes
+ANALYSIS = "analysis at the article's configuration"  # the article's stated TP, SP, kernel, cluster
+ARITHMETIC = "the article's own arithmetic"  # its stated numbers, recomputed
+TOY = "toy regime"  # a mechanism measured here outside the claim's regime (2 ranks, emulation, tiny sizes)
+CONSTRUCTION = "by construction"  # a documented behaviour or an identity, counted exactly
+BASES = (MEASURED, PUBLISHED, ANALYSIS, ARITHMETIC, TOY, CONSTRUCTION)
+
+
+def label(decision: str, basis: str) -> str:
+    """The verdict a decision earns on its basis: in a toy regime or by construction a
+    "confirmed" is only *shown* (and a toy "refuted" is *not shown*: the regime cannot refute
+    the claim; an exact count can); an analysis's decision is marked "(analysis)"."""
+    if basis not in BASES:
+        raise ValueError(f"basis must be one of {BASES}; got {basis!r}")
+    if basis in (TOY, CONSTRUCTION) and decision == "confirmed":
+        return "shown"
+    if basis == TOY and decision == "refuted":
+        return "not shown"
+    if basis == ANALYSIS and decision in ("confirmed", "refuted"):
+        return f"{decision} (analysis)"
+    return decision
 
 
 @dataclass(frozen=True)
 class Claim:
+    """One claims row. ``verdict`` is the decision its study computed; the row keeps
+    :func:`label` of it under its ``basis`` (so a toy regime's "confirmed" reads "shown")."""
+
     id: str
     claim: str
     measured: str  # what was measured or computed
     verdict: str
     evidence: str  # the numbers, with their spread
+    basis: str
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}; got {self.verdict!r}")
+        object.__setattr__(self, "verdict", label(self.verdict, self.basis))
+        analytic = self.verdict in ("confirmed (analysis)", "refuted (analysis)", "analytic only")
+        if analytic != (self.basis == ANALYSIS) and self.verdict != "not checkable":
+            raise ValueError(f"{self.id}: verdict {self.verdict!r} does not go with basis {self.basis!r}")
 
 
 def table(claims: list[Claim]):
-    """The claims as a DataFrame (columns: id, claim, measured, verdict, evidence)."""
+    """The claims as a DataFrame (columns: id, claim, measured, verdict, basis, evidence)."""
     import pandas as pd
 
     return pd.DataFrame(
-        [asdict(c) for c in claims], columns=["id", "claim", "measured", "verdict", "evidence"]
+        [asdict(c) for c in claims], columns=["id", "claim", "measured", "verdict", "basis", "evidence"]
     )
 
 

@@ -3,6 +3,7 @@ verdict computed from the measured records with the threshold the claim's own wo
 
 from __future__ import annotations
 
+from ... import verdicts
 from ...verdicts import Claim
 from .analysis import CATEGORIES, b2_split, b13_comparison, b13_propagation, b15_gain_shares, ladder_table
 from .stated import B13_STATED, B15_MAINLY, B15_STATED
@@ -34,6 +35,7 @@ def b2_claim(records, p) -> Claim:
         f"shares of the step (mean over ranks): {shares}; present: {len(present)} of {len(CATEGORIES)}. "
         "Compute holds the slow operators without separating them (notebook 01's operator profile does); "
         f"the checkpoint's share follows its period (one per {block} steps here)",
+        basis=verdicts.TOY,
     )
 
 
@@ -74,6 +76,7 @@ def b15_claim(records, p) -> Claim:
         verdict,
         f"naive → last rung ×{g['speedup']:.2f} ({g['gain_s'] * 1e3:.1f} ms per step); per knob: {steps}; "
         f"credited by target: {credit}: communication + data IO {share:.0%}{why}",
+        basis=verdicts.TOY,
     )
 
 
@@ -99,6 +102,7 @@ def b13_claim(records, p) -> Claim:
         f"({prop['propagated']:.0%}: on 2 cores the sleeping rank frees a core, so the others compute faster "
         f"while they wait); the job's step ×{c.ratio:.2f} [{c.ratio_lo:.2f}, {c.ratio_hi:.2f}]. The "
         "article's 8% is below this box's block-to-block noise: the mechanism is tested at a larger delay",
+        basis=verdicts.TOY,
     )
 
 

@@ -231,6 +231,7 @@ def _a6_measured_claim(records) -> list[Claim]:
             f"fastest cap over {rounds} rounds (a 'disaster' taken as ≥ {A6_DISASTER_RATIO:g}×){default}; "
             f"regime: {regime['tensors']} tensors, set-up latency {regime['latency_s'] * 1e6:.0f} µs vs "
             f"{regime['transfer_s'] * 1e6:.0f} µs transfer per call ({regime['ratio']:.1f}:1){why}",
+            basis=verdicts.TOY,
         )
     ]
 

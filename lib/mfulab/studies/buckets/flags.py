@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 
+from ... import verdicts
 from ...comm import ring_all_reduce_time
 from ...config import preset
 from ...timing import compare_timings, summarize
@@ -270,6 +271,7 @@ def _memory_claim(records, r, cap: float, drift: float) -> Claim:
         verdict,
         f"{(saved_text(records) + why).lstrip('; ')}; speed, not the verdict (bound by the copy's bytes): "
         + _evidence(records, r, drift),
+        basis=verdicts.CONSTRUCTION,
     )
 
 
@@ -300,6 +302,7 @@ def claims(records) -> list[Claim]:
             f"(claimed ≥ {B6_SEVERAL_PERCENT_RATIO:g}×)",
             r.speed_verdict,
             _evidence(records, r, RUN_TO_RUN_DRIFT),
+            basis=verdicts.TOY,
         )
         for r in table.itertuples()
         if r.speed_verdict
@@ -318,6 +321,7 @@ def claims(records) -> list[Claim]:
             "all-reduce) only with find_unused_parameters=True. 'Several percent' is more than these "
             "mechanisms allow; the bucket view also cuts gradient memory by the gradients' size — a gain "
             "elsewhere (a larger batch)",
+            basis=verdicts.ANALYSIS,
         )
     )
     return out

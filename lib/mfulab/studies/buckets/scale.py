@@ -10,6 +10,7 @@ spread and the best cap's gain over 25 MiB (DDP's default) beside it.
 
 from __future__ import annotations
 
+from ... import verdicts
 from ...config import preset
 from ...verdicts import Claim
 from . import sensitivity
@@ -163,6 +164,7 @@ def a6_spread_claim(records, best, sens) -> list[Claim]:
             f"{plausible_caps_text()} is {'at least' if stated_reaches else 'below'} the article's "
             f"{lo:g}–{A6_MFU_POINTS[1]:g} points{grid}; sensitivity: the spread reaches {lo:g} points "
             f"in {len(s['a6_spread_reaching'])} of {s['scenarios']} scenarios: {reaching}",
+            basis=verdicts.ANALYSIS,
         )
     ]
 
@@ -186,6 +188,7 @@ def a6_sweet_spot_claim(records, best, sens) -> list[Claim]:
             f"cap is about one tensor per bucket{memory_text(big)}; sensitivity: the answer to 'best cap "
             f"outside 20–40 MB?' is unchanged in {s['a6_same']} of {s['scenarios']} scenarios{changed}"
             + sensitivity.fitted_text(sens, "a6"),
+            basis=verdicts.ANALYSIS,
         )
     ]
 
@@ -224,6 +227,7 @@ def b8_claims(records, scale, sens) -> list[Claim]:
             "the same "
             f"outcome in {s['b8_same']} of {s['scenarios']} scenarios{changed}"
             + sensitivity.fitted_text(sens, "b8"),
+            basis=verdicts.ANALYSIS,
         )
     ]
 

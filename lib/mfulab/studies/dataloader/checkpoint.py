@@ -24,6 +24,7 @@ Units: GB = 1e9 bytes, MiB = 2**20 bytes.
 
 from __future__ import annotations
 
+from ... import verdicts
 from ...timing import Timing, compare_timings, summarize
 from ...verdicts import Claim
 from .params import (
@@ -97,6 +98,7 @@ def b12_existence(records) -> Claim:
         f"{(with_ckpt.median_s - step.median_s) * 1e3:+.1f} ms on {step.median_s * 1e3:.1f} ms "
         f"(the write alone {ck['write_alone_s'] * 1e3:.1f} ms){periodic}; the size of the case study's "
         "spike is the next row's question",
+        basis=verdicts.TOY,
     )
 
 
@@ -240,4 +242,5 @@ def b12_magnitude(records) -> Claim:
         "node's disks: 3 s → 0.3 s is not a faster write but a write moved out of the step, and 0.3 s is "
         f"the order of what stays in it, copying each GPU's {rates['GB_per_gpu']:.2f} GB to host memory "
         f"({rates['async_GB_per_s_per_gpu']:.1f} GB/s, {rates['async_share_of_pcie']:.0%} of PCIe 4.0 x16)",
+        basis=verdicts.ANALYSIS,
     )

@@ -148,6 +148,7 @@ def _b11_local(records) -> Claim:
         "threshold 1.05×; "
         f"per sample {us[SMALL_FILES]:.0f} µs (JSON files) vs {us[SHARDS]:.0f} µs (tar: Python's tarfile "
         f"and webdataset parse every member){warm}",
+        basis=claims_mod.MEASURED,
     )
 
 
@@ -184,6 +185,7 @@ def _b11_network(records) -> Claim:
         f"at {latency * 1e3:g} ms; {_break_even_text(records, format_comparison(records))}; the emulated "
         f"interval clears 1.05× at {', '.join(f'{v:g}' for v in survives) or 'none'} of "
         f"{', '.join(f'{v:g}' for v in table.per_file_latency_ms)} ms (tables/b11_latency_sensitivity.csv)",
+        basis=claims_mod.ANALYSIS,
     )
 
 
@@ -233,6 +235,7 @@ def _b11_workers(records) -> Claim:
             f"beside the training process, need ≥ {needed} usable CPUs; this process may use {cpus} (its "
             "affinity mask), so extra workers only take turns on the same cores; the sweep's counts are in "
             "tables/loader_sweep.csv",
+            basis=claims_mod.MEASURED,
         )
     if not in_range or not beyond:
         return Claim(
@@ -242,6 +245,7 @@ def _b11_workers(records) -> Claim:
             "not checkable",
             f"the sweep needs a worker count in {lo}–{hi} and one above {hi}, each with a core beside the "
             f"training process (count + 1 ≤ {cpus} usable CPUs; num_workers={counts})",
+            basis=claims_mod.MEASURED,
         )
     best_in = min(in_range, key=lambda w: _warm_timing(records, SHARDS, w, True).median_s)
     best_out = min(beyond, key=lambda w: _warm_timing(records, SHARDS, w, True).median_s)
@@ -263,6 +267,7 @@ def _b11_workers(records) -> Claim:
         verdict,
         f"{best_out} workers over {best_in}: {c.ratio:.2f}× [{c.ratio_lo:.2f}, {c.ratio_hi:.2f}]; "
         f"'enough' when more workers gain < {gain:.2f}×",
+        basis=claims_mod.MEASURED,
     )
 
 
@@ -305,6 +310,7 @@ def _b2_real(records, floor: float, runs, mem) -> Claim:
         + ", ".join(f"{k} {split[k] / total:.1%}" for k in CATEGORIES)
         + f"; in-memory batches: data loading {mem_split['data loading'] / sum(mem_split.values()):.2%} "
         "(a list lookup); communication is zero by construction (no collective in one process)",
+        basis=claims_mod.MEASURED,
     )
 
 
@@ -323,6 +329,7 @@ def _b2_emulated(records, floor: float, runs) -> Claim:
         f"so every step starts with the load (worst {worst['format']}: "
         f"{split['data loading'] / sum(split.values()):.0%} of step time); it shows where the wait sits on "
         f"a fast step, not that a real job has it; {'/'.join(map(str, counts))} of 4 categories non-zero",
+        basis=claims_mod.TOY,
     )
 
 

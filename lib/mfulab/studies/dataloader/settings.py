@@ -13,6 +13,7 @@ compared), and ``pin_memory`` only acts on a copy to a CUDA device (never compar
 
 from __future__ import annotations
 
+from ... import verdicts
 from ...timing import compare_timings, summarize
 from ...verdicts import Claim, verdict_from_comparison
 
@@ -72,6 +73,7 @@ def b11_settings(records) -> Claim:
             f"workers (num_workers={list(rp['num_workers'])}, {rp.get('epochs', '?')} rounds); "
             + settings
             + _pin_memory_text(records),
+            basis=verdicts.MEASURED,
         )
     pairs, first = restart_pairs(records), restart_pairs(records, later=False)
     new_ms = summarize([a for a, _ in pairs]).median_s * 1e3
@@ -99,4 +101,5 @@ def b11_settings(records) -> Claim:
         f"{(new_ms - kept_ms) / 1e3 / epoch_s:.0%} of a warm epoch here ({epoch_s:.2f} s){first_text}; "
         + settings
         + _pin_memory_text(records),
+        basis=verdicts.MEASURED,
     )

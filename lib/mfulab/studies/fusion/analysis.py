@@ -158,6 +158,7 @@ def _claims_a8(records) -> list[Claim]:
             f"slopes: naive {slopes['naive_saved_bytes_slope']:.2f}, SDPA "
             f"{slopes['sdpa_saved_bytes_slope']:.2f} "
             f"(thresholds > 1.7 and < 1.3)",
+            basis=claims_mod.CONSTRUCTION,
         ),
         Claim(
             "A8",
@@ -176,6 +177,7 @@ def _claims_a8(records) -> list[Claim]:
             f"The −{step_cut:.0%} step time cannot be derived from memory alone: it needs naive attention "
             f"(its matmuls {a8['attention_flops_share_palm']:.0%} of the model FLOPs at this length, plus "
             f"its memory-bound softmax and masking over a·s² elements) to take ≥ {step_cut:.0%} of the step",
+            basis=claims_mod.ANALYSIS,
         ),
     ]
 
@@ -193,6 +195,7 @@ def _claim_b4(records) -> Claim:
             claims_mod.verdict_from_agreement(ratio >= 1.8),
             f"tf32/fp32 = {ratio:.2f}×; bf16/fp32 = {dt.loc['bf16', 'vs_fp32']:.2f}×; "
             f"A100 datasheet tf32/fp32 = {sheet_ratio:.0f}×",
+            basis=claims_mod.MEASURED,
         )
     return Claim(
         "B4",
@@ -202,6 +205,7 @@ def _claim_b4(records) -> Claim:
         "no TF32 on a CPU, so the claim's quantity does not exist here; "
         f"bf16/fp32 here = {dt.loc['bf16', 'vs_fp32']:.2f}×; "
         f"the A100 datasheet gives tf32/fp32 = {sheet_ratio:.0f}× (dense), more than double",
+        basis=claims_mod.MEASURED,
     )
 
 
@@ -258,6 +262,7 @@ def _claim_b5(records) -> list[Claim]:
             verdict,
             f"speed-up {r.speedup_vs_eager:.2f}× [{r.speedup_lo:.2f}, {r.speedup_hi:.2f}] "
             f"(threshold {B5_STATED_SPEEDUP[0]:.2f}×); {gain}{why}",
+            basis=claims_mod.TOY,
         )
     ]
 
@@ -296,6 +301,7 @@ def _claims_b3(records) -> list[Claim]:
             "inputs that change the choice",
             claims_mod.verdict_from_agreement(fused),
             f"dispatched to {backend}" + (f"; {cases}" if cases else ""),
+            basis=claims_mod.CONSTRUCTION,
         )
     ]
     if records["device"] != "cuda":
@@ -312,6 +318,7 @@ def _claims_b3(records) -> list[Claim]:
                 "sm80, is_causal with unequal lengths, some head dims in training on sm86/89; this run's "
                 "inputs on an A100: "
                 + ("; ".join(reasons) + " → memory-efficient or math" if reasons else "eligible"),
+                basis=claims_mod.CONSTRUCTION,
             )
         )
     return rows

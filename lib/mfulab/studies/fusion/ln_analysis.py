@@ -9,6 +9,7 @@ The verdicts are about the **layer** (the claim's unit), with the threshold the 
 
 from __future__ import annotations
 
+from ... import verdicts
 from ...timing import compare_timings, summarize
 from ...verdicts import Claim
 from . import layer_share
@@ -390,6 +391,7 @@ def claims_a7(records) -> list[Claim]:
             f"[{here.layer_speedup_lo:.2f}, {here.layer_speedup_hi:.2f}] with the compiled sub-block; "
             f"even a free sub-block: ≤ {worst.ceiling_hi:.2f}× "
             f"(needs a share ≥ {here.share_needed_for_claim:.0%}); " + sub_text,
+            basis=verdicts.TOY,
         )
     ]
     sens = article_sensitivity()
@@ -409,6 +411,7 @@ def claims_a7(records) -> list[Claim]:
             f"over the sensitivity table ≤ {sens.layer_speedup_ceiling.max():.2f}×; the claim would need "
             f"eager kernels at ≤ {central.break_even_bandwidth_efficiency:.0%} of the datasheet bandwidth"
             + ("" if survives else "; some assumptions in the table reach the claim"),
+            basis=verdicts.ANALYSIS,
         )
     )
     return rows

@@ -61,6 +61,7 @@ def claims(records: dict | None, p: Params | None = None) -> list[Claim]:
             f"the stated inputs imply MFU = {a['implied_mfu_6n']:.2f} (> 1: physically impossible; "
             f"≥ {a['min_devices_for_mfu_below_1']:.1f} devices needed; on 32 devices it would be "
             f"{a['implied_mfu_on_32_devices']:.2f})",
+            basis=claims_mod.ARITHMETIC,
         )
     )
 
@@ -84,6 +85,7 @@ def claims(records: dict | None, p: Params | None = None) -> list[Claim]:
             + ", ".join(f"{article[f'mfu_at_{t}s']:.1%} at {t:g} s (stated {m:.0%})" for t, m in mfus.items())
             + f"; with the exact N and attention (palm) 10.2 s is {palm['mfu_at_10.2s']:.1%}; "
             f"conventions span {lo:.1%}–{hi:.1%} at 10.2 s",
+            basis=claims_mod.ARITHMETIC,
         )
     )
     ideal = b1_ideal_step_check()
@@ -107,6 +109,7 @@ def claims(records: dict | None, p: Params | None = None) -> list[Claim]:
                 f"{r.flops_convention.split()[0]} {r.ideal_step_s:.2f} s" for r in in_range.itertuples()
             )
             + "), which the article does not use: it counts 6 × 7e9",
+            basis=claims_mod.ARITHMETIC,
         )
     )
 
@@ -133,6 +136,7 @@ def claims(records: dict | None, p: Params | None = None) -> list[Claim]:
                 verdict,
                 f"of {records['train']['job_wall_s']:.2f} s wall: {shares}; {len(present)} of 4 present "
                 f"({', '.join(present.category) or 'none'}): {why}",
+                basis=claims_mod.MEASURED,
             )
         )
 
@@ -154,6 +158,7 @@ def claims(records: dict | None, p: Params | None = None) -> list[Claim]:
                 "the verdict depends on how NCCL tuning is categorised: under the other reading "
                 f"({other.reading}) it is {other.verdict} ({other.share_of_gross_gain:.0%}); the "
                 "§5 heading's '38% → 52%' does not match the 43% that §5.1 computes from 10.2 s",
+                basis=claims_mod.ARITHMETIC,
             )
         )
 
@@ -165,6 +170,7 @@ def claims(records: dict | None, p: Params | None = None) -> list[Claim]:
             "not checkable",
             "anecdote without model size, batch, step times or peak; the hardware also changed (other "
             "accelerators → Ascend), so the two MFUs have different denominators",
+            basis=claims_mod.ARITHMETIC,
         )
     )
     return out

@@ -36,6 +36,7 @@ def _a10(traffic, placement) -> list[Claim]:
             "25 GB/s HCA per ring assumed: NCCL striping over several HCAs would shrink the gap up to their "
             "number). The contention of unordered TP and DP collectives needs a real network: not "
             "checkable here",
+            basis=verdicts.ANALYSIS,
         )
     ]
 
@@ -57,6 +58,7 @@ def _a11(tp) -> list[Claim]:
             "separate Q, K, V linears each all-reduce their input gradient; Megatron's fused QKV does 4). "
             f"Elements each rank sends on a ring: {sp.elements_sent:,.0f} with SP, what Megatron's 4 "
             f"all-reduces would send, vs {plain.elements_sent:,.0f} for PyTorch's 6",
+            basis=verdicts.CONSTRUCTION,
         ),
         Claim(
             "A11",
@@ -70,6 +72,7 @@ def _a11(tp) -> list[Claim]:
             f"{sp.korthikanti_plus_gathered_bytes / 2**10:.0f} "
             f"KiB predicted). The model has no dropout: that half is not measured. Outputs and gradients "
             f"equal the whole block to {sp.max_abs_diff:.1e}",
+            basis=verdicts.CONSTRUCTION,
         ),
     ]
 
@@ -110,6 +113,7 @@ def _a12(sh, planner) -> list[Claim]:
             "per step (ZeRO: 3Ψ, 2Ψ, 2Ψ); under gradient accumulation FSDP2 re-gathers every "
             "micro-batch; every "
             f"count equals its formula: {exact}",
+            basis=verdicts.CONSTRUCTION,
         ),
         Claim(
             "A12",
@@ -119,6 +123,7 @@ def _a12(sh, planner) -> list[Claim]:
             "analytic only",
             "; ".join(cases) + ". Best-vs-best differs in micro-batch and recompute; the same layout shows "
             "ZeRO-3's traffic, and the overlap assumption decides whether it hides",
+            basis=verdicts.ANALYSIS,
         ),
     ]
 
@@ -159,6 +164,7 @@ def _a13(pipe, inter) -> list[Claim]:
             + f"); every run within {worst:.0%} of the formula once each slot carries its fitted overhead "
             f"({emu.slot_overhead_s.min() * 1e3:.1f}–{emu.slot_overhead_s.max() * 1e3:.1f} ms: messages, "
             f"bookkeeping and the sleeps' overshoot), {len(emu)} runs. A mechanism, not a threshold to pass",
+            basis=verdicts.TOY,
         ),
         Claim(
             "A13",
@@ -174,6 +180,7 @@ def _a13(pipe, inter) -> list[Claim]:
             f"{int(by.loc['interleaved', 'p2p_messages'])} vs "
             f"{int(by.loc['1f1b', 'p2p_messages'])} ({ratio:.1f}×, (p·v − 1)/(p − 1); every count equals "
             f"4·m·(p·v − 1): {counted}); each message adds to the slot overhead. Other depths: {others}",
+            basis=verdicts.TOY,
         ),
         Claim(
             "A13",
@@ -190,6 +197,7 @@ def _a13(pipe, inter) -> list[Claim]:
             )
             + ". The bubble + point-to-point model credits interleaving at 40 layers too: the article's line "
             "is not reproduced by it",
+            basis=verdicts.ANALYSIS,
         ),
     ]
 
@@ -226,6 +234,7 @@ def _a15(offload, copies=None) -> list[Claim]:
                 f"{copies['device_to_host_bytes_per_s'] / 1e9:.1f} GB/s, device → device "
                 f"{copies['device_to_device_bytes_per_s'] / 1e9:.0f} GB/s"
             ),
+            basis=verdicts.ANALYSIS,
         )
     ]
 
@@ -244,6 +253,7 @@ def _b10(exchange, skew) -> list[Claim]:
             f"one host, no cross-node link: here all-to-all takes {big.ratio:.2f}× an all-reduce at "
             f"{big.size_bytes / 2**10:,.0f} KiB (bandwidth-bound, it moves (n − 1)/n of the buffer per rank "
             f"against the all-reduce's 2(n − 1)/n: ½); #wrong = {int(exchange.wrong.sum())}",
+            basis=verdicts.TOY,
         ),
         Claim(
             "B10",
@@ -257,6 +267,7 @@ def _b10(exchange, skew) -> list[Claim]:
                 for r in waiting.itertuples()
             )
             + ". The emulation builds the mechanism in: this shows its size, it does not test it",
+            basis=verdicts.TOY,
         ),
     ]
 

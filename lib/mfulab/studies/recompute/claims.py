@@ -5,6 +5,7 @@ in the docstring of the function that builds the row. ``analysis.outcome`` calls
 
 from __future__ import annotations
 
+from ... import verdicts
 from ...timing import RUN_TO_RUN_DRIFT
 from ...verdicts import Claim
 from . import a14, sensitivity, stated
@@ -64,6 +65,7 @@ def b7_claims(records) -> list[Claim]:
             f"{b['mfu_megatron_percent']:.1f}%); hardware FLOPs counted here {b['counted_flops_ratio']:.2f}× "
             "(torch's non-reentrant checkpoint skips the last matmul of each region), HFU full/none "
             f"{b['hfu_ratio']:.2f}×",
+            basis=verdicts.TOY,
         )
     ]
     bt = budget_table(records).set_index("policy")
@@ -85,6 +87,7 @@ def b7_claims(records) -> list[Claim]:
                 f"full/none ({row.mfu_vs_none:.3f} × {row.hardware_flops_ratio:.3f} = "
                 f"{row.hfu_vs_none:.3f}×): when tokens/s rises, MFU and HFU rise with it; an MFU "
                 "that dips while tokens/s rises has changed its FLOPs count or its device count",
+                basis=verdicts.CONSTRUCTION,
             )
         )
     return out
@@ -178,6 +181,7 @@ def a14_claims(records) -> list[Claim]:
         + _per_config(1 / naive[["MLP ÷ core"]], "MLP ÷ core", "{:.0f}×")
         + " more per FLOP than the MLP"
         + _a14_measured_text(records),
+        basis=verdicts.ANALYSIS,
     )
 
     reasons = a14.reasons_table(long).set_index(["config", "attention"])
@@ -212,6 +216,7 @@ def a14_claims(records) -> list[Claim]:
         + " of the bytes) but the cheapest to redo ("
         + _per_config(naive_r, "attention core FLOP share", "{:.1%}")
         + " of the FLOPs): large, not costly",
+        basis=verdicts.ANALYSIS,
     )
     return [choice_row, reasons_row]
 
@@ -264,6 +269,7 @@ def a17_claims(plans, p) -> list[Claim]:
                 f"recompute: {none.total_gib:.1f} GiB ({'fits' if none.fits else 'does not fit'}); "
                 f"predicted tokens/s {(r.tokens_per_s or 0) / (none.tokens_per_s or float('inf')):.2f}× "
                 "no recompute's (the step model)",
+                basis=verdicts.ANALYSIS,
             )
         )
     return out
@@ -290,6 +296,7 @@ def a12_claim(zero_df) -> list[Claim]:
             f"{r.zero3_traffic_gib:.1f} GiB per step ({r.traffic_ratio:.2f}×; {ratios.min():.2f}-"
             f"{ratios.max():.2f}× over dp {int(zero_df.dp.min())}-{int(zero_df.dp.max())}; 1.5× only at one "
             "micro-batch per step)",
+            basis=verdicts.ANALYSIS,
         )
     ]
 
