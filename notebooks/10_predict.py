@@ -200,7 +200,8 @@ results.save_table(out, "history", history)
 display(
     history.style.format(
         {c: "{:.1%}" for c in history.columns if "error" in c}
-        | {"fitted_share_of_mamf": "{:.4f}", "test_rows": "{:.0f}", "development_rows": "{:.0f}"},
+        | {"fitted_share_of_mamf": "{:.4f}"}
+        | {c: "{:.0f}" for c in ("test_rows", "holdout_rows", "development_rows")},
         na_rep="—",
     ).hide(axis="index")
 )

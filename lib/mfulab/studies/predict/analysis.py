@@ -158,7 +158,7 @@ def history_table(records, valid):
 
     rows = []
     for rev in list(records.get("validation_history") or []):
-        test, dev = rev.get("test") or {}, rev.get("development") or {}
+        test, dev, held = rev.get("test") or {}, rev.get("development") or {}, rev.get("holdout") or {}
         rows.append(
             {
                 "commit": rev["commit"],
@@ -168,6 +168,9 @@ def history_table(records, valid):
                 "test_rows": test.get("rows_priced"),
                 "test_median_abs_error": test.get("median_abs_error"),
                 "test_max_abs_error": test.get("max_abs_error"),
+                "holdout_rows": held.get("rows_priced"),
+                "holdout_median_abs_error": held.get("median_abs_error"),
+                "holdout_max_abs_error": held.get("max_abs_error"),
                 "development_rows": dev.get("rows_priced"),
                 "development_median_abs_error": dev.get("median_abs_error"),
                 "development_max_abs_error": dev.get("max_abs_error"),
@@ -187,6 +190,9 @@ def history_table(records, valid):
             "test_rows": cell("test", "scored"),
             "test_median_abs_error": cell("test", "median_abs_error"),
             "test_max_abs_error": cell("test", "max_abs_error"),
+            "holdout_rows": cell("holdout", "scored"),
+            "holdout_median_abs_error": cell("holdout", "median_abs_error"),
+            "holdout_max_abs_error": cell("holdout", "max_abs_error"),
             "development_rows": cell("development", "scored"),
             "development_median_abs_error": cell("development", "median_abs_error"),
             "development_max_abs_error": cell("development", "max_abs_error"),
