@@ -87,6 +87,57 @@ def test_device_split_counts_only_exposed_communication():
     assert sum(s.values()) == pytest.approx(1e-3)
 
 
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT",  # Hopper cuBLAS GEMMs (H100/H200)
+        "nvjet_hsh_192x128_64x5_2x1_v_bz_coopB_TNN",
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1",
+        "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_nn_align8>",
+    ],
+)
+def test_hopper_gemm_kernels_are_matmul(kernel):
+    assert opprofile.classify(kernel)[0] == "matmul"
+
+
+def test_cudnn_attention_kernels_are_attention():
+    name = "cudnn_generated_fort_native_sdpa_sm90_knob_7_64x128x128_4x1x1_kernel0_0"
+    assert opprofile.classify(name)[0] == "attention core"
+
+
+def _cuda_trace_with_device_copies():
+    """Two steps as kineto writes them on CUDA: the host annotation (user_annotation) and its
+    copy on the GPU timeline (gpu_user_annotation, the kernels' span)."""
+    events = []
+    for k, t0 in enumerate((0, 2000)):
+        events += [
+            _ev(f"mfulab.step#{k}", t0, 1000, cat="user_annotation"),
+            _ev(f"mfulab.step#{k}", t0 + 100, 700, cat="gpu_user_annotation", tid=7),
+            _ev("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", t0 + 100, 600, cat="kernel", tid=7),
+            _ev("void at::native::vectorized_elementwise_kernel<4>", t0 + 700, 100, cat="kernel", tid=7),
+        ]
+    return {"traceEvents": events}
+
+
+def test_device_split_counts_each_step_once_not_its_gpu_annotation_copy():
+    rows = opprofile.device_breakdown(_cuda_trace_with_device_copies())
+    assert [r["step"] for r in rows] == [0, 1]
+    for r in rows:
+        assert r["wall_s"] == pytest.approx(1e-3)  # the host window, which the step's sync closes
+        assert r["categories_s"]["matmul"] == pytest.approx(600e-6)
+        assert r["categories_s"]["other ops"] == 0
+
+
+def test_profile_steps_pairs_one_row_per_step_with_its_perf_counter_time(monkeypatch):
+    """Kineto's device copies of the step annotation must not double the rows (notebook 01's
+    op split then stopped with a KeyError on perf_counter_s)."""
+    monkeypatch.setattr(
+        opprofile, "cpu_breakdown", lambda trace: opprofile.device_breakdown(_cuda_trace_with_device_copies())
+    )
+    out = opprofile.profile_steps(lambda: None, steps=2, device="cpu")
+    assert len(out["steps"]) == 2 and all("perf_counter_s" in r for r in out["steps"])
+
+
 @pytest.fixture(scope="module")
 def tiny_profile(tmp_path_factory):
     """Two profiled steps of the tiny GPT with a data fetch and a one-rank gloo all-reduce."""
