@@ -32,6 +32,8 @@ RESULT_ENV_NAMES = (
     "WORLD_SIZE",
     "LOCAL_WORLD_SIZE",
     "MASTER_ADDR",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",  # set in NVIDIA's containers: fp32 matmuls run as TF32
+    "NVIDIA_TF32_OVERRIDE",  # cuBLAS/cuDNN honour it whatever torch's allow_tf32 says
 )
 NVIDIA_QUERY = (
     "index,name,pci.bus_id,driver_version,clocks.sm,clocks.max.sm,clocks.mem,"
