@@ -262,3 +262,16 @@ def test_quick_prints_each_part_as_it_finishes_and_runs_three_tiny_runs(
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert len(summary) == len(lines) - 1
 
+
+def test_memory_guard_models_the_buckets_node_profiles_every_live_ddp_replica():
+    """Every DDP configuration of the node/cluster profile stays alive for the interleaved rounds
+    (14 of them + the reference): at 48 × 4096² that was about 145 GB per GPU, unseen by the
+    guard, which skipped buckets as not modelled."""
+    parts = {p.name: p for p in check.memory_guard(card_bytes=80e9)}
+    for name in ("memory guard buckets/node", "memory guard buckets/cluster"):
+        assert parts[name].status == "ran", parts[name].line()
+    from mfulab.studies import REGISTRY
+
+    wide = REGISTRY["buckets"].params.from_dict({"device": "cuda", "stack_layers": 48, "stack_hidden": 4096})
+    wide = wide.from_dict({**wide.to_dict(), "bucket_caps_mb": [0.001, 1, 5, 10, 25, 50, 100, 200, 1000]})
+    assert wide.predicted_peak_bytes() > 130e9
