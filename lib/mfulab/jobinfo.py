@@ -119,3 +119,53 @@ def recorded_jobs(path) -> list[dict]:
 
 def command_line() -> list[str]:
     return [sys.executable, *sys.argv]
+
+
+# ---------------------------------------------------------------------------- the job's shape
+def job_machine(params: dict) -> str:
+    """``results/<machine>/`` of a run with ``params``. Inside a distributed job (torchrun) the
+    job decides, not the profile's ``nproc``: its ranks, and over several nodes the nodes × the
+    ranks per node (``h100-sxm-2x8``), so a two-node run never lands in the one-node folder."""
+    from . import hardware, launch
+
+    if not launch.in_distributed_env():
+        return hardware.results_machine(params)
+    world = hardware.job_ranks()
+    local = int(os.environ.get("LOCAL_WORLD_SIZE") or world)
+    slug = hardware.machine_slug(device=params.get("device"), ranks=world)
+    nodes = world // local if 0 < local < world and world % local == 0 else 1
+    suffix = f"-x{world}"
+    if nodes > 1 and slug.endswith(suffix) and not os.environ.get("MACHINE", "").strip():
+        slug = f"{slug[: -len(suffix)]}-{nodes}x{local}"
+    return slug
+
+
+def job_shape(env: dict | None) -> tuple[int, int] | None:
+    """(nodes, ranks) a run recorded in its ``env.json``: the ranks that measured in-process,
+    or the largest job it launched, and their distinct hosts; ``None`` when it recorded none."""
+    if not env:
+        return None
+    groups = [env.get("ranks") or []] + [j.get("ranks") or [] for j in env.get("jobs") or []]
+    ranks = max(groups, key=len)
+    if not ranks:
+        return None
+    return len({r.get("host") for r in ranks}), len(ranks)
+
+
+def refuse_other_shape(final: Path, measured_env: dict | None) -> Path:
+    """``final`` unless it holds results measured with another node or rank count than the run
+    about to replace them (``measured_env``): those are never replaced."""
+    from .config import ParameterError
+
+    old_path = Path(final) / "env.json"
+    if not old_path.exists():
+        return final
+    old_env = json.loads(old_path.read_text())
+    old = job_shape(old_env.get("measured_env") or old_env)
+    new = job_shape(measured_env)
+    if old and new and old != new:
+        raise ParameterError(
+            f"{final} holds a run on {old[1]} ranks over {old[0]} node(s); this one has {new[1]} ranks "
+            f"over {new[0]} node(s) and would replace it: set MACHINE= to file it under another name"
+        )
+    return final
