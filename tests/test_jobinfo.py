@@ -240,3 +240,14 @@ def test_rendering_never_replaces_results_of_another_rank_or_node_count(tmp_path
         runner.run("overlap", from_dir=measured, results_root=tmp_path / "results")
     assert results.read_json(single / results.ENV) == {"measured_env": _env(1, 8)}
 
+
+def test_rank_info_without_pci_attributes_in_older_torch(monkeypatch):
+    import types
+
+    import torch
+
+    props = types.SimpleNamespace(name="NVIDIA H100 80GB HBM3", total_memory=80e9)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
+    info = jobinfo.rank_info("cuda")
+    assert info["device"] == "cuda:0" and info["pci_bus_id"] is None

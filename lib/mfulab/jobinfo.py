@@ -63,10 +63,12 @@ def rank_info(device: str = "cpu") -> dict:
 
         index = torch.cuda.current_device()
         props = torch.cuda.get_device_properties(index)
+        # older torch builds' device properties have no pci_* attributes: None, not a crash
+        pci = [getattr(props, f"pci_{k}_id", None) for k in ("domain", "bus", "device")]
         info.update(
             device=f"cuda:{index}",
             device_name=props.name,
-            pci_bus_id=f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0",
+            pci_bus_id=None if None in pci else f"{pci[0]:04x}:{pci[1]:02x}:{pci[2]:02x}.0",
             cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
         )
     return info
