@@ -56,9 +56,9 @@ def profiles(study: str, root: Path | None = None) -> list[str]:
 
 def resolve_profile(study: str, profile: str, root: Path | None = None) -> str:
     if profile == "auto":
-        import torch
+        from .profile_choice import auto_profile
 
-        profile = "gpu" if torch.cuda.is_available() else "cpu"
+        profile = auto_profile(study, root)
     valid = profiles(study, root)
     if profile not in valid:
         raise ParameterError(
