@@ -261,11 +261,9 @@ def test_auto_profile_on_one_gpu_takes_cpu_for_a_study_whose_gpu_profile_needs_t
     assert runner.resolve_profile("mfu", "auto") == "gpu"
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert runner.resolve_profile("parallelism", "auto") == "gpu"
-    with pytest.raises(ParameterError, match="2 GPUs"):  # asked for by name: refused, as before
-        runner.read_profile(ROOT / "studies" / "parallelism" / "gpu.yaml")
-        monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-        from mfulab.studies import REGISTRY
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    from mfulab.studies import REGISTRY
 
-        REGISTRY["parallelism"].params.from_dict(
-            runner.read_profile(ROOT / "studies" / "parallelism" / "gpu.yaml")
-        ).prepared()
+    gpu = runner.read_profile(ROOT / "studies" / "parallelism" / "gpu.yaml")
+    with pytest.raises(ParameterError, match="2 GPUs"):  # asked for by name: refused, as before
+        REGISTRY["parallelism"].params.from_dict(gpu).prepared()
