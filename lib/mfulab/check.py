@@ -13,9 +13,8 @@ Without CUDA the CPU-side parts still run (for ``node``, a gloo rehearsal of eve
   (:func:`memory_guard`); a tiny ``cuda`` run of every single-GPU study, each within
   :data:`STUDY_BUDGET_S`. ``--quick``: no profiles, three tiny runs, all within
   :data:`QUICK_DEADLINE_S`.
-- ``node``: every multi-rank study's smoke profile over NCCL, through the launcher and an
-  in-process ``torchrun``: exit 0 everywhere, every rank recorded, one rank writing, the
-  process group destroyed, and ``studies/<id>/checks.py``.
+- ``node``: every multi-rank study's smoke profile over NCCL (launcher and in-process ``torchrun``):
+  exit 0, every rank recorded, one writing, the group destroyed, ``studies/<id>/checks.py``.
 """
 
 from __future__ import annotations
@@ -142,7 +141,7 @@ def _measure(
 
 
 TF32_OVERRIDES = ("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "NVIDIA_TF32_OVERRIDE")  # NGC images set the first
-OPTIONAL = ("pytest", "papermill", "jupytext", "tornado", "webdataset", "triton")
+OPTIONAL = ("pytest", "papermill", "jupytext", "tornado", "webdataset", "pyarrow", "triton")
 QUICK_STUDIES = ("mfu", "recompute", "dataloader")  # --quick: no cold torch.compile (fusion)
 QUICK_DEADLINE_S = 450  # --quick: every part together; each gets what is left of it
 CUDA_TESTS_S = {"full": 420, "quick": 150}
@@ -158,7 +157,13 @@ def nvidia_smi_gpus() -> int:
 
 
 def missing_packages() -> list[str]:
-    return [m for m in OPTIONAL if importlib.util.find_spec(m) is None]
+    def missing(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is None
+        except (ImportError, ValueError):  # blocked (sys.modules[module] = None)
+            return True
+
+    return [m for m in OPTIONAL if missing(m)]
 
 
 def environment_report(out: Path) -> Part:
@@ -224,10 +229,10 @@ def probes(out: Path) -> Part:
     from . import timing
 
     name = torch.cuda.get_device_name(0)
-    fp32 = timing.matmul_ceiling(device="cuda", dtype="fp32", sizes=(4096,), min_run_time_s=0.2)
-    bf16 = timing.matmul_ceiling(device="cuda", dtype="bf16", sizes=(8192,), min_run_time_s=0.2)
-    found = {"device_name": name, "fp32_flops_per_s": fp32["best_flops_per_s"]}
-    found["bf16_flops_per_s"] = bf16["best_flops_per_s"]
+    found = {"device_name": name}
+    for dtype, size in (("fp32", 4096), ("bf16", 8192)):
+        ceiling = timing.matmul_ceiling(device="cuda", dtype=dtype, sizes=(size,), min_run_time_s=0.2)
+        found[f"{dtype}_flops_per_s"] = ceiling["best_flops_per_s"]
     try:
         found["device_key"] = hardware.device_spec(name).key
     except Exception as e:  # noqa: BLE001 - the refusal is the finding
@@ -247,7 +252,7 @@ def cuda_tests(out: Path, cap_s: float = CUDA_TESTS_S["full"]) -> Part:
     the Jupyter and site packages a bare GPU image lacks), within ``cap_s``."""
     if not _gpus():
         return Part("CUDA tests", "skipped", "no CUDA device: they skip here with their reason")
-    if importlib.util.find_spec("pytest") is None:
+    if "pytest" in missing_packages():
         return Part("CUDA tests", "skipped", "pytest is not installed")
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "cuda or multigpu"]
     code, log = _run([*cmd, "tests/test_cuda.py"], out, "cuda-tests", cap_s)
