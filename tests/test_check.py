@@ -275,3 +275,22 @@ def test_memory_guard_models_the_buckets_node_profiles_every_live_ddp_replica():
     wide = REGISTRY["buckets"].params.from_dict({"device": "cuda", "stack_layers": 48, "stack_hidden": 4096})
     wide = wide.from_dict({**wide.to_dict(), "bucket_caps_mb": [0.001, 1, 5, 10, 25, 50, 100, 200, 1000]})
     assert wide.predicted_peak_bytes() > 130e9
+
+
+def test_the_documented_first_command_runs_here(tmp_path):
+    """docs/first-gpu-run.md's first command, as written there (no venv needed: PYTHONPATH=lib)."""
+    doc = (ROOT / "docs" / "first-gpu-run.md").read_text()
+    command = "PYTHONPATH=lib python3 -m mfulab check gpu --quick --out scratch/check-gpu-quick"
+    assert command in doc
+    proc = subprocess.run(
+        [sys.executable, "-m", "mfulab", "check", "gpu", "--quick", "--out", str(tmp_path / "q")],
+        cwd=ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "lib")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    names = [p["name"] for p in json.loads((tmp_path / "q" / "summary.json").read_text())]
+    assert names[:3] == ["environment report", "probes", "CUDA tests"]
+    assert not any(n.startswith("profile ") or n.startswith("memory guard") for n in names)
