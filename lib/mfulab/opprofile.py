@@ -236,23 +236,26 @@ def device_breakdown(trace: dict) -> list[dict]:
     out = []
     for step in steps:
         lo, hi = step["ts"], step["ts"] + step["dur"]
-        bounds = {lo, hi}
         spans = []
         for k in kernels:
             s, e = max(k["ts"], lo), min(k["ts"] + k["dur"], hi)
             if e > s:
                 cat = classify(k["name"])[0] or "other ops"
                 spans.append((s, e, cat, k["name"]))
-                bounds.update((s, e))
-        edges = sorted(bounds)
         seconds = dict.fromkeys(CATEGORIES, 0.0)
         by_op: dict = {}
+        marks = []  # one sorted sweep over starts and ends (was every kernel at every edge)
         for s, e, cat, name in spans:
             by_op[(cat, name)] = by_op.get((cat, name), 0.0) + (e - s) * 1e-6
-        for a, b in zip(edges, edges[1:]):
-            active = [c for s, e, c, _ in spans if s <= a and e >= b]
-            cat = min(active, key=rank.__getitem__) if active else "idle"
-            seconds[cat] += (b - a) * 1e-6
+            marks += [(s, 1, rank[cat]), (e, -1, rank[cat])]
+        active, last = [0] * len(DEVICE_PRIORITY), lo
+        for t, delta, r in sorted(marks):
+            if t > last:
+                top = next((i for i, n in enumerate(active) if n), None)
+                seconds["idle" if top is None else DEVICE_PRIORITY[top]] += (t - last) * 1e-6
+                last = t
+            active[r] += delta
+        seconds["idle"] += (hi - last) * 1e-6
         out.append(_step_row(step, seconds, len(spans), by_op))
     return out
 
