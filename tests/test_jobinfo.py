@@ -251,3 +251,19 @@ def test_rank_info_without_pci_attributes_in_older_torch(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
     info = jobinfo.rank_info("cuda")
     assert info["device"] == "cuda:0" and info["pci_bus_id"] is None
+
+
+def test_every_nodes_first_rank_records_its_nodes_gpus(monkeypatch):
+    """env.json's nvidia-smi report came from the writing rank's node only: a second node's
+    driver, clocks and ECC went unrecorded."""
+    import torch.distributed as dist
+
+    monkeypatch.setattr(dist, "get_rank", lambda: 8)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 1)
+    monkeypatch.setattr(dist, "all_gather_object", lambda out, obj: out.__setitem__(0, obj))
+    monkeypatch.setattr(jobinfo, "rank_info", lambda device: {"rank": 8, "local_rank": 0, "host": "node2"})
+    monkeypatch.setattr(jobinfo, "nvidia_report", lambda: {"gpus": [{"index": "0"}], "topology": "GPU0"})
+    (info,) = jobinfo.gather_ranks("cuda")
+    assert info["nvidia"]["gpus"] == [{"index": "0"}]
+    (info,) = jobinfo.gather_ranks("cpu")
+    assert "nvidia" not in info

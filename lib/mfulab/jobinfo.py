@@ -76,11 +76,15 @@ def rank_info(device: str = "cpu") -> dict:
 
 def gather_ranks(device: str = "cpu") -> list[dict]:
     """:func:`rank_info` of every rank of the default process group, in rank order (a
-    collective: every rank must call it)."""
+    collective: every rank must call it); on CUDA the first rank of every other node adds its
+    node's :func:`nvidia_report`."""
     import torch.distributed as dist
 
+    info = rank_info(device)
+    if device == "cuda" and info["local_rank"] == 0 and dist.get_rank() != 0:
+        info["nvidia"] = nvidia_report()  # every other node's GPUs (env.json has the writer's)
     gathered: list = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, rank_info(device))
+    dist.all_gather_object(gathered, info)
     return gathered
 
 
