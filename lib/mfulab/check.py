@@ -142,7 +142,6 @@ def _measure(
 
 TF32_OVERRIDES = ("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "NVIDIA_TF32_OVERRIDE")  # NGC images set the first
 OPTIONAL = ("pytest", "papermill", "jupytext", "tornado", "webdataset", "pyarrow", "triton")
-QUICK_STUDIES = ("mfu", "recompute", "dataloader")  # --quick: no cold torch.compile (fusion)
 QUICK_DEADLINE_S = 450  # --quick: every part together; each gets what is left of it
 CUDA_TESTS_S = {"full": 420, "quick": 150}
 
@@ -403,7 +402,7 @@ def main(kind: str, out: str | Path | None = None, quick: bool = False) -> int:
         if not quick:
             yield from gpu_profiles(gpus)
             yield from memory_guard()
-        only = QUICK_STUDIES if quick else None
+        only = {s.id for s in _studies()[0] if s.check_quick} if quick else None  # study.yaml
         yield from tiny_study_runs(out, gpus, only=only, budget_s=lambda: left(STUDY_BUDGET_S))
 
     done = []
