@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import hardware, jobinfo, procs, results
+from . import hardware, jobinfo, procs, results, timing
 
 STUDY_BUDGET_S = 300  # one tiny study run; a run past it is a failure (the time guard)
 PROFILE_CARD_BYTES = 80e9  # the gpu profiles are written for an 80 GB card (A100 / H100 SXM)
@@ -140,7 +140,6 @@ def _measure(
     return code, log, dest
 
 
-TF32_OVERRIDES = ("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "NVIDIA_TF32_OVERRIDE")  # NGC images set the first
 OPTIONAL = ("pytest", "papermill", "jupytext", "tornado", "webdataset", "pyarrow", "triton")
 QUICK_DEADLINE_S = 450  # --quick: every part together; each gets what is left of it
 CUDA_TESTS_S = {"full": 420, "quick": 150}
@@ -179,7 +178,7 @@ def environment_report(out: Path) -> Part:
         "nvidia_smi_gpus": listed,
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "tf32_cudnn": torch.backends.cudnn.allow_tf32,
-        "tf32_overrides": {k: os.environ[k] for k in TF32_OVERRIDES if k in os.environ},
+        "tf32_overrides": timing.tf32_overrides(),
         "missing_packages": missing_packages(),
     }
     results.write_json(out / "environment.json", report)
@@ -211,7 +210,7 @@ def fp32_ceiling_problem(measured_flops_per_s: float, device_name: str) -> str |
         return None
     if measured_flops_per_s <= peak:
         return None
-    forced = {k: os.environ[k] for k in TF32_OVERRIDES if k in os.environ}
+    forced = timing.tf32_overrides()
     return (
         f"fp32 ceiling {measured_flops_per_s / 1e12:.1f} TFLOP/s is above the fp32 datasheet peak "
         f"{peak / 1e12:.1f}: fp32 matmuls run as TF32" + (f" ({forced})" if forced else "")
@@ -224,8 +223,6 @@ def probes(out: Path) -> Part:
     if not _gpus():
         return Part("probes", "skipped", "no CUDA device")
     import torch
-
-    from . import timing
 
     name = torch.cuda.get_device_name(0)
     found = {"device_name": name}
