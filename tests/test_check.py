@@ -295,3 +295,27 @@ def test_the_documented_first_command_runs_here(tmp_path):
     names = [p["name"] for p in json.loads((tmp_path / "q" / "summary.json").read_text())]
     assert names[:3] == ["environment report", "probes", "CUDA tests"]
     assert not any(n.startswith("profile ") or n.startswith("memory guard") for n in names)
+
+
+def test_probes_flag_tf32_in_disguise_and_report_a_cuda_error_as_a_failed_part(monkeypatch, tmp_path):
+    import torch
+
+    from mfulab import hardware, timing
+
+    peak = hardware.peak_flops_per_s("h200", "fp32")
+    monkeypatch.setattr(check, "_gpus", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    speed = {"fp32": 3 * peak, "bf16": 7e14}
+    monkeypatch.setattr(timing, "matmul_ceiling", lambda dtype, **kw: {"best_flops_per_s": speed[dtype]})
+    part = check.probes(tmp_path)
+    assert part.status == "failed" and "above the fp32 datasheet peak" in part.detail
+    speed["fp32"] = 0.8 * peak
+    part = check.probes(tmp_path)
+    assert part.status == "ran" and part.detail.startswith("h200")
+
+    def broken(**kw):
+        raise RuntimeError("CUDA error: no kernel image is available for execution on the device")
+
+    monkeypatch.setattr(timing, "matmul_ceiling", broken)
+    part = check.probes(tmp_path)
+    assert part.status == "failed" and "no kernel image" in part.detail

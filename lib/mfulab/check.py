@@ -224,16 +224,20 @@ def probes(out: Path) -> Part:
         return Part("probes", "skipped", "no CUDA device")
     import torch
 
+    from .config import ParameterError
+
     name = torch.cuda.get_device_name(0)
     found = {"device_name": name}
-    for dtype, size in (("fp32", 4096), ("bf16", 8192)):
-        ceiling = timing.matmul_ceiling(device="cuda", dtype=dtype, sizes=(size,), min_run_time_s=0.2)
-        found[f"{dtype}_flops_per_s"] = ceiling["best_flops_per_s"]
+    try:  # a CUDA error here is the finding, not the end of the check
+        for dtype, size in (("fp32", 4096), ("bf16", 8192)):
+            ceiling = timing.matmul_ceiling(device="cuda", dtype=dtype, sizes=(size,), min_run_time_s=0.2)
+            found[f"{dtype}_flops_per_s"] = ceiling["best_flops_per_s"]
+    except Exception as e:  # noqa: BLE001
+        return Part("probes", "failed", f"matmul ceiling: {type(e).__name__}: {str(e)[:200]}")
     try:
         found["device_key"] = hardware.device_spec(name).key
-    except Exception as e:  # noqa: BLE001 - the refusal is the finding
+    except ParameterError:  # not in the table, or ambiguous: the probe line says so
         found["device_key"] = None
-        found["refused"] = str(e)[:300]
     problem = fp32_ceiling_problem(found["fp32_flops_per_s"], name)
     results.write_json(out / "probes.json", {**found, "problem": problem})
     detail = (
