@@ -51,6 +51,7 @@ help:
 	@echo "                         (SITE_MACHINE=... for one); works offline, from the file system"
 	@echo "make check-gpu           first run on a GPU machine: environment, CUDA tests, a tiny cuda run"
 	@echo "                         of every study; one line per part (details in scratch/check-gpu/)"
+	@echo "                         QUICK=1: environment, probes, capped CUDA tests, 3 tiny runs (<= 8 min)"
 	@echo "make check-node          2+ local GPUs over NCCL: launcher and in-process torchrun checked"
 	@echo "make wheelhouse          download every wheel into wheelhouse/ for an offline machine;"
 	@echo "                         there: make env WHEELS=wheelhouse (TORCH_WHEEL= picks the torch build)"
@@ -127,11 +128,15 @@ wheelhouse:
 	@echo "wheels in $(WHEELHOUSE)/; on the offline machine: make env WHEELS=$(WHEELHOUSE)"
 
 # The first commands on a new GPU machine / node (README, "Run a study on your cluster").
-check-gpu: $(STAMP)
-	$(PY) -m mfulab check gpu
-
-check-node: $(STAMP)
-	$(PY) -m mfulab check node
+# Without a venv, a python3 that already imports torch runs them as it is (a bare GPU image
+# with no package registry: pytest, Jupyter and webdataset may be missing; their parts skip).
+check-gpu check-node:
+	@if test -f $(STAMP) || ! $(PYTHON) -c 'import torch' 2>/dev/null; then \
+		$(MAKE) --no-print-directory env && $(PY) -m mfulab check $(@:check-%=%) $(if $(QUICK),--quick); \
+	else \
+		echo "no venv: $(PYTHON) with its own torch"; \
+		PYTHONPATH=lib $(PYTHON) -m mfulab check $(@:check-%=%) $(if $(QUICK),--quick); \
+	fi
 
 clean:
 	rm -rf scratch site .pytest_cache results/*/.tmp-* results/*/.old-*

@@ -120,13 +120,15 @@ plots.save_figure(fig, out, "busbw")
 # ## 2 · Serial vs overlapped: the timeline (A3)
 #
 # Each chunk of the tensor is produced by compute, then all-reduced with `async_op=True`
-# while the next chunk computes; a future callback records when each all-reduce finished.
-# With k = 1 nothing overlaps: the step is compute + communication. The compute time is a
-# multiple (`compute_over_comm`) of the tensor's one-shot all-reduce measured at the start,
-# the claim's 20 ms of compute per 10 ms of communication. **Emulated compute** is a timed
-# wait — the ideal accelerator: time passes, nothing is taken from the communication.
-# **Real compute** is matmuls on this machine's cores, which gloo's communication threads
-# need too.
+# while the next chunk computes. When each all-reduce finished is recorded by a future
+# callback on gloo, and by CUDA events around it on its own stream on NCCL (whose future
+# completes when the call is enqueued). With k = 1 nothing overlaps: the step is compute +
+# communication. The compute time is a multiple (`compute_over_comm`) of the tensor's one-shot
+# all-reduce measured at the start, the claim's 20 ms of compute per 10 ms of communication.
+# **Emulated compute** is a timed wait — the ideal accelerator: time passes, nothing is taken
+# from the communication. **Real compute** is matmuls: on a CPU run on the host's cores, which
+# gloo's communication threads need too; on a GPU run bf16 matmuls on the GPU, sized to each
+# chunk's share, which share the GPU with NCCL's kernels.
 
 # %%
 ov = records["overlap"]
@@ -188,8 +190,8 @@ display(
 # call pays the per-call cost 2(n−1)·α again, so the communication per step is
 # k·2(n−1)·α + (bus factor)·S/B — the bandwidth part does not depend on k, the per-call
 # part grows with it. Measured here two ways: the step's all-reduces alone, and the time
-# during which communication was in flight inside the overlapped step (gloo only; in real
-# mode it includes the slowdown from sharing the cores with compute).
+# during which communication was in flight inside the overlapped step (in real mode it includes
+# the slowdown from sharing the cores, on gloo, or the GPU, on NCCL, with compute).
 
 # %%
 cps = analysis.comm_per_step_table(records)

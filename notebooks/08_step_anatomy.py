@@ -120,8 +120,9 @@ ops.groupby("category")[["seconds", "share_of_step"]].mean()
 # `buckets_per_step` shows the buckets it has to overlap), **fused attention** (SDPA; with
 # `compile: true` also `torch.compile`), **background checkpoint** (the step copies the state to
 # host memory, a thread writes it; the block's timer waits for the write, so nothing leaks into
-# the next block). On this 2-core box a loader worker and gloo's reductions compete with the
-# training threads for the same cores: a knob can cost here what it saves on a GPU node. Recompute would come last, where memory
+# the next block). On a CPU run (the reference results come from a 2-core box) a loader worker
+# and gloo's reductions compete with the training threads for the same cores: a knob can cost
+# there what it saves on a GPU node. Recompute would come last, where memory
 # forces it; here it does not. The speed-up of each rung over the one before is a ratio of
 # medians over the rounds, with its bootstrap interval (whole rounds resampled) widened by the
 # run-to-run drift; `shrank_most` is named only where that interval excludes 1, and `gain_s`

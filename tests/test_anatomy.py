@@ -159,3 +159,17 @@ def test_a_hanging_rank_is_killed_and_earlier_results_stay(tmp_path, monkeypatch
     time.sleep(0.5)
     assert _alive(pids) == []
     assert json.loads((final / "metrics.json").read_text()) == {"earlier": True}
+
+
+@pytest.mark.parametrize("visible,device_ids", [(1, [0]), (8, [3])])
+def test_ddp_device_ids_follow_the_gpus_this_rank_sees(monkeypatch, visible, device_ids):
+    """A scheduler that shows each rank one GPU (accepted by check_world_size): LOCAL_RANK=3 is
+    then an invalid device ordinal; the rank's only GPU is 0."""
+    import torch
+
+    from mfulab.studies.anatomy.worker import ddp_device_ids
+
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: visible)
+    assert ddp_device_ids("cuda") == device_ids
+    assert ddp_device_ids("cpu") is None

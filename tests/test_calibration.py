@@ -95,3 +95,36 @@ def test_studies_share_the_numbers(tmp_path, monkeypatch):
     assert (
         records["ceiling"] == fusion_view["matmul:fp32"] and records["bandwidth"] == fusion_view["bandwidth"]
     )
+
+
+def test_every_rank_takes_rank_0s_calibration_so_they_agree_what_to_measure(tmp_path, tests_on_path):
+    """Measuring a part runs collectives on the whole group: ranks that decide from their own
+    copies (one per node) would wait in mismatched collectives until the timeout."""
+    from mfulab import launch
+
+    out = launch.launch("workers:calibration_agreement", {"root": str(tmp_path)}, nproc=2, timeout_s=300)
+    assert out["measured_now"] == [["matmul:fp32"], ["matmul:fp32"]]
+
+
+@pytest.fixture
+def h100_host(monkeypatch):
+    import torch
+
+    monkeypatch.delenv("MACHINE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+
+
+def test_a_gloo_jobs_calibration_goes_to_the_hosts_folder_not_the_gpus(h100_host, tmp_path):
+    from mfulab import hardware
+
+    cpu = calibration.path_for("cpu", root=tmp_path, device="cpu")
+    assert cpu.parent.parent.name == hardware.machine_slug(device="cpu") != "h100-sxm"
+    assert calibration.path_for("gpu", root=tmp_path, device="cuda").parent.parent.name == "h100-sxm"
+
+
+def test_a_two_node_jobs_calibration_is_keyed_and_filed_by_the_jobs_ranks(h100_host, monkeypatch, tmp_path):
+    for k, v in {"WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "RANK": "0"}.items():
+        monkeypatch.setenv(k, v)
+    assert calibration.collectives_key("cuda", 8) == "collectives:ncclx16"
+    assert calibration.path_for("gpu", root=tmp_path, device="cuda").parent.parent.name == "h100-sxm-2x8"

@@ -42,9 +42,11 @@ def test_check_node_rehearses_every_node_check_on_cpu(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     node = [p for p in parts if p["name"] != "environment report"]
     _, collective = check._studies()
+    paths = {True: ("launcher", "in-process torchrun"), False: ("launcher",)}  # parallelism: its own jobs
     assert [p["name"] for p in node] == [
-        f"{s.id}, 2 ranks, {path}" for s in collective for path in ("launcher", "in-process torchrun")
+        f"{s.id}, 2 ranks, {path}" for s in collective for path in paths["nproc" in s.params.names()]
     ]
+    assert "parallelism" in [s.id for s in collective]
     assert all(p["status"] == "ran" and "gloo rehearsal" in p["detail"] for p in node), node
 
 
@@ -114,3 +116,206 @@ def test_memory_guard_passes_todays_gpu_profiles_and_refuses_one_that_would_run_
     monkeypatch.setattr(runner, "read_profile", old_profile)
     refused = {p.name: p for p in check.memory_guard(card_bytes=80e9)}["memory guard recompute/gpu"]
     assert refused.status == "failed" and "GiB" in refused.detail
+
+
+# --- a one-GPU machine, simulated: torch's device count and the measuring subprocess stubbed
+
+
+@pytest.fixture
+def one_gpu(monkeypatch, tmp_path):
+    """``check`` as on a one-GPU machine; every ``measure`` it would start is recorded instead."""
+    started = []
+
+    def fake_measure(study, out, overrides, *, torchrun_ranks=0, budget_s=check.STUDY_BUDGET_S):
+        started.append((study, overrides, torchrun_ranks))
+        return 0, "measurements written to x", tmp_path / study
+
+    monkeypatch.setattr(check, "_gpus", lambda: 1)
+    monkeypatch.setattr(check, "_measure", fake_measure)
+    return started
+
+
+def test_parallelism_is_multi_rank_so_check_gpu_never_runs_it_on_one_gpu(one_gpu, tmp_path):
+    single, collective = check._studies()
+    assert "parallelism" in [s.id for s in collective] and "parallelism" not in [s.id for s in single]
+    parts = {p.name: p for p in check.tiny_study_runs(tmp_path, 1)}
+    assert "parallelism" not in [study for study, _, _ in one_gpu]
+    assert parts["tiny cuda run: parallelism"].status == "skipped"
+    assert "check-node" in parts["tiny cuda run: parallelism"].detail
+    assert {s for s, _, _ in one_gpu} == {s.id for s in single}
+
+
+def test_check_node_runs_parallelism_with_its_own_rank_count(one_gpu, monkeypatch, tmp_path):
+    monkeypatch.setattr(check, "run_checks", lambda dest, code, log, ranks, checks: ("ran", f"{ranks}"))
+    parts = list(check.node_parts(tmp_path, 8))
+    par = [p for p in parts if p.name.startswith("parallelism")]
+    assert [p.name for p in par] == ["parallelism, 2 ranks, launcher"], par
+    assert ("parallelism", {"device": "cuda"}, 0) in one_gpu  # no nproc override: not a field
+    assert ("overlap", {"device": "cuda", "nproc": 8}, 8) in one_gpu
+
+
+def test_cuda_tests_collect_test_cuda_only(monkeypatch, tmp_path):
+    ran = []
+    monkeypatch.setattr(check, "_gpus", lambda: 1)
+    monkeypatch.setattr(check, "_run", lambda cmd, out, name, cap: ran.append((cmd, cap)) or (0, "3 passed"))
+    part = check.cuda_tests(tmp_path, cap_s=150)
+    assert part.status == "ran" and ran[0][0][-1] == "tests/test_cuda.py" and ran[0][1] == 150
+
+
+BLOCKER = """
+import importlib.abc, sys
+BLOCKED = {"tornado", "jupytext", "papermill", "nbformat", "webdataset", "jupyter_client", "ipykernel"}
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked)", name=name)
+sys.meta_path.insert(0, Block())
+"""
+
+
+def test_a_bare_gpu_image_collects_the_cuda_tests_and_skips_jupyter_modules(tmp_path):
+    """The lent GPU image has no Jupyter stack and no webdataset: test_cuda.py must collect there,
+    and the modules that need Jupyter packages skip themselves at import (no collection error)."""
+    (tmp_path / "sitecustomize.py").write_text(BLOCKER)
+    env = {**__import__("os").environ, "PYTHONPATH": f"{tmp_path}:{ROOT / 'lib'}"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        + ["tests/test_cuda.py", "tests/test_lab.py", "tests/test_studies.py"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "error" not in proc.stdout.splitlines()[-1].lower(), proc.stdout[-2000:]
+    assert "tests/test_cuda.py::" in proc.stdout
+
+
+def test_environment_fails_when_nvidia_smi_lists_gpus_that_torch_cannot_use(monkeypatch, tmp_path):
+    monkeypatch.setattr(check, "nvidia_smi_gpus", lambda: 8)
+    monkeypatch.setattr(check, "_gpus", lambda: 0)
+    part = check.environment_report(tmp_path)
+    assert part.status == "failed" and "nvidia-smi lists 8 GPU(s)" in part.detail
+    monkeypatch.setattr(check, "nvidia_smi_gpus", lambda: 0)
+    assert check.environment_report(tmp_path).status == "ran"
+
+
+def test_tf32_overrides_are_recorded_and_an_fp32_ceiling_above_the_datasheet_is_flagged(
+    monkeypatch, tmp_path
+):
+    monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")
+    part = check.environment_report(tmp_path)
+    report = json.loads((tmp_path / "environment.json").read_text())
+    assert (
+        report["tf32_overrides"] == {"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"} and "TF32 forced" in part.detail
+    )
+    from mfulab import hardware, jobinfo
+
+    assert "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE" in jobinfo.result_environment()
+    peak = hardware.peak_flops_per_s("h200", "fp32")
+    assert check.fp32_ceiling_problem(0.9 * peak, "h200") is None
+    problem = check.fp32_ceiling_problem(3 * peak, "h200")
+    assert "above the fp32 datasheet peak" in problem and "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE" in problem
+
+
+def test_a_timed_out_part_leaves_no_process_behind(tmp_path):
+    """The part starts a grandchild in a session of its own (as the launcher starts torchrun)."""
+    pidfile = tmp_path / "pid"
+    code = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen(['sleep', '300'], start_new_session=True); "
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid)); "
+        "time.sleep(300)"
+    )
+    rc, log = check._run([sys.executable, "-c", code], tmp_path, "hang", timeout_s=3)
+    assert rc == 124 and "stopped after 3 s" in log
+    from mfulab import procs
+
+    deadline = __import__("time").monotonic() + 5
+    while procs.alive(int(pidfile.read_text())) and __import__("time").monotonic() < deadline:
+        __import__("time").sleep(0.1)
+    assert not procs.alive(int(pidfile.read_text()))
+
+
+def test_parts_write_their_calibrations_under_the_check_folder(tmp_path):
+    rc, log = check._run(
+        [sys.executable, "-c", "import os; print(os.environ['MFULAB_RESULTS_ROOT'])"], tmp_path, "env", 60
+    )
+    assert rc == 0 and log.strip() == str(tmp_path / "results")
+
+
+def test_quick_prints_each_part_as_it_finishes_and_runs_three_tiny_runs(
+    one_gpu, monkeypatch, tmp_path, capsys
+):
+    from mfulab.check import Part
+
+    monkeypatch.setattr(check, "environment_report", lambda out: Part("environment report", "ran"))
+    monkeypatch.setattr(check, "probes", lambda out: Part("probes", "ran"))
+    caps = []
+    monkeypatch.setattr(check, "cuda_tests", lambda out, cap: caps.append(cap) or Part("CUDA tests", "ran"))
+    assert check.main("gpu", tmp_path, quick=True) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("environment report") and lines[1].startswith("probes")
+    quick = {s.id for s in check._studies()[0] if s.check_quick}
+    assert {s for s, _, _ in one_gpu} == quick and 0 < len(quick) < len(check._studies()[0])
+    assert caps[0] <= check.CUDA_TESTS_S["quick"]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert len(summary) == len(lines) - 1
+
+
+def test_memory_guard_models_the_buckets_node_profiles_every_live_ddp_replica():
+    """Every DDP configuration of the node/cluster profile stays alive for the interleaved rounds
+    (14 of them + the reference): at 48 × 4096² that was about 145 GB per GPU, unseen by the
+    guard, which skipped buckets as not modelled."""
+    parts = {p.name: p for p in check.memory_guard(card_bytes=80e9)}
+    for name in ("memory guard buckets/node", "memory guard buckets/cluster"):
+        assert parts[name].status == "ran", parts[name].line()
+    from mfulab.studies import REGISTRY
+
+    wide = REGISTRY["buckets"].params.from_dict({"device": "cuda", "stack_layers": 48, "stack_hidden": 4096})
+    wide = wide.from_dict({**wide.to_dict(), "bucket_caps_mb": [0.001, 1, 5, 10, 25, 50, 100, 200, 1000]})
+    assert wide.predicted_peak_bytes() > 130e9
+
+
+def test_the_documented_first_command_runs_here(tmp_path):
+    """docs/first-gpu-run.md's first command, as written there (no venv needed: PYTHONPATH=lib)."""
+    doc = (ROOT / "docs" / "first-gpu-run.md").read_text()
+    command = "PYTHONPATH=lib python3 -m mfulab check gpu --quick --out scratch/check-gpu-quick"
+    assert command in doc
+    proc = subprocess.run(
+        [sys.executable, "-m", "mfulab", "check", "gpu", "--quick", "--out", str(tmp_path / "q")],
+        cwd=ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "lib")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    names = [p["name"] for p in json.loads((tmp_path / "q" / "summary.json").read_text())]
+    assert names[:3] == ["environment report", "probes", "CUDA tests"]
+    assert not any(n.startswith("profile ") or n.startswith("memory guard") for n in names)
+
+
+def test_probes_flag_tf32_in_disguise_and_report_a_cuda_error_as_a_failed_part(monkeypatch, tmp_path):
+    import torch
+
+    from mfulab import hardware, timing
+
+    peak = hardware.peak_flops_per_s("h200", "fp32")
+    monkeypatch.setattr(check, "_gpus", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    speed = {"fp32": 3 * peak, "bf16": 7e14}
+    monkeypatch.setattr(timing, "matmul_ceiling", lambda dtype, **kw: {"best_flops_per_s": speed[dtype]})
+    part = check.probes(tmp_path)
+    assert part.status == "failed" and "above the fp32 datasheet peak" in part.detail
+    speed["fp32"] = 0.8 * peak
+    part = check.probes(tmp_path)
+    assert part.status == "ran" and part.detail.startswith("h200")
+
+    def broken(**kw):
+        raise RuntimeError("CUDA error: no kernel image is available for execution on the device")
+
+    monkeypatch.setattr(timing, "matmul_ceiling", broken)
+    part = check.probes(tmp_path)
+    assert part.status == "failed" and "no kernel image" in part.detail

@@ -133,7 +133,10 @@ def test_calibration_and_timing_on_cuda(tmp_path):
     from mfulab import calibration, timing
 
     cal = calibration.get("smoke", device="cuda", parts=["matmul:bf16", "bandwidth"], root=tmp_path)
-    assert cal["matmul:bf16"]["best_flops_per_s"] > 1e12 and cal["bandwidth"]["plateau_bytes_per_s"] > 1e11
+    # the smoke sizes (64³, 128³ matmuls; in-L2 copies) are launch-bound, a few µs per call: any
+    # FLOP/s floor there measures Python's launch rate, not the GPU, so only that they ran
+    assert cal["matmul:bf16"]["best_flops_per_s"] > 0 and cal["bandwidth"]["plateau_bytes_per_s"] > 0
+    assert cal["matmul:bf16"]["best_size"] in (64, 128)
     import torch
 
     a = torch.randn(1024, 1024, device="cuda")

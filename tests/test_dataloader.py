@@ -573,3 +573,37 @@ def test_without_cold_rounds_b11_keeps_its_workers_row_and_the_tables_stay_empty
         settings_mod.CLAIM,
     ]
     assert analysis.tar_over_json_files_cold_throughput(rec) is None
+
+
+def test_a_format_whose_package_is_missing_is_left_out_with_its_reason(tmp_path, monkeypatch):
+    """A bare GPU image has no webdataset: the study measures the other formats and records why
+    tar is missing, instead of dying with ModuleNotFoundError after the JSON formats are written."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "webdataset", None)  # import webdataset -> ImportError
+    p = Params.from_dict(
+        {
+            "scratch_dir": str(tmp_path / "scratch"),
+            "formats": ["json_files", "tar", "memmap"],
+            "n_samples": 60,
+            "mean_bytes": 200,
+            "shard_samples": 20,
+            "batch_size": 8,
+            "seq_len": 32,
+            "num_workers": [0],
+            "cold_rounds": 2,
+            "cold": False,
+            "stall_steps": 3,
+            "checkpoint_every": 3,
+            "checkpoint_rounds": 2,
+            "fsync_probe_mib": 1,
+        }
+    )
+    rec = bench.measure(p)
+    assert rec["params"]["formats"] == ["json_files", "memmap"]
+    assert rec["formats_dropped"] == {"tar": "webdataset is not installed"}
+    assert "tar" not in rec["written"]
+    from mfulab.studies import REGISTRY
+
+    claims, metrics = REGISTRY["dataloader"].outcome_fn()(rec, p)  # the analysis reads what ran
+    assert claims and isinstance(metrics, dict)

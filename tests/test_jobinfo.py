@@ -181,3 +181,89 @@ def test_world_size_check_in_process_follows_torchrun_not_the_profile(monkeypatc
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     with pytest.raises(ParameterError, match="4 ranks on this node"):
         launch.check_world_size(8, "cuda")
+
+
+@pytest.fixture
+def h100(monkeypatch):
+    """torch as on an H100 node (the device name is all the machine slug reads)."""
+    import torch
+
+    monkeypatch.delenv("MACHINE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+
+
+@pytest.mark.parametrize(
+    "world,local,machine",
+    [("16", "8", "h100-sxm-2x8"), ("8", "8", "h100-sxm-x8"), ("4", "2", "h100-sxm-2x2")],
+)
+def test_a_torchrun_jobs_machine_folder_names_its_nodes_and_ranks(h100, monkeypatch, world, local, machine):
+    """Inside torchrun the job decides, not the profile's nproc: a two-node 16-rank job of the
+    cluster profile (nproc 8) was filed as h100-sxm-x8, the single node's folder."""
+    for k, v in {"WORLD_SIZE": world, "LOCAL_WORLD_SIZE": local, "RANK": "0"}.items():
+        monkeypatch.setenv(k, v)
+    assert jobinfo.job_machine({"device": "cuda", "nproc": 8}) == machine
+
+
+def test_outside_torchrun_the_profile_decides(h100, monkeypatch):
+    for k in ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "RANK"):
+        monkeypatch.delenv(k, raising=False)
+    assert jobinfo.job_machine({"device": "cuda", "nproc": 8}) == "h100-sxm-x8"
+    assert jobinfo.job_machine({"device": "cuda"}) == "h100-sxm"
+
+
+def _env(hosts: int, ranks: int) -> dict:
+    return {"ranks": [{"rank": r, "host": f"node{r * hosts // ranks}"} for r in range(ranks)]}
+
+
+def test_job_shape_reads_in_process_ranks_and_launched_jobs():
+    assert jobinfo.job_shape(_env(2, 16)) == (2, 16)
+    assert jobinfo.job_shape({"ranks": [], "jobs": [{"world_size": 8, **_env(1, 8)}]}) == (1, 8)
+    assert jobinfo.job_shape({}) is None and jobinfo.job_shape(None) is None
+
+
+def test_rendering_never_replaces_results_of_another_rank_or_node_count(tmp_path, h100):
+    """A two-node run rendered with make overlap FROM=DIR into a folder that holds the
+    single-node run is refused (its env.json may still say h100-sxm-x8: written before the fix)."""
+    from mfulab import results, runner
+    from mfulab.studies import REGISTRY
+
+    single = tmp_path / "results" / "h100-sxm-x8" / "overlap"
+    single.mkdir(parents=True)
+    results.write_json(single / results.ENV, {"measured_env": _env(1, 8)})
+    measured = tmp_path / "two-nodes"
+    measured.mkdir()
+    results.save_measurements(measured, {"device": "cuda"})
+    params = REGISTRY["overlap"].params.from_dict({}).to_dict()
+    results.write_json(measured / results.ENV, {"params": params, "machine": "h100-sxm-x8", **_env(2, 16)})
+    with pytest.raises(ParameterError, match="16 ranks over 2 node"):
+        runner.run("overlap", from_dir=measured, results_root=tmp_path / "results")
+    assert results.read_json(single / results.ENV) == {"measured_env": _env(1, 8)}
+
+
+def test_rank_info_without_pci_attributes_in_older_torch(monkeypatch):
+    import types
+
+    import torch
+
+    props = types.SimpleNamespace(name="NVIDIA H100 80GB HBM3", total_memory=80e9)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
+    info = jobinfo.rank_info("cuda")
+    assert info["device"] == "cuda:0" and info["pci_bus_id"] is None
+
+
+def test_every_nodes_first_rank_records_its_nodes_gpus(monkeypatch):
+    """env.json's nvidia-smi report came from the writing rank's node only: a second node's
+    driver, clocks and ECC went unrecorded."""
+    import torch.distributed as dist
+
+    monkeypatch.setattr(dist, "get_rank", lambda: 8)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 1)
+    monkeypatch.setattr(dist, "all_gather_object", lambda out, obj: out.__setitem__(0, obj))
+    monkeypatch.setattr(jobinfo, "rank_info", lambda device: {"rank": 8, "local_rank": 0, "host": "node2"})
+    monkeypatch.setattr(jobinfo, "nvidia_report", lambda: {"gpus": [{"index": "0"}], "topology": "GPU0"})
+    (info,) = jobinfo.gather_ranks("cuda")
+    assert info["nvidia"]["gpus"] == [{"index": "0"}]
+    (info,) = jobinfo.gather_ranks("cpu")
+    assert "nvidia" not in info

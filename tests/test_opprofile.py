@@ -87,6 +87,57 @@ def test_device_split_counts_only_exposed_communication():
     assert sum(s.values()) == pytest.approx(1e-3)
 
 
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT",  # Hopper cuBLAS GEMMs (H100/H200)
+        "nvjet_hsh_192x128_64x5_2x1_v_bz_coopB_TNN",
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1",
+        "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_nn_align8>",
+    ],
+)
+def test_hopper_gemm_kernels_are_matmul(kernel):
+    assert opprofile.classify(kernel)[0] == "matmul"
+
+
+def test_cudnn_attention_kernels_are_attention():
+    name = "cudnn_generated_fort_native_sdpa_sm90_knob_7_64x128x128_4x1x1_kernel0_0"
+    assert opprofile.classify(name)[0] == "attention core"
+
+
+def _cuda_trace_with_device_copies():
+    """Two steps as kineto writes them on CUDA: the host annotation (user_annotation) and its
+    copy on the GPU timeline (gpu_user_annotation, the kernels' span)."""
+    events = []
+    for k, t0 in enumerate((0, 2000)):
+        events += [
+            _ev(f"mfulab.step#{k}", t0, 1000, cat="user_annotation"),
+            _ev(f"mfulab.step#{k}", t0 + 100, 700, cat="gpu_user_annotation", tid=7),
+            _ev("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", t0 + 100, 600, cat="kernel", tid=7),
+            _ev("void at::native::vectorized_elementwise_kernel<4>", t0 + 700, 100, cat="kernel", tid=7),
+        ]
+    return {"traceEvents": events}
+
+
+def test_device_split_counts_each_step_once_not_its_gpu_annotation_copy():
+    rows = opprofile.device_breakdown(_cuda_trace_with_device_copies())
+    assert [r["step"] for r in rows] == [0, 1]
+    for r in rows:
+        assert r["wall_s"] == pytest.approx(1e-3)  # the host window, which the step's sync closes
+        assert r["categories_s"]["matmul"] == pytest.approx(600e-6)
+        assert r["categories_s"]["other ops"] == 0
+
+
+def test_profile_steps_pairs_one_row_per_step_with_its_perf_counter_time(monkeypatch):
+    """Kineto's device copies of the step annotation must not double the rows (notebook 01's
+    op split then stopped with a KeyError on perf_counter_s)."""
+    monkeypatch.setattr(
+        opprofile, "cpu_breakdown", lambda trace: opprofile.device_breakdown(_cuda_trace_with_device_copies())
+    )
+    out = opprofile.profile_steps(lambda: None, steps=2, device="cpu")
+    assert len(out["steps"]) == 2 and all("perf_counter_s" in r for r in out["steps"])
+
+
 @pytest.fixture(scope="module")
 def tiny_profile(tmp_path_factory):
     """Two profiled steps of the tiny GPT with a data fetch and a one-rank gloo all-reduce."""
@@ -176,3 +227,28 @@ def test_hta_summary_reports_instead_of_failing(tiny_profile):
     summary = opprofile.hta_summary(path.parent)
     assert set(summary) >= {"available"}
     assert "why" in summary or "temporal_breakdown" in summary
+
+
+def test_device_sweep_matches_the_instant_by_instant_split_on_many_overlapping_kernels():
+    """The device split is one sorted sweep (a gpt2-774m step has thousands of kernels: testing
+    every kernel at every edge was quadratic); it must give what the definition gives."""
+    import random
+
+    rng = random.Random(0)
+    names = ["nvjet_tst_x", "flash_fwd_kernel", "vectorized_elementwise", "ncclDevKernel_AllReduce", "foo"]
+    kernels = []
+    for _ in range(300):
+        s = rng.randrange(0, 9000)
+        kernels.append(_ev(rng.choice(names), s, rng.randrange(1, 400), cat="kernel", tid=7))
+    trace = {"traceEvents": [_ev("mfulab.step#0", 0, 10000, cat="user_annotation"), *kernels]}
+    (row,) = opprofile.device_breakdown(trace)
+    rank = {c: i for i, c in enumerate(opprofile.DEVICE_PRIORITY)}
+    expected = dict.fromkeys(opprofile.CATEGORIES, 0.0)
+    for t in range(10000):  # integer timestamps: every microsecond is one instant
+        active = [
+            opprofile.classify(k["name"])[0] or "other ops"
+            for k in kernels
+            if k["ts"] <= t and t + 1 <= min(k["ts"] + k["dur"], 10000)
+        ]
+        expected[min(active, key=rank.__getitem__) if active else "idle"] += 1e-6
+    assert row["categories_s"] == pytest.approx(expected, abs=1e-9)

@@ -340,3 +340,22 @@ def test_a4_evidence_names_the_reading_across_the_flip():
     side = "above" if flip["baseline_reading"] == flip["below"] else "below"
     assert f"it changes to '{flip[side]}' {side}" in row.evidence
     assert flip[side] != flip["baseline_reading"]
+
+
+# per-call bf16 matmul seconds on an H100-class GPU: launch-bound at the small sizes
+H100_LIKE = {256: 6e-6, 512: 8e-6, 1024: 2e-5, 2048: 5e-5, 4096: 2e-4}
+
+
+@pytest.mark.parametrize("compute_s", [80e-6, 2.6e-3, 20e-3])  # smoke, node profile, A3's 20 ms
+@pytest.mark.parametrize("k", [1, 4, 16, 32, 64])
+def test_real_cuda_compute_stays_near_its_target_at_every_chunk_count(compute_s, k):
+    """Whole 4096² matmuls per chunk made the compute grow with k once a chunk's share fell
+    below one call (3-40× the target on the smoke profile); check-node's 2× check then failed."""
+    from mfulab.studies.overlap.bench import matmul_plan
+
+    size, count = matmul_plan(compute_s / k, H100_LIKE)
+    total = k * count * H100_LIKE[size]
+    if compute_s / k >= min(H100_LIKE.values()):
+        assert 0.5 <= total / compute_s <= 2, (size, count, total)
+    else:  # a share below one launch-bound call: one smallest call per chunk, the least there is
+        assert (size, count) == (256, 1)

@@ -84,3 +84,16 @@ def test_smoke_notebook(run_cli, tmp_path):
     assert (pipeline_table.p2p_messages == pipeline_table.p2p_messages_formula).all()
     figures = {p.name for p in (out / "figures").iterdir()}
     assert {"bubble.png", "pipeline_timeline.png", "sharding.png"} <= figures
+
+
+def test_gradient_gates_are_relative_where_the_gradients_are_large():
+    """At the node profile's sizes gradients of out.pow(2).sum() reach 1e2-1e3: a sharded
+    reduction order then moves them by more than an absolute 1e-4 on a correct run."""
+    from mfulab.studies.parallelism import analysis
+
+    tol = analysis.GRADIENT_TOLERANCE
+    assert analysis.gradient_ok(0.5 * tol, 0.01)  # small gradients: absolute, as before
+    assert not analysis.gradient_ok(2 * tol, 0.5)
+    assert analysis.gradient_ok(2e-2, 1e3)  # 2e-5 relative
+    assert not analysis.gradient_ok(1.0, 1e3)  # 1e-3 relative: a real difference
+    assert analysis.gradient_ok(0.5 * tol, None)  # records from before the scale was recorded

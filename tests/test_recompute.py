@@ -393,3 +393,21 @@ def test_bad_policy_is_refused_before_work(run_cli, tmp_path):
         "run", "recompute", "--profile", "smoke", "-p", "every_k", "9", "--results-root", str(tmp_path)
     )
     assert proc.returncode == 2 and "every_k" in proc.stderr
+
+
+def test_step_times_keeps_one_model_per_policy_resident(monkeypatch):
+    """Every timed point's model stays alive for the interleaved rounds; a policy's points at
+    mb 1 and at its chosen micro-batch share one (12 gpt2-350m copies were about 34 GB on a GPU)."""
+    from mfulab import timing
+
+    built = []
+    real_build = bench._build
+    monkeypatch.setattr(
+        bench, "_build", lambda cfg, policy, *a: built.append(policy) or real_build(cfg, policy, *a)
+    )
+    monkeypatch.setattr(timing, "interleaved", lambda steps, **kw: {k: None for k in steps})
+    cfg = preset("tiny")
+    points = [("none", 1), ("full", 1), ("none", 4), ("full", 2)]
+    out = bench.step_times(cfg, points, every_k=1, attn_impl="naive", device="cpu", rounds=2, num_threads=1)
+    assert set(out) == {"none@1", "full@1", "none@4", "full@2"}
+    assert sorted(built) == ["full", "none"]

@@ -245,3 +245,25 @@ def test_a_study_is_stale_only_when_what_it_imports_changes():
     assert lib / "studies" / "mfu" / "study.yaml" in set(runner.library_files("compare"))  # it reads them all
     assert set(runner.library_files()) >= mfu | overlap
     assert runner.library_sha256("mfu") != runner.library_sha256("overlap")
+
+
+def test_auto_profile_on_one_gpu_takes_cpu_for_a_study_whose_gpu_profile_needs_two(monkeypatch, caplog):
+    """make all on a one-GPU machine stopped at parallelism: its gpu profile asks for 2 NCCL
+    ranks and was refused, so predict and compare never ran."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    with caplog.at_level("WARNING", logger="mfulab"):
+        assert runner.resolve_profile("parallelism", "auto") == "cpu"
+    assert "needs 2 GPUs" in caplog.text
+    assert runner.resolve_profile("mfu", "auto") == "gpu"
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert runner.resolve_profile("parallelism", "auto") == "gpu"
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    from mfulab.studies import REGISTRY
+
+    gpu = runner.read_profile(ROOT / "studies" / "parallelism" / "gpu.yaml")
+    with pytest.raises(ParameterError, match="2 GPUs"):  # asked for by name: refused, as before
+        REGISTRY["parallelism"].params.from_dict(gpu).prepared()

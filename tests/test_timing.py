@@ -98,3 +98,17 @@ def test_interleaved_with_a_fixed_block_size_makes_no_sizing_call():
     assert len(calls) == 1 + 3 * 4 and out["a"].n == 3
     with pytest.raises(ValueError):
         timing.interleaved({"a": lambda: None}, rounds=3, number=0)
+
+
+def test_a_matmul_ceiling_records_the_tf32_override_variables(monkeypatch):
+    """NVIDIA's containers set TORCH_ALLOW_TF32_CUBLAS_OVERRIDE: "fp32" ceilings are then TF32's,
+    whatever allow_tf32 says; the record must say so."""
+    monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
+    monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")
+    out = timing.matmul_ceiling(device="cpu", dtype="fp32", sizes=(32,), min_run_time_s=0.01)
+    assert out["tf32_overrides"] == {"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"}
+    monkeypatch.delenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE")
+    assert (
+        timing.matmul_ceiling(device="cpu", dtype="fp32", sizes=(32,), min_run_time_s=0.01)["tf32_overrides"]
+        == {}
+    )

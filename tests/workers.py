@@ -36,3 +36,22 @@ def hang_on_last_rank(spec):
         time.sleep(3600)
     dist.barrier()
     return {}
+
+
+def calibration_agreement(spec):
+    """Rank 1 reads a calibration file that has the part, rank 0 one that has not (node-local
+    checkouts): what each rank then measures."""
+    import torch.distributed as dist
+
+    from mfulab import calibration, results
+
+    rank = dist.get_rank()
+    root = os.path.join(spec["root"], f"rank{rank}")
+    if rank == 1:
+        path = calibration.path_for("smoke", root=root)
+        parts = {"matmul:fp32": {"best_flops_per_s": 1.0, "stale_copy": True}}
+        results.write_json(path, {"stamp": calibration._stamp("cpu"), "parts": parts})
+    cal = calibration.get("smoke", device="cpu", parts=["matmul:fp32"], root=root)
+    every = [None] * dist.get_world_size()
+    dist.all_gather_object(every, cal["_meta"]["measured_now"])
+    return {"measured_now": every}

@@ -138,10 +138,29 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def path_for(setting: str, *, root=None, machine: str | None = None) -> Path:
-    from .hardware import machine_slug
+def path_for(setting: str, *, root=None, machine: str | None = None, device: str | None = None) -> Path:
+    """The calibration file of ``machine``, by default the folder a study on ``device`` files its
+    results in (:func:`jobinfo.job_machine`): a gloo job on a GPU host is ``cpu-<n>c``, a
+    two-node job ``<gpu>-2x8``."""
+    from .jobinfo import job_machine
 
-    return Path(root or results_root()) / (machine or machine_slug()) / "calibration" / f"{setting}.json"
+    machine = machine or job_machine({"device": device})
+    return Path(root or results_root()) / machine / "calibration" / f"{setting}.json"
+
+
+def _rank0_view(data: dict) -> dict:
+    """Inside a process group every rank takes rank 0's copy of the calibration file: the ranks
+    then agree on which parts to measure (measuring runs collectives on the whole group; ranks
+    that read different copies, one per node, would wait in mismatched collectives)."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return data
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return data
+    box = [data]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def _load(path: Path, stamp: dict) -> dict:
@@ -221,9 +240,9 @@ def get(
     from .results import write_json
 
     setting = SETTINGS[setting_for(setting_name, device)]
-    path = path_for(setting_for(setting_name, device), root=root, machine=machine)
+    path = path_for(setting_for(setting_name, device), root=root, machine=machine, device=device)
     stamp = _stamp(device)
-    data = _load(path, stamp)
+    data = _rank0_view(_load(path, stamp))
     if refresh:
         data["parts"] = {k: v for k, v in data["parts"].items() if k not in parts}
     measured = []
@@ -276,7 +295,9 @@ def describe(records: dict) -> str:
 
 
 def collectives_key(device: str, nproc: int) -> str:
-    """The part name of the all-reduce α–β for this backend and rank count."""
-    from .launch import backend_for
+    """The part name of the all-reduce α–β for this backend and rank count: inside a torchrun
+    job the job's ranks (the group it is measured on), not the profile's ``nproc``."""
+    from .hardware import job_ranks
+    from .launch import backend_for, in_distributed_env
 
-    return f"collectives:{backend_for(device)}x{nproc}"
+    return f"collectives:{backend_for(device)}x{job_ranks() if in_distributed_env() else nproc}"

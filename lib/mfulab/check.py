@@ -1,36 +1,36 @@
 """``make check-gpu`` and ``make check-node``: the first commands on a new GPU machine or
-node, before any study is trusted there.
+node, before any study is trusted there. Run without a venv as ``PYTHONPATH=lib python3 -m
+mfulab check gpu [--quick]``: what the image lacks (pytest, Jupyter, webdataset) is skipped with
+its reason.
 
-Each prints one line per part — ``ran``, ``skipped (why)`` or ``failed (where)`` — keeps the
-details (the environment report, every part's output, the measurements) in
-``scratch/check-<kind>/`` to send back when something fails, and exits non-zero when a part
-failed. Without CUDA the CPU-side parts still run: the environment report, the profiles'
-validation, and for ``node`` a rehearsal of every node check over gloo ranks on the CPU.
+Each part prints its line — ``ran``, ``skipped (why)`` or ``failed (where)`` — as it finishes,
+keeps the details in ``scratch/check-<kind>/`` and makes the exit code 1 when it failed.
+Without CUDA the CPU-side parts still run (for ``node``, a gloo rehearsal of every check).
 
-- ``gpu``: environment report; the CUDA tests (``pytest -m "cuda or multigpu"``); every gpu
-  profile validated on this machine, and its predicted peak within 90% of the card (the memory
-  guard, :func:`memory_guard`); a tiny ``cuda`` run of every study through ``python -m
-  mfulab measure`` (its smoke profile with ``device: cuda``; the collectives studies need two
-  GPUs and are left to ``node``), each within :data:`STUDY_BUDGET_S`.
-- ``node``: every multi-rank study's smoke profile over NCCL on every local GPU, through the
-  launcher and through an in-process ``torchrun``. Checks: exit 0 on every rank, every rank
-  recorded, one rank writing, the process group destroyed, and each study's own
-  (``studies/<id>/checks.py``: zero wrong elements, communication bars no shorter than half
-  the measured communication, real compute within 2× of its target, DDP gradients equal to
-  the reference).
+- ``gpu``: environment report (failed when ``nvidia-smi`` lists GPUs torch cannot use); probes
+  (device table, fp32 ceiling against the fp32 datasheet peak); ``tests/test_cuda.py``; every
+  gpu profile validated here and its predicted peak within 90% of the card
+  (:func:`memory_guard`); a tiny ``cuda`` run of every single-GPU study, each within
+  :data:`STUDY_BUDGET_S`. ``--quick``: no profiles, three tiny runs, all within
+  :data:`QUICK_DEADLINE_S`.
+- ``node``: every multi-rank study's smoke profile over NCCL (launcher and in-process ``torchrun``):
+  exit 0, every rank recorded, one writing, the group destroyed, ``studies/<id>/checks.py``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import hardware, jobinfo, results
+from . import hardware, jobinfo, procs, results, timing
 
 STUDY_BUDGET_S = 300  # one tiny study run; a run past it is a failure (the time guard)
 PROFILE_CARD_BYTES = 80e9  # the gpu profiles are written for an 80 GB card (A100 / H100 SXM)
@@ -47,13 +47,19 @@ class Part:
         return f"{self.name:<34} {self.status}" + (f" ({self.detail})" if self.detail else "")
 
 
+def _multi_rank(params: type) -> bool:
+    """A study starts ranks of its own when its ``Params`` has ``nproc``: a field (the ranks
+    asked for) or a property (the most ranks one of its jobs needs, as in parallelism)."""
+    return "nproc" in params.names() or isinstance(getattr(params, "nproc", None), property)
+
+
 def _studies() -> tuple[list, list]:
     """The measuring studies on one GPU (a ``device`` parameter) and those that start their
-    own ranks (an ``nproc`` parameter), from the registry."""
+    own ranks (:func:`_multi_rank`), from the registry."""
     from .studies import REGISTRY
 
     measuring = [s for s in REGISTRY.values() if s.measure]
-    collective = [s for s in measuring if "nproc" in s.params.names()]
+    collective = [s for s in measuring if _multi_rank(s.params)]
     single = [s for s in measuring if "device" in s.params.names() and s not in collective]
     return single, collective
 
@@ -66,19 +72,47 @@ def _gpus() -> int:
 
 def _run(cmd: list[str], out: Path, name: str, timeout_s: float, env: dict | None = None) -> tuple[int, str]:
     """Run ``cmd`` from the repository root; its output goes to ``out/<name>.log``. Returns the
-    exit code (124 past ``timeout_s``) and the log."""
+    exit code (124 past ``timeout_s``) and the log. The part runs in a session of its own; past
+    its time it gets SIGTERM (a study's ``stop_on_signals`` then stops its tree), then its group
+    and every process it left behind (torchrun's ranks start sessions of their own, and this
+    process is their subreaper) are killed, so no rank keeps GPU memory or a port."""
     from .runner import repo_root
 
-    env = {**os.environ, "PYTHONPATH": str(repo_root() / "lib"), "MFULAB_NO_REEXEC": "1", **(env or {})}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(repo_root() / "lib"),
+        "MFULAB_NO_REEXEC": "1",
+        "MFULAB_RESULTS_ROOT": str(out / "results"),  # smoke calibrations stay out of results/
+        **(env or {}),
+    }
+    procs.become_subreaper()
+    proc = subprocess.Popen(
+        cmd,
+        cwd=repo_root(),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
     try:
-        proc = subprocess.run(
-            cmd, cwd=repo_root(), env=env, capture_output=True, text=True, timeout=timeout_s
-        )
-        code, log = proc.returncode, proc.stdout + proc.stderr
-    except subprocess.TimeoutExpired as e:
+        log, _ = proc.communicate(timeout=timeout_s)
+        code = proc.returncode
+    except subprocess.TimeoutExpired:
+        for sig, grace_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            try:
+                proc.wait(timeout=grace_s)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        left = procs.kill_descendants()
+        log, _ = proc.communicate()
         code = 124
-        log = f"{e.stdout or ''}{e.stderr or ''}\n--- stopped after {timeout_s:.0f} s ---"
-    (out / f"{name}.log").write_text(log if isinstance(log, str) else log.decode(errors="replace"))
+        log = f"{log or ''}\n--- stopped after {timeout_s:.0f} s; {left} process(es) it left were killed ---"
+    (out / f"{name}.log").write_text(log)
     return code, log
 
 
@@ -87,60 +121,143 @@ def _where(log: str) -> str:
     return lines[-1][:160] if lines else "no output"
 
 
-def _measure(study: str, out: Path, overrides: dict, *, torchrun_ranks: int = 0) -> tuple[int, str, Path]:
+def _measure(
+    study: str, out: Path, overrides: dict, *, torchrun_ranks: int = 0, budget_s: float = STUDY_BUDGET_S
+) -> tuple[int, str, Path]:
     from .runner import repo_root
 
     dest = out / (f"{study}-torchrun" if torchrun_ranks else study)
-    cmd = [
-        sys.executable,
-        "-m",
-        "mfulab",
-        "measure",
-        study,
-        "-f",
-        str(repo_root() / "studies" / study / "smoke.yaml"),
-    ]
+    profile = str(repo_root() / "studies" / study / "smoke.yaml")
+    cmd = ["-m", "mfulab", "measure", study, "-f", profile]
     for key, value in overrides.items():
         cmd += ["-p", key, str(value)]
     cmd += ["--out", str(dest)]
     if torchrun_ranks:
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc_per_node",
-            str(torchrun_ranks),
-            "--rdzv_backend",
-            "c10d",
-            "--rdzv_endpoint",
-            "localhost:0",
-            *cmd[1:],
-        ]
-    code, log = _run(cmd, out, dest.name, STUDY_BUDGET_S)
+        rdzv = ["--rdzv_backend", "c10d", "--rdzv_endpoint", "localhost:0"]
+        cmd = ["-m", "torch.distributed.run", "--nproc_per_node", str(torchrun_ranks), *rdzv, *cmd]
+    cmd = [sys.executable, *cmd]
+    code, log = _run(cmd, out, dest.name, budget_s)
     return code, log, dest
 
 
+OPTIONAL = ("pytest", "papermill", "jupytext", "tornado", "webdataset", "pyarrow", "triton")
+QUICK_DEADLINE_S = 450  # --quick: every part together; each gets what is left of it
+CUDA_TESTS_S = {"full": 420, "quick": 150}
+
+
+def nvidia_smi_gpus() -> int:
+    """GPUs ``nvidia-smi -L`` lists (0 without the tool or when it fails)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(ln.startswith("GPU ") for ln in out.stdout.splitlines()) if out.returncode == 0 else 0
+
+
+def missing_packages() -> list[str]:
+    def missing(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is None
+        except (ImportError, ValueError):  # blocked (sys.modules[module] = None)
+            return True
+
+    return [m for m in OPTIONAL if missing(m)]
+
+
 def environment_report(out: Path) -> Part:
+    """The machine, software and variables; failed when ``nvidia-smi`` lists GPUs that torch
+    cannot use (a CPU wheel, or a CUDA build newer than the driver): every GPU part would
+    otherwise be skipped and the check pass."""
     import torch
 
+    listed, seen = nvidia_smi_gpus(), _gpus()
     report = {
         "fingerprint": hardware.fingerprint(),
         "environment": jobinfo.result_environment(),
         "nvidia": jobinfo.nvidia_report(),
+        "nvidia_smi_gpus": listed,
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+        "tf32_overrides": timing.tf32_overrides(),
+        "missing_packages": missing_packages(),
     }
     results.write_json(out / "environment.json", report)
     fp = report["fingerprint"]
-    return Part("environment report", "ran", f"{fp['machine']}, torch {fp['torch']}, CUDA {fp['cuda']}")
+    detail = f"{fp['machine']}, torch {fp['torch']}, CUDA {fp['cuda']}"
+    if report["missing_packages"]:
+        detail += f"; not installed (parts that need them skip): {', '.join(report['missing_packages'])}"
+    if report["tf32_overrides"]:
+        detail += f"; TF32 forced by {report['tf32_overrides']}: fp32 matmuls run as TF32"
+    if listed and not seen:
+        why = (
+            "this torch is a CPU build (torch.version.cuda is None)"
+            if torch.version.cuda is None
+            else f"torch built for CUDA {torch.version.cuda} cannot use them (driver "
+            f"{hardware._nvidia_driver()} too old for it?)"
+        )
+        return Part("environment report", "failed", f"nvidia-smi lists {listed} GPU(s) but {why}")
+    return Part("environment report", "ran", detail)
 
 
-def cuda_tests(out: Path) -> Part:
+def fp32_ceiling_problem(measured_flops_per_s: float, device_name: str) -> str | None:
+    """An "fp32" matmul faster than the card's fp32 datasheet peak ran on TF32 tensor cores
+    (an override variable, or allow_tf32 set elsewhere): it must not be labelled fp32."""
+    from .config import ParameterError
+
+    try:
+        peak = hardware.peak_flops_per_s(device_name, "fp32")
+    except ParameterError:
+        return None
+    if measured_flops_per_s <= peak:
+        return None
+    forced = timing.tf32_overrides()
+    return (
+        f"fp32 ceiling {measured_flops_per_s / 1e12:.1f} TFLOP/s is above the fp32 datasheet peak "
+        f"{peak / 1e12:.1f}: fp32 matmuls run as TF32" + (f" ({forced})" if forced else "")
+    )
+
+
+def probes(out: Path) -> Part:
+    """Seconds of measurement: this GPU in the device table, the fp32 matmul ceiling against its
+    fp32 datasheet peak (TF32 in disguise), a bf16 ceiling at a size that fills the GPU."""
+    if not _gpus():
+        return Part("probes", "skipped", "no CUDA device")
+    import torch
+
+    from .config import ParameterError
+
+    name = torch.cuda.get_device_name(0)
+    found = {"device_name": name}
+    try:  # a CUDA error here is the finding, not the end of the check
+        for dtype, size in (("fp32", 4096), ("bf16", 8192)):
+            ceiling = timing.matmul_ceiling(device="cuda", dtype=dtype, sizes=(size,), min_run_time_s=0.2)
+            found[f"{dtype}_flops_per_s"] = ceiling["best_flops_per_s"]
+    except Exception as e:  # noqa: BLE001
+        return Part("probes", "failed", f"matmul ceiling: {type(e).__name__}: {str(e)[:200]}")
+    try:
+        found["device_key"] = hardware.device_spec(name).key
+    except ParameterError:  # not in the table, or ambiguous: the probe line says so
+        found["device_key"] = None
+    problem = fp32_ceiling_problem(found["fp32_flops_per_s"], name)
+    results.write_json(out / "probes.json", {**found, "problem": problem})
+    detail = (
+        f"{found['device_key'] or 'not in the device table'}; fp32 {found['fp32_flops_per_s'] / 1e12:.1f}, "
+        f"bf16 {found['bf16_flops_per_s'] / 1e12:.0f} TFLOP/s"
+    )
+    return Part("probes", "failed" if problem else "ran", problem or detail)
+
+
+def cuda_tests(out: Path, cap_s: float = CUDA_TESTS_S["full"]) -> Part:
+    """``tests/test_cuda.py`` alone (every cuda/multigpu test is there; the other modules need
+    the Jupyter and site packages a bare GPU image lacks), within ``cap_s``."""
     if not _gpus():
         return Part("CUDA tests", "skipped", "no CUDA device: they skip here with their reason")
-    code, log = _run(
-        [sys.executable, "-m", "pytest", "-q", "-m", "cuda or multigpu", "tests"], out, "cuda-tests", 1800
-    )
+    if "pytest" in missing_packages():
+        return Part("CUDA tests", "skipped", "pytest is not installed")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "cuda or multigpu"]
+    code, log = _run([*cmd, "tests/test_cuda.py"], out, "cuda-tests", cap_s)
+    if code == 124:
+        return Part("CUDA tests", "failed", f"over their {cap_s:.0f} s cap; see cuda-tests.log")
     return Part("CUDA tests", "ran" if code == 0 else "failed", _where(log))
 
 
@@ -199,26 +316,30 @@ def memory_guard(card_bytes: float | None = None) -> list[Part]:
     return parts
 
 
-def tiny_study_runs(out: Path, gpus: int) -> list[Part]:
-    parts = []
+def tiny_study_runs(out: Path, gpus: int, *, only=None, budget_s=lambda: STUDY_BUDGET_S):
+    """One :class:`Part` per study, as each finishes: a tiny cuda run of every single-GPU study
+    (``only``: these), the multi-rank ones skipped for ``check-node``."""
     single, collective = _studies()
     for study in (s.id for s in single):
         label = f"tiny cuda run: {study}"
-        if not gpus:
-            parts.append(Part(label, "skipped", "no CUDA device"))
+        if only is not None and study not in only:
+            yield Part(label, "skipped", "not in --quick")
             continue
-        t0 = time.time()
-        code, log, _ = _measure(study, out, {"device": "cuda"})
+        if not gpus:
+            yield Part(label, "skipped", "no CUDA device")
+            continue
+        t0, budget = time.time(), budget_s()
+        if budget < 30:
+            yield Part(label, "skipped", "no time left of the --quick deadline")
+            continue
+        code, log, _ = _measure(study, out, {"device": "cuda"}, budget_s=budget)
         took = f"{time.time() - t0:.0f} s"
         if code == 124:
-            parts.append(Part(label, "failed", f"over its {STUDY_BUDGET_S} s budget"))
+            yield Part(label, "failed", f"over its {budget:.0f} s budget")
         else:
-            parts.append(Part(label, "ran" if code == 0 else "failed", took if code == 0 else _where(log)))
+            yield Part(label, "ran" if code == 0 else "failed", took if code == 0 else _where(log))
     for study in collective:
-        parts.append(
-            Part(f"tiny cuda run: {study.id}", "skipped", "collectives need 2+ GPUs: make check-node")
-        )
-    return parts
+        yield Part(f"tiny cuda run: {study.id}", "skipped", "multi-rank: needs 2+ GPUs, make check-node")
 
 
 def run_checks(dest: Path, code: int, log: str, ranks: int, checks=None) -> tuple[str, str]:
@@ -239,38 +360,61 @@ def run_checks(dest: Path, code: int, log: str, ranks: int, checks=None) -> tupl
     return ("failed", "; ".join(problems)[:300]) if problems else ("ran", "all checks hold")
 
 
-def node_parts(out: Path, gpus: int) -> list[Part]:
-    """Every multi-rank study through the launcher and through an in-process torchrun."""
+def node_parts(out: Path, gpus: int):
+    """Every multi-rank study through the launcher and through an in-process torchrun (a study
+    whose jobs have sizes of their own, as parallelism's, through the launcher only)."""
+    from .runner import read_profile, repo_root
+
     device, ranks = ("cuda", gpus) if gpus >= 2 else ("cpu", 2)
     how = "NCCL" if device == "cuda" else "gloo rehearsal on the CPU (no 2 GPUs here)"
-    overrides = {"device": device, "nproc": ranks}
-    parts = []
     for study in _studies()[1]:
-        for torchrun in (0, ranks):
+        if "nproc" in study.params.names():
+            overrides, want, paths = {"device": device, "nproc": ranks}, ranks, (0, ranks)
+        else:  # nproc derived from the profile: its smoke sizes on this device
+            overrides, paths = {"device": device}, (0,)
+            smoke = read_profile(repo_root() / "studies" / study.id / "smoke.yaml")
+            want = study.params.from_dict({**smoke, **overrides}).nproc
+        for torchrun in paths:
             path = "in-process torchrun" if torchrun else "launcher"
             code, log, dest = _measure(study.id, out, overrides, torchrun_ranks=torchrun)
-            status, detail = run_checks(dest, code, log, ranks, study.node_checks_fn())
-            parts.append(Part(f"{study.id}, {ranks} ranks, {path}", status, f"{how}: {detail}"))
-    return parts
+            status, detail = run_checks(dest, code, log, want, study.node_checks_fn())
+            yield Part(f"{study.id}, {want} ranks, {path}", status, f"{how}: {detail}")
 
 
-def main(kind: str, out: str | Path | None = None) -> int:
+def main(kind: str, out: str | Path | None = None, quick: bool = False) -> int:
+    """Run the parts of ``kind``, printing each part's line as it finishes."""
     from .runner import repo_root
 
     out = Path(out or repo_root() / "scratch" / f"check-{kind}")
     out.mkdir(parents=True, exist_ok=True)
-    gpus = _gpus()
-    parts = [environment_report(out)]
-    if kind == "gpu":
-        parts += [cuda_tests(out), *gpu_profiles(gpus), *memory_guard(), *tiny_study_runs(out, gpus)]
-    else:
-        parts += node_parts(out, gpus)
-    for part in parts:
-        print(part.line(), flush=True)
-    (out / "summary.json").write_text(json.dumps([p.__dict__ for p in parts], indent=1))
-    failed = [p for p in parts if p.status == "failed"]
+    gpus, started = _gpus(), time.time()
+    deadline = started + QUICK_DEADLINE_S if quick else None
+
+    def left(cap: float) -> float:
+        return cap if deadline is None else max(0.0, min(cap, deadline - time.time()))
+
+    def parts():
+        yield environment_report(out)
+        if kind == "node":
+            yield from node_parts(out, gpus)
+            return
+        yield probes(out)
+        yield cuda_tests(out, left(CUDA_TESTS_S["quick" if quick else "full"]))
+        if not quick:
+            yield from gpu_profiles(gpus)
+            yield from memory_guard()
+        only = {s.id for s in _studies()[0] if s.check_quick} if quick else None  # study.yaml
+        yield from tiny_study_runs(out, gpus, only=only, budget_s=lambda: left(STUDY_BUDGET_S))
+
+    done = []
+    for part in parts():
+        print(f"{part.line()}  [{time.time() - started:.0f} s]", flush=True)
+        done.append(part)
+        (out / "summary.json").write_text(json.dumps([p.__dict__ for p in done], indent=1))
+    failed = [p for p in done if p.status == "failed"]
     print(
-        f"{len(parts) - len(failed)} of {len(parts)} parts ran or were skipped with their reason; "
+        f"{len(done) - len(failed)} of {len(done)} parts ran or were skipped with their reason "
+        f"in {time.time() - started:.0f} s; "
         + (f"{len(failed)} failed: send back the folder {out}" if failed else f"details in {out}")
     )
     return 1 if failed else 0

@@ -89,6 +89,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     p_check.add_argument("kind", choices=["gpu", "node"])
     p_check.add_argument("--out", help="where the details go (default: scratch/check-<kind>/)")
+    p_check.add_argument(
+        "--quick",
+        action="store_true",
+        help="gpu: environment, probes, capped CUDA tests, 3 tiny runs (≤ 8 min)",
+    )
     p_pred = sub.add_parser(
         "predict", help="predicted step time and MFU of a layout (or --search for the best)"
     )
@@ -214,7 +219,7 @@ def main(argv=None) -> int:
         elif args.command == "check":
             from . import check
 
-            return check.main(args.kind, args.out)
+            return check.main(args.kind, args.out, quick=args.quick)
         elif args.command == "calibrate":
             runner.main_guard_malloc(argv)
             calibrate(args)

@@ -34,6 +34,27 @@ class DataError(RuntimeError):
     """A sample could not be read: the message names the file and where in it."""
 
 
+FORMAT_PACKAGES = {"tar": "webdataset", "parquet": "pyarrow"}  # the formats an import away
+
+
+def unavailable_formats(formats) -> dict[str, str]:
+    """Each of ``formats`` whose writer/reader package is not installed, with the reason (a
+    bare GPU image has neither webdataset nor pyarrow)."""
+    import importlib.util
+
+    def missing(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is None
+        except (ImportError, ValueError):  # a blocked import (sys.modules[module] = None)
+            return True
+
+    return {
+        fmt: f"{FORMAT_PACKAGES[fmt]} is not installed"
+        for fmt in formats
+        if fmt in FORMAT_PACKAGES and missing(FORMAT_PACKAGES[fmt])
+    }
+
+
 # ---------------------------------------------------------------------------- writers
 def write_format(fmt: str, samples, root: Path, *, shard_samples: int) -> dict:
     """Write ``samples`` in ``fmt`` under ``root/fmt``; returns files, bytes and seconds."""

@@ -32,6 +32,8 @@ RESULT_ENV_NAMES = (
     "WORLD_SIZE",
     "LOCAL_WORLD_SIZE",
     "MASTER_ADDR",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",  # set in NVIDIA's containers: fp32 matmuls run as TF32
+    "NVIDIA_TF32_OVERRIDE",  # cuBLAS/cuDNN honour it whatever torch's allow_tf32 says
 )
 NVIDIA_QUERY = (
     "index,name,pci.bus_id,driver_version,clocks.sm,clocks.max.sm,clocks.mem,"
@@ -61,10 +63,12 @@ def rank_info(device: str = "cpu") -> dict:
 
         index = torch.cuda.current_device()
         props = torch.cuda.get_device_properties(index)
+        # older torch builds' device properties have no pci_* attributes: None, not a crash
+        pci = [getattr(props, f"pci_{k}_id", None) for k in ("domain", "bus", "device")]
         info.update(
             device=f"cuda:{index}",
             device_name=props.name,
-            pci_bus_id=f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0",
+            pci_bus_id=None if None in pci else f"{pci[0]:04x}:{pci[1]:02x}:{pci[2]:02x}.0",
             cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
         )
     return info
@@ -72,11 +76,15 @@ def rank_info(device: str = "cpu") -> dict:
 
 def gather_ranks(device: str = "cpu") -> list[dict]:
     """:func:`rank_info` of every rank of the default process group, in rank order (a
-    collective: every rank must call it)."""
+    collective: every rank must call it); on CUDA the first rank of every other node adds its
+    node's :func:`nvidia_report`."""
     import torch.distributed as dist
 
+    info = rank_info(device)
+    if device == "cuda" and info["local_rank"] == 0 and dist.get_rank() != 0:
+        info["nvidia"] = nvidia_report()  # every other node's GPUs (env.json has the writer's)
     gathered: list = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, rank_info(device))
+    dist.all_gather_object(gathered, info)
     return gathered
 
 
@@ -117,3 +125,53 @@ def recorded_jobs(path) -> list[dict]:
 
 def command_line() -> list[str]:
     return [sys.executable, *sys.argv]
+
+
+# ---------------------------------------------------------------------------- the job's shape
+def job_machine(params: dict) -> str:
+    """``results/<machine>/`` of a run with ``params``. Inside a distributed job (torchrun) the
+    job decides, not the profile's ``nproc``: its ranks, and over several nodes the nodes × the
+    ranks per node (``h100-sxm-2x8``), so a two-node run never lands in the one-node folder."""
+    from . import hardware, launch
+
+    if not launch.in_distributed_env():
+        return hardware.results_machine(params)
+    world = hardware.job_ranks()
+    local = int(os.environ.get("LOCAL_WORLD_SIZE") or world)
+    slug = hardware.machine_slug(device=params.get("device"), ranks=world)
+    nodes = world // local if 0 < local < world and world % local == 0 else 1
+    suffix = f"-x{world}"
+    if nodes > 1 and slug.endswith(suffix) and not os.environ.get("MACHINE", "").strip():
+        slug = f"{slug[: -len(suffix)]}-{nodes}x{local}"
+    return slug
+
+
+def job_shape(env: dict | None) -> tuple[int, int] | None:
+    """(nodes, ranks) a run recorded in its ``env.json``: the ranks that measured in-process,
+    or the largest job it launched, and their distinct hosts; ``None`` when it recorded none."""
+    if not env:
+        return None
+    groups = [env.get("ranks") or []] + [j.get("ranks") or [] for j in env.get("jobs") or []]
+    ranks = max(groups, key=len)
+    if not ranks:
+        return None
+    return len({r.get("host") for r in ranks}), len(ranks)
+
+
+def refuse_other_shape(final: Path, measured_env: dict | None) -> Path:
+    """``final`` unless it holds results measured with another node or rank count than the run
+    about to replace them (``measured_env``): those are never replaced."""
+    from .config import ParameterError
+
+    old_path = Path(final) / "env.json"
+    if not old_path.exists():
+        return final
+    old_env = json.loads(old_path.read_text())
+    old = job_shape(old_env.get("measured_env") or old_env)
+    new = job_shape(measured_env)
+    if old and new and old != new:
+        raise ParameterError(
+            f"{final} holds a run on {old[1]} ranks over {old[0]} node(s); this one has {new[1]} ranks "
+            f"over {new[0]} node(s) and would replace it: set MACHINE= to file it under another name"
+        )
+    return final

@@ -74,14 +74,15 @@ RULES = (
     (
         "attention core",
         "context",
-        r"scaled_dot_product|flash|efficient_attention|fmha|attention|(?<!log_)(?<!log)softmax",
+        r"scaled_dot_product|flash|efficient_attention|fmha|attention|sdpa|fort_native|"
+        r"(?<!log_)(?<!log)softmax",
         "fused attention, softmax",
     ),
     (
         "matmul",
         "op",
         r"\b(aten::)?(mm|addmm|bmm|baddbmm|matmul|linear|_?mm_backward)\b|gemm|cutlass|cublas|"
-        r"(Mm|Addmm|Bmm)Backward|sm\d+_xmma|wgmma",
+        r"(Mm|Addmm|Bmm)Backward|sm\d+_xmma|wgmma|hgmma|^nvjet_",  # nvjet_*: Hopper cuBLAS GEMMs
         "matrix multiplications",
     ),
     (
@@ -113,22 +114,11 @@ def rules_table():
     import pandas as pd
 
     rows = [{"category": c, "applies_to": s, "name_pattern": rx, "catches": w} for c, s, rx, w in RULES]
-    rows.append(
-        {
-            "category": "other ops",
-            "applies_to": "op",
-            "name_pattern": "(no rule above, no named ancestor)",
-            "catches": "anything unnamed",
-        }
-    )
-    rows.append(
-        {
-            "category": "idle",
-            "applies_to": "gap",
-            "name_pattern": "(no op / no kernel)",
-            "catches": "CPU: step time outside every op; CUDA: device idle",
-        }
-    )
+    for cat, scope, rx, what in (
+        ("other ops", "op", "(no rule above, no named ancestor)", "anything unnamed"),
+        ("idle", "gap", "(no op / no kernel)", "CPU: step time outside every op; CUDA: device idle"),
+    ):
+        rows.append({"category": cat, "applies_to": scope, "name_pattern": rx, "catches": what})
     return pd.DataFrame(rows)
 
 
@@ -187,13 +177,20 @@ def _complete_events(trace: dict) -> list[dict]:
     return [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e]
 
 
+def _steps(events: list[dict]) -> list[dict]:
+    """The step windows: the host's ``record_function`` ranges. On CUDA kineto also writes a
+    ``gpu_user_annotation`` copy of each on the device timeline (the kernels' span, shorter); it
+    is not a step of its own."""
+    steps = [e for e in events if e["name"].startswith(STEP_PREFIX) and e.get("cat") != "gpu_user_annotation"]
+    return sorted(steps, key=lambda e: e["ts"])
+
+
 def cpu_breakdown(trace: dict) -> list[dict]:
     """Per step: seconds in each category from the ops on the step's thread (self times), idle =
     the step's time outside every op. Each step's categories sum to its wall time."""
     events = _complete_events(trace)
-    steps = sorted((e for e in events if e["name"].startswith(STEP_PREFIX)), key=lambda e: e["ts"])
     out = []
-    for step in steps:
+    for step in _steps(events):
         lo, hi = step["ts"], step["ts"] + step["dur"]
         inside = [
             dict(e)
@@ -233,29 +230,32 @@ def device_breakdown(trace: dict) -> list[dict]:
     """Per step (CUDA): the device timeline inside the step's window, each instant given to the
     highest-priority category of the kernels running then (``DEVICE_PRIORITY``); no kernel: idle."""
     events = _complete_events(trace)
-    steps = sorted((e for e in events if e["name"].startswith(STEP_PREFIX)), key=lambda e: e["ts"])
+    steps = _steps(events)
     kernels = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     rank = {c: i for i, c in enumerate(DEVICE_PRIORITY)}
     out = []
     for step in steps:
         lo, hi = step["ts"], step["ts"] + step["dur"]
-        bounds = {lo, hi}
         spans = []
         for k in kernels:
             s, e = max(k["ts"], lo), min(k["ts"] + k["dur"], hi)
             if e > s:
                 cat = classify(k["name"])[0] or "other ops"
                 spans.append((s, e, cat, k["name"]))
-                bounds.update((s, e))
-        edges = sorted(bounds)
         seconds = dict.fromkeys(CATEGORIES, 0.0)
         by_op: dict = {}
+        marks = []  # one sorted sweep over starts and ends (was every kernel at every edge)
         for s, e, cat, name in spans:
             by_op[(cat, name)] = by_op.get((cat, name), 0.0) + (e - s) * 1e-6
-        for a, b in zip(edges, edges[1:]):
-            active = [c for s, e, c, _ in spans if s <= a and e >= b]
-            cat = min(active, key=rank.__getitem__) if active else "idle"
-            seconds[cat] += (b - a) * 1e-6
+            marks += [(s, 1, rank[cat]), (e, -1, rank[cat])]
+        active, last = [0] * len(DEVICE_PRIORITY), lo
+        for t, delta, r in sorted(marks):
+            if t > last:
+                top = next((i for i, n in enumerate(active) if n), None)
+                seconds["idle" if top is None else DEVICE_PRIORITY[top]] += (t - last) * 1e-6
+                last = t
+            active[r] += delta
+        seconds["idle"] += (hi - last) * 1e-6
         out.append(_step_row(step, seconds, len(spans), by_op))
     return out
 
@@ -303,7 +303,9 @@ def profile_steps(
         prof.export_chrome_trace(str(raw))
         trace = json.loads(raw.read_text())
     rows = device_breakdown(trace) if device == "cuda" else cpu_breakdown(trace)
-    for row, t in zip(rows, perf_s):
+    if len(rows) != steps:
+        raise RuntimeError(f"the trace has {len(rows)} step windows for {steps} profiled steps")
+    for row, t in zip(rows, perf_s, strict=True):
         row["perf_counter_s"] = t
     out = {
         "source": "torch.profiler (device timeline)" if device == "cuda" else "torch.profiler (CPU ops)",

@@ -56,9 +56,9 @@ def profiles(study: str, root: Path | None = None) -> list[str]:
 
 def resolve_profile(study: str, profile: str, root: Path | None = None) -> str:
     if profile == "auto":
-        import torch
+        from .profile_choice import auto_profile
 
-        profile = "gpu" if torch.cuda.is_available() else "cpu"
+        profile = auto_profile(study, root)
     valid = profiles(study, root)
     if profile not in valid:
         raise ParameterError(
@@ -283,7 +283,7 @@ def run(
         or (measured_env or {}).get("fingerprint", {}).get("machine")
         or hardware.results_machine(params)
     )
-    final = results_root / machine / study.id
+    final = jobinfo.refuse_other_shape(results_root / machine / study.id, measured_env)
     notebook = notebook or root / "notebooks" / study.notebook
     expected = inputs(study, params, profile=profile, root=root, results_root=results_root)
     if if_changed and not from_dir and up_to_date(final, expected):
@@ -388,7 +388,7 @@ def measure(study_id: str, *, param_file, overrides: dict | None = None, out) ->
                 repo_root=repo_root(),
                 started_s=started,
                 extra={
-                    "machine": hardware.results_machine(p.to_dict()),
+                    "machine": jobinfo.job_machine(p.to_dict()),
                     "param_file": str(param_file),
                     "profile": Path(param_file).stem,
                     "ranks": ranks,

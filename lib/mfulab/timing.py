@@ -290,6 +290,16 @@ def dtype_label(dtype: str) -> str:
     return dtype if dtype in ("fp32", "tf32") else f"{dtype} autocast"
 
 
+TF32_OVERRIDES = ("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "NVIDIA_TF32_OVERRIDE")  # NGC images set the first
+
+
+def tf32_overrides() -> dict[str, str]:
+    """The variables that make cuBLAS run fp32 matmuls as TF32 whatever ``allow_tf32`` says."""
+    import os
+
+    return {k: os.environ[k] for k in TF32_OVERRIDES if k in os.environ}
+
+
 def tf32_state(device: str) -> bool | None:
     """Whether fp32 matmuls may use TF32 tensor cores now (None on CPU, where TF32 does not exist)."""
     import torch
@@ -342,6 +352,7 @@ def matmul_ceiling(
         "dtype": dtype,
         "device": device,
         "benchmark_version": BENCHMARK_VERSION["matmul_ceiling"],
+        "tf32_overrides": tf32_overrides(),  # set: an "fp32" ceiling on CUDA is TF32's
         "rows": rows,
     }
 

@@ -46,6 +46,7 @@ class Study:
     summary: str = ""  # one sentence for the course table
     claims: tuple[str, ...] = field(default=())  # claim ids its claims table decides
     data_files: tuple[str, ...] = ()  # inputs in studies/<id>/ that are not profiles (hashed as inputs)
+    check_quick: bool = False  # its tiny cuda run is in `check gpu --quick` (seconds, no cold compiles)
 
     def measure_fn(self):
         module, function = self.measure.split(":")

@@ -21,7 +21,6 @@ annotated for ``torch.profiler`` (``data``, ``mfulab.ddp_backward``, ``mfulab.co
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -44,6 +43,14 @@ def rungs() -> list[tuple[str, dict]]:
         knobs = {**knobs, **change}
         out.append((name, dict(knobs)))
     return out
+
+
+def ddp_device_ids(device: str) -> list[int] | None:
+    """DDP's ``device_ids`` for this rank: the GPU :func:`launch.cuda_index` picks (``LOCAL_RANK``
+    among the node's GPUs, or the only one a scheduler that binds one GPU per rank shows)."""
+    from ...launch import cuda_index
+
+    return [cuda_index()] if device == "cuda" else None
 
 
 class HookTimer:
@@ -104,8 +111,7 @@ class Trainer:
         if knobs.get("fused") and spec["compile"]:
             model = torch.compile(model)
         cap = spec["good_bucket_cap_mb"] if knobs.get("buckets") else spec["naive_bucket_cap_mb"]
-        local = [int(os.environ.get("LOCAL_RANK", 0))] if self.device == "cuda" else None
-        self.model = DDP(model, bucket_cap_mb=cap, device_ids=local)
+        self.model = DDP(model, bucket_cap_mb=cap, device_ids=ddp_device_ids(self.device))
         self.hook = HookTimer(blocking=not knobs.get("overlap"), device=self.device)
         self.model.register_comm_hook(self.hook, timed_allreduce)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)

@@ -160,6 +160,17 @@ class Params(StudyParams):
         self.resolve_device()
         check_world_size(self.nproc, self.device)
 
+    def predicted_peak_bytes(self) -> float | None:
+        """Per GPU: every configuration's DDP stays alive for the interleaved rounds, each with
+        fp32 weights, gradients and DDP's flat bucket storage (3 × 4 B per parameter), plus the
+        reference model with its gradients and their clones (the same again)."""
+        if self.device != "cuda":
+            return None
+        from .bench import _configurations
+
+        replicas = len(_configurations(self.to_dict())) + 1
+        return replicas * 3 * 4 * self.stack_layers * (self.stack_hidden**2 + self.stack_hidden)
+
     @staticmethod
     def _require_preset(name: str, value: str) -> None:
         try:

@@ -15,12 +15,15 @@ Units: ``mib_per_s`` is MiB/s (2**20 bytes per second) of the format's bytes on 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
 import numpy as np
 
 from ... import hardware
+from ...config import ParameterError
+from ...dataformats import unavailable_formats
 from .cache import count_opens, evict, sampled_resident_fraction
 from .corpus import check_free_space, corpus_checksum, estimate_bytes, synthetic_corpus
 from .formats import format_files, loader_for, write_format
@@ -150,6 +153,12 @@ def cold_rounds(p: Params, root: Path, expected: dict, written: dict) -> list[di
 def measure(p: Params) -> dict:
     """Everything the study measures on this machine (see the module docstring)."""
     p = p.prepared()
+    dropped = unavailable_formats(p.formats)  # left out with the reason, not a crash midway
+    if dropped:
+        kept = [f for f in p.formats if f not in dropped]
+        if not kept:
+            raise ParameterError(f"formats: none can be written here ({dropped})")
+        p = dataclasses.replace(p, formats=tuple(kept))
     root = Path(p.scratch_dir).resolve()
     samples = synthetic_corpus(
         n_samples=p.n_samples, mean_bytes=p.mean_bytes, length_sigma=p.length_sigma, seed=p.seed
@@ -164,6 +173,7 @@ def measure(p: Params) -> dict:
         "device_name": hardware.device_name(p.device),
         "usable_cpus": hardware.usable_cpus(),
         "corpus": {**expected, "bytes_of_text": int(sum(len(s["text"]) for s in samples))},
+        "formats_dropped": dropped,
     }
     rec["written"] = {
         fmt: write_format(fmt, samples, root, shard_samples=p.shard_samples) for fmt in p.formats

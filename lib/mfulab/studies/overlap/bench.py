@@ -49,6 +49,9 @@ BENCHMARK_VERSION = {"overlap": 4}  # 4: the drawn timeline is the extra step ne
 VARIANTS = ("overlapped", "compute_only", "comm_only")
 MM_SIZE = 128  # real compute's matmul on CPU: small, so that a chunk's compute is a whole number of them
 CUDA_MM_SIZE = 4096  # on CUDA: large bf16 matmuls keep the tensor cores busy (not launch-bound)
+# on CUDA a chunk's compute is matmuls of the largest of these sizes that fits its share: whole
+# 4096² matmuls (~0.2 ms on an H100) overshot shares below that, 3-40× at k = 16-64
+CUDA_MM_SIZES = (256, 512, 1024, 2048, CUDA_MM_SIZE)
 TIMELINE_CANDIDATES = 3  # extra overlapped steps per (mode, k), the drawn one nearest the median
 
 
@@ -79,6 +82,20 @@ def calibrate_matmul_cuda(size: int = CUDA_MM_SIZE) -> float:
     end.record()
     end.synchronize()
     return start.elapsed_time(end) / 1e3 / 20
+
+
+def calibrate_matmul_sizes_cuda(sizes=CUDA_MM_SIZES) -> dict[int, float]:
+    """Seconds per bf16 matmul at each of ``sizes`` on this GPU (:func:`calibrate_matmul_cuda`)."""
+    return {size: calibrate_matmul_cuda(size) for size in sizes}
+
+
+def matmul_plan(seconds: float, per_size_s: dict[int, float]) -> tuple[int, int]:
+    """(size, count): matmuls of the largest size whose one call fits in ``seconds`` (the
+    smallest size when none does), as many as make up ``seconds``: a chunk's compute stays near
+    its share at every chunk count, instead of growing with k once the share is below one call."""
+    fitting = [size for size, t in per_size_s.items() if t <= seconds]
+    size = max(fitting) if fitting else min(per_size_s)
+    return size, max(1, round(seconds / per_size_s[size]))
 
 
 def cuda_step(chunks, compute, with_compute: bool, with_comm: bool, comm_stream):
@@ -158,14 +175,16 @@ def overlap_worker(spec: dict) -> dict:
     device = spec["device"]
     numel = spec["overlap_bytes"] // 4
     if device == "cuda":
-        mm = torch.randn(CUDA_MM_SIZE, CUDA_MM_SIZE, device=device, dtype=torch.bfloat16)
-        t_mm, comm_stream = calibrate_matmul_cuda(), torch.cuda.Stream()
+        per_size = calibrate_matmul_sizes_cuda()
+        mats = {size: torch.randn(size, size, device=device, dtype=torch.bfloat16) for size in per_size}
+        t_mm, comm_stream = per_size[CUDA_MM_SIZE], torch.cuda.Stream()
     else:
         mm, t_mm, comm_stream = torch.randn(MM_SIZE, MM_SIZE), _calibrate_matmul(), None
+        per_size, mats = {MM_SIZE: t_mm}, {MM_SIZE: mm}
     in_flight_measured = True  # gloo: futures complete when the work does; CUDA: events
     out = {"world_size": n, "device": device, "rounds": spec["rounds"], "rows": [], "timelines": {}}
     out["in_flight_measured"], wrong, compute_s = in_flight_measured, 0, 0.0
-    out["matmul_s"] = t_mm
+    out["matmul_s"], out["matmul_s_per_size"] = t_mm, {str(k): v for k, v in per_size.items()}
 
     def compute(mode, seconds, deadline):
         if mode == "emulated":
@@ -174,8 +193,9 @@ def overlap_worker(spec: dict) -> dict:
             # host's issuing of the all-reduces overlap the "device" compute, as on a GPU.
             time.sleep(max(0.0, deadline - time.perf_counter()))
             return
-        for _ in range(max(1, round(seconds / t_mm))):  # t_mm: calibrated on this device
-            mm @ mm
+        size, count = matmul_plan(seconds, per_size)  # calibrated on this device
+        for _ in range(count):
+            mats[size] @ mats[size]
 
     def one_step(mode, k, variant, record=None):
         """One step; returns (slowest-rank step time, this rank's comm time in flight, wrong)."""

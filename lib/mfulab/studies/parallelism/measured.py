@@ -62,6 +62,7 @@ def _pipeline_row(job, r, step, slots, c) -> dict:
         "bubble_modelled": modelled / ideal - 1,
         "p2p_messages": r.get("p2p_messages"),
         "gradient_gate": r.get("gradient_gate"),  # real compute: |gradient − one process's|
+        "gradient_scale": r.get("gradient_scale"),  # largest |gradient| of the one process
         # each micro-batch crosses p·v − 1 chunk boundaries forward and backward; a send and a receive each
         "p2p_messages_formula": 2 * 2 * r["m"] * (p * r["v"] - 1),
     }
@@ -122,6 +123,7 @@ def sharding_table(records):
                 "traffic_over_psi": counted / psi,
                 "zero2_deepspeed_over_psi": m + 1 if r["config"] == "fsdp_grad_op" else None,
                 "gradient_gate": sh["gradient_gate"][f"{r['config']}@{m}"],
+                "gradient_scale": sh.get("gradient_scale", {}).get(f"{r['config']}@{m}", 1.0),
             }
         )
     return pd.DataFrame(rows)
@@ -164,6 +166,7 @@ def tensor_table(records):
                 "korthikanti_bytes": formula,
                 "korthikanti_plus_gathered_bytes": formula + gathered,
                 "max_abs_diff": r["max_abs_diff"],
+                "gradient_scale": r.get("gradient_scale", 1.0),
             }
         )
     df = pd.DataFrame(rows)

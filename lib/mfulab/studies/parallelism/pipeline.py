@@ -148,13 +148,15 @@ def _run(spec: dict, schedule: str, m: int, v: int, rank: int, p: int, log: list
         "times_s": times,
         "ideal_s": reduce_scalar(m * ideal_chunk_s, "max"),
         "p2p_messages": int(reduce_scalar(p2p, "sum")),  # sends + receives of one step, all ranks
-        "gradient_gate": None if gate is None else reduce_scalar(gate, "max"),
+        "gradient_gate": None if gate is None else reduce_scalar(gate[0], "max"),
+        "gradient_scale": None if gate is None else reduce_scalar(gate[1], "max"),
         "spans": spans,  # the last timed step of this rank
     }
 
 
-def _gradient_gate(spec: dict, chunks: dict, stage_ids, n_stages: int, step, x, m: int) -> float:
-    """Largest |gradient − reference| of this rank's chunks after one pipelined step; the
+def _gradient_gate(spec: dict, chunks: dict, stage_ids, n_stages: int, step, x, m: int) -> tuple:
+    """Largest |gradient − reference| of this rank's chunks after one pipelined step, and the
+    largest |reference gradient| (the gate is relative to it where it passes 1); the
     reference runs every chunk (rebuilt from the same seeds) in one process on the same
     micro-batches, the loss averaged over them as the schedule does."""
     import torch
@@ -165,10 +167,10 @@ def _gradient_gate(spec: dict, chunks: dict, stage_ids, n_stages: int, step, x, 
     whole = torch.nn.Sequential(*(_chunk(spec, s, len(chunks[stage_ids[0]]), []) for s in range(n_stages)))
     whole.to(x.device)
     sum(whole(xm).pow(2).mean() for xm in x.chunk(m)).div(m).backward()
-    return max(
-        float((p.grad - r.grad).abs().max())
-        for s in stage_ids
-        for p, r in zip(chunks[s].parameters(), whole[s].parameters())
+    pairs = [(p, r) for s in stage_ids for p, r in zip(chunks[s].parameters(), whole[s].parameters())]
+    return (
+        max(float((p.grad - r.grad).abs().max()) for p, r in pairs),
+        max(float(r.grad.abs().max()) for _, r in pairs),
     )
 
 

@@ -140,7 +140,7 @@ def sharding_worker(spec: dict) -> dict:
     torch.set_num_threads(spec.get("threads_per_rank", 1))
     rank, n = dist.get_rank(), dist.get_world_size()
     psi = sum(p.numel() for p in _model(spec).parameters())
-    rows, gate = [], {}
+    rows, gate, scale = [], {}, {}
     for m in spec["accumulation"]:
         ref = None
         for config in spec["configs"]:
@@ -148,7 +148,9 @@ def sharding_worker(spec: dict) -> dict:
             if ref is None:
                 ref = grads
             gate[f"{config}@{m}"] = max(float((grads[k] - ref[k]).abs().max()) for k in ref)
+            scale[f"{config}@{m}"] = max(float(ref[k].abs().max()) for k in ref)  # the gate is relative to it
             rows.append(row)
     per_rank = [None] * n
     dist.all_gather_object(per_rank, rows)
-    return {"ranks": n, "n_params": psi, "preset": spec["preset"], "rows": per_rank, "gradient_gate": gate}
+    out = {"ranks": n, "n_params": psi, "preset": spec["preset"], "rows": per_rank, "gradient_gate": gate}
+    return {**out, "gradient_scale": scale}

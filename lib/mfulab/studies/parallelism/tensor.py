@@ -98,7 +98,10 @@ def tp_worker(spec: dict) -> dict:
     ref_saved, ref_out = _saved_activation_bytes(lambda: ref_block(x_ref), list(ref_block.parameters()))
     ref_out.pow(2).sum().backward()
     ref_grads = {n: p.grad for n, p in ref_block.named_parameters()}
+    refs = [ref_out, x_ref.grad, *ref_grads.values()]
+    ref_scale = max(float(r.abs().max()) for r in refs)  # the gate is relative to it where it passes 1
     rows = [{"layout": "whole", "saved_bytes": ref_saved, "collectives": {}, "max_abs_diff": 0.0}]
+    rows[0]["gradient_scale"] = ref_scale
     shard = cfg.seq_len // t
     for sp in (False, True):
         block, _ = _block(spec)
@@ -121,6 +124,7 @@ def tp_worker(spec: dict) -> dict:
                 "saved_bytes": saved,
                 "collectives": counts,
                 "max_abs_diff": max(diffs),
+                "gradient_scale": ref_scale,
             }
         )
     per_rank = [None] * t

@@ -224,9 +224,11 @@ def step_times(
 
     from ...timing import interleaved
 
-    steps = {}
+    steps, models = {}, {}  # one model per policy: its micro-batches share it (fewer resident on a GPU)
     for policy, micro_batch in points:
-        model = _build(cfg, policy, every_k, attn_impl, device)
+        if policy not in models:
+            models[policy] = _build(cfg, policy, every_k, attn_impl, device)
+        model = models[policy]
         idx = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len), device=device)
 
         def step(model=model, idx=idx):
@@ -317,6 +319,8 @@ def measure(p: Params) -> dict:
     for q in policies:
         g = gradients(cfg, policy=q, **grad_kw)
         rec["gradient_max_abs_diff"][q] = max(float((g[n] - ref[n]).abs().max()) for n in ref)
+        del g
+    del ref  # two models' gradients, not to stay resident through the peaks and the timing
     budget = p.memory_budget_mib * 2**20
 
     def measure_peak(q, mb):
