@@ -38,7 +38,7 @@ def test_verdicts():
     assert verdict_from_interval(0.9, 1.5, threshold=1.3) == "inconclusive on this machine"
     assert verdict_from_interval(0.8, 0.95, threshold=1.3) == "refuted"
     with pytest.raises(ValueError):
-        Claim("X", "c", "m", "probably", "e")
+        Claim("X", "c", "m", "probably", "e", "measured here")
 
 
 def test_interleaved_rounds_are_paired_and_shuffled():
@@ -85,9 +85,9 @@ def test_summary_line_groups_rows_of_one_claim():
     from mfulab.verdicts import summary_line
 
     rows = [
-        Claim("A1", "c", "m", "confirmed", "e"),
-        Claim("B15", "c", "m", "refuted", "e"),
-        Claim("B15", "c", "m", "confirmed", "e"),
+        Claim("A1", "c", "m", "confirmed", "e", "measured here"),
+        Claim("B15", "c", "m", "refuted", "e", "the article's own arithmetic"),
+        Claim("B15", "c", "m", "confirmed", "e", "the article's own arithmetic"),
     ]
     assert summary_line(rows) == "* **A1**: confirmed; **B15**: refuted / confirmed (2 rows)."
 
