@@ -42,11 +42,11 @@ help:
 	@echo "make calibrate           this machine's ceilings, bandwidth and α–β (REFRESH=1 re-measures)"
 	@echo "make stability STUDY=id  re-run a study's measurement N=3 times in fresh processes: verdict flips"
 	@echo "                         and drift into results/<machine>/<study>/stability.json (STUDY=calibration too)"
-	@echo "make list                studies and profiles"
+	@echo "make list                studies, profiles, and which ones make all would re-run"
 	@echo "make readme              rewrite README.md's course table from the study registry"
 	@echo "make <study>             one study, e.g. make mfu PROFILE=gpu ARGS=\"-p seq_len 2048\""
 	@echo "make <study> FROM=DIR    analyse measurements taken elsewhere (python -m mfulab measure ...)"
-	@echo "make compare             machines side by side (notebook 11) into results/comparison/"
+	@echo "make compare             machines side by side (notebook 10) into results/comparison/"
 	@echo "make html                the course as a static site, one book per machine in site/<machine>/"
 	@echo "                         (SITE_MACHINE=... for one); works offline, from the file system"
 	@echo "make check-gpu           first run on a GPU machine: environment, CUDA tests, a tiny cuda run"
@@ -105,7 +105,7 @@ format: $(STAMP)
 lab: $(STAMP)
 	$(PY) -m jupyter lab --port $(PORT) --ServerApp.root_dir="$(CURDIR)" \
 		--MultiKernelManager.default_kernel_name=mfulab \
-		--ServerApp.contents_manager_class=mfulab.lab.ResultsReadOnlyContentsManager $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+		--ServerApp.contents_manager_class=mfulab.site.lab.ResultsReadOnlyContentsManager $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 list: $(STAMP)
 	@$(PY) -m mfulab list

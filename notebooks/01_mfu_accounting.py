@@ -38,11 +38,13 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import calibration, opprofile, plots, results
-from mfulab.notebook import setup, stability_note
-from mfulab.plots import si
-from mfulab.studies.mfu import analysis, arithmetic, figures, opsplit, timesplit
-from mfulab.verdicts import summary_line
+from mfulab import results
+from mfulab.measure import calibration, opprofile
+from mfulab.run.notebook import setup, stability_note
+from mfulab.studies.mfu import analysis, article_arithmetic, claims, figures, operator_split, time_split
+from mfulab.studykit import plots, verdicts
+from mfulab.studykit.verdicts import summary_line
+from mfulab.units import si
 
 out, p, records = setup("mfu", params, out_dir=out_dir, from_dir=from_dir)
 print(
@@ -69,13 +71,13 @@ print(
 # named convention with the exact Llama-2-7B parameter count:
 
 # %%
-b1 = arithmetic.b1_table()
+b1 = article_arithmetic.b1_table()
 results.save_table(out, "b1_arithmetic", b1)
 b1
 
 # %%
-display(Markdown(arithmetic.b1_note()))
-b1_readings = arithmetic.b1_ideal_step_readings()
+display(Markdown(article_arithmetic.b1_note()))
+b1_readings = article_arithmetic.b1_ideal_step_readings()
 results.save_table(out, "b1_ideal_step_readings", b1_readings)
 b1_readings
 
@@ -119,7 +121,7 @@ plots.save_figure(fig, out, "attention_share")
 # Table 5 HFU figures follow Eq. 8; the physical count gives a lower HFU:
 
 # %%
-megatron_selective = arithmetic.megatron_selective_table()
+megatron_selective = article_arithmetic.megatron_selective_table()
 results.save_table(out, "megatron_selective_hfu", megatron_selective)
 megatron_selective
 # %% [markdown]
@@ -159,7 +161,7 @@ display(
 # FLOP counter, run on the forward and the backward pass separately, shows the rule:
 
 # %%
-six_n = opsplit.six_n_check(records)
+six_n = operator_split.six_n_check(records)
 results.save_table(out, "six_n_check", six_n)
 six_n
 
@@ -177,7 +179,7 @@ six_n
 # %%
 ceiling = pd.DataFrame(records["ceiling"]["rows"])[["size", "median_s", "iqr_s", "n", "achieved_flops_per_s"]]
 results.save_table(out, "matmul_ceiling", ceiling)
-sheet = timesplit.datasheet_peak(records)
+sheet = time_split.datasheet_peak(records)
 display(
     Markdown(
         calibration.describe(records)
@@ -207,8 +209,8 @@ assert tr["losses_finite"], "training produced a non-finite loss"
 print(f"correctness gate: first loss {tr['initial_loss']:.3f} vs ln(V) = {tr['expected_initial_loss']:.3f}")
 
 # %%
-bd = timesplit.breakdown(records)
-split = timesplit.b2_split(records, present_share=p.b2_present_share)
+bd = time_split.breakdown(records)
+split = time_split.b2_split(records, present_share=p.b2_present_share)
 results.save_table(out, "time_split", split)
 split
 
@@ -220,7 +222,7 @@ split
 # most three and usually fewer (the claims table says which). How the count depends on the floor:
 
 # %%
-b2_floors = timesplit.b2_floor_sensitivity(records, p.b2_floor_sweep)
+b2_floors = time_split.b2_floor_sensitivity(records, p.b2_floor_sweep)
 results.save_table(out, "b2_floor_sensitivity", b2_floors)
 b2_floors
 
@@ -269,10 +271,10 @@ by_conv
 # went and the factor that moved it most:
 
 # %%
-gs = timesplit.global_vs_steady(records)
+gs = time_split.global_vs_steady(records)
 results.save_table(out, "global_vs_steady", gs)
 display(gs)
-display(Markdown(timesplit.global_vs_steady_note(gs)))
+display(Markdown(time_split.global_vs_steady_note(gs)))
 
 # %%
 fig = figures.plot_waterfall(records)
@@ -287,12 +289,12 @@ plots.save_figure(fig, out, "job_waterfall")
 # has of B2's fourth category; the waste B2 names there (synchronous checkpoints, throttled
 # cards, poor CPU pinning) does not occur in it. Slow operators dominate here. The
 # multi-process studies (02 overlap, 05 buckets) and the dataloader study (06) fill in the
-# other bars on machines where they matter; study 08 (step anatomy) measures them all in one job.
+# other bars on machines where they matter; study 07 (step anatomy) measures them all in one job.
 #
 # ## 6 · Inside the step: an operator profile
 #
 # "Slow operators" above is one residual. To split it, `torch.profiler` records a few more
-# steps of the same training step after the timed run (`mfulab.opprofile`). Every op the
+# steps of the same training step after the timed run (`mfulab.measure.opprofile`). Every op the
 # step runs (on a GPU: every kernel) goes into a category by its name — matmul, attention core,
 # norm / elementwise, optimizer, communication, data / host-to-device — by the rules below (first
 # match wins; a *context* rule claims everything inside the op, so the `aten::add_` inside
@@ -326,12 +328,12 @@ display(
         else "The trace file is not in this render (measured elsewhere without its `traces/` folder)."
     )
 )
-check = opsplit.profile_check(records)
+check = operator_split.profile_check(records)
 print(
     f"categories vs wall time: worst step off by {check['worst_sum_vs_wall']:.2%} (target ≤ 2%); profiled step "
     f"{check['profiled_step_s'] * 1e3:.1f} ms vs the timed run's steady step {check['steady_step_s'] * 1e3:.1f} ms"
 )
-cats = opsplit.category_table(records)
+cats = operator_split.category_table(records)
 results.save_table(out, "operator_categories", cats)
 results.save_table(out, "operator_steps", opprofile.step_table(records["op_profile"]))
 cats
@@ -367,7 +369,7 @@ plots.save_figure(fig, out, "waterfall")
 # not comparable with the rest).
 
 # %%
-published = opsplit.published_table(records)
+published = operator_split.published_table(records)
 results.save_table(out, "published_mfu", published)
 with pd.option_context("display.max_colwidth", None):
     display(published)
@@ -379,7 +381,7 @@ with pd.option_context("display.max_colwidth", None):
 # ≈ 6N × 3 × tokens ≈ 3.06e16; 2.4 s/step on 8 cards of 3.2e14 FLOP/s → MFU ≈ 0.497".
 
 # %%
-a19 = arithmetic.a19_check()
+a19 = article_arithmetic.a19_check()
 a19_table = pd.DataFrame([{"quantity": k, "value": v} for k, v in a19.items()])
 results.save_table(out, "a19_arithmetic", a19_table)
 a19_table
@@ -394,7 +396,7 @@ a19_table
 # **B15** (article B §5.2): the case study's steps, each attributed to its loss category:
 
 # %%
-b15 = arithmetic.b15_table()
+b15 = article_arithmetic.b15_table()
 results.save_table(out, "b15_attribution", b15)
 b15
 
@@ -404,7 +406,7 @@ b15
 # verdict depends on it, so both readings are claim rows:
 
 # %%
-b15_readings = arithmetic.b15_categorisations()
+b15_readings = article_arithmetic.b15_categorisations()
 results.save_table(out, "b15_readings", b15_readings)
 b15_readings
 
@@ -413,10 +415,10 @@ b15_readings
 # lifted global MFU "from 48% to 52%", on "100G HDR" InfiniBand at 12.5 GB/s. Recomputed:
 
 # %%
-b9_text = arithmetic.b9_text_checks()
+b9_text = article_arithmetic.b9_text_checks()
 results.save_table(out, "b9_text_checks", b9_text)
 display(b9_text)
-display(Markdown(arithmetic.b9_text_note(b9_text)))
+display(Markdown(article_arithmetic.b9_text_note(b9_text)))
 
 # %% [markdown]
 # ## Claims
@@ -432,8 +434,8 @@ display(Markdown(arithmetic.b9_text_note(b9_text)))
 # (communication is 0).
 
 # %%
-claim_list, headline = analysis.outcome(records, p)
-claims_df = results.publish_claims(out, claim_list, headline)
+claim_list, headline = claims.outcome(records, p)
+claims_df = verdicts.publish_claims(out, claim_list, headline)
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 

@@ -27,7 +27,7 @@
 # 4. checks the articles' numbers at their scale, with a sensitivity table for every assumed
 #    input (**A4**, **A5**, **A18**, **B9**).
 #
-# Every rank runs under `torchrun` (gloo on CPU, NCCL on GPUs), started by `mfulab.launch`
+# Every rank runs under `torchrun` (gloo on CPU, NCCL on GPUs), started by `mfulab.measure.launch`
 # with a timeout that kills the whole process group. Every (variant, k) is timed
 # **interleaved**: each round runs all of them once in a shuffled order, so drift hits all
 # alike, and comparisons are paired over the rounds with an interval widened for run-to-run
@@ -51,12 +51,14 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import comm, plots, results
-from mfulab.notebook import setup, stability_note
-from mfulab.plots import si
-from mfulab.studies.overlap import a4, analysis, figures, scale
+from mfulab import results
+from mfulab.analytic import comm
+from mfulab.run.notebook import setup, stability_note
+from mfulab.studies.overlap import alpha_beta, analysis, claims, figures, step_at_scale
 from mfulab.studies.overlap.claims import a5_cause, step_best_k_text
-from mfulab.verdicts import summary_line
+from mfulab.studykit import plots, verdicts
+from mfulab.studykit.verdicts import summary_line
+from mfulab.units import si
 
 out, p, records = setup("overlap", params, out_dir=out_dir, from_dir=from_dir)
 print(f"{records['collectives']['world_size']} ranks on {records['device_name']} ({records['device']})")
@@ -79,7 +81,7 @@ print(comm.nccl_tests_table(records["collectives"]["rows"]))
 # %% [markdown]
 # **The machine's α–β.** The ring all-reduce costs t = 2(n−1)·α + 2(n−1)/n·S/B: every call
 # pays 2(n−1)·α before a byte moves, and S/B grows with the message. The machine's
-# calibration (`mfulab.calibration`, one per machine) measured α and B once; **every model
+# calibration (`mfulab.measure.calibration`, one per machine) measured α and B once; **every model
 # in this notebook uses those two numbers**. Below they are compared with this run's
 # all-reduce times, size by size, and — as a check only — with the same fit
 # (`comm.fit_alpha_beta`) of this run's times. The verdicts of A3 and A5 rest on this run's
@@ -146,7 +148,7 @@ if fig is not None:
 # %% [markdown]
 # ## 3 · Step time vs k: measurement and model
 #
-# The model (`scale.chunked_overlap`) takes the measured compute-only time, the tensor size
+# The model (`alpha_beta.chunked_overlap`) takes the measured compute-only time, the tensor size
 # and the calibrated α–β. Exposed communication = overlapped − compute only (per round).
 
 # %%
@@ -231,7 +233,7 @@ display(
 # %% [markdown]
 # ## 5 · The articles' scale (A4, A5, A18, B9)
 #
-# **A4** is priced by the course's one step model (`predict.step_time`, chapter 10) on the
+# **A4** is priced by the course's one step model (`step.step_time`, chapter 09) on the
 # article's own cards (`article_device`: the 910B's `devices.yaml` entry, its peak, HBM, HCCS
 # inside a node and 200 Gb/s RoCE between nodes): the 13B run with TP = 8 on 32 cards, once with
 # nothing overlapped and once with the gradient buckets under the backward and the TP
@@ -242,7 +244,7 @@ display(
 # `article_matmul_share_of_mamf` of the device's best GEMM. **A5** keeps the α–β model with a
 # stated link (parameters `article_alpha_s`, `article_link_bytes_per_s`: 25 GB/s, the article's
 # own "physical limit", and 20 µs per step). Each table varies one assumed input at a time and
-# says whether the reading survives; `a4.a4_flip_link` finds the intra-node bandwidth at
+# says whether the reading survives; `step_at_scale.a4_flip_link` finds the intra-node bandwidth at
 # which A4's reading changes.
 #
 # **What changed with the one step model.** Until this revision A4 had a model of its own:
@@ -263,18 +265,18 @@ display(
 # not enter A5: it changes how often the 200 MB tensor is reduced, not what one reduction costs.
 
 # %%
-art = scale.article_scale(records)
+art = alpha_beta.article_scale(records)
 pd.Series({k: v for k, v in art.items() if k != "a5_steps_s"}).to_frame("value")
 
 # %%
-a4_sens = a4.a4_sensitivity(p.to_dict())
+a4_sens = step_at_scale.a4_sensitivity(p.to_dict())
 results.save_table(out, "a4_sensitivity", a4_sens)
 with pd.option_context("display.max_colwidth", None):
     display(a4_sens)
-a4.a4_flip_link(p.to_dict())
+step_at_scale.a4_flip_link(p.to_dict())
 
 # %%
-a5_sens = scale.a5_sensitivity(p.to_dict())
+a5_sens = alpha_beta.a5_sensitivity(p.to_dict())
 results.save_table(out, "a5_sensitivity", a5_sens)
 a5_sens
 
@@ -303,7 +305,7 @@ display(
 pd.Series(art["a5_steps_s"], name="model step (s), 200 MB, balanced compute").to_frame()
 
 # %%
-pd.Series(scale.b9_check(records)).to_frame("B9")
+pd.Series(alpha_beta.b9_check(records)).to_frame("B9")
 
 # %% [markdown]
 # ## Claims
@@ -317,8 +319,8 @@ pd.Series(scale.b9_check(records)).to_frame("B9")
 # B9 from the nccl-tests definitions; A4 and A18 are analytic.
 
 # %%
-claim_list, headline = analysis.outcome(records, p)
-claims_df = results.publish_claims(out, claim_list, headline)
+claim_list, headline = claims.outcome(records, p)
+claims_df = verdicts.publish_claims(out, claim_list, headline)
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 

@@ -35,10 +35,12 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import calibration, plots, results
-from mfulab.notebook import setup, stability_note
-from mfulab.studies.fusion import a8_scale, analysis, figures, ln_analysis, sdpa_rules
-from mfulab.verdicts import summary_line
+from mfulab import results
+from mfulab.measure import calibration
+from mfulab.run.notebook import setup, stability_note
+from mfulab.studies.fusion import analysis, claims, figures, ln_at_scale, norm_fusion, sdpa_rules
+from mfulab.studykit import plots, verdicts
+from mfulab.studykit.verdicts import summary_line
 
 out, p, records = setup("fusion", params, out_dir=out_dir, from_dir=from_dir)
 print(
@@ -94,19 +96,19 @@ results.save_table(out, "roofline_points", analysis.roofline_points(records))
 #    the difference is dropout's random numbers, which cost the same per element at any
 #    size on a CPU (they are compute, not bytes), so they are not re-timed on the large
 #    tensors;
-# 3. one GPT layer's forward (`model.Block`, same hidden size) in the same rounds: the
+# 3. one GPT layer's forward (`gpt.Block`, same hidden size) in the same rounds: the
 #    sub-block's share of the layer, and Amdahl's bound on what fusing it can do.
 #
 # Correctness gates: outputs equal to eager at p = 0, the dropped fraction at p > 0.
 
 # %%
-display(Markdown(ln_analysis.regime(records)))
-ln = ln_analysis.ln_table(records)
+display(Markdown(norm_fusion.regime(records)))
+ln = norm_fusion.ln_table(records)
 results.save_table(out, "ln_fusion", ln)
 assert ln.correct.all(), "an implementation disagrees with eager"
 if records["ln"]["triton_skipped"]:
     print("Triton kernel skipped:", records["ln"]["triton_skipped"])
-print(ln_analysis.compile_sentence(records))
+print(norm_fusion.compile_sentence(records))
 ln[["shape", "tokens", "impl", "dropout_p", "median_s", "q1_s", "q3_s", "n", "ns_per_element"]]
 
 # %% [markdown]
@@ -116,7 +118,7 @@ ln[["shape", "tokens", "impl", "dropout_p", "median_s", "q1_s", "q3_s", "n", "ns
 # and as DRAM traffic with write-allocate (each write twice, §1):
 
 # %%
-comparisons = pd.DataFrame(ln_analysis.comparisons(records))
+comparisons = pd.DataFrame(norm_fusion.comparisons(records))
 results.save_table(out, "ln_fusion_speedup", comparisons)
 comparisons[
     [
@@ -137,7 +139,7 @@ comparisons[
 # next to what the whole p = 0 sub-block costs per element in DRAM.
 
 # %%
-rng = ln_analysis.rng_table(records)
+rng = norm_fusion.rng_table(records)
 results.save_table(out, "ln_dropout_rng", rng)
 rng
 
@@ -155,7 +157,7 @@ rng
 # allows"** for the DRAM rows; the layer's rows fit in the cache and can exceed it):
 
 # %%
-display(Markdown(ln_analysis.kernel_sentence(records)))
+display(Markdown(norm_fusion.kernel_sentence(records)))
 ln[
     [
         "shape",
@@ -177,7 +179,7 @@ ln[
 # inductor's did on the device that ran:
 
 # %%
-display(Markdown(ln_analysis.compiled_vs_eager_p0(records) or "*(CPU only: the generated C++ source.)*"))
+display(Markdown(norm_fusion.compiled_vs_eager_p0(records) or "*(CPU only: the generated C++ source.)*"))
 
 # %% [markdown]
 # **The layer.** The GPT layer already runs its residual adds and LayerNorms (the sub-block
@@ -188,7 +190,7 @@ display(Markdown(ln_analysis.compiled_vs_eager_p0(records) or "*(CPU only: the g
 # the claim):
 
 # %%
-layer = ln_analysis.layer_table(records)
+layer = norm_fusion.layer_table(records)
 results.save_table(out, "ln_layer_share", layer)
 fig = figures.plot_ln_bars(records)
 plots.save_figure(fig, out, "ln_fusion")
@@ -203,7 +205,7 @@ layer
 # bandwidth efficiency below which even a free sub-block would reach 1.43×:
 
 # %%
-sensitivity = ln_analysis.article_sensitivity()
+sensitivity = norm_fusion.article_sensitivity()
 results.save_table(out, "a7_article_sensitivity", sensitivity)
 sensitivity
 
@@ -306,9 +308,9 @@ pd.Series(a8).to_frame("value")
 # combination with the smallest cut); `vs_stated` is the cut minus the stated 40%:
 
 # %%
-a8_sens = a8_scale.sensitivity()
+a8_sens = ln_at_scale.sensitivity()
 results.save_table(out, "a8_article_sensitivity", a8_sens)
-display(Markdown(a8_scale.sensitivity_sentence(a8_sens) + "."))
+display(Markdown(ln_at_scale.sensitivity_sentence(a8_sens) + "."))
 a8_sens
 
 # %% [markdown]
@@ -382,8 +384,8 @@ dt
 # tf32/fp32 ratio where TF32 exists; on a CPU it is not checkable.
 
 # %%
-claim_list, headline = analysis.outcome(records, p)
-claims_df = results.publish_claims(out, claim_list, headline)
+claim_list, headline = claims.outcome(records, p)
+claims_df = verdicts.publish_claims(out, claim_list, headline)
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 
@@ -393,7 +395,7 @@ display(Markdown(stability_note(out)))
 
 # %%
 slopes = analysis.attention_slopes(records)
-lines = ["* " + ln_analysis.summary(records), "* " + ln_analysis.kernel_sentence(records)]
+lines = ["* " + norm_fusion.summary(records), "* " + norm_fusion.kernel_sentence(records)]
 if slopes:
     lines.append(
         f"* Saved attention memory grows with slope {slopes.get('naive_saved_bytes_slope', float('nan')):.2f} "

@@ -47,10 +47,11 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import plots, results
-from mfulab.notebook import setup, stability_note
-from mfulab.studies.recompute import a14, analysis, figures, planner, sensitivity, stated
-from mfulab.verdicts import summary_line
+from mfulab import results
+from mfulab.run.notebook import setup, stability_note
+from mfulab.studies.recompute import analysis, claims, figures, freed_per_flop, planner, sensitivity, stated
+from mfulab.studykit import plots, verdicts
+from mfulab.studykit.verdicts import summary_line
 
 out, p, records = setup("recompute", params, out_dir=out_dir, from_dir=from_dir)
 print(
@@ -178,7 +179,7 @@ budget
 # one; the table above shows whether it did on the device that ran), so the extra FLOPs of
 # recomputation show up as lost throughput. On a GPU a larger micro-batch can pay for them
 # where a small one under-fills the device; the planner below asks the course's step model
-# (chapter 10) whether it does at the articles' scale. Either way, the article's "MFU dipped while
+# (chapter 09) whether it does at the articles' scale. Either way, the article's "MFU dipped while
 # tokens/s rose" cannot describe one model on one cluster: neither MFU nor HFU can fall
 # while tokens/s rises. An MFU that dips has changed its FLOPs count (a different formula
 # or sequence length) or its device count between the two runs.
@@ -193,7 +194,7 @@ budget
 # never stores them. What torch's SDPA keeps here, for layer 0 (saved-tensor hooks):
 
 # %%
-kernel = a14.kernel_saves(records)
+kernel = freed_per_flop.kernel_saves(records)
 results.save_table(out, "a14_sdpa_saves", kernel)
 kernel
 
@@ -206,9 +207,9 @@ kernel
 # printed); bytes freed per million recomputed FLOPs, and how many times more the MLP frees:
 
 # %%
-a14_long = a14.analytic_table(stated.A14_CLAIM_CONFIGS)
+a14_long = freed_per_flop.analytic_table(stated.A14_CLAIM_CONFIGS)
 results.save_table(out, "a14_bytes_per_flop", a14_long)
-a14_regime = a14.verdict_table(a14_long)
+a14_regime = freed_per_flop.verdict_table(a14_long)
 results.save_table(out, "a14_verdict", a14_regime)
 a14_regime
 
@@ -221,7 +222,7 @@ a14_regime
 # core, which the counter does not see on a CPU.
 
 # %%
-a14_measured = a14.measured_table(records)
+a14_measured = freed_per_flop.measured_table(records)
 results.save_table(out, "a14_measured", a14_measured)
 a14_measured
 
@@ -252,7 +253,7 @@ display(
 # the layer's forward FLOPs (matmuls) and of its activation bytes:
 
 # %%
-a14_reasons = a14.reasons_table(a14_long)
+a14_reasons = freed_per_flop.reasons_table(a14_long)
 results.save_table(out, "a14_reasons", a14_reasons)
 a14_reasons
 
@@ -260,7 +261,9 @@ a14_reasons
 # How the per-FLOP comparison moves with the sequence length:
 
 # %%
-a14_seq = a14.verdict_table(a14.analytic_table(stated.A14_CLAIM_CONFIGS, seq_lens=stated.A14_SEQ_LEN_GRID))
+a14_seq = freed_per_flop.verdict_table(
+    freed_per_flop.analytic_table(stated.A14_CLAIM_CONFIGS, seq_lens=stated.A14_SEQ_LEN_GRID)
+)
 results.save_table(out, "a14_sequence_sensitivity", a14_seq)
 a14_seq
 
@@ -268,7 +271,7 @@ a14_seq
 # ## 5 · At the articles' scale: the planner (A17) and ZeRO stages (A12)
 #
 # The planner prices every (policy, micro-batch) of a stated case with the course's one step
-# model (`predict.step_time`, validated against published runs in chapter 10), on the case's
+# model (`step.step_time`, validated against published runs in chapter 09), on the case's
 # device from `devices.yaml` (the 910B, A100 or H200: peak, memory, links). Its step holds the
 # GEMMs under a roofline at `planner_matmul_share_of_mamf` of the device's best measured GEMM,
 # attention, memory-bound ops and the optimizer. It adds the recomputed forward (`block:k`
@@ -372,8 +375,8 @@ accumulation
 # hold over the sensitivity grids.
 
 # %%
-claim_list, headline = analysis.outcome(records, p)
-claims_df = results.publish_claims(out, claim_list, headline)
+claim_list, headline = claims.outcome(records, p)
+claims_df = verdicts.publish_claims(out, claim_list, headline)
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 

@@ -40,10 +40,11 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import plots, results
-from mfulab.notebook import setup, stability_note
+from mfulab import results
+from mfulab.run.notebook import setup, stability_note
 from mfulab.studies.buckets import (
     analysis,
+    claims,
     figures,
     flags,
     grad_memory,
@@ -52,6 +53,7 @@ from mfulab.studies.buckets import (
     sensitivity,
     simulator,
 )
+from mfulab.studykit import plots, verdicts
 
 out, p, records = setup("buckets", params, out_dir=out_dir, from_dir=from_dir)
 print(
@@ -212,7 +214,7 @@ memory
 # %% [markdown]
 # ## 4 · At scale (A6, B8)
 #
-# The simulator is the DP term of the course's one step model (`predict.step_time`, chapter
+# The simulator is the DP term of the course's one step model (`step.step_time`, chapter
 # 10) made finer. The step model prices everything else on the stated device (`scale_device`:
 # article B's A100s, every figure from `devices.yaml`): the GEMMs at `scale_matmul_share_of_mamf`
 # of the A100's best measured GEMM, attention, memory-bound ops, the optimizer, TP collectives
@@ -226,7 +228,7 @@ memory
 #
 # **What changed with the one step model.** Before, this chapter priced a step its own way:
 # 6N FLOPs per token at an assumed 50% of the A100's peak, and every all-reduce by an α–β model
-# with 20 µs per ring step over 25 GB/s. Both now come from the model that chapter 10
+# with 20 µs per ring step over 25 GB/s. Both now come from the model that chapter 09
 # validates against published runs. Its GEMMs run faster than 50% of the peak. Its DP group
 # drives one network port per GPU of a node, as on a DGX A100: eight 200 Gb/s ports per node,
 # which is what hides the all-reduce behind the backward at 1024 ranks, more than the lower
@@ -321,8 +323,8 @@ sens
 # (analytic).
 
 # %%
-claim_list, headline = analysis.outcome(records, p)
-claims_df = results.publish_claims(out, claim_list, headline)
+claim_list, headline = claims.outcome(records, p)
+claims_df = verdicts.publish_claims(out, claim_list, headline)
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 

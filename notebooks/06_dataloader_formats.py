@@ -34,16 +34,18 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import plots, results
-from mfulab.notebook import setup, stability_note
-from mfulab.studies.dataloader import analysis, figures
-from mfulab.verdicts import summary_line
+from mfulab import results
+from mfulab.run.notebook import setup, stability_note
+from mfulab.studies.dataloader import analysis, claims, figures, throughput
+from mfulab.studies.dataloader.checkpoint import magnitude_arithmetic, magnitude_sensitivity
+from mfulab.studykit import plots, verdicts
+from mfulab.studykit.verdicts import summary_line
 
 out, p, records = setup("dataloader", params, out_dir=out_dir, from_dir=from_dir)
 rp = records["params"]  # the settings this measurement ran with
 print(
     f"{records['corpus']['count']} samples, {records['corpus']['bytes_of_text'] / 2**20:.1f} MiB of text, "
-    f"on {records['device_name']} ({analysis.usable_cpus(records)} usable cores)"
+    f"on {records['device_name']} ({throughput.usable_cpus(records)} usable cores)"
 )
 
 # %% [markdown]
@@ -129,7 +131,7 @@ cold
 # network row is *analytic only*, whatever the table's emulated verdicts say.
 
 # %%
-sensitivity = analysis.latency_sensitivity(records)
+sensitivity = throughput.latency_sensitivity(records)
 results.save_table(out, "b11_latency_sensitivity", sensitivity)
 fig = figures.plot_latency(records)
 plots.save_figure(fig, out, "latency")
@@ -203,8 +205,8 @@ checkpoint
 # as the last row of each; `step_with_write_over_step` is (case-study step + spike) / step.
 
 # %%
-display(Markdown(analysis.magnitude_arithmetic(records)))
-magnitude = analysis.magnitude_sensitivity(records)
+display(Markdown(magnitude_arithmetic(records)))
+magnitude = magnitude_sensitivity(records)
 results.save_table(out, "b12_magnitude_sensitivity", magnitude)
 magnitude
 
@@ -225,8 +227,8 @@ magnitude
 
 # %%
 print(f"B2: a category counts as non-zero above {rp['nonzero_share']:.1%} of a run's time")
-claim_list, headline = analysis.outcome(records, p)
-claims_df = results.publish_claims(out, claim_list, headline)
+claim_list, headline = claims.outcome(records, p)
+claims_df = verdicts.publish_claims(out, claim_list, headline)
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 

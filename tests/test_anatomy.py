@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from mfulab import results
-from mfulab.config import ParameterError
-from mfulab.launch import LaunchError
+from mfulab.errors import ParameterError
+from mfulab.measure.launch import LaunchError
 from mfulab.studies.anatomy import analysis, bench, claims
 from mfulab.studies.anatomy.params import Params
 from mfulab.studies.anatomy.worker import LADDER, STRAGGLER
@@ -57,7 +57,7 @@ def test_smoke_runs_end_to_end_with_two_ranks(smoke):
         "anatomy_naive_rank0.json.gz",
         "anatomy_naive_rank1.json.gz",
     ]
-    assert (out / "tables" / "b15_ladder.csv").exists() and (out / "08_step_anatomy.ipynb").exists()
+    assert (out / "tables" / "b15_ladder.csv").exists() and (out / "07_step_anatomy.ipynb").exists()
     # every rung trains the same model on the same batches: the same first loss on a rank
     first = {r["rung"]: r["loss"] for r in reversed(records["job"]["ranks"][0]["rows"])}
     assert max(first.values()) - min(first.values()) < 1e-3 * max(first.values())

@@ -5,8 +5,11 @@ table and the heat map."""
 import numpy as np
 import pytest
 
-from mfulab import comm, launch
-from mfulab.config import ParameterError, preset
+from mfulab.analytic import comm
+from mfulab.analytic.config import preset
+from mfulab.errors import ParameterError
+from mfulab.measure import launch
+from mfulab.measure.timing import Comparison
 from mfulab.studies.buckets import (
     analysis,
     bench,
@@ -19,7 +22,6 @@ from mfulab.studies.buckets import (
 )
 from mfulab.studies.buckets.params import Params
 from mfulab.studies.buckets.stated import SCALE_CASE
-from mfulab.timing import Comparison
 
 MIB = 2**20
 
@@ -425,8 +427,8 @@ def test_the_analytic_tensor_list_is_the_reference_models():
     every parameter of ``model.GPT`` built on the meta device, in its order."""
     import torch
 
-    from mfulab import flops
-    from mfulab.model import GPT
+    from mfulab.analytic import flops
+    from mfulab.measure.gpt import GPT
 
     for name in ("tiny", "llama-tiny", "llama2-70b", "gpt2-124m"):
         cfg = preset(name)
@@ -439,11 +441,11 @@ def test_the_analytic_tensor_list_is_the_reference_models():
 def test_the_step_models_ddp_term_issues_the_buckets_the_simulator_forms():
     """One model of DDP's calls: the step model's DP term (framework ddp) and the bucket
     simulator form the same buckets from the same tensors, so their call counts agree."""
-    from mfulab import predict
+    from mfulab.analytic import step as step_model
 
     cfg = preset("llama2-7b")
     for tp, pp in ((1, 1), (2, 4)):
-        step = predict.step_time(
+        step = step_model.step_time(
             cfg,
             n_devices=64 * tp * pp,
             tp=tp,

@@ -7,9 +7,10 @@ import pandas as pd
 import pytest
 from test_buckets import _records
 
-from mfulab import comm
-from mfulab.config import ParameterError, preset
-from mfulab.studies.buckets import analysis, flags, grad_memory, scale, sensitivity, simulator
+from mfulab.analytic import comm
+from mfulab.analytic.config import preset
+from mfulab.errors import ParameterError
+from mfulab.studies.buckets import analysis, cluster_scale, flags, grad_memory, sensitivity, simulator
 from mfulab.studies.buckets.params import Params
 from mfulab.studies.buckets.stated import A6_MFU_POINTS, A6_PLAUSIBLE_CAPS_MIB, SCALE_CASE
 
@@ -37,11 +38,11 @@ def test_allreduce_algorithm_is_a_parameter():
 def test_the_simulator_is_the_step_models_dp_term_made_finer():
     """Every term but the exposed DP traffic is the step model's; each bucket is priced by the
     step model's DP group; with the all-reduce hidden, the step is the step model's compute."""
-    from mfulab import predict
-    from mfulab.step_terms import dp_call_s
+    from mfulab.analytic import step as step_model
+    from mfulab.analytic.step_terms import dp_call_s
 
     cfg = preset("llama2-7b")
-    step = predict.step_time(
+    step = step_model.step_time(
         cfg, n_devices=64, global_batch=64, device="a100", framework="ddp", matmul_share_of_mamf=0.8
     )
     (one,) = simulator.gpt_simulation(cfg, n=64, bucket_caps_mb=[20000], **SCALE_CASE)
@@ -78,8 +79,8 @@ def test_spread_is_max_minus_min_over_the_plausible_caps():
     assert sensitivity.spread_points({1: 0.30, 25: 0.38, 400: 0.40, 6400: 0.20}) == pytest.approx(20)
     rec = _records({(25, "default"): [0.02, 0.02]})
     rec["params"]["scale_world_sizes"] = [1024]
-    table = scale.scale_table(rec)
-    best = scale.best_caps(table)
+    table = cluster_scale.scale_table(rec)
+    best = cluster_scale.best_caps(table)
     for r in best.itertuples():
         d = table[(table.preset == r.preset) & table.bucket_cap_mb.between(*A6_PLAUSIBLE_CAPS_MIB)]
         assert r.spread_points == pytest.approx((d.mfu.max() - d.mfu.min()) * 100)
@@ -90,14 +91,18 @@ def test_spread_is_max_minus_min_over_the_plausible_caps():
 def test_a6_spread_row_is_judged_on_the_spread():
     rec = _records({(25, "default"): [0.02, 0.02]})
     rec["params"]["scale_world_sizes"] = [1024]
-    rows = scale.claims(rec)
+    rows = cluster_scale.claims(rec)
     spread, sweet = (c for c in rows if c.id == "A6")
     assert "5–8 points" in spread.claim and "spread" in spread.evidence and "1–400 MiB" in spread.measured
     assert "sweet spot" in sweet.claim
     # refuted only when no scenario of the sensitivity table reaches the claim's lower end
-    assert scale.a6_spread_verdict(pd.DataFrame({"a6_spread_reaches_claim": [False, False]})) == "refuted"
     assert (
-        scale.a6_spread_verdict(pd.DataFrame({"a6_spread_reaches_claim": [False, True]})) == "analytic only"
+        cluster_scale.a6_spread_verdict(pd.DataFrame({"a6_spread_reaches_claim": [False, False]}))
+        == "refuted"
+    )
+    assert (
+        cluster_scale.a6_spread_verdict(pd.DataFrame({"a6_spread_reaches_claim": [False, True]}))
+        == "analytic only"
     )
 
 
@@ -149,11 +154,11 @@ def test_a6_measured_row_says_25_is_the_fastest():
 
 
 def test_scale_setting_text_names_the_algorithm():
-    from mfulab import predict
+    from mfulab.analytic import step as step_model
     from mfulab.studies.buckets import report
 
     text = report.scale_setting_text(Params())
-    a = predict.Assumptions()
+    a = step_model.Assumptions()
     # 1024 A100s in 128 nodes of 8: 2·1023 ring steps, 2·127 of them between nodes (NCCL's model)
     ring = comm.nccl_latency_s("all_reduce", 1024, 128, **a.nccl_latencies())["ring"]
     assert "faster of NCCL's ring and tree" in text and f"{ring * 1e3:.2f} ms on the ring" in text

@@ -4,8 +4,8 @@ measuring code or torch changed or on request, and read by the studies."""
 import numpy as np
 import pytest
 
-from mfulab import calibration, timing
-from mfulab.config import ParameterError
+from mfulab.errors import ParameterError
+from mfulab.measure import calibration, timing
 
 PARTS = ["matmul:fp32", "bandwidth"]
 
@@ -100,7 +100,7 @@ def test_studies_share_the_numbers(tmp_path, monkeypatch):
 def test_every_rank_takes_rank_0s_calibration_so_they_agree_what_to_measure(tmp_path, tests_on_path):
     """Measuring a part runs collectives on the whole group: ranks that decide from their own
     copies (one per node) would wait in mismatched collectives until the timeout."""
-    from mfulab import launch
+    from mfulab.measure import launch
 
     out = launch.launch("workers:calibration_agreement", {"root": str(tmp_path)}, nproc=2, timeout_s=300)
     assert out["measured_now"] == [["matmul:fp32"], ["matmul:fp32"]]
@@ -116,10 +116,10 @@ def h100_host(monkeypatch):
 
 
 def test_a_gloo_jobs_calibration_goes_to_the_hosts_folder_not_the_gpus(h100_host, tmp_path):
-    from mfulab import hardware
+    from mfulab.measure import host
 
     cpu = calibration.path_for("cpu", root=tmp_path, device="cpu")
-    assert cpu.parent.parent.name == hardware.machine_slug(device="cpu") != "h100-sxm"
+    assert cpu.parent.parent.name == host.machine_slug(device="cpu") != "h100-sxm"
     assert calibration.path_for("gpu", root=tmp_path, device="cuda").parent.parent.name == "h100-sxm"
 
 

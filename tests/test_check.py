@@ -7,7 +7,9 @@ import sys
 
 import pytest
 
-from mfulab import check, results
+from mfulab import paths, results
+from mfulab.analytic import devices
+from mfulab.run import check
 
 from conftest import ROOT
 
@@ -79,7 +81,7 @@ def _overlap_records(comm_bar_s: float, compute_s: float = 0.02):
     ],
 )
 def test_overlap_checks_catch_zero_width_bars_and_missized_compute(comm_bar_s, compute_s, problem):
-    from mfulab.studies import REGISTRY
+    from mfulab.studykit.registry import REGISTRY
 
     problems = REGISTRY["overlap"].node_checks_fn()(_overlap_records(comm_bar_s, compute_s))
     assert (problems == []) if problem is None else any(problem in p for p in problems), problems
@@ -89,7 +91,7 @@ def test_run_checks_catch_every_rank_writing_and_a_live_process_group(tmp_path):
     results.save_measurements(tmp_path, _overlap_records(0.01))
     results.write_json(tmp_path / results.ENV, {"ranks": [{"rank": 0}, {"rank": 1}]})
     log = "measurements written to x\nmeasurements written to x\nprocess group has NOT been destroyed"
-    from mfulab.studies import REGISTRY
+    from mfulab.studykit.registry import REGISTRY
 
     checks = REGISTRY["overlap"].node_checks_fn()
     status, detail = check.run_checks(tmp_path, 0, log, 2, checks)
@@ -104,16 +106,15 @@ def test_memory_guard_passes_todays_gpu_profiles_and_refuses_one_that_would_run_
     assert {p.name for p in modelled} >= {"memory guard mfu/gpu", "memory guard recompute/gpu"}
     assert all(p.status == "ran" for p in modelled), [p.line() for p in modelled]
     # the recompute gpu profile as it was: micro-batch 16 at seq 2048 in fp32 (75–78 GiB measured)
-    from mfulab import runner
 
-    real_read = runner.read_profile
+    real_read = paths.read_profile
 
     def old_profile(path):
         values = real_read(path)
         old = {"micro_batches": [2, 4, 8, 16], "dtype": "fp32"}
         return {**values, **old} if "recompute" in str(path) else values
 
-    monkeypatch.setattr(runner, "read_profile", old_profile)
+    monkeypatch.setattr(check, "read_profile", old_profile)
     refused = {p.name: p for p in check.memory_guard(card_bytes=80e9)}["memory guard recompute/gpu"]
     assert refused.status == "failed" and "GiB" in refused.detail
 
@@ -210,10 +211,10 @@ def test_tf32_overrides_are_recorded_and_an_fp32_ceiling_above_the_datasheet_is_
     assert (
         report["tf32_overrides"] == {"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"} and "TF32 forced" in part.detail
     )
-    from mfulab import hardware, jobinfo
+    from mfulab.measure import jobinfo
 
     assert "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE" in jobinfo.result_environment()
-    peak = hardware.peak_flops_per_s("h200", "fp32")
+    peak = devices.peak_flops_per_s("h200", "fp32")
     assert check.fp32_ceiling_problem(0.9 * peak, "h200") is None
     problem = check.fp32_ceiling_problem(3 * peak, "h200")
     assert "above the fp32 datasheet peak" in problem and "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE" in problem
@@ -230,7 +231,7 @@ def test_a_timed_out_part_leaves_no_process_behind(tmp_path):
     )
     rc, log = check._run([sys.executable, "-c", code], tmp_path, "hang", timeout_s=3)
     assert rc == 124 and "stopped after 3 s" in log
-    from mfulab import procs
+    from mfulab.measure import procs
 
     deadline = __import__("time").monotonic() + 5
     while procs.alive(int(pidfile.read_text())) and __import__("time").monotonic() < deadline:
@@ -248,7 +249,7 @@ def test_parts_write_their_calibrations_under_the_check_folder(tmp_path):
 def test_quick_prints_each_part_as_it_finishes_and_runs_three_tiny_runs(
     one_gpu, monkeypatch, tmp_path, capsys
 ):
-    from mfulab.check import Part
+    from mfulab.run.check import Part
 
     monkeypatch.setattr(check, "environment_report", lambda out: Part("environment report", "ran"))
     monkeypatch.setattr(check, "probes", lambda out: Part("probes", "ran"))
@@ -271,7 +272,7 @@ def test_memory_guard_models_the_buckets_node_profiles_every_live_ddp_replica():
     parts = {p.name: p for p in check.memory_guard(card_bytes=80e9)}
     for name in ("memory guard buckets/node", "memory guard buckets/cluster"):
         assert parts[name].status == "ran", parts[name].line()
-    from mfulab.studies import REGISTRY
+    from mfulab.studykit.registry import REGISTRY
 
     wide = REGISTRY["buckets"].params.from_dict({"device": "cuda", "stack_layers": 48, "stack_hidden": 4096})
     wide = wide.from_dict({**wide.to_dict(), "bucket_caps_mb": [0.001, 1, 5, 10, 25, 50, 100, 200, 1000]})
@@ -300,9 +301,9 @@ def test_the_documented_first_command_runs_here(tmp_path):
 def test_probes_flag_tf32_in_disguise_and_report_a_cuda_error_as_a_failed_part(monkeypatch, tmp_path):
     import torch
 
-    from mfulab import hardware, timing
+    from mfulab.measure import timing
 
-    peak = hardware.peak_flops_per_s("h200", "fp32")
+    peak = devices.peak_flops_per_s("h200", "fp32")
     monkeypatch.setattr(check, "_gpus", lambda: 1)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
     speed = {"fp32": 3 * peak, "bf16": 7e14}

@@ -6,8 +6,9 @@ import json
 import pytest
 import torch
 
-from mfulab import runner
-from mfulab.config import ParameterError
+from mfulab import paths
+from mfulab.errors import ParameterError
+from mfulab.run import runner
 
 EXPECTED_METRICS = {
     "matmul_ceiling_flops_per_s",
@@ -170,7 +171,7 @@ def test_failing_notebook_leaves_previous_results(tmp_path, monkeypatch):
 
 
 def test_resolve_profile_and_overrides():
-    assert runner.parse_overrides([["seq_len", "2048"], ["preset", "gpt2-124m"], ["sizes", "[1, 2]"]]) == {
+    assert paths.parse_overrides([["seq_len", "2048"], ["preset", "gpt2-124m"], ["sizes", "[1, 2]"]]) == {
         "seq_len": 2048,
         "preset": "gpt2-124m",
         "sizes": [1, 2],

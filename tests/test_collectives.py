@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from mfulab import collectives
+from mfulab.measure import collectives
 
 
 @pytest.fixture

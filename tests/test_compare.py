@@ -76,7 +76,7 @@ def test_mfu_names_its_flops_convention_shares_are_percent_and_ratios_keep_their
 
 
 def test_a_value_that_drifts_more_than_assumed_between_runs_says_so():
-    from mfulab.timing import RUN_TO_RUN_DRIFT
+    from mfulab.measure.timing import RUN_TO_RUN_DRIFT
 
     fusion = {"m": {"ln_fusion_speedup_largest_p": 1.418, "ln_layer_share": 0.13}}
     records = _records(["m"], fusion=fusion)

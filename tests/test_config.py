@@ -1,6 +1,7 @@
 import pytest
 
-from mfulab.config import PRESETS, ParameterError, TransformerConfig, preset
+from mfulab.analytic.config import PRESETS, TransformerConfig, preset
+from mfulab.errors import ParameterError
 
 
 def test_defaults_are_derived():

@@ -3,6 +3,8 @@ check-gpu``); here they skip with their reason. Each checks what only a GPU can 
 
 import pytest
 
+from mfulab.analytic import devices
+
 from conftest import ROOT
 
 pytestmark = pytest.mark.cuda
@@ -11,12 +13,11 @@ pytestmark = pytest.mark.cuda
 def test_this_gpu_is_in_the_device_table_or_refused_with_the_list():
     import torch
 
-    from mfulab import hardware
-    from mfulab.config import ParameterError
+    from mfulab.errors import ParameterError
 
     name = torch.cuda.get_device_name(0)
     try:
-        spec = hardware.device_spec(name)
+        spec = devices.device_spec(name)
     except ParameterError as e:
         assert "known devices" in str(e)
         pytest.skip(f"{name!r} is not in the device table (refused, as it should be)")
@@ -24,7 +25,7 @@ def test_this_gpu_is_in_the_device_table_or_refused_with_the_list():
 
 
 def test_rank_info_names_the_gpus_pci_bus():
-    from mfulab import jobinfo
+    from mfulab.measure import jobinfo
 
     info = jobinfo.rank_info("cuda")
     assert info["device"].startswith("cuda:") and len(info["pci_bus_id"].split(":")) == 3
@@ -32,7 +33,7 @@ def test_rank_info_names_the_gpus_pci_bus():
 
 @pytest.mark.multigpu
 def test_nccl_job_through_the_launcher_records_every_rank(tmp_path, monkeypatch, tests_on_path):
-    from mfulab import jobinfo, launch
+    from mfulab.measure import jobinfo, launch
 
     log = tmp_path / "jobs.json"
     monkeypatch.setenv(jobinfo.JOB_LOG, str(log))
@@ -81,7 +82,7 @@ def test_a_triton_build_failure_skips_the_kernel_with_its_reason(monkeypatch):
 def test_overlap_on_nccl_has_real_comm_bars_sized_compute_and_a_compute_slowdown(tests_on_path):
     """CUDA events give the all-reduces their real width (a future completes at enqueue),
     real compute is sized from a calibration on the device, NCCL's cost to compute is measured."""
-    from mfulab import launch
+    from mfulab.measure import launch
     from mfulab.studies.overlap import bench
 
     spec = {
@@ -108,7 +109,7 @@ def test_overlap_on_nccl_has_real_comm_bars_sized_compute_and_a_compute_slowdown
 def _smoke_on_cuda(study_id: str, **extra):
     import yaml
 
-    from mfulab.studies import REGISTRY
+    from mfulab.studykit.registry import REGISTRY
 
     values = yaml.safe_load((ROOT / "studies" / study_id / "smoke.yaml").read_text()) or {}
     study = REGISTRY[study_id]
@@ -130,7 +131,7 @@ def test_every_single_gpu_study_measures_and_concludes_on_cuda(study_id, tmp_pat
 
 
 def test_calibration_and_timing_on_cuda(tmp_path):
-    from mfulab import calibration, timing
+    from mfulab.measure import calibration, timing
 
     cal = calibration.get("smoke", device="cuda", parts=["matmul:bf16", "bandwidth"], root=tmp_path)
     # the smoke sizes (64³, 128³ matmuls; in-L2 copies) are launch-bound, a few µs per call: any
@@ -156,7 +157,7 @@ def test_collective_studies_measure_and_conclude_over_nccl(study_id, tmp_path, m
 def test_allocator_peak_counts_what_a_step_adds_and_an_oom_is_a_point_that_does_not_fit():
     import torch
 
-    from mfulab import memprobe
+    from mfulab.measure import memprobe
 
     nbytes = 256 * 2**20
     kept = torch.empty(nbytes, dtype=torch.uint8, device="cuda")  # alive before: not in the step's peak
@@ -171,7 +172,7 @@ def test_allocator_peak_counts_what_a_step_adds_and_an_oom_is_a_point_that_does_
 def test_tf32_ceiling_restores_the_callers_tf32_setting():
     import torch
 
-    from mfulab import timing
+    from mfulab.measure import timing
 
     before = torch.backends.cuda.matmul.allow_tf32
     for setting in (False, True):
@@ -184,7 +185,7 @@ def test_tf32_ceiling_restores_the_callers_tf32_setting():
 def test_flop_counter_sees_sdpa_on_cuda():
     """On CPU SDPA's flash kernel counts zero FLOPs; on CUDA its attention ops have formulas:
     naive and SDPA count the same FLOPs per token (within the causal-mask ops naive adds)."""
-    from mfulab.config import preset
+    from mfulab.analytic.config import preset
     from mfulab.studies.mfu.bench import flop_count
 
     out = flop_count(preset("tiny"), device="cuda")
@@ -194,7 +195,7 @@ def test_flop_counter_sees_sdpa_on_cuda():
 
 @pytest.mark.multigpu
 def test_nccl_collectives_are_correct_for_every_op_and_size(tests_on_path):
-    from mfulab import launch
+    from mfulab.measure import launch
 
     spec = {
         "ops": ["all_reduce", "all_gather", "reduce_scatter", "broadcast"],
@@ -203,7 +204,9 @@ def test_nccl_collectives_are_correct_for_every_op_and_size(tests_on_path):
         "iters": 3,
         "device": "cuda",
     }
-    out = launch.launch("mfulab.collectives:collective_benchmark_worker", spec, nproc=2, device="cuda")
+    out = launch.launch(
+        "mfulab.measure.collectives:collective_benchmark_worker", spec, nproc=2, device="cuda"
+    )
     assert len(out["rows"]) == 12 and all(r["wrong"] == 0 for r in out["rows"])
     assert all(r["calls_per_sample"] > 1 and r["busbw_bytes_per_s"] > 0 for r in out["rows"])
 

@@ -8,13 +8,15 @@ import os
 import pickle
 
 import pytest
+import torch.utils.data as tud
 
-from mfulab.config import ParameterError
-from mfulab.studies.dataloader import analysis, bench, cache, formats
+from mfulab.errors import ParameterError
+from mfulab.measure import corpus as corpus_mod
+from mfulab.measure import dataformats
+from mfulab.studies.dataloader import analysis, bench, cache
 from mfulab.studies.dataloader import checkpoint as checkpoint_mod
-from mfulab.studies.dataloader import claims as claims_mod
-from mfulab.studies.dataloader import corpus as corpus_mod
 from mfulab.studies.dataloader import settings as settings_mod
+from mfulab.studies.dataloader import throughput as claims_mod
 from mfulab.studies.dataloader.params import FORMATS, Params
 
 
@@ -23,12 +25,12 @@ def corpus(tmp_path_factory):
     root = tmp_path_factory.mktemp("corpus")
     samples = corpus_mod.synthetic_corpus(n_samples=120, mean_bytes=200, length_sigma=0.8, seed=1)
     for fmt in FORMATS:
-        formats.write_format(fmt, samples, root, shard_samples=25)
+        dataformats.write_format(fmt, samples, root, shard_samples=25)
     return root, samples, corpus_mod.corpus_checksum(samples)
 
 
 def _loader(fmt, root, workers, **kw):
-    return formats.make_loader(
+    return dataformats.make_loader(
         fmt,
         root,
         batch_size=16,
@@ -61,14 +63,14 @@ def test_datasets_and_collate_pickle(corpus, fmt):
     """Every Dataset and the collate function are module-level and pickle (the ``spawn``
     start method sends them to each worker); the memmap reader pickles without its tokens."""
     root, _, _ = corpus
-    ds = formats.dataset(fmt, root)
+    ds = dataformats.dataset(fmt, root)
     again = pickle.loads(pickle.dumps(ds))
     assert type(again) is type(ds)
     if fmt == "memmap":
         assert len(pickle.dumps(ds)) < (root / "memmap" / "tokens.bin").stat().st_size
         assert [again[i][0] for i in range(3)] == [ds[i][0] for i in range(3)]
         assert all((again[i][1] == ds[i][1]).all() for i in range(3))
-    collate = pickle.loads(pickle.dumps(formats.Collate(64)))
+    collate = pickle.loads(pickle.dumps(dataformats.Collate(64)))
     assert collate.seq_len == 64
 
 
@@ -86,14 +88,14 @@ def test_jsonl_keeps_one_handle_per_process(corpus):
     """JSONL opens its file once per process: not pickled (a spawned worker opens its own),
     and a forked worker opens its own instead of sharing the parent's file offset."""
     root, samples, expected = corpus
-    ds = formats.Jsonl(root)
+    ds = dataformats.Jsonl(root)
     first = ds[0]  # the parent opens its handle
     assert ds._file is not None and pickle.loads(pickle.dumps(ds))._file is None
-    loader = formats.tud.DataLoader(
-        formats.MappedDataset(ds),
+    loader = tud.DataLoader(
+        dataformats.MappedDataset(ds),
         batch_size=16,
         num_workers=2,
-        collate_fn=formats.Collate(64),
+        collate_fn=dataformats.Collate(64),
         multiprocessing_context="fork",
     )
     assert bench.run_epochs(loader, 1, expected)[0]["intact"]
@@ -104,58 +106,58 @@ def test_jsonl_keeps_one_handle_per_process(corpus):
 
 def test_malformed_json_names_the_file(corpus, tmp_path):
     root, samples, _ = corpus
-    formats.write_format("json_files", samples[:5], tmp_path, shard_samples=5)
+    dataformats.write_format("json_files", samples[:5], tmp_path, shard_samples=5)
     bad = sorted((tmp_path / "json_files").iterdir())[2]
     bad.write_text('{"key": "00000002", "text": ')
-    ds = formats.JsonFiles(tmp_path)
-    with pytest.raises(formats.DataError, match=bad.name):
+    ds = dataformats.JsonFiles(tmp_path)
+    with pytest.raises(dataformats.DataError, match=bad.name):
         ds[2]
 
 
 def test_missing_file_names_the_file(tmp_path):
     samples = corpus_mod.synthetic_corpus(n_samples=5, mean_bytes=100, length_sigma=0.5, seed=0)
-    formats.write_format("json_files", samples, tmp_path, shard_samples=5)
-    ds = formats.JsonFiles(tmp_path)
+    dataformats.write_format("json_files", samples, tmp_path, shard_samples=5)
+    ds = dataformats.JsonFiles(tmp_path)
     gone = ds.files[1]
     os.remove(gone)
-    with pytest.raises(formats.DataError, match="missing"):
+    with pytest.raises(dataformats.DataError, match="missing"):
         ds[1]
-    with pytest.raises(formats.DataError, match="jsonl"):
-        formats.Jsonl(tmp_path)
+    with pytest.raises(dataformats.DataError, match="jsonl"):
+        dataformats.Jsonl(tmp_path)
 
 
 def test_malformed_jsonl_line_names_line_and_offset(tmp_path):
     samples = corpus_mod.synthetic_corpus(n_samples=4, mean_bytes=100, length_sigma=0.5, seed=0)
-    formats.write_format("jsonl", samples, tmp_path, shard_samples=4)
+    dataformats.write_format("jsonl", samples, tmp_path, shard_samples=4)
     path = tmp_path / "jsonl" / "data.jsonl"
     lines = path.read_text().splitlines()
     lines[2] = lines[2][:-5]
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(formats.DataError, match="line 3 .byte offset"):
-        formats.Jsonl(tmp_path)[2]
+    with pytest.raises(dataformats.DataError, match="line 3 .byte offset"):
+        dataformats.Jsonl(tmp_path)[2]
 
 
 def test_truncated_tar_shard_names_the_shard(tmp_path):
     samples = corpus_mod.synthetic_corpus(n_samples=60, mean_bytes=300, length_sigma=0.5, seed=0)
-    formats.write_format("tar", samples, tmp_path, shard_samples=30)
+    dataformats.write_format("tar", samples, tmp_path, shard_samples=30)
     shard = sorted((tmp_path / "tar").iterdir())[1]
     shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2 + 7])
-    with pytest.raises(formats.DataError, match=shard.name):
-        list(formats.TarShards(tmp_path))
+    with pytest.raises(dataformats.DataError, match=shard.name):
+        list(dataformats.TarShards(tmp_path))
 
 
 def test_truncated_memmap_and_corrupt_parquet(tmp_path):
     samples = corpus_mod.synthetic_corpus(n_samples=20, mean_bytes=100, length_sigma=0.5, seed=0)
-    formats.write_format("memmap", samples, tmp_path, shard_samples=10)
-    formats.write_format("parquet", samples, tmp_path, shard_samples=10)
+    dataformats.write_format("memmap", samples, tmp_path, shard_samples=10)
+    dataformats.write_format("parquet", samples, tmp_path, shard_samples=10)
     tokens = tmp_path / "memmap" / "tokens.bin"
     tokens.write_bytes(tokens.read_bytes()[:100])
-    with pytest.raises(formats.DataError, match="truncated"):
-        formats.Memmap(tmp_path)
+    with pytest.raises(dataformats.DataError, match="truncated"):
+        dataformats.Memmap(tmp_path)
     pq = tmp_path / "parquet" / "data.parquet"
     pq.write_bytes(b"PAR1 not really parquet")
-    with pytest.raises(formats.DataError, match="data.parquet"):
-        formats.ParquetRowGroups(tmp_path)
+    with pytest.raises(dataformats.DataError, match="data.parquet"):
+        dataformats.ParquetRowGroups(tmp_path)
 
 
 def test_evict_takes_effect(tmp_path):
@@ -187,7 +189,7 @@ def test_count_opens_counts_the_files_an_epoch_opens(corpus):
             (root / "elsewhere.txt").write_text("x")
             assert bench.run_epochs(loader, 1, expected)[0]["intact"]
         opened[fmt] = count.n
-    n_shards = len(formats.format_files("tar", root))
+    n_shards = len(dataformats.format_files("tar", root))
     assert opened == {"json_files": len(samples), "tar": n_shards, "jsonl": 1, "memmap": 0}
     with pytest.raises(RuntimeError, match="nest"):
         with cache.count_opens(root), cache.count_opens(root):
@@ -205,7 +207,7 @@ def test_cold_rounds_are_interleaved_evicted_and_counted(corpus):
     assert all(r["resident_after_evict"] < 0.2 for r in rows)
     assert {r["format"]: r["files_opened"] for r in rows} == {
         "json_files": len(samples),
-        "tar": len(formats.format_files("tar", root)),
+        "tar": len(dataformats.format_files("tar", root)),
     }
 
 
@@ -233,7 +235,7 @@ def test_throughput_unit_is_mib_per_s(corpus):
 def test_older_records_read_mb_per_s_as_mib_per_s():
     old = {"sweep": [{"format": "jsonl", "mb_per_s": 12.5}], "cpu_count": 4}
     assert analysis.sweep_table(old).mib_per_s.tolist() == [12.5]
-    assert analysis.usable_cpus(old) == 4
+    assert claims_mod.usable_cpus(old) == 4
 
 
 def test_headline_metric_helpers():
@@ -421,19 +423,19 @@ def _records(
 
 
 def _verdicts(records):
-    return [(c.id, c.verdict) for c in analysis.claims(records)]
+    return [(c.id, c.verdict) for c in claims_mod.claims(records)]
 
 
 def test_b11_format_verdicts_follow_the_cold_ratio_and_the_latency():
     fast = _verdicts(_records())  # tar reads 2× as fast, cold
     assert fast[:2] == [("B11", "confirmed"), ("B11", "analytic only")]  # no network file system here
-    even = analysis.claims(_records(json_s=(1.0, 1.02, 0.98, 1.0)))  # a tie on this disk...
+    even = claims_mod.claims(_records(json_s=(1.0, 1.02, 0.98, 1.0)))  # a tie on this disk...
     assert even[0].verdict == "inconclusive on this machine"
     assert even[1].verdict == "analytic only"  # ...but 1000 opens at 1 ms each dominate, emulated:
     assert "clears 1.05× at 1 of 0, 0.1, 1 ms" in even[1].evidence
     assert "µs per file on (break-even)" in even[1].evidence
     assert (
-        "no break-even: tar's median already gains 2.00× at 0 ms" in analysis.claims(_records())[1].evidence
+        "no break-even: tar's median already gains 2.00× at 0 ms" in claims_mod.claims(_records())[1].evidence
     )
     slow = _verdicts(_records(json_s=(0.25, 0.26, 0.24, 0.25)))  # tar 4× slower, cold
     assert slow[:2] == [("B11", "refuted"), ("B11", "analytic only")]
@@ -441,7 +443,7 @@ def test_b11_format_verdicts_follow_the_cold_ratio_and_the_latency():
 
 def test_b11_latency_emulation_adds_each_opened_file():
     rec = _records(json_s=(1.0,) * 4, tar_s=(1.0,) * 4)
-    table = analysis.latency_sensitivity(rec)
+    table = claims_mod.latency_sensitivity(rec)
     assert table.per_file_latency_ms.tolist() == [0.0, 0.1, 1.0]
     assert table.json_files_epoch_s.tolist() == pytest.approx([1.0, 1.1, 2.0])
     assert table.tar_epoch_s.tolist() == pytest.approx([1.0, 1.0002, 1.002])
@@ -452,21 +454,21 @@ def test_b11_latency_emulation_adds_each_opened_file():
 
 
 def test_b11_workers_not_checkable_without_a_core_per_worker():
-    row = [c for c in analysis.claims(_records(cpus=2)) if "workers" in c.claim][0]
+    row = [c for c in claims_mod.claims(_records(cpus=2)) if "workers" in c.claim][0]
     assert row.verdict == "not checkable" and "may use 2" in row.evidence and "≥ 18" in row.evidence
     assert claims_mod.workers_cpus_needed() == 18  # 17 workers (above 16) + the training process
-    row = [c for c in analysis.claims(_records(cpus=17, workers=(0, 8, 16))) if "workers" in c.claim][0]
+    row = [c for c in claims_mod.claims(_records(cpus=17, workers=(0, 8, 16))) if "workers" in c.claim][0]
     assert row.verdict == "not checkable" and "may use 17" in row.evidence
-    row = [c for c in analysis.claims(_records(cpus=32)) if "workers" in c.claim][0]
+    row = [c for c in claims_mod.claims(_records(cpus=32)) if "workers" in c.claim][0]
     assert row.verdict == "not checkable" and "num_workers=[0, 2]" in row.evidence
-    row = [c for c in analysis.claims(_records(cpus=32, workers=(0, 8, 32))) if "workers" in c.claim][0]
+    row = [c for c in claims_mod.claims(_records(cpus=32, workers=(0, 8, 32))) if "workers" in c.claim][0]
     assert row.verdict == "not checkable"  # 32 workers have no core each on 32 CPUs
-    row = [c for c in analysis.claims(_records(cpus=40, workers=(0, 8, 32))) if "workers" in c.claim][0]
+    row = [c for c in claims_mod.claims(_records(cpus=40, workers=(0, 8, 32))) if "workers" in c.claim][0]
     assert row.verdict == "refuted"  # 32 workers read 33/9 ≈ 3.7× as fast as 8 here
 
 
 def _settings_row(records):
-    return [c for c in analysis.claims(records) if c.claim == settings_mod.CLAIM][0]
+    return [c for c in claims_mod.claims(records) if c.claim == settings_mod.CLAIM][0]
 
 
 def test_b11_persistent_workers_row_compares_later_epochs_first_batch():
@@ -491,24 +493,24 @@ def test_b11_persistent_workers_row_compares_later_epochs_first_batch():
 
 def test_b2_is_shown_only_with_three_categories_and_never_for_the_emulation():
     rec = _records()
-    b2 = [c for c in analysis.claims(rec) if c.id == "B2"]
+    b2 = [c for c in claims_mod.claims(rec) if c.id == "B2"]
     assert [c.verdict for c in b2] == ["shown", "not checkable"]
     assert "by construction" in b2[1].evidence
     for run in rec["stall"]:  # no checkpoint: compute and data loading only
         for s in run["steps"]:
             s["step_s"] -= s["checkpoint_s"]
             s["checkpoint_s"] = 0.0
-    assert [c.verdict for c in analysis.claims(rec) if c.id == "B2"] == ["not checkable", "not checkable"]
+    assert [c.verdict for c in claims_mod.claims(rec) if c.id == "B2"] == ["not checkable", "not checkable"]
     table = analysis.stall_table(_records())
     assert table.nonzero_categories.tolist() == [2, 3, 2]  # in-memory: no data wait; emulated: no other
     assert table.communication_share.eq(0).all()
     rec = _records()
     rec["stall"][2] = {**rec["stall"][1], "compute": "emulated compute"}  # 3 categories, still emulated
-    assert [c.verdict for c in analysis.claims(rec) if c.id == "B2"][1] == "not checkable"
+    assert [c.verdict for c in claims_mod.claims(rec) if c.id == "B2"][1] == "not checkable"
 
 
 def _b12(records):
-    return [c for c in analysis.claims(records) if c.id == "B12"]
+    return [c for c in claims_mod.claims(records) if c.id == "B12"]
 
 
 def test_b12_existence_row_needs_the_interval_above_one():
@@ -528,7 +530,7 @@ def test_b12_magnitude_is_bytes_over_bandwidth_at_the_case_studys_scale():
     rates = checkpoint_mod.implied_rates(rec)
     assert rates["sync_write_GB_per_s"] == pytest.approx(12.25 / 3)
     assert rates["async_GB_per_s_per_gpu"] == pytest.approx(98 / 64 / 0.3)
-    table = analysis.magnitude_sensitivity(rec)
+    table = checkpoint_mod.magnitude_sensitivity(rec)
     assert sorted(set(table.writing_nodes)) == [1, 8]
     assert len(table) == 2 * (len(checkpoint_mod.CKPT_WRITE_SWEEP_GB_PER_S) + 1)
     one = table[(table.writing_nodes == 1) & (table.write_GB_per_s == 1.0)]
@@ -567,8 +569,8 @@ def test_stall_figure_legend_names_only_what_is_drawn():
 def test_without_cold_rounds_b11_keeps_its_workers_row_and_the_tables_stay_empty():
     rec = _records()
     rec["sweep"] = [r for r in rec["sweep"] if r["cache"] == "warm"]
-    assert analysis.latency_sensitivity(rec).empty
-    assert [c.claim for c in analysis.claims(rec) if c.id == "B11"] == [
+    assert claims_mod.latency_sensitivity(rec).empty
+    assert [c.claim for c in claims_mod.claims(rec) if c.id == "B11"] == [
         "on ordinary SSDs 8–16 DataLoader workers are enough",
         settings_mod.CLAIM,
     ]
@@ -603,7 +605,7 @@ def test_a_format_whose_package_is_missing_is_left_out_with_its_reason(tmp_path,
     assert rec["params"]["formats"] == ["json_files", "memmap"]
     assert rec["formats_dropped"] == {"tar": "webdataset is not installed"}
     assert "tar" not in rec["written"]
-    from mfulab.studies import REGISTRY
+    from mfulab.studykit.registry import REGISTRY
 
     claims, metrics = REGISTRY["dataloader"].outcome_fn()(rec, p)  # the analysis reads what ran
     assert claims and isinstance(metrics, dict)

@@ -6,8 +6,8 @@ import pytest
 import torch
 import yaml
 
-from mfulab import timing
-from mfulab.config import ParameterError
+from mfulab.errors import ParameterError
+from mfulab.measure import timing
 from mfulab.studies.fusion import bench as fusion_bench
 from mfulab.studies.fusion import compile_bench, kernels
 from mfulab.studies.fusion.params import Params as FusionParams
@@ -45,7 +45,7 @@ def test_recompute_dtype_is_validated_and_sizes_the_memory_guard():
 
 
 def test_recompute_gradients_run_in_the_dtype_and_pass_the_gate():
-    from mfulab.config import preset
+    from mfulab.analytic.config import preset
 
     cfg = preset("tiny")
     kw = dict(every_k=1, attn_impl="sdpa", device="cpu", micro_batch=1)
@@ -83,7 +83,7 @@ def test_reduce_overhead_failing_skips_that_mode_with_its_reason(monkeypatch):
 
 
 def test_fusion_stops_before_measuring_when_torch_compile_cannot_build(monkeypatch):
-    from mfulab import calibration
+    from mfulab.measure import calibration
 
     monkeypatch.setattr(
         fusion_bench, "compile_status", lambda device: (False, "torch.compile (default) broke")

@@ -3,9 +3,10 @@ import math
 import pytest
 import torch
 
-from mfulab import flops
-from mfulab.config import ParameterError, TransformerConfig, preset
-from mfulab.model import GPT
+from mfulab.analytic import flops
+from mfulab.analytic.config import TransformerConfig, preset
+from mfulab.errors import ParameterError
+from mfulab.measure.gpt import GPT
 
 SMALL_CONFIGS = [
     preset("tiny"),

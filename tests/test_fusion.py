@@ -3,15 +3,15 @@
 import pytest
 import torch
 
-from mfulab.config import ParameterError
-from mfulab.model import naive_causal_attention
+from mfulab.errors import ParameterError
+from mfulab.measure.gpt import naive_causal_attention
 from mfulab.studies.fusion import (
     analysis,
     bytes_model,
     kernels,
     layer_share,
-    ln_analysis,
-    ln_bench,
+    norm_fusion,
+    norm_fusion_bench,
     sdpa_rules,
 )
 from mfulab.studies.fusion.params import Params
@@ -182,7 +182,7 @@ def test_roofline_uses_the_counted_passes():
     # write-allocate: the roof, in counted bytes, is (R + W)/(R + 2W) × 3/2 of the copy bandwidth
     assert compiled.dram_roof_vs_copy == pytest.approx(7 / 9 * 1.5)
     assert pts.loc["LN+residual (eager, dram)"].dram_roof_vs_copy == pytest.approx(5 / 7 * 1.5)
-    table = ln_analysis.ln_table(records).set_index(["shape", "impl", "dropout_p"])
+    table = norm_fusion.ln_table(records).set_index(["shape", "impl", "dropout_p"])
     row = table.loc[("dram", "compiled", 0.0)]
     assert row.reads_writes == "5 + 2"
     assert row.fraction_of_dram_roof == pytest.approx(row.fraction_of_bandwidth_by_passes / (7 / 9 * 1.5))
@@ -191,9 +191,9 @@ def test_roofline_uses_the_counted_passes():
 
 
 def test_a8_sensitivity_by_hand():
-    from mfulab.studies.fusion import a8_scale
+    from mfulab.studies.fusion import ln_at_scale
 
-    df = a8_scale.sensitivity().set_index("reading")
+    df = ln_at_scale.sensitivity().set_index("reading")
     central = df.iloc[0]
     # Table 2's 34 and 194 per s·b·h, plus d: Llama-2-7B's SwiGLU MLP keeps gate, up and their
     # product (3·11008/4096 per s·b·h at 2 bytes) where a 4h GeLU keeps 8: d = 0.125, split by TP
@@ -215,14 +215,14 @@ def test_a8_sensitivity_by_hand():
     assert row.naive_GB_per_device - row.flash_GB_per_device == pytest.approx(32 * 4096 * 4096 * 160 / 1e9)
     assert row.naive_GB_per_device > acts_gb
     assert (df.vs_stated == df.reduction - 0.40).all()
-    assert "−40%" in a8_scale.sensitivity_sentence()
+    assert "−40%" in ln_at_scale.sensitivity_sentence()
     # the reading below the stated cut is named, not hidden behind "every reading ≥ −40%"
-    assert f"smallest −38% under “{tp8}attention dropout off”" in a8_scale.sensitivity_sentence()
+    assert f"smallest −38% under “{tp8}attention dropout off”" in ln_at_scale.sensitivity_sentence()
 
 
 def test_sdpa_saved_bytes_by_hand():
     """SDPA's CPU flash kernel keeps its output and a per-row log-sum-exp besides its inputs."""
-    from mfulab.memprobe import SavedTensorAccountant
+    from mfulab.measure.memprobe import SavedTensorAccountant
 
     b, a, s, d = 1, 2, 32, 8
     qkv = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(b, a, s, d)) for _ in range(3)])
@@ -287,17 +287,17 @@ def test_compiled_ln_passes_and_eager_kernels():
     assert p0["names"] == ["aten::add", "aten::native_layer_norm"]  # dropout at p = 0 is not called
     pd = kernels.ln_kernel_count(lambda: kernels.ln_eager(x, a, w, b, 0.1), "cpu", 64 * 32)
     assert "aten::bernoulli_" in pd["names"] and "aten::dropout" not in pd["names"]
-    assert ln_analysis.eager_cpu_passes(False) == 5 and ln_analysis.eager_cpu_passes(True) == 11
+    assert norm_fusion.eager_cpu_passes(False) == 5 and norm_fusion.eager_cpu_passes(True) == 11
 
 
 def test_ln_shape_from_the_cache():
     p = Params()
-    shape = ln_bench.ln_shape(p, 260 * 2**20, 4, "cuda")  # cuda: no host-memory cap
+    shape = norm_fusion_bench.ln_shape(p, 260 * 2**20, 4, "cuda")  # cuda: no host-memory cap
     assert shape["tokens"] % 64 == 0
     assert shape["working_set_bytes"] >= 4 * 260 * 2**20 > shape["working_set_bytes"] - 64 * 4 * 4 * 1024
-    assert ln_bench.ln_shape(Params(ln_tokens=512), None, 4, "cpu")["tokens"] == 512
+    assert norm_fusion_bench.ln_shape(Params(ln_tokens=512), None, 4, "cpu")["tokens"] == 512
     with pytest.raises(RuntimeError):
-        ln_bench.ln_shape(p, None, 4, "cpu")
+        norm_fusion_bench.ln_shape(p, None, 4, "cpu")
 
 
 def test_amdahl_by_hand():
@@ -386,13 +386,13 @@ def _fake_ln_records(block_s: float, eager_p_s: float, compiled_p_s: float, eage
 )
 def test_a7_layer_verdict(block_s, eager_p_s, compiled_p_s, verdict):
     records = _fake_ln_records(block_s, eager_p_s, compiled_p_s)
-    measured, analytic = ln_analysis.claims_a7(records)
+    measured, analytic = norm_fusion.claims_a7(records)
     assert measured.verdict == verdict
     assert analytic.verdict == "refuted (analysis)"  # the 13B layer: far below 1.43x in every sensitivity row
 
 
 def test_a7_article_sensitivity_survives():
-    sens = ln_analysis.article_sensitivity()
+    sens = norm_fusion.article_sensitivity()
     assert sens.below_claim.all() and (sens.layer_speedup_ceiling < 1.2).all()
     assert set(sens.varied) == {"central", "device", "matmul efficiency", "bandwidth efficiency"}
 

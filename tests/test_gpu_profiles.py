@@ -6,16 +6,16 @@ import pytest
 import torch
 import yaml
 
-from mfulab import runner
-from mfulab.config import ParameterError
-from mfulab.studies import REGISTRY
+from mfulab import paths
+from mfulab.errors import ParameterError
+from mfulab.studykit.registry import REGISTRY
 
 from conftest import ROOT
 
 GPU_PROFILES = [
     (study_id, name)
     for study_id in sorted(REGISTRY)
-    for name in runner.profiles(study_id)
+    for name in paths.profiles(study_id)
     if name in ("gpu", "node", "cluster")
 ]
 
@@ -63,7 +63,7 @@ def test_multi_gpu_profiles_run_under_torchrun_on_a_4_gpu_node(study_id, name, m
 def test_fusion_model_compile_step_runs_in_the_profiles_dtype():
     """fusion/gpu.yaml says bf16: the model-level step's matmuls run in bf16 (autocast), not
     fp32 under a bf16 label; fp32 stays fp32."""
-    from mfulab.config import TransformerConfig
+    from mfulab.analytic.config import TransformerConfig
     from mfulab.studies.fusion.compile_bench import _model, _step
 
     cfg = TransformerConfig(n_layers=1, d_model=16, n_heads=2, vocab_size=32, seq_len=8)

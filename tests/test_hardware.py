@@ -1,8 +1,9 @@
 import pytest
 import torch
 
-from mfulab import hardware
-from mfulab.config import ParameterError
+from mfulab.analytic import devices
+from mfulab.errors import ParameterError
+from mfulab.measure import host
 
 # Names as the frameworks report them (torch.cuda.get_device_name(), torch_npu's and
 # habana_frameworks' get_device_name()), each with the one entry it must resolve to.
@@ -49,44 +50,44 @@ REPORTED_NAMES = {
 @pytest.mark.parametrize("name,key", sorted(REPORTED_NAMES.items()))
 def test_reported_names_map_to_exactly_their_entry(name, key):
     assert len(REPORTED_NAMES) >= 25
-    assert hardware.device_spec(name).key == key
-    assert hardware.device_spec(f"  {name.upper()} ").key == key  # case and outer spaces do not matter
+    assert devices.device_spec(name).key == key
+    assert devices.device_spec(f"  {name.upper()} ").key == key  # case and outer spaces do not matter
 
 
 def test_keys_used_by_the_studies_keep_their_figures():
     # fusion (B4_DATASHEET_DEVICE, A7 sensitivity), mfu's datasheet denominator
-    a100 = hardware.device_spec("a100")
+    a100 = devices.device_spec("a100")
     assert (a100.flops_per_s["bf16"], a100.flops_per_s["tf32"], a100.flops_per_s["fp32"]) == (
         312e12,
         156e12,
         19.5e12,
     )
     assert a100.mem_bytes_per_s == 2039e9
-    h100 = hardware.device_spec("h100-sxm")
+    h100 = devices.device_spec("h100-sxm")
     assert h100.flops_per_s["bf16"] == pytest.approx(989.4e12) and h100.mem_bytes_per_s == 3350e9
-    ascend = hardware.device_spec("ascend-910b")
+    ascend = devices.device_spec("ascend-910b")
     assert ascend.flops_per_s["bf16"] == 320e12 and ascend.mem_bytes_per_s == 1600e9
-    assert hardware.peak_flops_per_s("NVIDIA H100 PCIe", "bf16") == 756e12
-    assert hardware.peak_flops_per_s("NVIDIA H200", "tf32") == pytest.approx(494.7e12)
-    assert hardware.peak_flops_per_s("AMD Instinct MI300X", "bf16") == pytest.approx(1307.4e12)
+    assert devices.peak_flops_per_s("NVIDIA H100 PCIe", "bf16") == 756e12
+    assert devices.peak_flops_per_s("NVIDIA H200", "tf32") == pytest.approx(494.7e12)
+    assert devices.peak_flops_per_s("AMD Instinct MI300X", "bf16") == pytest.approx(1307.4e12)
 
 
 def test_products_that_used_to_be_guessed_get_their_own_figures():
     # NVL cards are not SXM: lower clocks, lower dense peak
-    assert hardware.peak_flops_per_s("NVIDIA H100 NVL") < hardware.peak_flops_per_s("NVIDIA H100 80GB HBM3")
-    assert hardware.peak_flops_per_s("NVIDIA H200 NVL") < hardware.peak_flops_per_s("NVIDIA H200")
+    assert devices.peak_flops_per_s("NVIDIA H100 NVL") < devices.peak_flops_per_s("NVIDIA H100 80GB HBM3")
+    assert devices.peak_flops_per_s("NVIDIA H200 NVL") < devices.peak_flops_per_s("NVIDIA H200")
     # a GH200's results must not land in an H200's folder, nor a GB200's in a B200's
-    assert hardware.device_spec("NVIDIA GH200 480GB").key != hardware.device_spec("NVIDIA H200").key
-    assert hardware.device_spec("NVIDIA GB200").key != hardware.device_spec("NVIDIA B200").key
+    assert devices.device_spec("NVIDIA GH200 480GB").key != devices.device_spec("NVIDIA H200").key
+    assert devices.device_spec("NVIDIA GB200").key != devices.device_spec("NVIDIA B200").key
     # the 40 GB A100s have HBM2 at 1.555 TB/s, not the 80 GB SXM's 2.039 TB/s
     for name in ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"):
-        assert hardware.device_spec(name).mem_bytes_per_s == 1555e9
+        assert devices.device_spec(name).mem_bytes_per_s == 1555e9
     # one torch device of an MI250X is one GCD: half the package
-    assert hardware.peak_flops_per_s("AMD Instinct MI250X") == pytest.approx(383e12 / 2)
+    assert devices.peak_flops_per_s("AMD Instinct MI250X") == pytest.approx(383e12 / 2)
 
 
 def test_every_entry_has_sources_units_and_no_sparsity():
-    for spec in hardware.DEVICES:
+    for spec in devices.DEVICES:
         assert spec.source.startswith("https://"), spec.key
         assert spec.flops_per_s and all(v > 0 for v in spec.flops_per_s.values()), spec.key
         assert set(spec.flops_per_s) <= {"bf16", "fp16", "tf32", "fp32", "fp8"}, spec.key
@@ -98,8 +99,8 @@ def test_every_entry_has_sources_units_and_no_sparsity():
         if spec.approximate:
             assert "approximate" in spec.note, spec.key
     for key in ("h800", "h20", "ascend-910b", "ascend-910b2"):
-        assert hardware.device_spec(key).approximate
-    assert not hardware.device_spec("h100-sxm").approximate
+        assert devices.device_spec(key).approximate
+    assert not devices.device_spec("h100-sxm").approximate
 
 
 @pytest.mark.parametrize(
@@ -113,7 +114,7 @@ def test_every_entry_has_sources_units_and_no_sparsity():
 )
 def test_ambiguous_names_are_refused(name, candidates):
     with pytest.raises(ParameterError, match="more than one product") as err:
-        hardware.device_spec(name)
+        devices.device_spec(name)
     assert candidates in str(err.value) and "known devices" in str(err.value).lower()
 
 
@@ -122,15 +123,15 @@ def test_ambiguous_names_are_refused(name, candidates):
 )
 def test_unknown_names_are_refused_not_guessed(name):
     with pytest.raises(ParameterError, match="Known devices: .*h100-sxm") as err:
-        hardware.peak_flops_per_s(name)
+        devices.peak_flops_per_s(name)
     assert "pass the key" in str(err.value)
 
 
 def test_missing_dtype_is_refused():
     with pytest.raises(ParameterError, match="no published dense fp32"):
-        hardware.peak_flops_per_s("ascend-910b", "fp32")
+        devices.peak_flops_per_s("ascend-910b", "fp32")
     with pytest.raises(ParameterError, match="no published dense bf16"):
-        hardware.peak_flops_per_s("Tesla V100-SXM2-32GB", "bf16")
+        devices.peak_flops_per_s("Tesla V100-SXM2-32GB", "bf16")
 
 
 def test_a_table_with_a_duplicate_name_is_refused(tmp_path):
@@ -140,10 +141,10 @@ def test_a_table_with_a_duplicate_name_is_refused(tmp_path):
     )
     table.write_text(f"devices:\n  - {entry % 'a'}\n  - {entry % 'b'}\n")
     with pytest.raises(ValueError, match="occurs twice"):
-        hardware._load_devices(table)
+        devices._load_devices(table)
     table.write_text(f"devices:\n  - {entry % 'a'}\nambiguous:\n  nvidia y: [a, c]\n")
     with pytest.raises(ValueError, match="unknown keys"):
-        hardware._load_devices(table)
+        devices._load_devices(table)
 
 
 def _fake_cuda(monkeypatch, name: str, visible: int):
@@ -156,34 +157,34 @@ def _fake_cuda(monkeypatch, name: str, visible: int):
 def test_machine_slug_counts_the_jobs_ranks_not_the_visible_gpus(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     _fake_cuda(monkeypatch, "NVIDIA H100 80GB HBM3", visible=8)
-    assert hardware.machine_slug() == "h100-sxm"  # a single-process study on an 8-GPU node
+    assert host.machine_slug() == "h100-sxm"  # a single-process study on an 8-GPU node
     monkeypatch.setenv("WORLD_SIZE", "16")
-    assert hardware.machine_slug() == "h100-sxm-x16"  # a 2-node torchrun job
+    assert host.machine_slug() == "h100-sxm-x16"  # a 2-node torchrun job
     monkeypatch.setenv("WORLD_SIZE", "1")
-    assert hardware.machine_slug() == "h100-sxm"
+    assert host.machine_slug() == "h100-sxm"
     monkeypatch.setenv("WORLD_SIZE", "eight")
     with pytest.raises(ParameterError, match="WORLD_SIZE"):
-        hardware.machine_slug()
+        host.machine_slug()
 
 
 def test_machine_slug_of_devices_without_an_entry(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     _fake_cuda(monkeypatch, "NVIDIA GH200 480GB", visible=1)
-    assert hardware.machine_slug() == "gh200-96gb"
+    assert host.machine_slug() == "gh200-96gb"
     _fake_cuda(monkeypatch, "Tesla K80", visible=4)
-    assert hardware.machine_slug() == "tesla-k80"  # unknown: its own name, never another entry's key
+    assert host.machine_slug() == "tesla-k80"  # unknown: its own name, never another entry's key
 
 
 def test_machine_slug_override(monkeypatch):
     monkeypatch.setenv("MACHINE", "My Cluster/A100 x8")
-    assert hardware.machine_slug() == "my-cluster-a100-x8"
+    assert host.machine_slug() == "my-cluster-a100-x8"
     monkeypatch.setenv("MACHINE", "///")
     with pytest.raises(ParameterError, match="empty folder name"):
-        hardware.machine_slug()
+        host.machine_slug()
 
 
 def test_fingerprint_has_versions():
-    fp = hardware.fingerprint()
+    fp = host.fingerprint()
     for key in ("machine", "python", "torch", "cpu_model", "cpu_count", "device_name", "device_count"):
         assert key in fp
 
@@ -191,8 +192,8 @@ def test_fingerprint_has_versions():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_cuda_without_cuda_is_refused():
     with pytest.raises(ParameterError, match="CUDA is not available"):
-        hardware.resolve_device("cuda")
-    assert hardware.resolve_device("auto") == "cpu"
+        host.resolve_device("cuda")
+    assert host.resolve_device("auto") == "cpu"
 
 
 def test_results_folder_says_what_ran_on_a_gpu_machine(monkeypatch):
@@ -200,10 +201,10 @@ def test_results_folder_says_what_ran_on_a_gpu_machine(monkeypatch):
     profile under the GPUs times its ranks, a one-GPU study under the GPU."""
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     _fake_cuda(monkeypatch, "NVIDIA H200", visible=8)
-    host = f"cpu-{hardware.usable_cpus()}c"
-    assert hardware.results_machine({"device": "cpu", "nproc": 2}) == host  # overlap/buckets gpu.yaml
-    assert hardware.results_machine({"device": "cuda", "nproc": 8}) == "h200-x8"  # node.yaml
-    assert hardware.results_machine({"device": "auto", "seq_len": 2048}) == "h200"  # a one-GPU study
-    assert hardware.results_machine({}) == "h200"
+    host_slug = f"cpu-{host.usable_cpus()}c"
+    assert host.results_machine({"device": "cpu", "nproc": 2}) == host_slug  # overlap/buckets gpu.yaml
+    assert host.results_machine({"device": "cuda", "nproc": 8}) == "h200-x8"  # node.yaml
+    assert host.results_machine({"device": "auto", "seq_len": 2048}) == "h200"  # a one-GPU study
+    assert host.results_machine({}) == "h200"
     monkeypatch.setenv("MACHINE", "lab-box")
-    assert hardware.results_machine({"device": "cpu", "nproc": 2}) == "lab-box"
+    assert host.results_machine({"device": "cpu", "nproc": 2}) == "lab-box"

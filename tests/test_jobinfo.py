@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from mfulab import jobinfo, launch
-from mfulab.config import ParameterError
+from mfulab.errors import ParameterError
+from mfulab.measure import host, jobinfo, launch
 
 from conftest import ROOT
 
@@ -202,14 +202,14 @@ def test_a_torchrun_jobs_machine_folder_names_its_nodes_and_ranks(h100, monkeypa
     cluster profile (nproc 8) was filed as h100-sxm-x8, the single node's folder."""
     for k, v in {"WORLD_SIZE": world, "LOCAL_WORLD_SIZE": local, "RANK": "0"}.items():
         monkeypatch.setenv(k, v)
-    assert jobinfo.job_machine({"device": "cuda", "nproc": 8}) == machine
+    assert host.job_machine({"device": "cuda", "nproc": 8}) == machine
 
 
 def test_outside_torchrun_the_profile_decides(h100, monkeypatch):
     for k in ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "RANK"):
         monkeypatch.delenv(k, raising=False)
-    assert jobinfo.job_machine({"device": "cuda", "nproc": 8}) == "h100-sxm-x8"
-    assert jobinfo.job_machine({"device": "cuda"}) == "h100-sxm"
+    assert host.job_machine({"device": "cuda", "nproc": 8}) == "h100-sxm-x8"
+    assert host.job_machine({"device": "cuda"}) == "h100-sxm"
 
 
 def _env(hosts: int, ranks: int) -> dict:
@@ -217,16 +217,17 @@ def _env(hosts: int, ranks: int) -> dict:
 
 
 def test_job_shape_reads_in_process_ranks_and_launched_jobs():
-    assert jobinfo.job_shape(_env(2, 16)) == (2, 16)
-    assert jobinfo.job_shape({"ranks": [], "jobs": [{"world_size": 8, **_env(1, 8)}]}) == (1, 8)
-    assert jobinfo.job_shape({}) is None and jobinfo.job_shape(None) is None
+    assert host.job_shape(_env(2, 16)) == (2, 16)
+    assert host.job_shape({"ranks": [], "jobs": [{"world_size": 8, **_env(1, 8)}]}) == (1, 8)
+    assert host.job_shape({}) is None and host.job_shape(None) is None
 
 
 def test_rendering_never_replaces_results_of_another_rank_or_node_count(tmp_path, h100):
     """A two-node run rendered with make overlap FROM=DIR into a folder that holds the
     single-node run is refused (its env.json may still say h100-sxm-x8: written before the fix)."""
-    from mfulab import results, runner
-    from mfulab.studies import REGISTRY
+    from mfulab import results
+    from mfulab.run import runner
+    from mfulab.studykit.registry import REGISTRY
 
     single = tmp_path / "results" / "h100-sxm-x8" / "overlap"
     single.mkdir(parents=True)

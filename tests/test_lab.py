@@ -10,7 +10,7 @@ import pytest
 web = pytest.importorskip("tornado.web", reason="make lab needs tornado (Jupyter), not installed")
 pytest.importorskip("jupyter_server", reason="make lab needs jupyter_server, not installed")
 
-from mfulab.lab import ResultsReadOnlyContentsManager, is_record  # noqa: E402
+from mfulab.site.lab import ResultsReadOnlyContentsManager, is_record  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
 
@@ -33,7 +33,7 @@ def test_records_are_read_only(tmp_path):
 
 def test_make_lab_opens_text_notebooks_as_notebooks():
     makefile = (ROOT / "Makefile").read_text()
-    assert "mfulab.lab.ResultsReadOnlyContentsManager" in makefile
+    assert "mfulab.site.lab.ResultsReadOnlyContentsManager" in makefile
     assert "default_kernel_name=mfulab" in makefile
     viewers = json.loads(makefile.split("printf '%s\\n' '")[1].split("'")[0])
     assert (

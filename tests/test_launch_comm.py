@@ -7,8 +7,9 @@ import time
 import pytest
 import torch
 
-from mfulab import collectives, comm, launch
-from mfulab.config import ParameterError
+from mfulab.analytic import comm
+from mfulab.errors import ParameterError
+from mfulab.measure import collectives, launch
 from mfulab.studies.overlap import analysis as overlap
 from mfulab.studies.overlap.params import Params as OverlapParams
 

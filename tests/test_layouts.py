@@ -1,10 +1,11 @@
-"""The layout planner: which layouts exist, ranked by the one step model (predict.step_time),
+"""The layout planner: which layouts exist, ranked by the one step model (step.step_time),
 the fit / no-fit boundary, and the planner and the predictor agreeing on every layout."""
 
 import pytest
 
-from mfulab import layouts, predict
-from mfulab.config import ParameterError, preset
+from mfulab.analytic import layouts, step
+from mfulab.analytic.config import preset
+from mfulab.errors import ParameterError
 
 
 def test_only_layouts_that_can_exist_are_candidates():
@@ -26,7 +27,7 @@ def test_the_planner_and_the_predictor_agree_on_every_layout_they_both_rank():
     df = layouts.plan(cfg, top=None, include_unfit=True, **kw)
     assert len(df) > 50
     for _, r in df.iterrows():
-        out = predict.step_time(
+        out = step.step_time(
             cfg,
             n_devices=64,
             tp=int(r.tp),
@@ -42,7 +43,7 @@ def test_the_planner_and_the_predictor_agree_on_every_layout_they_both_rank():
         )
         assert out["step_s"] == pytest.approx(r.step_s, rel=1e-12)
         assert out["memory_gib"] == pytest.approx(r.memory_gib, rel=1e-12)
-        assert sum(r[k] for k in predict.TERMS) == pytest.approx(r.step_s)
+        assert sum(r[k] for k in step.TERMS) == pytest.approx(r.step_s)
 
 
 def test_plan_ranks_fitting_layouts_by_step_time_and_refuses_an_impossible_batch():
@@ -62,11 +63,11 @@ def test_plan_ranks_fitting_layouts_by_step_time_and_refuses_an_impossible_batch
 def test_the_fit_boundary_is_the_memory_margin():
     cfg = preset("llama2-13b")
     kw = dict(n_devices=16, tp=4, pp=1, micro_batch=1, global_batch=16, zero_stage=1, device="a100")
-    need = predict.step_time(cfg, **kw, memory_margin=0.0)["memory_gib"] * 2**30
+    need = step.step_time(cfg, **kw, memory_margin=0.0)["memory_gib"] * 2**30
     capacity = 80 * 2**30
     margin_fits = 1 - need / capacity - 1e-6
-    assert predict.step_time(cfg, **kw, memory_margin=margin_fits)["fits"]
-    assert not predict.step_time(cfg, **kw, memory_margin=margin_fits + 2e-6)["fits"]
+    assert step.step_time(cfg, **kw, memory_margin=margin_fits)["fits"]
+    assert not step.step_time(cfg, **kw, memory_margin=margin_fits + 2e-6)["fits"]
 
 
 def test_a_framework_restricts_the_zero_stages_the_planner_ranks():

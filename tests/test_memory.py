@@ -2,8 +2,9 @@
 
 import pytest
 
-from mfulab import memory
-from mfulab.config import ParameterError, preset
+from mfulab.analytic import memory
+from mfulab.analytic.config import preset
+from mfulab.errors import ParameterError
 
 CFG = preset("article-13b")  # s=4096, h=5120, a=40
 S, H, A = 4096, 5120, 40
@@ -72,9 +73,9 @@ def test_memory_per_device_mixes_recomputed_layers():
 def test_step_peak_bytes_by_hand():
     """gpt2-350m-like layer count at s = 2048, b = 16, fp32, fused attention, no optimizer: the
     recompute gpu profile that ran out of an 80 GB card (48 GiB of activations)."""
-    from mfulab.config import preset
-    from mfulab.flops import param_count
-    from mfulab.memory import step_peak_bytes
+    from mfulab.analytic.config import preset
+    from mfulab.analytic.flops import param_count
+    from mfulab.analytic.memory import step_peak_bytes
 
     cfg = preset("gpt2-350m").with_(seq_len=2048)
     est = step_peak_bytes(

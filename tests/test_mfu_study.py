@@ -5,8 +5,10 @@ import copy
 import pytest
 import yaml
 
-from mfulab.config import ParameterError, preset
-from mfulab.studies.mfu import analysis, arithmetic, bench, opsplit, timesplit
+from mfulab.analytic.config import preset
+from mfulab.errors import ParameterError
+from mfulab.studies.mfu import analysis, article_arithmetic, bench, operator_split, time_split
+from mfulab.studies.mfu import claims as claims_mod
 from mfulab.studies.mfu.params import Params
 
 from conftest import ROOT
@@ -19,7 +21,7 @@ def smoke_params(**changes):
 
 
 def test_a19_arithmetic():
-    a = arithmetic.a19_check()
+    a = article_arithmetic.a19_check()
     assert a["tokens_per_step"] == 131_072
     assert a["flops_6n_x3"] == pytest.approx(3.067e16, rel=1e-3)  # the article's 3.06e16 includes the ×3
     assert a["flops_6n"] == pytest.approx(1.0224e16, rel=1e-3)
@@ -28,20 +30,20 @@ def test_a19_arithmetic():
 
 
 def test_b1_and_b15_tables():
-    b1 = arithmetic.b1_table()
+    b1 = article_arithmetic.b1_table()
     article = b1.iloc[0]
     assert article.flops_per_step == pytest.approx(8.808e16, rel=1e-3)
     assert article.ideal_step_s == pytest.approx(4.41, abs=0.01)
     assert article["mfu_at_10.0s"] == pytest.approx(0.441, abs=1e-3)  # §1.1's 44% for a ~10 s step
     assert article["mfu_at_10.2s"] == pytest.approx(0.4325, abs=1e-3)
     assert article["mfu_at_8.5s"] == pytest.approx(0.519, abs=1e-3)
-    b15 = arithmetic.b15_table()
+    b15 = article_arithmetic.b15_table()
     assert b15.gain_s.sum() == pytest.approx(1.7)
     assert b15.set_index("category").gain_s["slow operators"] == pytest.approx(0.8)
 
 
 def test_claims_without_measurements_have_computed_verdicts():
-    verdicts = [(c.id, c.verdict) for c in analysis.claims(None)]
+    verdicts = [(c.id, c.verdict) for c in claims_mod.claims(None)]
     assert verdicts == [
         ("A19", "refuted"),
         ("B1", "confirmed"),  # 8.8e16 FLOPs; 44% at 10 s, 43% at 10.2 s, 52% at 8.5 s
@@ -53,49 +55,49 @@ def test_claims_without_measurements_have_computed_verdicts():
 
 
 def test_b1_about_5_s_is_judged_by_its_rounding():
-    c = arithmetic.b1_ideal_step_check()
+    c = article_arithmetic.b1_ideal_step_check()
     assert c["stated_s"] == 5.0 and c["exact_s"] == pytest.approx(4.411, abs=1e-3)
     assert (c["accepted_lo_s"], c["accepted_hi_s"]) == (4.5, 5.5) and not c["consistent"]
     assert c["exact_rounded_s"] == 4.0
-    readings = arithmetic.b1_ideal_step_readings().set_index("reading of 'about 5 s'").exact_in_range
+    readings = article_arithmetic.b1_ideal_step_readings().set_index("reading of 'about 5 s'").exact_in_range
     assert not readings.iloc[0] and readings["rounded up to a whole second"]
     assert not readings["within ±10% of 5 s"] and readings["within ±20% of 5 s"]
-    ideal = [c for c in analysis.claims(None) if c.id == "B1"][1]
+    ideal = [c for c in claims_mod.claims(None) if c.id == "B1"][1]
     assert "4.41 s" in ideal.evidence and "4.5–5.5 s" in ideal.evidence
-    b15 = [c for c in analysis.claims(None) if c.id == "B15"]
+    b15 = [c for c in claims_mod.claims(None) if c.id == "B15"]
     assert all("§5 heading" in c.evidence and "title" not in c.evidence for c in b15)
 
 
 def test_b15_depends_on_the_categorisation():
-    df = arithmetic.b15_categorisations().set_index("verdict")
+    df = article_arithmetic.b15_categorisations().set_index("verdict")
     assert df.loc["refuted", "share_of_gross_gain"] == pytest.approx(0.7 / 1.8)
     assert df.loc["confirmed", "share_of_gross_gain"] == pytest.approx(1.0 / 1.8)
     assert df.loc["confirmed", "share_of_net_gain"] == pytest.approx(1.0 / 1.7)
     assert set(df.largest_other_category) == {"slow operators"}  # 0.8 s, the largest single change
-    claims = [c for c in analysis.claims(None) if c.id == "B15"]
+    claims = [c for c in claims_mod.claims(None) if c.id == "B15"]
     assert all("depends on how NCCL tuning is categorised" in c.evidence for c in claims)
 
 
 def test_b9_text_arithmetic():
-    v = arithmetic.b9_text_checks().value
+    v = article_arithmetic.b9_text_checks().value
     assert v["mfu_x104"] == pytest.approx(0.4992)  # 48% × 1.04 is 49.9%, not 52%
     assert v["mfu_step96"] == pytest.approx(0.5)
     assert v["gain_needed"] == pytest.approx(1 / 12)  # 52/48 − 1
     assert v["b15_saved"] == pytest.approx(0.3 / 9.0)
     assert v["link_bytes"] == 12.5e9 and v["ib EDR (4x)"] == 100 and v["ib HDR (4x)"] == 200
-    assert "**EDR**" in arithmetic.b9_text_note(arithmetic.b9_text_checks())
+    assert "**EDR**" in article_arithmetic.b9_text_note(article_arithmetic.b9_text_checks())
 
 
 def test_megatron_selective_table_follows_eq8():
-    df = arithmetic.megatron_selective_table()
+    df = article_arithmetic.megatron_selective_table()
     assert (abs(df.hfu_by_eq8 - df.paper_hfu) <= 0.001).all()  # Table 5 rounds to 0.1 point
     assert (df.hfu_by_physical_count < df.paper_hfu - 0.004).all()
 
 
 def test_megatron_rows_are_not_labelled_with_n():
     cfg = preset("article-7b")
-    assert "N" not in arithmetic.convention_label("megatron", cfg).replace("no N", "")
-    labels = arithmetic.b1_table().flops_convention
+    assert "N" not in article_arithmetic.convention_label("megatron", cfg).replace("no N", "")
+    labels = article_arithmetic.b1_table().flops_convention
     assert labels.str.startswith("megatron").sum() == 1
     assert not labels[labels.str.startswith("megatron")].str.contains("N =").any()
 
@@ -138,24 +140,24 @@ def test_measure_records_and_analysis(tiny_records):
     assert analysis.count_table(r).set_index("source").loc[
         "analytic: 6·N_matmul + 12·L·H·Q·T", "relative_difference_vs_counter"
     ] == pytest.approx(0, abs=1e-12)
-    b = timesplit.breakdown(r)
+    b = time_split.breakdown(r)
     assert b["compute_s"] + b["data_s"] + b["startup_readback_s"] + b["unaccounted_s"] == pytest.approx(
         b["job_wall_s"]
     )
     assert b["local_flops_per_s"] >= b["global_flops_per_s"] > 0
-    w = timesplit.waterfall_losses(r)
+    w = time_split.waterfall_losses(r)
     assert w["residual_flops_per_s"] == pytest.approx(0, abs=1e-6 * w["start"][1])
     # the operator profile: categories sum to each profiled step; its waterfall closes exactly
     for s in r["op_profile"]["steps"]:
         assert sum(s["categories_s"].values()) == pytest.approx(s["wall_s"], rel=1e-4)
-    ow = opsplit.operator_waterfall_losses(r)
+    ow = operator_split.operator_waterfall_losses(r)
     assert ow["residual_flops_per_s"] == pytest.approx(0, abs=1e-6 * ow["start"][1])
     assert {"optimizer", "norm / elementwise", "idle (outside every op)"} <= {k for k, _ in ow["losses"]}
-    six = opsplit.six_n_check(r).set_index("quantity").flops_per_token
+    six = operator_split.six_n_check(r).set_index("quantity").flops_per_token
     assert six["forward, counted"] == pytest.approx(six["forward, 2·N_matmul + attention"])
     assert six["backward / forward, counted"] == pytest.approx(2.0)
-    assert opsplit.published_table(r).source.iloc[-1] == "measured here"
-    assert {c.id for c in analysis.claims(r)} == {"A19", "B1", "B2", "B15", "A1"}
+    assert operator_split.published_table(r).source.iloc[-1] == "measured here"
+    assert {c.id for c in claims_mod.claims(r)} == {"A19", "B1", "B2", "B15", "A1"}
     m = analysis.headline_metrics(r)
     assert m["peak"]["datasheet_flops_per_s"] is None and m["matmul_ceiling_flops_per_s"] > 0
 
@@ -177,22 +179,22 @@ def _with_split(records, *, data_share_of_compute, setup_share_of_steps):
 def test_b2_is_shown_only_with_three_categories_present(tiny_records):
     p = smoke_params()
     busy = _with_split(tiny_records, data_share_of_compute=0.5, setup_share_of_steps=0.2)
-    split = timesplit.b2_split(busy, present_share=p.b2_present_share).set_index("category")
+    split = time_split.b2_split(busy, present_share=p.b2_present_share).set_index("category")
     assert split.seconds.sum() == pytest.approx(busy["train"]["job_wall_s"])
     assert list(split.present) == [True, False, True, True]  # communication is 0 in one process
-    (b2,) = [c for c in analysis.claims(busy, p) if c.id == "B2"]
+    (b2,) = [c for c in claims_mod.claims(busy, p) if c.id == "B2"]
     assert b2.verdict == "shown"
     quiet = _with_split(tiny_records, data_share_of_compute=0.0, setup_share_of_steps=0.001)
-    (b2,) = [c for c in analysis.claims(quiet, p) if c.id == "B2"]
+    (b2,) = [c for c in claims_mod.claims(quiet, p) if c.id == "B2"]
     assert b2.verdict == "not checkable" and "communication 0" in b2.evidence
-    floors = timesplit.b2_floor_sensitivity(busy, [0.0, 0.5])
+    floors = time_split.b2_floor_sensitivity(busy, [0.0, 0.5])
     assert list(floors.categories_present) == [3, 1] and list(floors.verdict) == ["shown", "not checkable"]
 
 
 def test_global_over_steady_is_the_product_of_its_factors(tiny_records):
-    g = timesplit.global_vs_steady(tiny_records).value
+    g = time_split.global_vs_steady(tiny_records).value
     assert g["startup"] * g["warmup"] * g["median_over_mean"] == pytest.approx(g["product"], rel=1e-12)
-    b = timesplit.breakdown(tiny_records)
+    b = time_split.breakdown(tiny_records)
     assert g["product"] == pytest.approx(b["global_mfu_vs_ceiling"] / b["steady_mfu_vs_ceiling"])
     # fast warm-up steps lift global above steady (no start-up, measured steps all alike)
     r = copy.deepcopy(tiny_records)
@@ -200,8 +202,8 @@ def test_global_over_steady_is_the_product_of_its_factors(tiny_records):
         row["period_s"] = 0.5 if row["warmup"] else 1.0
     r["train"]["setup_s"] = 0.0
     r["train"]["job_wall_s"] = sum(row["period_s"] for row in r["train"]["rows"])
-    assert timesplit.global_vs_steady(r).value["product"] > 1
-    assert "above" in timesplit.global_vs_steady_note(timesplit.global_vs_steady(r))
+    assert time_split.global_vs_steady(r).value["product"] > 1
+    assert "above" in time_split.global_vs_steady_note(time_split.global_vs_steady(r))
 
 
 def test_waterfall_labels_are_legible_and_do_not_overlap(tiny_records):
@@ -216,7 +218,7 @@ def test_waterfall_labels_are_legible_and_do_not_overlap(tiny_records):
     renderer = fig.canvas.get_renderer()
     texts = [t for t in ax.texts if t.get_text()]
     names = [t.get_text() for t in ax.get_yticklabels()]
-    assert len(texts) == len(names) == len(timesplit.waterfall_losses(tiny_records)["losses"]) + 3
+    assert len(texts) == len(names) == len(time_split.waterfall_losses(tiny_records)["losses"]) + 3
     assert min(t.get_fontsize() for t in texts + ax.get_yticklabels()) >= 9
     boxes = [t.get_window_extent(renderer) for t in texts]
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])

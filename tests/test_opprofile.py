@@ -1,4 +1,4 @@
-"""The operator profile (mfulab.opprofile): categories that sum to a step's wall time, the name
+"""The operator profile (mfulab.measure.opprofile): categories that sum to a step's wall time, the name
 rules, the device timeline, the exported trace and its size cap."""
 
 import gzip
@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from mfulab import opprofile, results
+from mfulab import results
+from mfulab.measure import opprofile
 
 
 def _ev(name, ts, dur, cat="cpu_op", tid=1):
@@ -145,8 +146,8 @@ def tiny_profile(tmp_path_factory):
     import torch.distributed as dist
     from torch.profiler import record_function
 
-    from mfulab.config import preset
-    from mfulab.model import GPT
+    from mfulab.analytic.config import preset
+    from mfulab.measure.gpt import GPT
 
     tmp = tmp_path_factory.mktemp("prof")
     dist.init_process_group("gloo", init_method=f"file://{tmp}/store", rank=0, world_size=1)

@@ -5,9 +5,10 @@ and the verdict logic of A3 and A5 on synthetic interleaved rounds (no timing th
 import numpy as np
 import pytest
 
-from mfulab import predict
-from mfulab.config import ParameterError, preset
-from mfulab.studies.overlap import a4, analysis, scale
+from mfulab.analytic import step as step_model
+from mfulab.analytic.config import preset
+from mfulab.errors import ParameterError
+from mfulab.studies.overlap import alpha_beta, analysis, step_at_scale
 from mfulab.studies.overlap.bench import union_length_s
 from mfulab.studies.overlap.claims import claims, headline_metrics
 from mfulab.studies.overlap.params import Params
@@ -21,8 +22,8 @@ def test_in_flight_time_counts_overlapping_calls_once():
 
 
 def _a4(**change):
-    base = a4.a4_baseline(Params().to_dict())
-    return a4.a4_model(**{**base, **change})
+    base = step_at_scale.a4_baseline(Params().to_dict())
+    return step_at_scale.a4_model(**{**base, **change})
 
 
 def test_a4_is_the_step_model_at_the_article_configuration():
@@ -33,7 +34,7 @@ def test_a4_is_the_step_model_at_the_article_configuration():
     accumulation = p.article_global_batch // dp  # micro-batch 1
     assert m["dp"] == dp and m["accumulation_steps"] == accumulation
     assert m["tp_message_bytes"] == 1 * cfg.seq_len * cfg.d_model * 2
-    serial = predict.step_time(
+    serial = step_model.step_time(
         cfg,
         n_devices=p.article_n,
         tp=8,
@@ -67,17 +68,17 @@ def test_a4_model_responds_to_its_assumptions():
 
 def test_a4_flip_link_brackets_a_change_of_reading():
     p = Params().to_dict()
-    flip = a4.a4_flip_link(p)
+    flip = step_at_scale.a4_flip_link(p)
     assert flip["flip_bytes_per_s"] is not None and flip["below"] != flip["above"]
     bw = flip["flip_bytes_per_s"]
-    base = a4.a4_baseline(p)
-    assert a4.a4_reading(_a4(intra_node_bytes_per_s=bw * 0.99)) == flip["below"]
-    assert a4.a4_reading(_a4(intra_node_bytes_per_s=bw * 1.01)) == flip["above"]
+    base = step_at_scale.a4_baseline(p)
+    assert step_at_scale.a4_reading(_a4(intra_node_bytes_per_s=bw * 0.99)) == flip["below"]
+    assert step_at_scale.a4_reading(_a4(intra_node_bytes_per_s=bw * 1.01)) == flip["above"]
     assert base["device"] == p["article_device"]
 
 
 def test_sensitivity_tables_say_whether_the_reading_survives():
-    sens = a4.a4_sensitivity(Params().to_dict())
+    sens = step_at_scale.a4_sensitivity(Params().to_dict())
     assert sens.iloc[0].varied == "baseline" and sens.iloc[0].same_as_baseline
     assert {
         "per-step latency α (NVLink/HCCS, network)",
@@ -89,13 +90,13 @@ def test_sensitivity_tables_say_whether_the_reading_survives():
         "micro-batch (global batch 32)",
     } <= set(sens.varied)
     assert (~sens.same_as_baseline).any()  # some assumption changes the reading
-    a5 = scale.a5_sensitivity(Params().to_dict())
+    a5 = alpha_beta.a5_sensitivity(Params().to_dict())
     assert a5.k16_slower_than_k4.all()  # α > 0 in every row: 16 calls always cost more
     assert set(a5[a5.varied == "per-step latency α"].value) == {"2 µs", "5 µs", "10 µs", "20 µs"}
 
 
 def test_a4_accumulation_varies_the_micro_batch_at_a_fixed_global_batch():
-    sens = a4.a4_sensitivity(Params().to_dict())
+    sens = step_at_scale.a4_sensitivity(Params().to_dict())
     rows = sens[sens.varied == "micro-batch (global batch 32)"].sort_values("micro_batch")
     dp = Params().article_n // A4_STATED["tp"]
     assert list(rows.micro_batch) == [2, 4, 8]  # the baseline row is micro-batch 1
@@ -108,10 +109,12 @@ def test_a4_accumulation_varies_the_micro_batch_at_a_fixed_global_batch():
 
 
 def test_a5_model_per_call_cost_is_the_only_difference():
-    with_latency = scale.a5_model(n=32, alpha_s=2e-5, link_bytes_per_s=25e9)
+    with_latency = alpha_beta.a5_model(n=32, alpha_s=2e-5, link_bytes_per_s=25e9)
     assert with_latency["ratio_16_over_4"] > 1
     assert with_latency["comm_k16_s"] - with_latency["comm_k4_s"] == pytest.approx(12 * 2 * 31 * 2e-5)
-    assert scale.a5_model(n=32, alpha_s=0.0, link_bytes_per_s=25e9)["ratio_16_over_4"] == pytest.approx(1)
+    assert alpha_beta.a5_model(n=32, alpha_s=0.0, link_bytes_per_s=25e9)["ratio_16_over_4"] == pytest.approx(
+        1
+    )
 
 
 # ---------------------------------------------------------------------------- synthetic records
@@ -336,7 +339,7 @@ def test_a4_evidence_names_the_reading_across_the_flip():
     """The flip sentence names the reading on the far side of the baseline, not the baseline's."""
     r = _records()
     (row,) = [c for c in claims(r) if c.id == "A4"]
-    flip = a4.a4_flip_link(r["params"])
+    flip = step_at_scale.a4_flip_link(r["params"])
     side = "above" if flip["baseline_reading"] == flip["below"] else "below"
     assert f"it changes to '{flip[side]}' {side}" in row.evidence
     assert flip[side] != flip["baseline_reading"]

@@ -2,8 +2,9 @@
 
 import pytest
 
-from mfulab import comm, parallel
-from mfulab.config import ParameterError, preset
+from mfulab.analytic import comm, parallel
+from mfulab.analytic.config import preset
+from mfulab.errors import ParameterError
 
 
 def test_bubble_by_hand():

@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 
-from mfulab.config import ParameterError
+from mfulab.errors import ParameterError
 from mfulab.studies.parallelism import measured, moe, pipeline
 from mfulab.studies.parallelism.params import Params
 

@@ -1,4 +1,4 @@
-"""The step-time predictor (mfulab.predict), its machine figures (predict_rates), the published
+"""The step-time predictor (mfulab.analytic.step), its machine figures (predict_rates), the published
 runs it is validated against and its command line."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mfulab import comm, flops, parallel, predict, step_terms
-from mfulab.config import ParameterError, TransformerConfig
-from mfulab.predict_rates import Assumptions, Link, Rates, fit_matmul, machine_rates
+from mfulab.analytic import comm, flops, parallel, step, step_terms
+from mfulab.analytic.config import TransformerConfig
+from mfulab.analytic.rates import Assumptions, Link, Rates, fit_matmul, machine_rates
+from mfulab.errors import ParameterError
 
 ROOT = Path(__file__).resolve().parents[1]
 GPT = TransformerConfig(n_layers=8, d_model=1024, n_heads=16, vocab_size=32000, seq_len=1024, name="t")
@@ -36,10 +37,10 @@ def _rates(**kw) -> Rates:
 def test_gemm_time_is_latency_plus_the_slower_of_math_and_traffic():
     r = _rates()
     # big square: compute-bound, 2mnk / R∞ + t₀
-    assert predict.gemm_s(4096, 4096, 4096, r) == pytest.approx(5e-6 + 2 * 4096**3 / 80e12)
+    assert step.gemm_s(4096, 4096, 4096, r) == pytest.approx(5e-6 + 2 * 4096**3 / 80e12)
     # k = 1 (an outer product): memory-bound, bytes (mk + kn + mn)·2 / BW + t₀
-    assert predict.gemm_s(4096, 4096, 1, r) == pytest.approx(5e-6 + 2 * (4096 + 4096 + 4096**2) / 1e12)
-    assert predict.gemm_s(64, 64, 64, r, count=10) == pytest.approx(
+    assert step.gemm_s(4096, 4096, 1, r) == pytest.approx(5e-6 + 2 * (4096 + 4096 + 4096**2) / 1e12)
+    assert step.gemm_s(64, 64, 64, r, count=10) == pytest.approx(
         5e-6 + max(10 * 2 * 64**3 / 80e12, 10 * 2 * 3 * 64**2 / 1e12)
     )
 
@@ -51,7 +52,7 @@ def test_layer_matmuls_are_the_four_gemms_forward_and_twice_backward():
         micro_batch=2,
         tp=1,
         sequence_parallel=False,
-        attention="unfused",
+        attention="naive",
         dropout=False,
         rates=r,
         a=Assumptions(),
@@ -64,17 +65,17 @@ def test_layer_matmuls_are_the_four_gemms_forward_and_twice_backward():
 
 
 def test_one_device_without_communication_is_compute_alone_and_pp1_has_no_bubble():
-    out = predict.step_time(GPT, n_devices=1, global_batch=4, micro_batch=2, device="a100")
+    out = step.step_time(GPT, n_devices=1, global_batch=4, micro_batch=2, device="a100")
     assert out["tp_comm_s"] == out["pp_bubble_s"] == out["pp_p2p_s"] == out["dp_comm_exposed_s"] == 0
     compute = sum(out[k] for k in ("matmul_s", "attention_s", "memory_bound_s", "recompute_s", "optimizer_s"))
     assert out["step_s"] == pytest.approx(compute)
-    assert sum(out[k] for k in predict.TERMS) == pytest.approx(out["step_s"])
+    assert sum(out[k] for k in step.TERMS) == pytest.approx(out["step_s"])
 
 
 def test_pipeline_bubble_is_p_minus_1_over_v_micro_batch_slots():
     kw = dict(n_devices=8, pp=4, global_batch=16, micro_batch=1, device="a100")
-    one = predict.step_time(GPT, **kw)
-    two = predict.step_time(GPT, **kw, vpp=2)
+    one = step.step_time(GPT, **kw)
+    two = step.step_time(GPT, **kw, vpp=2)
     slot = one["pp_bubble_s"] / 3  # one micro-batch on the slowest stage
     assert two["pp_bubble_s"] == pytest.approx(1.5 * slot)
     dp = 8 // 4
@@ -86,7 +87,7 @@ def test_pipeline_bubble_is_p_minus_1_over_v_micro_batch_slots():
 
 
 def test_tp_communication_is_the_parallel_modules_per_layer_cost():
-    out = predict.step_time(
+    out = step.step_time(
         GPT, n_devices=8, tp=8, global_batch=4, micro_batch=1, device="a100", sequence_parallel=True
     )
     a = Assumptions()
@@ -99,7 +100,7 @@ def test_tp_communication_is_the_parallel_modules_per_layer_cost():
         sequence_parallel=True,
     )
     assert out["tp_comm_s"] == pytest.approx(per_layer * GPT.n_layers * 4)
-    full = predict.step_time(
+    full = step.step_time(
         GPT, n_devices=8, tp=8, global_batch=4, micro_batch=1, device="a100", recompute="full"
     )
     # the same bytes without sequence parallelism; full recompute runs the forward's 2 again
@@ -107,7 +108,7 @@ def test_tp_communication_is_the_parallel_modules_per_layer_cost():
 
 
 def test_mfu_conventions_and_recompute():
-    out = predict.step_time(GPT, n_devices=1, global_batch=2, device="a100", recompute="full")
+    out = step.step_time(GPT, n_devices=1, global_batch=2, device="a100", recompute="full")
     tokens = 2 * 1024
     assert out["mfu_palm"] == pytest.approx(
         flops.flops_per_token(GPT, convention="palm") * tokens / (312e12 * out["step_s"])
@@ -118,15 +119,15 @@ def test_mfu_conventions_and_recompute():
 
 def test_layouts_that_cannot_exist_are_refused():
     with pytest.raises(ParameterError, match="does not divide"):
-        predict.step_time(GPT, n_devices=6, tp=4, global_batch=4, device="a100")
+        step.step_time(GPT, n_devices=6, tp=4, global_batch=4, device="a100")
     with pytest.raises(ParameterError, match="heads"):
-        predict.step_time(GPT, n_devices=24, tp=3, global_batch=8, device="a100")
+        step.step_time(GPT, n_devices=24, tp=3, global_batch=8, device="a100")
     with pytest.raises(ParameterError, match="no datasheet entry"):
-        predict.step_time(GPT, n_devices=1, global_batch=1, device="h999")
+        step.step_time(GPT, n_devices=1, global_batch=1, device="h999")
     with pytest.raises(ParameterError, match="unknown assumption"):
-        predict.step_time(GPT, n_devices=1, global_batch=1, device="a100", no_such=1)
+        step.step_time(GPT, n_devices=1, global_batch=1, device="a100", no_such=1)
     with pytest.raises(ParameterError, match="no link bandwidth"):  # no interconnect figure for an L4
-        predict.step_time(GPT, n_devices=2, tp=2, global_batch=2, device="l4")
+        step.step_time(GPT, n_devices=2, tp=2, global_batch=2, device="l4")
 
 
 def test_calibration_replaces_datasheet_figures():
@@ -216,12 +217,12 @@ def test_cli_prints_the_breakdown_and_refuses_bad_input():
 def test_uneven_end_stages_hold_what_the_interior_leaves():
     cfg = GPT.with_(n_layers=30)  # 30 layers over 4 stages: 8 + 8 inside, 7 + 7 at the ends
     with pytest.raises(ParameterError, match="do not split"):
-        predict.step_time(cfg, n_devices=4, pp=4, global_batch=8, device="a100")
-    out = predict.step_time(cfg, n_devices=4, pp=4, global_batch=8, device="a100", uneven_end_stages=True)
+        step.step_time(cfg, n_devices=4, pp=4, global_batch=8, device="a100")
+    out = step.step_time(cfg, n_devices=4, pp=4, global_batch=8, device="a100", uneven_end_stages=True)
     a = Assumptions()
     rates = machine_rates("a100", dtype="bf16", assumptions=a)
     kw = dict(
-        micro_batch=1, tp=1, sequence_parallel=False, attention="flash", dropout=False, rates=rates, a=a
+        micro_batch=1, tp=1, sequence_parallel=False, attention="fused", dropout=False, rates=rates, a=a
     )
     layer = step_terms.layer_terms(cfg, **kw)
     edge = step_terms._edge_terms(cfg, micro_batch=1, tp=1, rates=rates, a=a)
@@ -235,7 +236,7 @@ def test_uneven_end_stages_hold_what_the_interior_leaves():
 
 
 def test_each_frameworks_dp_calls_carry_the_zero_traffic_at_its_own_granularity():
-    from mfulab import memory
+    from mfulab.analytic import memory
 
     psi, dp, m = 1e9, 16, 4
     for stage in (0, 1, 2, 3):  # DeepSpeed moves exactly the paper's bytes
@@ -261,7 +262,7 @@ def test_each_frameworks_dp_calls_carry_the_zero_traffic_at_its_own_granularity(
 
 
 def test_nccl_latency_counts_inter_node_steps_and_picks_the_faster_algorithm():
-    from mfulab import comm
+    from mfulab.analytic import comm
 
     lat = dict(
         base_s=8e-6, intra_step_s=3e-6, inter_step_s=10e-6, tree_intra_step_s=30e-6, tree_inter_step_s=50e-6
@@ -291,7 +292,7 @@ def test_fsdp_at_large_dp_pays_per_unit_not_per_25_mib_bucket():
         tied_embeddings=False,
         learned_positions=False,
     )
-    out = predict.step_time(
+    out = step.step_time(
         cfg,
         n_devices=512,
         micro_batch=1,
@@ -303,7 +304,7 @@ def test_fsdp_at_large_dp_pays_per_unit_not_per_25_mib_bucket():
     )
     assert out["dp_calls"] == 3 * (80 + 1)
     assert out["dp_comm_exposed_s"] <= out["dp_comm_s"] and out["dp_comm_exposed_s"] < 0.2 * out["step_s"]
-    off = predict.step_time(
+    off = step.step_time(
         cfg,
         n_devices=512,
         micro_batch=1,
@@ -325,13 +326,13 @@ def test_what_the_model_does_not_cover_is_refused():
         (dict(zero_stage=3, framework="megatron"), "runs ZeRO stage"),
     ):
         with pytest.raises(ParameterError, match=why):
-            predict.step_time(GPT, n_devices=8, global_batch=8, device="h100-sxm", **kw)
+            step.step_time(GPT, n_devices=8, global_batch=8, device="h100-sxm", **kw)
 
 
 def test_tp_comm_overlap_hides_tp_traffic_under_the_gemms():
     kw = dict(n_devices=8, tp=8, global_batch=8, device="a100", sequence_parallel=True)
-    plain = predict.step_time(GPT, **kw)
-    hidden = predict.step_time(GPT, **kw, tp_comm_overlap=True)
+    plain = step.step_time(GPT, **kw)
+    hidden = step.step_time(GPT, **kw, tp_comm_overlap=True)
     assert 0 <= hidden["tp_comm_s"] < plain["tp_comm_s"]
     assert hidden["step_s"] == pytest.approx(plain["step_s"] - plain["tp_comm_s"] + hidden["tp_comm_s"])
 
@@ -439,7 +440,7 @@ def test_a_launch_bound_calibration_takes_its_best_rate():
 
 
 def test_fifo_channel_serialises_transfers_in_order():
-    from mfulab import comm
+    from mfulab.analytic import comm
 
     # ready at 0, 1, 1.5; each takes 1: the second waits for the first, the third for the second
     assert comm.fifo_channel([0.0, 1.0, 1.5], [1.0, 1.0, 1.0]) == [(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)]
@@ -452,7 +453,7 @@ def test_fifo_channel_serialises_transfers_in_order():
 
 
 def test_ring_only_forces_the_ring_and_dp_group_prices_like_dp_terms():
-    from mfulab import comm
+    from mfulab.analytic import comm
 
     lat = Assumptions().nccl_latencies()
     # a small all-reduce over 128 nodes: NCCL's tree wins on latency; ring_only forces the ring
@@ -462,9 +463,9 @@ def test_ring_only_forces_the_ring_and_dp_group_prices_like_dp_terms():
     )
     assert best == "tree" and ring == "ring" and ring_s > best_s
     # the step model's DP group is what dp_terms prices its calls on
-    from mfulab.config import preset
+    from mfulab.analytic.config import preset
 
-    r = predict.step_time(preset("llama2-70b"), n_devices=512, tp=8, pp=4, global_batch=512, device="a100")
+    r = step.step_time(preset("llama2-70b"), n_devices=512, tp=8, pp=4, global_batch=512, device="a100")
     g = r["dp_group"]
     assert g["dp"] == r["layout"]["dp"] and g["n_nodes"] >= 1 and g["link_bytes_per_s"] > 0
     one_s, _ = step_terms.dp_call_s("all_reduce", 25 * 2**20, g)
@@ -475,14 +476,11 @@ def test_partial_recompute_plans_sit_between_none_and_full():
     """Megatron's --recompute-method block/uniform and the MLP policy priced by the one model:
     block:k re-runs k of a stage's layers, uniform:k all of them (full's compute, less memory
     than none), mlp the MLP branch of every layer."""
-    from mfulab.config import preset
+    from mfulab.analytic.config import preset
 
     cfg = preset("article-13b")  # 40 layers
-    run = dict(n_devices=8, tp=8, global_batch=8, device="a100", attention="unfused")
-    r = {
-        q: predict.step_time(cfg, recompute=q, **run)
-        for q in ("none", "block:10", "uniform:8", "full", "mlp")
-    }
+    run = dict(n_devices=8, tp=8, global_batch=8, device="a100", attention="naive")
+    r = {q: step.step_time(cfg, recompute=q, **run) for q in ("none", "block:10", "uniform:8", "full", "mlp")}
     assert r["none"]["recompute_s"] == 0 < r["block:10"]["recompute_s"] < r["full"]["recompute_s"]
     assert r["block:10"]["recompute_s"] == pytest.approx(r["full"]["recompute_s"] * 10 / 40)
     assert r["uniform:8"]["recompute_s"] == pytest.approx(r["full"]["recompute_s"])
@@ -500,9 +498,9 @@ def test_partial_recompute_plans_sit_between_none_and_full():
     mem = {q: v["memory_gib"] for q, v in r.items()}
     assert mem["full"] < mem["uniform:8"] < mem["none"] and mem["full"] < mem["block:10"] < mem["none"]
     with pytest.raises(ParameterError, match="recompute policy"):
-        predict.step_time(cfg, recompute="every_k:3", **run)
+        step.step_time(cfg, recompute="every_k:3", **run)
     with pytest.raises(ParameterError, match="block:41"):
-        predict.step_time(cfg, recompute="block:41", **run)
+        step.step_time(cfg, recompute="block:41", **run)
 
 
 def test_flash_attention_runs_at_each_devices_published_share():
@@ -520,7 +518,7 @@ def test_flash_attention_runs_at_each_devices_published_share():
     halved = machine_rates("h100-sxm", dtype="bf16", assumptions=Assumptions(flash_attention_scale=0.5))
     assert halved.flash_attention_flops_per_s == pytest.approx(0.175 * h100.peak_flops_per_s)
     cfg = TransformerConfig(n_layers=2, d_model=1024, n_heads=8, vocab_size=1000, seq_len=4096)
-    kw = dict(micro_batch=1, tp=1, sequence_parallel=False, attention="flash", dropout=False, a=Assumptions())
+    kw = dict(micro_batch=1, tp=1, sequence_parallel=False, attention="fused", dropout=False, a=Assumptions())
     slow = step_terms.layer_terms(cfg, rates=h100, **kw)["attention_s"]
     fast = step_terms.layer_terms(cfg, rates=forced, **kw)["attention_s"]
     assert slow > 1.5 * fast  # 0.35 against 0.6 of the same peak, less the two launches
@@ -550,7 +548,7 @@ def test_hsdp_shards_inside_the_group_and_all_reduces_the_shard_among_its_replic
         comm.dp_collectives(8e9, dp=128, zero_stage=3, micro_batches=1, framework="fsdp", shard_group=3)
     cfg = TransformerConfig(n_layers=8, d_model=2048, n_heads=16, vocab_size=32000, seq_len=2048)
     kw = dict(n_devices=64, micro_batch=1, global_batch=64, device="a100", framework="fsdp", zero_stage=3)
-    full, hybrid = predict.step_time(cfg, **kw), predict.step_time(cfg, shard_group=8, **kw)
+    full, hybrid = step.step_time(cfg, **kw), step.step_time(cfg, shard_group=8, **kw)
     assert hybrid["memory_gib"] > full["memory_gib"]
     assert "all_reduce" in hybrid["dp_algorithms"] and "all_reduce" not in full["dp_algorithms"]
     shard, replica = (
@@ -566,7 +564,7 @@ def test_ddp_with_zero_redundancy_optimizer_broadcasts_each_parameter_after_the_
     then one broadcast per parameter tensor from its owner, after the optimizer, exposed."""
     cfg = TransformerConfig(n_layers=4, d_model=1024, n_heads=8, vocab_size=32000, seq_len=1024)
     kw = dict(n_devices=8, micro_batch=4, global_batch=64, device="a100", framework="ddp")
-    plain, zero = predict.step_time(cfg, zero_stage=0, **kw), predict.step_time(cfg, zero_stage=1, **kw)
+    plain, zero = step.step_time(cfg, zero_stage=0, **kw), step.step_time(cfg, zero_stage=1, **kw)
     n_tensors = len(flops.param_tensors(cfg))
     assert zero["dp_calls"] == plain["dp_calls"] + n_tensors
     assert "broadcast" in zero["dp_algorithms"]

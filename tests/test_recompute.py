@@ -6,12 +6,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from mfulab import memory, memprobe
-from mfulab.config import ParameterError, TransformerConfig, preset
-from mfulab.model import GPT
-from mfulab.studies import get
+from mfulab.analytic import memory
+from mfulab.analytic.config import TransformerConfig, preset
+from mfulab.errors import ParameterError
+from mfulab.measure import memprobe
+from mfulab.measure.gpt import GPT
 from mfulab.studies.recompute import analysis, bench, claims, planner, sensitivity, stated
 from mfulab.studies.recompute.params import Params
+from mfulab.studykit.registry import get
 
 STUDY = get("recompute")
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / STUDY.notebook
@@ -317,8 +319,9 @@ def _cells(path):
 
 def _notebook_planner(p, tmp_path):
     """Run the notebook's planner cell as it stands, with ``p`` for its parameters."""
-    from mfulab import plots, results
+    from mfulab import results
     from mfulab.studies.recompute import figures
+    from mfulab.studykit import plots
 
     cell = next(body for _, body in _cells(NOTEBOOK) if "analysis.planner_inputs" in body)
     ns = {
@@ -398,7 +401,7 @@ def test_bad_policy_is_refused_before_work(run_cli, tmp_path):
 def test_step_times_keeps_one_model_per_policy_resident(monkeypatch):
     """Every timed point's model stays alive for the interleaved rounds; a policy's points at
     mb 1 and at its chosen micro-batch share one (12 gpt2-350m copies were about 34 GB on a GPU)."""
-    from mfulab import timing
+    from mfulab.measure import timing
 
     built = []
     real_build = bench._build

@@ -5,15 +5,19 @@ it did not write."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from mfulab import hardware, launch, procs, runner
-from mfulab.config import ParameterError
+from mfulab import paths
+from mfulab.errors import ParameterError
+from mfulab.measure import host, launch, procs
+from mfulab.run import runner
 
 from conftest import ROOT
 
@@ -60,13 +64,13 @@ def test_a_signal_stops_the_study_its_kernel_and_every_rank(tmp_path, sig, code)
     try:
         while time.monotonic() < deadline and proc.poll() is None:
             seen.update(_descendant_cmdlines(proc.pid))
-            if any("mfulab.launch" in c for c in seen.values()):  # a rank is running
+            if any("mfulab.measure.launch" in c for c in seen.values()):  # a rank is running
                 break
             time.sleep(0.2)
         assert proc.poll() is None, (
             "the study ended before its ranks were seen:\n" + proc.stderr.read()[-3000:]
         )
-        ranks = [p for p, c in seen.items() if "mfulab.launch" in c]
+        ranks = [p for p, c in seen.items() if "mfulab.measure.launch" in c]
         assert ranks and any("ipykernel" in c for c in seen.values())
         seen.update(_descendant_cmdlines(proc.pid))
         proc.send_signal(sig)
@@ -124,16 +128,16 @@ def test_headless_measure_sets_the_allocator_environment(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     recorded = json.loads((out / "env.json").read_text())["fingerprint"]["malloc_env"]
-    assert recorded == runner.MALLOC_ENV
+    assert recorded == paths.MALLOC_ENV
 
 
 def test_core_counts_follow_the_affinity_mask(monkeypatch):
     monkeypatch.delenv("MACHINE", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
     monkeypatch.setattr(os, "cpu_count", lambda: 128)
-    assert hardware.usable_cpus() == 3
-    if not hardware.fingerprint()["cuda_available"]:
-        assert hardware.machine_slug() == "cpu-3c"
+    assert host.usable_cpus() == 3
+    if not host.fingerprint()["cuda_available"]:
+        assert host.machine_slug() == "cpu-3c"
     with pytest.raises(ParameterError, match="3 usable cores"):
         launch.check_world_size(13, "cpu")
     launch.check_world_size(12, "cpu")
@@ -149,7 +153,7 @@ def test_slug_of_a_pinned_process():
             "0",
             sys.executable,
             "-c",
-            "from mfulab import hardware; print(hardware.usable_cpus())",
+            "from mfulab.measure import host; print(host.usable_cpus())",
         ],
         capture_output=True,
         text=True,
@@ -197,11 +201,11 @@ def test_site_out_refuses_a_folder_it_did_not_write(run_cli, tmp_path):
 
 def test_if_changed_skips_an_unchanged_study(tmp_path, monkeypatch):
     """A study is skipped when its env.json records the same inputs, and re-run otherwise."""
-    from mfulab.studies import get
+    from mfulab.studykit.registry import get
 
     monkeypatch.setenv("MACHINE", "testbox")
     study = get("mfu")
-    params = study.params.from_dict(runner.read_profile(ROOT / "studies/mfu/smoke.yaml")).to_dict()
+    params = study.params.from_dict(paths.read_profile(ROOT / "studies/mfu/smoke.yaml")).to_dict()
     expected = runner.inputs(study, params, profile="smoke", root=ROOT, results_root=tmp_path)
     final = tmp_path / "testbox" / "mfu"
     final.mkdir(parents=True)
@@ -231,20 +235,25 @@ def test_native_profiler_noise_is_held_back(capfd):
 
 def test_a_study_is_stale_only_when_what_it_imports_changes():
     """A study's library stamp is its package, what it and its notebook import (the closure, read
-    from the source: function-level imports too), devices.yaml and the registry's discovery:
-    another study's package, or a core module it never imports, does not make it stale."""
+    from the source: function-level imports too), devices.yaml and its own study.yaml: another
+    study's package, or a core module it never imports, does not make it stale."""
     lib = ROOT / "lib" / "mfulab"
-    mfu, overlap = set(runner.library_files("mfu")), set(runner.library_files("overlap"))
-    assert lib / "timing.py" in mfu and lib / "devices.yaml" in mfu and lib / "timing.py" in overlap
+    mfu, overlap = set(paths.library_files("mfu")), set(paths.library_files("overlap"))
+    timing = lib / "measure" / "timing.py"
+    assert timing in mfu and lib / "analytic" / "devices.yaml" in mfu and timing in overlap
     assert lib / "studies" / "mfu" / "analysis.py" in mfu
     assert lib / "studies" / "overlap" / "analysis.py" not in mfu
     assert lib / "studies" / "overlap" / "study.yaml" not in mfu  # a new study makes no other stale
-    assert lib / "predict.py" not in mfu  # the step model: only the studies that import it
-    step_model = {lib / "predict.py", lib / "step_terms.py", lib / "layouts.py"}
-    assert step_model <= set(runner.library_files("parallelism"))
-    assert lib / "studies" / "mfu" / "study.yaml" in set(runner.library_files("compare"))  # it reads them all
-    assert set(runner.library_files()) >= mfu | overlap
-    assert runner.library_sha256("mfu") != runner.library_sha256("overlap")
+    assert lib / "analytic" / "step.py" not in mfu  # the step model: only the studies that import it
+    step_model = {
+        lib / "analytic" / "step.py",
+        lib / "analytic" / "step_terms.py",
+        lib / "analytic" / "layouts.py",
+    }
+    assert step_model <= set(paths.library_files("parallelism"))
+    assert lib / "studies" / "mfu" / "study.yaml" in set(paths.library_files("compare"))  # it reads them all
+    assert set(paths.library_files()) >= mfu | overlap
+    assert paths.library_sha256("mfu") != paths.library_sha256("overlap")
 
 
 def test_auto_profile_on_one_gpu_takes_cpu_for_a_study_whose_gpu_profile_needs_two(monkeypatch, caplog):
@@ -262,8 +271,44 @@ def test_auto_profile_on_one_gpu_takes_cpu_for_a_study_whose_gpu_profile_needs_t
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert runner.resolve_profile("parallelism", "auto") == "gpu"
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    from mfulab.studies import REGISTRY
+    from mfulab.studykit.registry import REGISTRY
 
-    gpu = runner.read_profile(ROOT / "studies" / "parallelism" / "gpu.yaml")
+    gpu = paths.read_profile(ROOT / "studies" / "parallelism" / "gpu.yaml")
     with pytest.raises(ParameterError, match="2 GPUs"):  # asked for by name: refused, as before
         REGISTRY["parallelism"].params.from_dict(gpu).prepared()
+
+
+def _stamps(root: Path) -> dict[str, str]:
+    """Every study's library stamp, computed by a fresh interpreter on the copy in ``root``."""
+    code = "import json; from mfulab import paths; from mfulab.studykit.registry import REGISTRY; "
+    code += "print(json.dumps({s: paths.library_sha256(s) for s in REGISTRY}))"
+    env = {**os.environ, "PYTHONPATH": str(root / "lib"), "MFULAB_ROOT": str(root)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def test_a_one_line_change_to_the_step_model_restamps_only_its_importers(tmp_path):
+    """The example of docs/architecture.md: a one-line change to ``analytic/step.py`` makes
+    stale exactly the studies whose code or notebook imports it (directly or through another
+    module), and a new study makes no other study stale."""
+    shutil.copytree(
+        ROOT / "lib" / "mfulab", tmp_path / "lib" / "mfulab", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
+    shutil.copytree(ROOT / "studies", tmp_path / "studies")
+    before = _stamps(tmp_path)
+    step = tmp_path / "lib" / "mfulab" / "analytic" / "step.py"
+    step.write_text(step.read_text() + "\n# one line\n")
+    after = _stamps(tmp_path)
+    changed = {s for s in before if before[s] != after[s]}
+    assert changed == {"overlap", "recompute", "buckets", "parallelism", "predict"}
+    studies = tmp_path / "lib" / "mfulab" / "studies"
+    shutil.copytree(studies / "mfu", studies / "newstudy", ignore=shutil.ignore_patterns("__pycache__"))
+    declaration = (studies / "newstudy" / "study.yaml").read_text()
+    (studies / "newstudy" / "study.yaml").write_text(
+        declaration.replace("id: mfu\n", "id: newstudy\n").replace("number: 1\n", "number: 99\n")
+    )
+    with_new = _stamps(tmp_path)
+    assert "newstudy" in with_new
+    # the comparison reads every study's declaration: only it takes the new study in
+    assert {s: with_new[s] for s in after if s != "compare"} == {s: after[s] for s in after if s != "compare"}

@@ -11,16 +11,16 @@ from html.parser import HTMLParser
 
 import pytest
 
-from mfulab import site_pages, site_shots
-from mfulab.site import MARKER, build_course
-from mfulab.site_sphinx import tex_to_mathml
-from mfulab.studies import REGISTRY
+from mfulab.site import pages, shots
+from mfulab.site.build import MARKER, build_course
+from mfulab.site.sphinx import tex_to_mathml
 from mfulab.studies.compare import analysis as compare
+from mfulab.studykit.registry import REGISTRY
 
 from conftest import ROOT
 
 COMMITTED = "cpu-2c"
-CHROMIUM, CHROMEDRIVER = site_shots.chromium_paths()
+CHROMIUM, CHROMEDRIVER = shots.chromium_paths()
 needs_chromium = pytest.mark.skipif(
     not (CHROMIUM and CHROMEDRIVER),
     reason="Chromium and chromedriver are not installed "
@@ -61,7 +61,7 @@ def book(course):
 @pytest.fixture(scope="module")
 def chapters():
     """The chapters the committed machine's book must hold, in course order."""
-    found, _ = site_pages.chapters(ROOT / "results", COMMITTED, REGISTRY)
+    found, _ = pages.chapters(ROOT / "results", COMMITTED, REGISTRY)
     return found
 
 
@@ -118,7 +118,7 @@ def test_every_internal_link_resolves(course):
 
 
 def test_prev_next_chain_is_the_course_order(book, chapters):
-    expected = ["index"] + [c.doc for c in chapters] + [site_pages.CLAIMS_DOC]
+    expected = ["index"] + [c.doc for c in chapters] + [pages.CLAIMS_DOC]
     assert [c.doc for c in chapters][:2] == ["mfu", "overlap"] and chapters[-1].doc == "compare"
     order, page = ["index"], "index.html"
     while True:
@@ -173,8 +173,8 @@ def test_one_verdict_column_per_machine(tmp_path, chapters):
         "refuted" if chapters[0].metrics["claims"][0]["verdict"] != "refuted" else "confirmed"
     )
     del other[first]["claims"][1:]  # the other machine lacks the later rows: shown as missing
-    rows = site_pages.claim_rows(chapters, {}, {"h100-x8": other})
-    page = site_pages.claims_page(COMMITTED, rows, {"A": "article a", "B": "article b"}, ["h100-x8"])
+    rows = pages.claim_rows(chapters, {}, {"h100-x8": other})
+    page = pages.claims_page(COMMITTED, rows, {"A": "article a", "B": "article b"}, ["h100-x8"])
     assert f"<th>verdict ({COMMITTED})</th><th>verdict (h100-x8)</th>" in page
     assert rows[0]["other"] == {"h100-x8": flipped} and rows[1]["other"] == {"h100-x8": "—"}
     assert len(re.findall(r"<tr data-verdict=", page)) == len(rows)
@@ -196,12 +196,12 @@ def test_staging_leaves_out_stderr_progress_bars_and_widgets(tmp_path, chapters)
     nb["cells"][code]["outputs"] = [
         {"output_type": "stream", "name": "stderr", "text": "warning: noise\n"},
         {"output_type": "stream", "name": "stdout", "text": "kept line\n 40%|####      | 4/10\r\n"},
-        {"output_type": "display_data", "metadata": {}, "data": {site_pages.WIDGET: {}, "text/plain": "bar"}},
+        {"output_type": "display_data", "metadata": {}, "data": {pages.WIDGET: {}, "text/plain": "bar"}},
     ]
     src = tmp_path / chapters[0].notebook.name
     src.write_text(json.dumps(nb))
-    chapter = site_pages.Chapter(chapters[0].spec, tmp_path, chapters[0].env, chapters[0].metrics)
-    site_pages.stage_notebook(chapter, tmp_path / "staged.ipynb", "make mfu")
+    chapter = pages.Chapter(chapters[0].spec, tmp_path, chapters[0].env, chapters[0].metrics)
+    pages.stage_notebook(chapter, tmp_path / "staged.ipynb", "make mfu")
     staged = json.loads((tmp_path / "staged.ipynb").read_text())
     outputs = staged["cells"][code + 2]["outputs"]  # the note and the intro cells come first
     assert outputs == [{"output_type": "stream", "name": "stdout", "text": "kept line\n"}]
@@ -235,7 +235,7 @@ def test_pages_in_a_real_browser(course, book, chapters, tmp_path_factory):
         for c in chapters
     }
     assert formulas["mfu"] >= 1
-    driver = site_shots.chromium(tmp_path_factory.mktemp("chromium"))
+    driver = shots.chromium(tmp_path_factory.mktemp("chromium"))
     try:
         for page in _pages(course):
             driver.get(page.as_uri())

@@ -1,8 +1,8 @@
 import pytest
 
-from mfulab import stability
-from mfulab.config import ParameterError
-from mfulab.verdicts import Claim
+from mfulab.errors import ParameterError
+from mfulab.run import stability
+from mfulab.studykit.verdicts import Claim
 
 
 def test_row_keys_number_repeated_ids():
@@ -104,7 +104,7 @@ def test_the_basis_sets_the_label():
     """One rule (docs/claims.md): a toy regime's or a construction's 'confirmed' is only shown,
     a toy's 'refuted' is not shown, an analysis's decision is marked, and a label that does not
     go with its basis is refused."""
-    from mfulab import verdicts
+    from mfulab.studykit import verdicts
 
     def row(decision, basis):
         return Claim("X", "c", "m", decision, "e", basis).verdict

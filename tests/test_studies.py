@@ -13,10 +13,10 @@ import yaml
 # a bare GPU image has no jupytext: skip this module there instead of failing collection
 jupytext = pytest.importorskip("jupytext", reason="the notebook checks need jupytext, not installed")
 
-from mfulab import runner  # noqa: E402
-from mfulab.config import ParameterError  # noqa: E402
-from mfulab.params import StudyParams  # noqa: E402
-from mfulab.studies import REGISTRY, get  # noqa: E402
+from mfulab import paths  # noqa: E402
+from mfulab.errors import ParameterError  # noqa: E402
+from mfulab.studykit.params import StudyParams  # noqa: E402
+from mfulab.studykit.registry import REGISTRY, get  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
 
@@ -29,7 +29,9 @@ def test_registry_lists_every_study_package_in_course_order():
     assert packages == sorted(p.name for p in (LIB / "studies").iterdir() if (p / "__init__.py").exists())
     assert sorted(REGISTRY) == packages
     numbers = [s.number for s in REGISTRY.values()]
-    assert len(set(numbers)) == len(numbers)
+    assert numbers == list(range(1, len(numbers) + 1)), "the chapters are numbered 1..N without gaps"
+    for study in REGISTRY.values():
+        assert study.notebook.startswith(f"{study.number:02d}_"), study.notebook
     assert list(REGISTRY)[-1] == "compare"  # it reads the others: last
     with pytest.raises(ParameterError, match="valid studies"):
         get("nosuch")
@@ -54,7 +56,7 @@ def test_study_declaration_is_complete(study_id):
 def test_profiles_validate_and_hold_only_differences(study_id):
     study = REGISTRY[study_id]
     defaults = study.params().to_dict()
-    names = runner.profiles(study_id)
+    names = paths.profiles(study_id)
     assert names, f"{study_id} has no profile"
     for name in names:
         values = yaml.safe_load((ROOT / "studies" / study_id / f"{name}.yaml").read_text()) or {}
@@ -110,13 +112,13 @@ def test_typed_parameters_check_types():
 def test_nothing_outside_a_study_package_names_a_study():
     """Adding a study touches only its package, notebook and YAML files: no core module
     lists study ids or imports a study package (the registry discovers them)."""
-    from mfulab.cli import _parser
+    from mfulab.run.cli import _parser
 
     ids = [s for s in REGISTRY if s != "compare"]
     # `python -m mfulab predict` is a command of the library (predict.py), named like the study
     # that validates it: the command line may name its own commands
     commands = set(next(a for a in _parser()._actions if a.dest == "command").choices)
-    for path in LIB.glob("*.py"):
+    for path in (p for p in LIB.rglob("*.py") if not p.is_relative_to(LIB / "studies")):
         text = path.read_text()
         assert "mfulab.studies." not in text and "from .studies." not in text, path.name
         for study_id in ids:
@@ -142,7 +144,7 @@ def test_library_files_stay_small():
 
 def test_readme_course_table_is_the_registry():
     """The README's course table is generated (make readme) and in sync with the registry."""
-    from mfulab import cli
+    from mfulab.run import cli
 
     assert cli.readme(check=True) == 0, "README.md's course table is stale: run 'make readme'"
     readme = (ROOT / "README.md").read_text()
@@ -166,42 +168,66 @@ def test_repository_stands_alone():
             assert word not in text, f"{name} mentions {word}"
 
 
-def _module_level_imports(path: Path, package: str) -> set[str]:
-    """Modules of mfulab that ``path`` imports at module level (function-level imports are
-    deferred on purpose and cannot form an import-time cycle)."""
-    tree = ast.parse(path.read_text())
+# The layers of the library, bottom to top (docs/architecture.md): a module imports only modules
+# of its own floor or below. The ground floor is the top-level modules (errors, units, paths,
+# results); ``__main__`` is the entry point above everything.
+FLOORS = ("", "analytic", "measure", "studykit", "studies", "site", "run")
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(LIB.parent).with_suffix("")
+    return ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+
+
+def _floor(module: str) -> str:
+    parts = module.split(".")[1:]
+    return parts[0] if len(parts) > 1 and parts[0] in FLOORS else ""
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    """Every ``mfulab`` module ``path`` imports, at any level (function-level imports included):
+    the graph a reader has to hold, not only the one Python sees at import time."""
     found = set()
-    for node in tree.body:
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            if target.startswith("mfulab"):
-                found.add(target)
-                found.update(f"{target}.{a.name}" for a in node.names)
+            assert not node.level, f"{path.relative_to(ROOT)}:{node.lineno} uses a relative import"
+            if node.module and node.module.split(".")[0] == "mfulab":
+                found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
         elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("mfulab"))
-    return found
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "mfulab"}
+    return {m for m in found & modules if m != _module_name(path)}
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {_module_name(p): p for p in LIB.rglob("*.py")}
+    return {name: _imports(path, set(files)) for name, path in files.items()}
+
+
+def test_a_folder_imports_only_folders_below_it():
+    """analytic < measure < studykit < studies < site < run over the ground floor: nothing below
+    ``run/`` imports ``run/``, and no study imports another."""
+    for module, targets in _graph().items():
+        if module == "mfulab.__main__":
+            continue
+        for target in targets:
+            if target in ("mfulab", "mfulab.__main__"):
+                continue
+            here, there = FLOORS.index(_floor(module)), FLOORS.index(_floor(target))
+            assert there <= here, f"{module} (floor {_floor(module) or 'ground'}) imports {target} above it"
+            if _floor(module) == _floor(target) == "studies" and len(target.split(".")) > 3:
+                assert target.split(".")[2] == module.split(".")[2], f"{module} imports study module {target}"
 
 
 def test_no_import_cycles():
-    modules = {}
-    for path in LIB.rglob("*.py"):
-        rel = path.relative_to(LIB.parent).with_suffix("")
-        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
-        package = name if rel.name == "__init__" else ".".join(rel.parts[:-1])
-        modules[name] = path, package
-    graph = {
-        name: {m for m in _module_level_imports(path, package) if m in modules and m != name}
-        for name, (path, package) in modules.items()
-    }
+    """No cycle in the import graph, function-level imports included."""
+    graph = _graph()
     state: dict[str, int] = {}
 
     def visit(node, stack):
         state[node] = 1
-        for nxt in graph[node]:
+        for nxt in sorted(graph[node]):
+            if nxt == "mfulab":  # the package's own __init__ imports nothing
+                continue
             if state.get(nxt) == 1:
                 raise AssertionError("import cycle: " + " → ".join(stack + [node, nxt]))
             if nxt not in state:
@@ -211,6 +237,40 @@ def test_no_import_cycles():
     for name in graph:
         if name not in state:
             visit(name, [])
+
+
+def test_analytic_imports_neither_torch_nor_pandas_at_module_level():
+    """The analytic models are numbers only: importing one never loads torch or pandas."""
+    for path in (LIB / "analytic").rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] not in ("torch", "pandas"), (
+                    f"{path.name} imports {name} at module level"
+                )
+
+
+def test_every_study_declares_its_claims_entry_point():
+    """The registry resolves nothing by convention: a study with a claims module declares
+    ``outcome: "claims:outcome"``; one with node checks declares them; analysis never imports
+    claims (claims are composed beside the tables, not below them)."""
+    for study in REGISTRY.values():
+        package = LIB / "studies" / study.id
+        if (package / "claims.py").exists():
+            assert study.outcome == f"mfulab.studies.{study.id}.claims:outcome", study.id
+            assert callable(study.outcome_fn())
+        else:
+            assert study.reads_results and not study.outcome, f"{study.id} has no claims.py"
+        if (package / "checks.py").exists():
+            assert callable(study.node_checks_fn()), study.id
+        if (package / "analysis.py").exists():
+            assert f"mfulab.studies.{study.id}.claims" not in _imports(
+                package / "analysis.py", set(_graph())
+            ), f"{study.id}: analysis imports claims"
 
 
 def test_committed_notebooks_print_no_scratch_paths_or_profiler_noise():

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from mfulab import timing
-from mfulab.verdicts import Claim, verdict_from_interval
+from mfulab.measure import timing
+from mfulab.studykit.verdicts import Claim, verdict_from_interval
 
 
 def test_summarize_median_iqr():
@@ -82,7 +82,7 @@ def test_run_to_run_drift_widens_the_interval():
 
 
 def test_summary_line_groups_rows_of_one_claim():
-    from mfulab.verdicts import summary_line
+    from mfulab.studykit.verdicts import summary_line
 
     rows = [
         Claim("A1", "c", "m", "confirmed", "e", "measured here"),
@@ -112,3 +112,44 @@ def test_a_matmul_ceiling_records_the_tf32_override_variables(monkeypatch):
         timing.matmul_ceiling(device="cpu", dtype="fp32", sizes=(32,), min_run_time_s=0.01)["tf32_overrides"]
         == {}
     )
+
+
+def test_interval_rules_for_a_claimed_range_and_a_claimed_band():
+    """The generic rules two studies use (buckets' flag rows, recompute's B7 size): confirmed
+    only inside, refuted only where the interval excludes the claim, otherwise inconclusive."""
+    from mfulab.studykit import verdicts
+
+    rng = dict(claimed=1.03, bound=1.2, drift=0.05)
+    assert verdicts.confirmable_bound(0.05, 1.03) == pytest.approx(1.03 * 1.05**2)
+    assert verdicts.verdict_in_range(1.05, 1.17, **rng) == "confirmed"
+    assert verdicts.verdict_in_range(0.93, 1.02, **rng) == "refuted"
+    assert verdicts.verdict_in_range(1.25, 1.4, **rng) == "inconclusive on this machine"  # past the bound
+    assert verdicts.verdict_in_range(0.8, 0.95, **rng) == "inconclusive on this machine"  # below 1: noise
+    assert verdicts.verdict_in_range(1.05, 1.07, claimed=1.03, bound=1.1, drift=0.05).startswith(
+        "inconclusive"
+    )
+    band = dict(band=(1.25, 1.33), drift=0.05)
+    assert verdicts.verdict_in_band(1.24, 1.38, **band) == "confirmed"
+    assert verdicts.verdict_in_band(1.02, 1.15, **band) == "refuted"
+    assert verdicts.verdict_in_band(1.45, 1.6, **band) == "refuted"
+    assert verdicts.verdict_in_band(1.23, 1.46, **band) == "inconclusive on this machine"
+
+
+def test_the_reference_training_step_learns_and_frees_its_gradients():
+    import torch
+
+    from mfulab.analytic.config import preset
+    from mfulab.measure.train import reference_model, synthetic_batch, train_step
+
+    cfg = preset("tiny").with_(vocab_size=64, seq_len=8)
+    model, opt = reference_model(cfg, attn_impl="sdpa", device="cpu", lr=1e-2)
+    x, y = synthetic_batch(torch.Generator().manual_seed(0), cfg, 4, "cpu")
+    assert x.shape == y.shape == (4, 8) and torch.equal(x[:, 1:], y[:, :-1])
+    first = train_step(model, opt, x, y, device="cpu", dtype="fp32").item()
+    for _ in range(20):
+        last = train_step(model, opt, x, y, device="cpu", dtype="fp32").item()
+    assert last < first  # one batch, twenty steps: the loss falls
+    assert all(p.grad is None for p in model.parameters())  # zero_grad(set_to_none=True)
+    again, _ = reference_model(cfg, attn_impl="sdpa", device="cpu")
+    fresh, _ = reference_model(cfg, attn_impl="sdpa", device="cpu")
+    assert all(torch.equal(a, b) for a, b in zip(again.parameters(), fresh.parameters()))  # seeded

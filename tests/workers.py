@@ -43,7 +43,8 @@ def calibration_agreement(spec):
     checkouts): what each rank then measures."""
     import torch.distributed as dist
 
-    from mfulab import calibration, results
+    from mfulab import results
+    from mfulab.measure import calibration
 
     rank = dist.get_rank()
     root = os.path.join(spec["root"], f"rank{rank}")

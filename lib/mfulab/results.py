@@ -1,4 +1,4 @@
-"""Results folders: atomic writes, metrics/measurements/tables, provenance, loading.
+"""Results folders: atomic writes, metrics/measurements/tables, traces, stability reports, loading.
 
 Layout of one study's results (docs/architecture.md)::
 
@@ -6,7 +6,7 @@ Layout of one study's results (docs/architecture.md)::
         NN_<study>.ipynb      the executed notebook
         measurements.json     raw records from the study's ``measure(params)``
         metrics.json          headline numbers (units in the key names) and the claims table
-        env.json              provenance: machine fingerprint, git commit, parameters, times
+        env.json              provenance (run/provenance.py): machine, git commit, parameters, times
         tables/*.csv          every table the notebook shows
         figures/*.png         every figure the notebook shows
         traces/*.json.gz      profiler traces (Chrome/Perfetto JSON, gzipped, size-capped)
@@ -26,9 +26,7 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 MEASUREMENTS = "measurements.json"
@@ -144,44 +142,6 @@ def sha256_files(paths) -> str:
     return digest.hexdigest()
 
 
-def git_state(repo_root) -> dict:
-    """Commit and dirty flag of the code (changes under results/ do not count as dirty)."""
-
-    def git(*args):
-        out = subprocess.run(["git", *args], cwd=repo_root, capture_output=True, text=True, timeout=30)
-        return out.stdout.strip() if out.returncode == 0 else None
-
-    try:
-        commit = git("rev-parse", "HEAD")
-        status = git("status", "--porcelain", "--", ".", ":!results")
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
-    return {"commit": commit, "dirty": None if status is None else bool(status)}
-
-
-def provenance(*, study: str, params: dict, repo_root, started_s: float, extra: dict | None = None) -> dict:
-    """The ``env.json`` record: machine fingerprint, versions, git state, parameters, times,
-    the command line, the environment variables that change results and, on NVIDIA machines,
-    driver, clocks, power, ECC and topology (:mod:`mfulab.jobinfo`)."""
-    from . import jobinfo
-    from .hardware import fingerprint
-
-    env = {
-        "study": study,
-        "fingerprint": fingerprint(),
-        "command": jobinfo.command_line(),
-        "environment": jobinfo.result_environment(),
-        "nvidia": jobinfo.nvidia_report(),
-        "git": git_state(repo_root),
-        "params": params,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started_s)),
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "duration_s": time.time() - started_s,
-    }
-    env.update(extra or {})
-    return env
-
-
 @contextlib.contextmanager
 def atomic_dir(final_dir):
     """Yield a fresh temporary sibling of ``final_dir``; on success it replaces ``final_dir``,
@@ -235,12 +195,10 @@ def run_identity(records: dict, *param_names: str) -> dict:
     }
 
 
-def publish_claims(out_dir, claim_list, metrics: dict):
-    """Save the claims table (``tables/claims.csv``) and the headline metrics; return the
-    table for display."""
-    from .verdicts import table
+STABILITY = "stability.json"
 
-    df = table(claim_list)
-    save_table(out_dir, "claims", df)
-    save_metrics(out_dir, metrics)
-    return df
+
+def load_stability(out_dir) -> dict | None:
+    """A results folder's ``stability.json`` (``make stability``), or None where it has none."""
+    path = Path(out_dir) / STABILITY
+    return read_json(path) if path.exists() else None

@@ -7,11 +7,11 @@ Every function reads the plain records of ``bench.measure`` (here or from anothe
 
 from __future__ import annotations
 
-from ... import flops
-from ...config import TransformerConfig
-from ...results import run_identity
-from ...timing import compare_timings, summarize
-from .worker import STRAGGLER
+from mfulab.analytic import flops
+from mfulab.analytic.config import TransformerConfig
+from mfulab.measure.timing import compare_timings, summarize
+from mfulab.results import run_identity
+from mfulab.studies.anatomy.worker import STRAGGLER
 
 CATEGORIES = ("compute", "communication wait", "data wait", "checkpoint / other")
 # the profiler's operator categories (opprofile.CATEGORIES) in B2's four
@@ -251,8 +251,6 @@ def b13_comparison(records: dict):
 
 
 def headline_metrics(records: dict, p=None) -> dict:
-    from ... import verdicts
-    from .claims import claims
 
     table = ladder_table(records).set_index("rung")
     first, last = records["ladder"][0], records["ladder"][-1]
@@ -267,12 +265,4 @@ def headline_metrics(records: dict, p=None) -> dict:
         "naive_comm_wait_share": split.share_of_step["communication wait"],
         "naive_data_wait_share": split.share_of_step["data wait"],
         "straggler_slowdown": b13_comparison(records).ratio,
-        "claims": verdicts.records(claims(records, p)),
     }
-
-
-def outcome(records, p):
-    """The claims and headline metrics the notebook publishes (also ``make stability``)."""
-    from .claims import claims
-
-    return claims(records, p), headline_metrics(records, p)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from ... import calibration, flops, hardware
-from ...corpus import check_free_space, corpus_checksum, estimate_bytes, synthetic_corpus
-from ...dataformats import write_format
-from .params import Params
+from mfulab.analytic import flops
+from mfulab.measure import calibration, host
+from mfulab.measure.corpus import check_free_space, corpus_checksum, estimate_bytes, synthetic_corpus
+from mfulab.measure.dataformats import write_format
+from mfulab.studies.anatomy.params import Params
 
 BENCHMARK_VERSION = {"anatomy": 1}
 WORKER = "mfulab.studies.anatomy.worker:anatomy_worker"  # the job every rank runs
@@ -26,7 +27,7 @@ def write_corpus(p: Params) -> dict:
     and a rank on another node has its corpus on its own disk."""
     import os
 
-    from ...launch import in_distributed_env
+    from mfulab.measure.host import in_distributed_env
 
     root = Path(p.scratch_dir)
     if in_distributed_env():
@@ -44,8 +45,8 @@ def measure(p: Params) -> dict:
     """Everything the study measures (see the module docstring)."""
     import torch
 
-    from ...launch import run
-    from .worker import LADDER
+    from mfulab.measure.launch import run
+    from mfulab.studies.anatomy.worker import LADDER
 
     p = p.prepared()
     device, cfg = p.device, p.model_config()
@@ -53,7 +54,7 @@ def measure(p: Params) -> dict:
         "study": "anatomy",
         "params": p.to_dict(),
         "device": device,
-        "device_name": hardware.device_name(device),
+        "device_name": host.device_name(device),
         "config": cfg.to_dict(),
         "n_params": flops.param_count(cfg),
         "ladder": [name for name, _ in LADDER],

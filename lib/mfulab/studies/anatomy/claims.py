@@ -3,10 +3,18 @@ verdict computed from the measured records with the threshold the claim's own wo
 
 from __future__ import annotations
 
-from ... import verdicts
-from ...verdicts import Claim
-from .analysis import CATEGORIES, b2_split, b13_comparison, b13_propagation, b15_gain_shares, ladder_table
-from .stated import B13_STATED, B15_MAINLY, B15_STATED
+from mfulab.studies.anatomy.analysis import (
+    CATEGORIES,
+    b2_split,
+    b13_comparison,
+    b13_propagation,
+    b15_gain_shares,
+    headline_metrics,
+    ladder_table,
+)
+from mfulab.studies.anatomy.stated import B13_STATED, B15_MAINLY, B15_STATED
+from mfulab.studykit import verdicts
+from mfulab.studykit.verdicts import Claim
 
 # B2 is descriptive: the split is shown when at least this many of its four categories are present
 B2_MIN_PRESENT = 3
@@ -108,3 +116,9 @@ def b13_claim(records, p) -> Claim:
 
 def claims(records, p=None) -> list[Claim]:
     return [b2_claim(records, p), b15_claim(records, p), b13_claim(records, p)]
+
+
+def outcome(records, p):
+    """The claims and headline metrics the notebook publishes (also ``make stability``)."""
+    claim_list = claims(records, p)
+    return claim_list, {**headline_metrics(records, p), "claims": verdicts.records(claim_list)}

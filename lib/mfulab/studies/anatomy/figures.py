@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from .analysis import CATEGORIES, ladder_table, profiler_vs_timestamps, straggler_table
+from mfulab.studies.anatomy.analysis import CATEGORIES, ladder_table, profiler_vs_timestamps, straggler_table
 
 
 def _colors():

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...config import preset
-from ...corpus import FORMATS
-from ...params import DTYPES, StudyParams, calibration_param, param
+from mfulab.analytic.config import preset
+from mfulab.measure.corpus import FORMATS
+from mfulab.studykit.params import DTYPES, StudyParams, calibration_param, param
 
 # the B15 ladder: each rung turns on one knob over the one before it (see bench.LADDER)
 KNOBS = ("format + workers", "buckets", "overlap", "fused attention", "background checkpoint")
@@ -99,7 +99,7 @@ class Params(StudyParams):
         )
 
     def prepare(self) -> None:
-        from ...launch import check_world_size
+        from mfulab.measure.launch import check_world_size
 
         self.resolve_device()
         self.require_dtype_on_device()

@@ -48,7 +48,7 @@ def rungs() -> list[tuple[str, dict]]:
 def ddp_device_ids(device: str) -> list[int] | None:
     """DDP's ``device_ids`` for this rank: the GPU :func:`launch.cuda_index` picks (``LOCAL_RANK``
     among the node's GPUs, or the only one a scheduler that binds one GPU per rank shows)."""
-    from ...launch import cuda_index
+    from mfulab.measure.launch import cuda_index
 
     return [cuda_index()] if device == "cuda" else None
 
@@ -99,22 +99,21 @@ class Trainer:
         from torch.nn.parallel import DistributedDataParallel as DDP
         from torch.utils.data.distributed import DistributedSampler
 
-        from ...ckptio import BackgroundCheckpointer
-        from ...config import TransformerConfig
-        from ...dataformats import Collate, dataset
-        from ...model import GPT
+        from mfulab.analytic.config import TransformerConfig
+        from mfulab.measure.ckptio import BackgroundCheckpointer
+        from mfulab.measure.dataformats import Collate, dataset
+        from mfulab.measure.train import reference_model
 
         self.name, self.spec, self.rank, self.device = name, spec, rank, spec["device"]
         cfg = TransformerConfig(**spec["config"])
-        torch.manual_seed(0)
-        model = GPT(cfg, attn_impl="sdpa" if knobs.get("fused") else "naive").to(self.device)
+        impl = "sdpa" if knobs.get("fused") else "naive"
+        model, self.opt = reference_model(cfg, attn_impl=impl, device=self.device, lr=1e-4)
         if knobs.get("fused") and spec["compile"]:
             model = torch.compile(model)
         cap = spec["good_bucket_cap_mb"] if knobs.get("buckets") else spec["naive_bucket_cap_mb"]
         self.model = DDP(model, bucket_cap_mb=cap, device_ids=ddp_device_ids(self.device))
         self.hook = HookTimer(blocking=not knobs.get("overlap"), device=self.device)
         self.model.register_comm_hook(self.hook, timed_allreduce)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
         fmt = spec["good_format"] if knobs.get("format") == "good" else spec["naive_format"]
         workers = spec["good_workers"] if knobs.get("workers") else 0
         ds = dataset(fmt, spec["corpus_dir"])
@@ -146,8 +145,8 @@ class Trainer:
     def step(self, *, delay_s: float = 0.0, record: str = "") -> dict:
         from torch.profiler import record_function
 
-        from ...ckptio import write_checkpoint
-        from ...timing import autocast, synchronize
+        from mfulab.measure.ckptio import write_checkpoint
+        from mfulab.measure.timing import autocast, synchronize
 
         dev = self.device
         t0 = t_delay = time.perf_counter()
@@ -217,7 +216,7 @@ def _block(trainer, steps: int, delay_s: float, record: str) -> float:
     """``steps`` steps of one trainer; the slowest rank's seconds per step."""
     import torch.distributed as dist
 
-    from ...launch import reduce_scalar
+    from mfulab.measure.launch import reduce_scalar
 
     dist.barrier()
     trainer.block_step = 0
@@ -236,8 +235,8 @@ def anatomy_worker(spec: dict) -> dict:
     import torch
     import torch.distributed as dist
 
-    from ... import opprofile
-    from ...launch import reduce_scalar
+    from mfulab.measure import opprofile
+    from mfulab.measure.launch import reduce_scalar
 
     if spec["device"] == "cpu":
         torch.set_num_threads(1)

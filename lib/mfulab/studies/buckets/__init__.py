@@ -7,7 +7,8 @@ calibrated on this machine, then run at cluster scale.
   ``python -m mfulab measure buckets``);
 - ``simulator``: DDP's bucket formation rules and the step-time model (pure Python);
 - ``analysis``: layouts vs the rules, the sweep vs the simulator, the simulator at scale and
-  the claims table (A6, B8; ``outcome`` is the one function that produces them);
+  the claims rows (A6, B8); ``claims``: the claims table and ``outcome``, the one function that
+  produces it;
 - ``model_error``: the simulator's error on the measured sweep and the per-bucket overhead
   fitted to it (carried into the sensitivity table);
 - ``flags``: B6, each DDP flag against its baseline flags and its mechanism's bound;

@@ -1,6 +1,6 @@
 """Analysis of the ``buckets`` study: DDP's layouts against the formation rules, the real
 sweep against the simulator calibrated on this machine, and the claims table (A6's measured
-row here; the simulator at cluster scale, A6's analytic rows and B8 in ``scale``; B6 in
+row here; the simulator at cluster scale, A6's analytic rows and B8 in ``cluster_scale``; B6 in
 ``flags``).
 
 Every function reads the plain records of ``bench.measure`` (here or from another machine);
@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import comm, verdicts
-from ...results import run_identity
-from ...timing import compare_timings, summarize
-from ...verdicts import Claim
-from . import flags, model_error, scale
-from .model_error import stack_param_bytes
-from .scale import best_caps, scale_table, sweet_spot_text  # noqa: F401 (the notebook's names)
-from .simulator import DEFAULT_BUCKET_CAP_MB, form_buckets
-from .stated import A6_DISASTER_RATIO, A6_REGIME
+from mfulab.analytic import comm
+from mfulab.measure.timing import compare_timings, summarize
+from mfulab.results import run_identity
+from mfulab.studies.buckets import cluster_scale, flags, model_error
+from mfulab.studies.buckets.cluster_scale import best_caps, scale_table
+from mfulab.studies.buckets.model_error import stack_param_bytes
+from mfulab.studies.buckets.simulator import DEFAULT_BUCKET_CAP_MB, form_buckets
+from mfulab.studies.buckets.stated import A6_DISASTER_RATIO, A6_REGIME
+from mfulab.studykit import verdicts
+from mfulab.studykit.verdicts import Claim
 
 
 def paired(row, label: str = ""):
@@ -237,9 +238,9 @@ def _a6_measured_claim(records) -> list[Claim]:
 
 
 def claims(records) -> list[Claim]:
-    """A6 (measured per-tensor row; the simulator at scale, ``scale``: how far the cap moves
-    MFU, and the sweet spot), B8 (``scale``: simulator, 7B), B6 (``flags``)."""
-    return _a6_measured_claim(records) + scale.claims(records) + flags.claims(records)
+    """A6 (measured per-tensor row; the simulator at scale, ``cluster_scale``: how far the cap moves
+    MFU, and the sweet spot), B8 (``cluster_scale``: simulator, 7B), B6 (``flags``)."""
+    return _a6_measured_claim(records) + cluster_scale.claims(records) + flags.claims(records)
 
 
 def headline_metrics(records, claim_list: list[Claim] | None = None) -> dict:
@@ -274,9 +275,3 @@ def headline_metrics(records, claim_list: list[Claim] | None = None) -> dict:
         "best_caps_at_scale": best_caps(scale_df).to_dict(orient="records"),
         "claims": verdicts.records(claims(records) if claim_list is None else claim_list),
     }
-
-
-def outcome(records, p) -> tuple[list[Claim], dict]:
-    """The claims and headline metrics the notebook publishes (also ``make stability``)."""
-    claim_list = claims(records)
-    return claim_list, headline_metrics(records, claim_list)

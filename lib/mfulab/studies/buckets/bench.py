@@ -27,9 +27,9 @@ import contextlib
 import functools
 import time
 
-from ... import calibration, collectives, hardware
-from . import grad_memory
-from .params import Params
+from mfulab.measure import calibration, collectives, host
+from mfulab.studies.buckets import grad_memory
+from mfulab.studies.buckets.params import Params, configurations
 
 BENCHMARK_VERSION = {"ddp_sweep": 4}
 DDP_FLAG_KEYS = ("find_unused_parameters", "unused_parameter_size", "static_graph", "gradient_as_bucket_view")
@@ -84,7 +84,7 @@ def build_stack(layers: int, hidden: int, *, emulated_backward_s: float | None =
 def _all_rebuilt(ddp) -> bool:
     """Whether every rank's DDP has rebuilt its buckets: decided together, so that no rank
     runs an extra step (an all-reduce the others would not match)."""
-    from ...launch import reduce_scalar
+    from mfulab.measure.launch import reduce_scalar
 
     return bool(reduce_scalar(1.0 if ddp._get_ddp_logging_data().get("has_rebuilt_buckets") else 0.0, "min"))
 
@@ -101,7 +101,7 @@ def _bucket_sizes(ddp) -> list[int]:
 def _ddp_step(ddp, loss_fn, device: str, sync: bool = True) -> None:
     """One forward + backward of ``ddp`` (``loss_fn(ddp)`` is the loss), with gradient
     all-reduce or under ``no_sync()``, then a device synchronise."""
-    from ...timing import synchronize
+    from mfulab.measure.timing import synchronize
 
     ddp.zero_grad(set_to_none=True)
     with contextlib.nullcontext() if sync else ddp.no_sync():
@@ -133,16 +133,6 @@ def _time_sync_and_no_sync(step, reps: int, device: str) -> dict:
 
 
 # ---------------------------------------------------------------------------- workers (every rank)
-def _configurations(spec) -> list[tuple[str, float, str]]:
-    """(mode, cap, variant) of every DDP the job builds: each cap with the default flags, per
-    mode, and the flag variants at ``flags_bucket_cap_mb`` (real compute)."""
-    out = []
-    for mode in spec["modes"]:
-        for cap in spec["bucket_caps_mb"]:
-            out.append((mode, cap, "default"))
-            if mode == "real" and cap == spec["flags_bucket_cap_mb"]:
-                out += [(mode, cap, v) for v in spec["variants"] if v != "default"]
-    return out
 
 
 def label(mode: str, cap: float | None, variant: str) -> str:
@@ -151,7 +141,7 @@ def label(mode: str, cap: float | None, variant: str) -> str:
 
 
 def ddp_worker(spec: dict) -> dict:
-    """Runs on every rank: builds one DDP per configuration (:func:`_configurations`), checks
+    """Runs on every rank: builds one DDP per configuration (:func:`params.configurations`), checks
     layouts and gradients, then times every configuration of a mode *interleaved*
     (``timing.interleaved``: each round runs every configuration once, plus the step under
     ``no_sync()``, in an order shuffled per round by a generator seeded alike on every rank, so
@@ -160,7 +150,7 @@ def ddp_worker(spec: dict) -> dict:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from ...timing import interleaved
+    from mfulab.measure.timing import interleaved
 
     torch.set_num_threads(1)
     rank, n = dist.get_rank(), dist.get_world_size()
@@ -181,7 +171,7 @@ def ddp_worker(spec: dict) -> dict:
         return torch.tanh(ddp(x)).pow(2).mean()
 
     steps = {}
-    for mode, cap, variant in _configurations(spec):
+    for mode, cap, variant in configurations(spec):
         emulated = spec["emulated_layer_backward_s"] if mode == "emulated" else None
         model = build_stack(spec["stack_layers"], spec["stack_hidden"], emulated_backward_s=emulated)
         ddp = DDP(
@@ -250,9 +240,9 @@ def _gpt_runs(spec, rank, n, device):
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from ...config import preset
-    from ...model import GPT
-    from ...timing import summarize
+    from mfulab.analytic.config import preset
+    from mfulab.measure.gpt import GPT
+    from mfulab.measure.timing import summarize
 
     cfg = preset(spec["gpt_preset"]).with_(seq_len=spec["gpt_seq_len"])
     gen = torch.Generator().manual_seed(200 + rank)
@@ -350,7 +340,7 @@ def measure(p: Params) -> dict:
     interleaved rounds are split over ``p.jobs`` fresh torchrun jobs (fresh processes:
     allocator, thread pools and gloo's connections start cold in each), the reference GPT
     and the gradient-memory count run in the first job only."""
-    from ...launch import run
+    from mfulab.measure.launch import run
 
     p = p.prepared()
     values = p.to_dict()
@@ -359,7 +349,7 @@ def measure(p: Params) -> dict:
         "study": "buckets",
         "params": values,
         "device": p.device,
-        "device_name": hardware.device_name(p.device),
+        "device_name": host.device_name(p.device),
         "benchmark_version": {**BENCHMARK_VERSION, **collectives.BENCHMARK_VERSION},
     }
     jobs = []

@@ -5,11 +5,11 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from ...plots import median_iqr_ms
-from . import model_error
-from .analysis import a6_measured, best_caps, scale_table, sweep_table
-from .sensitivity import plausible_caps_text
-from .stated import A6_MFU_POINTS
+from mfulab.studies.buckets import model_error
+from mfulab.studies.buckets.analysis import a6_measured, best_caps, scale_table, sweep_table
+from mfulab.studies.buckets.sensitivity import plausible_caps_text
+from mfulab.studies.buckets.stated import A6_MFU_POINTS
+from mfulab.studykit.plots import median_iqr_ms
 
 
 def plot_sweep(records):

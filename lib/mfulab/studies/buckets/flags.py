@@ -41,14 +41,14 @@ from __future__ import annotations
 
 import math
 
-from ... import verdicts
-from ...comm import ring_all_reduce_time
-from ...config import preset
-from ...timing import compare_timings, summarize
-from ...verdicts import Claim
-from .grad_memory import memory_table, memory_verdict, saved_text
-from .simulator import model_layout
-from .stated import B6_ARTICLE, B6_SEVERAL_PERCENT_RATIO
+from mfulab.analytic.comm import ring_all_reduce_time
+from mfulab.analytic.config import preset
+from mfulab.measure.timing import compare_timings, summarize
+from mfulab.studies.buckets.grad_memory import memory_table, memory_verdict, saved_text
+from mfulab.studies.buckets.simulator import model_layout
+from mfulab.studies.buckets.stated import B6_ARTICLE, B6_SEVERAL_PERCENT_RATIO
+from mfulab.studykit import verdicts
+from mfulab.studykit.verdicts import Claim
 
 # variant: its baseline (the flags it is timed against, in the same interleaved rounds)
 FLAG_VARIANTS = {
@@ -187,25 +187,16 @@ def _speed_verdict(variant: str, case: str | None, c, bound: float) -> str:
 
 
 def confirmable_bound(drift: float, claimed: float = B6_SEVERAL_PERCENT_RATIO) -> float:
-    """The smallest mechanism bound under which a confirmation is possible at all: an interval
-    at least ``(1 + drift)²`` wide must fit in ``[claimed, bound]``."""
-    return claimed * (1 + drift) ** 2
+    """:func:`verdicts.confirmable_bound` at the claim's "several percent"."""
+    return verdicts.confirmable_bound(drift, claimed)
 
 
 def flag_verdict(c, bound: float, claimed: float = B6_SEVERAL_PERCENT_RATIO) -> str:
-    """Confirmed only when the widened interval lies in ``[claimed, bound]``; inconclusive when
-    no interval can (bound below :func:`confirmable_bound`) or the interval lies outside what
-    the mechanism allows (entirely above the bound or below 1.0: noise or another effect);
-    refuted when the interval lies below the claimed size and within the mechanism's range."""
-    if bound < confirmable_bound(c.run_to_run_drift, claimed):
-        return "inconclusive on this machine"
-    if c.ratio_lo > bound or c.ratio_hi < 1.0:
-        return "inconclusive on this machine"
-    if c.ratio_lo >= claimed and c.ratio_hi <= bound:
-        return "confirmed"
-    if c.ratio_hi < claimed:
-        return "refuted"
-    return "inconclusive on this machine"
+    """:func:`verdicts.verdict_in_range` of the comparison's widened interval against
+    ``[claimed, bound]``, the mechanism's bound."""
+    return verdicts.verdict_in_range(
+        c.ratio_lo, c.ratio_hi, claimed=claimed, bound=bound, drift=c.run_to_run_drift
+    )
 
 
 def article_bound() -> dict:
@@ -279,7 +270,7 @@ def claims(records) -> list[Claim]:
     """The measured rows (each flag and both against the default flags; static_graph with
     find_unused_parameters=True against that alone, at ``flags_bucket_cap_mb``) and the bound
     at the article's scale (analytic)."""
-    from ...timing import RUN_TO_RUN_DRIFT
+    from mfulab.measure.timing import RUN_TO_RUN_DRIFT
 
     table = flag_table(records)
     if table.empty:

@@ -27,7 +27,7 @@ import functools
 
 import numpy as np
 
-from .simulator import simulate
+from mfulab.studies.buckets.simulator import simulate
 
 GRID_POINTS = 48  # per refinement of the per-bucket overhead's grid (three passes)
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import ParameterError, preset
-from ...params import StudyParams, calibration_param, param
-from .stated import SCALE_CASE as SI
+from mfulab.analytic.config import preset
+from mfulab.errors import ParameterError
+from mfulab.studies.buckets.stated import SCALE_CASE as SI
+from mfulab.studykit.params import StudyParams, calibration_param, param
 
 DEVICES = ("auto", "cpu", "cuda")
 # DDP flag variants: gradient_as_bucket_view, static_graph, both; find_unused_parameters=True
@@ -25,7 +26,6 @@ VARIANTS = (
     "find_unused+static_graph",
 )
 MODES = ("real", "emulated")
-ALGORITHMS = ("best", "ring", "tree")  # simulator.allreduce_time
 SCALE_ALGORITHMS = ("best", "ring")  # simulator.gpt_simulation: NCCL picks, or NCCL_ALGO=Ring
 
 
@@ -92,8 +92,8 @@ class Params(StudyParams):
     )
     scale_matmul_share_of_mamf: float = param(
         SI["matmul_share_of_mamf"],
-        "the share of the device's best measured GEMM (MAMF) the step's GEMMs reach (chapter 10 fits "
-        "0.81; chapter 09 states 0.8)",
+        "the share of the device's best measured GEMM (MAMF) the step's GEMMs reach (chapter 09 fits "
+        "0.81; chapter 08 states 0.8)",
         unit="fraction",
     )
     scale_micro_batch: int = param(
@@ -136,7 +136,7 @@ class Params(StudyParams):
         self.require(
             "scale_matmul_share_of_mamf", 0 < self.scale_matmul_share_of_mamf <= 1, "a share in (0, 1]"
         )
-        from ...hardware import device_spec
+        from mfulab.analytic.devices import device_spec
 
         try:
             device_spec(self.scale_device)
@@ -155,7 +155,7 @@ class Params(StudyParams):
             )
 
     def prepare(self) -> None:
-        from ...launch import check_world_size
+        from mfulab.measure.launch import check_world_size
 
         self.resolve_device()
         check_world_size(self.nproc, self.device)
@@ -166,9 +166,7 @@ class Params(StudyParams):
         reference model with its gradients and their clones (the same again)."""
         if self.device != "cuda":
             return None
-        from .bench import _configurations
-
-        replicas = len(_configurations(self.to_dict())) + 1
+        replicas = len(configurations(self.to_dict())) + 1
         return replicas * 3 * 4 * self.stack_layers * (self.stack_hidden**2 + self.stack_hidden)
 
     @staticmethod
@@ -177,3 +175,15 @@ class Params(StudyParams):
             preset(value)
         except ParameterError as err:
             raise ParameterError(f"{name}: {err}") from None
+
+
+def configurations(spec) -> list[tuple[str, float, str]]:
+    """(mode, cap, variant) of every DDP the job builds: each cap with the default flags, per
+    mode, and the flag variants at ``flags_bucket_cap_mb`` (real compute)."""
+    out = []
+    for mode in spec["modes"]:
+        for cap in spec["bucket_caps_mb"]:
+            out.append((mode, cap, "default"))
+            if mode == "real" and cap == spec["flags_bucket_cap_mb"]:
+                out += [(mode, cap, v) for v in spec["variants"] if v != "default"]
+    return out

@@ -3,20 +3,20 @@ text can disagree with the tables beside it)."""
 
 from __future__ import annotations
 
-from ... import comm, predict
-from ...config import preset
-from ...verdicts import summary_line
-from .analysis import a6_measured, a6_regime, caps_text, tied_fastest_caps
-from .flags import (
+from mfulab.analytic import comm
+from mfulab.analytic import step as step_model
+from mfulab.analytic.config import preset
+from mfulab.studies.buckets.analysis import a6_measured, a6_regime, caps_text, tied_fastest_caps
+from mfulab.studies.buckets.cluster_scale import spread_text, sweet_spot_text
+from mfulab.studies.buckets.flags import (
     B6_SEVERAL_PERCENT_RATIO,
     bitmap_allreduce_s,
     confirmable_bound,
     gradient_bytes,
     search_cost,
 )
-from .model_error import fit_table
-from .scale import spread_text, sweet_spot_text
-from .sensitivity import (
+from mfulab.studies.buckets.model_error import fit_table
+from mfulab.studies.buckets.sensitivity import (
     FITTED,
     TIE_TOLERANCE,
     algorithm_text,
@@ -24,9 +24,10 @@ from .sensitivity import (
     plausible_caps_text,
     sensitivity_table,
 )
-from .sensitivity import summary as sensitivity_summary
-from .simulator import DEFAULT_BUCKET_CAP_MB
-from .stated import A6_MFU_POINTS, B8_STATED, SENSITIVITY
+from mfulab.studies.buckets.sensitivity import summary as sensitivity_summary
+from mfulab.studies.buckets.simulator import DEFAULT_BUCKET_CAP_MB
+from mfulab.studies.buckets.stated import A6_MFU_POINTS, B8_STATED, SENSITIVITY
+from mfulab.studykit.verdicts import summary_line
 
 
 def sweep_notes(records, sweep) -> str:
@@ -92,7 +93,7 @@ def flag_notes(records, table) -> str:
     """The bound each flag is held to, and what this machine can resolve."""
     if table.empty:
         return "*No flag variants in this run.*"
-    from ...timing import RUN_TO_RUN_DRIFT
+    from mfulab.measure.timing import RUN_TO_RUN_DRIFT
 
     bw = records["bandwidth"]["plateau_bytes_per_s"]
     grad_mb = gradient_bytes(records) / 1e6
@@ -147,7 +148,7 @@ def scale_setting_text(p) -> str:
     ``devices.yaml``, and one call's latency under NCCL's ring and tree at the largest rank
     count (the step model's DP group)."""
     n = max(p.scale_world_sizes)
-    step = predict.step_time(
+    step = step_model.step_time(
         preset(by_size(p.scale_presets)[0]),
         n_devices=n,
         global_batch=n * p.scale_micro_batch,
@@ -160,7 +161,7 @@ def scale_setting_text(p) -> str:
     latency = comm.nccl_latency_s("all_reduce", g["dp"], g["n_nodes"], **g["latencies"])
     return (
         f"stated case: {p.scale_device} from devices.yaml ({step['sources']['inter_node']}), the step "
-        f"model (chapter 10) with GEMMs at {p.scale_matmul_share_of_mamf:g} of MAMF and "
+        f"model (chapter 09) with GEMMs at {p.scale_matmul_share_of_mamf:g} of MAMF and "
         f"{p.scale_micro_batch} sequence(s) per rank and micro-batch; all-reduce algorithm: "
         f"{algorithm_text(p.scale_algorithm)} per call (scale_algorithm; at {n} ranks over "
         f"{g['n_nodes']} nodes one call's latency is "
@@ -186,11 +187,12 @@ def sensitivity_notes(sens) -> str:
     s = sensitivity_summary(sens)
     a6 = ", ".join(s["a6_changed"]) or "none"
     b8 = ", ".join(s["b8_changed"]) or "none"
+    defaults = step_model.Assumptions()
     return (
         f"* Ties: caps within {TIE_TOLERANCE:.1%} of the fastest simulated step. NCCL's latencies (base, "
         f"ring and tree steps) scaled by {' and '.join(f'{x:g}' for x in SENSITIVITY['nccl_latency_scale'])} "
-        f"(the step model's: {predict.Assumptions().alpha_inter_s * 1e6:g} µs per ring step between nodes, "
-        f"{predict.Assumptions().tree_alpha_inter_s * 1e6:g} µs per tree step).\n"
+        f"(the step model's: {defaults.alpha_inter_s * 1e6:g} µs per ring step between nodes, "
+        f"{defaults.tree_alpha_inter_s * 1e6:g} µs per tree step).\n"
         f"* A6 (does the best cap lie outside 20–40 MB?): same answer in {s['a6_same']} of "
         f"{s['scenarios']} scenarios; changed under: {a6} — *best*: a model's only best cap lies in "
         "20–40 MB; *tied*: 20–40 MB ties with the best (the all-reduce hides behind the backward pass "

@@ -7,12 +7,12 @@ error: the per-bucket overhead fitted to this machine's measured sweep (``model_
 
 from __future__ import annotations
 
-from ... import predict
-from ...config import preset
-from ...flops import param_count
-from . import model_error
-from .simulator import DEFAULT_BUCKET_CAP_MB, MIB, gpt_simulation
-from .stated import (
+from mfulab.analytic import step
+from mfulab.analytic.config import preset
+from mfulab.analytic.flops import param_count
+from mfulab.studies.buckets import model_error
+from mfulab.studies.buckets.simulator import DEFAULT_BUCKET_CAP_MB, gpt_simulation
+from mfulab.studies.buckets.stated import (
     A6_CARDS,
     A6_MFU_POINTS,
     A6_PLAUSIBLE_CAPS_MIB,
@@ -20,6 +20,7 @@ from .stated import (
     B8_STATED,
     SENSITIVITY,
 )
+from mfulab.units import MIB
 
 # Simulated steps closer than this (relative) are a tie: the simulator is exact, but no
 # measurement resolves 0.1% of a step, and when the all-reduce hides behind the backward pass
@@ -111,7 +112,7 @@ def scenarios(p: dict, overhead: dict | None = None) -> list[dict]:
         f"of MAMF, {algorithm_text(base['algorithm'])}"
     )
     out = [{"assumption": "stated", "value": stated, "setting": base, **plain}]
-    stated_latencies = predict.Assumptions()
+    stated_latencies = step.Assumptions()
     for scale in SENSITIVITY["nccl_latency_scale"]:
         setting = {**base, **{name: scale * getattr(stated_latencies, name) for name in NCCL_LATENCY_FIELDS}}
         value = f"NCCL's latencies × {scale:g} (base, ring and tree steps)"

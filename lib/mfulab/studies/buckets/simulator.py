@@ -17,7 +17,7 @@ the ring (``comm.ring_all_reduce_time``, 2(n−1) latency steps: the default, an
 2-rank sweep's), the pipelined tree (``comm.tree_all_reduce_time``, 2·log2(n) steps) or
 ``best``, the faster of the two per call, as NCCL chooses between ring and tree by message
 size and rank count. At scale (:func:`gpt_simulation`) the simulator is a finer DP term of the
-course's one step model (``predict.step_time``): its compute, link, per-call latency (NCCL's
+course's one step model (``step.step_time``): its compute, link, per-call latency (NCCL's
 own model, ring or tree) and every other term come from there, on a ``devices.yaml`` device
 (``stated.SCALE_CASE``). Output: step time, exposed communication and a bucket timeline.
 """
@@ -28,15 +28,17 @@ import time
 
 import numpy as np
 
-from ... import comm, flops, parallel, predict
-from ...config import ParameterError, preset
-from ...step_terms import dp_call_s
-from .stated import SCALE_CASE
+from mfulab.analytic import comm, flops, parallel
+from mfulab.analytic import step as step_model
+from mfulab.analytic.config import preset
+from mfulab.analytic.step_terms import dp_call_s
+from mfulab.errors import ParameterError
+from mfulab.studies.buckets.stated import SCALE_CASE
+from mfulab.units import MIB
 
-MIB = 2**20
 DEFAULT_BUCKET_CAP_MB = 25
 FIRST_BUCKET_BYTES = comm.DDP_FIRST_BUCKET_BYTES  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
-ALGORITHMS = ("ring", "tree", "best")
+ALGORITHMS = (*comm.NCCL_ALGORITHMS, "best")  # NCCL's two, or the faster of them per call
 
 
 def form_buckets(param_bytes, *, bucket_cap_mb: float, default_cap: bool = False) -> list[list[int]]:
@@ -157,14 +159,14 @@ def gpt_simulation(
     **assumptions,
 ) -> list[dict]:
     """Simulated DDP step of ``cfg`` on ``n`` data-parallel ranks for each bucket cap: the
-    course's step model (``predict.step_time``, framework ``ddp``) on ``device`` (a
+    course's step model (``step.step_time``, framework ``ddp``) on ``device`` (a
     ``devices.yaml`` key) with its DP term replaced by this finer schedule.
 
     From the step model: every term but the exposed DP traffic (compute, TP collectives, the
     pipeline bubble, the optimizer), the backward time of the last micro-batch (the others run
     under ``no_sync``), and the DP group: its link and NCCL's per-call latency, each bucket's
     all-reduce priced by ``step_terms.dp_call_s`` (the faster of ring and tree, or the ring
-    alone with ``algorithm="ring"``). ``assumptions`` set fields of ``predict.Assumptions``
+    alone with ``algorithm="ring"``). ``assumptions`` set fields of ``step.Assumptions``
     (``matmul_share_of_mamf``, ``alpha_inter_s``, ``network_bytes_per_s``, ...).
     The finer part: DDP's buckets formed from one device's real gradient tensors
     (:func:`sharded_layout`, bf16), each ready when the backward pass has reached it (time
@@ -174,7 +176,7 @@ def gpt_simulation(
     sensitivity rows). MFU is the step model's PaLM-convention MFU at the simulated step."""
     if algorithm not in ("best", "ring"):
         raise ParameterError(f"algorithm at scale must be best or ring (NCCL_ALGO=Ring); got {algorithm!r}")
-    step = predict.step_time(
+    step = step_model.step_time(
         cfg,
         n_devices=n * tp * pp,
         tp=tp,

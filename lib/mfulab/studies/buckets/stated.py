@@ -2,8 +2,7 @@
 is run with at scale, and the ranges its sensitivity table sweeps (article ids as in
 ``docs/claims.md``). These are inputs under test or named assumptions, not results."""
 
-MB = 1e6
-MIB = 2**20
+from mfulab.units import MB
 
 # A6 — article A §2.3: one all-reduce per parameter tensor ("hundreds to a thousand tensors"
 # for 13B) drowns in per-call set-up costs; 20–40 MB buckets are the sweet spot, and at about
@@ -41,14 +40,14 @@ B6_ARTICLE = {"preset": "llama2-7b", "grad_bytes_per_param": 4, "hbm_bytes_per_s
 # The case the simulator is run at scale (the study's ``scale_*`` defaults): article B's A100s
 # (``devices.yaml`` key ``a100``: peak, MAMF, HBM, NVLink 3 inside a node and one 200 Gb/s HDR
 # port per GPU between nodes, all from the table), the course's step model with its GEMMs at 0.8
-# of the A100's MAMF (chapter 10 fits 0.81 on published Megatron runs; chapter 09 states 0.8),
+# of the A100's MAMF (chapter 09 fits 0.81 on published Megatron runs; chapter 08 states 0.8),
 # one 4096-token sequence per rank and micro-batch, and each bucket's all-reduce by the faster
 # of NCCL's ring and tree (NCCL's own choice by message size and rank count). Per-call latency
 # and link efficiency are the step model's ``Assumptions`` (NCCL's tuning model).
 SCALE_CASE = {"device": "a100", "matmul_share_of_mamf": 0.8, "micro_batch": 1, "algorithm": "best"}
 
 # The sensitivity table: one assumption varied at a time from SCALE_CASE (each a field of
-# predict.Assumptions or a layout input).
+# step.Assumptions or a layout input).
 # - NCCL's per-call latencies (base, ring and tree steps inside and between nodes) all scaled
 #   by 0.25 and by 2 (at 1024 ranks NCCL picks the tree, so a ring step alone would test nothing);
 # - links: NVLink 3 for every rank (300 GB/s per direction, 3 µs per step: true only for ≤ 8

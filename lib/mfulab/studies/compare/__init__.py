@@ -1,4 +1,4 @@
-"""Study ``compare`` (notebook 11): every machine's metrics side by side.
+"""Study ``compare`` (notebook 10): every machine's metrics side by side.
 
 It measures nothing: each study declares its metrics (key, unit, label) in its ``study.yaml``,
 writes them flat into ``results/<machine>/<study>/metrics.json``, and ``analysis`` reads

@@ -5,20 +5,22 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from mfulab import results
+
 MISSING = "missing"  # the machine has no results of this study
 NOT_APPLICABLE = "n/a"  # the study ran and wrote null (e.g. a CPU has no datasheet peak)
 
 
 def _compared():
     """(study, metric) pairs of every registered study except the comparison itself."""
-    from .. import REGISTRY
+    from mfulab.studykit.registry import REGISTRY
 
     return [(s, m) for s in REGISTRY.values() if not s.reads_results for m in s.metrics]
 
 
 def machines(results_root) -> list[str]:
     """Machines with at least one study's metrics under ``results_root``."""
-    from .. import REGISTRY
+    from mfulab.studykit.registry import REGISTRY
 
     root = Path(results_root)
     studies = {s.id for s in REGISTRY.values() if not s.reads_results}
@@ -31,7 +33,7 @@ def machines(results_root) -> list[str]:
 
 def collect(p) -> dict:
     """Nothing is measured: every machine's metrics, as records."""
-    from ...results import load_all
+    from mfulab.results import load_all
 
     studies = dict.fromkeys(s.id for s, _ in _compared())
     names = machines(p.results_root)
@@ -47,11 +49,10 @@ def collect(p) -> dict:
 def _drift(results_root, study: str, names) -> dict:
     """``{machine: {key: drift}}`` from ``<machine>/<study>/stability.json`` where a stability
     run left one: (max − min) ÷ |median| of each headline number over fresh runs."""
-    from ... import stability
 
     found = {}
     for machine in names:
-        report = stability.load(Path(results_root) / machine / study) or {}
+        report = results.load_stability(Path(results_root) / machine / study) or {}
         drift = {k: v["drift"] for k, v in report.get("drift", {}).items() if v.get("drift") is not None}
         if drift:
             found[machine] = drift
@@ -171,9 +172,9 @@ def formatted(table, records=None):
     with its ×; ``missing`` and ``n/a`` as they are. With ``records``, a value whose drift
     between fresh runs (the study's ``stability.json``) exceeds the run-to-run drift the
     comparisons assume (``timing.RUN_TO_RUN_DRIFT``) says so beside it."""
-    from ...plots import si
-    from ...timing import RUN_TO_RUN_DRIFT
-    from .. import REGISTRY
+    from mfulab.measure.timing import RUN_TO_RUN_DRIFT
+    from mfulab.studykit.registry import REGISTRY
+    from mfulab.units import si
 
     fmt = {m.key: m.fmt for s in REGISTRY.values() for m in s.metrics}
     names = [c for c in table.columns if c not in ("study", "metric", "unit", "key")]
@@ -216,7 +217,7 @@ def _values(rows, key, names) -> dict:
 def ceilings_takeaway(table) -> str:
     """The figure's title: what the measured ceilings say, machine against machine (or, with
     one machine, against its datasheet)."""
-    from ...plots import si
+    from mfulab.units import si
 
     names = [c for c in table.columns if c not in ("study", "metric", "unit", "key")]
     rows = table.drop_duplicates("key").set_index("key")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...params import StudyParams, param
+from mfulab.studykit.params import StudyParams, param
 
 
 @dataclass(frozen=True)
@@ -14,7 +14,7 @@ class Params(StudyParams):
     def prepare(self) -> None:
         from pathlib import Path
 
-        from .analysis import machines
+        from mfulab.studies.compare.analysis import machines
 
         root = Path(self.results_root)
         self.require("results_root", root.is_dir(), "an existing folder")

@@ -10,8 +10,9 @@ training loop to measure the data stall and the checkpoint spike.
 - ``bench``: the measurement (torch, headless: ``python -m mfulab measure dataloader``) —
   interleaved warm sweep, interleaved cold rounds; ``stall``: the training-loop runs (data
   stall, checkpoint spike);
-- ``claims``: the claims (B11 format and workers, B2 data part) and the latency
+- ``throughput``: the B11 (format and workers) and B2 (data part) rows and the latency
   sensitivity; ``checkpoint``: B12's two rows (does the spike exist; its size at the case
   study's scale, with a sensitivity table); ``analysis``: the tables and the headline metrics;
+  ``claims``: ``outcome`` (every row and the metrics, as the notebook publishes them);
 - ``figures``: the charts; ``stated``: the articles' inputs with their citations.
 """

@@ -1,5 +1,5 @@
 """Analysis of the ``dataloader`` study: the write, sweep, cold, stall and checkpoint tables,
-the claims (``claims``: B11, B2 data part; ``checkpoint``: B12) and the headline metrics.
+and the headline metrics (the claims: ``claims.outcome``).
 
 Every function reads the plain records of ``bench.measure`` (here or from another machine).
 Records written before the restructure carry ``mb_per_s`` (which was MiB/s) and
@@ -8,23 +8,17 @@ Records written before the restructure carry ``mb_per_s`` (which was MiB/s) and
 
 from __future__ import annotations
 
-from ... import verdicts as claims_mod
-from ...results import run_identity
-from ...timing import summarize
-from .checkpoint import magnitude_arithmetic, magnitude_sensitivity
-from .claims import (
+from mfulab.measure.timing import summarize
+from mfulab.results import run_identity
+from mfulab.studies.dataloader.stall import STEP, STEP_WITH_CHECKPOINT
+from mfulab.studies.dataloader.throughput import (
     CATEGORIES,
-    claims,
     cold_timing,
     format_comparison,
-    latency_sensitivity,
     nonzero_categories,
     step_split,
     usable_cpus,
 )
-from .stall import STEP, STEP_WITH_CHECKPOINT
-
-__all__ = ["claims", "latency_sensitivity", "magnitude_arithmetic", "magnitude_sensitivity", "usable_cpus"]
 
 
 def sweep_table(records):
@@ -177,10 +171,4 @@ def headline_metrics(records) -> dict:
         "memmap_over_json_files_throughput": memmap_over_json_files_throughput(rows),
         "tar_over_json_files_cold_throughput": tar_over_json_files_cold_throughput(records),
         "worst_stall_fraction_real": worst_stall_fraction_real(stall),
-        "claims": claims_mod.records(claims(records)),
     }
-
-
-def outcome(records, p) -> tuple[list, dict]:
-    """The claims and headline metrics the notebook publishes (also ``make stability``)."""
-    return claims(records), headline_metrics(records)

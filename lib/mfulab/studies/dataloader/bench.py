@@ -21,14 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import hardware
-from ...config import ParameterError
-from ...dataformats import unavailable_formats
-from .cache import count_opens, evict, sampled_resident_fraction
-from .corpus import check_free_space, corpus_checksum, estimate_bytes, synthetic_corpus
-from .formats import format_files, loader_for, write_format
-from .params import Params
-from .stall import checkpoint_spike, stall_run
+from mfulab.errors import ParameterError
+from mfulab.measure import host
+from mfulab.measure.corpus import check_free_space, corpus_checksum, estimate_bytes, synthetic_corpus
+from mfulab.measure.dataformats import format_files, unavailable_formats, write_format
+from mfulab.studies.dataloader.cache import count_opens, evict, sampled_resident_fraction
+from mfulab.studies.dataloader.formats import loader_for
+from mfulab.studies.dataloader.params import Params
+from mfulab.studies.dataloader.stall import checkpoint_spike, stall_run
 
 STUDY = "dataloader"
 # loader 2: rows carry mib_per_s (was mb_per_s, also MiB/s); loader 3: interleaved warm epochs and
@@ -77,7 +77,7 @@ def loader_sweep(p: Params, root: Path, expected: dict, written: dict) -> list[d
     """Every format × worker count (× persistent workers when > 0), warm page cache,
     ``p.epochs`` rounds: one epoch of every setting per round, in a shuffled order. A
     persistent loader keeps its workers between its epochs; the others start new ones."""
-    from ...timing import progress
+    from mfulab.measure.timing import progress
 
     pin = p.device == "cuda"
     points = [
@@ -118,7 +118,7 @@ def cold_rounds(p: Params, root: Path, expected: dict, written: dict) -> list[di
     shuffled order, its files evicted from the page cache just before its epoch (the loader
     is built first, so what a reader indexes when built is not part of the epoch). Per epoch:
     the resident fraction after eviction (sampled files) and the files the epoch opened."""
-    from ...timing import progress
+    from mfulab.measure.timing import progress
 
     pin = p.device == "cuda"
     evict([f for fmt in p.formats for f in format_files(fmt, root)], flush=True)  # clean pages only
@@ -170,8 +170,8 @@ def measure(p: Params) -> dict:
         "params": p.to_dict(),
         "device": p.device,
         "benchmark_version": BENCHMARK_VERSION,
-        "device_name": hardware.device_name(p.device),
-        "usable_cpus": hardware.usable_cpus(),
+        "device_name": host.device_name(p.device),
+        "usable_cpus": host.usable_cpus(),
         "corpus": {**expected, "bytes_of_text": int(sum(len(s["text"]) for s in samples))},
         "formats_dropped": dropped,
     }

@@ -24,20 +24,19 @@ Units: GB = 1e9 bytes, MiB = 2**20 bytes.
 
 from __future__ import annotations
 
-from ... import verdicts
-from ...timing import Timing, compare_timings, summarize
-from ...verdicts import Claim
-from .params import (
+from mfulab.measure.timing import Timing, compare_timings, summarize
+from mfulab.studies.dataloader.params import (
     CKPT_BYTES_PER_PARAM,
     CKPT_GPUS_PER_NODE,
     CKPT_WRITE_GB_PER_S,
     CKPT_WRITE_SWEEP_GB_PER_S,
     PCIE4_X16_GB_PER_S,
 )
-from .stall import STEP, STEP_WITH_CHECKPOINT
-from .stated import B12_STATED
-
-GB = 1e9
+from mfulab.studies.dataloader.stall import STEP, STEP_WITH_CHECKPOINT
+from mfulab.studies.dataloader.stated import B12_STATED
+from mfulab.studykit import verdicts
+from mfulab.studykit.verdicts import Claim
+from mfulab.units import GB
 
 
 def _param(records, name, default):

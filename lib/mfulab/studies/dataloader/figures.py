@@ -9,9 +9,9 @@ import seaborn as sns
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
-from .analysis import best_warm_setting, step_split, sweep_table
-from .claims import CATEGORIES, latency_sensitivity
-from .stated import B11_STATED
+from mfulab.studies.dataloader.analysis import best_warm_setting, step_split, sweep_table
+from mfulab.studies.dataloader.stated import B11_STATED
+from mfulab.studies.dataloader.throughput import CATEGORIES, latency_sensitivity
 
 
 def plot_throughput(records):

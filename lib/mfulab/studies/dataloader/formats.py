@@ -1,27 +1,9 @@
-"""The storage formats of the ``dataloader`` study: the writers, readers, Datasets, collate
-and ``make_loader`` live in the core (:mod:`mfulab.dataformats`, shared with the step-anatomy
-study); this module re-exports them and adds ``loader_for`` (the study's ``Params``)."""
+"""``loader_for``: the core's ``make_loader`` (:mod:`mfulab.measure.dataformats`, shared with the
+step-anatomy study) with the ``dataloader`` study's batch size, sequence length and prefetch."""
 
 from __future__ import annotations
 
-import torch.utils.data as tud  # noqa: F401  (re-exported: the tests build loaders through it)
-
-from ...dataformats import (  # noqa: F401  (re-exported)
-    READERS,
-    Collate,
-    DataError,
-    JsonFiles,
-    Jsonl,
-    MappedDataset,
-    Memmap,
-    ParquetRowGroups,
-    StreamedDataset,
-    TarShards,
-    dataset,
-    format_files,
-    make_loader,
-    write_format,
-)
+from mfulab.measure.dataformats import make_loader
 
 
 def loader_for(p, fmt, root, *, num_workers, persistent, pin_memory):

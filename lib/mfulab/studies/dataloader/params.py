@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...config import ParameterError, preset
-from ...corpus import FORMATS
-from ...params import StudyParams, param
+from mfulab.analytic.config import preset
+from mfulab.errors import ParameterError
+from mfulab.measure.corpus import FORMATS
+from mfulab.studykit.params import StudyParams, param
 
 # B11's per-file latency on a network or parallel file system: an assumption, not a measurement
 # (this box reads a local ext4 disk). Each file opened costs metadata round trips (lookup,

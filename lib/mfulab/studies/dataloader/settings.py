@@ -13,9 +13,9 @@ compared), and ``pin_memory`` only acts on a copy to a CUDA device (never compar
 
 from __future__ import annotations
 
-from ... import verdicts
-from ...timing import compare_timings, summarize
-from ...verdicts import Claim, verdict_from_comparison
+from mfulab.measure.timing import compare_timings, summarize
+from mfulab.studykit import verdicts
+from mfulab.studykit.verdicts import Claim, verdict_from_comparison
 
 CLAIM = (
     "persistent_workers=True hides the workers' restart at each new epoch (part of: a larger "

@@ -17,21 +17,18 @@ import os
 import time
 from pathlib import Path
 
-from ...ckptio import write_checkpoint
-from .formats import loader_for
-from .params import Params
+from mfulab.measure.ckptio import write_checkpoint
+from mfulab.studies.dataloader.formats import loader_for
+from mfulab.studies.dataloader.params import Params
 
 
 def _model(p: Params):
-    import torch
 
-    from ...config import preset
-    from ...model import GPT
+    from mfulab.analytic.config import preset
+    from mfulab.measure.train import reference_model
 
     cfg = preset(p.stall_preset).with_(seq_len=p.seq_len, vocab_size=256)
-    torch.manual_seed(0)
-    model = GPT(cfg, attn_impl="sdpa").to(p.device)
-    return model, torch.optim.AdamW(model.parameters(), lr=1e-4)
+    return reference_model(cfg, attn_impl="sdpa", device=p.device, lr=1e-4)
 
 
 def _cached_batches(p: Params, root: Path, n: int) -> list:
@@ -41,12 +38,10 @@ def _cached_batches(p: Params, root: Path, n: int) -> list:
 
 
 def _train_step(model, opt, x, device: str) -> None:
-    from ...timing import synchronize
+    from mfulab.measure.timing import synchronize
+    from mfulab.measure.train import train_step
 
-    _, loss = model(x[:, :-1], x[:, 1:])
-    loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
+    train_step(model, opt, x[:, :-1], x[:, 1:], device=device, dtype="fp32")
     synchronize(device)
 
 
@@ -56,7 +51,7 @@ def stall_run(p: Params, root: Path, fmt: str | None, *, emulated_step_s: float 
     write (real compute only). With ``emulated_step_s`` the step is a timed wait instead (an
     accelerator-speed step: time passes, no core is busy), with ``num_workers=0`` so that
     loading sits inside the step, and no checkpoint."""
-    from ...timing import synchronize
+    from mfulab.measure.timing import synchronize
 
     device = p.device
     model, opt = _model(p)
@@ -113,7 +108,7 @@ def fsync_write_bandwidth(path: Path, n_bytes: int, repeats: int = 3) -> dict:
     and ``fsync``-ed ``repeats`` times (median), as ``write_checkpoint`` writes; bytes/s."""
     import numpy as np
 
-    from ...timing import summarize
+    from mfulab.measure.timing import summarize
 
     buf = np.random.default_rng(0).integers(0, 256, n_bytes, dtype=np.uint8).tobytes()
     times = []
@@ -137,7 +132,7 @@ def checkpoint_spike(p: Params, root: Path) -> dict:
     interleaved rounds of one call each. Returns both timings with their per-round samples,
     the checkpoint's bytes, the write alone (median of a few, for the evidence) and this
     machine's fsync write bandwidth on ``p.fsync_probe_mib`` MiB (B12's magnitude row)."""
-    from ...timing import interleaved, summarize
+    from mfulab.measure.timing import interleaved, summarize
 
     model, opt = _model(p)
     batches = [b[: p.checkpoint_batch_rows] for b in _cached_batches(p, root, 8)]

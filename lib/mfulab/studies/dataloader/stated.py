@@ -1,7 +1,7 @@
 """What the source articles state for the ``dataloader`` claims, exactly as stated (article
 ids as in ``docs/claims.md``). These are inputs under test, not results."""
 
-from ...articles import B15_STEPS
+from mfulab.analytic.articles import B15_STEPS
 
 # B11 — article B §4.1 (and step 4 of §5.2): packing many small files into webdataset tar
 # shards gains "5% or more" throughput; on ordinary SSDs 8–16 DataLoader workers are enough.

@@ -6,9 +6,9 @@
 - ``kernels``: the kernels timed (eager, Triton, SDPA), kernel counts, inductor's passes over
   memory, SDPA's dispatch per input case, the peak-memory worker;
 - ``sdpa_rules``: when PyTorch's CUDA flash kernel is not eligible (B3), with its source;
-- ``ln_bench``: the A7 measurement (sub-block in DRAM, dropout apart, one layer's forward);
+- ``norm_fusion_bench``: the A7 measurement (sub-block in DRAM, dropout apart, one layer's forward);
 - ``bench``: the measurement (torch, headless: ``python -m mfulab measure fusion``);
-- ``ln_analysis``: A7's tables and claim rows; ``analysis``: the rest, the claims table
-  (A7, A8, B3, B4, B5) and ``outcome``;
+- ``norm_fusion``: A7's tables and claim rows; ``analysis``: the rest of the rows;
+  ``claims``: the claims table (A7, A8, B3, B4, B5) and ``outcome``;
 - ``figures``: the charts; ``stated``: the articles' inputs and the named assumptions.
 """

@@ -1,7 +1,7 @@
 """Analysis of the ``fusion`` study: the roofline points, attention memory scaling, the
 kernel SDPA picks, model-level ``torch.compile`` and matmul dtypes as tables, A8 at the
 article's scale, the claims table (A7, A8, B3, B4, B5) and the headline metrics. A7's
-analysis (the sub-block, its RNG, its share of a layer, Amdahl) is in ``ln_analysis``.
+analysis (the sub-block, its RNG, its share of a layer, Amdahl) is in ``norm_fusion``.
 
 Every function reads the plain records of ``bench.measure`` (here or from another machine)
 or the articles' stated inputs in ``stated``; claim verdicts are computed from the numbers.
@@ -9,35 +9,35 @@ or the articles' stated inputs in ``stated``; claim verdicts are computed from t
 
 from __future__ import annotations
 
-from ... import hardware
-from ... import verdicts as claims_mod
-from ...results import run_identity
-from ...verdicts import Claim
-from . import a8_scale, ln_analysis, sdpa_rules
-from .bytes_model import ln_residual_dropout_flops
-from .ln_analysis import dram_served
-from .stated import A8_STATED, B4_DATASHEET_DEVICE, B5_STATED_SPEEDUP
+from mfulab.analytic import devices
+from mfulab.results import run_identity
+from mfulab.studies.fusion import ln_at_scale, norm_fusion, sdpa_rules
+from mfulab.studies.fusion.bytes_model import ln_residual_dropout_flops
+from mfulab.studies.fusion.norm_fusion import dram_served
+from mfulab.studies.fusion.stated import A8_STATED, B4_DATASHEET_DEVICE, B5_STATED_SPEEDUP
+from mfulab.studykit import verdicts
+from mfulab.studykit.verdicts import Claim
 
 
 def a8_article_scale() -> dict:
-    """A8 at the article's setting read as Korthikanti's Table 2 prints it (``a8_scale``)."""
-    return a8_scale.article_scale()
+    """A8 at the article's setting read as Korthikanti's Table 2 prints it (``ln_at_scale``)."""
+    return ln_at_scale.article_scale()
 
 
 def roofline_points(records):
     """Each measured kernel placed on this device's roofline (FLOP/s vs FLOPs per byte), with
     two byte counts for the sub-block: the passes over memory it really makes (the counts of
-    ``ln_analysis.ln_table``: ATen's source for eager on CPU, inductor's generated source for
+    ``norm_fusion.ln_table``: ATen's source for eager on CPU, inductor's generated source for
     compiled; passes × N·e bytes) and the bytes model's minimum (``bytes_model``: 5·N·e eager,
     4·N·e fused at p = 0). ``intensity_flops_per_byte`` is the counted one where known."""
     import pandas as pd
 
-    from ...timing import torch_dtype
+    from mfulab.measure.timing import torch_dtype
 
     ln = records["ln"]
     llc = ln.get("last_level_cache_bytes")
     rows = []
-    for r in ln_analysis.ln_table(records).itertuples():
+    for r in norm_fusion.ln_table(records).itertuples():
         dropout = r.dropout_p > 0
         fl = ln_residual_dropout_flops(tokens=r.tokens, hidden=ln["hidden"], dropout=dropout)
         counted = r.passes_over_memory
@@ -74,7 +74,7 @@ def roofline_points(records):
 
 def ln_fusion_speedup_largest_p(records):
     """The compiled-vs-eager comparison of the sub-block at the largest dropout p (None: none)."""
-    comps = [c for c in ln_analysis.comparisons(records) if "compiled" in c["candidate"]]
+    comps = [c for c in norm_fusion.comparisons(records) if "compiled" in c["candidate"]]
     return max(comps, key=lambda c: c["dropout_p"]) if comps else None
 
 
@@ -129,7 +129,7 @@ def dtype_table(records):
                 "vs_fp32": v["best_flops_per_s"] / base,
             }
         )
-    sheet = hardware.device_spec(B4_DATASHEET_DEVICE).flops_per_s
+    sheet = devices.device_spec(B4_DATASHEET_DEVICE).flops_per_s
     rows.append(
         {
             "dtype": "A100 datasheet tf32 / fp32",
@@ -147,18 +147,18 @@ def _claims_a8(records) -> list[Claim]:
         return []
     ok = slopes["naive_saved_bytes_slope"] > 1.7 and slopes["sdpa_saved_bytes_slope"] < 1.3
     a8 = a8_article_scale()
-    sens = a8_scale.sensitivity()
+    sens = ln_at_scale.sensitivity()
     memory_cut, step_cut = A8_STATED["activation_reduction"], A8_STATED["step_time_reduction"]
     return [
         Claim(
             "A8",
             "fused (flash) attention turns activation memory O(n²) into O(n)",
             "exact bytes saved for backward vs sequence length, naive vs SDPA (log-log slope)",
-            claims_mod.verdict_from_agreement(ok),
+            verdicts.verdict_from_agreement(ok),
             f"slopes: naive {slopes['naive_saved_bytes_slope']:.2f}, SDPA "
             f"{slopes['sdpa_saved_bytes_slope']:.2f} "
             f"(thresholds > 1.7 and < 1.3)",
-            basis=claims_mod.CONSTRUCTION,
+            basis=verdicts.CONSTRUCTION,
         ),
         Claim(
             "A8",
@@ -167,7 +167,7 @@ def _claims_a8(records) -> list[Claim]:
             "setup (sensitivity table); attention share of FLOPs",
             "analytic only",
             f"activations per layer −{a8['activation_reduction']:.0%} by Table 2 as printed; "
-            f"over the readings of the sensitivity table ({a8_scale.sensitivity_sentence(sens)}): "
+            f"over the readings of the sensitivity table ({ln_at_scale.sensitivity_sentence(sens)}): "
             + (
                 f"never a smaller cut than the stated −{memory_cut:.0%}"
                 if sens.reduction.min() >= memory_cut
@@ -177,7 +177,7 @@ def _claims_a8(records) -> list[Claim]:
             f"The −{step_cut:.0%} step time cannot be derived from memory alone: it needs naive attention "
             f"(its matmuls {a8['attention_flops_share_palm']:.0%} of the model FLOPs at this length, plus "
             f"its memory-bound softmax and masking over a·s² elements) to take ≥ {step_cut:.0%} of the step",
-            basis=claims_mod.ANALYSIS,
+            basis=verdicts.ANALYSIS,
         ),
     ]
 
@@ -192,10 +192,10 @@ def _claim_b4(records) -> Claim:
             "B4",
             claim,
             "matmul ceiling tf32 vs fp32 on this GPU",
-            claims_mod.verdict_from_agreement(ratio >= 1.8),
+            verdicts.verdict_from_agreement(ratio >= 1.8),
             f"tf32/fp32 = {ratio:.2f}×; bf16/fp32 = {dt.loc['bf16', 'vs_fp32']:.2f}×; "
             f"A100 datasheet tf32/fp32 = {sheet_ratio:.0f}×",
-            basis=claims_mod.MEASURED,
+            basis=verdicts.MEASURED,
         )
     return Claim(
         "B4",
@@ -205,7 +205,7 @@ def _claim_b4(records) -> Claim:
         "no TF32 on a CPU, so the claim's quantity does not exist here; "
         f"bf16/fp32 here = {dt.loc['bf16', 'vs_fp32']:.2f}×; "
         f"the A100 datasheet gives tf32/fp32 = {sheet_ratio:.0f}× (dense), more than double",
-        basis=claims_mod.MEASURED,
+        basis=verdicts.MEASURED,
     )
 
 
@@ -248,7 +248,7 @@ def _claim_b5(records) -> list[Claim]:
     comp = records["compile"]
     on_gpu = records["device"] == "cuda"
     verdict = (
-        claims_mod.verdict_from_interval(r.speedup_lo, r.speedup_hi, threshold=B5_STATED_SPEEDUP[0])
+        verdicts.verdict_from_interval(r.speedup_lo, r.speedup_hi, threshold=B5_STATED_SPEEDUP[0])
         if on_gpu
         else "inconclusive on this machine"
     )
@@ -262,7 +262,7 @@ def _claim_b5(records) -> list[Claim]:
             verdict,
             f"speed-up {r.speedup_vs_eager:.2f}× [{r.speedup_lo:.2f}, {r.speedup_hi:.2f}] "
             f"(threshold {B5_STATED_SPEEDUP[0]:.2f}×); {gain}{why}",
-            basis=claims_mod.TOY,
+            basis=verdicts.TOY,
         )
     ]
 
@@ -299,9 +299,9 @@ def _claims_b3(records) -> list[Claim]:
             f"scaled_dot_product_attention picks a flash / memory-efficient kernel by itself (on {where})",
             f"the aten kernel SDPA dispatched to on {where} ({att['dtype']}, causal, no mask tensor) and for "
             "inputs that change the choice",
-            claims_mod.verdict_from_agreement(fused),
+            verdicts.verdict_from_agreement(fused),
             f"dispatched to {backend}" + (f"; {cases}" if cases else ""),
-            basis=claims_mod.CONSTRUCTION,
+            basis=verdicts.CONSTRUCTION,
         )
     ]
     if records["device"] != "cuda":
@@ -318,7 +318,7 @@ def _claims_b3(records) -> list[Claim]:
                 "sm80, is_causal with unequal lengths, some head dims in training on sm86/89; this run's "
                 "inputs on an A100: "
                 + ("; ".join(reasons) + " → memory-efficient or math" if reasons else "eligible"),
-                basis=claims_mod.CONSTRUCTION,
+                basis=verdicts.CONSTRUCTION,
             )
         )
     return rows
@@ -326,29 +326,29 @@ def _claims_b3(records) -> list[Claim]:
 
 def claims(records) -> list[Claim]:
     """The claims table of this study (A7, A8, B3, B4, B5), verdicts computed from numbers."""
-    out = ln_analysis.claims_a7(records) + _claims_a8(records) + _claims_b3(records)
+    out = norm_fusion.claims_a7(records) + _claims_a8(records) + _claims_b3(records)
     out.append(_claim_b4(records))
     return out + _claim_b5(records)
 
 
 def headline_metrics(records) -> dict:
     """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
-    ln = ln_analysis.ln_table(records)
+    ln = norm_fusion.ln_table(records)
     slopes = attention_slopes(records)
     largest_p = ln_fusion_speedup_largest_p(records)
-    layer = ln_analysis.layer_table(records)
+    layer = norm_fusion.layer_table(records)
     return {
         **run_identity(records, "dtype"),
         "matmul_ceiling_flops_per_s": records["ceiling"]["best_flops_per_s"],
         "memory_bandwidth_bytes_per_s": records["bandwidth"]["plateau_bytes_per_s"],
-        "ln_fusion": ln_analysis.comparisons(records),
+        "ln_fusion": norm_fusion.comparisons(records),
         "ln_rows": ln.to_dict(orient="records"),
         "ln_working_set_bytes": records["ln"]["working_set_bytes"],
         "ln_fusion_speedup_largest_p": largest_p["ratio"] if largest_p else None,
         "ln_layer_share": float(layer.sub_block_share.iloc[0]),  # the same row, so that
         "ln_layer_speedup_ceiling": float(layer.ceiling.iloc[0]),  # ceiling = 1/(1 − share)
         "ln_article_layer_speedup_ceiling": float(
-            ln_analysis.article_sensitivity().layer_speedup_ceiling.iloc[0]
+            norm_fusion.article_sensitivity().layer_speedup_ceiling.iloc[0]
         ),
         "triton_skipped": records["ln"]["triton_skipped"],
         "sdpa_backend": records["attention"]["backend"],
@@ -359,10 +359,5 @@ def headline_metrics(records) -> dict:
         "compile": compile_table(records).to_dict(orient="records"),
         "matmul_dtypes": dtype_table(records).to_dict(orient="records"),
         "a8_article_scale": a8_article_scale(),
-        "claims": claims_mod.records(claims(records)),
+        "claims": verdicts.records(claims(records)),
     }
-
-
-def outcome(records, p) -> tuple[list[Claim], dict]:
-    """The claims and headline metrics the notebook publishes (also ``make stability``)."""
-    return claims(records), headline_metrics(records)

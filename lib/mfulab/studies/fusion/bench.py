@@ -1,6 +1,6 @@
 """Measurement of the ``fusion`` study (torch, headless): this device's matmul ceiling and
 copy bandwidth (the calibration), LayerNorm + residual + dropout eager vs compiled (vs
-Triton on CUDA) and one layer's forward (``ln_bench``), attention variants vs sequence
+Triton on CUDA) and one layer's forward (``norm_fusion_bench``), attention variants vs sequence
 length and the kernel SDPA picks, the reference model's training step eager vs
 ``torch.compile`` (interleaved, ``compile_bench``), and matmul ceilings per dtype. ``measure`` returns plain
 records (JSON) that ``analysis`` reads, here or on another machine. The kernels are in
@@ -8,12 +8,12 @@ records (JSON) that ``analysis`` reads, here or on another machine. The kernels 
 
 from __future__ import annotations
 
-from ... import hardware
-from ...model import naive_causal_attention
-from ...timing import torch_dtype
-from .bytes_model import naive_attention_bytes, naive_attention_max_seq_len
-from .compile_bench import measure_model_compile
-from .kernels import (
+from mfulab.measure import host
+from mfulab.measure.gpt import naive_causal_attention
+from mfulab.measure.timing import torch_dtype
+from mfulab.studies.fusion.bytes_model import naive_attention_bytes, naive_attention_max_seq_len
+from mfulab.studies.fusion.compile_bench import measure_model_compile
+from mfulab.studies.fusion.kernels import (
     attn_inputs,
     compile_status,
     profile_kernel_count,
@@ -21,8 +21,8 @@ from .kernels import (
     sdpa_causal_attention,
     sdpa_dispatch_cases,
 )
-from .ln_bench import measure_ln_fusion
-from .params import Params
+from mfulab.studies.fusion.norm_fusion_bench import measure_ln_fusion
+from mfulab.studies.fusion.params import Params
 
 BENCHMARK_VERSION = {"ln_fusion": 3, "attention": 2, "model_compile": 4, "matmul_dtypes": 1}
 PEAK_WORKER = "mfulab.studies.fusion.kernels:attn_peak_worker"
@@ -31,7 +31,7 @@ PEAK_WORKER = "mfulab.studies.fusion.kernels:attn_peak_worker"
 def _peak_added(p: Params, name: str, seq_len: int, step, device: str, num_threads: int) -> dict:
     """Memory one forward+backward adds at its peak: the CUDA allocator's peak, or a fresh
     process's peak RSS on CPU (not for the compiled variant: a fresh process would recompile)."""
-    from ... import memprobe
+    from mfulab.measure import memprobe
 
     if device == "cuda":
         return memprobe.cuda_peak_of(step)
@@ -48,8 +48,8 @@ def measure_attention(p: Params) -> dict:
     backend, kernel counts; outputs and gradients agree across variants."""
     import torch
 
-    from ...memprobe import SavedTensorAccountant
-    from ...timing import progress, time_fn
+    from mfulab.measure.memprobe import SavedTensorAccountant
+    from mfulab.measure.timing import progress, time_fn
 
     device, dt = p.device, torch_dtype(p.dtype)
     e = torch.empty(0, dtype=dt).element_size()
@@ -148,7 +148,7 @@ def measure(p: Params) -> dict:
 
     import torch
 
-    from ... import calibration
+    from mfulab.measure import calibration
 
     p = p.prepared()
     # a persistent inductor cache: the second run of this study skips most compilation
@@ -171,7 +171,7 @@ def measure(p: Params) -> dict:
         "params": p.to_dict(),
         "device": device,
         "num_threads": torch.get_num_threads(),
-        "device_name": hardware.device_name(device),
+        "device_name": host.device_name(device),
         "torch": torch.__version__,
         "benchmark_version": BENCHMARK_VERSION,
     }

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from ...config import ParameterError
+from mfulab.errors import ParameterError
 
 
 def ln_residual_dropout_bytes(

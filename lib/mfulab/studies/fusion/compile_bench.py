@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import time
 
-from ...config import preset
-from .kernels import compile_status
-from .params import Params
+from mfulab.analytic.config import preset
+from mfulab.studies.fusion.kernels import compile_status
+from mfulab.studies.fusion.params import Params
 
 COLD_WORKER = "mfulab.studies.fusion.compile_bench:cold_compile_worker"
 
@@ -63,7 +63,7 @@ def cache_state(hits: int, misses: int) -> str:
 def _model(cfg, device: str, *, graph_break: bool, calls: list):
     import torch
 
-    from ...model import GPT
+    from mfulab.measure.gpt import GPT
 
     torch.manual_seed(0)
     m = GPT(cfg, attn_impl="sdpa").to(device)
@@ -81,7 +81,7 @@ def _model(cfg, device: str, *, graph_break: bool, calls: list):
 def _step(model, idx, dtype: str = "fp32"):
     """One training step; in ``dtype`` other than fp32 the forward runs under autocast (bf16 or
     fp16 matmuls, fp32 weights and reductions), as a mixed-precision training step does."""
-    from ...timing import autocast
+    from mfulab.measure.timing import autocast
 
     device = idx.device.type
 
@@ -144,8 +144,8 @@ def measure_model_compile(p: Params) -> dict:
     (module docstring)."""
     import torch
 
-    from ... import memprobe
-    from ...timing import compare_timings, dtype_label, interleaved, tf32_state
+    from mfulab.measure import memprobe
+    from mfulab.measure.timing import compare_timings, dtype_label, interleaved, tf32_state
 
     device = p.device
     cfg = preset(p.compile_preset).with_(seq_len=p.compile_seq_len)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ...plots import label
-from . import ln_analysis
-from .analysis import attention_slopes, attention_table, roofline_points
-from .bytes_model import copy_roof_factor
+from mfulab.studies.fusion import norm_fusion
+from mfulab.studies.fusion.analysis import attention_slopes, attention_table, roofline_points
+from mfulab.studies.fusion.bytes_model import copy_roof_factor
+from mfulab.studykit.plots import label
 
 
 def plot_roofline(records):
@@ -101,7 +101,7 @@ def plot_ln_bars(records):
     time the claim's "30% faster" needs."""
     import numpy as np
 
-    df = ln_analysis.ln_table(records)
+    df = norm_fusion.ln_table(records)
     df = df[df.impl.isin(["eager", "compiled", "triton"])].reset_index(drop=True)
     base = {(r.shape, r.impl): r.ns_per_element for r in df[df.dropout_p == 0].itertuples()}
     fig, (ax, ax2) = plt.subplots(
@@ -129,7 +129,7 @@ def plot_ln_bars(records):
     ws = f"{ln['working_set_bytes'] / 2**20:.0f} MiB" + (
         f", {ln['working_set_bytes'] / llc:.1f}× LLC" if llc else ""
     )
-    rng = ln_analysis.rng_table(records).set_index("impl")
+    rng = norm_fusion.rng_table(records).set_index("impl")
     share = rng.loc["eager", "dropout_share_of_sub_block"] if "eager" in rng.index else float("nan")
     label(
         ax,
@@ -137,7 +137,7 @@ def plot_ln_bars(records):
         y="sub-block time per element (ns, median)",
         title=f"Dropout's RNG is {share:.0%} of the eager sub-block at p = {ln['dropout_p']:g}",
     )
-    lt = ln_analysis.layer_table(records).iloc[0]
+    lt = norm_fusion.layer_table(records).iloc[0]
     unfused = lt.layer_forward_s * 1e3
     sub = lt.sub_block_share * unfused
     fused = unfused / lt.layer_speedup
@@ -145,13 +145,13 @@ def plot_ln_bars(records):
     rest = unfused - sub
     ax2.bar(range(3), [rest] * 3, color="C7", label="rest of the layer")
     ax2.bar(range(3), [v - rest for v in bars.values()], bottom=rest, color="C0", label="sub-block ×2")
-    need = unfused / ln_analysis.A7_LAYER_SPEEDUP
+    need = unfused / norm_fusion.A7_LAYER_SPEEDUP
     ax2.axhline(
         need,
         color="black",
         linestyle="--",
         linewidth=1,
-        label=f"claim: ≤ {need:.3g} ms ({ln_analysis.A7_LAYER_SPEEDUP:.2f}×)",
+        label=f"claim: ≤ {need:.3g} ms ({norm_fusion.A7_LAYER_SPEEDUP:.2f}×)",
     )
     ax2.set_xticks(range(3))
     ax2.set_xticklabels(list(bars))
@@ -160,7 +160,7 @@ def plot_ln_bars(records):
         x="one layer's forward with",
         y="layer forward time (ms, median)",
         title=f"A free sub-block saves {lt.sub_block_share:.0%}; the claim needs "
-        f"{ln_analysis.A7_STATED_TIME_REDUCTION:.0%}",
+        f"{norm_fusion.A7_STATED_TIME_REDUCTION:.0%}",
     )
     return fig
 

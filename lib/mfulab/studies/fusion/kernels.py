@@ -2,12 +2,12 @@
 LayerNorm + residual + dropout in eager mode and as a hand-written Triton kernel, SDPA and
 the backend it dispatches to, kernel counts from the profiler, the passes over memory of
 inductor's generated C++ kernel, and the fresh-process worker that measures one attention
-variant's peak memory on CPU. ``bench`` and ``ln_bench`` drive them."""
+variant's peak memory on CPU. ``bench`` and ``norm_fusion_bench`` drive them."""
 
 from __future__ import annotations
 
-from ...model import naive_causal_attention
-from ...timing import torch_dtype
+from mfulab.measure.gpt import naive_causal_attention
+from mfulab.measure.timing import torch_dtype
 
 
 def ln_eager(x, a, weight, bias, p: float):
@@ -141,8 +141,8 @@ def profile_kernel_count(fn, device: str) -> dict:
     ``torch._inductor.config.cpp.enable_kernel_profile``), allocation and view ops left out."""
     from torch.profiler import ProfilerActivity, profile
 
-    from ...procs import native_stderr_filtered
-    from ...timing import synchronize
+    from mfulab.measure.procs import native_stderr_filtered
+    from mfulab.measure.timing import synchronize
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     fn()  # never the first call
@@ -181,7 +181,7 @@ def ln_kernel_count(fn, device: str, numel: int) -> dict:
 
     from torch.profiler import ProfilerActivity, profile
 
-    from ...procs import native_stderr_filtered
+    from mfulab.measure.procs import native_stderr_filtered
 
     if device == "cuda":
         return profile_kernel_count(fn, device)
@@ -333,7 +333,7 @@ def attn_peak_worker(spec: dict) -> dict:
     """Fresh process: one forward+backward of one attention variant; peak RSS added."""
     import torch
 
-    from ...memprobe import peak_rss_of
+    from mfulab.measure.memprobe import peak_rss_of
 
     torch.set_num_threads(spec["num_threads"])
     fn = ATTENTION[spec["impl"]]

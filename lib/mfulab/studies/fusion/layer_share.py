@@ -26,9 +26,9 @@ layer's time, which makes ``f`` too large: the speed-up computed here is an uppe
 
 from __future__ import annotations
 
-from ...config import preset
-from ...hardware import device_spec
-from .bytes_model import ln_residual_dropout_bytes
+from mfulab.analytic.config import preset
+from mfulab.analytic.devices import device_spec
+from mfulab.studies.fusion.bytes_model import ln_residual_dropout_bytes
 
 SUB_BLOCKS_PER_LAYER = 2  # after attention and after the MLP (Megatron's bias-dropout-add + LN)
 

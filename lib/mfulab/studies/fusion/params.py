@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import PRESETS
-from ...params import DTYPES, StudyParams, calibration_param, param
+from mfulab.analytic.config import PRESETS
+from mfulab.studykit.params import DTYPES, StudyParams, calibration_param, param
 
 
 @dataclass(frozen=True)

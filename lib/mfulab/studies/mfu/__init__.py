@@ -3,13 +3,12 @@ and where a measured step's time goes.
 
 - ``params``: the parameters (defaults: the laptop profile);
 - ``bench``: the measurement (torch, headless: ``python -m mfulab measure mfu``);
-- ``analysis``: the conventions and counting tables, MFU per convention, headline metrics and
-  ``outcome`` (what the notebook publishes);
-- ``timesplit``: the measured run's time split (B2's four categories), global vs steady MFU,
+- ``analysis``: the conventions and counting tables, MFU per convention, headline metrics;
+- ``time_split``: the measured run's time split (B2's four categories), global vs steady MFU,
   the waterfall's losses;
-- ``opsplit``: the operator profile (``mfulab.opprofile``) taken apart: categories per step,
+- ``operator_split``: the operator profile (``mfulab.measure.opprofile``) taken apart: categories per step,
   the waterfall from measured categories, the 6N check, published MFU figures beside ours;
-- ``claims``: the claims table (A19, B1, B2, B15 under two readings, A1);
-- ``arithmetic``: the articles' arithmetic (A19, B1, B15, B9's text, Korthikanti Table 5);
+- ``claims``: the claims table (A19, B1, B2, B15 under two readings, A1) and ``outcome``;
+- ``article_arithmetic``: the articles' arithmetic (A19, B1, B15, B9's text, Korthikanti Table 5);
 - ``figures``: the charts; ``stated``: the articles' inputs with their citations.
 """

@@ -1,22 +1,19 @@
 """Analysis of the ``mfu`` study: FLOPs conventions, the counting check, MFU under each
 convention, the headline metrics and ``outcome`` (the claims and metrics the notebook publishes).
 
-The measured run's time split is in ``timesplit``, the claims table in ``claims``, the
-articles' arithmetic in ``arithmetic``. Every function reads the plain records of
+The measured run's time split is in ``time_split``, the claims table in ``claims``, the
+articles' arithmetic in ``article_arithmetic``. Every function reads the plain records of
 ``bench.measure`` (here or from another machine) or the articles' stated inputs in ``stated``.
 """
 
 from __future__ import annotations
 
-from ... import flops
-from ... import verdicts as claims_mod
-from ...config import TransformerConfig, preset
-from ...results import run_identity
-from ...verdicts import Claim
-from .arithmetic import convention_label
-from .claims import claims
-from .params import Params
-from .timesplit import breakdown, datasheet_peak
+from mfulab.analytic import flops
+from mfulab.analytic.config import TransformerConfig, preset
+from mfulab.results import run_identity
+from mfulab.studies.mfu.article_arithmetic import convention_label
+from mfulab.studies.mfu.params import Params
+from mfulab.studies.mfu.time_split import breakdown, datasheet_peak
 
 
 def conventions_table(preset_names, seq_lens):
@@ -136,10 +133,4 @@ def headline_metrics(records: dict, p: Params | None = None) -> dict:
         "flop_count_rel_diff": records["flop_count"]["naive_flops_per_token"]
         / flops.exact_matmul_flops_per_token(TransformerConfig(**records["config"]))
         - 1,
-        "claims": claims_mod.records(claims(records, p)),
     }
-
-
-def outcome(records, p) -> tuple[list[Claim], dict]:
-    """The claims and headline metrics the notebook publishes (also ``make stability``)."""
-    return claims(records, p), headline_metrics(records, p)

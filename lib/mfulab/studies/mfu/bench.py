@@ -17,9 +17,10 @@ import math
 import time
 from pathlib import Path
 
-from ... import calibration, flops, hardware
-from ...config import TransformerConfig
-from .params import Params
+from mfulab.analytic import flops
+from mfulab.analytic.config import TransformerConfig
+from mfulab.measure import calibration, host
+from mfulab.studies.mfu.params import Params
 
 BENCHMARK_VERSION = {"train_run": 1, "flop_count": 2, "op_profile": 1}
 
@@ -31,7 +32,7 @@ def flop_count(cfg: TransformerConfig, *, device: str, micro_batch: int = 1) -> 
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from ...model import GPT
+    from mfulab.measure.gpt import GPT
 
     tokens = micro_batch * cfg.seq_len
     out = {"micro_batch": micro_batch, "seq_len": cfg.seq_len, "tokens": tokens}
@@ -71,19 +72,15 @@ def train_run(
     """Train the reference model on synthetic tokens and time each step's phases."""
     import torch
 
-    from ...model import GPT
-    from ...timing import autocast, progress, synchronize
+    from mfulab.measure.timing import progress, synchronize
+    from mfulab.measure.train import reference_model, synthetic_batch, train_step
 
     job_start = time.perf_counter()
-    torch.manual_seed(0)
-    model = GPT(cfg, attn_impl=attn_impl).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    model, optimizer = reference_model(cfg, attn_impl=attn_impl, device=device)
     generator = torch.Generator().manual_seed(1)
 
     def next_batch():
-        tokens = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len + 1), generator=generator)
-        tokens = tokens.pin_memory() if device == "cuda" else tokens
-        return (tokens[:, :-1].to(device, non_blocking=True), tokens[:, 1:].to(device, non_blocking=True))
+        return synthetic_batch(generator, cfg, micro_batch, device)
 
     rows = []
     synchronize(device)
@@ -92,11 +89,7 @@ def train_run(
         x, y = next_batch()
         synchronize(device)
         t1 = time.perf_counter()
-        with autocast(device, dtype):
-            _, loss = model(x, y)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        loss = train_step(model, optimizer, x, y, device=device, dtype=dtype)
         synchronize(device)
         t2 = time.perf_counter()
         loss_value = loss.item()
@@ -140,33 +133,24 @@ def op_profile(
     cfg: TransformerConfig, *, device: str, dtype: str, micro_batch: int, attn_impl: str, p
 ) -> dict:
     """A few steady steps of the same training step under ``torch.profiler``
-    (:mod:`mfulab.opprofile`): seconds per operator category per step, and the trace, gzipped,
+    (:mod:`mfulab.measure.opprofile`): seconds per operator category per step, and the trace, gzipped,
     in a temporary folder that the notebook copies into ``traces/``."""
     import tempfile
 
     import torch
     from torch.profiler import record_function
 
-    from ... import opprofile
-    from ...model import GPT
-    from ...procs import native_stderr_filtered
-    from ...timing import autocast
+    from mfulab.measure import opprofile
+    from mfulab.measure.procs import native_stderr_filtered
+    from mfulab.measure.train import reference_model, synthetic_batch, train_step
 
-    torch.manual_seed(0)
-    model = GPT(cfg, attn_impl=attn_impl).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    model, optimizer = reference_model(cfg, attn_impl=attn_impl, device=device)
     generator = torch.Generator().manual_seed(2)
 
     def step():
         with record_function("data"):
-            tokens = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len + 1), generator=generator)
-            x, y = tokens[:, :-1].to(device), tokens[:, 1:].to(device)
-        with autocast(device, dtype):
-            _, loss = model(x, y)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        loss.item()
+            x, y = synthetic_batch(generator, cfg, micro_batch, device)
+        train_step(model, optimizer, x, y, device=device, dtype=dtype).item()
 
     trace = Path(tempfile.mkdtemp(prefix="mfulab-trace-")) / "mfu_train_step.json.gz"
     with native_stderr_filtered():  # kineto's "USDT:" start/stop lines would fill the notebook
@@ -181,7 +165,7 @@ def measure(p: Params) -> dict:
     """Everything the study measures on this device (see the module docstring)."""
     import torch
 
-    from ... import timing as m
+    from mfulab.measure import timing as m
 
     p = p.prepared()
     if p.num_threads:
@@ -193,7 +177,7 @@ def measure(p: Params) -> dict:
         "params": p.to_dict(),
         "device": device,
         "num_threads": threads,
-        "device_name": hardware.device_name(device),
+        "device_name": host.device_name(device),
         "config": cfg.to_dict(),
         "n_params": flops.param_count(cfg),
         "benchmark_version": {**BENCHMARK_VERSION, **m.BENCHMARK_VERSION},

@@ -1,12 +1,11 @@
 """The claims table of the ``mfu`` study (A19, B1, B2, B15, A1): every verdict computed from
-the articles' arithmetic (``arithmetic``) or the measured run's time split (``timesplit``),
+the articles' arithmetic (``article_arithmetic``) or the measured run's time split (``time_split``),
 with the threshold each claim's own words give."""
 
 from __future__ import annotations
 
-from ... import verdicts as claims_mod
-from ...verdicts import Claim
-from .arithmetic import (
+from mfulab.studies.mfu.analysis import headline_metrics
+from mfulab.studies.mfu.article_arithmetic import (
     B1_ABOUT_ROUNDING_S,
     B15_MAINLY,
     a19_check,
@@ -15,9 +14,11 @@ from .arithmetic import (
     b15_categorisations,
     b15_table,
 )
-from .params import Params
-from .stated import A19_STATED, B1_STATED
-from .timesplit import b2_split, b2_verdict
+from mfulab.studies.mfu.params import Params
+from mfulab.studies.mfu.stated import A19_STATED, B1_STATED
+from mfulab.studies.mfu.time_split import b2_split, b2_verdict
+from mfulab.studykit import verdicts
+from mfulab.studykit.verdicts import Claim
 
 # an MFU stated in whole percent matches our recomputation when within half a point (its rounding)
 B1_MFU_TOLERANCE = 0.005
@@ -47,30 +48,30 @@ def claims(records: dict | None, p: Params | None = None) -> list[Claim]:
     out = []
     a = a19_check()
     s = A19_STATED
-    flops_ok = claims_mod.agrees(s["stated_total_flops"], a["flops_6n"], rel_tol=0.01)
-    division_ok = claims_mod.agrees(s["stated_mfu"], a["stated_division_result"], rel_tol=0.01)
+    flops_ok = verdicts.agrees(s["stated_total_flops"], a["flops_6n"], rel_tol=0.01)
+    division_ok = verdicts.agrees(s["stated_mfu"], a["stated_division_result"], rel_tol=0.01)
     possible = a["implied_mfu_6n"] <= 1.0
     out.append(
         Claim(
             "A19",
             "13B, 131,072 tokens/step, 6N×3 ≈ 3.06e16 FLOPs, 2.4 s on 8 × 3.2e14 FLOP/s → MFU ≈ 0.497",
             "each step of the arithmetic recomputed",
-            claims_mod.verdict_from_agreement(flops_ok and division_ok and possible),
+            verdicts.verdict_from_agreement(flops_ok and division_ok and possible),
             f"6N×tokens = {a['flops_6n']:.3g} (the ×3 triples it to {a['flops_6n_x3']:.3g}: 6N already holds "
             f"forward+backward); 3.06e16/(2.56e15×2.4) = {a['stated_division_result']:.3g}, not 0.497; "
             f"the stated inputs imply MFU = {a['implied_mfu_6n']:.2f} (> 1: physically impossible; "
             f"≥ {a['min_devices_for_mfu_below_1']:.1f} devices needed; on 32 devices it would be "
             f"{a['implied_mfu_on_32_devices']:.2f})",
-            basis=claims_mod.ARITHMETIC,
+            basis=verdicts.ARITHMETIC,
         )
     )
 
     b1 = b1_table()
     article = b1.iloc[0]
     mfus = B1_STATED["step_times_s"]
-    b1_ok = claims_mod.agrees(
-        B1_STATED["stated_flops_per_step"], article.flops_per_step, rel_tol=0.01
-    ) and all(abs(article[f"mfu_at_{t}s"] - m) <= B1_MFU_TOLERANCE for t, m in mfus.items())
+    b1_ok = verdicts.agrees(B1_STATED["stated_flops_per_step"], article.flops_per_step, rel_tol=0.01) and all(
+        abs(article[f"mfu_at_{t}s"] - m) <= B1_MFU_TOLERANCE for t, m in mfus.items()
+    )
     palm = b1[b1.flops_convention.str.startswith("palm")].iloc[0]
     lo, hi = b1["mfu_at_10.2s"].min(), b1["mfu_at_10.2s"].max()
     out.append(
@@ -80,12 +81,12 @@ def claims(records: dict | None, p: Params | None = None) -> list[Claim]:
             "10.2 s → 43%, 8.5 s → 52% (§5)",
             f"arithmetic recomputed (FLOPs within 1%, MFU within {B1_MFU_TOLERANCE * 100:g} point); the same "
             "step times under every FLOPs convention",
-            claims_mod.verdict_from_agreement(b1_ok),
+            verdicts.verdict_from_agreement(b1_ok),
             f"{article.flops_per_step:.3g} FLOPs; MFU "
             + ", ".join(f"{article[f'mfu_at_{t}s']:.1%} at {t:g} s (stated {m:.0%})" for t, m in mfus.items())
             + f"; with the exact N and attention (palm) 10.2 s is {palm['mfu_at_10.2s']:.1%}; "
             f"conventions span {lo:.1%}–{hi:.1%} at 10.2 s",
-            basis=claims_mod.ARITHMETIC,
+            basis=verdicts.ARITHMETIC,
         )
     )
     ideal = b1_ideal_step_check()
@@ -97,7 +98,7 @@ def claims(records: dict | None, p: Params | None = None) -> list[Claim]:
             "the ideal step of the article's own arithmetic, 8.8e16 FLOPs / (64 × 312 TFLOP/s); 'about "
             f"{ideal['stated_s']:g} s' read as rounded to the nearest {B1_ABOUT_ROUNDING_S:g} s: "
             f"{ideal['accepted_lo_s']:g} s ≤ t < {ideal['accepted_hi_s']:g} s",
-            claims_mod.verdict_from_agreement(ideal["consistent"]),
+            verdicts.verdict_from_agreement(ideal["consistent"]),
             f"the exact figure is {ideal['exact_s']:.2f} s, which rounds to {ideal['exact_rounded_s']:g} s: "
             f"{'inside' if ideal['consistent'] else 'outside'} {ideal['accepted_lo_s']:g}–"
             f"{ideal['accepted_hi_s']:g} s; the article's {ideal['stated_s']:g} s is "
@@ -109,7 +110,7 @@ def claims(records: dict | None, p: Params | None = None) -> list[Claim]:
                 f"{r.flops_convention.split()[0]} {r.ideal_step_s:.2f} s" for r in in_range.itertuples()
             )
             + "), which the article does not use: it counts 6 × 7e9",
-            basis=claims_mod.ARITHMETIC,
+            basis=verdicts.ARITHMETIC,
         )
     )
 
@@ -124,7 +125,7 @@ def claims(records: dict | None, p: Params | None = None) -> list[Claim]:
             "three or more are present: the run shows the split"
             if verdict == "shown"
             else f"fewer than three are present ({'; '.join(absent)}), so this run cannot show the split; "
-            "the anatomy chapter (notebook 08) measures a run with every category"
+            "the anatomy chapter (notebook 07) measures a run with every category"
         )
         out.append(
             Claim(
@@ -136,7 +137,7 @@ def claims(records: dict | None, p: Params | None = None) -> list[Claim]:
                 verdict,
                 f"of {records['train']['job_wall_s']:.2f} s wall: {shares}; {len(present)} of 4 present "
                 f"({', '.join(present.category) or 'none'}): {why}",
-                basis=claims_mod.MEASURED,
+                basis=verdicts.MEASURED,
             )
         )
 
@@ -158,7 +159,7 @@ def claims(records: dict | None, p: Params | None = None) -> list[Claim]:
                 "the verdict depends on how NCCL tuning is categorised: under the other reading "
                 f"({other.reading}) it is {other.verdict} ({other.share_of_gross_gain:.0%}); the "
                 "§5 heading's '38% → 52%' does not match the 43% that §5.1 computes from 10.2 s",
-                basis=claims_mod.ARITHMETIC,
+                basis=verdicts.ARITHMETIC,
             )
         )
 
@@ -170,7 +171,13 @@ def claims(records: dict | None, p: Params | None = None) -> list[Claim]:
             "not checkable",
             "anecdote without model size, batch, step times or peak; the hardware also changed (other "
             "accelerators → Ascend), so the two MFUs have different denominators",
-            basis=claims_mod.ARITHMETIC,
+            basis=verdicts.ARITHMETIC,
         )
     )
     return out
+
+
+def outcome(records, p) -> tuple[list[Claim], dict]:
+    """The claims and headline metrics the notebook publishes (also ``make stability``)."""
+    claim_list = claims(records, p)
+    return claim_list, {**headline_metrics(records, p), "claims": verdicts.records(claim_list)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from .timesplit import breakdown, waterfall_losses
+from mfulab.studies.mfu.time_split import breakdown, waterfall_losses
 
 
 def plot_attention_share(conventions_df):
@@ -26,7 +26,7 @@ def plot_waterfall(records):
     """Peak → ceiling → achieved model FLOP/s with each loss labelled (claim B2): its FLOP/s
     and its share of the top bar, so that losses too thin to see are still read off."""
 
-    from ...plots import waterfall
+    from mfulab.studykit.plots import waterfall
 
     w = waterfall_losses(records)
     b = breakdown(records)
@@ -101,7 +101,7 @@ def plot_step_timeline(records):
 def plot_operator_steps(records):
     """Each profiled step's wall time as a stacked bar of its operator categories (ms); the
     legend lists only categories that are drawn, with their share of the steps."""
-    from ... import opprofile
+    from mfulab.measure import opprofile
 
     prof = records["op_profile"]
     shares = opprofile.category_shares(prof)
@@ -128,8 +128,8 @@ def plot_operator_steps(records):
 def plot_operator_waterfall(records):
     """Peak → ceiling → achieved model FLOP/s, each loss a measured operator category (claim
     B2's losses inside a step), labelled with its FLOP/s and its share of the top bar."""
-    from ...plots import waterfall
-    from .opsplit import largest_losses, operator_waterfall_losses
+    from mfulab.studies.mfu.operator_split import largest_losses, operator_waterfall_losses
+    from mfulab.studykit.plots import waterfall
 
     w = operator_waterfall_losses(records)
     b = breakdown(records)

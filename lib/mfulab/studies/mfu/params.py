@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import preset
-from ...params import DTYPES, StudyParams, calibration_param, param
-
-ATTN_IMPLS = ("sdpa", "naive")
+from mfulab.analytic.config import ATTENTION_IMPLS, preset
+from mfulab.studykit.params import DTYPES, StudyParams, calibration_param, param
 
 
 @dataclass(frozen=True)
@@ -73,7 +71,7 @@ class Params(StudyParams):
         self.require("b2_present_share", self.b2_present_share < 1, "a fraction of the wall clock below 1")
         self.require("b2_floor_sweep", all(f < 1 for f in self.b2_floor_sweep), "fractions below 1")
         self.require_choice("dtype", DTYPES)
-        self.require_choice("attn_impl", ATTN_IMPLS)
+        self.require_choice("attn_impl", tuple(ATTENTION_IMPLS))
 
     def prepare(self) -> None:
         self.resolve_device()
@@ -85,7 +83,7 @@ class Params(StudyParams):
     def predicted_peak_bytes(self) -> float:
         """The training step with AdamW (``memory.step_peak_bytes``): autocast keeps the
         activations in the low precision, fp32 keeps them in 4 bytes."""
-        from ...memory import step_peak_bytes
+        from mfulab.analytic.memory import step_peak_bytes
 
         return step_peak_bytes(
             self.model_config(),

@@ -1,8 +1,6 @@
 """What the source articles state for the ``mfu`` claims, exactly as stated (article ids as
 in ``docs/claims.md``). These are inputs under test, not results."""
 
-from ...articles import B15_STEPS  # noqa: F401  (article B §5.2; shared with the overlap study)
-
 # A19 — article A §8: a 13B model, global batch 32 × 4096 tokens, 2.4 s per step on 8 cards of
 # 3.2e14 FLOP/s; the article writes total FLOPs ≈ 6N × 3 × tokens ≈ 3.06e16 and MFU ≈ 0.497.
 A19_STATED = {

@@ -6,8 +6,8 @@ overlap hides.
   the collectives benchmark and the chunked-overlap sweep, real and emulated compute, every
   (variant, k) interleaved over rounds;
 - ``analysis``: the measured tables, the α–β check, the paired comparisons (A3, A5);
-- ``scale``: the α–β models — chunked overlap, the articles' scale (A4 with the TP activation
+- ``alpha_beta``: the α–β models — chunked overlap, the articles' scale (A4 with the TP activation
   all-reduces, A5) and their sensitivity tables, B9's arithmetic;
-- ``claims``: the claims table (A3, A4, A5, A18, B9) and the headline metrics;
+- ``claims``: the claims table (A3, A4, A5, A18, B9), the headline metrics and ``outcome``;
 - ``figures``: the charts; ``stated``: the articles' inputs with their citations.
 """

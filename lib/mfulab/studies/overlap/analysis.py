@@ -1,6 +1,6 @@
 """Analysis of the ``overlap`` study: the collectives table and the α–β check (claim B9), the
 measured sweep with its paired comparisons (A3, A5, A18), and the articles' scale (A4, A5;
-the models are in ``scale``).
+the models are in ``alpha_beta``).
 
 Verdicts rest on this run's own measured times: A3 on the interleaved step times, A5 on the
 measured communication time per step. The calibration's α–β (one per machine) draws the
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import comm
-from ...timing import compare_timings, summarize
-from .scale import best_chunks, chunked_overlap  # noqa: F401  (the model, re-exported)
+from mfulab.analytic import comm
+from mfulab.measure.timing import compare_timings, summarize
+from mfulab.studies.overlap.alpha_beta import chunked_overlap
 
 
 # ---------------------------------------------------------------------------- collectives, α–β
@@ -335,11 +335,3 @@ def a5_gap(records, k_a: int = 4, k_b: int = 16) -> dict | None:
         "isolated_share": isolated_s / gap_s if gap_s > 0 and isolated_s is not None else float("nan"),
         "rest_s": gap_s - explained_s,
     }
-
-
-def outcome(records, p) -> tuple[list, dict]:
-    """The claims and headline metrics the notebook publishes (also ``make stability``);
-    built in ``claims`` from the tables above."""
-    from .claims import claims, headline_metrics
-
-    return claims(records), headline_metrics(records)

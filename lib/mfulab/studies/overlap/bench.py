@@ -42,8 +42,8 @@ from functools import partial
 
 import numpy as np
 
-from ... import calibration, collectives, hardware
-from .params import Params
+from mfulab.measure import calibration, collectives, host
+from mfulab.studies.overlap.params import Params
 
 BENCHMARK_VERSION = {"overlap": 4}  # 4: the drawn timeline is the extra step nearest the median
 VARIANTS = ("overlapped", "compute_only", "comm_only")
@@ -167,8 +167,8 @@ def overlap_worker(spec: dict) -> dict:
     import torch
     import torch.distributed as dist
 
-    from ...launch import reduce_scalar
-    from ...timing import interleaved, synchronize
+    from mfulab.measure.launch import reduce_scalar
+    from mfulab.measure.timing import interleaved, synchronize
 
     torch.set_num_threads(1)
     rank, n = dist.get_rank(), dist.get_world_size()
@@ -323,7 +323,7 @@ def overlap_worker(spec: dict) -> dict:
 
 def measure(p: Params) -> dict:
     """The collectives benchmark and the overlap sweep, each one torchrun job of ``p.nproc`` ranks."""
-    from ...launch import run
+    from mfulab.measure.launch import run
 
     p = p.prepared()
     sizes = [2**i for i in range(p.min_size_log2, p.max_size_log2 + 1)]
@@ -331,13 +331,13 @@ def measure(p: Params) -> dict:
         "study": "overlap",
         "params": p.to_dict(),
         "device": p.device,
-        "device_name": hardware.device_name(p.device),
+        "device_name": host.device_name(p.device),
         "benchmark_version": {**BENCHMARK_VERSION, **collectives.BENCHMARK_VERSION},
     }
     for key, target, spec in (
         (
             "collectives",
-            "mfulab.collectives:collective_benchmark_worker",
+            "mfulab.measure.collectives:collective_benchmark_worker",
             {"ops": list(p.ops), "sizes_bytes": sizes, "warmup": p.warmup, "iters": p.iters},
         ),
         (

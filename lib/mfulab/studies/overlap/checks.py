@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .bench import union_length_s
+from mfulab.studies.overlap.bench import union_length_s
 
 # the drawn communication (union of the bars) against the fastest communication-only step: loose
 # enough for a CPU's run-to-run noise, far above the near-zero bars of an all-reduce timed to its enqueue

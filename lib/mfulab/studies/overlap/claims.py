@@ -1,14 +1,12 @@
 """The claims table of the ``overlap`` study (A3, A4, A5, A18, B9) and its headline metrics,
-from the measured tables of ``analysis`` and the models of ``scale``; ``analysis.outcome``
+from the measured tables of ``analysis`` and the models of ``alpha_beta``; ``analysis.outcome``
 publishes them. Every verdict is computed from numbers, with the numbers in its evidence."""
 
 from __future__ import annotations
 
-from ... import verdicts
-from ...results import run_identity
-from ...verdicts import Claim
-from . import a4, scale
-from .analysis import (
+from mfulab.results import run_identity
+from mfulab.studies.overlap import alpha_beta, step_at_scale
+from mfulab.studies.overlap.analysis import (
     a3_outcome,
     a5_comparisons,
     a5_gap,
@@ -23,7 +21,9 @@ from .analysis import (
     predicted_comm_s,
     recovered_text,
 )
-from .params import Params
+from mfulab.studies.overlap.params import Params
+from mfulab.studykit import verdicts
+from mfulab.studykit.verdicts import Claim
 
 
 # ---------------------------------------------------------------------------- claims and metrics
@@ -159,7 +159,7 @@ def _a5_claims(records, art, min_share: float) -> list[Claim]:
         return []
     c = comps["comm_only"]
     nbytes = records["params"]["overlap_bytes"]
-    sens = scale.a5_sensitivity(records["params"])
+    sens = alpha_beta.a5_sensitivity(records["params"])
     measured = (
         f"k=16 takes {_interval(c)} the communication time of k=4 (confirmed when the interval, widened by "
         f"{c.run_to_run_drift:.0%} run-to-run drift, is above 1)"
@@ -226,10 +226,10 @@ def _a5_claims(records, art, min_share: float) -> list[Claim]:
 
 
 def _a4_claim(records, art) -> Claim:
-    sens = a4.a4_sensitivity(records["params"])
+    sens = step_at_scale.a4_sensitivity(records["params"])
     changed = sens[~sens.same_as_baseline]
     changes = "; ".join(f"{r.varied} {r.value}: {r.reading}" for r in changed.itertuples())
-    flip = a4.a4_flip_link(records["params"])
+    flip = step_at_scale.a4_flip_link(records["params"])
     flip_text = ""
     if flip["flip_bytes_per_s"]:
         side = "above" if flip["baseline_reading"] == flip["below"] else "below"
@@ -240,7 +240,7 @@ def _a4_claim(records, art) -> Claim:
     return Claim(
         "A4",
         "13B on 32 cards: 3.2 s → 2.1 s per step with overlap",
-        f"the course's step model (predict.step_time) on {art['a4_device']} (devices.yaml), TP 8, without "
+        f"the course's step model (step.step_time) on {art['a4_device']} (devices.yaml), TP 8, without "
         "and with overlap; the implied exposed communication against the TP all-reduces and the gradient "
         "buckets",
         "analytic only",
@@ -265,7 +265,7 @@ def _a4_claim(records, art) -> Claim:
 
 def claims(records) -> list[Claim]:
     """The claims table of this study (A3, A4, A5, A18, B9), verdicts computed from numbers."""
-    art = scale.article_scale(records)
+    art = alpha_beta.article_scale(records)
     out = [c for c in (_a3_claim(records), _a4_claim(records, art)) if c is not None]
     out += _a5_claims(
         records, art, records["params"].get("a5_mechanism_min_share", Params.a5_mechanism_min_share)
@@ -286,7 +286,7 @@ def claims(records) -> list[Claim]:
                 basis=verdicts.TOY,
             )
         )
-    b = scale.b9_check(records)
+    b = alpha_beta.b9_check(records)
     out.append(
         Claim(
             "B9",
@@ -334,7 +334,7 @@ def headline_metrics(records) -> dict:
             "a5_gap": {k: v for k, v in (a5_gap(records) or {}).items() if not k.startswith("comm_")},
         },
         "overlap": overlap_table(records).to_dict(orient="records"),
-        "article_scale": scale.article_scale(records),
+        "article_scale": alpha_beta.article_scale(records),
         "claims": verdicts.records(claims(records)),
     }
     if a3.get("emulated"):
@@ -343,3 +343,11 @@ def headline_metrics(records) -> dict:
     if comps:
         metrics["a5_comm_ratio_16_over_4"] = comps["comm_only"].ratio
     return metrics
+
+
+def outcome(records, p) -> tuple[list, dict]:
+    """The claims and headline metrics the notebook publishes (also ``make stability``);
+    built in ``claims`` from the tables above."""
+    from mfulab.studies.overlap.claims import claims, headline_metrics
+
+    return claims(records), headline_metrics(records)

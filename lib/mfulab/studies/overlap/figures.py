@@ -5,8 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from ...plots import median_iqr_ms
-from .analysis import (
+from mfulab.studies.overlap.analysis import (
     a3_outcome,
     a5_gap,
     best_k,
@@ -18,6 +17,7 @@ from .analysis import (
     overlap_table,
     timing,
 )
+from mfulab.studykit.plots import median_iqr_ms
 
 
 def _chunk_axis(ax, ks, label="chunks k"):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...comm import OPS
-from ...config import ParameterError
-from ...params import StudyParams, calibration_param, param
+from mfulab.analytic.comm import OPS
+from mfulab.errors import ParameterError
+from mfulab.studykit.params import StudyParams, calibration_param, param
 
 BENCHMARK_OPS = OPS[:4]  # the collectives the benchmark worker runs and checks
 MODES = ("real", "emulated")
@@ -87,7 +87,7 @@ class Params(StudyParams):
     article_matmul_share_of_mamf: float = param(
         0.8,
         "A4: the share of the device's best measured GEMM (MAMF) a training step's GEMMs reach "
-        "(assumed: chapter 10 fits 0.81 on published Megatron runs; chapter 09 states 0.8)",
+        "(assumed: chapter 09 fits 0.81 on published Megatron runs; chapter 08 states 0.8)",
         positive=True,
     )
     article_global_batch: int = param(
@@ -134,7 +134,7 @@ class Params(StudyParams):
 
     @staticmethod
     def _require_device_key(name: str, key: str) -> None:
-        from ...hardware import device_spec
+        from mfulab.analytic.devices import device_spec
 
         try:
             device_spec(key)
@@ -142,7 +142,7 @@ class Params(StudyParams):
             raise ParameterError(f"{name}: {err}") from None
 
     def prepare(self) -> None:
-        from ...launch import check_world_size
+        from mfulab.measure.launch import check_world_size
 
         self.resolve_device()
         check_world_size(self.nproc, self.device)

@@ -3,7 +3,7 @@ in ``docs/claims.md``). These are inputs under test, not results. The interconne
 checked against (ranks, α, link bandwidths) and what the articles leave unstated (compute
 efficiency, global batch on 32 cards) are parameters: ``article_*`` in ``params``."""
 
-from ...articles import b15_gain
+from mfulab.analytic.articles import b15_gain
 
 # A4 — article A §2.1: a 13B model on 32 cards, 3.2 s → 2.1 s per step with overlap on.
 # The shape, TP degree, micro-batch and per-card peak are those of the article's 13B command

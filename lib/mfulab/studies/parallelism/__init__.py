@@ -1,13 +1,13 @@
-"""Study ``parallelism`` (notebook 09): parallel layouts — pipeline schedules, ZeRO/FSDP
+"""Study ``parallelism`` (notebook 08): parallel layouts — pipeline schedules, ZeRO/FSDP
 sharding, tensor and sequence parallelism, mixture-of-experts all-to-all — each measured on
 this machine's ranks with PyTorch's own implementation and set against its formula
-(``mfulab.parallel``), then sized at the articles' scale with the layout planner
-(``mfulab.layouts``).
+(``mfulab.analytic.parallel``), then sized at the articles' scale with the layout planner
+(``mfulab.analytic.layouts``).
 
 - ``params``: the parameters (defaults: the laptop profile);
 - ``bench``: the measurement (four torchrun jobs: ``python -m mfulab measure parallelism``);
 - ``pipeline``, ``sharding``, ``tensor``, ``moe``: the torchrun workers of each layout;
-- ``analysis``: measured against the formulas, the at-scale rows, the claims table
-  (``outcome`` is the one function that produces it);
+- ``analysis``: measured against the formulas, the at-scale rows; ``claims``: the claims table
+  and ``outcome``, the one function that produces it;
 - ``figures``: the charts; ``stated``: the articles' inputs with their citations.
 """

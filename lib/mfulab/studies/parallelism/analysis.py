@@ -1,13 +1,13 @@
 """The claims table of the ``parallelism`` study and its headline metrics, from the measured
-tables (``measured``) and the at-scale rows (``scale``). ``outcome`` is the one function the
+tables (``measured``) and the at-scale rows (``planner_at_scale``). ``outcome`` is the one function the
 notebook and ``make stability`` call."""
 
 from __future__ import annotations
 
-from ... import verdicts
-from ...results import run_identity
-from ...verdicts import Claim
-from . import measured, scale, stated
+from mfulab.results import run_identity
+from mfulab.studies.parallelism import measured, planner_at_scale, stated
+from mfulab.studykit import verdicts
+from mfulab.studykit.verdicts import Claim
 
 # Gradient gates: FSDP2, TP and SP against DDP / the whole block, fp32 (the notebook asserts them):
 # |Δ| ≤ GRADIENT_TOLERANCE, relative to the reference's largest element where that passes 1 (at
@@ -284,7 +284,7 @@ def _b10(exchange, skew) -> list[Claim]:
 
 
 def takeaways(t: dict) -> str:
-    """The closing bullets of notebook 09, each with this run's numbers."""
+    """The closing bullets of notebook 08, each with this run's numbers."""
     pipe, sh, tp = t["pipeline"], t["sharding"], t["tensor"].set_index("layout")
     emu = pipe[(pipe.compute == "emulated") & (pipe.ranks == pipe.ranks.max()) & (pipe.schedule == "1f1b")]
     one = sh[sh.m == sh.m.min()].set_index("config")
@@ -317,13 +317,13 @@ def tables(records) -> dict:
         "tensor": measured.tensor_table(records),
         "exchange": measured.exchange_table(records),
         "skew": measured.skew_table(records),
-        "a10_traffic": scale.a10_traffic_table(),
-        "a10_placement": scale.a10_placement(),
-        "a12_planner": scale.a12_planner_table(),
-        "a13_interleaving": scale.a13_interleaving_table(),
-        "a15_offload": scale.a15_offload_table(),
-        "planner_answers": scale.planner_answers(),
-        "planner_sensitivity": scale.planner_sensitivity(),
+        "a10_traffic": planner_at_scale.a10_traffic_table(),
+        "a10_placement": planner_at_scale.a10_placement(),
+        "a12_planner": planner_at_scale.a12_planner_table(),
+        "a13_interleaving": planner_at_scale.a13_interleaving_table(),
+        "a15_offload": planner_at_scale.a15_offload_table(),
+        "planner_answers": planner_at_scale.planner_answers(),
+        "planner_sensitivity": planner_at_scale.planner_sensitivity(),
         "copy_bandwidths": records.get("copy_bandwidths"),
     }
 
@@ -358,10 +358,3 @@ def headline_metrics(records, t: dict, claim_list: list[Claim]) -> dict:
         "gradient_gate_max_abs_diff": float(max(gates)),
         "claims": verdicts.records(claim_list),
     }
-
-
-def outcome(records, p) -> tuple[list[Claim], dict]:
-    """The claims and headline metrics the notebook publishes (also ``make stability``)."""
-    t = tables(records)
-    claim_list = claims(t)
-    return claim_list, headline_metrics(records, t, claim_list)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from ... import hardware
-from .params import Params
+from mfulab.measure import host
+from mfulab.studies.parallelism.params import Params
 
 BENCHMARK_VERSION = {"pipeline": 1, "sharding": 1, "tensor": 1, "moe": 1}
 WORKERS = {
@@ -50,14 +50,14 @@ def copy_bandwidths(nbytes: int = 256 * 2**20, iters: int = 10) -> dict:
     checked (the copy's first and last elements)."""
     import torch
 
-    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).fill_(7)
+    pinned = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).fill_(7)
     dev, dev2 = (
         torch.empty(nbytes, dtype=torch.uint8, device="cuda"),
         torch.empty(nbytes, dtype=torch.uint8, device="cuda"),
     )
     cases = {
-        "host_to_device": lambda: dev.copy_(host, non_blocking=True),
-        "device_to_host": lambda: host.copy_(dev, non_blocking=True),
+        "host_to_device": lambda: dev.copy_(pinned, non_blocking=True),
+        "device_to_host": lambda: pinned.copy_(dev, non_blocking=True),
         "device_to_device": lambda: dev2.copy_(dev, non_blocking=True),
     }
     out = {}
@@ -71,15 +71,16 @@ def copy_bandwidths(nbytes: int = 256 * 2**20, iters: int = 10) -> dict:
         end.record()
         torch.cuda.synchronize()
         out[f"{name}_bytes_per_s"] = nbytes * iters / (start.elapsed_time(end) / 1e3)
-    out["correct"] = bool(int(dev2[0]) == int(dev2[-1]) == int(host[0]) == 7)
+    out["correct"] = bool(int(dev2[0]) == int(dev2[-1]) == int(pinned[0]) == 7)
     out["bytes"] = nbytes
     return out
 
 
 def measure(p: Params) -> dict:
     """Every job of the study on this machine's ranks (module docstring)."""
-    from ...launch import in_distributed_env, run
-    from ...timing import progress
+    from mfulab.measure.host import in_distributed_env
+    from mfulab.measure.launch import run
+    from mfulab.measure.timing import progress
 
     p = p.prepared()
     if in_distributed_env():  # under torchrun every job runs on the job's ranks, each layout once
@@ -110,7 +111,7 @@ def measure(p: Params) -> dict:
         "study": "parallelism",
         "params": p.to_dict(),
         "device": p.device,
-        "device_name": hardware.device_name(p.device),
+        "device_name": host.device_name(p.device),
         "benchmark_version": BENCHMARK_VERSION,
         "pipeline": [],
     }

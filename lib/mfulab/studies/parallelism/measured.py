@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import statistics
 
-from ... import memory, parallel
-from ...config import TransformerConfig
+from mfulab.analytic import memory, parallel
+from mfulab.analytic.config import TransformerConfig
 
 FP32_BYTES = 4
 ADAMW_STATES = 2  # exp_avg and exp_avg_sq, fp32 like the parameters
@@ -138,7 +138,7 @@ def tensor_table(records):
     in backward) — and the gradient gate against the whole block."""
     import pandas as pd
 
-    from ...comm import bus_factor
+    from mfulab.analytic.comm import bus_factor
 
     tp_rec = records["tensor"]
     cfg = TransformerConfig(**tp_rec["config"])

@@ -27,9 +27,9 @@ def _exchange_times(spec, rank, n):
     import torch
     import torch.distributed as dist
 
-    from ...launch import reduce_scalar
-    from ...timing import synchronize
-    from .pipeline import _device
+    from mfulab.measure.launch import reduce_scalar
+    from mfulab.measure.timing import synchronize
+    from mfulab.studies.parallelism.pipeline import _device
 
     device = _device(spec)
 
@@ -65,8 +65,8 @@ def _skewed_step(spec, rank, n, imbalance):
     import torch
     import torch.distributed as dist
 
-    from ...timing import synchronize
-    from .pipeline import _device
+    from mfulab.measure.timing import synchronize
+    from mfulab.studies.parallelism.pipeline import _device
 
     device = _device(spec)
     tokens, hidden = spec["moe_tokens_per_rank"], spec["moe_hidden"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import PRESETS
-from ...params import StudyParams, param
+from mfulab.analytic.config import PRESETS
+from mfulab.studykit.params import StudyParams, param
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
 COMPUTE = ("emulated", "real")
@@ -85,6 +85,6 @@ class Params(StudyParams):
         return max(*self.pipeline_ranks, self.ranks, self.pipeline_real_ranks)
 
     def prepare(self) -> None:
-        from ...launch import check_world_size
+        from mfulab.measure.launch import check_world_size
 
         check_world_size(self.nproc, self.device)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from ...timing import synchronize
+from mfulab.measure.timing import synchronize
 
 P2P_OPS = ("c10d::send", "c10d::recv_")  # the dispatcher's point-to-point ops, as the profiler names them
 SCHEDULE_CLASSES = {
@@ -30,7 +30,7 @@ def _device(spec: dict):
     """This rank's device: the CPU, or its GPU under torchrun (``launch.cuda_index``)."""
     import torch
 
-    from ...launch import cuda_index
+    from mfulab.measure.launch import cuda_index
 
     return torch.device("cuda", cuda_index()) if spec.get("device") == "cuda" else torch.device("cpu")
 
@@ -100,7 +100,7 @@ def _run(spec: dict, schedule: str, m: int, v: int, rank: int, p: int, log: list
     import torch.distributed as dist
     from torch.distributed import pipelining
 
-    from ...launch import reduce_scalar
+    from mfulab.measure.launch import reduce_scalar
 
     n_stages = p * v
     layers = spec["layers_per_rank"] // v
@@ -192,8 +192,8 @@ def _ideal(spec: dict, chunks: dict, stage_ids) -> float:
 
 
 def legal(*, p: int, m: int, v: int) -> bool:
-    from ...config import ParameterError
-    from ...parallel import check_pipeline
+    from mfulab.analytic.parallel import check_pipeline
+    from mfulab.errors import ParameterError
 
     try:
         check_pipeline(p=p, m=m, v=v)

@@ -28,9 +28,9 @@ C10D_BUFFER = {  # dispatcher op → which input holds the full buffer S (nccl-t
 def _model(spec):
     import torch
 
-    from ...config import preset
-    from ...model import GPT
-    from .pipeline import _device
+    from mfulab.analytic.config import preset
+    from mfulab.measure.gpt import GPT
+    from mfulab.studies.parallelism.pipeline import _device
 
     torch.manual_seed(0)
     return GPT(preset(spec["preset"]).with_(seq_len=spec["seq_len"])).to(_device(spec))

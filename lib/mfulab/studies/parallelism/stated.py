@@ -53,8 +53,8 @@ B10_WAIT_SHARE = 0.5
 # figure): devices.yaml's `a100` (A100 80 GB SXM: 312 TFLOP/s dense bf16, MAMF 271.2, NVLink 3
 # inside a node, one 200 Gb/s HDR port per GPU between nodes, each with its source there), 8 per
 # node. The planner's one assumption of its own: GEMMs sustain 0.8 of the device's MAMF (the
-# share chapter 10 fits on the Korthikanti et al. rows is of that order; the sensitivity table
-# varies it); every other figure is predict_rates.Assumptions' default.
+# share chapter 09 fits on the Korthikanti et al. rows is of that order; the sensitivity table
+# varies it); every other figure is rates.Assumptions' default.
 CLUSTER = {"device": "a100", "devices_per_node": 8, "assumptions": {"matmul_share_of_mamf": 0.8}}
 
 # The planner's answers the notebook shows: the article's 13B on 8 cards (A17/A19), its A10

@@ -18,9 +18,9 @@ from __future__ import annotations
 def _block(spec):
     import torch
 
-    from ...config import preset
-    from ...model import Block
-    from .pipeline import _device
+    from mfulab.analytic.config import preset
+    from mfulab.measure.gpt import Block
+    from mfulab.studies.parallelism.pipeline import _device
 
     cfg = preset(spec["preset"]).with_(seq_len=spec["seq_len"])
     torch.manual_seed(0)

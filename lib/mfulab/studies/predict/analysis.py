@@ -1,13 +1,13 @@
 """Analysis of the ``predict`` study: the validation against the published runs, the
 calibrated check on this machine, the articles' cases and ``outcome`` (the metrics the
 notebook publishes; the study decides no claim of its own: the articles' claims it applies
-to are decided in chapters 01, 04, 08 and 09)."""
+to are decided in chapters 01, 04, 07 and 08)."""
 
 from __future__ import annotations
 
-from ... import predict
-from ...results import run_identity
-from . import calibrated, scores, validate
+from mfulab.analytic import step as step_model
+from mfulab.results import run_identity
+from mfulab.studies.predict import calibrated, scores, validate
 
 
 def fit_sources(records) -> tuple:
@@ -36,22 +36,24 @@ def headline_metrics(records, p, valid: dict | None = None) -> dict:
             else None
         )
 
+    def priced_rows(name):
+        return int(splits.loc[name, "rows"] - splits.loc[name, "refused"]) if name in splits.index else 0
+
     return {
         **run_identity(records, "preset", "seq_len", "micro_batch", "dtype"),
         **{k: v for k, v in summary.items() if not k.startswith("goal_met")},
         "goal_met": summary["goal_met"],
-        "test_median_abs_error": split_metric("test", "median_abs_error"),
-        "test_max_abs_error": split_metric("test", "max_abs_error"),
-        "test_null_median_abs_error": split_metric("test", "null_median_abs_error"),
-        "test_rows": int(splits.loc["test", "rows"] - splits.loc["test", "refused"])
-        if "test" in splits.index
-        else 0,
-        "holdout_median_abs_error": split_metric("holdout", "median_abs_error"),
-        "holdout_max_abs_error": split_metric("holdout", "max_abs_error"),
-        "holdout_null_median_abs_error": split_metric("holdout", "null_median_abs_error"),
-        "holdout_rows": int(splits.loc["holdout", "rows"] - splits.loc["holdout", "refused"])
-        if "holdout" in splits.index
-        else 0,
+        **{
+            f"{name}_{key}": split_metric(name, key)
+            for name in ("test", "holdout")
+            for key in ("median_abs_error", "max_abs_error", "null_median_abs_error")
+        },
+        **{
+            f"{name}_rows": int(splits.loc[name, "rows"] - splits.loc[name, "refused"])
+            if name in splits.index
+            else 0
+            for name in ("test", "holdout")
+        },
         "refused_rows": int((df.refused != "").sum()),
         "fitted_matmul_share_of_mamf": valid["fitted"],
         "null_utilisation": valid["null_utilisation"],
@@ -61,11 +63,6 @@ def headline_metrics(records, p, valid: dict | None = None) -> dict:
         "predicted_step_s": float(step.predicted_s),
         "calibrated_step_error": float(step.error),
     }
-
-
-def outcome(records, p) -> tuple[list, dict]:
-    """No claim rows of its own; the headline metrics (also ``make stability``)."""
-    return [], headline_metrics(records, p)
 
 
 def interleave_sensitivity(records, p, fitted: float):
@@ -90,7 +87,7 @@ def likely_cause(row) -> str:
     comes from when the compute terms are calibrated on other rows."""
 
     compute = ("matmul_s", "attention_s", "memory_bound_s", "recompute_s")
-    side = {k: row[k] for k in predict.TERMS if k not in compute}
+    side = {k: row[k] for k in step_model.TERMS if k not in compute}
     term, seconds = max(side.items(), key=lambda kv: kv[1])
     return f"{term.removesuffix('_s')} ({seconds / row['predicted_step_s']:.0%} of the predicted step)"
 
@@ -227,7 +224,7 @@ def sensitivity(records, p, fitted: float):
     import numpy as np
     import pandas as pd
 
-    from ...predict_rates import Assumptions
+    from mfulab.analytic.rates import Assumptions
 
     base = Assumptions()
     rows = []

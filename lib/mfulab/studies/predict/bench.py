@@ -7,9 +7,10 @@ copied into the records so that an analysis elsewhere reads the same rows."""
 
 from __future__ import annotations
 
-from ... import calibration, flops, hardware
-from .params import Params
-from .validate import load_file, read_history
+from mfulab.analytic import flops
+from mfulab.measure import calibration, host
+from mfulab.studies.predict.params import Params
+from mfulab.studies.predict.validate import load_file, read_history
 
 BENCHMARK_VERSION = {"step": 1}
 
@@ -19,24 +20,15 @@ def _step_fn(cfg, *, device: str, dtype: str, micro_batch: int):
     import torch
     from torch.profiler import record_function
 
-    from ...model import GPT
-    from ...timing import autocast
+    from mfulab.measure.train import reference_model, synthetic_batch, train_step
 
-    torch.manual_seed(0)
-    model = GPT(cfg, attn_impl="sdpa").to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    model, optimizer = reference_model(cfg, attn_impl="sdpa", device=device)
     generator = torch.Generator().manual_seed(1)
 
     def step():
         with record_function("data"):
-            tokens = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len + 1), generator=generator)
-            x, y = tokens[:, :-1].to(device), tokens[:, 1:].to(device)
-        with autocast(device, dtype):
-            _, loss = model(x, y)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss.item()
+            x, y = synthetic_batch(generator, cfg, micro_batch, device)
+        return train_step(model, optimizer, x, y, device=device, dtype=dtype).item()
 
     return step
 
@@ -57,8 +49,8 @@ def measure(p: Params) -> dict:
     """The calibration, the measured step and the published runs (module docstring)."""
     import torch
 
-    from ... import opprofile, timing
-    from ...procs import native_stderr_filtered
+    from mfulab.measure import opprofile, timing
+    from mfulab.measure.procs import native_stderr_filtered
 
     p = p.prepared()
     if p.num_threads:
@@ -85,7 +77,7 @@ def measure(p: Params) -> dict:
         "study": "predict",
         "params": p.to_dict(),
         "device": device,
-        "device_name": hardware.device_name(device),
+        "device_name": host.device_name(device),
         "num_threads": threads,
         "config": cfg.to_dict(),
         "n_params": flops.param_count(cfg),

@@ -3,8 +3,8 @@ this machine's calibration, operator class by operator class (``opprofile`` cate
 
 from __future__ import annotations
 
-from ... import predict
-from ...config import TransformerConfig
+from mfulab.analytic import step
+from mfulab.analytic.config import TransformerConfig
 
 # predictor term -> the measured categories it stands for
 CLASSES = {
@@ -37,7 +37,7 @@ def prediction(records: dict, **assumptions) -> dict:
     """The predictor's step for the measured configuration, from the calibration file."""
     p = records["params"]
     cfg = TransformerConfig(**records["config"])
-    return predict.step_time(
+    return step.step_time(
         cfg,
         n_devices=1,
         micro_batch=p["micro_batch"],
@@ -50,7 +50,7 @@ def prediction(records: dict, **assumptions) -> dict:
             "bandwidth": records["calibration"]["bandwidth"],
         },
         dtype=p["dtype"],
-        attention="flash",
+        attention="fused",
         dropout=False,
         **{**step_assumptions(p["dtype"]), **assumptions},
     )

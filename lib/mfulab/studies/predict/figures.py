@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ... import predict
+from mfulab.analytic import step
 
 TERM_LABELS = {
     "matmul_s": "matmuls",
@@ -73,7 +73,7 @@ def breakdown(df, label_col: str = "id", title: str = "", seconds: bool = False)
     step time), or seconds (``seconds``: rows of one case, where the fall of the step shows)."""
     import matplotlib.pyplot as plt
 
-    terms = df.set_index(label_col)[list(predict.TERMS)]
+    terms = df.set_index(label_col)[list(step.TERMS)]
     step_s = terms.sum(axis=1)
     shown = terms if seconds else terms.div(step_s, axis=0)
     shown.index = [f"{label} ({t:.3g} s)" for label, t in zip(shown.index, step_s)]

@@ -11,8 +11,8 @@ import argparse
 import datetime as dt
 import subprocess
 
-from ...config import ParameterError
-from . import scores, validate
+from mfulab.errors import ParameterError
+from mfulab.studies.predict import scores, validate
 
 PUBLISHED = "studies/predict/published_runs.yaml"
 FIT_GRID = (0.5, 1.0, 0.0025)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import preset
-from ...params import DTYPES, StudyParams, calibration_param, param
+from mfulab.analytic.config import preset
+from mfulab.studykit.params import DTYPES, StudyParams, calibration_param, param
 
 
 @dataclass(frozen=True)

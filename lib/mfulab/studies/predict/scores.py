@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import step_terms
-from ...config import TransformerConfig
-from . import validate
-from .validate import FIT_PARAMETER, SPLITS, fit, predict_row
+from mfulab.analytic import step_terms
+from mfulab.analytic.config import TransformerConfig
+from mfulab.studies.predict import validate
+from mfulab.studies.predict.validate import FIT_PARAMETER, SPLITS, fit, predict_row
 
 
 def _stats(errors) -> dict:
@@ -209,8 +209,8 @@ def per_term_check(records, fitted: float):
     full recompute, the forward's collectives again."""
     import pandas as pd
 
-    from ... import parallel
-    from ...predict_rates import Assumptions, machine_rates
+    from mfulab.analytic import parallel
+    from mfulab.analytic.rates import Assumptions, machine_rates
 
     table = records.get("published_per_term") or {}
     if not table.get("rows"):
@@ -223,14 +223,7 @@ def per_term_check(records, fitted: float):
     for r in table["rows"]:
         sp = bool(r["sequence_parallel"])
         layer = step_terms.layer_terms(
-            cfg,
-            micro_batch=4,
-            tp=8,
-            sequence_parallel=sp,
-            attention="unfused",
-            dropout=True,
-            rates=rates,
-            a=a,
+            cfg, micro_batch=4, tp=8, sequence_parallel=sp, attention="naive", dropout=True, rates=rates, a=a
         )
         tp_s = parallel.tp_comm_time_per_layer(
             cfg,

@@ -19,10 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import flops, predict
-from ...config import ParameterError, TransformerConfig
+from mfulab.analytic import flops
+from mfulab.analytic import step as step_model
+from mfulab.analytic.config import TransformerConfig
+from mfulab.errors import ParameterError
 
-FIT_PARAMETER = "matmul_share_of_mamf"  # the one free parameter (predict_rates.Assumptions)
+FIT_PARAMETER = "matmul_share_of_mamf"  # the one free parameter (rates.Assumptions)
 SPLITS = ("fit", "development", "test", "holdout")
 LAYOUT_KEYS = (
     "n_devices",
@@ -45,7 +47,7 @@ HISTORY_FILE = "studies/predict/validation_history.yaml"
 
 
 def _repo_path(path) -> Path:
-    from ...runner import repo_root
+    from mfulab.paths import repo_root
 
     path = Path(path)
     return path if path.is_absolute() else repo_root() / path
@@ -112,7 +114,7 @@ def interleave_depth(n_layers: int, pp: int, m: int, *, rule: str = "deepest") -
 
 
 def row_inputs(row: dict, *, interleave_rule: str = "deepest") -> dict:
-    """``predict.step_time`` arguments of a row: its stated layout, then the stated rules for
+    """``step.step_time`` arguments of a row: its stated layout, then the stated rules for
     what it leaves out (``unstated``) and its stated assumptions."""
     model = dict(row["model"])
     model.setdefault("name", row["id"])
@@ -159,7 +161,7 @@ def predict_row(row: dict, *, interleave_rule: str = "deepest", **assumptions) -
     inputs = row_inputs(row, interleave_rule=interleave_rule)
     cfg = inputs.pop("cfg")
     pub_s, figure = published_step_s(row, cfg, inputs)
-    from ...hardware import peak_flops_per_s
+    from mfulab.analytic.devices import peak_flops_per_s
 
     tokens = inputs["global_batch"] * cfg.seq_len
     base = {
@@ -179,7 +181,7 @@ def predict_row(row: dict, *, interleave_rule: str = "deepest", **assumptions) -
     try:
         if row.get("not_modelled"):  # a feature of the model's architecture the predictor lacks
             raise ParameterError(f"not modelled: {row['not_modelled']}")
-        out = predict.step_time(cfg, **inputs, **assumptions)
+        out = step_model.step_time(cfg, **inputs, **assumptions)
     except ParameterError as err:
         return {**base, "refused": str(err), "predicted_step_s": np.nan, "error": np.nan}
     return {
@@ -191,7 +193,7 @@ def predict_row(row: dict, *, interleave_rule: str = "deepest", **assumptions) -
         "memory_gib": out["memory_gib"],
         "mfu_palm": out["mfu_palm"],
         "framework": out["framework"],
-        **{k: out[k] for k in predict.TERMS},
+        **{k: out[k] for k in step_model.TERMS},
     }
 
 
@@ -251,7 +253,7 @@ def hardware_flops_per_step(row: dict) -> float:
 def null_predictions(rows, utilisation: float) -> np.ndarray:
     """The constant-utilisation null model: every step takes its hardware FLOPs at
     ``utilisation`` of the devices' dense peak; nothing about layout, links or kernels."""
-    from ...hardware import peak_flops_per_s
+    from mfulab.analytic.devices import peak_flops_per_s
 
     out = []
     for row in rows:
@@ -279,7 +281,7 @@ def validation(runs, *, fit_sources, fit_grid) -> dict:
     """Fit once on the rows :func:`fitted_on` selects; every row's prediction at the fitted
     value and at the default; leave-one-out for the fitted rows (refitted without the row);
     the null model fitted on the same rows and applied to every row."""
-    from ...predict_rates import Assumptions
+    from mfulab.analytic.rates import Assumptions
 
     subset = [r for r in runs if fitted_on(r, fit_sources)]
     fitted = fit(subset, fit_grid=fit_grid)

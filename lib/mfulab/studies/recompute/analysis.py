@@ -9,13 +9,13 @@ the planner's tables (``planner``) or the articles' stated inputs (``stated``).
 
 from __future__ import annotations
 
-from ... import memory
-from ... import verdicts as claims_mod
-from ...config import ParameterError, TransformerConfig, preset
-from ...results import run_identity
-from ...timing import compare_timings, summarize
-from ...verdicts import Claim
-from .stated import A14_PRESET, B7_MFU_PERCENT, MEGATRON_FULL_RECOMPUTE_FLOPS_RATIO
+from mfulab.analytic import memory
+from mfulab.analytic.config import TransformerConfig, preset
+from mfulab.errors import ParameterError
+from mfulab.measure.timing import compare_timings, summarize
+from mfulab.results import run_identity
+from mfulab.studies.recompute.stated import A14_PRESET, B7_MFU_PERCENT, MEGATRON_FULL_RECOMPUTE_FLOPS_RATIO
+from mfulab.studykit import verdicts
 
 
 def reference_layer_terms(
@@ -344,25 +344,15 @@ def headline_metrics(records, claim_list) -> dict:
         "full_recompute_step_time_ratio": full["step_time_ratio"],
         "gradient_max_abs_diff": records["gradient_max_abs_diff"],
         "skipped_policies": records["skipped"],
-        "claims": claims_mod.records(claim_list),
+        "claims": verdicts.records(claim_list),
     }
 
 
 def planner_inputs(p):
     """The planner's table and the ZeRO comparison under ``p``'s stated assumptions."""
-    from . import planner, stated
+    from mfulab.studies.recompute import planner, stated
 
     plans = planner.plans_table(
         p.planner_cases, assumptions=p.step_assumptions(), fragmentation_margin=p.fragmentation_margin
     )
     return plans, planner.zero_comparison(**stated.A12_ZERO)
-
-
-def outcome(records, p) -> tuple[list[Claim], dict]:
-    """The claims and headline metrics the notebook publishes (also ``make stability``):
-    the measured records plus the planner's cases and the ZeRO comparison of ``p``."""
-    from .claims import claims
-
-    plans, zero = planner_inputs(p)
-    claim_list = claims(records, plans, zero, p)
-    return claim_list, headline_metrics(records, claim_list)

@@ -32,10 +32,11 @@ Measurements:
 
 from __future__ import annotations
 
-from ... import hardware, memprobe
-from ...config import ParameterError, TransformerConfig, check_recompute
-from ...timing import autocast, dtype_label, tf32_state
-from .params import ATTN_IMPLS, POLICIES, Params
+from mfulab.analytic.config import TransformerConfig, check_recompute
+from mfulab.errors import ParameterError
+from mfulab.measure import host, memprobe
+from mfulab.measure.timing import autocast, dtype_label, tf32_state
+from mfulab.studies.recompute.params import ATTN_IMPLS, POLICIES, Params
 
 BENCHMARK_VERSION = {
     "saved_bytes": 1,
@@ -67,7 +68,7 @@ def model_kwargs(policy: str, *, every_k: int, n_layers: int) -> dict:
 def _build(cfg, policy, every_k, attn_impl, device):
     import torch
 
-    from ...model import GPT
+    from mfulab.measure.gpt import GPT
 
     torch.manual_seed(0)
     kwargs = model_kwargs(policy, every_k=every_k, n_layers=cfg.n_layers)
@@ -103,7 +104,7 @@ def _peak_worker(spec: dict) -> dict:
     """Runs in a fresh process: one forward+backward; returns RSS before and at the peak."""
     import torch
 
-    from ...model import GPT
+    from mfulab.measure.gpt import GPT
 
     torch.set_num_threads(spec["num_threads"])
     cfg = TransformerConfig(**spec["config"])
@@ -222,7 +223,7 @@ def step_times(
     order), so that drift hits every policy alike and the rounds pair up in comparisons."""
     import torch
 
-    from ...timing import interleaved
+    from mfulab.measure.timing import interleaved
 
     steps, models = {}, {}  # one model per policy: its micro-batches share it (fewer resident on a GPU)
     for policy, micro_batch in points:
@@ -265,7 +266,7 @@ def measure(p: Params) -> dict:
     """Everything the study measures on this device (see the module docstring)."""
     import torch
 
-    from ...timing import progress
+    from mfulab.measure.timing import progress
 
     p = p.prepared()
     if p.num_threads:
@@ -285,7 +286,7 @@ def measure(p: Params) -> dict:
         "device": device,
         "num_threads": threads,
         "config": cfg.to_dict(),
-        "device_name": hardware.device_name(device),
+        "device_name": host.device_name(device),
         "policies": policies,
         "skipped": skipped,
         "base_micro_batch": base_mb,

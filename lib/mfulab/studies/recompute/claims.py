@@ -5,26 +5,22 @@ in the docstring of the function that builds the row. ``analysis.outcome`` calls
 
 from __future__ import annotations
 
-from ... import verdicts
-from ...timing import RUN_TO_RUN_DRIFT
-from ...verdicts import Claim
-from . import a14, sensitivity, stated
-from .analysis import b7_same_batch, budget_table, policy_summary
+from mfulab.measure.timing import RUN_TO_RUN_DRIFT
+from mfulab.studies.recompute import freed_per_flop, sensitivity, stated
+from mfulab.studies.recompute.analysis import (
+    b7_same_batch,
+    budget_table,
+    headline_metrics,
+    planner_inputs,
+    policy_summary,
+)
+from mfulab.studykit import verdicts
+from mfulab.studykit.verdicts import Claim
 
 
 def magnitude_verdict(lo: float, hi: float, *, band: tuple[float, float]) -> str:
-    """For a claimed slow-down whose size the claim pins to ``band`` (a step-time ratio range),
-    from the (drift-widened) interval [lo, hi] of the measured ratio: refuted when it lies
-    wholly below or wholly above the band; confirmed only when it lies inside the band
-    widened by the run-to-run drift on each side (a size is confirmed by an interval that
-    excludes other sizes, not by one that merely touches the band); otherwise inconclusive
-    on this machine."""
-    band_lo, band_hi = min(band), max(band)
-    if hi < band_lo or lo > band_hi:
-        return "refuted"
-    tolerance = 1 + RUN_TO_RUN_DRIFT
-    inside = lo >= band_lo / tolerance and hi <= band_hi * tolerance
-    return "confirmed" if inside else "inconclusive on this machine"
+    """:func:`verdicts.verdict_in_band` at this machine's run-to-run drift."""
+    return verdicts.verdict_in_band(lo, hi, band=band, drift=RUN_TO_RUN_DRIFT)
 
 
 def b7_claims(records) -> list[Claim]:
@@ -98,7 +94,7 @@ def _per_config(frame, column, fmt):
 
 
 def _a14_measured_text(records) -> str:
-    measured = a14.measured_table(records)
+    measured = freed_per_flop.measured_table(records)
     if not len(measured):
         return ""
     m = measured.set_index(["attention", "policy"]).bytes_per_recomputed_flop
@@ -115,7 +111,7 @@ def _a14_measured_text(records) -> str:
 
 def a14_claims(records) -> list[Claim]:
     """A14 as two rows, in its regime: one layer of a ~100B-class model and of the article's
-    13B, both with a fused attention kernel (``a14``; Table 2 bytes, bf16, dropout, the kernel's
+    13B, both with a fused attention kernel (``freed_per_flop``; Table 2 bytes, bf16, dropout, the kernel's
     log-sum-exp; FLOPs of the re-run matmuls). Analytic: no run can flip them.
 
     1. The choice (recompute the MLP, keep the attention), by activation bytes freed per
@@ -126,7 +122,7 @@ def a14_claims(records) -> list[Claim]:
        only", the evidence says what it depends on). Here: against the core 25× and 122×, far
        from 1; against the block 0.93× (~100B: less) and 1.21× (13B), so it depends on the
        alternative and on the layer (the MLP wins against the block only above
-       s = (24h + 64a)/76, :func:`a14.block_break_even_seq_len`).
+       s = (24h + 64a)/76, :func:`freed_per_flop.block_break_even_seq_len`).
     2. The reasons ("the MLP is cheap to redo; the attention activations are large and costly
        to redo"). Rule, per layer: "cheap/costly" holds when the MLP's share of the layer's
        forward FLOPs is below the attention block's, "large" when the attention block frees
@@ -135,8 +131,8 @@ def a14_claims(records) -> list[Claim]:
        otherwise "analytic only". Here the MLP is 65% and 59% of the forward FLOPs and the
        attention block frees 11 against the MLP's 19 ·s·b·h (the fused core 0.09%): refuted, far
        from both thresholds."""
-    long = a14.analytic_table(stated.A14_CLAIM_CONFIGS)
-    regime = a14.verdict_table(long).set_index(["config", "attention"])
+    long = freed_per_flop.analytic_table(stated.A14_CLAIM_CONFIGS)
+    regime = freed_per_flop.verdict_table(long).set_index(["config", "attention"])
     fused = regime.xs("fused", level="attention")
     naive = regime.xs("naive", level="attention")
     beats_core, beats_block = fused["MLP ÷ core"] > 1, fused["MLP ÷ block"] > 1
@@ -147,7 +143,7 @@ def a14_claims(records) -> list[Claim]:
     else:
         choice = "analytic only"
     break_even = ", ".join(
-        f"{a14.block_break_even_seq_len(cfg):.0f} ({cfg.name}, run at {cfg.seq_len})"
+        f"{freed_per_flop.block_break_even_seq_len(cfg):.0f} ({cfg.name}, run at {cfg.seq_len})"
         for cfg in stated.A14_CLAIM_CONFIGS
     )
     if choice == "analytic only":
@@ -184,7 +180,7 @@ def a14_claims(records) -> list[Claim]:
         basis=verdicts.ANALYSIS,
     )
 
-    reasons = a14.reasons_table(long).set_index(["config", "attention"])
+    reasons = freed_per_flop.reasons_table(long).set_index(["config", "attention"])
     fused_r, naive_r = reasons.xs("fused", level="attention"), reasons.xs("naive", level="attention")
     cheap = fused_r["MLP FLOP share"] < fused_r["attention block FLOP share"]
     large = fused_r["attention block byte share"] > fused_r["MLP byte share"]
@@ -306,3 +302,13 @@ def claims(records, plans, zero_df, p) -> list[Claim]:
     an empty planner table (no ``planner_cases``) leaves A17 out."""
     policy_summary(records)  # fails early on records without the reference policy
     return b7_claims(records) + a14_claims(records) + a17_claims(plans, p) + a12_claim(zero_df)
+
+
+def outcome(records, p) -> tuple[list[Claim], dict]:
+    """The claims and headline metrics the notebook publishes (also ``make stability``):
+    the measured records plus the planner's cases and the ZeRO comparison of ``p``."""
+    from mfulab.studies.recompute.claims import claims
+
+    plans, zero = planner_inputs(p)
+    claim_list = claims(records, plans, zero, p)
+    return claim_list, headline_metrics(records, claim_list)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from ...plots import label
-from .analysis import (
+from mfulab.studies.recompute.analysis import (
     budget_table,
     full_vs_none,
     layer_model_summary,
@@ -14,7 +13,8 @@ from .analysis import (
     policy_summary,
     saved_table,
 )
-from .planner import chosen_plans
+from mfulab.studies.recompute.planner import chosen_plans
+from mfulab.studykit.plots import label
 
 
 def plot_saved_by_op(records):
@@ -107,7 +107,7 @@ def plot_budget(records):
     is it times the hardware-FLOPs ratio) and each policy's timing verdict under its name."""
     import numpy as np
 
-    from ...timing import RUN_TO_RUN_DRIFT
+    from mfulab.measure.timing import RUN_TO_RUN_DRIFT
 
     bt = budget_table(records)
     bt = bt[bt.fits & bt.tokens_per_s_vs_none.notna()].reset_index(drop=True)
@@ -258,7 +258,7 @@ def plot_plans(plans):
     winners = chosen[chosen.decision].policy.value_counts()
     fig.suptitle(
         f"Planner decision: {winners.index[0]} wins in {winners.iloc[0]} of {len(cases)} cases "
-        "(each bar: a policy at its best micro-batch 'mb'; the step model, chapter 10)",
+        "(each bar: a policy at its best micro-batch 'mb'; the step model, chapter 09)",
         fontsize=11,
     )
     fig.tight_layout(rect=(0, 0.09, 1, 0.96))

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import RECOMPUTE_POLICIES, preset
-from ...params import DTYPES, StudyParams, param
-from .planner import STATED_ASSUMPTIONS, check_case
-from .stated import PLANNER_CASES
+from mfulab.analytic.config import ATTENTION_IMPLS, RECOMPUTE_POLICIES, preset
+from mfulab.studies.recompute.planner import STATED_ASSUMPTIONS, check_case
+from mfulab.studies.recompute.stated import PLANNER_CASES
+from mfulab.studykit.params import DTYPES, StudyParams, param
 
 POLICIES = tuple(RECOMPUTE_POLICIES)  # the study measures every policy of the vocabulary
-ATTN_IMPLS = ("naive", "sdpa")
+ATTN_IMPLS = tuple(ATTENTION_IMPLS)  # the study measures both implementations
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class Params(StudyParams):
     planner_matmul_share_of_mamf: float = param(
         STATED_ASSUMPTIONS["matmul_share_of_mamf"],
         "planner assumption (the step model's, not measured here): share of the device's best measured "
-        "GEMM (MAMF) a training step's GEMMs reach; chapter 10 fits 0.81, chapter 09 states 0.8 "
+        "GEMM (MAMF) a training step's GEMMs reach; chapter 09 fits 0.81, chapter 08 states 0.8 "
         "(sensitivity table in notebook 04)",
         unit="fraction",
         positive=True,
@@ -118,7 +118,7 @@ class Params(StudyParams):
         largest micro-batch (``memory.step_peak_bytes``, no optimizer). The search beyond the
         grid may run out of memory: such a point is recorded as not fitting. The measurement keeps
         two gradient copies to compare policies."""
-        from ...memory import step_peak_bytes
+        from mfulab.analytic.memory import step_peak_bytes
 
         return step_peak_bytes(
             self.model_config(),
@@ -130,5 +130,5 @@ class Params(StudyParams):
         )["total_bytes"]
 
     def step_assumptions(self) -> dict:
-        """The step model's assumptions the planner states (``predict.Assumptions`` fields)."""
+        """The step model's assumptions the planner states (``step.Assumptions`` fields)."""
         return {**STATED_ASSUMPTIONS, "matmul_share_of_mamf": self.planner_matmul_share_of_mamf}

@@ -2,19 +2,20 @@
 throughput at the articles' scale (A17), and ZeRO-2 vs ZeRO-3 model states and traffic (A12).
 
 Each (policy, micro-batch) of a case is one call of the course's step model
-(``predict.step_time``, chapter 10) on the case's device (a ``devices.yaml`` key): its step,
+(``step.step_time``, chapter 09) on the case's device (a ``devices.yaml`` key): its step,
 MFU and HFU, and its memory. Memory is Korthikanti et al.'s Table 2 per layer plus the ZeRO
 model states and the logits, with a checkpointed segment's activations counted again while
 that segment runs its backward (``memory.stage_activation_bytes``; the policies are
 ``memory.recompute_plan``'s). What the step model assumes (the GEMMs' share of MAMF, a kernel's
-launch latency) is a named ``predict.Assumptions`` field the ``sensitivity`` table varies. No
+launch latency) is a named ``step.Assumptions`` field the ``sensitivity`` table varies. No
 torch: arithmetic on the stated cases of ``stated.PLANNER_CASES``.
 """
 
 from __future__ import annotations
 
-from ... import flops, memory, predict
-from ...config import ParameterError, preset
+from mfulab.analytic import flops, memory, step
+from mfulab.analytic.config import ATTENTION_KERNELS, preset
+from mfulab.errors import ParameterError
 
 PLAN_KEYS = {
     "name",
@@ -28,8 +29,6 @@ PLAN_KEYS = {
     "micro_batches",
     "policies",
 }
-ATTENTIONS = ("naive", "fused")  # a case's optional "attention" key; naive: Table 2 as printed
-STEP_ATTENTION = {"naive": "unfused", "fused": "flash"}  # the step model's names for them
 PLAN_COLUMNS = (
     "case",
     "device",
@@ -49,13 +48,13 @@ PLAN_COLUMNS = (
     "hfu",
 )
 TEXT_COLUMNS = ("case", "device", "policy")
-STATED_ASSUMPTIONS = {"matmul_share_of_mamf": 0.8}  # the step model's, as chapter 09 states it
+STATED_ASSUMPTIONS = {"matmul_share_of_mamf": 0.8}  # the step model's, as chapter 08 states it
 
 
 def check_case(case: dict) -> None:
     """Refuse a planner case with a missing key, an unknown device or policy or a non-positive
     size."""
-    from ...hardware import device_spec
+    from mfulab.analytic.devices import device_spec
 
     missing = PLAN_KEYS - set(case)
     if missing:
@@ -72,8 +71,8 @@ def check_case(case: dict) -> None:
             raise ParameterError(
                 f"planner case {case['name']!r}: {key} must be a positive whole number, got {case[key]!r}"
             )
-    if case.get("attention", "naive") not in ATTENTIONS:
-        raise ParameterError(f"planner case {case['name']!r}: attention must be one of {ATTENTIONS}")
+    if case.get("attention", "naive") not in ATTENTION_KERNELS:
+        raise ParameterError(f"planner case {case['name']!r}: attention must be one of {ATTENTION_KERNELS}")
     if cfg.n_layers % case["pp"]:
         raise ParameterError(
             f"planner case {case['name']!r}: pp={case['pp']} does not divide n_layers={cfg.n_layers}"
@@ -82,10 +81,10 @@ def check_case(case: dict) -> None:
 
 def plan_case(case: dict, *, assumptions: dict | None = None, fragmentation_margin: float = 0.1):
     """Every (policy, micro-batch) of one planner case, each one call of the step model
-    (``predict.step_time``): memory per device, whether it fits the card less
+    (``step.step_time``): memory per device, whether it fits the card less
     ``fragmentation_margin`` of it (the step model's ``memory_margin``), the shortfall, and the
     predicted step, tokens/s, MFU and HFU (PaLM convention). ``assumptions`` set fields of
-    ``predict.Assumptions`` (default :data:`STATED_ASSUMPTIONS`). A micro-batch that does not
+    ``step.Assumptions`` (default :data:`STATED_ASSUMPTIONS`). A micro-batch that does not
     split the global batch into whole micro-batches, or leaves fewer than ``pp`` of them for
     1F1B, is skipped."""
     import pandas as pd
@@ -102,7 +101,7 @@ def plan_case(case: dict, *, assumptions: dict | None = None, fragmentation_marg
             m = case["global_batch"] / (dp * mb)
             if m < pp or m != int(m):
                 continue  # no whole micro-batches, or too few to fill the pipeline
-            r = predict.step_time(
+            r = step.step_time(
                 cfg,
                 n_devices=tp * pp * dp,
                 tp=tp,
@@ -113,7 +112,7 @@ def plan_case(case: dict, *, assumptions: dict | None = None, fragmentation_marg
                 sequence_parallel=case.get("sequence_parallel", False),
                 zero_stage=case["zero_stage"],
                 device=case["device"],
-                attention=STEP_ATTENTION[case.get("attention", "naive")],
+                attention=case.get("attention", "naive"),  # naive: Table 2 as printed
                 dropout=True,  # Table 2 as printed keeps the dropout masks
                 **assumed,
             )

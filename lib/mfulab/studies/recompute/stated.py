@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from ...config import preset
+from mfulab.analytic.config import preset
 
 # The planner's cases (the ``planner_cases`` default), with their sources, in planner_cases.yaml.
 PLANNER_CASES = tuple(yaml.safe_load(Path(__file__).with_name("planner_cases.yaml").read_text()))
@@ -66,9 +66,9 @@ A12_ZERO = {
 # default (10%) is our assumption; the sensitivity tables run 0 to that 30%.
 FRAGMENTATION_MARGIN_GRID = (0.0, 0.1, 0.2, 0.3)
 
-# The planner runs the course's step model (predict.step_time); what it assumes without a
+# The planner runs the course's step model (step.step_time); what it assumes without a
 # measurement is varied one at a time in the sensitivity tables: the GEMMs' share of the
-# device's MAMF (0.8 stated, as chapter 09 states it; chapter 10 fits 0.81 on published
+# device's MAMF (0.8 stated, as chapter 08 states it; chapter 09 fits 0.81 on published
 # Megatron runs) scales every plan nearly alike, and t₀, one GEMM kernel's launch and tail
 # (5 µs stated: a CUDA launch round trip), decides how much a small micro-batch under-fills
 # the device, hence the choice between recomputing and a smaller micro-batch.

@@ -1,0 +1,149 @@
+"""Dense peak FLOP/s, memory bandwidth and size per accelerator, read from ``devices.yaml``.
+
+Every peak is the *dense* datasheet number (never the 2:4-sparsity one) and every entry names its
+source, as torchtitan's ``get_peak_flops`` does.
+
+How a device name finds its entry (:func:`device_spec`): the name is lower-cased and its whitespace
+collapsed; it resolves when it *is* an entry's ``key`` (``h100-sxm``) or one of the exact device
+names an entry lists (``nvidia h100 80gb hbm3``, what ``torch.cuda.get_device_name()`` reports).
+There is no substring or prefix matching, so an ``NVIDIA H100 NVL`` can never land on the SXM
+entry, nor a ``GH200`` on the H200's. Names listed as ambiguous in the table (``AMD Instinct
+MI250X / MI250``) and unknown names are refused with :class:`ParameterError`, not guessed: pass
+the key of the product you have, add an entry with its source, or use the measured matmul ceiling
+(``timing.matmul_ceiling``), which is what the CPU profiles do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mfulab.errors import ParameterError
+from mfulab.units import GB, GIB, TERA
+
+DEVICES_YAML = Path(__file__).with_name("devices.yaml")
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    key: str
+    names: tuple[str, ...]  # exact device names (lower-cased) that resolve to this entry
+    flops_per_s: dict  # dtype -> dense peak FLOP/s
+    mem_bytes_per_s: float | None  # None where no figure is published
+    memory_bytes: float | None
+    source: str
+    note: str = ""
+    approximate: bool = False  # no vendor datasheet for this product (the note says what it rests on)
+    # per-direction bytes/s inside a node and to other nodes, with their source (None: no figure)
+    intra_node_bytes_per_s: float | None = None
+    inter_node_bytes_per_s: float | None = None
+    interconnect_source: str = ""
+    # the best single dense GEMM measured on the device, FLOP/s per dtype (stas00's MAMF finder)
+    mamf_flops_per_s: dict | None = None
+    mamf_source: str = ""
+    # FlashAttention-2's forward + backward FLOP/s over the dense bf16 peak, with its source (None: no figure)
+    flash_attention_share_of_peak: float | None = None
+    flash_attention_source: str = ""
+
+
+def normalize_name(name: str) -> str:
+    """The form names are compared in: lower-cased, runs of whitespace collapsed to one space."""
+    return " ".join(name.split()).lower()
+
+
+def _interconnect(entry: dict) -> dict:
+    """The optional ``interconnect`` and ``mamf_tflops`` fields of one entry, in SI units."""
+    net = entry.get("interconnect") or {}
+    mamf = entry.get("mamf_tflops")
+    return {
+        "intra_node_bytes_per_s": net["intra_node_gb_per_s"] * GB if "intra_node_gb_per_s" in net else None,
+        "inter_node_bytes_per_s": net["inter_node_gb_per_s"] * GB if "inter_node_gb_per_s" in net else None,
+        "interconnect_source": net.get("source", ""),
+        "mamf_flops_per_s": {d: v * TERA for d, v in mamf.items()} if mamf else None,
+        "mamf_source": entry.get("mamf_source", ""),
+        "flash_attention_share_of_peak": entry.get("flash_attention_share_of_peak"),
+        "flash_attention_source": entry.get("flash_attention_source", ""),
+    }
+
+
+def _load_devices(path: Path = DEVICES_YAML) -> tuple[tuple[DeviceSpec, ...], dict[str, tuple[str, ...]]]:
+    """The table in ``devices.yaml``: one :class:`DeviceSpec` per entry, and the ambiguous names
+    (name -> candidate keys). Refuses a table in which a key or a name occurs twice, a name is
+    not in normal form, or an ambiguous name points at an unknown key."""
+    import yaml
+
+    table = yaml.safe_load(path.read_text())
+    specs = []
+    for e in table["devices"]:
+        mem_gb_per_s, memory_gib = e.get("mem_gb_per_s"), e.get("memory_gib")
+        specs.append(
+            DeviceSpec(
+                key=e["key"],
+                names=tuple(e.get("names") or ()),
+                flops_per_s={dtype: tflops * TERA for dtype, tflops in e["tflops"].items()},
+                mem_bytes_per_s=None if mem_gb_per_s is None else mem_gb_per_s * GB,
+                memory_bytes=None if memory_gib is None else memory_gib * GIB,
+                source=e["source"],
+                note=e.get("note", ""),
+                approximate=bool(e.get("approximate", False)),
+                **_interconnect(e),
+            )
+        )
+    ambiguous = {name: tuple(keys) for name, keys in (table.get("ambiguous") or {}).items()}
+    seen: dict[str, str] = {}  # a name may repeat its own entry's key (gaudi2), nothing else
+    for owner, names in [(s.key, dict.fromkeys((s.key, *s.names))) for s in specs] + [
+        ("ambiguous", (n,)) for n in ambiguous
+    ]:
+        for name in names:
+            if name != normalize_name(name):
+                raise ValueError(f"{path.name}: {name!r} ({owner}) is not lower-cased with single spaces")
+            if name in seen:
+                raise ValueError(f"{path.name}: {name!r} occurs twice ({seen[name]} and {owner})")
+            seen[name] = owner
+    keys = {s.key for s in specs}
+    for name, candidates in ambiguous.items():
+        if not set(candidates) <= keys:
+            raise ValueError(f"{path.name}: ambiguous {name!r} names unknown keys {set(candidates) - keys}")
+    return tuple(specs), ambiguous
+
+
+DEVICES, AMBIGUOUS = _load_devices()
+
+
+_BY_NAME: dict[str, DeviceSpec] = {n: s for s in DEVICES for n in (s.key, *s.names)}
+
+
+def known_devices() -> list[str]:
+    return [d.key for d in DEVICES]
+
+
+def _refusal(name: str, why: str) -> ParameterError:
+    return ParameterError(
+        f"no datasheet entry for device {name!r}: {why}. Known devices: {', '.join(known_devices())}. "
+        "Names match exactly (lower-cased), nothing is guessed: pass the key of the product you have "
+        "(e.g. device_spec('h100-sxm')), add an entry with its datasheet source to "
+        "lib/mfulab/analytic/devices.yaml, "
+        "or use the measured matmul ceiling (timing.matmul_ceiling)."
+    )
+
+
+def device_spec(name: str) -> DeviceSpec:
+    """The table entry for a canonical key (``h200``) or an exact vendor device name
+    (``NVIDIA H100 80GB HBM3``), by the rule in the module docstring. Ambiguous and unknown
+    names raise :class:`ParameterError`."""
+    normal = normalize_name(name)
+    if normal in _BY_NAME:
+        return _BY_NAME[normal]
+    if normal in AMBIGUOUS:
+        raise _refusal(name, f"the name fits more than one product ({', '.join(AMBIGUOUS[normal])})")
+    raise _refusal(name, "it is neither a key nor a device name listed in devices.yaml")
+
+
+def peak_flops_per_s(device: str, dtype: str = "bf16") -> float:
+    """Dense datasheet peak FLOP/s of one ``device`` for ``dtype`` (bf16, fp16, tf32, fp32, fp8)."""
+    spec = device_spec(device)
+    if dtype not in spec.flops_per_s:
+        raise ParameterError(
+            f"{spec.key} has no published dense {dtype} peak; known: {', '.join(spec.flops_per_s)}"
+        )
+    return spec.flops_per_s[dtype]

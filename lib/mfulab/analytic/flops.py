@@ -1,0 +1,273 @@
+"""Parameter counts, FLOPs per token under every named convention, MFU and HFU.
+
+Conventions (never mixed silently; every table names the one it used):
+
+- ``6n``       6·N FLOPs per token: 2N forward + 4N backward for the weight matmuls
+               (Kaplan et al. 2020, Sec. 2.1, Eq. 2.2 C ≈ 6N). No attention term.
+- ``palm``     6·N + 12·L·H·Q·T (Chowdhery et al. 2022, PaLM, Appendix B): adds the
+               attention score and value matmuls (QKᵀ and A·V), counted over the full T×T.
+- ``causal``   6·N + 6·L·H·Q·T: PaLM's attention term halved, since a causal mask makes
+               half of the T×T scores zero (what flash-style kernels skip).
+- ``megatron`` 72·l·h²·(1 + s/(6h) + V/(12·l·h)) per token: Korthikanti et al. 2022,
+               "Reducing Activation Recomputation in Large Transformer Models"
+               (arXiv:2205.05198), App. A, model FLOPs per iteration 72·B·s·l·h²(1 + s/6h + V/12hl)
+               divided by the B·s tokens of the iteration. Assumes a GPT block (4h MLP,
+               multi-head attention); it ignores ``n_params`` and uses the shape only.
+
+Hardware FLOPs (the HFU numerator) add what recomputation runs a second time:
+
+- ``full`` recompute re-runs every layer's forward: +2N (``6n``, ``palm``, ``causal``) and
+  +4·L·H·Q·T (+2·L·H·Q·T causal) for the attention matmuls; Megatron: the source formula
+  96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) per iteration (Narayanan et al. 2021, "Efficient
+  Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", Eq. 3), which is
+  exactly the model FLOPs + one more forward of every layer, 24·l·h²(1 + s/6h) per token
+  (logits not recomputed): source and physical count agree.
+- ``selective`` recompute re-runs only the attention core (QKᵀ, softmax, dropout, A·V;
+  Korthikanti et al. 2022, Sec. 4.2): +4·L·H·Q·T (``palm``), +2·L·H·Q·T (``causal``),
+  nothing under ``6n`` (which has no attention term). Megatron: Korthikanti et al. 2022
+  Eq. 8 **as printed**, 72·B·s·l·h²·(1 + s/(3h) + V/(12·h·l)) per iteration. That adds
+  12·s·h·l per token to the model FLOPs (what the attention matmuls' forward and backward
+  cost together), three times the one extra forward of QKᵀ and A·V that selective
+  recompute physically runs (4·s·h·l per token, :func:`megatron_physical_flops_per_token`).
+  The paper's Table 5 HFU figures follow Eq. 8 (HFU/MFU ≈ 1 + s/6h, its Eq. 9). The
+  convention keeps the source formula; the physical count is a separate function, and
+  notebook 01 shows both.
+"""
+
+from __future__ import annotations
+
+from mfulab.analytic.config import RECOMPUTE_FLOPS, TransformerConfig, check_recompute
+from mfulab.errors import ParameterError
+
+CONVENTIONS = ("6n", "palm", "causal", "megatron")
+
+
+# ---------------------------------------------------------------------------- parameters
+def layer_param_count(cfg: TransformerConfig) -> int:
+    """Parameters in one transformer block of the reference model (``model.Block``)."""
+    h, q, H, Hkv, f = cfg.d_model, cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.d_ff
+    attn_weights = h * H * q + 2 * h * Hkv * q + H * q * h  # W_q, W_k, W_v, W_o
+    attn_biases = (H * q + 2 * Hkv * q + h) if cfg.bias else 0
+    n_mlp_mats = 3 if cfg.mlp == "swiglu" else 2  # swiglu: gate, up, down
+    mlp_weights = n_mlp_mats * h * f
+    mlp_biases = ((n_mlp_mats - 1) * f + h) if cfg.bias else 0
+    norm_params = 2 * norm_param_count(cfg)  # pre-attention and pre-MLP norms
+    return attn_weights + attn_biases + mlp_weights + mlp_biases + norm_params
+
+
+def norm_param_count(cfg: TransformerConfig) -> int:
+    """Parameters of one normalisation layer: LayerNorm has a bias only when ``cfg.bias``."""
+    has_bias = cfg.norm == "layernorm" and cfg.bias
+    return cfg.d_model * (2 if has_bias else 1)
+
+
+def param_count(cfg: TransformerConfig) -> int:
+    """Exact parameter count of the reference model built from ``cfg`` (``model.GPT``).
+
+    For the GPT-2 style (gelu, LayerNorm with bias, tied embeddings, learned positions)
+    this is 12·L·h² + 13·L·h + (V + s)·h + 2h (nanoGPT / Radford et al. 2019).
+    """
+    h = cfg.d_model
+    token_embedding = cfg.vocab_size * h
+    position_embedding = cfg.seq_len * h if cfg.learned_positions else 0
+    blocks = cfg.n_layers * layer_param_count(cfg)
+    final_norm = norm_param_count(cfg)
+    lm_head = 0 if cfg.tied_embeddings else cfg.vocab_size * h
+    return token_embedding + position_embedding + blocks + final_norm + lm_head
+
+
+def param_tensors(cfg: TransformerConfig) -> list[tuple[str, int]]:
+    """(name, element count) of every parameter tensor of the reference model (``model.GPT``),
+    in registration order (a tied head is the token embedding, listed once): the tensors DDP
+    buckets and a sharded optimizer splits. Sums to :func:`param_count` (a test pins both the
+    sum and the names against the model built on the meta device)."""
+    h, q, H, Hkv, f = cfg.d_model, cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.d_ff
+
+    def linear(name, n_in, n_out):
+        return [(f"{name}.weight", n_in * n_out)] + ([(f"{name}.bias", n_out)] if cfg.bias else [])
+
+    def norm(name):
+        biased = cfg.norm == "layernorm" and cfg.bias
+        return [(f"{name}.weight", h)] + ([(f"{name}.bias", h)] if biased else [])
+
+    out = [("wte.weight", cfg.vocab_size * h)]
+    if cfg.learned_positions:
+        out.append(("wpe.weight", cfg.seq_len * h))
+    for i in range(cfg.n_layers):
+        b = f"blocks.{i}"
+        out += norm(f"{b}.norm1")
+        out += linear(f"{b}.attn.q_proj", h, H * q) + linear(f"{b}.attn.k_proj", h, Hkv * q)
+        out += linear(f"{b}.attn.v_proj", h, Hkv * q) + linear(f"{b}.attn.o_proj", H * q, h)
+        out += norm(f"{b}.norm2") + linear(f"{b}.mlp.up", h, f)
+        if cfg.mlp == "swiglu":
+            out += linear(f"{b}.mlp.gate", h, f)
+        out += linear(f"{b}.mlp.down", f, h)
+    out += norm("norm_f")
+    if not cfg.tied_embeddings:
+        out.append(("lm_head.weight", cfg.vocab_size * h))
+    return out
+
+
+def matmul_param_count(cfg: TransformerConfig) -> int:
+    """Weight elements that take part in a matmul for every token: the blocks' projection
+    weights plus the LM head. Embedding lookups, biases and norms do no matmul, which is
+    why 6·N over-counts slightly against an exact FLOP counter."""
+    h, q, H, Hkv, f = cfg.d_model, cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.d_ff
+    attn_weights = h * H * q + 2 * h * Hkv * q + H * q * h
+    mlp_weights = (3 if cfg.mlp == "swiglu" else 2) * h * f
+    lm_head = cfg.vocab_size * h
+    return cfg.n_layers * (attn_weights + mlp_weights) + lm_head
+
+
+# ---------------------------------------------------------------------------- FLOPs
+def attention_flops_per_token(cfg: TransformerConfig, *, seq_len: int | None = None) -> float:
+    """12·L·H·Q·T: forward + backward FLOPs of QKᵀ and A·V per token over the full T×T
+    (PaLM Appendix B). Forward is 2·T·Q for QKᵀ plus 2·T·Q for A·V per head; backward twice that."""
+    L, H, Q = cfg.n_layers, cfg.n_heads, cfg.head_dim
+    T = cfg.seq_len if seq_len is None else seq_len
+    return 12.0 * L * H * Q * T
+
+
+def flops_per_token(
+    cfg: TransformerConfig,
+    *,
+    convention: str = "palm",
+    recompute: str = "none",
+    n_params: int | None = None,
+    seq_len: int | None = None,
+) -> float:
+    """Training FLOPs per token (forward + backward) under ``convention``; with
+    ``recompute`` other than ``none`` the hardware FLOPs (HFU numerator) instead.
+
+    Sources and formulas are in the module docstring. ``n_params`` overrides the exact
+    count (e.g. an article's rounded "N = 13e9"); ``seq_len`` overrides ``cfg.seq_len``.
+    """
+    if convention not in CONVENTIONS:
+        raise ParameterError(f"unknown FLOPs convention {convention!r}; valid: {', '.join(CONVENTIONS)}")
+    check_recompute(recompute, RECOMPUTE_FLOPS)
+    if n_params is not None and n_params <= 0:
+        raise ParameterError(f"n_params must be positive, got {n_params}")
+    T = cfg.seq_len if seq_len is None else seq_len
+    if T <= 0:
+        raise ParameterError(f"seq_len must be positive, got {T}")
+
+    if convention == "megatron":
+        return megatron_flops_per_token(cfg, recompute=recompute, seq_len=T)
+
+    N = param_count(cfg) if n_params is None else n_params
+    dense_flops = 6.0 * N  # 2N forward + 4N backward
+    attn_fwd_flops = attention_flops_per_token(cfg, seq_len=T) / 3  # 4·L·H·Q·T forward
+    attn_weight = {"6n": 0.0, "palm": 1.0, "causal": 0.5}[convention]
+    model_flops = dense_flops + attn_weight * 3 * attn_fwd_flops
+    extra = {
+        "none": 0.0,
+        "selective": attn_weight * attn_fwd_flops,
+        "full": 2.0 * N + attn_weight * attn_fwd_flops,
+    }[recompute]
+    return model_flops + extra
+
+
+def recompute_flops_per_token(
+    cfg: TransformerConfig, *, convention: str = "palm", form: str = "none", share: float = 1.0
+) -> float:
+    """Hardware FLOPs per token (the HFU numerator) when ``share`` of the layers recompute the
+    Table 2 ``form``: ``none``, ``selective``, ``full`` (:func:`flops_per_token`) or ``mlp``
+    (one more forward of every MLP matrix: 2 FLOPs per weight and token, the source article's
+    A14 policy). ``share`` < 1 is a partial checkpoint (Megatron's ``--recompute-method block``:
+    k of a stage's layers re-run their whole forward)."""
+    if not 0 <= share <= 1:
+        raise ParameterError(f"share must be in [0, 1], got {share!r}")
+    model = flops_per_token(cfg, convention=convention)
+    if form == "mlp":
+        n_mats = 3 if cfg.mlp == "swiglu" else 2
+        extra = cfg.n_layers * 2 * n_mats * cfg.d_model * cfg.d_ff
+    else:
+        extra = flops_per_token(cfg, convention=convention, recompute=form) - model
+    return model + share * extra
+
+
+def megatron_flops_per_token(
+    cfg: TransformerConfig, *, recompute: str = "none", seq_len: int | None = None
+) -> float:
+    """The ``megatron`` convention per token, each policy by its source formula (per iteration
+    ÷ B·s tokens): ``none`` Korthikanti et al. 2022 App. A, 72·l·h²(1 + s/6h + V/12hl);
+    ``selective`` Korthikanti et al. 2022 Eq. 8 as printed, 72·l·h²(1 + s/3h + V/12hl);
+    ``full`` Narayanan et al. 2021 Eq. 3, 96·l·h²(1 + s/6h + V/16lh)."""
+    check_recompute(recompute, RECOMPUTE_FLOPS)
+    l, h, V = cfg.n_layers, cfg.d_model, cfg.vocab_size
+    s = cfg.seq_len if seq_len is None else seq_len
+    if recompute == "full":  # Narayanan et al. 2021, Eq. 3
+        return 96.0 * l * h**2 * (1 + s / (6 * h) + V / (16 * l * h))
+    if recompute == "selective":  # Korthikanti et al. 2022, Eq. 8 as printed
+        return 72.0 * l * h**2 * (1 + s / (3 * h) + V / (12 * h * l))
+    return 72.0 * l * h**2 * (1 + s / (6 * h) + V / (12 * h * l))  # Korthikanti et al. 2022, App. A
+
+
+def megatron_physical_flops_per_token(
+    cfg: TransformerConfig, *, recompute: str = "none", seq_len: int | None = None
+) -> float:
+    """What a GPT block under ``recompute`` physically runs, counted the way Korthikanti et al.
+    derive their model FLOPs (2 FLOPs per multiply-add, backward = 2 × forward): the model
+    FLOPs plus one more forward of what is recomputed, per token. ``selective`` re-runs QKᵀ and
+    A·V once: +4·s·h·l (Eq. 8 as printed adds 12·s·h·l); ``full`` re-runs each layer's
+    forward: +24·l·h²(1 + s/6h), which equals Narayanan et al.'s 96 formula exactly."""
+    check_recompute(recompute, RECOMPUTE_FLOPS)
+    l, h = cfg.n_layers, cfg.d_model
+    s = cfg.seq_len if seq_len is None else seq_len
+    model_flops = megatron_flops_per_token(cfg, recompute="none", seq_len=s)
+    recomputed_attention_fwd_flops = 4.0 * s * h * l  # QKᵀ (2·s·h) + A·V (2·s·h) per token and layer
+    recomputed_layers_fwd_flops = 24.0 * l * h**2 * (1 + s / (6 * h))
+    extra = {"none": 0.0, "selective": recomputed_attention_fwd_flops, "full": recomputed_layers_fwd_flops}
+    return model_flops + extra[recompute]
+
+
+def exact_matmul_flops_per_token(cfg: TransformerConfig, *, seq_len: int | None = None) -> float:
+    """What ``torch.utils.flop_counter.FlopCounterMode`` counts for one training token of the
+    reference model with naive attention: 6 × matmul weights (``matmul_param_count``) plus
+    the full-T×T attention matmuls (12·L·H·Q·T). Non-matmul ops count zero there."""
+    return 6.0 * matmul_param_count(cfg) + attention_flops_per_token(cfg, seq_len=seq_len)
+
+
+def attention_flops_share(
+    cfg: TransformerConfig, *, convention: str = "palm", seq_len: int | None = None
+) -> float:
+    """Fraction of model FLOPs per token spent in the attention matmuls under ``convention``."""
+    total = flops_per_token(cfg, convention=convention, seq_len=seq_len)
+    without = flops_per_token(cfg, convention="6n", seq_len=seq_len)
+    if convention == "megatron":
+        T = cfg.seq_len if seq_len is None else seq_len
+        attn = 72.0 * cfg.n_layers * cfg.d_model**2 * T / (6 * cfg.d_model)
+        return attn / total
+    return (total - without) / total
+
+
+# ---------------------------------------------------------------------------- utilisation
+def model_flops_utilisation(
+    *, flops_per_token: float, tokens_per_s: float, n_devices: int, peak_flops_per_s: float
+) -> float:
+    """Model FLOPs utilisation: achieved model FLOP/s over the devices' summed peak
+    (Chowdhery et al. 2022, PaLM, Sec. 4.1 / App. B). Pass hardware FLOPs per token
+    (``recompute`` ≠ ``none``) to get HFU instead."""
+    for name, value in (
+        ("flops_per_token", flops_per_token),
+        ("tokens_per_s", tokens_per_s),
+        ("n_devices", n_devices),
+        ("peak_flops_per_s", peak_flops_per_s),
+    ):
+        if not value > 0:
+            raise ParameterError(f"{name} must be positive, got {value}")
+    achieved_flops_per_s = flops_per_token * tokens_per_s
+    peak_total_flops_per_s = n_devices * peak_flops_per_s
+    return achieved_flops_per_s / peak_total_flops_per_s
+
+
+def step_mfu(*, flops_per_step: float, step_time_s: float, n_devices: int, peak_flops_per_s: float) -> float:
+    """MFU of one step: FLOPs per step / (devices × peak × step time); the form the articles use."""
+    if not step_time_s > 0:
+        raise ParameterError(f"step_time_s must be positive, got {step_time_s}")
+    return model_flops_utilisation(
+        flops_per_token=flops_per_step,
+        tokens_per_s=1.0 / step_time_s,
+        n_devices=n_devices,
+        peak_flops_per_s=peak_flops_per_s,
+    )

@@ -1,0 +1,357 @@
+"""Step time and MFU of one training layout, from its parts: the one step model of the course.
+It joins the analytic pieces of :mod:`flops`, :mod:`parallel`, :mod:`memory` and :mod:`comm`,
+fed by a device's ``devices.yaml`` figures or by a calibration measured here
+(:mod:`predict_rates`). Chapter 08's planner (``layouts.plan``) ranks layouts with it and
+chapter 09 validates it against published runs.
+
+Per micro-batch and pipeline stage (a device holds L/p layers, 1/t of each; T = b·s tokens):
+
+    matmuls       each GEMM of the layer, forward (m·n·k) and its two backward GEMMs, at
+                  t = t₀ + max(2mnk / R∞, bytes / BW)       Hockney's r∞–n½ form (t₀ = n½/R∞)
+                  under a roofline cap (Williams et al. 2009): a GEMM whose operands cost more
+                  to move than to multiply runs at memory speed; logits on the last stage.
+                  R∞ = ``matmul_share_of_mamf`` × the device's MAMF (its best measured GEMM)
+    attention     unfused (Megatron 2021–22): QKᵀ and A·V as batched GEMMs over the full s×s,
+                  with the score matrix through memory; flash: the causal half of those FLOPs,
+                  forward + 2.5× backward (FlashAttention-2 recomputes S), at the device's
+                  ``flash_attention_share_of_peak`` · peak (devices.yaml: FlashAttention-2's
+                  reach, 0.5 on A100 from Dao 2023, 0.35 on H100 from Shah et al. 2024)
+    memory-bound  LayerNorms, bias + GeLU / SwiGLU, bias + dropout + add, rotary, softmax and
+                  dropout on the scores (unfused only), loss in fp32: bytes each reads and
+                  writes (Megatron-LM's fused kernels, Narayanan et al. 2021 §4.2) at
+                  ``memory_efficiency`` · BW; backward moves ``backward_traffic_factor`` × as
+                  many bytes; with sequence parallelism the norms and dropouts touch T/t rows
+    recompute     the forward again of what the policy recomputes (``memory.recompute_plan``:
+                  ``full``: the layer; ``selective``: the attention core, Korthikanti et al.
+                  2022 §4–5; ``mlp``: the MLP branch; ``block:k``/``uniform:k``: Megatron's
+                  --recompute-method, whole layers on k or all of a stage's layers), with the
+                  forward TP collectives of what it re-runs
+    pipeline      interior stages hold L/p layers; with ``uneven_end_stages`` (Llama 3, BLOOM)
+                  the first and last hold fewer, and the slowest stage sets the pace
+    tp_comm       4 all-reduces per layer (or 4 all-gathers + 4 reduce-scatters with sequence
+                  parallelism) of b·s·h, +2 under full recompute (``parallel``); with
+                  ``tp_comm_overlap`` (Megatron --tp-comm-overlap) what the GEMMs cannot hide
+    optimizer     Adam over this device's parameter shard, ``optimizer_bytes_per_param`` each
+
+The step (Narayanan et al. 2021 §2.2), in five named steps — :func:`check_layout`,
+:func:`stage_terms`, :func:`pipeline_terms` (the bubble from
+``parallel.pipeline_schedule_costs``), :func:`dp_terms` (the framework's collectives from
+``comm.dp_collectives``, each call priced by NCCL's own latency model and algorithm choice,
+``comm.nccl_call_s``) and :func:`memory_terms`:
+
+    step = m·t_mb + bubble + pp_p2p + dp_exposed + optimizer + data
+
+Every constant not measured is a field of :class:`Assumptions` with its source; a calibration
+replaces R∞, t₀, BW and the intra-node α–β by this machine's figures. Context parallelism,
+mixture-of-experts layers and FP8 GEMMs are refused, never approximated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields, replace
+
+from mfulab.analytic import comm, flops, memory, parallel
+from mfulab.analytic.config import ATTENTION_KERNELS, TransformerConfig
+from mfulab.analytic.rates import Assumptions, machine_rates
+from mfulab.analytic.step_terms import (
+    dp_call_s,
+    dp_group,
+    dp_terms,
+    gemm_s,
+    memory_terms,
+    pipeline_terms,
+    stage_terms,
+)
+from mfulab.errors import ParameterError
+
+FRAMEWORKS = ("auto", *comm.DP_FRAMEWORKS)
+DTYPES = ("bf16", "fp16", "tf32", "fp32")  # the GEMM precisions the model prices
+TERMS = (
+    "matmul_s",
+    "attention_s",
+    "memory_bound_s",
+    "recompute_s",
+    "tp_comm_s",
+    "pp_bubble_s",
+    "pp_p2p_s",
+    "dp_comm_exposed_s",
+    "optimizer_s",
+    "data_s",
+)
+COMPUTE_TERMS = ("matmul_s", "attention_s", "memory_bound_s", "recompute_s")
+
+__all__ = [
+    "Assumptions",
+    "FRAMEWORKS",
+    "TERMS",
+    "check_layout",
+    "dp_call_s",
+    "dp_group",
+    "dp_terms",
+    "gemm_s",
+    "memory_terms",
+    "pipeline_terms",
+    "stage_terms",
+    "step_time",
+]
+
+
+def _check_int(**values):
+    for name, value in values.items():
+        if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            raise ParameterError(f"{name} must be a whole number ≥ 1, got {value!r}")
+
+
+# ---------------------------------------------------------------------------- 1. the layout
+def check_layout(
+    cfg: TransformerConfig,
+    *,
+    n_devices: int,
+    tp: int = 1,
+    pp: int = 1,
+    vpp: int = 1,
+    micro_batch: int = 1,
+    global_batch: int,
+    recompute: str = "none",
+    attention: str = "fused",
+    sequence_parallel: bool = False,
+    zero_stage: int = 0,
+    framework: str = "auto",
+    devices_per_node: int = 8,
+    uneven_end_stages: bool = False,
+    context_parallel: int = 1,
+    expert_parallel: int = 1,
+    dtype: str = "bf16",
+    shard_group: int | None = None,
+) -> dict:
+    """The layout a step runs, or :class:`ParameterError` with the reason it cannot exist or
+    is not modelled: dp = n/(tp·pp), m = B/(dp·b) micro-batches, the layers of an interior and
+    of an end stage, the pipeline schedule (``parallel.check_pipeline``), the DP framework
+    (``auto``: Megatron's for ZeRO 0–1, DeepSpeed's for 2, FSDP's for 3). Refused, never
+    approximated: context parallelism, mixture-of-experts layers and GEMMs below 16 bits."""
+    _check_int(n_devices=n_devices, tp=tp, pp=pp, vpp=vpp, micro_batch=micro_batch, global_batch=global_batch)
+    _check_int(devices_per_node=devices_per_node, context_parallel=context_parallel)
+    _check_int(expert_parallel=expert_parallel)
+    if context_parallel > 1:
+        raise ParameterError(
+            "context parallelism is not modelled (its ring attention exchanges K and V between ranks); "
+            "predict with context_parallel=1"
+        )
+    if expert_parallel > 1 or (getattr(cfg, "n_experts", None) or 1) > 1:
+        raise ParameterError(
+            "mixture-of-experts layers (expert parallelism, routed all-to-alls) are not modelled: the "
+            "predictor prices dense blocks only"
+        )
+    if dtype not in DTYPES:
+        raise ParameterError(
+            f"the step model prices GEMMs in {', '.join(DTYPES)}; {dtype!r} is not modelled (FP8 GEMMs mix "
+            "precisions per GEMM and need their own scaling kernels)"
+        )
+    memory.recompute_plan(recompute, cfg.n_layers)  # refuses a policy it does not model
+    if attention not in ATTENTION_KERNELS:
+        raise ParameterError(f"attention must be one of {', '.join(ATTENTION_KERNELS)}; got {attention!r}")
+    if framework not in FRAMEWORKS:
+        raise ParameterError(f"framework must be one of {', '.join(FRAMEWORKS)}; got {framework!r}")
+    if zero_stage not in (0, 1, 2, 3):
+        raise ParameterError(f"zero_stage must be 0, 1, 2 or 3; got {zero_stage!r}")
+    if framework == "auto":
+        framework = {0: "megatron", 1: "megatron", 2: "deepspeed", 3: "fsdp"}[zero_stage]
+    if zero_stage not in comm.DP_ZERO_STAGES[framework]:
+        raise ParameterError(
+            f"{framework} runs ZeRO stage {' or '.join(map(str, comm.DP_ZERO_STAGES[framework]))}, "
+            f"not {zero_stage}"
+        )
+    if n_devices % (tp * pp):
+        raise ParameterError(f"tp·pp = {tp * pp} does not divide {n_devices} devices")
+    dp = n_devices // (tp * pp)
+    comm.check_shard_group(shard_group, dp=dp, framework=framework)
+    if cfg.n_heads % tp or cfg.n_kv_heads % tp or cfg.d_ff % tp:
+        raise ParameterError(
+            f"tp = {tp} does not divide the {cfg.n_heads} heads, {cfg.n_kv_heads} key-value heads and "
+            f"d_ff = {cfg.d_ff} of {cfg.name}"
+        )
+    if global_batch % (dp * micro_batch):
+        raise ParameterError(
+            f"global batch {global_batch} does not split into dp = {dp} replicas × micro-batches of "
+            f"{micro_batch}"
+        )
+    m = global_batch // (dp * micro_batch)
+    interior_layers = -(-cfg.n_layers // pp)  # the most any stage holds
+    if uneven_end_stages and pp > 2:  # the two end stages share what the interior ones leave
+        end_layers = (cfg.n_layers - (pp - 2) * interior_layers) / 2
+        if end_layers <= 0:
+            raise ParameterError(f"{cfg.n_layers} layers leave nothing for the end stages of {pp} stages")
+    elif cfg.n_layers % pp:
+        raise ParameterError(
+            f"{cfg.n_layers} layers do not split over pp = {pp} stages (uneven_end_stages=True puts "
+            "fewer on the first and last)"
+        )
+    else:
+        end_layers = interior_layers
+    schedule = parallel.check_pipeline(p=pp, m=m, v=vpp, n_layers=interior_layers * pp)
+    if n_devices > devices_per_node and n_devices % devices_per_node:
+        raise ParameterError(f"{n_devices} devices do not fill nodes of {devices_per_node}")
+    return {
+        "tp": tp,
+        "pp": pp,
+        "vpp": vpp,
+        "dp": dp,
+        "micro_batch": micro_batch,
+        "m": m,
+        "interior_layers": interior_layers,
+        "end_layers": end_layers,
+        "schedule": schedule,
+        "sequence_parallel": bool(sequence_parallel and tp > 1),
+        "zero_stage": zero_stage,
+        "framework": framework,
+        "devices_per_node": devices_per_node,
+        "n_devices": n_devices,
+        "shard_group": shard_group,  # HSDP: ZeRO shards over these ranks, replicated across the rest
+    }
+
+
+# ---------------------------------------------------------------------------- the step
+def step_time(
+    cfg: TransformerConfig,
+    *,
+    n_devices: int,
+    tp: int = 1,
+    pp: int = 1,
+    vpp: int = 1,
+    micro_batch: int = 1,
+    global_batch: int,
+    recompute: str = "none",
+    sequence_parallel: bool = False,
+    zero_stage: int = 0,
+    framework: str = "auto",
+    device: str | None,
+    devices_per_node: int = 8,
+    calibration=None,
+    overlap: bool = True,
+    overlap_param_gather: bool = False,
+    tp_comm_overlap: bool = False,
+    attention: str = "fused",
+    dropout: bool = False,
+    dtype: str = "bf16",
+    uneven_end_stages: bool = False,
+    context_parallel: int = 1,
+    expert_parallel: int = 1,
+    shard_group: int | None = None,
+    assumptions: Assumptions | None = None,
+    **overrides,
+) -> dict:
+    """Predicted step of one layout: ``step_s``, ``tokens_per_s``, MFU and HFU under the PaLM
+    and Megatron conventions (``mfu_palm``, ``hfu_palm``, ``mfu_megatron``, ``hfu_megatron``),
+    achieved model TFLOP/s per device, the breakdown :data:`TERMS` (seconds per step, summing
+    to ``step_s``; ``forward_s`` and ``backward_s`` split its compute terms by pass), memory per
+    device and whether it fits, ``dp_group`` (the DP group NCCL reduces in:
+    ``step_terms.dp_group``), and ``sources``: where each machine
+    figure came from. ``device`` names a ``devices.yaml`` entry; ``calibration`` a
+    ``results/<machine>/calibration`` folder; ``overrides`` set fields of :class:`Assumptions`.
+    The five steps are :func:`check_layout`, :func:`stage_terms`, :func:`pipeline_terms`,
+    :func:`dp_terms` and :func:`memory_terms`. Raises :class:`ParameterError` for a layout that
+    cannot exist or that the model does not cover."""
+    unknown = set(overrides) - {f.name for f in fields(Assumptions)}
+    if unknown:
+        raise ParameterError(
+            f"unknown assumption(s) {sorted(unknown)}; known: {[f.name for f in fields(Assumptions)]}"
+        )
+    a = replace(assumptions or Assumptions(), **overrides)
+    layout = check_layout(
+        cfg,
+        n_devices=n_devices,
+        tp=tp,
+        pp=pp,
+        vpp=vpp,
+        micro_batch=micro_batch,
+        global_batch=global_batch,
+        recompute=recompute,
+        attention=attention,
+        sequence_parallel=sequence_parallel,
+        zero_stage=zero_stage,
+        framework=framework,
+        devices_per_node=devices_per_node,
+        uneven_end_stages=uneven_end_stages,
+        context_parallel=context_parallel,
+        expert_parallel=expert_parallel,
+        dtype=dtype,
+        shard_group=shard_group,
+    )
+    rates = machine_rates(device, dtype=dtype, calibration=calibration, assumptions=a)
+    m = layout["m"]
+
+    per_mb = stage_terms(
+        cfg,
+        layout,
+        rates=rates,
+        a=a,
+        recompute=recompute,
+        attention=attention,
+        dropout=dropout,
+        tp_comm_overlap=tp_comm_overlap,
+    )
+    forward_mb_s = per_mb.pop("forward_s")
+    t_mb = sum(per_mb.values())
+    terms = {k: m * v for k, v in per_mb.items()}
+    pipe = pipeline_terms(cfg, layout, t_mb_s=t_mb, rates=rates, a=a)
+    terms["pp_bubble_s"], terms["pp_p2p_s"] = pipe["pp_bubble_s"], pipe["pp_p2p_s"]
+
+    compute_step_s = sum(terms[k] for k in COMPUTE_TERMS)
+    forward_s = m * forward_mb_s
+    dp = dp_terms(
+        cfg,
+        layout,
+        rates=rates,
+        a=a,
+        forward_s=forward_s,
+        backward_s=compute_step_s - forward_s,
+        overlap=overlap,
+        overlap_param_gather=overlap_param_gather,
+    )
+    terms["dp_comm_exposed_s"] = dp["dp_comm_exposed_s"]
+    n_params_shard = flops.param_count(cfg) / (tp * pp)
+    shard_params = n_params_shard / ((shard_group or layout["dp"]) if zero_stage >= 1 else 1)
+    terms["optimizer_s"] = a.optimizer_bytes_per_param * shard_params / rates.memory_bytes_per_s
+    terms["data_s"] = a.data_s
+    step_s = sum(terms[k] for k in TERMS)
+
+    tokens = global_batch * cfg.seq_len
+    peak_total = n_devices * rates.peak_flops_per_s * step_s
+
+    plan = memory.recompute_plan(recompute, cfg.n_layers)
+    recomputed_share = plan.form_share(layout["interior_layers"])
+
+    def util(convention, policy):
+        form, share = (plan.table2, recomputed_share) if policy != "none" else ("none", 0.0)
+        hardware = flops.recompute_flops_per_token(cfg, convention=convention, form=form, share=share)
+        return hardware * tokens / peak_total
+
+    mem = memory_terms(
+        cfg, layout, rates=rates, a=a, recompute=recompute, attention=attention, dropout=dropout
+    )
+    return {
+        "step_s": step_s,
+        "tokens_per_s": tokens / step_s,
+        "mfu_palm": util("palm", "none"),
+        "hfu_palm": util("palm", recompute),
+        "mfu_megatron": util("megatron", "none"),
+        "hfu_megatron": util("megatron", recompute),
+        "model_tflops_per_device": flops.flops_per_token(cfg, convention="palm")
+        * tokens
+        / (n_devices * step_s)
+        / 1e12,
+        **terms,
+        "forward_s": forward_s,
+        "backward_s": compute_step_s - forward_s,
+        "dp_comm_s": dp["dp_comm_s"],
+        "dp_calls": dp["dp_calls"],
+        "dp_algorithms": dp["dp_algorithms"],
+        "dp_group": dp_group(layout, rates=rates, a=a) if layout["dp"] > 1 else None,
+        "framework": layout["framework"],
+        "layout": {k: layout[k] for k in ("tp", "pp", "vpp", "dp", "micro_batch", "m")},
+        "schedule": layout["schedule"],
+        **mem,
+        "peak_flops_per_s": rates.peak_flops_per_s,
+        "sources": rates.sources,
+        "assumptions": asdict(a),
+    }

@@ -1,0 +1,169 @@
+"""Claim A8 at the article's scale (7B, sequence 4096, batch 16: "activation memory −40%"),
+analytically, and how much that comparison rests on assumptions the article does not state.
+
+Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models"),
+Table 2: one layer keeps s·b·h·(34 + 5·a·s/h) bytes for backward (bf16, attention dropout
+on, no tensor parallelism); with tensor parallelism t and no sequence parallelism,
+s·b·h·(10 + 24/t + 5·a·s/(h·t)); with sequence parallelism every term is divided by t. A flash
+kernel keeps none of the a·s² terms (scores, softmax output, dropout mask and output), the
+same bytes as Table 2's selective recompute (``memory.activation_bytes_per_layer``). Without
+attention dropout the a·s² term is 2·a·s/h (the softmax output only) and the hidden dropouts
+(after the attention projection and the MLP) keep their masks: 34 + 2·a·s/h. With *all*
+dropout off (e.g. Llama 2) the two 1-byte hidden masks go as well: 32 + 2·a·s/h. Model states:
+(2 + 2 + 12)·Ψ bytes for mixed-precision Adam (ZeRO, Rajbhandari et al. 2020, Fig. 1).
+"""
+
+from __future__ import annotations
+
+from mfulab.analytic import flops, memory
+from mfulab.analytic.config import preset
+from mfulab.studies.fusion.stated import A8_SENSITIVITY, A8_SETTING, A8_STATED
+from mfulab.units import GB
+
+BF16_BYTES = 2  # Table 2's element size
+DROPOUT_SETTINGS = ("all", "hidden only", "none")  # which dropouts are on
+
+
+def attention_dropout_bytes_per_layer(cfg, *, micro_batch: int, tp: int = 1) -> float:
+    """Bytes attention dropout keeps per layer (Korthikanti Table 2's a·s² terms): its 1-byte
+    mask and its bf16 output, a·s²·b·(1 + 2), split by heads over ``tp``."""
+    s, a = cfg.seq_len, cfg.n_heads
+    return a * s * s * micro_batch * (1 + BF16_BYTES) / tp
+
+
+def _reading(
+    *,
+    micro_batch: int,
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    dropout: str = "all",
+    states: str = "none",
+    zero1_devices: int = 1,
+) -> dict:
+    """Per device: one layer's activations naive vs flash × layers, plus model states when
+    ``states`` is "ZeRO-0" (one device holds all) or "ZeRO-1" (optimizer states over
+    ``zero1_devices``); the cut flash makes. ``dropout``: "all" (Table 2 as printed), "hidden
+    only" (attention dropout off: Table 2 less ``attention_dropout_bytes_per_layer``) or "none"
+    (``memory.activation_bytes_per_layer(dropout=False)``: no mask anywhere)."""
+    if dropout not in DROPOUT_SETTINGS:
+        raise ValueError(f"dropout must be one of {DROPOUT_SETTINGS}, got {dropout!r}")
+    cfg = preset(A8_SETTING["preset"]).with_(seq_len=A8_SETTING["seq_len"])
+    kw = dict(micro_batch=micro_batch, tp=tp, sequence_parallel=sequence_parallel, dropout=dropout != "none")
+    attention_dropout_bytes = (
+        attention_dropout_bytes_per_layer(cfg, micro_batch=micro_batch, tp=tp)
+        if dropout == "hidden only"
+        else 0.0
+    )
+    naive_bytes = cfg.n_layers * (memory.activation_bytes_per_layer(cfg, **kw) - attention_dropout_bytes)
+    flash_bytes = cfg.n_layers * memory.activation_bytes_per_layer(cfg, recompute="selective", **kw)
+    states_bytes = 0.0
+    if states != "none":
+        zero_stage, n = (0, 1) if states == "ZeRO-0" else (1, zero1_devices)
+        states_bytes = memory.model_state_bytes_per_device(
+            flops.param_count(cfg) / tp, n_devices=n, zero_stage=zero_stage
+        )
+    naive_total, flash_total = naive_bytes + states_bytes, flash_bytes + states_bytes
+    return {
+        "micro_batch": micro_batch,
+        "tp": tp,
+        "sequence_parallel": sequence_parallel,
+        "attention_dropout": dropout == "all",
+        "hidden_dropout": dropout != "none",
+        "model_states": states if states != "ZeRO-1" else f"ZeRO-1 over {zero1_devices}",
+        "naive_GB_per_device": naive_total / GB,
+        "flash_GB_per_device": flash_total / GB,
+        "reduction": 1 - flash_total / naive_total,
+    }
+
+
+def article_scale() -> dict:
+    """A8 at the article's setting by Table 2's count (its 34·s·b·h generalised to the model's
+    SwiGLU MLP: 34.1 for Llama-2-7B's d_ff): activations per layer naive vs
+    flash, the same with model states on one device, and the attention matmuls' FLOPs share."""
+    cfg = preset(A8_SETTING["preset"]).with_(seq_len=A8_SETTING["seq_len"])
+    batch = A8_SETTING["micro_batch"]
+    naive = memory.activation_bytes_per_layer(cfg, micro_batch=batch)
+    flash = memory.activation_bytes_per_layer(cfg, micro_batch=batch, recompute="selective")
+    states = memory.model_state_bytes_per_device(flops.param_count(cfg), n_devices=1, zero_stage=0)
+    total_naive = cfg.n_layers * naive + states
+    total_flash = cfg.n_layers * flash + states
+    return {
+        "per_layer_naive_bytes": naive,
+        "per_layer_flash_bytes": flash,
+        "activation_reduction": 1 - flash / naive,
+        "with_model_states_reduction": 1 - total_flash / total_naive,
+        "model_states_bytes": states,
+        "attention_flops_share_palm": flops.attention_flops_share(cfg, convention="palm"),
+    }
+
+
+def sensitivity():
+    """The cut flash makes under each reading of the article's setting (module docstring and
+    ``stated.A8_SENSITIVITY``), one assumption varied at a time around the central reading,
+    plus the combination with the smallest cut; ``vs_stated`` is the cut minus the stated 40%."""
+    import pandas as pd
+
+    batch = A8_SETTING["micro_batch"]
+    big_tp = max(A8_SENSITIVITY["tensor_parallel"])
+    cases = [("central: Table 2 as printed, activations only", {"micro_batch": batch})]
+    cases += [("attention dropout off, hidden dropout on", {"micro_batch": batch, "dropout": "hidden only"})]
+    cases += [("all dropout off (e.g. Llama 2)", {"micro_batch": batch, "dropout": "none"})]
+    cases += [
+        (f"TP {t}, no sequence parallelism", {"micro_batch": batch, "tp": t})
+        for t in A8_SENSITIVITY["tensor_parallel"]
+    ]
+    cases += [
+        (
+            f"TP {big_tp} with sequence parallelism",
+            {"micro_batch": batch, "tp": big_tp, "sequence_parallel": True},
+        )
+    ]
+    cases += [
+        (
+            f"TP {big_tp}, no sequence parallelism, {what}",
+            {"micro_batch": batch, "tp": big_tp, "dropout": setting},
+        )
+        for what, setting in (
+            ("attention dropout off", "hidden only"),
+            ("all dropout off (e.g. Llama 2)", "none"),
+        )
+    ]
+    for b in (batch, *A8_SENSITIVITY["micro_batches"]):
+        cases += [
+            (f"model states counted (one device), micro-batch {b}", {"micro_batch": b, "states": "ZeRO-0"})
+        ]
+    n = A8_SENSITIVITY["zero1_devices"]
+    cases += [
+        (
+            f"model states counted (ZeRO-1 over {n}), micro-batch 1",
+            {"micro_batch": 1, "states": "ZeRO-1", "zero1_devices": n},
+        )
+    ]
+    rows = [{"reading": what, **_reading(**kw)} for what, kw in cases]
+    df = pd.DataFrame(rows)
+    df["vs_stated"] = df.reduction - A8_STATED["activation_reduction"]
+    return df
+
+
+def sensitivity_sentence(df=None) -> str:
+    """What the table says about the stated −40%: the range of the cut over activations-only
+    readings and with model states, and the readings closest to the article's number."""
+    df = sensitivity() if df is None else df
+    stated = A8_STATED["activation_reduction"]
+    acts = df[df.model_states == "none"]
+    with_states = df[df.model_states != "none"]
+    closest = df.loc[df.vs_stated.abs().nsmallest(2).index]
+    smallest = df.loc[df.reduction.idxmin()]
+    below = int((df.reduction < stated).sum())
+    return (
+        f"activations alone: −{acts.reduction.min():.0%} to −{acts.reduction.max():.0%} over the table; "
+        f"with model states: −{with_states.reduction.min():.0%} to −{with_states.reduction.max():.0%}; "
+        f"the stated −{stated:.0%} is nearest under "
+        + " and ".join(f"“{r.reading}” (−{r.reduction:.0%})" for r in closest.itertuples())
+        + (
+            f"; {below} reading{'s' if below != 1 else ''} give{'s' if below == 1 else ''} a smaller cut "
+            f"than stated, the smallest −{smallest.reduction:.0%} under “{smallest.reading}”"
+            if below
+            else f"; no reading gives a smaller cut than the stated −{stated:.0%}"
+        )
+    )

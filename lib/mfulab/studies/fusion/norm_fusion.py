@@ -1,0 +1,417 @@
+"""Analysis of claim A7 (fused LayerNorm + residual + dropout, "one layer's forward ≈30%
+faster"): the sub-block in the memory-bound regime, the dropout RNG's cost, the passes over
+memory that explain eager vs compiled, the sub-block's share of a layer measured here, and
+Amdahl's bound for the article's 13B layer with its sensitivity.
+
+The verdicts are about the **layer** (the claim's unit), with the threshold the claim's own
+"−30% time" implies, 1 / (1 − 0.30) = 1.43× (``stated.A7_LAYER_SPEEDUP``).
+"""
+
+from __future__ import annotations
+
+from mfulab.measure.timing import compare_timings, summarize
+from mfulab.studies.fusion import layer_share
+from mfulab.studies.fusion.bytes_model import copy_roof_factor, dram_traffic_passes
+from mfulab.studies.fusion.stated import (
+    A7_ARTICLE_DEVICE,
+    A7_ARTICLE_DTYPE,
+    A7_ARTICLE_PRESET,
+    A7_ASSUMED_BANDWIDTH_EFFICIENCY,
+    A7_ASSUMED_MATMUL_EFFICIENCY,
+    A7_LAYER_SPEEDUP,
+    A7_SENSITIVITY,
+    A7_STATED_TIME_REDUCTION,
+)
+from mfulab.studykit import verdicts
+from mfulab.studykit.verdicts import Claim
+
+EAGER_PASSES_SOURCE = (
+    "ATen on CPU: add reads x, a and writes h (3 passes); layer_norm reads h and writes y (2), its "
+    "per-row mean/variance and normalisation passes stay in L1; dropout (Dropout.cpp _dropout_impl) "
+    "is noise = empty_like(a).bernoulli_(1 − p); noise.div_(1 − p); a * noise: 6 more passes"
+)
+
+
+def eager_cpu_reads_writes(dropout: bool) -> tuple[int, int]:
+    """Tensor reads and writes of ATen's eager sub-block on CPU (EAGER_PASSES_SOURCE): add 2 + 1,
+    layer_norm 1 + 1; dropout: bernoulli_ 0 + 1, div_ 1 + 1, a * noise 2 + 1."""
+    return (3, 2) if not dropout else (6, 5)
+
+
+def eager_cpu_passes(dropout: bool) -> int:
+    """Passes over [tokens, hidden] tensors of ATen's eager sub-block on CPU (EAGER_PASSES_SOURCE)."""
+    return sum(eager_cpu_reads_writes(dropout))
+
+
+def reads_writes(records, impl: str, q: float) -> tuple[int, int] | None:
+    """(reads, writes) of tensor passes: ATen's source for eager on CPU, inductor's generated
+    source for compiled; None where not counted."""
+    gen = (records["ln"].get("generated") or {}).get(_key(q))
+    if impl == "eager" and records["device"] == "cpu":
+        return eager_cpu_reads_writes(q > 0)
+    if impl == "compiled" and gen:
+        return tuple(int(sum(col)) for col in zip(*gen["per_nest"]))
+    return None
+
+
+def _key(q: float) -> str:
+    return f"p={q:g}"
+
+
+def ln_rows(records) -> dict:
+    """The sub-block's rows by (shape, impl, p): shape ``dram`` (p = 0, beyond the cache) or
+    ``layer`` (the layer's activations, p = 0 and p)."""
+    return {(r["shape"], r["impl"], r["dropout_p"]): r for r in records["ln"]["rows"]}
+
+
+def _times(row):
+    import numpy as np
+
+    return np.array(row["times_s"])
+
+
+def ln_table(records):
+    """The sub-block per shape, implementation and p: time, time per element, minimum bytes,
+    kernels over the tensor, passes over memory, and the achieved fraction of the measured
+    copy bandwidth: with the bytes model's minimum bytes (``fraction_of_measured_bandwidth``),
+    with the passes really made, passes × N·e (``fraction_of_bandwidth_by_passes``: counted like
+    the copy, up to 1.5 for a DRAM-bound kernel), and against the kernel's own write-allocate
+    roof (``fraction_of_dram_roof``: 1.0 is as fast as DRAM allows; ``bytes_model.copy_roof_factor``)."""
+    import pandas as pd
+
+    ln = records["ln"]
+    df = pd.DataFrame(ln["rows"]).drop(columns=["times_s", "kernel_names", "small_kernels"], errors="ignore")
+    df["ns_per_element"] = df.median_s / (df.tokens * ln["hidden"]) * 1e9
+    df["fraction_of_measured_bandwidth"] = (
+        df.achieved_bytes_per_s / records["bandwidth"]["plateau_bytes_per_s"]
+    )
+    rw = [reads_writes(records, r.impl, r.dropout_p) for r in df.itertuples()]
+    df["passes_over_memory"] = [sum(x) if x else None for x in rw]
+    df["reads_writes"] = [f"{x[0]} + {x[1]}" if x else None for x in rw]
+    counted_bytes = df.passes_over_memory.astype(float) * df.tokens * ln["hidden"] * ln["dtype_bytes"]
+    df["fraction_of_bandwidth_by_passes"] = (
+        counted_bytes / df.median_s / records["bandwidth"]["plateau_bytes_per_s"]
+    )
+    df["dram_roof_vs_copy"] = [copy_roof_factor(reads=x[0], writes=x[1]) if x else None for x in rw]
+    df["fraction_of_dram_roof"] = df.fraction_of_bandwidth_by_passes / df.dram_roof_vs_copy.astype(float)
+    return df
+
+
+def comparisons(records) -> list[dict]:
+    """Every fused variant vs eager at the same shape and p (paired rounds), with the
+    bytes-model prediction and, on CPU, the prediction from the passes actually made."""
+    ln, rows = records["ln"], ln_rows(records)
+    out = []
+    for (where, impl, q), r in rows.items():
+        if impl == "eager":
+            continue
+        base = rows[(where, "eager", q)]
+        c = compare_timings(
+            summarize(base["times_s"], base["label"], paired=True),
+            summarize(r["times_s"], r["label"], paired=True),
+        )
+        mine, theirs = reads_writes(records, impl, q), reads_writes(records, "eager", q)
+        by_passes = sum(theirs) / sum(mine) if mine and theirs else None
+        by_traffic = (
+            dram_traffic_passes(reads=theirs[0], writes=theirs[1])
+            / dram_traffic_passes(reads=mine[0], writes=mine[1])
+            if mine and theirs
+            else None
+        )
+        out.append(
+            {
+                "shape": where,
+                "dropout_p": q,
+                **c.to_dict(),
+                "predicted": ln["predicted"][_key(q)],
+                "predicted_by_passes": by_passes,
+                "predicted_by_traffic": by_traffic,
+            }
+        )
+    return out
+
+
+def rng_table(records):
+    """Dropout's cost at the layer's shape: the sub-block at p minus the same at p = 0, per
+    implementation and round (eager: ATen's bernoulli_ + div_ + mul; compiled: inductor's
+    per-element Philox draw), next to the whole p = 0 sub-block per element in DRAM."""
+    import numpy as np
+    import pandas as pd
+
+    ln, rows = records["ln"], ln_rows(records)
+    q = ln["dropout_p"]
+    numel = ln["layer"]["tokens"] * ln["hidden"]
+    out = []
+    for impl in ("eager", "compiled"):
+        if ("layer", impl, q) not in rows:
+            continue
+        with_p, without = _times(rows[("layer", impl, q)]), _times(rows[("layer", impl, 0.0)])
+        dram = rows.get(("dram", impl, 0.0))
+        rng_s = float(np.median(with_p - without))
+        out.append(
+            {
+                "impl": impl,
+                "sub_block_p0_s": float(np.median(without)),
+                f"sub_block_p{q:g}_s": float(np.median(with_p)),
+                "dropout_s": rng_s,
+                "dropout_share_of_sub_block": rng_s / float(np.median(with_p)),
+                "dropout_ns_per_element": rng_s / numel * 1e9,
+                "dram_p0_sub_block_ns_per_element": (
+                    dram["median_s"] / (dram["tokens"] * ln["hidden"]) * 1e9 if dram else None
+                ),
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def _layer_series(records, dram_scale: bool):
+    """Per round: the layer's forward with the unfused sub-block, with the compiled one, and
+    with a free one. The layer (``model.Block``) already runs its residual adds and
+    LayerNorms, the sub-block at p = 0, so the rest of the layer is block − 2·eager_0 and a
+    layer with the sub-block twice is rest + 2·sub (Megatron's two per layer). ``dram_scale``:
+    the sub-block's p = 0 part per element as in the DRAM run, scaled to the layer's
+    elements, plus dropout's cost as measured at the layer's shape (slower per element than
+    the cache-resident sub-block: a larger share, which favours the claim)."""
+    ln, rows = records["ln"], ln_rows(records)
+    q = ln["dropout_p"]
+    scale = ln["layer"]["tokens"] / ln["tokens"]
+
+    def sub(impl):
+        at_p = _times(rows[("layer", impl, q)])
+        if not dram_scale:
+            return at_p
+        return at_p - _times(rows[("layer", impl, 0.0)]) + _times(rows[("dram", impl, 0.0)]) * scale
+
+    rest = _times(ln["layer"]["forward"]) - 2 * _times(rows[("layer", "eager", 0.0)])
+    return rest + 2 * sub("eager"), rest + 2 * sub("compiled"), rest
+
+
+def layer_table(records):
+    """The sub-block's share of one layer's forward measured here and the layer speed-ups that
+    follow (compiled sub-block; free sub-block = Amdahl's ceiling), each with its widened
+    interval; one row with the sub-block timed at the layer's shape, one with its per-element
+    time from the DRAM-regime run."""
+    import numpy as np
+    import pandas as pd
+
+    rows = []
+    for dram in (False, True):
+        unfused, fused, free = _layer_series(records, dram)
+        share = float(np.median(1 - free / unfused))
+        c = compare_timings(
+            summarize(unfused, "unfused", paired=True), summarize(fused, "compiled", paired=True)
+        )
+        ceil = compare_timings(
+            summarize(unfused, "unfused", paired=True), summarize(free, "free", paired=True)
+        )
+        rows.append(
+            {
+                "sub_block_timed": "per element as in DRAM" if dram else "at the layer's shape",
+                "layer_forward_s": float(np.median(unfused)),
+                "sub_block_share": share,
+                "layer_speedup": c.ratio,
+                "layer_speedup_lo": c.ratio_lo,
+                "layer_speedup_hi": c.ratio_hi,
+                "ceiling": ceil.ratio,
+                "ceiling_lo": ceil.ratio_lo,
+                "ceiling_hi": ceil.ratio_hi,
+                "share_needed_for_claim": layer_share.required_share(A7_LAYER_SPEEDUP),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def article_sensitivity():
+    """Amdahl's bound for the article's 13B layer on its cards, over the assumptions."""
+    return layer_share.sensitivity(
+        preset_name=A7_ARTICLE_PRESET,
+        dtype=A7_ARTICLE_DTYPE,
+        device=A7_ARTICLE_DEVICE,
+        matmul_efficiency=A7_ASSUMED_MATMUL_EFFICIENCY,
+        bandwidth_efficiency=A7_ASSUMED_BANDWIDTH_EFFICIENCY,
+        target_speedup=A7_LAYER_SPEEDUP,
+        **A7_SENSITIVITY,
+    )
+
+
+DRAM_LLC_MULTIPLE = 4  # a working set this many times the last-level cache is served by DRAM
+
+
+def dram_served(working_set_bytes: float, llc_bytes: float | None) -> bool:
+    """Whether a working set is beyond the last-level cache by :data:`DRAM_LLC_MULTIPLE`
+    (unknown cache: assumed so)."""
+    return not llc_bytes or working_set_bytes >= DRAM_LLC_MULTIPLE * llc_bytes
+
+
+def regime(records) -> str:
+    """Whether the DRAM run's working set (x, a, h, y) is beyond the last-level cache, as a
+    sentence with the numbers."""
+    ln = records["ln"]
+    ws, llc = ln["working_set_bytes"], ln.get("last_level_cache_bytes")
+    shape = f"[{ln['tokens']}, {ln['hidden']}] {ln['dtype']}"
+    text = f"The sub-block's working set (x, a, h, y) is {ws / 2**20:.0f} MiB ({shape})"
+    if not llc:
+        return text + "."
+    text += f", {ws / llc:.1f}× the {llc / 2**20:.0f} MiB last-level cache: "
+    text += (
+        "DRAM serves it, the memory-bound regime of the bytes model."
+        if dram_served(ws, llc)
+        else f"**not** beyond the cache (under {DRAM_LLC_MULTIPLE}×): a kernel can beat the DRAM "
+        "bandwidth here."
+    )
+    return text + (f" ({ln['note']})" if ln.get("note") else "")
+
+
+def compile_sentence(records) -> str:
+    """How long compiling the sub-block's three static graphs took, and whether inductor's
+    kernels came from its on-disk cache (warm: not the cold compile a user pays once)."""
+    ln = records["ln"]
+    cache = ln.get("compile_cache")
+    text = f"torch.compile of the sub-block (three static graphs) took {ln['compile_s']:.1f} s"
+    if not cache:
+        return text + "."
+    hits, misses = cache["cache_hits"], cache["cache_misses"]
+    text += f", {cache['state']} inductor cache ({hits} of {hits + misses} graphs loaded from it)"
+    return text + (
+        ": code generation and the C++ compiler were skipped." if cache["state"] == "warm" else "."
+    )
+
+
+def kernel_sentence(records) -> str:
+    """What fusion did to kernels and passes, from the records (the text of notebook 03 §2)."""
+    ln, rows = records["ln"], ln_rows(records)
+    parts = []
+    for q in sorted({r["dropout_p"] for r in ln["rows"]}):
+        e, c = rows.get(("layer", "eager", q)), rows.get(("layer", "compiled", q))
+        if not (e and c):
+            continue
+        s = f"at p = {q:g}: {e['kernels']} kernels over the tensor → {c['kernels']}"
+        if c.get("small_kernels"):
+            s += f" (+ {', '.join(c['small_kernels'])}, the seed of its random numbers)"
+        gen = (ln.get("generated") or {}).get(_key(q))
+        if gen and records["device"] == "cpu":
+            s += (
+                f", but the compiled kernel has {gen['tensor_loop_nests']} loop nests over the tensor, "
+                f"{gen['tensor_passes']} passes over memory against eager's {eager_cpu_passes(q > 0)}"
+            )
+        parts.append(s)
+    return "Kernels " + "; ".join(parts) + "." if parts else ""
+
+
+def compiled_vs_eager_p0(records) -> str:
+    """Why the compiled sub-block is slower than eager at p = 0 on a CPU, with this run's
+    numbers: the passes over memory of each, their ratio, and the measured ratio."""
+    ln = records["ln"]
+    gen = (ln.get("generated") or {}).get("p=0")
+    comp = {(c["shape"], c["dropout_p"]): c for c in comparisons(records) if "compiled" in c["candidate"]}
+    comp = comp.get(("dram", 0.0))
+    if not gen or not comp or records["device"] != "cpu":
+        return ""
+    (er, ew), (cr, cw) = eager_cpu_reads_writes(False), reads_writes(records, "compiled", 0.0)
+    nests = ", ".join(
+        f"{a} read{'s' if a != 1 else ''} + {b} write{'s' if b != 1 else ''}" for a, b in gen["per_nest"]
+    )
+    return (
+        f"Inductor's C++ kernel for this graph is one function with {gen['loop_nests']} loop nests "
+        f"({gen['tensor_loop_nests']} over the whole tensor; tensor-sized accesses per nest: {nests}). "
+        f"Each nest runs over all rows before the next starts, so h goes through memory again for the "
+        f"mean, the variance and the normalisation: **{gen['tensor_passes']} passes** over [{ln['tokens']}, "
+        f"{ln['hidden']}] tensors. Eager makes **{eager_cpu_passes(False)}**: the add (x, a → h) and ATen's "
+        f"layer_norm, whose per-row moments and normalisation run while the row sits in L1 (h → y). "
+        f"Memory-bound, the time ratio is the ratio of DRAM traffic: {comp['predicted_by_passes']:.2f}× "
+        f"by passes, **{comp['predicted_by_traffic']:.2f}×** counting each write twice (a cached store first "
+        f"reads its line: write-allocate; reads + writes: eager {er} + {ew}, compiled {cr} + {cw}); "
+        f"measured in DRAM {comp['ratio']:.2f}× [{comp['ratio_lo']:.2f}, {comp['ratio_hi']:.2f}] "
+        "(compiled vs eager). "
+        f"The bytes model's fused kernel (one loop, 4 passes: {comp['predicted']:.2f}× faster) is not what "
+        "inductor generated here."
+    )
+
+
+def summary(records) -> str:
+    """The closing bullet of notebook 03 for A7, from the records."""
+    comps = comparisons(records)
+    shape = {"dram": "in DRAM", "layer": "at the layer's shape"}
+    parts = [
+        f"{c['candidate'].split(': ')[-1].split(' ')[0]} vs eager {shape[c['shape']]} "
+        f"at p = {c['dropout_p']:g}: "
+        f"{c['ratio']:.2f}× [{c['ratio_lo']:.2f}, {c['ratio_hi']:.2f}] (bytes model {c['predicted']:.2f}×"
+        + (
+            f", passes {c['predicted_by_passes']:.2f}×, with write-allocate {c['predicted_by_traffic']:.2f}×"
+            if c["predicted_by_passes"]
+            else ""
+        )
+        + ")"
+        for c in comps
+    ]
+    lt = layer_table(records)
+    return (
+        "LN + residual + dropout, "
+        + "; ".join(parts)
+        + f". The sub-block is {lt.sub_block_share.iloc[0]:.0%} "
+        f"of one layer's forward here, so even a free one would make the layer at most "
+        f"{lt.ceiling_hi.max():.2f}× faster; the claim needs {A7_LAYER_SPEEDUP:.2f}×."
+    )
+
+
+def claims_a7(records) -> list[Claim]:
+    """Two rows about the layer: measured here (Amdahl with the share of a layer timed in the
+    same rounds) and analytic for the article's 13B layer."""
+    ln = records["ln"]
+    q = ln["dropout_p"]
+    comps = {(c["shape"], c["dropout_p"]): c for c in comparisons(records) if "compiled" in c["candidate"]}
+    sub, dram = comps.get(("layer", q)), comps.get(("dram", 0.0))
+    lt = layer_table(records)
+    claim = (
+        "fusing LayerNorm + residual + dropout into one kernel makes one layer's forward "
+        f"≈{A7_STATED_TIME_REDUCTION:.0%} faster (≥ {A7_LAYER_SPEEDUP:.2f}×)"
+    )
+    worst = lt.loc[lt.ceiling_hi.idxmax()]
+    here = lt.iloc[0]
+    if here.layer_speedup_lo >= A7_LAYER_SPEEDUP:
+        verdict = "confirmed"
+    elif worst.ceiling_hi < A7_LAYER_SPEEDUP:
+        verdict = "refuted"
+    else:
+        verdict = "inconclusive on this machine"
+    sub_text = "; ".join(
+        f"sub-block compiled vs eager {what}: {c['ratio']:.2f}× [{c['ratio_lo']:.2f}, {c['ratio_hi']:.2f}]"
+        for what, c in ((f"at p = {q:g}", sub), ("in DRAM at p = 0", dram))
+        if c
+    )
+    rows = [
+        Claim(
+            "A7",
+            claim,
+            f"one GPT layer's forward ([{ln['layer']['batch']}, {ln['layer']['seq_len']}, {ln['hidden']}], "
+            f"{ln['dtype']}) and the sub-block timed interleaved on this machine; Amdahl",
+            verdict,
+            f"sub-block share of the layer {here.sub_block_share:.0%} "
+            f"({lt.sub_block_share.iloc[-1]:.0%} at DRAM speed); layer {here.layer_speedup:.2f}× "
+            f"[{here.layer_speedup_lo:.2f}, {here.layer_speedup_hi:.2f}] with the compiled sub-block; "
+            f"even a free sub-block: ≤ {worst.ceiling_hi:.2f}× "
+            f"(needs a share ≥ {here.share_needed_for_claim:.0%}); " + sub_text,
+            basis=verdicts.TOY,
+        )
+    ]
+    sens = article_sensitivity()
+    central = sens.iloc[0]
+    survives = bool(sens.below_claim.all())
+    rows.append(
+        Claim(
+            "A7",
+            claim + " — the article's 13B layer",
+            f"Amdahl with bytes / bandwidth vs FLOPs / peak: {A7_ARTICLE_PRESET} on "
+            f"{A7_ARTICLE_DEVICE} datasheet, {A7_ARTICLE_DTYPE}, matmul efficiency "
+            f"{A7_ASSUMED_MATMUL_EFFICIENCY:.0%} and bandwidth efficiency "
+            f"{A7_ASSUMED_BANDWIDTH_EFFICIENCY:.0%} (assumed)",
+            "refuted" if survives else "analytic only",
+            f"sub-block share {central.sub_block_share:.1%}: layer ≤ {central.layer_speedup:.3f}× "
+            f"(bytes-model fusion), ≤ {central.layer_speedup_ceiling:.3f}× with a free sub-block; "
+            f"over the sensitivity table ≤ {sens.layer_speedup_ceiling.max():.2f}×; the claim would need "
+            f"eager kernels at ≤ {central.break_even_bandwidth_efficiency:.0%} of the datasheet bandwidth"
+            + ("" if survives else "; some assumptions in the table reach the claim"),
+            basis=verdicts.ANALYSIS,
+        )
+    )
+    return rows

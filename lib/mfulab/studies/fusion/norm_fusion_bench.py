@@ -1,0 +1,206 @@
+"""Measurement of claim A7 (torch, headless): LayerNorm + residual + dropout eager vs
+``torch.compile`` (vs a hand-written Triton kernel on CUDA) in the memory-bound regime, and
+the sub-block's share of one GPT layer's forward, all timed **interleaved** (one call of
+``timing.interleaved``: every variant once per round, the rounds paired).
+
+- ``dram``: the sub-block at p = 0 on a [tokens, hidden] tensor sized from this machine's
+  last-level cache (``ln_tokens = 0``): x, a, h and y together are ``ln_llc_multiple`` × the
+  LLC, so DRAM serves them (the regime the bytes model describes), as far as memory allows.
+- ``layer``: the sub-block at the shape of one GPT layer's activations ([batch·seq, hidden]),
+  at p = 0 and at p: the difference is dropout's random numbers and their passes, which on
+  a CPU cost the same per element at any size (compute, not bytes), so they are not timed
+  on the DRAM-sized tensors again.
+- One GPT layer (``model.Block``, hidden = ``ln_hidden``) timed forward in the same rounds:
+  the sub-block's share of the layer, per round, for Amdahl's bound (``layer_share``).
+- Inductor's generated C++ source is kept as counts (loop nests, passes over the tensor:
+  ``kernels.inductor_tensor_passes``), the evidence for why compiled can be slower.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+from mfulab.measure.timing import torch_dtype
+from mfulab.studies.fusion.bytes_model import ln_residual_dropout_bytes, predicted_fusion_speedup
+from mfulab.studies.fusion.compile_bench import cache_state, compile_counters
+from mfulab.studies.fusion.kernels import (
+    inductor_tensor_passes,
+    ln_eager,
+    ln_kernel_count,
+    triton_ln_residual,
+    triton_status,
+)
+from mfulab.studies.fusion.params import Params
+
+TENSORS_IN_WORKING_SET = 4  # x, a, h, y: what one fused pass must read and write
+TENSORS_ALIVE_AT_PEAK = 8  # inputs, eager and compiled outputs, the references of the gates
+MEMORY_SHARE = 0.5  # of the available memory the sub-block's tensors may take
+
+
+def available_memory_bytes() -> int:
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def ln_shape(p: Params, llc_bytes: int | None, dtype_bytes: int, device: str) -> dict:
+    """Tokens of the sub-block: ``p.ln_tokens``, or enough for x, a, h, y to reach
+    ``ln_llc_multiple`` × the last-level cache (rounded up to 64 rows), capped so that the
+    tensors alive at the peak fit in :data:`MEMORY_SHARE` of the available memory."""
+    row_bytes = p.ln_hidden * dtype_bytes
+    note = None
+    if p.ln_tokens:
+        tokens = p.ln_tokens
+    else:
+        if not llc_bytes:
+            raise RuntimeError("ln_tokens = 0 needs the last-level cache size from the calibration")
+        tokens = 64 * math.ceil(p.ln_llc_multiple * llc_bytes / (TENSORS_IN_WORKING_SET * row_bytes) / 64)
+        if device == "cpu":
+            fit = (
+                int(MEMORY_SHARE * available_memory_bytes() / (TENSORS_ALIVE_AT_PEAK * row_bytes)) // 64 * 64
+            )
+            if fit < tokens:
+                note = f"memory allows {fit} of the {tokens} tokens asked for"
+                tokens = fit
+    working_set = TENSORS_IN_WORKING_SET * tokens * row_bytes
+    return {
+        "tokens": tokens,
+        "working_set_bytes": working_set,
+        "last_level_cache_bytes": llc_bytes,
+        "working_set_llc_multiple": working_set / llc_bytes if llc_bytes else None,
+        "note": note,
+    }
+
+
+def _gate(fn, args, ref, dropout_p: float, tol: float) -> bool:
+    """Same outputs as eager at p = 0; at p > 0 (another RNG) the dropped fraction of a."""
+    import torch
+
+    x = args[0]
+    h, y = fn(*args)
+    if dropout_p == 0.0:
+        return bool(
+            torch.allclose(h.float(), ref[0].float(), atol=tol, rtol=tol)
+            and torch.allclose(y.float(), ref[1].float(), atol=tol, rtol=tol)
+        )
+    return abs(float(((h - x) == 0).float().mean()) - dropout_p) < 0.02
+
+
+def measure_ln_fusion(p: Params, llc_bytes: int | None = None) -> dict:
+    """The sub-block (eager / compiled / Triton) at p = 0 and p, and one GPT layer forward,
+    timed interleaved; correctness gates, kernel counts, generated-code passes."""
+    import torch
+    from torch._inductor.utils import run_and_get_code
+
+    from mfulab.analytic.config import TransformerConfig
+    from mfulab.measure.gpt import Block
+    from mfulab.measure.timing import interleaved
+
+    device, dt = p.device, torch_dtype(p.dtype)
+    e = torch.empty(0, dtype=dt).element_size()
+    shape = ln_shape(p, llc_bytes, e, device)
+    n_tok, hid, P = shape["tokens"], p.ln_hidden, float(p.dropout_p)
+    layer_tokens = p.layer_batch * p.layer_seq_len
+    gen = torch.Generator(device="cpu").manual_seed(0)
+
+    def rand(*size):
+        return torch.randn(*size, generator=gen).to(device, dt)
+
+    w, b = rand(hid), rand(hid)
+    big = (rand(n_tok, hid), rand(n_tok, hid), w, b)
+    small = (rand(layer_tokens, hid), rand(layer_tokens, hid), w, b)
+    cfg = TransformerConfig(
+        n_layers=1, d_model=hid, n_heads=p.layer_heads, vocab_size=256, seq_len=p.layer_seq_len, name="layer"
+    )
+    torch.manual_seed(0)
+    block = Block(cfg).to(device, dt).eval()
+    layer_in = rand(p.layer_batch, p.layer_seq_len, hid)
+
+    before = compile_counters()
+    t0 = time.perf_counter()
+    compiled = torch.compile(ln_eager, dynamic=False)  # one static graph per shape and p
+    generated = {}
+    for q in (0.0, P):  # the generated source, read at the layer's shape (same loops at any size)
+        _, codes = run_and_get_code(compiled, *small, q)
+        generated[f"p={q:g}"] = inductor_tensor_passes(codes[-1], layer_tokens * hid) if codes else None
+    compiled(*big, 0.0)
+    compile_s = time.perf_counter() - t0
+    compile_cache = {k: v - before[k] for k, v in compile_counters().items()}
+
+    ok, why = triton_status(device)
+    impls = {"eager": ln_eager, "compiled": compiled}
+    if ok:
+        impls["triton"] = triton_ln_residual()
+    tol = {"fp32": 1e-4, "bf16": 3e-2, "fp16": 1e-2}[p.dtype]
+    refs = {"dram": ln_eager(*big, 0.0), "layer": ln_eager(*small, 0.0)}
+    inputs = {"dram": big, "layer": small}
+    # DRAM: the sub-block at p = 0 (memory-bound); layer shape: p = 0 and p (dropout's RNG
+    # costs the same per element at any size: compute, not bytes, on a CPU)
+    cases = [("dram", 0.0)] + [("layer", q) for q in (0.0, P)]
+    variants, rows = {}, []
+    for where, q in cases:
+        for name, fn in impls.items():
+            if name == "triton" and (q or where != "dram"):
+                continue
+            label = f"{where}: {name} p={q:g}"
+            args = (*inputs[where], q)
+            variants[label] = lambda fn=fn, args=args: fn(*args)
+            kernels = ln_kernel_count(lambda fn=fn, q=q: fn(*small, q), device, layer_tokens * hid)
+            tokens = n_tok if where == "dram" else layer_tokens
+            rows.append(
+                {
+                    "shape": where,
+                    "tokens": tokens,
+                    "impl": name,
+                    "dropout_p": q,
+                    "label": label,
+                    "correct": _gate(fn, args, refs[where], q, tol),
+                    "min_bytes": ln_residual_dropout_bytes(
+                        tokens=tokens, hidden=hid, dtype_bytes=e, fused=name != "eager", dropout=q > 0
+                    ),
+                    "kernels": kernels["count"],
+                    "kernel_kind": kernels["what"],
+                    "kernel_names": kernels["names"],
+                    "small_kernels": kernels.get("small", []),
+                }
+            )
+
+    def layer_forward():
+        with torch.no_grad():
+            block(layer_in)
+
+    variants["layer forward"] = layer_forward
+    del refs
+    timings = interleaved(
+        variants, rounds=p.ln_rounds, device=device, warmup=1, desc="LN sub-block and layer"
+    )
+    for r in rows:
+        r.update(timings[r["label"]].to_dict(with_samples=True))
+        r["achieved_bytes_per_s"] = r["min_bytes"] / r["median_s"]
+    layer = {
+        "batch": p.layer_batch,
+        "seq_len": p.layer_seq_len,
+        "hidden": hid,
+        "heads": p.layer_heads,
+        "tokens": layer_tokens,
+        "forward": timings["layer forward"].to_dict(with_samples=True),
+    }
+    return {
+        "tokens": n_tok,
+        "hidden": hid,
+        "dtype": p.dtype,
+        "dtype_bytes": e,
+        "dropout_p": P,
+        **{k: v for k, v in shape.items() if k != "tokens"},
+        "compile_s": compile_s,
+        "compile_cache": {
+            **compile_cache,
+            "state": cache_state(hits=compile_cache["cache_hits"], misses=compile_cache["cache_misses"]),
+        },
+        "triton_skipped": None if ok else why,
+        "generated": generated,
+        "predicted": {f"p={q:g}": predicted_fusion_speedup(dtype_bytes=e, dropout=q > 0) for q in (0.0, P)},
+        "rows": rows,
+        "layer": layer,
+        "rounds": p.ln_rounds,
+    }

@@ -1,0 +1,319 @@
+"""The articles' own arithmetic for the ``mfu`` claims (A19, B1, B15), recomputed step by
+step from what they state (``stated``); no measurement is involved."""
+
+from __future__ import annotations
+
+from mfulab.analytic import flops
+from mfulab.analytic.articles import B15_STEPS, b15_gain
+from mfulab.analytic.config import preset
+from mfulab.studies.mfu.stated import A19_STATED, B1_STATED
+
+
+def convention_label(convention: str, cfg) -> str:
+    """A table row's name for ``convention``: what it counts from. ``megatron`` reads only the
+    shape (l, h, s, V) and no parameter count; the others count 6·N with N = every parameter."""
+    if convention == "megatron":
+        return "megatron (from l, h, s, V; no N)"
+    n = flops.param_count(cfg)
+    count = f"{n / 1e9:.3g}B" if n >= 1e9 else f"{n / 1e6:.3g}M"
+    return f"{convention} (N = all {count} parameters)"
+
+
+def a19_check() -> dict:
+    """Each step of the 13B MFU example (article A §8), recomputed."""
+    s = A19_STATED
+    tokens = s["global_batch"] * s["seq_len"]
+    correct_flops = 6 * s["n_params"] * tokens  # 6N already counts forward (2N) and backward (4N)
+    article_flops = correct_flops * 3  # the article's extra ×3
+    cluster_peak = s["n_devices"] * s["peak_flops_per_s"]
+    division_result = s["stated_total_flops"] / (cluster_peak * s["step_time_s"])
+    implied_mfu = flops.step_mfu(
+        flops_per_step=correct_flops,
+        step_time_s=s["step_time_s"],
+        n_devices=s["n_devices"],
+        peak_flops_per_s=s["peak_flops_per_s"],
+    )
+    min_devices_for_mfu_1 = correct_flops / (s["peak_flops_per_s"] * s["step_time_s"])
+    return {
+        "tokens_per_step": tokens,
+        "flops_6n_x3": article_flops,
+        "flops_6n": correct_flops,
+        "cluster_peak_flops_per_s": cluster_peak,
+        "stated_division_result": division_result,
+        "implied_mfu_6n": implied_mfu,
+        "min_devices_for_mfu_below_1": min_devices_for_mfu_1,
+        "implied_mfu_on_32_devices": flops.step_mfu(
+            flops_per_step=correct_flops,
+            step_time_s=s["step_time_s"],
+            n_devices=32,
+            peak_flops_per_s=s["peak_flops_per_s"],
+        ),
+        "implied_mfu_palm_article_13b": flops.step_mfu(
+            flops_per_step=flops.flops_per_token(preset("article-13b"), convention="palm") * tokens,
+            step_time_s=s["step_time_s"],
+            n_devices=s["n_devices"],
+            peak_flops_per_s=s["peak_flops_per_s"],
+        ),
+    }
+
+
+def b1_table():
+    """B1's arithmetic under the article's 6·7e9 and under each convention for Llama-2-7B."""
+    import pandas as pd
+
+    s = B1_STATED
+    cfg = preset("article-7b")
+    peak_total = s["n_devices"] * s["peak_flops_per_s"]
+    per_token = {"article: 6 × 7e9": 6 * s["n_params"]}
+    per_token.update(
+        {
+            convention_label(conv, cfg): flops.flops_per_token(cfg, convention=conv)
+            for conv in flops.CONVENTIONS
+        }
+    )
+    rows = []
+    for label, fpt in per_token.items():
+        flops_per_step = fpt * s["tokens_per_step"]
+        row = {
+            "flops_convention": label,
+            "flops_per_step": flops_per_step,
+            "ideal_step_s": flops_per_step / peak_total,
+        }
+        for t in s["step_times_s"]:
+            row[f"mfu_at_{t}s"] = flops.step_mfu(
+                flops_per_step=flops_per_step,
+                step_time_s=t,
+                n_devices=s["n_devices"],
+                peak_flops_per_s=s["peak_flops_per_s"],
+            )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# B1's "about 5 s" (article B §1.1, 5秒左右) for a step at 100% MFU: read as a figure rounded to
+# the nearest whole second, it stands for an ideal step of 4.5 s ≤ t < 5.5 s
+B1_ABOUT_ROUNDING_S = 1.0
+
+
+def b1_ideal_step_check() -> dict:
+    """The article's "about 5 s" against the exact ideal step of its own arithmetic
+    (6 × 7e9 × tokens / (64 × 312 TFLOP/s)), judged by rounding to ``B1_ABOUT_ROUNDING_S``."""
+    stated_s = B1_STATED["stated_ideal_step_s"]
+    exact_s = float(b1_table().iloc[0].ideal_step_s)
+    lo_s, hi_s = stated_s - B1_ABOUT_ROUNDING_S / 2, stated_s + B1_ABOUT_ROUNDING_S / 2
+    return {
+        "stated_s": stated_s,
+        "exact_s": exact_s,
+        "accepted_lo_s": lo_s,
+        "accepted_hi_s": hi_s,
+        "consistent": lo_s <= exact_s < hi_s,
+        "exact_rounded_s": round(exact_s / B1_ABOUT_ROUNDING_S) * B1_ABOUT_ROUNDING_S,
+        "stated_over_exact": stated_s / exact_s,
+        "tolerance_needed": abs(stated_s - exact_s) / stated_s,  # the smallest ± share of 5 s accepting it
+    }
+
+
+def b1_ideal_step_readings(tolerances=(0.10, 0.20)):
+    """B1's "about 5 s" under other readings of "about" (rounding up to a whole second, within
+    ± each of ``tolerances`` of 5 s) beside the rule of the claims table (nearest second): the
+    range each reading accepts and whether the exact ideal step falls in it."""
+    import math
+
+    import pandas as pd
+
+    c = b1_ideal_step_check()
+    stated_s, exact_s = c["stated_s"], c["exact_s"]
+    rows = [
+        (
+            f"rounded to the nearest {B1_ABOUT_ROUNDING_S:g} s (the claims table's rule)",
+            c["accepted_lo_s"],
+            c["accepted_hi_s"],
+            c["consistent"],
+        ),
+        ("rounded up to a whole second", stated_s - 1, stated_s, math.ceil(exact_s) == stated_s),
+    ]
+    rows += [
+        (
+            f"within ±{tol:.0%} of 5 s",
+            (1 - tol) * stated_s,
+            (1 + tol) * stated_s,
+            abs(exact_s / stated_s - 1) <= tol,
+        )
+        for tol in tolerances
+    ]
+    columns = ["reading of 'about 5 s'", "accepted_from_s", "accepted_to_s", "exact_in_range"]
+    df = pd.DataFrame(rows, columns=columns)
+    df.insert(3, "exact_s", exact_s)
+    return df
+
+
+def b1_note() -> str:
+    """What B1's recomputation says about the article's figures, in words (markdown)."""
+    s, c = B1_STATED, b1_ideal_step_check()
+    article = b1_table().iloc[0]
+    where = "inside" if c["consistent"] else f"outside (it rounds to {c['exact_rounded_s']:g} s)"
+    mfus = ", ".join(
+        f"{m:.0%} at {t:g} s (recomputed {article[f'mfu_at_{t}s']:.1%})" for t, m in s["step_times_s"].items()
+    )
+    return (
+        f"The article's FLOPs and MFU figures hold: {article.flops_per_step:.3g} FLOPs per step, {mfus}; "
+        "the 44% is §1.1's figure for a step of about 10 s, the 43% and 52% are §5's for 10.2 s and 8.5 s. "
+        f"Its ideal step does not: {article.flops_per_step:.3g} / ({s['n_devices']} × "
+        f"{s['peak_flops_per_s']:.3g} FLOP/s) = **{c['exact_s']:.2f} s**, which §1.1 calls "
+        f'"about {c["stated_s"]:g} s". The article rounds; read as rounded to the nearest '
+        f"{B1_ABOUT_ROUNDING_S:g} s, {c['stated_s']:g} s stands for {c['accepted_lo_s']:g}–"
+        f"{c['accepted_hi_s']:g} s, and {c['exact_s']:.2f} s is "
+        f"{where}: the stated figure is {c['stated_over_exact'] - 1:.0%} above the exact one. "
+        'The claims table uses this rule; the table below shows which other readings of "about" '
+        "would accept it. The slip does not reach "
+        "the MFU figures, which divide the FLOPs by the cluster peak × the step time directly."
+    )
+
+
+def b15_table():
+    """Each optimisation step of the case study, its gain and its loss category."""
+    import pandas as pd
+
+    rows = []
+    for (prev, _, _), (t, change, cat) in zip(B15_STEPS, B15_STEPS[1:]):
+        rows.append(
+            {"change": change, "category": cat, "step_before_s": prev, "step_after_s": t, "gain_s": prev - t}
+        )
+    df = pd.DataFrame(rows)
+    gross = df.gain_s.clip(lower=0).sum()
+    df["share_of_gross_gain"] = df.gain_s / gross
+    return df
+
+
+# Two readings of B15's sentence "the gain comes mainly from communication overlap and data IO":
+# the categories each reading credits to it (the NCCL step's category is "communication bandwidth")
+B15_READINGS = {
+    "NCCL tuning is its own category (bandwidth, not overlap)": ("communication overlap", "data IO"),
+    "NCCL tuning counts as communication (overlap)": (
+        "communication overlap",
+        "communication bandwidth",
+        "data IO",
+    ),
+}
+B15_MAINLY = 0.5  # "mainly": more than half of the gain
+
+
+def b15_categorisations():
+    """B15's sentence under each reading: the gain credited to overlap + data IO, its share of
+    the gross gain (improvements only) and of the net gain, and the verdict (> half: confirmed)."""
+    import pandas as pd
+
+    df = b15_table()
+    gross_s, net_s = df.gain_s.clip(lower=0).sum(), df.gain_s.sum()
+    rows = []
+    for reading, categories in B15_READINGS.items():
+        credited = df[df.category.isin(categories)].gain_s.sum()
+        by_category = df.assign(group=df.category.where(~df.category.isin(categories), "credited"))
+        others = by_category[by_category.group != "credited"].groupby("group").gain_s.sum()
+        rows.append(
+            {
+                "reading": reading,
+                "credited_gain_s": credited,
+                "share_of_gross_gain": credited / gross_s,
+                "share_of_net_gain": credited / net_s,
+                "largest_other_category": others.idxmax(),
+                "largest_other_gain_s": others.max(),
+                "verdict": "confirmed" if credited / gross_s > B15_MAINLY else "refuted",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def b9_text_checks():
+    """The article's "4% faster → global MFU 48% → 52%" and "100G HDR", recomputed."""
+    import pandas as pd
+
+    from mfulab.studies.mfu.stated import B9_TEXT_STATED, INFINIBAND_GBIT_PER_S
+
+    t = B9_TEXT_STATED
+    before_s, after_s = b15_gain("NCCL")
+
+    def article_mfu(step_s):  # B1's arithmetic: 6 × 7e9 FLOPs per token on 64 × 312 TFLOP/s
+        s = B1_STATED
+        return flops.step_mfu(
+            flops_per_step=6 * s["n_params"] * s["tokens_per_step"],
+            step_time_s=step_s,
+            n_devices=s["n_devices"],
+            peak_flops_per_s=s["peak_flops_per_s"],
+        )
+
+    rows = [
+        (
+            "mfu_x104",
+            "MFU after 4% more throughput (48% × 1.04)",
+            t["mfu_before"] * (1 + t["step_gain"]),
+            "fraction",
+        ),
+        (
+            "mfu_step96",
+            "MFU after a 4% shorter step (48% / 0.96)",
+            t["mfu_before"] / (1 - t["step_gain"]),
+            "fraction",
+        ),
+        (
+            "gain_needed",
+            "throughput gain that 48% → 52% needs",
+            t["mfu_after"] / t["mfu_before"] - 1,
+            "fraction",
+        ),
+        ("b15_saved", "B15's NCCL step 9.0 → 8.7 s: step time saved", 1 - after_s / before_s, "fraction"),
+        ("b15_mfu_before", "B1's arithmetic (6 × 7e9) at 9.0 s", article_mfu(before_s), "fraction"),
+        ("b15_mfu_after", "B1's arithmetic (6 × 7e9) at 8.7 s", article_mfu(after_s), "fraction"),
+        ("link_bytes", "100 Gb/s in bytes", t["link_gbit_per_s"] * 1e9 / 8, "B/s"),
+    ]
+    rows += [
+        (f"ib {name}", f"InfiniBand {name} data rate", gbit, "Gb/s")
+        for name, gbit in INFINIBAND_GBIT_PER_S.items()
+    ]
+    return pd.DataFrame(rows, columns=["key", "quantity", "value", "unit"]).set_index("key")
+
+
+def b9_text_note(checks) -> str:
+    """What ``b9_text_checks`` says about the article's text, in words (markdown)."""
+    v = checks.value
+    return (
+        f"MFU scales with 1/step time, so 4% faster turns 48% into {v['mfu_x104']:.1%} (×1.04) or "
+        f"{v['mfu_step96']:.1%} (step −4%): about 50%, not 52%, which needs {v['gain_needed']:.1%} more "
+        f"throughput. B15's own step (9.0 → 8.7 s) saves {v['b15_saved']:.1%} of the step: "
+        f"{v['b15_mfu_before']:.1%} → {v['b15_mfu_after']:.1%} under B1's arithmetic. 100 Gb/s is "
+        f"{v['link_bytes'] / 1e9:.1f} GB/s, the article's per-card figure, but a 4x InfiniBand port at "
+        f"{v['ib EDR (4x)']:.0f} Gb/s is **EDR**; 4x **HDR** runs {v['ib HDR (4x)']:.0f} Gb/s "
+        f"({v['ib HDR (4x)'] / 8:.0f} GB/s). Only HDR100, an HDR port run on two lanes, is HDR at "
+        f"{v['ib HDR100 (2 lanes of HDR)']:.0f} Gb/s."
+    )
+
+
+def megatron_selective_table():
+    """Korthikanti et al. 2022 Table 5 beside the ``megatron`` convention's selective-recompute
+    hardware FLOPs: Eq. 8 as printed (what the convention uses) and the physical count (one
+    more forward of QKᵀ and A·V), each turned into HFU = MFU × hardware / model FLOPs."""
+    import pandas as pd
+
+    from mfulab.analytic.config import TransformerConfig
+    from mfulab.studies.mfu.stated import KORTHIKANTI_SEQ_LEN, KORTHIKANTI_TABLE5, KORTHIKANTI_VOCAB
+
+    rows = []
+    for model, (heads, h, l, mfu, hfu) in KORTHIKANTI_TABLE5.items():
+        cfg = TransformerConfig(
+            n_layers=l, d_model=h, n_heads=heads, vocab_size=KORTHIKANTI_VOCAB, seq_len=KORTHIKANTI_SEQ_LEN
+        )
+        model_flops = flops.flops_per_token(cfg, convention="megatron")
+        eq8_flops = flops.flops_per_token(cfg, convention="megatron", recompute="selective")
+        physical_flops = flops.megatron_physical_flops_per_token(cfg, recompute="selective")
+        rows.append(
+            {
+                "model": model,
+                "paper_mfu": mfu,
+                "paper_hfu": hfu,
+                "eq8_over_model_flops": eq8_flops / model_flops,
+                "physical_over_model_flops": physical_flops / model_flops,
+                "hfu_by_eq8": mfu * eq8_flops / model_flops,
+                "hfu_by_physical_count": mfu * physical_flops / model_flops,
+            }
+        )
+    return pd.DataFrame(rows)

@@ -1,0 +1,241 @@
+"""The measured run of the ``mfu`` study taken apart: the job's time split into B2's four
+categories, global / local / steady-state MFU against each denominator, the waterfall of lost
+FLOP/s, and why global and steady-state MFU differ (either way).
+
+Every function reads the plain records of ``bench.measure`` (here or from another machine).
+"""
+
+from __future__ import annotations
+
+from mfulab.analytic import devices, flops
+from mfulab.analytic.config import TransformerConfig
+from mfulab.errors import ParameterError
+
+HEADLINE_CONVENTION = "palm"
+
+# B2's four categories of a job's wall clock (article B §1.2), as this run times them
+B2_CATEGORIES = {
+    "compute": "forward + backward + optimizer",
+    "communication": "collective waits (none in one process)",
+    "data loading": "next batch to the device",
+    "other / idle": "start-up, loss read-back, untimed loop overhead",
+}
+
+
+def datasheet_peak(records: dict) -> dict:
+    """The datasheet denominator for the run's device and dtype, or why there is none."""
+    if records["device"] != "cuda":
+        return {
+            "flops_per_s": None,
+            "source": None,
+            "why_none": "CPUs have no entry in the peak table; the measured matmul ceiling is the "
+            "denominator",
+        }
+    dtype = records["params"]["dtype"]
+    try:
+        spec = devices.device_spec(records["device_name"])
+        return {
+            "flops_per_s": devices.peak_flops_per_s(spec.key, dtype),
+            "source": spec.source,
+            "device_key": spec.key,
+            "dtype": dtype,
+            "why_none": None,
+        }
+    except ParameterError as err:
+        return {"flops_per_s": None, "source": None, "why_none": str(err)}
+
+
+def breakdown(records: dict, *, convention: str = HEADLINE_CONVENTION) -> dict:
+    """Job-level time split (B2's four categories) and global vs local MFU.
+
+    Global MFU: model FLOPs of every step / (wall clock of the whole job × peak).
+    Local MFU: the same FLOPs / (time inside forward+backward+optimizer × peak).
+    Steady-state numbers use the median step after warm-up.
+    """
+    import numpy as np
+
+    cfg = TransformerConfig(**records["config"])
+    tr = records["train"]
+    rows = tr["rows"]
+    flops_per_step = flops.flops_per_token(cfg, convention=convention) * tr["tokens_per_step"]
+    model_flops = flops_per_step * len(rows)
+    compute_s = sum(r["compute_s"] for r in rows)
+    data_s = sum(r["data_s"] for r in rows)
+    other_s = sum(r["other_s"] for r in rows)
+    loop_overhead_s = sum(r["period_s"] - r["data_s"] - r["compute_s"] - r["other_s"] for r in rows)
+    wall_s = tr["job_wall_s"]
+    startup_readback_s = tr["setup_s"] + other_s
+    steady_periods_s = [r["period_s"] for r in rows if not r["warmup"]]
+    steady_period_s = float(np.median(steady_periods_s))
+    steady_compute_s = float(np.median([r["compute_s"] for r in rows if not r["warmup"]]))
+    ceiling = records["ceiling"]["best_flops_per_s"]
+    sheet = datasheet_peak(records)
+    out = {
+        "convention": convention,
+        "flops_per_step": flops_per_step,
+        "model_flops": model_flops,
+        "job_wall_s": wall_s,
+        "compute_s": compute_s,
+        "data_s": data_s,
+        "communication_s": 0.0,
+        "startup_readback_s": startup_readback_s,
+        "setup_s": tr["setup_s"],
+        "other_s": other_s,
+        "loop_overhead_s": loop_overhead_s,
+        "unaccounted_s": wall_s - compute_s - data_s - startup_readback_s,
+        "global_flops_per_s": model_flops / wall_s,
+        "local_flops_per_s": model_flops / compute_s,
+        "steady_step_s": steady_period_s,
+        "steady_step_q1_s": float(np.percentile(steady_periods_s, 25)),
+        "steady_step_q3_s": float(np.percentile(steady_periods_s, 75)),
+        "steady_tokens_per_s": tr["tokens_per_step"] / steady_period_s,
+        "steady_flops_per_s": flops_per_step / steady_period_s,
+        "steady_local_flops_per_s": flops_per_step / steady_compute_s,
+        "ceiling_flops_per_s": ceiling,
+        "datasheet_flops_per_s": sheet["flops_per_s"],
+    }
+    for denom_name, denom in (("ceiling", ceiling), ("datasheet", sheet["flops_per_s"])):
+        for kind in ("global", "local", "steady", "steady_local"):
+            out[f"{kind}_mfu_vs_{denom_name}"] = out[f"{kind}_flops_per_s"] / denom if denom else None
+    return out
+
+
+def b2_category_seconds(records: dict) -> dict[str, float]:
+    """The job's wall clock in B2's four categories (seconds; they sum to the wall)."""
+    b = breakdown(records)
+    return {
+        "compute": b["compute_s"],
+        "communication": b["communication_s"],
+        "data loading": b["data_s"],
+        "other / idle": b["startup_readback_s"] + b["unaccounted_s"],
+    }
+
+
+def b2_split(records: dict, *, present_share: float):
+    """B2's four categories with their share of the wall; ``present`` when the share is above
+    zero and at least ``present_share`` (a category below it is too small for this run to show)."""
+    import pandas as pd
+
+    seconds = b2_category_seconds(records)
+    wall_s = records["train"]["job_wall_s"]
+    df = pd.DataFrame(
+        [
+            {"category": k, "what_is_timed": B2_CATEGORIES[k], "seconds": v, "share_of_wall": v / wall_s}
+            for k, v in seconds.items()
+        ]
+    )
+    df["present"] = (df.share_of_wall > 0) & (df.share_of_wall >= present_share)
+    return df
+
+
+def b2_verdict(n_present: int) -> str:
+    """B2 is descriptive: the split is *shown* when at least three of its four categories are
+    present in the run; with fewer the run cannot show it (not checkable here)."""
+    return "shown" if n_present >= 3 else "not checkable"
+
+
+def b2_floor_sensitivity(records: dict, floors):
+    """B2's verdict for each floor on a category's share of the wall (0: any non-zero reading)."""
+    import pandas as pd
+
+    rows = []
+    for floor in floors:
+        split = b2_split(records, present_share=floor)
+        present = split[split.present]
+        rows.append(
+            {
+                "present_share_floor": floor,
+                "categories_present": len(present),
+                "which": ", ".join(present.category),
+                "verdict": b2_verdict(len(present)),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def global_vs_steady(records: dict):
+    """Why global and steady-state MFU differ, as an exact product of three factors.
+
+    global / steady = (Σ step periods / wall) × (mean measured step / mean of all steps)
+                      × (median measured step / mean measured step):
+    start-up before the first step only lowers global; warm-up steps lower it when they are
+    slower than the measured ones and raise it when they are faster (nothing to compile or
+    autotune, and a machine that slows down during the run); and the steady figure is a
+    *median* while global is a *mean*, so a few fast steps (median above mean) raise global.
+    """
+    import numpy as np
+    import pandas as pd
+
+    tr = records["train"]
+    all_periods_s = np.array([r["period_s"] for r in tr["rows"]])
+    steady_periods_s = np.array([r["period_s"] for r in tr["rows"] if not r["warmup"]])
+    factors = [
+        ("steps' share of the job wall (start-up excluded)", all_periods_s.sum() / tr["job_wall_s"]),
+        ("mean measured step / mean of all steps (warm-up)", steady_periods_s.mean() / all_periods_s.mean()),
+        ("median / mean of the measured steps", float(np.median(steady_periods_s)) / steady_periods_s.mean()),
+    ]
+    keys = ["startup", "warmup", "median_over_mean"]
+    df = pd.DataFrame([{"key": k, "factor": name, "value": float(v)} for k, (name, v) in zip(keys, factors)])
+    b = breakdown(records)
+    df.loc[len(df)] = {
+        "key": "product",
+        "factor": "product = global MFU / steady-state MFU",
+        "value": b["global_flops_per_s"] / b["steady_flops_per_s"],
+    }
+    return df.set_index("key")
+
+
+def global_vs_steady_note(factors) -> str:
+    """The factors of ``global_vs_steady`` in words (markdown), naming the one that moves
+    global MFU most away from steady-state MFU in this run."""
+    import math
+
+    v = factors.value
+    warm = 1 / v["warmup"] - 1  # mean of all steps / mean of the measured steps − 1
+    words = {
+        "startup": f"start-up before the first step ({1 - v['startup']:.1%} of the wall clock)",
+        "warmup": f"the warm-up steps (they make the mean step {abs(warm):.1%} "
+        f"{'longer' if warm > 0 else 'shorter'})",
+        "median_over_mean": f"the median measured step against their mean ({v['median_over_mean'] - 1:+.1%})",
+    }
+    largest = max(words, key=lambda k: abs(math.log(v[k])))
+    product = v["product"]
+    return (
+        f"Global MFU is {'above' if product > 1 else 'below'} steady-state MFU here "
+        f"({product - 1:+.1%}); the largest factor is {words[largest]}. The others: "
+        + "; ".join(words[k] for k in words if k != largest)
+        + "."
+    )
+
+
+def waterfall_losses(records: dict) -> dict:
+    """FLOP/s from the top denominator down to the achieved global model FLOP/s.
+
+    ceiling − local = *slow operators* (kernels below the matmul ceiling: small shapes,
+    non-matmul ops, launch overhead); local − global = local × (wall − compute) / wall splits
+    exactly, in proportion to time, into *communication wait* (zero here: one process), *data
+    wait*, *start-up + loss read-back* (building the model before the first step, reading the
+    loss back and bookkeeping after each) and *untimed loop overhead* (the rest of each step's
+    period). The last two are B2's "other / idle"; B2's "scheduling waste" (checkpoint stalls,
+    throttled cards, CPU pinning) has no counterpart in this run.
+    """
+    b = breakdown(records)
+    local, wall = b["local_flops_per_s"], b["job_wall_s"]
+    losses = []
+    start = ("measured matmul ceiling", b["ceiling_flops_per_s"])
+    if b["datasheet_flops_per_s"]:
+        start = ("datasheet peak", b["datasheet_flops_per_s"])
+        losses.append(("ceiling below datasheet", b["datasheet_flops_per_s"] - b["ceiling_flops_per_s"]))
+    losses += [
+        ("slow operators", b["ceiling_flops_per_s"] - local),
+        ("communication wait", local * b["communication_s"] / wall),
+        ("data wait", local * b["data_s"] / wall),
+        ("start-up + loss read-back", local * b["startup_readback_s"] / wall),
+        ("untimed loop overhead", local * b["unaccounted_s"] / wall),
+    ]
+    return {
+        "start": start,
+        "losses": losses,
+        "end": ("achieved (global)", b["global_flops_per_s"]),
+        "residual_flops_per_s": start[1] - sum(v for _, v in losses) - b["global_flops_per_s"],
+    }

@@ -1,0 +1,211 @@
+"""The α–β models of this study: chunked overlap, and the articles' scale (A4, A5) with the
+sensitivity of each conclusion to the assumed inputs.
+
+**Chunked overlap** (``chunked_overlap``): compute of total time C produces a tensor of S bytes
+in k equal chunks; chunk i is ready at i·C/k and its all-reduce (ring α–β cost of S/k bytes,
+``comm.ring_all_reduce_time``) starts as soon as the chunk is ready *and* the previous
+all-reduce has finished (one communication channel). The step ends when the last all-reduce
+ends. Bounds: max(C, M_k) ≤ step ≤ C + M_k, with M_k = k·t(S/k) the communication time per
+step, which grows with k because every call pays the latency 2(n−1)·α again (claim A5).
+
+**A4** lives in :mod:`.a4` (the step model at the article's configuration); ``article_scale``
+sums A4 and A5 up.
+
+**A5** (``a5_model``): the 200 MB tensor's communication per step at 4 and 16 chunks, k·t(S/k),
+and the model's best k with compute proportional to the one-shot all-reduce. Accumulation
+steps do not enter: they change how often the tensor is reduced, not what one reduction costs.
+"""
+
+from __future__ import annotations
+
+from mfulab.analytic import comm
+from mfulab.analytic.devices import device_spec
+from mfulab.errors import ParameterError
+from mfulab.studies.overlap.stated import A4_STATED, A5_STATED, B9_STATED, B9_STEP_AFTER_S, B9_STEP_BEFORE_S
+from mfulab.studies.overlap.step_at_scale import (
+    ALPHAS_S,
+    IB_EDR_BYTES_PER_S,
+    IB_HDR_BYTES_PER_S,
+    NVLINK3_BYTES_PER_S,
+    a4_baseline,
+    a4_model,
+    a4_reading,
+)
+
+
+# ---------------------------------------------------------------------------- chunked overlap
+def chunked_overlap(
+    *, compute_s: float, nbytes: float, k: int, n: int, alpha_s: float, link_bytes_per_s: float
+) -> dict:
+    """Step time and exposed communication of k-chunk overlap (module docstring), with the
+    per-chunk schedule for a timeline."""
+    if k < 1:
+        raise ParameterError("k must be at least 1")
+    chunk_comm_s = comm.ring_all_reduce_time(
+        nbytes / k, n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s
+    )
+    ready = [i * compute_s / k for i in range(1, k + 1)]
+    channel = comm.fifo_channel(ready, [chunk_comm_s] * k)
+    schedule = [
+        {
+            "chunk": i,
+            "compute_start_s": i * compute_s / k,
+            "compute_end_s": ready[i],
+            "comm_start_s": start,
+            "comm_end_s": end,
+        }
+        for i, (start, end) in enumerate(channel)
+    ]
+    comm_end = channel[-1][1]
+    total_comm = k * chunk_comm_s
+    step = max(compute_s, comm_end)
+    return {
+        "k": k,
+        "step_s": step,
+        "exposed_comm_s": step - compute_s,
+        "total_comm_s": total_comm,
+        "lower_bound_s": max(compute_s, total_comm),
+        "upper_bound_s": compute_s + total_comm,
+        "schedule": schedule,
+    }
+
+
+def best_chunks(
+    *, compute_s, nbytes, n, alpha_s, link_bytes_per_s, ks=tuple(2**i for i in range(11))
+) -> dict:
+    rows = [
+        chunked_overlap(
+            compute_s=compute_s, nbytes=nbytes, k=k, n=n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s
+        )
+        for k in ks
+    ]
+    best = min(rows, key=lambda r: r["step_s"])
+    return {"best_k": best["k"], "rows": rows}
+
+
+# ---------------------------------------------------------------------------- A5
+def a5_model(*, n: int, alpha_s: float, link_bytes_per_s: float, compute_over_comm: float = 1.0) -> dict:
+    """200 MB over n ranks: communication per step at k = 4 and 16 (k·t(S/k)), the share of
+    one 16-chunk call that is per-call latency, and the model's best k with compute equal to
+    ``compute_over_comm`` × the one-shot all-reduce."""
+    nbytes = A5_STATED["nbytes"]
+
+    def t(size):
+        return comm.ring_all_reduce_time(size, n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s)
+
+    one_shot_s = t(nbytes)
+    best = best_chunks(
+        compute_s=compute_over_comm * one_shot_s,
+        nbytes=nbytes,
+        n=n,
+        alpha_s=alpha_s,
+        link_bytes_per_s=link_bytes_per_s,
+        ks=A5_STATED["chunks"],
+    )
+    return {
+        "one_shot_s": one_shot_s,
+        "comm_k4_s": 4 * t(nbytes / 4),
+        "comm_k16_s": 16 * t(nbytes / 16),
+        "ratio_16_over_4": 16 * t(nbytes / 16) / (4 * t(nbytes / 4)),
+        "latency_share_k16": 2 * (n - 1) * alpha_s / t(nbytes / 16),
+        "best_k": best["best_k"],
+        "steps_s": {r["k"]: r["step_s"] for r in best["rows"]},
+    }
+
+
+def a5_sensitivity(p: dict):
+    """One row per assumed input varied alone from the baseline (200 MB, ``article_*``): the
+    communication at 4 and 16 chunks, the model's best k, and whether the two readings of the
+    claim (16 slower than 4; best k in 4–8) hold."""
+    import pandas as pd
+
+    base = {
+        "n": p["article_n"],
+        "alpha_s": p["article_alpha_s"],
+        "link_bytes_per_s": p["article_link_bytes_per_s"],
+    }
+    node = p["article_gpus_per_node"]
+    cases = [("baseline", "", {})]
+    cases += [("per-step latency α", f"{a * 1e6:.0f} µs", {"alpha_s": a}) for a in ALPHAS_S]
+    cases += [
+        ("link", "InfiniBand HDR 25 GB/s", {"link_bytes_per_s": IB_HDR_BYTES_PER_S}),
+        ("link", "InfiniBand EDR 12.5 GB/s", {"link_bytes_per_s": IB_EDR_BYTES_PER_S}),
+        (
+            "link",
+            f"NVLink 3, 300 GB/s ({node} ranks, one node)",
+            {"link_bytes_per_s": NVLINK3_BYTES_PER_S, "n": node},
+        ),
+    ]
+    cases += [
+        ("compute ÷ one-shot comm (efficiency)", f"{r:g}", {"compute_over_comm": r}) for r in (0.5, 1.0, 2.0)
+    ]
+    cases += [
+        ("gradient sharding: DP ranks", f"{p['article_n'] // tp} (TP = {tp})", {"n": p["article_n"] // tp})
+        for tp in (1, 8)
+        if p["article_n"] // tp >= 2
+    ]
+    rows = []
+    for varied, value, change in cases:
+        m = a5_model(**{**base, **change})
+        rows.append(
+            {
+                "varied": varied,
+                "value": value,
+                "comm_k4_s": m["comm_k4_s"],
+                "comm_k16_s": m["comm_k16_s"],
+                "ratio_16_over_4": m["ratio_16_over_4"],
+                "latency_share_k16": m["latency_share_k16"],
+                "best_k": m["best_k"],
+                "k16_slower_than_k4": m["ratio_16_over_4"] > 1,
+                "best_k_in_4_to_8": min(A5_STATED["best_chunks"])
+                <= m["best_k"]
+                <= max(A5_STATED["best_chunks"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------- summaries (A4, A5, B9)
+def article_scale(records) -> dict:
+    """A4 on the step model (``article_device``'s figures) and A5 with the stated α–β link
+    (parameters ``article_*``)."""
+    p = records["params"]
+    a4 = a4_model(**a4_baseline(p))
+    a5 = a5_model(
+        n=p["article_n"], alpha_s=p["article_alpha_s"], link_bytes_per_s=p["article_link_bytes_per_s"]
+    )
+    saved = A4_STATED["step_before_s"] - A4_STATED["step_after_s"]
+    return {
+        "n": p["article_n"],
+        "alpha_s": p["article_alpha_s"],
+        "link_bytes_per_s": p["article_link_bytes_per_s"],
+        "a4_device": p["article_device"],
+        "a4_implied_min_comm_s": saved,
+        "a4_implied_min_comm_share": saved / A4_STATED["step_before_s"],
+        **{f"a4_{k}": v for k, v in a4.items() if k != "sources"},
+        "a4_tp_link": a4["sources"]["intra_node"],
+        "a4_tp_link_gb_per_s": device_spec(p["article_device"]).intra_node_bytes_per_s / 1e9,
+        "a4_dp_link": a4["sources"]["inter_node"],
+        "a4_reading": a4_reading(a4),
+        **{f"a5_{k}": v for k, v in a5.items()},
+    }
+
+
+def b9_check(records) -> dict:
+    """B9: 11 → 21 GB/s busbw against a 25 GB/s link, with and without the article's ×2."""
+    link = B9_STATED["link_bytes_per_s"]
+    before, after = B9_STATED["busbw_before_bytes_per_s"], B9_STATED["busbw_after_bytes_per_s"]
+    # B15's step from this change; if the exposed comm time T scaled as 1/busbw
+    saved = B9_STEP_BEFORE_S - B9_STEP_AFTER_S
+    exposed_before = saved / (1 - before / after)
+    return {
+        "link_bytes_per_s": link,
+        "efficiency_before": before / link,
+        "efficiency_after": after / link,
+        "article_x2_before": 2 * before / link,
+        "article_x2_after": 2 * after / link,
+        "step_before_s": B9_STEP_BEFORE_S,
+        "step_after_s": B9_STEP_AFTER_S,
+        "implied_exposed_comm_before_s": exposed_before,
+        "step_gain": saved / B9_STEP_BEFORE_S,
+    }

@@ -1,0 +1,230 @@
+"""A4, the article's 13B step without and with overlap, on the course's one step model.
+
+``a4_model``: the article's 13B run on the course's one step model
+(``step.step_time``, chapter 09), on the article's own device (``article_device``, a
+``devices.yaml`` key: its peak, memory and the links inside and between its nodes), TP 8,
+micro-batch 1, the global batch split into accumulation steps. The step model issues Megatron's
+4 TP all-reduces per layer and micro-batch (6 under full recompute; Shoeybi et al. 2019 Fig. 4,
+Narayanan et al. 2021 §3.2) and the DP framework's gradient buckets, each priced by NCCL's
+latency model, and the GEMMs at ``article_matmul_share_of_mamf`` of the device's best GEMM.
+Run once with nothing overlapped and once with the DP reduction under the backward and the TP
+collectives under the GEMMs. The 3.2 → 2.1 s step says that at least 1.1 s of communication
+was exposed before overlap; ``a4_reading`` says which communication could account for it, and
+``a4_flip_link`` at which intra-node bandwidth that reading changes.
+"""
+
+from __future__ import annotations
+
+from mfulab.analytic import step
+from mfulab.analytic.config import preset
+from mfulab.studies.overlap.stated import A4_STATED
+
+# Link bandwidths per card and direction for the sensitivity tables (B = bytes/s).
+IB_EDR_BYTES_PER_S = 12.5e9  # InfiniBand EDR, 100 Gb/s (IBTA roadmap)
+IB_HDR_BYTES_PER_S = 25e9  # InfiniBand HDR, 200 Gb/s
+IB_NDR_BYTES_PER_S = 50e9  # InfiniBand NDR, 400 Gb/s
+NVLINK3_BYTES_PER_S = (
+    300e9  # NVLink 3 on an A100: 12 links × 25 GB/s (NVIDIA A100 datasheet: 600 GB/s both ways)
+)
+NVLINK_CLASS_LOW_BYTES_PER_S = 100e9  # a slower intra-node fabric (a third of NVLink 3), for the table
+ALPHAS_S = (2e-6, 5e-6, 10e-6, 20e-6)  # per-step latency: NCCL-class 2 µs to a slow software path 20 µs
+
+
+# The interconnect rows of A4's sensitivity table (per device and direction, before the step
+# model's link_efficiency), each replacing the article device's devices.yaml figure: an A100's
+# NVLink 3 inside a node, a slower intra-node fabric, TP across nodes, and InfiniBand between
+# nodes at half and twice the 910B's 200 Gb/s RoCE.
+A4_LINKS = {
+    "TP link": (
+        ("NVLink 3, 300 GB/s (A100)", {"intra_node_bytes_per_s": NVLINK3_BYTES_PER_S}),
+        ("intra-node 100 GB/s", {"intra_node_bytes_per_s": NVLINK_CLASS_LOW_BYTES_PER_S}),
+        ("InfiniBand HDR 25 GB/s (TP across nodes)", {"intra_node_bytes_per_s": IB_HDR_BYTES_PER_S}),
+    ),
+    "DP link": (
+        ("InfiniBand EDR 12.5 GB/s", {"network_bytes_per_s": IB_EDR_BYTES_PER_S}),
+        ("InfiniBand NDR 50 GB/s", {"network_bytes_per_s": IB_NDR_BYTES_PER_S}),
+    ),
+}
+
+
+def a4_model(
+    *,
+    device: str,
+    cards: int,
+    tp: int,
+    pp: int,
+    gpus_per_node: int,
+    global_batch: int,
+    micro_batch: int = A4_STATED["micro_batch"],
+    recompute: str = "none",
+    attention: str = "fused",
+    zero_stage: int = 0,
+    framework: str = "ddp",
+    **assumptions,
+) -> dict:
+    """The article's 13B step on the course's one step model (``step.step_time``), once with
+    nothing overlapped (``overlap=False``: every DP call exposed, the TP all-reduces on the
+    critical path) and once with the DP reduction under the backward and Megatron's TP
+    overlap on (``tp_comm_overlap``). ``device`` is a ``devices.yaml`` key (its peak, memory
+    and links); ``assumptions`` set fields of ``step.Assumptions`` (the share of MAMF the
+    GEMMs reach, the link figures of a sensitivity row). At a fixed global batch the
+    micro-batch sets the accumulation steps, global_batch ÷ (micro_batch · dp): larger
+    micro-batches mean fewer, larger TP all-reduces."""
+    cfg = preset(A4_STATED["preset"])
+    layout = {
+        "n_devices": cards,
+        "tp": tp,
+        "pp": pp,
+        "micro_batch": micro_batch,
+        "global_batch": global_batch,
+        "device": device,
+        "devices_per_node": gpus_per_node,
+        "recompute": recompute,
+        "attention": attention,
+        "zero_stage": zero_stage,
+        "framework": framework,
+        **assumptions,
+    }
+    serial = step.step_time(cfg, **layout, overlap=False)
+    overlapped = step.step_time(cfg, **layout, overlap=True, tp_comm_overlap=True)
+    compute_s = sum(serial[k] for k in step.COMPUTE_TERMS) + serial["optimizer_s"] + serial["pp_bubble_s"]
+    tp_message_bytes = micro_batch * cfg.seq_len * cfg.d_model * A4_STATED["activation_bytes"]
+    return {
+        "dp": serial["layout"]["dp"],
+        "micro_batch": micro_batch,
+        "accumulation_steps": serial["layout"]["m"],
+        "tp_message_bytes": tp_message_bytes,
+        "tp_comm_s": serial["tp_comm_s"],
+        "dp_comm_s": serial["dp_comm_s"],
+        "dp_calls": serial["dp_calls"],
+        "pp_p2p_s": serial["pp_p2p_s"],
+        "total_comm_s": serial["tp_comm_s"] + serial["dp_comm_s"] + serial["pp_p2p_s"],
+        "compute_s": compute_s,
+        "step_serial_s": serial["step_s"],
+        "step_overlapped_s": overlapped["step_s"],
+        "saved_s": serial["step_s"] - overlapped["step_s"],
+        "mfu_serial": serial["mfu_palm"],
+        "mfu_overlapped": overlapped["mfu_palm"],
+        "sources": serial["sources"],
+    }
+
+
+def a4_reading(m: dict) -> str:
+    """Which communication could account for the ≥ 1.1 s that overlap saved (A4)."""
+    saved = A4_STATED["step_before_s"] - A4_STATED["step_after_s"]
+    if m["compute_s"] > A4_STATED["step_after_s"]:
+        return "compute alone exceeds the 2.1 s step: inputs inconsistent"
+    if m["total_comm_s"] < saved:
+        return "all communication < the 1.1 s saved"
+    if m["dp_comm_s"] < saved:
+        return "needs the TP all-reduces hidden too"
+    return "the gradient all-reduce suffices"
+
+
+def a4_baseline(p: dict) -> dict:
+    """The A4 model's inputs from the study parameters (``article_*``) and ``stated``."""
+    return {
+        "device": p["article_device"],
+        "cards": p["article_n"],
+        "tp": A4_STATED["tp"],
+        "pp": A4_STATED["pp"],
+        "gpus_per_node": p["article_gpus_per_node"],
+        "global_batch": p["article_global_batch"],
+        "matmul_share_of_mamf": p["article_matmul_share_of_mamf"],
+        "grad_bytes_per_elem": A4_STATED["grad_bytes_per_param"],
+    }
+
+
+def a4_sensitivity(p: dict):
+    """One row per assumed input varied alone from the baseline (the study parameters): the
+    communication and compute per step, the step model's step without and with overlap, the
+    reading, and whether it matches the baseline's."""
+    import pandas as pd
+
+    base = a4_baseline(p)
+    dp_base = base["cards"] // (base["tp"] * base["pp"])
+    gb = base["global_batch"]
+    intra_alpha = step.Assumptions().alpha_intra_s
+    cases = [("baseline", "", {})]
+    cases += [
+        (
+            "per-step latency α (NVLink/HCCS, network)",
+            f"{a * 1e6:.0f} µs",
+            {"alpha_intra_s": a, "alpha_inter_s": a},
+        )
+        for a in ALPHAS_S
+        if a != intra_alpha
+    ]
+    cases += [(varied, value, change) for varied, rows in A4_LINKS.items() for value, change in rows]
+    cases += [
+        ("GEMM share of MAMF", f"{share:.2f}", {"matmul_share_of_mamf": share})
+        for share in (0.5, 0.65, 1.0)
+        if share != base["matmul_share_of_mamf"]
+    ]
+    cases += [
+        ("sharding (TP × PP)", f"{tp} × {pp}", {"tp": tp, "pp": pp}) for tp, pp in ((4, 2), (2, 4), (1, 1))
+    ]
+    # gradient accumulation at the fixed global batch: the micro-batch sets the steps
+    cases += [
+        (
+            f"micro-batch (global batch {gb})",
+            f"{mb} → {gb // (mb * dp_base)} accumulation steps",
+            {"micro_batch": mb},
+        )
+        for mb in (2, 4, 8)
+        if gb % (mb * dp_base) == 0
+    ]
+    cases += [
+        ("gradient reduction", "bf16 (--grad-reduce-in-bf16)", {"grad_bytes_per_elem": 2}),
+        ("activation recompute", "full (6 TP all-reduces per layer)", {"recompute": "full"}),
+        ("attention", "naive", {"attention": "naive"}),
+        (
+            "DP framework",
+            "the 8-card command's --zero-stage 2 (DeepSpeed: a reduce-scatter per micro-batch)",
+            {"framework": "deepspeed", "zero_stage": 2},
+        ),
+    ]
+    baseline_reading = a4_reading(a4_model(**base))
+    rows = []
+    for varied, value, change in cases:
+        m = a4_model(**{**base, **change})
+        reading = a4_reading(m)
+        rows.append(
+            {
+                "varied": varied,
+                "value": value,
+                "micro_batch": m["micro_batch"],
+                "accumulation_steps": m["accumulation_steps"],
+                "tp_comm_s": m["tp_comm_s"],
+                "dp_comm_s": m["dp_comm_s"],
+                "total_comm_s": m["total_comm_s"],
+                "compute_s": m["compute_s"],
+                "step_serial_s": m["step_serial_s"],
+                "step_overlapped_s": m["step_overlapped_s"],
+                "reading": reading,
+                "same_as_baseline": reading == baseline_reading,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def a4_flip_link(p: dict) -> dict:
+    """The intra-node (TP) link bandwidth at which A4's reading changes, by bisection between
+    10 GB/s and 1 TB/s per direction (the baseline's reading at the device's own figure);
+    ``None`` where it does not change in that range."""
+    base = a4_baseline(p)
+    reading = a4_reading(a4_model(**base))
+
+    def reads(bw):
+        return a4_reading(a4_model(**base, intra_node_bytes_per_s=bw))
+
+    lo, hi = 10e9, 1e12
+    if reads(lo) == reads(hi):
+        return {"baseline_reading": reading, "flip_bytes_per_s": None}
+    for _ in range(40):
+        mid = (lo * hi) ** 0.5
+        if reads(mid) == reads(lo):
+            lo = mid
+        else:
+            hi = mid
+    return {"baseline_reading": reading, "flip_bytes_per_s": hi, "below": reads(lo), "above": reads(hi)}

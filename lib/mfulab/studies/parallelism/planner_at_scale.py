@@ -1,0 +1,279 @@
+"""The ``parallelism`` claims at the articles' scale, analytic: per-device TP vs DP traffic
+(``parallel``, ``memory``), the layout planner (``layouts.plan``, which ranks with the course's
+one step model, ``step.step_time``) on the stated cluster (``stated.CLUSTER``: a
+``devices.yaml`` key and the planner's assumptions), interleaving across layer counts, and
+optimizer offload over the host link. Every input is a named constant of ``stated`` or an
+argument."""
+
+from __future__ import annotations
+
+from mfulab.analytic import flops, layouts, memory, parallel, step
+from mfulab.analytic.config import preset
+from mfulab.studies.parallelism import stated
+
+
+def cluster(n_devices: int, *, devices_per_node: int | None = None, **assumptions) -> dict:
+    """The step model's inputs for ``n_devices`` of the stated cluster (``stated.CLUSTER``):
+    its device key, devices per node and the planner's assumptions, any of them overridden."""
+    c = stated.CLUSTER
+    return {
+        "n_devices": n_devices,
+        "device": c["device"],
+        "devices_per_node": devices_per_node or c["devices_per_node"],
+        **c["assumptions"],
+        **assumptions,
+    }
+
+
+def layout_label(r) -> str:
+    """A planner row as one short string: TP·PP·DP, virtual stages, micro-batch, ZeRO, recompute."""
+    return f"TP{r.tp}·PP{r.pp}·DP{r.dp} v{r.v} mb{r.micro_batch} z{r.zero_stage} {r.recompute_policy}"
+
+
+def _layout(row, *int_keys) -> dict:
+    """A planner row's layout keys as plain Python values (``layouts.layout_step`` input)."""
+    return {**{k: int(row[k]) for k in int_keys}, "recompute_policy": str(row["recompute_policy"])}
+
+
+def tp_vs_dp_traffic(
+    *, preset_name: str, seq_len: int, micro_batch: int, global_batch: int, tp: int, dp: int
+):
+    """Bytes each device sends per optimizer step (bf16): TP's collectives over every layer and
+    micro-batch (``parallel.tp_comm_elements_per_layer``) against DP's gradient all-reduce of
+    its 1/tp of the model (2Ψ/tp·(dp − 1)/dp, ``memory.zero_traffic_bytes_per_step``), and the
+    collective calls each issues (TP: 4 per layer and micro-batch; DP: one per bucket)."""
+    cfg = preset(preset_name).with_(seq_len=seq_len)
+    m = global_batch // (dp * micro_batch)
+    per_layer = parallel.tp_comm_elements_per_layer(cfg, micro_batch=micro_batch, tp=tp)
+    tp_bytes = per_layer["elements_sent_per_device"] * cfg.n_layers * m * 2
+    dp_bytes = memory.zero_traffic_bytes_per_step(flops.param_count(cfg) / tp, zero_stage=0) * (dp - 1) / dp
+    return {
+        "preset": preset_name,
+        "global_batch": global_batch,
+        "micro_batches": m,
+        "tp_bytes_per_step": tp_bytes,
+        "dp_bytes_per_step": dp_bytes,
+        "tp_over_dp": tp_bytes / dp_bytes,
+        "tp_calls_per_step": 4 * cfg.n_layers * m,
+    }
+
+
+def a10_traffic_table():
+    import pandas as pd
+
+    L, M, S = stated.A10_LAYOUT, stated.A10_MODEL, stated.A10_SENSITIVITY
+    rows = [
+        tp_vs_dp_traffic(
+            preset_name=name,
+            seq_len=M["seq_len"],
+            micro_batch=M["micro_batch"],
+            global_batch=gb,
+            tp=L["tp"],
+            dp=L["dp"],
+        )
+        for name in S["presets"]
+        for gb in S["global_batches"]
+    ]
+    return pd.DataFrame(rows)
+
+
+def a10_placement():
+    """The article's layout (TP 8 × DP 16 on 128 cards, the A10 model) with TP inside a node
+    and, for contrast, with the same TP group spread over two nodes of 4 (its collectives then
+    cross InfiniBand): the planner's step-time terms of each."""
+    import pandas as pd
+
+    L, M = stated.A10_LAYOUT, stated.A10_MODEL
+    cfg = preset(M["preset"]).with_(seq_len=M["seq_len"])
+    m = M["global_batch"] // (L["dp"] * M["micro_batch"])
+    layout = {
+        "tp": L["tp"],
+        "pp": 1,
+        "dp": L["dp"],
+        "v": 1,
+        "micro_batch": M["micro_batch"],
+        "m": m,
+        "zero_stage": 1,
+        "recompute_policy": "selective",
+    }
+    rows = []
+    for where, per_node in (("TP inside a node (8 per node)", 8), ("TP across two nodes (4 per node)", 4)):
+        t = layouts.layout_step(
+            cfg, layout, global_batch=M["global_batch"], **cluster(L["devices"], devices_per_node=per_node)
+        )
+        rows.append(
+            {
+                "placement": where,
+                **{k: t[k] for k in ("tp_comm_s", "dp_comm_exposed_s", "step_s", "mfu_palm")},
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def a12_planner_table():
+    """ZeRO-2 against ZeRO-3 (planner, stated A100 cluster) for a case below the article's
+    10B / 1000-card line and one above it, at the planner's assumed DP overlap and with none:
+    the best fitting layout of each family, and the best ZeRO 0–2 layout switched to ZeRO-3
+    (the same layout: what ZeRO-3's traffic alone costs)."""
+    import pandas as pd
+
+    rows = []
+    for case in stated.A12_PLANNER_CASES:
+        cfg = preset(case["preset"])
+        for overlap in stated.A12_DP_OVERLAPS:
+            kw = dict(global_batch=case["devices"], **cluster(case["devices"], dp_overlap=overlap))
+            plans = layouts.plan(cfg, top=None, **kw)
+            best2, best3 = plans[plans.zero_stage <= 2].iloc[0], plans[plans.zero_stage == 3].iloc[0]
+            layout = _layout(best2, "tp", "pp", "dp", "v", "micro_batch", "m")
+            same3 = layouts.layout_step(
+                cfg, {**layout, "zero_stage": 3, "recompute_policy": best2.recompute_policy}, **kw
+            )
+            for label, r in (
+                ("best ZeRO 0–2", best2),
+                ("best ZeRO-3", best3),
+                ("same layout, ZeRO-3", same3),
+            ):
+                rows.append(
+                    {
+                        "preset": case["preset"],
+                        "devices": case["devices"],
+                        "dp_overlap": overlap,
+                        "row": label,
+                        "layout": layout_label(pd.Series(r)),
+                        "framework": r["framework"],
+                        "dp_comm_s": r["dp_comm_s"],
+                        "dp_comm_exposed_s": r["dp_comm_exposed_s"],
+                        "step_s": r["step_s"],
+                        "memory_gib": r["memory_gib"],
+                        "fits": bool(r["fits"]),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+A13_MODEL = {"preset": "llama2-70b", "devices": 512, "global_batch": 512}  # width of a 70B, 40 or 80 layers
+
+
+def a13_interleaving_table():
+    """Interleaving across layer counts: the shape of ``A13_MODEL`` with ``stated.A13_LAYERS``
+    layers on the stated cluster; for each pipeline depth p ∈ {4, 8} whose stages hold an even
+    number of layers, the planner's best layout without interleaving, and the *same* layout
+    with v = layers per stage / ``A13_LAYERS_PER_VIRTUAL_STAGE`` (the article's starting point):
+    what interleaving alone changes in bubble, point-to-point time and memory."""
+    import pandas as pd
+
+    rows = []
+    for n_layers in stated.A13_LAYERS:
+        cfg = preset(A13_MODEL["preset"]).with_(n_layers=n_layers)
+        for pp in (4, 8):
+            per_stage = n_layers // pp
+            if n_layers % pp or per_stage % stated.A13_LAYERS_PER_VIRTUAL_STAGE:
+                continue
+            v = per_stage // stated.A13_LAYERS_PER_VIRTUAL_STAGE
+            kw = dict(global_batch=A13_MODEL["global_batch"], **cluster(A13_MODEL["devices"]))
+            plans = layouts.plan(cfg, top=None, virtual_stages=(1,), **kw)
+            plans = plans[(plans.pp == pp) & (plans.m % pp == 0)]  # interleaving needs m a multiple of p
+            if plans.empty:
+                continue
+            one = plans.iloc[0]
+            layout = {**_layout(one, "tp", "pp", "dp", "micro_batch", "m"), "zero_stage": int(one.zero_stage)}
+            inter = layouts.layout_step(cfg, {**layout, "v": v}, **kw)
+            rows.append(
+                {
+                    "model": f"{A13_MODEL['preset']} width, {n_layers} layers "
+                    f"({flops.param_count(cfg) / 1e9:.0f}B)",
+                    "layout": layout_label(one),
+                    "v": v,
+                    "bubble_s_v1": one.pp_bubble_s,
+                    "bubble_s_interleaved": inter["pp_bubble_s"],
+                    "p2p_s_v1": one.pp_p2p_s,
+                    "p2p_s_interleaved": inter["pp_p2p_s"],
+                    "memory_gib_v1": one.memory_gib,
+                    "memory_gib_interleaved": inter["memory_gib"],
+                    "fits_interleaved": bool(inter["fits"]),
+                    "step_gain": one.step_s / inter["step_s"] - 1,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def a15_offload_table():
+    """Optimizer offload for the stated 7B case (states sharded over ``A15_CASE['dp']`` cards):
+    each card's bytes over its host link per step, each way, over PCIe 4.0 x16 and, for scale,
+    NVLink 3 (``parallel.offload_bytes_per_step``), for the two readings — Adam's moments moved
+    in and out every step, and ZeRO-Offload (gradients down, parameters up, Adam on the host,
+    whose memory-bound step time is added: ``A15_CPU_ADAM_BYTES_PER_PARAM`` at
+    ``A15_HOST_MEMORY_BYTES_PER_S_PER_CARD``). A full-duplex link: the larger direction."""
+    import pandas as pd
+
+    case = stated.A15_CASE
+    n = flops.param_count(preset(case["preset"]))
+    cpu_adam_s = (
+        n / case["dp"] * stated.A15_CPU_ADAM_BYTES_PER_PARAM / stated.A15_HOST_MEMORY_BYTES_PER_S_PER_CARD
+    )
+    rows = []
+    for mode in parallel.OFFLOAD_MODES:
+        for link, bw in stated.A15_LINKS_BYTES_PER_S.items():
+            o = parallel.offload_bytes_per_step(n, dp=case["dp"], mode=mode, host_link_bytes_per_s=bw)
+            host_s = cpu_adam_s if mode == "zero-offload" else 0.0
+            rows.append(
+                {
+                    "mode": mode,
+                    "link": link,
+                    "bytes_each_way": o["host_to_device_bytes"],
+                    "transfer_s": o["time_s"],
+                    "host_adam_s": host_s,
+                    "share_of_step": (o["time_s"] + host_s) / case["step_s"],
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+PLANNER_TERMS = (*(t for t in step.TERMS if t != "data_s"), "step_s")  # the planner assumes no data wait
+
+
+def _best_row(cfg, n_devices: int, global_batch: int, **assumptions) -> dict:
+    plans = layouts.plan(cfg, global_batch=global_batch, top=1, **cluster(n_devices, **assumptions))
+    if plans.empty:
+        return {"layout": "nothing fits"}
+    r = plans.iloc[0]
+    return {
+        "layout": layout_label(r),
+        "framework": r.framework,
+        **{k: r[k] for k in PLANNER_TERMS},
+        "memory_gib": r.memory_gib,
+        "mfu_palm": r.mfu_palm,
+    }
+
+
+def planner_answers():
+    """The planner's best layout and its step-time terms for ``stated.PLANNER_CASES``."""
+    import pandas as pd
+
+    rows = []
+    for case in stated.PLANNER_CASES:
+        cfg = preset(case["preset"])
+        rows.append(
+            {
+                "preset": case["preset"],
+                "devices": case["devices"],
+                "global_batch": case["global_batch"],
+                **_best_row(cfg, case["devices"], case["global_batch"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def planner_sensitivity():
+    """The last planner case's best layout with each assumption of ``stated.PLANNER_SENSITIVITY``
+    varied alone: which conclusions depend on an unmeasured number."""
+    import pandas as pd
+
+    case = stated.PLANNER_CASES[-1]
+    cfg = preset(case["preset"])
+    rows = []
+    for name, values in stated.PLANNER_SENSITIVITY.items():
+        for value in values:
+            best = _best_row(cfg, case["devices"], case["global_batch"], **{name: value})
+            rows.append({"assumption": name, "value": value, **best})
+    return pd.DataFrame(rows)

@@ -1,0 +1,1 @@
+"""What every study builds on: the registry, typed parameters, verdicts and claims tables, plots."""

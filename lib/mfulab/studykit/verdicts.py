@@ -1,0 +1,176 @@
+"""Claims tables: one row per claim of ``docs/claims.md`` with a computed verdict.
+
+A verdict is never typed in by hand: each study computes it from its own numbers and the
+thresholds it states, with the helpers below, and the evidence string carries the numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from mfulab.results import save_metrics, save_table
+
+# "shown": a mechanism displayed in a toy regime, a property true by construction, or a descriptive
+# claim (a breakdown exists, a quantity can be read off): nothing the claim's regime could fail.
+# "not shown": the mechanism did not appear in the toy regime (which says nothing of the claim's).
+# "(analysis)": decided by an analysis at the article's own configuration.
+VERDICTS = (
+    "confirmed",
+    "refuted",
+    "confirmed (analysis)",
+    "refuted (analysis)",
+    "inconclusive on this machine",
+    "analytic only",
+    "not checkable",
+    "shown",
+    "not shown",
+)
+# THE RULE (docs/claims.md): every verdict names its basis, and the basis sets the label.
+MEASURED = "measured here"  # the claim's effect, measured on this machine in the claim's regime
+PUBLISHED = "published measurement"  # a cited figure from a run the source describes
+ANALYSIS = "analysis at the article's configuration"  # the article's stated TP, SP, kernel, cluster
+ARITHMETIC = "the article's own arithmetic"  # its stated numbers, recomputed
+TOY = "toy regime"  # a mechanism measured here outside the claim's regime (2 ranks, emulation, tiny sizes)
+CONSTRUCTION = "by construction"  # a documented behaviour or an identity, counted exactly
+BASES = (MEASURED, PUBLISHED, ANALYSIS, ARITHMETIC, TOY, CONSTRUCTION)
+
+
+def label(decision: str, basis: str) -> str:
+    """The verdict a decision earns on its basis: in a toy regime or by construction a
+    "confirmed" is only *shown* (and a toy "refuted" is *not shown*: the regime cannot refute
+    the claim; an exact count can); an analysis's decision is marked "(analysis)"."""
+    if basis not in BASES:
+        raise ValueError(f"basis must be one of {BASES}; got {basis!r}")
+    if basis in (TOY, CONSTRUCTION) and decision == "confirmed":
+        return "shown"
+    if basis == TOY and decision == "refuted":
+        return "not shown"
+    if basis == ANALYSIS and decision in ("confirmed", "refuted"):
+        return f"{decision} (analysis)"
+    return decision
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claims row. ``verdict`` is the decision its study computed; the row keeps
+    :func:`label` of it under its ``basis`` (so a toy regime's "confirmed" reads "shown")."""
+
+    id: str
+    claim: str
+    measured: str  # what was measured or computed
+    verdict: str
+    evidence: str  # the numbers, with their spread
+    basis: str
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}; got {self.verdict!r}")
+        object.__setattr__(self, "verdict", label(self.verdict, self.basis))
+        analytic = self.verdict in ("confirmed (analysis)", "refuted (analysis)", "analytic only")
+        if analytic != (self.basis == ANALYSIS) and self.verdict != "not checkable":
+            raise ValueError(f"{self.id}: verdict {self.verdict!r} does not go with basis {self.basis!r}")
+
+
+def table(claims: list[Claim]):
+    """The claims as a DataFrame (columns: id, claim, measured, verdict, basis, evidence)."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [asdict(c) for c in claims], columns=["id", "claim", "measured", "verdict", "basis", "evidence"]
+    )
+
+
+def summary_line(claims: list[Claim]) -> str:
+    """The closing bullet of every notebook: each claim id with its verdict; an id with
+    several rows (readings, cases) lists each row's verdict in table order."""
+    by_id: dict[str, list[str]] = {}
+    for c in claims:
+        by_id.setdefault(c.id, []).append(c.verdict)
+    parts = [
+        f"**{cid}**: {vs[0]}" if len(vs) == 1 else f"**{cid}**: " + " / ".join(vs) + f" ({len(vs)} rows)"
+        for cid, vs in by_id.items()
+    ]
+    return "* " + "; ".join(parts) + "."
+
+
+def records(claims: list[Claim]) -> list[dict]:
+    return [asdict(c) for c in claims]
+
+
+def agrees(stated: float, recomputed: float, *, rel_tol: float) -> bool:
+    """True when a stated figure matches our recomputation within ``rel_tol`` (relative)."""
+    return abs(stated - recomputed) <= rel_tol * abs(recomputed)
+
+
+def verdict_from_comparison(comparison, *, claimed: str) -> str:
+    """For a claim that the candidate is ``claimed`` ("faster" or "slower") than the baseline,
+    from a ``timing.Comparison``: confirmed when its interval says so, refuted when it says
+    the opposite, otherwise inconclusive on this machine."""
+    if claimed not in ("faster", "slower"):
+        raise ValueError(f"claimed must be 'faster' or 'slower', got {claimed!r}")
+    if comparison.verdict == claimed:
+        return "confirmed"
+    if comparison.verdict == "inconclusive":
+        return "inconclusive on this machine"
+    return "refuted"
+
+
+def verdict_from_agreement(ok: bool) -> str:
+    return "confirmed" if ok else "refuted"
+
+
+def verdict_from_interval(lo: float, hi: float, *, threshold: float) -> str:
+    """For a claimed effect "ratio ≥ threshold" measured as an interval [lo, hi] of the ratio:
+    confirmed when lo ≥ threshold, refuted when hi < threshold or the interval excludes any
+    effect in the claimed direction (hi ≤ 1), otherwise inconclusive on this machine."""
+    if lo >= threshold:
+        return "confirmed"
+    if hi < threshold and (hi < 1.0 or lo > 1.0):
+        return "refuted"
+    return "inconclusive on this machine"
+
+
+def confirmable_bound(drift: float, claimed: float) -> float:
+    """The smallest upper bound under which a size in ``[claimed, bound]`` can be confirmed at
+    all: an interval at least ``(1 + drift)²`` wide (the run-to-run drift on each side) must fit."""
+    return claimed * (1 + drift) ** 2
+
+
+def verdict_in_range(lo: float, hi: float, *, claimed: float, bound: float, drift: float) -> str:
+    """A claimed effect of at least ``claimed`` (a ratio) that a mechanism caps at ``bound``,
+    from the drift-widened interval [lo, hi] of the measured ratio: confirmed only inside
+    ``[claimed, bound]``; refuted below ``claimed`` (and not below 1.0); inconclusive when no
+    interval can be confirmed (``bound`` < :func:`confirmable_bound`) or the interval lies where
+    the mechanism cannot put it (above ``bound``, or wholly below 1.0: noise or another effect)."""
+    if bound < confirmable_bound(drift, claimed) or lo > bound or hi < 1.0:
+        return "inconclusive on this machine"
+    if lo >= claimed and hi <= bound:
+        return "confirmed"
+    if hi < claimed:
+        return "refuted"
+    return "inconclusive on this machine"
+
+
+def verdict_in_band(lo: float, hi: float, *, band: tuple[float, float], drift: float) -> str:
+    """A claimed size pinned to ``band`` (a ratio range), from the drift-widened interval
+    [lo, hi] of the measured ratio: refuted when it lies wholly below or wholly above the band;
+    confirmed only when it lies inside the band widened by ``drift`` on each side (a size is
+    confirmed by an interval that excludes other sizes, not by one that merely touches the
+    band); otherwise inconclusive on this machine."""
+    band_lo, band_hi = min(band), max(band)
+    if hi < band_lo or lo > band_hi:
+        return "refuted"
+    tolerance = 1 + drift
+    inside = lo >= band_lo / tolerance and hi <= band_hi * tolerance
+    return "confirmed" if inside else "inconclusive on this machine"
+
+
+def publish_claims(out_dir, claim_list, metrics: dict):
+    """Save the claims table (``tables/claims.csv``) and the headline metrics; return the
+    table for display."""
+    from mfulab.studykit.verdicts import table
+
+    df = table(claim_list)
+    save_table(out_dir, "claims", df)
+    save_metrics(out_dir, metrics)
+    return df

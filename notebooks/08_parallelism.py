@@ -1,0 +1,239 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python (mfulab)
+#     language: python
+#     name: mfulab
+# ---
+
+# %% [markdown]
+# # 09 · Parallel layouts: pipeline bubbles, ZeRO/FSDP, tensor and sequence parallelism, MoE
+#
+# A model that does not fit one card's memory, or a batch that takes one card too long, is
+# split across cards. Four ways to split it, each with its own cost:
+#
+# - **data parallelism** copies the model and splits the batch; ZeRO / FSDP also split the
+#   optimizer states, gradients and parameters (the *memory wall* → sharding), at the price of
+#   gathering parameters when they are used;
+# - **pipeline parallelism** splits the layers into stages; micro-batches keep the stages busy,
+#   except in the *bubble* at the start and end of each step;
+# - **tensor parallelism** splits each matmul over the cards of a layer, with collectives on
+#   the critical path of every layer; **sequence parallelism** splits what TP leaves whole;
+# - **experts** (MoE) route each token to a few of many MLPs on other cards: all-to-all.
+#
+# This notebook measures each with PyTorch's own implementation on this machine's ranks
+# (`torch.distributed.pipelining`, FSDP2 `fully_shard`, DTensor `parallelize_module`,
+# `all_to_all_single`), sets each against its formula (`mfulab.analytic.parallel`, `mfulab.analytic.memory`),
+# then sizes the claims at the articles' scale with the layout planner (`mfulab.analytic.layouts`).
+# Claims: **A10, A11, A12, A13, A15, B10**.
+
+# %% tags=["parameters"]
+params = {}  # the profile's values (papermill injects them); empty: the defaults, the laptop profile
+out_dir = ""  # set by the runner; empty: scratch/parallelism
+from_dir = ""  # analyse measurements from this folder instead of measuring
+
+# %%
+import pandas as pd
+from IPython.display import Markdown, display
+
+from mfulab import results
+from mfulab.run.notebook import setup, stability_note
+from mfulab.studies.parallelism import analysis, claims, figures
+from mfulab.studykit import plots, verdicts
+from mfulab.studykit.verdicts import summary_line
+
+out, p, records = setup("parallelism", params, out_dir=out_dir, from_dir=from_dir)
+t = analysis.tables(records)
+for name, df in t.items():
+    if df is not None and not isinstance(df, dict):
+        results.save_table(out, name, df)
+print(
+    f"{records['device_name']} ({records['device']}); pipelines on {list(p.pipeline_ranks)} ranks, the rest on {p.ranks}"
+)
+
+# %% [markdown]
+# ## 1 · Pipeline bubbles (A13)
+#
+# With p stages and m micro-batches, every stage idles for p − 1 micro-batch slots per step
+# (fill and drain): bubble / compute = (p − 1)/m for GPipe and 1F1B alike (1F1B keeps p
+# micro-batches in flight instead of m, so it needs less memory, not less time). The
+# interleaved schedule gives each rank v smaller chunks: the bubble falls to (p − 1)/(v·m),
+# but every micro-batch now crosses v times as many stage boundaries (Narayanan et al. 2021,
+# §2.2). Here each layer's forward and backward **sleep** (emulated stage compute: time passes,
+# no core is busy, so 4 ranks on 2 cores behave like 4 accelerators). Each slot of the
+# pipelined step also pays a fixed overhead — the point-to-point send and receive, the
+# schedule's bookkeeping and the sleeps' own overshoot — fitted per schedule from the m sweep
+# (`slot_overhead_s`); the dotted lines add it, and `model_error` is the measured bubble over
+# that model, minus 1. `p2p_messages` counts the sends and receives of one step on all ranks
+# (profiler), against 4·m·(p·v − 1): each micro-batch crosses p·v − 1 chunk boundaries forward
+# and backward. Where the overhead is large next to the bubble it saves, interleaving does not pay.
+
+# %%
+pipe = t["pipeline"]
+fig = figures.plot_bubble(pipe)
+plots.save_figure(fig, out, "bubble")
+cols = ["ranks", "compute", "schedule", "m", "v", "step_s", "ideal_s", "bubble_measured", "bubble_formula"]
+pipe[
+    cols + ["slot_overhead_s", "bubble_modelled", "model_error", "p2p_messages", "p2p_messages_formula"]
+].round(4)
+
+# %%
+fig = figures.plot_timeline(records)
+plots.save_figure(fig, out, "pipeline_timeline")
+
+# %% [markdown]
+# The real-compute rows (Linear + tanh layers, one thread per rank) are shown for completeness:
+# on a CPU a stage's compute is short next to gloo's point-to-point messages, so the overhead,
+# not the bubble, dominates them; they do not enter the verdicts.
+#
+# **At the articles' scale**: the planner (`layouts.plan`, which prices every layout with the
+# course's one step model, `step.step_time`, validated in chapter 09; on the stated cluster,
+# `stated.CLUSTER`: devices.yaml's A100 with its links) for a model as wide as Llama 2 70B cut to 40 and 80
+# layers, on 512 cards with a global batch of 512 sequences: its best layout without
+# interleaving, and the same layout with v = layers per stage / 2 (the article: "not at ~40
+# layers; clearly above ~80"; 2 layers per virtual stage). Only v changes between the two.
+
+# %%
+t["a13_interleaving"].round(3)
+
+# %% [markdown]
+# ## 2 · ZeRO and FSDP: memory against traffic (A12)
+#
+# DDP keeps the whole model, its gradients and AdamW's two moments on every rank (fp32 here:
+# 4 + 4 + 8 bytes per parameter) and all-reduces Ψ gradients per step, which a ring moves as a
+# reduce-scatter plus an all-gather: 2Ψ. FSDP2 with `reshard_after_forward=False` shards
+# gradients and optimizer states and keeps gathered parameters from forward to backward; fully
+# sharded (ZeRO-3) gathers them again for backward: 3Ψ per micro-batch (Rajbhandari et al.
+# 2020, §7). The bytes below are **counted**: each rank's local shards, DDP's buckets through a
+# communication hook, FSDP2's all-gathers and reduce-scatters from the profiler's `c10d` ops.
+# With gradient accumulation FSDP2 reduce-scatters every micro-batch (as DeepSpeed does at
+# stages 2–3; `set_requires_gradient_sync(False)` would defer it, keeping whole gradients, as
+# DDP's `no_sync` does here), and it re-gathers parameters every micro-batch: 2mΨ without
+# resharding, 3mΨ with; DeepSpeed's ZeRO-2 gathers once per step, (m + 1)Ψ. Bytes are shown
+# between steps (`held_bytes`) and at the end of the forward (`peak_bytes`), when FSDP2 without
+# resharding still holds every parameter gathered for backward: ZeRO-2's peak, 4Ψ + 12Ψ/n.
+# `traffic_elements` counts an all-reduce as 2 buffers (its reduce-scatter and all-gather), as
+# ZeRO does; `gradient_gate` is the largest |gradient − DDP's gradient|.
+
+# %%
+fig = figures.plot_sharding(t["sharding"])
+plots.save_figure(fig, out, "sharding")
+t["sharding"]
+
+# %% [markdown]
+# **At scale** (planner, stated cluster): Llama 2 7B on 512 cards (below the article's
+# 10B / 1000-card line) and 70B on 1024 (above it), one sequence per card per step. For each:
+# the best fitting layout with ZeRO 0–2, the best with ZeRO-3, and the best ZeRO 0–2 layout
+# switched to ZeRO-3 (what its traffic alone costs) — at the planner's assumed DP overlap (0.8 of
+# the compute a collective can run beside hides it) and with none: "ZeRO-3 needs overlap to pay
+# off". Each ZeRO stage is priced with the framework that runs it (`framework`: Megatron's
+# distributed optimizer for 0–1, DeepSpeed for 2, FSDP for 3: one all-gather forward, one
+# backward and one reduce-scatter per block and micro-batch).
+
+# %%
+t["a12_planner"].round(3)
+
+# %% [markdown]
+# ## 3 · Tensor and sequence parallelism (A10, A11)
+#
+# One block of the reference GPT: Q, K, V and the MLP's first linear column-parallel, the
+# output projection and the MLP's second linear row-parallel (Megatron's layout); with sequence
+# parallelism the LayerNorms run on sequence shards and the block's inputs are gathered, its
+# outputs reduce-scattered (Korthikanti et al. 2022 §4.2.2). Outputs and gradients are checked
+# against the block run whole; the collectives of one forward + backward are counted by
+# DTensor's `CommDebugMode`; the activation bytes kept for backward are counted per rank and set
+# against Korthikanti's Table 2 form (fp32, no dropout: the dropout half of the claim is not
+# measured). PyTorch's column-parallel Q, K and V each all-reduce their input gradient (6
+# all-reduces, not Megatron's 4 with a fused QKV); `elements_sent` is what each rank sends for
+# them on a ring. With sequence parallelism PyTorch keeps the gathered inputs of the
+# column-parallel linears for their weight gradients (Megatron keeps the shard and gathers again
+# in backward): `korthikanti_plus_gathered_bytes` adds them. `max_abs_diff` is the largest
+# |output or gradient − the whole block's|.
+
+# %%
+t["tensor"]
+
+# %% [markdown]
+# **A10 at the article's scale**: TP = 8 × DP = 16 on 128 cards. TP's collectives carry every
+# layer's activations for every micro-batch; DP's carry each card's 1/8 of the gradients once per
+# step. Bytes per device per step, and the planner with the TP group inside a node (NVLink) and
+# spread over two nodes (InfiniBand).
+
+# %%
+display(t["a10_traffic"].round(2))
+t["a10_placement"].round(3)
+
+# %% [markdown]
+# **The planner's answers** (stated cluster; global batch one sequence per card, at
+# least 64): the article's 13B on 8 cards, its A10 case (13B on 128 cards: the planner's pick
+# against TP 8 × DP 16), and a 70B on 1024 cards — each best layout with the step model's
+# terms. The unmeasured assumptions a ranking depends on (the GEMMs' share of the device's
+# MAMF, DP overlap, memory margin, the network's per-step latency and link efficiency: fields
+# of `rates.Assumptions`) are then varied one at a time for the 70B case.
+
+# %%
+display(t["planner_answers"].round(3))
+t["planner_sensitivity"].round(3)
+
+# %% [markdown]
+# ## 4 · Mixture of experts: all-to-all and the most loaded expert (B10)
+#
+# An expert layer sends each token to its experts and back: two all-to-alls per forward.
+# Below, the all-to-all against an all-reduce of the same buffer on the same ranks (a ring
+# all-to-all moves (n − 1)/n of the buffer per rank, an all-reduce 2(n − 1)/n), then an expert
+# layer whose experts work (a sleep per token received) on skewed routing: rank 0's experts get
+# 1.5× the mean; the others finish early and wait in the combine. The all-to-all results are
+# checked (`wrong`: elements that differ from the expected exchange, summed over ranks).
+
+# %%
+display(t["exchange"])
+t["skew"]
+
+# %% [markdown]
+# ## 5 · Optimizer offload (A15)
+#
+# Two readings of "offload the optimizer", for Llama 2 7B with its optimizer states sharded over
+# 8 data-parallel cards (each card offloads its 1/8): **ZeRO-Offload** (Ren et al. 2021 §4.1)
+# runs Adam on the host, so each card sends its fp16 gradient shard down and receives its fp16
+# parameter shard back, and the host's Adam takes time of its own (memory-bound: 26 bytes per
+# parameter at a host bandwidth per card we assume, `stated.A15_*`); **moments only** keeps
+# Adam on the card and moves the two fp32 moments in and out every step. Times are for one
+# direction of a full-duplex link at its datasheet rate (analytic on a CPU, which has no
+# host–device link; on a GPU the run also measures pinned host ↔ device and device → device
+# copies, `copy_bandwidths`).
+
+# %%
+if t["copy_bandwidths"]:
+    print({k: f"{v / 1e9:.1f} GB/s" for k, v in t["copy_bandwidths"].items() if k.endswith("per_s")})
+t["a15_offload"].round(3)
+
+# %% [markdown]
+# ## Claims
+#
+# A10, A12 (the speed rule), A13 (the layer-count rule) and A15 are **analytic only**: they are
+# about clusters this machine is not. A11, A12 (memory and traffic), A13 (bubble and
+# interleaving) and B10 (the wait) are measured here; B10's cost comparison needs two machines.
+
+# %%
+claim_list, headline = claims.outcome(records, p)
+claims_df = verdicts.publish_claims(out, claim_list, headline)
+with pd.option_context("display.max_colwidth", None):
+    display(claims_df)
+
+display(Markdown(stability_note(out)))
+
+# %% [markdown]
+# ## What this study showed
+
+# %%
+sh_gate, tp_gate = t["sharding"], t["tensor"]
+assert analysis.gradient_ok(sh_gate.gradient_gate, sh_gate.gradient_scale).all(), (
+    "FSDP2 changed the gradients"
+)
+assert analysis.gradient_ok(tp_gate.max_abs_diff, tp_gate.gradient_scale).all(), "TP / SP changed the block"
+display(Markdown(analysis.takeaways(t)))
+display(Markdown(summary_line(claim_list)))

@@ -1,0 +1,412 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python (mfulab)
+#     language: python
+#     name: mfulab
+# ---
+
+# %% [markdown]
+# # 10 · Calibrate here, predict there: step time and MFU against published runs
+#
+# A reader's real question joins the chapters: *for my model on my cluster with this layout,
+# what step time and MFU should I expect, and where will the time go?* The course has one model
+# for it, `mfulab.analytic.step.step_time` (chapter 08's planner ranks layouts with the same one). It
+# prices every GEMM of a layer at a rate R∞ (a share of the device's best measured GEMM) with a
+# launch cost t₀ under a roofline cap, attention (unfused, or a flash kernel), the memory-bound
+# ops at the memory bandwidth, recomputation, tensor-parallel collectives (with or without comm
+# overlap), the pipeline bubble and messages, the data-parallel collectives the framework issues
+# (DDP with or without ZeroRedundancyOptimizer, Megatron, DeepSpeed, FSDP and its hybrid
+# sharding: bucket by bucket or unit by unit, each call priced by NCCL's own latency model on the
+# group it runs in) minus what compute hides, the optimizer and the data wait. It refuses what
+# it does not model: context parallelism, mixture-of-experts layers, FP8 GEMMs.
+#
+# Its machine figures come from a device's datasheet (`devices.yaml`) — or, with
+# `calibration=results/<machine>/calibration`, from what this project measured on the machine.
+# Every figure it assumes is a field of `rates.Assumptions` with its source.
+#
+# This chapter checks it twice: against **published large-scale runs** (their configuration
+# and throughput as their sources state them, `studies/predict/published_runs.yaml`), split
+# before fitting and tested on rows first evaluated at the model's freeze, and against
+# **a training step measured here**, operator class by operator class, with the predictor fed
+# by this machine's calibration. Then it applies it to the articles' worked examples (B15,
+# A17/A19).
+
+# %% tags=["parameters"]
+params = {}  # the profile's values (papermill injects them); empty: the defaults, the laptop profile
+out_dir = ""  # set by the runner; empty: scratch/predict
+from_dir = ""  # analyse measurements from this folder instead of measuring
+
+# %%
+from IPython.display import Markdown, display
+
+from mfulab import results
+from mfulab.run.notebook import setup, stability_note
+from mfulab.studies.predict import analysis, calibrated, figures, scores, validate, worked_examples
+from mfulab.studykit import plots, verdicts
+
+out, p, records = setup("predict", params, out_dir=out_dir, from_dir=from_dir)
+valid = analysis.validation(records, p)
+fitted = {validate.FIT_PARAMETER: valid["fitted"]}
+print(f"{records['device_name']} ({records['device']}); {len(records['published_runs'])} published runs")
+
+# %% [markdown]
+# ## 1 · A split fixed before anything is fitted
+#
+# The rows of `studies/predict/published_runs.yaml` are split **by source**, in the file, before
+# anything is fitted or tested:
+#
+# - **fit** — the one free parameter, `matmul_share_of_mamf` (a training step's GEMMs at R∞ =
+#   that share of the device's MAMF, the best GEMM stas00's finder measures on it), is fitted
+#   here and nowhere else: the Korthikanti et al. rows that state every input;
+# - **development** — the rows the model was built and revised against (four revisions looked
+#   at them): reported, never called out of sample;
+# - **test** — FSDP and ZeRO-3 at large data-parallel width, H100 and A100, Megatron-family and
+#   torchtitan / llm-foundry / MegaScale runs, tuned and untuned layouts;
+# - **holdout** — `studies/predict/published_runs_holdout.yaml`: four more sources
+#   (flash-attention's training benchmarks, fms-fsdp, TinyLlama, InternLM), collected after the
+#   test table had informed post-freeze revisions, by a separate process that saw neither the
+#   model nor a prediction, committed with the model at `holdout_frozen_at` and first evaluated
+#   there. Where the test rows stopped being blind, these are the blind check.
+#
+# What the record shows about the test rows, exactly. A review of the previous revision had
+# reported its errors on Narayanan et al.'s Table 2 ZeRO-3 rows and said that H100 and
+# Megatron-Core rows missed; the features this revision added (each framework's DP
+# collectives, TP comm overlap, R∞ as a share of each device's MAMF) answer that review. The
+# rows were collected by a separate process while the model was being written, converted by
+# the file's stated rules and checked against their sources; they were added in the commit
+# named `frozen_at` below, which also carries two model-side changes made before any of them
+# was evaluated (a crash fix for a TP group spanning nodes, and the A100 40GB's MAMF entry).
+# No test row's error had been computed before the first entry of the validation history at
+# the freeze. The revisions since, logged in the history, were informed by the test table
+# (flash attention at each device's published share): from there on the test rows are
+# development rows in all but name, and the holdout rows take their place.
+#
+# Every later change to the step model appends its test error to
+# `studies/predict/validation_history.yaml` (§2): a model tuned on its test rows would show
+# there as test errors falling revision after revision.
+
+# %%
+split = records["published_split"]
+display(
+    Markdown(
+        f"Fitted `matmul_share_of_mamf` = **{valid['fitted']:.4f}** on {valid['n_fit']} rows "
+        f"({', '.join(analysis.fit_sources(records))}); default {valid['default']} (the MAMF itself). "
+        f"Model frozen for the test rows at commit `{split.get('frozen_at')}`, for the holdout rows "
+        f"at `{split.get('holdout_frozen_at')}`. The null model below "
+        f"(every step its hardware FLOPs at one constant share of the dense peak, fitted on the same "
+        f"rows the same way) has utilisation **{valid['null_utilisation']:.3f}**."
+    )
+)
+
+# %% [markdown]
+# ## 2 · The held-out test, beside two baselines
+#
+# Error = predicted ÷ published step time − 1 (positive: the predictor is slower than the run).
+# A row that publishes per-GPU TFLOP/s is compared through the step time it implies in its own
+# FLOPs convention, one that publishes tokens/s per GPU through B·s/(tokens/s · devices). The
+# fit rows are scored by leave-one-out (refitted without the row; the fit source's two 1T rows,
+# which leave an input unstated and so are not fitted on, by their plain error). A row the model
+# refuses (context parallelism, FP8 GEMMs), or that the file marks as beyond it (MegaScale's
+# sliding-window attention), is kept with its reason and scored nowhere. Two baselines stand
+# beside the predictor: the null model (hardware FLOPs at one utilisation fitted on the fit rows
+# the same way) and an unfitted rule of thumb (every step at 40% MFU). The goals the test set is
+# held to: median |error| ≤ 8%, largest ≤ 20%, no source's median signed error beyond ±10%,
+# every row within 25%.
+
+# %%
+df = valid["table"]
+results.save_table(out, "validation", df)
+splits = scores.split_summary(df)
+results.save_table(out, "splits", splits)
+pct = {c: "{:+.1%}" if "signed" in c else "{:.1%}" for c in splits.columns if "error" in c or "within" in c}
+pct["closer_than_null"] = "{:.0%}"
+display(splits.style.format(pct, na_rep="—").hide(axis="index"))
+goals = scores.test_goals(df)
+summary = validate.summary(df, row_goal=p.row_error_goal, median_goal=p.median_error_goal)
+display(Markdown(analysis.test_text(goals, splits)))
+display(Markdown(analysis.test_text(scores.test_goals(df, split="holdout"), splits, split="holdout")))
+plots.save_figure(figures.validation(df, 0.25), out, "validation")
+
+# %% [markdown]
+# **Which way each source misses** (median signed error: a source the model is biased on), and
+# **leave-one-source-out**: the share refitted on every other source, then this source predicted
+# — how the model carries to a source it has not seen, beyond the one fixed split.
+
+# %%
+by_source = scores.per_source(df)
+loso = scores.leave_one_source_out(records["published_runs"], fit_grid=p.fit_grid)
+results.save_table(out, "per_source", by_source)
+results.save_table(out, "leave_one_source_out", loso)
+err = {c: "{:+.1%}" if "signed" in c else "{:.1%}" for c in by_source.columns if "error" in c}
+display(by_source.style.format(err, na_rep="—").hide(axis="index"))
+display(
+    loso.style.format(
+        {"fitted_without_it": "{:.3f}", "median_abs_error": "{:.1%}", "max_abs_error": "{:.1%}"}, na_rep="—"
+    ).hide(axis="index")
+)
+by_device = scores.per_device(df)
+results.save_table(out, "per_device", by_device)
+display(
+    by_device.style.format(
+        {"median_signed_error": "{:+.1%}", "median_abs_error": "{:.1%}", "null_median_abs_error": "{:.1%}"}
+    ).hide(axis="index")
+)
+
+# %% [markdown]
+# **Ranking.** A layout search needs the order right more than the seconds. Per published sweep,
+# Spearman's ρ between predicted and published throughput — but the sweeps span model sizes, so
+# much of that order is FLOPs per step, and the null model (which knows nothing of layouts)
+# ranks them as well: its ρ is beside it. The quantity a search must rank is the efficiency,
+# MFU, which no constant-utilisation model can order: `rho_mfu`, with the predicted MFU's spread
+# over the sweep (a ρ over a spread smaller than the model's error is noise).
+
+# %%
+rank = scores.ranking(df)
+results.save_table(out, "ranking", rank)
+display(
+    rank.style.format(
+        {"rho_throughput": "{:+.2f}", "null_rho_throughput": "{:+.2f}", "rho_mfu": "{:+.2f}"}
+        | {"predicted_mfu_spread": "{:.1%}"}
+    ).hide(axis="index")
+)
+
+# %% [markdown]
+# **Where the test rows miss** (beyond 25%, or the five largest): the compute terms are shared by
+# every row and fitted on one subset, so a miss most likely sits in a row's largest non-compute
+# term, or in what the row's device or framework does differently. **Refused rows** are listed
+# with the model's reason.
+
+# %%
+test = df[df.split == "test"]
+miss = analysis.misses(test[test.refused == ""], 0.25, top=5)
+results.save_table(out, "misses", miss)
+display(miss.style.format({"error": "{:+.1%}"}).hide(axis="index"))
+refused = df[df.refused != ""][["id", "source", "refused"]]
+results.save_table(out, "refused", refused)
+display(refused.style.hide(axis="index"))
+
+# %% [markdown]
+# **The history of the test error**, one entry per model revision (entries before the freeze
+# carry only the then out-of-fit rows, read from the committed renders). The last line is this
+# render; it should equal the last recorded revision unless the model changed since.
+
+# %%
+history = analysis.history_table(records, valid)
+results.save_table(out, "history", history)
+display(
+    history.style.format(
+        {c: "{:.1%}" for c in history.columns if "error" in c}
+        | {"fitted_share_of_mamf": "{:.4f}"}
+        | {c: "{:.0f}" for c in ("test_rows", "holdout_rows", "development_rows")},
+        na_rep="—",
+    ).hide(axis="index")
+)
+
+# %% [markdown]
+# **Every row.** `error_at_default` is the same row at the default share (1.0); `null_error` the
+# null model's; `unstated` lists the inputs the source leaves out and the value the file's
+# stated rules set. The full table is `tables/validation.csv`.
+
+# %%
+shown = df[
+    ["id", "split", "device", "published", "predicted_step_s", "published_step_s", "error", "null_error"]
+    + ["loo_error", "unstated", "fits_memory", "memory_gib"]
+]
+display(
+    shown.style.format(
+        {
+            "published_step_s": "{:.3g}",
+            "predicted_step_s": "{:.3g}",
+            "error": "{:+.1%}",
+            "null_error": "{:+.1%}",
+            "loo_error": "{:+.1%}",
+            "memory_gib": "{:.0f}",
+        },
+        na_rep="—",
+    ).hide(axis="index")
+)
+
+# %%
+short = df[df.fits_memory == False]  # noqa: E712  (None: no memory size known)
+if len(short):
+    display(
+        Markdown(
+            f"`step.memory_terms` finds {len(short)} published rows short of memory ({', '.join(short.id[:6])}"
+            f"{', …' if len(short) > 6 else ''}; up to {short.memory_gib.max():.0f} GiB per device): those runs "
+            "did fit, so the memory model overstates them (Korthikanti's Table 2 count of every activation a "
+            "layer keeps, for the stage with the most micro-batches in flight). The CLI refuses such a "
+            "layout; the validation prices it anyway, and says so here."
+        )
+    )
+
+# %% [markdown]
+# ## 3 · The decomposition against a published breakdown
+#
+# The step's sum can be right for wrong reasons. Korthikanti et al.'s Table 4 gives the forward
+# and the backward time of one layer of their 22B model (TP 8, micro-batch 4) under each
+# recompute and sequence-parallel setting; the step model's terms for the same layer, at the
+# fitted share:
+
+# %%
+terms = scores.per_term_check(records, valid["fitted"])
+results.save_table(out, "per_term", terms)
+display(
+    terms.style.format(
+        {c: "{:.2f}" for c in terms.columns if c.endswith("_ms")}
+        | {"forward_error": "{:+.1%}", "backward_error": "{:+.1%}"}
+    ).hide(axis="index")
+)
+
+# %% [markdown]
+# **Unstated interleaving depth.** Narayanan et al. (§5.1) and Llama 3 say they interleave the
+# pipeline but not how deep. The table above uses one layer per virtual stage (the deepest the
+# layers allow); here is the smallest depth beside it. The rule was chosen after seeing both
+# on the development rows, before the test rows were collected. (With uneven end
+# stages, Llama 3's smaller depths cannot split its 7-layer end stages evenly; the table takes
+# the 128 slots as if they could.)
+
+# %%
+inter = analysis.interleave_sensitivity(records, p, valid["fitted"])
+results.save_table(out, "interleave_sensitivity", inter)
+display(inter.style.format("{:+.1%}", subset=["error_deepest", "error_smallest"]).hide(axis="index"))
+
+# %% [markdown]
+# **Known misreadings, for the next revision** (post-freeze, to be logged as such in the
+# history, the frozen numbers kept): torchtitan's 2024-12 H100s are 96 GB HBM2e parts at 500 W
+# (priced here as the 80 GB SXM part); torchtitan's selective checkpointing recomputes every
+# second GEMM (priced as attention-core recompute, free under flash); `tp_overlap_share` 0.8
+# predicts a larger async-TP gain than torchtitan publishes; Megatron-Core runs of 2024 overlap
+# their gradient reduction (the stated rule assumes none); and one share of MAMF fitted on
+# large-hidden A100 rows does not carry to small-hidden H100 runs (no GEMM-shape term beyond t₀).
+# One is in, as a post-freeze revision in the history: flash attention runs at each device's
+# published FlashAttention-2 share (`devices.yaml`: 0.5 of A100's peak, 0.35 of H100's).
+
+# %% [markdown]
+# ## 4 · Where the time goes, row by row
+#
+# The predicted step of each fit and development run, term by term, as shares of its step (the
+# step time is beside each row's name; the test rows' terms are in `tables/validation.csv`). Full recomputation shows as its own band (one more forward of
+# every layer: a third more than forward + backward); pipelines carry their bubble; the rows
+# with data parallelism carry the gradient reduction Megatron 2021–22 ran after the backward.
+
+# %%
+shown_rows = df[(df.split != "test") & (df.refused == "")]
+plots.save_figure(figures.breakdown(shown_rows, title="predicted step, share per term"), out, "breakdown")
+
+# %% [markdown]
+# **Sensitivity.** Each assumption the predictor takes from a datasheet or a benchmark moved
+# ±25% around its default, scored on the priced **test** rows, the fitted share held (not
+# refitted: a refit on the fit rows would absorb part of each move); an efficiency stops at 1,
+# and `change` shows the move it made.
+
+# %%
+sens = analysis.sensitivity(records, p, valid["fitted"])
+results.save_table(out, "sensitivity", sens)
+fmt = {"default": "{:.3g}", "value": "{:.3g}", "change": "{:+.0%}"}
+fmt |= {"test_median_abs_error": "{:.1%}", "test_max_abs_error": "{:.1%}"}
+display(sens.style.format(fmt).hide(axis="index"))
+
+# %% [markdown]
+# ## 5 · Calibrate here, predict here
+#
+# The same predictor, fed by this machine's calibration instead of a datasheet (R∞ and t₀
+# fitted to its square matmuls, its copy bandwidth), against one training step measured here
+# (median of timed steps; the split by operator class from `torch.profiler`, as in chapter 01).
+# Nothing is fitted to the step. The fitted `matmul_share_of_mamf` plays no part here: the
+# calibration replaces it.
+
+# %%
+check = calibrated.comparison(records, **fitted)
+results.save_table(out, "calibrated_check", check)
+display(
+    check.style.format({"predicted_s": "{:.4f}", "measured_s": "{:.4f}", "error": "{:+.1%}"}).hide(
+        axis="index"
+    )
+)
+plots.save_figure(figures.calibrated(check), out, "calibrated")
+display(Markdown(analysis.calibrated_text(records, check)))
+
+# %% [markdown]
+# ## 6 · The articles' cases
+#
+# **B15 — the 64 × A100 ladder.** The predictor for the stated cluster and model, with each
+# rung's change applied in turn (`worked_examples.B15_CHANGES`). Our reading of what the article leaves
+# out is in `worked_examples.B15_CASE`. Two rungs get no change: GPUDirect RDMA would raise the
+# inter-node bandwidth, for which the article gives no figure; locked clocks have no term.
+
+# %%
+ladder = worked_examples.b15_ladder(**fitted)
+results.save_table(out, "b15_ladder", ladder)
+b15_sens = worked_examples.b15_sensitivity(**fitted)
+results.save_table(out, "b15_sensitivity", b15_sens)
+cols = [
+    "rung",
+    "article_step_s",
+    "article_gain_s",
+    "predicted_step_s",
+    "predicted_gain_s",
+    "changed",
+    "mfu_palm",
+]
+fmt = {"article_step_s": "{:.1f}", "article_gain_s": "{:.1f}", "predicted_step_s": "{:.2f}"}
+fmt |= {"predicted_gain_s": "{:+.2f}", "mfu_palm": "{:.1%}"}
+display(ladder[cols].style.format(fmt, na_rep="—").hide(axis="index"))
+display(Markdown(analysis.b15_text(ladder, b15_sens, summary["published_max_abs_error"])))
+secs = ["baseline_step_s", "dp_comm_s", "dp_comm_exposed_s"]
+display(b15_sens.style.format({**dict.fromkeys(secs, "{:.2f}"), "dp_overlap": "{:.1f}"}).hide(axis="index"))
+fig = figures.breakdown(ladder, label_col="rung", title="B15 ladder: predicted step per term", seconds=True)
+plots.save_figure(fig, out, "b15_ladder")
+
+# %% [markdown]
+# **A17/A19 — 13B on 8 × 910B.** The predictor's step for the stated layout (`worked_examples.A19_CASE`:
+# every layer recomputed) with each attention kernel, the MFU it implies, and the MFU the
+# article's stated step would mean. The 910B figures are approximate (no vendor datasheet), and
+# the fitted A100 matmul efficiency is carried over: a reading, not a measurement.
+
+# %%
+a19 = worked_examples.a19_case(**fitted)
+results.save_table(out, "a19_case", a19)
+cols = [
+    "attention",
+    "stated_step_s",
+    "stated_mfu_palm",
+    "predicted_step_s",
+    "mfu_palm",
+    "hfu_palm",
+    "fits_memory",
+]
+pct = {"stated_mfu_palm": "{:.0%}", "mfu_palm": "{:.1%}", "hfu_palm": "{:.1%}"}
+display(
+    a19[cols]
+    .style.format({"stated_step_s": "{:.1f}", "predicted_step_s": "{:.2f}", **pct})
+    .hide(axis="index")
+)
+display(Markdown(analysis.a19_text(a19)))
+
+# %% [markdown]
+# ## 7 · Your own layout
+#
+# ```sh
+# python -m mfulab predict --preset llama2-70b --devices 1024 --device h100-sxm --tp 8 --pp 4 \
+#     --global-batch 1024 [--calibration results/<machine>/calibration] [--search]
+# ```
+#
+# prints the breakdown and MFU of one layout; `--search` ranks every layout the planner finds
+# (`layouts.candidate_layouts`) by the predictor's step time. It runs at the datasheet-only
+# defaults unless told otherwise: `--assume matmul_share_of_mamf=<the value fitted above>` (any
+# field of `Assumptions`, repeatable) puts this chapter's fit in; `--framework` names what issues
+# the DP collectives (`--shard-group` for FSDP's hybrid sharding), `--tp-comm-overlap` and
+# `--overlap-param-gather` the overlaps. A layout that
+# cannot exist or does not fit memory (by `step.memory_terms`, which finds the Llama 3 rows
+# above short of 80 GB, though they ran), an unknown device, or what the model does not cover
+# (context parallelism, MoE, FP8) is refused with the reason.
+
+# %%
+headline = analysis.headline_metrics(records, p, valid)
+verdicts.publish_claims(out, [], headline)  # no claim rows: the stability note compares the numbers
+display(Markdown(stability_note(out)))

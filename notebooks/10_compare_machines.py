@@ -1,0 +1,72 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python (mfulab)
+#     language: python
+#     name: mfulab
+# ---
+
+# %% [markdown]
+# # 11 · Comparing machines
+#
+# Every study writes its headline numbers to `results/<machine>/<study>/metrics.json`. This
+# notebook puts the machines side by side — the laptop next to the GPU next to the cluster —
+# with the metrics each study declares in its `study.yaml` (key, unit, label, format; see
+# `docs/architecture.md`). A machine that lacks a study shows *missing*, never disappears; a
+# number that does not exist on a machine (a CPU has no datasheet peak) shows *n/a*.
+#
+# **One number per property of a machine.** The matmul ceiling, the memory bandwidth and the
+# all-reduce α–β come from the machine's calibration, which every study reads: a key that
+# several studies write is one row (its `study` column names them all), and it would show
+# twice, marked, only if two studies disagreed. A study's own measurement of the same
+# property is labelled *check* (the overlap run's busbw beside the calibration's B).
+#
+# **Reading the values.** Shares are percentages, ratios carry their ×, and an MFU names the
+# FLOPs convention its numerator counted (notebook 01). Where a study's stability run
+# (`stability.json`) saw a number move between fresh runs by more than the run-to-run drift
+# the comparisons assume, the value says by how much: a difference between machines smaller
+# than that is not a difference.
+
+# %% tags=["parameters"]
+params = {}  # the profile's values (papermill injects them); empty: the defaults
+out_dir = ""  # set by the runner; empty: scratch/compare
+from_dir = ""  # unused: the comparison reads results_root
+
+# %%
+import pandas as pd
+from IPython.display import Markdown, display
+
+from mfulab import results
+from mfulab.run.notebook import setup
+from mfulab.studies.compare import analysis
+from mfulab.studykit import plots
+
+out, p, records = setup("compare", params, out_dir=out_dir, from_dir=from_dir)
+display(Markdown(analysis.scope_note(records)))
+
+# %%
+table = analysis.comparison_table(records)
+results.save_table(out, "comparison", table)
+results.save_metrics(out, {"machines": records["machines"], "metrics": table.to_dict(orient="records")})
+with pd.option_context("display.max_colwidth", None):
+    display(analysis.formatted(table, records))
+if analysis.disagreements(table):
+    display(Markdown("**Two studies disagree on:** " + "; ".join(analysis.disagreements(table))))
+
+# %%
+fig = analysis.plot_ceilings(table)
+plots.save_figure(fig, out, "ceilings")
+
+# %% [markdown]
+# ## What this comparison shows
+#
+# Per machine: its calibrated ceilings (matmul, memory, the all-reduce's α and B), the MFU
+# of the same reference step, and the measured effect of fusion, recompute, bucket size and
+# data format. With one machine these are that machine's numbers, not a comparison (see the
+# note at the top). To add a machine, run the studies there (`make all`, or
+# `python -m mfulab measure` on a cluster and `make <study> FROM=DIR` anywhere) and re-run
+# `make compare`.

@@ -1,0 +1,188 @@
+"""A14 (bytes freed per recomputed FLOP, fused vs non-fused attention) and the memory-budget
+search of the ``recompute`` study (split from test_recompute.py, which is at its size limit)."""
+
+import pandas as pd
+import pytest
+
+from mfulab.analytic import flops
+from mfulab.analytic.config import TransformerConfig
+from mfulab.studies.recompute import bench, claims, freed_per_flop, stated
+
+CFG = TransformerConfig(n_layers=3, d_model=64, n_heads=4, vocab_size=128, seq_len=32, name="t3")
+
+
+def test_a14_closed_forms_and_verdict():
+    cfg = stated.A14_CLAIM_CONFIGS[0]
+    s, h, a = cfg.seq_len, cfg.d_model, cfg.n_heads
+    assert flops.param_count(cfg) == pytest.approx(145.6e9, rel=1e-3)  # Narayanan et al. 2021, Table 1
+    per = {
+        (att, r["part"]): r["bytes_per_recomputed_flop"]
+        for att in freed_per_flop.ATTENTIONS
+        for r in freed_per_flop.layer_terms(cfg, attention=att)
+    }
+    assert per[("naive", "attention core")] == pytest.approx(5 * a / (4 * h))
+    assert per[("fused", "attention core")] == pytest.approx(a / (s * h))
+    assert per[("fused", "MLP")] == per[("naive", "MLP")] == pytest.approx(19 / (16 * h))
+    assert per[("fused", "attention block")] == pytest.approx((11 * h + 4 * a) / (h * (8 * h + 4 * s)))
+    # the MLP beats the whole block per FLOP exactly above the break-even sequence length
+    s0 = freed_per_flop.block_break_even_seq_len(cfg)
+    for s_, wins in ((int(s0) - 1, False), (int(s0) + 1, True)):
+        terms = {r["part"]: r for r in freed_per_flop.layer_terms(cfg.with_(seq_len=s_), attention="fused")}
+        ratio = (
+            terms["MLP"]["bytes_per_recomputed_flop"] / terms["attention block"]["bytes_per_recomputed_flop"]
+        )
+        assert (ratio > 1) == wins
+    shares = {
+        r["part"]: r["flops_share_of_layer"] for r in freed_per_flop.layer_terms(cfg, attention="fused")
+    }
+    assert shares["MLP"] == pytest.approx(16 * h / (24 * h + 4 * s))
+    assert shares["MLP"] + shares["attention block"] == pytest.approx(1)
+
+
+def test_a14_choice_depends_and_reasons_are_refuted():
+    choice, reasons = claims.a14_claims({})
+    # against the core the MLP wins (19·s/16·a: 25× at s = 2048, a = 96), against the whole block
+    # it loses at the ~100B layer (0.93×) and wins at the 13B (1.21×): no single verdict
+    assert choice.verdict == "analytic only" and "25×" in choice.evidence
+    assert "0.93×" in choice.evidence and "1.21×" in choice.evidence and "depends" in choice.evidence
+    # the MLP is 16h/(24h + 4s) of the layer's forward FLOPs: 65% and 59%
+    assert reasons.verdict == "refuted (analysis)" and "65%" in reasons.evidence and "59%" in reasons.evidence
+    assert "0.09%" in reasons.evidence  # what recomputing the fused core frees
+
+
+def test_a14_choice_rule_follows_both_alternatives(monkeypatch):
+    real = freed_per_flop.verdict_table
+
+    def with_ratios(core, block):
+        def table(long):
+            out = real(long)
+            fused = out.attention == "fused"
+            out.loc[fused, "MLP ÷ core"], out.loc[fused, "MLP ÷ block"] = core, block
+            return out
+
+        return table
+
+    for core, block, verdict in (
+        (30, 1.5, "confirmed (analysis)"),
+        (0.5, 0.9, "refuted (analysis)"),
+        (30, 0.9, "analytic only"),
+    ):
+        monkeypatch.setattr(freed_per_flop, "verdict_table", with_ratios(core, block))
+        assert claims.a14_claims({})[0].verdict == verdict
+
+
+def test_b7_budget_row_separates_the_hardware_flops_ratio_from_hfu():
+    from mfulab.studies.recompute import analysis
+
+    none_s = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0]
+    timing = [
+        {"policy": "none", "micro_batch": 1, "times_s": none_s, "paired": True},
+        {"policy": "full", "micro_batch": 1, "times_s": [1.3 * x for x in none_s], "paired": True},
+        {"policy": "full", "micro_batch": 2, "times_s": [2.5 * x for x in none_s], "paired": True},
+    ]
+    records = {
+        "base_micro_batch": 1,
+        "config": {"seq_len": 8},
+        "policies": ["none", "full"],
+        "timing": timing,
+        "chosen_micro_batch": {"none": 1, "full": 2},
+        "hardware_flops_per_token": {"none": 100.0, "full": 125.0},
+        "params": {"memory_budget_mib": 200},
+    }
+    full = analysis.budget_table(records).set_index("policy").loc["full"]
+    assert full.hardware_flops_ratio == pytest.approx(1.25)
+    assert full.mfu_vs_none == pytest.approx(0.8) and full.hfu_vs_none == pytest.approx(1.0)
+    row = claims.b7_claims(records)[1]
+    assert row.verdict == "refuted" and "0.800 × 1.250 = 1.000×" in row.evidence
+
+
+def test_a14_measured_sdpa_keeps_only_logsumexp_beyond_table2():
+    saved = {
+        impl: {
+            q: bench.saved_tensors(CFG, policy=q, every_k=1, micro_batch=2, attn_impl=impl)
+            for q in bench.A14_POLICIES
+        }
+        for impl in ("naive", "sdpa")
+    }
+    none = bench.hardware_flops_per_token(CFG, policy="none", every_k=1, device="cpu")
+    records = {
+        "config": CFG.to_dict(),
+        "base_micro_batch": 2,
+        "a14_saved": saved,
+        "hardware_flops_per_token": {
+            q: bench.hardware_flops_per_token(CFG, policy=q, every_k=1, device="cpu")
+            for q in bench.A14_POLICIES
+        },
+    }
+    m = freed_per_flop.measured_table(records).set_index(["attention", "policy"])
+    s, b, a, h = CFG.seq_len, 2, CFG.n_heads, CFG.d_model
+    assert m.loc[("sdpa", "selective"), "bytes_freed"] == CFG.n_layers * 4 * b * a * s  # the fp32 log-sum-exp
+    assert m.loc[("sdpa", "mlp"), "bytes_freed"] == m.loc[("naive", "mlp"), "bytes_freed"]
+    counted_mlp = (records["hardware_flops_per_token"]["mlp"] - none) * b * s
+    assert m.loc[("naive", "mlp"), "flops_counted"] == counted_mlp
+    # one basis for every row: a full re-run of the region's matmuls
+    assert m.loc[("sdpa", "selective"), "flops_recomputed"] == CFG.n_layers * 4 * b * s * s * h
+    assert m.loc[("naive", "selective"), "flops_recomputed"] == CFG.n_layers * 4 * b * s * s * h
+    assert m.loc[("sdpa", "mlp"), "flops_recomputed"] == CFG.n_layers * 16 * b * s * h * h
+    assert pd.isna(m.loc[("sdpa", "selective"), "flops_counted"])
+    # torch's non-reentrant checkpoint skips each region's last matmul: it counts half
+    for q in ("selective", "mlp"):
+        assert m.loc[("naive", q), "flops_counted"] * 2 == m.loc[("naive", q), "flops_recomputed"]
+    kernel = freed_per_flop.kernel_saves(records)
+    assert (kernel["shape"].map(tuple) == (b, a, s)).sum() == 1 and len(kernel) == 5  # q, k, v, out, lse
+
+
+def test_budget_search_doubles_until_it_no_longer_fits():
+    limits = {"none": 1, "full": 8, "cheap": 99}
+    tried = []
+
+    def fits(q, mb):
+        tried.append((q, mb))
+        return mb <= limits[q]
+
+    reached = bench.search_micro_batches(list(limits), [1, 2], 16, fits)
+    assert reached == {"none": False, "full": False, "cheap": True}  # cheap still fits at 16
+    assert ("none", 4) not in tried and ("full", 16) in tried and ("full", 32) not in tried
+
+
+def test_planner_fused_attention_replaces_the_scores_by_the_logsumexp():
+    from mfulab.analytic import memory
+    from mfulab.analytic.config import preset
+
+    cfg, kw = preset("article-13b"), dict(micro_batch=2, tp=8, sequence_parallel=False)
+    table2 = {
+        q: memory.activation_bytes_per_layer(cfg, recompute=q, **kw) for q in ("none", "selective", "mlp")
+    }
+    lse = 4 * cfg.n_heads * cfg.seq_len * 2 / 8
+
+    def layer(form, fused):
+        return memory.activation_bytes_per_layer(cfg, recompute=form, fused_attention=fused, **kw)
+
+    assert layer("none", True) == pytest.approx(table2["selective"] + lse)
+    assert layer("selective", True) == table2["selective"]
+    scores = table2["none"] - table2["selective"]
+    assert layer("mlp", True) == pytest.approx(table2["mlp"] - scores + lse)
+    assert layer("none", False) == table2["none"]
+    # the planner's fused cases reach the step model's flash memory through the same function
+    plan = memory.recompute_plan("mlp", cfg.n_layers)
+    st = memory.stage_activation_bytes(cfg, plan, layers=40, in_flight=1, fused_attention=True, **kw)
+    assert st["stored_bytes"] == pytest.approx(40 * layer("mlp", True))
+
+
+def test_a_point_that_runs_out_of_gpu_memory_is_recorded_as_not_fitting(monkeypatch):
+    """On CUDA an out-of-memory step is a point that does not fit, not a crash of the study."""
+    import torch
+
+    from mfulab.measure import memprobe
+
+    for name in ("synchronize", "empty_cache", "reset_peak_memory_stats"):
+        monkeypatch.setattr(torch.cuda, name, lambda *a, **k: None)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a, **k: 1000)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a, **k: 5000)
+
+    def oom():
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    row = memprobe.cuda_peak_of(oom)
+    assert row["does_not_fit"] and row["step_added_bytes"] is None and "out of memory" in row["error"]
+    assert memprobe.cuda_peak_of(lambda: None)["step_added_bytes"] == 4000
