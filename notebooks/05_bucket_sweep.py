@@ -215,7 +215,7 @@ memory
 # ## 4 · At scale (A6, B8)
 #
 # The simulator is the DP term of the course's one step model (`step.step_time`, chapter
-# 10) made finer. The step model prices everything else on the stated device (`scale_device`:
+# 09) made finer. The step model prices everything else on the stated device (`scale_device`:
 # article B's A100s, every figure from `devices.yaml`): the GEMMs at `scale_matmul_share_of_mamf`
 # of the A100's best measured GEMM, attention, memory-bound ops, the optimizer, TP collectives
 # and the pipeline bubble where a sensitivity row shards. It also gives the DP group: its link

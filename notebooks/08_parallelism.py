@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # 09 · Parallel layouts: pipeline bubbles, ZeRO/FSDP, tensor and sequence parallelism, MoE
+# # 08 · Parallel layouts: pipeline bubbles, ZeRO/FSDP, tensor and sequence parallelism, MoE
 #
 # A model that does not fit one card's memory, or a batch that takes one card too long, is
 # split across cards. Four ways to split it, each with its own cost:

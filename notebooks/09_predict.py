@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # 10 · Calibrate here, predict there: step time and MFU against published runs
+# # 09 · Calibrate here, predict there: step time and MFU against published runs
 #
 # A reader's real question joins the chapters: *for my model on my cluster with this layout,
 # what step time and MFU should I expect, and where will the time go?* The course has one model

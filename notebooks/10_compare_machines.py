@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # 11 · Comparing machines
+# # 10 · Comparing machines
 #
 # Every study writes its headline numbers to `results/<machine>/<study>/metrics.json`. This
 # notebook puts the machines side by side — the laptop next to the GPU next to the cluster —

@@ -1,4 +1,4 @@
-"""The step-time predictor (mfulab.analytic.step), its machine figures (predict_rates), the published
+"""The step-time predictor (mfulab.analytic.step), its machine figures (mfulab.analytic.rates), the published
 runs it is validated against and its command line."""
 
 from __future__ import annotations

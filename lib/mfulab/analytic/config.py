@@ -2,7 +2,7 @@
 
 A :class:`TransformerConfig` describes the shape of a decoder-only transformer in
 enough detail to count its parameters exactly (``flops.param_count``) and to build
-the reference model (``model.GPT``). Presets are the published shapes of common
+the reference model (``gpt.GPT``). Presets are the published shapes of common
 models plus the setups used in the two source articles (see ``docs/claims.md``).
 
 Sources of the presets:
@@ -50,7 +50,8 @@ RECOMPUTE_POLICIES = {
 # policy outside its subset by :func:`check_recompute`, naming the valid ones. ``every_k`` is
 # written as a plan, ``block:<k>`` or ``uniform:<k>`` (Megatron's two checkpoint methods).
 RECOMPUTE_FLOPS = ("none", "selective", "full")  # hardware FLOPs per token (flops)
-RECOMPUTE_TABLE2 = ("none", "selective", "mlp", "full")  # activations per layer (Korthikanti Table 2 forms)
+RECOMPUTE_PARTIAL = ("none", "selective", "mlp")  # keep a layer, or recompute one part of it (A14)
+RECOMPUTE_TABLE2 = (*RECOMPUTE_PARTIAL, "full")  # activations per layer (Korthikanti Table 2 forms)
 RECOMPUTE_GPT = (
     "none",
     "selective",

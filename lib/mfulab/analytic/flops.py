@@ -44,7 +44,7 @@ CONVENTIONS = ("6n", "palm", "causal", "megatron")
 
 # ---------------------------------------------------------------------------- parameters
 def layer_param_count(cfg: TransformerConfig) -> int:
-    """Parameters in one transformer block of the reference model (``model.Block``)."""
+    """Parameters in one transformer block of the reference model (``gpt.Block``)."""
     h, q, H, Hkv, f = cfg.d_model, cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.d_ff
     attn_weights = h * H * q + 2 * h * Hkv * q + H * q * h  # W_q, W_k, W_v, W_o
     attn_biases = (H * q + 2 * Hkv * q + h) if cfg.bias else 0
@@ -62,7 +62,7 @@ def norm_param_count(cfg: TransformerConfig) -> int:
 
 
 def param_count(cfg: TransformerConfig) -> int:
-    """Exact parameter count of the reference model built from ``cfg`` (``model.GPT``).
+    """Exact parameter count of the reference model built from ``cfg`` (``gpt.GPT``).
 
     For the GPT-2 style (gelu, LayerNorm with bias, tied embeddings, learned positions)
     this is 12·L·h² + 13·L·h + (V + s)·h + 2h (nanoGPT / Radford et al. 2019).
@@ -77,7 +77,7 @@ def param_count(cfg: TransformerConfig) -> int:
 
 
 def param_tensors(cfg: TransformerConfig) -> list[tuple[str, int]]:
-    """(name, element count) of every parameter tensor of the reference model (``model.GPT``),
+    """(name, element count) of every parameter tensor of the reference model (``gpt.GPT``),
     in registration order (a tied head is the token embedding, listed once): the tensors DDP
     buckets and a sharded optimizer splits. Sums to :func:`param_count` (a test pins both the
     sum and the names against the model built on the meta device)."""

@@ -29,7 +29,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mfulab.analytic.config import RECOMPUTE_PLANS, RECOMPUTE_TABLE2, TransformerConfig, check_recompute
+from mfulab.analytic.config import (
+    RECOMPUTE_PARTIAL,
+    RECOMPUTE_PLANS,
+    RECOMPUTE_TABLE2,
+    TransformerConfig,
+    check_recompute,
+)
 from mfulab.errors import ParameterError
 
 LSE_BYTES_PER_ROW = 4  # a flash kernel's fp32 log-sum-exp per query row and head (FlashAttention's L)
@@ -147,7 +153,7 @@ def recompute_plan(policy: str, n_layers: int) -> RecomputePlan:
         return RecomputePlan(policy, "full", method, int(k))
     if policy == "full":
         return RecomputePlan(policy, "full", "uniform", 1)
-    if policy not in ("none", "selective", "mlp"):
+    if policy not in RECOMPUTE_PARTIAL:
         raise ParameterError(f"recompute policy must be one of {', '.join(RECOMPUTE_PLANS)}; got {policy!r}")
     return RecomputePlan(policy, policy)
 

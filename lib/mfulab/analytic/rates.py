@@ -1,4 +1,4 @@
-"""The machine figures the predictor (:mod:`predict`) runs on, and the assumptions it makes
+"""The machine figures the predictor (:mod:`mfulab.analytic.step`) runs on, and the assumptions it makes
 without a measurement, each with its default's source.
 
 A device's figures come from its ``devices.yaml`` entry: dense peak, MAMF (the best GEMM

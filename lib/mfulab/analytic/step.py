@@ -1,7 +1,7 @@
 """Step time and MFU of one training layout, from its parts: the one step model of the course.
 It joins the analytic pieces of :mod:`flops`, :mod:`parallel`, :mod:`memory` and :mod:`comm`,
 fed by a device's ``devices.yaml`` figures or by a calibration measured here
-(:mod:`predict_rates`). Chapter 08's planner (``layouts.plan``) ranks layouts with it and
+(:mod:`mfulab.analytic.rates`). Chapter 08's planner (``layouts.plan``) ranks layouts with it and
 chapter 09 validates it against published runs.
 
 Per micro-batch and pipeline stage (a device holds L/p layers, 1/t of each; T = b·s tokens):
@@ -11,13 +11,13 @@ Per micro-batch and pipeline stage (a device holds L/p layers, 1/t of each; T = 
                   under a roofline cap (Williams et al. 2009): a GEMM whose operands cost more
                   to move than to multiply runs at memory speed; logits on the last stage.
                   R∞ = ``matmul_share_of_mamf`` × the device's MAMF (its best measured GEMM)
-    attention     unfused (Megatron 2021–22): QKᵀ and A·V as batched GEMMs over the full s×s,
-                  with the score matrix through memory; flash: the causal half of those FLOPs,
+    attention     naive (Megatron 2021–22): QKᵀ and A·V as batched GEMMs over the full s×s,
+                  with the score matrix through memory; fused: the causal half of those FLOPs,
                   forward + 2.5× backward (FlashAttention-2 recomputes S), at the device's
                   ``flash_attention_share_of_peak`` · peak (devices.yaml: FlashAttention-2's
                   reach, 0.5 on A100 from Dao 2023, 0.35 on H100 from Shah et al. 2024)
     memory-bound  LayerNorms, bias + GeLU / SwiGLU, bias + dropout + add, rotary, softmax and
-                  dropout on the scores (unfused only), loss in fp32: bytes each reads and
+                  dropout on the scores (naive only), loss in fp32: bytes each reads and
                   writes (Megatron-LM's fused kernels, Narayanan et al. 2021 §4.2) at
                   ``memory_efficiency`` · BW; backward moves ``backward_traffic_factor`` × as
                   many bytes; with sequence parallelism the norms and dropouts touch T/t rows

@@ -141,7 +141,7 @@ def _shown(path: Path) -> str:
 
 def path_for(setting: str, *, root=None, machine: str | None = None, device: str | None = None) -> Path:
     """The calibration file of ``machine``, by default the folder a study on ``device`` files its
-    results in (:func:`jobinfo.job_machine`): a gloo job on a GPU host is ``cpu-<n>c``, a
+    results in (:func:`host.job_machine`): a gloo job on a GPU host is ``cpu-<n>c``, a
     two-node job ``<gpu>-2x8``."""
     from mfulab.measure.host import job_machine
 

@@ -1,8 +1,9 @@
 """The reference training step, in one place: the reference GPT with AdamW, a batch of
 synthetic tokens, and one step (forward under the run's mixed precision, backward, optimizer
 step, gradients freed). Chapter 01 times it, chapter 09's calibrated check predicts it, the
-dataloader study's stall loop trains it; studies that time the phases of a step apart (the
-step anatomy's DDP worker) or wrap the model (parallelism's FSDP2) build the same model here."""
+dataloader study's stall loop trains it; the step anatomy's DDP worker, which times the phases
+of a step apart, builds the same model here. Parallelism's FSDP2/DDP sharding runs build their
+own (their wrappers and gradient accumulation are what they measure)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ One run of a study cannot see how much its numbers move between fresh processes 
 and page-cache state, frequency, what else the machine runs). This module re-runs a study's
 measurement ``n`` times, each in a fresh ``python -m mfulab measure`` process with the same
 profile, derives the claims and headline metrics of every run with the study's own
-``analysis.outcome(records, p)`` (the function its notebook publishes), and writes
+declared ``outcome(records, p)`` (``claims.outcome``, the function its notebook publishes), and writes
 ``results/<machine>/<study>/stability.json``:
 
 - ``verdicts``: per claim row, the verdict of every run, and ``flips``: the rows whose

@@ -4,7 +4,6 @@ training loop to measure the data stall and the checkpoint spike.
 
 - ``params``: the parameters (defaults: the laptop profile), the list of formats and the
   assumed per-file latency of a network file system with its sources;
-- ``corpus``: the synthetic corpus, byte-level tokens, checksums, the scratch-space check;
 - ``formats``: a writer and a reader per format, the torch Datasets, collate, the loaders;
 - ``cache``: page-cache eviction and its check (no root), counting the files an epoch opens;
 - ``bench``: the measurement (torch, headless: ``python -m mfulab measure dataloader``) —

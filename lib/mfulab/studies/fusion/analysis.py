@@ -10,6 +10,7 @@ or the articles' stated inputs in ``stated``; claim verdicts are computed from t
 from __future__ import annotations
 
 from mfulab.analytic import devices
+from mfulab.analytic.config import ATTENTION_IMPLS
 from mfulab.results import run_identity
 from mfulab.studies.fusion import ln_at_scale, norm_fusion, sdpa_rules
 from mfulab.studies.fusion.bytes_model import ln_residual_dropout_flops
@@ -95,7 +96,7 @@ def loglog_slope(xs, ys) -> float:
 def attention_slopes(records) -> dict:
     df = attention_table(records)
     out = {}
-    for impl in ("naive", "sdpa"):
+    for impl in ATTENTION_IMPLS:
         d = df[(df.impl == impl) & df.saved_bytes.notna()]
         if len(d) >= 2:
             out[f"{impl}_saved_bytes_slope"] = loglog_slope(d.seq_len, d.saved_bytes)

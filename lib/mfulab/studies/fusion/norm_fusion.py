@@ -166,7 +166,7 @@ def rng_table(records):
 
 def _layer_series(records, dram_scale: bool):
     """Per round: the layer's forward with the unfused sub-block, with the compiled one, and
-    with a free one. The layer (``model.Block``) already runs its residual adds and
+    with a free one. The layer (``gpt.Block``) already runs its residual adds and
     LayerNorms, the sub-block at p = 0, so the rest of the layer is block − 2·eager_0 and a
     layer with the sub-block twice is rest + 2·sub (Megatron's two per layer). ``dram_scale``:
     the sub-block's p = 0 part per element as in the DRAM run, scaled to the layer's

@@ -10,7 +10,7 @@ the sub-block's share of one GPT layer's forward, all timed **interleaved** (one
   at p = 0 and at p: the difference is dropout's random numbers and their passes, which on
   a CPU cost the same per element at any size (compute, not bytes), so they are not timed
   on the DRAM-sized tensors again.
-- One GPT layer (``model.Block``, hidden = ``ln_hidden``) timed forward in the same rounds:
+- One GPT layer (``gpt.Block``, hidden = ``ln_hidden``) timed forward in the same rounds:
   the sub-block's share of the layer, per round, for Amdahl's bound (``layer_share``).
 - Inductor's generated C++ source is kept as counts (loop nests, passes over the tensor:
   ``kernels.inductor_tensor_passes``), the evidence for why compiled can be slower.

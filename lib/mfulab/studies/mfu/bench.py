@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from mfulab.analytic import flops
-from mfulab.analytic.config import TransformerConfig
+from mfulab.analytic.config import ATTENTION_IMPLS, TransformerConfig
 from mfulab.measure import calibration, host
 from mfulab.studies.mfu.params import Params
 
@@ -37,7 +37,7 @@ def flop_count(cfg: TransformerConfig, *, device: str, micro_batch: int = 1) -> 
     tokens = micro_batch * cfg.seq_len
     out = {"micro_batch": micro_batch, "seq_len": cfg.seq_len, "tokens": tokens}
     idx = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len), device=device)
-    for impl in ("naive", "sdpa"):
+    for impl in ATTENTION_IMPLS:
         torch.manual_seed(0)
         model = GPT(cfg, attn_impl=impl).to(device)
         with FlopCounterMode(display=False) as forward_counter:

@@ -6,8 +6,10 @@ overlap hides.
   the collectives benchmark and the chunked-overlap sweep, real and emulated compute, every
   (variant, k) interleaved over rounds;
 - ``analysis``: the measured tables, the α–β check, the paired comparisons (A3, A5);
-- ``alpha_beta``: the α–β models — chunked overlap, the articles' scale (A4 with the TP activation
-  all-reduces, A5) and their sensitivity tables, B9's arithmetic;
+- ``alpha_beta``: the α–β models — chunked overlap, A5 at the articles' scale and its sensitivity
+  table, B9's arithmetic; ``step_at_scale``: A4, the article's 13B step on the one step model
+  (its TP activation all-reduces and DP buckets), with its sensitivity table;
+- ``checks``: what a correct node run must show (``make check-node``);
 - ``claims``: the claims table (A3, A4, A5, A18, B9), the headline metrics and ``outcome``;
 - ``figures``: the charts; ``stated``: the articles' inputs with their citations.
 """

@@ -1,6 +1,6 @@
 """The claims table of the ``overlap`` study (A3, A4, A5, A18, B9) and its headline metrics,
-from the measured tables of ``analysis`` and the models of ``alpha_beta``; ``analysis.outcome``
-publishes them. Every verdict is computed from numbers, with the numbers in its evidence."""
+from the measured tables of ``analysis`` and the models of ``alpha_beta`` and ``step_at_scale``;
+:func:`outcome` publishes them. Every verdict is computed from numbers, with the numbers in its evidence."""
 
 from __future__ import annotations
 

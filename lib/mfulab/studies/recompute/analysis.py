@@ -1,7 +1,7 @@
 """Analysis of the ``recompute`` study: Korthikanti's Table 2 against the exact saved-tensor
 count, the policy summary (memory, FLOPs, time, gradient gate), the memory-budget table and
-the same-batch comparison (B7), the headline metrics and :func:`outcome` (the claims
-themselves are built in ``claims``; A14's bytes per recomputed FLOP in ``a14``).
+the same-batch comparison (B7) and the headline metrics (the claims are built in ``claims``;
+A14's bytes per recomputed FLOP in ``freed_per_flop``).
 
 Every function reads the plain records of ``bench.measure`` (here or from another machine),
 the planner's tables (``planner``) or the articles' stated inputs (``stated``).

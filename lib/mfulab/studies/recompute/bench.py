@@ -1,6 +1,6 @@
 """Measurement of the ``recompute`` study (torch, headless).
 
-Policies (``model.GPT(recompute=...)``, vocabulary ``config.RECOMPUTE_POLICIES``): ``none``;
+Policies (``gpt.GPT(recompute=...)``, vocabulary ``config.RECOMPUTE_POLICIES``): ``none``;
 ``selective`` — the attention core (Korthikanti et al. 2022); ``mlp`` — norm2 + MLP (article
 A's A14 suggestion); ``full`` — every block; ``every_k`` — ``full`` on the first k blocks
 (Megatron's ``--recompute-num-layers``); ``sac`` — torch's selective activation
@@ -32,7 +32,7 @@ Measurements:
 
 from __future__ import annotations
 
-from mfulab.analytic.config import TransformerConfig, check_recompute
+from mfulab.analytic.config import RECOMPUTE_PARTIAL, TransformerConfig, check_recompute
 from mfulab.errors import ParameterError
 from mfulab.measure import host, memprobe
 from mfulab.measure.timing import autocast, dtype_label, tf32_state
@@ -45,7 +45,7 @@ BENCHMARK_VERSION = {
     "step_time": 2,
     "hardware_flops": 1,
 }
-A14_POLICIES = ("none", "selective", "mlp")
+A14_POLICIES = RECOMPUTE_PARTIAL
 PEAK_WORKER = "mfulab.studies.recompute.bench:_peak_worker"
 
 
@@ -56,7 +56,7 @@ def sac_available() -> bool:
 
 
 def model_kwargs(policy: str, *, every_k: int, n_layers: int) -> dict:
-    """``model.GPT`` keyword arguments for one study policy."""
+    """``gpt.GPT`` keyword arguments for one study policy."""
     check_recompute(policy, POLICIES)
     if policy == "every_k":
         if not (isinstance(every_k, int) and 1 <= every_k <= n_layers):

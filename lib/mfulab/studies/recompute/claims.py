@@ -1,10 +1,11 @@
 """The claims table of the ``recompute`` study (B7, A14, A17, A12): every verdict computed
 from the numbers of ``analysis``, ``planner`` and ``sensitivity``, with the rule it follows
-in the docstring of the function that builds the row. ``analysis.outcome`` calls
+in the docstring of the function that builds the row. :func:`outcome` calls
 :func:`claims`; nothing else builds these rows."""
 
 from __future__ import annotations
 
+from mfulab.analytic.config import ATTENTION_IMPLS
 from mfulab.measure.timing import RUN_TO_RUN_DRIFT
 from mfulab.studies.recompute import freed_per_flop, sensitivity, stated
 from mfulab.studies.recompute.analysis import (
@@ -100,7 +101,7 @@ def _a14_measured_text(records) -> str:
     m = measured.set_index(["attention", "policy"]).bytes_per_recomputed_flop
     parts = [
         f"{impl}: core {m[(impl, 'selective')] * 1e6:.3g} vs MLP {m[(impl, 'mlp')] * 1e6:.3g} B/MFLOP"
-        for impl in ("sdpa", "naive")
+        for impl in reversed(ATTENTION_IMPLS)  # sdpa first
         if (impl, "selective") in m.index and (impl, "mlp") in m.index
     ]
     return (

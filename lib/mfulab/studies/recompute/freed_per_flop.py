@@ -32,7 +32,7 @@ layers (multi-head attention, GeLU MLP) only. No torch.
 from __future__ import annotations
 
 from mfulab.analytic import memory
-from mfulab.analytic.config import ATTENTION_KERNELS, TransformerConfig
+from mfulab.analytic.config import ATTENTION_KERNELS, RECOMPUTE_PARTIAL, TransformerConfig
 from mfulab.errors import ParameterError
 
 # FlashAttention(-2) keeps one fp32 log-sum-exp per row and head for its backward (Dao 2023,
@@ -54,8 +54,7 @@ def layer_terms(cfg: TransformerConfig, *, attention: str, micro_batch: int = 1)
     s, b, h, a, e = cfg.seq_len, micro_batch, cfg.d_model, cfg.n_heads, 2
     sbh = s * b * h
     table2 = {
-        q: memory.activation_bytes_per_layer(cfg, micro_batch=b, recompute=q)
-        for q in ("none", "selective", "mlp")
+        q: memory.activation_bytes_per_layer(cfg, micro_batch=b, recompute=q) for q in RECOMPUTE_PARTIAL
     }
     scores_bytes = table2["none"] - table2["selective"]  # 5·a·s²·b: softmax, dropout mask and output
     lse_bytes = LSE_BYTES_PER_ROW * a * s * b
