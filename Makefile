@@ -42,6 +42,7 @@ help:
 	@echo "make calibrate           this machine's ceilings, bandwidth and α–β (REFRESH=1 re-measures)"
 	@echo "make stability STUDY=id  re-run a study's measurement N=3 times in fresh processes: verdict flips"
 	@echo "                         and drift into results/<machine>/<study>/stability.json (STUDY=calibration too)"
+	@echo "                         KEEP=DIR keeps the last run: make <study> FROM=DIR renders it (no 4th run)"
 	@echo "make list                studies, profiles, and which ones make all would re-run"
 	@echo "make readme              rewrite README.md's course table from the study registry"
 	@echo "make <study>             one study, e.g. make mfu PROFILE=gpu ARGS=\"-p seq_len 2048\""
@@ -79,7 +80,7 @@ all: $(STAMP)
 
 stability: $(STAMP)
 	@test -n "$(STUDY)" || { echo "usage: make stability STUDY=<study id or calibration> [N=3] [PROFILE=cpu]"; exit 2; }
-	$(PY) -m mfulab stability $(STUDY) -n $(N) --profile $(PROFILE) $(ARGS)
+	$(PY) -m mfulab stability $(STUDY) -n $(N) --profile $(PROFILE) $(if $(KEEP),--keep $(KEEP)) $(ARGS)
 
 compare: $(STAMP)
 	$(PY) -m mfulab run compare --profile default

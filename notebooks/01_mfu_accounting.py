@@ -40,13 +40,15 @@ from IPython.display import Markdown, display
 
 from mfulab import results
 from mfulab.measure import calibration, opprofile
-from mfulab.run.notebook import setup, stability_note
-from mfulab.studies.mfu import analysis, article_arithmetic, claims, figures, operator_split, time_split
+from mfulab.studies.mfu import article_arithmetic, claims, figures, operator_split, time_split
 from mfulab.studykit import plots, verdicts
+from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.verdicts import summary_line
 from mfulab.units import si
 
 out, p, records = setup("mfu", params, out_dir=out_dir, from_dir=from_dir)
+o = claims.outcome(records, p)  # every table below, the claims and the headline metrics, computed once
+o.save_tables(out)
 print(
     f"device: {records['device_name']} ({records['device']}), {records['num_threads']} threads, "
     f"model {p.preset}: {records['n_params']:,} parameters"
@@ -71,15 +73,11 @@ print(
 # named convention with the exact Llama-2-7B parameter count:
 
 # %%
-b1 = article_arithmetic.b1_table()
-results.save_table(out, "b1_arithmetic", b1)
-b1
+o.tables["b1_arithmetic"]
 
 # %%
 display(Markdown(article_arithmetic.b1_note()))
-b1_readings = article_arithmetic.b1_ideal_step_readings()
-results.save_table(out, "b1_ideal_step_readings", b1_readings)
-b1_readings
+o.tables["b1_ideal_step_readings"]
 
 # %% [markdown]
 # Only the generous readings of "about" (rounding up, or a wide tolerance) accept 5 s. The
@@ -104,8 +102,7 @@ b1_readings
 # which is why it can read below `6n` for Llama-2-70B at short T.
 
 # %%
-conv = analysis.conventions_table(p.convention_presets, p.convention_seq_lens)
-results.save_table(out, "conventions", conv)
+conv = o.tables["conventions"]
 conv.pivot_table(index=["preset", "seq_len"], columns="convention", values="relative_to_6n").round(3)
 
 # %%
@@ -121,9 +118,7 @@ plots.save_figure(fig, out, "attention_share")
 # Table 5 HFU figures follow Eq. 8; the physical count gives a lower HFU:
 
 # %%
-megatron_selective = article_arithmetic.megatron_selective_table()
-results.save_table(out, "megatron_selective_hfu", megatron_selective)
-megatron_selective
+o.tables["megatron_selective_hfu"]
 # %% [markdown]
 # ## 3 · Counting check: analytic FLOPs vs PyTorch's FLOP counter
 #
@@ -135,8 +130,7 @@ megatron_selective
 # kernel, so the attention matmuls count zero — a trap when measuring MFU with the counter.
 
 # %%
-count = analysis.count_table(records)
-results.save_table(out, "flop_count_check", count)
+count = o.tables["flop_count_check"]
 count
 
 # %%
@@ -161,9 +155,7 @@ display(
 # FLOP counter, run on the forward and the backward pass separately, shows the rule:
 
 # %%
-six_n = operator_split.six_n_check(records)
-results.save_table(out, "six_n_check", six_n)
-six_n
+o.tables["six_n_check"]
 
 # %% [markdown]
 # ## 4 · The denominator: datasheet peak vs measured ceiling
@@ -177,8 +169,7 @@ six_n
 # every study (study 03's roofline uses the same numbers).
 
 # %%
-ceiling = pd.DataFrame(records["ceiling"]["rows"])[["size", "median_s", "iqr_s", "n", "achieved_flops_per_s"]]
-results.save_table(out, "matmul_ceiling", ceiling)
+ceiling = o.tables["matmul_ceiling"]
 sheet = time_split.datasheet_peak(records)
 display(
     Markdown(
@@ -202,17 +193,13 @@ ceiling
 # %%
 fig = figures.plot_step_timeline(records)
 plots.save_figure(fig, out, "step_timeline")
-steps_df = pd.DataFrame(records["train"]["rows"])
-results.save_table(out, "steps", steps_df)
 tr = records["train"]
 assert tr["losses_finite"], "training produced a non-finite loss"
 print(f"correctness gate: first loss {tr['initial_loss']:.3f} vs ln(V) = {tr['expected_initial_loss']:.3f}")
 
 # %%
 bd = time_split.breakdown(records)
-split = time_split.b2_split(records, present_share=p.b2_present_share)
-results.save_table(out, "time_split", split)
-split
+o.tables["time_split"]
 
 # %% [markdown]
 # B2 is descriptive: a run *shows* the split when at least three of the four categories are
@@ -222,9 +209,7 @@ split
 # most three and usually fewer (the claims table says which). How the count depends on the floor:
 
 # %%
-b2_floors = time_split.b2_floor_sensitivity(records, p.b2_floor_sweep)
-results.save_table(out, "b2_floor_sensitivity", b2_floors)
-b2_floors
+o.tables["b2_floor_sensitivity"]
 
 # %% [markdown]
 # Global MFU uses the whole job's wall clock; local MFU only the compute time, summed over
@@ -235,8 +220,7 @@ b2_floors
 # denominator this device has, and under every convention:
 
 # %%
-by_conv = analysis.mfu_by_convention(records)
-results.save_table(out, "mfu_by_convention", by_conv)
+by_conv = o.tables["mfu_by_convention"]
 display(
     Markdown(
         f"**{bd['convention']}** FLOPs: global MFU **{bd['global_mfu_vs_ceiling']:.1%}**, local "
@@ -271,8 +255,7 @@ by_conv
 # went and the factor that moved it most:
 
 # %%
-gs = time_split.global_vs_steady(records)
-results.save_table(out, "global_vs_steady", gs)
+gs = o.tables["global_vs_steady"]
 display(gs)
 display(Markdown(time_split.global_vs_steady_note(gs)))
 
@@ -333,10 +316,7 @@ print(
     f"categories vs wall time: worst step off by {check['worst_sum_vs_wall']:.2%} (target ≤ 2%); profiled step "
     f"{check['profiled_step_s'] * 1e3:.1f} ms vs the timed run's steady step {check['steady_step_s'] * 1e3:.1f} ms"
 )
-cats = operator_split.category_table(records)
-results.save_table(out, "operator_categories", cats)
-results.save_table(out, "operator_steps", opprofile.step_table(records["op_profile"]))
-cats
+o.tables["operator_categories"]
 
 # %%
 fig = figures.plot_operator_steps(records)
@@ -347,9 +327,7 @@ plots.save_figure(fig, out, "operator_steps")
 # installed, its temporal and kernel breakdowns are in `measurements.json` beside this one):
 
 # %%
-top = opprofile.top_ops(records["op_profile"])
-results.save_table(out, "top_ops", top)
-top
+o.tables["top_ops"]
 
 # %% [markdown]
 # **The waterfall from the measured categories.** The ideal step is the model FLOPs at the
@@ -369,8 +347,7 @@ plots.save_figure(fig, out, "waterfall")
 # not comparable with the rest).
 
 # %%
-published = operator_split.published_table(records)
-results.save_table(out, "published_mfu", published)
+published = o.tables["published_mfu"]
 with pd.option_context("display.max_colwidth", None):
     display(published)
 
@@ -381,10 +358,7 @@ with pd.option_context("display.max_colwidth", None):
 # ≈ 6N × 3 × tokens ≈ 3.06e16; 2.4 s/step on 8 cards of 3.2e14 FLOP/s → MFU ≈ 0.497".
 
 # %%
-a19 = article_arithmetic.a19_check()
-a19_table = pd.DataFrame([{"quantity": k, "value": v} for k, v in a19.items()])
-results.save_table(out, "a19_arithmetic", a19_table)
-a19_table
+o.tables["a19_arithmetic"]
 
 # %% [markdown]
 # 6N already counts the forward pass (2N) and the backward pass (4N); the extra ×3 triples the
@@ -396,9 +370,7 @@ a19_table
 # **B15** (article B §5.2): the case study's steps, each attributed to its loss category:
 
 # %%
-b15 = article_arithmetic.b15_table()
-results.save_table(out, "b15_attribution", b15)
-b15
+o.tables["b15_attribution"]
 
 # %% [markdown]
 # The sentence "the gain comes mainly from communication overlap and data IO" needs a category
@@ -406,17 +378,14 @@ b15
 # verdict depends on it, so both readings are claim rows:
 
 # %%
-b15_readings = article_arithmetic.b15_categorisations()
-results.save_table(out, "b15_readings", b15_readings)
-b15_readings
+o.tables["b15_readings"]
 
 # %% [markdown]
 # The same change is claim B9 (study 02), whose text says it made the step "4% faster" and
 # lifted global MFU "from 48% to 52%", on "100G HDR" InfiniBand at 12.5 GB/s. Recomputed:
 
 # %%
-b9_text = article_arithmetic.b9_text_checks()
-results.save_table(out, "b9_text_checks", b9_text)
+b9_text = o.tables["b9_text_checks"]
 display(b9_text)
 display(Markdown(article_arithmetic.b9_text_note(b9_text)))
 
@@ -434,8 +403,8 @@ display(Markdown(article_arithmetic.b9_text_note(b9_text)))
 # (communication is 0).
 
 # %%
-claim_list, headline = claims.outcome(records, p)
-claims_df = verdicts.publish_claims(out, claim_list, headline)
+claim_list = o.claims
+claims_df = verdicts.publish_claims(out, o.claims, o.metrics)
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 

@@ -51,16 +51,17 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import results
 from mfulab.analytic import comm
-from mfulab.run.notebook import setup, stability_note
 from mfulab.studies.overlap import alpha_beta, analysis, claims, figures, step_at_scale
 from mfulab.studies.overlap.claims import a5_cause, step_best_k_text
 from mfulab.studykit import plots, verdicts
+from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.verdicts import summary_line
 from mfulab.units import si
 
 out, p, records = setup("overlap", params, out_dir=out_dir, from_dir=from_dir)
+o = claims.outcome(records, p)  # every table below, the claims and the headline metrics, computed once
+o.save_tables(out)
 print(f"{records['collectives']['world_size']} ranks on {records['device_name']} ({records['device']})")
 
 # %% [markdown]
@@ -73,8 +74,7 @@ print(f"{records['collectives']['world_size']} ranks on {records['device_name']}
 # (`#wrong`, as nccl-tests' `-c`). The table below has nccl-tests' columns:
 
 # %%
-coll = analysis.collectives_table(records)
-results.save_table(out, "collectives", coll)
+coll = o.tables["collectives"]
 assert coll.wrong.sum() == 0, "a collective returned a wrong result"
 print(comm.nccl_tests_table(records["collectives"]["rows"]))
 
@@ -91,10 +91,8 @@ print(comm.nccl_tests_table(records["collectives"]["rows"]))
 
 # %%
 fit, n_ranks = analysis.fitted_alpha_beta(records), records["collectives"]["world_size"]
-ab = analysis.alpha_beta_check(records)
-results.save_table(out, "alpha_beta_check", ab)
-check = analysis.fit_check(records)
-results.save_table(out, "alpha_beta_fit_check", check.reset_index())
+ab = o.tables["alpha_beta_check"]
+check = o.tables["alpha_beta_fit_check"].set_index("check: this run's fit vs the calibration")
 diff = check["relative difference"]
 display(
     Markdown(
@@ -152,8 +150,7 @@ if fig is not None:
 # and the calibrated α–β. Exposed communication = overlapped − compute only (per round).
 
 # %%
-ot = analysis.overlap_table(records)
-results.save_table(out, "overlap", ot)
+ot = o.tables["overlap"]
 assert records["overlap"]["wrong"] == 0, "an overlapped all-reduce returned a wrong result"
 fig = figures.plot_step_vs_k(records)
 plots.save_figure(fig, out, "step_vs_k")
@@ -196,24 +193,10 @@ display(
 # the slowdown from sharing the cores, on gloo, or the GPU, on NCCL, with compute).
 
 # %%
-cps = analysis.comm_per_step_table(records)
-results.save_table(out, "comm_per_step", cps)
 fig = figures.plot_comm_vs_k(records)
 plots.save_figure(fig, out, "comm_vs_k")
 a5 = analysis.a5_comparisons(records)
-pd.DataFrame(
-    {
-        key: {
-            "k=16 ÷ k=4": c.ratio,
-            "interval (widened)": f"[{c.ratio_lo:.2f}, {c.ratio_hi:.2f}]",
-            "this run only": f"[{c.within_lo:.2f}, {c.within_hi:.2f}]",
-            "verdict": {"faster": "16 slower", "slower": "16 faster", "inconclusive": "inconclusive"}[
-                c.verdict
-            ],
-        }
-        for key, c in a5.items()
-    }
-).T
+o.tables["a5_comparison"]
 
 # %% [markdown]
 # **What the per-call cost explains.** A5 is two claims: the *effect* (16 chunks
@@ -269,15 +252,13 @@ art = alpha_beta.article_scale(records)
 pd.Series({k: v for k, v in art.items() if k != "a5_steps_s"}).to_frame("value")
 
 # %%
-a4_sens = step_at_scale.a4_sensitivity(p.to_dict())
-results.save_table(out, "a4_sensitivity", a4_sens)
+a4_sens = o.tables["a4_sensitivity"]
 with pd.option_context("display.max_colwidth", None):
     display(a4_sens)
 step_at_scale.a4_flip_link(p.to_dict())
 
 # %%
-a5_sens = alpha_beta.a5_sensitivity(p.to_dict())
-results.save_table(out, "a5_sensitivity", a5_sens)
+a5_sens = o.tables["a5_sensitivity"]
 a5_sens
 
 # %%
@@ -319,8 +300,8 @@ pd.Series(alpha_beta.b9_check(records)).to_frame("B9")
 # B9 from the nccl-tests definitions; A4 and A18 are analytic.
 
 # %%
-claim_list, headline = claims.outcome(records, p)
-claims_df = verdicts.publish_claims(out, claim_list, headline)
+claim_list = o.claims
+claims_df = verdicts.publish_claims(out, o.claims, o.metrics)
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 

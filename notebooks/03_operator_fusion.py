@@ -35,14 +35,15 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import results
 from mfulab.measure import calibration
-from mfulab.run.notebook import setup, stability_note
 from mfulab.studies.fusion import analysis, claims, figures, ln_at_scale, norm_fusion, sdpa_rules
 from mfulab.studykit import plots, verdicts
+from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.verdicts import summary_line
 
 out, p, records = setup("fusion", params, out_dir=out_dir, from_dir=from_dir)
+o = claims.outcome(records, p)  # every table below, the claims and the headline metrics, computed once
+o.save_tables(out)
 print(
     f"device: {records['device_name']} ({records['device']}), {records['num_threads']} threads, "
     f"torch {records['torch']}"
@@ -75,7 +76,6 @@ print(
 display(Markdown(calibration.describe(records)))
 fig = figures.plot_roofline(records)
 plots.save_figure(fig, out, "roofline")
-results.save_table(out, "roofline_points", analysis.roofline_points(records))
 
 # %% [markdown]
 # ## 2 · LayerNorm + residual + dropout (A7)
@@ -103,8 +103,7 @@ results.save_table(out, "roofline_points", analysis.roofline_points(records))
 
 # %%
 display(Markdown(norm_fusion.regime(records)))
-ln = norm_fusion.ln_table(records)
-results.save_table(out, "ln_fusion", ln)
+ln = o.tables["ln_fusion"]
 assert ln.correct.all(), "an implementation disagrees with eager"
 if records["ln"]["triton_skipped"]:
     print("Triton kernel skipped:", records["ln"]["triton_skipped"])
@@ -118,8 +117,7 @@ ln[["shape", "tokens", "impl", "dropout_p", "median_s", "q1_s", "q3_s", "n", "ns
 # and as DRAM traffic with write-allocate (each write twice, §1):
 
 # %%
-comparisons = pd.DataFrame(norm_fusion.comparisons(records))
-results.save_table(out, "ln_fusion_speedup", comparisons)
+comparisons = o.tables["ln_fusion_speedup"]
 comparisons[
     [
         "shape",
@@ -139,8 +137,7 @@ comparisons[
 # next to what the whole p = 0 sub-block costs per element in DRAM.
 
 # %%
-rng = norm_fusion.rng_table(records)
-results.save_table(out, "ln_dropout_rng", rng)
+rng = o.tables["ln_dropout_rng"]
 rng
 
 # %% [markdown]
@@ -190,8 +187,7 @@ display(Markdown(norm_fusion.compiled_vs_eager_p0(records) or "*(CPU only: the g
 # the claim):
 
 # %%
-layer = norm_fusion.layer_table(records)
-results.save_table(out, "ln_layer_share", layer)
+layer = o.tables["ln_layer_share"]
 fig = figures.plot_ln_bars(records)
 plots.save_figure(fig, out, "ln_fusion")
 layer
@@ -205,8 +201,7 @@ layer
 # bandwidth efficiency below which even a free sub-block would reach 1.43×:
 
 # %%
-sensitivity = norm_fusion.article_sensitivity()
-results.save_table(out, "a7_article_sensitivity", sensitivity)
+sensitivity = o.tables["a7_article_sensitivity"]
 sensitivity
 
 # %% [markdown]
@@ -224,8 +219,7 @@ sensitivity
 # the reason where its s×s tensors would exceed `p.naive_memory_limit_mib`.
 
 # %%
-attn = analysis.attention_table(records)
-results.save_table(out, "attention", attn)
+attn = o.tables["attention"]
 assert attn.agrees_with_sdpa.all(), "attention variants disagree"
 display(Markdown(f"SDPA dispatched to **`{records['attention']['backend']}`** on this {records['device']}."))
 display(
@@ -261,15 +255,14 @@ attn[
 # %%
 fig = figures.plot_attention(records)
 plots.save_figure(fig, out, "attention")
-pd.Series(analysis.attention_slopes(records), name="log-log slope").to_frame()
+o.tables["attention_slopes"]
 
 # %% [markdown]
 # **Which kernel SDPA picks (B3)** depends on the inputs and the device. On this device, for
 # the study's inputs and for inputs that change the choice:
 
 # %%
-cases = analysis.sdpa_cases_table(records)
-results.save_table(out, "sdpa_dispatch", cases)
+cases = o.tables["sdpa_dispatch"]
 cases
 
 # %% [markdown]
@@ -278,8 +271,7 @@ cases
 # memory-efficient kernel or to math. Flash is **not** eligible when:
 
 # %%
-rules = sdpa_rules.rules_table()
-results.save_table(out, "sdpa_flash_rules", rules)
+rules = o.tables["sdpa_flash_rules"]
 display(Markdown(f"Source: {sdpa_rules.SOURCE}."))
 reasons = analysis.cuda_flash_reasons(records)
 cap = records["attention"].get("cuda_capability")
@@ -297,8 +289,7 @@ rules
 # activation memory per layer with and without a flash kernel:
 
 # %%
-a8 = analysis.a8_article_scale()
-pd.Series(a8).to_frame("value")
+o.tables["a8_article_scale"]
 
 # %% [markdown]
 # That −82% rests on a reading the article does not state: Table 2 as printed (attention
@@ -308,8 +299,7 @@ pd.Series(a8).to_frame("value")
 # combination with the smallest cut); `vs_stated` is the cut minus the stated 40%:
 
 # %%
-a8_sens = ln_at_scale.sensitivity()
-results.save_table(out, "a8_article_sensitivity", a8_sens)
+a8_sens = o.tables["a8_article_sensitivity"]
 display(Markdown(ln_at_scale.sensitivity_sentence(a8_sens) + "."))
 a8_sens
 
@@ -350,8 +340,7 @@ a8_sens
 # two, and a break inside a nested call can also split the calling frames around it). It is compiled, in pieces, not eager.
 
 # %%
-ct = analysis.compile_table(records)
-results.save_table(out, "model_compile", ct)
+ct = o.tables["model_compile"]
 cols = ["variant", "first_call_s", "cache", "cache_hits", "cache_misses", "cold_first_call_s"]
 cols += ["graphs_compiled", "breaks_taken_per_step", "median_s", "speedup_vs_eager", "speedup_lo"]
 cols += ["speedup_hi", "verdict"]
@@ -361,9 +350,8 @@ for variant, why in records["compile"].get("skipped", {}).items():
 ct[[c for c in cols if c in ct]]
 
 # %%
-dt = analysis.dtype_table(records)
-results.save_table(out, "matmul_dtypes", dt)
-dt
+display(Markdown(analysis.dtype_note(records)))
+o.tables["matmul_dtypes"]
 
 # %% [markdown]
 # TF32 is an NVIDIA tensor-core format (fp32 range, 10-bit mantissa); a CPU has no TF32 path,
@@ -384,8 +372,8 @@ dt
 # tf32/fp32 ratio where TF32 exists; on a CPU it is not checkable.
 
 # %%
-claim_list, headline = claims.outcome(records, p)
-claims_df = verdicts.publish_claims(out, claim_list, headline)
+claim_list = o.claims
+claims_df = verdicts.publish_claims(out, o.claims, o.metrics)
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 
@@ -394,7 +382,7 @@ display(Markdown(stability_note(out)))
 # ## What this study showed
 
 # %%
-slopes = analysis.attention_slopes(records)
+slopes = o.metrics["attention_slopes"]
 lines = ["* " + norm_fusion.summary(records), "* " + norm_fusion.kernel_sentence(records)]
 if slopes:
     lines.append(

@@ -47,13 +47,14 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import results
-from mfulab.run.notebook import setup, stability_note
-from mfulab.studies.recompute import analysis, claims, figures, freed_per_flop, planner, sensitivity, stated
+from mfulab.studies.recompute import analysis, claims, figures
 from mfulab.studykit import plots, verdicts
+from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.verdicts import summary_line
 
 out, p, records = setup("recompute", params, out_dir=out_dir, from_dir=from_dir)
+o = claims.outcome(records, p)  # every table below, the claims and the headline metrics, computed once
+o.save_tables(out)
 print(
     f"device: {records['device_name']} ({records['device']}), {records['num_threads']} threads; "
     f"model {records['config']['name']}: {records['config']['n_layers']} layers, "
@@ -73,8 +74,7 @@ if records["skipped"]:
 # %%
 fig = figures.plot_saved_by_op(records)
 plots.save_figure(fig, out, "saved_by_op")
-saved = analysis.saved_table(records)
-results.save_table(out, "saved_tensors", saved)
+saved = o.tables["saved_tensors"]
 layer0 = saved[(saved.policy == "none") & (saved.layer == 0)]
 layer0.assign(MiB=layer0.bytes / 2**20)[["module", "op", "shape", "dtype", "MiB"]]
 
@@ -89,8 +89,7 @@ layer0.assign(MiB=layer0.bytes / 2**20)[["module", "op", "shape", "dtype", "MiB"
 # attention, and — with SDPA — the flash kernel's log-sum-exp instead of the scores.
 
 # %%
-lm = analysis.layer_model_vs_measured(records)
-results.save_table(out, "layer_model_vs_measured", lm)
+lm = o.tables["layer_model_vs_measured"]
 fig = figures.plot_model_vs_measured(records)
 plots.save_figure(fig, out, "model_vs_measured")
 analysis.layer_model_summary(lm)
@@ -116,8 +115,7 @@ analysis.layer_model_summary(lm)
 # stay fp32, the single element size of the formula they check.
 
 # %%
-summary = analysis.policy_summary(records)
-results.save_table(out, "policy_summary", summary)
+summary = o.tables["policy_summary"]
 assert summary.gradient_gate_ok.all(), "a recompute policy changed the gradients"
 summary_columns = (
     "policy dtype step_added_MiB recompute_flops_share step_s step_q1_s step_q3_s step_n tokens_per_s"
@@ -129,8 +127,7 @@ summary.assign(step_added_MiB=summary.peak_step_added_bytes / 2**20)[
 # %%
 fig = figures.plot_pareto(records)
 plots.save_figure(fig, out, "pareto")
-peak = pd.DataFrame(records["peak"])
-results.save_table(out, "peak_memory", peak)
+peak = o.tables["peak_memory"]
 peak.assign(step_added_MiB=(peak.step_added_bytes / 2**20).round(1)).pivot(
     index="policy", columns="micro_batch", values="step_added_MiB"
 ).astype(object).fillna("—")  # —: not measured (beyond the policy's first micro-batch over the budget)
@@ -144,8 +141,7 @@ peak.assign(step_added_MiB=(peak.step_added_bytes / 2**20).round(1)).pivot(
 # hardware FLOPs counted here (torch stops recomputing early, see above).
 
 # %%
-b7 = pd.DataFrame([analysis.b7_same_batch(records)] if "full" in records["policies"] else [])
-results.save_table(out, "b7_same_batch", b7)
+b7 = o.tables["b7_same_batch"]
 b7.T.rename(columns={0: "value"})
 
 # %% [markdown]
@@ -165,8 +161,7 @@ b7.T.rename(columns={0: "value"})
 # is "inconclusive" (its verdict is under its name).
 
 # %%
-budget = analysis.budget_table(records)
-results.save_table(out, "budget", budget)
+budget = o.tables["budget"]
 note = analysis.budget_note(records)
 if note:
     print(note)
@@ -194,9 +189,7 @@ budget
 # never stores them. What torch's SDPA keeps here, for layer 0 (saved-tensor hooks):
 
 # %%
-kernel = freed_per_flop.kernel_saves(records)
-results.save_table(out, "a14_sdpa_saves", kernel)
-kernel
+o.tables["a14_sdpa_saves"]
 
 # %% [markdown]
 # q, k and v (which the projections' backward needs anyway), the output (the same storage as
@@ -207,10 +200,7 @@ kernel
 # printed); bytes freed per million recomputed FLOPs, and how many times more the MLP frees:
 
 # %%
-a14_long = freed_per_flop.analytic_table(stated.A14_CLAIM_CONFIGS)
-results.save_table(out, "a14_bytes_per_flop", a14_long)
-a14_regime = freed_per_flop.verdict_table(a14_long)
-results.save_table(out, "a14_verdict", a14_regime)
+a14_regime = o.tables["a14_verdict"]
 a14_regime
 
 # %% [markdown]
@@ -222,9 +212,7 @@ a14_regime
 # core, which the counter does not see on a CPU.
 
 # %%
-a14_measured = freed_per_flop.measured_table(records)
-results.save_table(out, "a14_measured", a14_measured)
-a14_measured
+o.tables["a14_measured"]
 
 # %%
 split = analysis.table2_split()
@@ -253,19 +241,14 @@ display(
 # the layer's forward FLOPs (matmuls) and of its activation bytes:
 
 # %%
-a14_reasons = freed_per_flop.reasons_table(a14_long)
-results.save_table(out, "a14_reasons", a14_reasons)
+a14_reasons = o.tables["a14_reasons"]
 a14_reasons
 
 # %% [markdown]
 # How the per-FLOP comparison moves with the sequence length:
 
 # %%
-a14_seq = freed_per_flop.verdict_table(
-    freed_per_flop.analytic_table(stated.A14_CLAIM_CONFIGS, seq_lens=stated.A14_SEQ_LEN_GRID)
-)
-results.save_table(out, "a14_sequence_sensitivity", a14_seq)
-a14_seq
+o.tables["a14_sequence_sensitivity"]
 
 # %% [markdown]
 # ## 5 · At the articles' scale: the planner (A17) and ZeRO stages (A12)
@@ -304,24 +287,15 @@ a14_seq
 # smaller chunks, less memory and the same 100% recompute.
 
 # %%
-plans, zero = analysis.planner_inputs(p)  # no cases: an empty table, and A17 is left out
-results.save_table(out, "planner", plans)
+plans = o.tables["planner"]  # no planner cases: an empty table, and A17 is left out
 fig = figures.plot_plans(plans)
 plots.save_figure(fig, out, "planner")
-chosen = planner.chosen_plans(plans)
-results.save_table(out, "planner_chosen", chosen)
+chosen = o.tables["planner_chosen"]
 chosen["case policy micro_batch total_gib usable_gib fits tokens_per_s mfu hfu decision".split()]
 
 # %%
-if any(c["name"] == stated.A17_CASE["name"] for c in p.planner_cases):
-    a17 = sensitivity.a17_readings(
-        stated.A17_CASE,
-        assumptions=p.step_assumptions(),
-        fragmentation_margin=p.fragmentation_margin,
-        micro_batch=stated.A17_MICRO_BATCH,
-    )
-    results.save_table(out, "a17_readings", a17)
-    display(a17)
+if "a17_readings" in o.tables:
+    display(o.tables["a17_readings"])
 
 # %% [markdown]
 # **How much the decisions rest on the assumptions.** Each row varies one assumption and
@@ -334,10 +308,7 @@ if any(c["name"] == stated.A17_CASE["name"] for c in p.planner_cases):
 # move a decision.
 
 # %%
-decisions = sensitivity.decisions(
-    p.planner_cases, assumptions=p.step_assumptions(), fragmentation_margin=p.fragmentation_margin
-)
-results.save_table(out, "planner_sensitivity", decisions)
+decisions = o.tables["planner_sensitivity"]
 decisions
 
 # %% [markdown]
@@ -350,11 +321,8 @@ decisions
 # varies m alone.
 
 # %%
-results.save_table(out, "zero2_vs_zero3", zero)
-display(zero)
-accumulation = sensitivity.a12_accumulation(stated.A12_ZERO["preset_name"], tp=stated.A12_ZERO["tp"])
-results.save_table(out, "a12_accumulation", accumulation)
-accumulation
+display(o.tables["zero2_vs_zero3"])
+o.tables["a12_accumulation"]
 
 # %% [markdown]
 # ## Claims
@@ -375,8 +343,8 @@ accumulation
 # hold over the sensitivity grids.
 
 # %%
-claim_list, headline = claims.outcome(records, p)
-claims_df = verdicts.publish_claims(out, claim_list, headline)
+claim_list = o.claims
+claims_df = verdicts.publish_claims(out, o.claims, o.metrics)
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 

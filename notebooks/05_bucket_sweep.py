@@ -40,22 +40,13 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import results
-from mfulab.run.notebook import setup, stability_note
-from mfulab.studies.buckets import (
-    analysis,
-    claims,
-    figures,
-    flags,
-    grad_memory,
-    model_error,
-    report,
-    sensitivity,
-    simulator,
-)
+from mfulab.studies.buckets import claims, figures, report, simulator
 from mfulab.studykit import plots, verdicts
+from mfulab.studykit.notebook import setup, stability_note
 
 out, p, records = setup("buckets", params, out_dir=out_dir, from_dir=from_dir)
+o = claims.outcome(records, p)  # every table below, the claims and the headline metrics, computed once
+o.save_tables(out)
 print(
     f"{records['ddp']['world_size']} ranks on {records['device_name']} ({records['device']}); "
     f"{p.stack_layers} layers of {p.stack_hidden}×{p.stack_hidden} ({2 * p.stack_layers} tensors); "
@@ -72,19 +63,7 @@ print(
 # exactly the same list:
 
 # %%
-check = analysis.layout_check(records)
-layout = pd.DataFrame(
-    [
-        {
-            "run": k,
-            "buckets": len(v["actual"]),
-            "first_bucket_bytes": v["actual"][:1],
-            "matches_simulator": v["equal"],
-        }
-        for k, v in check.items()
-    ]
-)
-results.save_table(out, "bucket_layouts", layout)
+layout = o.tables["bucket_layouts"]
 assert layout.matches_simulator.all(), "DDP built buckets the simulator's rules do not predict"
 gate = records["ddp"]["gradient_gate"]
 assert max(gate.values()) < 1e-5, "DDP gradients differ from the single-process reference"
@@ -99,8 +78,7 @@ layout
 # layers leave early.
 
 # %%
-gpt_layout = analysis.gpt_layout_table(records)
-results.save_table(out, "gpt_layouts", gpt_layout)
+gpt_layout = o.tables["gpt_layouts"]
 if len(gpt_layout):
     assert gpt_layout.matches_rules.all(), "DDP's GPT buckets break the formation rules"
     assert (gpt_layout.gradient_gate < 1e-5).all(), "DDP's GPT gradients differ from the reference"
@@ -122,8 +100,7 @@ gpt_layout
 # all rather than name one best cap.
 
 # %%
-sweep = analysis.sweep_table(records)
-results.save_table(out, "sweep", sweep)
+sweep = o.tables["sweep"]
 display(Markdown(report.sweep_notes(records, sweep)))
 fig = figures.plot_sweep(records)
 plots.save_figure(fig, out, "sweep")
@@ -159,8 +136,7 @@ sweep[sweep.variant == "default"][
 # `residual_fitted` column show the simulator with them.
 
 # %%
-fits = model_error.fit_table(records)
-results.save_table(out, "model_error", fits)
+fits = o.tables["model_error"]
 display(Markdown(report.model_error_notes(records, fits)))
 fits
 
@@ -193,8 +169,7 @@ fits
 # is judged on memory, below.
 
 # %%
-flag_table = flags.flag_table(records)
-results.save_table(out, "flags", flag_table)
+flag_table = o.tables["flags"]
 display(Markdown(report.flag_notes(records, flag_table)))
 flag_table
 
@@ -206,8 +181,7 @@ flag_table
 # buffers DDP hands to its communication hook (`grad_memory`):
 
 # %%
-memory = grad_memory.memory_table(records)
-results.save_table(out, "grad_memory", memory)
+memory = o.tables["grad_memory"]
 display(Markdown(report.memory_notes(records, memory)))
 memory
 
@@ -249,8 +223,6 @@ memory
 # the default buys.
 
 # %%
-scale = analysis.scale_table(records)
-results.save_table(out, "scale", scale)
 print(report.scale_setting_text(p))
 speed = simulator.simulator_speed()
 print(
@@ -259,8 +231,7 @@ print(
 )
 fig = figures.plot_scale_heatmap(records)
 plots.save_figure(fig, out, "scale_heatmap")
-best = analysis.best_caps(scale)
-results.save_table(out, "best_caps", best)
+best = o.tables["best_caps"]
 display(Markdown(report.scale_notes(best)))
 best[
     [
@@ -301,8 +272,7 @@ best[
 # `b8_conclusion_same`: whether 50–100 MiB still beats 25 MiB.
 
 # %%
-sens = sensitivity.sensitivity_table(records)
-results.save_table(out, "sensitivity", sens)
+sens = o.tables["sensitivity"]
 display(Markdown(report.sensitivity_notes(sens)))
 sens
 
@@ -323,8 +293,8 @@ sens
 # (analytic).
 
 # %%
-claim_list, headline = claims.outcome(records, p)
-claims_df = verdicts.publish_claims(out, claim_list, headline)
+claim_list = o.claims
+claims_df = verdicts.publish_claims(out, o.claims, o.metrics)
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 

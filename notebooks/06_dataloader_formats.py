@@ -34,14 +34,15 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import results
-from mfulab.run.notebook import setup, stability_note
 from mfulab.studies.dataloader import analysis, claims, figures, throughput
-from mfulab.studies.dataloader.checkpoint import magnitude_arithmetic, magnitude_sensitivity
+from mfulab.studies.dataloader.checkpoint import magnitude_arithmetic
 from mfulab.studykit import plots, verdicts
+from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.verdicts import summary_line
 
 out, p, records = setup("dataloader", params, out_dir=out_dir, from_dir=from_dir)
+o = claims.outcome(records, p)  # every table below, the claims and the headline metrics, computed once
+o.save_tables(out)
 rp = records["params"]  # the settings this measurement ran with
 print(
     f"{records['corpus']['count']} samples, {records['corpus']['bytes_of_text'] / 2**20:.1f} MiB of text, "
@@ -57,8 +58,7 @@ print(
 # Parquet compresses its columns.
 
 # %%
-written = analysis.written_table(records)
-results.save_table(out, "written", written)
+written = o.tables["written"]
 written.assign(MiB=written.bytes / 2**20)[["format", "files", "MiB", "write_s"]]
 
 # %% [markdown]
@@ -86,23 +86,11 @@ print(
     f"{rp['epochs']} rounds (one epoch of every setting each), batches of {rp['batch_size']} "
     f"sequences padded or cut to {rp['seq_len']} tokens, num_workers in {list(rp['num_workers'])}"
 )
-sweep = analysis.sweep_table(records)
-results.save_table(out, "loader_sweep", sweep)
+sweep = o.tables["loader_sweep"]
 assert sweep.intact.all(), "a reader lost, duplicated or altered samples"
 fig = figures.plot_throughput(records)
 plots.save_figure(fig, out, "throughput")
-summary = (
-    sweep[sweep.cache == "warm"]
-    .groupby(["format", "num_workers", "persistent_workers", "pin_memory"])
-    .agg(
-        samples_per_s=("samples_per_s", "median"),
-        mib_per_s=("mib_per_s", "median"),
-        first_batch_s=("first_batch_s", "median"),
-        epochs=("epoch", "count"),
-    )
-    .reset_index()
-)
-summary
+o.tables["warm_summary"]
 
 # %% [markdown]
 # ## 3 · Cold page cache, and a file system where every open costs (B11)
@@ -116,8 +104,7 @@ summary
 
 # %%
 print(f"{rp['cold_rounds']} cold rounds")
-cold = analysis.cold_table(records)
-results.save_table(out, "cold", cold)
+cold = o.tables["cold"]
 cold
 
 # %% [markdown]
@@ -131,11 +118,9 @@ cold
 # network row is *analytic only*, whatever the table's emulated verdicts say.
 
 # %%
-sensitivity = throughput.latency_sensitivity(records)
-results.save_table(out, "b11_latency_sensitivity", sensitivity)
 fig = figures.plot_latency(records)
 plots.save_figure(fig, out, "latency")
-sensitivity
+o.tables["b11_latency_sensitivity"]
 
 # %% [markdown]
 # ## 4 · Time to first batch and epoch restarts
@@ -146,11 +131,7 @@ sensitivity
 # later rounds, paired by format and round.
 
 # %%
-restart = sweep[(sweep.cache == "warm") & (sweep.num_workers > 0)].pivot_table(
-    index=["format", "persistent_workers"], columns="epoch", values="first_batch_s"
-)
-results.save_table(out, "restart", restart.reset_index())
-restart
+o.tables["restart"]
 
 # %% [markdown]
 # ## 5 · Where a step's time goes, and the checkpoint spike (B2, B12)
@@ -170,8 +151,7 @@ print(
     f"{rp['stall_steps']} steps per run, a checkpoint every {rp['checkpoint_every']} steps; "
     f"emulated step: a {rp['stall_emulated_step_s'] * 1e3:g} ms timed wait"
 )
-stall = analysis.stall_table(records)
-results.save_table(out, "stall", stall)
+stall = o.tables["stall"]
 fig = figures.plot_stall(records)
 plots.save_figure(fig, out, "stall_timeline")
 stall
@@ -191,9 +171,7 @@ print(
     f"{ck['rounds']} rounds of a {ck.get('batch_rows', rp['batch_size'])}-sequence step; "
     f"checkpoint {ck['checkpoint_bytes'] / 2**20:.1f} MiB"
 )
-checkpoint = analysis.checkpoint_table(records)
-results.save_table(out, "checkpoint", checkpoint)
-checkpoint
+o.tables["checkpoint"]
 
 # %% [markdown]
 # At the case study's scale (article B §5: a 7B model on 64 A100s), a checkpoint holds bf16
@@ -206,9 +184,7 @@ checkpoint
 
 # %%
 display(Markdown(magnitude_arithmetic(records)))
-magnitude = magnitude_sensitivity(records)
-results.save_table(out, "b12_magnitude_sensitivity", magnitude)
-magnitude
+o.tables["b12_magnitude_sensitivity"]
 
 # %% [markdown]
 # ## Claims
@@ -227,8 +203,8 @@ magnitude
 
 # %%
 print(f"B2: a category counts as non-zero above {rp['nonzero_share']:.1%} of a run's time")
-claim_list, headline = claims.outcome(records, p)
-claims_df = verdicts.publish_claims(out, claim_list, headline)
+claim_list = o.claims
+claims_df = verdicts.publish_claims(out, o.claims, o.metrics)
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 

@@ -35,13 +35,14 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from mfulab import results
-from mfulab.measure import opprofile
-from mfulab.run.notebook import setup, stability_note
-from mfulab.studies.anatomy import analysis, claims, figures
+from mfulab.studies.anatomy import claims, figures
 from mfulab.studykit import plots, verdicts
+from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.verdicts import summary_line
 
 out, p, records = setup("anatomy", params, out_dir=out_dir, from_dir=from_dir)
+o = claims.outcome(records, p)  # every table below, the claims and the headline metrics, computed once
+o.save_tables(out)
 rp, job = records["params"], records["job"]
 print(
     f"{job['world_size']} ranks on {records['device_name']} ({records['device']}), model {rp['preset']} "
@@ -62,9 +63,7 @@ print(
 # and writes its checkpoint synchronously (`torch.save` + `fsync`).
 
 # %%
-rungs = pd.DataFrame(job["rungs"])
-results.save_table(out, "rungs", rungs)
-rungs
+o.tables["rungs"]
 
 # %% [markdown]
 # ## 2 · Where one step's time goes, per rank (B2)
@@ -76,9 +75,7 @@ rungs
 # hook returned (the all-reduces that backward did not hide). The naive rung's steps, every rank:
 
 # %%
-split = analysis.b2_split(records, present_share=p.b2_present_share)
-results.save_table(out, "b2_split", split)
-split
+o.tables["b2_split"]
 
 # %% [markdown]
 # The same steps under `torch.profiler` (a few more steps of the naive rung after the rounds;
@@ -91,8 +88,7 @@ split
 # %%
 traces = [results.save_trace(out, r["profile"]["trace"], from_dir=from_dir) for r in job["ranks"]]
 print("traces:", ", ".join(t or "(not in this render)" for t in traces))
-agree = analysis.profiler_vs_timestamps(records)
-results.save_table(out, "profiler_vs_timestamps", agree)
+agree = o.tables["profiler_vs_timestamps"]
 agree.groupby(["rank", "category"])[["profiler_s", "timestamps_s", "share_difference"]].mean()
 
 # %%
@@ -107,8 +103,7 @@ plots.save_figure(fig, out, "rank_split")
 # hook's dispatch as communication, the timestamps book them as compute. The operator categories behind the profiler's compute, rank 0:
 
 # %%
-ops = opprofile.step_table(job["ranks"][0]["profile"])
-results.save_table(out, "rank0_operator_categories", ops)
+ops = o.tables["rank0_operator_categories"]
 ops.groupby("category")[["seconds", "share_of_step"]].mean()
 
 # %% [markdown]
@@ -131,8 +126,7 @@ ops.groupby("category")[["seconds", "share_of_step"]].mean()
 # is credited to the loss the knob targets (`targets`).
 
 # %%
-ladder = analysis.ladder_table(records)
-results.save_table(out, "b15_ladder", ladder)
+ladder = o.tables["b15_ladder"]
 with pd.option_context("display.max_colwidth", 60):
     display(ladder)
 
@@ -154,9 +148,7 @@ plots.save_figure(fig, out, "steps")
 # the delay they lose.
 
 # %%
-per_rank = analysis.straggler_table(records)
-results.save_table(out, "b13_per_rank", per_rank)
-per_rank
+o.tables["b13_per_rank"]
 
 # %%
 fig = figures.plot_straggler(records)
@@ -175,8 +167,8 @@ plots.save_figure(fig, out, "straggler")
 # the article's 8% is below this box's block-to-block noise, so the delay is larger.
 
 # %%
-claim_list, headline = claims.outcome(records, p)
-claims_df = verdicts.publish_claims(out, claim_list, headline)
+claim_list, headline = o.claims, o.metrics
+claims_df = verdicts.publish_claims(out, o.claims, o.metrics)
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 

@@ -40,17 +40,15 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab import results
-from mfulab.run.notebook import setup, stability_note
 from mfulab.studies.parallelism import analysis, claims, figures
 from mfulab.studykit import plots, verdicts
+from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.verdicts import summary_line
 
 out, p, records = setup("parallelism", params, out_dir=out_dir, from_dir=from_dir)
-t = analysis.tables(records)
-for name, df in t.items():
-    if df is not None and not isinstance(df, dict):
-        results.save_table(out, name, df)
+o = claims.outcome(records, p)  # every table below, the claims and the headline metrics, computed once
+o.save_tables(out)
+t = o.tables
 print(
     f"{records['device_name']} ({records['device']}); pipelines on {list(p.pipeline_ranks)} ranks, the rest on {p.ranks}"
 )
@@ -207,8 +205,8 @@ t["skew"]
 # copies, `copy_bandwidths`).
 
 # %%
-if t["copy_bandwidths"]:
-    print({k: f"{v / 1e9:.1f} GB/s" for k, v in t["copy_bandwidths"].items() if k.endswith("per_s")})
+if records.get("copy_bandwidths"):
+    print({k: f"{v / 1e9:.1f} GB/s" for k, v in records["copy_bandwidths"].items() if k.endswith("per_s")})
 t["a15_offload"].round(3)
 
 # %% [markdown]
@@ -219,8 +217,8 @@ t["a15_offload"].round(3)
 # interleaving) and B10 (the wait) are measured here; B10's cost comparison needs two machines.
 
 # %%
-claim_list, headline = claims.outcome(records, p)
-claims_df = verdicts.publish_claims(out, claim_list, headline)
+claim_list = o.claims
+claims_df = verdicts.publish_claims(out, o.claims, o.metrics)
 with pd.option_context("display.max_colwidth", None):
     display(claims_df)
 

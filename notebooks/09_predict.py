@@ -44,14 +44,14 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 # %%
 from IPython.display import Markdown, display
 
-from mfulab import results
-from mfulab.run.notebook import setup, stability_note
-from mfulab.studies.predict import analysis, calibrated, figures, scores, validate, worked_examples
+from mfulab.studies.predict import analysis, claims, figures, scores
 from mfulab.studykit import plots, verdicts
+from mfulab.studykit.notebook import setup, stability_note
 
 out, p, records = setup("predict", params, out_dir=out_dir, from_dir=from_dir)
-valid = analysis.validation(records, p)
-fitted = {validate.FIT_PARAMETER: valid["fitted"]}
+o = claims.outcome(records, p)  # the fit, every table below and the headline metrics, computed once
+o.save_tables(out)
+t, m = o.tables, o.metrics
 print(f"{records['device_name']} ({records['device']}); {len(records['published_runs'])} published runs")
 
 # %% [markdown]
@@ -94,12 +94,13 @@ print(f"{records['device_name']} ({records['device']}); {len(records['published_
 split = records["published_split"]
 display(
     Markdown(
-        f"Fitted `matmul_share_of_mamf` = **{valid['fitted']:.4f}** on {valid['n_fit']} rows "
-        f"({', '.join(analysis.fit_sources(records))}); default {valid['default']} (the MAMF itself). "
+        f"Fitted `matmul_share_of_mamf` = **{m['fitted_matmul_share_of_mamf']:.4f}** on {m['fit_rows']} rows "
+        f"({', '.join(analysis.fit_sources(records))}); default {m['default_matmul_share_of_mamf']} "
+        "(the MAMF itself). "
         f"Model frozen for the test rows at commit `{split.get('frozen_at')}`, for the holdout rows "
         f"at `{split.get('holdout_frozen_at')}`. The null model below "
         f"(every step its hardware FLOPs at one constant share of the dense peak, fitted on the same "
-        f"rows the same way) has utilisation **{valid['null_utilisation']:.3f}**."
+        f"rows the same way) has utilisation **{m['null_utilisation']:.3f}**."
     )
 )
 
@@ -119,15 +120,11 @@ display(
 # every row within 25%.
 
 # %%
-df = valid["table"]
-results.save_table(out, "validation", df)
-splits = scores.split_summary(df)
-results.save_table(out, "splits", splits)
+df, splits = t["validation"], t["splits"]
 pct = {c: "{:+.1%}" if "signed" in c else "{:.1%}" for c in splits.columns if "error" in c or "within" in c}
 pct["closer_than_null"] = "{:.0%}"
 display(splits.style.format(pct, na_rep="—").hide(axis="index"))
 goals = scores.test_goals(df)
-summary = validate.summary(df, row_goal=p.row_error_goal, median_goal=p.median_error_goal)
 display(Markdown(analysis.test_text(goals, splits)))
 display(Markdown(analysis.test_text(scores.test_goals(df, split="holdout"), splits, split="holdout")))
 plots.save_figure(figures.validation(df, 0.25), out, "validation")
@@ -138,10 +135,7 @@ plots.save_figure(figures.validation(df, 0.25), out, "validation")
 # — how the model carries to a source it has not seen, beyond the one fixed split.
 
 # %%
-by_source = scores.per_source(df)
-loso = scores.leave_one_source_out(records["published_runs"], fit_grid=p.fit_grid)
-results.save_table(out, "per_source", by_source)
-results.save_table(out, "leave_one_source_out", loso)
+by_source, loso = t["per_source"], t["leave_one_source_out"]
 err = {c: "{:+.1%}" if "signed" in c else "{:.1%}" for c in by_source.columns if "error" in c}
 display(by_source.style.format(err, na_rep="—").hide(axis="index"))
 display(
@@ -149,8 +143,7 @@ display(
         {"fitted_without_it": "{:.3f}", "median_abs_error": "{:.1%}", "max_abs_error": "{:.1%}"}, na_rep="—"
     ).hide(axis="index")
 )
-by_device = scores.per_device(df)
-results.save_table(out, "per_device", by_device)
+by_device = t["per_device"]
 display(
     by_device.style.format(
         {"median_signed_error": "{:+.1%}", "median_abs_error": "{:.1%}", "null_median_abs_error": "{:.1%}"}
@@ -166,8 +159,7 @@ display(
 # over the sweep (a ρ over a spread smaller than the model's error is noise).
 
 # %%
-rank = scores.ranking(df)
-results.save_table(out, "ranking", rank)
+rank = t["ranking"]
 display(
     rank.style.format(
         {"rho_throughput": "{:+.2f}", "null_rho_throughput": "{:+.2f}", "rho_mfu": "{:+.2f}"}
@@ -182,13 +174,8 @@ display(
 # with the model's reason.
 
 # %%
-test = df[df.split == "test"]
-miss = analysis.misses(test[test.refused == ""], 0.25, top=5)
-results.save_table(out, "misses", miss)
-display(miss.style.format({"error": "{:+.1%}"}).hide(axis="index"))
-refused = df[df.refused != ""][["id", "source", "refused"]]
-results.save_table(out, "refused", refused)
-display(refused.style.hide(axis="index"))
+display(t["misses"].style.format({"error": "{:+.1%}"}).hide(axis="index"))
+display(t["refused"].style.hide(axis="index"))
 
 # %% [markdown]
 # **The history of the test error**, one entry per model revision (entries before the freeze
@@ -196,8 +183,7 @@ display(refused.style.hide(axis="index"))
 # render; it should equal the last recorded revision unless the model changed since.
 
 # %%
-history = analysis.history_table(records, valid)
-results.save_table(out, "history", history)
+history = t["history"]
 display(
     history.style.format(
         {c: "{:.1%}" for c in history.columns if "error" in c}
@@ -236,7 +222,7 @@ short = df[df.fits_memory == False]  # noqa: E712  (None: no memory size known)
 if len(short):
     display(
         Markdown(
-            f"`step.memory_terms` finds {len(short)} published rows short of memory ({', '.join(short.id[:6])}"
+            f"`step_terms.memory_terms` finds {len(short)} published rows short of memory ({', '.join(short.id[:6])}"
             f"{', …' if len(short) > 6 else ''}; up to {short.memory_gib.max():.0f} GiB per device): those runs "
             "did fit, so the memory model overstates them (Korthikanti's Table 2 count of every activation a "
             "layer keeps, for the stage with the most micro-batches in flight). The CLI refuses such a "
@@ -253,8 +239,7 @@ if len(short):
 # fitted share:
 
 # %%
-terms = scores.per_term_check(records, valid["fitted"])
-results.save_table(out, "per_term", terms)
+terms = t["per_term"]
 display(
     terms.style.format(
         {c: "{:.2f}" for c in terms.columns if c.endswith("_ms")}
@@ -271,9 +256,11 @@ display(
 # the 128 slots as if they could.)
 
 # %%
-inter = analysis.interleave_sensitivity(records, p, valid["fitted"])
-results.save_table(out, "interleave_sensitivity", inter)
-display(inter.style.format("{:+.1%}", subset=["error_deepest", "error_smallest"]).hide(axis="index"))
+display(
+    t["interleave_sensitivity"]
+    .style.format("{:+.1%}", subset=["error_deepest", "error_smallest"])
+    .hide(axis="index")
+)
 
 # %% [markdown]
 # **Known misreadings, for the next revision** (post-freeze, to be logged as such in the
@@ -305,8 +292,7 @@ plots.save_figure(figures.breakdown(shown_rows, title="predicted step, share per
 # and `change` shows the move it made.
 
 # %%
-sens = analysis.sensitivity(records, p, valid["fitted"])
-results.save_table(out, "sensitivity", sens)
+sens = t["sensitivity"]
 fmt = {"default": "{:.3g}", "value": "{:.3g}", "change": "{:+.0%}"}
 fmt |= {"test_median_abs_error": "{:.1%}", "test_max_abs_error": "{:.1%}"}
 display(sens.style.format(fmt).hide(axis="index"))
@@ -321,8 +307,7 @@ display(sens.style.format(fmt).hide(axis="index"))
 # calibration replaces it.
 
 # %%
-check = calibrated.comparison(records, **fitted)
-results.save_table(out, "calibrated_check", check)
+check = t["calibrated_check"]
 display(
     check.style.format({"predicted_s": "{:.4f}", "measured_s": "{:.4f}", "error": "{:+.1%}"}).hide(
         axis="index"
@@ -340,10 +325,7 @@ display(Markdown(analysis.calibrated_text(records, check)))
 # inter-node bandwidth, for which the article gives no figure; locked clocks have no term.
 
 # %%
-ladder = worked_examples.b15_ladder(**fitted)
-results.save_table(out, "b15_ladder", ladder)
-b15_sens = worked_examples.b15_sensitivity(**fitted)
-results.save_table(out, "b15_sensitivity", b15_sens)
+ladder, b15_sens = t["b15_ladder"], t["b15_sensitivity"]
 cols = [
     "rung",
     "article_step_s",
@@ -356,7 +338,7 @@ cols = [
 fmt = {"article_step_s": "{:.1f}", "article_gain_s": "{:.1f}", "predicted_step_s": "{:.2f}"}
 fmt |= {"predicted_gain_s": "{:+.2f}", "mfu_palm": "{:.1%}"}
 display(ladder[cols].style.format(fmt, na_rep="—").hide(axis="index"))
-display(Markdown(analysis.b15_text(ladder, b15_sens, summary["published_max_abs_error"])))
+display(Markdown(analysis.b15_text(ladder, b15_sens, m["published_max_abs_error"])))
 secs = ["baseline_step_s", "dp_comm_s", "dp_comm_exposed_s"]
 display(b15_sens.style.format({**dict.fromkeys(secs, "{:.2f}"), "dp_overlap": "{:.1f}"}).hide(axis="index"))
 fig = figures.breakdown(ladder, label_col="rung", title="B15 ladder: predicted step per term", seconds=True)
@@ -369,8 +351,7 @@ plots.save_figure(fig, out, "b15_ladder")
 # the fitted A100 matmul efficiency is carried over: a reading, not a measurement.
 
 # %%
-a19 = worked_examples.a19_case(**fitted)
-results.save_table(out, "a19_case", a19)
+a19 = t["a19_case"]
 cols = [
     "attention",
     "stated_step_s",
@@ -402,11 +383,10 @@ display(Markdown(analysis.a19_text(a19)))
 # field of `Assumptions`, repeatable) puts this chapter's fit in; `--framework` names what issues
 # the DP collectives (`--shard-group` for FSDP's hybrid sharding), `--tp-comm-overlap` and
 # `--overlap-param-gather` the overlaps. A layout that
-# cannot exist or does not fit memory (by `step.memory_terms`, which finds the Llama 3 rows
+# cannot exist or does not fit memory (by `step_terms.memory_terms`, which finds the Llama 3 rows
 # above short of 80 GB, though they ran), an unknown device, or what the model does not cover
 # (context parallelism, MoE, FP8) is refused with the reason.
 
 # %%
-headline = analysis.headline_metrics(records, p, valid)
-verdicts.publish_claims(out, [], headline)  # no claim rows: the stability note compares the numbers
+verdicts.publish_claims(out, o.claims, o.metrics)  # no claim rows: the stability note compares the numbers
 display(Markdown(stability_note(out)))

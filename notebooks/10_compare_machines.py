@@ -41,9 +41,9 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from mfulab import results
-from mfulab.run.notebook import setup
 from mfulab.studies.compare import analysis
 from mfulab.studykit import plots
+from mfulab.studykit.notebook import setup
 
 out, p, records = setup("compare", params, out_dir=out_dir, from_dir=from_dir)
 display(Markdown(analysis.scope_note(records)))

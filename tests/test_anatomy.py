@@ -110,7 +110,8 @@ def test_claims_and_ladder_from_the_records(smoke):
     (b15,) = [c for c in claims.claims(records) if c.id == "B15"]
     assert b15.verdict == "inconclusive on this machine" and "out of reach" in b15.evidence
     # B2's floor decides "shown": at 0 every non-zero category is present, above 1 none is
-    high = claims.b2_claim(records, smoke_params(b2_present_share=0.99))
+    high_p = smoke_params(b2_present_share=0.99)
+    high = claims.b2_claim(records, high_p, claims.tables(records, high_p))
     assert high.verdict == "not checkable"
 
 

@@ -13,6 +13,7 @@ from mfulab.measure.timing import Comparison
 from mfulab.studies.buckets import (
     analysis,
     bench,
+    cluster_scale,
     figures,
     flags,
     grad_memory,
@@ -278,10 +279,10 @@ def test_a6_regime_and_verdict():
     regime = analysis.a6_regime(rec)
     assert regime["tensors"] == 200 and regime["reached"]
     assert regime["latency_s"] == pytest.approx(2 * 1.7e-4)
-    (row,) = analysis._a6_measured_claim(rec)
+    (row,) = analysis.a6_measured_claim(rec)
     assert row.verdict == "shown" and "4.00×" in row.evidence  # a 2-rank toy: the mechanism, shown
     # a small stack is not the claim's regime: inconclusive whatever the ratio
-    (small,) = analysis._a6_measured_claim(_records(times, layers=4, hidden=64))
+    (small,) = analysis.a6_measured_claim(_records(times, layers=4, hidden=64))
     assert small.verdict == "inconclusive on this machine" and "not the claim's regime" in small.evidence
 
 
@@ -327,7 +328,7 @@ def test_scale_heatmap_order_and_title():
     fig = figures.plot_scale_heatmap(rec)
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["llama2-7b", "llama2-70b"]  # by size
-    best = analysis.best_caps(analysis.scale_table(rec))
+    best = cluster_scale.best_caps(cluster_scale.scale_table(rec))
     assert ax.get_title() == figures.scale_title(best)
     assert "20–40 MB" in ax.get_title() and "±" not in ax.get_title()
 
@@ -399,7 +400,7 @@ def test_ties_are_named_not_a_best_cap():
     rec = _records(times)
     assert analysis.tied_fastest_caps(rec) == [1, 25]  # 1 MiB within the interval of 25 MiB
     assert analysis.caps_text([1, 25]) == "1 and 25 MiB" and analysis.caps_text([25]) == "25 MiB"
-    (row,) = analysis._a6_measured_claim(rec)
+    (row,) = analysis.a6_measured_claim(rec)
     assert "1 and 25 MiB tie" in row.measured
 
 
@@ -416,7 +417,7 @@ def test_static_graph_with_find_unused_is_bounded_by_the_search():
     assert row.baseline == "find_unused_parameters=True" and row.mechanism_bound == pytest.approx(cost.ratio)
     assert cost.ratio_hi > cost.ratio
     assert table.loc["find_unused_parameters"].speed_verdict == ""  # the search's cost: no claim
-    claims = flags.claims(rec)
+    claims = flags.b6_claims(rec, flags.flag_table(rec))
     assert [c.claim for c in claims if "find_unused" in c.claim] and not any(
         "find_unused_parameters=True costs" in c.claim for c in claims
     )

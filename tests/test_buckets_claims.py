@@ -91,7 +91,8 @@ def test_spread_is_max_minus_min_over_the_plausible_caps():
 def test_a6_spread_row_is_judged_on_the_spread():
     rec = _records({(25, "default"): [0.02, 0.02]})
     rec["params"]["scale_world_sizes"] = [1024]
-    rows = cluster_scale.claims(rec)
+    best, sens = cluster_scale.best_caps(cluster_scale.scale_table(rec)), sensitivity.sensitivity_table(rec)
+    rows = cluster_scale.a6_spread_claim(rec, best, sens) + cluster_scale.a6_sweet_spot_claim(rec, best, sens)
     spread, sweet = (c for c in rows if c.id == "A6")
     assert "5–8 points" in spread.claim and "spread" in spread.evidence and "1–400 MiB" in spread.measured
     assert "sweet spot" in sweet.claim
@@ -132,7 +133,7 @@ def test_bucket_view_row_is_judged_on_memory_not_speed():
     times = {(25, "default"): base, (25, "bucket_view"): base, (25, "static_graph"): base}
     rec = _records(times)
     rec["ddp"]["grad_memory"] = _memory(1.0)
-    rows = {c.claim: c for c in flags.claims(rec)}
+    rows = {c.claim: c for c in flags.b6_claims(rec, flags.flag_table(rec))}
     view = rows["gradient_as_bucket_view saves a gradient copy"]
     assert view.verdict == "shown" and "6.60 MB" in view.evidence and "200 storages" in view.evidence
     assert flags.flag_table(rec).set_index("flag").loc["gradient_as_bucket_view"].speed_verdict == (
@@ -149,16 +150,16 @@ def test_bucket_view_row_is_judged_on_memory_not_speed():
 def test_a6_measured_row_says_25_is_the_fastest():
     fast = 0.02 * np.ones(12)
     rec = _records({(0.0001, "default"): fast * 4, (1, "default"): fast * 1.3, (25, "default"): fast})
-    (row,) = analysis._a6_measured_claim(rec)
+    (row,) = analysis.a6_measured_claim(rec)
     assert "25 MiB (1 bucket(s) here) is the fastest cap" in row.evidence and "1.00×" not in row.evidence
 
 
 def test_scale_setting_text_names_the_algorithm():
-    from mfulab.analytic import step as step_model
+    from mfulab.analytic import rates
     from mfulab.studies.buckets import report
 
     text = report.scale_setting_text(Params())
-    a = step_model.Assumptions()
+    a = rates.Assumptions()
     # 1024 A100s in 128 nodes of 8: 2·1023 ring steps, 2·127 of them between nodes (NCCL's model)
     ring = comm.nccl_latency_s("all_reduce", 1024, 128, **a.nccl_latencies())["ring"]
     assert "faster of NCCL's ring and tree" in text and f"{ring * 1e3:.2f} ms on the ring" in text

@@ -126,7 +126,8 @@ def test_every_single_gpu_study_measures_and_concludes_on_cuda(study_id, tmp_pat
     monkeypatch.setenv("MFULAB_RESULTS_ROOT", str(tmp_path))
     records, outcome, p = _smoke_on_cuda(study_id)
     assert records["device"] == "cuda"
-    claims, metrics = outcome(records, p)
+    o = outcome(records, p)
+    claims, metrics = o.claims, o.metrics
     assert claims and isinstance(metrics, dict)
 
 
@@ -150,7 +151,7 @@ def test_calibration_and_timing_on_cuda(tmp_path):
 def test_collective_studies_measure_and_conclude_over_nccl(study_id, tmp_path, monkeypatch, tests_on_path):
     monkeypatch.setenv("MFULAB_RESULTS_ROOT", str(tmp_path))
     records, outcome, p = _smoke_on_cuda(study_id, nproc=2)
-    claims, _ = outcome(records, p)
+    claims = outcome(records, p).claims
     assert claims
 
 

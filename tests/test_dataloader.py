@@ -13,10 +13,10 @@ import torch.utils.data as tud
 from mfulab.errors import ParameterError
 from mfulab.measure import corpus as corpus_mod
 from mfulab.measure import dataformats
-from mfulab.studies.dataloader import analysis, bench, cache
+from mfulab.studies.dataloader import analysis, bench, cache, throughput
 from mfulab.studies.dataloader import checkpoint as checkpoint_mod
+from mfulab.studies.dataloader import claims as claims_mod
 from mfulab.studies.dataloader import settings as settings_mod
-from mfulab.studies.dataloader import throughput as claims_mod
 from mfulab.studies.dataloader.params import FORMATS, Params
 
 
@@ -235,7 +235,7 @@ def test_throughput_unit_is_mib_per_s(corpus):
 def test_older_records_read_mb_per_s_as_mib_per_s():
     old = {"sweep": [{"format": "jsonl", "mb_per_s": 12.5}], "cpu_count": 4}
     assert analysis.sweep_table(old).mib_per_s.tolist() == [12.5]
-    assert claims_mod.usable_cpus(old) == 4
+    assert throughput.usable_cpus(old) == 4
 
 
 def test_headline_metric_helpers():
@@ -423,19 +423,20 @@ def _records(
 
 
 def _verdicts(records):
-    return [(c.id, c.verdict) for c in claims_mod.claims(records)]
+    return [(c.id, c.verdict) for c in claims_mod.claim_rows(records)]
 
 
 def test_b11_format_verdicts_follow_the_cold_ratio_and_the_latency():
     fast = _verdicts(_records())  # tar reads 2× as fast, cold
     assert fast[:2] == [("B11", "confirmed"), ("B11", "analytic only")]  # no network file system here
-    even = claims_mod.claims(_records(json_s=(1.0, 1.02, 0.98, 1.0)))  # a tie on this disk...
+    even = claims_mod.claim_rows(_records(json_s=(1.0, 1.02, 0.98, 1.0)))  # a tie on this disk...
     assert even[0].verdict == "inconclusive on this machine"
     assert even[1].verdict == "analytic only"  # ...but 1000 opens at 1 ms each dominate, emulated:
     assert "clears 1.05× at 1 of 0, 0.1, 1 ms" in even[1].evidence
     assert "µs per file on (break-even)" in even[1].evidence
     assert (
-        "no break-even: tar's median already gains 2.00× at 0 ms" in claims_mod.claims(_records())[1].evidence
+        "no break-even: tar's median already gains 2.00× at 0 ms"
+        in claims_mod.claim_rows(_records())[1].evidence
     )
     slow = _verdicts(_records(json_s=(0.25, 0.26, 0.24, 0.25)))  # tar 4× slower, cold
     assert slow[:2] == [("B11", "refuted"), ("B11", "analytic only")]
@@ -443,32 +444,32 @@ def test_b11_format_verdicts_follow_the_cold_ratio_and_the_latency():
 
 def test_b11_latency_emulation_adds_each_opened_file():
     rec = _records(json_s=(1.0,) * 4, tar_s=(1.0,) * 4)
-    table = claims_mod.latency_sensitivity(rec)
+    table = throughput.latency_sensitivity(rec)
     assert table.per_file_latency_ms.tolist() == [0.0, 0.1, 1.0]
     assert table.json_files_epoch_s.tolist() == pytest.approx([1.0, 1.1, 2.0])
     assert table.tar_epoch_s.tolist() == pytest.approx([1.0, 1.0002, 1.002])
     assert table.tar_over_json_files.is_monotonic_increasing
     # (1e-3 + L) / (1e-3 + 0.002·L) = 1.05 per sample → L = 0.05e-3 / (1 − 0.0021)
-    assert claims_mod.break_even_latency_s(rec) == pytest.approx(0.05e-3 / (1 - 0.0021))
-    assert claims_mod.break_even_latency_s(_records()) == 0.0  # tar already gains on this disk
+    assert throughput.break_even_latency_s(rec) == pytest.approx(0.05e-3 / (1 - 0.0021))
+    assert throughput.break_even_latency_s(_records()) == 0.0  # tar already gains on this disk
 
 
 def test_b11_workers_not_checkable_without_a_core_per_worker():
-    row = [c for c in claims_mod.claims(_records(cpus=2)) if "workers" in c.claim][0]
+    row = [c for c in claims_mod.claim_rows(_records(cpus=2)) if "workers" in c.claim][0]
     assert row.verdict == "not checkable" and "may use 2" in row.evidence and "≥ 18" in row.evidence
-    assert claims_mod.workers_cpus_needed() == 18  # 17 workers (above 16) + the training process
-    row = [c for c in claims_mod.claims(_records(cpus=17, workers=(0, 8, 16))) if "workers" in c.claim][0]
+    assert throughput.workers_cpus_needed() == 18  # 17 workers (above 16) + the training process
+    row = [c for c in claims_mod.claim_rows(_records(cpus=17, workers=(0, 8, 16))) if "workers" in c.claim][0]
     assert row.verdict == "not checkable" and "may use 17" in row.evidence
-    row = [c for c in claims_mod.claims(_records(cpus=32)) if "workers" in c.claim][0]
+    row = [c for c in claims_mod.claim_rows(_records(cpus=32)) if "workers" in c.claim][0]
     assert row.verdict == "not checkable" and "num_workers=[0, 2]" in row.evidence
-    row = [c for c in claims_mod.claims(_records(cpus=32, workers=(0, 8, 32))) if "workers" in c.claim][0]
+    row = [c for c in claims_mod.claim_rows(_records(cpus=32, workers=(0, 8, 32))) if "workers" in c.claim][0]
     assert row.verdict == "not checkable"  # 32 workers have no core each on 32 CPUs
-    row = [c for c in claims_mod.claims(_records(cpus=40, workers=(0, 8, 32))) if "workers" in c.claim][0]
+    row = [c for c in claims_mod.claim_rows(_records(cpus=40, workers=(0, 8, 32))) if "workers" in c.claim][0]
     assert row.verdict == "refuted"  # 32 workers read 33/9 ≈ 3.7× as fast as 8 here
 
 
 def _settings_row(records):
-    return [c for c in claims_mod.claims(records) if c.claim == settings_mod.CLAIM][0]
+    return [c for c in claims_mod.claim_rows(records) if c.claim == settings_mod.CLAIM][0]
 
 
 def test_b11_persistent_workers_row_compares_later_epochs_first_batch():
@@ -493,24 +494,27 @@ def test_b11_persistent_workers_row_compares_later_epochs_first_batch():
 
 def test_b2_is_shown_only_with_three_categories_and_never_for_the_emulation():
     rec = _records()
-    b2 = [c for c in claims_mod.claims(rec) if c.id == "B2"]
+    b2 = [c for c in claims_mod.claim_rows(rec) if c.id == "B2"]
     assert [c.verdict for c in b2] == ["shown", "not checkable"]
     assert "by construction" in b2[1].evidence
     for run in rec["stall"]:  # no checkpoint: compute and data loading only
         for s in run["steps"]:
             s["step_s"] -= s["checkpoint_s"]
             s["checkpoint_s"] = 0.0
-    assert [c.verdict for c in claims_mod.claims(rec) if c.id == "B2"] == ["not checkable", "not checkable"]
+    assert [c.verdict for c in claims_mod.claim_rows(rec) if c.id == "B2"] == [
+        "not checkable",
+        "not checkable",
+    ]
     table = analysis.stall_table(_records())
     assert table.nonzero_categories.tolist() == [2, 3, 2]  # in-memory: no data wait; emulated: no other
     assert table.communication_share.eq(0).all()
     rec = _records()
     rec["stall"][2] = {**rec["stall"][1], "compute": "emulated compute"}  # 3 categories, still emulated
-    assert [c.verdict for c in claims_mod.claims(rec) if c.id == "B2"][1] == "not checkable"
+    assert [c.verdict for c in claims_mod.claim_rows(rec) if c.id == "B2"][1] == "not checkable"
 
 
 def _b12(records):
-    return [c for c in claims_mod.claims(records) if c.id == "B12"]
+    return [c for c in claims_mod.claim_rows(records) if c.id == "B12"]
 
 
 def test_b12_existence_row_needs_the_interval_above_one():
@@ -569,8 +573,8 @@ def test_stall_figure_legend_names_only_what_is_drawn():
 def test_without_cold_rounds_b11_keeps_its_workers_row_and_the_tables_stay_empty():
     rec = _records()
     rec["sweep"] = [r for r in rec["sweep"] if r["cache"] == "warm"]
-    assert claims_mod.latency_sensitivity(rec).empty
-    assert [c.claim for c in claims_mod.claims(rec) if c.id == "B11"] == [
+    assert throughput.latency_sensitivity(rec).empty
+    assert [c.claim for c in claims_mod.claim_rows(rec) if c.id == "B11"] == [
         "on ordinary SSDs 8–16 DataLoader workers are enough",
         settings_mod.CLAIM,
     ]
@@ -607,5 +611,6 @@ def test_a_format_whose_package_is_missing_is_left_out_with_its_reason(tmp_path,
     assert "tar" not in rec["written"]
     from mfulab.studykit.registry import REGISTRY
 
-    claims, metrics = REGISTRY["dataloader"].outcome_fn()(rec, p)  # the analysis reads what ran
+    o = REGISTRY["dataloader"].outcome_fn()(rec, p)  # the analysis reads what ran
+    claims, metrics = o.claims, o.metrics
     assert claims and isinstance(metrics, dict)

@@ -1,5 +1,6 @@
 """Fusion study: bytes model and roofline by hand, correctness gates, saved-bytes scaling."""
 
+import pandas as pd
 import pytest
 import torch
 
@@ -8,6 +9,7 @@ from mfulab.measure.gpt import naive_causal_attention
 from mfulab.studies.fusion import (
     analysis,
     bytes_model,
+    claims,
     kernels,
     layer_share,
     norm_fusion,
@@ -386,7 +388,12 @@ def _fake_ln_records(block_s: float, eager_p_s: float, compiled_p_s: float, eage
 )
 def test_a7_layer_verdict(block_s, eager_p_s, compiled_p_s, verdict):
     records = _fake_ln_records(block_s, eager_p_s, compiled_p_s)
-    measured, analytic = norm_fusion.claims_a7(records)
+    t = {
+        "ln_fusion_speedup": pd.DataFrame(norm_fusion.comparisons(records)),
+        "ln_layer_share": norm_fusion.layer_table(records),
+        "a7_article_sensitivity": norm_fusion.article_sensitivity(),
+    }
+    measured, analytic = claims.a7_claims(records, t)
     assert measured.verdict == verdict
     assert analytic.verdict == "refuted (analysis)"  # the 13B layer: far below 1.43x in every sensitivity row
 

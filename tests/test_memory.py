@@ -82,7 +82,7 @@ def test_step_peak_bytes_by_hand():
         cfg,
         micro_batch=16,
         activation_bytes_per_elem=4,
-        fused_attention=True,
+        attention="fused",
         optimizer=False,
         gradient_copies=2,
     )
@@ -93,6 +93,6 @@ def test_step_peak_bytes_by_hand():
     assert est["logits_bytes"] == 3 * 4 * 2048 * 16 * cfg.vocab_size
     assert est["weights_and_grads_bytes"] == 16 * param_count(cfg) and est["optimizer_bytes"] == 0
     with_adam = step_peak_bytes(
-        cfg, micro_batch=16, activation_bytes_per_elem=4, fused_attention=True, optimizer=True
+        cfg, micro_batch=16, activation_bytes_per_elem=4, attention="fused", optimizer=True
     )
     assert with_adam["optimizer_bytes"] == 8 * param_count(cfg)

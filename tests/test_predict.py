@@ -37,10 +37,10 @@ def _rates(**kw) -> Rates:
 def test_gemm_time_is_latency_plus_the_slower_of_math_and_traffic():
     r = _rates()
     # big square: compute-bound, 2mnk / R∞ + t₀
-    assert step.gemm_s(4096, 4096, 4096, r) == pytest.approx(5e-6 + 2 * 4096**3 / 80e12)
+    assert step_terms.gemm_s(4096, 4096, 4096, r) == pytest.approx(5e-6 + 2 * 4096**3 / 80e12)
     # k = 1 (an outer product): memory-bound, bytes (mk + kn + mn)·2 / BW + t₀
-    assert step.gemm_s(4096, 4096, 1, r) == pytest.approx(5e-6 + 2 * (4096 + 4096 + 4096**2) / 1e12)
-    assert step.gemm_s(64, 64, 64, r, count=10) == pytest.approx(
+    assert step_terms.gemm_s(4096, 4096, 1, r) == pytest.approx(5e-6 + 2 * (4096 + 4096 + 4096**2) / 1e12)
+    assert step_terms.gemm_s(64, 64, 64, r, count=10) == pytest.approx(
         5e-6 + max(10 * 2 * 64**3 / 80e12, 10 * 2 * 3 * 64**2 / 1e12)
     )
 

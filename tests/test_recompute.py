@@ -13,6 +13,7 @@ from mfulab.measure import memprobe
 from mfulab.measure.gpt import GPT
 from mfulab.studies.recompute import analysis, bench, claims, planner, sensitivity, stated
 from mfulab.studies.recompute.params import Params
+from mfulab.studykit.outcome import Outcome
 from mfulab.studykit.registry import get
 
 STUDY = get("recompute")
@@ -323,9 +324,10 @@ def _notebook_planner(p, tmp_path):
     from mfulab.studies.recompute import figures
     from mfulab.studykit import plots
 
-    cell = next(body for _, body in _cells(NOTEBOOK) if "analysis.planner_inputs" in body)
+    cell = next(body for _, body in _cells(NOTEBOOK) if 'o.tables["planner"]' in body)
     ns = {
         "p": p,
+        "o": Outcome([], {}, claims.scale_tables(p)),
         "out": tmp_path,
         "results": results,
         "plots": plots,
@@ -350,7 +352,7 @@ def test_notebook_defaults_run_the_planner(tmp_path):
     assert p == Params() and len(p.planner_cases) == 5
     plans = _notebook_planner(p, tmp_path)
     assert set(plans.case) == {c["name"] for c in p.planner_cases}
-    rows = claims.a17_claims(plans, p)
+    rows = claims.a17_claims(claims.scale_tables(p), p)
     assert len(rows) == 2 and all(r.verdict == "analytic only" for r in rows)
     assert any("article's own explanation" in r.measured and "block" in r.measured for r in rows)
 
@@ -359,7 +361,7 @@ def test_no_planner_cases_give_an_empty_table(tmp_path):
     p = Params(planner_cases=())
     plans = _notebook_planner(p, tmp_path)
     assert len(plans) == 0 and "fits" in plans.columns
-    assert claims.a17_claims(plans, p) == []
+    assert claims.a17_claims(claims.scale_tables(p), p) == []
 
 
 def test_smoke_notebook(run_cli, tmp_path):

@@ -6,6 +6,7 @@ import pytest
 
 from mfulab.analytic import flops
 from mfulab.analytic.config import TransformerConfig
+from mfulab.errors import ParameterError
 from mfulab.studies.recompute import bench, claims, freed_per_flop, stated
 
 CFG = TransformerConfig(n_layers=3, d_model=64, n_heads=4, vocab_size=128, seq_len=32, name="t3")
@@ -40,7 +41,7 @@ def test_a14_closed_forms_and_verdict():
 
 
 def test_a14_choice_depends_and_reasons_are_refuted():
-    choice, reasons = claims.a14_claims({})
+    choice, reasons = claims.a14_claims({}, claims.a14_tables({}))
     # against the core the MLP wins (19·s/16·a: 25× at s = 2048, a = 96), against the whole block
     # it loses at the ~100B layer (0.93×) and wins at the 13B (1.21×): no single verdict
     assert choice.verdict == "analytic only" and "25×" in choice.evidence
@@ -68,7 +69,7 @@ def test_a14_choice_rule_follows_both_alternatives(monkeypatch):
         (30, 0.9, "analytic only"),
     ):
         monkeypatch.setattr(freed_per_flop, "verdict_table", with_ratios(core, block))
-        assert claims.a14_claims({})[0].verdict == verdict
+        assert claims.a14_claims({}, claims.a14_tables({}))[0].verdict == verdict
 
 
 def test_b7_budget_row_separates_the_hardware_flops_ratio_from_hfu():
@@ -92,7 +93,9 @@ def test_b7_budget_row_separates_the_hardware_flops_ratio_from_hfu():
     full = analysis.budget_table(records).set_index("policy").loc["full"]
     assert full.hardware_flops_ratio == pytest.approx(1.25)
     assert full.mfu_vs_none == pytest.approx(0.8) and full.hfu_vs_none == pytest.approx(1.0)
-    row = claims.b7_claims(records)[1]
+    t = {"b7_same_batch": pd.DataFrame([analysis.b7_same_batch(records)])}
+    t["budget"] = analysis.budget_table(records)
+    row = claims.b7_claims(records, t)[1]
     assert row.verdict == "refuted" and "0.800 × 1.250 = 1.000×" in row.evidence
 
 
@@ -156,16 +159,19 @@ def test_planner_fused_attention_replaces_the_scores_by_the_logsumexp():
     lse = 4 * cfg.n_heads * cfg.seq_len * 2 / 8
 
     def layer(form, fused):
-        return memory.activation_bytes_per_layer(cfg, recompute=form, fused_attention=fused, **kw)
+        attention = "fused" if fused else "naive"
+        return memory.activation_bytes_per_layer(cfg, recompute=form, attention=attention, **kw)
 
     assert layer("none", True) == pytest.approx(table2["selective"] + lse)
     assert layer("selective", True) == table2["selective"]
     scores = table2["none"] - table2["selective"]
     assert layer("mlp", True) == pytest.approx(table2["mlp"] - scores + lse)
     assert layer("none", False) == table2["none"]
+    with pytest.raises(ParameterError, match="attention must be one of naive, fused"):
+        memory.activation_bytes_per_layer(cfg, attention="flash", **kw)
     # the planner's fused cases reach the step model's flash memory through the same function
     plan = memory.recompute_plan("mlp", cfg.n_layers)
-    st = memory.stage_activation_bytes(cfg, plan, layers=40, in_flight=1, fused_attention=True, **kw)
+    st = memory.stage_activation_bytes(cfg, plan, layers=40, in_flight=1, attention="fused", **kw)
     assert st["stored_bytes"] == pytest.approx(40 * layer("mlp", True))
 
 

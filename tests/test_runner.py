@@ -222,6 +222,13 @@ def test_if_changed_skips_an_unchanged_study(tmp_path, monkeypatch):
         runner.run("mfu", profile="smoke", overrides={"steps": 5}, results_root=tmp_path, if_changed=True)
     assert len(calls) == 1
     assert results.read_json(final / "env.json") == {"inputs": results.jsonable(expected)}
+    # results made on another CPU model (same slug, cpu-2c) are not this machine's: re-run
+    from mfulab.measure import host
+
+    monkeypatch.setattr(host, "cpu_model", lambda: "another CPU")
+    with pytest.raises(FileNotFoundError):
+        runner.run("mfu", profile="smoke", results_root=tmp_path, if_changed=True)
+    assert len(calls) == 2
 
 
 def test_native_profiler_noise_is_held_back(capfd):
@@ -290,7 +297,7 @@ def _stamps(root: Path) -> dict[str, str]:
 def test_a_one_line_change_to_the_step_model_restamps_only_its_importers(tmp_path):
     """The example of docs/architecture.md: a one-line change to ``analytic/step.py`` makes
     stale exactly the studies whose code or notebook imports it (directly or through another
-    module), and a new study makes no other study stale."""
+    module); a change to the runner makes none stale; a new study makes no other study stale."""
     shutil.copytree(
         ROOT / "lib" / "mfulab", tmp_path / "lib" / "mfulab", ignore=shutil.ignore_patterns("__pycache__")
     )
@@ -302,6 +309,10 @@ def test_a_one_line_change_to_the_step_model_restamps_only_its_importers(tmp_pat
     after = _stamps(tmp_path)
     changed = {s for s in before if before[s] != after[s]}
     assert changed == {"overlap", "recompute", "buckets", "parallelism", "predict"}
+    for runner_file in ("runner.py", "stability.py", "cli.py"):  # the runner re-runs no study
+        path = tmp_path / "lib" / "mfulab" / "run" / runner_file
+        path.write_text(path.read_text() + "\n# one line\n")
+    assert _stamps(tmp_path) == after
     studies = tmp_path / "lib" / "mfulab" / "studies"
     shutil.copytree(studies / "mfu", studies / "newstudy", ignore=shutil.ignore_patterns("__pycache__"))
     declaration = (studies / "newstudy" / "study.yaml").read_text()
@@ -312,3 +323,41 @@ def test_a_one_line_change_to_the_step_model_restamps_only_its_importers(tmp_pat
     assert "newstudy" in with_new
     # the comparison reads every study's declaration: only it takes the new study in
     assert {s: with_new[s] for s in after if s != "compare"} == {s: after[s] for s in after if s != "compare"}
+
+
+def test_time_split_adds_up_and_the_summary_names_what_went_over():
+    """``make all``'s summary: each study's set-up, measurement, analysis and rendering add up to
+    its total; a study over its declared budget is a line, not a failure; an up-to-date study
+    shows its recorded times in brackets and does not count towards this run."""
+    split = runner.time_split(
+        started=100.0,
+        notebook_ended=190.0,
+        phases={"measure_started": 110.0, "measure_ended": 170.0, "from_dir": False},
+        finished=192.0,
+    )
+    assert split == {
+        "setup": 10.0,
+        "measurement": 60.0,
+        "analysis": 20.0,
+        "rendering": 2.0,
+        "total": 92.0,
+        "measured_elsewhere": False,
+    }
+    assert runner.time_split(started=0.0, notebook_ended=5.0, phases=None, finished=6.0)["setup"] == 5.0
+    rows = [
+        {"study": "mfu", "ran": True, "profile": "cpu", "time_split_s": split, "budget_s": 60},
+        {"study": "fusion", "ran": False, "profile": "cpu", "time_split_s": split, "budget_s": 50},
+        {"study": "predict", "ran": True, "profile": "cpu", "time_split_s": split, "budget_s": 100},
+    ]
+    table = runner.course_time_table(rows)
+    assert "this run: 184 s (3.1 min) for 2 studies" in table
+    assert "over budget: mfu: 92 s, budget 60 s (cpu)" in table and "fusion: 92" not in table
+    assert "(92)" in table and "up to date" in table
+
+
+def test_every_chapter_declares_a_cpu_budget_within_ten_minutes_together():
+    from mfulab.studykit.registry import REGISTRY
+
+    budgets = {s.id: s.budget_s.get("default" if s.reads_results else "cpu") for s in REGISTRY.values()}
+    assert all(budgets.values()), budgets
+    assert sum(budgets.values()) <= 600, budgets

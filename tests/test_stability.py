@@ -1,13 +1,15 @@
 import pytest
 
+from mfulab import results
 from mfulab.errors import ParameterError
 from mfulab.run import stability
+from mfulab.studykit import stability_report
 from mfulab.studykit.verdicts import Claim
 
 
 def test_row_keys_number_repeated_ids():
     claims = [Claim(i, "c", "m", "confirmed", "e", "measured here") for i in ("A1", "B6", "B6", "B6")]
-    assert stability.row_keys(claims) == ["A1", "B6", "B6 (2)", "B6 (3)"]
+    assert stability_report.row_keys(claims) == ["A1", "B6", "B6 (2)", "B6 (3)"]
 
 
 def test_summarize_runs_finds_flips_and_drift():
@@ -27,7 +29,7 @@ def test_summarize_runs_finds_flips_and_drift():
 
 
 def test_numeric_keeps_only_finite_numbers():
-    assert stability.numeric({"a": 1, "b": "flash", "c": float("nan"), "d": True, "e": 2.5}) == {
+    assert stability_report.numeric({"a": 1, "b": "flash", "c": float("nan"), "d": True, "e": 2.5}) == {
         "a": 1.0,
         "e": 2.5,
     }
@@ -38,9 +40,9 @@ def test_describe_says_when_nothing_flipped_and_when_stale():
     report.update(
         runs=2, profile="cpu", measured_at="now", library_sha256="old", assumed_run_to_run_drift=0.05
     )
-    text = stability.describe(report, current_library="new")
+    text = stability_report.describe(report, current_library="new")
     assert "no verdict flipped" in text and "earlier library" in text
-    assert "No stability record" in stability.describe(None)
+    assert "No stability record" in stability_report.describe(None)
 
 
 def test_refuses_a_single_run_and_a_study_without_measurement():
@@ -82,16 +84,16 @@ def test_published_render_is_compared_with_the_runs(tmp_path):
     report.update(runs=2, profile="cpu", measured_at="now", library_sha256="s", assumed_run_to_run_drift=0.05)
     results.save_table(tmp_path, "claims", _claims_table(["A", "A"], ["confirmed", "refuted"]))
     results.save_metrics(tmp_path, {"x": 1.0})
-    agree = stability.describe(report, published=stability.published_outcome(tmp_path))
+    agree = stability_report.describe(report, published=stability_report.published_outcome(tmp_path))
     assert "agrees with all 2 runs in every row" in agree and "`x` 2.0%" in agree
 
     results.save_table(tmp_path, "claims", _claims_table(["A", "A"], ["confirmed", "confirmed"]))
     results.save_metrics(tmp_path, {"x": 1.5})
-    differ = stability.against_published(report, stability.published_outcome(tmp_path))
+    differ = stability_report.against_published(report, stability_report.published_outcome(tmp_path))
     assert (
         "differ from the runs' in 1 row(s): A (2)" in differ and "`x` 49.0%" in differ
     )  # (1.5 − 1.0) / 1.02
-    assert stability.published_outcome(tmp_path / "none") is None
+    assert stability_report.published_outcome(tmp_path / "none") is None
 
 
 def _claims_table(ids, verdicts):
@@ -119,3 +121,23 @@ def test_the_basis_sets_the_label():
         row("analytic only", verdicts.MEASURED)
     with pytest.raises(ValueError):
         row("confirmed", "a hunch")
+
+
+def test_keep_holds_the_last_runs_measurements(tmp_path, monkeypatch):
+    """``make stability KEEP=DIR`` copies the last fresh run's measurements, so that ``make
+    <study> FROM=DIR`` renders one of the runs stability.json describes, not a fourth one."""
+    from mfulab.studykit.outcome import Outcome
+    from mfulab.studykit.registry import Study
+
+    made = []
+
+    def fake_measure(study_id, param_file, overrides, out, results_root):
+        results.save_measurements(out, {"run": len(made)})
+        made.append(out)
+
+    monkeypatch.setattr(stability, "_measure_once", fake_measure)
+    monkeypatch.setattr(Study, "outcome_fn", lambda self: lambda r, p: Outcome([], {"run": r["run"]}))
+    keep = tmp_path / "last"
+    path = stability.run("mfu", n=3, profile="smoke", results_root=tmp_path / "results", keep=keep)
+    assert len(made) == 3 and results.load_measurements(keep) == {"run": 2}
+    assert results.read_json(path)["drift"]["run"]["values"] == [0.0, 1.0, 2.0]

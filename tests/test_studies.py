@@ -256,6 +256,26 @@ def test_analytic_imports_neither_torch_nor_pandas_at_module_level():
                 )
 
 
+def test_every_notebook_shows_the_tables_its_outcome_built():
+    """A study's notebook calls ``claims.outcome`` once, saves and shows ``outcome.tables``, and
+    builds no table of its own (``results.save_table`` only in the comparison, which reads other
+    studies' results); ``outcome`` returns an ``Outcome`` whose claims and metrics ``make
+    stability`` reads, so the verdicts shown are the ones whose stability is measured."""
+    import inspect
+
+    from mfulab.studykit.outcome import Outcome
+
+    for study in REGISTRY.values():
+        text = (ROOT / "notebooks" / study.notebook).read_text()
+        if study.reads_results:
+            continue
+        assert text.count("claims.outcome(records, p)") == 1, study.id
+        assert "o.save_tables(out)" in text and "results.save_table(" not in text, study.id
+        assert "o.tables[" in text or "= o.tables" in text, study.id
+        hint = inspect.signature(study.outcome_fn()).return_annotation
+        assert hint in (Outcome, "Outcome"), f"{study.id}: outcome returns {hint}"
+
+
 def test_every_study_declares_its_claims_entry_point():
     """The registry resolves nothing by convention: a study with a claims module declares
     ``outcome: "claims:outcome"``; one with node checks declares them; analysis never imports
@@ -267,7 +287,7 @@ def test_every_study_declares_its_claims_entry_point():
             assert callable(study.outcome_fn())
         else:
             assert study.reads_results and not study.outcome, f"{study.id} has no claims.py"
-        if (package / "checks.py").exists():
+        if (package / "node_checks.py").exists():
             assert callable(study.node_checks_fn()), study.id
         if (package / "analysis.py").exists():
             assert f"mfulab.studies.{study.id}.claims" not in _imports(

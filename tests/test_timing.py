@@ -153,3 +153,14 @@ def test_the_reference_training_step_learns_and_frees_its_gradients():
     again, _ = reference_model(cfg, attn_impl="sdpa", device="cpu")
     fresh, _ = reference_model(cfg, attn_impl="sdpa", device="cpu")
     assert all(torch.equal(a, b) for a, b in zip(again.parameters(), fresh.parameters()))  # seeded
+
+
+def test_matmul_ceiling_stops_at_a_size_whose_one_call_is_too_slow():
+    """A dtype without a fast kernel here (bf16 emulated on a CPU without AVX512_BF16 or AMX took
+    100 s for one 2048³ call) must not stall the calibration: a size whose first call exceeds
+    ``max_call_s`` is not timed, nor any larger; the smallest always is."""
+    out = timing.matmul_ceiling(sizes=(16, 32, 64), min_run_time_s=0.01, max_call_s=0.0)
+    assert [r["size"] for r in out["rows"]] == [16] and out["best_size"] == 16
+    assert out["skipped_sizes"] == [32, 64] and "32³ fp32 matmul took" in out["skipped_because"]
+    full = timing.matmul_ceiling(sizes=(16, 32), min_run_time_s=0.01, max_call_s=60.0)
+    assert [r["size"] for r in full["rows"]] == [16, 32] and full["skipped_sizes"] == []

@@ -32,6 +32,7 @@ from pathlib import Path
 MEASUREMENTS = "measurements.json"
 METRICS = "metrics.json"
 ENV = "env.json"
+PHASES = "phases.json"  # the notebook's measurement times; the runner folds them into env.json
 
 
 def _umask() -> int:

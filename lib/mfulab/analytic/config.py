@@ -68,6 +68,12 @@ def check_recompute(policy: str, supported) -> None:
         raise ParameterError(f"recompute policy must be one of {', '.join(supported)}; got {policy!r}")
 
 
+def check_attention(kernel: str) -> None:
+    """Refuse an attention kernel class outside :data:`ATTENTION_KERNELS`."""
+    if kernel not in ATTENTION_KERNELS:
+        raise ParameterError(f"attention must be one of {', '.join(ATTENTION_KERNELS)}; got {kernel!r}")
+
+
 NORM_KINDS = ("layernorm", "rmsnorm")
 
 

@@ -6,7 +6,7 @@ with each of its terms shown.
 Placement follows Megatron-LM's rank order (tensor innermost, then data, then pipeline;
 Narayanan et al. 2021 §3.3): a TP group uses the intra-node link when ``tp`` ≤ devices per
 node, a DP group when ``tp · dp`` ≤ devices per node, the pipeline when ``tp · dp · pp`` does
-(the step model's ``rates.link``). Memory is the step model's :func:`step.memory_terms`.
+(the step model's ``rates.link``). Memory is the step model's :func:`step_terms.memory_terms`.
 Every assumption is a field of ``rates.Assumptions`` (``matmul_share_of_mamf``,
 ``dp_overlap``, ``memory_margin``, ...), passed by name to :func:`plan`.
 """

@@ -34,6 +34,7 @@ from mfulab.analytic.config import (
     RECOMPUTE_PLANS,
     RECOMPUTE_TABLE2,
     TransformerConfig,
+    check_attention,
     check_recompute,
 )
 from mfulab.errors import ParameterError
@@ -57,7 +58,7 @@ def activation_bytes_per_layer(
     bytes_per_elem: float = 2,
     dropout: bool = True,
     seq_len: int | None = None,
-    fused_attention: bool = False,
+    attention: str = "naive",
 ) -> float:
     """Bytes of activations one transformer layer keeps for backward (Korthikanti Table 2).
 
@@ -69,12 +70,13 @@ def activation_bytes_per_layer(
     ``dropout=False`` drops the 1-byte masks and the separate dropout outputs (the reference
     model has no dropout). With ``bytes_per_elem=2`` and dropout this is Table 2 exactly.
 
-    ``fused_attention`` (a flash kernel, Dao et al. 2022 §3.1): the a·s²·b scores, softmax and
+    ``attention="fused"`` (a flash kernel, Dao et al. 2022 §3.1): the a·s²·b scores, softmax and
     dropout are never stored; the kernel keeps one fp32 log-sum-exp per row and head instead,
     :data:`LSE_BYTES_PER_ROW` · a·s·b/t bytes, which recomputing the attention core
     (``selective``) or the layer (``full``) frees.
     """
     check_recompute(recompute, RECOMPUTE_TABLE2)
+    check_attention(attention)
     s = cfg.seq_len if seq_len is None else seq_len
     b, h, a, t, e = micro_batch, cfg.d_model, cfg.n_heads, tp, bytes_per_elem
     _check_positive(micro_batch=b, tp=t, bytes_per_elem=e, seq_len=s)
@@ -95,7 +97,7 @@ def activation_bytes_per_layer(
     split_by_sp = (3 * e + mask) if recompute == "mlp" else (4 * e + 2 * mask)
     per_sbh = split_by_sp / (t if sequence_parallel else 1) + split_by_tp / t
     # softmax output (e), dropout mask (1) and dropout output (e), per a·s²·b, split by heads over t
-    if fused_attention:
+    if attention == "fused":
         lse_bytes = 0.0 if recompute == "selective" else LSE_BYTES_PER_ROW * a * s * b / t
         return sbh * per_sbh + lse_bytes
     per_as2b = 0.0 if recompute == "selective" else (e + (e + 1) * mask) / t
@@ -167,7 +169,7 @@ def stage_activation_bytes(
     micro_batch: int,
     tp: int = 1,
     sequence_parallel: bool = False,
-    fused_attention: bool = False,
+    attention: str = "naive",
     dropout: bool = True,
     bytes_per_elem: float = 2,
 ) -> dict:
@@ -186,7 +188,7 @@ def stage_activation_bytes(
         micro_batch=micro_batch,
         tp=tp,
         sequence_parallel=sequence_parallel,
-        fused_attention=fused_attention,
+        attention=attention,
         dropout=dropout,
         bytes_per_elem=bytes_per_elem,
     )
@@ -260,7 +262,7 @@ def memory_per_device(
     n_params: float | None = None,
     bytes_per_elem: float = 2,
     dropout: bool = True,
-    fused_attention: bool = False,
+    attention: str = "naive",
 ) -> dict:
     """Estimated bytes per device: model states + activations + output logits.
 
@@ -268,7 +270,7 @@ def memory_per_device(
     - activations: with 1F1B pipelining the first stage keeps ``pp`` micro-batches of its
       L/pp layers in flight, i.e. L layers' worth (Korthikanti Sec. 4.2.3);
       ``recompute_layers`` of them use ``recompute`` (``full`` by default, like Megatron's
-      ``--recompute-num-layers``), the rest keep everything; ``fused_attention`` as in
+      ``--recompute-num-layers``), the rest keep everything; ``attention`` as in
       :func:`activation_bytes_per_layer`;
     - logits: 4·s·b·V/t bytes for fp32 logits of the last stage (our approximation).
     """
@@ -286,7 +288,7 @@ def memory_per_device(
         sequence_parallel=sequence_parallel,
         bytes_per_elem=bytes_per_elem,
         dropout=dropout,
-        fused_attention=fused_attention,
+        attention=attention,
     )
     n_recomputed = L if recompute_layers is None and recompute != "none" else (recompute_layers or 0)
     policy = recompute if recompute != "none" else "full"
@@ -308,7 +310,7 @@ def step_peak_bytes(
     *,
     micro_batch: int,
     activation_bytes_per_elem: float,
-    fused_attention: bool,
+    attention: str,
     optimizer: bool,
     gradient_copies: int = 0,
 ) -> dict:
@@ -319,7 +321,7 @@ def step_peak_bytes(
       8 more, with ``optimizer`` (Rajbhandari et al. 2020, Sec. 3.1, with K = 8 for the
       moments of fp32 weights);
     - activations of every layer kept for backward, Korthikanti et al. 2022 Table 2 without
-      dropout at ``activation_bytes_per_elem``; with ``fused_attention`` (SDPA's flash or
+      dropout at ``activation_bytes_per_elem``; with ``attention="fused"`` (SDPA's flash or
       memory-efficient kernels) the a·s² scores are not kept (the ``selective`` count);
     - the fp32 logits, the log-softmax cross-entropy saves for its backward, and the logits'
       gradient: 3 · 4·s·b·V;
@@ -333,7 +335,7 @@ def step_peak_bytes(
     per_layer_bytes = activation_bytes_per_layer(
         cfg,
         micro_batch=micro_batch,
-        recompute="selective" if fused_attention else "none",
+        recompute="selective" if attention == "fused" else "none",
         bytes_per_elem=activation_bytes_per_elem,
         dropout=False,
     )

@@ -23,11 +23,17 @@ from pathlib import Path
 
 import numpy as np
 
+from mfulab.analytic.comm import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMS, DEEPSPEED_PREFETCH_ELEMS
 from mfulab.errors import ParameterError
 
 # the flash share of a device without a devices.yaml figure: A100's (the bottom of FlashAttention-2's
 # 50–73% of A100's peak, Dao 2023, abstract; the backward runs lower than the forward)
 FLASH_FALLBACK_SHARE = 0.5
+# The share of the device's MAMF the course's at-scale cases give a training step's GEMMs
+# (chapters 02 A4, 04's planner, 05's cluster simulator, 08's layout planner): our assumption,
+# of the order of the share chapter 09 fits on the Korthikanti et al. rows (0.81); each chapter's
+# sensitivity table varies it. ``Assumptions.matmul_share_of_mamf`` keeps 1.0, the upper bound.
+AT_SCALE_MATMUL_SHARE_OF_MAMF = 0.8
 
 
 @dataclass(frozen=True)
@@ -88,9 +94,9 @@ class Assumptions:
     # assumption: NCCL kernels take SMs and memory bandwidth from the compute they overlap)
     dp_overlap: float = 0.8
     # the frameworks' bucket sizes (comm.dp_collectives: their defaults and sources)
-    ddp_bucket_bytes: float = 25 * 2**20
-    deepspeed_bucket_elems: float = 5e8
-    deepspeed_prefetch_elems: float = 5e7
+    ddp_bucket_bytes: float = DDP_BUCKET_BYTES
+    deepspeed_bucket_elems: float = DEEPSPEED_BUCKET_ELEMS
+    deepspeed_prefetch_elems: float = DEEPSPEED_PREFETCH_ELEMS
     # with tensor-parallel communication overlap (Megatron --tp-comm-overlap, PyTorch async TP)
     # the share of the TP collectives that hides under the layer's GEMMs (our assumption)
     tp_overlap_share: float = 0.8

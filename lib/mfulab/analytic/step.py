@@ -53,15 +53,7 @@ from dataclasses import asdict, fields, replace
 from mfulab.analytic import comm, flops, memory, parallel
 from mfulab.analytic.config import ATTENTION_KERNELS, TransformerConfig
 from mfulab.analytic.rates import Assumptions, machine_rates
-from mfulab.analytic.step_terms import (
-    dp_call_s,
-    dp_group,
-    dp_terms,
-    gemm_s,
-    memory_terms,
-    pipeline_terms,
-    stage_terms,
-)
+from mfulab.analytic.step_terms import dp_group, dp_terms, memory_terms, pipeline_terms, stage_terms
 from mfulab.errors import ParameterError
 
 FRAMEWORKS = ("auto", *comm.DP_FRAMEWORKS)
@@ -80,20 +72,9 @@ TERMS = (
 )
 COMPUTE_TERMS = ("matmul_s", "attention_s", "memory_bound_s", "recompute_s")
 
-__all__ = [
-    "Assumptions",
-    "FRAMEWORKS",
-    "TERMS",
-    "check_layout",
-    "dp_call_s",
-    "dp_group",
-    "dp_terms",
-    "gemm_s",
-    "memory_terms",
-    "pipeline_terms",
-    "stage_terms",
-    "step_time",
-]
+# the step model's own names; its figures and assumptions live in ``rates`` (``Rates``,
+# ``Assumptions``) and its terms in ``step_terms``, imported from there by every caller
+__all__ = ["COMPUTE_TERMS", "DTYPES", "FRAMEWORKS", "TERMS", "check_layout", "step_time"]
 
 
 def _check_int(**values):

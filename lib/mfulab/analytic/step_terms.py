@@ -368,7 +368,7 @@ def memory_terms(
         micro_batch=layout["micro_batch"],
         tp=layout["tp"],
         sequence_parallel=layout["sequence_parallel"],
-        fused_attention=attention == "fused",
+        attention=attention,
         dropout=dropout,
         bytes_per_elem=a.bytes_per_elem,
     )

@@ -38,6 +38,7 @@ VERSION = 1
 SETTINGS = {
     "cpu": {
         "matmul_sizes": (256, 512, 1024, 2048),
+        "max_matmul_call_s": 2.0,  # a dtype this CPU emulates (bf16 without AVX512_BF16/AMX) stops there
         "llc_multiples": (4, 6, 8),
         "min_run_time_s": 0.5,
         "collective_sizes_log2": (12, 14, 16, 18, 20, 22, 24, 26),
@@ -46,6 +47,7 @@ SETTINGS = {
     },
     "gpu": {
         "matmul_sizes": (2048, 4096, 8192, 12288),
+        "max_matmul_call_s": 1.0,
         "llc_multiples": (16, 32, 64),
         "min_run_time_s": 1.0,
         "collective_sizes_log2": (14, 17, 20, 23, 26, 29),
@@ -54,6 +56,7 @@ SETTINGS = {
     },
     "smoke": {
         "matmul_sizes": (64, 128),
+        "max_matmul_call_s": 1.0,
         "bandwidth_bytes": (4 * MIB,),
         "min_run_time_s": 0.05,
         # the bandwidth is read between the two larger sizes: 16 MiB takes ~4× 256 KiB's time
@@ -184,6 +187,7 @@ def _measure_part(key: str, setting: dict, device: str, threads: int | None) -> 
             sizes=setting["matmul_sizes"],
             min_run_time_s=setting["min_run_time_s"],
             num_threads=threads,
+            max_call_s=setting.get("max_matmul_call_s"),
         )
     if kind == "bandwidth":
         llc = last_level_cache_bytes(device)
@@ -285,7 +289,8 @@ def describe(records: dict) -> str:
     ridge = ceiling["best_flops_per_s"] / bandwidth["plateau_bytes_per_s"]
     lines = [
         f"* matmul ceiling ({ceiling['dtype']}): **{si(ceiling['best_flops_per_s'], 'FLOP/s')}** at "
-        f"{ceiling['best_size']}³",
+        f"{ceiling['best_size']}³"
+        + (f" ({ceiling['skipped_because']})" if ceiling.get("skipped_because") else ""),
         f"* memory bandwidth (copy, plateau over {sizes_mib} MiB{cache}): "
         f"**{si(bandwidth['plateau_bytes_per_s'], 'B/s')}** (sizes differ by "
         f"{bandwidth['spread_between_sizes']:.0%})",

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-BENCHMARK_VERSION = {"time_fn": 1, "matmul_ceiling": 1, "memory_bandwidth": 2}
+BENCHMARK_VERSION = {"time_fn": 1, "matmul_ceiling": 2, "memory_bandwidth": 2}
 
 # Assumed relative drift of a timing ratio between two fresh runs of the same profile on the
 # same machine. Source: the headline-ratio drifts recorded by ``make stability`` on the 2-core
@@ -314,11 +314,16 @@ def matmul_ceiling(
     sizes=(256, 512, 1024),
     min_run_time_s: float = 0.3,
     num_threads: int | None = None,
+    max_call_s: float | None = None,
 ) -> dict:
     """Best achieved FLOP/s of square matmuls ``size³`` over ``sizes`` (MAMF-style ceiling).
 
-    Returns ``{"best_flops_per_s", "best_size", "dtype", "rows": [...]}``; each row has the
-    size, FLOPs (2·m·n·k), median/IQR time and achieved FLOP/s at the median.
+    Returns ``{"best_flops_per_s", "best_size", "dtype", "rows": [...], "skipped_sizes",
+    "skipped_because"}``; each row has the size, FLOPs (2·m·n·k), median/IQR time and achieved
+    FLOP/s at the median. ``max_call_s``: a size whose single (first) call takes longer is not
+    timed, nor any larger one (a dtype without a fast kernel on this device, e.g. bf16 GEMMs
+    emulated on a CPU without AVX512_BF16 or AMX, would take minutes per size); the smallest
+    size is always timed.
     """
     import torch
 
@@ -326,12 +331,25 @@ def matmul_ceiling(
     prev_tf32 = torch.backends.cuda.matmul.allow_tf32 if device == "cuda" else None
     if device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
-    rows = []
+    rows, skipped, because = [], [], ""
     try:
         for size in progress(sizes, f"matmul ceiling {dtype}"):
             a = torch.randn(size, size, device=device, dtype=torch_dt)
             b = torch.randn(size, size, device=device, dtype=torch_dt)
             flops = 2.0 * size**3
+            if max_call_s is not None and rows:
+                t0 = time.perf_counter()
+                torch.mm(a, b)
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                one_call_s = time.perf_counter() - t0
+                if one_call_s > max_call_s:
+                    skipped = [n for n in sizes if n >= size]
+                    because = (
+                        f"one {size}³ {dtype} matmul took {one_call_s:.1f} s (more than {max_call_s:g} s "
+                        f"a call): {', '.join(map(str, skipped))} not timed"
+                    )
+                    break
             t = time_fn(
                 lambda a=a, b=b: torch.mm(a, b),
                 label=f"mm{size}",
@@ -354,6 +372,8 @@ def matmul_ceiling(
         "benchmark_version": BENCHMARK_VERSION["matmul_ceiling"],
         "tf32_overrides": tf32_overrides(),  # set: an "fp32" ceiling on CUDA is TF32's
         "rows": rows,
+        "skipped_sizes": skipped,
+        "skipped_because": because,
     }
 
 

@@ -14,7 +14,7 @@ Without CUDA the CPU-side parts still run (for ``node``, a gloo rehearsal of eve
   :data:`STUDY_BUDGET_S`. ``--quick``: no profiles, three tiny runs, all within
   :data:`QUICK_DEADLINE_S`.
 - ``node``: every multi-rank study's smoke profile over NCCL (launcher and in-process ``torchrun``):
-  exit 0, every rank recorded, one writing, the group destroyed, ``studies/<id>/checks.py``.
+  exit 0, every rank recorded, one writing, the group destroyed, ``studies/<id>/node_checks.py``.
 """
 
 from __future__ import annotations

@@ -86,6 +86,11 @@ def _parser() -> argparse.ArgumentParser:
     p_stab.add_argument(
         "--results-root", help="folder holding results/<machine>/ (default: the repo's results/)"
     )
+    p_stab.add_argument(
+        "--keep",
+        metavar="DIR",
+        help="copy the last run's measurements to DIR, to render it with 'make <study> FROM=DIR'",
+    )
     p_check = sub.add_parser(
         "check", help="first run on a GPU machine (gpu) or node (node): one line per part, exit 1 on failure"
     )
@@ -215,6 +220,7 @@ def main(argv=None) -> int:
                     print(f"screenshot {path}")
         elif args.command == "stability":
             from mfulab.run import stability
+            from mfulab.studykit.stability_report import describe
 
             path = stability.run(
                 args.study,
@@ -222,8 +228,11 @@ def main(argv=None) -> int:
                 n=args.runs,
                 overrides=paths.parse_overrides(args.parameter),
                 results_root=args.results_root,
+                keep=args.keep,
             )
-            print(stability.describe(results.load_stability(path.parent)))
+            print(describe(results.load_stability(path.parent)))
+            if args.keep:
+                print(f"the last run's measurements are in {args.keep}: make {args.study} FROM={args.keep}")
             print(f"stability written to {path}")
         elif args.command == "check":
             from mfulab.run import check

@@ -62,6 +62,11 @@ def inputs(study: Study, params: dict, *, profile: str, root: Path, results_root
         "library_sha256": library_sha256(study.id),
         "torch": torch.__version__,
     }
+    if not study.reads_results:
+        # the machine's slug (cpu-2c, h200, a100-x8) names its cores or accelerators, not its CPU:
+        # two 2-core boxes with different CPUs (AVX2 vs AMX) measure differently, so results made
+        # on another CPU model are not up to date here
+        out["cpu_model"] = host.cpu_model()
     if study.data_files:  # a study's own data (e.g. published runs): a change re-runs it
         out["data_sha256"] = results.sha256_files([root / "studies" / study.id / f for f in study.data_files])
     if study.reads_results:
@@ -227,9 +232,16 @@ def run(
             progress_bar=False,
             cwd=str(root),
         )
+        notebook_ended = time.time()
+        phases_path = tmp / results.PHASES
+        phases = results.read_json(phases_path) if phases_path.exists() else None
+        phases_path.unlink(missing_ok=True)
         mark_read_only(executed, scratch=tmp, final=_shown(final, root), source=_shown(notebook, root))
         metrics_path = tmp / results.METRICS
         metrics = results.read_json(metrics_path) if metrics_path.exists() else {}
+        split = time_split(
+            started=started, notebook_ended=notebook_ended, phases=phases, finished=time.time()
+        )
         results.write_json(
             tmp / results.ENV,
             provenance.provenance(
@@ -245,6 +257,8 @@ def run(
                     "peak": metrics.get("peak"),
                     "inputs": expected,
                     "jobs": jobinfo.recorded_jobs(job_log),
+                    "time_split_s": split,
+                    "budget_s": study.budget_s.get(profile),
                 },
             ),
         )
@@ -253,23 +267,92 @@ def run(
     return final
 
 
+def time_split(*, started: float, notebook_ended: float, phases: dict | None, finished: float) -> dict:
+    """Where one study's run went, in seconds (epoch times in): ``setup`` (the kernel's start and
+    the cells before the measurement), ``measurement`` (``studykit.notebook.setup`` measuring, or
+    loading ``FROM=`` records, as it recorded in ``phases``), ``analysis`` (every cell after it:
+    the outcome, tables, figures), ``rendering`` (the executed notebook made read-only, the
+    record written) and ``total``. A notebook that recorded no phases counts as all set-up."""
+    if phases:
+        setup_s = phases["measure_started"] - started
+        measurement_s = phases["measure_ended"] - phases["measure_started"]
+        analysis_s = notebook_ended - phases["measure_ended"]
+    else:
+        setup_s, measurement_s, analysis_s = notebook_ended - started, 0.0, 0.0
+    return {
+        "setup": setup_s,
+        "measurement": measurement_s,
+        "analysis": analysis_s,
+        "rendering": finished - notebook_ended,
+        "total": finished - started,
+        "measured_elsewhere": bool(phases and phases.get("from_dir")),
+    }
+
+
+PHASE_COLUMNS = (("setup", "set-up"), ("measurement", "measure"), ("analysis", "analysis"))
+PHASE_COLUMNS += (("rendering", "render"), ("total", "total"))
+
+
+def course_time_table(rows: list[dict]) -> str:
+    """The summary ``make all`` prints: one line per study with its time split, its budget for
+    the profile it ran (``study.yaml`` ``budget_s``) and whether it went over; studies that were
+    up to date show their recorded times in brackets (not part of this run's total)."""
+    head = f"{'study':<12} {'profile':<8}" + "".join(f"{name:>9}" for _, name in PHASE_COLUMNS)
+    head += f"{'budget':>8}"
+    lines = [head, "-" * len(head)]
+    this_run, over = 0.0, []
+    for r in rows:
+        t, budget = r.get("time_split_s") or {}, r.get("budget_s")
+        cells = [f"{t[k]:.0f}" if k in t else "—" for k, _ in PHASE_COLUMNS]
+        note = ""
+        if not r["ran"]:
+            cells, note = [f"({c})" if c != "—" else c for c in cells], "  up to date"
+        else:
+            this_run += t.get("total", 0.0)
+            if budget and t.get("total", 0.0) > budget:
+                over.append(f"{r['study']}: {t['total']:.0f} s, budget {budget:.0f} s ({r['profile']})")
+                note = "  OVER"
+        line = f"{r['study']:<12} {r.get('profile') or '—':<8}" + "".join(f"{c:>9}" for c in cells)
+        lines.append(line + f"{f'{budget:.0f}' if budget else '—':>8}{note}")
+    ran = sum(r["ran"] for r in rows)
+    lines.append(f"this run: {this_run:.0f} s ({this_run / 60:.1f} min) for {ran} studies")
+    lines += [f"over budget: {o}" for o in over] or ["every study that ran stayed within its budget"]
+    return "\n".join(lines)
+
+
 def _shown(path: Path, root: Path) -> str:
     """A path as a reader of the record should see it: relative to the repository when inside it."""
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
 def run_all(*, profile: str = "auto", force: bool = False, results_root=None) -> list[Path]:
-    """Every study in course order (the comparison last); unchanged ones are skipped."""
+    """Every study in course order (the comparison last); unchanged ones are skipped. Ends with
+    :func:`course_time_table`: where each study's time went, against its budget."""
     order = sorted(REGISTRY.values(), key=lambda s: (s.reads_results, s.number))
-    return [
-        run(
+    finals, rows = [], []
+    for s in order:
+        before = time.time()
+        final = run(
             s.id,
             profile="default" if s.reads_results else profile,
             results_root=results_root,
             if_changed=not force,
         )
-        for s in order
-    ]
+        env_path = final / results.ENV
+        env = results.read_json(env_path) if env_path.exists() else {}
+        ran = env_path.exists() and env_path.stat().st_mtime >= before
+        rows.append(
+            {
+                "study": s.id,
+                "ran": ran,
+                "profile": env.get("profile"),
+                "time_split_s": env.get("time_split_s"),
+                "budget_s": s.budget_s.get(env.get("profile")),
+            }
+        )
+        finals.append(final)
+    print(course_time_table(rows), flush=True)
+    return finals
 
 
 def measure(study_id: str, *, param_file, overrides: dict | None = None, out) -> Path | None:

@@ -14,12 +14,13 @@ declared ``outcome(records, p)`` (``claims.outcome``, the function its notebook 
 
 ``STUDY=calibration`` re-measures the machine's calibration ``n`` times in scratch folders
 and reports the drift of each calibrated figure. The runner keeps ``stability.json`` when it
-re-renders a study, and the notebook shows it (:func:`describe`).
+re-renders a study, and the notebook shows it (``studykit.stability_report.describe``).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,32 +32,10 @@ import numpy as np
 from mfulab import results
 from mfulab.errors import ParameterError
 from mfulab.measure import host
+from mfulab.studykit.stability_report import numeric, row_keys
 
 STABILITY = "stability.json"
 CALIBRATION = "calibration"
-
-
-def row_keys(claims) -> list[str]:
-    """One key per claim row: the id, and ``id (2)``, ``id (3)``... for repeated ids."""
-    return numbered_ids(c.id for c in claims)
-
-
-def numbered_ids(ids) -> list[str]:
-    seen: dict[str, int] = {}
-    keys = []
-    for claim_id in ids:
-        seen[claim_id] = seen.get(claim_id, 0) + 1
-        keys.append(claim_id if seen[claim_id] == 1 else f"{claim_id} ({seen[claim_id]})")
-    return keys
-
-
-def numeric(metrics: dict) -> dict[str, float]:
-    """The headline metrics that are numbers (labels such as a kernel name are left out)."""
-    return {
-        k: float(v)
-        for k, v in metrics.items()
-        if isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v)
-    }
 
 
 def summarize_runs(runs: list[dict], declared=None) -> dict:
@@ -142,8 +121,12 @@ def run(
     n: int = 3,
     overrides: dict | None = None,
     results_root: str | Path | None = None,
+    keep: str | Path | None = None,
 ) -> Path:
-    """Re-run a study's measurement ``n`` times in fresh processes; write ``stability.json``."""
+    """Re-run a study's measurement ``n`` times in fresh processes; write ``stability.json``.
+    ``keep``: a folder that receives the last run's ``measurements.json`` and ``env.json``, so
+    that the study renders from it (``make <study> FROM=<keep>``) instead of measuring a fourth
+    time: the render is then one of the runs whose verdicts ``stability.json`` records."""
     from mfulab.measure import timing
     from mfulab.measure.procs import stop_on_signals
     from mfulab.paths import library_sha256, read_profile, repo_root
@@ -195,7 +178,11 @@ def run(
                 t0 = time.time()
                 _measure_once(study_id, param_file, overrides, out, results_root)
                 records = results.load_measurements(out)
-                claims, metrics = outcome(records, p)
+                o = outcome(records, p)
+                claims, metrics = o.claims, o.metrics
+                if keep and i == n - 1:
+                    shutil.rmtree(keep, ignore_errors=True)
+                    shutil.copytree(out, keep)
                 runs.append(
                     {
                         "verdicts": dict(zip(row_keys(claims), (c.verdict for c in claims))),
@@ -220,82 +207,3 @@ def run(
     final.mkdir(parents=True, exist_ok=True)
     results.write_json(final / STABILITY, report)
     return final / STABILITY
-
-
-def describe(
-    report: dict | None, *, current_library: str | None = None, published: dict | None = None
-) -> str:
-    """Markdown: how stable this study's verdicts and headline numbers were over fresh runs."""
-    if not report:
-        return "*No stability record yet: `make stability STUDY=<id> N=3` re-runs the measurement.*"
-    n = report["runs"]
-    flips = report["flips"]
-    lines = [
-        f"**Stability** ({n} fresh runs of the `{report['profile']}` profile, {report['measured_at']}): "
-        + (
-            f"{len(flips)} verdict(s) flipped: {', '.join(flips)}."
-            if flips
-            else "no verdict flipped."
-            if report["verdicts"]
-            else "this study decides no claim: only its numbers' drift is shown."
-        )
-    ]
-    if current_library and report.get("library_sha256") != current_library:
-        lines.append("*(recorded with an earlier library: re-run `make stability` to refresh it)*")
-    assumed = report.get("assumed_run_to_run_drift")
-    headline = [(k, v) for k, v in report["drift"].items() if v.get("declared", True)]
-    worst = sorted(headline, key=lambda kv: -kv[1]["drift"])
-    if worst:
-        shown = ", ".join(f"`{k}` {v['drift']:.1%}" for k, v in worst[:4])
-        lines.append(f"Largest drift of a headline number (max − min over median): {shown}")
-        if assumed is not None:
-            lines.append(
-                f"(comparisons assume {assumed:.0%} run-to-run drift on each side of an interval unless "
-                "their evidence names another; the calibration's numbers are read from its cache here: "
-                "their own drift is in `calibration/stability.json`)."
-            )
-    if published is not None:
-        lines.append(against_published(report, published))
-    return " ".join(lines)
-
-
-def against_published(report: dict, published: dict) -> str:
-    """This render is one more fresh run of the same profile: do its verdicts agree with every
-    stability run, row by row, and how far do its headline numbers sit from the runs' range?
-    ``published``: ``{"verdicts": {row: verdict}, "metrics": {key: number}}``."""
-    differ = []
-    for row, verdict in published["verdicts"].items():
-        runs = report["verdicts"].get(row)
-        if runs is None or any(v != verdict for v in runs):
-            differ.append(f"{row} (this render: {verdict}; runs: {', '.join(runs or ['absent'])})")
-    if differ:
-        text = f"This render's verdicts differ from the runs' in {len(differ)} row(s): " + "; ".join(differ)
-    else:
-        text = f"This render, one more fresh run, agrees with all {report['runs']} runs in every row"
-    widest = []
-    for key, rec in report["drift"].items():
-        value = published["metrics"].get(key)
-        if not rec.get("declared", True) or value is None or not np.isfinite(value):
-            continue
-        values = np.array([*rec["values"], value], dtype=float)
-        median = float(np.median(values))
-        if median:
-            widest.append((float(values.max() - values.min()) / abs(median), key))
-    if widest:
-        drift, key = max(widest)
-        text += f"; with it included, the largest headline drift is `{key}` {drift:.1%}"
-    return text + "."
-
-
-def published_outcome(out_dir) -> dict | None:
-    """The verdicts (per row key) and numeric headline metrics this render published, read
-    back from ``tables/claims.csv`` and ``metrics.json``; ``None`` before the claims exist."""
-    import pandas as pd
-
-    claims_csv = Path(out_dir) / "tables" / "claims.csv"
-    metrics_json = Path(out_dir) / results.METRICS
-    if not claims_csv.exists():
-        return None
-    df = pd.read_csv(claims_csv)
-    metrics = results.read_json(metrics_json) if metrics_json.exists() else {}
-    return {"verdicts": dict(zip(numbered_ids(df["id"]), df["verdict"])), "metrics": numeric(metrics)}

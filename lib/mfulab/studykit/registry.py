@@ -44,10 +44,13 @@ class Study:
     headline_figure: str  # figures/<name>.png that stands for the study
     metrics: tuple[Metric, ...] = ()
     measure: str = ""  # "module:function(params) -> records"; empty: nothing to measure
-    outcome: str = ""  # "claims:outcome": (records, params) -> (claims, headline metrics)
-    node_checks: str = ""  # "checks:node_problems": records -> [problem, ...] (make check-node)
+    outcome: str = ""  # "claims:outcome": (records, params) -> Outcome (tables, claims, headline metrics)
+    node_checks: str = ""  # "node_checks:node_problems": records -> [problem, ...] (make check-node)
     machine: str | None = None  # fixed results folder (the comparison), else the machine slug
     reads_results: bool = False  # its inputs include other studies' metrics.json
+    budget_s: dict = field(
+        default_factory=dict
+    )  # profile -> seconds make all may spend on it (over: reported)
     summary: str = ""  # one sentence for the course table
     claims: tuple[str, ...] = field(default=())  # claim ids its claims table decides
     data_files: tuple[str, ...] = ()  # inputs in studies/<id>/ that are not profiles (hashed as inputs)
@@ -68,9 +71,9 @@ class Study:
         return self._resolve(self.node_checks) if self.node_checks else None
 
     def outcome_fn(self):
-        """``outcome`` (``claims.outcome(records, p) -> (claims, headline metrics)``): what the
-        notebook publishes, callable without it (``make stability``); ``None`` if the study
-        declares none."""
+        """``outcome`` (``claims.outcome(records, p) -> studykit.outcome.Outcome``: the tables,
+        claims and headline metrics the notebook publishes), callable without the notebook
+        (``make stability``); ``None`` if the study declares none."""
         return self._resolve(self.outcome) if self.outcome else None
 
     @property
@@ -79,11 +82,12 @@ class Study:
 
 
 def load(package: str) -> Study:
-    """The :class:`Study` that ``studies/<package>/study.yaml`` declares."""
-    import yaml
+    """The :class:`Study` that ``studies/<package>/study.yaml`` declares (read as plain data by
+    ``paths.study_declaration``, the one reader of the file, typed here)."""
+    from mfulab.paths import study_declaration
 
     path = STUDIES_DIR / package / "study.yaml"
-    data = yaml.safe_load(path.read_text()) or {}
+    data = dict(study_declaration(package))
     if data.get("id") != package:
         raise RuntimeError(f"{path}: id must be the package name {package!r}, got {data.get('id')!r}")
     known = {f.name for f in fields(Study)} - {"params"}
@@ -96,6 +100,10 @@ def load(package: str) -> Study:
     data["metrics"] = tuple(Metric(**m) for m in data.get("metrics", ()))
     data["claims"] = tuple(data.get("claims", ()))
     data["data_files"] = tuple(data.get("data_files", ()))
+    budget = data.get("budget_s") or {}
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in budget.values()):
+        raise RuntimeError(f"{path}: budget_s must map profiles to positive seconds, got {budget!r}")
+    data["budget_s"] = dict(budget)
     params = importlib.import_module(f"{STUDIES_PACKAGE}.{package}.params").Params
     return Study(params=params, **data)
 

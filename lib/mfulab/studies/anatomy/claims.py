@@ -14,6 +14,7 @@ from mfulab.studies.anatomy.analysis import (
 )
 from mfulab.studies.anatomy.stated import B13_STATED, B15_MAINLY, B15_STATED
 from mfulab.studykit import verdicts
+from mfulab.studykit.outcome import Outcome
 from mfulab.studykit.verdicts import Claim
 
 # B2 is descriptive: the split is shown when at least this many of its four categories are present
@@ -27,9 +28,9 @@ def _param(records, p, name):
     return getattr(p, name) if p is not None else records["params"][name]
 
 
-def b2_claim(records, p) -> Claim:
+def b2_claim(records, p, t: dict) -> Claim:
     floor = _param(records, p, "b2_present_share")
-    split = b2_split(records, present_share=floor)
+    split = t["b2_split"]
     present = split[split.present]
     shares = ", ".join(f"{r.category} {r.share_of_step:.1%}" for r in split.itertuples())
     block = records["params"]["block_steps"]
@@ -47,10 +48,10 @@ def b2_claim(records, p) -> Claim:
     )
 
 
-def b15_claim(records, p) -> Claim:
+def b15_claim(records, p, t: dict) -> Claim:
     g = b15_gain_shares(records)
     share = g["comm_data_share"]
-    table = ladder_table(records).dropna(subset=["speedup"])
+    table = t["b15_ladder"].dropna(subset=["speedup"])
     steps = "; ".join(
         f"{r.rung} ×{r.speedup:.2f} [{r.speedup_lo:.2f}, {r.speedup_hi:.2f}]" for r in table.itertuples()
     )
@@ -114,11 +115,35 @@ def b13_claim(records, p) -> Claim:
     )
 
 
-def claims(records, p=None) -> list[Claim]:
-    return [b2_claim(records, p), b15_claim(records, p), b13_claim(records, p)]
+def tables(records, p=None) -> dict:
+    """Every table the chapter shows, computed once (saved as ``tables/<name>.csv``): the
+    rungs, the naive step's split per rank (B2) and the profiler's agreement with the timestamps,
+    rank 0's operator categories, the ladder (B15) and the straggler run per rank (B13)."""
+    import pandas as pd
+
+    from mfulab.measure import opprofile
+    from mfulab.studies.anatomy import analysis
+
+    job = records["job"]
+    return {
+        "rungs": pd.DataFrame(job["rungs"]),
+        "b2_split": b2_split(records, present_share=_param(records, p, "b2_present_share")),
+        "profiler_vs_timestamps": analysis.profiler_vs_timestamps(records),
+        "rank0_operator_categories": opprofile.step_table(job["ranks"][0]["profile"]),
+        "b15_ladder": ladder_table(records),
+        "b13_per_rank": analysis.straggler_table(records),
+    }
 
 
-def outcome(records, p):
-    """The claims and headline metrics the notebook publishes (also ``make stability``)."""
-    claim_list = claims(records, p)
-    return claim_list, {**headline_metrics(records, p), "claims": verdicts.records(claim_list)}
+def claims(records, p=None, t: dict | None = None) -> list[Claim]:
+    """B2, B15 and B13 from the tables ``t`` (:func:`tables` of the records when omitted)."""
+    t = tables(records, p) if t is None else t
+    return [b2_claim(records, p, t), b15_claim(records, p, t), b13_claim(records, p)]
+
+
+def outcome(records, p) -> Outcome:
+    """The tables, the claims rows and the headline metrics, each computed once; the notebook
+    shows them and ``make stability`` reads the claims and metrics."""
+    t = tables(records, p)
+    claim_list = claims(records, p, t)
+    return Outcome(claim_list, {**headline_metrics(records, p), "claims": verdicts.records(claim_list)}, t)

@@ -1,7 +1,7 @@
 """Analysis of the ``buckets`` study: DDP's layouts against the formation rules, the real
-sweep against the simulator calibrated on this machine, and the claims table (A6's measured
-row here; the simulator at cluster scale, A6's analytic rows and B8 in ``cluster_scale``; B6 in
-``flags``).
+sweep against the simulator calibrated on this machine, and A6's measured row (the simulator at
+cluster scale, A6's analytic rows and B8 are in ``cluster_scale``; B6 in ``flags``; ``claims``
+composes them).
 
 Every function reads the plain records of ``bench.measure`` (here or from another machine);
 claim verdicts are computed from the numbers. Timed comparisons use the interleaved rounds
@@ -14,9 +14,7 @@ import numpy as np
 
 from mfulab.analytic import comm
 from mfulab.measure.timing import compare_timings, summarize
-from mfulab.results import run_identity
-from mfulab.studies.buckets import cluster_scale, flags, model_error
-from mfulab.studies.buckets.cluster_scale import best_caps, scale_table
+from mfulab.studies.buckets import model_error
 from mfulab.studies.buckets.model_error import stack_param_bytes
 from mfulab.studies.buckets.simulator import DEFAULT_BUCKET_CAP_MB, form_buckets
 from mfulab.studies.buckets.stated import A6_DISASTER_RATIO, A6_REGIME
@@ -68,6 +66,24 @@ def sweep_table(records):
             }
         )
     return pd.DataFrame(rows)
+
+
+def layout_table(records):
+    """One row per bucket cap DDP ran: its bucket count, first bucket, and whether its sizes are
+    the ones the simulator's formation rules give (:func:`layout_check`)."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {
+                "run": k,
+                "buckets": len(v["actual"]),
+                "first_bucket_bytes": v["actual"][:1],
+                "matches_simulator": v["equal"],
+            }
+            for k, v in layout_check(records).items()
+        ]
+    )
 
 
 def layout_check(records) -> dict:
@@ -190,7 +206,7 @@ def a6_measured(records) -> dict | None:
     return out
 
 
-def _a6_measured_claim(records) -> list[Claim]:
+def a6_measured_claim(records) -> list[Claim]:
     m = a6_measured(records)
     if m is None:
         return []
@@ -235,43 +251,3 @@ def _a6_measured_claim(records) -> list[Claim]:
             basis=verdicts.TOY,
         )
     ]
-
-
-def claims(records) -> list[Claim]:
-    """A6 (measured per-tensor row; the simulator at scale, ``cluster_scale``: how far the cap moves
-    MFU, and the sweet spot), B8 (``cluster_scale``: simulator, 7B), B6 (``flags``)."""
-    return _a6_measured_claim(records) + cluster_scale.claims(records) + flags.claims(records)
-
-
-def headline_metrics(records, claim_list: list[Claim] | None = None) -> dict:
-    """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
-    st = sweep_table(records)
-    gpt = gpt_layout_table(records)
-    m = a6_measured(records)
-    scale_df = scale_table(records)
-    return {
-        **run_identity(records),
-        "world_size": records["ddp"]["world_size"],
-        "sweep": st.to_dict(orient="records"),
-        "best_bucket_cap_mb_real": best_real_cap(records),
-        "per_tensor_slowdown": m["per_tensor"].ratio if m else None,
-        # 25 MiB vs the fastest cap: stable where caps tie, unlike the argmax above
-        "default_cap_slowdown": m["default"].ratio if m and "default" in m else None,
-        "layouts_match_simulator": all(v["equal"] for v in layout_check(records).values())
-        and (gpt.empty or bool(gpt.matches_rules.all())),
-        "gpt_layouts": gpt.to_dict(orient="records"),
-        "gradient_gate_max_abs_diff": max(records["ddp"]["gradient_gate"].values()),
-        "allreduce_fit": {
-            k: v
-            for k, v in records["ddp"]["allreduce_fit"].items()
-            if k not in ("relative_residuals", "rows")
-        },
-        **flags.headline(records),
-        # the simulator's model error here: DDP's work per bucket beyond the calibration's α–β
-        **{
-            f"per_bucket_overhead_s_{m}": f["per_bucket_overhead_s"]
-            for m, f in model_error.fits(records).items()
-        },
-        "best_caps_at_scale": best_caps(scale_df).to_dict(orient="records"),
-        "claims": verdicts.records(claims(records) if claim_list is None else claim_list),
-    }

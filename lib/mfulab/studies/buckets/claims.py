@@ -1,13 +1,75 @@
-"""The claims of the ``buckets`` study: :func:`outcome` composes the rows the topic modules build
-and the headline metrics, once; the notebook and ``make stability`` call it."""
+"""The claims of the ``buckets`` study (A6, B8, B6): :func:`outcome` builds the tables the
+notebook shows once and composes the rows the topic modules build from them (A6's measured row
+in ``analysis``; A6's analytic rows and B8 at cluster scale in ``cluster_scale``; B6 in
+``flags``), with the headline metrics; the notebook and ``make stability`` call it."""
 
 from __future__ import annotations
 
-from mfulab.studies.buckets.analysis import claims, headline_metrics
-from mfulab.studykit.verdicts import Claim
+from mfulab.results import run_identity
+from mfulab.studies.buckets import analysis, cluster_scale, flags, grad_memory, model_error, sensitivity
+from mfulab.studykit import verdicts
+from mfulab.studykit.outcome import Outcome
 
 
-def outcome(records, p) -> tuple[list[Claim], dict]:
-    """The claims and headline metrics the notebook publishes (also ``make stability``)."""
-    claim_list = claims(records)
-    return claim_list, headline_metrics(records, claim_list)
+def tables(records) -> dict:
+    """Every table the chapter shows, computed once (saved as ``tables/<name>.csv``)."""
+    scale = cluster_scale.scale_table(records)
+    return {
+        "bucket_layouts": analysis.layout_table(records),
+        "gpt_layouts": analysis.gpt_layout_table(records),
+        "sweep": analysis.sweep_table(records),
+        "model_error": model_error.fit_table(records),
+        "flags": flags.flag_table(records),
+        "grad_memory": grad_memory.memory_table(records),
+        "scale": scale,
+        "best_caps": cluster_scale.best_caps(scale),
+        "sensitivity": sensitivity.sensitivity_table(records),
+    }
+
+
+def outcome(records, p) -> Outcome:
+    """The tables, the claims rows and the headline metrics, each computed once: A6 measured
+    here (one bucket per tensor vs the fastest cap), A6 at cluster scale (how far the cap moves
+    MFU; the sweet spot), B8 (the simulator's 7B case), B6 (the two DDP flags)."""
+    t = tables(records)
+    best, sens = t["best_caps"], t["sensitivity"]
+    claim_list = (
+        analysis.a6_measured_claim(records)
+        + cluster_scale.a6_spread_claim(records, best, sens)
+        + cluster_scale.a6_sweet_spot_claim(records, best, sens)
+        + cluster_scale.b8_claims(records, t["scale"], sens)
+        + flags.b6_claims(records, t["flags"])
+    )
+    return Outcome(claim_list, headline_metrics(records, claim_list, t), t)
+
+
+def headline_metrics(records, claim_list, t) -> dict:
+    """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
+    gpt = t["gpt_layouts"]
+    m = analysis.a6_measured(records)
+    return {
+        **run_identity(records),
+        "world_size": records["ddp"]["world_size"],
+        "sweep": t["sweep"].to_dict(orient="records"),
+        "best_bucket_cap_mb_real": analysis.best_real_cap(records),
+        "per_tensor_slowdown": m["per_tensor"].ratio if m else None,
+        # 25 MiB vs the fastest cap: stable where caps tie, unlike the argmax above
+        "default_cap_slowdown": m["default"].ratio if m and "default" in m else None,
+        "layouts_match_simulator": all(v["equal"] for v in analysis.layout_check(records).values())
+        and (gpt.empty or bool(gpt.matches_rules.all())),
+        "gpt_layouts": gpt.to_dict(orient="records"),
+        "gradient_gate_max_abs_diff": max(records["ddp"]["gradient_gate"].values()),
+        "allreduce_fit": {
+            k: v
+            for k, v in records["ddp"]["allreduce_fit"].items()
+            if k not in ("relative_residuals", "rows")
+        },
+        **flags.headline(records, t["flags"]),
+        # the simulator's model error here: DDP's work per bucket beyond the calibration's α–β
+        **{
+            f"per_bucket_overhead_s_{m}": f["per_bucket_overhead_s"]
+            for m, f in model_error.fits(records).items()
+        },
+        "best_caps_at_scale": t["best_caps"].to_dict(orient="records"),
+        "claims": verdicts.records(claim_list),
+    }

@@ -231,15 +231,3 @@ def b8_claims(records, scale, sens) -> list[Claim]:
             basis=verdicts.ANALYSIS,
         )
     ]
-
-
-def claims(records) -> list[Claim]:
-    """A6's two analytic rows and B8, from one scale table and one sensitivity table."""
-    scale = scale_table(records)
-    sens = sensitivity.sensitivity_table(records)
-    best = best_caps(scale)
-    return (
-        a6_spread_claim(records, best, sens)
-        + a6_sweet_spot_claim(records, best, sens)
-        + b8_claims(records, scale, sens)
-    )

@@ -6,7 +6,8 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from mfulab.studies.buckets import model_error
-from mfulab.studies.buckets.analysis import a6_measured, best_caps, scale_table, sweep_table
+from mfulab.studies.buckets.analysis import a6_measured, sweep_table
+from mfulab.studies.buckets.cluster_scale import best_caps, scale_table
 from mfulab.studies.buckets.sensitivity import plausible_caps_text
 from mfulab.studies.buckets.stated import A6_MFU_POINTS
 from mfulab.studykit.plots import median_iqr_ms

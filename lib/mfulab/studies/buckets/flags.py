@@ -266,13 +266,12 @@ def _memory_claim(records, r, cap: float, drift: float) -> Claim:
     )
 
 
-def claims(records) -> list[Claim]:
+def b6_claims(records, table) -> list[Claim]:
     """The measured rows (each flag and both against the default flags; static_graph with
     find_unused_parameters=True against that alone, at ``flags_bucket_cap_mb``) and the bound
-    at the article's scale (analytic)."""
+    at the article's scale (analytic). ``table``: :func:`flag_table` of the records."""
     from mfulab.measure.timing import RUN_TO_RUN_DRIFT
 
-    table = flag_table(records)
     if table.empty:
         return []
     cap = records["params"]["flags_bucket_cap_mb"]
@@ -318,9 +317,8 @@ def claims(records) -> list[Claim]:
     return out
 
 
-def headline(records) -> dict:
-    """Flat numbers for metrics.json and the stability check."""
-    table = flag_table(records)
+def headline(records, table) -> dict:
+    """Flat numbers for metrics.json and the stability check (``table``: :func:`flag_table`)."""
     out = {}
     for r in table.itertuples():
         key = r.flag.replace("+", "_and_")

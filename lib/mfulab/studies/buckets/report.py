@@ -3,7 +3,7 @@ text can disagree with the tables beside it)."""
 
 from __future__ import annotations
 
-from mfulab.analytic import comm
+from mfulab.analytic import comm, rates
 from mfulab.analytic import step as step_model
 from mfulab.analytic.config import preset
 from mfulab.studies.buckets.analysis import a6_measured, a6_regime, caps_text, tied_fastest_caps
@@ -187,7 +187,7 @@ def sensitivity_notes(sens) -> str:
     s = sensitivity_summary(sens)
     a6 = ", ".join(s["a6_changed"]) or "none"
     b8 = ", ".join(s["b8_changed"]) or "none"
-    defaults = step_model.Assumptions()
+    defaults = rates.Assumptions()
     return (
         f"* Ties: caps within {TIE_TOLERANCE:.1%} of the fastest simulated step. NCCL's latencies (base, "
         f"ring and tree steps) scaled by {' and '.join(f'{x:g}' for x in SENSITIVITY['nccl_latency_scale'])} "

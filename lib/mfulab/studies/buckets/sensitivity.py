@@ -7,7 +7,7 @@ error: the per-bucket overhead fitted to this machine's measured sweep (``model_
 
 from __future__ import annotations
 
-from mfulab.analytic import step
+from mfulab.analytic import rates
 from mfulab.analytic.config import preset
 from mfulab.analytic.flops import param_count
 from mfulab.studies.buckets import model_error
@@ -112,7 +112,7 @@ def scenarios(p: dict, overhead: dict | None = None) -> list[dict]:
         f"of MAMF, {algorithm_text(base['algorithm'])}"
     )
     out = [{"assumption": "stated", "value": stated, "setting": base, **plain}]
-    stated_latencies = step.Assumptions()
+    stated_latencies = rates.Assumptions()
     for scale in SENSITIVITY["nccl_latency_scale"]:
         setting = {**base, **{name: scale * getattr(stated_latencies, name) for name in NCCL_LATENCY_FIELDS}}
         value = f"NCCL's latencies × {scale:g} (base, ring and tree steps)"

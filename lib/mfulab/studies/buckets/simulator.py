@@ -166,7 +166,7 @@ def gpt_simulation(
     pipeline bubble, the optimizer), the backward time of the last micro-batch (the others run
     under ``no_sync``), and the DP group: its link and NCCL's per-call latency, each bucket's
     all-reduce priced by ``step_terms.dp_call_s`` (the faster of ring and tree, or the ring
-    alone with ``algorithm="ring"``). ``assumptions`` set fields of ``step.Assumptions``
+    alone with ``algorithm="ring"``). ``assumptions`` set fields of ``rates.Assumptions``
     (``matmul_share_of_mamf``, ``alpha_inter_s``, ``network_bytes_per_s``, ...).
     The finer part: DDP's buckets formed from one device's real gradient tensors
     (:func:`sharded_layout`, bf16), each ready when the backward pass has reached it (time

@@ -2,6 +2,7 @@
 is run with at scale, and the ranges its sensitivity table sweeps (article ids as in
 ``docs/claims.md``). These are inputs under test or named assumptions, not results."""
 
+from mfulab.analytic.rates import AT_SCALE_MATMUL_SHARE_OF_MAMF
 from mfulab.units import MB
 
 # A6 — article A §2.3: one all-reduce per parameter tensor ("hundreds to a thousand tensors"
@@ -44,10 +45,15 @@ B6_ARTICLE = {"preset": "llama2-7b", "grad_bytes_per_param": 4, "hbm_bytes_per_s
 # one 4096-token sequence per rank and micro-batch, and each bucket's all-reduce by the faster
 # of NCCL's ring and tree (NCCL's own choice by message size and rank count). Per-call latency
 # and link efficiency are the step model's ``Assumptions`` (NCCL's tuning model).
-SCALE_CASE = {"device": "a100", "matmul_share_of_mamf": 0.8, "micro_batch": 1, "algorithm": "best"}
+SCALE_CASE = {
+    "device": "a100",
+    "matmul_share_of_mamf": AT_SCALE_MATMUL_SHARE_OF_MAMF,
+    "micro_batch": 1,
+    "algorithm": "best",
+}
 
 # The sensitivity table: one assumption varied at a time from SCALE_CASE (each a field of
-# step.Assumptions or a layout input).
+# rates.Assumptions or a layout input).
 # - NCCL's per-call latencies (base, ring and tree steps inside and between nodes) all scaled
 #   by 0.25 and by 2 (at 1024 ranks NCCL picks the tree, so a ring step alone would test nothing);
 # - links: NVLink 3 for every rank (300 GB/s per direction, 3 µs per step: true only for ≤ 8

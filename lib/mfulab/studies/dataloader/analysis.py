@@ -9,7 +9,6 @@ Records written before the restructure carry ``mb_per_s`` (which was MiB/s) and
 from __future__ import annotations
 
 from mfulab.measure.timing import summarize
-from mfulab.results import run_identity
 from mfulab.studies.dataloader.stall import STEP, STEP_WITH_CHECKPOINT
 from mfulab.studies.dataloader.throughput import (
     CATEGORIES,
@@ -17,7 +16,6 @@ from mfulab.studies.dataloader.throughput import (
     format_comparison,
     nonzero_categories,
     step_split,
-    usable_cpus,
 )
 
 
@@ -155,20 +153,26 @@ def tar_over_json_files_cold_throughput(records) -> float | None:
     return format_comparison(records).ratio
 
 
-def headline_metrics(records) -> dict:
-    """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
-    sw = sweep_table(records)
-    rows = throughput_rows(records)
-    stall = stall_table(records).to_dict(orient="records")
-    return {
-        **run_identity(records),
-        "usable_cpus": usable_cpus(records),
-        "corpus": records["corpus"],
-        "written": records["written"],
-        "all_epochs_intact": bool(sw.intact.all()),
-        "throughput": rows,
-        "stall": stall,
-        "memmap_over_json_files_throughput": memmap_over_json_files_throughput(rows),
-        "tar_over_json_files_cold_throughput": tar_over_json_files_cold_throughput(records),
-        "worst_stall_fraction_real": worst_stall_fraction_real(stall),
-    }
+def warm_summary(sweep):
+    """Per warm setting (format, workers, persistent, pinned): the median samples/s, MiB/s and
+    time to the first batch over the epochs of :func:`sweep_table`, and how many epochs ran."""
+    return (
+        sweep[sweep.cache == "warm"]
+        .groupby(["format", "num_workers", "persistent_workers", "pin_memory"])
+        .agg(
+            samples_per_s=("samples_per_s", "median"),
+            mib_per_s=("mib_per_s", "median"),
+            first_batch_s=("first_batch_s", "median"),
+            epochs=("epoch", "count"),
+        )
+        .reset_index()
+    )
+
+
+def restart_table(sweep):
+    """Time to the first batch per warm epoch with workers, by format and persistent_workers:
+    what an epoch restart costs."""
+    restart = sweep[(sweep.cache == "warm") & (sweep.num_workers > 0)].pivot_table(
+        index=["format", "persistent_workers"], columns="epoch", values="first_batch_s"
+    )
+    return restart.reset_index()

@@ -1,15 +1,84 @@
-"""The claims of the ``dataloader`` study: B11 and B2's data part (``throughput``) and B12
-(``checkpoint``), composed once with the headline metrics by :func:`outcome`, which the notebook
-and ``make stability`` call."""
+"""The claims of the ``dataloader`` study: B11 and B2's data part (``throughput``; B11's
+persistent workers in ``settings``) and B12 (``checkpoint``). :func:`outcome` builds the tables the
+notebook shows once, composes the rows (:func:`claim_rows`) and the headline metrics; the notebook
+and ``make stability`` call it."""
 
 from __future__ import annotations
 
-from mfulab.studies.dataloader.analysis import headline_metrics
-from mfulab.studies.dataloader.throughput import claims
+import pandas as pd
+
+from mfulab.results import run_identity
+from mfulab.studies.dataloader import analysis, throughput
+from mfulab.studies.dataloader.checkpoint import b12_existence, b12_magnitude, magnitude_sensitivity
+from mfulab.studies.dataloader.settings import b11_settings
 from mfulab.studykit import verdicts
+from mfulab.studykit.outcome import Outcome
+from mfulab.studykit.verdicts import Claim
 
 
-def outcome(records, p) -> tuple[list, dict]:
-    """The claims and headline metrics the notebook publishes (also ``make stability``)."""
-    claim_list = claims(records)
-    return claim_list, {**headline_metrics(records), "claims": verdicts.records(claim_list)}
+def tables(records) -> dict[str, pd.DataFrame]:
+    """Every table the chapter shows, computed once (saved as ``tables/<name>.csv``)."""
+    sweep = analysis.sweep_table(records)
+    t = {
+        "written": analysis.written_table(records),
+        "loader_sweep": sweep,
+        "warm_summary": analysis.warm_summary(sweep),
+        "cold": analysis.cold_table(records),
+        "b11_latency_sensitivity": throughput.latency_sensitivity(records),
+        "restart": analysis.restart_table(sweep),
+        "stall": analysis.stall_table(records),
+    }
+    if "checkpoint" in records:
+        t["checkpoint"] = analysis.checkpoint_table(records)
+        t["b12_magnitude_sensitivity"] = magnitude_sensitivity(records)
+    return t
+
+
+def claim_rows(records) -> list[Claim]:
+    """B11 (format on a local disk and behind a per-file latency, when both formats ran cold;
+    worker count; persistent workers), B2's data part (real compute, and the emulated step when
+    it ran), B12 (existence and magnitude, when the checkpoint part ran)."""
+    out = []
+    fmts = records["params"]["formats"]
+    if (
+        throughput.SHARDS in fmts
+        and throughput.SMALL_FILES in fmts
+        and throughput.cold_rows(records, throughput.SHARDS)
+    ):
+        out += [throughput.b11_local(records), throughput.b11_network(records)]
+    out += [throughput.b11_workers(records), b11_settings(records)]
+    floor = records["params"].get("nonzero_share", 0.001)
+    mem = throughput.stall_runs(records, "real compute", in_memory=True)[0]
+    out.append(throughput.b2_real(records, floor, throughput.stall_runs(records, "real compute"), mem))
+    emulated = throughput.stall_runs(records, "emulated compute")
+    if emulated:
+        out.append(throughput.b2_emulated(records, floor, emulated))
+    if "checkpoint" in records:
+        out += [b12_existence(records), b12_magnitude(records)]
+    return out
+
+
+def outcome(records, p) -> Outcome:
+    """The tables, the claims rows and the headline metrics, each computed once."""
+    t = tables(records)
+    claim_list = claim_rows(records)
+    return Outcome(claim_list, headline_metrics(records, claim_list, t), t)
+
+
+def headline_metrics(records, claim_list, t) -> dict:
+    """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
+    rows = analysis.throughput_rows(records)
+    stall = t["stall"].to_dict(orient="records")
+    return {
+        **run_identity(records),
+        "usable_cpus": throughput.usable_cpus(records),
+        "corpus": records["corpus"],
+        "written": records["written"],
+        "all_epochs_intact": bool(t["loader_sweep"].intact.all()),
+        "throughput": rows,
+        "stall": stall,
+        "memmap_over_json_files_throughput": analysis.memmap_over_json_files_throughput(rows),
+        "tar_over_json_files_cold_throughput": analysis.tar_over_json_files_cold_throughput(records),
+        "worst_stall_fraction_real": analysis.worst_stall_fraction_real(stall),
+        "claims": verdicts.records(claim_list),
+    }

@@ -1,7 +1,7 @@
 """B11 and B2 (data part) rows of the ``dataloader`` study, from the plain records of ``bench.measure``:
-B11 (format on a local disk, format behind a per-file latency — analytic only —, worker count,
-persistent workers in ``settings``), B2 (data part)
-and B12 (its two rows, existence and magnitude, in ``checkpoint``). Thresholds come from the
+B11 (format on a local disk, format behind a per-file latency — analytic only —, worker count;
+persistent workers are in ``settings``) and B2 (data part); B12's two rows are in ``checkpoint``,
+and ``claims`` composes them all. Thresholds come from the
 claims' own numbers (``stated``); B11's assumption, the per-file latency of a network or
 parallel file system, is a parameter with its sources (``params``) and a sensitivity table
 (:func:`latency_sensitivity`).
@@ -17,9 +17,7 @@ bound of the added time with workers that open files concurrently.
 from __future__ import annotations
 
 from mfulab.measure.timing import Timing, compare_timings, summarize
-from mfulab.studies.dataloader.checkpoint import b12_existence, b12_magnitude
 from mfulab.studies.dataloader.params import FORMAT_RATIO_DRIFT, PER_FILE_LATENCY_S, PER_FILE_LATENCY_SWEEP_S
-from mfulab.studies.dataloader.settings import b11_settings
 from mfulab.studies.dataloader.stated import B2_STATED, B11_STATED
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
@@ -38,7 +36,7 @@ def _param(records, name, default):
 
 
 # ---------------------------------------------------------------------------- B11, format
-def _cold_rows(records, fmt: str) -> list[dict]:
+def cold_rows(records, fmt: str) -> list[dict]:
     rows = [r for r in records["sweep"] if r["cache"] == "cold" and r["format"] == fmt]
     return sorted(rows, key=lambda r: r["epoch"])
 
@@ -46,7 +44,7 @@ def _cold_rows(records, fmt: str) -> list[dict]:
 def cold_timing(records, fmt: str, latency_s: float = 0.0) -> Timing:
     """Seconds per sample of every cold round of ``fmt`` (paired by round), with
     ``latency_s`` added per file the epoch opened (the emulated network file system)."""
-    rows = _cold_rows(records, fmt)
+    rows = cold_rows(records, fmt)
     per_sample = [(r["epoch_s"] + r["files_opened"] * latency_s) / r["samples"] for r in rows]
     return summarize(per_sample, label=fmt, paired=True)
 
@@ -62,7 +60,7 @@ def format_comparison(records, latency_s: float = 0.0):
 
 
 def _opens_per_sample(records, fmt: str) -> float:
-    rows = _cold_rows(records, fmt)
+    rows = cold_rows(records, fmt)
     return summarize([r["files_opened"] / r["samples"] for r in rows]).median_s
 
 
@@ -85,7 +83,7 @@ def latency_sensitivity(records, latencies_s=None):
 
     if latencies_s is None:
         latencies_s = _param(records, "per_file_latency_sweep_s", PER_FILE_LATENCY_SWEEP_S)
-    if not (_cold_rows(records, SMALL_FILES) and _cold_rows(records, SHARDS)):
+    if not (cold_rows(records, SMALL_FILES) and cold_rows(records, SHARDS)):
         latencies_s = []  # no cold rounds of the two formats (cold: false, or a format left out)
     samples = records["corpus"]["count"]
     columns = [
@@ -123,11 +121,11 @@ def _regime(records) -> str:
     return (
         f"{corpus['count']} samples ({corpus['bytes_of_text'] / 2**20:.1f} MiB of text) as "
         f"{written[SMALL_FILES]['files']} JSON files vs {written[SHARDS]['files']} tar shards, "
-        f"num_workers=0, {len(_cold_rows(records, SHARDS))} interleaved rounds"
+        f"num_workers=0, {len(cold_rows(records, SHARDS))} interleaved rounds"
     )
 
 
-def _b11_local(records) -> Claim:
+def b11_local(records) -> Claim:
     c = format_comparison(records)
     resident = max(r["resident_after_evict"] for r in records["sweep"] if r["cache"] == "cold")
     us = {f: cold_timing(records, f).median_s * 1e6 for f in (SMALL_FILES, SHARDS)}
@@ -162,14 +160,14 @@ def _break_even_text(records, c0) -> str:
     return f"tar's median gains {gain:.2f}× from {latency_s * 1e6:.0f} µs per file on (break-even)"
 
 
-def _b11_network(records) -> Claim:
+def b11_network(records) -> Claim:
     """Analytic only: no network file system is measured; the cold epochs of this disk plus an
     assumed latency per file opened. The emulated verdict at each latency is in the evidence."""
     latency = _param(records, "per_file_latency_s", PER_FILE_LATENCY_S)
     c = format_comparison(records, latency)
     table = latency_sensitivity(records)
     survives = table[table.verdict == "confirmed"].per_file_latency_ms
-    opens = {f: _cold_rows(records, f)[0]["files_opened"] for f in (SMALL_FILES, SHARDS)}
+    opens = {f: cold_rows(records, f)[0]["files_opened"] for f in (SMALL_FILES, SHARDS)}
     return Claim(
         "B11",
         "tar shards (webdataset) instead of many small files give ≥5% throughput — "
@@ -211,7 +209,7 @@ def workers_cpus_needed(hi: int = B11_STATED["workers_enough"][1]) -> int:
     return hi + 2
 
 
-def _b11_workers(records) -> Claim:
+def b11_workers(records) -> Claim:
     """Checkable only with worker counts that each get a core beside the training process
     (``w + 1 ≤`` usable CPUs): one in 8–16 and one above 16, so at least 18 usable CPUs."""
     lo, hi = B11_STATED["workers_enough"]
@@ -288,7 +286,7 @@ def nonzero_categories(run, floor: float) -> list[str]:
     return [k for k in CATEGORIES if split[k] > floor * total]
 
 
-def _b2_real(records, floor: float, runs, mem) -> Claim:
+def b2_real(records, floor: float, runs, mem) -> Claim:
     shown = {r["format"]: nonzero_categories(r, floor) for r in runs}
     n_shown = sum(len(v) >= 3 for v in shown.values())
     worst = max(runs, key=lambda r: step_split(r)["data loading"] / sum(step_split(r).values()))
@@ -312,7 +310,7 @@ def _b2_real(records, floor: float, runs, mem) -> Claim:
     )
 
 
-def _b2_emulated(records, floor: float, runs) -> Claim:
+def b2_emulated(records, floor: float, runs) -> Claim:
     worst = max(runs, key=lambda r: step_split(r)["data loading"] / sum(step_split(r).values()))
     split = step_split(worst)
     counts = sorted({len(nonzero_categories(r, floor)) for r in runs})
@@ -331,27 +329,9 @@ def _b2_emulated(records, floor: float, runs) -> Claim:
     )
 
 
-# ---------------------------------------------------------------------------- all claims
 def stall_runs(records, compute: str, *, in_memory: bool = False) -> list[dict]:
     """The stall runs of one compute mode: those with a loader, or (``in_memory``) the one
     with batches pre-loaded in memory."""
     return [
         r for r in records["stall"] if r["compute"] == compute and (r["format"] == "in-memory") == in_memory
     ]
-
-
-def claims(records) -> list[Claim]:
-    out = []
-    fmts = records["params"]["formats"]
-    if SHARDS in fmts and SMALL_FILES in fmts and _cold_rows(records, SHARDS):
-        out += [_b11_local(records), _b11_network(records)]
-    out += [_b11_workers(records), b11_settings(records)]
-    floor = _param(records, "nonzero_share", 0.001)
-    mem = stall_runs(records, "real compute", in_memory=True)[0]
-    out.append(_b2_real(records, floor, stall_runs(records, "real compute"), mem))
-    emulated = stall_runs(records, "emulated compute")
-    if emulated:
-        out.append(_b2_emulated(records, floor, emulated))
-    if "checkpoint" in records:
-        out += [b12_existence(records), b12_magnitude(records)]
-    return out

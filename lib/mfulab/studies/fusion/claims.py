@@ -1,12 +1,314 @@
-"""The claims of the ``fusion`` study: :func:`outcome` composes the rows the topic modules build
-and the headline metrics, once; the notebook and ``make stability`` call it."""
+"""The claims of the ``fusion`` study (A7, A8, B3, B4, B5): :func:`outcome` builds the tables
+the notebook shows once, composes each claims row from them, and the headline metrics; the
+notebook and ``make stability`` call it.
+
+Every row is decided from the numbers of the tables, with the thresholds in ``stated``; the
+rule behind each is stated once in the chapter's text.
+"""
 
 from __future__ import annotations
 
-from mfulab.studies.fusion.analysis import claims, headline_metrics
+import pandas as pd
+
+from mfulab.results import run_identity
+from mfulab.studies.fusion import analysis, ln_at_scale, norm_fusion, sdpa_rules
+from mfulab.studies.fusion.stated import (
+    A7_ARTICLE_DEVICE,
+    A7_ARTICLE_DTYPE,
+    A7_ARTICLE_PRESET,
+    A7_ASSUMED_BANDWIDTH_EFFICIENCY,
+    A7_ASSUMED_MATMUL_EFFICIENCY,
+    A7_LAYER_SPEEDUP,
+    A7_STATED_TIME_REDUCTION,
+    A8_STATED,
+    B5_STATED_SPEEDUP,
+)
+from mfulab.studykit import verdicts
+from mfulab.studykit.outcome import Outcome
 from mfulab.studykit.verdicts import Claim
 
 
-def outcome(records, p) -> tuple[list[Claim], dict]:
-    """The claims and headline metrics the notebook publishes (also ``make stability``)."""
-    return claims(records), headline_metrics(records)
+def tables(records) -> dict[str, pd.DataFrame]:
+    """Every table the chapter shows, computed once from the records (saved as
+    ``tables/<name>.csv``)."""
+    a8 = analysis.a8_article_scale()
+    return {
+        "roofline_points": analysis.roofline_points(records),
+        "ln_fusion": norm_fusion.ln_table(records),
+        "ln_fusion_speedup": pd.DataFrame(norm_fusion.comparisons(records)),
+        "ln_dropout_rng": norm_fusion.rng_table(records),
+        "ln_layer_share": norm_fusion.layer_table(records),
+        "a7_article_sensitivity": norm_fusion.article_sensitivity(),
+        "attention": analysis.attention_table(records),
+        "attention_slopes": pd.Series(analysis.attention_slopes(records), name="log-log slope")
+        .rename_axis("quantity")
+        .reset_index(),
+        "sdpa_dispatch": analysis.sdpa_cases_table(records),
+        "sdpa_flash_rules": sdpa_rules.rules_table(),
+        "a8_article_scale": pd.DataFrame({"quantity": list(a8), "value": list(a8.values())}),
+        "a8_article_sensitivity": ln_at_scale.sensitivity(),
+        "model_compile": analysis.compile_table(records),
+        "matmul_dtypes": analysis.dtype_table(records),
+    }
+
+
+def _slopes(t) -> dict:
+    return dict(zip(t["attention_slopes"].quantity, t["attention_slopes"]["log-log slope"]))
+
+
+def a7_claims(records, t) -> list[Claim]:
+    """Two rows about the layer: measured here (Amdahl with the share of a layer timed in the
+    same rounds) and analytic for the article's 13B layer."""
+    ln = records["ln"]
+    q = ln["dropout_p"]
+    comps = {
+        (c.shape, c.dropout_p): c._asdict()
+        for c in t["ln_fusion_speedup"].itertuples(index=False)
+        if "compiled" in c.candidate
+    }
+    sub, dram = comps.get(("layer", q)), comps.get(("dram", 0.0))
+    lt = t["ln_layer_share"]
+    claim = (
+        "fusing LayerNorm + residual + dropout into one kernel makes one layer's forward "
+        f"≈{A7_STATED_TIME_REDUCTION:.0%} faster (≥ {A7_LAYER_SPEEDUP:.2f}×)"
+    )
+    worst = lt.loc[lt.ceiling_hi.idxmax()]
+    here = lt.iloc[0]
+    if here.layer_speedup_lo >= A7_LAYER_SPEEDUP:
+        verdict = "confirmed"
+    elif worst.ceiling_hi < A7_LAYER_SPEEDUP:
+        verdict = "refuted"
+    else:
+        verdict = "inconclusive on this machine"
+    sub_text = "; ".join(
+        f"sub-block compiled vs eager {what}: {c['ratio']:.2f}× [{c['ratio_lo']:.2f}, {c['ratio_hi']:.2f}]"
+        for what, c in ((f"at p = {q:g}", sub), ("in DRAM at p = 0", dram))
+        if c
+    )
+    rows = [
+        Claim(
+            "A7",
+            claim,
+            f"one GPT layer's forward ([{ln['layer']['batch']}, {ln['layer']['seq_len']}, {ln['hidden']}], "
+            f"{ln['dtype']}) and the sub-block timed interleaved on this machine; Amdahl",
+            verdict,
+            f"sub-block share of the layer {here.sub_block_share:.0%} "
+            f"({lt.sub_block_share.iloc[-1]:.0%} at DRAM speed); layer {here.layer_speedup:.2f}× "
+            f"[{here.layer_speedup_lo:.2f}, {here.layer_speedup_hi:.2f}] with the compiled sub-block; "
+            f"even a free sub-block: ≤ {worst.ceiling_hi:.2f}× "
+            f"(needs a share ≥ {here.share_needed_for_claim:.0%}); " + sub_text,
+            basis=verdicts.TOY,
+        )
+    ]
+    sens = t["a7_article_sensitivity"]
+    central = sens.iloc[0]
+    survives = bool(sens.below_claim.all())
+    rows.append(
+        Claim(
+            "A7",
+            claim + " — the article's 13B layer",
+            f"Amdahl with bytes / bandwidth vs FLOPs / peak: {A7_ARTICLE_PRESET} on "
+            f"{A7_ARTICLE_DEVICE} datasheet, {A7_ARTICLE_DTYPE}, matmul efficiency "
+            f"{A7_ASSUMED_MATMUL_EFFICIENCY:.0%} and bandwidth efficiency "
+            f"{A7_ASSUMED_BANDWIDTH_EFFICIENCY:.0%} (assumed)",
+            "refuted" if survives else "analytic only",
+            f"sub-block share {central.sub_block_share:.1%}: layer ≤ {central.layer_speedup:.3f}× "
+            f"(bytes-model fusion), ≤ {central.layer_speedup_ceiling:.3f}× with a free sub-block; "
+            f"over the sensitivity table ≤ {sens.layer_speedup_ceiling.max():.2f}×; the claim would need "
+            f"eager kernels at ≤ {central.break_even_bandwidth_efficiency:.0%} of the datasheet bandwidth"
+            + ("" if survives else "; some assumptions in the table reach the claim"),
+            basis=verdicts.ANALYSIS,
+        )
+    )
+    return rows
+
+
+def a8_claims(t) -> list[Claim]:
+    slopes = _slopes(t)
+    if "naive_saved_bytes_slope" not in slopes or "sdpa_saved_bytes_slope" not in slopes:
+        return []
+    ok = slopes["naive_saved_bytes_slope"] > 1.7 and slopes["sdpa_saved_bytes_slope"] < 1.3
+    a8 = dict(zip(t["a8_article_scale"].quantity, t["a8_article_scale"].value))
+    sens = t["a8_article_sensitivity"]
+    memory_cut, step_cut = A8_STATED["activation_reduction"], A8_STATED["step_time_reduction"]
+    return [
+        Claim(
+            "A8",
+            "fused (flash) attention turns activation memory O(n²) into O(n)",
+            "exact bytes saved for backward vs sequence length, naive vs SDPA (log-log slope)",
+            verdicts.verdict_from_agreement(ok),
+            f"slopes: naive {slopes['naive_saved_bytes_slope']:.2f}, SDPA "
+            f"{slopes['sdpa_saved_bytes_slope']:.2f} "
+            f"(thresholds > 1.7 and < 1.3)",
+            basis=verdicts.CONSTRUCTION,
+        ),
+        Claim(
+            "A8",
+            f"7B, seq 4096, batch 16: activation memory −{memory_cut:.0%}, step time −{step_cut:.0%}",
+            "Korthikanti Table 2 with and without the a·s² terms, over the readings of the unstated "
+            "setup (sensitivity table); attention share of FLOPs",
+            "analytic only",
+            f"activations per layer −{a8['activation_reduction']:.0%} by Table 2 as printed; "
+            f"over the readings of the sensitivity table ({ln_at_scale.sensitivity_sentence(sens)}): "
+            + (
+                f"never a smaller cut than the stated −{memory_cut:.0%}"
+                if sens.reduction.min() >= memory_cut
+                else f"some readings give less than the stated −{memory_cut:.0%}"
+            )
+            + "; which reading applies depends on the article's unstated setup. "
+            f"The −{step_cut:.0%} step time cannot be derived from memory alone: it needs naive attention "
+            f"(its matmuls {a8['attention_flops_share_palm']:.0%} of the model FLOPs at this length, plus "
+            f"its memory-bound softmax and masking over a·s² elements) to take ≥ {step_cut:.0%} of the step",
+            basis=verdicts.ANALYSIS,
+        ),
+    ]
+
+
+def b4_claim(t) -> Claim:
+    dt = t["matmul_dtypes"].set_index("dtype")
+    claim = "TF32 doubles matmul throughput on A100-class GPUs"
+    sheet_ratio = dt.loc["A100 datasheet tf32 / fp32", "vs_fp32"]
+    if "tf32" in dt.index:
+        ratio = dt.loc["tf32", "vs_fp32"]
+        return Claim(
+            "B4",
+            claim,
+            "matmul ceiling tf32 vs fp32 on this GPU",
+            verdicts.verdict_from_agreement(ratio >= 1.8),
+            f"tf32/fp32 = {ratio:.2f}×; bf16/fp32 = {dt.loc['bf16', 'vs_fp32']:.2f}×; "
+            f"A100 datasheet tf32/fp32 = {sheet_ratio:.0f}×",
+            basis=verdicts.MEASURED,
+        )
+    return Claim(
+        "B4",
+        claim,
+        "matmul ceilings on this CPU; TF32 exists only on NVIDIA tensor cores",
+        "not checkable",
+        "no TF32 on a CPU, so the claim's quantity does not exist here; "
+        + (
+            f"bf16/fp32 here = {dt.loc['bf16', 'vs_fp32']:.2f}×; "
+            if "bf16" in dt.index
+            else "bf16 is emulated on this CPU (not swept); "
+        )
+        + f"the A100 datasheet gives tf32/fp32 = {sheet_ratio:.0f}× (dense), more than double",
+        basis=verdicts.MEASURED,
+    )
+
+
+def b5_claims(records, t) -> list[Claim]:
+    """Measured on every device; a verdict only on CUDA: the claim is about an 8B model's step
+    on GPUs, and a CPU's small model is not its regime (never refuted or confirmed by it)."""
+    ct = t["model_compile"].set_index("variant")
+    if "compiled (default)" not in ct.index:
+        return []
+    r = ct.loc["compiled (default)"]
+    breaks = "no graph break" if int(r.graphs_compiled) == 1 else f"{int(r.graphs_compiled)} graphs"
+    gain = f"{breaks}; {analysis.compile_first_call(r)}"
+    if "compiled, graph break per block" in ct.index:
+        g = ct.loc["compiled, graph break per block"]
+        gain += (
+            f"; with a forced break in every block ({int(g.breaks_taken_per_step)} taken per step, "
+            f"{int(g.graphs_compiled)} graphs) {g.speedup_vs_eager:.2f}× "
+            f"[{g.speedup_lo:.2f}, {g.speedup_hi:.2f}]"
+        )
+    recompiled = records["compile"].get("recompiled_during_timing")
+    if recompiled:
+        gain += f"; {recompiled} graph(s) recompiled during the timed rounds"
+    comp = records["compile"]
+    on_gpu = records["device"] == "cuda"
+    verdict = (
+        verdicts.verdict_from_interval(r.speedup_lo, r.speedup_hi, threshold=B5_STATED_SPEEDUP[0])
+        if on_gpu
+        else "inconclusive on this machine"
+    )
+    why = "" if on_gpu else "; the claim's regime is an 8B model's step on GPUs, not a small model on a CPU"
+    return [
+        Claim(
+            "B5",
+            "torch.compile cuts step time by 8–12%; graph breaks erase the gain",
+            f"training step of {comp['preset']} (seq {comp['seq_len']}, micro-batch {comp['micro_batch']}), "
+            f"eager vs compiled, {int(r.n)} interleaved rounds",
+            verdict,
+            f"speed-up {r.speedup_vs_eager:.2f}× [{r.speedup_lo:.2f}, {r.speedup_hi:.2f}] "
+            f"(threshold {B5_STATED_SPEEDUP[0]:.2f}×); {gain}{why}",
+            basis=verdicts.TOY,
+        )
+    ]
+
+
+def b3_claims(records) -> list[Claim]:
+    """Row 1: the kernel SDPA picked on this device (a fact of this device). Row 2 on a CPU:
+    what CUDA would pick cannot be observed here; PyTorch's rules say when flash is not eligible."""
+    att = records["attention"]
+    backend = att["backend"]
+    fused = backend is not None and any(k in backend for k in ("flash", "efficient", "cudnn"))
+    where = "this GPU" if records["device"] == "cuda" else "this CPU"
+    cases = "; ".join(f"{c['case']}: {c['backend'].split(' (')[0]}" for c in att.get("dispatch_cases", []))
+    rows = [
+        Claim(
+            "B3",
+            f"scaled_dot_product_attention picks a flash / memory-efficient kernel by itself (on {where})",
+            f"the aten kernel SDPA dispatched to on {where} ({att['dtype']}, causal, no mask tensor) and for "
+            "inputs that change the choice",
+            verdicts.verdict_from_agreement(fused),
+            f"dispatched to {backend}" + (f"; {cases}" if cases else ""),
+            basis=verdicts.CONSTRUCTION,
+        )
+    ]
+    if records["device"] != "cuda":
+        reasons = analysis.cuda_flash_reasons(records)
+        rows.append(
+            Claim(
+                "B3",
+                "… and on CUDA GPUs (the claim's hardware)",
+                "PyTorch's CUDA flash eligibility rules (sdp_utils.cpp) applied to this run's inputs "
+                "on an A100",
+                "not checkable",
+                "a CPU cannot show CUDA's dispatch; flash is not eligible for fp32 inputs, an explicit "
+                f"attn_mask, head dims that differ or exceed {sdpa_rules.FLASH_MAX_HEAD_DIM}, GPUs before "
+                "sm80, is_causal with unequal lengths, some head dims in training on sm86/89; this run's "
+                "inputs on an A100: "
+                + ("; ".join(reasons) + " → memory-efficient or math" if reasons else "eligible"),
+                basis=verdicts.CONSTRUCTION,
+            )
+        )
+    return rows
+
+
+def outcome(records, p) -> Outcome:
+    """The tables, the claims rows (A7, A8, B3, B4, B5) and the headline metrics, each computed
+    once; the notebook shows them and ``make stability`` reads the claims and metrics."""
+    t = tables(records)
+    claim_list = a7_claims(records, t) + a8_claims(t) + b3_claims(records)
+    claim_list += [b4_claim(t), *b5_claims(records, t)]
+    return Outcome(claim_list, headline_metrics(records, t, claim_list), t)
+
+
+def headline_metrics(records, t, claim_list) -> dict:
+    """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
+    slopes = _slopes(t)
+    compiled = t["ln_fusion_speedup"][t["ln_fusion_speedup"].candidate.str.contains("compiled")]
+    largest_p = compiled.loc[compiled.dropout_p.idxmax()] if len(compiled) else None
+    layer = t["ln_layer_share"]
+    return {
+        **run_identity(records, "dtype"),
+        "matmul_ceiling_flops_per_s": records["ceiling"]["best_flops_per_s"],
+        "memory_bandwidth_bytes_per_s": records["bandwidth"]["plateau_bytes_per_s"],
+        "ln_fusion": t["ln_fusion_speedup"].to_dict(orient="records"),
+        "ln_rows": t["ln_fusion"].to_dict(orient="records"),
+        "ln_working_set_bytes": records["ln"]["working_set_bytes"],
+        "ln_fusion_speedup_largest_p": float(largest_p.ratio) if largest_p is not None else None,
+        "ln_layer_share": float(layer.sub_block_share.iloc[0]),  # the same row, so that
+        "ln_layer_speedup_ceiling": float(layer.ceiling.iloc[0]),  # ceiling = 1/(1 − share)
+        "ln_article_layer_speedup_ceiling": float(t["a7_article_sensitivity"].layer_speedup_ceiling.iloc[0]),
+        "triton_skipped": records["ln"]["triton_skipped"],
+        "sdpa_backend": records["attention"]["backend"],
+        "attention_slopes": slopes,
+        "attention_skipped": records["attention"]["skipped"],
+        "naive_attention_saved_bytes_slope": slopes.get("naive_saved_bytes_slope"),
+        "sdpa_saved_bytes_slope": slopes.get("sdpa_saved_bytes_slope"),
+        "compile": t["model_compile"].to_dict(orient="records"),
+        "matmul_dtypes": t["matmul_dtypes"].to_dict(orient="records"),
+        "a8_article_scale": dict(zip(t["a8_article_scale"].quantity, t["a8_article_scale"].value)),
+        "claims": verdicts.records(claim_list),
+    }

@@ -20,10 +20,7 @@ from mfulab.studies.fusion.stated import (
     A7_ASSUMED_MATMUL_EFFICIENCY,
     A7_LAYER_SPEEDUP,
     A7_SENSITIVITY,
-    A7_STATED_TIME_REDUCTION,
 )
-from mfulab.studykit import verdicts
-from mfulab.studykit.verdicts import Claim
 
 EAGER_PASSES_SOURCE = (
     "ATen on CPU: add reads x, a and writes h (3 passes); layer_norm reads h and writes y (2), its "
@@ -352,66 +349,3 @@ def summary(records) -> str:
         f"of one layer's forward here, so even a free one would make the layer at most "
         f"{lt.ceiling_hi.max():.2f}× faster; the claim needs {A7_LAYER_SPEEDUP:.2f}×."
     )
-
-
-def claims_a7(records) -> list[Claim]:
-    """Two rows about the layer: measured here (Amdahl with the share of a layer timed in the
-    same rounds) and analytic for the article's 13B layer."""
-    ln = records["ln"]
-    q = ln["dropout_p"]
-    comps = {(c["shape"], c["dropout_p"]): c for c in comparisons(records) if "compiled" in c["candidate"]}
-    sub, dram = comps.get(("layer", q)), comps.get(("dram", 0.0))
-    lt = layer_table(records)
-    claim = (
-        "fusing LayerNorm + residual + dropout into one kernel makes one layer's forward "
-        f"≈{A7_STATED_TIME_REDUCTION:.0%} faster (≥ {A7_LAYER_SPEEDUP:.2f}×)"
-    )
-    worst = lt.loc[lt.ceiling_hi.idxmax()]
-    here = lt.iloc[0]
-    if here.layer_speedup_lo >= A7_LAYER_SPEEDUP:
-        verdict = "confirmed"
-    elif worst.ceiling_hi < A7_LAYER_SPEEDUP:
-        verdict = "refuted"
-    else:
-        verdict = "inconclusive on this machine"
-    sub_text = "; ".join(
-        f"sub-block compiled vs eager {what}: {c['ratio']:.2f}× [{c['ratio_lo']:.2f}, {c['ratio_hi']:.2f}]"
-        for what, c in ((f"at p = {q:g}", sub), ("in DRAM at p = 0", dram))
-        if c
-    )
-    rows = [
-        Claim(
-            "A7",
-            claim,
-            f"one GPT layer's forward ([{ln['layer']['batch']}, {ln['layer']['seq_len']}, {ln['hidden']}], "
-            f"{ln['dtype']}) and the sub-block timed interleaved on this machine; Amdahl",
-            verdict,
-            f"sub-block share of the layer {here.sub_block_share:.0%} "
-            f"({lt.sub_block_share.iloc[-1]:.0%} at DRAM speed); layer {here.layer_speedup:.2f}× "
-            f"[{here.layer_speedup_lo:.2f}, {here.layer_speedup_hi:.2f}] with the compiled sub-block; "
-            f"even a free sub-block: ≤ {worst.ceiling_hi:.2f}× "
-            f"(needs a share ≥ {here.share_needed_for_claim:.0%}); " + sub_text,
-            basis=verdicts.TOY,
-        )
-    ]
-    sens = article_sensitivity()
-    central = sens.iloc[0]
-    survives = bool(sens.below_claim.all())
-    rows.append(
-        Claim(
-            "A7",
-            claim + " — the article's 13B layer",
-            f"Amdahl with bytes / bandwidth vs FLOPs / peak: {A7_ARTICLE_PRESET} on "
-            f"{A7_ARTICLE_DEVICE} datasheet, {A7_ARTICLE_DTYPE}, matmul efficiency "
-            f"{A7_ASSUMED_MATMUL_EFFICIENCY:.0%} and bandwidth efficiency "
-            f"{A7_ASSUMED_BANDWIDTH_EFFICIENCY:.0%} (assumed)",
-            "refuted" if survives else "analytic only",
-            f"sub-block share {central.sub_block_share:.1%}: layer ≤ {central.layer_speedup:.3f}× "
-            f"(bytes-model fusion), ≤ {central.layer_speedup_ceiling:.3f}× with a free sub-block; "
-            f"over the sensitivity table ≤ {sens.layer_speedup_ceiling.max():.2f}×; the claim would need "
-            f"eager kernels at ≤ {central.break_even_bandwidth_efficiency:.0%} of the datasheet bandwidth"
-            + ("" if survives else "; some assumptions in the table reach the claim"),
-            basis=verdicts.ANALYSIS,
-        )
-    )
-    return rows

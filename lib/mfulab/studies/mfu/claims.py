@@ -4,6 +4,10 @@ with the threshold each claim's own words give."""
 
 from __future__ import annotations
 
+import pandas as pd
+
+from mfulab.measure import opprofile
+from mfulab.studies.mfu import analysis, article_arithmetic, operator_split, time_split
 from mfulab.studies.mfu.analysis import headline_metrics
 from mfulab.studies.mfu.article_arithmetic import (
     B1_ABOUT_ROUNDING_S,
@@ -18,6 +22,7 @@ from mfulab.studies.mfu.params import Params
 from mfulab.studies.mfu.stated import A19_STATED, B1_STATED
 from mfulab.studies.mfu.time_split import b2_split, b2_verdict
 from mfulab.studykit import verdicts
+from mfulab.studykit.outcome import Outcome
 from mfulab.studykit.verdicts import Claim
 
 # an MFU stated in whole percent matches our recomputation when within half a point (its rounding)
@@ -42,9 +47,10 @@ def b15_net_gain_s() -> float:
     return float(b15_table().gain_s.sum())
 
 
-def claims(records: dict | None, p: Params | None = None) -> list[Claim]:
+def claims(records: dict | None, p: Params | None = None, split=None) -> list[Claim]:
     """The claims table of this study (A19, B1, B2, B15 under two readings, A1), verdicts
-    computed from numbers; ``p`` holds B2's floor (the defaults when omitted)."""
+    computed from numbers; ``p`` holds B2's floor (the defaults when omitted); ``split`` is
+    ``time_split.b2_split`` of the records when the caller has it already."""
     out = []
     a = a19_check()
     s = A19_STATED
@@ -116,7 +122,7 @@ def claims(records: dict | None, p: Params | None = None) -> list[Claim]:
 
     if records is not None:
         p = p or Params()
-        split = b2_split(records, present_share=p.b2_present_share)
+        split = b2_split(records, present_share=p.b2_present_share) if split is None else split
         present = split[split.present]
         shares = ", ".join(f"{r.category} {r.share_of_wall:.2%}" for r in split.itertuples())
         verdict = b2_verdict(len(present))
@@ -177,7 +183,41 @@ def claims(records: dict | None, p: Params | None = None) -> list[Claim]:
     return out
 
 
-def outcome(records, p) -> tuple[list[Claim], dict]:
-    """The claims and headline metrics the notebook publishes (also ``make stability``)."""
-    claim_list = claims(records, p)
-    return claim_list, {**headline_metrics(records, p), "claims": verdicts.records(claim_list)}
+def tables(records, p) -> dict:
+    """Every table the chapter shows, computed once (saved as ``tables/<name>.csv``): the
+    articles' arithmetic, the FLOPs conventions, the counting checks, the measured run's time
+    split and MFU under every convention, and the operator profile."""
+    a19 = a19_check()
+    op = records["op_profile"]
+    return {
+        "b1_arithmetic": b1_table(),
+        "b1_ideal_step_readings": article_arithmetic.b1_ideal_step_readings(),
+        "conventions": analysis.conventions_table(p.convention_presets, p.convention_seq_lens),
+        "megatron_selective_hfu": article_arithmetic.megatron_selective_table(),
+        "flop_count_check": analysis.count_table(records),
+        "six_n_check": operator_split.six_n_check(records),
+        "matmul_ceiling": pd.DataFrame(records["ceiling"]["rows"])[
+            ["size", "median_s", "iqr_s", "n", "achieved_flops_per_s"]
+        ],
+        "steps": pd.DataFrame(records["train"]["rows"]),
+        "time_split": b2_split(records, present_share=p.b2_present_share),
+        "b2_floor_sensitivity": time_split.b2_floor_sensitivity(records, p.b2_floor_sweep),
+        "mfu_by_convention": analysis.mfu_by_convention(records),
+        "global_vs_steady": time_split.global_vs_steady(records),
+        "operator_categories": operator_split.category_table(records),
+        "operator_steps": opprofile.step_table(op),
+        "top_ops": opprofile.top_ops(op),
+        "published_mfu": operator_split.published_table(records),
+        "a19_arithmetic": pd.DataFrame([{"quantity": k, "value": v} for k, v in a19.items()]),
+        "b15_attribution": b15_table(),
+        "b15_readings": b15_categorisations(),
+        "b9_text_checks": article_arithmetic.b9_text_checks(),
+    }
+
+
+def outcome(records, p) -> Outcome:
+    """The tables, the claims rows and the headline metrics, each computed once; the notebook
+    shows them and ``make stability`` reads the claims and metrics."""
+    t = tables(records, p)
+    claim_list = claims(records, p, split=t["time_split"])
+    return Outcome(claim_list, {**headline_metrics(records, p), "claims": verdicts.records(claim_list)}, t)

@@ -89,6 +89,6 @@ class Params(StudyParams):
             self.model_config(),
             micro_batch=self.micro_batch,
             activation_bytes_per_elem=4 if self.dtype == "fp32" else 2,
-            fused_attention=self.attn_impl == "sdpa",
+            attention=ATTENTION_IMPLS[self.attn_impl],
             optimizer=True,
         )["total_bytes"]

@@ -335,3 +335,23 @@ def a5_gap(records, k_a: int = 4, k_b: int = 16) -> dict | None:
         "isolated_share": isolated_s / gap_s if gap_s > 0 and isolated_s is not None else float("nan"),
         "rest_s": gap_s - explained_s,
     }
+
+
+def a5_table(comparisons: dict):
+    """A5's 16-vs-4-chunk comparisons (:func:`a5_comparisons`) as a table: the ratio, its
+    drift-widened interval, this run's own interval, and which way it points."""
+    import pandas as pd
+
+    says = {"faster": "16 slower", "slower": "16 faster", "inconclusive": "inconclusive"}
+    return pd.DataFrame(
+        [
+            {
+                "comparison": key,
+                "k=16 ÷ k=4": c.ratio,
+                "interval (widened)": f"[{c.ratio_lo:.2f}, {c.ratio_hi:.2f}]",
+                "this run only": f"[{c.within_lo:.2f}, {c.within_hi:.2f}]",
+                "verdict": says[c.verdict],
+            }
+            for key, c in comparisons.items()
+        ]
+    )

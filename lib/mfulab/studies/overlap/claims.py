@@ -1,6 +1,7 @@
 """The claims table of the ``overlap`` study (A3, A4, A5, A18, B9) and its headline metrics,
 from the measured tables of ``analysis`` and the models of ``alpha_beta`` and ``step_at_scale``;
-:func:`outcome` publishes them. Every verdict is computed from numbers, with the numbers in its evidence."""
+:func:`outcome` builds the tables once and publishes them. Every verdict is computed from
+numbers, with the numbers in its evidence."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from mfulab.studies.overlap.analysis import (
 )
 from mfulab.studies.overlap.params import Params
 from mfulab.studykit import verdicts
+from mfulab.studykit.outcome import Outcome
 from mfulab.studykit.verdicts import Claim
 
 
@@ -263,14 +265,15 @@ def _a4_claim(records, art) -> Claim:
     )
 
 
-def claims(records) -> list[Claim]:
-    """The claims table of this study (A3, A4, A5, A18, B9), verdicts computed from numbers."""
+def claims(records, t: dict) -> list[Claim]:
+    """The claims table of this study (A3, A4, A5, A18, B9), verdicts computed from numbers
+    (``t``: :func:`tables`)."""
     art = alpha_beta.article_scale(records)
     out = [c for c in (_a3_claim(records), _a4_claim(records, art)) if c is not None]
     out += _a5_claims(
         records, art, records["params"].get("a5_mechanism_min_share", Params.a5_mechanism_min_share)
     )
-    ot = overlap_table(records)
+    ot = t["overlap"]
     emu = ot[ot["mode"] == "emulated"]
     if len(emu):
         shares = emu.comm_share_of_step
@@ -305,9 +308,9 @@ def claims(records) -> list[Claim]:
     return out
 
 
-def headline_metrics(records) -> dict:
+def headline_metrics(records, claim_list, t: dict) -> dict:
     """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
-    df = collectives_table(records)
+    df = t["collectives"]
     fit, own = fitted_alpha_beta(records), own_alpha_beta(records)
     largest = df[df.op == "all_reduce"].sort_values("size_bytes").iloc[-1]
     a3 = {m: a3_outcome(records, m) for m in records["params"]["modes"]}
@@ -333,9 +336,9 @@ def headline_metrics(records) -> dict:
             "a5_ratios_16_over_4": {k: c.to_dict() for k, c in comps.items()},
             "a5_gap": {k: v for k, v in (a5_gap(records) or {}).items() if not k.startswith("comm_")},
         },
-        "overlap": overlap_table(records).to_dict(orient="records"),
+        "overlap": t["overlap"].to_dict(orient="records"),
         "article_scale": alpha_beta.article_scale(records),
-        "claims": verdicts.records(claims(records)),
+        "claims": verdicts.records(claim_list),
     }
     if a3.get("emulated"):
         # the ratio A3's verdict reads (the recovered share, near 0 in a bad run, drifts without bound)
@@ -345,9 +348,29 @@ def headline_metrics(records) -> dict:
     return metrics
 
 
-def outcome(records, p) -> tuple[list, dict]:
-    """The claims and headline metrics the notebook publishes (also ``make stability``);
-    built in ``claims`` from the tables above."""
-    from mfulab.studies.overlap.claims import claims, headline_metrics
+def tables(records, p) -> dict:
+    """Every table the chapter shows, computed once (saved as ``tables/<name>.csv``): the
+    collectives with nccl-tests' columns, the calibration's α–β against this run, the overlap
+    sweep, communication per step and A5's 16-vs-4 comparison, and the sensitivity tables of the
+    articles' scale."""
+    from mfulab.studies.overlap import analysis
 
-    return claims(records), headline_metrics(records)
+    params = p.to_dict()
+    return {
+        "collectives": collectives_table(records),
+        "alpha_beta_check": analysis.alpha_beta_check(records),
+        "alpha_beta_fit_check": analysis.fit_check(records).reset_index(),
+        "overlap": overlap_table(records),
+        "comm_per_step": analysis.comm_per_step_table(records),
+        "a5_comparison": analysis.a5_table(a5_comparisons(records)),
+        "a4_sensitivity": step_at_scale.a4_sensitivity(params),
+        "a5_sensitivity": alpha_beta.a5_sensitivity(params),
+    }
+
+
+def outcome(records, p) -> Outcome:
+    """The tables, the claims rows and the headline metrics, each computed once; the notebook
+    shows them and ``make stability`` reads the claims and metrics."""
+    t = tables(records, p)
+    claim_list = claims(records, t)
+    return Outcome(claim_list, headline_metrics(records, claim_list, t), t)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mfulab.analytic.comm import OPS
+from mfulab.analytic.rates import AT_SCALE_MATMUL_SHARE_OF_MAMF
 from mfulab.errors import ParameterError
 from mfulab.studykit.params import StudyParams, calibration_param, param
 
@@ -85,7 +86,7 @@ class Params(StudyParams):
     )
     article_gpus_per_node: int = param(8, "the article's scale: cards per node", unit="cards", positive=True)
     article_matmul_share_of_mamf: float = param(
-        0.8,
+        AT_SCALE_MATMUL_SHARE_OF_MAMF,
         "A4: the share of the device's best measured GEMM (MAMF) a training step's GEMMs reach "
         "(assumed: chapter 09 fits 0.81 on published Megatron runs; chapter 08 states 0.8)",
         positive=True,

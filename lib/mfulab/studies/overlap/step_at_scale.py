@@ -15,7 +15,7 @@ was exposed before overlap; ``a4_reading`` says which communication could accoun
 
 from __future__ import annotations
 
-from mfulab.analytic import step
+from mfulab.analytic import rates, step
 from mfulab.analytic.config import preset
 from mfulab.studies.overlap.stated import A4_STATED
 
@@ -66,7 +66,7 @@ def a4_model(
     nothing overlapped (``overlap=False``: every DP call exposed, the TP all-reduces on the
     critical path) and once with the DP reduction under the backward and Megatron's TP
     overlap on (``tp_comm_overlap``). ``device`` is a ``devices.yaml`` key (its peak, memory
-    and links); ``assumptions`` set fields of ``step.Assumptions`` (the share of MAMF the
+    and links); ``assumptions`` set fields of ``rates.Assumptions`` (the share of MAMF the
     GEMMs reach, the link figures of a sensitivity row). At a fixed global batch the
     micro-batch sets the accumulation steps, global_batch ÷ (micro_batch · dp): larger
     micro-batches mean fewer, larger TP all-reduces."""
@@ -144,7 +144,7 @@ def a4_sensitivity(p: dict):
     base = a4_baseline(p)
     dp_base = base["cards"] // (base["tp"] * base["pp"])
     gb = base["global_batch"]
-    intra_alpha = step.Assumptions().alpha_intra_s
+    intra_alpha = rates.Assumptions().alpha_intra_s
     cases = [("baseline", "", {})]
     cases += [
         (

@@ -1,11 +1,10 @@
-"""The claims table of the ``parallelism`` study and its headline metrics, from the measured
-tables (``measured``) and the at-scale rows (``planner_at_scale``). ``outcome`` is the one function the
-notebook and ``make stability`` call."""
+"""The claims rows of the ``parallelism`` study, one builder per claim, from the measured tables
+(``measured``) and the at-scale rows (``planner_at_scale``); ``claims.outcome`` builds the tables
+once and composes the rows, and is the one function the notebook and ``make stability`` call."""
 
 from __future__ import annotations
 
-from mfulab.results import run_identity
-from mfulab.studies.parallelism import measured, planner_at_scale, stated
+from mfulab.studies.parallelism import stated
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
 
@@ -24,7 +23,7 @@ def gradient_ok(max_abs_diff, gradient_scale):
     return np.asarray(max_abs_diff, dtype=float) <= GRADIENT_TOLERANCE * scale
 
 
-def _a10(traffic, placement) -> list[Claim]:
+def a10_claims(traffic, placement) -> list[Claim]:
     base = traffic[
         (traffic.preset == stated.A10_MODEL["preset"])
         & (traffic.global_batch == stated.A10_MODEL["global_batch"])
@@ -52,7 +51,7 @@ def _a10(traffic, placement) -> list[Claim]:
     ]
 
 
-def _a11(tp) -> list[Claim]:
+def a11_claims(tp) -> list[Claim]:
     sp, plain = tp[tp.layout == "tp+sp"].iloc[0], tp[tp.layout == "tp"].iloc[0]
     k = stated.A11_KORTHIKANTI_COLLECTIVES
     counted = dict(part.split(" ×") for part in sp.collectives.split(", "))
@@ -88,7 +87,7 @@ def _a11(tp) -> list[Claim]:
     ]
 
 
-def _a12(sh, planner) -> list[Claim]:
+def a12_claims(sh, planner) -> list[Claim]:
     one = sh[sh.m == sh.m.min()].set_index("config")
     ddp, zero2, zero3 = one.loc["ddp"], one.loc["fsdp_grad_op"], one.loc["fsdp_full"]
     exact = bool(
@@ -139,7 +138,7 @@ def _a12(sh, planner) -> list[Claim]:
     ]
 
 
-def _a13(pipe, inter) -> list[Claim]:
+def a13_claims(pipe, inter) -> list[Claim]:
     emu = pipe[pipe.compute == "emulated"]
     worst = float(emu.model_error.abs().max())
     deepest = emu[(emu.ranks == emu.ranks.max()) & (emu.schedule == "gpipe")].sort_values("m")
@@ -213,7 +212,7 @@ def _a13(pipe, inter) -> list[Claim]:
     ]
 
 
-def _a15(offload, copies=None) -> list[Claim]:
+def a15_claims(offload, copies=None) -> list[Claim]:
     rows = offload.set_index(["mode", "link"])
     z, mo = rows.loc[("zero-offload", "pcie4_x16")], rows.loc[("adam-moments", "pcie4_x16")]
     nv = rows.loc[("adam-moments", "nvlink3_a100")]
@@ -250,7 +249,7 @@ def _a15(offload, copies=None) -> list[Claim]:
     ]
 
 
-def _b10(exchange, skew) -> list[Claim]:
+def b10_claims(exchange, skew) -> list[Claim]:
     big = exchange.iloc[-1]
     skewed, even = skew[skew.imbalance == skew.imbalance.max()], skew[skew.imbalance == skew.imbalance.min()]
     waiting = skewed[skewed.predicted_wait_s > 0]
@@ -307,54 +306,3 @@ def takeaways(t: dict) -> str:
             "DP's bytes per step, which is why it stays inside a node.",
         ]
     )
-
-
-def tables(records) -> dict:
-    """Every table the claims and the notebook read."""
-    return {
-        "pipeline": measured.pipeline_table(records),
-        "sharding": measured.sharding_table(records),
-        "tensor": measured.tensor_table(records),
-        "exchange": measured.exchange_table(records),
-        "skew": measured.skew_table(records),
-        "a10_traffic": planner_at_scale.a10_traffic_table(),
-        "a10_placement": planner_at_scale.a10_placement(),
-        "a12_planner": planner_at_scale.a12_planner_table(),
-        "a13_interleaving": planner_at_scale.a13_interleaving_table(),
-        "a15_offload": planner_at_scale.a15_offload_table(),
-        "planner_answers": planner_at_scale.planner_answers(),
-        "planner_sensitivity": planner_at_scale.planner_sensitivity(),
-        "copy_bandwidths": records.get("copy_bandwidths"),
-    }
-
-
-def claims(t: dict) -> list[Claim]:
-    return [
-        *_a10(t["a10_traffic"], t["a10_placement"]),
-        *_a11(t["tensor"]),
-        *_a12(t["sharding"], t["a12_planner"]),
-        *_a13(t["pipeline"], t["a13_interleaving"]),
-        *_a15(t["a15_offload"], t.get("copy_bandwidths")),
-        *_b10(t["exchange"], t["skew"]),
-    ]
-
-
-def headline_metrics(records, t: dict, claim_list: list[Claim]) -> dict:
-    sh = t["sharding"]
-    one = sh[sh.m == sh.m.min()].set_index("config")
-    tp = t["tensor"].set_index("layout")
-    gates = [*sh.gradient_gate, *t["tensor"].max_abs_diff, *t["pipeline"].gradient_gate.dropna()]
-    return {
-        **run_identity(records),
-        "bubble_model_max_rel_error": float(
-            t["pipeline"][t["pipeline"].compute == "emulated"].model_error.abs().max()
-        ),
-        "zero3_traffic_over_ddp": float(
-            one.loc["fsdp_full", "traffic_elements"] / one.loc["ddp", "traffic_elements"]
-        ),
-        "sharded_state_bytes_share": float(one.loc["fsdp_full", "held_bytes"] / one.loc["ddp", "held_bytes"]),
-        "sequence_parallel_saved_share": float(tp.loc["tp+sp", "saved_bytes"] / tp.loc["tp", "saved_bytes"]),
-        "all_to_all_over_all_reduce": float(t["exchange"].ratio.iloc[-1]),
-        "gradient_gate_max_abs_diff": float(max(gates)),
-        "claims": verdicts.records(claim_list),
-    }

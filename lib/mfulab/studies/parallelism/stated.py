@@ -2,6 +2,8 @@
 analytic rows read them at (article ids as in ``docs/claims.md``). Inputs under test or
 named assumptions, not results."""
 
+from mfulab.analytic.rates import AT_SCALE_MATMUL_SHARE_OF_MAMF
+
 # A10 — article A §4.1: TP = 8 and DP = 16 on 128 cards. The article names no model for this
 # example: we read it with the 13B model of its own A17/A19 example (llama2-13b shape), 4096
 # tokens, micro-batch 1 and a global batch of 512 sequences (our assumption; the sensitivity
@@ -55,7 +57,11 @@ B10_WAIT_SHARE = 0.5
 # node. The planner's one assumption of its own: GEMMs sustain 0.8 of the device's MAMF (the
 # share chapter 09 fits on the Korthikanti et al. rows is of that order; the sensitivity table
 # varies it); every other figure is rates.Assumptions' default.
-CLUSTER = {"device": "a100", "devices_per_node": 8, "assumptions": {"matmul_share_of_mamf": 0.8}}
+CLUSTER = {
+    "device": "a100",
+    "devices_per_node": 8,
+    "assumptions": {"matmul_share_of_mamf": AT_SCALE_MATMUL_SHARE_OF_MAMF},
+}
 
 # The planner's answers the notebook shows: the article's 13B on 8 cards (A17/A19), its A10
 # example (13B on 128 cards: what layout the planner picks against TP 8 × DP 16), and a 70B on

@@ -6,7 +6,6 @@ to are decided in chapters 01, 04, 07 and 08)."""
 from __future__ import annotations
 
 from mfulab.analytic import step as step_model
-from mfulab.results import run_identity
 from mfulab.studies.predict import calibrated, scores, validate
 
 
@@ -19,50 +18,6 @@ def validation(records, p) -> dict:
     return validate.validation(
         records["published_runs"], fit_sources=fit_sources(records), fit_grid=p.fit_grid
     )
-
-
-def headline_metrics(records, p, valid: dict | None = None) -> dict:
-    valid = valid or validation(records, p)
-    df = valid["table"]
-    summary = validate.summary(df, row_goal=p.row_error_goal, median_goal=p.median_error_goal)
-    splits = scores.split_summary(df).set_index("split")
-    check = calibrated.comparison(records, **{validate.FIT_PARAMETER: valid["fitted"]})
-    step = check[check["class"] == "step"].iloc[0]
-
-    def split_metric(name, column):
-        return (
-            float(splits.loc[name, column])
-            if name in splits.index and splits.loc[name, column] is not None
-            else None
-        )
-
-    def priced_rows(name):
-        return int(splits.loc[name, "rows"] - splits.loc[name, "refused"]) if name in splits.index else 0
-
-    return {
-        **run_identity(records, "preset", "seq_len", "micro_batch", "dtype"),
-        **{k: v for k, v in summary.items() if not k.startswith("goal_met")},
-        "goal_met": summary["goal_met"],
-        **{
-            f"{name}_{key}": split_metric(name, key)
-            for name in ("test", "holdout")
-            for key in ("median_abs_error", "max_abs_error", "null_median_abs_error")
-        },
-        **{
-            f"{name}_rows": int(splits.loc[name, "rows"] - splits.loc[name, "refused"])
-            if name in splits.index
-            else 0
-            for name in ("test", "holdout")
-        },
-        "refused_rows": int((df.refused != "").sum()),
-        "fitted_matmul_share_of_mamf": valid["fitted"],
-        "null_utilisation": valid["null_utilisation"],
-        "fit_rows": valid["n_fit"],
-        "published_rows": len(df),
-        "measured_step_s": records["step"]["median_s"],
-        "predicted_step_s": float(step.predicted_s),
-        "calibrated_step_error": float(step.error),
-    }
 
 
 def interleave_sensitivity(records, p, fitted: float):

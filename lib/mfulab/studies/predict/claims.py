@@ -1,11 +1,89 @@
-"""The claims of the ``predict`` study: :func:`outcome` composes the rows the topic modules build
-and the headline metrics, once; the notebook and ``make stability`` call it."""
+"""The outcome of the ``predict`` study: :func:`outcome` fits the step model's one free parameter
+on the fit rows, prices every published run, and builds the tables the notebook shows and the
+headline metrics, once; the notebook and ``make stability`` call it. The chapter has no claim rows
+of its own: its numbers are the validation's, and the stability note compares them."""
 
 from __future__ import annotations
 
-from mfulab.studies.predict.analysis import headline_metrics
+from mfulab.results import run_identity
+from mfulab.studies.predict import analysis, calibrated, scores, validate, worked_examples
+from mfulab.studykit.outcome import Outcome
 
 
-def outcome(records, p) -> tuple[list, dict]:
-    """No claim rows of its own; the headline metrics (also ``make stability``)."""
-    return [], headline_metrics(records, p)
+def tables(records, p, valid: dict) -> dict:
+    """Every table the chapter shows, computed once from the validation ``valid`` (saved as
+    ``tables/<name>.csv``)."""
+    df = valid["table"]
+    fitted = {validate.FIT_PARAMETER: valid["fitted"]}
+    test = df[df.split == "test"]
+    return {
+        "validation": df,
+        "splits": scores.split_summary(df),
+        "per_source": scores.per_source(df),
+        "leave_one_source_out": scores.leave_one_source_out(records["published_runs"], fit_grid=p.fit_grid),
+        "per_device": scores.per_device(df),
+        "ranking": scores.ranking(df),
+        "misses": analysis.misses(test[test.refused == ""], 0.25, top=5),
+        "refused": df[df.refused != ""][["id", "source", "refused"]],
+        "history": analysis.history_table(records, valid),
+        "per_term": scores.per_term_check(records, valid["fitted"]),
+        "interleave_sensitivity": analysis.interleave_sensitivity(records, p, valid["fitted"]),
+        "sensitivity": analysis.sensitivity(records, p, valid["fitted"]),
+        "calibrated_check": calibrated.comparison(records, **fitted),
+        "b15_ladder": worked_examples.b15_ladder(**fitted),
+        "b15_sensitivity": worked_examples.b15_sensitivity(**fitted),
+        "a19_case": worked_examples.a19_case(**fitted),
+    }
+
+
+def outcome(records, p) -> Outcome:
+    """No claim rows; the tables and the headline metrics (the fitted share, the split's errors,
+    the calibrated step here), each computed once."""
+    valid = analysis.validation(records, p)
+    t = tables(records, p, valid)
+    return Outcome([], headline_metrics(records, p, valid, t), t)
+
+
+def headline_metrics(records, p, valid: dict, t: dict) -> dict:
+    """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
+    df = valid["table"]
+    summary = validate.summary(df, row_goal=p.row_error_goal, median_goal=p.median_error_goal)
+    splits = t["splits"].set_index("split")
+    check = t["calibrated_check"]
+    step = check[check["class"] == "step"].iloc[0]
+
+    def split_metric(name, column):
+        return (
+            float(splits.loc[name, column])
+            if name in splits.index and splits.loc[name, column] is not None
+            else None
+        )
+
+    def priced_rows(name):
+        return int(splits.loc[name, "rows"] - splits.loc[name, "refused"]) if name in splits.index else 0
+
+    return {
+        **run_identity(records, "preset", "seq_len", "micro_batch", "dtype"),
+        **{k: v for k, v in summary.items() if not k.startswith("goal_met")},
+        "goal_met": summary["goal_met"],
+        **{
+            f"{name}_{key}": split_metric(name, key)
+            for name in ("test", "holdout")
+            for key in ("median_abs_error", "max_abs_error", "null_median_abs_error")
+        },
+        **{
+            f"{name}_rows": int(splits.loc[name, "rows"] - splits.loc[name, "refused"])
+            if name in splits.index
+            else 0
+            for name in ("test", "holdout")
+        },
+        "refused_rows": int((df.refused != "").sum()),
+        "fitted_matmul_share_of_mamf": valid["fitted"],
+        "default_matmul_share_of_mamf": valid["default"],
+        "null_utilisation": valid["null_utilisation"],
+        "fit_rows": valid["n_fit"],
+        "published_rows": len(df),
+        "measured_step_s": records["step"]["median_s"],
+        "predicted_step_s": float(step.predicted_s),
+        "calibrated_step_error": float(step.error),
+    }

@@ -13,9 +13,7 @@ from mfulab.analytic import memory
 from mfulab.analytic.config import TransformerConfig, preset
 from mfulab.errors import ParameterError
 from mfulab.measure.timing import compare_timings, summarize
-from mfulab.results import run_identity
 from mfulab.studies.recompute.stated import A14_PRESET, B7_MFU_PERCENT, MEGATRON_FULL_RECOMPUTE_FLOPS_RATIO
-from mfulab.studykit import verdicts
 
 
 def reference_layer_terms(
@@ -322,29 +320,6 @@ def table2_split(cfg: TransformerConfig | None = None) -> dict:
         "norms_per_sbh": norms,
         "attention_per_sbh": total - mlp_part - norms,
         "scores_per_as2b": (none - selective) / as2b,
-    }
-
-
-def headline_metrics(records, claim_list) -> dict:
-    """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
-    s = policy_summary(records)
-    lm = layer_model_vs_measured(records)
-    full = full_vs_none(records)
-    return {
-        **run_identity(records, "preset", "attn_impl"),
-        "dtype": records.get("dtype", "fp32"),
-        "tf32_matmul": records.get("tf32_matmul"),
-        "base_micro_batch": records["base_micro_batch"],
-        "policies": s.to_dict(orient="records"),
-        "budget": budget_table(records).to_dict(orient="records"),
-        "chosen_micro_batch": records["chosen_micro_batch"],
-        "layer_model_max_abs_rel_error_korthikanti": float(lm.korthikanti_rel_error.abs().max()),
-        "layer_model_max_abs_rel_error_explained": float(lm.explained_rel_error.abs().max()),
-        "full_recompute_memory_share": full["memory_share"],
-        "full_recompute_step_time_ratio": full["step_time_ratio"],
-        "gradient_max_abs_diff": records["gradient_max_abs_diff"],
-        "skipped_policies": records["skipped"],
-        "claims": verdicts.records(claim_list),
     }
 
 

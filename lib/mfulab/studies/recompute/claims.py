@@ -1,21 +1,19 @@
 """The claims table of the ``recompute`` study (B7, A14, A17, A12): every verdict computed
 from the numbers of ``analysis``, ``planner`` and ``sensitivity``, with the rule it follows
-in the docstring of the function that builds the row. :func:`outcome` calls
-:func:`claims`; nothing else builds these rows."""
+in the docstring of the function that builds the row. :func:`outcome` builds the tables once
+and composes the rows from them; nothing else builds these rows."""
 
 from __future__ import annotations
 
+import pandas as pd
+
 from mfulab.analytic.config import ATTENTION_IMPLS
 from mfulab.measure.timing import RUN_TO_RUN_DRIFT
-from mfulab.studies.recompute import freed_per_flop, sensitivity, stated
-from mfulab.studies.recompute.analysis import (
-    b7_same_batch,
-    budget_table,
-    headline_metrics,
-    planner_inputs,
-    policy_summary,
-)
+from mfulab.results import run_identity
+from mfulab.studies.recompute import analysis, freed_per_flop, planner, sensitivity, stated
+from mfulab.studies.recompute.analysis import b7_same_batch, budget_table, planner_inputs, policy_summary
 from mfulab.studykit import verdicts
+from mfulab.studykit.outcome import Outcome
 from mfulab.studykit.verdicts import Claim
 
 
@@ -24,7 +22,7 @@ def magnitude_verdict(lo: float, hi: float, *, band: tuple[float, float]) -> str
     return verdicts.verdict_in_band(lo, hi, band=band, drift=RUN_TO_RUN_DRIFT)
 
 
-def b7_claims(records) -> list[Claim]:
+def b7_claims(records, t) -> list[Claim]:
     """B7 as two rows.
 
     1. Same micro-batch: the claim's size is 50% → 40% MFU, a 1.25× step; the Megatron FLOPs
@@ -40,7 +38,7 @@ def b7_claims(records) -> list[Claim]:
        shown beside it."""
     if "full" not in records["policies"]:
         return []
-    b = b7_same_batch(records)
+    b = t["b7_same_batch"].iloc[0].to_dict()
     band = (b["claimed_time_ratio"], b["megatron_time_ratio"])
     out = [
         Claim(
@@ -65,7 +63,7 @@ def b7_claims(records) -> list[Claim]:
             basis=verdicts.TOY,
         )
     ]
-    bt = budget_table(records).set_index("policy")
+    bt = t["budget"].set_index("policy")
     if bt.loc["none", "fits"] and bt.loc["full", "fits"]:
         row = bt.loc["full"]
         same_direction = (row.mfu_vs_none - 1) * (row.tokens_per_s_vs_none - 1) >= 0
@@ -94,8 +92,8 @@ def _per_config(frame, column, fmt):
     return ", ".join(f"{fmt.format(v)} ({cfg})" for cfg, v in frame[column].items())
 
 
-def _a14_measured_text(records) -> str:
-    measured = freed_per_flop.measured_table(records)
+def _a14_measured_text(records, t) -> str:
+    measured = t["a14_measured"]
     if not len(measured):
         return ""
     m = measured.set_index(["attention", "policy"]).bytes_per_recomputed_flop
@@ -110,7 +108,7 @@ def _a14_measured_text(records) -> str:
     )
 
 
-def a14_claims(records) -> list[Claim]:
+def a14_claims(records, t) -> list[Claim]:
     """A14 as two rows, in its regime: one layer of a ~100B-class model and of the article's
     13B, both with a fused attention kernel (``freed_per_flop``; Table 2 bytes, bf16, dropout, the kernel's
     log-sum-exp; FLOPs of the re-run matmuls). Analytic: no run can flip them.
@@ -132,8 +130,7 @@ def a14_claims(records) -> list[Claim]:
        otherwise "analytic only". Here the MLP is 65% and 59% of the forward FLOPs and the
        attention block frees 11 against the MLP's 19 ·s·b·h (the fused core 0.09%): refuted, far
        from both thresholds."""
-    long = freed_per_flop.analytic_table(stated.A14_CLAIM_CONFIGS)
-    regime = freed_per_flop.verdict_table(long).set_index(["config", "attention"])
+    regime = t["a14_verdict"].set_index(["config", "attention"])
     fused = regime.xs("fused", level="attention")
     naive = regime.xs("naive", level="attention")
     beats_core, beats_block = fused["MLP ÷ core"] > 1, fused["MLP ÷ block"] > 1
@@ -177,11 +174,11 @@ def a14_claims(records) -> list[Claim]:
         "reverses the core comparison: there the core frees "
         + _per_config(1 / naive[["MLP ÷ core"]], "MLP ÷ core", "{:.0f}×")
         + " more per FLOP than the MLP"
-        + _a14_measured_text(records),
+        + _a14_measured_text(records, t),
         basis=verdicts.ANALYSIS,
     )
 
-    reasons = freed_per_flop.reasons_table(long).set_index(["config", "attention"])
+    reasons = t["a14_reasons"].set_index(["config", "attention"])
     fused_r, naive_r = reasons.xs("fused", level="attention"), reasons.xs("naive", level="attention")
     cheap = fused_r["MLP FLOP share"] < fused_r["attention block FLOP share"]
     large = fused_r["attention block byte share"] > fused_r["MLP byte share"]
@@ -218,13 +215,14 @@ def a14_claims(records) -> list[Claim]:
     return [choice_row, reasons_row]
 
 
-def a17_claims(plans, p) -> list[Claim]:
+def a17_claims(t, p) -> list[Claim]:
     """A17, one row per reading of ``--recompute-method uniform --recompute-num-layers 12``
     (analytic only: the planner's memory model at the command's micro-batch, DP = 1). Each row
     says whether the setting fits the card less the fragmentation margin, and whether that
     holds over the margin grid (0-30%)."""
+    plans = t["planner"]
     case = next((c for c in p.planner_cases if c["name"] == stated.A17_CASE["name"]), None)
-    if case is None or not len(plans):
+    if case is None or not len(plans) or "a17_readings" not in t:
         return []
     a17 = plans[(plans.case == case["name"]) & (plans.micro_batch == stated.A17_MICRO_BATCH)].set_index(
         "policy"
@@ -232,12 +230,7 @@ def a17_claims(plans, p) -> list[Claim]:
     readings = {k: v for k, v in stated.A17_READINGS.items() if v in a17.index}
     if "none" not in a17.index or not readings:
         return []
-    table = sensitivity.a17_readings(
-        case,
-        assumptions=p.step_assumptions(),
-        fragmentation_margin=p.fragmentation_margin,
-        micro_batch=stated.A17_MICRO_BATCH,
-    ).set_index("policy")
+    table = t["a17_readings"].set_index("policy")
     fit_columns = [c for c in table.columns if c.startswith("fits")]
     margins = f"{min(stated.FRAGMENTATION_MARGIN_GRID):.0%}-{max(stated.FRAGMENTATION_MARGIN_GRID):.0%}"
     none = a17.loc["none"]
@@ -298,18 +291,90 @@ def a12_claim(zero_df) -> list[Claim]:
     ]
 
 
-def claims(records, plans, zero_df, p) -> list[Claim]:
-    """The claims table of this study (B7, A14, A17, A12), verdicts computed from numbers;
-    an empty planner table (no ``planner_cases``) leaves A17 out."""
-    policy_summary(records)  # fails early on records without the reference policy
-    return b7_claims(records) + a14_claims(records) + a17_claims(plans, p) + a12_claim(zero_df)
+def measured_tables(records) -> dict:
+    """The measured policies on this machine (``analysis``)."""
+    return {
+        "saved_tensors": analysis.saved_table(records),
+        "layer_model_vs_measured": analysis.layer_model_vs_measured(records),
+        "policy_summary": policy_summary(records),  # fails early on records without the reference policy
+        "peak_memory": pd.DataFrame(records["peak"]),
+        "b7_same_batch": pd.DataFrame([b7_same_batch(records)] if "full" in records["policies"] else []),
+        "budget": budget_table(records),
+    }
 
 
-def outcome(records, p) -> tuple[list[Claim], dict]:
-    """The claims and headline metrics the notebook publishes (also ``make stability``):
-    the measured records plus the planner's cases and the ZeRO comparison of ``p``."""
-    from mfulab.studies.recompute.claims import claims
+def a14_tables(records) -> dict:
+    """A14 at the claim's configurations (``freed_per_flop``), and what was measured here."""
+    long = freed_per_flop.analytic_table(stated.A14_CLAIM_CONFIGS)
+    return {
+        "a14_sdpa_saves": freed_per_flop.kernel_saves(records),
+        "a14_bytes_per_flop": long,
+        "a14_verdict": freed_per_flop.verdict_table(long),
+        "a14_measured": freed_per_flop.measured_table(records),
+        "a14_reasons": freed_per_flop.reasons_table(long),
+        "a14_sequence_sensitivity": freed_per_flop.verdict_table(
+            freed_per_flop.analytic_table(stated.A14_CLAIM_CONFIGS, seq_lens=stated.A14_SEQ_LEN_GRID)
+        ),
+    }
 
-    plans, zero = planner_inputs(p)
-    claim_list = claims(records, plans, zero, p)
-    return claim_list, headline_metrics(records, claim_list)
+
+def scale_tables(p) -> dict:
+    """The articles' scale under ``p``'s stated assumptions: the planner, its chosen plans and
+    sensitivity, A17's readings, and the ZeRO-2 vs ZeRO-3 comparison (A12)."""
+    plans, zero = planner_inputs(p)  # no planner cases: an empty table, and A17 is left out
+    t = {
+        "planner": plans,
+        "planner_chosen": planner.chosen_plans(plans),
+        "planner_sensitivity": sensitivity.decisions(
+            p.planner_cases, assumptions=p.step_assumptions(), fragmentation_margin=p.fragmentation_margin
+        ),
+        "zero2_vs_zero3": zero,
+        "a12_accumulation": sensitivity.a12_accumulation(
+            stated.A12_ZERO["preset_name"], tp=stated.A12_ZERO["tp"]
+        ),
+    }
+    if any(c["name"] == stated.A17_CASE["name"] for c in p.planner_cases):
+        t["a17_readings"] = sensitivity.a17_readings(
+            stated.A17_CASE,
+            assumptions=p.step_assumptions(),
+            fragmentation_margin=p.fragmentation_margin,
+            micro_batch=stated.A17_MICRO_BATCH,
+        )
+    return t
+
+
+def tables(records, p) -> dict:
+    """Every table the chapter shows, computed once (saved as ``tables/<name>.csv``)."""
+    return {**measured_tables(records), **a14_tables(records), **scale_tables(p)}
+
+
+def outcome(records, p) -> Outcome:
+    """The tables, the claims rows (B7, A14, A17, A12) and the headline metrics, each computed
+    once; the notebook shows them and ``make stability`` reads the claims and metrics."""
+    t = tables(records, p)
+    claim_list = (
+        b7_claims(records, t) + a14_claims(records, t) + a17_claims(t, p) + a12_claim(t["zero2_vs_zero3"])
+    )
+    return Outcome(claim_list, headline_metrics(records, claim_list, t), t)
+
+
+def headline_metrics(records, claim_list, t) -> dict:
+    """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
+    lm = t["layer_model_vs_measured"]
+    full = analysis.full_vs_none(records)
+    return {
+        **run_identity(records, "preset", "attn_impl"),
+        "dtype": records.get("dtype", "fp32"),
+        "tf32_matmul": records.get("tf32_matmul"),
+        "base_micro_batch": records["base_micro_batch"],
+        "policies": t["policy_summary"].to_dict(orient="records"),
+        "budget": t["budget"].to_dict(orient="records"),
+        "chosen_micro_batch": records["chosen_micro_batch"],
+        "layer_model_max_abs_rel_error_korthikanti": float(lm.korthikanti_rel_error.abs().max()),
+        "layer_model_max_abs_rel_error_explained": float(lm.explained_rel_error.abs().max()),
+        "full_recompute_memory_share": full["memory_share"],
+        "full_recompute_step_time_ratio": full["step_time_ratio"],
+        "gradient_max_abs_diff": records["gradient_max_abs_diff"],
+        "skipped_policies": records["skipped"],
+        "claims": verdicts.records(claim_list),
+    }

@@ -124,11 +124,11 @@ class Params(StudyParams):
             self.model_config(),
             micro_batch=max(self.micro_batches),
             activation_bytes_per_elem=4 if self.dtype == "fp32" else 2,
-            fused_attention=self.attn_impl == "sdpa",
+            attention=ATTENTION_IMPLS[self.attn_impl],
             optimizer=False,
             gradient_copies=2,  # the reference gradients and the policy's, compared elementwise
         )["total_bytes"]
 
     def step_assumptions(self) -> dict:
-        """The step model's assumptions the planner states (``step.Assumptions`` fields)."""
+        """The step model's assumptions the planner states (``rates.Assumptions`` fields)."""
         return {**STATED_ASSUMPTIONS, "matmul_share_of_mamf": self.planner_matmul_share_of_mamf}

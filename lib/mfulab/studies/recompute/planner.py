@@ -7,7 +7,7 @@ MFU and HFU, and its memory. Memory is Korthikanti et al.'s Table 2 per layer pl
 model states and the logits, with a checkpointed segment's activations counted again while
 that segment runs its backward (``memory.stage_activation_bytes``; the policies are
 ``memory.recompute_plan``'s). What the step model assumes (the GEMMs' share of MAMF, a kernel's
-launch latency) is a named ``step.Assumptions`` field the ``sensitivity`` table varies. No
+launch latency) is a named ``rates.Assumptions`` field the ``sensitivity`` table varies. No
 torch: arithmetic on the stated cases of ``stated.PLANNER_CASES``.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from mfulab.analytic import flops, memory, step
 from mfulab.analytic.config import ATTENTION_KERNELS, preset
+from mfulab.analytic.rates import AT_SCALE_MATMUL_SHARE_OF_MAMF
 from mfulab.errors import ParameterError
 
 PLAN_KEYS = {
@@ -48,7 +49,7 @@ PLAN_COLUMNS = (
     "hfu",
 )
 TEXT_COLUMNS = ("case", "device", "policy")
-STATED_ASSUMPTIONS = {"matmul_share_of_mamf": 0.8}  # the step model's, as chapter 08 states it
+STATED_ASSUMPTIONS = {"matmul_share_of_mamf": AT_SCALE_MATMUL_SHARE_OF_MAMF}  # rates: the at-scale share
 
 
 def check_case(case: dict) -> None:
@@ -84,7 +85,7 @@ def plan_case(case: dict, *, assumptions: dict | None = None, fragmentation_marg
     (``step.step_time``): memory per device, whether it fits the card less
     ``fragmentation_margin`` of it (the step model's ``memory_margin``), the shortfall, and the
     predicted step, tokens/s, MFU and HFU (PaLM convention). ``assumptions`` set fields of
-    ``step.Assumptions`` (default :data:`STATED_ASSUMPTIONS`). A micro-batch that does not
+    ``rates.Assumptions`` (default :data:`STATED_ASSUMPTIONS`). A micro-batch that does not
     split the global batch into whole micro-batches, or leaves fewer than ``pp`` of them for
     1F1B, is skipped."""
     import pandas as pd

@@ -12,7 +12,7 @@ Each function returns a DataFrame the notebook displays and saves; the grids are
 
 from __future__ import annotations
 
-from mfulab.analytic import flops, memory, step
+from mfulab.analytic import flops, memory, rates
 from mfulab.analytic.config import preset
 from mfulab.studies.recompute import stated
 from mfulab.studies.recompute.planner import chosen_plans, plans_table
@@ -20,7 +20,7 @@ from mfulab.studies.recompute.planner import chosen_plans, plans_table
 
 def _scenarios(cases, assumptions: dict, margin: float):
     """One-at-a-time variations around the stated assumptions: (label, cases, assumptions,
-    margin), the assumptions being ``step.Assumptions`` fields."""
+    margin), the assumptions being ``rates.Assumptions`` fields."""
     yield "stated", cases, assumptions, margin
     for share in stated.MATMUL_SHARE_GRID:
         if share != assumptions["matmul_share_of_mamf"]:
@@ -30,7 +30,7 @@ def _scenarios(cases, assumptions: dict, margin: float):
                 {**assumptions, "matmul_share_of_mamf": share},
                 margin,
             )
-    stated_latency = assumptions.get("matmul_latency_s", step.Assumptions().matmul_latency_s)
+    stated_latency = assumptions.get("matmul_latency_s", rates.Assumptions().matmul_latency_s)
     for t0 in stated.MATMUL_LATENCY_GRID_S:
         if t0 != stated_latency:
             yield f"matmul_latency_s={t0 * 1e6:g} µs", cases, {**assumptions, "matmul_latency_s": t0}, margin
