@@ -135,6 +135,29 @@ def job_ranks() -> int:
     return ranks
 
 
+# CPU flags that decide how fast a CPU multiplies low-precision matrices (oneDNN's kernels)
+MATMUL_ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile")
+
+
+def cpu_isa() -> dict:
+    """The vector ISA torch dispatches to on this CPU (``torch.backends.cpu.get_cpu_capability``)
+    and which of :data:`MATMUL_ISA_FLAGS` ``/proc/cpuinfo`` lists: an AVX2-only CPU emulates bf16
+    GEMMs, one with AMX runs them faster than fp32."""
+    import torch
+
+    flags: list[str] = []
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    present = set(line.split(":", 1)[1].split())
+                    flags = [flag for flag in MATMUL_ISA_FLAGS if flag in present]
+                    break
+    except OSError:
+        pass
+    return {"torch_capability": torch.backends.cpu.get_cpu_capability(), "matmul_flags": flags}
+
+
 def fingerprint() -> dict:
     """Everything that identifies the machine and software a result came from."""
     import torch
@@ -145,6 +168,7 @@ def fingerprint() -> dict:
         "python": sys.version.split()[0],
         "torch": torch.__version__,
         "cpu_model": cpu_model(),
+        "cpu_isa": cpu_isa(),
         "cpu_count": usable_cpus(),
         "cpu_count_node": os.cpu_count(),
         "torch_num_threads": torch.get_num_threads(),

@@ -114,7 +114,14 @@ def dtype_note(records) -> str:
     for d, v in records["matmul_dtypes"].items():
         because = v.get("skipped_because")
         parts.append(f"{d}" + (f" ({because}; the ceiling is over the smaller sizes)" if because else ""))
-    return "Matmul ceilings measured for: " + "; ".join(parts) + "."
+    isa = records.get("cpu_isa")
+    cpu = (
+        f" This CPU: torch dispatches to {isa['torch_capability']}; matmul flags "
+        f"{', '.join(isa['matmul_flags']) or 'none'} (bf16 GEMMs need AVX512_BF16 or AMX to beat fp32)."
+        if isa and records["device"] == "cpu"
+        else ""
+    )
+    return "Matmul ceilings measured for: " + "; ".join(parts) + "." + cpu
 
 
 def dtype_table(records):

@@ -186,6 +186,7 @@ def measure(p: Params) -> dict:
         cal["_meta"],
     )
     rec["matmul_dtypes"] = {d: cal[f"matmul:{d}"] for d in dtypes}
+    rec["cpu_isa"] = host.cpu_isa()  # B4 on a CPU: whether bf16 GEMMs have hardware (AVX512_BF16, AMX)
     rec["ln"] = measure_ln_fusion(p, cal["bandwidth"].get("last_level_cache_bytes"))
     rec["attention"] = measure_attention(p)
     rec["compile"] = measure_model_compile(p)

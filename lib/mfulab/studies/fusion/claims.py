@@ -56,6 +56,17 @@ def _slopes(t) -> dict:
     return dict(zip(t["attention_slopes"].quantity, t["attention_slopes"]["log-log slope"]))
 
 
+def _varied_value(row) -> str:
+    """A row of A7's sensitivity table as "what was varied = its value"."""
+    value = {
+        "device": row.device,
+        "layout": f"TP {row.tp}{' + SP' if row.sequence_parallel else ''}",
+        "matmul efficiency": f"{row.matmul_efficiency:g}",
+        "bandwidth efficiency": f"{row.bandwidth_efficiency:g}",
+    }.get(row.varied, "")
+    return f"{row.varied} {value}".strip()
+
+
 def a7_claims(records, t) -> list[Claim]:
     """Two rows about the layer: measured here (Amdahl with the share of a layer timed in the
     same rounds) and analytic for the article's 13B layer."""
@@ -108,7 +119,9 @@ def a7_claims(records, t) -> list[Claim]:
             "A7",
             claim + " — the article's 13B layer",
             f"Amdahl with bytes / bandwidth vs FLOPs / peak: {A7_ARTICLE_PRESET} on "
-            f"{A7_ARTICLE_DEVICE} datasheet, {A7_ARTICLE_DTYPE}, matmul efficiency "
+            f"{A7_ARTICLE_DEVICE} datasheet, {A7_ARTICLE_DTYPE}, the article's layout (TP {central.tp}, "
+            f"{'with' if central.sequence_parallel else 'no'} sequence parallelism: every card runs the "
+            f"whole sub-block and 1/{central.tp} of the matmuls), matmul efficiency "
             f"{A7_ASSUMED_MATMUL_EFFICIENCY:.0%} and bandwidth efficiency "
             f"{A7_ASSUMED_BANDWIDTH_EFFICIENCY:.0%} (assumed)",
             "refuted" if survives else "analytic only",
@@ -116,7 +129,12 @@ def a7_claims(records, t) -> list[Claim]:
             f"(bytes-model fusion), ≤ {central.layer_speedup_ceiling:.3f}× with a free sub-block; "
             f"over the sensitivity table ≤ {sens.layer_speedup_ceiling.max():.2f}×; the claim would need "
             f"eager kernels at ≤ {central.break_even_bandwidth_efficiency:.0%} of the datasheet bandwidth"
-            + ("" if survives else "; some assumptions in the table reach the claim"),
+            + (
+                ""
+                if survives
+                else "; reached in the table at "
+                + ", ".join(_varied_value(r) for r in sens[~sens.below_claim].itertuples())
+            ),
             basis=verdicts.ANALYSIS,
         )
     )

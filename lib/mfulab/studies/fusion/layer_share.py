@@ -18,7 +18,12 @@ For the article's 13B layer (GPT block, hidden h, sequence s, bf16), per token:
   Megatron's bias-dropout-add + the next LayerNorm), each moving the bytes of
   :func:`bytes_model.ln_residual_dropout_bytes` (unfused 7·h·e + h, fused 4·h·e + h);
 - times: FLOPs / (datasheet peak × matmul efficiency) and bytes / (datasheet bandwidth ×
-  bandwidth efficiency), the two efficiencies being *assumptions* (``stated``).
+  bandwidth efficiency), the two efficiencies being *assumptions* (``stated``);
+- per card under tensor parallelism of degree t (Shoeybi et al. 2019; Korthikanti et al. 2022
+  §4.2.2): each card runs 1/t of the layer's matmuls, but without sequence parallelism every
+  card repeats LayerNorm, dropout and the residual add on the whole sequence; with it, each
+  card runs 1/t of them too. So TP without SP raises the sub-block's share t-fold against the
+  matmuls (the article's own §4.2 point), and TP with SP leaves it as at t = 1.
 
 Everything else in the layer (softmax or flash attention, GELU, biases) is left out of the
 layer's time, which makes ``f`` too large: the speed-up computed here is an upper bound.
@@ -28,8 +33,10 @@ from __future__ import annotations
 
 from mfulab.analytic.config import preset
 from mfulab.analytic.devices import device_spec
+from mfulab.errors import ParameterError
 from mfulab.studies.fusion.bytes_model import ln_residual_dropout_bytes
 
+LAYOUT_KEYS = ("device", "tp", "sequence_parallel", "matmul_efficiency", "bandwidth_efficiency")
 SUB_BLOCKS_PER_LAYER = 2  # after attention and after the MLP (Megatron's bias-dropout-add + LN)
 
 
@@ -59,18 +66,24 @@ def article_layer(
     matmul_efficiency: float,
     bandwidth_efficiency: float,
     dropout: bool = True,
+    tp: int = 1,
+    sequence_parallel: bool = False,
 ) -> dict:
     """The sub-block's share of one layer's forward and the layer speed-ups that follow, for a
-    preset's layer on a datasheet device (module docstring), per token."""
+    preset's layer on a datasheet device (module docstring), per token and card, with the
+    layer split over ``tp`` cards (the sub-block too with ``sequence_parallel``)."""
     cfg = preset(preset_name)
     spec = device_spec(device)
     dtype_bytes = {"bf16": 2, "fp16": 2, "fp32": 4}[dtype]
     peak_flops_per_s = spec.flops_per_s[dtype] * matmul_efficiency
     bandwidth_bytes_per_s = spec.mem_bytes_per_s * bandwidth_efficiency
-    flops = layer_forward_flops_per_token(cfg.d_model, cfg.seq_len)
+    if not (isinstance(tp, int) and tp >= 1):
+        raise ParameterError(f"tp must be a whole number ≥ 1, got {tp!r}")
+    flops = layer_forward_flops_per_token(cfg.d_model, cfg.seq_len) / tp  # each card: 1/t of the matmuls
+    sub_block_cards = tp if sequence_parallel else 1  # without SP every card runs the whole sub-block
     kw = dict(tokens=1, hidden=cfg.d_model, dtype_bytes=dtype_bytes, dropout=dropout)
-    unfused_bytes = SUB_BLOCKS_PER_LAYER * ln_residual_dropout_bytes(fused=False, **kw)
-    fused_bytes = SUB_BLOCKS_PER_LAYER * ln_residual_dropout_bytes(fused=True, **kw)
+    unfused_bytes = SUB_BLOCKS_PER_LAYER * ln_residual_dropout_bytes(fused=False, **kw) / sub_block_cards
+    fused_bytes = SUB_BLOCKS_PER_LAYER * ln_residual_dropout_bytes(fused=True, **kw) / sub_block_cards
     matmul_s = flops / peak_flops_per_s
     unfused_s = unfused_bytes / bandwidth_bytes_per_s
     fused_s = fused_bytes / bandwidth_bytes_per_s
@@ -79,6 +92,8 @@ def article_layer(
         "preset": cfg.name,
         "device": spec.key,
         "dtype": dtype,
+        "tp": tp,
+        "sequence_parallel": sequence_parallel,
         "matmul_efficiency": matmul_efficiency,
         "bandwidth_efficiency": bandwidth_efficiency,
         "layer_flops_per_token": flops,
@@ -111,16 +126,29 @@ def sensitivity(
     matmul_efficiencies,
     bandwidth_efficiencies,
     target_speedup: float,
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    layouts=(),
 ):
     """One row per assumption varied around the central one (device, matmul efficiency,
-    bandwidth efficiency), with the layer speed-ups, the bandwidth efficiency at which a free
-    sub-block would reach ``target_speedup``, and whether the bound stays below it."""
+    bandwidth efficiency, and the ``layouts``: (tp, sequence_parallel) pairs), with the layer
+    speed-ups, the bandwidth efficiency at which a free sub-block would reach
+    ``target_speedup``, and whether the bound stays below it."""
     import pandas as pd
 
     central = dict(
-        device=device, matmul_efficiency=matmul_efficiency, bandwidth_efficiency=bandwidth_efficiency
+        device=device,
+        matmul_efficiency=matmul_efficiency,
+        bandwidth_efficiency=bandwidth_efficiency,
+        tp=tp,
+        sequence_parallel=sequence_parallel,
     )
     cases = [("central", central)]
+    cases += [
+        ("layout", {**central, "tp": t, "sequence_parallel": sp})
+        for t, sp in layouts
+        if (t, sp) != (tp, sequence_parallel)
+    ]
     cases += [("device", {**central, "device": d}) for d in devices if d != device]
     cases += [("matmul efficiency", {**central, "matmul_efficiency": m}) for m in matmul_efficiencies]
     cases += [
@@ -135,11 +163,22 @@ def sensitivity(
             dtype=dtype,
             device=kw["device"],
             matmul_efficiency=kw["matmul_efficiency"],
+            tp=kw["tp"],
+            sequence_parallel=kw["sequence_parallel"],
         )
         rows.append(
             {
                 "varied": varied,
-                **{k: row[k] for k in ("device", "matmul_efficiency", "bandwidth_efficiency")},
+                **{
+                    k: row[k]
+                    for k in (
+                        "device",
+                        "tp",
+                        "sequence_parallel",
+                        "matmul_efficiency",
+                        "bandwidth_efficiency",
+                    )
+                },
                 "sub_block_share": row["sub_block_share"],
                 "layer_speedup": row["layer_speedup"],
                 "layer_speedup_ceiling": row["layer_speedup_ceiling"],

@@ -16,6 +16,8 @@ from mfulab.studies.fusion.stated import (
     A7_ARTICLE_DEVICE,
     A7_ARTICLE_DTYPE,
     A7_ARTICLE_PRESET,
+    A7_ARTICLE_SEQUENCE_PARALLEL,
+    A7_ARTICLE_TP,
     A7_ASSUMED_BANDWIDTH_EFFICIENCY,
     A7_ASSUMED_MATMUL_EFFICIENCY,
     A7_LAYER_SPEEDUP,
@@ -227,6 +229,8 @@ def article_sensitivity():
         matmul_efficiency=A7_ASSUMED_MATMUL_EFFICIENCY,
         bandwidth_efficiency=A7_ASSUMED_BANDWIDTH_EFFICIENCY,
         target_speedup=A7_LAYER_SPEEDUP,
+        tp=A7_ARTICLE_TP,
+        sequence_parallel=A7_ARTICLE_SEQUENCE_PARALLEL,
         **A7_SENSITIVITY,
     )
 

@@ -11,6 +11,11 @@ A7_LAYER_SPEEDUP = 1 / (1 - A7_STATED_TIME_REDUCTION)
 A7_ARTICLE_PRESET = "article-13b"
 A7_ARTICLE_DEVICE = "ascend-910b"
 A7_ARTICLE_DTYPE = "bf16"
+# Its layout, from the same launch command (article A §6.1, the course's A17):
+# --tensor-model-parallel-size 8, --pipeline-model-parallel-size 1, no --sequence-parallel.
+# Each card then runs 1/8 of a layer's matmuls and the whole sub-block (article A §4.2).
+A7_ARTICLE_TP = 8
+A7_ARTICLE_SEQUENCE_PARALLEL = False
 # Assumptions of the analytic bound (not stated by the article; the sensitivity table varies them):
 # - the fraction of the datasheet peak the layer's matmuls reach: the article's own MFU, about
 #   0.5 (article A §8, claim A19: MFU ≈ 0.497 for this 13B model on these cards);
@@ -23,6 +28,8 @@ A7_SENSITIVITY = {
     "devices": ("ascend-910b", "a100", "h100-sxm"),
     "matmul_efficiencies": (0.3, 0.7, 1.0),
     "bandwidth_efficiencies": (0.2, 0.5, 1.0),
+    # (tp, sequence_parallel): one card, and TP 8 with sequence parallelism
+    "layouts": ((1, False), (8, True)),
 }
 
 # A8 — article A §3.2: fused attention on a 7B model at sequence 4096 and batch 16 cut
