@@ -320,11 +320,8 @@ def matmul_ceiling(
 
     Returns ``{"best_flops_per_s", "best_size", "dtype", "rows": [...], "skipped_sizes",
     "skipped_because"}``; each row has the size, FLOPs (2·m·n·k), median/IQR time and achieved
-    FLOP/s at the median. ``max_call_s``: a size whose single (first) call takes longer is not
-    timed, nor any larger one (a dtype without a fast kernel on this device, e.g. bf16 GEMMs
-    emulated on a CPU without AVX512_BF16 or AMX, would take minutes per size); the smallest
-    size is always timed.
-    """
+    FLOP/s at the median. ``max_call_s``: a size whose first call takes longer is not timed, nor
+    any larger one (bf16 emulated on a CPU without AVX512_BF16 or AMX); the smallest always is."""
     import torch
 
     torch_dt = torch_dtype(dtype)
@@ -345,10 +342,8 @@ def matmul_ceiling(
                 one_call_s = time.perf_counter() - t0
                 if one_call_s > max_call_s:
                     skipped = [n for n in sizes if n >= size]
-                    because = (
-                        f"one {size}³ {dtype} matmul took {one_call_s:.1f} s (more than {max_call_s:g} s "
-                        f"a call): {', '.join(map(str, skipped))} not timed"
-                    )
+                    because = f"one {size}³ {dtype} matmul took {one_call_s:.1f} s (> {max_call_s:g} s): "
+                    because += f"{', '.join(map(str, skipped))} not timed"
                     break
             t = time_fn(
                 lambda a=a, b=b: torch.mm(a, b),
