@@ -164,3 +164,26 @@ def test_scale_setting_text_names_the_algorithm():
     ring = comm.nccl_latency_s("all_reduce", 1024, 128, **a.nccl_latencies())["ring"]
     assert "faster of NCCL's ring and tree" in text and f"{ring * 1e3:.2f} ms on the ring" in text
     assert "over 128 nodes" in text and "a100" in text
+
+
+def test_a6_per_tensor_is_judged_at_the_articles_13b_layout():
+    """A6's per-tensor sentence at the article's configuration (13B, TP 8, 1024 cards: DP 128):
+    one bucket per tensor makes as many all-reduces as the model has tensors; the ring's per-call
+    latency, 2(n − 1) steps, costs more than the tree's at 128 ranks, so forcing the ring slows
+    the per-tensor step more than NCCL's own choice does. The verdict follows both rows."""
+    rec = _records({(25, "default"): [0.02, 0.02]})
+    table = cluster_scale.per_tensor_table(rec)
+    assert list(table.algorithm) == ["faster of NCCL's ring and tree", "ring only"]
+    assert (table.dp == 128).all() and (table.tp == 8).all() and table.stated.tolist() == [True, False]
+    assert (table.per_tensor_calls > 300).all()  # Llama-2 13B: 40 layers × 9 tensors + 3
+    assert (table.slowdown > 1).all() and table.slowdown.iloc[1] > table.slowdown.iloc[0]
+    # stated interconnect: NCCL's choice 1.45x (below the 1.5x "disaster"), the ring 2.56x (above)
+    assert table.slowdown.iloc[0] == pytest.approx(1.45, abs=0.02)
+    assert table.slowdown.iloc[1] == pytest.approx(2.56, abs=0.05)
+    (row,) = cluster_scale.a6_per_tensor_claim(table)
+    assert row.verdict == "analytic only" and "TP 8 × DP 128" in row.measured
+    mixed = table.assign(slowdown=[1.2, 2.5])
+    (row,) = cluster_scale.a6_per_tensor_claim(mixed)
+    assert row.verdict == "analytic only" and "the article does not state" in row.evidence
+    (row,) = cluster_scale.a6_per_tensor_claim(table.assign(slowdown=[1.1, 1.2]))
+    assert row.verdict == "refuted (analysis)"

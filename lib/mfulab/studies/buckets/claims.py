@@ -24,17 +24,20 @@ def tables(records) -> dict:
         "scale": scale,
         "best_caps": cluster_scale.best_caps(scale),
         "sensitivity": sensitivity.sensitivity_table(records),
+        "a6_per_tensor": cluster_scale.per_tensor_table(records),
     }
 
 
 def outcome(records, p) -> Outcome:
     """The tables, the claims rows and the headline metrics, each computed once: A6 measured
-    here (one bucket per tensor vs the fastest cap), A6 at cluster scale (how far the cap moves
-    MFU; the sweet spot), B8 (the simulator's 7B case), B6 (the two DDP flags)."""
+    here (one bucket per tensor vs the fastest cap), A6's per-tensor sentence at the article's
+    own 13B layout, A6 at cluster scale (how far the cap moves MFU; the sweet spot), B8 (the
+    simulator's 7B case), B6 (the two DDP flags)."""
     t = tables(records)
     best, sens = t["best_caps"], t["sensitivity"]
     claim_list = (
         analysis.a6_measured_claim(records)
+        + cluster_scale.a6_per_tensor_claim(t["a6_per_tensor"])
         + cluster_scale.a6_spread_claim(records, best, sens)
         + cluster_scale.a6_sweet_spot_claim(records, best, sens)
         + cluster_scale.b8_claims(records, t["scale"], sens)

@@ -14,7 +14,15 @@ from mfulab.analytic.config import preset
 from mfulab.studies.buckets import sensitivity
 from mfulab.studies.buckets.sensitivity import plausible_caps_text, spread_points
 from mfulab.studies.buckets.simulator import DEFAULT_BUCKET_CAP_MB, gpt_simulation, model_layout
-from mfulab.studies.buckets.stated import A6_CARDS, A6_MFU_POINTS, A6_PLAUSIBLE_CAPS_MIB, B8_STATED
+from mfulab.studies.buckets.stated import (
+    A6_CARDS,
+    A6_DISASTER_RATIO,
+    A6_MFU_POINTS,
+    A6_PER_TENSOR_CASE,
+    A6_PLAUSIBLE_CAPS_MIB,
+    B8_STATED,
+    PER_TENSOR_CAP_MB,
+)
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
 from mfulab.units import MIB
@@ -33,6 +41,84 @@ def scale_table(records):
         for n in p["scale_world_sizes"]:
             rows += gpt_simulation(preset(name), n=n, bucket_caps_mb=caps, **setting)
     return pd.DataFrame(rows)
+
+
+def per_tensor_table(records):
+    """A6's "one all-reduce per parameter tensor is a disaster" at the article's configuration
+    (``stated.A6_PER_TENSOR_CASE``: its 13B at TP 8 on ``A6_CARDS`` cards, DP = cards / TP), with
+    the stated interconnect: one bucket per tensor against the fastest cap of the grid, under
+    NCCL's own choice per call (the faster of ring and tree: the stated case) and with the ring
+    forced (``NCCL_ALGO=Ring``), whose per-call latency grows with the ranks. One row per
+    algorithm: the all-reduce calls per step, both steps, and per-tensor ÷ best."""
+    import pandas as pd
+
+    p = records["params"]
+    case = A6_PER_TENSOR_CASE
+    caps = sorted(set(p["scale_bucket_caps_mb"]) | {DEFAULT_BUCKET_CAP_MB, PER_TENSOR_CAP_MB})
+    rows = []
+    for algorithm in ("best", "ring"):
+        setting = {**sensitivity.stated_setting(p), "algorithm": algorithm}
+        sim = pd.DataFrame(
+            gpt_simulation(
+                preset(case["preset"]),
+                n=A6_CARDS // case["tp"],
+                tp=case["tp"],
+                bucket_caps_mb=caps,
+                **setting,
+            )
+        )
+        per_tensor = sim[sim.bucket_cap_mb == PER_TENSOR_CAP_MB].iloc[0]
+        best = sim[sim.bucket_cap_mb != PER_TENSOR_CAP_MB].sort_values("step_s").iloc[0]
+        rows.append(
+            {
+                "preset": case["preset"],
+                "tp": case["tp"],
+                "dp": A6_CARDS // case["tp"],
+                "algorithm": sensitivity.algorithm_text(algorithm),
+                "stated": algorithm == sensitivity.stated_setting(p)["algorithm"],
+                "per_tensor_calls": int(per_tensor.buckets),
+                "per_tensor_step_s": float(per_tensor.step_s),
+                "best_cap_mib": float(best.bucket_cap_mb),
+                "best_step_s": float(best.step_s),
+                "slowdown": float(per_tensor.step_s / best.step_s),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def a6_per_tensor_claim(table) -> list[Claim]:
+    """Confirmed (analysis) when one all-reduce per tensor is at least ``A6_DISASTER_RATIO``×
+    the fastest cap's step under NCCL's own algorithm choice (stated) and with the ring forced,
+    refuted (analysis) when below under both, analytic only when the algorithm decides (the
+    article does not state it)."""
+    if table.empty:
+        return []
+    stated = table[table.stated].iloc[0]
+    other = table[~table.stated].iloc[0]
+    disaster = table.slowdown >= A6_DISASTER_RATIO
+    verdict = "confirmed" if disaster.all() else "refuted" if not disaster.any() else "analytic only"
+    return [
+        Claim(
+            "A6",
+            "one all-reduce per parameter tensor is a disaster (the article's 13B at about a thousand cards)",
+            f"simulator: {stated.preset} at TP {stated.tp} × DP {stated.dp}, one bucket per tensor "
+            f"({stated.per_tensor_calls} all-reduces per step) vs the fastest cap; a disaster read as "
+            f"≥ {A6_DISASTER_RATIO:g}× the step; all-reduce: {stated.algorithm} (stated), the ring "
+            "forced beside it",
+            verdict,
+            f"per tensor {stated.per_tensor_step_s:.2f} s vs {stated.best_step_s:.2f} s at "
+            f"{stated.best_cap_mib:g} MiB: {stated.slowdown:.2f}×; with the ring forced "
+            f"{other.per_tensor_step_s:.2f} s vs {other.best_step_s:.2f} s at {other.best_cap_mib:g} MiB: "
+            f"{other.slowdown:.2f}×"
+            + (
+                "; the answer turns on the all-reduce algorithm, which the article does not state (the "
+                "ring's per-call latency grows with the ranks, the tree's with their logarithm)"
+                if verdict == "analytic only"
+                else ""
+            ),
+            basis=verdicts.ANALYSIS,
+        )
+    ]
 
 
 def best_caps(scale_df):

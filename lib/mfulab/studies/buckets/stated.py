@@ -13,6 +13,13 @@ A6_DISASTER_RATIO = 1.5
 A6_SWEET_SPOT_BYTES = (20 * MB, 40 * MB)  # the article's "20–40 MB" (decimal MB: 19.1–38.1 MiB)
 A6_MFU_POINTS = (5.0, 8.0)  # "moves MFU by 5–8 points"
 A6_CARDS = 1024  # "about a thousand cards"
+# A6's per-tensor sentence at the article's own configuration: its 13B (config ``llama2-13b``,
+# the article's 40 × 5120 model) trained at tensor parallelism 8 (its launch command, §6.1;
+# the course's A17), so DP = A6_CARDS / 8 ranks each all-reduce the gradients of 1/8 of the model.
+A6_PER_TENSOR_CASE = {"preset": "llama2-13b", "tp": 8}
+# A bucket cap below the smallest gradient tensor: DDP closes a bucket at every tensor, i.e. one
+# all-reduce per parameter tensor (the case the claim calls a disaster).
+PER_TENSOR_CAP_MB = 1e-6
 # The caps a practitioner plausibly sets, over which "the bucket size moves MFU" is read
 # (max − min MFU): from DDP's 1 MiB first bucket to 400 MiB, past the simulated best
 # (200–400 MiB). Larger caps put a large share of the model in a few buckets whose
