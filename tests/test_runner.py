@@ -263,7 +263,9 @@ def test_a_study_is_stale_only_when_what_it_imports_changes():
     assert paths.library_sha256("mfu") != paths.library_sha256("overlap")
 
 
-def test_auto_profile_on_one_gpu_takes_cpu_for_a_study_whose_gpu_profile_needs_two(monkeypatch, caplog):
+def test_auto_profile_on_one_gpu_takes_cpu_where_the_gpu_profile_needs_two_or_is_absent(
+    monkeypatch, caplog, tmp_path
+):
     """make all on a one-GPU machine stopped at parallelism: its gpu profile asks for 2 NCCL
     ranks and was refused, so predict and compare never ran."""
     import torch
@@ -280,6 +282,12 @@ def test_auto_profile_on_one_gpu_takes_cpu_for_a_study_whose_gpu_profile_needs_t
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     from mfulab.studykit.registry import REGISTRY
 
+    # a study without a gpu profile (a new one may have cpu and smoke only) runs its cpu profile
+    bare = tmp_path / "studies" / "mfu"
+    bare.mkdir(parents=True)
+    for name in ("cpu.yaml", "smoke.yaml"):
+        shutil.copy(ROOT / "studies" / "mfu" / name, bare / name)
+    assert runner.resolve_profile("mfu", "auto", tmp_path) == "cpu"
     gpu = paths.read_profile(ROOT / "studies" / "parallelism" / "gpu.yaml")
     with pytest.raises(ParameterError, match="2 GPUs"):  # asked for by name: refused, as before
         REGISTRY["parallelism"].params.from_dict(gpu).prepared()

@@ -1,4 +1,5 @@
-"""``--profile auto``: a study's ``gpu`` profile where this machine can run it, else ``cpu``.
+"""``--profile auto``: a study's ``gpu`` profile where this machine can run it, else ``cpu``
+(also where the study has no gpu profile: a new study may start with cpu and smoke only).
 
 A gpu profile that asks for more GPUs than the machine has (parallelism's gpu.yaml wants two
 NCCL ranks) is refused by its machine checks before any work; under ``make all`` on a one-GPU
@@ -25,7 +26,9 @@ def gpu_profile_refusal(study_id: str, root=None) -> str | None:
     if not torch.cuda.is_available():
         return "no CUDA device"
     path = (root or repo_root()) / "studies" / study_id / "gpu.yaml"
-    if not path.exists() or study_id not in REGISTRY:
+    if not path.exists():
+        return "the study has no gpu profile (studies/<id>/gpu.yaml)"
+    if study_id not in REGISTRY:
         return None
     try:
         REGISTRY[study_id].params.from_dict(read_profile(path)).prepared()
