@@ -249,7 +249,7 @@ display(
 
 # %%
 art = alpha_beta.article_scale(records)
-pd.Series({k: v for k, v in art.items() if k != "a5_steps_s"}).to_frame("value")
+o.tables["article_scale"]
 
 # %%
 a4_sens = o.tables["a4_sensitivity"]
@@ -283,10 +283,10 @@ display(
 )
 
 # %%
-pd.Series(art["a5_steps_s"], name="model step (s), 200 MB, balanced compute").to_frame()
+o.tables["a5_steps_at_scale"]  # the model's step (s): 200 MB, balanced compute, per chunk count
 
 # %%
-pd.Series(alpha_beta.b9_check(records)).to_frame("B9")
+o.tables["b9_check"]
 
 # %% [markdown]
 # ## Claims

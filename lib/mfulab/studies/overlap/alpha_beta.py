@@ -8,7 +8,7 @@ all-reduce has finished (one communication channel). The step ends when the last
 ends. Bounds: max(C, M_k) ≤ step ≤ C + M_k, with M_k = k·t(S/k) the communication time per
 step, which grows with k because every call pays the latency 2(n−1)·α again (claim A5).
 
-**A4** lives in :mod:`.a4` (the step model at the article's configuration); ``article_scale``
+**A4** lives in ``step_at_scale`` (the step model at the article's configuration); ``article_scale``
 sums A4 and A5 up.
 
 **A5** (``a5_model``): the 200 MB tensor's communication per step at 4 and 16 chunks, k·t(S/k),

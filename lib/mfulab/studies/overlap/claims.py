@@ -5,6 +5,8 @@ numbers, with the numbers in its evidence."""
 
 from __future__ import annotations
 
+import pandas as pd
+
 from mfulab.results import run_identity
 from mfulab.studies.overlap import alpha_beta, step_at_scale
 from mfulab.studies.overlap.analysis import (
@@ -356,7 +358,16 @@ def tables(records, p) -> dict:
     from mfulab.studies.overlap import analysis
 
     params = p.to_dict()
+    art = alpha_beta.article_scale(records)
+    scalars = {k: v for k, v in art.items() if k != "a5_steps_s"}
     return {
+        "article_scale": pd.DataFrame({"quantity": list(scalars), "value": list(scalars.values())}),
+        "a5_steps_at_scale": pd.DataFrame(
+            {"chunks": list(art["a5_steps_s"]), "model_step_s": list(art["a5_steps_s"].values())}
+        ),
+        "b9_check": pd.DataFrame(
+            {"quantity": list(b9 := alpha_beta.b9_check(records)), "value": list(b9.values())}
+        ),
         "collectives": collectives_table(records),
         "alpha_beta_check": analysis.alpha_beta_check(records),
         "alpha_beta_fit_check": analysis.fit_check(records).reset_index(),
