@@ -52,7 +52,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from mfulab.analytic import comm
-from mfulab.studies.overlap import alpha_beta, analysis, claims, figures, step_at_scale
+from mfulab.studies.overlap import analysis, claims, figures, step_at_scale
 from mfulab.studies.overlap.claims import a5_cause, step_best_k_text
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
@@ -248,7 +248,7 @@ display(
 # not enter A5: it changes how often the 200 MB tensor is reduced, not what one reduction costs.
 
 # %%
-art = alpha_beta.article_scale(records)
+art = o.metrics["article_scale"]
 o.tables["article_scale"]
 
 # %%

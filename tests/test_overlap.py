@@ -16,6 +16,11 @@ from mfulab.studies.overlap.params import Params
 from mfulab.studies.overlap.stated import A4_STATED
 
 
+def _claims(records) -> list:
+    """``claims`` with the tables and the articles' scale ``outcome`` would pass it."""
+    return claims(records, _tables(records), alpha_beta.article_scale(records))
+
+
 def _tables(records) -> dict:
     """The tables ``claims`` and ``headline_metrics`` read (``claims.tables`` without the
     sensitivity tables, which need the study's parameters)."""
@@ -202,24 +207,23 @@ def test_own_alpha_beta_recovers_the_per_call_cost():
 
 def _a5_rows(records):
     """A5's two rows: (effect, mechanism)."""
-    effect, mechanism = [c for c in claims(records, _tables(records)) if c.id == "A5"]
+    effect, mechanism = [c for c in _claims(records) if c.id == "A5"]
     return effect, mechanism
 
 
 def test_verdicts_follow_the_synthetic_truth():
-    good = {c.id: c for c in claims(_records(), _tables(_records()))}
+    good = {c.id: c for c in _claims(_records())}
     effect, _ = _a5_rows(_records())
     assert effect.verdict == "shown"  # a toy regime (2 CPU ranks): 12 more calls of 0.3 ms on ~8 ms
     assert good["A3"].verdict == "shown"  # only the last chunk's all-reduce is exposed
     assert "real compute" in good["A3"].evidence and "in flight" in effect.evidence
-    bad = {c.id: c for c in claims(_records(overlap_good=False), _tables(_records(overlap_good=False)))}
+    bad = {c.id: c for c in _claims(_records(overlap_good=False))}
     assert bad["A3"].verdict == "not shown"  # overlap hid nothing
     on_gpus = {**_records(), "device": "cuda"}  # NCCL between GPUs: A5's own regime
     assert _a5_rows(on_gpus)[0].verdict == "confirmed"
     r = _records()
-    metrics = headline_metrics(
-        r, claims(r, _tables(r)), _tables(r)
-    )  # the ratios the verdicts read, tracked by make stability
+    # the ratios the verdicts read, tracked by make stability
+    metrics = headline_metrics(r, _claims(r), _tables(r), alpha_beta.article_scale(r))
     assert metrics["a5_comm_ratio_16_over_4"] > 1 and metrics["a3_midpoint_over_overlapped_emulated"] > 1
     no_latency = _a5_rows(_records(per_call_s=0.0))
     assert [c.verdict for c in no_latency] == ["inconclusive on this machine"] * 2  # 16 chunks not slower
@@ -348,7 +352,7 @@ def test_fit_check_compares_this_run_with_the_calibration_only_as_a_check():
 def test_a4_evidence_names_the_reading_across_the_flip():
     """The flip sentence names the reading on the far side of the baseline, not the baseline's."""
     r = _records()
-    (row,) = [c for c in claims(r, _tables(r)) if c.id == "A4"]
+    (row,) = [c for c in _claims(r) if c.id == "A4"]
     flip = step_at_scale.a4_flip_link(r["params"])
     side = "above" if flip["baseline_reading"] == flip["below"] else "below"
     assert f"it changes to '{flip[side]}' {side}" in row.evidence

@@ -267,10 +267,9 @@ def _a4_claim(records, art) -> Claim:
     )
 
 
-def claims(records, t: dict) -> list[Claim]:
+def claims(records, t: dict, art: dict) -> list[Claim]:
     """The claims table of this study (A3, A4, A5, A18, B9), verdicts computed from numbers
-    (``t``: :func:`tables`)."""
-    art = alpha_beta.article_scale(records)
+    (``t``: :func:`tables`; ``art``: ``alpha_beta.article_scale`` of the records)."""
     out = [c for c in (_a3_claim(records), _a4_claim(records, art)) if c is not None]
     out += _a5_claims(
         records, art, records["params"].get("a5_mechanism_min_share", Params.a5_mechanism_min_share)
@@ -310,7 +309,7 @@ def claims(records, t: dict) -> list[Claim]:
     return out
 
 
-def headline_metrics(records, claim_list, t: dict) -> dict:
+def headline_metrics(records, claim_list, t: dict, art: dict) -> dict:
     """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
     df = t["collectives"]
     fit, own = fitted_alpha_beta(records), own_alpha_beta(records)
@@ -339,7 +338,7 @@ def headline_metrics(records, claim_list, t: dict) -> dict:
             "a5_gap": {k: v for k, v in (a5_gap(records) or {}).items() if not k.startswith("comm_")},
         },
         "overlap": t["overlap"].to_dict(orient="records"),
-        "article_scale": alpha_beta.article_scale(records),
+        "article_scale": art,
         "claims": verdicts.records(claim_list),
     }
     if a3.get("emulated"):
@@ -350,7 +349,7 @@ def headline_metrics(records, claim_list, t: dict) -> dict:
     return metrics
 
 
-def tables(records, p) -> dict:
+def tables(records, p, art: dict) -> dict:
     """Every table the chapter shows, computed once (saved as ``tables/<name>.csv``): the
     collectives with nccl-tests' columns, the calibration's α–β against this run, the overlap
     sweep, communication per step and A5's 16-vs-4 comparison, and the sensitivity tables of the
@@ -358,7 +357,6 @@ def tables(records, p) -> dict:
     from mfulab.studies.overlap import analysis
 
     params = p.to_dict()
-    art = alpha_beta.article_scale(records)
     scalars = {k: v for k, v in art.items() if k != "a5_steps_s"}
     return {
         "article_scale": pd.DataFrame({"quantity": list(scalars), "value": list(scalars.values())}),
@@ -382,6 +380,7 @@ def tables(records, p) -> dict:
 def outcome(records, p) -> Outcome:
     """The tables, the claims rows and the headline metrics, each computed once; the notebook
     shows them and ``make stability`` reads the claims and metrics."""
-    t = tables(records, p)
-    claim_list = claims(records, t)
-    return Outcome(claim_list, headline_metrics(records, claim_list, t), t)
+    art = alpha_beta.article_scale(records)  # the articles' scale, read by tables, claims and metrics
+    t = tables(records, p, art)
+    claim_list = claims(records, t, art)
+    return Outcome(claim_list, headline_metrics(records, claim_list, t, art), t)
