@@ -40,7 +40,7 @@ from IPython.display import Markdown, display
 
 from mfulab import results
 from mfulab.measure import calibration, opprofile
-from mfulab.studies.mfu import article_arithmetic, claims, figures, operator_split, time_split
+from mfulab.studies.mfu import article_arithmetic, claims, figures, time_split
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.verdicts import summary_line
@@ -170,7 +170,7 @@ o.tables["six_n_check"]
 
 # %%
 ceiling = o.tables["matmul_ceiling"]
-sheet = time_split.datasheet_peak(records)
+sheet = o.values["datasheet_peak"]
 display(
     Markdown(
         calibration.describe(records)
@@ -198,7 +198,7 @@ assert tr["losses_finite"], "training produced a non-finite loss"
 print(f"correctness gate: first loss {tr['initial_loss']:.3f} vs ln(V) = {tr['expected_initial_loss']:.3f}")
 
 # %%
-bd = time_split.breakdown(records)
+bd = o.values["breakdown"]
 o.tables["time_split"]
 
 # %% [markdown]
@@ -311,7 +311,7 @@ display(
         else "The trace file is not in this render (measured elsewhere without its `traces/` folder)."
     )
 )
-check = operator_split.profile_check(records)
+check = o.values["profile_check"]
 print(
     f"categories vs wall time: worst step off by {check['worst_sum_vs_wall']:.2%} (target ≤ 2%); profiled step "
     f"{check['profiled_step_s'] * 1e3:.1f} ms vs the timed run's steady step {check['steady_step_s'] * 1e3:.1f} ms"

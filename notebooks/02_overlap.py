@@ -57,7 +57,7 @@ from mfulab.studies.overlap.claims import a5_cause, step_best_k_text
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.verdicts import summary_line
-from mfulab.units import si
+from mfulab.units import MIB, si
 
 out, p, records = setup("overlap", params, out_dir=out_dir, from_dir=from_dir)
 o = claims.outcome(records, p)  # every table below, the claims and the headline metrics, computed once
@@ -113,7 +113,7 @@ ab.set_index("size_bytes")[["measured_s", "model_s", "model_error"]].rename(
 )
 
 # %%
-fig = figures.plot_busbw(records)
+fig = figures.plot_busbw(records, o.tables["collectives"])
 plots.save_figure(fig, out, "busbw")
 
 # %% [markdown]
@@ -134,7 +134,7 @@ plots.save_figure(fig, out, "busbw")
 ov = records["overlap"]
 display(
     Markdown(
-        f"One-shot all-reduce of {p.overlap_bytes / 2**20:.0f} MiB at the start: "
+        f"One-shot all-reduce of {p.overlap_bytes / MIB:.0f} MiB at the start: "
         f"**{ov['one_shot_comm_s'] * 1e3:.1f} ms** → compute per step **{ov['compute_s'] * 1e3:.1f} ms** "
         f"({p.compute_over_comm:g}×); {ov['rounds']} interleaved rounds per compute mode."
     )
@@ -152,12 +152,12 @@ if fig is not None:
 # %%
 ot = o.tables["overlap"]
 assert records["overlap"]["wrong"] == 0, "an overlapped all-reduce returned a wrong result"
-fig = figures.plot_step_vs_k(records)
+fig = figures.plot_step_vs_k(ot, o.values["a3"])
 plots.save_figure(fig, out, "step_vs_k")
 ot[["compute", "k", "overlapped_s", "compute_only_s", "comm_only_s", "exposed_comm_s", "model_step_s"]]
 
 # %%
-a3 = {m: analysis.a3_outcome(records, m) for m in p.modes}
+a3 = o.values["a3"]
 lines = [
     f"* {m} compute: serial {o['serial_s'] * 1e3:.1f} ms → {o['overlapped_s'] * 1e3:.1f} ms at k = {o['k']}, "
     f"bound max(compute, comm) {o['bound_s'] * 1e3:.1f} ms: **{analysis.recovered_text(o)}**"
@@ -193,9 +193,9 @@ display(
 # the slowdown from sharing the cores, on gloo, or the GPU, on NCCL, with compute).
 
 # %%
-fig = figures.plot_comm_vs_k(records)
+fig = figures.plot_comm_vs_k(records, o.tables["comm_per_step"], o.values["a5_gap"])
 plots.save_figure(fig, out, "comm_vs_k")
-a5 = analysis.a5_comparisons(records)
+a5 = o.values["a5"]
 o.tables["a5_comparison"]
 
 # %% [markdown]
@@ -210,7 +210,11 @@ o.tables["a5_comparison"]
 
 # %%
 display(
-    Markdown(f"4 → 16 chunks: {a5_cause(records)}." if a5 else "k = 4 and k = 16 were not both measured.")
+    Markdown(
+        f"4 → 16 chunks: {a5_cause(records, o.values['a5_gap'])}."
+        if a5
+        else "k = 4 and k = 16 were not both measured."
+    )
 )
 
 # %% [markdown]
@@ -248,7 +252,7 @@ display(
 # not enter A5: it changes how often the 200 MB tensor is reduced, not what one reduction costs.
 
 # %%
-art = o.metrics["article_scale"]
+art = o.values["article_scale"]
 o.tables["article_scale"]
 
 # %%
@@ -329,7 +333,7 @@ lines += [
     if o
 ]
 if "comm_only" in a5:
-    g = analysis.a5_gap(records)
+    g = o.values["a5_gap"]
     lines.append(
         f"* communication per step: k = 16 takes {a5['comm_only'].ratio:.2f}× the time of k = 4"
         + (

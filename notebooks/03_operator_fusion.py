@@ -36,7 +36,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from mfulab.measure import calibration
-from mfulab.studies.fusion import analysis, claims, figures, ln_at_scale, norm_fusion, sdpa_rules
+from mfulab.studies.fusion import analysis, attention_memory, claims, figures, norm_fusion, sdpa_rules
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.verdicts import summary_line
@@ -307,7 +307,7 @@ o.tables["a8_article_scale"]
 
 # %%
 a8_sens = o.tables["a8_article_sensitivity"]
-display(Markdown(ln_at_scale.sensitivity_sentence(a8_sens) + "."))
+display(Markdown(attention_memory.sensitivity_sentence(a8_sens) + "."))
 a8_sens
 
 # %% [markdown]

@@ -51,6 +51,7 @@ from mfulab.studies.recompute import analysis, claims, figures
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.verdicts import summary_line
+from mfulab.units import MIB
 
 out, p, records = setup("recompute", params, out_dir=out_dir, from_dir=from_dir)
 o = claims.outcome(records, p)  # every table below, the claims and the headline metrics, computed once
@@ -76,7 +77,7 @@ fig = figures.plot_saved_by_op(records)
 plots.save_figure(fig, out, "saved_by_op")
 saved = o.tables["saved_tensors"]
 layer0 = saved[(saved.policy == "none") & (saved.layer == 0)]
-layer0.assign(MiB=layer0.bytes / 2**20)[["module", "op", "shape", "dtype", "MiB"]]
+layer0.assign(MiB=layer0.bytes / MIB)[["module", "op", "shape", "dtype", "MiB"]]
 
 # %% [markdown]
 # ## 2 · Korthikanti's Table 2 vs the exact count
@@ -120,15 +121,15 @@ assert summary.gradient_gate_ok.all(), "a recompute policy changed the gradients
 summary_columns = (
     "policy dtype step_added_MiB recompute_flops_share step_s step_q1_s step_q3_s step_n tokens_per_s"
 )
-summary.assign(step_added_MiB=summary.peak_step_added_bytes / 2**20)[
+summary.assign(step_added_MiB=summary.peak_step_added_bytes / MIB)[
     summary_columns.split() + ["gradient_max_abs_diff"]
 ]
 
 # %%
-fig = figures.plot_pareto(records)
+fig = figures.plot_pareto(records, o.values["full_vs_none"])
 plots.save_figure(fig, out, "pareto")
 peak = o.tables["peak_memory"]
-peak.assign(step_added_MiB=(peak.step_added_bytes / 2**20).round(1)).pivot(
+peak.assign(step_added_MiB=(peak.step_added_bytes / MIB).round(1)).pivot(
     index="policy", columns="micro_batch", values="step_added_MiB"
 ).astype(object).fillna("—")  # —: not measured (beyond the policy's first micro-batch over the budget)
 
@@ -354,14 +355,14 @@ display(Markdown(stability_note(out)))
 
 # %%
 s = summary.set_index("policy")
-per_layer_mib = s.loc["none", "saved_bytes_layers"] / records["config"]["n_layers"] / 2**20
+per_layer_mib = s.loc["none", "saved_bytes_layers"] / records["config"]["n_layers"] / MIB
 lines = [
     f"* One layer of {records['config']['name']} keeps {per_layer_mib:.1f} MiB for backward at micro-batch "
     f"{records['base_micro_batch']}; Table 2, adapted to fp32 without dropout, predicts every policy within "
     f"{lm.korthikanti_rel_error.abs().max():.1%}, and the named residual terms close the gap to "
     f"{lm.explained_rel_error.abs().max():.2%}."
 ]
-full = analysis.full_vs_none(records)
+full = o.values["full_vs_none"]
 if full["memory_share"] is not None:
     lines.append(
         f"* Full recompute cut the memory a step adds to {full['memory_share']:.0%} for "

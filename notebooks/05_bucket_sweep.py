@@ -43,6 +43,7 @@ from IPython.display import Markdown, display
 from mfulab.studies.buckets import claims, figures, report, simulator
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
+from mfulab.units import MIB
 
 out, p, records = setup("buckets", params, out_dir=out_dir, from_dir=from_dir)
 o = claims.outcome(records, p)  # every table below, the claims and the headline metrics, computed once
@@ -83,7 +84,7 @@ if len(gpt_layout):
     assert gpt_layout.matches_rules.all(), "DDP's GPT buckets break the formation rules"
     assert (gpt_layout.gradient_gate < 1e-5).all(), "DDP's GPT gradients differ from the reference"
     first = gpt_layout.iloc[0]
-    print(f"DDP's default: {first.buckets} bucket(s), the first {first.first_bucket_bytes / 2**20:.2f} MiB")
+    print(f"DDP's default: {first.buckets} bucket(s), the first {first.first_bucket_bytes / MIB:.2f} MiB")
 gpt_layout
 
 # %% [markdown]

@@ -34,18 +34,19 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab.studies.dataloader import analysis, claims, figures, throughput
+from mfulab.studies.dataloader import claims, figures, throughput
 from mfulab.studies.dataloader.checkpoint import magnitude_arithmetic
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.verdicts import summary_line
+from mfulab.units import MIB
 
 out, p, records = setup("dataloader", params, out_dir=out_dir, from_dir=from_dir)
 o = claims.outcome(records, p)  # every table below, the claims and the headline metrics, computed once
 o.save_tables(out)
 rp = records["params"]  # the settings this measurement ran with
 print(
-    f"{records['corpus']['count']} samples, {records['corpus']['bytes_of_text'] / 2**20:.1f} MiB of text, "
+    f"{records['corpus']['count']} samples, {records['corpus']['bytes_of_text'] / MIB:.1f} MiB of text, "
     f"on {records['device_name']} ({throughput.usable_cpus(records)} usable cores)"
 )
 
@@ -59,7 +60,7 @@ print(
 
 # %%
 written = o.tables["written"]
-written.assign(MiB=written.bytes / 2**20)[["format", "files", "MiB", "write_s"]]
+written.assign(MiB=written.bytes / MIB)[["format", "files", "MiB", "write_s"]]
 
 # %% [markdown]
 # ## 2 · Read throughput, warm
@@ -88,7 +89,7 @@ print(
 )
 sweep = o.tables["loader_sweep"]
 assert sweep.intact.all(), "a reader lost, duplicated or altered samples"
-fig = figures.plot_throughput(records)
+fig = figures.plot_throughput(records, o.values["best_warm_setting"])
 plots.save_figure(fig, out, "throughput")
 o.tables["warm_summary"]
 
@@ -169,7 +170,7 @@ stall
 ck = records["checkpoint"]
 print(
     f"{ck['rounds']} rounds of a {ck.get('batch_rows', rp['batch_size'])}-sequence step; "
-    f"checkpoint {ck['checkpoint_bytes'] / 2**20:.1f} MiB"
+    f"checkpoint {ck['checkpoint_bytes'] / MIB:.1f} MiB"
 )
 o.tables["checkpoint"]
 
@@ -213,7 +214,7 @@ display(Markdown(stability_note(out)))
 # ## What this study showed
 
 # %%
-warm = analysis.best_warm_setting(records)
+warm = o.values["best_warm_setting"]
 lines = [
     "* Warm, each format's fastest setting (its median over epochs): "
     + ", ".join(f"{f} {v:,.0f} samples/s" for f, v in warm.sort_values().items())

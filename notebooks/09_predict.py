@@ -44,7 +44,7 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 # %%
 from IPython.display import Markdown, display
 
-from mfulab.studies.predict import analysis, claims, figures, scores
+from mfulab.studies.predict import analysis, claims, figures
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
 
@@ -124,9 +124,9 @@ df, splits = t["validation"], t["splits"]
 pct = {c: "{:+.1%}" if "signed" in c else "{:.1%}" for c in splits.columns if "error" in c or "within" in c}
 pct["closer_than_null"] = "{:.0%}"
 display(splits.style.format(pct, na_rep="—").hide(axis="index"))
-goals = scores.test_goals(df)
-display(Markdown(analysis.test_text(goals, splits)))
-display(Markdown(analysis.test_text(scores.test_goals(df, split="holdout"), splits, split="holdout")))
+goals = o.values["test_goals"]
+display(Markdown(analysis.test_text(goals["test"], splits)))
+display(Markdown(analysis.test_text(goals["holdout"], splits, split="holdout")))
 plots.save_figure(figures.validation(df, 0.25), out, "validation")
 
 # %% [markdown]

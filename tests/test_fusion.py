@@ -193,9 +193,9 @@ def test_roofline_uses_the_counted_passes():
 
 
 def test_a8_sensitivity_by_hand():
-    from mfulab.studies.fusion import ln_at_scale
+    from mfulab.studies.fusion import attention_memory
 
-    df = ln_at_scale.sensitivity().set_index("reading")
+    df = attention_memory.sensitivity().set_index("reading")
     central = df.iloc[0]
     # Table 2's 34 and 194 per s·b·h, plus d: Llama-2-7B's SwiGLU MLP keeps gate, up and their
     # product (3·11008/4096 per s·b·h at 2 bytes) where a 4h GeLU keeps 8: d = 0.125, split by TP
@@ -217,9 +217,9 @@ def test_a8_sensitivity_by_hand():
     assert row.naive_GB_per_device - row.flash_GB_per_device == pytest.approx(32 * 4096 * 4096 * 160 / 1e9)
     assert row.naive_GB_per_device > acts_gb
     assert (df.vs_stated == df.reduction - 0.40).all()
-    assert "−40%" in ln_at_scale.sensitivity_sentence()
+    assert "−40%" in attention_memory.sensitivity_sentence()
     # the reading below the stated cut is named, not hidden behind "every reading ≥ −40%"
-    assert f"smallest −38% under “{tp8}attention dropout off”" in ln_at_scale.sensitivity_sentence()
+    assert f"smallest −38% under “{tp8}attention dropout off”" in attention_memory.sensitivity_sentence()
 
 
 def test_sdpa_saved_bytes_by_hand():

@@ -11,14 +11,14 @@ from mfulab.errors import ParameterError
 from mfulab.studies.overlap import alpha_beta, analysis, step_at_scale
 from mfulab.studies.overlap.analysis import collectives_table, overlap_table
 from mfulab.studies.overlap.bench import union_length_s
-from mfulab.studies.overlap.claims import claims, headline_metrics
+from mfulab.studies.overlap.claims import claims, derived, headline_metrics
 from mfulab.studies.overlap.params import Params
 from mfulab.studies.overlap.stated import A4_STATED
 
 
 def _claims(records) -> list:
-    """``claims`` with the tables and the articles' scale ``outcome`` would pass it."""
-    return claims(records, _tables(records), alpha_beta.article_scale(records))
+    """``claims`` with the tables and the derived values ``outcome`` would pass it."""
+    return claims(records, _tables(records), derived(records))
 
 
 def _tables(records) -> dict:
@@ -223,7 +223,7 @@ def test_verdicts_follow_the_synthetic_truth():
     assert _a5_rows(on_gpus)[0].verdict == "confirmed"
     r = _records()
     # the ratios the verdicts read, tracked by make stability
-    metrics = headline_metrics(r, _claims(r), _tables(r), alpha_beta.article_scale(r))
+    metrics = headline_metrics(r, _claims(r), _tables(r), derived(r))
     assert metrics["a5_comm_ratio_16_over_4"] > 1 and metrics["a3_midpoint_over_overlapped_emulated"] > 1
     no_latency = _a5_rows(_records(per_call_s=0.0))
     assert [c.verdict for c in no_latency] == ["inconclusive on this machine"] * 2  # 16 chunks not slower

@@ -182,22 +182,36 @@ def _module_name(path: Path) -> str:
 
 
 def _floor(module: str) -> str:
+    """The floor of a module or of a floor's package itself (``mfulab.run`` is on ``run``)."""
     parts = module.split(".")[1:]
-    return parts[0] if len(parts) > 1 and parts[0] in FLOORS else ""
+    return parts[0] if parts and parts[0] in FLOORS else ""
 
 
-def _imports(path: Path, modules: set[str]) -> set[str]:
-    """Every ``mfulab`` module ``path`` imports, at any level (function-level imports included):
-    the graph a reader has to hold, not only the one Python sees at import time."""
+def _study_of(module: str) -> str | None:
+    """The study a module belongs to (``mfulab.studies.<id>[.x]``), None outside ``studies/``."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "studies" else None
+
+
+def _imports_of_source(code: str, modules: set[str], where: str = "<source>") -> set[str]:
+    """Every module of ``modules`` the source ``code`` imports, at any level (function-level
+    imports included): the graph a reader has to hold, not only the one Python sees at import
+    time. ``from a import b`` counts ``a`` and, where it is a module, ``a.b``."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(code)):
         if isinstance(node, ast.ImportFrom):
-            assert not node.level, f"{path.relative_to(ROOT)}:{node.lineno} uses a relative import"
+            assert not node.level, f"{where}:{node.lineno} uses a relative import"
             if node.module and node.module.split(".")[0] == "mfulab":
                 found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
         elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.split(".")[0] == "mfulab"}
-    return {m for m in found & modules if m != _module_name(path)}
+    return found & modules
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    """The ``mfulab`` modules the file ``path`` imports (:func:`_imports_of_source`), itself left out."""
+    found = _imports_of_source(path.read_text(), modules, str(path.relative_to(ROOT)))
+    return {m for m in found if m != _module_name(path)}
 
 
 def _graph() -> dict[str, set[str]]:
@@ -216,8 +230,31 @@ def test_a_folder_imports_only_folders_below_it():
                 continue
             here, there = FLOORS.index(_floor(module)), FLOORS.index(_floor(target))
             assert there <= here, f"{module} (floor {_floor(module) or 'ground'}) imports {target} above it"
-            if _floor(module) == _floor(target) == "studies" and len(target.split(".")) > 3:
-                assert target.split(".")[2] == module.split(".")[2], f"{module} imports study module {target}"
+            if _study_of(module) and _study_of(target):
+                assert _study_of(target) == _study_of(module), f"{module} imports study module {target}"
+
+
+def test_the_floor_rules_see_package_imports():
+    """The graph reads ``from mfulab import run`` and ``from mfulab.studies import x``: a lower
+    floor importing ``run/`` that way, or a study importing another that way, is caught."""
+    assert _floor("mfulab.run") == "run" and _floor("mfulab.run.cli") == "run"
+    assert _floor("mfulab.errors") == "" and _floor("mfulab") == ""
+    assert _study_of("mfulab.studies.mfu") == "mfu" and _study_of("mfulab.studies") is None
+    code = "from mfulab import run\nfrom mfulab.studies import overlap\n"
+    found = _imports_of_source(code, {"mfulab.run", "mfulab.studies.overlap", "mfulab"})
+    assert found == {"mfulab.run", "mfulab.studies.overlap", "mfulab"}
+
+
+def test_a_notebook_imports_its_own_study_and_nothing_of_run():
+    """A chapter's notebook (``notebooks/NN_*.py``) sits on top of ``studykit`` and its own study:
+    it imports no other study's modules and nothing from ``run/`` (a runner change restamps no
+    study), function-level imports included."""
+    modules = {_module_name(p) for p in LIB.rglob("*.py")}
+    for s in REGISTRY.values():
+        path = ROOT / "notebooks" / s.notebook
+        for target in _imports_of_source(path.read_text(), modules):
+            assert _floor(target) != "run", f"{s.notebook} imports {target}"
+            assert _study_of(target) in (None, s.id), f"{s.notebook} imports another study's {target}"
 
 
 def test_no_import_cycles():

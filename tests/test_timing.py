@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from mfulab.measure import timing
-from mfulab.studykit.verdicts import Claim, verdict_from_interval
+from mfulab.studykit.verdicts import Claim, verdict_below, verdict_from_interval
 
 
 def test_summarize_median_iqr():
@@ -37,6 +37,12 @@ def test_verdicts():
     assert verdict_from_interval(1.4, 1.6, threshold=1.3) == "confirmed"
     assert verdict_from_interval(0.9, 1.5, threshold=1.3) == "inconclusive on this machine"
     assert verdict_from_interval(0.8, 0.95, threshold=1.3) == "refuted"
+    assert verdict_from_interval(1.05, 1.2, threshold=1.3) == "refuted"  # smaller than claimed
+    assert verdict_from_interval(0.95, 1.2, threshold=1.3) == "inconclusive on this machine"
+    # a claimed bound: more workers gain under 1.1×
+    assert verdict_below(0.9, 1.08, threshold=1.1) == "confirmed"
+    assert verdict_below(1.12, 1.3, threshold=1.1) == "refuted"
+    assert verdict_below(1.0, 1.2, threshold=1.1) == "inconclusive on this machine"
     with pytest.raises(ValueError):
         Claim("X", "c", "m", "probably", "e", "measured here")
 

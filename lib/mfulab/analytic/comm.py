@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 from mfulab.errors import ParameterError
+from mfulab.units import MIB
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all")
 
@@ -236,7 +237,7 @@ DP_ZERO_STAGES = {"ddp": (0, 1), "megatron": (0, 1), "deepspeed": (0, 1, 2, 3), 
 # all-gather of a sharded optimizer, before the next step's first forward).
 DP_PHASES = ("last_backward", "backward", "forward", "after_step")
 # Framework defaults (each a named argument of dp_collectives, with its source):
-DDP_BUCKET_BYTES = 25 * 2**20  # torch DistributedDataParallel(bucket_cap_mb=25)
+DDP_BUCKET_BYTES = 25 * MIB  # torch DistributedDataParallel(bucket_cap_mb=25)
 DDP_FIRST_BUCKET_BYTES = 2**20  # DDP's first bucket: 1 MiB (torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES)
 DEEPSPEED_BUCKET_ELEMS = 5e8  # DeepSpeed zero_optimization reduce_bucket_size and allgather_bucket_size
 DEEPSPEED_PREFETCH_ELEMS = 5e7  # DeepSpeed ZeRO-3 stage3_prefetch_bucket_size

@@ -51,7 +51,7 @@ from __future__ import annotations
 from dataclasses import asdict, fields, replace
 
 from mfulab.analytic import comm, flops, memory, parallel
-from mfulab.analytic.config import ATTENTION_KERNELS, TransformerConfig
+from mfulab.analytic.config import TransformerConfig, check_attention
 from mfulab.analytic.rates import Assumptions, machine_rates
 from mfulab.analytic.step_terms import dp_group, dp_terms, memory_terms, pipeline_terms, stage_terms
 from mfulab.errors import ParameterError
@@ -129,8 +129,7 @@ def check_layout(
             "precisions per GEMM and need their own scaling kernels)"
         )
     memory.recompute_plan(recompute, cfg.n_layers)  # refuses a policy it does not model
-    if attention not in ATTENTION_KERNELS:
-        raise ParameterError(f"attention must be one of {', '.join(ATTENTION_KERNELS)}; got {attention!r}")
+    check_attention(attention)
     if framework not in FRAMEWORKS:
         raise ParameterError(f"framework must be one of {', '.join(FRAMEWORKS)}; got {framework!r}")
     if zero_stage not in (0, 1, 2, 3):

@@ -14,6 +14,7 @@ import math
 from mfulab.analytic import comm, flops, memory, parallel
 from mfulab.analytic.config import TransformerConfig
 from mfulab.analytic.rates import Assumptions, Rates, flash_attention_share
+from mfulab.units import GIB
 
 
 def gemm_s(
@@ -382,9 +383,9 @@ def memory_terms(
     memory_bytes = mem["model_states_bytes"] + activations_bytes + mem["logits_bytes"]
     capacity = rates.memory_capacity_bytes
     return {
-        "memory_gib": memory_bytes / 2**30,
-        "model_states_gib": mem["model_states_bytes"] / 2**30,
-        "activations_gib": activations_bytes / 2**30,
-        "device_memory_gib": None if capacity is None else capacity / 2**30,
+        "memory_gib": memory_bytes / GIB,
+        "model_states_gib": mem["model_states_bytes"] / GIB,
+        "activations_gib": activations_bytes / GIB,
+        "device_memory_gib": None if capacity is None else capacity / GIB,
         "fits": None if capacity is None else memory_bytes <= (1 - a.memory_margin) * capacity,
     }

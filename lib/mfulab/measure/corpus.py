@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from mfulab.errors import ParameterError
+from mfulab.units import MIB
 
 # the storage formats (``dataformats``): many small files, one file, tar shards, packed tokens, Parquet
 FORMATS = ("json_files", "jsonl", "tar", "memmap", "parquet")
@@ -70,6 +71,6 @@ def check_free_space(root: Path, needed_bytes: int) -> None:
     free = shutil.disk_usage(root).free
     if free < 2 * needed_bytes:
         raise ParameterError(
-            f"scratch_dir {root} has {free / 2**20:.0f} MiB free; writing the corpus in "
-            f"every format needs about {2 * needed_bytes / 2**20:.0f} MiB"
+            f"scratch_dir {root} has {free / MIB:.0f} MiB free; writing the corpus in "
+            f"every format needs about {2 * needed_bytes / MIB:.0f} MiB"
         )

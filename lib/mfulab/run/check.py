@@ -36,6 +36,7 @@ from mfulab.errors import ParameterError
 from mfulab.measure import host, jobinfo, procs, timing
 from mfulab.paths import read_profile, repo_root
 from mfulab.studykit.registry import REGISTRY
+from mfulab.units import GIB
 
 STUDY_BUDGET_S = 300  # one tiny study run; a run past it is a failure (the time guard)
 PROFILE_CARD_BYTES = 80e9  # the gpu profiles are written for an 80 GB card (A100 / H100 SXM)
@@ -300,7 +301,7 @@ def memory_guard(card_bytes: float | None = None) -> list[Part]:
             parts.append(Part(label, "skipped", "its peak is small or not modelled"))
             continue
         share = peak / card_bytes
-        detail = f"predicted {peak / 2**30:.1f} GiB = {share:.0%} of a {card_bytes / 1e9:.0f} GB card"
+        detail = f"predicted {peak / GIB:.1f} GiB = {share:.0%} of a {card_bytes / 1e9:.0f} GB card"
         parts.append(Part(label, "ran" if share <= MEMORY_GUARD_SHARE else "failed", detail))
     return parts
 

@@ -65,7 +65,7 @@ class Study:
         return self._resolve(self.measure)
 
     def node_checks_fn(self):
-        """``node_checks`` (``checks.node_problems(records) -> [problem, ...]``): what a correct
+        """``node_checks`` (``node_checks.node_problems(records) -> [problem, ...]``): what a correct
         multi-rank measurement of this study must show (``make check-node``); ``None`` if the
         study declares none."""
         return self._resolve(self.node_checks) if self.node_checks else None

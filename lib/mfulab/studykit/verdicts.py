@@ -121,11 +121,23 @@ def verdict_from_agreement(ok: bool) -> str:
 
 def verdict_from_interval(lo: float, hi: float, *, threshold: float) -> str:
     """For a claimed effect "ratio ≥ threshold" measured as an interval [lo, hi] of the ratio:
-    confirmed when lo ≥ threshold, refuted when hi < threshold or the interval excludes any
-    effect in the claimed direction (hi ≤ 1), otherwise inconclusive on this machine."""
+    confirmed when lo ≥ threshold; refuted when hi < threshold and the interval excludes 1 (an
+    effect smaller than claimed, or none in the claimed direction); otherwise inconclusive on
+    this machine (an interval that holds 1 cannot tell a small effect from none)."""
     if lo >= threshold:
         return "confirmed"
     if hi < threshold and (hi < 1.0 or lo > 1.0):
+        return "refuted"
+    return "inconclusive on this machine"
+
+
+def verdict_below(lo: float, hi: float, *, threshold: float) -> str:
+    """For a claimed bound "ratio < threshold" (a gain too small to matter) measured as an
+    interval [lo, hi] of the ratio: confirmed when hi < threshold, refuted when lo ≥ threshold,
+    otherwise inconclusive on this machine."""
+    if hi < threshold:
+        return "confirmed"
+    if lo >= threshold:
         return "refuted"
     return "inconclusive on this machine"
 
@@ -168,8 +180,6 @@ def verdict_in_band(lo: float, hi: float, *, band: tuple[float, float], drift: f
 def publish_claims(out_dir, claim_list, metrics: dict):
     """Save the claims table (``tables/claims.csv``) and the headline metrics; return the
     table for display."""
-    from mfulab.studykit.verdicts import table
-
     df = table(claim_list)
     save_table(out_dir, "claims", df)
     save_metrics(out_dir, metrics)

@@ -30,7 +30,7 @@ LADDER = (
     ("format + workers", {"format": "good", "workers": True}),
     ("buckets", {"buckets": True}),
     ("overlap", {"overlap": True}),
-    ("fused attention", {"fused": True}),
+    ("fused attention", {"attention": "fused"}),  # config.ATTENTION_KERNELS
     ("background checkpoint", {"background": True}),
 )
 STRAGGLER = "last rung + straggler"
@@ -99,16 +99,18 @@ class Trainer:
         from torch.nn.parallel import DistributedDataParallel as DDP
         from torch.utils.data.distributed import DistributedSampler
 
-        from mfulab.analytic.config import TransformerConfig
+        from mfulab.analytic.config import ATTENTION_IMPLS, TransformerConfig, check_attention
         from mfulab.measure.ckptio import BackgroundCheckpointer
         from mfulab.measure.dataformats import Collate, dataset
         from mfulab.measure.train import reference_model
 
         self.name, self.spec, self.rank, self.device = name, spec, rank, spec["device"]
         cfg = TransformerConfig(**spec["config"])
-        impl = "sdpa" if knobs.get("fused") else "naive"
+        self.attention = knobs.get("attention", "naive")  # a kernel class of config.ATTENTION_KERNELS
+        check_attention(self.attention)
+        impl = {kernel: impl for impl, kernel in ATTENTION_IMPLS.items()}[self.attention]  # the GPT's
         model, self.opt = reference_model(cfg, attn_impl=impl, device=self.device, lr=1e-4)
-        if knobs.get("fused") and spec["compile"]:
+        if self.attention == "fused" and spec["compile"]:
             model = torch.compile(model)
         cap = spec["good_bucket_cap_mb"] if knobs.get("buckets") else spec["naive_bucket_cap_mb"]
         self.model = DDP(model, bucket_cap_mb=cap, device_ids=ddp_device_ids(self.device))
@@ -129,7 +131,7 @@ class Trainer:
         )
         self.batches = self._forever()
         self.format, self.workers, self.bucket_cap_mb = fmt, workers, cap
-        self.overlap, self.fused = bool(knobs.get("overlap")), bool(knobs.get("fused"))
+        self.overlap = bool(knobs.get("overlap"))
         self.background = BackgroundCheckpointer() if knobs.get("background") else None
         self.ckpt = Path(spec["corpus_dir"]) / f"ckpt-rank{rank}-{name.replace(' ', '_').replace('+', '')}.pt"
         self.steps, self.block_step, self.rows = 0, 0, []
@@ -291,7 +293,7 @@ def anatomy_worker(spec: dict) -> dict:
                 "workers": t.workers,
                 "bucket_cap_mb": t.bucket_cap_mb,
                 "overlap": t.overlap,
-                "fused_attention": t.fused,
+                "attention": t.attention,
                 "background_checkpoint": t.background is not None,
             }
             for name, t in trainers.items()

@@ -70,8 +70,8 @@ def headline_metrics(records, claim_list, t) -> dict:
         **flags.headline(records, t["flags"]),
         # the simulator's model error here: DDP's work per bucket beyond the calibration's α–β
         **{
-            f"per_bucket_overhead_s_{m}": f["per_bucket_overhead_s"]
-            for m, f in model_error.fits(records).items()
+            f"per_bucket_overhead_s_{f['mode']}": float(f["per_bucket_overhead_s"])
+            for f in t["model_error"].to_dict(orient="records")
         },
         "best_caps_at_scale": t["best_caps"].to_dict(orient="records"),
         "claims": verdicts.records(claim_list),

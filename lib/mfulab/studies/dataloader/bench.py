@@ -29,6 +29,7 @@ from mfulab.studies.dataloader.cache import count_opens, evict, sampled_resident
 from mfulab.studies.dataloader.formats import loader_for
 from mfulab.studies.dataloader.params import Params
 from mfulab.studies.dataloader.stall import checkpoint_spike, stall_run
+from mfulab.units import MIB
 
 STUDY = "dataloader"
 # loader 2: rows carry mib_per_s (was mb_per_s, also MiB/s); loader 3: interleaved warm epochs and
@@ -40,7 +41,7 @@ BENCHMARK_VERSION = {"loader": 4, "stall": 3}
 
 def mib_per_s(n_bytes: float, seconds: float) -> float:
     """Bytes per second in MiB/s (1 MiB = 2**20 bytes)."""
-    return n_bytes / 2**20 / seconds
+    return n_bytes / MIB / seconds
 
 
 def run_epochs(loader, epochs: int, expected: dict) -> list[dict]:

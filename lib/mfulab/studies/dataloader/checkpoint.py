@@ -36,7 +36,7 @@ from mfulab.studies.dataloader.stall import STEP, STEP_WITH_CHECKPOINT
 from mfulab.studies.dataloader.stated import B12_STATED
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
-from mfulab.units import GB
+from mfulab.units import GB, MIB
 
 
 def _param(records, name, default):
@@ -74,9 +74,7 @@ def b12_existence(records) -> Claim:
     ck = records["checkpoint"]
     rows = ck.get("batch_rows")
     size = f" of {rows} sequence{'s' * (rows != 1)}" if rows else ""
-    verdict = (
-        "confirmed" if c.ratio_lo > 1 else "refuted" if c.ratio_hi < 1 else "inconclusive on this machine"
-    )
+    verdict = verdicts.verdict_from_interval(c.ratio_lo, c.ratio_hi, threshold=1.0)  # any spike at all
     every = _param(records, "checkpoint_every", 0)
     loop_ms = _loop_write_ms(records)
     periodic = (
@@ -89,7 +87,7 @@ def b12_existence(records) -> Claim:
         "B12",
         "a synchronous checkpoint write makes its step longer (the spike exists)",
         f"a training step{size} with and without a synchronous "
-        f"checkpoint after it (model + AdamW state, {ck['checkpoint_bytes'] / 2**20:.1f} MiB, "
+        f"checkpoint after it (model + AdamW state, {ck['checkpoint_bytes'] / MIB:.1f} MiB, "
         f"torch.save + fsync), {ck['rounds']} interleaved rounds; threshold: the interval above 1",
         verdict,
         f"a step with the write takes {c.ratio:.2f}× [{c.ratio_lo:.2f}, {c.ratio_hi:.2f}] one without "
@@ -108,7 +106,7 @@ def measured_write_bytes_per_s(records) -> tuple[float, str]:
     ck = records["checkpoint"]
     probe = ck.get("fsync_write")
     if probe:
-        return probe["bytes_per_s"], f"{probe['bytes'] / 2**20:.0f} MiB written + fsync, median of 3"
+        return probe["bytes_per_s"], f"{probe['bytes'] / MIB:.0f} MiB written + fsync, median of 3"
     if ck["write_alone_s"] <= 0:
         return float("nan"), "not measured"
     return ck["checkpoint_bytes"] / ck["write_alone_s"], "the checkpoint's bytes / its write time"

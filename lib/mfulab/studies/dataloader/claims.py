@@ -62,7 +62,8 @@ def outcome(records, p) -> Outcome:
     """The tables, the claims rows and the headline metrics, each computed once."""
     t = tables(records)
     claim_list = claim_rows(records)
-    return Outcome(claim_list, headline_metrics(records, claim_list, t), t)
+    values = {"best_warm_setting": analysis.best_warm_setting(records)}  # quoted by the notebook
+    return Outcome(claim_list, headline_metrics(records, claim_list, t), t, values=values)
 
 
 def headline_metrics(records, claim_list, t) -> dict:

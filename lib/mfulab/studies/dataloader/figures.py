@@ -9,15 +9,16 @@ import seaborn as sns
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
-from mfulab.studies.dataloader.analysis import best_warm_setting, step_split, sweep_table
+from mfulab.studies.dataloader.analysis import step_split, sweep_table
 from mfulab.studies.dataloader.stated import B11_STATED
 from mfulab.studies.dataloader.throughput import CATEGORIES, latency_sensitivity
 
 
-def plot_throughput(records):
+def plot_throughput(records, best):
     """Samples/s per format and loader setting, warm and cold (log scale): bars are the
     median over epochs (rounds), whiskers their range (min–max; with the few epochs a run
-    has, a quartile range would be an interpolation between two or three values)."""
+    has, a quartile range would be an interpolation between two or three values); titled with
+    ``best`` (``analysis.best_warm_setting``)."""
 
     sw = sweep_table(records)
     sw = sw.assign(
@@ -46,7 +47,6 @@ def plot_throughput(records):
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.set_ylabel("samples/s (median of epochs)")
     ax.set_xlabel("")
-    best = best_warm_setting(records)
     ax.set_title(
         f"{best.idxmax()} reads {best.max() / best.min():.1f}× faster than {best.idxmin()} "
         "(warm, each format's best setting)"

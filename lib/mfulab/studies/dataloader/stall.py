@@ -20,6 +20,7 @@ from pathlib import Path
 from mfulab.measure.ckptio import write_checkpoint
 from mfulab.studies.dataloader.formats import loader_for
 from mfulab.studies.dataloader.params import Params
+from mfulab.units import MIB
 
 
 def _model(p: Params):
@@ -168,5 +169,5 @@ def checkpoint_spike(p: Params, root: Path) -> dict:
         "write_alone_s": summarize(writes).median_s,
         "rounds": p.checkpoint_rounds,
         "batch_rows": int(batches[0].shape[0]),
-        "fsync_write": fsync_write_bandwidth(Path(root) / "fsync-probe.bin", p.fsync_probe_mib * 2**20),
+        "fsync_write": fsync_write_bandwidth(Path(root) / "fsync-probe.bin", p.fsync_probe_mib * MIB),
     }

@@ -21,6 +21,7 @@ from mfulab.studies.dataloader.params import FORMAT_RATIO_DRIFT, PER_FILE_LATENC
 from mfulab.studies.dataloader.stated import B2_STATED, B11_STATED
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
+from mfulab.units import MIB
 
 SMALL_FILES, SHARDS = "json_files", "tar"
 CATEGORIES = ("compute", "communication", "data loading", "other")
@@ -119,7 +120,7 @@ def _format_verdict(c) -> str:
 def _regime(records) -> str:
     corpus, written = records["corpus"], records["written"]
     return (
-        f"{corpus['count']} samples ({corpus['bytes_of_text'] / 2**20:.1f} MiB of text) as "
+        f"{corpus['count']} samples ({corpus['bytes_of_text'] / MIB:.1f} MiB of text) as "
         f"{written[SMALL_FILES]['files']} JSON files vs {written[SHARDS]['files']} tar shards, "
         f"num_workers=0, {len(cold_rows(records, SHARDS))} interleaved rounds"
     )
@@ -249,13 +250,7 @@ def b11_workers(records) -> Claim:
         _warm_timing(records, SHARDS, best_in, True), _warm_timing(records, SHARDS, best_out, True)
     )
     gain = B11_STATED["min_throughput_gain"]
-    verdict = (
-        "confirmed"
-        if c.ratio_hi < gain
-        else "refuted"
-        if c.ratio_lo >= gain
-        else "inconclusive on this machine"
-    )
+    verdict = verdicts.verdict_below(c.ratio_lo, c.ratio_hi, threshold=gain)
     return Claim(
         "B11",
         claim,

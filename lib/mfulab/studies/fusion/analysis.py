@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from mfulab.analytic import devices
 from mfulab.analytic.config import ATTENTION_IMPLS
-from mfulab.studies.fusion import ln_at_scale, norm_fusion, sdpa_rules
+from mfulab.studies.fusion import attention_memory, norm_fusion, sdpa_rules
 from mfulab.studies.fusion.bytes_model import ln_residual_dropout_flops
 from mfulab.studies.fusion.norm_fusion import dram_served
 from mfulab.studies.fusion.stated import B4_DATASHEET_DEVICE
 
 
 def a8_article_scale() -> dict:
-    """A8 at the article's setting read as Korthikanti's Table 2 prints it (``ln_at_scale``)."""
-    return ln_at_scale.article_scale()
+    """A8 at the article's setting read as Korthikanti's Table 2 prints it (``attention_memory``)."""
+    return attention_memory.article_scale()
 
 
 def roofline_points(records):

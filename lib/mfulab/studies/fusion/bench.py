@@ -23,6 +23,7 @@ from mfulab.studies.fusion.kernels import (
 )
 from mfulab.studies.fusion.norm_fusion_bench import measure_ln_fusion
 from mfulab.studies.fusion.params import Params
+from mfulab.units import MIB
 
 BENCHMARK_VERSION = {"ln_fusion": 3, "attention": 2, "model_compile": 4, "matmul_dtypes": 1}
 PEAK_WORKER = "mfulab.studies.fusion.kernels:attn_peak_worker"
@@ -53,7 +54,7 @@ def measure_attention(p: Params) -> dict:
 
     device, dt = p.device, torch_dtype(p.dtype)
     e = torch.empty(0, dtype=dt).element_size()
-    limit = p.naive_memory_limit_mib * 2**20
+    limit = p.naive_memory_limit_mib * MIB
     compiled_naive = torch.compile(naive_causal_attention)
     rows, skipped = [], []
     backend = None
@@ -73,7 +74,7 @@ def measure_attention(p: Params) -> dict:
                         "seq_len": T,
                         "impl": name,
                         "why": f"naive attention needs about "
-                        f"{predicted_naive / 2**20:.0f} MiB (scores, softmax and their gradients) > "
+                        f"{predicted_naive / MIB:.0f} MiB (scores, softmax and their gradients) > "
                         f"naive_memory_limit_mib={p.naive_memory_limit_mib}",
                     }
                 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from mfulab.results import run_identity
-from mfulab.studies.fusion import analysis, ln_at_scale, norm_fusion, sdpa_rules
+from mfulab.studies.fusion import analysis, attention_memory, norm_fusion, sdpa_rules
 from mfulab.studies.fusion.stated import (
     A7_ARTICLE_DEVICE,
     A7_ARTICLE_DTYPE,
@@ -28,10 +28,10 @@ from mfulab.studykit.outcome import Outcome
 from mfulab.studykit.verdicts import Claim
 
 
-def tables(records) -> dict[str, pd.DataFrame]:
-    """Every table the chapter shows, computed once from the records (saved as
-    ``tables/<name>.csv``)."""
-    a8 = analysis.a8_article_scale()
+def tables(records, v: dict) -> dict[str, pd.DataFrame]:
+    """Every table the chapter shows, computed once from the records and the values
+    :func:`outcome` derives (saved as ``tables/<name>.csv``)."""
+    a8 = v["a8_article_scale"]
     return {
         "roofline_points": analysis.roofline_points(records),
         "ln_fusion": norm_fusion.ln_table(records),
@@ -40,20 +40,16 @@ def tables(records) -> dict[str, pd.DataFrame]:
         "ln_layer_share": norm_fusion.layer_table(records),
         "a7_article_sensitivity": norm_fusion.article_sensitivity(),
         "attention": analysis.attention_table(records),
-        "attention_slopes": pd.Series(analysis.attention_slopes(records), name="log-log slope")
+        "attention_slopes": pd.Series(v["attention_slopes"], name="log-log slope")
         .rename_axis("quantity")
         .reset_index(),
         "sdpa_dispatch": analysis.sdpa_cases_table(records),
         "sdpa_flash_rules": sdpa_rules.rules_table(),
         "a8_article_scale": pd.DataFrame({"quantity": list(a8), "value": list(a8.values())}),
-        "a8_article_sensitivity": ln_at_scale.sensitivity(),
+        "a8_article_sensitivity": attention_memory.sensitivity(),
         "model_compile": analysis.compile_table(records),
         "matmul_dtypes": analysis.dtype_table(records),
     }
-
-
-def _slopes(t) -> dict:
-    return dict(zip(t["attention_slopes"].quantity, t["attention_slopes"]["log-log slope"]))
 
 
 def _varied_value(row) -> str:
@@ -141,12 +137,12 @@ def a7_claims(records, t) -> list[Claim]:
     return rows
 
 
-def a8_claims(t) -> list[Claim]:
-    slopes = _slopes(t)
+def a8_claims(t, v: dict) -> list[Claim]:
+    slopes = v["attention_slopes"]
     if "naive_saved_bytes_slope" not in slopes or "sdpa_saved_bytes_slope" not in slopes:
         return []
     ok = slopes["naive_saved_bytes_slope"] > 1.7 and slopes["sdpa_saved_bytes_slope"] < 1.3
-    a8 = dict(zip(t["a8_article_scale"].quantity, t["a8_article_scale"].value))
+    a8 = v["a8_article_scale"]
     sens = t["a8_article_sensitivity"]
     memory_cut, step_cut = A8_STATED["activation_reduction"], A8_STATED["step_time_reduction"]
     return [
@@ -167,7 +163,7 @@ def a8_claims(t) -> list[Claim]:
             "setup (sensitivity table); attention share of FLOPs",
             "analytic only",
             f"activations per layer −{a8['activation_reduction']:.0%} by Table 2 as printed; "
-            f"over the readings of the sensitivity table ({ln_at_scale.sensitivity_sentence(sens)}): "
+            f"over the readings of the sensitivity table ({attention_memory.sensitivity_sentence(sens)}): "
             + (
                 f"never a smaller cut than the stated −{memory_cut:.0%}"
                 if sens.reduction.min() >= memory_cut
@@ -296,15 +292,19 @@ def b3_claims(records) -> list[Claim]:
 def outcome(records, p) -> Outcome:
     """The tables, the claims rows (A7, A8, B3, B4, B5) and the headline metrics, each computed
     once; the notebook shows them and ``make stability`` reads the claims and metrics."""
-    t = tables(records)
-    claim_list = a7_claims(records, t) + a8_claims(t) + b3_claims(records)
+    v = {  # each derived once, read by the tables, the claims and the metrics
+        "a8_article_scale": analysis.a8_article_scale(),
+        "attention_slopes": analysis.attention_slopes(records),
+    }
+    t = tables(records, v)
+    claim_list = a7_claims(records, t) + a8_claims(t, v) + b3_claims(records)
     claim_list += [b4_claim(t), *b5_claims(records, t)]
-    return Outcome(claim_list, headline_metrics(records, t, claim_list), t)
+    return Outcome(claim_list, headline_metrics(records, t, v, claim_list), t, values=v)
 
 
-def headline_metrics(records, t, claim_list) -> dict:
+def headline_metrics(records, t, v: dict, claim_list) -> dict:
     """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
-    slopes = _slopes(t)
+    slopes = v["attention_slopes"]
     compiled = t["ln_fusion_speedup"][t["ln_fusion_speedup"].candidate.str.contains("compiled")]
     largest_p = compiled.loc[compiled.dropout_p.idxmax()] if len(compiled) else None
     layer = t["ln_layer_share"]
@@ -327,6 +327,6 @@ def headline_metrics(records, t, claim_list) -> dict:
         "sdpa_saved_bytes_slope": slopes.get("sdpa_saved_bytes_slope"),
         "compile": t["model_compile"].to_dict(orient="records"),
         "matmul_dtypes": t["matmul_dtypes"].to_dict(orient="records"),
-        "a8_article_scale": dict(zip(t["a8_article_scale"].quantity, t["a8_article_scale"].value)),
+        "a8_article_scale": v["a8_article_scale"],
         "claims": verdicts.records(claim_list),
     }

@@ -10,6 +10,7 @@ from mfulab.studies.fusion.analysis import attention_slopes, attention_table, ro
 from mfulab.studies.fusion.bytes_model import copy_roof_factor
 from mfulab.studies.fusion.stated import A7_LAYER_SPEEDUP, A7_STATED_TIME_REDUCTION
 from mfulab.studykit.plots import label
+from mfulab.units import MIB
 
 
 def plot_roofline(records):
@@ -127,7 +128,7 @@ def plot_ln_bars(records):
     ax.set_ylim(0, ns.max() * 1.25)
     ln = records["ln"]
     llc = ln.get("last_level_cache_bytes")
-    ws = f"{ln['working_set_bytes'] / 2**20:.0f} MiB" + (
+    ws = f"{ln['working_set_bytes'] / MIB:.0f} MiB" + (
         f", {ln['working_set_bytes'] / llc:.1f}× LLC" if llc else ""
     )
     rng = norm_fusion.rng_table(records).set_index("impl")
@@ -190,7 +191,7 @@ def plot_attention(records):
         if len(d2) >= 2:
             slope = slopes.get(f"{impl}_saved_bytes_slope", float("nan"))
             axes[1].plot(
-                d2.seq_len, d2.saved_bytes / 2**20, "o-", color=colour, label=f"{impl} (slope {slope:.2f})"
+                d2.seq_len, d2.saved_bytes / MIB, "o-", color=colour, label=f"{impl} (slope {slope:.2f})"
             )
     for ax in axes:
         _seq_axis(ax, df.seq_len.unique())

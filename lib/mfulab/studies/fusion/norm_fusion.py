@@ -23,6 +23,7 @@ from mfulab.studies.fusion.stated import (
     A7_LAYER_SPEEDUP,
     A7_SENSITIVITY,
 )
+from mfulab.units import MIB
 
 EAGER_PASSES_SOURCE = (
     "ATen on CPU: add reads x, a and writes h (3 passes); layer_norm reads h and writes y (2), its "
@@ -250,10 +251,10 @@ def regime(records) -> str:
     ln = records["ln"]
     ws, llc = ln["working_set_bytes"], ln.get("last_level_cache_bytes")
     shape = f"[{ln['tokens']}, {ln['hidden']}] {ln['dtype']}"
-    text = f"The sub-block's working set (x, a, h, y) is {ws / 2**20:.0f} MiB ({shape})"
+    text = f"The sub-block's working set (x, a, h, y) is {ws / MIB:.0f} MiB ({shape})"
     if not llc:
         return text + "."
-    text += f", {ws / llc:.1f}× the {llc / 2**20:.0f} MiB last-level cache: "
+    text += f", {ws / llc:.1f}× the {llc / MIB:.0f} MiB last-level cache: "
     text += (
         "DRAM serves it, the memory-bound regime of the bytes model."
         if dram_served(ws, llc)

@@ -45,7 +45,7 @@ B4_DATASHEET_DEVICE = "a100"
 B5_STATED_TIME_CUT = (0.08, 0.12)
 B5_STATED_SPEEDUP = tuple(1 / (1 - cut) for cut in B5_STATED_TIME_CUT)
 # Assumptions behind the analytic A8 row (the article states none of them; the sensitivity
-# table ``ln_at_scale.sensitivity`` varies them one at a time, plus the combination that gives
+# table ``attention_memory.sensitivity`` varies them one at a time, plus the combination that gives
 # the smallest cut). Central: Korthikanti Table 2 as printed (attention dropout on, no tensor
 # parallelism), activations only, the stated batch 16 read as the micro-batch of one device.
 # - micro_batches: "batch 16" may be a global batch over data-parallel devices (what one

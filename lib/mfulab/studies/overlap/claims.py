@@ -28,6 +28,7 @@ from mfulab.studies.overlap.params import Params
 from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
 from mfulab.studykit.verdicts import Claim
+from mfulab.units import MIB
 
 
 # ---------------------------------------------------------------------------- claims and metrics
@@ -35,9 +36,8 @@ def _interval(c) -> str:
     return f"{c.ratio:.2f}× [{c.ratio_lo:.2f}, {c.ratio_hi:.2f}]"
 
 
-def _a3_claim(records) -> Claim | None:
+def _a3_claim(records, outcomes: dict) -> Claim | None:
     modes = records["params"]["modes"]
-    outcomes = {m: a3_outcome(records, m) for m in modes}
     decider = "emulated" if outcomes.get("emulated") else next((m for m in modes if outcomes.get(m)), None)
     if decider is None:
         return None
@@ -76,10 +76,9 @@ def _a3_claim(records) -> Claim | None:
     )
 
 
-def a5_cause(records) -> str:
-    """How much of A5's measured gap the calibration's per-call cost explains, and what the
-    rest is (``analysis.a5_gap``); one sentence for the claim and the notebook."""
-    g = a5_gap(records)
+def a5_cause(records, g: dict | None) -> str:
+    """How much of A5's measured gap ``g`` (``analysis.a5_gap``) the calibration's per-call cost
+    explains, and what the rest is; one sentence for the claim and the notebook."""
     if g is None:
         return ""
     n, nbytes = records["collectives"]["world_size"], records["params"]["overlap_bytes"]
@@ -103,9 +102,9 @@ def a5_cause(records) -> str:
     )
     predicted = {"the α–β model (calibration) predicts": a.median_s + g["alpha_part_s"]}
     if g["isolated_calls_s"] is not None:
-        predicted[
-            f"single calls of {nbytes / k_b / 2**20:.3g} and {nbytes / k_a / 2**20:.3g} MiB predict"
-        ] = a.median_s + g["isolated_calls_s"]
+        predicted[f"single calls of {nbytes / k_b / MIB:.3g} and {nbytes / k_a / MIB:.3g} MiB predict"] = (
+            a.median_s + g["isolated_calls_s"]
+        )
         text += (
             f"; single calls of those sizes, as timed in this run's benchmark, account for "
             f"{ms(g['isolated_calls_s'])} ({g['isolated_share']:.0%})"
@@ -155,10 +154,10 @@ def a5_regime(records, art) -> dict:
     }
 
 
-def _a5_claims(records, art, min_share: float) -> list[Claim]:
+def _a5_claims(records, art, comps: dict, g: dict | None, min_share: float) -> list[Claim]:
     """A5 as two rows: the effect (communication per step longer at 16 than at 4 chunks,
-    measured) and the mechanism (the per-call cost explains that gap, in the article's regime)."""
-    comps = a5_comparisons(records)
+    measured: ``comps``, ``analysis.a5_comparisons``) and the mechanism (the per-call cost
+    explains that gap ``g``, ``analysis.a5_gap``, in the article's regime)."""
     if not comps:
         return []
     c = comps["comm_only"]
@@ -184,14 +183,14 @@ def _a5_claims(records, art, min_share: float) -> list[Claim]:
     effect = Claim(
         "A5",
         "chunked all-reduce: 4 → 16 chunks lengthens the communication per step (4–8 chunks best)",
-        f"communication time per step, k=16 ÷ k=4, {nbytes / 2**20:.0f} MiB: the step's all-reduces alone "
+        f"communication time per step, k=16 ÷ k=4, {nbytes / MIB:.0f} MiB: the step's all-reduces alone "
         f"({comm_only_pooled(records, 4).n} interleaved rounds, paired) and in flight inside the overlapped "
         "step per compute mode",
         verdicts.verdict_from_comparison(c, claimed="faster"),
         f"{measured}{best_here}. Model: {at_scale}",
         basis=verdicts.MEASURED if records["device"] == "cuda" else verdicts.TOY,
     )
-    g, regime = a5_gap(records), a5_regime(records, art)
+    regime = a5_regime(records, art)
     share = g["alpha_share"] if g and g["gap_s"] > 0 else float("nan")
     explains = share >= min_share  # False for nan (no gap to explain)
     side = {True: "per-call-dominated (≥ 50%)", False: "bandwidth-dominated (< 50%)"}
@@ -220,7 +219,8 @@ def _a5_claims(records, art, min_share: float) -> list[Claim]:
         "calls timed in this run's benchmark; the regime: per-call share of one 16-chunk call (α–β model) "
         "here and at the article's scale",
         "confirmed" if explains and regime["matches"] and effect_held else "inconclusive on this machine",
-        f"{a5_cause(records)}. Regime: per-call share of one 16-chunk call {regime['share_here']:.0%} here, "
+        f"{a5_cause(records, g)}. Regime: per-call share of one 16-chunk call "
+        f"{regime['share_here']:.0%} here, "
         f"{side[regime['share_here'] >= 0.5]}; {regime['share_article']:.0%} at the article's scale, "
         f"{side[regime['share_article'] >= 0.5]} ({shares.min():.0%}–{shares.max():.0%} over the "
         f"sensitivity rows). Rule: {rule}" + (f"; here {', '.join(why)}" if why else "") + threshold_note,
@@ -267,12 +267,17 @@ def _a4_claim(records, art) -> Claim:
     )
 
 
-def claims(records, t: dict, art: dict) -> list[Claim]:
+def claims(records, t: dict, v: dict) -> list[Claim]:
     """The claims table of this study (A3, A4, A5, A18, B9), verdicts computed from numbers
-    (``t``: :func:`tables`; ``art``: ``alpha_beta.article_scale`` of the records)."""
-    out = [c for c in (_a3_claim(records), _a4_claim(records, art)) if c is not None]
+    (``t``: :func:`tables`; ``v``: the values :func:`outcome` derives once)."""
+    art = v["article_scale"]
+    out = [c for c in (_a3_claim(records, v["a3"]), _a4_claim(records, art)) if c is not None]
     out += _a5_claims(
-        records, art, records["params"].get("a5_mechanism_min_share", Params.a5_mechanism_min_share)
+        records,
+        art,
+        v["a5"],
+        v["a5_gap"],
+        records["params"].get("a5_mechanism_min_share", Params.a5_mechanism_min_share),
     )
     ot = t["overlap"]
     emu = ot[ot["mode"] == "emulated"]
@@ -309,13 +314,12 @@ def claims(records, t: dict, art: dict) -> list[Claim]:
     return out
 
 
-def headline_metrics(records, claim_list, t: dict, art: dict) -> dict:
+def headline_metrics(records, claim_list, t: dict, v: dict) -> dict:
     """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
     df = t["collectives"]
     fit, own = fitted_alpha_beta(records), own_alpha_beta(records)
     largest = df[df.op == "all_reduce"].sort_values("size_bytes").iloc[-1]
-    a3 = {m: a3_outcome(records, m) for m in records["params"]["modes"]}
-    comps = a5_comparisons(records)
+    a3, comps = v["a3"], v["a5"]
     metrics = {
         **run_identity(records),
         "world_size": records["collectives"]["world_size"],
@@ -335,10 +339,10 @@ def headline_metrics(records, claim_list, t: dict, art: dict) -> dict:
             "own_per_call_s": own["per_call_s"],
             "a3_recovered_share": {m: o["recovered_share"] for m, o in a3.items() if o},
             "a5_ratios_16_over_4": {k: c.to_dict() for k, c in comps.items()},
-            "a5_gap": {k: v for k, v in (a5_gap(records) or {}).items() if not k.startswith("comm_")},
+            "a5_gap": {k: v for k, v in (v["a5_gap"] or {}).items() if not k.startswith("comm_")},
         },
         "overlap": t["overlap"].to_dict(orient="records"),
-        "article_scale": art,
+        "article_scale": v["article_scale"],
         "claims": verdicts.records(claim_list),
     }
     if a3.get("emulated"):
@@ -349,7 +353,7 @@ def headline_metrics(records, claim_list, t: dict, art: dict) -> dict:
     return metrics
 
 
-def tables(records, p, art: dict) -> dict:
+def tables(records, p, v: dict) -> dict:
     """Every table the chapter shows, computed once (saved as ``tables/<name>.csv``): the
     collectives with nccl-tests' columns, the calibration's α–β against this run, the overlap
     sweep, communication per step and A5's 16-vs-4 comparison, and the sensitivity tables of the
@@ -357,7 +361,8 @@ def tables(records, p, art: dict) -> dict:
     from mfulab.studies.overlap import analysis
 
     params = p.to_dict()
-    scalars = {k: v for k, v in art.items() if k != "a5_steps_s"}
+    art = v["article_scale"]
+    scalars = {k: x for k, x in art.items() if k != "a5_steps_s"}
     return {
         "article_scale": pd.DataFrame({"quantity": list(scalars), "value": list(scalars.values())}),
         "a5_steps_at_scale": pd.DataFrame(
@@ -371,16 +376,27 @@ def tables(records, p, art: dict) -> dict:
         "alpha_beta_fit_check": analysis.fit_check(records).reset_index(),
         "overlap": overlap_table(records),
         "comm_per_step": analysis.comm_per_step_table(records),
-        "a5_comparison": analysis.a5_table(a5_comparisons(records)),
+        "a5_comparison": analysis.a5_table(v["a5"]),
         "a4_sensitivity": step_at_scale.a4_sensitivity(params),
         "a5_sensitivity": alpha_beta.a5_sensitivity(params),
+    }
+
+
+def derived(records) -> dict:
+    """The values derived once from the records, read by the tables, the claims, the metrics
+    and the notebook: the articles' scale, A3 per compute mode, A5's comparisons and its gap."""
+    return {
+        "article_scale": alpha_beta.article_scale(records),
+        "a3": {m: a3_outcome(records, m) for m in records["params"]["modes"]},
+        "a5": a5_comparisons(records),
+        "a5_gap": a5_gap(records),
     }
 
 
 def outcome(records, p) -> Outcome:
     """The tables, the claims rows and the headline metrics, each computed once; the notebook
     shows them and ``make stability`` reads the claims and metrics."""
-    art = alpha_beta.article_scale(records)  # the articles' scale, read by tables, claims and metrics
-    t = tables(records, p, art)
-    claim_list = claims(records, t, art)
-    return Outcome(claim_list, headline_metrics(records, claim_list, t, art), t)
+    v = derived(records)
+    t = tables(records, p, v)
+    claim_list = claims(records, t, v)
+    return Outcome(claim_list, headline_metrics(records, claim_list, t, v), t, values=v)

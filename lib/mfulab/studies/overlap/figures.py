@@ -6,15 +6,10 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from mfulab.studies.overlap.analysis import (
-    a3_outcome,
-    a5_gap,
     best_k,
-    collectives_table,
     comm_only_pooled,
-    comm_per_step_table,
     crossover_bytes,
     fitted_alpha_beta,
-    overlap_table,
     timing,
 )
 from mfulab.studykit.plots import median_iqr_ms
@@ -28,10 +23,9 @@ def _chunk_axis(ax, ks, label="chunks k"):
     ax.set_xlabel(label)
 
 
-def plot_busbw(records):
-    """busbw vs message size per collective, with the fitted link bandwidth (claim B9)."""
-
-    df = collectives_table(records)
+def plot_busbw(records, df):
+    """busbw vs message size per collective (the outcome's ``collectives`` table), with the
+    fitted link bandwidth (claim B9)."""
     fit = fitted_alpha_beta(records)
     fig, ax = plt.subplots(figsize=(6.8, 4))
     sns.lineplot(data=df, x="size_bytes", y=df.busbw_bytes_per_s / 1e9, hue="op", marker="o", ax=ax)
@@ -126,10 +120,9 @@ def plot_timeline(records, mode: str = "emulated"):
     return fig
 
 
-def plot_step_vs_k(records):
-    """Measured step time vs k next to the model and compute + communication (claims A3, A5)."""
-
-    ot = overlap_table(records)
+def plot_step_vs_k(ot, a3: dict):
+    """Measured step time vs k next to the model and compute + communication (claims A3, A5),
+    from the outcome's overlap table and A3 per compute mode (``analysis.a3_outcome``)."""
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
     for i, (label, d) in enumerate(ot.groupby("compute")):
         d = d.sort_values("k")
@@ -153,7 +146,7 @@ def plot_step_vs_k(records):
         )
     _chunk_axis(ax, sorted(set(ot.k)))
     ax.set_ylabel("step time (ms, median, IQR bars)")
-    shares = [(m, a3_outcome(records, m)) for m in records["params"]["modes"]]
+    shares = list(a3.items())
     recovered = ", ".join(
         f"{m} {o['recovered_share']:.0%} (k = {o['k']})"
         if o["recovered_share"] == o["recovered_share"]
@@ -171,11 +164,10 @@ def plot_step_vs_k(records):
     return fig
 
 
-def plot_comm_vs_k(records):
-    """Communication time per step vs k: measured, and this run's α–β split into the
-    per-call part k·2(n−1)α and the bandwidth part (claim A5)."""
-
-    d = comm_per_step_table(records)
+def plot_comm_vs_k(records, d, g: dict | None):
+    """Communication time per step vs k (the outcome's ``comm_per_step`` table): measured, and
+    this run's α–β split into the per-call part k·2(n−1)α and the bandwidth part, titled with
+    A5's gap ``g`` (``analysis.a5_gap``)."""
     first = d[d["mode"] == d["mode"].iloc[0]].sort_values("k")
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
     modes = sorted(set(d["mode"]))
@@ -204,7 +196,6 @@ def plot_comm_vs_k(records):
     _chunk_axis(ax, list(first.k), "chunks k (shaded: the claim's 4 → 16)")
     ax.set_yscale("log")
     ax.set_ylabel("communication time per step (ms, median)")
-    g = a5_gap(records)
     if g and g["gap_s"] > 0:
         title = (
             f"{g['k_a']} → {g['k_b']} chunks: +{g['gap_s'] * 1e3:.1f} ms of communication per step;\n"

@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from mfulab.measure import host
 from mfulab.studies.parallelism.params import Params
+from mfulab.units import MIB
 
 BENCHMARK_VERSION = {"pipeline": 1, "sharding": 1, "tensor": 1, "moe": 1}
 WORKERS = {
@@ -44,7 +45,7 @@ def pipeline_spec(p: Params, compute: str) -> dict:
     }
 
 
-def copy_bandwidths(nbytes: int = 256 * 2**20, iters: int = 10) -> dict:
+def copy_bandwidths(nbytes: int = 256 * MIB, iters: int = 10) -> dict:
     """CUDA only (A15): bytes/s of pinned host → device, device → host and device → device
     copies of ``nbytes``, timed with CUDA events over ``iters`` copies after a warm-up, each
     checked (the copy's first and last elements)."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
+from mfulab.units import MIB
+
 SCHEDULE_COLOURS = {"gpipe": "C0", "1f1b": "C1", "interleaved": "C2"}
 
 
@@ -76,9 +78,9 @@ def plot_sharding(sh):
     bottom = 0
     for column, colour in (("params_bytes", "C0"), ("grads_bytes", "C1"), ("optimizer_bytes", "C2")):
         left.bar(
-            one.config, one[column] / 2**20, bottom=bottom, color=colour, label=column.replace("_bytes", "")
+            one.config, one[column] / MIB, bottom=bottom, color=colour, label=column.replace("_bytes", "")
         )
-        bottom = bottom + one[column].to_numpy() / 2**20
+        bottom = bottom + one[column].to_numpy() / MIB
     left.set_ylabel("bytes held per rank (MiB)")
     left.set_title("what each rank holds (fp32 AdamW)")
     left.legend(fontsize=8)

@@ -41,7 +41,9 @@ def outcome(records, p) -> Outcome:
     the calibrated step here), each computed once."""
     valid = analysis.validation(records, p)
     t = tables(records, p, valid)
-    return Outcome([], headline_metrics(records, p, valid, t), t)
+    df = t["validation"]
+    values = {"test_goals": {split: scores.test_goals(df, split=split) for split in ("test", "holdout")}}
+    return Outcome([], headline_metrics(records, p, valid, t), t, values=values)
 
 
 def headline_metrics(records, p, valid: dict, t: dict) -> dict:

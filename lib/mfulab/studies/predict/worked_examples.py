@@ -8,6 +8,7 @@ from mfulab.analytic import flops, step
 from mfulab.analytic.articles import B15_STEPS
 from mfulab.analytic.config import ATTENTION_KERNELS, preset
 from mfulab.analytic.devices import peak_flops_per_s
+from mfulab.units import MIB
 
 # B15 — article B §5: 64 × A100 80GB in 8 nodes, "IB 200Gbps" (§5.1; read as 25 GB/s per GPU, the
 # DGX A100's; per node is the other reading, in B15_READINGS), a 7B dense model, seq 4096,
@@ -28,9 +29,9 @@ B15_CASE = {
 # What each rung changes in the predictor's inputs, in the order of ``articles.B15_STEPS`` (the
 # article's steps); {} where the rung changes nothing the predictor has a figure for.
 B15_CHANGES = (
-    {"attention": "naive", "deepspeed_bucket_elems": 25 * 2**20 / 2, "data_s": 1.5},  # the baseline as read
+    {"attention": "naive", "deepspeed_bucket_elems": 25 * MIB / 2, "data_s": 1.5},  # the baseline as read
     {"attention": "fused"},
-    {"deepspeed_bucket_elems": 50 * 2**20 / 2},
+    {"deepspeed_bucket_elems": 50 * MIB / 2},
     {},  # GPUDirect RDMA raises the inter-node bandwidth: no figure for this cluster (b15_sensitivity)
     {"data_s": 0.0},
     {},  # locked clocks: no term

@@ -14,6 +14,7 @@ from mfulab.analytic.config import TransformerConfig, preset
 from mfulab.errors import ParameterError
 from mfulab.measure.timing import compare_timings, summarize
 from mfulab.studies.recompute.stated import A14_PRESET, B7_MFU_PERCENT, MEGATRON_FULL_RECOMPUTE_FLOPS_RATIO
+from mfulab.units import MIB
 
 
 def reference_layer_terms(
@@ -255,7 +256,7 @@ def budget_note(records) -> str | None:
     }
     base = records["base_micro_batch"]
     detail = ", ".join(
-        f"{q} needs {b / 2**20:.0f} MiB at micro-batch {base}"
+        f"{q} needs {b / MIB:.0f} MiB at micro-batch {base}"
         if b is not None
         else f"{q} does not fit in the device's memory at micro-batch {base}"
         for q, b in need.items()

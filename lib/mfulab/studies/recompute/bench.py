@@ -10,7 +10,7 @@ Measurements:
 - **Saved bytes for backward, exactly**: ``memprobe.SavedTensorAccountant`` sees every tensor
   autograd keeps; storages are deduplicated and parameters excluded; each tensor is named by
   its op and layer. Non-reentrant checkpoints keep their inputs without the pack hook, so
-  ``model`` reports them through ``CHECKPOINT_OBSERVERS``. SAC keeps its matmul outputs in
+  ``measure.gpt`` reports them through ``CHECKPOINT_OBSERVERS``. SAC keeps its matmul outputs in
   its own cache, which the hook cannot see: its saved bytes are left out, its peak memory is
   measured.
 - **Peak memory**: a fresh subprocess per point on CPU (``memprobe.run_in_fresh_process``: the
@@ -37,6 +37,7 @@ from mfulab.errors import ParameterError
 from mfulab.measure import host, memprobe
 from mfulab.measure.timing import autocast, dtype_label, tf32_state
 from mfulab.studies.recompute.params import ATTN_IMPLS, POLICIES, Params
+from mfulab.units import MIB
 
 BENCHMARK_VERSION = {
     "saved_bytes": 1,
@@ -322,7 +323,7 @@ def measure(p: Params) -> dict:
         rec["gradient_max_abs_diff"][q] = max(float((g[n] - ref[n]).abs().max()) for n in ref)
         del g
     del ref  # two models' gradients, not to stay resident through the peaks and the timing
-    budget = p.memory_budget_mib * 2**20
+    budget = p.memory_budget_mib * MIB
 
     def measure_peak(q, mb):
         kw = dict(every_k=every_k, micro_batch=mb, attn_impl=attn, device=device, num_threads=threads)

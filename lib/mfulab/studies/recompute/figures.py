@@ -7,7 +7,6 @@ import seaborn as sns
 
 from mfulab.studies.recompute.analysis import (
     budget_table,
-    full_vs_none,
     layer_model_summary,
     layer_model_vs_measured,
     policy_summary,
@@ -15,6 +14,7 @@ from mfulab.studies.recompute.analysis import (
 )
 from mfulab.studies.recompute.planner import chosen_plans
 from mfulab.studykit.plots import label
+from mfulab.units import MIB
 
 
 def plot_saved_by_op(records):
@@ -25,10 +25,10 @@ def plot_saved_by_op(records):
     layer0["what"] = layer0.module.str.replace("blocks.0.", "", regex=False) + " · " + layer0.op
     g = layer0.groupby("what").bytes.sum().sort_values()
     fig, ax = plt.subplots(figsize=(7, 0.32 * len(g) + 1.2))
-    ax.barh(g.index, g.values / 2**20)
+    ax.barh(g.index, g.values / MIB)
     ax.set_xlabel("bytes kept for backward (MiB)")
     top = g.index[-1]
-    ax.set_title(f"One layer keeps {g.sum() / 2**20:.1f} MiB; the largest tensor: {top}")
+    ax.set_title(f"One layer keeps {g.sum() / MIB:.1f} MiB; the largest tensor: {top}")
     return fig
 
 
@@ -43,7 +43,7 @@ def plot_model_vs_measured(records):
         for q, form, layers in zip(per.policy, per.layer_policy, per.layers)
     ]
     per = per.set_index("group")[["measured_bytes", "korthikanti_bytes", "explained_bytes"]]
-    long = (per / 2**20).reset_index().melt(id_vars="group", var_name="source", value_name="MiB")
+    long = (per / MIB).reset_index().melt(id_vars="group", var_name="source", value_name="MiB")
     long["source"] = long.source.map(
         {
             "measured_bytes": "measured (saved-tensor hooks)",
@@ -67,9 +67,10 @@ def plot_model_vs_measured(records):
     return fig
 
 
-def plot_pareto(records):
+def plot_pareto(records, full: dict):
     """Memory a step adds vs its time, one marker per policy (median, IQR bars), named in the
-    legend (labels next to close points overlapped)."""
+    legend (labels next to close points overlapped), titled with ``full``
+    (``analysis.full_vs_none``)."""
 
     s = policy_summary(records)
     fig, ax = plt.subplots(figsize=(7.5, 4))
@@ -77,7 +78,7 @@ def plot_pareto(records):
     palette = sns.color_palette("colorblind", len(s))
     for i, row in enumerate(s.itertuples()):
         ax.errorbar(
-            row.peak_step_added_bytes / 2**20,
+            row.peak_step_added_bytes / MIB,
             row.step_s,
             yerr=[[row.step_s - row.step_q1_s], [row.step_q3_s - row.step_s]],
             fmt=markers[i % len(markers)],
@@ -89,7 +90,6 @@ def plot_pareto(records):
     ax.legend(title="policy", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
     ax.set_xlabel(f"memory added by one step, micro-batch {records['base_micro_batch']} (MiB)")
     ax.set_ylabel("forward+backward time (s, median, IQR bars)")
-    full = full_vs_none(records)
     title = "Memory vs time per policy"
     if full["memory_share"] is not None:
         title = (

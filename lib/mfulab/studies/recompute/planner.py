@@ -14,9 +14,10 @@ torch: arithmetic on the stated cases of ``stated.PLANNER_CASES``.
 from __future__ import annotations
 
 from mfulab.analytic import flops, memory, step
-from mfulab.analytic.config import ATTENTION_KERNELS, preset
+from mfulab.analytic.config import check_attention, preset
 from mfulab.analytic.rates import AT_SCALE_MATMUL_SHARE_OF_MAMF
 from mfulab.errors import ParameterError
+from mfulab.units import GIB
 
 PLAN_KEYS = {
     "name",
@@ -72,8 +73,10 @@ def check_case(case: dict) -> None:
             raise ParameterError(
                 f"planner case {case['name']!r}: {key} must be a positive whole number, got {case[key]!r}"
             )
-    if case.get("attention", "naive") not in ATTENTION_KERNELS:
-        raise ParameterError(f"planner case {case['name']!r}: attention must be one of {ATTENTION_KERNELS}")
+    try:
+        check_attention(case.get("attention", "naive"))
+    except ParameterError as err:
+        raise ParameterError(f"planner case {case['name']!r}: {err}") from None
     if cfg.n_layers % case["pp"]:
         raise ParameterError(
             f"planner case {case['name']!r}: pp={case['pp']} does not divide n_layers={cfg.n_layers}"
@@ -209,12 +212,12 @@ def zero_comparison(
                 "tp": tp,
                 "dp": dp,
                 "accumulation_steps": m,
-                "zero2_gib": z2 / 2**30,
-                "zero3_gib": z3 / 2**30,
-                "saved_gib": (z2 - z3) / 2**30,
-                "saved_share_of_card": (z2 - z3) / (device_memory_gib * 2**30),
-                "zero2_traffic_gib": t2 / 2**30,
-                "zero3_traffic_gib": t3 / 2**30,
+                "zero2_gib": z2 / GIB,
+                "zero3_gib": z3 / GIB,
+                "saved_gib": (z2 - z3) / GIB,
+                "saved_share_of_card": (z2 - z3) / (device_memory_gib * GIB),
+                "zero2_traffic_gib": t2 / GIB,
+                "zero3_traffic_gib": t3 / GIB,
                 "traffic_ratio": t3 / t2,
             }
         )

@@ -16,6 +16,7 @@ from mfulab.analytic import flops, memory, rates
 from mfulab.analytic.config import preset
 from mfulab.studies.recompute import stated
 from mfulab.studies.recompute.planner import chosen_plans, plans_table
+from mfulab.units import GIB
 
 
 def _scenarios(cases, assumptions: dict, margin: float):
@@ -97,9 +98,9 @@ def a12_accumulation(preset_name: str, *, tp: int, steps=stated.ACCUMULATION_STE
         rows.append(
             {
                 "accumulation_steps": m,
-                "zero2_traffic_gib": z2 / 2**30,
-                "zero3_traffic_gib": z3 / 2**30,
-                "extra_gib": (z3 - z2) / 2**30,
+                "zero2_traffic_gib": z2 / GIB,
+                "zero3_traffic_gib": z3 / GIB,
+                "extra_gib": (z3 - z2) / GIB,
                 "traffic_ratio": z3 / z2,
                 "zero3_moves_more": z3 > z2,
             }
