@@ -17,7 +17,7 @@ import pytest
 from mfulab import paths
 from mfulab.errors import ParameterError
 from mfulab.measure import host, launch, procs
-from mfulab.run import runner
+from mfulab.run import course, runner
 
 from conftest import ROOT
 
@@ -337,7 +337,7 @@ def test_time_split_adds_up_and_the_summary_names_what_went_over():
     """``make all``'s summary: each study's set-up, measurement, analysis and rendering add up to
     its total; a study over its declared budget is a line, not a failure; an up-to-date study
     shows its recorded times in brackets and does not count towards this run."""
-    split = runner.time_split(
+    split = course.time_split(
         started=100.0,
         notebook_ended=190.0,
         phases={"measure_started": 110.0, "measure_ended": 170.0, "from_dir": False},
@@ -351,21 +351,52 @@ def test_time_split_adds_up_and_the_summary_names_what_went_over():
         "total": 92.0,
         "measured_elsewhere": False,
     }
-    assert runner.time_split(started=0.0, notebook_ended=5.0, phases=None, finished=6.0)["setup"] == 5.0
+    assert course.time_split(started=0.0, notebook_ended=5.0, phases=None, finished=6.0)["setup"] == 5.0
     rows = [
         {"study": "mfu", "ran": True, "profile": "cpu", "time_split_s": split, "budget_s": 60},
         {"study": "fusion", "ran": False, "profile": "cpu", "time_split_s": split, "budget_s": 50},
         {"study": "predict", "ran": True, "profile": "cpu", "time_split_s": split, "budget_s": 100},
     ]
-    table = runner.course_time_table(rows)
+    table = course.course_time_table(rows)
     assert "this run: 184 s (3.1 min) for 2 studies" in table
     assert "over budget: mfu: 92 s, budget 60 s (cpu)" in table and "fusion: 92" not in table
     assert "(92)" in table and "up to date" in table
+
+
+def test_the_calibration_is_a_row_of_the_summary(tmp_path, monkeypatch):
+    """``make all`` measures the cpu course's calibration before its studies, timed, and the
+    summary shows it as a row with its declared budget; a second call finds every part up to
+    date and the row says so (its time not counted in this run)."""
+    from mfulab.measure import calibration
+
+    calls = []
+
+    def fake_get(setting, *, device, parts, refresh=False, root=None, **_):
+        calls.append((setting, tuple(parts), root))
+        measured = list(parts) if len(calls) == 1 else []
+        return {**{p: {} for p in parts}, "_meta": {"measured_now": measured}}
+
+    monkeypatch.setattr(calibration, "get", fake_get)
+    monkeypatch.setenv("MFULAB_RESULTS_ROOT", str(tmp_path))
+    first = course.calibrate_course("cpu", results_root=tmp_path)
+    assert calls[0] == ("cpu", course.COURSE_CALIBRATION["cpu"]["parts"], tmp_path)
+    assert first["study"] == "calibration" and first["ran"] and first["budget_s"] > 0
+    again = course.calibrate_course("cpu", results_root=tmp_path)
+    assert not again["ran"]
+    assert course.calibrate_course("gpu", results_root=tmp_path) is None  # the studies measure it
+    split = {"setup": 1.0, "measurement": 10.0, "analysis": 2.0, "rendering": 1.0, "total": 14.0}
+    study = {"study": "mfu", "ran": True, "profile": "cpu", "time_split_s": split, "budget_s": 40}
+    table = course.course_time_table([{**first, "time_split_s": split}, study])
+    assert table.splitlines()[2].startswith("calibration")
+    assert "for 1 studies and the calibration" in table and "this run: 28 s" in table
+    table = course.course_time_table([{**again, "time_split_s": split}, study])
+    assert "this run: 14 s" in table and "and the calibration" not in table
 
 
 def test_every_chapter_declares_a_cpu_budget_within_ten_minutes_together():
     from mfulab.studykit.registry import REGISTRY
 
     budgets = {s.id: s.budget_s.get("default" if s.reads_results else "cpu") for s in REGISTRY.values()}
+    budgets["calibration"] = course.COURSE_CALIBRATION["cpu"]["budget_s"]
     assert all(budgets.values()), budgets
     assert sum(budgets.values()) <= 600, budgets

@@ -26,6 +26,7 @@ from mfulab.measure import host, jobinfo, launch
 from mfulab.measure.procs import stop_on_signals
 from mfulab.paths import MALLOC_ENV, library_sha256, profiles, read_profile, repo_root
 from mfulab.run import provenance
+from mfulab.run.course import calibrate_course, course_time_table, time_split
 from mfulab.studykit.registry import REGISTRY, Study, get
 
 KERNEL_NAME = "mfulab"
@@ -267,69 +268,22 @@ def run(
     return final
 
 
-def time_split(*, started: float, notebook_ended: float, phases: dict | None, finished: float) -> dict:
-    """Where one study's run went, in seconds (epoch times in): ``setup`` (the kernel's start and
-    the cells before the measurement), ``measurement`` (``studykit.notebook.setup`` measuring, or
-    loading ``FROM=`` records, as it recorded in ``phases``), ``analysis`` (every cell after it:
-    the outcome, tables, figures), ``rendering`` (the executed notebook made read-only, the
-    record written) and ``total``. A notebook that recorded no phases counts as all set-up."""
-    if phases:
-        setup_s = phases["measure_started"] - started
-        measurement_s = phases["measure_ended"] - phases["measure_started"]
-        analysis_s = notebook_ended - phases["measure_ended"]
-    else:
-        setup_s, measurement_s, analysis_s = notebook_ended - started, 0.0, 0.0
-    return {
-        "setup": setup_s,
-        "measurement": measurement_s,
-        "analysis": analysis_s,
-        "rendering": finished - notebook_ended,
-        "total": finished - started,
-        "measured_elsewhere": bool(phases and phases.get("from_dir")),
-    }
-
-
-PHASE_COLUMNS = (("setup", "set-up"), ("measurement", "measure"), ("analysis", "analysis"))
-PHASE_COLUMNS += (("rendering", "render"), ("total", "total"))
-
-
-def course_time_table(rows: list[dict]) -> str:
-    """The summary ``make all`` prints: one line per study with its time split, its budget for
-    the profile it ran (``study.yaml`` ``budget_s``) and whether it went over; studies that were
-    up to date show their recorded times in brackets (not part of this run's total)."""
-    head = f"{'study':<12} {'profile':<8}" + "".join(f"{name:>9}" for _, name in PHASE_COLUMNS)
-    head += f"{'budget':>8}"
-    lines = [head, "-" * len(head)]
-    this_run, over = 0.0, []
-    for r in rows:
-        t, budget = r.get("time_split_s") or {}, r.get("budget_s")
-        cells = [f"{t[k]:.0f}" if k in t else "—" for k, _ in PHASE_COLUMNS]
-        note = ""
-        if not r["ran"]:
-            cells, note = [f"({c})" if c != "—" else c for c in cells], "  up to date"
-        else:
-            this_run += t.get("total", 0.0)
-            if budget and t.get("total", 0.0) > budget:
-                over.append(f"{r['study']}: {t['total']:.0f} s, budget {budget:.0f} s ({r['profile']})")
-                note = "  OVER"
-        line = f"{r['study']:<12} {r.get('profile') or '—':<8}" + "".join(f"{c:>9}" for c in cells)
-        lines.append(line + f"{f'{budget:.0f}' if budget else '—':>8}{note}")
-    ran = sum(r["ran"] for r in rows)
-    lines.append(f"this run: {this_run:.0f} s ({this_run / 60:.1f} min) for {ran} studies")
-    lines += [f"over budget: {o}" for o in over] or ["every study that ran stayed within its budget"]
-    return "\n".join(lines)
-
-
 def _shown(path: Path, root: Path) -> str:
     """A path as a reader of the record should see it: relative to the repository when inside it."""
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
 def run_all(*, profile: str = "auto", force: bool = False, results_root=None) -> list[Path]:
-    """Every study in course order (the comparison last); unchanged ones are skipped. Ends with
+    """Every study in course order (the comparison last); unchanged ones are skipped. The cpu
+    course's calibration is measured first (:func:`calibrate_course`). Ends with
     :func:`course_time_table`: where each study's time went, against its budget."""
+    import torch
+
     order = sorted(REGISTRY.values(), key=lambda s: (s.reads_results, s.number))
     finals, rows = [], []
+    if profile in ("auto", "cpu") and (profile == "cpu" or not torch.cuda.is_available()):
+        row = calibrate_course("cpu", results_root=results_root, force=force)
+        rows += [row] if row else []
     for s in order:
         before = time.time()
         final = run(
