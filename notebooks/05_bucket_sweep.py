@@ -206,15 +206,22 @@ memory
 # with 20 µs per ring step over 25 GB/s. Both now come from the model that chapter 09
 # validates against published runs. Its GEMMs run faster than 50% of the peak. Its DP group
 # drives one network port per GPU of a node, as on a DGX A100: eight 200 Gb/s ports per node,
-# which is what hides the all-reduce behind the backward at 1024 ranks, more than the lower
+# which is what hides the all-reduce behind the backward at 1024 cards, more than the lower
 # per-step latencies. Article B's own cluster looks different: a two-node busbw of 11 → 21
 # GB/s against a 25 GB/s limit (B9) says one 200 Gb/s port per node, and the sensitivity table
-# has that row. Two more limits of the stated grid: pure data parallelism at TP 1 does not fit
-# a 7B, 13B or 70B model's states on an 80 GiB card (the claims rows say so; the sharded
-# sensitivity rows are closer to runs, article B's 7B layout is TP 4), and the step model's own coarse DP term (25 MiB cuts
-# of the gradient bytes, a share `dp_overlap` hidden) exposes far more than this schedule of
-# real tensors (`step_model_dp_exposed_s` beside `exposed_comm_s` in the scale table): the one
-# model still prices DDP's buckets two ways, a defect recorded for the next revision.
+# has that row.
+#
+# **The stated layouts are the articles' own.** Each model runs at its tensor parallelism
+# (`stated.SCALE_TP`): article B's 7B at TP 4 (its case study on 64 A100s), article A's 13B at
+# TP 8 (its launch command), and the 70B at TP 8, one node's width (assumed: no article runs a
+# 70B). The data-parallel ranks are the cards ÷ TP, so "1024 cards" is DP 256 for the 7B and
+# DP 128 for the others; each DP rank all-reduces the gradients of its 1/TP of the model, in
+# fewer, smaller buckets than a pure-DP rank. Pure data parallelism (TP 1 for every model) is
+# a sensitivity row: at TP 1 no 7B–70B model's states fit an 80 GiB card. Two limits remain:
+# the simulator prices DDP's buckets without ZeRO, so the 70B at TP 8 does not fit the card
+# either (the claims rows say so) and article B's ZeRO-2 is not modelled; and the step model's
+# own DP term (the same buckets, a share `dp_overlap` of their time hidden) exposes more than
+# this schedule (`step_model_dp_exposed_s` beside `exposed_comm_s` in the scale table).
 #
 # The claim says the bucket size *moves MFU by 5–8 points*: that is the spread, max − min MFU
 # over the caps one could set. The heat map's colour is that spread over the plausible caps
@@ -230,7 +237,7 @@ print(
     f"simulator: {speed['tensors']} tensors of {speed['preset']} on {speed['world_size']} ranks over "
     f"{speed['bucket_sizes']} bucket sizes in {speed['seconds']:.2f} s"
 )
-fig = figures.plot_scale_heatmap(records)
+fig = figures.plot_scale_heatmap(o.tables["best_caps"])
 plots.save_figure(fig, out, "scale_heatmap")
 best = o.tables["best_caps"]
 display(Markdown(report.scale_notes(best)))
@@ -238,6 +245,8 @@ best[
     [
         "preset",
         "world_size",
+        "tp",
+        "dp",
         "best_caps_mib",
         "sweet_spot",
         "buckets",

@@ -316,7 +316,14 @@ def test_sensitivity_table():
     } <= set(df.assumption)
     assert set(df.a6_20_40_mb) <= {"best", "tied", "outside"}
     sharded = df[df.value.str.startswith("TP 8 × PP 4")].iloc[0]
-    assert sharded.a6_dp_ranks == 1024 // 32
+    assert sharded.a6_layouts.split(" / ")[0] == f"TP 8 × DP {1024 // 32}"
+    # the stated row runs each model at the articles' TP; pure data parallelism is a row of its own
+    models = sensitivity.by_size(rec["params"]["scale_presets"])
+    assert df.a6_layouts.iloc[0] == " / ".join(
+        f"TP {sensitivity.stated_tp(m)} × DP {1024 // sensitivity.stated_tp(m)}" for m in models
+    )
+    pure = df[df.value.str.startswith("pure data parallelism")].iloc[0]
+    assert set(pure.a6_layouts.split(" / ")) == {"TP 1 × DP 1024"}
     assert sensitivity.tied_best({1: 1.0, 25: 1.0005, 100: 1.01}) == [1, 25]
     assert sensitivity.caps_label([1, 25]) == "1–25" and sensitivity.caps_label([200]) == "200"
 
@@ -324,11 +331,18 @@ def test_sensitivity_table():
 def test_scale_heatmap_order_and_title():
     rec = _records({(25, "default"): [0.02, 0.02]})
     rec["params"]["scale_presets"] = ["llama2-70b", "llama2-7b"]
-    rec["params"]["scale_world_sizes"] = [8, 64]
-    fig = figures.plot_scale_heatmap(rec)
-    ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["llama2-7b", "llama2-70b"]  # by size
+    rec["params"]["scale_world_sizes"] = [16, 64]
     best = cluster_scale.best_caps(cluster_scale.scale_table(rec))
+    fig = figures.plot_scale_heatmap(best)
+    ax = fig.axes[0]
+    # by size, each at the articles' TP; DP = cards ÷ TP
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["llama2-7b (TP 4)", "llama2-70b (TP 8)"]
+    assert set(zip(best.preset, best.world_size, best.dp)) == {
+        ("llama2-7b", 16, 4),
+        ("llama2-7b", 64, 16),
+        ("llama2-70b", 16, 2),
+        ("llama2-70b", 64, 8),
+    }
     assert ax.get_title() == figures.scale_title(best)
     assert "20–40 MB" in ax.get_title() and "±" not in ax.get_title()
 

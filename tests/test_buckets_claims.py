@@ -160,10 +160,11 @@ def test_scale_setting_text_names_the_algorithm():
 
     text = report.scale_setting_text(Params())
     a = rates.Assumptions()
-    # 1024 A100s in 128 nodes of 8: 2·1023 ring steps, 2·127 of them between nodes (NCCL's model)
-    ring = comm.nccl_latency_s("all_reduce", 1024, 128, **a.nccl_latencies())["ring"]
+    # the 7B at article B's TP 4 on 1024 A100s in 128 nodes of 8: DP 256, two ranks of its group per
+    # node, 2·255 ring steps, 2·127 of them between nodes (NCCL's model)
+    ring = comm.nccl_latency_s("all_reduce", 256, 128, **a.nccl_latencies())["ring"]
     assert "faster of NCCL's ring and tree" in text and f"{ring * 1e3:.2f} ms on the ring" in text
-    assert "over 128 nodes" in text and "a100" in text
+    assert "over 128 nodes" in text and "a100" in text and "TP 4 on 1024 cards: 256" in text
 
 
 def test_a6_per_tensor_is_judged_at_the_articles_13b_layout():

@@ -29,8 +29,11 @@ from mfulab.units import MIB
 
 
 def scale_table(records):
-    """The simulator on every ``scale_presets`` model (smallest first), world size and cap,
-    with the stated interconnect and all-reduce algorithm (the ``scale_*`` parameters)."""
+    """The simulator on every ``scale_presets`` model (smallest first), card count and cap, each
+    model at its stated tensor parallelism (``stated.SCALE_TP``: the articles' layouts; DP =
+    cards ÷ TP, a card count with fewer than two DP ranks left out), with the stated
+    interconnect and all-reduce algorithm (the ``scale_*`` parameters). ``world_size`` is the
+    cards, ``dp`` the data-parallel ranks."""
     import pandas as pd
 
     p = records["params"]
@@ -38,8 +41,10 @@ def scale_table(records):
     setting = sensitivity.stated_setting(p)
     rows = []
     for name in sensitivity.by_size(p["scale_presets"]):
-        for n in p["scale_world_sizes"]:
-            rows += gpt_simulation(preset(name), n=n, bucket_caps_mb=caps, **setting)
+        tp = sensitivity.stated_tp(name)
+        for cards in p["scale_world_sizes"]:
+            if cards % tp == 0 and cards // tp >= 2:
+                rows += gpt_simulation(preset(name), n=cards // tp, tp=tp, bucket_caps_mb=caps, **setting)
     return pd.DataFrame(rows)
 
 
@@ -165,8 +170,8 @@ def sweet_spot_text(big) -> str:
         return "; ".join(parts)
     return (
         f"the simulated best ({caps.min():g}–{caps.max():g} MiB) is {caps.min() / hi:.0f}–"
-        f"{caps.max() / lo:.0f}× the article's 20–40 MB: it contradicts the sweet spot for pure data "
-        "parallelism"
+        f"{caps.max() / lo:.0f}× the article's 20–40 MB: it contradicts the sweet spot at the articles' "
+        "layouts"
     )
 
 
@@ -176,11 +181,10 @@ def memory_text(big) -> str:
     over = big[~big.fits.astype(bool)]
     if not len(over):
         return ""
-    sizes = ", ".join(f"{r.preset} {r.memory_gib:.0f} GiB" for r in over.itertuples())
+    sizes = ", ".join(f"{r.preset} at TP {r.tp} {r.memory_gib:.0f} GiB" for r in over.itertuples())
     return (
-        f"; these layouts do not fit the card's memory ({sizes} per device, pure data parallelism): the "
-        "stated grid shows the mechanism; the sharded sensitivity rows are closer to runs (article B's 7B "
-        "layout is the TP 4 row)"
+        f"; these layouts do not fit the card's memory ({sizes} per device, DDP without ZeRO): they show "
+        "the mechanism, not runs that could happen"
     )
 
 
@@ -205,12 +209,14 @@ def _big(best):
     return cards, best[best.world_size == cards]
 
 
-def _a6_setting(records, cards: int) -> str:
+def _a6_setting(records, cards: int, big) -> str:
     p = records["params"]
     algorithm = sensitivity.algorithm_text(sensitivity.stated_setting(p)["algorithm"])
+    layouts = ", ".join(f"{r.preset} TP {r.tp} × DP {r.dp}" for r in big.itertuples())
     return (
-        f"simulator at {cards} data-parallel ranks with the stated interconnect (all-reduce: {algorithm} "
-        f"per call), caps {p['scale_bucket_caps_mb']} MiB"
+        f"simulator at {cards} cards, each model at the articles' layout ({layouts}; pure data "
+        f"parallelism a sensitivity row), the stated interconnect (all-reduce: {algorithm} per call), "
+        f"caps {p['scale_bucket_caps_mb']} MiB"
     )
 
 
@@ -245,7 +251,8 @@ def a6_spread_claim(records, best, sens) -> list[Claim]:
         Claim(
             "A6",
             "at about a thousand cards the bucket size moves MFU by 5–8 points",
-            _a6_setting(records, cards) + f"; spread = max − min MFU over the caps {plausible_caps_text()}",
+            _a6_setting(records, cards, big)
+            + f"; spread = max − min MFU over the caps {plausible_caps_text()}",
             a6_spread_verdict(sens),
             f"spread in MFU points: {per_model}{memory_text(big)}; in the stated setting the spread over "
             f"{plausible_caps_text()} is {'at least' if stated_reaches else 'below'} the article's "
@@ -268,7 +275,7 @@ def a6_sweet_spot_claim(records, best, sens) -> list[Claim]:
         Claim(
             "A6",
             "20–40 MB buckets are the sweet spot",
-            _a6_setting(records, cards) + "; the fastest caps (ties within 0.1% named)",
+            _a6_setting(records, cards, big) + "; the fastest caps (ties within 0.1% named)",
             "analytic only",
             f"best caps: {per_model}; {sweet_spot_text(big)}; the smallest weight matrix of "
             f"{smallest} holds {_smallest_matrix_mib(smallest):.0f} MiB of bf16 gradient, so a 20–40 MB "
@@ -292,11 +299,12 @@ def b8_claims(records, scale, sens) -> list[Claim]:
         return []
     gain = max(d.loc[c, "mfu"] for c in caps if c != base) - d.loc[base, "mfu"]
     fits = bool(d.loc[base, "fits"])
+    tp, dp = int(d.loc[base, "tp"]), int(d.loc[base, "dp"])
     memory = (
         ""
         if fits
-        else f" (pure DDP at TP 1 does not fit the card: {d.loc[base, 'memory_gib']:.0f} GiB per device; "
-        "the TP 4 row is article B's layout)"
+        else f" (TP {tp} DDP without ZeRO does not fit the card: {d.loc[base, 'memory_gib']:.0f} GiB per "
+        "device)"
     )
     stated_outcome = sensitivity.b8_outcome(gain, d.loc[base, "mfu"])
     s = sensitivity.summary(sens)
@@ -306,7 +314,8 @@ def b8_claims(records, scale, sens) -> list[Claim]:
         Claim(
             "B8",
             "for a 7B model, bucket_cap_mb 25 → 50–100 MB helped: fewer calls, still early enough",
-            f"simulator, 7B on {n7} ranks with the stated interconnect (all-reduce: {algorithm} per call)",
+            f"simulator, 7B on {n7} cards at article B's TP {tp} × DP {dp} (its ZeRO-2 not modelled: DDP's "
+            f"buckets), the stated interconnect (all-reduce: {algorithm} per call)",
             "analytic only",
             "MFU at 25 / 50 / 100 MiB: "
             + " / ".join(f"{d.loc[c, 'mfu']:.1%}" for c in caps)

@@ -7,7 +7,6 @@ import seaborn as sns
 
 from mfulab.studies.buckets import model_error
 from mfulab.studies.buckets.analysis import a6_measured, sweep_table
-from mfulab.studies.buckets.cluster_scale import best_caps, scale_table
 from mfulab.studies.buckets.sensitivity import plausible_caps_text
 from mfulab.studies.buckets.stated import A6_MFU_POINTS
 from mfulab.studykit.plots import median_iqr_ms
@@ -79,7 +78,7 @@ def plot_sweep(records):
 
 def scale_title(best) -> str:
     """The heat map's take-away, from the simulated best caps and the spread over the
-    plausible caps at the largest rank count."""
+    plausible caps at the largest card count."""
     n = int(best.world_size.max())
     big = best[best.world_size == n]
     where = (
@@ -88,22 +87,21 @@ def scale_title(best) -> str:
         else f"a best cap in the article's 20–40 MB for {', '.join(big.preset[big.in_20_40_mb])}"
     )
     return (
-        f"At {n} ranks: {where};\nthe cap moves MFU by {big.spread_points.min():.1f}–"
+        f"At {n} cards: {where};\nthe cap moves MFU by {big.spread_points.min():.1f}–"
         f"{big.spread_points.max():.1f} points over {plausible_caps_text()} "
         f"(article: {A6_MFU_POINTS[0]:g}–{A6_MFU_POINTS[1]:g})"
     )
 
 
-def plot_scale_heatmap(records):
-    """Per (model, ranks): how far the cap moves MFU over the plausible caps (the colour, one
-    sequential scale, max − min in points), the simulated best cap (a range where caps tie)
-    and its gain over 25 MiB."""
-
-    best = best_caps(scale_table(records))
-    models = list(dict.fromkeys(best.preset))  # smallest model first (scale_table's order)
+def plot_scale_heatmap(best):
+    """Per (model at its stated TP, cards): how far the cap moves MFU over the plausible caps
+    (the colour, one sequential scale, max − min in points), the simulated best cap (a range
+    where caps tie) and its gain over 25 MiB; ``best`` is the outcome's ``best_caps`` table."""
+    best = best.assign(model=[f"{r.preset} (TP {r.tp})" for r in best.itertuples()])
+    models = list(dict.fromkeys(best.model))  # smallest model first (scale_table's order)
 
     def grid(column):
-        return best.pivot(index="preset", columns="world_size", values=column).loc[models]
+        return best.pivot(index="model", columns="world_size", values=column).loc[models]
 
     spread, gain, caps = grid("spread_points"), grid("gain_vs_25") * 100, grid("best_caps_mib")
     annot = (
@@ -127,8 +125,8 @@ def plot_scale_heatmap(records):
         ax=ax,
     )
     ax.collections[0].colorbar.ax.axhspan(lo, hi, fill=False, hatch="//", edgecolor="0.3", linewidth=0)
-    ax.set_xlabel("data-parallel ranks")
-    ax.set_ylabel("model (smallest first)")
+    ax.set_xlabel("cards (data-parallel ranks = cards ÷ TP)")
+    ax.set_ylabel("model at the articles' TP (smallest first)")
     ax.tick_params(axis="y", rotation=0)
     ax.set_title(scale_title(best))
     return fig

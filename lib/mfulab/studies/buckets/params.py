@@ -77,7 +77,9 @@ class Params(StudyParams):
         ["llama2-7b", "llama2-13b", "llama2-70b"], "models the simulator runs at scale (config.preset names)"
     )
     scale_world_sizes: tuple[int, ...] = param(
-        [8, 64, 256, 1024], "data-parallel ranks simulated", unit="ranks"
+        [16, 64, 256, 1024],
+        "cards simulated, each model at its stated TP (stated.SCALE_TP): data-parallel ranks = cards ÷ TP",
+        unit="cards",
     )
     scale_bucket_caps_mb: tuple[float, ...] = param(
         [1, 5, 10, 25, 50, 100, 200, 400, 1600, 6400],

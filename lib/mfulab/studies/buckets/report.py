@@ -23,6 +23,7 @@ from mfulab.studies.buckets.sensitivity import (
     by_size,
     plausible_caps_text,
     sensitivity_table,
+    stated_tp,
 )
 from mfulab.studies.buckets.sensitivity import summary as sensitivity_summary
 from mfulab.studies.buckets.simulator import DEFAULT_BUCKET_CAP_MB
@@ -147,10 +148,13 @@ def scale_setting_text(p) -> str:
     """The stated setting at scale: the device and what the step model takes from
     ``devices.yaml``, and one call's latency under NCCL's ring and tree at the largest rank
     count (the step model's DP group)."""
-    n = max(p.scale_world_sizes)
+    cards, name = max(p.scale_world_sizes), by_size(p.scale_presets)[0]
+    tp = stated_tp(name)
+    n = cards // tp
     step = step_model.step_time(
-        preset(by_size(p.scale_presets)[0]),
-        n_devices=n,
+        preset(name),
+        n_devices=cards,
+        tp=tp,
         global_batch=n * p.scale_micro_batch,
         micro_batch=p.scale_micro_batch,
         device=p.scale_device,
@@ -163,8 +167,8 @@ def scale_setting_text(p) -> str:
         f"stated case: {p.scale_device} from devices.yaml ({step['sources']['inter_node']}), the step "
         f"model (chapter 09) with GEMMs at {p.scale_matmul_share_of_mamf:g} of MAMF and "
         f"{p.scale_micro_batch} sequence(s) per rank and micro-batch; all-reduce algorithm: "
-        f"{algorithm_text(p.scale_algorithm)} per call (scale_algorithm; at {n} ranks over "
-        f"{g['n_nodes']} nodes one call's latency is "
+        f"{algorithm_text(p.scale_algorithm)} per call (scale_algorithm; {name} at TP {tp} on {cards} "
+        f"cards: {n} data-parallel ranks over {g['n_nodes']} nodes, one call's latency is "
         f"{latency['ring'] * 1e3:.2f} ms on the ring and {latency['tree'] * 1e3:.2f} ms on the tree, NCCL's "
         "latency model)"
     )
@@ -175,9 +179,10 @@ def scale_notes(best) -> str:
     moves MFU against its 5–8 points."""
     n = int(best.world_size.max())
     big = best[best.world_size == n]
+    layouts = ", ".join(f"{r.preset} TP {r.tp} × DP {r.dp}" for r in big.itertuples())
     return (
-        f"* At {n} ranks {sweet_spot_text(big)}.\n"
-        f"* At {n} ranks {spread_text(big)}. The spread (max − min MFU over the caps "
+        f"* At {n} cards ({layouts}) {sweet_spot_text(big)}.\n"
+        f"* At {n} cards {spread_text(big)}. The spread (max − min MFU over the caps "
         f"{plausible_caps_text()}, `spread_points`; over the whole grid, `spread_grid_points`) is the "
         f"claim's quantity; the gain over {DEFAULT_BUCKET_CAP_MB} MiB is what changing DDP's default buys."
     )
@@ -215,7 +220,7 @@ def _algorithm_note(sens) -> str:
     same = {True: "the same", False: "changed"}
     return "".join(
         f"* All-reduce algorithm {r.value} (instead of the faster of ring and tree per call; the ring "
-        f"pays 2(n−1) steps of latency per call at {r.a6_dp_ranks} ranks): best caps "
+        f"pays 2(n−1) steps of latency per call at {r.a6_layouts}): best caps "
         f"{r.a6_best_caps_mib} MiB, A6's sweet-spot answer "
         f"{same[bool(r.a6_conclusion_same)]}, the spread {r.a6_max_spread_points:.1f} points "
         f"({'reaches' if r.a6_spread_reaches_claim else 'below'} the claim's {A6_MFU_POINTS[0]:g}), "

@@ -18,7 +18,9 @@ from mfulab.studies.buckets.stated import (
     A6_PLAUSIBLE_CAPS_MIB,
     A6_SWEET_SPOT_BYTES,
     B8_STATED,
+    SCALE_TP,
     SENSITIVITY,
+    STATED_TP_FALLBACK,
 )
 from mfulab.units import MIB
 
@@ -106,7 +108,7 @@ def scenarios(p: dict, overhead: dict | None = None) -> list[dict]:
     (``model_error.carried_overhead``), the stated setting plus the per-bucket overhead fitted
     to this machine's sweep (the simulator's model error here, as if a cluster paid it)."""
     base = stated_setting(p)
-    plain = {"tp": 1, "pp": 1, "accumulation": 1}
+    plain = {"tp": None, "pp": 1, "accumulation": 1}  # TP None: each model at its stated TP
     stated = (
         f"{base['device']} (devices.yaml links, NCCL latencies), GEMMs at {base['matmul_share_of_mamf']:g} "
         f"of MAMF, {algorithm_text(base['algorithm'])}"
@@ -129,7 +131,8 @@ def scenarios(p: dict, overhead: dict | None = None) -> list[dict]:
         out.append({"assumption": "GEMM share of MAMF", "value": f"{share:g}", "setting": setting, **plain})
     for tp, pp in SENSITIVITY["sharding"]:
         # 1F1B needs at least pp micro-batches per step (parallel.check_pipeline)
-        value = f"TP {tp} × PP {pp}" + (f", {pp} micro-batches" if pp > 1 else "")
+        value = "pure data parallelism (TP 1)" if tp == pp == 1 else f"TP {tp} × PP {pp}"
+        value += f", {pp} micro-batches" if pp > 1 else ""
         row = {"assumption": "gradient sharding", "value": value, "setting": base, **plain}
         out.append({**row, "tp": tp, "pp": pp, "accumulation": pp})
     for acc in SENSITIVITY["accumulation"]:
@@ -156,14 +159,27 @@ def scenarios(p: dict, overhead: dict | None = None) -> list[dict]:
     return out
 
 
+def stated_tp(name: str) -> int:
+    """The tensor parallelism model ``name`` runs at in the stated setting (``stated.SCALE_TP``:
+    the articles' layouts)."""
+    return SCALE_TP.get(name, STATED_TP_FALLBACK)
+
+
+def _layout(name: str, cards: int, s: dict) -> tuple[int, int]:
+    """(TP, DP) of model ``name`` on ``cards`` devices under scenario ``s`` (TP ``None``: the
+    model's stated TP)."""
+    tp = s["tp"] if s["tp"] is not None else stated_tp(name)
+    return tp, max(2, cards // (tp * s["pp"]))
+
+
 def _run(name: str, cards: int, caps, s: dict) -> dict:
     """{cap: simulated row} for model ``name`` on ``cards`` devices under scenario ``s``."""
-    dp = max(2, cards // (s["tp"] * s["pp"]))
+    tp, dp = _layout(name, cards, s)
     rows = gpt_simulation(
         preset(name),
         n=dp,
         bucket_caps_mb=caps,
-        tp=s["tp"],
+        tp=tp,
         pp=s["pp"],
         accumulation=s["accumulation"],
         **s["setting"],
@@ -198,7 +214,7 @@ def sensitivity_table(records):
             {
                 "assumption": s["assumption"],
                 "value": s["value"],
-                "a6_dp_ranks": max(2, A6_CARDS // (s["tp"] * s["pp"])),
+                "a6_layouts": " / ".join("TP {} × DP {}".format(*_layout(m, A6_CARDS, s)) for m in models),
                 "a6_best_caps_mib": " / ".join(caps_label(tied[m]) for m in models),
                 "a6_20_40_mb": sweet_spot_status([tied[m] for m in models]),
                 "a6_max_gain_vs_25_points": max(gains.values()) * 100,

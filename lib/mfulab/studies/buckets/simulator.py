@@ -158,7 +158,8 @@ def gpt_simulation(
     overhead_on_channel: bool = False,
     **assumptions,
 ) -> list[dict]:
-    """Simulated DDP step of ``cfg`` on ``n`` data-parallel ranks for each bucket cap: the
+    """Simulated DDP step of ``cfg`` on ``n`` data-parallel ranks (``n · tp · pp`` cards, the
+    rows' ``world_size``) for each bucket cap: the
     course's step model (``step.step_time``, framework ``ddp``) on ``device`` (a
     ``devices.yaml`` key) with its DP term replaced by this finer schedule.
 
@@ -220,7 +221,15 @@ def gpt_simulation(
         r["fits"] = step["fits"]  # the layout's memory on the card (the step model's memory_terms)
         r["memory_gib"] = step["memory_gib"]
         out.append(
-            {"preset": cfg.name, "world_size": n, "tp": tp, "pp": pp, "accumulation": accumulation, **r}
+            {
+                "preset": cfg.name,
+                "world_size": n * tp * pp,  # the job's cards
+                "dp": n,
+                "tp": tp,
+                "pp": pp,
+                "accumulation": accumulation,
+                **r,
+            }
         )
     return out
 

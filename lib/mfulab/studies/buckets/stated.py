@@ -59,6 +59,15 @@ SCALE_CASE = {
     "algorithm": "best",
 }
 
+# The layouts the simulator runs at scale: each model at its tensor parallelism, DP = cards ÷ TP.
+# The articles' own: article A's 13B at TP 8 (its launch command, §6.1: --tensor-model-parallel-size
+# 8), article B's 7B at TP 4 (§5: "ZeRO-2加张量并行4" on 64 A100s; the simulator prices DDP's
+# buckets at ZeRO 0, so its ZeRO-2 is not modelled); the 70B at TP 8, one node's width (assumed:
+# no article runs a 70B, and at TP 1 its 16 bytes per parameter fit no 80 GB card). Pure data
+# parallelism (TP 1 for every model) is a row of the sensitivity table.
+SCALE_TP = {"llama2-7b": 4, "llama2-13b": 8, "llama2-70b": 8}
+STATED_TP_FALLBACK = 1  # a model the articles do not run: pure data parallelism
+
 # The sensitivity table: one assumption varied at a time from SCALE_CASE (each a field of
 # rates.Assumptions or a layout input).
 # - NCCL's per-call latencies (base, ring and tree steps inside and between nodes) all scaled
@@ -67,8 +76,8 @@ SCALE_CASE = {
 #   ranks, an upper bound on the interconnect); InfiniBand NDR 400 Gb/s (50 GB/s); one
 #   200 Gb/s port per node, as article B's two-node busbw suggests (B9);
 # - the GEMMs' share of MAMF, 0.5 and 1.0;
-# - tensor/pipeline parallel sharding of the gradients: TP 4 (article B's case study), TP 8
-#   (article A's 13B command), TP 8 × PP 4; the DP ranks are the cards / (TP·PP);
+# - tensor/pipeline parallel sharding of the gradients, the same for every model in place of
+#   SCALE_TP: pure data parallelism (TP 1), TP 4, TP 8, TP 8 × PP 4; DP = cards / (TP·PP);
 # - gradient accumulation: only the last micro-batch's backward overlaps the all-reduce;
 # - the all-reduce algorithm: ring only (NCCL_ALGO=Ring).
 SENSITIVITY = {
@@ -82,6 +91,6 @@ SENSITIVITY = {
         "one 200 Gb/s port per node of 8 (article B)": (25e9 / 8, None),
     },
     "matmul_share_of_mamf": (0.5, 1.0),
-    "sharding": ((4, 1), (8, 1), (8, 4)),
+    "sharding": ((1, 1), (4, 1), (8, 1), (8, 4)),
     "accumulation": (4, 16),
 }
