@@ -207,10 +207,20 @@ def test_sensitivity_tables():
     assert stated_row[stated.A17_CASE["name"]] == planner.decision(plans, stated.A17_CASE["name"])
     # the step model's assumptions are varied one at a time, each a named row
     labels = set(table["assumption varied"])
-    assert {"matmul_share_of_mamf=0.5", "matmul_latency_s=50 µs", "attention=fused"} <= labels
+    assert {
+        "matmul_share_of_mamf=0.5",
+        "matmul_latency_s=50 µs",
+        "attention=fused",
+        "attention=naive",
+    } <= labels
     # a fused kernel frees the scores that selective recompute would: no case keeps selective
     fused = table[table["assumption varied"] == "attention=fused"].drop(columns="assumption varied")
     assert not fused.stack().str.startswith("selective").any()
+    # the A100/H200 cases state the fused kernel (the norm there), A17 the non-fused one Table 2 prints
+    kernels = {c["name"]: c.get("attention", "naive") for c in p.planner_cases}
+    assert kernels[stated.A17_CASE["name"]] == "naive"
+    assert {k for n, k in kernels.items() if "A100" in n or "H200" in n} == {"fused"}
+    assert set(plans.groupby("case").attention.first()) == {"naive", "fused"}
     a17 = sensitivity.a17_readings(
         stated.A17_CASE, assumptions=p.step_assumptions(), fragmentation_margin=0.1, micro_batch=1
     )

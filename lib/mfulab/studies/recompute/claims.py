@@ -81,7 +81,11 @@ def b7_claims(records, t) -> list[Claim]:
                 f"({row.mfu_vs_none:.2f}×) and HFU by that factor times the hardware-FLOPs ratio "
                 f"full/none ({row.mfu_vs_none:.3f} × {row.hardware_flops_ratio:.3f} = "
                 f"{row.hfu_vs_none:.3f}×): when tokens/s rises, MFU and HFU rise with it; an MFU "
-                "that dips while tokens/s rises has changed its FLOPs count or its device count",
+                "that dips while tokens/s rises has changed its FLOPs count or its device count. "
+                "Under the article's other convention, local MFU (§1.1: compute-busy time only), the "
+                "two can part: recompute lengthens the busy time per token while a larger batch cuts "
+                "the per-token communication and data waits; but §2.3 frames this anecdote in global "
+                "MFU ('在全局MFU的公式里'), and the refutation holds for that reading",
                 basis=verdicts.CONSTRUCTION,
             )
         )

@@ -237,7 +237,7 @@ def plot_plans(plans):
         ax.axhline(usable, color="black", linestyle=":", linewidth=1.2)
         ax.set_ylim(0, 1.22 * max(capacity, g.total_gib.max()))
         ax.set_xticks(range(len(g)), g.policy, rotation=35, ha="right", fontsize=9)
-        ax.set_title(textwrap.fill(case, 18), fontsize=9)
+        ax.set_title(textwrap.fill(f"{case} ({g.attention.iloc[0]} attention)", 18), fontsize=9)
         ax.set_ylabel("memory per device (GiB)" if ax is axes[0][0] else "")
     margin = 1 - usable / capacity
     handles = [

@@ -34,6 +34,7 @@ PLAN_KEYS = {
 PLAN_COLUMNS = (
     "case",
     "device",
+    "attention",
     "device_memory_gib",
     "usable_gib",
     "policy",
@@ -126,6 +127,7 @@ def plan_case(case: dict, *, assumptions: dict | None = None, fragmentation_marg
                 {
                     "case": case["name"],
                     "device": case["device"],
+                    "attention": case.get("attention", "naive"),
                     "device_memory_gib": r["device_memory_gib"],
                     "usable_gib": usable_gib,
                     "policy": policy,
@@ -154,7 +156,7 @@ def plans_table(cases, *, assumptions: dict | None = None, fragmentation_margin:
         empty = pd.DataFrame(columns=list(PLAN_COLUMNS))
         return empty.astype(
             {
-                c: str if c in ("case", "policy", "device") else bool if c == "fits" else float
+                c: str if c in ("case", "policy", "device", "attention") else bool if c == "fits" else float
                 for c in PLAN_COLUMNS
             }
         )
@@ -164,7 +166,8 @@ def plans_table(cases, *, assumptions: dict | None = None, fragmentation_margin:
 def chosen_plans(plans):
     """The decision: per case and policy, the micro-batch with the most tokens/s among those
     that fit (else the smallest, which does not fit), and ``decision`` marks each case's best
-    policy. One row per (case, policy), in the cases' and policies' order."""
+    policy (a tie: the earlier policy of the case's list). One row per (case, policy), in the
+    cases' and policies' order."""
     import pandas as pd
 
     rows = []
@@ -175,9 +178,11 @@ def chosen_plans(plans):
     if not rows:  # no cases: the plans' columns and an empty decision
         return plans.iloc[0:0].assign(decision=pd.Series(dtype=bool))
     out = pd.DataFrame(rows).reset_index(drop=True)
-    best = out[out.fits].groupby("case", sort=False).tokens_per_s.transform("max")
-    out["decision"] = False
-    out.loc[best.index, "decision"] = out.loc[best.index, "tokens_per_s"] == best
+    fitting = out[out.fits]
+    # the most tokens/s; a tie goes to the earlier policy of the case's list ("none" first: with a
+    # fused kernel "selective" re-runs and frees nothing, the same step and memory as "none")
+    best = fitting.tokens_per_s.astype(float).groupby(fitting.case, sort=False).idxmax()
+    out["decision"] = out.index.isin(best.values)
     return out
 
 

@@ -13,7 +13,7 @@ Each function returns a DataFrame the notebook displays and saves; the grids are
 from __future__ import annotations
 
 from mfulab.analytic import flops, memory, rates
-from mfulab.analytic.config import preset
+from mfulab.analytic.config import ATTENTION_KERNELS, preset
 from mfulab.studies.recompute import stated
 from mfulab.studies.recompute.planner import chosen_plans, plans_table
 from mfulab.units import GIB
@@ -38,14 +38,15 @@ def _scenarios(cases, assumptions: dict, margin: float):
     for f in stated.FRAGMENTATION_MARGIN_GRID:
         if f != margin:
             yield f"fragmentation_margin={f:g}", cases, assumptions, f
-    if any(c.get("attention", "naive") != "fused" for c in cases):
-        yield "attention=fused", [{**c, "attention": "fused"} for c in cases], assumptions, margin
+    for kernel in ATTENTION_KERNELS:  # every case on one kernel, where a stated case runs the other
+        if any(c.get("attention", "naive") != kernel for c in cases):
+            yield f"attention={kernel}", [{**c, "attention": kernel} for c in cases], assumptions, margin
 
 
 def decisions(cases, *, assumptions: dict, fragmentation_margin: float):
     """The planner's decision (``policy@micro-batch`` with the most tokens/s that fits) per
-    case, under the stated assumptions and with each assumption varied alone (the last row:
-    every case with a fused attention kernel); a ``*`` marks a
+    case, under the stated assumptions and with each assumption varied alone (the last rows:
+    every case on one attention kernel, naive or fused); a ``*`` marks a
     decision that differs from the stated one."""
     import pandas as pd
 
