@@ -62,6 +62,23 @@ fig = analysis.plot_ceilings(table)
 plots.save_figure(fig, out, "ceilings")
 
 # %% [markdown]
+# ## Verdicts side by side
+#
+# Every claims row of every chapter, one column per machine: its verdict there, with the basis
+# it names (a verdict *measured here* on a laptop and one on a GPU test the same claim in two
+# regimes; an *analysis* verdict is the same wherever it is rendered). `differs` marks a row
+# whose verdict is not the same on every machine that has it; `flipped on` names the machines
+# whose `make stability` run saw the row change between fresh runs of the same machine: there
+# a difference between machines is no evidence of anything.
+
+# %%
+verdict_matrix = analysis.verdict_table(records)
+results.save_table(out, "verdicts", verdict_matrix)
+display(Markdown(analysis.verdict_note(verdict_matrix, records["machines"])))
+with pd.option_context("display.max_colwidth", 70, "display.max_rows", None):
+    display(verdict_matrix)
+
+# %% [markdown]
 # ## What this comparison shows
 #
 # Per machine: its calibrated ceilings (matmul, memory, the all-reduce's α and B), the MFU

@@ -99,3 +99,31 @@ def test_ceilings_are_point_markers_not_bars_on_the_log_axis():
     assert not ax.patches  # no bars
     points = sorted(y for line in ax.get_lines() for y in line.get_ydata())
     assert points == [0.35, 700.0, 989.4]
+
+
+def test_the_verdict_matrix_lines_up_claims_rows_and_marks_differences_and_flips():
+    """One row per claims row (a second row of the same id is "A5 (2)", as the stability run
+    names it), one column per machine; a machine without the study says missing; a row that
+    differs between machines is marked, and so is one that flipped between fresh runs."""
+
+    def claims(*verdicts):
+        return [{"id": i, "claim": f"claim {i}", "verdict": v, "basis": "measured here"} for i, v in verdicts]
+
+    records = _records(
+        ["cpu", "gpu"],
+        mfu={
+            "cpu": {"claims": claims(("A5", "shown"), ("A5", "refuted"), ("B1", "confirmed"))},
+            "gpu": {"claims": claims(("A5", "confirmed"), ("A5", "refuted"), ("B1", "confirmed"))},
+        },
+        overlap={"cpu": {"claims": claims(("A3", "shown"))}},
+    )
+    records["flips"] = {"mfu": {"cpu": ["A5 (2)"]}}
+    table = compare.verdict_table(records).set_index(["study", "claim_id"])
+    assert list(table.index) == [("mfu", "A5"), ("mfu", "A5 (2)"), ("mfu", "B1"), ("overlap", "A3")]
+    assert table.loc[("mfu", "A5"), "differs"] and not table.loc[("mfu", "B1"), "differs"]
+    assert table.loc[("overlap", "A3"), "gpu"] == compare.MISSING
+    assert not table.loc[("overlap", "A3"), "differs"]  # missing is not a different verdict
+    assert table.loc[("mfu", "A5 (2)"), "flipped on"] == "cpu"
+    note = compare.verdict_note(compare.verdict_table(records), records["machines"])
+    assert "4 claims rows over 2 machines" in note and "1 with a different verdict" in note
+    assert "mfu A5 (2) (on cpu)" in note

@@ -43,7 +43,81 @@ def collect(p) -> dict:
         "machines": names,
         "metrics": {study: load_all(p.results_root, study) for study in studies},
         "drift": {study: _drift(p.results_root, study, names) for study in studies},
+        "flips": {study: _flips(p.results_root, study, names) for study in studies},
     }
+
+
+def _flips(results_root, study: str, names) -> dict:
+    """``{machine: [claim label, ...]}``: the claims rows whose verdict flipped between the fresh
+    runs of that machine's stability run (``stability.json`` ``flips``), where it left one."""
+    found = {}
+    for machine in names:
+        report = results.load_stability(Path(results_root) / machine / study) or {}
+        if report.get("flips"):
+            found[machine] = list(report["flips"])
+    return found
+
+
+def claim_labels(claims: list[dict]) -> list[str]:
+    """Each claims row's label as the stability run names it: the id, then "A5 (2)", "A5 (3)"
+    for a second and third row of the same id."""
+    seen: dict = {}
+    labels = []
+    for c in claims:
+        seen[c["id"]] = seen.get(c["id"], 0) + 1
+        labels.append(c["id"] if seen[c["id"]] == 1 else f"{c['id']} ({seen[c['id']]})")
+    return labels
+
+
+def verdict_table(records):
+    """Every claims row of every study, one column per machine: its verdict there (*missing*
+    where the machine has no results of the study, or not that row), its basis, the claim;
+    ``differs`` marks a row whose verdict is not the same on every machine that has it, and
+    ``flipped on`` names the machines whose stability run saw it flip between fresh runs (a
+    flipped verdict on one machine is no evidence of a difference between machines)."""
+    import pandas as pd
+
+    names = records["machines"]
+    rows: dict = {}
+    for study, by_machine in records["metrics"].items():
+        for machine in names:
+            claims = (by_machine.get(machine) or {}).get("claims") or []
+            for label, c in zip(claim_labels(claims), claims):
+                row = rows.setdefault(
+                    (study, label),
+                    {"study": study, "claim_id": label, "claim": c["claim"], "basis": c.get("basis", "")},
+                )
+                row[machine] = c["verdict"]
+    out = []
+    for (study, label), row in rows.items():
+        verdicts = {m: row.get(m, MISSING) for m in names}
+        present = {v for v in verdicts.values() if v != MISSING}
+        flipped = [m for m in names if label in records.get("flips", {}).get(study, {}).get(m, [])]
+        out.append({**row, **verdicts, "differs": len(present) > 1, "flipped on": ", ".join(flipped)})
+    columns = ["study", "claim_id", "claim", "basis", *names, "differs", "flipped on"]
+    return pd.DataFrame(out, columns=columns)
+
+
+def verdict_note(table, names) -> str:
+    """What the verdict matrix says in one sentence (markdown)."""
+    if table.empty:
+        return "No study has written a claims table yet."
+    differs = table[table.differs]
+    flipped = table[table["flipped on"] != ""]
+    parts = [f"{len(table)} claims rows over {len(names)} machine{'s' * (len(names) != 1)}"]
+    if len(names) > 1:
+        named = ", ".join(f"{study} {cid}" for study, cid in zip(differs.study, differs.claim_id))
+        parts.append(
+            f"{len(differs)} with a different verdict on different machines" + (f": {named}" if named else "")
+        )
+    named = ", ".join(
+        f"{study} {cid} (on {where})"
+        for study, cid, where in zip(flipped.study, flipped.claim_id, flipped["flipped on"])
+    )
+    parts.append(
+        f"{len(flipped)} that flipped between fresh runs of one machine" + (f": {named}" if named else "")
+    )
+    return "; ".join(parts) + "."
 
 
 def _drift(results_root, study: str, names) -> dict:
