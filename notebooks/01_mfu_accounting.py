@@ -181,6 +181,42 @@ display(
 ceiling
 
 # %% [markdown]
+# Where the gap between datasheet and ceiling is published: the best single dense GEMM measured
+# on each accelerator (stas00's MAMF finder) against its dense datasheet peak. Even the best
+# GEMM of a well-fed GPU stays well below the peak, and a training step's GEMMs run below that
+# best one. Vendors' tables often lead with the *with-sparsity* figure (2:4 structured
+# sparsity, twice the dense peak): an MFU over it is halved before anything is measured.
+
+# %%
+mamf = o.tables["published_mamf"]
+display(
+    Markdown(
+        "; ".join(
+            f"{r.device} {r.dtype}: MAMF {si(r.mamf_flops_per_s, 'FLOP/s')} = **{r.mamf_over_peak:.0%}** of "
+            f"the dense peak {si(r.datasheet_dense_peak_flops_per_s, 'FLOP/s')}"
+            + (
+                f" (the with-sparsity figure, {si(r.datasheet_with_sparsity_flops_per_s, 'FLOP/s')}, is "
+                "twice that)"
+                if r.datasheet_with_sparsity_flops_per_s == r.datasheet_with_sparsity_flops_per_s
+                and r.datasheet_with_sparsity_flops_per_s
+                else ""
+            )
+            for r in mamf.itertuples()
+        )
+    )
+)
+mamf[
+    [
+        "device",
+        "dtype",
+        "datasheet_dense_peak_flops_per_s",
+        "mamf_flops_per_s",
+        "mamf_over_peak",
+        "mamf_source",
+    ]
+]
+
+# %% [markdown]
 # ## 5 · A measured run: where the step time goes (B2)
 #
 # The reference GPT trains on synthetic tokens. Each step is timed in three phases (device

@@ -42,6 +42,36 @@ def conventions_table(preset_names, seq_lens):
     return df
 
 
+def published_mamf_table():
+    """The denominator's gap where it is published: per device of ``devices.yaml`` with a
+    measured best GEMM (stas00's MAMF finder), its dense datasheet peak, that MAMF and their
+    ratio, with the sources, and the datasheet's with-sparsity figure where the vendor's table
+    leads with it (2× the dense peak: a denominator no dense training step can reach)."""
+    import pandas as pd
+
+    from mfulab.analytic.devices import DEVICES
+
+    rows = []
+    for d in DEVICES:
+        for dtype, mamf in (d.mamf_flops_per_s or {}).items():
+            peak = d.flops_per_s.get(dtype)
+            if peak is None:
+                continue
+            rows.append(
+                {
+                    "device": d.key,
+                    "dtype": dtype,
+                    "datasheet_dense_peak_flops_per_s": peak,
+                    "datasheet_with_sparsity_flops_per_s": 2 * peak if "sparsity" in d.note else None,
+                    "mamf_flops_per_s": mamf,
+                    "mamf_over_peak": mamf / peak,
+                    "peak_source": d.source,
+                    "mamf_source": d.mamf_source,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
 def count_table(records: dict):
     """Analytic FLOPs per token vs FlopCounterMode (naive attention) for the measured model."""
     import pandas as pd

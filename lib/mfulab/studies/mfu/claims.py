@@ -196,6 +196,7 @@ def tables(records, p) -> dict:
         "megatron_selective_hfu": article_arithmetic.megatron_selective_table(),
         "flop_count_check": analysis.count_table(records),
         "six_n_check": operator_split.six_n_check(records),
+        "published_mamf": analysis.published_mamf_table(),
         "matmul_ceiling": pd.DataFrame(records["ceiling"]["rows"])[
             ["size", "median_s", "iqr_s", "n", "achieved_flops_per_s"]
         ],
