@@ -1,7 +1,7 @@
 """The pages of the course site that are not notebooks, and the notebooks as the site shows
 them.
 
-``site.build_site`` stages one machine's book in a temporary folder: each study's executed
+``build.build_site`` stages one machine's book in a temporary folder: each study's executed
 notebook, cleaned by :func:`stage_notebook` (progress bars and stderr left out, code folded,
 a note naming the machine and commit that produced it), the landing page
 (:func:`landing_page`) and the claims overview (:func:`claims_page`), all in the registry's
