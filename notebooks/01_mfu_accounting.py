@@ -227,7 +227,7 @@ mamf[
 # steps are warm-up.
 
 # %%
-fig = figures.plot_step_timeline(records)
+fig = figures.plot_step_timeline(records, o.values["breakdown"])
 plots.save_figure(fig, out, "step_timeline")
 tr = records["train"]
 assert tr["losses_finite"], "training produced a non-finite loss"
@@ -296,7 +296,7 @@ display(gs)
 display(Markdown(time_split.global_vs_steady_note(gs)))
 
 # %%
-fig = figures.plot_waterfall(records)
+fig = figures.plot_waterfall(records, o.values["breakdown"])
 plots.save_figure(fig, out, "job_waterfall")
 # %% [markdown]
 # This job-level waterfall starts at the measured ceiling. **Slow operators** is the gap between the best
@@ -373,7 +373,7 @@ o.tables["top_ops"]
 # → global is the rest of the job: start-up, warm-up, the spread of the steps.
 
 # %%
-fig = figures.plot_operator_waterfall(records)
+fig = figures.plot_operator_waterfall(records, o.values["breakdown"])
 plots.save_figure(fig, out, "waterfall")
 
 # %% [markdown]
@@ -467,9 +467,10 @@ display(
                 "* Inside a profiled step: "
                 + ", ".join(
                     f"{c} {v:.0%}"
-                    for c, v in sorted(
-                        opprofile.category_shares(records["op_profile"]).items(), key=lambda kv: -kv[1]
-                    )
+                    for c, v in o.tables["operator_categories"]
+                    .set_index("category")
+                    .share_of_profiled_steps.sort_values(ascending=False)
+                    .items()
                     if v >= 0.005
                 )
                 + " of the wall time (torch.profiler; trace in `traces/`).",

@@ -103,7 +103,7 @@ gpt_layout
 # %%
 sweep = o.tables["sweep"]
 display(Markdown(report.sweep_notes(records, sweep)))
-fig = figures.plot_sweep(records)
+fig = figures.plot_sweep(records, o.values["a6_measured"])
 plots.save_figure(fig, out, "sweep")
 sweep[sweep.variant == "default"][
     [
@@ -329,4 +329,4 @@ display(Markdown(stability_note(out)))
 # ## What this study showed
 
 # %%
-display(Markdown(report.summary(records, sweep, claim_list)))
+display(Markdown(report.summary(records, sweep, claim_list, o.values["a6_measured"])))

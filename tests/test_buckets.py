@@ -21,8 +21,10 @@ from mfulab.studies.buckets import (
     sensitivity,
     simulator,
 )
+from mfulab.studies.buckets.flags import B6_SEVERAL_PERCENT_RATIO
 from mfulab.studies.buckets.params import Params
 from mfulab.studies.buckets.stated import SCALE_CASE
+from mfulab.studykit import verdicts
 
 MIB = 2**20
 
@@ -252,7 +254,7 @@ def test_copy_bound_and_flag_table():
 
 
 def test_flag_verdict_rule():
-    need = flags.confirmable_bound(0.05)
+    need = verdicts.confirmable_bound(0.05, B6_SEVERAL_PERCENT_RATIO)
     assert need == pytest.approx(1.03 * 1.05**2)
     # a bound below what any interval can confirm: inconclusive whatever the measurement
     for lo, hi in ((1.2, 1.4), (0.5, 0.9), (1.0, 1.05)):
@@ -279,10 +281,11 @@ def test_a6_regime_and_verdict():
     regime = analysis.a6_regime(rec)
     assert regime["tensors"] == 200 and regime["reached"]
     assert regime["latency_s"] == pytest.approx(2 * 1.7e-4)
-    (row,) = analysis.a6_measured_claim(rec)
+    (row,) = analysis.a6_measured_claim(rec, analysis.a6_measured(rec))
     assert row.verdict == "shown" and "4.00×" in row.evidence  # a 2-rank toy: the mechanism, shown
     # a small stack is not the claim's regime: inconclusive whatever the ratio
-    (small,) = analysis.a6_measured_claim(_records(times, layers=4, hidden=64))
+    small_rec = _records(times, layers=4, hidden=64)
+    (small,) = analysis.a6_measured_claim(small_rec, analysis.a6_measured(small_rec))
     assert small.verdict == "inconclusive on this machine" and "not the claim's regime" in small.evidence
 
 
@@ -414,7 +417,7 @@ def test_ties_are_named_not_a_best_cap():
     rec = _records(times)
     assert analysis.tied_fastest_caps(rec) == [1, 25]  # 1 MiB within the interval of 25 MiB
     assert analysis.caps_text([1, 25]) == "1 and 25 MiB" and analysis.caps_text([25]) == "25 MiB"
-    (row,) = analysis.a6_measured_claim(rec)
+    (row,) = analysis.a6_measured_claim(rec, analysis.a6_measured(rec))
     assert "1 and 25 MiB tie" in row.measured
 
 

@@ -127,13 +127,17 @@ def rung_timings(records: dict) -> dict:
     return {label: summarize(t, label=label, paired=True) for label, t in records["job"]["samples_s"].items()}
 
 
+MFU_CONVENTION = "palm"  # the FLOPs per token the ladder's MFU counts (notebook 01's conventions)
+
+
 def mfu_of(records: dict, step_s: float) -> float:
-    """Model FLOPs (palm convention) of one step of every rank / (step × devices × ceiling); on a
-    CPU the ranks share one device (the machine's cores, whose ceiling the calibration measured)."""
+    """Model FLOPs (:data:`MFU_CONVENTION`) of one step of every rank / (step × devices ×
+    ceiling); on a CPU the ranks share one device (the machine's cores, whose ceiling the
+    calibration measured)."""
     cfg = TransformerConfig(**records["config"])
     p = records["params"]
     flops_per_step = (
-        flops.flops_per_token(cfg, convention="palm") * p["micro_batch"] * cfg.seq_len * p["nproc"]
+        flops.flops_per_token(cfg, convention=MFU_CONVENTION) * p["micro_batch"] * cfg.seq_len * p["nproc"]
     )
     devices = p["nproc"] if records["device"] == "cuda" else 1
     return flops_per_step / (step_s * devices * records["ceiling"]["best_flops_per_s"])
@@ -250,13 +254,22 @@ def b13_comparison(records: dict):
     return compare_timings(timings[STRAGGLER], timings[records["ladder"][-1]])
 
 
-def headline_metrics(records: dict, p=None) -> dict:
-
-    table = ladder_table(records).set_index("rung")
+def headline_metrics(records: dict, p=None, t: dict | None = None) -> dict:
+    """What ``metrics.json`` carries for comparisons across machines (units in the names), from
+    the outcome's tables ``t`` (the ladder, the naive step's split) where given."""
+    t = t or {}
+    ladder = t["b15_ladder"] if "b15_ladder" in t else ladder_table(records)
+    table = ladder.set_index("rung")
     first, last = records["ladder"][0], records["ladder"][-1]
-    split = b2_split(records, present_share=records["params"]["b2_present_share"]).set_index("category")
+    split = (
+        t["b2_split"]
+        if "b2_split" in t
+        else b2_split(records, present_share=records["params"]["b2_present_share"])
+    )
+    split = split.set_index("category")
     return {
         **run_identity(records, "preset", "nproc"),
+        "flops_convention": MFU_CONVENTION,
         "naive_step_s": table.step_s[first],
         "best_step_s": table.step_s[last],
         "ladder_speedup": table.step_s[first] / table.step_s[last],

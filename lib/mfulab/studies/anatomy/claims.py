@@ -146,4 +146,4 @@ def outcome(records, p) -> Outcome:
     shows them and ``make stability`` reads the claims and metrics."""
     t = tables(records, p)
     claim_list = claims(records, p, t)
-    return Outcome(claim_list, {**headline_metrics(records, p), "claims": verdicts.records(claim_list)}, t)
+    return Outcome(claim_list, {**headline_metrics(records, p, t), "claims": verdicts.records(claim_list)}, t)

@@ -110,12 +110,16 @@ class Trainer:
         check_attention(self.attention)
         impl = {kernel: impl for impl, kernel in ATTENTION_IMPLS.items()}[self.attention]  # the GPT's
         model, self.opt = reference_model(cfg, attn_impl=impl, device=self.device, lr=1e-4)
-        if self.attention == "fused" and spec["compile"]:
-            model = torch.compile(model)
         cap = spec["good_bucket_cap_mb"] if knobs.get("buckets") else spec["naive_bucket_cap_mb"]
-        self.model = DDP(model, bucket_cap_mb=cap, device_ids=ddp_device_ids(self.device))
+        self.ddp = DDP(model, bucket_cap_mb=cap, device_ids=ddp_device_ids(self.device))
         self.hook = HookTimer(blocking=not knobs.get("overlap"), device=self.device)
-        self.model.register_comm_hook(self.hook, timed_allreduce)
+        self.ddp.register_comm_hook(self.hook, timed_allreduce)
+        # compile the DDP-wrapped model, not the model inside DDP: dynamo's DDPOptimizer then
+        # splits the graph at bucket boundaries and each bucket's all-reduce still overlaps the
+        # backward; DDP(torch.compile(model)) returns every gradient at the end of one compiled
+        # backward, and the overlap knob turned on two rungs earlier would silently do nothing
+        compiled = self.attention == "fused" and spec["compile"]
+        self.model = torch.compile(self.ddp) if compiled else self.ddp
         fmt = spec["good_format"] if knobs.get("format") == "good" else spec["naive_format"]
         workers = spec["good_workers"] if knobs.get("workers") else 0
         ds = dataset(fmt, spec["corpus_dir"])
@@ -134,7 +138,7 @@ class Trainer:
         self.overlap = bool(knobs.get("overlap"))
         self.background = BackgroundCheckpointer() if knobs.get("background") else None
         self.ckpt = Path(spec["corpus_dir"]) / f"ckpt-rank{rank}-{name.replace(' ', '_').replace('+', '')}.pt"
-        self.steps, self.block_step, self.rows = 0, 0, []
+        self.steps, self.block_step, self.blocks, self.rows = 0, 0, 0, []
 
     def _forever(self):
         epoch = 0
@@ -177,15 +181,24 @@ class Trainer:
         t4 = t5 = time.perf_counter()
         self.steps += 1
         self.block_step += 1
-        # one checkpoint per block, in its middle: a background write has steps to hide behind,
-        # and the block's timer waits for it (ckptio.BackgroundCheckpointer.wait) before it stops
-        checkpoint = record != "warmup" and self.block_step == max(1, self.spec["block_steps"] // 2)
+        # one checkpoint per block (every checkpoint_every_blocks-th block), in its middle: a
+        # background write has steps to hide behind, and the block's timer waits for it
+        # (ckptio.BackgroundCheckpointer.wait) before it stops; checkpoint_ranks "rank0" writes
+        # on rank 0 only (the others meet the spike at the next all-reduce), as a node job does
+        every = self.spec.get("checkpoint_every_blocks", 1)
+        writer = self.spec.get("checkpoint_ranks", "all") == "all" or self.rank == 0
+        checkpoint = (
+            record != "warmup"
+            and writer
+            and self.block_step == max(1, self.spec["block_steps"] // 2)
+            and (self.blocks - 1) % every == 0
+        )
         if checkpoint:
             with record_function("mfulab.checkpoint"):
                 if self.background is not None:
-                    self.background.save(self.model.module, self.opt, self.ckpt)
+                    self.background.save(self.ddp.module, self.opt, self.ckpt)
                 else:
-                    write_checkpoint(self.model.module, self.opt, self.ckpt)
+                    write_checkpoint(self.ddp.module, self.opt, self.ckpt)
         t6 = time.perf_counter()
         row = {
             "rung": self.name,
@@ -222,6 +235,7 @@ def _block(trainer, steps: int, delay_s: float, record: str) -> float:
 
     dist.barrier()
     trainer.block_step = 0
+    trainer.blocks += 1
     t0 = time.perf_counter()
     for _ in range(steps):
         trainer.step(delay_s=delay_s, record=record)

@@ -206,8 +206,8 @@ def a6_measured(records) -> dict | None:
     return out
 
 
-def a6_measured_claim(records) -> list[Claim]:
-    m = a6_measured(records)
+def a6_measured_claim(records, m: dict | None) -> list[Claim]:
+    """A6 measured here, from ``m`` (:func:`a6_measured` of the records)."""
     if m is None:
         return []
     c, regime = m["per_tensor"], a6_regime(records)

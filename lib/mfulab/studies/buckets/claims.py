@@ -35,21 +35,24 @@ def outcome(records, p) -> Outcome:
     simulator's 7B case), B6 (the two DDP flags)."""
     t = tables(records)
     best, sens = t["best_caps"], t["sensitivity"]
+    values = {  # derived once, read by the claims, the metrics, the notebook and its figure
+        "a6_measured": analysis.a6_measured(records)
+    }
     claim_list = (
-        analysis.a6_measured_claim(records)
+        analysis.a6_measured_claim(records, values["a6_measured"])
         + cluster_scale.a6_per_tensor_claim(t["a6_per_tensor"])
         + cluster_scale.a6_spread_claim(records, best, sens)
         + cluster_scale.a6_sweet_spot_claim(records, best, sens)
         + cluster_scale.b8_claims(records, t["scale"], sens)
         + flags.b6_claims(records, t["flags"])
     )
-    return Outcome(claim_list, headline_metrics(records, claim_list, t), t)
+    return Outcome(claim_list, headline_metrics(records, claim_list, t, values), t, values=values)
 
 
-def headline_metrics(records, claim_list, t) -> dict:
+def headline_metrics(records, claim_list, t, values: dict) -> dict:
     """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
     gpt = t["gpt_layouts"]
-    m = analysis.a6_measured(records)
+    m = values["a6_measured"]
     return {
         **run_identity(records),
         "world_size": records["ddp"]["world_size"],

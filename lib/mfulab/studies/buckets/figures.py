@@ -6,16 +6,17 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from mfulab.studies.buckets import model_error
-from mfulab.studies.buckets.analysis import a6_measured, sweep_table
+from mfulab.studies.buckets.analysis import sweep_table
 from mfulab.studies.buckets.sensitivity import plausible_caps_text
 from mfulab.studies.buckets.stated import A6_MFU_POINTS
 from mfulab.studykit.plots import median_iqr_ms
 
 
-def plot_sweep(records):
+def plot_sweep(records, m: dict | None):
     """Step time vs bucket_cap_mb per compute mode (interleaved rounds, default flags) with
     no_sync and the simulator with and without the fitted overheads; a third panel shows the
-    simulator's residual per cap. One legend, below the panels (no data point under it)."""
+    simulator's residual per cap. One legend, below the panels (no data point under it); the
+    title quotes A6 measured here (``m``, ``analysis.a6_measured``)."""
     st = sweep_table(records)
     st = st[st.variant == "default"]
     modes = list(dict.fromkeys(st.compute))
@@ -61,7 +62,7 @@ def plot_sweep(records):
         for handle, text in zip(*ax.get_legend_handles_labels()):
             legend.setdefault(text, handle)
     fig.legend(legend.values(), legend.keys(), loc="outside lower center", ncol=4, fontsize=8)
-    m, fits = a6_measured(records), model_error.fits(records)
+    fits = model_error.fits(records)
     title = []
     if m:
         title.append(

@@ -49,6 +49,7 @@ from mfulab.studies.buckets.simulator import model_layout
 from mfulab.studies.buckets.stated import B6_ARTICLE, B6_SEVERAL_PERCENT_RATIO
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
+from mfulab.units import GB, TERA
 
 # variant: its baseline (the flags it is timed against, in the same interleaved rounds)
 FLAG_VARIANTS = {
@@ -186,11 +187,6 @@ def _speed_verdict(variant: str, case: str | None, c, bound: float) -> str:
     return flag_verdict(c, bound)
 
 
-def confirmable_bound(drift: float, claimed: float = B6_SEVERAL_PERCENT_RATIO) -> float:
-    """:func:`verdicts.confirmable_bound` at the claim's "several percent"."""
-    return verdicts.confirmable_bound(drift, claimed)
-
-
 def flag_verdict(c, bound: float, claimed: float = B6_SEVERAL_PERCENT_RATIO) -> str:
     """:func:`verdicts.verdict_in_range` of the comparison's widened interval against
     ``[claimed, bound]``, the mechanism's bound."""
@@ -231,7 +227,7 @@ def _mechanism(records, r) -> str:
 
 def _evidence(records, r, drift: float) -> str:
     measured = f"speed-up {r.speedup:.3f}× [{r.lo:.3f}, {r.hi:.3f}] over {r.rounds} interleaved rounds"
-    need = confirmable_bound(drift)
+    need = verdicts.confirmable_bound(drift, B6_SEVERAL_PERCENT_RATIO)
     if r.speed_verdict == "not checkable":
         why = (
             "; outside the claim's mechanism: with the default flags DDP does no per-step analysis of the "
@@ -305,8 +301,8 @@ def b6_claims(records, table) -> list[Claim]:
             f"the mechanisms' bound for article B's 7B case ({a['step_s']:g} s steps on A100)",
             "analytic only",
             f"the copy gradient_as_bucket_view avoids: {a['params'] / 1e9:.1f} billion fp32 gradients "
-            f"({a['params'] * B6_ARTICLE['grad_bytes_per_param'] / 1e9:.0f} GB) read and written once at "
-            f"{B6_ARTICLE['hbm_bytes_per_s'] / 1e12:.3f} TB/s = {a['copy_s'] * 1e3:.0f} ms, "
+            f"({a['params'] * B6_ARTICLE['grad_bytes_per_param'] / GB:.0f} GB) read and written once at "
+            f"{B6_ARTICLE['hbm_bytes_per_s'] / TERA:.3f} TB/s = {a['copy_s'] * 1e3:.0f} ms, "
             f"≤ {a['share']:.1%} of the step; static_graph saves a per-step graph search (and a small "
             "all-reduce) only with find_unused_parameters=True. 'Several percent' is more than these "
             "mechanisms allow; the bucket view also cuts gradient memory by the gradients' size — a gain "

@@ -25,6 +25,8 @@ dozen DDP models and the torch runtime (hundreds of MB).
 
 from __future__ import annotations
 
+from mfulab.units import MB
+
 SETTINGS = {"default": False, "bucket_view": True}
 
 
@@ -100,10 +102,10 @@ def saved_text(records) -> str:
     base, view = m.loc["default flags"], m.loc["gradient_as_bucket_view"]
     return (
         f"; memory (its documented benefit): gradients in {base.grad_storages} storages of their own "
-        f"({base.separate_grad_bytes / 1e6:.2f} MB) beside the buckets with the default flags, "
-        f"{view.separate_grad_bytes / 1e6:.2f} MB of their own with the flag; "
-        f"{view.saved_bytes / 1e6:.2f} MB of gradient storage saved per rank, counted (analytic: the "
-        f"gradients' bytes, {view.analytic_saved_bytes / 1e6:.2f} MB)"
+        f"({base.separate_grad_bytes / MB:.2f} MB) beside the buckets with the default flags, "
+        f"{view.separate_grad_bytes / MB:.2f} MB of their own with the flag; "
+        f"{view.saved_bytes / MB:.2f} MB of gradient storage saved per rank, counted (analytic: the "
+        f"gradients' bytes, {view.analytic_saved_bytes / MB:.2f} MB)"
     )
 
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 from mfulab.analytic import comm, rates
 from mfulab.analytic import step as step_model
 from mfulab.analytic.config import preset
-from mfulab.studies.buckets.analysis import a6_measured, a6_regime, caps_text, tied_fastest_caps
+from mfulab.studies.buckets.analysis import a6_regime, caps_text, tied_fastest_caps
 from mfulab.studies.buckets.cluster_scale import spread_text, sweet_spot_text
 from mfulab.studies.buckets.flags import (
     B6_SEVERAL_PERCENT_RATIO,
     bitmap_allreduce_s,
-    confirmable_bound,
     gradient_bytes,
     search_cost,
 )
@@ -28,7 +27,9 @@ from mfulab.studies.buckets.sensitivity import (
 from mfulab.studies.buckets.sensitivity import summary as sensitivity_summary
 from mfulab.studies.buckets.simulator import DEFAULT_BUCKET_CAP_MB
 from mfulab.studies.buckets.stated import A6_MFU_POINTS, B8_STATED, SENSITIVITY
+from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import summary_line
+from mfulab.units import GB, MB
 
 
 def sweep_notes(records, sweep) -> str:
@@ -39,7 +40,7 @@ def sweep_notes(records, sweep) -> str:
     regime = a6_regime(records)
     lines = [
         f"* All-reduce on this machine (calibration): α = {fit['alpha_s'] * 1e6:.0f} µs per ring step, "
-        f"B = {fit['link_bytes_per_s'] / 1e9:.2f} GB/s. One call's set-up latency is "
+        f"B = {fit['link_bytes_per_s'] / GB:.2f} GB/s. One call's set-up latency is "
         f"{regime['latency_s'] * 1e6:.0f} µs against {regime['transfer_s'] * 1e6:.0f} µs of transfer for the "
         f"average tensor ({regime['ratio']:.1f}:1, {regime['tensors']} tensors)."
     ]
@@ -97,12 +98,12 @@ def flag_notes(records, table) -> str:
     from mfulab.measure.timing import RUN_TO_RUN_DRIFT
 
     bw = records["bandwidth"]["plateau_bytes_per_s"]
-    grad_mb = gradient_bytes(records) / 1e6
+    grad_mb = gradient_bytes(records) / MB
     base_ms = table.baseline_step_s.iloc[0] * 1e3
-    need = confirmable_bound(RUN_TO_RUN_DRIFT)
+    need = verdicts.confirmable_bound(RUN_TO_RUN_DRIFT, B6_SEVERAL_PERCENT_RATIO)
     lines = [
         f"* Gradients: {records['params']['stack_layers'] * 2} tensors, {grad_mb:.1f} MB (fp32); DRAM "
-        f"bandwidth {bw / 1e9:.1f} GB/s (calibration), shared by the ranks of this host: the copy "
+        f"bandwidth {bw / GB:.1f} GB/s (calibration), shared by the ranks of this host: the copy "
         f"gradient_as_bucket_view avoids takes at most {table.copy_avoided_bound_s.max() * 1e3:.2f} ms of "
         f"a {base_ms:.1f} ms step."
     ]
@@ -135,10 +136,10 @@ def memory_notes(records, memory) -> str:
     base, view = m.loc["default flags"], m.loc["gradient_as_bucket_view"]
     return (
         f"* Default flags: {base.grad_storages} gradient storages of their own "
-        f"({base.separate_grad_bytes / 1e6:.2f} MB) beside {base.bucket_bytes / 1e6:.2f} MB of buckets. "
+        f"({base.separate_grad_bytes / MB:.2f} MB) beside {base.bucket_bytes / MB:.2f} MB of buckets. "
         f"gradient_as_bucket_view: the gradients live in {view.grad_storages} bucket storage(s), "
-        f"{view.separate_grad_bytes / 1e6:.2f} MB of their own. "
-        f"Saved per rank: {view.saved_bytes / 1e6:.2f} MB counted, {view.analytic_saved_bytes / 1e6:.2f} MB "
+        f"{view.separate_grad_bytes / MB:.2f} MB of their own. "
+        f"Saved per rank: {view.saved_bytes / MB:.2f} MB counted, {view.analytic_saved_bytes / MB:.2f} MB "
         "analytic (the parameter bytes). B6's gradient_as_bucket_view row is judged on this saving "
         "(confirmed when the counted saving equals the analytic one); its speed stays in the table above."
     )
@@ -242,10 +243,9 @@ def _fitted_survival(sens) -> str:
     )
 
 
-def summary(records, sweep, claim_list) -> str:
-    """The closing bullets."""
+def summary(records, sweep, claim_list, m: dict | None) -> str:
+    """The closing bullets (``m``: A6 measured here, ``analysis.a6_measured``)."""
     lines = []
-    m = a6_measured(records)
     if m:
         c = m["per_tensor"]
         lines.append(

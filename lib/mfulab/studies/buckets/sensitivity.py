@@ -22,7 +22,7 @@ from mfulab.studies.buckets.stated import (
     SENSITIVITY,
     STATED_TP_FALLBACK,
 )
-from mfulab.units import MIB
+from mfulab.units import GB, MIB
 
 # Simulated steps closer than this (relative) are a tie: the simulator is exact, but no
 # measurement resolves 0.1% of a step, and when the all-reduce hides behind the backward pass
@@ -121,7 +121,7 @@ def scenarios(p: dict, overhead: dict | None = None) -> list[dict]:
         out.append({"assumption": "latency per step", "value": value, "setting": setting, **plain})
     for name, (link, alpha) in SENSITIVITY["links"].items():
         setting = {**base, "network_bytes_per_s": link}
-        value = f"{name}: {link / 1e9:.3g} GB/s per GPU"
+        value = f"{name}: {link / GB:.3g} GB/s per GPU"
         if alpha is not None:
             setting["alpha_inter_s"] = alpha
             value += f", {alpha * 1e6:g} µs"

@@ -4,7 +4,9 @@ training loop to measure the data stall and the checkpoint spike.
 
 - ``params``: the parameters (defaults: the laptop profile), the list of formats and the
   assumed per-file latency of a network file system with its sources;
-- ``formats``: a writer and a reader per format, the torch Datasets, collate, the loaders;
+- ``formats``: ``loader_for``, the core's loader (writers, readers, Datasets and collate are
+  ``mfulab.measure.dataformats``) with this study's batch, sequence and prefetch;
+- ``settings``: B11's loader-settings row (persistent workers, paired first-batch times);
 - ``cache``: page-cache eviction and its check (no root), counting the files an epoch opens;
 - ``bench``: the measurement (torch, headless: ``python -m mfulab measure dataloader``) —
   interleaved warm sweep, interleaved cold rounds; ``stall``: the training-loop runs (data

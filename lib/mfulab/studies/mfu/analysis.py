@@ -119,10 +119,13 @@ def mfu_by_convention(records: dict):
     return pd.DataFrame(rows)
 
 
-def headline_metrics(records: dict, p: Params | None = None) -> dict:
-    """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
-    b = breakdown(records)
-    sheet = datasheet_peak(records)
+def headline_metrics(records: dict, p: Params | None = None, values: dict | None = None) -> dict:
+    """What ``metrics.json`` carries for comparisons across machines (units in the names); the
+    time split's ``breakdown`` and the ``datasheet_peak`` from ``values`` where the outcome has
+    them already."""
+    values = values or {}
+    b = values.get("breakdown") or breakdown(records)
+    sheet = values.get("datasheet_peak") or datasheet_peak(records)
     return {
         **run_identity(records, "dtype", "preset"),
         "n_params": records["n_params"],

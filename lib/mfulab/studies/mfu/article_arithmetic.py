@@ -7,6 +7,7 @@ from mfulab.analytic import flops
 from mfulab.analytic.articles import B15_STEPS, b15_gain
 from mfulab.analytic.config import preset
 from mfulab.studies.mfu.stated import A19_STATED, B1_STATED
+from mfulab.units import GB
 
 
 def convention_label(convention: str, cfg) -> str:
@@ -286,7 +287,7 @@ def b9_text_note(checks) -> str:
         f"{v['mfu_step96']:.1%} (step −4%): about 50%, not 52%, which needs {v['gain_needed']:.1%} more "
         f"throughput. B15's own step (9.0 → 8.7 s) saves {v['b15_saved']:.1%} of the step: "
         f"{v['b15_mfu_before']:.1%} → {v['b15_mfu_after']:.1%} under B1's arithmetic. 100 Gb/s is "
-        f"{v['link_bytes'] / 1e9:.1f} GB/s, the article's per-card figure, but a 4x InfiniBand port at "
+        f"{v['link_bytes'] / GB:.1f} GB/s, the article's per-card figure, but a 4x InfiniBand port at "
         f"{v['ib EDR (4x)']:.0f} Gb/s is **EDR**; 4x **HDR** runs {v['ib HDR (4x)']:.0f} Gb/s "
         f"({v['ib HDR (4x)'] / 8:.0f} GB/s). Only HDR100, an HDR port run on two lanes, is HDR at "
         f"{v['ib HDR100 (2 lanes of HDR)']:.0f} Gb/s."

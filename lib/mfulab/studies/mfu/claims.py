@@ -226,5 +226,5 @@ def outcome(records, p) -> Outcome:
         "breakdown": time_split.breakdown(records),
         "profile_check": operator_split.profile_check(records),
     }
-    metrics = {**headline_metrics(records, p), "claims": verdicts.records(claim_list)}
+    metrics = {**headline_metrics(records, p, values), "claims": verdicts.records(claim_list)}
     return Outcome(claim_list, metrics, t, values=values)

@@ -22,14 +22,15 @@ def plot_attention_share(conventions_df):
     return fig
 
 
-def plot_waterfall(records):
+def plot_waterfall(records, b: dict | None = None):
     """Peak → ceiling → achieved model FLOP/s with each loss labelled (claim B2): its FLOP/s
-    and its share of the top bar, so that losses too thin to see are still read off."""
+    and its share of the top bar, so that losses too thin to see are still read off (``b``: the
+    outcome's ``time_split.breakdown``, computed here when not given)."""
 
     from mfulab.studykit.plots import waterfall
 
     w = waterfall_losses(records)
-    b = breakdown(records)
+    b = b or breakdown(records)
     slow_share = dict(w["losses"])["slow operators"] / w["start"][1]
     fig, ax = plt.subplots(figsize=(10, 4.4))
     top = "the peak" if b["datasheet_flops_per_s"] else "the ceiling"
@@ -52,9 +53,10 @@ def plot_waterfall(records):
 VISIBLE_SHARE_OF_STEP = 0.005
 
 
-def plot_step_timeline(records):
+def plot_step_timeline(records, b: dict | None = None):
     """Each step's phases as stacked bars (seconds). The legend names only the phases that are
-    drawn; those too thin to see are listed beside it with their largest value."""
+    drawn; those too thin to see are listed beside it with their largest value (``b``: the
+    outcome's ``time_split.breakdown``, computed here when not given)."""
 
     rows = records["train"]["rows"]
     steps = [r["step"] for r in rows]
@@ -77,7 +79,7 @@ def plot_step_timeline(records):
     warm = records["train"]["warmup_steps"]
     if warm:
         ax.axvspan(-0.5, warm - 0.5, color="grey", alpha=0.15, label="warm-up (left out of steady state)")
-    b = breakdown(records)
+    b = b or breakdown(records)
     ax.xaxis.set_major_locator(plt.matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_xlabel("step")
     ax.set_ylabel("time (s)")
@@ -125,14 +127,15 @@ def plot_operator_steps(records):
     return fig
 
 
-def plot_operator_waterfall(records):
+def plot_operator_waterfall(records, b: dict | None = None):
     """Peak → ceiling → achieved model FLOP/s, each loss a measured operator category (claim
-    B2's losses inside a step), labelled with its FLOP/s and its share of the top bar."""
+    B2's losses inside a step), labelled with its FLOP/s and its share of the top bar (``b``:
+    the outcome's ``time_split.breakdown``, computed here when not given)."""
     from mfulab.studies.mfu.operator_split import largest_losses, operator_waterfall_losses
     from mfulab.studykit.plots import waterfall
 
     w = operator_waterfall_losses(records)
-    b = breakdown(records)
+    b = b or breakdown(records)
     top = "the peak" if b["datasheet_flops_per_s"] else "the ceiling"
     big = largest_losses(records)
     (name1, v1), (name2, v2) = big["first"], big["second"]

@@ -7,7 +7,9 @@ this machine's ranks with PyTorch's own implementation and set against its formu
 - ``params``: the parameters (defaults: the laptop profile);
 - ``bench``: the measurement (four torchrun jobs: ``python -m mfulab measure parallelism``);
 - ``pipeline``, ``sharding``, ``tensor``, ``moe``: the torchrun workers of each layout;
-- ``analysis``: measured against the formulas, the at-scale rows; ``claims``: the claims table
-  and ``outcome``, the one function that produces it;
+- ``measured``: the workers' records as tables (per rank, per layout);
+- ``analysis``: measured against the formulas, the at-scale rows; ``planner_at_scale``: the
+  layout planner at the articles' scale (A10, A12, A13) and its sensitivity; ``claims``: the
+  claims table and ``outcome``, the one function that produces it;
 - ``figures``: the charts; ``stated``: the articles' inputs with their citations.
 """

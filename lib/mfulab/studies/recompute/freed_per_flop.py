@@ -32,7 +32,7 @@ layers (multi-head attention, GeLU MLP) only. No torch.
 from __future__ import annotations
 
 from mfulab.analytic import memory
-from mfulab.analytic.config import ATTENTION_KERNELS, RECOMPUTE_PARTIAL, TransformerConfig
+from mfulab.analytic.config import ATTENTION_KERNELS, RECOMPUTE_PARTIAL, TransformerConfig, check_attention
 from mfulab.errors import ParameterError
 
 # FlashAttention(-2) keeps one fp32 log-sum-exp per row and head for its backward (Dao 2023,
@@ -47,8 +47,7 @@ def layer_terms(cfg: TransformerConfig, *, attention: str, micro_batch: int = 1)
     """Bytes freed and forward FLOPs re-run, per layer, by recomputing each part of
     :data:`PARTS` under ``attention`` (fused | naive), with each part's share of what the
     layer keeps without recompute."""
-    if attention not in ATTENTIONS:
-        raise ParameterError(f"attention must be one of {ATTENTIONS}; got {attention!r}")
+    check_attention(attention)
     if cfg.mlp != "gelu" or cfg.n_kv_heads != cfg.n_heads:
         raise ParameterError(f"{cfg.name}: the A14 arithmetic covers GPT-shaped layers (MHA, GeLU MLP)")
     s, b, h, a, e = cfg.seq_len, micro_batch, cfg.d_model, cfg.n_heads, 2
