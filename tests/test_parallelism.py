@@ -99,3 +99,23 @@ def test_gradient_gates_are_relative_where_the_gradients_are_large():
     assert analysis.gradient_ok(2e-2, 1e3)  # 2e-5 relative
     assert not analysis.gradient_ok(1.0, 1e3)  # 1e-3 relative: a real difference
     assert analysis.gradient_ok(0.5 * tol, None)  # records from before the scale was recorded
+
+
+def test_real_pipeline_layers_log_forward_and_backward_spans():
+    """A real-compute layer logs its forward and its backward (D23: the backward spans were
+    missing, and on CUDA host timestamps would time the kernels' launch): every backward span
+    starts after the forward ended and ends after it starts, on the CPU's perf_counter clock."""
+    import torch
+
+    from mfulab.studies.parallelism import pipeline
+
+    log = []
+    layers = torch.nn.Sequential(*(pipeline._real_layer(8, log, stage=1) for _ in range(3)))
+    x = torch.randn(4, 8, requires_grad=True)
+    layers(x).sum().backward()
+    kinds = [k for k, *_ in log]
+    assert kinds == ["F"] * 3 + ["B"] * 3 and all(st == 1 for _, st, _, _ in log)
+    spans = pipeline._span_times(log, log[0][2], ref=None)
+    forward_end = max(end for kind, _, _, end in spans if kind == "F")
+    assert all(kind == "F" or start >= forward_end for kind, _, start, _ in spans)
+    assert all(end >= start >= 0 for _, _, start, end in spans)

@@ -8,8 +8,10 @@ accelerator kernel as the host sees it, no core busy, labelled everywhere) or **
 The measured bubble is (step − ideal) / ideal, where ideal is m micro-batches of one rank's
 layers run back to back with no pipeline: for emulated compute m · layers_per_rank ·
 (t_forward + t_backward); for real compute the same chunk timed alone on the rank. Every layer
-records when it ran (``time.perf_counter``, one clock for every process of a host), so one step
-can be drawn stage by stage.
+records when its forward and its backward ran (``time.perf_counter``, one clock for every process
+of a host), so one step can be drawn stage by stage. On CUDA a real layer's marks are CUDA events
+on its stream, read after the step's synchronise against an event recorded when the step
+started: host timestamps there would be the times the kernels were queued, not run.
 """
 
 from __future__ import annotations
@@ -66,8 +68,50 @@ def _sleep_layer(forward_s: float, backward_s: float, log: list, stage: int):
     return Layer()
 
 
+def _mark(x):
+    """Now, on the clock of ``x``'s device: ``time.perf_counter()`` on the CPU, a CUDA event
+    recorded on the current stream on a GPU (read by :func:`_span_times` after a synchronise)."""
+    if x.is_cuda:
+        import torch
+
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+    return time.perf_counter()
+
+
+def _span_times(log: list, t0: float, ref) -> list:
+    """The step's spans as (kind, stage, start, end) in seconds since ``t0``: host marks as they
+    are, CUDA events by their distance from ``ref`` (an event recorded at ``t0``)."""
+
+    def since(mark):
+        return mark - t0 if isinstance(mark, float) else ref.elapsed_time(mark) / 1e3
+
+    return [(kind, st, since(a), since(b)) for kind, st, a, b in log]
+
+
 def _real_layer(hidden: int, log: list, stage: int):
     import torch
+
+    class Backward(torch.autograd.Function):
+        """Identity whose backward marks when the gradient passes: at a layer's output it is where
+        the layer's backward starts, at its input where it ends (the span between is logged). An
+        input that needs no gradient (the first layer of the first stage) gets none: that one
+        layer's backward is left undrawn."""
+
+        @staticmethod
+        def forward(ctx, x, box):
+            ctx.box = box
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            box = ctx.box
+            if "start" not in box:
+                box["start"] = _mark(grad)
+            else:
+                log.append(("B", stage, box.pop("start"), _mark(grad)))
+            return grad, None
 
     class Layer(torch.nn.Module):
         def __init__(self):
@@ -75,10 +119,12 @@ def _real_layer(hidden: int, log: list, stage: int):
             self.linear = torch.nn.Linear(hidden, hidden)
 
         def forward(self, x):
-            t0 = time.perf_counter()
+            box = {}  # this micro-batch's backward span: its output's mark, then its input's
+            x = Backward.apply(x, box)
+            t0 = _mark(x)
             y = torch.tanh(self.linear(x))
-            log.append(("F", stage, t0, time.perf_counter()))
-            return y
+            log.append(("F", stage, t0, _mark(y)))
+            return Backward.apply(y, box)
 
     return Layer()
 
@@ -129,11 +175,12 @@ def _run(spec: dict, schedule: str, m: int, v: int, rank: int, p: int, log: list
         dist.barrier()
         del log[:]
         t0 = time.perf_counter()
+        ref = _mark(target)  # on CUDA: the event every span is read against
         step()
         synchronize(spec.get("device", "cpu"))
         elapsed = time.perf_counter() - t0
         times.append(reduce_scalar(elapsed, "max"))
-        spans = [(kind, st, a - t0, b - t0) for kind, st, a, b in log]
+        spans = _span_times(log, t0, ref)
     gate = (
         _gradient_gate(spec, chunks, stage_ids, n_stages, step, x, m) if spec["compute"] == "real" else None
     )
