@@ -40,7 +40,7 @@ from IPython.display import Markdown, display
 
 from mfulab import results
 from mfulab.measure import calibration, opprofile
-from mfulab.studies.mfu import article_arithmetic, claims, figures, time_split
+from mfulab.studies.mfu import analysis, article_arithmetic, claims, figures, time_split
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.verdicts import summary_line
@@ -189,22 +189,7 @@ ceiling
 
 # %%
 mamf = o.tables["published_mamf"]
-display(
-    Markdown(
-        "; ".join(
-            f"{r.device} {r.dtype}: MAMF {si(r.mamf_flops_per_s, 'FLOP/s')} = **{r.mamf_over_peak:.0%}** of "
-            f"the dense peak {si(r.datasheet_dense_peak_flops_per_s, 'FLOP/s')}"
-            + (
-                f" (the with-sparsity figure, {si(r.datasheet_with_sparsity_flops_per_s, 'FLOP/s')}, is "
-                "twice that)"
-                if r.datasheet_with_sparsity_flops_per_s == r.datasheet_with_sparsity_flops_per_s
-                and r.datasheet_with_sparsity_flops_per_s
-                else ""
-            )
-            for r in mamf.itertuples()
-        )
-    )
-)
+display(Markdown(analysis.published_mamf_text(mamf)))
 mamf[
     [
         "device",

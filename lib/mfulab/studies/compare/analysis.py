@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 from mfulab import results
+from mfulab.studykit.stability_report import numbered_ids
 
 MISSING = "missing"  # the machine has no results of this study
 NOT_APPLICABLE = "n/a"  # the study ran and wrote null (e.g. a CPU has no datasheet peak)
@@ -58,17 +59,6 @@ def _flips(results_root, study: str, names) -> dict:
     return found
 
 
-def claim_labels(claims: list[dict]) -> list[str]:
-    """Each claims row's label as the stability run names it: the id, then "A5 (2)", "A5 (3)"
-    for a second and third row of the same id."""
-    seen: dict = {}
-    labels = []
-    for c in claims:
-        seen[c["id"]] = seen.get(c["id"], 0) + 1
-        labels.append(c["id"] if seen[c["id"]] == 1 else f"{c['id']} ({seen[c['id']]})")
-    return labels
-
-
 def verdict_table(records):
     """Every claims row of every study, one column per machine: its verdict there (*missing*
     where the machine has no results of the study, or not that row), its basis, the claim;
@@ -82,7 +72,7 @@ def verdict_table(records):
     for study, by_machine in records["metrics"].items():
         for machine in names:
             claims = (by_machine.get(machine) or {}).get("claims") or []
-            for label, c in zip(claim_labels(claims), claims):
+            for label, c in zip(numbered_ids(x["id"] for x in claims), claims):  # as stability names them
                 row = rows.setdefault(
                     (study, label),
                     {"study": study, "claim_id": label, "claim": c["claim"], "basis": c.get("basis", "")},

@@ -72,6 +72,24 @@ def published_mamf_table():
     return pd.DataFrame(rows)
 
 
+def published_mamf_text(table) -> str:
+    """The :func:`published_mamf_table` in one line of markdown: each device's MAMF as a share of
+    its dense peak, and the with-sparsity figure where the vendor's table leads with it."""
+    from mfulab.units import si
+
+    def one(r) -> str:
+        text = (
+            f"{r.device} {r.dtype}: MAMF {si(r.mamf_flops_per_s, 'FLOP/s')} = **{r.mamf_over_peak:.0%}** "
+            f"of the dense peak {si(r.datasheet_dense_peak_flops_per_s, 'FLOP/s')}"
+        )
+        sparse = r.datasheet_with_sparsity_flops_per_s
+        if sparse == sparse and sparse:  # NaN (no with-sparsity figure) fails the first test
+            text += f" (the with-sparsity figure, {si(sparse, 'FLOP/s')}, is twice that)"
+        return text
+
+    return "; ".join(one(r) for r in table.itertuples())
+
+
 def count_table(records: dict):
     """Analytic FLOPs per token vs FlopCounterMode (naive attention) for the measured model."""
     import pandas as pd
