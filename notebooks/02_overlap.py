@@ -51,9 +51,7 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab.analytic import comm
-from mfulab.studies.overlap import analysis, claims, figures, step_at_scale
-from mfulab.studies.overlap.claims import a5_cause, step_best_k_text
+from mfulab.studies.overlap import claims, figures
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.verdicts import summary_line
@@ -76,7 +74,7 @@ print(f"{records['collectives']['world_size']} ranks on {records['device_name']}
 # %%
 coll = o.tables["collectives"]
 assert coll.wrong.sum() == 0, "a collective returned a wrong result"
-print(comm.nccl_tests_table(records["collectives"]["rows"]))
+print(o.values["nccl_tests_text"])
 
 # %% [markdown]
 # **The machine's α–β.** The ring all-reduce costs t = 2(n−1)·α + 2(n−1)/n·S/B: every call
@@ -90,7 +88,7 @@ print(comm.nccl_tests_table(records["collectives"]["rows"]))
 # (nothing to add) reaches a higher busbw in the figure below.
 
 # %%
-fit, n_ranks = analysis.fitted_alpha_beta(records), records["collectives"]["world_size"]
+fit, n_ranks = o.values["alpha_beta"], records["collectives"]["world_size"]
 ab = o.tables["alpha_beta_check"]
 check = o.tables["alpha_beta_fit_check"].set_index("check: this run's fit vs the calibration")
 diff = check["relative difference"]
@@ -98,7 +96,7 @@ display(
     Markdown(
         f"* **the machine's α–β** (calibration, `{records.get('calibration', {}).get('file', 'this run')}`): "
         f"α = **{fit['alpha_s'] * 1e6:.0f} µs** per ring step, so a call costs 2(n−1)α = "
-        f"**{analysis.per_call_s(records) * 1e3:.2f} ms** before a byte moves (n = {n_ranks}); "
+        f"**{o.values['per_call_s'] * 1e3:.2f} ms** before a byte moves (n = {n_ranks}); "
         f"B = **{si(fit['link_bytes_per_s'], 'B/s')}**\n"
         f"* against this run's all-reduce times that model is off by {ab.model_error.min():+.0%} to "
         f"{ab.model_error.max():+.0%} (median {ab.model_error.median():+.0%}), size by size below\n"
@@ -113,7 +111,7 @@ ab.set_index("size_bytes")[["measured_s", "model_s", "model_error"]].rename(
 )
 
 # %%
-fig = figures.plot_busbw(records, o.tables["collectives"])
+fig = figures.plot_busbw(o.tables["collectives"], fit, o.values["crossover_bytes"])
 plots.save_figure(fig, out, "busbw")
 
 # %% [markdown]
@@ -139,7 +137,8 @@ display(
         f"({p.compute_over_comm:g}×); {ov['rounds']} interleaved rounds per compute mode."
     )
 )
-fig = figures.plot_timeline(records, "emulated" if "emulated" in p.modes else "real")
+timeline_mode = "emulated" if "emulated" in p.modes else "real"
+fig = figures.plot_timeline(records, timeline_mode, o.values["best_k"].get(timeline_mode))
 if fig is not None:
     plots.save_figure(fig, out, "timeline")
 
@@ -159,10 +158,10 @@ ot[["compute", "k", "overlapped_s", "compute_only_s", "comm_only_s", "exposed_co
 # %%
 a3 = o.values["a3"]
 lines = [
-    f"* {m} compute: serial {o['serial_s'] * 1e3:.1f} ms → {o['overlapped_s'] * 1e3:.1f} ms at k = {o['k']}, "
-    f"bound max(compute, comm) {o['bound_s'] * 1e3:.1f} ms: **{analysis.recovered_text(o)}**"
-    for m, o in a3.items()
-    if o
+    f"* {m} compute: serial {r['serial_s'] * 1e3:.1f} ms → {r['overlapped_s'] * 1e3:.1f} ms at k = {r['k']}, "
+    f"bound max(compute, comm) {r['bound_s'] * 1e3:.1f} ms: **{r['recovered_text']}**"
+    for m, r in a3.items()
+    if r
 ]
 lines.append(
     "\n(Share of the possible saving = (serial − overlapped) ÷ (serial − bound), from the medians "
@@ -193,7 +192,7 @@ display(
 # the slowdown from sharing the cores, on gloo, or the GPU, on NCCL, with compute).
 
 # %%
-fig = figures.plot_comm_vs_k(records, o.tables["comm_per_step"], o.values["a5_gap"])
+fig = figures.plot_comm_vs_k(o.tables["comm_per_step"], o.values["a5_gap"])
 plots.save_figure(fig, out, "comm_vs_k")
 a5 = o.values["a5"]
 o.tables["a5_comparison"]
@@ -210,11 +209,7 @@ o.tables["a5_comparison"]
 
 # %%
 display(
-    Markdown(
-        f"4 → 16 chunks: {a5_cause(records, o.values['a5_gap'])}."
-        if a5
-        else "k = 4 and k = 16 were not both measured."
-    )
+    Markdown(f"4 → 16 chunks: {o.values['a5_cause']}." if a5 else "k = 4 and k = 16 were not both measured.")
 )
 
 # %% [markdown]
@@ -259,7 +254,7 @@ o.tables["article_scale"]
 a4_sens = o.tables["a4_sensitivity"]
 with pd.option_context("display.max_colwidth", None):
     display(a4_sens)
-step_at_scale.a4_flip_link(p.to_dict())
+o.values["a4_flip_link"]
 
 # %%
 a5_sens = o.tables["a5_sensitivity"]
@@ -282,7 +277,7 @@ display(
         f"{len(a5_sens)} rows (by {a5_sens.ratio_16_over_4.min():.2f}× to {a5_sens.ratio_16_over_4.max():.2f}×: "
         "the per-call cost is never zero); the model's best k is in the article's 4–8 in "
         f"{int(a5_sens.best_k_in_4_to_8.sum())} of {len(a5_sens)} rows; on this machine "
-        f"{step_best_k_text(records)}."
+        f"{o.values['step_best_k_text']}."
     )
 )
 
@@ -322,15 +317,15 @@ lines = [
     + (
         f"Check: this run's busbw at {si(largest.size_bytes, 'B')} is "
         f"{largest.busbw_bytes_per_s / fit['link_bytes_per_s'] - 1:+.0%} against that B."
-        if largest.size_bytes >= 10 * analysis.crossover_bytes(records)
+        if largest.size_bytes >= 10 * o.values["crossover_bytes"]
         else f"This run's largest message, {si(largest.size_bytes, 'B')}, is too small to check B."
     )
 ]
 lines += [
-    f"* {m} compute: serial {o['serial_s'] * 1e3:.1f} ms → {o['overlapped_s'] * 1e3:.1f} ms at k = {o['k']} "
-    f"({analysis.recovered_text(o)})."
-    for m, o in a3.items()
-    if o
+    f"* {m} compute: serial {r['serial_s'] * 1e3:.1f} ms → {r['overlapped_s'] * 1e3:.1f} ms at k = {r['k']} "
+    f"({r['recovered_text']})."
+    for m, r in a3.items()
+    if r
 ]
 if "comm_only" in a5:
     g = o.values["a5_gap"]
@@ -341,7 +336,7 @@ if "comm_only" in a5:
             if g["gap_s"] > 0
             else ""
         )
-        + f"; {step_best_k_text(records)}."
+        + f"; {o.values['step_best_k_text']}."
     )
 lines.append(summary_line(claim_list))
 display(Markdown("\n".join(lines)))

@@ -36,7 +36,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from mfulab.measure import calibration
-from mfulab.studies.fusion import analysis, attention_memory, claims, figures, norm_fusion, sdpa_rules
+from mfulab.studies.fusion import claims, figures, sdpa_rules
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.verdicts import summary_line
@@ -74,7 +74,7 @@ print(
 
 # %%
 display(Markdown(calibration.describe(records)))
-fig = figures.plot_roofline(records)
+fig = figures.plot_roofline(records, o.tables["roofline_points"])
 plots.save_figure(fig, out, "roofline")
 
 # %% [markdown]
@@ -102,12 +102,12 @@ plots.save_figure(fig, out, "roofline")
 # Correctness gates: outputs equal to eager at p = 0, the dropped fraction at p > 0.
 
 # %%
-display(Markdown(norm_fusion.regime(records)))
+display(Markdown(o.values["ln_regime"]))
 ln = o.tables["ln_fusion"]
 assert ln.correct.all(), "an implementation disagrees with eager"
 if records["ln"]["triton_skipped"]:
     print("Triton kernel skipped:", records["ln"]["triton_skipped"])
-print(norm_fusion.compile_sentence(records))
+print(o.values["compile_sentence"])
 ln[["shape", "tokens", "impl", "dropout_p", "median_s", "q1_s", "q3_s", "n", "ns_per_element"]]
 
 # %% [markdown]
@@ -154,7 +154,7 @@ rng
 # allows"** for the DRAM rows; the layer's rows fit in the cache and can exceed it):
 
 # %%
-display(Markdown(norm_fusion.kernel_sentence(records)))
+display(Markdown(o.values["kernel_sentence"]))
 ln[
     [
         "shape",
@@ -176,7 +176,7 @@ ln[
 # inductor's did on the device that ran:
 
 # %%
-display(Markdown(norm_fusion.compiled_vs_eager_p0(records) or "*(CPU only: the generated C++ source.)*"))
+display(Markdown(o.values["compiled_vs_eager_p0"] or "*(CPU only: the generated C++ source.)*"))
 
 # %% [markdown]
 # **The layer.** The GPT layer already runs its residual adds and LayerNorms (the sub-block
@@ -188,7 +188,7 @@ display(Markdown(norm_fusion.compiled_vs_eager_p0(records) or "*(CPU only: the g
 
 # %%
 layer = o.tables["ln_layer_share"]
-fig = figures.plot_ln_bars(records)
+fig = figures.plot_ln_bars(records, o.tables)
 plots.save_figure(fig, out, "ln_fusion")
 layer
 
@@ -260,7 +260,7 @@ attn[
 # *memory* is O(n).
 
 # %%
-fig = figures.plot_attention(records)
+fig = figures.plot_attention(attn, o.values["attention_slopes"])
 plots.save_figure(fig, out, "attention")
 o.tables["attention_slopes"]
 
@@ -280,7 +280,7 @@ cases
 # %%
 rules = o.tables["sdpa_flash_rules"]
 display(Markdown(f"Source: {sdpa_rules.SOURCE}."))
-reasons = analysis.cuda_flash_reasons(records)
+reasons = o.values["cuda_flash_reasons"]
 cap = records["attention"].get("cuda_capability")
 gpu = f"this GPU (sm{cap[0]}{cap[1]})" if cap else "an A100 (sm80)"
 display(
@@ -307,7 +307,7 @@ o.tables["a8_article_scale"]
 
 # %%
 a8_sens = o.tables["a8_article_sensitivity"]
-display(Markdown(attention_memory.sensitivity_sentence(a8_sens) + "."))
+display(Markdown(o.values["a8_sensitivity_sentence"] + "."))
 a8_sens
 
 # %% [markdown]
@@ -357,7 +357,7 @@ for variant, why in records["compile"].get("skipped", {}).items():
 ct[[c for c in cols if c in ct]]
 
 # %%
-display(Markdown(analysis.dtype_note(records)))
+display(Markdown(o.values["dtype_note"]))
 o.tables["matmul_dtypes"]
 
 # %% [markdown]
@@ -391,7 +391,7 @@ display(Markdown(stability_note(out)))
 
 # %%
 slopes = o.metrics["attention_slopes"]
-lines = ["* " + norm_fusion.summary(records), "* " + norm_fusion.kernel_sentence(records)]
+lines = ["* " + o.values["ln_summary"], "* " + o.values["kernel_sentence"]]
 if slopes:
     lines.append(
         f"* Saved attention memory grows with slope {slopes.get('naive_saved_bytes_slope', float('nan')):.2f} "

@@ -73,7 +73,7 @@ if records["skipped"]:
 # no recompute:
 
 # %%
-fig = figures.plot_saved_by_op(records)
+fig = figures.plot_saved_by_op(o.tables["saved_tensors"])
 plots.save_figure(fig, out, "saved_by_op")
 saved = o.tables["saved_tensors"]
 layer0 = saved[(saved.policy == "none") & (saved.layer == 0)]
@@ -91,7 +91,7 @@ layer0.assign(MiB=layer0.bytes / MIB)[["module", "op", "shape", "dtype", "MiB"]]
 
 # %%
 lm = o.tables["layer_model_vs_measured"]
-fig = figures.plot_model_vs_measured(records)
+fig = figures.plot_model_vs_measured(lm)
 plots.save_figure(fig, out, "model_vs_measured")
 analysis.layer_model_summary(lm)
 
@@ -126,7 +126,7 @@ summary.assign(step_added_MiB=summary.peak_step_added_bytes / MIB)[
 ]
 
 # %%
-fig = figures.plot_pareto(records, o.values["full_vs_none"])
+fig = figures.plot_pareto(records, summary, o.values["full_vs_none"])
 plots.save_figure(fig, out, "pareto")
 peak = o.tables["peak_memory"]
 peak.assign(step_added_MiB=(peak.step_added_bytes / MIB).round(1)).pivot(
@@ -166,7 +166,7 @@ budget = o.tables["budget"]
 note = analysis.budget_note(records)
 if note:
     print(note)
-fig = figures.plot_budget(records)
+fig = figures.plot_budget(records, o.tables["budget"])
 plots.save_figure(fig, out, "budget")
 budget
 
@@ -292,7 +292,7 @@ o.tables["a14_sequence_sensitivity"]
 
 # %%
 plans = o.tables["planner"]  # no planner cases: an empty table, and A17 is left out
-fig = figures.plot_plans(plans)
+fig = figures.plot_plans(plans, o.tables["planner_chosen"])
 plots.save_figure(fig, out, "planner")
 chosen = o.tables["planner_chosen"]
 chosen["case policy micro_batch total_gib usable_gib fits tokens_per_s mfu hfu decision".split()]

@@ -103,7 +103,7 @@ gpt_layout
 # %%
 sweep = o.tables["sweep"]
 display(Markdown(report.sweep_notes(records, sweep)))
-fig = figures.plot_sweep(records, o.values["a6_measured"])
+fig = figures.plot_sweep(records, sweep, o.values["a6_measured"])
 plots.save_figure(fig, out, "sweep")
 sweep[sweep.variant == "default"][
     [

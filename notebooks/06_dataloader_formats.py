@@ -34,7 +34,7 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab.studies.dataloader import claims, figures, throughput
+from mfulab.studies.dataloader import claims, figures
 from mfulab.studies.dataloader.checkpoint import magnitude_arithmetic
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
@@ -47,7 +47,7 @@ o.save_tables(out)
 rp = records["params"]  # the settings this measurement ran with
 print(
     f"{records['corpus']['count']} samples, {records['corpus']['bytes_of_text'] / MIB:.1f} MiB of text, "
-    f"on {records['device_name']} ({throughput.usable_cpus(records)} usable cores)"
+    f"on {records['device_name']} ({o.metrics['usable_cpus']} usable cores)"
 )
 
 # %% [markdown]
@@ -89,7 +89,7 @@ print(
 )
 sweep = o.tables["loader_sweep"]
 assert sweep.intact.all(), "a reader lost, duplicated or altered samples"
-fig = figures.plot_throughput(records, o.values["best_warm_setting"])
+fig = figures.plot_throughput(records, o.tables["loader_sweep"], o.values["best_warm_setting"])
 plots.save_figure(fig, out, "throughput")
 o.tables["warm_summary"]
 
@@ -119,7 +119,7 @@ cold
 # network row is *analytic only*, whatever the table's emulated verdicts say.
 
 # %%
-fig = figures.plot_latency(records)
+fig = figures.plot_latency(o.tables["b11_latency_sensitivity"])
 plots.save_figure(fig, out, "latency")
 o.tables["b11_latency_sensitivity"]
 

@@ -70,7 +70,7 @@ o.tables["rungs"]
 #
 # Per step and rank, timestamps around each phase give **data wait** (the batch from the
 # loader, to the device), **compute** (forward, backward, optimizer), **communication wait**
-# and **checkpoint / other**. The communication wait comes from the DDP comm hook: the time a
+# and **other (the checkpoint write and the untimed rest)**. The communication wait comes from the DDP comm hook: the time a
 # blocking hook waits for its all-reduce, plus the time `backward()` still runs after the last
 # hook returned (the all-reduces that backward did not hide). The naive rung's steps, every rank:
 
@@ -82,7 +82,7 @@ o.tables["b2_split"]
 # `mfulab.measure.opprofile`, the operator categories of study 01 mapped onto these four: every
 # computing op is compute, the gaps inside DDP's backward and the hook's waits are
 # communication, `data` is data, the checkpoint and the step's time outside every op are
-# checkpoint / other). Each rank's trace is in `traces/`: open it at
+# other (the checkpoint write and the untimed rest)). Each rank's trace is in `traces/`: open it at
 # [ui.perfetto.dev](https://ui.perfetto.dev) or `chrome://tracing`.
 
 # %%
@@ -92,7 +92,7 @@ agree = o.tables["profiler_vs_timestamps"]
 agree.groupby(["rank", "category"])[["profiler_s", "timestamps_s", "share_difference"]].mean()
 
 # %%
-fig = figures.plot_rank_split(records)
+fig = figures.plot_rank_split(o.tables["profiler_vs_timestamps"])
 plots.save_figure(fig, out, "rank_split")
 
 # %% [markdown]
@@ -131,7 +131,7 @@ with pd.option_context("display.max_colwidth", 60):
     display(ladder)
 
 # %%
-fig = figures.plot_ladder(records)
+fig = figures.plot_ladder(o.tables["b15_ladder"])
 plots.save_figure(fig, out, "ladder")
 
 # %%
@@ -151,7 +151,7 @@ plots.save_figure(fig, out, "steps")
 o.tables["b13_per_rank"]
 
 # %%
-fig = figures.plot_straggler(records)
+fig = figures.plot_straggler(records, o.tables["b13_per_rank"])
 plots.save_figure(fig, out, "straggler")
 
 # %% [markdown]

@@ -497,7 +497,7 @@ def test_b2_is_shown_only_with_three_categories_and_never_for_the_emulation():
     b2 = [c for c in claims_mod.claim_rows(rec) if c.id == "B2"]
     assert [c.verdict for c in b2] == ["shown", "not checkable"]
     assert "by construction" in b2[1].evidence
-    for run in rec["stall"]:  # no checkpoint: compute and data loading only
+    for run in rec["stall"]:  # no checkpoint: compute and data wait only
         for s in run["steps"]:
             s["step_s"] -= s["checkpoint_s"]
             s["checkpoint_s"] = 0.0
@@ -507,7 +507,7 @@ def test_b2_is_shown_only_with_three_categories_and_never_for_the_emulation():
     ]
     table = analysis.stall_table(_records())
     assert table.nonzero_categories.tolist() == [2, 3, 2]  # in-memory: no data wait; emulated: no other
-    assert table.communication_share.eq(0).all()
+    assert table.communication_wait_share.eq(0).all()
     rec = _records()
     rec["stall"][2] = {**rec["stall"][1], "compute": "emulated compute"}  # 3 categories, still emulated
     assert [c.verdict for c in claims_mod.claim_rows(rec) if c.id == "B2"][1] == "not checkable"
@@ -564,7 +564,7 @@ def test_stall_figure_legend_names_only_what_is_drawn():
 
     fig = figures.plot_stall(_records())
     legends = [[t.get_text() for t in ax.get_legend().get_texts()] for ax in fig.axes]
-    assert legends == [["compute", "data loading", "other"], ["compute (a timed wait)", "data loading"]]
+    assert legends == [["compute", "data wait", "other"], ["compute (a timed wait)", "data wait"]]
     # the title states the real measurement's take-away; the emulated panel says what it is
     assert fig._suptitle.get_text().startswith("Real training steps") and "%" in fig._suptitle.get_text()
     assert "by construction" in fig.axes[1].get_title() and "measured" in fig.axes[0].get_title()

@@ -80,10 +80,12 @@ def test_naive_attention_memory_prediction():
 
 def test_a8_article_scale():
     a8 = analysis.a8_article_scale()
-    # Table 2: s·b·h·34 with flash vs s·b·h·(34 + 5as/h); 7B: a=32, s=4096, h=4096; Llama-2-7B's
-    # SwiGLU MLP keeps gate, up and their product, 3·11008/4096 per s·b·h for GeLU's 8: 34.125
+    # Table 2: s·b·h·34 with flash (+ its fp32 log-sum-exp, 4·a/h) vs s·b·h·(34 + 5as/h); 7B:
+    # a=32, s=4096, h=4096; Llama-2-7B's SwiGLU MLP keeps gate, up and their product,
+    # 3·11008/4096 per s·b·h for GeLU's 8: 34.125
     per_sbh = 34 - 2 * 8 + 2 * 3 * 11008 / 4096
-    assert a8["activation_reduction"] == pytest.approx(1 - per_sbh / (per_sbh + 5 * 32))
+    lse = 4 * 32 / 4096
+    assert a8["activation_reduction"] == pytest.approx(1 - (per_sbh + lse) / (per_sbh + 5 * 32))
 
 
 @pytest.mark.parametrize(
@@ -200,21 +202,28 @@ def test_a8_sensitivity_by_hand():
     # Table 2's 34 and 194 per s·b·h, plus d: Llama-2-7B's SwiGLU MLP keeps gate, up and their
     # product (3·11008/4096 per s·b·h at 2 bytes) where a 4h GeLU keeps 8: d = 0.125, split by TP
     d = 2 * (3 * 11008 / 4096) - 16
-    assert central.reduction == pytest.approx(160 / (194 + d))  # 34 vs 34 + 5·a·s/h, a·s/h = 32
+    lse = 4 * 32 / 4096  # the fused kernel's fp32 log-sum-exp per row and head: 4·a/h per s·b·h
+    assert central.reduction == pytest.approx((160 - lse) / (194 + d))  # 34 vs 34 + 5·a·s/h, a·s/h = 32
     assert df.loc["TP 8 with sequence parallelism"].reduction == pytest.approx(central.reduction)
     # no attention dropout, hidden dropout kept: 34 + 2·a·s/h = 98 vs 34 per s·b·h
-    assert df.loc["attention dropout off, hidden dropout on"].reduction == pytest.approx(64 / (98 + d))
+    assert df.loc["attention dropout off, hidden dropout on"].reduction == pytest.approx(
+        (64 - lse) / (98 + d)
+    )
     # no dropout at all: the two 1-byte hidden masks go too, 32 + 64 vs 32
-    assert df.loc["all dropout off (e.g. Llama 2)"].reduction == pytest.approx(64 / (96 + d))
+    assert df.loc["all dropout off (e.g. Llama 2)"].reduction == pytest.approx((64 - lse) / (96 + d))
     # TP 8 without SP: s·b·h·(10 + 24/8) + a·s²·b·2/8 with hidden dropout → 8 of 21 per s·b·h;
     # with no dropout at all the sequence-parallel part is 8, not 10: 8 of 19
     tp8 = "TP 8, no sequence parallelism, "
-    assert df.loc[tp8 + "attention dropout off"].reduction == pytest.approx(8 / (21 + d / 8))
-    assert df.loc[tp8 + "all dropout off (e.g. Llama 2)"].reduction == pytest.approx(8 / (19 + d / 8))
+    assert df.loc[tp8 + "attention dropout off"].reduction == pytest.approx((8 - lse / 8) / (21 + d / 8))
+    assert df.loc[tp8 + "all dropout off (e.g. Llama 2)"].reduction == pytest.approx(
+        (8 - lse / 8) / (19 + d / 8)
+    )
     # micro-batch 1 with 16 B/param of model states on one device: 32 layers × 194 vs 34 B per s·b·h
     row = df.loc["model states counted (one device), micro-batch 1"]
     acts_gb = 32 * 4096 * 4096 * 194 / 1e9  # Table 2 counts bytes (bf16 included)
-    assert row.naive_GB_per_device - row.flash_GB_per_device == pytest.approx(32 * 4096 * 4096 * 160 / 1e9)
+    assert row.naive_GB_per_device - row.fused_GB_per_device == pytest.approx(
+        32 * 4096 * 4096 * (160 - lse) / 1e9
+    )
     assert row.naive_GB_per_device > acts_gb
     assert (df.vs_stated == df.reduction - 0.40).all()
     assert "−40%" in attention_memory.sensitivity_sentence()

@@ -64,7 +64,8 @@ def test_fusion_model_compile_step_runs_in_the_profiles_dtype():
     """fusion/gpu.yaml says bf16: the model-level step's matmuls run in bf16 (autocast), not
     fp32 under a bf16 label; fp32 stays fp32."""
     from mfulab.analytic.config import TransformerConfig
-    from mfulab.studies.fusion.compile_bench import _model, _step
+    from mfulab.measure.train import forward_backward
+    from mfulab.studies.fusion.compile_bench import _model
 
     cfg = TransformerConfig(n_layers=1, d_model=16, n_heads=2, vocab_size=32, seq_len=8)
     idx = torch.randint(0, 32, (2, 8))
@@ -72,7 +73,7 @@ def test_fusion_model_compile_step_runs_in_the_profiles_dtype():
         model = _model(cfg, "cpu", graph_break=False, calls=[0])
         seen = []
         model.blocks[0].mlp.register_forward_hook(lambda m, a, out, seen=seen: seen.append(out.dtype))
-        _step(model, idx, dtype)()
+        forward_backward(model, idx, dtype=dtype)()
         assert seen == [expected]
         assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in model.parameters())
 

@@ -186,7 +186,7 @@ def test_b2_is_shown_only_with_three_categories_present(tiny_records):
     assert b2.verdict == "shown"
     quiet = _with_split(tiny_records, data_share_of_compute=0.0, setup_share_of_steps=0.001)
     (b2,) = [c for c in claims_mod.claims(quiet, p) if c.id == "B2"]
-    assert b2.verdict == "not checkable" and "communication 0" in b2.evidence
+    assert b2.verdict == "not checkable" and "communication wait 0" in b2.evidence
     floors = time_split.b2_floor_sensitivity(busy, [0.0, 0.5])
     assert list(floors.categories_present) == [3, 1] and list(floors.verdict) == ["shown", "not checkable"]
 
@@ -212,7 +212,7 @@ def test_waterfall_labels_are_legible_and_do_not_overlap(tiny_records):
     matplotlib.use("Agg")
     from mfulab.studies.mfu import figures
 
-    fig = figures.plot_waterfall(tiny_records)
+    fig = figures.plot_waterfall(tiny_records, time_split.breakdown(tiny_records))
     ax = fig.axes[0]
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
@@ -238,7 +238,7 @@ def test_step_timeline_legend_names_only_drawn_phases(tiny_records):
     busy = _with_split(tiny_records, data_share_of_compute=0.5, setup_share_of_steps=0.0)
     for row in busy["train"]["rows"]:
         row["other_s"] = 0.0
-    fig = figures.plot_step_timeline(busy)
+    fig = figures.plot_step_timeline(busy, time_split.breakdown(busy))
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "data wait" in labels and "forward+backward+optimizer" in labels
@@ -247,3 +247,4 @@ def test_step_timeline_legend_names_only_drawn_phases(tiny_records):
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     assert ax.get_legend().get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1  # outside
+

@@ -22,9 +22,14 @@ def _claims(records) -> list:
 
 
 def _tables(records) -> dict:
-    """The tables ``claims`` and ``headline_metrics`` read (``claims.tables`` without the
-    sensitivity tables, which need the study's parameters)."""
-    return {"collectives": collectives_table(records), "overlap": overlap_table(records)}
+    """The tables ``claims`` and ``headline_metrics`` read (``claims.tables``' sensitivity
+    tables from the records' own parameters)."""
+    return {
+        "collectives": collectives_table(records),
+        "overlap": overlap_table(records),
+        "a4_sensitivity": step_at_scale.a4_sensitivity(records["params"]),
+        "a5_sensitivity": alpha_beta.a5_sensitivity(records["params"]),
+    }
 
 
 def test_in_flight_time_counts_overlapping_calls_once():
@@ -292,12 +297,12 @@ def test_timeline_panels_carry_the_drawn_steps_own_time_beside_the_median():
                 "comm_end_s": end,
             }
         ]
-    fig = figures.plot_timeline(r, "emulated")
+    fig = figures.plot_timeline(r, "emulated", k)
     titles = [ax.get_title() for ax in fig.axes]
     median_ms = analysis.timing(r, "emulated", k, "overlapped").median_s * 1e3
     assert "this step 39.9 ms (rank 0)" in titles[1] and f"{median_ms:.1f} ms" in titles[1]
     r["overlap"]["timeline_step_s"] = {f"emulated:{k}": 0.0412, "emulated:1": 0.0305}
-    fig = figures.plot_timeline(r, "emulated")
+    fig = figures.plot_timeline(r, "emulated", k)
     assert "this step 41.2 ms (slowest rank)" in fig.axes[1].get_title()
     suptitle = fig._suptitle.get_text()
     assert "each panel is one example step" in suptitle and f"{median_ms:.1f} ms" in suptitle

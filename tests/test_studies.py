@@ -313,6 +313,84 @@ def test_every_notebook_shows_the_tables_its_outcome_built():
         assert hint in (Outcome, "Outcome"), f"{study.id}: outcome returns {hint}"
 
 
+def _study_calls(tree: ast.AST, study_id: str) -> set[tuple[str, str]]:
+    """The functions of a study's own modules a source calls, as (module, name):
+    ``analysis.f(...)`` after ``from mfulab.studies.<id> import analysis``, or ``f(...)`` after
+    ``from mfulab.studies.<id>.analysis import f``."""
+    package = f"mfulab.studies.{study_id}"
+    modules, names = {}, {}  # local name -> module stem; local name -> (module stem, name)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == package:
+            modules |= {a.asname or a.name: a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(package + "."):
+            stem = node.module.rsplit(".", 1)[1]
+            names |= {a.asname or a.name: (stem, a.name) for a in node.names}
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in modules:
+                out.add((modules[f.value.id], f.attr))
+            elif isinstance(f, ast.Name) and f.id in names:
+                out.add(names[f.id])
+    return out
+
+
+def test_figures_and_notebooks_never_recompute_what_outcome_built():
+    """A study's figures and notebook draw ``outcome``'s tables and quote its values: no
+    function of the study's own modules that ``claims.py`` calls to build a table, a value or
+    a claim is called again by ``figures.py`` or by the notebook (the numbers a reader sees
+    and the ones the verdicts read come from one computation)."""
+    for study in REGISTRY.values():
+        package = LIB / "studies" / study.id
+        if not (package / "claims.py").exists():
+            continue
+        built = _study_calls(ast.parse((package / "claims.py").read_text()), study.id)
+        assert built, f"{study.id}: claims.py calls nothing of its study (the test would see nothing)"
+        for where in (package / "figures.py", ROOT / "notebooks" / study.notebook):
+            if where.exists():
+                tree = ast.parse(where.read_text())
+                own = (
+                    {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+                    if where.stem == "figures"
+                    else set()
+                )
+                again = {f"{m}.{n}" for m, n in _study_calls(tree, study.id) & built if n not in own}
+                assert not again, f"{where.name} recomputes {sorted(again)}: read outcome's tables/values"
+
+
+def test_mechanisms_two_studies_share_live_in_the_core():
+    """What more than one study runs is written once, below the studies: a timed forward +
+    backward under autocast (``measure.train.forward_backward``, ``train_step``), the FIFO
+    channel that chunked and bucketed communication queue on (``analytic.comm.fifo_channel``)
+    and the generic interval verdict rules (``studykit.verdicts``). A study closure that runs
+    autocast and backward itself, a study function named for a FIFO schedule, or a generic
+    ``verdict_from_*`` / ``verdict_in_*`` rule defined in a study fails here."""
+    generic_rules = ("verdict_from_", "verdict_in_", "verdict_below", "verdict_under_")
+    for path in sorted((LIB / "studies").rglob("*.py")):
+        where = path.relative_to(LIB)
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            assert not fn.name.startswith(generic_rules), f"{where}: {fn.name} belongs in studykit.verdicts"
+            assert "fifo" not in fn.name.lower(), f"{where}: {fn.name}: use analytic.comm.fifo_channel"
+            for inner in ast.walk(fn):
+                if inner is fn or not isinstance(inner, ast.FunctionDef):
+                    continue
+                called = {
+                    c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", None)
+                    for c in ast.walk(inner)
+                    if isinstance(c, ast.Call)
+                }
+                assert not {"autocast", "backward"} <= called, (
+                    f"{where}: {fn.name}.{inner.name} times its own forward + backward; "
+                    "use measure.train.forward_backward or train_step"
+                )
+    for study in ("overlap", "buckets"):  # both queue calls on one channel
+        text = "".join(p.read_text() for p in (LIB / "studies" / study).glob("*.py"))
+        assert "comm.fifo_channel(" in text, study
+
+
 def test_every_study_declares_its_claims_entry_point():
     """The registry resolves nothing by convention: a study with a claims module declares
     ``outcome: "claims:outcome"``; one with node checks declares them; analysis never imports

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from mfulab.measure import timing
+from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim, verdict_below, verdict_from_interval
 
 
@@ -43,6 +44,15 @@ def test_verdicts():
     assert verdict_below(0.9, 1.08, threshold=1.1) == "confirmed"
     assert verdict_below(1.12, 1.3, threshold=1.1) == "refuted"
     assert verdict_below(1.0, 1.2, threshold=1.1) == "inconclusive on this machine"
+    # an effect capped by Amdahl: the measured lower bound against the largest ceiling's upper bound
+    assert verdicts.verdict_under_ceiling(1.45, 2.0, threshold=1.43) == "confirmed"
+    assert verdicts.verdict_under_ceiling(1.05, 1.2, threshold=1.43) == "refuted"
+    assert verdicts.verdict_under_ceiling(1.05, 1.5, threshold=1.43) == "inconclusive on this machine"
+    # B2: shown with three of its four categories, never with a name outside them
+    assert verdicts.b2_verdict(["compute", "data wait", "other"]) == "shown"
+    assert verdicts.b2_verdict(["compute", "compute", "other"]) == "not checkable"
+    with pytest.raises(ValueError, match="not B2 categories"):
+        verdicts.b2_verdict(["compute", "data loading", "other"])
     with pytest.raises(ValueError):
         Claim("X", "c", "m", "probably", "e", "measured here")
 

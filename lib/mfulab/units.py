@@ -11,9 +11,15 @@ MIB = 2**20
 KIB = 2**10
 
 
+SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def si_scale(value: float) -> tuple[float, str]:
+    """The largest power of 1000 (and its prefix) not above ``|value|``: ``(1.0, "")`` below 1000."""
+    return next(((f, p) for f, p in SI_PREFIXES if abs(value) >= f), (1.0, ""))
+
+
 def si(value: float, unit: str, digits: int = 3) -> str:
     """``si(3.1e14, 'FLOP/s')`` → ``'310 TFLOP/s'``."""
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.{digits}g} {prefix}{unit}"
-    return f"{value:.{digits}g} {unit}"
+    factor, prefix = si_scale(value)
+    return f"{value / factor:.{digits}g} {prefix}{unit}"

@@ -205,3 +205,22 @@ class StudyParams:
         from mfulab.measure.host import resolve_device
 
         object.__setattr__(self, name, resolve_device(getattr(self, name)))
+
+
+class OneDevice:
+    """Mixed in before :class:`StudyParams` by a study that measures on one device (fields
+    ``device`` and ``dtype``): ``prepare`` resolves the device and refuses a dtype it cannot run."""
+
+    def prepare(self) -> None:
+        self.resolve_device()
+        self.require_dtype_on_device()
+
+
+class PresetModel:
+    """Mixed in before :class:`StudyParams` by a study that times the reference GPT (fields
+    ``preset`` and ``seq_len``): ``model_config`` is the preset at the profile's sequence length."""
+
+    def model_config(self, **overrides):
+        from mfulab.analytic.config import preset
+
+        return preset(self.preset).with_(seq_len=self.seq_len, **overrides)

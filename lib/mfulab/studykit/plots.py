@@ -12,7 +12,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from mfulab.units import si
+from mfulab.units import si, si_scale
 
 MAX_PNG_BYTES = 300_000
 
@@ -68,11 +68,7 @@ def median_iqr_ms(ax, x, median_s, q1_s, q3_s, **kwargs):
 
 def scale_for(values) -> tuple[float, str]:
     """A power of 1000 and its prefix that make the largest of ``values`` readable."""
-    top = max(abs(v) for v in values) if values else 1.0
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if top >= factor:
-            return factor, prefix
-    return 1.0, ""
+    return si_scale(max(abs(v) for v in values) if values else 1.0)
 
 
 def _share(x: float) -> str:

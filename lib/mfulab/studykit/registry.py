@@ -1,11 +1,12 @@
 """The study registry: every package in ``mfulab/studies/`` that holds a ``study.yaml``.
 
 A study is a package ``mfulab/studies/<id>/``: ``study.yaml`` declares it (number, notebook,
-title, headline figure, the measure function, the claim ids and the metrics it writes, each
-with key, unit and label) and ``params.py`` holds its ``Params`` class. The command line,
-the site, the comparison, ``make list`` and the tests read :data:`REGISTRY`; nothing else
-lists the studies, so adding one touches only its package, its notebook and its YAML files
-(``docs/architecture.md``).
+title, summary, headline figure, its entry points — ``measure``, ``outcome`` and, where it
+has them, ``node_checks`` — the claim ids it decides, the metrics it writes, each with key,
+unit and label, and its time budget per profile) and ``params.py`` holds its ``Params``
+class. The command line, the site, the comparison, ``make list`` and the tests read
+:data:`REGISTRY`; nothing else lists the studies, so adding one touches only its package,
+its notebook and its YAML files (``docs/architecture.md``).
 """
 
 from __future__ import annotations

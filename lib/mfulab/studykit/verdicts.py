@@ -142,6 +142,19 @@ def verdict_below(lo: float, hi: float, *, threshold: float) -> str:
     return "inconclusive on this machine"
 
 
+def verdict_under_ceiling(lo: float, ceiling_hi: float, *, threshold: float) -> str:
+    """A claimed effect "ratio ≥ threshold" whose mechanism has a ceiling (the effect if the
+    part it speeds up took no time at all, Amdahl): confirmed when the measured interval's lower
+    bound ``lo`` reaches the threshold; refuted when even ``ceiling_hi``, the upper bound of the
+    largest ceiling over every measured setting, stays below it (no speed-up of that part could
+    deliver the claim); otherwise inconclusive on this machine."""
+    if lo >= threshold:
+        return "confirmed"
+    if ceiling_hi < threshold:
+        return "refuted"
+    return "inconclusive on this machine"
+
+
 def confirmable_bound(drift: float, claimed: float) -> float:
     """The smallest upper bound under which a size in ``[claimed, bound]`` can be confirmed at
     all: an interval at least ``(1 + drift)²`` wide (the run-to-run drift on each side) must fit."""
@@ -175,6 +188,23 @@ def verdict_in_band(lo: float, hi: float, *, band: tuple[float, float], drift: f
     tolerance = 1 + drift
     inside = lo >= band_lo / tolerance and hi <= band_hi * tolerance
     return "confirmed" if inside else "inconclusive on this machine"
+
+
+# B2 (article B §1.2): where a step's lost time goes. One vocabulary for every study that
+# splits a step (mfu: one process; dataloader: a loader's wait; anatomy: DDP ranks), each
+# study saying what it times under each name, and one rule for when the split is shown.
+B2_CATEGORIES = ("compute", "communication wait", "data wait", "other")
+B2_MIN_PRESENT = 3  # of the four: fewer present, and the run cannot show a split
+
+
+def b2_verdict(present) -> str:
+    """B2 is descriptive: its split is *shown* when at least :data:`B2_MIN_PRESENT` of the four
+    :data:`B2_CATEGORIES` are present in the run (each study states its floor for "present");
+    with fewer the run cannot show it (not checkable here)."""
+    unknown = set(present) - set(B2_CATEGORIES)
+    if unknown:
+        raise ValueError(f"not B2 categories: {sorted(unknown)} (B2_CATEGORIES: {B2_CATEGORIES})")
+    return "shown" if len(set(present)) >= B2_MIN_PRESENT else "not checkable"
 
 
 def publish_claims(out_dir, claim_list, metrics: dict):

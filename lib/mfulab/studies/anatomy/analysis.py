@@ -12,8 +12,9 @@ from mfulab.analytic.config import TransformerConfig
 from mfulab.measure.timing import compare_timings, summarize
 from mfulab.results import run_identity
 from mfulab.studies.anatomy.worker import STRAGGLER
+from mfulab.studykit import verdicts
 
-CATEGORIES = ("compute", "communication wait", "data wait", "checkpoint / other")
+CATEGORIES = verdicts.B2_CATEGORIES  # "other": the checkpoint write and the untimed rest of the step
 # the profiler's operator categories (opprofile.CATEGORIES) in B2's four
 PROFILER_TO_B2 = {
     "matmul": "compute",
@@ -23,8 +24,8 @@ PROFILER_TO_B2 = {
     "other ops": "compute",
     "communication": "communication wait",
     "data / host-to-device": "data wait",
-    "checkpoint": "checkpoint / other",
-    "idle": "checkpoint / other",
+    "checkpoint": "other",
+    "idle": "other",
 }
 
 
@@ -34,7 +35,7 @@ KNOB_TARGETS = {
     "buckets": "communication wait",
     "overlap": "communication wait",
     "fused attention": "compute",
-    "background checkpoint": "checkpoint / other",
+    "background checkpoint": "other",
 }
 
 
@@ -52,7 +53,7 @@ def step_categories(row: dict) -> dict:
         + row["straggler_s"],
         "communication wait": row["comm_wait_s"],
         "data wait": row["data_s"],
-        "checkpoint / other": row["checkpoint_s"] + (row["step_s"] - timed),
+        "other": row["checkpoint_s"] + (row["step_s"] - timed),
     }
 
 

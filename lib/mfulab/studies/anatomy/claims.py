@@ -18,7 +18,6 @@ from mfulab.studykit.outcome import Outcome
 from mfulab.studykit.verdicts import Claim
 
 # B2 is descriptive: the split is shown when at least this many of its four categories are present
-B2_MIN_PRESENT = 3
 # B15 on a machine that can reach the article's regime: confirmed when communication + data carry
 # at least this share of the gain, refuted at most B15_REFUTED (between: inconclusive)
 B15_REFUTED = 0.4
@@ -38,9 +37,9 @@ def b2_claim(records, p, t: dict) -> Claim:
         "B2",
         "slow operators, communication wait, data wait and scheduling waste together make the lost time",
         f"the naive rung's steps on every rank ({records['params']['nproc']} ranks, real DDP, a DataLoader, "
-        f"a synchronous checkpoint every {block} steps), by timestamps; shown when ≥ {B2_MIN_PRESENT} of "
-        f"the 4 categories each take ≥ {floor:.0%} of the step",
-        "shown" if len(present) >= B2_MIN_PRESENT else "not checkable",
+        f"a synchronous checkpoint every {block} steps), by timestamps; shown when "
+        f"≥ {verdicts.B2_MIN_PRESENT} of the 4 categories each take ≥ {floor:.0%} of the step",
+        verdicts.b2_verdict(present.category),
         f"shares of the step (mean over ranks): {shares}; present: {len(present)} of {len(CATEGORIES)}. "
         "Compute holds the slow operators without separating them (notebook 01's operator profile does); "
         f"the checkpoint's share follows its period (one per {block} steps here)",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from mfulab.studies.anatomy.analysis import CATEGORIES, ladder_table, profiler_vs_timestamps, straggler_table
+from mfulab.studies.anatomy.analysis import CATEGORIES
 
 
 def _colors():
@@ -21,10 +21,11 @@ def _stacked(ax, labels, table, colors):
     return bottom
 
 
-def plot_ladder(records):
-    """The B15 ladder: each rung's step (slowest rank, median over rounds) as a stacked bar of its
-    four categories (mean over ranks), with the speed-up over the rung before above it."""
-    table = ladder_table(records).dropna(subset=["step_s"])
+def plot_ladder(ladder):
+    """The B15 ladder (the outcome's ``b15_ladder`` table): each rung's step (slowest rank,
+    median over rounds) as a stacked bar of its four categories (mean over ranks), with the
+    speed-up over the rung before above it."""
+    table = ladder.dropna(subset=["step_s"])
     fig, ax = plt.subplots(figsize=(10, 4.4))
     labels = [r.replace(" + ", " +\n").replace(" ", "\n", 1) if len(r) > 12 else r for r in table.rung]
     tops = _stacked(ax, labels, {c: list(table[f"{c}_s"]) for c in CATEGORIES}, _colors())
@@ -42,10 +43,10 @@ def plot_ladder(records):
     return fig
 
 
-def plot_rank_split(records):
+def plot_rank_split(df):
     """The naive rung: each rank's step in its four categories, from the explicit timestamps and
-    from the profiler (the same profiled steps), side by side."""
-    df = profiler_vs_timestamps(records)
+    from the profiler (the same profiled steps), side by side (the outcome's
+    ``profiler_vs_timestamps`` table)."""
     means = df.groupby(["rank", "category"])[["profiler_s", "timestamps_s"]].mean()
     labels, table = [], {c: [] for c in CATEGORIES}
     for rank in sorted(df["rank"].unique()):
@@ -67,10 +68,10 @@ def plot_rank_split(records):
     return fig
 
 
-def plot_straggler(records):
-    """B13: every rank's step without and with the straggler, in its four categories: the
-    healthy ranks' step rises too, as communication wait."""
-    t = straggler_table(records)
+def plot_straggler(records, per_rank):
+    """B13: every rank's step without and with the straggler, in its four categories (the
+    outcome's ``b13_per_rank`` table): the healthy ranks' step rises too, as communication wait."""
+    t = per_rank.copy()
     last = records["ladder"][-1]
     t["label"] = [
         f"rank {r.rank}\n{'straggler on' if r.record != last else 'no straggler'}" for r in t.itertuples()

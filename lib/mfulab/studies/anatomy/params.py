@@ -8,14 +8,14 @@ from pathlib import Path
 
 from mfulab.analytic.config import preset
 from mfulab.measure.corpus import FORMATS
-from mfulab.studykit.params import DTYPES, StudyParams, calibration_param, param
+from mfulab.studykit.params import DTYPES, PresetModel, StudyParams, calibration_param, param
 
 # the B15 ladder: each rung turns on one knob over the one before it (see bench.LADDER)
 KNOBS = ("format + workers", "buckets", "overlap", "fused attention", "background checkpoint")
 
 
 @dataclass(frozen=True)
-class Params(StudyParams):
+class Params(PresetModel, StudyParams):
     preset: str = param("cpu-small", "the model trained (a config.preset name; vocabulary set to 256 bytes)")
     seq_len: int = param(128, "tokens per sequence", unit="tokens", positive=True)
     micro_batch: int = param(4, "sequences per rank per step", unit="sequences", positive=True)
@@ -117,4 +117,4 @@ class Params(StudyParams):
         check_world_size(self.nproc, self.device)
 
     def model_config(self):
-        return preset(self.preset).with_(seq_len=self.seq_len, vocab_size=256)
+        return PresetModel.model_config(self, vocab_size=256)  # the byte-level corpus's vocabulary

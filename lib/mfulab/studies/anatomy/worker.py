@@ -8,9 +8,9 @@ straggler variant of the last rung) runs one block of steps, in an order drawn p
 same seed on every rank. A block's time is the slowest rank's (``launch.reduce_scalar``).
 
 Per step and per rank, explicit timestamps split the step into data wait (the batch from the
-loader, to the device), compute (forward, backward, optimizer), communication wait and
-checkpoint / other. Each block writes one checkpoint, after its middle step: a background write
-then has steps to hide behind, and the block's timer waits for it before it stops. The B13
+loader, to the device), compute (forward, backward, optimizer), communication wait and other
+(the checkpoint and the rest). Each block writes one checkpoint, after its middle step: a
+background write then has steps to hide behind, and the block's timer waits for it before it stops. The B13
 straggler sleeps before its forward, so the other ranks wait for it inside the same step's
 all-reduces. The communication wait is measured through a DDP comm hook: the time a blocking
 hook (no overlap) spends waiting for its all-reduce, plus the time ``backward()`` still runs

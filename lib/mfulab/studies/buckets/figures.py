@@ -6,19 +6,18 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from mfulab.studies.buckets import model_error
-from mfulab.studies.buckets.analysis import sweep_table
 from mfulab.studies.buckets.sensitivity import plausible_caps_text
 from mfulab.studies.buckets.stated import A6_MFU_POINTS
 from mfulab.studykit.plots import median_iqr_ms
 
 
-def plot_sweep(records, m: dict | None):
-    """Step time vs bucket_cap_mb per compute mode (interleaved rounds, default flags) with
-    no_sync and the simulator with and without the fitted overheads; a third panel shows the
-    simulator's residual per cap. One legend, below the panels (no data point under it); the
-    title quotes A6 measured here (``m``, ``analysis.a6_measured``)."""
-    st = sweep_table(records)
-    st = st[st.variant == "default"]
+def plot_sweep(records, sweep, m: dict | None):
+    """Step time vs bucket_cap_mb per compute mode (the outcome's ``sweep`` table: interleaved
+    rounds, default flags) with no_sync and the simulator with and without the fitted
+    overheads; a third panel shows the simulator's residual per cap. One legend, below the
+    panels (no data point under it); the title quotes A6 measured here (``m``,
+    ``analysis.a6_measured``)."""
+    st = sweep[sweep.variant == "default"]
     modes = list(dict.fromkeys(st.compute))
     fig, axes = plt.subplots(
         1, len(modes) + 1, figsize=(4.4 * (len(modes) + 1), 4.8), layout="constrained", squeeze=False

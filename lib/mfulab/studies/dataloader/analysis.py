@@ -76,7 +76,7 @@ def stall_table(records):
                 "compute": run["compute"],
                 "num_workers": run["num_workers"],
                 "steps": len(steps),
-                "stall_fraction": split["data loading"] / total,
+                "stall_fraction": split["data wait"] / total,
                 **{f"{k.replace(' ', '_')}_share": split[k] / total for k in CATEGORIES},
                 "nonzero_categories": len(nonzero_categories(run, floor)),
                 "median_wait_s": summarize([s["wait_s"] for s in steps]).median_s,

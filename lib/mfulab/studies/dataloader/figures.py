@@ -9,18 +9,16 @@ import seaborn as sns
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
-from mfulab.studies.dataloader.analysis import step_split, sweep_table
+from mfulab.studies.dataloader.analysis import step_split
 from mfulab.studies.dataloader.stated import B11_STATED
-from mfulab.studies.dataloader.throughput import CATEGORIES, latency_sensitivity
+from mfulab.studies.dataloader.throughput import CATEGORIES
 
 
-def plot_throughput(records, best):
-    """Samples/s per format and loader setting, warm and cold (log scale): bars are the
-    median over epochs (rounds), whiskers their range (min–max; with the few epochs a run
-    has, a quartile range would be an interpolation between two or three values); titled with
-    ``best`` (``analysis.best_warm_setting``)."""
-
-    sw = sweep_table(records)
+def plot_throughput(records, sw, best):
+    """Samples/s per format and loader setting (the outcome's ``loader_sweep`` table ``sw``),
+    warm and cold (log scale): bars are the median over epochs (rounds), whiskers their range
+    (min–max; with the few epochs a run has, a quartile range would be an interpolation between
+    two or three values); titled with ``best`` (``analysis.best_warm_setting``)."""
     sw = sw.assign(
         setting=[
             f"{w} {'(cold)' if c == 'cold' else '(persistent)' if pers else ''}".strip()
@@ -72,10 +70,9 @@ def _rounds_text(sw) -> str:
     return ", ".join(parts)
 
 
-def plot_latency(records):
+def plot_latency(table):
     """B11: tar / small-file throughput over the assumed per-file latency, with its interval
-    and the claim's 1.05× threshold."""
-    table = latency_sensitivity(records)
+    and the claim's 1.05× threshold (the outcome's ``b11_latency_sensitivity`` table)."""
     x = table.per_file_latency_ms.to_numpy()
     fig, ax = plt.subplots(figsize=(7, 3.8))
     if table.empty:
@@ -102,8 +99,8 @@ def plot_latency(records):
     return fig
 
 
-_COLOURS = {"data loading": "C3", "compute": "C0", "other": "C2", "communication": "C1"}
-_ORDER = ("data loading", "compute", "other", "communication")  # as a step runs: the wait comes first
+_COLOURS = {"data wait": "C3", "compute": "C0", "other": "C2", "communication wait": "C1"}
+_ORDER = ("data wait", "compute", "other", "communication wait")  # as a step runs: the wait comes first
 
 
 def plot_stall(records):
@@ -132,7 +129,7 @@ def plot_stall(records):
                     ax.barh(i, width_ms, left=left, color=_COLOURS[k], height=0.6)
                     drawn.add(k)
                 left += width_ms
-            share = split["data loading"] / sum(split.values())
+            share = split["data wait"] / sum(split.values())
             ax.text(left, i, f"  wait {share:.1%}", va="center", fontsize=7)
         ax.set_yticks(range(len(runs)))
         ax.set_yticklabels(
@@ -171,7 +168,7 @@ def _stall_title(records) -> str:
     real = [r for r in records["stall"] if r["compute"] == "real compute" and r["format"] != "in-memory"]
     if not real:
         return "The mean training step per loader"
-    shares = [step_split(r)["data loading"] / sum(step_split(r).values()) for r in real]
+    shares = [step_split(r)["data wait"] / sum(step_split(r).values()) for r in real]
     step_ms = float(np.median([s["step_s"] for r in real for s in r["steps"][1:]])) * 1e3
     workers = sorted({r["num_workers"] for r in real})
     plural = "" if workers == [1] else "s"

@@ -4,9 +4,10 @@ analytically, and how much that comparison rests on assumptions the article does
 Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models"),
 Table 2: one layer keeps s·b·h·(34 + 5·a·s/h) bytes for backward (bf16, attention dropout
 on, no tensor parallelism); with tensor parallelism t and no sequence parallelism,
-s·b·h·(10 + 24/t + 5·a·s/(h·t)); with sequence parallelism every term is divided by t. A flash
-kernel keeps none of the a·s² terms (scores, softmax output, dropout mask and output), the
-same bytes as Table 2's selective recompute (``memory.activation_bytes_per_layer``). Without
+s·b·h·(10 + 24/t + 5·a·s/(h·t)); with sequence parallelism every term is divided by t. A fused
+(flash) kernel keeps none of the a·s² terms (scores, softmax output, dropout mask and output),
+only a 4-byte log-sum-exp per row and head (``memory.activation_bytes_per_layer`` with
+``attention="fused"``). Without
 attention dropout the a·s² term is 2·a·s/h (the softmax output only) and the hidden dropouts
 (after the attention projection and the MLP) keep their masks: 34 + 2·a·s/h. With *all*
 dropout off (e.g. Llama 2) the two 1-byte hidden masks go as well: 32 + 2·a·s/h. Model states:
@@ -40,9 +41,9 @@ def _reading(
     states: str = "none",
     zero1_devices: int = 1,
 ) -> dict:
-    """Per device: one layer's activations naive vs flash × layers, plus model states when
+    """Per device: one layer's activations naive vs fused × layers, plus model states when
     ``states`` is "ZeRO-0" (one device holds all) or "ZeRO-1" (optimizer states over
-    ``zero1_devices``); the cut flash makes. ``dropout``: "all" (Table 2 as printed), "hidden
+    ``zero1_devices``); the cut the fused kernel makes. ``dropout``: "all" (Table 2 as printed), "hidden
     only" (attention dropout off: Table 2 less ``attention_dropout_bytes_per_layer``) or "none"
     (``memory.activation_bytes_per_layer(dropout=False)``: no mask anywhere)."""
     if dropout not in DROPOUT_SETTINGS:
@@ -55,14 +56,14 @@ def _reading(
         else 0.0
     )
     naive_bytes = cfg.n_layers * (memory.activation_bytes_per_layer(cfg, **kw) - attention_dropout_bytes)
-    flash_bytes = cfg.n_layers * memory.activation_bytes_per_layer(cfg, recompute="selective", **kw)
+    fused_bytes = cfg.n_layers * memory.activation_bytes_per_layer(cfg, attention="fused", **kw)
     states_bytes = 0.0
     if states != "none":
         zero_stage, n = (0, 1) if states == "ZeRO-0" else (1, zero1_devices)
         states_bytes = memory.model_state_bytes_per_device(
             flops.param_count(cfg) / tp, n_devices=n, zero_stage=zero_stage
         )
-    naive_total, flash_total = naive_bytes + states_bytes, flash_bytes + states_bytes
+    naive_total, fused_total = naive_bytes + states_bytes, fused_bytes + states_bytes
     return {
         "micro_batch": micro_batch,
         "tp": tp,
@@ -71,34 +72,34 @@ def _reading(
         "hidden_dropout": dropout != "none",
         "model_states": states if states != "ZeRO-1" else f"ZeRO-1 over {zero1_devices}",
         "naive_GB_per_device": naive_total / GB,
-        "flash_GB_per_device": flash_total / GB,
-        "reduction": 1 - flash_total / naive_total,
+        "fused_GB_per_device": fused_total / GB,
+        "reduction": 1 - fused_total / naive_total,
     }
 
 
 def article_scale() -> dict:
     """A8 at the article's setting by Table 2's count (its 34·s·b·h generalised to the model's
     SwiGLU MLP: 34.1 for Llama-2-7B's d_ff): activations per layer naive vs
-    flash, the same with model states on one device, and the attention matmuls' FLOPs share."""
+    fused, the same with model states on one device, and the attention matmuls' FLOPs share."""
     cfg = preset(A8_SETTING["preset"]).with_(seq_len=A8_SETTING["seq_len"])
     batch = A8_SETTING["micro_batch"]
     naive = memory.activation_bytes_per_layer(cfg, micro_batch=batch)
-    flash = memory.activation_bytes_per_layer(cfg, micro_batch=batch, recompute="selective")
+    fused = memory.activation_bytes_per_layer(cfg, micro_batch=batch, attention="fused")
     states = memory.model_state_bytes_per_device(flops.param_count(cfg), n_devices=1, zero_stage=0)
     total_naive = cfg.n_layers * naive + states
-    total_flash = cfg.n_layers * flash + states
+    total_fused = cfg.n_layers * fused + states
     return {
         "per_layer_naive_bytes": naive,
-        "per_layer_flash_bytes": flash,
-        "activation_reduction": 1 - flash / naive,
-        "with_model_states_reduction": 1 - total_flash / total_naive,
+        "per_layer_fused_bytes": fused,
+        "activation_reduction": 1 - fused / naive,
+        "with_model_states_reduction": 1 - total_fused / total_naive,
         "model_states_bytes": states,
         "attention_flops_share_palm": flops.attention_flops_share(cfg, convention="palm"),
     }
 
 
 def sensitivity():
-    """The cut flash makes under each reading of the article's setting (module docstring and
+    """The cut the fused kernel makes under each reading of the article's setting (module docstring and
     ``stated.A8_SENSITIVITY``), one assumption varied at a time around the central reading,
     plus the combination with the smallest cut; ``vs_stated`` is the cut minus the stated 40%."""
     import pandas as pd

@@ -79,14 +79,11 @@ def a7_claims(records, t) -> list[Claim]:
         "fusing LayerNorm + residual + dropout into one kernel makes one layer's forward "
         f"≈{A7_STATED_TIME_REDUCTION:.0%} faster (≥ {A7_LAYER_SPEEDUP:.2f}×)"
     )
-    worst = lt.loc[lt.ceiling_hi.idxmax()]
+    worst = lt.loc[lt.ceiling_hi.idxmax()]  # the largest ceiling over the measured sub-block shares
     here = lt.iloc[0]
-    if here.layer_speedup_lo >= A7_LAYER_SPEEDUP:
-        verdict = "confirmed"
-    elif worst.ceiling_hi < A7_LAYER_SPEEDUP:
-        verdict = "refuted"
-    else:
-        verdict = "inconclusive on this machine"
+    verdict = verdicts.verdict_under_ceiling(
+        here.layer_speedup_lo, worst.ceiling_hi, threshold=A7_LAYER_SPEEDUP
+    )
     sub_text = "; ".join(
         f"sub-block compiled vs eager {what}: {c['ratio']:.2f}× [{c['ratio_lo']:.2f}, {c['ratio_hi']:.2f}]"
         for what, c in ((f"at p = {q:g}", sub), ("in DRAM at p = 0", dram))
@@ -163,7 +160,7 @@ def a8_claims(t, v: dict) -> list[Claim]:
             "setup (sensitivity table); attention share of FLOPs",
             "analytic only",
             f"activations per layer −{a8['activation_reduction']:.0%} by Table 2 as printed; "
-            f"over the readings of the sensitivity table ({attention_memory.sensitivity_sentence(sens)}): "
+            f"over the readings of the sensitivity table ({v['a8_sensitivity_sentence']}): "
             + (
                 f"never a smaller cut than the stated −{memory_cut:.0%}"
                 if sens.reduction.min() >= memory_cut
@@ -250,7 +247,7 @@ def b5_claims(records, t) -> list[Claim]:
     ]
 
 
-def b3_claims(records) -> list[Claim]:
+def b3_claims(records, v: dict) -> list[Claim]:
     """Row 1: the kernel SDPA picked on this device (a fact of this device). Row 2 on a CPU:
     what CUDA would pick cannot be observed here; PyTorch's rules say when flash is not eligible."""
     att = records["attention"]
@@ -270,7 +267,7 @@ def b3_claims(records) -> list[Claim]:
         )
     ]
     if records["device"] != "cuda":
-        reasons = analysis.cuda_flash_reasons(records)
+        reasons = v["cuda_flash_reasons"]
         rows.append(
             Claim(
                 "B3",
@@ -292,14 +289,29 @@ def b3_claims(records) -> list[Claim]:
 def outcome(records, p) -> Outcome:
     """The tables, the claims rows (A7, A8, B3, B4, B5) and the headline metrics, each computed
     once; the notebook shows them and ``make stability`` reads the claims and metrics."""
-    v = {  # each derived once, read by the tables, the claims and the metrics
+    v = {  # each derived once, read by the tables, the claims, the metrics and the notebook
         "a8_article_scale": analysis.a8_article_scale(),
         "attention_slopes": analysis.attention_slopes(records),
+        "cuda_flash_reasons": analysis.cuda_flash_reasons(records),
     }
     t = tables(records, v)
-    claim_list = a7_claims(records, t) + a8_claims(t, v) + b3_claims(records)
+    v |= texts(records, t)
+    claim_list = a7_claims(records, t) + a8_claims(t, v) + b3_claims(records, v)
     claim_list += [b4_claim(t), *b5_claims(records, t)]
     return Outcome(claim_list, headline_metrics(records, t, v, claim_list), t, values=v)
+
+
+def texts(records, t) -> dict[str, str]:
+    """The sentences the chapter quotes, each built once from the records and the tables."""
+    return {
+        "ln_regime": norm_fusion.regime(records),
+        "compile_sentence": norm_fusion.compile_sentence(records),
+        "kernel_sentence": norm_fusion.kernel_sentence(records),
+        "compiled_vs_eager_p0": norm_fusion.compiled_vs_eager_p0(records),
+        "ln_summary": norm_fusion.summary(records),
+        "dtype_note": analysis.dtype_note(records),
+        "a8_sensitivity_sentence": attention_memory.sensitivity_sentence(t["a8_article_sensitivity"]),
+    }
 
 
 def headline_metrics(records, t, v: dict, claim_list) -> dict:

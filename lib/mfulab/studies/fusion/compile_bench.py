@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 
 from mfulab.analytic.config import preset
+from mfulab.measure.train import forward_backward
 from mfulab.studies.fusion.kernels import compile_status
 from mfulab.studies.fusion.params import Params
 
@@ -78,22 +79,6 @@ def _model(cfg, device: str, *, graph_break: bool, calls: list):
     return m
 
 
-def _step(model, idx, dtype: str = "fp32"):
-    """One training step; in ``dtype`` other than fp32 the forward runs under autocast (bf16 or
-    fp16 matmuls, fp32 weights and reductions), as a mixed-precision training step does."""
-    from mfulab.measure.timing import autocast
-
-    device = idx.device.type
-
-    def step():
-        model.zero_grad(set_to_none=True)
-        with autocast(device, dtype):
-            _, loss = model(idx, idx)
-        loss.backward()
-
-    return step
-
-
 def cold_compile_worker(spec: dict) -> dict:
     """Fresh process, empty temporary inductor cache: the first (compiling) call of one
     compiled variant, with the cache counters that show it was cold."""
@@ -114,7 +99,7 @@ def cold_compile_worker(spec: dict) -> dict:
             m = torch.compile(_model(cfg, spec["device"], graph_break=spec["graph_break"], calls=calls))
             before = compile_counters()
             t0 = time.perf_counter()
-            _step(m, idx, spec.get("dtype", "fp32"))()
+            forward_backward(m, idx, dtype=spec.get("dtype", "fp32"))()
             if spec["device"] == "cuda":
                 torch.cuda.synchronize()
             first = time.perf_counter() - t0
@@ -173,7 +158,7 @@ def measure_model_compile(p: Params) -> dict:
             variants["compiled, graph break per block"] = (torch.compile(m), m)
         steps, first, counted = {}, {}, {}
         for name, (model, _) in variants.items():
-            steps[name] = _step(model, idx, p.dtype)
+            steps[name] = forward_backward(model, idx, dtype=p.dtype)
             before = compile_counters()
             t0 = time.perf_counter()
             steps[name]()

@@ -5,24 +5,21 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from mfulab.studies.fusion import norm_fusion
-from mfulab.studies.fusion.analysis import attention_slopes, attention_table, roofline_points
 from mfulab.studies.fusion.bytes_model import copy_roof_factor
 from mfulab.studies.fusion.stated import A7_LAYER_SPEEDUP, A7_STATED_TIME_REDUCTION
 from mfulab.studykit.plots import label
 from mfulab.units import MIB
 
 
-def plot_roofline(records):
-    """Each measured kernel on this device's roofline, built from the measured ceilings. The
-    sub-block's filled marks use the passes over memory it really makes; a hollow mark joined
-    to each is the same time at the bytes model's minimum bytes (further right: fewer bytes).
-    The DRAM roof is a band: the copy bandwidth counts 2 passes per copied element but DRAM
-    serves 3 (write-allocate), so a kernel's own roof lies between 1× (a copy) and 1.5× (reads
+def plot_roofline(records, pts):
+    """Each measured kernel (``pts``: the outcome's ``roofline_points`` table) on this device's roofline,
+    built from the measured ceilings. The sub-block's filled marks use the passes over memory it really
+    makes; a hollow mark joined to each is the same time at the bytes model's minimum bytes (further
+    right: fewer bytes). The DRAM roof is a band: the copy bandwidth counts 2 passes per copied element
+    but DRAM serves 3 (write-allocate), so a kernel's own roof lies between 1× (a copy) and 1.5× (reads
     only) of it (``bytes_model.copy_roof_factor``)."""
     peak = records["ceiling"]["best_flops_per_s"]
     bw = records["bandwidth"]["plateau_bytes_per_s"]
-    pts = roofline_points(records)
     xs = np.logspace(-2, 3, 200)
     fig, ax = plt.subplots(figsize=(7, 4.6))
     ax.loglog(xs, np.minimum(peak, xs * bw), color="black", label="roofline: copy bandwidth, matmul ceiling")
@@ -97,13 +94,12 @@ def plot_roofline(records):
 IMPL_COLOURS = {"naive": "C0", "naive compiled": "C1", "sdpa": "C2"}
 
 
-def plot_ln_bars(records):
+def plot_ln_bars(records, t: dict):
     """A7 in two panels: the sub-block in DRAM per implementation and p, with dropout's RNG
     apart; one layer's forward with the unfused, compiled and a free sub-block, against the
-    time the claim's "30% faster" needs."""
-    import numpy as np
-
-    df = norm_fusion.ln_table(records)
+    time the claim's "30% faster" needs (the outcome's ``ln_fusion``, ``ln_dropout_rng`` and
+    ``ln_layer_share`` tables in ``t``)."""
+    df = t["ln_fusion"]
     df = df[df.impl.isin(["eager", "compiled", "triton"])].reset_index(drop=True)
     base = {(r.shape, r.impl): r.ns_per_element for r in df[df.dropout_p == 0].itertuples()}
     fig, (ax, ax2) = plt.subplots(
@@ -131,7 +127,7 @@ def plot_ln_bars(records):
     ws = f"{ln['working_set_bytes'] / MIB:.0f} MiB" + (
         f", {ln['working_set_bytes'] / llc:.1f}× LLC" if llc else ""
     )
-    rng = norm_fusion.rng_table(records).set_index("impl")
+    rng = t["ln_dropout_rng"].set_index("impl")
     share = rng.loc["eager", "dropout_share_of_sub_block"] if "eager" in rng.index else float("nan")
     label(
         ax,
@@ -139,7 +135,7 @@ def plot_ln_bars(records):
         y="sub-block time per element (ns, median)",
         title=f"Dropout's RNG is {share:.0%} of the eager sub-block at p = {ln['dropout_p']:g}",
     )
-    lt = norm_fusion.layer_table(records).iloc[0]
+    lt = t["ln_layer_share"].iloc[0]
     unfused = lt.layer_forward_s * 1e3
     sub = lt.sub_block_share * unfused
     fused = unfused / lt.layer_speedup
@@ -178,11 +174,9 @@ def _seq_axis(ax, seq_lens):
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
-def plot_attention(records):
-    """Attention time and bytes kept for backward vs sequence length (claim A8)."""
-
-    df = attention_table(records)
-    slopes = attention_slopes(records)
+def plot_attention(df, slopes: dict):
+    """Attention time and bytes kept for backward vs sequence length (claim A8), from the
+    outcome's ``attention`` table and its log-log ``slopes``."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
     for impl, d in df.groupby("impl"):
         colour = IMPL_COLOURS.get(impl)

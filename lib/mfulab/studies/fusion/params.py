@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mfulab.analytic.config import PRESETS
-from mfulab.studykit.params import DTYPES, StudyParams, calibration_param, param
+from mfulab.studykit.params import DTYPES, OneDevice, StudyParams, calibration_param, param
 
 
 @dataclass(frozen=True)
-class Params(StudyParams):
+class Params(OneDevice, StudyParams):
     device: str = param("auto", "auto | cpu | cuda")
     dtype: str = param("fp32", "fp32 | bf16 | fp16: the dtype of every kernel here")
     num_threads: int = param(0, "torch threads (0: torch's default)", unit="threads", non_negative=True)
@@ -101,7 +101,3 @@ class Params(StudyParams):
         )
         self.require_choice("compile_preset", PRESETS)
         self.require_choice("dtype", DTYPES)
-
-    def prepare(self) -> None:
-        self.resolve_device()
-        self.require_dtype_on_device()

@@ -21,7 +21,7 @@ from mfulab.studies.mfu.article_arithmetic import (
 )
 from mfulab.studies.mfu.params import Params
 from mfulab.studies.mfu.stated import A19_STATED, B1_STATED
-from mfulab.studies.mfu.time_split import b2_split, b2_verdict
+from mfulab.studies.mfu.time_split import b2_split
 from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
 from mfulab.studykit.verdicts import Claim
@@ -30,12 +30,17 @@ from mfulab.studykit.verdicts import Claim
 B1_MFU_TOLERANCE = 0.005
 
 # why a B2 category can be absent from this study's run (one process, synthetic batches)
-B2_ABSENT_BECAUSE = {
-    "compute": "compute below the floor",
-    "communication": "communication 0: one process, no collectives",
-    "data loading": "data loading tiny: synthetic batches made in memory",
-    "other / idle": "other / idle small: start-up and loss read-back only",
-}
+B2_ABSENT_BECAUSE = dict(
+    zip(
+        verdicts.B2_CATEGORIES,
+        (
+            "compute below the floor",
+            "communication wait 0: one process, no collectives",
+            "data wait tiny: synthetic batches made in memory",
+            "other small: start-up and loss read-back only",
+        ),
+    )
+)
 
 
 def b15_gross_gain_s() -> float:
@@ -126,13 +131,13 @@ def claims(records: dict | None, p: Params | None = None, split=None) -> list[Cl
         split = b2_split(records, present_share=p.b2_present_share) if split is None else split
         present = split[split.present]
         shares = ", ".join(f"{r.category} {r.share_of_wall:.2%}" for r in split.itertuples())
-        verdict = b2_verdict(len(present))
+        verdict = verdicts.b2_verdict(present.category)
         absent = [B2_ABSENT_BECAUSE[k] for k in split[~split.present].category]
         why = (
-            "three or more are present: the run shows the split"
+            f"{verdicts.B2_MIN_PRESENT} or more are present: the run shows the split"
             if verdict == "shown"
-            else f"fewer than three are present ({'; '.join(absent)}), so this run cannot show the split; "
-            "the anatomy chapter (notebook 07) measures a run with every category"
+            else f"fewer than {verdicts.B2_MIN_PRESENT} are present ({'; '.join(absent)}), so this run "
+            "cannot show the split; the anatomy chapter (notebook 07) measures a run with every category"
         )
         out.append(
             Claim(

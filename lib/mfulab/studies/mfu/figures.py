@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from mfulab.studies.mfu.time_split import breakdown, waterfall_losses
+from mfulab.studies.mfu.time_split import waterfall_losses
 
 
 def plot_attention_share(conventions_df):
@@ -22,15 +22,14 @@ def plot_attention_share(conventions_df):
     return fig
 
 
-def plot_waterfall(records, b: dict | None = None):
+def plot_waterfall(records, b: dict):
     """Peak → ceiling → achieved model FLOP/s with each loss labelled (claim B2): its FLOP/s
     and its share of the top bar, so that losses too thin to see are still read off (``b``: the
-    outcome's ``time_split.breakdown``, computed here when not given)."""
+    outcome's ``time_split.breakdown``)."""
 
     from mfulab.studykit.plots import waterfall
 
     w = waterfall_losses(records)
-    b = b or breakdown(records)
     slow_share = dict(w["losses"])["slow operators"] / w["start"][1]
     fig, ax = plt.subplots(figsize=(10, 4.4))
     top = "the peak" if b["datasheet_flops_per_s"] else "the ceiling"
@@ -53,10 +52,10 @@ def plot_waterfall(records, b: dict | None = None):
 VISIBLE_SHARE_OF_STEP = 0.005
 
 
-def plot_step_timeline(records, b: dict | None = None):
+def plot_step_timeline(records, b: dict):
     """Each step's phases as stacked bars (seconds). The legend names only the phases that are
     drawn; those too thin to see are listed beside it with their largest value (``b``: the
-    outcome's ``time_split.breakdown``, computed here when not given)."""
+    outcome's ``time_split.breakdown``)."""
 
     rows = records["train"]["rows"]
     steps = [r["step"] for r in rows]
@@ -79,7 +78,6 @@ def plot_step_timeline(records, b: dict | None = None):
     warm = records["train"]["warmup_steps"]
     if warm:
         ax.axvspan(-0.5, warm - 0.5, color="grey", alpha=0.15, label="warm-up (left out of steady state)")
-    b = b or breakdown(records)
     ax.xaxis.set_major_locator(plt.matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_xlabel("step")
     ax.set_ylabel("time (s)")
@@ -127,15 +125,14 @@ def plot_operator_steps(records):
     return fig
 
 
-def plot_operator_waterfall(records, b: dict | None = None):
+def plot_operator_waterfall(records, b: dict):
     """Peak → ceiling → achieved model FLOP/s, each loss a measured operator category (claim
     B2's losses inside a step), labelled with its FLOP/s and its share of the top bar (``b``:
-    the outcome's ``time_split.breakdown``, computed here when not given)."""
+    the outcome's ``time_split.breakdown``)."""
     from mfulab.studies.mfu.operator_split import largest_losses, operator_waterfall_losses
     from mfulab.studykit.plots import waterfall
 
     w = operator_waterfall_losses(records)
-    b = b or breakdown(records)
     top = "the peak" if b["datasheet_flops_per_s"] else "the ceiling"
     big = largest_losses(records)
     (name1, v1), (name2, v2) = big["first"], big["second"]

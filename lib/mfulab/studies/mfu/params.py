@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mfulab.analytic.config import ATTENTION_IMPLS, preset
-from mfulab.studykit.params import DTYPES, StudyParams, calibration_param, param
+from mfulab.studykit.params import DTYPES, OneDevice, PresetModel, StudyParams, calibration_param, param
 
 
 @dataclass(frozen=True)
-class Params(StudyParams):
+class Params(OneDevice, PresetModel, StudyParams):
     preset: str = param("cpu-small", "the model trained in the measured run (a config.preset name)")
     seq_len: int = param(256, "tokens per sequence", unit="tokens", positive=True)
     micro_batch: int = param(8, "sequences per step", unit="sequences", positive=True)
@@ -72,13 +72,6 @@ class Params(StudyParams):
         self.require("b2_floor_sweep", all(f < 1 for f in self.b2_floor_sweep), "fractions below 1")
         self.require_choice("dtype", DTYPES)
         self.require_choice("attn_impl", tuple(ATTENTION_IMPLS))
-
-    def prepare(self) -> None:
-        self.resolve_device()
-        self.require_dtype_on_device()
-
-    def model_config(self):
-        return preset(self.preset).with_(seq_len=self.seq_len)
 
     def predicted_peak_bytes(self) -> float:
         """The training step with AdamW (``memory.step_peak_bytes``): autocast keeps the

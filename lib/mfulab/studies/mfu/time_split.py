@@ -10,16 +10,22 @@ from __future__ import annotations
 from mfulab.analytic import devices, flops
 from mfulab.analytic.config import TransformerConfig
 from mfulab.errors import ParameterError
+from mfulab.studykit import verdicts
 
 HEADLINE_CONVENTION = "palm"
 
-# B2's four categories of a job's wall clock (article B §1.2), as this run times them
-B2_CATEGORIES = {
-    "compute": "forward + backward + optimizer",
-    "communication": "collective waits (none in one process)",
-    "data loading": "next batch to the device",
-    "other / idle": "start-up, loss read-back, untimed loop overhead",
-}
+# what this run times under each of B2's four categories (studykit.verdicts.B2_CATEGORIES)
+B2_TIMED = dict(
+    zip(
+        verdicts.B2_CATEGORIES,
+        (
+            "forward + backward + optimizer",
+            "collective waits (none in one process)",
+            "next batch to the device",
+            "start-up, loss read-back, untimed loop overhead",
+        ),
+    )
+)
 
 
 def datasheet_peak(records: dict) -> dict:
@@ -103,12 +109,12 @@ def breakdown(records: dict, *, convention: str = HEADLINE_CONVENTION) -> dict:
 def b2_category_seconds(records: dict) -> dict[str, float]:
     """The job's wall clock in B2's four categories (seconds; they sum to the wall)."""
     b = breakdown(records)
-    return {
-        "compute": b["compute_s"],
-        "communication": b["communication_s"],
-        "data loading": b["data_s"],
-        "other / idle": b["startup_readback_s"] + b["unaccounted_s"],
-    }
+    return dict(
+        zip(
+            verdicts.B2_CATEGORIES,
+            (b["compute_s"], b["communication_s"], b["data_s"], b["startup_readback_s"] + b["unaccounted_s"]),
+        )
+    )
 
 
 def b2_split(records: dict, *, present_share: float):
@@ -120,18 +126,12 @@ def b2_split(records: dict, *, present_share: float):
     wall_s = records["train"]["job_wall_s"]
     df = pd.DataFrame(
         [
-            {"category": k, "what_is_timed": B2_CATEGORIES[k], "seconds": v, "share_of_wall": v / wall_s}
+            {"category": k, "what_is_timed": B2_TIMED[k], "seconds": v, "share_of_wall": v / wall_s}
             for k, v in seconds.items()
         ]
     )
     df["present"] = (df.share_of_wall > 0) & (df.share_of_wall >= present_share)
     return df
-
-
-def b2_verdict(n_present: int) -> str:
-    """B2 is descriptive: the split is *shown* when at least three of its four categories are
-    present in the run; with fewer the run cannot show it (not checkable here)."""
-    return "shown" if n_present >= 3 else "not checkable"
 
 
 def b2_floor_sensitivity(records: dict, floors):
@@ -147,7 +147,7 @@ def b2_floor_sensitivity(records: dict, floors):
                 "present_share_floor": floor,
                 "categories_present": len(present),
                 "which": ", ".join(present.category),
-                "verdict": b2_verdict(len(present)),
+                "verdict": verdicts.b2_verdict(present.category),
             }
         )
     return pd.DataFrame(rows)
@@ -216,7 +216,7 @@ def waterfall_losses(records: dict) -> dict:
     exactly, in proportion to time, into *communication wait* (zero here: one process), *data
     wait*, *start-up + loss read-back* (building the model before the first step, reading the
     loss back and bookkeeping after each) and *untimed loop overhead* (the rest of each step's
-    period). The last two are B2's "other / idle"; B2's "scheduling waste" (checkpoint stalls,
+    period). The last two are B2's "other"; B2's "scheduling waste" (checkpoint stalls,
     throttled cards, CPU pinning) has no counterpart in this run.
     """
     b = breakdown(records)

@@ -31,6 +31,7 @@ from mfulab.studies.overlap.step_at_scale import (
     a4_model,
     a4_reading,
 )
+from mfulab.units import GB
 
 
 # ---------------------------------------------------------------------------- chunked overlap
@@ -184,7 +185,7 @@ def article_scale(records) -> dict:
         "a4_implied_min_comm_share": saved / A4_STATED["step_before_s"],
         **{f"a4_{k}": v for k, v in a4.items() if k != "sources"},
         "a4_tp_link": a4["sources"]["intra_node"],
-        "a4_tp_link_gb_per_s": device_spec(p["article_device"]).intra_node_bytes_per_s / 1e9,
+        "a4_tp_link_gb_per_s": device_spec(p["article_device"]).intra_node_bytes_per_s / GB,
         "a4_dp_link": a4["sources"]["inter_node"],
         "a4_reading": a4_reading(a4),
         **{f"a5_{k}": v for k, v in a5.items()},

@@ -225,7 +225,7 @@ def a3_outcome(records, mode: str) -> dict | None:
     serial_s, overlapped_s, bound_s = (float(np.median(x)) for x in (serial, overlapped, bound))
     possible_s = serial_s - bound_s
     recovered = (serial_s - overlapped_s) / possible_s if possible_s > 0 else float("nan")
-    return {
+    out = {
         "mode": mode,
         "k": k,
         "serial_s": serial_s,
@@ -237,6 +237,7 @@ def a3_outcome(records, mode: str) -> dict | None:
         "recovered_share": float(recovered),
         "comparison": c,
     }
+    return out | {"recovered_text": recovered_text(out)}
 
 
 def recovered_text(o: dict) -> str:
@@ -249,17 +250,22 @@ def recovered_text(o: dict) -> str:
 
 def comm_per_step_table(records):
     """A5: communication time per step against k — measured (communication only; in flight
-    inside the overlapped step, per compute mode) beside this run's α–β prediction
+    inside the overlapped step, per compute mode; communication only pooled over the modes
+    that ran that k, ``comm_only_pooled``) beside this run's α–β prediction
     calls × (per-call cost + bytes per call ÷ B) (``predicted_comm_s``)."""
     import pandas as pd
 
     nbytes = records["params"]["overlap_bytes"]
+    modes_with = {}
+    for r in records["overlap"]["rows"]:
+        modes_with.setdefault(r["k"], []).append(r["mode"])
     rows = []
     for r in records["overlap"]["rows"]:
         k, pred = r["k"], predicted_comm_s(records, r["k"])
         row = {"mode": r["mode"], "k": k, "calls": k, "bytes_per_call": nbytes / k}
         row.update({f"predicted_{key}": v for key, v in pred.items()})
         row["comm_only_s"] = timing(records, r["mode"], k, "comm_only").median_s
+        row["comm_only_pooled_s"] = comm_only_pooled(records, k, modes_with[k]).median_s
         if has_in_flight(records):
             row["in_flight_s"] = timing(records, r["mode"], k, "overlapped_in_flight").median_s
         rows.append(row)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from mfulab.analytic import comm
 from mfulab.results import run_identity
 from mfulab.studies.overlap import alpha_beta, step_at_scale
 from mfulab.studies.overlap.analysis import (
@@ -17,18 +18,18 @@ from mfulab.studies.overlap.analysis import (
     best_k,
     collectives_table,
     comm_only_pooled,
+    crossover_bytes,
     fitted_alpha_beta,
     overlap_table,
     own_alpha_beta,
     per_call_s,
     predicted_comm_s,
-    recovered_text,
 )
 from mfulab.studies.overlap.params import Params
 from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
 from mfulab.studykit.verdicts import Claim
-from mfulab.units import MIB
+from mfulab.units import GB, MB, MIB
 
 
 # ---------------------------------------------------------------------------- claims and metrics
@@ -48,7 +49,7 @@ def _a3_claim(records, outcomes: dict) -> Claim | None:
         return (
             f"{o['mode']} compute: serial {o['serial_s'] * 1e3:.1f} ms → {o['overlapped_s'] * 1e3:.1f} ms "
             f"at k={o['k']} against max(compute, comm) {o['bound_s'] * 1e3:.1f} ms: "
-            f"{recovered_text(o)} ((serial − overlapped) ÷ (serial − bound), "
+            f"{o['recovered_text']} ((serial − overlapped) ÷ (serial − bound), "
             f"medians; midpoint ÷ overlapped "
             f"{_interval(o['comparison'])})"
         )
@@ -82,7 +83,7 @@ def a5_cause(records, g: dict | None) -> str:
     if g is None:
         return ""
     n, nbytes = records["collectives"]["world_size"], records["params"]["overlap_bytes"]
-    alpha_s = fitted_alpha_beta(records)["alpha_s"]
+    alpha_s = fitted_alpha_beta(records)["alpha_s"]  # the calibration's, as in g's per-call cost
     a, b, k_a, k_b = g["comm_a"], g["comm_b"], g["k_a"], g["k_b"]
 
     def ms(x):
@@ -131,21 +132,21 @@ def a5_cause(records, g: dict | None) -> str:
     return text
 
 
-def step_best_k_text(records) -> str:
-    """The k with the shortest measured step per compute mode (the article's "4–8 works best"
-    is about the step, not the communication alone)."""
-    modes = records["params"]["modes"]
-    found = [f"k={k} ({m} compute)" for m in modes if (k := best_k(records, m)) is not None]
+def step_best_k_text(best: dict) -> str:
+    """The k with the shortest measured step per compute mode (``best``: mode → k, from
+    ``analysis.best_k``; the article's "4–8 works best" is about the step, not the
+    communication alone)."""
+    found = [f"k={k} ({m} compute)" for m, k in best.items() if k is not None]
     return "the measured step is shortest at " + ", ".join(found) if found else ""
 
 
-def a5_regime(records, art) -> dict:
+def a5_regime(records, art, per_call: float) -> dict:
     """The regime of A5's mechanism: the per-call share 2(n−1)α ÷ t(S/16) of one 16-chunk call
     (α–β model) here and at the article's scale. A call is per-call-dominated when the share
     is at least one half (its message below the crossover n·α·B); the regimes match when both
     sides are on the same side of that line."""
     p16 = predicted_comm_s(records, 16)
-    share_here = per_call_s(records) / (p16["total_s"] / 16)
+    share_here = per_call / (p16["total_s"] / 16)
     share_article = art["a5_latency_share_k16"]
     return {
         "share_here": share_here,
@@ -154,15 +155,16 @@ def a5_regime(records, art) -> dict:
     }
 
 
-def _a5_claims(records, art, comps: dict, g: dict | None, min_share: float) -> list[Claim]:
+def _a5_claims(records, t: dict, v: dict, min_share: float) -> list[Claim]:
     """A5 as two rows: the effect (communication per step longer at 16 than at 4 chunks,
-    measured: ``comps``, ``analysis.a5_comparisons``) and the mechanism (the per-call cost
-    explains that gap ``g``, ``analysis.a5_gap``, in the article's regime)."""
+    measured: ``v["a5"]``, ``analysis.a5_comparisons``) and the mechanism (the per-call cost
+    explains that gap ``v["a5_gap"]``, ``analysis.a5_gap``, in the article's regime)."""
+    art, comps, g = v["article_scale"], v["a5"], v["a5_gap"]
     if not comps:
         return []
     c = comps["comm_only"]
     nbytes = records["params"]["overlap_bytes"]
-    sens = alpha_beta.a5_sensitivity(records["params"])
+    sens = t["a5_sensitivity"]
     measured = (
         f"k=16 takes {_interval(c)} the communication time of k=4 (confirmed when the interval, widened by "
         f"{c.run_to_run_drift:.0%} run-to-run drift, is above 1)"
@@ -172,7 +174,7 @@ def _a5_claims(records, art, comps: dict, g: dict | None, min_share: float) -> l
     ]
     if in_flight:
         measured += "; in flight inside the overlapped step, " + "; ".join(in_flight)
-    best = step_best_k_text(records)
+    best = v["step_best_k_text"]
     best_here = f". Best k: {best}, against the article's 4–8" if best else ""
     at_scale = (
         f"at the article's scale (200 MB, {art['n']} ranks, α = {art['alpha_s'] * 1e6:.0f} µs) the α–β model "
@@ -190,7 +192,7 @@ def _a5_claims(records, art, comps: dict, g: dict | None, min_share: float) -> l
         f"{measured}{best_here}. Model: {at_scale}",
         basis=verdicts.MEASURED if records["device"] == "cuda" else verdicts.TOY,
     )
-    regime = a5_regime(records, art)
+    regime = a5_regime(records, art, v["per_call_s"])
     share = g["alpha_share"] if g and g["gap_s"] > 0 else float("nan")
     explains = share >= min_share  # False for nan (no gap to explain)
     side = {True: "per-call-dominated (≥ 50%)", False: "bandwidth-dominated (< 50%)"}
@@ -219,7 +221,7 @@ def _a5_claims(records, art, comps: dict, g: dict | None, min_share: float) -> l
         "calls timed in this run's benchmark; the regime: per-call share of one 16-chunk call (α–β model) "
         "here and at the article's scale",
         "confirmed" if explains and regime["matches"] and effect_held else "inconclusive on this machine",
-        f"{a5_cause(records, g)}. Regime: per-call share of one 16-chunk call "
+        f"{v['a5_cause']}. Regime: per-call share of one 16-chunk call "
         f"{regime['share_here']:.0%} here, "
         f"{side[regime['share_here'] >= 0.5]}; {regime['share_article']:.0%} at the article's scale, "
         f"{side[regime['share_article'] >= 0.5]} ({shares.min():.0%}–{shares.max():.0%} over the "
@@ -229,16 +231,15 @@ def _a5_claims(records, art, comps: dict, g: dict | None, min_share: float) -> l
     return [effect, mechanism]
 
 
-def _a4_claim(records, art) -> Claim:
-    sens = step_at_scale.a4_sensitivity(records["params"])
+def _a4_claim(records, t: dict, v: dict) -> Claim:
+    art, sens, flip = v["article_scale"], t["a4_sensitivity"], v["a4_flip_link"]
     changed = sens[~sens.same_as_baseline]
     changes = "; ".join(f"{r.varied} {r.value}: {r.reading}" for r in changed.itertuples())
-    flip = step_at_scale.a4_flip_link(records["params"])
     flip_text = ""
     if flip["flip_bytes_per_s"]:
         side = "above" if flip["baseline_reading"] == flip["below"] else "below"
         flip_text = (
-            f"; it changes to '{flip[side]}' {side} {flip['flip_bytes_per_s'] / 1e9:.0f} GB/s per direction "
+            f"; it changes to '{flip[side]}' {side} {flip['flip_bytes_per_s'] / GB:.0f} GB/s per direction "
             f"inside a node (the 910B's table figure: {art['a4_tp_link_gb_per_s']:.0f} GB/s)"
         )
     return Claim(
@@ -252,7 +253,7 @@ def _a4_claim(records, art) -> Claim:
         f"3.2 s step) was exposed communication. Step model: {art['a4_step_serial_s']:.2f} s without "
         f"overlap, {art['a4_step_overlapped_s']:.2f} s with it, saving {art['a4_saved_s']:.2f} s (article "
         f"3.2 → 2.1, 1.1 s). Per step: TP "
-        f"all-reduces {art['a4_tp_comm_s']:.2f} s (b·s·h = {art['a4_tp_message_bytes'] / 1e6:.0f} MB bf16, "
+        f"all-reduces {art['a4_tp_comm_s']:.2f} s (b·s·h = {art['a4_tp_message_bytes'] / MB:.0f} MB bf16, "
         f"4 per layer and micro-batch, {art['a4_accumulation_steps']} micro-batches × {art['a4_dp']} DP = "
         f"global batch {records['params']['article_global_batch']}, assumed: the 8-card command's), gradient "
         "buckets "
@@ -270,14 +271,9 @@ def _a4_claim(records, art) -> Claim:
 def claims(records, t: dict, v: dict) -> list[Claim]:
     """The claims table of this study (A3, A4, A5, A18, B9), verdicts computed from numbers
     (``t``: :func:`tables`; ``v``: the values :func:`outcome` derives once)."""
-    art = v["article_scale"]
-    out = [c for c in (_a3_claim(records, v["a3"]), _a4_claim(records, art)) if c is not None]
+    out = [c for c in (_a3_claim(records, v["a3"]), _a4_claim(records, t, v)) if c is not None]
     out += _a5_claims(
-        records,
-        art,
-        v["a5"],
-        v["a5_gap"],
-        records["params"].get("a5_mechanism_min_share", Params.a5_mechanism_min_share),
+        records, t, v, records["params"].get("a5_mechanism_min_share", Params.a5_mechanism_min_share)
     )
     ot = t["overlap"]
     emu = ot[ot["mode"] == "emulated"]
@@ -295,7 +291,7 @@ def claims(records, t: dict, v: dict) -> list[Claim]:
                 basis=verdicts.TOY,
             )
         )
-    b = alpha_beta.b9_check(records)
+    b = v["b9_check"]
     out.append(
         Claim(
             "B9",
@@ -317,7 +313,7 @@ def claims(records, t: dict, v: dict) -> list[Claim]:
 def headline_metrics(records, claim_list, t: dict, v: dict) -> dict:
     """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
     df = t["collectives"]
-    fit, own = fitted_alpha_beta(records), own_alpha_beta(records)
+    fit, own = v["alpha_beta"], own_alpha_beta(records)
     largest = df[df.op == "all_reduce"].sort_values("size_bytes").iloc[-1]
     a3, comps = v["a3"], v["a5"]
     metrics = {
@@ -368,9 +364,7 @@ def tables(records, p, v: dict) -> dict:
         "a5_steps_at_scale": pd.DataFrame(
             {"chunks": list(art["a5_steps_s"]), "model_step_s": list(art["a5_steps_s"].values())}
         ),
-        "b9_check": pd.DataFrame(
-            {"quantity": list(b9 := alpha_beta.b9_check(records)), "value": list(b9.values())}
-        ),
+        "b9_check": pd.DataFrame({"quantity": list(b9 := v["b9_check"]), "value": list(b9.values())}),
         "collectives": collectives_table(records),
         "alpha_beta_check": analysis.alpha_beta_check(records),
         "alpha_beta_fit_check": analysis.fit_check(records).reset_index(),
@@ -384,12 +378,27 @@ def tables(records, p, v: dict) -> dict:
 
 def derived(records) -> dict:
     """The values derived once from the records, read by the tables, the claims, the metrics
-    and the notebook: the articles' scale, A3 per compute mode, A5's comparisons and its gap."""
+    and the notebook: nccl-tests' printout of the collectives, the machine's α–β (the
+    calibration), its per-call cost and crossover size, the articles' scale, A3 per compute
+    mode, the best k per mode, A5's comparisons, its gap and what explains it, where A4's
+    reading flips, B9's arithmetic."""
+    modes = records["params"]["modes"]
+    best = {m: best_k(records, m) for m in modes}
+    g = a5_gap(records)
     return {
+        "nccl_tests_text": comm.nccl_tests_table(records["collectives"]["rows"]),
+        "alpha_beta": fitted_alpha_beta(records),
+        "per_call_s": per_call_s(records),
+        "crossover_bytes": crossover_bytes(records),
         "article_scale": alpha_beta.article_scale(records),
-        "a3": {m: a3_outcome(records, m) for m in records["params"]["modes"]},
+        "a3": {m: a3_outcome(records, m) for m in modes},
+        "best_k": best,
+        "step_best_k_text": step_best_k_text(best),
         "a5": a5_comparisons(records),
-        "a5_gap": a5_gap(records),
+        "a5_gap": g,
+        "a5_cause": a5_cause(records, g),
+        "a4_flip_link": step_at_scale.a4_flip_link(records["params"]),
+        "b9_check": alpha_beta.b9_check(records),
     }
 
 

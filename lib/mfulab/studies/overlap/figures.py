@@ -5,14 +5,9 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from mfulab.studies.overlap.analysis import (
-    best_k,
-    comm_only_pooled,
-    crossover_bytes,
-    fitted_alpha_beta,
-    timing,
-)
+from mfulab.studies.overlap.analysis import timing
 from mfulab.studykit.plots import median_iqr_ms
+from mfulab.units import GB, MB
 
 
 def _chunk_axis(ax, ks, label="chunks k"):
@@ -23,24 +18,24 @@ def _chunk_axis(ax, ks, label="chunks k"):
     ax.set_xlabel(label)
 
 
-def plot_busbw(records, df):
+def plot_busbw(df, fit: dict, crossover_bytes: float):
     """busbw vs message size per collective (the outcome's ``collectives`` table), with the
-    fitted link bandwidth (claim B9)."""
-    fit = fitted_alpha_beta(records)
+    calibration's link bandwidth ``fit`` (claim B9) and the size ``crossover_bytes`` below which
+    a call is latency-bound (both ``outcome.values``)."""
     fig, ax = plt.subplots(figsize=(6.8, 4))
-    sns.lineplot(data=df, x="size_bytes", y=df.busbw_bytes_per_s / 1e9, hue="op", marker="o", ax=ax)
+    sns.lineplot(data=df, x="size_bytes", y=df.busbw_bytes_per_s / GB, hue="op", marker="o", ax=ax)
     ax.set_xscale("log", base=2)
     ax.axhline(
-        fit["link_bytes_per_s"] / 1e9,
+        fit["link_bytes_per_s"] / GB,
         color="black",
         linestyle="--",
         linewidth=1,
-        label=f"all-reduce B = {fit['link_bytes_per_s'] / 1e9:.2f} GB/s (calibration)",
+        label=f"all-reduce B = {fit['link_bytes_per_s'] / GB:.2f} GB/s (calibration)",
     )
     ax.set_xlabel("message size S (bytes)")
     ax.set_ylabel("busbw (GB/s)")
     ax.set_title(
-        f"All-reduce latency-bound below ~{crossover_bytes(records) / 1e6:.1f} MB, "
+        f"All-reduce latency-bound below ~{crossover_bytes / MB:.1f} MB, "
         f"bandwidth-bound above (α = {fit['alpha_s'] * 1e6:.0f} µs)",
         fontsize=10,
     )
@@ -62,15 +57,15 @@ def drawn_step_s(records, mode: str, k: int) -> tuple[float, str]:
     ), "rank 0"
 
 
-def plot_timeline(records, mode: str = "emulated"):
-    """Gantt chart of compute and communication for k = 1 (serial) and the best k (claim A3):
-    each panel is one example step, labelled with its own step time beside the median of the
-    timed rounds; the title's take-away comes from the medians."""
+def plot_timeline(records, mode: str, best: int | None):
+    """Gantt chart of compute and communication for k = 1 (serial) and the best k (claim A3;
+    ``best``: the outcome's ``best_k`` of this mode): each panel is one example step, labelled
+    with its own step time beside the median of the timed rounds; the title's take-away comes
+    from the medians."""
 
     ks_measured = sorted({r["k"] for r in records["overlap"]["rows"] if r["mode"] == mode})
     if not ks_measured:
         return None
-    best = best_k(records, mode)
     ks = [ks_measured[0]] + ([best] if best is not None and best != ks_measured[0] else [])
     colors = sns.color_palette()
     rounds = records["overlap"]["rounds"]
@@ -164,19 +159,13 @@ def plot_step_vs_k(ot, a3: dict):
     return fig
 
 
-def plot_comm_vs_k(records, d, g: dict | None):
+def plot_comm_vs_k(d, g: dict | None):
     """Communication time per step vs k (the outcome's ``comm_per_step`` table): measured, and
     this run's α–β split into the per-call part k·2(n−1)α and the bandwidth part, titled with
     A5's gap ``g`` (``analysis.a5_gap``)."""
     first = d[d["mode"] == d["mode"].iloc[0]].sort_values("k")
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
-    modes = sorted(set(d["mode"]))
-    pooled = [
-        comm_only_pooled(records, k, [m for m in modes if k in set(d[d["mode"] == m].k)]) for k in first.k
-    ]
-    ax.plot(
-        first.k, [t.median_s * 1e3 for t in pooled], "o-", color="C0", label="measured: all-reduces alone"
-    )
+    ax.plot(first.k, first.comm_only_pooled_s * 1e3, "o-", color="C0", label="measured: all-reduces alone")
     for i, (mode, dm) in enumerate(d.groupby("mode")):
         if "in_flight_s" in dm:
             dm = dm.sort_values("k")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from mfulab.studies.parallelism import stated
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
+from mfulab.units import GB, KIB
 
 # Gradient gates: FSDP2, TP and SP against DDP / the whole block, fp32 (the notebook asserts them):
 # |Δ| ≤ GRADIENT_TOLERANCE, relative to the reference's largest element where that passes 1 (at
@@ -75,11 +76,11 @@ def a11_claims(tp) -> list[Claim]:
             "sequence parallelism leaves each card its slice of LayerNorm (and dropout) to keep",
             "activation bytes kept for backward per rank, TP + SP vs TP (saved-tensor hooks)",
             "confirmed" if sp.saved_bytes < plain.saved_bytes else "refuted",
-            f"TP + SP keeps {sp.saved_bytes / 2**10:.0f} KiB vs TP {plain.saved_bytes / 2**10:.0f} KiB "
+            f"TP + SP keeps {sp.saved_bytes / KIB:.0f} KiB vs TP {plain.saved_bytes / KIB:.0f} KiB "
             f"({sp.saved_bytes / plain.saved_bytes:.2f}×; Korthikanti's form "
             f"{sp.korthikanti_bytes / plain.korthikanti_bytes:.2f}×, which PyTorch misses by the gathered "
             "inputs its column-parallel linears keep: with them "
-            f"{sp.korthikanti_plus_gathered_bytes / 2**10:.0f} "
+            f"{sp.korthikanti_plus_gathered_bytes / KIB:.0f} "
             f"KiB predicted). The model has no dropout: that half is not measured. Outputs and gradients "
             f"equal the whole block to {sp.max_abs_diff:.1e}",
             basis=verdicts.CONSTRUCTION,
@@ -114,9 +115,9 @@ def a12_claims(sh, planner) -> list[Claim]:
             "FSDP2 without "
             "resharding (ZeRO-2's peak) and fully sharded (ZeRO-3)",
             "confirmed" if less and more and exact else "refuted",
-            f"peak: fully sharded {zero3.peak_bytes / 2**10:.0f} KiB vs ZeRO-2 "
-            f"{zero2.peak_bytes / 2**10:.0f} "
-            f"KiB vs DDP {ddp.peak_bytes / 2**10:.0f} KiB per rank (formulas 16Ψ/n, 4Ψ + 12Ψ/n, "
+            f"peak: fully sharded {zero3.peak_bytes / KIB:.0f} KiB vs ZeRO-2 "
+            f"{zero2.peak_bytes / KIB:.0f} "
+            f"KiB vs DDP {ddp.peak_bytes / KIB:.0f} KiB per rank (formulas 16Ψ/n, 4Ψ + 12Ψ/n, "
             "16Ψ at n = 2); "
             f"traffic {zero3.traffic_over_psi:.1f}Ψ vs {zero2.traffic_over_psi:.1f}Ψ vs "
             f"{ddp.traffic_over_psi:.1f}Ψ "
@@ -224,12 +225,12 @@ def a15_claims(offload, copies=None) -> list[Claim]:
             f"optimizer offload for a 7B model, states sharded over DP {case['dp']}, datasheet link speeds",
             "analytic only",
             "ZeRO-Offload (gradients down, parameters up, Adam on the host): "
-            f"{z.bytes_each_way / 1e9:.2f} GB "
+            f"{z.bytes_each_way / GB:.2f} GB "
             f"each way, {z.transfer_s:.2f} s over PCIe 4.0 x16 plus {z.host_adam_s:.2f} s of "
             "memory-bound host "
             f"Adam = {z.share_of_step:.1%} of the article's {case['step_s']:g} s step; moments "
             "moved in and out: "
-            f"{mo.bytes_each_way / 1e9:.1f} GB each way, {mo.transfer_s:.2f} s ({nv.transfer_s:.3f} s over "
+            f"{mo.bytes_each_way / GB:.1f} GB each way, {mo.transfer_s:.2f} s ({nv.transfer_s:.3f} s over "
             f"NVLink, {mo.transfer_s / nv.transfer_s:.1f}× faster). "
             + (
                 "In ZeRO-Offload the host's Adam, not the link, dominates. "
@@ -240,9 +241,9 @@ def a15_claims(offload, copies=None) -> list[Claim]:
                 "No host–device link on a CPU: not measured here"
                 if not copies
                 else "Measured on this GPU: pinned host → device "
-                f"{copies['host_to_device_bytes_per_s'] / 1e9:.1f} GB/s, device → host "
-                f"{copies['device_to_host_bytes_per_s'] / 1e9:.1f} GB/s, device → device "
-                f"{copies['device_to_device_bytes_per_s'] / 1e9:.0f} GB/s"
+                f"{copies['host_to_device_bytes_per_s'] / GB:.1f} GB/s, device → host "
+                f"{copies['device_to_host_bytes_per_s'] / GB:.1f} GB/s, device → device "
+                f"{copies['device_to_device_bytes_per_s'] / GB:.0f} GB/s"
             ),
             basis=verdicts.ANALYSIS,
         )
@@ -261,7 +262,7 @@ def b10_claims(exchange, skew) -> list[Claim]:
             "all_to_all_single vs all_reduce of the same buffer on the same ranks, interleaved",
             "not checkable",
             f"one host, no cross-node link: here all-to-all takes {big.ratio:.2f}× an all-reduce at "
-            f"{big.size_bytes / 2**10:,.0f} KiB (bandwidth-bound, it moves (n − 1)/n of the buffer per rank "
+            f"{big.size_bytes / KIB:,.0f} KiB (bandwidth-bound, it moves (n − 1)/n of the buffer per rank "
             f"against the all-reduce's 2(n − 1)/n: ½); #wrong = {int(exchange.wrong.sum())}",
             basis=verdicts.TOY,
         ),

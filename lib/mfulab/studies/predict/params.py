@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mfulab.analytic.config import preset
-from mfulab.studykit.params import DTYPES, StudyParams, calibration_param, param
+from mfulab.studykit.params import DTYPES, OneDevice, PresetModel, StudyParams, calibration_param, param
 
 
 @dataclass(frozen=True)
-class Params(StudyParams):
+class Params(OneDevice, PresetModel, StudyParams):
     device: str = param("auto", "auto | cpu | cuda: where the calibrated step is measured")
     dtype: str = param(
         "fp32", "fp32 | bf16 | fp16 (autocast) of the measured step and its matmul calibration"
@@ -43,10 +43,3 @@ class Params(StudyParams):
             len(self.fit_grid) == 3 and 0 < lo < hi <= 1 and step < hi - lo,
             "[from, to, step] within (0, 1]",
         )
-
-    def prepare(self) -> None:
-        self.resolve_device()
-        self.require_dtype_on_device()
-
-    def model_config(self):
-        return preset(self.preset).with_(seq_len=self.seq_len)

@@ -36,6 +36,7 @@ from mfulab.analytic.config import RECOMPUTE_PARTIAL, TransformerConfig, check_r
 from mfulab.errors import ParameterError
 from mfulab.measure import host, memprobe
 from mfulab.measure.timing import autocast, dtype_label, tf32_state
+from mfulab.measure.train import forward_backward
 from mfulab.studies.recompute.params import ATTN_IMPLS, POLICIES, Params
 from mfulab.units import MIB
 
@@ -123,13 +124,7 @@ def _peak_worker(spec: dict) -> dict:
     torch.manual_seed(0)
     model = GPT(cfg, attn_impl=spec["attn_impl"], **spec["model_kwargs"])
     idx = torch.randint(0, cfg.vocab_size, (spec["micro_batch"], cfg.seq_len))
-
-    def step():
-        with autocast("cpu", spec["dtype"]):
-            _, loss = model(idx, idx)
-        loss.backward()
-
-    return memprobe.peak_rss_of(step)
+    return memprobe.peak_rss_of(forward_backward(model, idx, dtype=spec["dtype"]))
 
 
 def peak_memory(
@@ -152,13 +147,7 @@ def peak_memory(
 
         model = _build(cfg, policy, every_k, attn_impl, "cuda")
         idx = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len), device="cuda")
-
-        def step():
-            with autocast("cuda", dtype):
-                _, loss = model(idx, idx)
-            loss.backward()
-
-        out = memprobe.cuda_peak_of(step)
+        out = memprobe.cuda_peak_of(forward_backward(model, idx, dtype=dtype))
         del model
         return out
     spec = {
@@ -232,14 +221,7 @@ def step_times(
             models[policy] = _build(cfg, policy, every_k, attn_impl, device)
         model = models[policy]
         idx = torch.randint(0, cfg.vocab_size, (micro_batch, cfg.seq_len), device=device)
-
-        def step(model=model, idx=idx):
-            model.zero_grad(set_to_none=True)
-            with autocast(device, dtype):
-                _, loss = model(idx, idx)
-            loss.backward()
-
-        steps[f"{policy}@{micro_batch}"] = step
+        steps[f"{policy}@{micro_batch}"] = forward_backward(model, idx, dtype=dtype)
     return interleaved(
         steps, rounds=rounds, device=device, num_threads=num_threads, warmup=1, desc="step time (interleaved)"
     )

@@ -5,22 +5,14 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from mfulab.studies.recompute.analysis import (
-    budget_table,
-    layer_model_summary,
-    layer_model_vs_measured,
-    policy_summary,
-    saved_table,
-)
-from mfulab.studies.recompute.planner import chosen_plans
+from mfulab.studies.recompute.analysis import layer_model_summary
 from mfulab.studykit.plots import label
 from mfulab.units import MIB
 
 
-def plot_saved_by_op(records):
-    """Bytes kept for backward by one layer under ``none``, by module and op."""
-
-    df = saved_table(records)
+def plot_saved_by_op(df):
+    """Bytes kept for backward by one layer under ``none``, by module and op (the outcome's
+    ``saved_tensors`` table)."""
     layer0 = df[(df.policy == "none") & (df.layer == 0)].copy()
     layer0["what"] = layer0.module.str.replace("blocks.0.", "", regex=False) + " · " + layer0.op
     g = layer0.groupby("what").bytes.sum().sort_values()
@@ -32,11 +24,10 @@ def plot_saved_by_op(records):
     return fig
 
 
-def plot_model_vs_measured(records):
+def plot_model_vs_measured(lm):
     """Bytes kept per layer: measured, Table 2 (adapted), Table 2 + the named residual terms;
-    one group per policy and per-layer form (``every_k``: its recomputed and its other layers)."""
-
-    lm = layer_model_vs_measured(records)
+    one group per policy and per-layer form (``every_k``: its recomputed and its other layers),
+    from the outcome's ``layer_model_vs_measured`` table."""
     per = layer_model_summary(lm)
     per["group"] = [
         q if q != "every_k" else f"every_k\nlayer{'s' if '-' in layers else ''} {layers}\n({form})"
@@ -67,12 +58,10 @@ def plot_model_vs_measured(records):
     return fig
 
 
-def plot_pareto(records, full: dict):
-    """Memory a step adds vs its time, one marker per policy (median, IQR bars), named in the
-    legend (labels next to close points overlapped), titled with ``full``
-    (``analysis.full_vs_none``)."""
-
-    s = policy_summary(records)
+def plot_pareto(records, s, full: dict):
+    """Memory a step adds vs its time, one marker per policy (median, IQR bars; the outcome's
+    ``policy_summary`` table ``s``), named in the legend (labels next to close points
+    overlapped), titled with ``full`` (``analysis.full_vs_none``)."""
     fig, ax = plt.subplots(figsize=(7.5, 4))
     markers = "osD^vPX*"
     palette = sns.color_palette("colorblind", len(s))
@@ -101,15 +90,15 @@ def plot_pareto(records, full: dict):
     return fig
 
 
-def plot_budget(records):
-    """tokens/s, MFU and HFU of each policy at its largest micro-batch within the budget (B7),
+def plot_budget(records, bt):
+    """tokens/s, MFU and HFU of each policy at its largest micro-batch within the budget (B7;
+    the outcome's ``budget`` table ``bt``),
     relative to ``none``, with the tokens/s ratio's interval as whiskers (MFU shares it; HFU's
     is it times the hardware-FLOPs ratio) and each policy's timing verdict under its name."""
     import numpy as np
 
     from mfulab.measure.timing import RUN_TO_RUN_DRIFT
 
-    bt = budget_table(records)
     bt = bt[bt.fits & bt.tokens_per_s_vs_none.notna()].reset_index(drop=True)
     metrics = {
         "tokens/s": ("tokens_per_s_vs_none", 1.0),
@@ -162,7 +151,7 @@ def plot_budget(records):
     return fig
 
 
-def plot_plans(plans):
+def plot_plans(plans, chosen):
     """The planner's decision per case: for each policy the micro-batch it would run (the most
     tokens/s that fits the card less the fragmentation margin), its memory per device, and
     the case's chosen policy marked; a policy with nothing that fits shows its smallest
@@ -184,7 +173,6 @@ def plot_plans(plans):
         )
         ax.set_axis_off()
         return fig
-    chosen = chosen_plans(plans)
     cases = list(dict.fromkeys(chosen.case))
     palette = sns.color_palette("colorblind")
     colours = {"decision": palette[2], "fits": palette[0], "no": palette[3]}

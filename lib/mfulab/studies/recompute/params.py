@@ -7,14 +7,14 @@ from dataclasses import dataclass
 from mfulab.analytic.config import ATTENTION_IMPLS, RECOMPUTE_POLICIES, preset
 from mfulab.studies.recompute.planner import STATED_ASSUMPTIONS, check_case
 from mfulab.studies.recompute.stated import PLANNER_CASES
-from mfulab.studykit.params import DTYPES, StudyParams, param
+from mfulab.studykit.params import DTYPES, OneDevice, PresetModel, StudyParams, param
 
 POLICIES = tuple(RECOMPUTE_POLICIES)  # the study measures every policy of the vocabulary
 ATTN_IMPLS = tuple(ATTENTION_IMPLS)  # the study measures both implementations
 
 
 @dataclass(frozen=True)
-class Params(StudyParams):
+class Params(OneDevice, PresetModel, StudyParams):
     preset: str = param("cpu-deep", "the model measured (a config.preset name)")
     seq_len: int = param(512, "tokens per sequence", unit="tokens", positive=True)
     micro_batches: tuple[int, ...] = param(
@@ -105,13 +105,6 @@ class Params(StudyParams):
         self.require("planner_matmul_share_of_mamf", self.planner_matmul_share_of_mamf <= 1, "at most 1")
         self.require("fragmentation_margin", self.fragmentation_margin < 1, "below 1")
         self.require("timing_rounds", self.timing_rounds >= 2, "at least 2 (a paired comparison)")
-
-    def prepare(self) -> None:
-        self.resolve_device()
-        self.require_dtype_on_device()
-
-    def model_config(self):
-        return preset(self.preset).with_(seq_len=self.seq_len)
 
     def predicted_peak_bytes(self) -> float:
         """Forward + backward in ``dtype`` without recompute (the largest policy) at the grid's
