@@ -108,6 +108,26 @@ conv.pivot_table(index=["preset", "seq_len"], columns="convention", values="rela
 # %%
 fig = figures.plot_attention_share(conv)
 plots.save_figure(fig, out, "attention_share")
+
+# %% [markdown]
+# **nanoGPT's `estimate_mfu`** (karpathy/nanoGPT, `model.py`), the MFU most people first meet,
+# is `palm` with two choices of its own: N is `get_num_params(non_embedding=True)`, every
+# parameter less the learned position embeddings (the tied token embedding stays, as the LM
+# head), and the denominator is a fixed 312 TFLOP/s, an A100's bf16 peak, whatever device
+# runs. The first choice moves the numerator by a fraction of a percent; the second makes its
+# number a fraction of an A100, not of the device that ran the step:
+
+# %%
+nano = o.values["nanogpt_on_this_run"]
+display(
+    Markdown(
+        f"This run's steady step in nanoGPT's terms: {si(nano['nanogpt_flops_per_s'], 'FLOP/s')} over "
+        f"{si(nano['promised_flops_per_s'], 'FLOP/s')} = **{nano['nanogpt_mfu']:.3%} MFU**; the course's "
+        f"`{nano['course_convention']}` MFU of the same step over this device's ceiling: "
+        f"**{nano['course_mfu_vs_ceiling']:.1%}**."
+    )
+)
+o.tables["nanogpt_estimate_mfu"].round(4)
 # %% [markdown]
 # **Hardware FLOPs under `megatron`** (the HFU numerator with recomputation) keep the source
 # formulas: full recompute is Narayanan et al. 2021, Eq. 3, 96·B·s·l·h²(1 + s/6h + V/16lh)
@@ -162,8 +182,12 @@ o.tables["six_n_check"]
 #
 # A datasheet peak is a clock-rate product no real kernel reaches. The **measured matmul
 # ceiling** — the best median FLOP/s over a sweep of square matmuls, in the spirit of stas00's
-# MAMF finder — is what the device really does at its best. On a CPU there is no datasheet
-# entry in our table, so the ceiling *is* the denominator, labelled as such. Memory bandwidth
+# MAMF finder — is what the device really does at its best. A CPU's datasheet prints no FLOP/s,
+# so the course builds the same clock-rate product from the ISA (`devices.cpu_peak_flops_per_s`:
+# cores × clock × FMA units per core × lanes × 2, fp32) and sets the ceiling against it; the
+# FMA units per core are an assumption (2 on every x86 server core since Haswell and Zen 2),
+# shown with one unit as well, and the clock is the one the kernel reports (a core that turbos
+# higher can beat the "peak"; the ceiling's implied clock says by how much). Memory bandwidth
 # (a copy: bytes read + written, of buffers several times the last-level cache so that DRAM
 # serves it) comes with it. Both are this machine's *calibration*, measured once and read by
 # every study (study 03's roofline uses the same numbers).
@@ -171,11 +195,19 @@ o.tables["six_n_check"]
 # %%
 ceiling = o.tables["matmul_ceiling"]
 sheet = o.values["datasheet_peak"]
+isa_lines = (
+    f"\n* ceiling ÷ peak: **{records['ceiling']['best_flops_per_s'] / sheet['flops_per_s']:.0%}**; with one FMA "
+    f"unit per core the peak would be {si(sheet['one_fma_unit_flops_per_s'], 'FLOP/s')}; the ceiling "
+    f"implies a sustained clock of {sheet['clock_implied_by_ceiling_hz'] / 1e9:.2f} GHz at two units "
+    f"(reported {sheet['clock_hz'] / 1e9:.2f} GHz)"
+    if sheet.get("cores")
+    else ""
+)
 display(
     Markdown(
         calibration.describe(records)
         + f"\n* datasheet peak: **{si(sheet['flops_per_s'], 'FLOP/s') if sheet['flops_per_s'] else 'none'}** "
-        f"({sheet['source'] or sheet['why_none']})"
+        f"({sheet['source'] or sheet['why_none']})" + isa_lines
     )
 )
 ceiling
@@ -284,7 +316,8 @@ display(Markdown(time_split.global_vs_steady_note(gs)))
 fig = figures.plot_waterfall(records, o.values["breakdown"])
 plots.save_figure(fig, out, "job_waterfall")
 # %% [markdown]
-# This job-level waterfall starts at the measured ceiling. **Slow operators** is the gap between the best
+# This job-level waterfall starts at the top denominator this device has (a GPU's datasheet
+# peak, a CPU's ISA peak, else the measured ceiling). **Slow operators** is the gap between the best
 # square matmul and the local FLOP/s: what the model's mix of smaller matmuls, softmax, norms,
 # GELU and the optimizer achieves while computing. The drop from local to global is the time
 # outside forward+backward+optimizer, split in proportion to its parts: **communication

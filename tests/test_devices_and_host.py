@@ -1,3 +1,5 @@
+import os
+
 import pytest
 import torch
 
@@ -208,3 +210,32 @@ def test_results_folder_says_what_ran_on_a_gpu_machine(monkeypatch):
     assert host.results_machine({}) == "h200"
     monkeypatch.setenv("MACHINE", "lab-box")
     assert host.results_machine({"device": "cpu", "nproc": 2}) == "lab-box"
+
+
+def test_a_cpus_peak_from_its_isa_by_hand():
+    """cores × clock × FMA units × lanes × 2: an AVX2 Zen 3 core at 2.445 GHz does 2 × 8 × 2 = 32
+    fp32 FLOPs per cycle; AVX-512 doubles the lanes on Intel, not on Zen 4's 256-bit pipes."""
+    from mfulab.analytic import devices
+
+    zen3 = devices.cpu_fma_width_bits(["fma", "avx2"], vendor="AuthenticAMD", cpu_family=0x19)
+    zen4 = devices.cpu_fma_width_bits(["fma", "avx2", "avx512f"], vendor="AuthenticAMD", cpu_family=0x19)
+    xeon = devices.cpu_fma_width_bits(["fma", "avx2", "avx512f"], vendor="GenuineIntel", cpu_family=6)
+    assert (zen3, zen4, xeon) == (256, 256, 512)
+    assert devices.cpu_fma_width_bits([], vendor="GenuineIntel", cpu_family=6) == 128
+    peak = devices.cpu_peak_flops_per_s(cores=2, clock_hz=2.445e9, fma_width_bits=256)
+    assert peak == pytest.approx(2 * 2.445e9 * 32)
+    assert devices.cpu_peak_flops_per_s(cores=1, clock_hz=1e9, fma_width_bits=512, element_bytes=8) == 32e9
+    one_unit = devices.cpu_peak_flops_per_s(cores=1, clock_hz=1e9, fma_width_bits=256, fma_units_per_core=1)
+    assert one_unit == 16e9
+    with pytest.raises(ParameterError):
+        devices.cpu_peak_flops_per_s(cores=0, clock_hz=1e9, fma_width_bits=256)
+
+
+def test_cpu_isa_reads_what_a_peak_needs():
+    from mfulab.measure import host
+
+    isa = host.cpu_isa()
+    assert set(isa) >= {"matmul_flags", "vendor", "cpu_family", "physical_cores", "reported_clock_hz"}
+    assert set(isa["matmul_flags"]) <= set(host.MATMUL_ISA_FLAGS)
+    if isa["physical_cores"] is not None:
+        assert 1 <= isa["physical_cores"] <= (os.cpu_count() or 1)

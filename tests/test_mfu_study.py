@@ -159,7 +159,12 @@ def test_measure_records_and_analysis(tiny_records):
     assert operator_split.published_table(r).source.iloc[-1] == "measured here"
     assert {c.id for c in claims_mod.claims(r)} == {"A19", "B1", "B2", "B15", "A1"}
     m = analysis.headline_metrics(r)
-    assert m["peak"]["datasheet_flops_per_s"] is None and m["matmul_ceiling_flops_per_s"] > 0
+    assert m["matmul_ceiling_flops_per_s"] > 0
+    isa = r["cpu_isa"]  # a CPU's peak comes from its ISA where /proc/cpuinfo gives clock and cores
+    if isa and isa["reported_clock_hz"] and isa["physical_cores"] and r["params"]["dtype"] == "fp32":
+        assert m["peak"]["datasheet_flops_per_s"] > 0 and "ISA" in m["peak"]["datasheet_source"]
+    else:
+        assert m["peak"]["datasheet_flops_per_s"] is None
 
 
 def _with_split(records, *, data_share_of_compute, setup_share_of_steps):
@@ -248,3 +253,37 @@ def test_step_timeline_legend_names_only_drawn_phases(tiny_records):
     renderer = fig.canvas.get_renderer()
     assert ax.get_legend().get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1  # outside
 
+
+def test_nanogpt_estimate_mfu_is_palm_without_position_embeddings():
+    """nanoGPT's N for GPT-2 124M is the 123.65M it prints (every parameter less wpe, vocabulary
+    50257); its FLOPs per token are palm's less 6 × the position embeddings."""
+    cfg = preset("gpt2-124m")
+    wpe = cfg.seq_len * cfg.d_model
+    assert analysis.flops.param_count(cfg) - wpe == 123_653_376
+    palm = analysis.flops.flops_per_token(cfg, convention="palm")
+    assert analysis.nanogpt_flops_per_token(cfg) == pytest.approx(palm - 6 * wpe)
+    table = analysis.nanogpt_table(["gpt2-124m", "llama2-7b"], [1024])
+    rope = table[table.preset == "llama2-7b"].iloc[0]
+    assert rope.nanogpt_over_palm == pytest.approx(1.0)  # no learned positions: the same count
+
+
+def test_a_cpu_run_gets_a_peak_from_its_isa(tiny_records):
+    r = copy.deepcopy(tiny_records)
+    r["device"], r["params"]["dtype"], r["num_threads"] = "cpu", "fp32", 2
+    r["cpu_isa"] = {
+        "matmul_flags": ["fma", "avx2"],
+        "vendor": "AuthenticAMD",
+        "cpu_family": 25,
+        "physical_cores": 4,
+        "reported_clock_hz": 2.0e9,
+    }
+    sheet = time_split.datasheet_peak(r)
+    assert sheet["cores"] == 2 and sheet["flops_per_s"] == pytest.approx(2 * 2.0e9 * 32)
+    assert sheet["one_fma_unit_flops_per_s"] == pytest.approx(sheet["flops_per_s"] / 2)
+    ceiling = r["ceiling"]["best_flops_per_s"]
+    assert sheet["clock_implied_by_ceiling_hz"] == pytest.approx(ceiling / (2 * 32))
+    r["params"]["dtype"] = "bf16"
+    assert time_split.datasheet_peak(r)["flops_per_s"] is None  # fp32 only on a CPU
+    r["params"]["dtype"] = "fp32"
+    del r["cpu_isa"]
+    assert time_split.datasheet_peak(r)["why_none"]  # records from before the ISA was recorded

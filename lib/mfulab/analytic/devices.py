@@ -147,3 +147,57 @@ def peak_flops_per_s(device: str, dtype: str = "bf16") -> float:
             f"{spec.key} has no published dense {dtype} peak; known: {', '.join(spec.flops_per_s)}"
         )
     return spec.flops_per_s[dtype]
+
+
+# ---------------------------------------------------------------------------- CPUs: a peak from the ISA
+# No CPU datasheet in devices.yaml prints a FLOP/s figure; the peak is built from the core's
+# floating-point units instead. Both x86 families this course runs on have two FMA pipes per
+# core: Intel since Haswell (Intel 64 and IA-32 Architectures Optimization Reference Manual,
+# the Haswell and Skylake server chapters: FMA on ports 0 and 1, 512-bit on Xeon Gold 6000 /
+# Platinum through the fused port 0+1 and port 5) and AMD since Zen 2 (Software Optimization
+# Guide for AMD Family 17h Models 30h+ and Family 19h, pub. 56305 / 56665: FP pipes 0 and 1
+# do FMA, 256 bits wide). Zen 4 runs AVX-512 on those 256-bit pipes (two halves per
+# instruction), so its FMA width stays 256. Some Xeon Silver / Bronze parts have one 512-bit
+# FMA unit: the assumption is named, and notebook 01 shows the peak with one as well.
+CPU_FMA_UNITS_PER_CORE = 2
+CPU_FMA_SOURCE = (
+    "2 FMA pipes per core: Intel Optimization Reference Manual (Haswell+, Skylake-SP), "
+    "AMD Software Optimization Guides for Family 17h (Zen 2) and 19h"
+)
+FLOPS_PER_FMA = 2  # a fused multiply-add is a multiply and an add
+
+
+def cpu_fma_width_bits(flags, *, vendor: str | None, cpu_family: int | None) -> int:
+    """The width of one FMA pipe in bits, from the ISA flags ``/proc/cpuinfo`` lists: 512 with
+    AVX-512 on Intel; 256 with AVX2 + FMA, and on AMD family 19h (Zen 3 / Zen 4, whose AVX-512
+    runs on 256-bit pipes); 128 without FMA (SSE: a separate multiply and add, counted as one
+    FMA-width lane pair for a bound)."""
+    flags = set(flags)
+    if "avx512f" in flags and vendor == "GenuineIntel":
+        return 512
+    if "fma" in flags or "avx2" in flags or ("avx512f" in flags and cpu_family == 0x19):
+        return 256
+    return 128
+
+
+def cpu_peak_flops_per_s(
+    *,
+    cores: int,
+    clock_hz: float,
+    fma_width_bits: int,
+    fma_units_per_core: int = CPU_FMA_UNITS_PER_CORE,
+    element_bytes: int = 4,
+) -> float:
+    """A CPU's theoretical dense peak, the figure a GPU datasheet prints and a CPU's does not:
+
+        peak = cores × clock × FMA units per core × lanes × 2,   lanes = FMA width / (8 · element bytes)
+
+    (fp32: 8 lanes per 256-bit FMA; an FMA is 2 FLOPs). ``clock_hz`` is the clock the kernel
+    reports; cores that turbo higher under load can beat the peak computed with it, so a
+    measured ceiling above this "peak" says the sustained clock is higher, not that the count
+    is wrong."""
+    if min(cores, clock_hz, fma_width_bits, fma_units_per_core, element_bytes) <= 0:
+        raise ParameterError("cores, clock, FMA width, FMA units and element size must be positive")
+    lanes_per_fma = fma_width_bits / (8 * element_bytes)
+    flops_per_cycle_per_core = fma_units_per_core * lanes_per_fma * FLOPS_PER_FMA
+    return cores * clock_hz * flops_per_cycle_per_core

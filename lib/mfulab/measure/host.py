@@ -135,27 +135,54 @@ def job_ranks() -> int:
     return ranks
 
 
-# CPU flags that decide how fast a CPU multiplies low-precision matrices (oneDNN's kernels)
-MATMUL_ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile")
+# CPU flags that decide how fast a CPU multiplies matrices (oneDNN's kernels): the FMA and the
+# vector widths of fp32, and the bf16/fp16 extensions (an AVX2-only CPU emulates bf16 GEMMs)
+MATMUL_ISA_FLAGS = ("fma", "avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile")
 
 
-def cpu_isa() -> dict:
-    """The vector ISA torch dispatches to on this CPU (``torch.backends.cpu.get_cpu_capability``)
-    and which of :data:`MATMUL_ISA_FLAGS` ``/proc/cpuinfo`` lists: an AVX2-only CPU emulates bf16
-    GEMMs, one with AMX runs them faster than fp32."""
-    import torch
-
-    flags: list[str] = []
+def _cpuinfo() -> list[dict]:
+    """``/proc/cpuinfo`` as one dict per logical CPU (empty where the file is missing)."""
+    cpus, current = [], {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("flags"):
-                    present = set(line.split(":", 1)[1].split())
-                    flags = [flag for flag in MATMUL_ISA_FLAGS if flag in present]
-                    break
+                if not line.strip():
+                    if current:
+                        cpus.append(current)
+                    current = {}
+                elif ":" in line:
+                    key, value = line.split(":", 1)
+                    current[key.strip()] = value.strip()
     except OSError:
-        pass
-    return {"torch_capability": torch.backends.cpu.get_cpu_capability(), "matmul_flags": flags}
+        return []
+    return cpus + ([current] if current else [])
+
+
+def cpu_isa() -> dict:
+    """The vector ISA torch dispatches to on this CPU (``torch.backends.cpu.get_cpu_capability``),
+    which of :data:`MATMUL_ISA_FLAGS` ``/proc/cpuinfo`` lists, and what a theoretical peak needs
+    (``analytic.devices.cpu_peak_flops_per_s``): vendor, family and model numbers, physical cores
+    (distinct physical id and core id pairs; a VM reports its vCPUs) and the clock the kernel
+    reports (``cpu MHz``: the nominal or current clock, not the turbo a busy core may reach)."""
+    import torch
+
+    cpus = _cpuinfo()
+    first = cpus[0] if cpus else {}
+    present = set(first.get("flags", "").split())
+    cores = {(c.get("physical id", "0"), c.get("core id", str(i))) for i, c in enumerate(cpus)}
+    try:
+        clock_hz = float(first["cpu MHz"]) * 1e6
+    except (KeyError, ValueError):
+        clock_hz = None
+    return {
+        "torch_capability": torch.backends.cpu.get_cpu_capability(),
+        "matmul_flags": [flag for flag in MATMUL_ISA_FLAGS if flag in present],
+        "vendor": first.get("vendor_id"),
+        "cpu_family": int(first["cpu family"]) if first.get("cpu family", "").isdigit() else None,
+        "cpu_model_number": int(first["model"]) if first.get("model", "").isdigit() else None,
+        "physical_cores": len(cores) or None,
+        "reported_clock_hz": clock_hz,
+    }
 
 
 def fingerprint() -> dict:

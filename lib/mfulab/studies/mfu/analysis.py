@@ -42,6 +42,60 @@ def conventions_table(preset_names, seq_lens):
     return df
 
 
+# nanoGPT's estimate_mfu (karpathy/nanoGPT, model.py): "A100 GPU bfloat16 peak flops is 312 TFLOPS"
+NANOGPT_PROMISED_FLOPS_PER_S = 312e12
+
+
+def nanogpt_flops_per_token(cfg) -> float:
+    """nanoGPT's ``estimate_mfu`` numerator per token (karpathy/nanoGPT, model.py, after PaLM
+    App. B): 6·N + 12·L·H·Q·T with N = ``get_num_params(non_embedding=True)``, every parameter
+    less the learned position embeddings (the tied token embedding stays: it is the LM head)
+    and T the context length."""
+    position_embedding_params = cfg.seq_len * cfg.d_model if cfg.learned_positions else 0
+    n_non_embedding = flops.param_count(cfg) - position_embedding_params
+    attention_flops = 12 * cfg.n_layers * cfg.n_heads * cfg.head_dim * cfg.seq_len
+    return 6 * n_non_embedding + attention_flops
+
+
+def nanogpt_table(preset_names, seq_lens):
+    """nanoGPT's ``estimate_mfu`` beside the course's conventions, per preset and length: its
+    FLOPs per token against ``palm`` (the same formula over every parameter) and ``6n``."""
+    import pandas as pd
+
+    rows = []
+    for name in preset_names:
+        for T in seq_lens:
+            cfg = preset(name).with_(seq_len=T)
+            nano = nanogpt_flops_per_token(cfg)
+            palm = flops.flops_per_token(cfg, convention="palm")
+            rows.append(
+                {
+                    "preset": name,
+                    "seq_len": T,
+                    "nanogpt_flops_per_token": nano,
+                    "palm_flops_per_token": palm,
+                    "nanogpt_over_palm": nano / palm,
+                    "nanogpt_over_6n": nano / flops.flops_per_token(cfg, convention="6n"),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def nanogpt_on_this_run(records, b: dict) -> dict:
+    """What nanoGPT's ``estimate_mfu`` would print for this run's steady step (``b``: the time
+    split's ``breakdown``): its numerator over its fixed A100 bf16 denominator, beside the
+    course's ``palm`` MFU over this device's ceiling. The same step, two readings."""
+    cfg = TransformerConfig(**records["config"])
+    flops_per_s = nanogpt_flops_per_token(cfg) * b["steady_tokens_per_s"]
+    return {
+        "nanogpt_flops_per_s": flops_per_s,
+        "nanogpt_mfu": flops_per_s / NANOGPT_PROMISED_FLOPS_PER_S,
+        "promised_flops_per_s": NANOGPT_PROMISED_FLOPS_PER_S,
+        "course_mfu_vs_ceiling": b["steady_mfu_vs_ceiling"],
+        "course_convention": b["convention"],
+    }
+
+
 def published_mamf_table():
     """The denominator's gap where it is published: per device of ``devices.yaml`` with a
     measured best GEMM (stas00's MAMF finder), its dense datasheet peak, that MAMF and their

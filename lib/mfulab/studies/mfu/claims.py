@@ -198,6 +198,7 @@ def tables(records, p) -> dict:
         "b1_arithmetic": b1_table(),
         "b1_ideal_step_readings": article_arithmetic.b1_ideal_step_readings(),
         "conventions": analysis.conventions_table(p.convention_presets, p.convention_seq_lens),
+        "nanogpt_estimate_mfu": analysis.nanogpt_table(p.convention_presets, p.convention_seq_lens),
         "megatron_selective_hfu": article_arithmetic.megatron_selective_table(),
         "flop_count_check": analysis.count_table(records),
         "six_n_check": operator_split.six_n_check(records),
@@ -226,9 +227,11 @@ def outcome(records, p) -> Outcome:
     shows them and ``make stability`` reads the claims and metrics."""
     t = tables(records, p)
     claim_list = claims(records, p, split=t["time_split"])
+    b = time_split.breakdown(records)
     values = {  # what the notebook's text quotes
         "datasheet_peak": time_split.datasheet_peak(records),
-        "breakdown": time_split.breakdown(records),
+        "breakdown": b,
+        "nanogpt_on_this_run": analysis.nanogpt_on_this_run(records, b),
         "profile_check": operator_split.profile_check(records),
     }
     metrics = {**headline_metrics(records, p, values), "claims": verdicts.records(claim_list)}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from mfulab.measure import opprofile
 from mfulab.studies.mfu.stated import PUBLISHED_MFU
-from mfulab.studies.mfu.time_split import breakdown
+from mfulab.studies.mfu.time_split import breakdown, peak_label
 
 # the compute categories whose time is set against the ideal step (model FLOPs at the ceiling)
 IDEAL_CATEGORIES = ("matmul", "attention core")
@@ -76,8 +76,8 @@ def operator_waterfall_losses(records: dict, shares: dict | None = None) -> dict
     losses = []
     start = ("measured matmul ceiling", ceiling)
     if b["datasheet_flops_per_s"]:
-        start = ("datasheet peak", b["datasheet_flops_per_s"])
-        losses.append(("ceiling below datasheet", b["datasheet_flops_per_s"] - ceiling))
+        start = (peak_label(records), b["datasheet_flops_per_s"])
+        losses.append((f"ceiling below {peak_label(records)}", b["datasheet_flops_per_s"] - ceiling))
     losses += [(name, total_loss * t / excess_s) for name, t in excess.items()]
     losses.append(("start-up, warm-up, step spread", b["steady_flops_per_s"] - b["global_flops_per_s"]))
     return {
@@ -150,7 +150,7 @@ def published_table(records: dict):
         return f"{mfu} {kind}" + (f"; {r['hfu']:.1%} HFU" if r.get("hfu") else "")
 
     b = breakdown(records)
-    denominator = "datasheet peak" if b["datasheet_flops_per_s"] else "measured matmul ceiling (no datasheet)"
+    denominator = peak_label(records) if b["datasheet_flops_per_s"] else "measured matmul ceiling (no peak)"
     rows = [
         {"system": r["system"], "figure": figure(r), "convention": r["convention"], "source": r["source"]}
         for r in PUBLISHED_MFU

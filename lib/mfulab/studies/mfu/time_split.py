@@ -28,15 +28,54 @@ B2_TIMED = dict(
 )
 
 
-def datasheet_peak(records: dict) -> dict:
-    """The datasheet denominator for the run's device and dtype, or why there is none."""
-    if records["device"] != "cuda":
+def cpu_isa_peak(records: dict) -> dict:
+    """A CPU's datasheet-style denominator built from its ISA (``devices.cpu_peak_flops_per_s``)
+    for the cores the run's threads used (its threads, at most the physical cores), with the
+    sensitivity to the one assumption the count rests on (FMA units per core) and the clock the
+    measured ceiling implies; or why there is none (fp32 only: CPUs' bf16 units differ by ISA)."""
+    isa, dtype = records.get("cpu_isa") or {}, records["params"]["dtype"]
+    if dtype != "fp32" or not isa.get("reported_clock_hz") or not isa.get("physical_cores"):
         return {
             "flops_per_s": None,
             "source": None,
-            "why_none": "CPUs have no entry in the peak table; the measured matmul ceiling is the "
-            "denominator",
+            "why_none": f"no ISA peak for {dtype} on this CPU (fp32 only, from the clock and cores "
+            "/proc/cpuinfo reports); the measured matmul ceiling is the denominator",
         }
+    cores = min(records["num_threads"], isa["physical_cores"])
+    width = devices.cpu_fma_width_bits(
+        isa["matmul_flags"], vendor=isa["vendor"], cpu_family=isa["cpu_family"]
+    )
+    clock_hz, units = isa["reported_clock_hz"], devices.CPU_FMA_UNITS_PER_CORE
+    peak = devices.cpu_peak_flops_per_s(cores=cores, clock_hz=clock_hz, fma_width_bits=width)
+    lanes = width // 32
+    flops_per_cycle = peak / (cores * clock_hz)
+    return {
+        "flops_per_s": peak,
+        "source": f"this CPU's ISA: {cores} cores × {clock_hz / 1e9:.3g} GHz (reported) × {units} FMA units "
+        f"× {lanes} fp32 lanes ({width}-bit) × 2 FLOPs ({devices.CPU_FMA_SOURCE})",
+        "why_none": None,
+        "dtype": dtype,
+        "cores": cores,
+        "clock_hz": clock_hz,
+        "fma_width_bits": width,
+        "fma_units_per_core": units,
+        "one_fma_unit_flops_per_s": devices.cpu_peak_flops_per_s(
+            cores=cores, clock_hz=clock_hz, fma_width_bits=width, fma_units_per_core=1
+        ),
+        "clock_implied_by_ceiling_hz": records["ceiling"]["best_flops_per_s"] / (cores * flops_per_cycle),
+    }
+
+
+def peak_label(records: dict) -> str:
+    """What the top denominator is called: a GPU's datasheet peak, a CPU's ISA peak."""
+    return "datasheet peak" if records["device"] == "cuda" else "ISA peak"
+
+
+def datasheet_peak(records: dict) -> dict:
+    """The datasheet denominator for the run's device and dtype (a CPU's from its ISA,
+    :func:`cpu_isa_peak`), or why there is none."""
+    if records["device"] != "cuda":
+        return cpu_isa_peak(records)
     dtype = records["params"]["dtype"]
     try:
         spec = devices.device_spec(records["device_name"])
@@ -224,8 +263,9 @@ def waterfall_losses(records: dict) -> dict:
     losses = []
     start = ("measured matmul ceiling", b["ceiling_flops_per_s"])
     if b["datasheet_flops_per_s"]:
-        start = ("datasheet peak", b["datasheet_flops_per_s"])
-        losses.append(("ceiling below datasheet", b["datasheet_flops_per_s"] - b["ceiling_flops_per_s"]))
+        peak = peak_label(records)
+        start = (peak, b["datasheet_flops_per_s"])
+        losses.append((f"ceiling below {peak}", b["datasheet_flops_per_s"] - b["ceiling_flops_per_s"]))
     losses += [
         ("slow operators", b["ceiling_flops_per_s"] - local),
         ("communication wait", local * b["communication_s"] / wall),
