@@ -71,7 +71,11 @@ print(f"{records['device_name']} ({records['device']}); {len(records['published_
 #   (flash-attention's training benchmarks, fms-fsdp, TinyLlama, InternLM), collected after the
 #   test table had informed post-freeze revisions, by a separate process that saw neither the
 #   model nor a prediction, committed with the model at `holdout_frozen_at` and first evaluated
-#   there. Where the test rows stopped being blind, these are the blind check.
+#   there. Where the test rows stopped being blind, these are the blind check;
+# - **holdout-2** — `studies/predict/published_runs_holdout2.yaml`: three more sources (NVIDIA's
+#   DGX Cloud benchmarks of MaxText and NeMo on up to 2,048 H100s, BAAI's FlagPerf Megatron runs on
+#   A800 and H100), collected by another separate process after the first holdout had been
+#   evaluated, with no model change since, and first evaluated at `holdout-2_frozen_at`.
 #
 # What the record shows about the test rows, exactly. A review of the previous revision had
 # reported its errors on Narayanan et al.'s Table 2 ZeRO-3 rows and said that H100 and
@@ -98,7 +102,8 @@ display(
         f"({', '.join(analysis.fit_sources(records))}); default {m['default_matmul_share_of_mamf']} "
         "(the MAMF itself). "
         f"Model frozen for the test rows at commit `{split.get('frozen_at')}`, for the holdout rows "
-        f"at `{split.get('holdout_frozen_at')}`. The null model below "
+        f"at `{split.get('holdout_frozen_at')}`, for the second holdout at "
+        f"`{split.get('holdout-2_frozen_at')}`. The null model below "
         f"(every step its hardware FLOPs at one constant share of the dense peak, fitted on the same "
         f"rows the same way) has utilisation **{m['null_utilisation']:.3f}**."
     )
@@ -125,8 +130,8 @@ pct = {c: "{:+.1%}" if "signed" in c else "{:.1%}" for c in splits.columns if "e
 pct["closer_than_null"] = "{:.0%}"
 display(splits.style.format(pct, na_rep="—").hide(axis="index"))
 goals = o.values["test_goals"]
-display(Markdown(analysis.test_text(goals["test"], splits)))
-display(Markdown(analysis.test_text(goals["holdout"], splits, split="holdout")))
+for name in goals:  # test, holdout, holdout-2: each against the same goals
+    display(Markdown(analysis.test_text(goals[name], splits, split=name)))
 plots.save_figure(figures.validation(df, 0.25), out, "validation")
 
 # %% [markdown]
@@ -188,7 +193,7 @@ display(
     history.style.format(
         {c: "{:.1%}" for c in history.columns if "error" in c}
         | {"fitted_share_of_mamf": "{:.4f}"}
-        | {c: "{:.0f}" for c in ("test_rows", "holdout_rows", "development_rows")},
+        | {c: "{:.0f}" for c in history.columns if c.endswith("_rows")},
         na_rep="—",
     ).hide(axis="index")
 )

@@ -174,9 +174,8 @@ def test_validation_summary_is_computed_from_the_rows(tmp_path):
 
     from mfulab.studies.predict import validate
 
-    runs = [r for r in validate.load_runs("studies/predict/published_runs.yaml") if not r.get("unstated")][
-        -3:
-    ]
+    rows = validate.load_runs("studies/predict/published_runs.yaml")
+    runs = [r for r in rows if r["split"] == "fit" and not r.get("unstated")][-3:]
     for row in runs:
         row["source"] = "fit"
     res = validate.validation(runs, fit_sources=("fit",), fit_grid=(0.6, 0.9, 0.05))

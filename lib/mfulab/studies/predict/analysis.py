@@ -69,7 +69,7 @@ def misses(df, goal: float, top: int = 3):
 def test_text(goals: dict, splits, split: str = "test") -> str:
     """The test (or holdout) set against its goals, which way it misses, and the predictor against
     the null model and the unfitted 40%-MFU rule: said plainly when it does not beat them."""
-    label = {"test": "Test set", "holdout": "Holdout set"}[split]
+    label = {"test": "Test set", "holdout": "Holdout set", "holdout-2": "Second holdout set"}[split]
     if not goals.get("n"):
         return f"No {split} row is priced."
     s = splits.set_index("split").loc[split]
@@ -108,48 +108,35 @@ def history_table(records, valid):
     """The recorded revisions (``validation_history.yaml``) and this render as the last line."""
     import pandas as pd
 
+    scored = (*validate.HELD_OUT, "development")
+
+    keys = ("rows", "median_abs_error", "max_abs_error")
+
+    def columns(get) -> dict:  # split name -> its three columns (holdout-2 → holdout2_...)
+        return {f"{name.replace('-', '')}_{key}": get(name, key) for name in scored for key in keys}
+
+    def recorded(rev):
+        return lambda name, key: (rev.get(name) or {}).get("rows_priced" if key == "rows" else key)
+
     rows = []
     for rev in list(records.get("validation_history") or []):
-        test, dev, held = rev.get("test") or {}, rev.get("development") or {}, rev.get("holdout") or {}
         rows.append(
             {
                 "commit": rev["commit"],
                 "date": rev["date"],
                 "change": rev["change"],
                 "fitted_share_of_mamf": rev.get("fitted_share_of_mamf"),
-                "test_rows": test.get("rows_priced"),
-                "test_median_abs_error": test.get("median_abs_error"),
-                "test_max_abs_error": test.get("max_abs_error"),
-                "holdout_rows": held.get("rows_priced"),
-                "holdout_median_abs_error": held.get("median_abs_error"),
-                "holdout_max_abs_error": held.get("max_abs_error"),
-                "development_rows": dev.get("rows_priced"),
-                "development_median_abs_error": dev.get("median_abs_error"),
-                "development_max_abs_error": dev.get("max_abs_error"),
+                **columns(recorded(rev)),
             }
         )
     splits = scores.split_summary(valid["table"]).set_index("split")
 
-    def cell(name, column):
+    def cell(name, key):
+        column = "scored" if key == "rows" else key
         return float(splits.loc[name, column]) if name in splits.index else None
 
-    rows.append(
-        {
-            "commit": "this render",
-            "date": "",
-            "change": "",
-            "fitted_share_of_mamf": valid["fitted"],
-            "test_rows": cell("test", "scored"),
-            "test_median_abs_error": cell("test", "median_abs_error"),
-            "test_max_abs_error": cell("test", "max_abs_error"),
-            "holdout_rows": cell("holdout", "scored"),
-            "holdout_median_abs_error": cell("holdout", "median_abs_error"),
-            "holdout_max_abs_error": cell("holdout", "max_abs_error"),
-            "development_rows": cell("development", "scored"),
-            "development_median_abs_error": cell("development", "median_abs_error"),
-            "development_max_abs_error": cell("development", "max_abs_error"),
-        }
-    )
+    this_render = {"commit": "this render", "date": "", "change": "", "fitted_share_of_mamf": valid["fitted"]}
+    rows.append({**this_render, **columns(cell)})
     return pd.DataFrame(rows)
 
 

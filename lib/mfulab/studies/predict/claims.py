@@ -42,7 +42,7 @@ def outcome(records, p) -> Outcome:
     valid = analysis.validation(records, p)
     t = tables(records, p, valid)
     df = t["validation"]
-    values = {"test_goals": {split: scores.test_goals(df, split=split) for split in ("test", "holdout")}}
+    values = {"test_goals": {split: scores.test_goals(df, split=split) for split in validate.HELD_OUT}}
     return Outcome([], headline_metrics(records, p, valid, t), t, values=values)
 
 
@@ -69,16 +69,11 @@ def headline_metrics(records, p, valid: dict, t: dict) -> dict:
         **{k: v for k, v in summary.items() if not k.startswith("goal_met")},
         "goal_met": summary["goal_met"],
         **{
-            f"{name}_{key}": split_metric(name, key)
-            for name in ("test", "holdout")
+            f"{name.replace('-', '')}_{key}": split_metric(name, key)
+            for name in validate.HELD_OUT
             for key in ("median_abs_error", "max_abs_error", "null_median_abs_error")
         },
-        **{
-            f"{name}_rows": int(splits.loc[name, "rows"] - splits.loc[name, "refused"])
-            if name in splits.index
-            else 0
-            for name in ("test", "holdout")
-        },
+        **{f"{name.replace('-', '')}_rows": priced_rows(name) for name in validate.HELD_OUT},
         "refused_rows": int((df.refused != "").sum()),
         "fitted_matmul_share_of_mamf": valid["fitted"],
         "default_matmul_share_of_mamf": valid["default"],

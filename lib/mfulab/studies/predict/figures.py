@@ -20,7 +20,8 @@ TERM_LABELS = {
 
 def validation(df, goal: float):
     """Predicted against published step time (log–log) by split, with the ±goal band; and each
-    source's errors (one dot a row, the null model's median beside it): the test sources first."""
+    source's errors (one dot a row, the null model's median beside it): the held-out sources first,
+    the latest collection at the top."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -30,7 +31,8 @@ def validation(df, goal: float):
     x = np.geomspace(lo, hi, 50)
     ax.fill_between(x, x * (1 - goal), x * (1 + goal), color="0.9", label=f"±{goal:.0%}")
     ax.plot(x, x, color="0.5", lw=1)
-    for split, marker in (("fit", "o"), ("development", "s"), ("test", "^")):
+    markers = {"fit": "o", "development": "s", "test": "^", "holdout": "D", "holdout-2": "*"}
+    for split, marker in markers.items():
         g = priced[priced.split == split]
         if len(g):
             ax.scatter(
@@ -46,15 +48,20 @@ def validation(df, goal: float):
     ax.legend(fontsize=8)
     order = list(
         dict.fromkeys(
-            priced.sort_values(["split"], key=lambda s: s.map({"test": 0, "development": 1, "fit": 2})).source
+            priced.sort_values(
+                ["split"], key=lambda s: s.map({k: i for i, k in enumerate(reversed(list(markers)))})
+            ).source
         )
     )
     for i, source in enumerate(order):
         g = priced[priced.source == source]
         jitter = (np.arange(len(g)) % 7 - 3) * 0.05
-        bx.scatter(g.error * 100, i + jitter, s=12, color="C0" if g.split.iloc[0] == "test" else "C7")
+        colour = {"test": "C0", "holdout": "C2", "holdout-2": "C1"}.get(g.split.iloc[0], "C7")
+        bx.scatter(g.error * 100, i + jitter, s=12, color=colour)
         bx.scatter([g.null_error.median() * 100], [i], marker="x", color="C3", s=40)
     bx.scatter([], [], marker="x", color="C3", label="null model, median")
+    bx.scatter([], [], s=12, color="C1", label="second holdout rows (first evaluated at its freeze)")
+    bx.scatter([], [], s=12, color="C2", label="holdout rows")
     bx.scatter([], [], s=12, color="C0", label="test rows")
     bx.scatter([], [], s=12, color="C7", label="fit and development rows")
     bx.set_yticks(range(len(order)), order, fontsize=8)

@@ -40,6 +40,7 @@ def evaluate(path=PUBLISHED) -> dict:
         "fitted_share_of_mamf": res["fitted"],
         "test": pick("test"),
         "holdout": pick("holdout"),
+        "holdout-2": pick("holdout-2"),
         "development": pick("development"),
         "fit_loo": pick("fit"),
     }

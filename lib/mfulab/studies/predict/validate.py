@@ -25,7 +25,8 @@ from mfulab.analytic.config import TransformerConfig
 from mfulab.errors import ParameterError
 
 FIT_PARAMETER = "matmul_share_of_mamf"  # the one free parameter (rates.Assumptions)
-SPLITS = ("fit", "development", "test", "holdout")
+SPLITS = ("fit", "development", "test", "holdout", "holdout-2")
+HELD_OUT = ("test", "holdout", "holdout-2")  # the splits scored against the goals, in the order collected
 LAYOUT_KEYS = (
     "n_devices",
     "tp",
@@ -57,8 +58,8 @@ def load_file(path) -> dict:
     """The published-runs file: its ``split`` (source → fit | development | test, and the model
     commit the test rows were first evaluated at) and its ``runs``, each checked for a
     citation, a device, a model, a layout, one published figure and a source the split names;
-    with ``holdout_file``, that file's rows too (its own split: ``holdout`` sources and
-    ``holdout_frozen_at``, the commit its rows were first evaluated at)."""
+    with ``holdout_files``, each file's rows too (each its own split, ``holdout`` or
+    ``holdout-2``, with ``<split>_frozen_at``, the commit its rows were first evaluated at)."""
     import yaml
 
     path = _repo_path(path)
@@ -89,10 +90,13 @@ def load_file(path) -> dict:
         if split and row["source"] not in sources:
             raise ParameterError(f"{path.name}: row {row['id']}'s source {row['source']!r} is in no split")
         row["split"] = sources.get(row["source"], "development")
-    if data.get("holdout_file"):  # rows collected apart and first evaluated at split.holdout_frozen_at
-        held = load_file(path.parent / data["holdout_file"])
+    for name in data.get("holdout_files") or []:  # collected apart, first evaluated at <split>_frozen_at
+        held = load_file(path.parent / name)
         if set(held["sources"]) & set(sources):
-            raise ParameterError(f"{data['holdout_file']}: a holdout source is also in {path.name}")
+            raise ParameterError(f"{name}: a holdout source is also in {path.name} or an earlier holdout")
+        if set(held["split"]) & set(split):
+            taken = sorted(set(held["split"]) & set(split))
+            raise ParameterError(f"{name}: its split names {taken} are taken")
         rows, sources = [*rows, *held["runs"]], {**sources, **held["sources"]}
         split = {**split, **held["split"]}
     return {"split": split, "runs": rows, "sources": sources, "per_term": data.get("per_term")}
