@@ -140,8 +140,8 @@ o.tables["restart"]
 # The tiny reference model trains on batches from each loader (persistent workers, the
 # largest worker count) and from batches pre-loaded in memory, with a synchronous checkpoint
 # (model + AdamW state, `fsync`) every few steps. Per step: the wait for the batch (data
-# loading), compute, and the rest (the checkpoint write, the loop): three of B2's four
-# categories; communication is zero, as one process runs no collective. A CPU step is slow
+# wait), compute, and the rest (other: the checkpoint write, the loop): three of B2's four
+# categories; communication wait is zero, as one process runs no collective. A CPU step is slow
 # next to loading, so the wait is small: that is the measured result. **Emulated compute**
 # runs replace the step with a short timed wait (an accelerator-speed step: no core busy) and
 # load inline (`num_workers=0`): there the wait at the start of each step is there by

@@ -19,8 +19,8 @@
 # CPU, NCCL on GPUs, through the project's torchrun launcher), fed by a **DataLoader** over a
 # corpus on disk, with a **checkpoint** every k steps. This notebook
 #
-# 1. splits each step, per rank, into compute, communication wait, data wait and checkpoint /
-#    other — from explicit timestamps and from `torch.profiler`, side by side (**B2**);
+# 1. splits each step, per rank, into B2's four categories — compute, communication wait, data
+#    wait and other (the checkpoint write and the untimed rest) — from explicit timestamps and from `torch.profiler`, side by side (**B2**);
 # 2. rebuilds the article's optimisation ladder here: from a deliberately naive configuration,
 #    one knob at a time, each step's time, MFU and the loss it shrank (**B15**);
 # 3. slows one rank down and shows that every rank's step follows the slowest (**B13**).

@@ -173,7 +173,8 @@ display(
 )
 
 # %% [markdown]
-# **Where the test rows miss** (beyond 25%, or the five largest): the compute terms are shared by
+# **Where the held-out rows miss** (test, holdout and holdout-2; beyond 25%, or the five largest):
+# the compute terms are shared by
 # every row and fitted on one subset, so a miss most likely sits in a row's largest non-compute
 # term, or in what the row's device or framework does differently. **Refused rows** are listed
 # with the model's reason.
@@ -282,12 +283,12 @@ display(
 # ## 4 · Where the time goes, row by row
 #
 # The predicted step of each fit and development run, term by term, as shares of its step (the
-# step time is beside each row's name; the test rows' terms are in `tables/validation.csv`). Full recomputation shows as its own band (one more forward of
+# step time is beside each row's name; the held-out rows' terms are in `tables/validation.csv`). Full recomputation shows as its own band (one more forward of
 # every layer: a third more than forward + backward); pipelines carry their bubble; the rows
 # with data parallelism carry the gradient reduction Megatron 2021–22 ran after the backward.
 
 # %%
-shown_rows = df[(df.split != "test") & (df.refused == "")]
+shown_rows = df[df.split.isin(["fit", "development"]) & (df.refused == "")]
 plots.save_figure(figures.breakdown(shown_rows, title="predicted step, share per term"), out, "breakdown")
 
 # %% [markdown]

@@ -217,11 +217,21 @@ def test_a_cpus_peak_from_its_isa_by_hand():
     fp32 FLOPs per cycle; AVX-512 doubles the lanes on Intel, not on Zen 4's 256-bit pipes."""
     from mfulab.analytic import devices
 
-    zen3 = devices.cpu_fma_width_bits(["fma", "avx2"], vendor="AuthenticAMD", cpu_family=0x19)
-    zen4 = devices.cpu_fma_width_bits(["fma", "avx2", "avx512f"], vendor="AuthenticAMD", cpu_family=0x19)
-    xeon = devices.cpu_fma_width_bits(["fma", "avx2", "avx512f"], vendor="GenuineIntel", cpu_family=6)
-    assert (zen3, zen4, xeon) == (256, 256, 512)
-    assert devices.cpu_fma_width_bits([], vendor="GenuineIntel", cpu_family=6) == 128
+    avx2, avx512 = ["fma", "avx2"], ["fma", "avx2", "avx512f"]
+    amd, intel = "AuthenticAMD", "GenuineIntel"
+    cases = {  # (flags, vendor, family, model): FMA width
+        (tuple(avx2), amd, 0x19, 0x01): 256,  # Zen 3 (this box)
+        (tuple(avx512), amd, 0x19, 0x11): 256,  # Zen 4: AVX-512 on 256-bit pipes
+        (tuple(avx512), amd, 0x1A, 0x02): 512,  # Zen 5: full-width AVX-512
+        (tuple(avx2), amd, 0x17, 0x01): 128,  # Zen 1: 128-bit pipes
+        (tuple(avx2), amd, 0x17, 0x31): 256,  # Zen 2
+        (tuple(avx512), intel, 6, 0x55): 512,  # Skylake-SP
+        (tuple(avx2), intel, 6, 0x9E): 256,  # a client AVX2 core
+        ((), intel, 6, 0x1A): 128,  # no FMA
+    }
+    for (flags, vendor, family, model), width in cases.items():
+        got = devices.cpu_fma_width_bits(flags, vendor=vendor, cpu_family=family, cpu_model=model)
+        assert got == width, (vendor, hex(family), hex(model))
     peak = devices.cpu_peak_flops_per_s(cores=2, clock_hz=2.445e9, fma_width_bits=256)
     assert peak == pytest.approx(2 * 2.445e9 * 32)
     assert devices.cpu_peak_flops_per_s(cores=1, clock_hz=1e9, fma_width_bits=512, element_bytes=8) == 32e9

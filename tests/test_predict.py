@@ -389,6 +389,42 @@ def test_the_split_is_fixed_in_the_file_and_test_rows_are_never_fitted_on():
     assert not any(validate.fitted_on(r, fit_sources) for r in data["runs"] if r["split"] != "fit")
     assert sum(r["split"] == "test" for r in data["runs"]) >= 40
     assert split["frozen_at"], "the commit the test rows were first evaluated at"
+    for held in ("holdout", "holdout-2"):  # each holdout file: its own split, first evaluated at its freeze
+        assert split[held] and split[f"{held}_frozen_at"]
+        assert {r["split"] for r in data["runs"] if r["source"] in split[held]} == {held}
+
+
+def test_holdout_files_may_not_reuse_a_source_or_a_split(tmp_path):
+    import yaml
+
+    from mfulab.studies.predict import validate
+
+    row = {
+        "id": "r",
+        "source": "s",
+        "citation": "c",
+        "device": "a100",
+        "model": {"n_layers": 2},
+        "layout": {"n_devices": 8},
+        "published": {"step_s": 1.0},
+    }
+
+    def write(name, split, source="t"):
+        (tmp_path / name).write_text(yaml.safe_dump({"split": split, "runs": [{**row, "source": source}]}))
+
+    write("h1.yaml", {"holdout": ["t"], "holdout_frozen_at": "abc"})
+    write("h2.yaml", {"holdout": ["u"], "holdout_frozen_at": "def"}, source="u")
+    main = {"split": {"test": ["s"], "frozen_at": "x"}, "runs": [row]}
+    main["holdout_files"] = ["h1.yaml", "h2.yaml"]
+    (tmp_path / "runs.yaml").write_text(yaml.safe_dump(main))
+    with pytest.raises(ParameterError, match="split names"):
+        validate.load_file(tmp_path / "runs.yaml")
+    write("h2.yaml", {"holdout-2": ["t"], "holdout-2_frozen_at": "def"})
+    with pytest.raises(ParameterError, match="source is also in"):
+        validate.load_file(tmp_path / "runs.yaml")
+    write("h2.yaml", {"holdout-2": ["u"], "holdout-2_frozen_at": "def"}, source="u")
+    data = validate.load_file(tmp_path / "runs.yaml")
+    assert [r["split"] for r in data["runs"]] == ["test", "holdout", "holdout-2"]
 
 
 def test_the_null_model_and_the_split_summary_are_computed_from_the_rows():

@@ -151,31 +151,40 @@ def peak_flops_per_s(device: str, dtype: str = "bf16") -> float:
 
 # ---------------------------------------------------------------------------- CPUs: a peak from the ISA
 # No CPU datasheet in devices.yaml prints a FLOP/s figure; the peak is built from the core's
-# floating-point units instead. Both x86 families this course runs on have two FMA pipes per
-# core: Intel since Haswell (Intel 64 and IA-32 Architectures Optimization Reference Manual,
-# the Haswell and Skylake server chapters: FMA on ports 0 and 1, 512-bit on Xeon Gold 6000 /
-# Platinum through the fused port 0+1 and port 5) and AMD since Zen 2 (Software Optimization
-# Guide for AMD Family 17h Models 30h+ and Family 19h, pub. 56305 / 56665: FP pipes 0 and 1
-# do FMA, 256 bits wide). Zen 4 runs AVX-512 on those 256-bit pipes (two halves per
-# instruction), so its FMA width stays 256. Some Xeon Silver / Bronze parts have one 512-bit
-# FMA unit: the assumption is named, and notebook 01 shows the peak with one as well.
+# floating-point units instead. The x86 server cores this course runs on have two FMA pipes per
+# core: Intel since Haswell (Intel 64 and IA-32 Architectures Optimization Reference Manual, the
+# Haswell and Skylake server chapters: FMA on ports 0 and 1; 512-bit on Xeon Platinum and Gold
+# 6000 through the fused port 0+1 and port 5) and AMD since Zen 2 (Software Optimization Guides
+# for AMD Family 17h Models 30h+ and Family 19h, pub. 56305 / 56665: FP pipes 0 and 1 do FMA,
+# 256 bits wide). Zen and Zen+ (family 17h, models below 30h) have 128-bit pipes; Zen 4 runs
+# AVX-512 on its 256-bit pipes (two halves per instruction); Zen 5 (family 1Ah) on desktop and
+# server parts has full 512-bit pipes. The flags cannot tell Intel's one-512-bit-unit parts
+# (client Ice / Tiger / Rocket Lake, Xeon Bronze and Silver, most Gold 5000) from the two-unit
+# ones: there the two-unit peak is twice the true one. The assumption is named, and notebook 01
+# shows the peak with one unit as well.
 CPU_FMA_UNITS_PER_CORE = 2
 CPU_FMA_SOURCE = (
-    "2 FMA pipes per core: Intel Optimization Reference Manual (Haswell+, Skylake-SP), "
-    "AMD Software Optimization Guides for Family 17h (Zen 2) and 19h"
+    "2 FMA pipes per core: Intel Optimization Reference Manual (Haswell+, Skylake-SP Gold 6000 / "
+    "Platinum), AMD Software Optimization Guides for Family 17h (Zen 2) and 19h"
 )
 FLOPS_PER_FMA = 2  # a fused multiply-add is a multiply and an add
 
 
-def cpu_fma_width_bits(flags, *, vendor: str | None, cpu_family: int | None) -> int:
-    """The width of one FMA pipe in bits, from the ISA flags ``/proc/cpuinfo`` lists: 512 with
-    AVX-512 on Intel; 256 with AVX2 + FMA, and on AMD family 19h (Zen 3 / Zen 4, whose AVX-512
-    runs on 256-bit pipes); 128 without FMA (SSE: a separate multiply and add, counted as one
-    FMA-width lane pair for a bound)."""
+def cpu_fma_width_bits(
+    flags, *, vendor: str | None, cpu_family: int | None, cpu_model: int | None = None
+) -> int:
+    """The width of one FMA pipe in bits, from the ISA flags ``/proc/cpuinfo`` lists and the
+    vendor's family and model numbers: Intel with AVX-512, 512; AMD Zen 5 (family 1Ah) with
+    AVX-512, 512; AMD Zen / Zen+ (family 17h, models below 30h), 128; otherwise 256 with FMA
+    (Zen 2 to Zen 4, Intel AVX2 cores); 128 without FMA (SSE: a separate multiply and add,
+    counted as one FMA-width lane pair for a bound)."""
     flags = set(flags)
-    if "avx512f" in flags and vendor == "GenuineIntel":
+    amd = vendor == "AuthenticAMD"
+    if "avx512f" in flags and (vendor == "GenuineIntel" or (amd and cpu_family == 0x1A)):
         return 512
-    if "fma" in flags or "avx2" in flags or ("avx512f" in flags and cpu_family == 0x19):
+    if amd and cpu_family == 0x17 and cpu_model is not None and cpu_model < 0x30:
+        return 128  # Zen / Zen+: 256-bit instructions split over 128-bit pipes
+    if "fma" in flags:
         return 256
     return 128
 

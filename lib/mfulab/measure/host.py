@@ -162,18 +162,26 @@ def cpu_isa() -> dict:
     """The vector ISA torch dispatches to on this CPU (``torch.backends.cpu.get_cpu_capability``),
     which of :data:`MATMUL_ISA_FLAGS` ``/proc/cpuinfo`` lists, and what a theoretical peak needs
     (``analytic.devices.cpu_peak_flops_per_s``): vendor, family and model numbers, physical cores
-    (distinct physical id and core id pairs; a VM reports its vCPUs) and the clock the kernel
-    reports (``cpu MHz``: the nominal or current clock, not the turbo a busy core may reach)."""
+    (distinct physical id and core id pairs; a VM reports its vCPUs) and a clock: the base
+    frequency cpufreq reports where it exists (``/sys/.../cpufreq/base_frequency``, a fixed
+    figure), else ``cpu MHz`` (core 0's clock at the moment of reading: in a VM usually the
+    nominal one; on bare metal with frequency scaling it can vary between runs), neither the
+    turbo a busy core may reach."""
     import torch
 
     cpus = _cpuinfo()
     first = cpus[0] if cpus else {}
     present = set(first.get("flags", "").split())
     cores = {(c.get("physical id", "0"), c.get("core id", str(i))) for i, c in enumerate(cpus)}
+    clock_hz, clock_source = None, None
     try:
-        clock_hz = float(first["cpu MHz"]) * 1e6
-    except (KeyError, ValueError):
-        clock_hz = None
+        base_khz = Path("/sys/devices/system/cpu/cpu0/cpufreq/base_frequency").read_text()
+        clock_hz, clock_source = float(base_khz) * 1e3, "cpufreq base_frequency"
+    except (OSError, ValueError):
+        try:
+            clock_hz, clock_source = float(first["cpu MHz"]) * 1e6, "/proc/cpuinfo cpu MHz"
+        except (KeyError, ValueError):
+            pass
     return {
         "torch_capability": torch.backends.cpu.get_cpu_capability(),
         "matmul_flags": [flag for flag in MATMUL_ISA_FLAGS if flag in present],
@@ -182,6 +190,7 @@ def cpu_isa() -> dict:
         "cpu_model_number": int(first["model"]) if first.get("model", "").isdigit() else None,
         "physical_cores": len(cores) or None,
         "reported_clock_hz": clock_hz,
+        "clock_source": clock_source,
     }
 
 

@@ -17,7 +17,6 @@ from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
 from mfulab.studykit.verdicts import Claim
 
-# B2 is descriptive: the split is shown when at least this many of its four categories are present
 # B15 on a machine that can reach the article's regime: confirmed when communication + data carry
 # at least this share of the gain, refuted at most B15_REFUTED (between: inconclusive)
 B15_REFUTED = 0.4

@@ -9,7 +9,7 @@ from mfulab import results
 from mfulab.studykit.stability_report import numbered_ids
 
 MISSING = "missing"  # the machine has no results of this study
-NOT_APPLICABLE = "n/a"  # the study ran and wrote null (e.g. a CPU has no datasheet peak)
+NOT_APPLICABLE = "n/a"  # the study ran and wrote null (e.g. no peak for a CPU run in bf16)
 
 
 def _compared():
@@ -280,7 +280,7 @@ def _values(rows, key, names) -> dict:
 
 def ceilings_takeaway(table) -> str:
     """The figure's title: what the measured ceilings say, machine against machine (or, with
-    one machine, against its datasheet)."""
+    one machine, against its peak: a GPU's datasheet, a CPU's ISA peak)."""
     from mfulab.units import si
 
     names = [c for c in table.columns if c not in ("study", "metric", "unit", "key")]
@@ -289,15 +289,15 @@ def ceilings_takeaway(table) -> str:
     peaks = _values(rows, "datasheet_peak_flops_per_s", names)
     shares = {n: measured[n] / peaks[n] for n in measured if peaks.get(n)}
     of_peak = (
-        f"; {min(shares.values()):.0%}–{max(shares.values()):.0%} of the datasheet peak"
+        f"; {min(shares.values()):.0%}–{max(shares.values()):.0%} of the peak (datasheet or ISA)"
         if len(shares) > 1
-        else "".join(f"; {n} reaches {v:.0%} of its datasheet peak" for n, v in shares.items())
+        else "".join(f"; {n} reaches {v:.0%} of its peak (datasheet or ISA)" for n, v in shares.items())
     )
     if not measured:
         return "No machine has a measured matmul ceiling yet"
     if len(measured) == 1:
         ((name, value),) = measured.items()
-        no_peak = "" if shares else " (no datasheet peak to compare with)"
+        no_peak = "" if shares else " (no peak to compare with)"
         return (
             f"One machine only, nothing to compare:\n{name} measures {si(value, 'FLOP/s')}{no_peak}{of_peak}"
         )
@@ -308,9 +308,10 @@ def ceilings_takeaway(table) -> str:
 
 
 def plot_ceilings(table):
-    """Measured matmul ceiling next to the datasheet peak, per machine (TFLOP/s, log scale),
-    as point markers: on a log axis a bar's length depends on where the axis starts, a
-    marker's height does not. A machine without a datasheet peak (a CPU) says so."""
+    """Measured matmul ceiling next to the peak, per machine (TFLOP/s, log scale): a GPU's
+    dense datasheet peak, a CPU's fp32 peak from its ISA (mfu's ``cpu_isa_peak``), as point
+    markers: on a log axis a bar's length depends on where the axis starts, a marker's height
+    does not. A machine without a peak says so."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
@@ -318,7 +319,7 @@ def plot_ceilings(table):
     rows = table.drop_duplicates("key").set_index("key")  # the first study that declares the key
     series = (
         ("matmul_ceiling_flops_per_s", "measured matmul ceiling", "C0", "o"),
-        ("datasheet_peak_flops_per_s", "datasheet peak (dense)", "C1", "D"),
+        ("datasheet_peak_flops_per_s", "peak: datasheet (GPU) or ISA (CPU)", "C1", "D"),
     )
     offset = 0.15
     fig, ax = plt.subplots(figsize=(max(5.0, 1.6 * len(names) + 2.5), 3.8))
@@ -336,7 +337,7 @@ def plot_ceilings(table):
             value = rows.loc[key, machine]
             x = j + (i - 0.5) * 2 * offset
             if value in (MISSING, NOT_APPLICABLE):
-                why = "no datasheet\npeak" if value == NOT_APPLICABLE else "not run"
+                why = "no peak" if value == NOT_APPLICABLE else "not run"
                 ax.text(x, low * 1.15, why, ha="center", va="bottom", fontsize=7, color="0.35")
                 continue
             y = float(value) / 1e12

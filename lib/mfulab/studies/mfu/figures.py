@@ -29,7 +29,7 @@ def plot_waterfall(records, b: dict):
 
     from mfulab.studykit.plots import waterfall
 
-    w = waterfall_losses(records)
+    w = waterfall_losses(records, b)
     slow_share = dict(w["losses"])["slow operators"] / w["start"][1]
     fig, ax = plt.subplots(figsize=(10, 4.4))
     top = "the peak" if b["datasheet_flops_per_s"] else "the ceiling"
@@ -132,9 +132,9 @@ def plot_operator_waterfall(records, b: dict):
     from mfulab.studies.mfu.operator_split import largest_losses, operator_waterfall_losses
     from mfulab.studykit.plots import waterfall
 
-    w = operator_waterfall_losses(records)
+    w = operator_waterfall_losses(records, b=b)
     top = "the peak" if b["datasheet_flops_per_s"] else "the ceiling"
-    big = largest_losses(records)
+    big = largest_losses(records, b)
     (name1, v1), (name2, v2) = big["first"], big["second"]
     share = w["start"][1]
     lead = (

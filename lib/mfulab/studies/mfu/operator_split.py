@@ -48,7 +48,7 @@ def profile_check(records: dict) -> dict:
     }
 
 
-def operator_waterfall_losses(records: dict, shares: dict | None = None) -> dict:
+def operator_waterfall_losses(records: dict, shares: dict | None = None, *, b: dict | None = None) -> dict:
     """FLOP/s from the top denominator down to the achieved steady-state and global FLOP/s, the
     losses taken from the measured categories.
 
@@ -58,9 +58,10 @@ def operator_waterfall_losses(records: dict, shares: dict | None = None) -> dict
     whole time (norm / elementwise, optimizer, data, communication, other ops, idle). Each
     category's time in the steady step is its share of the profiled steps × T (the profiler slows
     a step down; its shares are used, not its seconds). Steady → global is the rest of the job:
-    start-up, warm-up steps, the spread of the steps (``time_split.global_vs_steady``).
+    start-up, warm-up steps, the spread of the steps (``time_split.global_vs_steady``). ``b``: the
+    run's ``breakdown``, where the caller has it.
     """
-    b = breakdown(records)
+    b = breakdown(records) if b is None else b
     shares = shares or opprofile.category_shares(records["op_profile"])
     ceiling, steady_s = b["ceiling_flops_per_s"], b["steady_step_s"]
     ideal_s = b["flops_per_step"] / ceiling
@@ -90,16 +91,16 @@ def operator_waterfall_losses(records: dict, shares: dict | None = None) -> dict
     }
 
 
-def largest_losses(records: dict) -> dict:
+def largest_losses(records: dict, b: dict | None = None) -> dict:
     """The two largest operator losses of the waterfall (pooled over the profiled steps), and
     whether the first is the largest in every profiled step taken alone (``clear``): a loss is
     named the largest only when the steps agree."""
-    pooled = operator_waterfall_losses(records)["losses"]
+    pooled = operator_waterfall_losses(records, b=b)["losses"]
     first, second = sorted(pooled, key=lambda kv: -kv[1])[:2]
     per_step = []
     for step in records["op_profile"]["steps"]:
         shares = {c: t / step["wall_s"] for c, t in step["categories_s"].items()}
-        losses = operator_waterfall_losses(records, shares)["losses"]
+        losses = operator_waterfall_losses(records, shares, b=b)["losses"]
         per_step.append(max(losses, key=lambda kv: kv[1])[0])
     return {"first": first, "second": second, "clear": all(name == first[0] for name in per_step)}
 

@@ -34,16 +34,27 @@ def cpu_isa_peak(records: dict) -> dict:
     sensitivity to the one assumption the count rests on (FMA units per core) and the clock the
     measured ceiling implies; or why there is none (fp32 only: CPUs' bf16 units differ by ISA)."""
     isa, dtype = records.get("cpu_isa") or {}, records["params"]["dtype"]
-    if dtype != "fp32" or not isa.get("reported_clock_hz") or not isa.get("physical_cores"):
+    why = (
+        "these records predate the ISA reading (no cpu_isa)"
+        if not isa
+        else f"a CPU's ISA peak is fp32 only (its {dtype} units differ by ISA)"
+        if dtype != "fp32"
+        else "/proc/cpuinfo gave no clock or no core count"
+        if not isa.get("reported_clock_hz") or not isa.get("physical_cores")
+        else None
+    )
+    if why:
         return {
             "flops_per_s": None,
             "source": None,
-            "why_none": f"no ISA peak for {dtype} on this CPU (fp32 only, from the clock and cores "
-            "/proc/cpuinfo reports); the measured matmul ceiling is the denominator",
+            "why_none": f"no ISA peak: {why}; the measured matmul ceiling is the denominator",
         }
     cores = min(records["num_threads"], isa["physical_cores"])
     width = devices.cpu_fma_width_bits(
-        isa["matmul_flags"], vendor=isa["vendor"], cpu_family=isa["cpu_family"]
+        isa["matmul_flags"],
+        vendor=isa["vendor"],
+        cpu_family=isa["cpu_family"],
+        cpu_model=isa.get("cpu_model_number"),
     )
     clock_hz, units = isa["reported_clock_hz"], devices.CPU_FMA_UNITS_PER_CORE
     peak = devices.cpu_peak_flops_per_s(cores=cores, clock_hz=clock_hz, fma_width_bits=width)
@@ -51,7 +62,8 @@ def cpu_isa_peak(records: dict) -> dict:
     flops_per_cycle = peak / (cores * clock_hz)
     return {
         "flops_per_s": peak,
-        "source": f"this CPU's ISA: {cores} cores × {clock_hz / 1e9:.3g} GHz (reported) × {units} FMA units "
+        "source": f"this CPU's ISA: {cores} cores × {clock_hz / 1e9:.3g} GHz "
+        f"({isa.get('clock_source') or 'reported'}) × {units} FMA units "
         f"× {lanes} fp32 lanes ({width}-bit) × 2 FLOPs ({devices.CPU_FMA_SOURCE})",
         "why_none": None,
         "dtype": dtype,
@@ -247,7 +259,7 @@ def global_vs_steady_note(factors) -> str:
     )
 
 
-def waterfall_losses(records: dict) -> dict:
+def waterfall_losses(records: dict, b: dict | None = None) -> dict:
     """FLOP/s from the top denominator down to the achieved global model FLOP/s.
 
     ceiling − local = *slow operators* (kernels below the matmul ceiling: small shapes,
@@ -256,9 +268,10 @@ def waterfall_losses(records: dict) -> dict:
     wait*, *start-up + loss read-back* (building the model before the first step, reading the
     loss back and bookkeeping after each) and *untimed loop overhead* (the rest of each step's
     period). The last two are B2's "other"; B2's "scheduling waste" (checkpoint stalls,
-    throttled cards, CPU pinning) has no counterpart in this run.
+    throttled cards, CPU pinning) has no counterpart in this run. ``b``: the run's
+    :func:`breakdown`, where the caller has it.
     """
-    b = breakdown(records)
+    b = breakdown(records) if b is None else b
     local, wall = b["local_flops_per_s"], b["job_wall_s"]
     losses = []
     start = ("measured matmul ceiling", b["ceiling_flops_per_s"])

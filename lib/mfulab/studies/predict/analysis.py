@@ -59,6 +59,7 @@ def misses(df, goal: float, top: int = 3):
         {
             "id": shown.id,
             "source": shown.source,
+            "split": shown.split,
             "error": shown.error,
             "predicted": ["too fast: time the model lacks" if e < 0 else "too slow" for e in shown.error],
             "largest non-compute term": [likely_cause(r) for _, r in shown.iterrows()],
@@ -67,8 +68,9 @@ def misses(df, goal: float, top: int = 3):
 
 
 def test_text(goals: dict, splits, split: str = "test") -> str:
-    """The test (or holdout) set against its goals, which way it misses, and the predictor against
-    the null model and the unfitted 40%-MFU rule: said plainly when it does not beat them."""
+    """A held-out split (test, holdout, holdout-2) against its goals, which way it misses, and
+    the predictor against the null model and the unfitted 40%-MFU rule: said plainly when it
+    does not beat them."""
     label = {"test": "Test set", "holdout": "Holdout set", "holdout-2": "Second holdout set"}[split]
     if not goals.get("n"):
         return f"No {split} row is priced."

@@ -15,7 +15,7 @@ def tables(records, p, valid: dict) -> dict:
     ``tables/<name>.csv``)."""
     df = valid["table"]
     fitted = {validate.FIT_PARAMETER: valid["fitted"]}
-    test = df[df.split == "test"]
+    held = df[df.split.isin(validate.HELD_OUT)]
     return {
         "validation": df,
         "splits": scores.split_summary(df),
@@ -23,7 +23,7 @@ def tables(records, p, valid: dict) -> dict:
         "leave_one_source_out": scores.leave_one_source_out(records["published_runs"], fit_grid=p.fit_grid),
         "per_device": scores.per_device(df),
         "ranking": scores.ranking(df),
-        "misses": analysis.misses(test[test.refused == ""], 0.25, top=5),
+        "misses": analysis.misses(held[held.refused == ""], 0.25, top=5),
         "refused": df[df.refused != ""][["id", "source", "refused"]],
         "history": analysis.history_table(records, valid),
         "per_term": scores.per_term_check(records, valid["fitted"]),

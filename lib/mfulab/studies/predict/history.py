@@ -1,9 +1,10 @@
 """The validation history of the step model: ``python -m mfulab.studies.predict.history
 --change "what changed"`` evaluates the published rows at the current commit and appends one
 revision to ``studies/predict/validation_history.yaml`` (commit, date, what changed, the
-fitted share, the test and development errors). Run it after every change to the step model,
-from a clean tree, and commit the file: the test error of every revision stays on record, so
-a model tuned on its test rows shows as a run of revisions with the test error falling."""
+fitted share, the errors of the test, holdout, holdout-2 and development rows). Run it after
+every change to the step model, from a clean tree, and commit the file: the test error of every
+revision stays on record, so a model tuned on its test rows shows as a run of revisions with
+the test error falling."""
 
 from __future__ import annotations
 
@@ -72,8 +73,9 @@ def record(change: str, *, path=validate.HISTORY_FILE) -> dict:
 HEADER = """\
 # The step model's validation history (python -m mfulab.studies.predict.history): one entry per
 # model revision, appended after the change is committed. `test` rows were first evaluated at
-# the freeze (published_runs.yaml split.frozen_at); entries before it carry no test figures, and
-# their development errors are read from the committed renders of results/cpu-2c/predict.
+# the freeze (published_runs.yaml split.frozen_at), the holdouts at theirs (<split>_frozen_at in
+# their files); entries before a split's freeze carry no figures for it, and the development
+# errors before the freeze are read from the committed renders of results/cpu-2c/predict.
 """
 
 

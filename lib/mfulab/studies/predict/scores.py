@@ -157,7 +157,7 @@ def ranking(df, *, min_rows: int = 3):
 def test_goals(
     df, *, median_goal=0.08, max_goal=0.20, source_goal=0.10, row_goal=0.25, split: str = "test"
 ) -> dict:
-    """The test set (or the ``holdout`` set) against the issue's goals: median and largest
+    """A held-out split (``test``, ``holdout``, ``holdout-2``) against the issue's goals: median and largest
     |error|, no source's median signed error beyond ``source_goal``, every row within ``row_goal``."""
     test = df[(df.split == split) & (df.refused == "")]
     if not len(test):

@@ -1,7 +1,8 @@
 """The predictor against published runs (``studies/predict/published_runs.yaml``), validated the
 way a performance model should be: the rows split by source into a fit set, a development set
-(seen while the model was built) and a test set (first evaluated at the model's freeze), fixed
-in the YAML before anything is fitted; one free parameter fitted on the fit set only; every
+(seen while the model was built), a test set (first evaluated at the model's freeze) and two
+holdouts collected apart (``holdout_files``, each first evaluated at its own freeze), fixed in
+the YAML before anything is fitted; one free parameter fitted on the fit set only; every
 row predicted at it; beside it a null model fitted the same way; leave-one-out on the fit rows,
 leave-one-source-out over every source, and the history of the test error per model revision
 (``studies/predict/validation_history.yaml``).
