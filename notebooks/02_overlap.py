@@ -291,9 +291,10 @@ o.tables["b9_check"]
 # ## Claims
 #
 # Verdicts are computed from this run's interleaved rounds: A3 from the paired comparison
-# of the overlapped step at the best k with the midpoint between serial and max(compute,
-# comm) — beating it means more than half the possible saving (emulated compute decides;
-# real compute beside it); A5's effect from the paired comparison of the communication time
+# of the overlapped step at the best k with the serial step — "toward max(compute, comm)" is
+# shown when overlap shortens the step, and how far it goes is the recovered share, with the
+# midpoint between serial and the bound beside it (beating it means more than half the possible
+# saving; emulated compute decides, real compute beside it); A5's effect from the paired comparison of the communication time
 # per step at k = 16 and k = 4, its mechanism from the share of that gap the per-call cost
 # explains and whether a 16-chunk call is in the article's regime (rule in the evidence);
 # B9 from the nccl-tests definitions; A4 and A18 are analytic.

@@ -230,6 +230,7 @@ def test_verdicts_follow_the_synthetic_truth():
     # the ratios the verdicts read, tracked by make stability
     metrics = headline_metrics(r, _claims(r), _tables(r), derived(r))
     assert metrics["a5_comm_ratio_16_over_4"] > 1 and metrics["a3_midpoint_over_overlapped_emulated"] > 1
+    assert metrics["a3_serial_over_overlapped_emulated"] > metrics["a3_midpoint_over_overlapped_emulated"]
     no_latency = _a5_rows(_records(per_call_s=0.0))
     assert [c.verdict for c in no_latency] == ["inconclusive on this machine"] * 2  # 16 chunks not slower
 
