@@ -292,17 +292,20 @@ def test_compare_two_machines(run_cli, tmp_path):
     from mfulab.studies.compare.params import Params
 
     table = compare.comparison_table(compare.collect(Params(results_root=str(root))))
-    row = table.set_index("metric").loc["ceiling / datasheet"]
-    assert (
-        row["fake-h100-x8"] == pytest.approx(7.0e14 / 9.894e14) and row[COMMITTED] == compare.NOT_APPLICABLE
-    )
+    row = table.set_index("metric").loc["ceiling / peak"]
+    committed = json.loads((ROOT / "results" / COMMITTED / "mfu" / "metrics.json").read_text())
+    committed_share = committed["ceiling_over_datasheet"]  # a CPU's ISA peak where it was recorded
+    assert row["fake-h100-x8"] == pytest.approx(7.0e14 / 9.894e14)
+    expected = compare.NOT_APPLICABLE if committed_share is None else pytest.approx(committed_share)
+    assert row[COMMITTED] == expected
     assert (
         table.set_index("metric").loc["all-reduce per-step latency α (calibration)", "fake-h100-x8"]
         == compare.MISSING
     )
     shown = compare.formatted(table).set_index("metric")
     assert shown.loc["measured matmul ceiling", "fake-h100-x8"] == "700 TFLOP/s"
-    assert shown.loc["ceiling / datasheet", COMMITTED] == "n/a"
+    shown_share = "n/a" if committed_share is None else f"{committed_share:.1%}"
+    assert shown.loc["ceiling / peak", COMMITTED] == shown_share
     proc = run_cli(
         "run", "compare", "--profile", "default", "-p", "results_root", str(root), "--results-root", str(root)
     )
