@@ -72,7 +72,9 @@ o.tables["rungs"]
 # loader, to the device), **compute** (forward, backward, optimizer), **communication wait**
 # and **other (the checkpoint write and the untimed rest)**. The communication wait comes from the DDP comm hook: the time a
 # blocking hook waits for its all-reduce, plus the time `backward()` still runs after the last
-# hook returned (the all-reduces that backward did not hide). The naive rung's steps, every rank:
+# hook returned (the all-reduces that backward did not hide). On a GPU these marks are CUDA events
+# on the compute stream, read after the step's synchronise, since the host runs ahead of the
+# device; here they are the host's clock. The naive rung's steps, every rank:
 
 # %%
 o.tables["b2_split"]

@@ -174,3 +174,53 @@ def test_ddp_device_ids_follow_the_gpus_this_rank_sees(monkeypatch, visible, dev
     monkeypatch.setattr(torch.cuda, "device_count", lambda: visible)
     assert ddp_device_ids("cuda") == device_ids
     assert ddp_device_ids("cpu") is None
+
+
+class _DeviceTimeline:
+    """A simulated GPU: the host enqueues work instantly and runs ahead; an event records the
+    device time at which the stream reaches it (what ``torch.cuda.Event`` reports)."""
+
+    def __init__(self):
+        self.device_ms = 0.0
+
+    class _Event:
+        def __init__(self, timeline, enable_timing=True):
+            self.timeline, self.t_ms = timeline, None
+
+        def record(self):
+            self.t_ms = self.timeline.device_ms
+
+        def elapsed_time(self, other):
+            return other.t_ms - self.t_ms
+
+    def Event(self, enable_timing=True):  # noqa: N802 (torch.cuda's spelling)
+        return self._Event(self, enable_timing)
+
+
+def test_comm_wait_on_a_gpu_is_read_on_the_device_timeline_not_the_host_clock():
+    """Audit D20. Overlapped rung, three buckets whose gradients are ready at 10, 20 and 30 ms of
+    device time, the last bucket's all-reduce done at 38 ms: the exposed wait is 8 ms. The host
+    ran every hook within its first millisecond, so host timestamps (the old reading) charged the
+    whole 37 ms of queued backward to communication."""
+    from mfulab.studies.anatomy.worker import CudaEventClock, HookTimer, step_clock
+
+    assert isinstance(step_clock("cuda"), CudaEventClock)
+    gpu = _DeviceTimeline()
+    hook = HookTimer(blocking=False, device="cuda", clock=CudaEventClock(gpu))
+    for ready_ms in (10.0, 20.0, 30.0):  # the stream position of each hook's mark
+        gpu.device_ms = ready_ms
+        hook.last_return = hook.clock.mark()
+    gpu.device_ms = 38.0
+    backward_end = hook.clock.mark()
+    assert hook.comm_wait_s(backward_end, backward_s=0.040) == pytest.approx(0.008)
+
+    # blocking rung: each bucket's span from gradients ready to the stream's wait returning
+    blocking = HookTimer(blocking=True, device="cuda", clock=CudaEventClock(gpu))
+    for ready_ms, done_ms in ((10.0, 13.0), (23.0, 26.0), (36.0, 39.0)):
+        gpu.device_ms = ready_ms
+        began = blocking.clock.mark()
+        gpu.device_ms = done_ms
+        blocking.last_return = blocking.clock.mark()
+        blocking.spans.append((began, blocking.last_return))
+    assert blocking.comm_wait_s(blocking.clock.mark(), backward_s=0.040) == pytest.approx(0.009)
+    assert blocking.comm_wait_s(blocking.clock.mark(), backward_s=0.005) == pytest.approx(0.005)  # capped

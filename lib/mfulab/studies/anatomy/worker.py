@@ -53,35 +53,90 @@ def ddp_device_ids(device: str) -> list[int] | None:
     return [cuda_index()] if device == "cuda" else None
 
 
-class HookTimer:
-    """A DDP comm hook (all-reduce of the bucket, averaged) that records when it ran and, when
-    ``blocking``, waits for its all-reduce before returning (no overlap with backward)."""
+class HostClock:
+    """Marks on the host clock: on a CPU the host's time is the device's."""
 
-    def __init__(self, blocking: bool, device: str):
+    def mark(self):
+        return time.perf_counter()
+
+    def elapsed_s(self, a, b) -> float:
+        return max(0.0, b - a)
+
+
+class CudaEventClock:
+    """Marks on the device timeline: a CUDA event recorded on the current stream, read after the
+    step's synchronise. The host runs ahead of the GPU, so host timestamps taken in a comm hook
+    date the enqueue, not the work (audit D20)."""
+
+    def __init__(self, torch_cuda=None):
+        if torch_cuda is None:
+            import torch
+
+            torch_cuda = torch.cuda
+        self.cuda = torch_cuda
+
+    def mark(self):
+        event = self.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def elapsed_s(self, a, b) -> float:
+        return max(0.0, a.elapsed_time(b) / 1e3)
+
+
+def step_clock(device: str):
+    """The clock a rung's communication wait is read on: CUDA events on a GPU, the host's clock
+    elsewhere."""
+    return CudaEventClock() if device == "cuda" else HostClock()
+
+
+class HookTimer:
+    """A DDP comm hook (all-reduce of the bucket, averaged) that marks, on ``clock``, where each
+    bucket's all-reduce began and ended and where the hook returned; when ``blocking`` it waits
+    for its all-reduce before returning (no overlap with backward).
+
+    The step's exposed communication (:meth:`comm_wait_s`) is the blocked spans plus the tail from
+    the last hook's return to the end of backward. On a GPU every mark is a CUDA event on the
+    compute stream: a bucket's "began" fires when its gradients are computed, its "ended" when the
+    compute stream has waited for the all-reduce, and the tail is the device time backward spent
+    waiting for the buckets still in flight when its compute ended (audit D20)."""
+
+    def __init__(self, blocking: bool, device: str, clock=None):
         self.blocking, self.device = blocking, device
+        self.clock = clock if clock is not None else step_clock(device)
         self.reset()
 
     def reset(self):
-        self.blocked_s, self.last_return, self.calls = 0.0, None, 0
+        self.spans, self.last_return, self.calls = [], None, 0
 
     def run(self, bucket):
         import torch.distributed as dist
         from torch.profiler import record_function
 
+        began = self.clock.mark()
         tensor = bucket.buffer().div_(dist.get_world_size())
         fut = dist.all_reduce(tensor, async_op=True).get_future()
+        returned = began
         if self.blocking:
-            t0 = time.perf_counter()
             with record_function("mfulab.comm_wait"):
-                fut.wait()
+                fut.wait()  # on CUDA: the current stream waits for the all-reduce
+                returned = self.clock.mark()
                 if self.device == "cuda":
                     import torch
 
-                    torch.cuda.synchronize()
-            self.blocked_s += time.perf_counter() - t0
+                    torch.cuda.synchronize()  # and the host too: nothing overlaps this bucket
+            self.spans.append((began, returned))
         self.calls += 1
-        self.last_return = time.perf_counter()
+        self.last_return = returned
         return fut.then(lambda f: f.value()[0])
+
+    def comm_wait_s(self, backward_end, backward_s: float) -> float:
+        """The exposed communication of one backward: the blocked spans, plus the tail from the
+        last hook's return to ``backward_end`` (a mark on the same clock, taken once backward has
+        returned, before the synchronise), capped at the backward's own time."""
+        blocked_s = sum(self.clock.elapsed_s(a, b) for a, b in self.spans)
+        tail_s = self.clock.elapsed_s(self.last_return, backward_end) if self.last_return is not None else 0.0
+        return min(blocked_s + tail_s, backward_s)
 
 
 def timed_allreduce(state: HookTimer, bucket):
@@ -171,10 +226,10 @@ class Trainer:
         self.hook.reset()
         with record_function("mfulab.ddp_backward"):
             loss.backward()
+            backward_end = self.hook.clock.mark()  # a CUDA event: where backward's stream ends
             synchronize(dev)
         t3 = time.perf_counter()
-        tail_s = max(0.0, t3 - self.hook.last_return) if self.hook.last_return else 0.0
-        comm_s = min(self.hook.blocked_s + tail_s, t3 - t2)
+        comm_s = self.hook.comm_wait_s(backward_end, t3 - t2)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         synchronize(dev)
