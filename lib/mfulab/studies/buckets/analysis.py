@@ -20,6 +20,7 @@ from mfulab.studies.buckets.simulator import DEFAULT_BUCKET_CAP_MB, form_buckets
 from mfulab.studies.buckets.stated import A6_DISASTER_RATIO, A6_REGIME
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
+from mfulab.units import MIB
 
 
 def paired(row, label: str = ""):
@@ -119,6 +120,7 @@ def gpt_layout_table(records):
         rows.append(
             {
                 "bucket_cap_mb": "default (25, first bucket 1 MiB)" if default else r["bucket_cap_mb"],
+                "tensors": n_params,
                 "buckets": len(r["layout"]),
                 "first_bucket_bytes": r["layout"][0] if r["layout"] else None,
                 "matches_rules": predicted == r["layout"],
@@ -249,5 +251,34 @@ def a6_measured_claim(records, m: dict | None) -> list[Claim]:
             f"regime: {regime['tensors']} tensors, set-up latency {regime['latency_s'] * 1e6:.0f} µs vs "
             f"{regime['transfer_s'] * 1e6:.0f} µs transfer per call ({regime['ratio']:.1f}:1){why}",
             basis=verdicts.TOY,
+        )
+    ]
+
+
+def a6_ddp_default_claim(records, gpt) -> list[Claim]:
+    """Article A §2.3's premise, "with PyTorch's native DDP every parameter tensor triggers its own
+    all-reduce once its gradient is computed", against the layout DDP itself recorded for the
+    reference GPT at its default settings (``gpt``: :func:`gpt_layout_table`): refuted by the
+    count when DDP all-reduced fewer buckets than the model has tensors (bucketing, Li et al.
+    2020 §3.2.3: 25 MiB buckets, the first 1 MiB)."""
+    if gpt.empty:
+        return []
+    d = gpt[gpt.bucket_cap_mb.astype(str).str.startswith("default")]
+    if not len(d):
+        return []
+    r = d.iloc[0]
+    fewer = int(r.buckets) < int(r.tensors)
+    return [
+        Claim(
+            "A6",
+            "with native DDP every parameter tensor triggers its own all-reduce",
+            f"DDP's recorded bucket layout of the reference GPT ({records['params']['gpt_preset']}) at its "
+            "default bucket_cap_mb, against its parameter tensors",
+            "refuted" if fewer else "not checkable",
+            f"{int(r.tensors)} tensors in {int(r.buckets)} buckets (first {r.first_bucket_bytes / MIB:.2f} "
+            f"MiB): {int(r.buckets)} all-reduces per step; layout matches DDP's rules: "
+            f"{bool(r.matches_rules)}. "
+            "DDP buckets by default (Li et al. 2020 §3.2.3)",
+            basis=verdicts.CONSTRUCTION,
         )
     ]

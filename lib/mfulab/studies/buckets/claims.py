@@ -25,6 +25,7 @@ def tables(records) -> dict:
         "best_caps": cluster_scale.best_caps(scale),
         "sensitivity": sensitivity.sensitivity_table(records),
         "a6_per_tensor": cluster_scale.per_tensor_table(records),
+        "b8_case": cluster_scale.b8_table(records),
     }
 
 
@@ -39,11 +40,12 @@ def outcome(records, p) -> Outcome:
         "a6_measured": analysis.a6_measured(records)
     }
     claim_list = (
-        analysis.a6_measured_claim(records, values["a6_measured"])
+        analysis.a6_ddp_default_claim(records, t["gpt_layouts"])
+        + analysis.a6_measured_claim(records, values["a6_measured"])
         + cluster_scale.a6_per_tensor_claim(t["a6_per_tensor"])
         + cluster_scale.a6_spread_claim(records, best, sens)
         + cluster_scale.a6_sweet_spot_claim(records, best, sens)
-        + cluster_scale.b8_claims(records, t["scale"], sens)
+        + cluster_scale.b8_claims(records, t["b8_case"], sens)
         + flags.b6_claims(records, t["flags"])
     )
     return Outcome(claim_list, headline_metrics(records, claim_list, t, values), t, values=values)

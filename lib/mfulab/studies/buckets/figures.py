@@ -86,8 +86,9 @@ def scale_title(best) -> str:
         if not big.in_20_40_mb.any()
         else f"a best cap in the article's 20–40 MB for {', '.join(big.preset[big.in_20_40_mb])}"
     )
+    device = f" {best.device.iloc[0]}" if "device" in best else ""
     return (
-        f"At {n} cards: {where};\nthe cap moves MFU by {big.spread_points.min():.1f}–"
+        f"At {n}{device} cards: {where};\nthe cap moves MFU by {big.spread_points.min():.1f}–"
         f"{big.spread_points.max():.1f} points over {plausible_caps_text()} "
         f"(article: {A6_MFU_POINTS[0]:g}–{A6_MFU_POINTS[1]:g})"
     )

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from mfulab.analytic.config import preset
 from mfulab.errors import ParameterError
+from mfulab.studies.buckets.stated import A6_DEVICE
 from mfulab.studies.buckets.stated import SCALE_CASE as SI
 from mfulab.studykit.params import StudyParams, calibration_param, param
 
@@ -92,6 +93,11 @@ class Params(StudyParams):
         "the cards at scale, a devices.yaml key (article B's A100s): the step model reads their peak, "
         "MAMF, memory and links from it",
     )
+    a6_device: str = param(
+        A6_DEVICE,
+        "A6's cards at scale, a devices.yaml key (article A's Ascend 910B; HCCL priced by NCCL's "
+        "latency model): the per-tensor row, the spread, the sweet spot and the heat map",
+    )
     scale_matmul_share_of_mamf: float = param(
         SI["matmul_share_of_mamf"],
         "the share of the device's best measured GEMM (MAMF) the step's GEMMs reach (chapter 09 fits "
@@ -140,10 +146,11 @@ class Params(StudyParams):
         )
         from mfulab.analytic.devices import device_spec
 
-        try:
-            device_spec(self.scale_device)
-        except ParameterError as err:
-            raise ParameterError(f"scale_device: {err}") from None
+        for name in ("scale_device", "a6_device"):
+            try:
+                device_spec(getattr(self, name))
+            except ParameterError as err:
+                raise ParameterError(f"{name}: {err}") from None
         for name in self.scale_presets:
             self._require_preset("scale_presets", name)
         sizes = self.scale_world_sizes

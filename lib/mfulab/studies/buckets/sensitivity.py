@@ -88,10 +88,13 @@ def by_size(names) -> list[str]:
     return sorted(names, key=lambda name: param_count(preset(name)))
 
 
-def stated_setting(p: dict) -> dict:
-    """The simulator's stated setting, from the study's ``scale_*`` parameters."""
+def stated_setting(p: dict, claim: str = "b8") -> dict:
+    """The simulator's stated setting, from the study's ``scale_*`` parameters, on the cards of
+    ``claim``'s article: ``a6_device`` (article A's 910B) for A6, ``scale_device`` (article B's
+    A100) for B8."""
+    device = p.get("a6_device", p["scale_device"]) if claim == "a6" else p["scale_device"]
     return {
-        "device": p["scale_device"],
+        "device": device,
         "matmul_share_of_mamf": p["scale_matmul_share_of_mamf"],
         "micro_batch": p["scale_micro_batch"],
         "algorithm": p["scale_algorithm"],
@@ -109,11 +112,17 @@ def scenarios(p: dict, overhead: dict | None = None) -> list[dict]:
     to this machine's sweep (the simulator's model error here, as if a cluster paid it)."""
     base = stated_setting(p)
     plain = {"tp": None, "pp": 1, "accumulation": 1}  # TP None: each model at its stated TP
+    a6_device = stated_setting(p, "a6")["device"]
     stated = (
-        f"{base['device']} (devices.yaml links, NCCL latencies), GEMMs at {base['matmul_share_of_mamf']:g} "
-        f"of MAMF, {algorithm_text(base['algorithm'])}"
+        f"A6 on {a6_device}, B8 on {base['device']} (devices.yaml links, NCCL latencies), GEMMs at "
+        f"{base['matmul_share_of_mamf']:g} of MAMF, {algorithm_text(base['algorithm'])}"
     )
     out = [{"assumption": "stated", "value": stated, "setting": base, **plain}]
+    if a6_device != base["device"]:  # A6 on the other article's cards
+        value = f"A6 on {base['device']} (article B's cards)"
+        out.append(
+            {"assumption": "cards", "value": value, "setting": base, **plain, "a6_device": base["device"]}
+        )
     stated_latencies = rates.Assumptions()
     for scale in SENSITIVITY["nccl_latency_scale"]:
         setting = {**base, **{name: scale * getattr(stated_latencies, name) for name in NCCL_LATENCY_FIELDS}}
@@ -172,17 +181,13 @@ def _layout(name: str, cards: int, s: dict) -> tuple[int, int]:
     return tp, max(2, cards // (tp * s["pp"]))
 
 
-def _run(name: str, cards: int, caps, s: dict) -> dict:
-    """{cap: simulated row} for model ``name`` on ``cards`` devices under scenario ``s``."""
+def _run(name: str, cards: int, caps, s: dict, device: str | None = None) -> dict:
+    """{cap: simulated row} for model ``name`` on ``cards`` devices under scenario ``s``, on
+    ``device`` (default: the scenario's setting's)."""
     tp, dp = _layout(name, cards, s)
+    setting = s["setting"] | ({"device": device} if device else {})
     rows = gpt_simulation(
-        preset(name),
-        n=dp,
-        bucket_caps_mb=caps,
-        tp=tp,
-        pp=s["pp"],
-        accumulation=s["accumulation"],
-        **s["setting"],
+        preset(name), n=dp, bucket_caps_mb=caps, tp=tp, pp=s["pp"], accumulation=s["accumulation"], **setting
     )
     return {r["bucket_cap_mb"]: r for r in rows}
 
@@ -202,7 +207,8 @@ def sensitivity_table(records):
     seven_b = next((m for m in models if "7b" in m), models[0])
     rows = []
     for s in scenarios(p, model_error.carried_overhead(records)):
-        a6 = {m: _run(m, A6_CARDS, caps, s) for m in models}
+        a6_device = s.get("a6_device", stated_setting(p, "a6")["device"])
+        a6 = {m: _run(m, A6_CARDS, caps, s, device=a6_device) for m in models}
         tied = {m: tied_best({c: x["step_s"] for c, x in r.items()}) for m, r in a6.items()}
         gains = {m: a6[m][tied[m][0]]["mfu"] - a6[m][DEFAULT_BUCKET_CAP_MB]["mfu"] for m in models}
         mfu = {m: {c: x["mfu"] for c, x in r.items()} for m, r in a6.items()}

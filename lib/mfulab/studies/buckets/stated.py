@@ -39,11 +39,12 @@ B8_STATED = {"ranks": 64, "default_cap_mb": 25, "better_caps_mb": (50, 100)}
 # (not huge for large-scale training, but together they save several percentage points).
 # Our reading of "several percent": at least 3%, a 1.03× speed-up.
 B6_SEVERAL_PERCENT_RATIO = 1.03
-# The mechanism's bound at the article's scale (article B §5.2: 7B on 64 × A100, 9.0 s per
-# step after the DDP change, articles.B15_STEPS): fp32 gradients (the larger case under mixed
-# precision), one copy avoided per step at the A100 40 GB HBM2 bandwidth (1.555 TB/s, the
-# lower of the two A100 datasheet figures, devices.yaml): the largest saving the copy allows.
-B6_ARTICLE = {"preset": "llama2-7b", "grad_bytes_per_param": 4, "hbm_bytes_per_s": 1.555e12, "step_s": 9.0}
+# The mechanism's bound at the article's scale (article B §5.2: 7B on 64 × A100 80G at TP 4, 9.0 s
+# per step after the DDP change, articles.B15_STEPS): each GPU holds a quarter of the gradients
+# (TP 4), in fp32 (the larger case under mixed precision); both copies the flag avoids (DDP's
+# copy_grad_to_bucket before the all-reduce and its copy back to .grad after) at the card's HBM
+# bandwidth (devices.yaml ``a100``, the 80 GB SXM's 2.039 TB/s): the largest saving they allow.
+B6_ARTICLE = {"preset": "llama2-7b", "grad_bytes_per_param": 4, "device": "a100", "tp": 4, "step_s": 9.0}
 
 # The case the simulator is run at scale (the study's ``scale_*`` defaults): article B's A100s
 # (``devices.yaml`` key ``a100``: peak, MAMF, HBM, NVLink 3 inside a node and one 200 Gb/s HDR
@@ -58,6 +59,12 @@ SCALE_CASE = {
     "micro_batch": 1,
     "algorithm": "best",
 }
+
+# A6 is article A's claim, made on Ascend 910B cards (its §1 and launch command): A6's rows run
+# on the 910B's devices.yaml entry (HCCS inside a node, 200 Gb/s RoCE between nodes, both
+# approximate) in place of SCALE_CASE's device; HCCL's per-call latencies are priced by NCCL's
+# model (assumed: Huawei publishes none), and article B's A100s are a sensitivity row.
+A6_DEVICE = "ascend-910b"
 
 # The layouts the simulator runs at scale: each model at its tensor parallelism, DP = cards ÷ TP.
 # The articles' own: article A's 13B at TP 8 (its launch command, §6.1: --tensor-model-parallel-size

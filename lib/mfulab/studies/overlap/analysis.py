@@ -240,6 +240,13 @@ def a3_outcome(records, mode: str) -> dict | None:
         "recovered_share": float(recovered),
         "comparison": c,
         "vs_serial": vs_serial,
+        # the all-reduces' time in flight inside the overlapped step ÷ alone, at the same k: above 1
+        # the compute slowed the communication (cores shared on a CPU, SMs and memory on a GPU)
+        "comm_stretch": compare_timings(
+            timing(records, mode, k, "overlapped_in_flight"), timing(records, mode, k, "comm_only_in_flight")
+        )
+        if has_in_flight(records)
+        else None,
     }
     return out | {"recovered_text": recovered_text(out)}
 
@@ -373,3 +380,26 @@ def a5_table(comparisons: dict):
             for key, c in comparisons.items()
         ]
     )
+
+
+def step_best_k_text(best: dict) -> str:
+    """The k with the shortest measured step per compute mode (``best``: mode → k, from
+    ``analysis.best_k``; the article's "4–8 works best" is about the step, not the
+    communication alone)."""
+    found = [f"k={k} ({m} compute)" for m, k in best.items() if k is not None]
+    return "the measured step is shortest at " + ", ".join(found) if found else ""
+
+
+def a5_regime(records, art, per_call: float) -> dict:
+    """The regime of A5's mechanism: the per-call share 2(n−1)α ÷ t(S/16) of one 16-chunk call
+    (α–β model) here and at the article's scale. A call is per-call-dominated when the share
+    is at least one half (its message below the crossover n·α·B); the regimes match when both
+    sides are on the same side of that line."""
+    p16 = predicted_comm_s(records, 16)
+    share_here = per_call / (p16["total_s"] / 16)
+    share_article = art["a5_latency_share_k16"]
+    return {
+        "share_here": share_here,
+        "share_article": share_article,
+        "matches": (share_here >= 0.5) == (share_article >= 0.5),
+    }

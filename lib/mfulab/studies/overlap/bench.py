@@ -43,9 +43,10 @@ from functools import partial
 import numpy as np
 
 from mfulab.measure import calibration, collectives, host
+from mfulab.studies.overlap import tp_layout
 from mfulab.studies.overlap.params import Params
 
-BENCHMARK_VERSION = {"overlap": 4}  # 4: the drawn timeline is the extra step nearest the median
+BENCHMARK_VERSION = {"overlap": 5}  # 5: A2's TP MLP collectives and A18's compute ÷ comm sweep
 VARIANTS = ("overlapped", "compute_only", "comm_only")
 MM_SIZE = 128  # real compute's matmul on CPU: small, so that a chunk's compute is a whole number of them
 CUDA_MM_SIZE = 4096  # on CUDA: large bf16 matmuls keep the tensor cores busy (not launch-bound)
@@ -183,6 +184,7 @@ def overlap_worker(spec: dict) -> dict:
         per_size, mats = {MM_SIZE: t_mm}, {MM_SIZE: mm}
     in_flight_measured = True  # gloo: futures complete when the work does; CUDA: events
     out = {"world_size": n, "device": device, "rounds": spec["rounds"], "rows": [], "timelines": {}}
+    out["tp_mlp"] = tp_layout.tp_mlp_collectives(device)  # A2: where tensor parallelism's all-reduce sits
     out["in_flight_measured"], wrong, compute_s = in_flight_measured, 0, 0.0
     out["matmul_s"], out["matmul_s_per_size"] = t_mm, {str(k): v for k, v in per_size.items()}
 
@@ -317,6 +319,33 @@ def overlap_worker(spec: dict) -> dict:
             step_s, events = min(candidates, key=lambda c: abs(c[0] - median_s))
             out["timelines"][f"{mode}:{k}"] = events
             out.setdefault("timeline_step_s", {})[f"{mode}:{k}"] = step_s
+    # A18: the exposed share against compute ÷ communication, emulated compute (a timed wait costs
+    # nothing of the communication), serial (k = 1) and chunked (k = a18_k), interleaved per ratio
+    out["a18_rows"], measured_compute_s = [], compute_s
+    for ratio in spec.get("a18_ratios", []):
+        compute_s = ratio * one_shot
+        sinks = {(v, k): [] for k in (1, spec["a18_k"]) for v in ("overlapped", "compute_only")}
+        fns = {f"{v}:{k}": partial(timed, "emulated", k, v, sink) for (v, k), sink in sinks.items()}
+        interleaved(
+            fns,
+            rounds=spec["a18_rounds"],
+            device=device,
+            num_threads=1,
+            warmup=1,
+            number=1,
+            seed=spec["seed"],
+            desc=f"A18 compute ÷ comm {ratio:g} (rank {rank})",
+        )
+        for (v, k), sink in sinks.items():
+            out["a18_rows"].append(
+                {
+                    "compute_over_comm": ratio,
+                    "k": k,
+                    "variant": v,
+                    "times_s": [x[0] for x in sink[-spec["a18_rounds"] :]],
+                }
+            )
+    compute_s = measured_compute_s
     out["wrong"] = int(reduce_scalar(wrong, "sum"))
     return out
 
@@ -350,6 +379,9 @@ def measure(p: Params) -> dict:
                 "modes": list(p.modes),
                 "rounds": p.rounds,
                 "seed": p.seed,
+                "a18_ratios": list(p.a18_compute_over_comm),
+                "a18_k": p.a18_k,
+                "a18_rounds": p.a18_rounds,
             },
         ),
     ):

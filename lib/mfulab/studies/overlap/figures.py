@@ -195,3 +195,34 @@ def plot_comm_vs_k(d, g: dict | None):
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7)
     return fig
+
+
+def plot_a18_sweep(d):
+    """A18: the exposed communication share against compute ÷ communication (the outcome's
+    ``a18_sweep`` table), serial and chunked, with the article's 10% and 25% lines."""
+    from mfulab.studies.overlap.exposed_share import GOOD_SHARE, ROOM_SHARE
+
+    if not len(d):
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for k, g in d.groupby("k"):
+        g = g.sort_values("compute_over_comm")
+        label = "serial (k = 1)" if k == 1 else f"chunked (k = {k})"
+        ax.plot(g.compute_over_comm, 100 * g.exposed_share, marker="o", label=label)
+    for share, text in (
+        (GOOD_SHARE, "article: good overlap below"),
+        (ROOM_SHARE, "article: room left above"),
+    ):
+        ax.axhline(100 * share, color="grey", linestyle="--", linewidth=1)
+        ax.text(d.compute_over_comm.min(), 100 * share + 1, f"{text} {share:.0%}", fontsize=8, color="grey")
+    ax.set_xscale("log", base=2)
+    ratios = sorted(d.compute_over_comm.unique())
+    ax.set_xticks(ratios, [f"{r:g}" for r in ratios])
+    ax.minorticks_off()
+    ax.set_xlabel("compute ÷ communication (emulated compute, × the one-shot all-reduce)")
+    ax.set_ylabel("exposed communication (% of the step)")
+    ax.set_ylim(0, 100)
+    ax.set_title("A18: one overlap's exposed share across compute ÷ comm ratios", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -56,6 +56,15 @@ class Params(StudyParams):
         positive=True,
     )
     seed: int = param(0, "seed of the per-round order of the interleaved variants", non_negative=True)
+    a18_compute_over_comm: tuple[float, ...] = param(
+        [0.5, 1.0, 2.0, 4.0],
+        "A18: compute ÷ communication ratios swept with emulated compute (the exposed share against "
+        "the ratio; empty: no sweep)",
+        unit="×",
+        positive=True,
+    )
+    a18_k: int = param(8, "A18: the chunk count of the sweep's overlapped step", unit="chunks", positive=True)
+    a18_rounds: int = param(7, "A18: interleaved rounds per ratio", unit="rounds", positive=True)
     timeout_s: float = param(900.0, "time limit of each torchrun job", unit="s", positive=True)
     a5_mechanism_min_share: float = param(
         0.8,
@@ -126,6 +135,14 @@ class Params(StudyParams):
                 "chunk counts",
             )
         self.require("rounds", self.rounds >= 3, "at least 3 (a paired interval needs several rounds)")
+        self.require(
+            "a18_rounds", self.a18_rounds >= 3, "at least 3 (a paired interval needs several rounds)"
+        )
+        self.require(
+            "a18_k",
+            (self.overlap_bytes // 4) % self.a18_k == 0,
+            f"a count that splits overlap_bytes={self.overlap_bytes} (as float32 elements) into equal chunks",
+        )
         self.require(
             "article_matmul_share_of_mamf", self.article_matmul_share_of_mamf <= 1, "a share of MAMF: ≤ 1"
         )

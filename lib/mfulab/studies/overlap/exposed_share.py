@@ -1,0 +1,83 @@
+"""Claim A18's yardstick (exposed communication under 10% of the step is good overlap, over
+25% leaves room) against the compute ÷ communication ratio: the overlap job's emulated sweep
+(``bench.overlap_worker``, ``a18_rows``) runs the serial step (k = 1) and one chunked step
+(k = ``a18_k``) at several ratios, and the exposed share of each is
+
+    exposed_s   = median over rounds of (overlapped step − compute-only step)   paired rounds
+    share       = exposed_s ÷ median overlapped step
+
+The same overlap (the same k, the same engine) gives a different share at every ratio, so the
+share alone cannot grade an overlap.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mfulab.studykit import verdicts
+from mfulab.studykit.verdicts import Claim
+
+GOOD_SHARE, ROOM_SHARE = 0.10, 0.25  # the article's thresholds
+
+
+def share_class(share: float) -> str:
+    """The article's reading of an exposed share."""
+    if share < GOOD_SHARE:
+        return f"good (< {GOOD_SHARE:.0%})"
+    return f"room left (> {ROOM_SHARE:.0%})" if share > ROOM_SHARE else "in between"
+
+
+def a18_table(records):
+    """One row per (compute ÷ comm, k): the median overlapped step, the median exposed
+    communication and its share of the step (empty when the run has no sweep)."""
+    import pandas as pd
+
+    rows = records["overlap"].get("a18_rows", [])
+    by = {(r["compute_over_comm"], r["k"], r["variant"]): np.array(r["times_s"]) for r in rows}
+    out = []
+    for ratio, k in sorted({(r, k) for r, k, _ in by}):
+        overlapped, compute = by[(ratio, k, "overlapped")], by[(ratio, k, "compute_only")]
+        exposed_s = float(np.median(overlapped - compute))
+        step_s = float(np.median(overlapped))
+        out.append(
+            {
+                "compute_over_comm": ratio,
+                "k": k,
+                "overlapped_s": step_s,
+                "exposed_comm_s": exposed_s,
+                "exposed_share": exposed_s / step_s,
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def a18_claim(table, overlap_table) -> Claim | None:
+    """A18: not checkable (a rule of thumb with nothing to pass or fail); the evidence is the
+    exposed share of one chunk count across the compute ÷ communication sweep."""
+    emulated = overlap_table[overlap_table["mode"] == "emulated"]
+    if not len(emulated):
+        return None
+    shares = emulated.comm_share_of_step
+    evidence = f"emulated sweep over k: exposed share {shares.min():.0%}–{shares.max():.0%}"
+    if table is not None and len(table):
+        k = int(table.k.max())
+        chunked = table[table.k == k].sort_values("compute_over_comm")
+        lo, hi = chunked.iloc[0], chunked.iloc[-1]
+        classes = {share_class(x) for x in chunked.exposed_share}
+        reading = (
+            f"the same overlap falls in {len(classes)} of the article's classes as the ratio moves"
+            if len(classes) > 1
+            else f"'{classes.pop()}' at every ratio"
+        )
+        evidence += (
+            f"; at k={k}, compute ÷ comm {lo.compute_over_comm:g} → {hi.compute_over_comm:g}: "
+            f"{lo.exposed_share:.0%} → {hi.exposed_share:.0%}: {reading}"
+        )
+    return Claim(
+        "A18",
+        "communication under 10% of the step is good overlap; over 25% leaves room",
+        "exposed communication share per k, and per compute ÷ comm ratio at one k (emulated compute)",
+        "not checkable",
+        evidence + "; a rule of thumb: nothing to pass or fail",
+        basis=verdicts.TOY,
+    )
