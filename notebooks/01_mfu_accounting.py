@@ -438,8 +438,9 @@ o.tables["b15_attribution"]
 # The sentence "the gain comes mainly from communication overlap and data IO" needs a category
 # for the NCCL step. The article's own words decide it: it credits "通信重叠" (communication
 # *overlap*), and GPUDirect RDMA and buffer sizes raise bandwidth, they add no overlap; §5.2
-# also calls the SDPA + TF32 step "这一步收益最大" (the largest gain). The claims row takes that
-# reading; the other one is here, beside it, because the verdict would change under it:
+# also calls the SDPA + TF32 step "这一步收益最大" (the largest gain). But the NCCL step is
+# communication too, and counted as such it tips the share past half. The two readings give
+# opposite answers, so the claims row is *not checkable* (reading-dependent), with both:
 
 # %%
 o.tables["b15_readings"]
@@ -458,12 +459,12 @@ display(Markdown(article_arithmetic.b9_text_note(b9_text)))
 #
 # Verdicts are computed from the numbers above: arithmetic claims are confirmed when our
 # recomputation matches within 1% (an MFU stated in whole percent: within half a point, its
-# rounding). B1 has two rows: its FLOPs and MFU figures, and its "about 5 s" ideal step,
-# judged by rounding to the nearest second (4.5–5.5 s; the table above shows other readings).
+# rounding). B1's row checks its FLOPs and MFU figures; its "about 5 s" ideal step (4.41 s) is a
+# rounding slip in the prose that the MFU figures do not use, a note on the row, not a claim.
 # B2 is *shown* when at least three of its four categories take at least `b2_present_share`
-# of the job's wall clock, and not checkable otherwise; B15 is confirmed when overlap + data IO
-# carry more than half of the gross gain, the NCCL step counted as bandwidth (the article's word
-# is overlap; the other reading is in the table above).
+# of the job's wall clock, and not checkable otherwise; B15 takes "mainly" as more than half of
+# the gross gain and is decided only where both readings of the NCCL step agree (not checkable,
+# reading-dependent, where they do not).
 # Arithmetic verdicts are deterministic; B2's count is far from its threshold on one process
 # (communication is 0).
 

@@ -112,8 +112,25 @@ ab.set_index("size_bytes")[["measured_s", "model_s", "model_error"]].rename(
 )
 
 # %%
-fig = figures.plot_busbw(o.tables["collectives"], fit, o.values["crossover_bytes"])
+llc = records.get("last_level_cache_bytes") if records["device"] == "cpu" else None
+fig = figures.plot_busbw(o.tables["collectives"], fit, o.values["crossover_bytes"], llc)
 plots.save_figure(fig, out, "busbw")
+
+# %% [markdown]
+# **Small messages on a CPU.** Left of the dotted line a message and gloo's copies of it fit in the
+# host's last-level cache, so a call's time is its latency and the scheduling of gloo's threads,
+# not DRAM traffic; on a 2-core box those threads wait for a core the other rank holds, which is
+# why the small sizes' quartiles are wide and why one size can read slower than a larger one (the
+# collectives table's q1/q3). Only sizes well past the cache measure the link.
+#
+# **The same benchmark on GPUs**, as published (nccl-tests' own `all_reduce_perf`; each row's
+# source in the table): NVLink reaches about two thirds to four fifths of its line rate on a
+# ring, NVLink SHARP on H100/H200 passes the per-direction line rate (the switch does the
+# reduction), and InfiniBand gets within a few percent of its ports. `times_this_machine` is each
+# figure over this run's largest all-reduce busbw.
+
+# %%
+o.tables["nccl_tests_published"]
 
 # %% [markdown]
 # ## 2 · Serial vs overlapped: the timeline (A3)

@@ -200,11 +200,25 @@ layer
 # trains this model at tensor parallelism 8 without sequence parallelism, so each card runs
 # 1/8 of the matmuls but LayerNorm, dropout and the residual add on the whole sequence (the
 # article's own §4.2 point). Everything else in the layer is left out, so the share is too
-# large and the speed-up an upper bound. The table varies each assumption, the layout among
-# them (one card; TP 8 with sequence parallelism, which splits the sub-block too), and gives
-# the bandwidth efficiency below which even a free sub-block would reach 1.43×:
+# large and the speed-up an upper bound. The article's second mechanism, **kernel launches**
+# ("three launches become one"), is a term of its own: each call of the sub-block (one 4096-token
+# sequence here) launches 3 kernels unfused and 1 fused, each at an assumed 5 µs of exposed time
+# (a GPU's launch path; Ascend publishes none; exposed only when the device waits for the host,
+# so an upper bound). The table varies each assumption, the layout among them (one card; TP 8
+# with sequence parallelism, which splits the sub-block too) and the launch cost (none, 20 µs,
+# and this machine's own eager dispatch, timed below), and gives the bandwidth efficiency below
+# which even a free sub-block would reach 1.43×:
 
 # %%
+launch = records.get("launch")
+if launch:
+    display(
+        Markdown(
+            f"One eager op dispatch on this machine: **{launch['per_op_s'] * 1e6:.2f} µs** "
+            f"[{launch['per_op_q1_s'] * 1e6:.2f}, {launch['per_op_q3_s'] * 1e6:.2f}] (quartiles; "
+            f"{launch['ops_per_call']} one-element adds back to back; the result checked: {launch['correct']})."
+        )
+    )
 sensitivity = o.tables["a7_article_sensitivity"]
 sensitivity
 
@@ -216,7 +230,9 @@ sensitivity
 # bytes model is the sub-block's story; whether the layer gains 30% then turns on the layout
 # and on how close the eager kernels come to the datasheet bandwidth (the break-even column):
 # at TP 8 without sequence parallelism the sub-block is a sixth of the layer at the central
-# assumptions, and the claim needs eager kernels at about 40% of the bandwidth or less.
+# assumptions, and the claim needs eager kernels at about 40% of the bandwidth or less. The
+# launches are about a hundredth of the layer at 5 µs each: a 4096-token call amortises them,
+# so at this size fusion pays through bytes, not launches (the launch rows say how far 20 µs moves it).
 #
 # ## 3 · Attention vs sequence length (A8, B3)
 #

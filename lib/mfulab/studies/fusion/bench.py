@@ -21,11 +21,11 @@ from mfulab.studies.fusion.kernels import (
     sdpa_causal_attention,
     sdpa_dispatch_cases,
 )
-from mfulab.studies.fusion.norm_fusion_bench import measure_ln_fusion
+from mfulab.studies.fusion.norm_fusion_bench import measure_launch_overhead, measure_ln_fusion
 from mfulab.studies.fusion.params import Params
 from mfulab.units import MIB
 
-BENCHMARK_VERSION = {"ln_fusion": 3, "attention": 2, "model_compile": 4, "matmul_dtypes": 1}
+BENCHMARK_VERSION = {"ln_fusion": 3, "attention": 2, "model_compile": 4, "matmul_dtypes": 1, "launch": 1}
 PEAK_WORKER = "mfulab.studies.fusion.kernels:attn_peak_worker"
 
 
@@ -189,6 +189,7 @@ def measure(p: Params) -> dict:
     rec["matmul_dtypes"] = {d: cal[f"matmul:{d}"] for d in dtypes}
     rec["cpu_isa"] = host.cpu_isa()  # B4 on a CPU: whether bf16 GEMMs have hardware (AVX512_BF16, AMX)
     rec["ln"] = measure_ln_fusion(p, cal["bandwidth"].get("last_level_cache_bytes"))
+    rec["launch"] = measure_launch_overhead(device)
     rec["attention"] = measure_attention(p)
     rec["compile"] = measure_model_compile(p)
     return rec

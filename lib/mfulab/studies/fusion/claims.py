@@ -15,6 +15,7 @@ from mfulab.studies.fusion import analysis, attention_memory, norm_fusion, sdpa_
 from mfulab.studies.fusion.stated import (
     A7_ARTICLE_DEVICE,
     A7_ARTICLE_DTYPE,
+    A7_ARTICLE_KERNELS,
     A7_ARTICLE_PRESET,
     A7_ASSUMED_BANDWIDTH_EFFICIENCY,
     A7_ASSUMED_MATMUL_EFFICIENCY,
@@ -38,7 +39,7 @@ def tables(records, v: dict) -> dict[str, pd.DataFrame]:
         "ln_fusion_speedup": pd.DataFrame(norm_fusion.comparisons(records)),
         "ln_dropout_rng": norm_fusion.rng_table(records),
         "ln_layer_share": norm_fusion.layer_table(records),
-        "a7_article_sensitivity": norm_fusion.article_sensitivity(),
+        "a7_article_sensitivity": norm_fusion.article_sensitivity(norm_fusion.measured_launch_s(records)),
         "attention": analysis.attention_table(records),
         "attention_slopes": pd.Series(v["attention_slopes"], name="log-log slope")
         .rename_axis("quantity")
@@ -59,7 +60,7 @@ def _varied_value(row) -> str:
         "layout": f"TP {row.tp}{' + SP' if row.sequence_parallel else ''}",
         "matmul efficiency": f"{row.matmul_efficiency:g}",
         "bandwidth efficiency": f"{row.bandwidth_efficiency:g}",
-    }.get(row.varied, "")
+    }.get(row.varied, f"{row.launch_s * 1e6:.3g} µs" if row.varied.startswith("launch") else "")
     return f"{row.varied} {value}".strip()
 
 
@@ -118,8 +119,11 @@ def a7_claims(records, t) -> list[Claim]:
             f"{A7_ASSUMED_MATMUL_EFFICIENCY:.0%} and bandwidth efficiency "
             f"{A7_ASSUMED_BANDWIDTH_EFFICIENCY:.0%} (assumed)",
             "refuted" if survives else "analytic only",
-            f"sub-block share {central.sub_block_share:.1%}: layer ≤ {central.layer_speedup:.3f}× "
-            f"(bytes-model fusion), ≤ {central.layer_speedup_ceiling:.3f}× with a free sub-block; "
+            f"sub-block share {central.sub_block_share:.1%} (its {A7_ARTICLE_KERNELS[0]} launches at "
+            f"{central.launch_s * 1e6:g} µs: {central.launch_share:.2%} of the layer): layer ≤ "
+            f"{central.layer_speedup:.3f}× (bytes-model fusion, {A7_ARTICLE_KERNELS[0]} → "
+            f"{A7_ARTICLE_KERNELS[1]} launches), ≤ {central.layer_speedup_ceiling:.3f}× with a free "
+            "sub-block; "
             f"over the sensitivity table ≤ {sens.layer_speedup_ceiling.max():.2f}×; the claim would need "
             f"eager kernels at ≤ {central.break_even_bandwidth_efficiency:.0%} of the datasheet bandwidth"
             + (

@@ -25,8 +25,13 @@ For the article's 13B layer (GPT block, hidden h, sequence s, bf16), per token:
   card runs 1/t of them too. So TP without SP raises the sub-block's share t-fold against the
   matmuls (the article's own §4.2 point), and TP with SP leaves it as at t = 1.
 
-Everything else in the layer (softmax or flash attention, GELU, biases) is left out of the
-layer's time, which makes ``f`` too large: the speed-up computed here is an upper bound.
+- kernel launches, the article's second fusion mechanism: each call of the sub-block launches
+  k kernels (unfused 3, fused 1, the article's count), each costing ``launch_s`` of exposed time,
+  once per call of ``tokens_per_call`` tokens: 2·k·launch_s / tokens per layer and token. A
+  launch is exposed only when the device waits for the host, so this is an upper bound.
+
+Everything else in the layer (softmax or flash attention, GELU, biases, their launches) is left
+out of the layer's time, which makes ``f`` too large: the speed-up computed here is an upper bound.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from mfulab.analytic.devices import device_spec
 from mfulab.errors import ParameterError
 from mfulab.studies.fusion.bytes_model import ln_residual_dropout_bytes
 
-LAYOUT_KEYS = ("device", "tp", "sequence_parallel", "matmul_efficiency", "bandwidth_efficiency")
+LAYOUT_KEYS = ("device", "tp", "sequence_parallel", "matmul_efficiency", "bandwidth_efficiency", "launch_s")
 SUB_BLOCKS_PER_LAYER = 2  # after attention and after the MLP (Megatron's bias-dropout-add + LN)
 
 
@@ -68,10 +73,15 @@ def article_layer(
     dropout: bool = True,
     tp: int = 1,
     sequence_parallel: bool = False,
+    launch_s: float = 0.0,
+    kernels: tuple[int, int] = (3, 1),
+    tokens_per_call: int | None = None,
 ) -> dict:
     """The sub-block's share of one layer's forward and the layer speed-ups that follow, for a
     preset's layer on a datasheet device (module docstring), per token and card, with the
-    layer split over ``tp`` cards (the sub-block too with ``sequence_parallel``)."""
+    layer split over ``tp`` cards (the sub-block too with ``sequence_parallel``), and
+    ``kernels`` (unfused, fused) launches per sub-block call at ``launch_s`` each, one call per
+    ``tokens_per_call`` tokens (default: one sequence)."""
     cfg = preset(preset_name)
     spec = device_spec(device)
     dtype_bytes = {"bf16": 2, "fp16": 2, "fp32": 4}[dtype]
@@ -84,9 +94,11 @@ def article_layer(
     kw = dict(tokens=1, hidden=cfg.d_model, dtype_bytes=dtype_bytes, dropout=dropout)
     unfused_bytes = SUB_BLOCKS_PER_LAYER * ln_residual_dropout_bytes(fused=False, **kw) / sub_block_cards
     fused_bytes = SUB_BLOCKS_PER_LAYER * ln_residual_dropout_bytes(fused=True, **kw) / sub_block_cards
+    tokens = tokens_per_call or cfg.seq_len
+    unfused_launch_s, fused_launch_s = (SUB_BLOCKS_PER_LAYER * k * launch_s / tokens for k in kernels)
     matmul_s = flops / peak_flops_per_s
-    unfused_s = unfused_bytes / bandwidth_bytes_per_s
-    fused_s = fused_bytes / bandwidth_bytes_per_s
+    unfused_s = unfused_bytes / bandwidth_bytes_per_s + unfused_launch_s
+    fused_s = fused_bytes / bandwidth_bytes_per_s + fused_launch_s
     share = unfused_s / (matmul_s + unfused_s)
     return {
         "preset": cfg.name,
@@ -99,8 +111,10 @@ def article_layer(
         "layer_flops_per_token": flops,
         "sub_block_unfused_bytes_per_token": unfused_bytes,
         "sub_block_fused_bytes_per_token": fused_bytes,
+        "launch_s": launch_s,
         "matmul_s_per_token": matmul_s,
         "sub_block_s_per_token": unfused_s,
+        "sub_block_launch_s_per_token": unfused_launch_s,
         "sub_block_share": share,
         "layer_speedup": (matmul_s + unfused_s) / (matmul_s + fused_s),
         "layer_speedup_ceiling": amdahl_speedup(share, float("inf")),
@@ -110,9 +124,12 @@ def article_layer(
 def break_even_bandwidth_efficiency(target_speedup: float, **kw) -> float:
     """The bandwidth efficiency below which a layer with a *free* fused sub-block would reach
     ``target_speedup`` (the eager kernels would have to be that slow): solves
-    unfused_bytes / (bandwidth × eff) = (target − 1) · matmul time."""
+    unfused_bytes / (bandwidth × eff) + launches = (target − 1) · matmul time (inf: the launches
+    alone reach it)."""
     row = article_layer(bandwidth_efficiency=1.0, **kw)
-    return row["sub_block_s_per_token"] / ((target_speedup - 1) * row["matmul_s_per_token"])
+    memory_s = row["sub_block_s_per_token"] - row["sub_block_launch_s_per_token"]
+    room_s = (target_speedup - 1) * row["matmul_s_per_token"] - row["sub_block_launch_s_per_token"]
+    return memory_s / room_s if room_s > 0 else float("inf")
 
 
 def sensitivity(
@@ -129,6 +146,10 @@ def sensitivity(
     tp: int = 1,
     sequence_parallel: bool = False,
     layouts=(),
+    launch_s: float = 0.0,
+    kernels: tuple[int, int] = (3, 1),
+    tokens_per_call: int | None = None,
+    launches=(),
 ):
     """One row per assumption varied around the central one (device, matmul efficiency,
     bandwidth efficiency, and the ``layouts``: (tp, sequence_parallel) pairs), with the layer
@@ -142,6 +163,7 @@ def sensitivity(
         bandwidth_efficiency=bandwidth_efficiency,
         tp=tp,
         sequence_parallel=sequence_parallel,
+        launch_s=launch_s,
     )
     cases = [("central", central)]
     cases += [
@@ -154,9 +176,11 @@ def sensitivity(
     cases += [
         ("bandwidth efficiency", {**central, "bandwidth_efficiency": b}) for b in bandwidth_efficiencies
     ]
+    cases += [(label, {**central, "launch_s": x}) for label, x in launches if x != launch_s]
     rows = []
     for varied, kw in cases:
-        row = article_layer(preset_name=preset_name, dtype=dtype, **kw)
+        fixed = dict(kernels=kernels, tokens_per_call=tokens_per_call)
+        row = article_layer(preset_name=preset_name, dtype=dtype, **kw, **fixed)
         even = break_even_bandwidth_efficiency(
             target_speedup,
             preset_name=preset_name,
@@ -165,6 +189,8 @@ def sensitivity(
             matmul_efficiency=kw["matmul_efficiency"],
             tp=kw["tp"],
             sequence_parallel=kw["sequence_parallel"],
+            launch_s=kw["launch_s"],
+            **fixed,
         )
         rows.append(
             {
@@ -177,9 +203,12 @@ def sensitivity(
                         "sequence_parallel",
                         "matmul_efficiency",
                         "bandwidth_efficiency",
+                        "launch_s",
                     )
                 },
                 "sub_block_share": row["sub_block_share"],
+                "launch_share": row["sub_block_launch_s_per_token"]
+                / (row["matmul_s_per_token"] + row["sub_block_s_per_token"]),
                 "layer_speedup": row["layer_speedup"],
                 "layer_speedup_ceiling": row["layer_speedup_ceiling"],
                 "break_even_bandwidth_efficiency": even,

@@ -15,13 +15,16 @@ from mfulab.studies.fusion.bytes_model import copy_roof_factor, dram_traffic_pas
 from mfulab.studies.fusion.stated import (
     A7_ARTICLE_DEVICE,
     A7_ARTICLE_DTYPE,
+    A7_ARTICLE_KERNELS,
     A7_ARTICLE_PRESET,
     A7_ARTICLE_SEQUENCE_PARALLEL,
     A7_ARTICLE_TP,
     A7_ASSUMED_BANDWIDTH_EFFICIENCY,
+    A7_ASSUMED_LAUNCH_S,
     A7_ASSUMED_MATMUL_EFFICIENCY,
     A7_LAYER_SPEEDUP,
     A7_SENSITIVITY,
+    A7_TOKENS_PER_CALL,
 )
 from mfulab.units import MIB
 
@@ -221,8 +224,13 @@ def layer_table(records):
     return pd.DataFrame(rows)
 
 
-def article_sensitivity():
-    """Amdahl's bound for the article's 13B layer on its cards, over the assumptions."""
+def article_sensitivity(measured_launch_s: float | None = None):
+    """Amdahl's bound for the article's 13B layer on its cards, over the assumptions, with a
+    launch-cost row at ``measured_launch_s`` (this machine's eager dispatch per op) when given."""
+    launches = [("launch per kernel", x) for x in A7_SENSITIVITY["launch_s"]]
+    if measured_launch_s:
+        launches.append(("launch per kernel (this machine's eager dispatch)", measured_launch_s))
+    sens = {k: v for k, v in A7_SENSITIVITY.items() if k != "launch_s"}
     return layer_share.sensitivity(
         preset_name=A7_ARTICLE_PRESET,
         dtype=A7_ARTICLE_DTYPE,
@@ -232,8 +240,19 @@ def article_sensitivity():
         target_speedup=A7_LAYER_SPEEDUP,
         tp=A7_ARTICLE_TP,
         sequence_parallel=A7_ARTICLE_SEQUENCE_PARALLEL,
-        **A7_SENSITIVITY,
+        launch_s=A7_ASSUMED_LAUNCH_S,
+        kernels=A7_ARTICLE_KERNELS,
+        tokens_per_call=A7_TOKENS_PER_CALL,
+        launches=launches,
+        **sens,
     )
+
+
+def measured_launch_s(records) -> float | None:
+    """This machine's cost of one eager op dispatch (``records["launch"]``, the median over its
+    timed rounds; None in records from before it was measured)."""
+    launch = records.get("launch")
+    return launch["per_op_s"] if launch else None
 
 
 DRAM_LLC_MULTIPLE = 4  # a working set this many times the last-level cache is served by DRAM

@@ -204,3 +204,36 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None) -> dict:
         "layer": layer,
         "rounds": p.ln_rounds,
     }
+
+
+LAUNCH_OPS_PER_CALL = 100  # tiny ops per timed call: one op's dispatch is far below the timer's resolution
+
+
+def measure_launch_overhead(device: str) -> dict:
+    """The article's second fusion mechanism on this device: the cost of one kernel launch, timed
+    as back-to-back eager adds of one-element tensors (the op's work is nil, its dispatch and, on
+    a GPU, its launch are what is left); ``per_op_s`` is the median of the timed blocks divided by
+    the ops per call, with the quartiles. On CUDA the call synchronises once at its end, so the
+    figure is the host's issue rate, which is what a launch-bound stream runs at."""
+    import torch
+
+    from mfulab.measure.timing import time_fn
+
+    a = torch.ones(1, device=device)
+    b = torch.ones(1, device=device)
+
+    def many():
+        x = a
+        for _ in range(LAUNCH_OPS_PER_CALL):
+            x = torch.add(x, b)
+        return x
+
+    t = time_fn(many, label="tiny eager adds", device=device, min_run_time_s=0.3)
+    ok = float(many().item()) == 1.0 + LAUNCH_OPS_PER_CALL  # the gate: the adds ran
+    return {
+        "ops_per_call": LAUNCH_OPS_PER_CALL,
+        "per_op_s": t.median_s / LAUNCH_OPS_PER_CALL,
+        "per_op_q1_s": t.q1_s / LAUNCH_OPS_PER_CALL,
+        "per_op_q3_s": t.q3_s / LAUNCH_OPS_PER_CALL,
+        "correct": ok,
+    }

@@ -24,12 +24,22 @@ A7_ARTICLE_SEQUENCE_PARALLEL = False
 #   the table reports the value below which the claim would hold).
 A7_ASSUMED_MATMUL_EFFICIENCY = 0.5
 A7_ASSUMED_BANDWIDTH_EFFICIENCY = 0.8
+# The article's second fusion mechanism, kernel launches: "kernel 启动次数也从三次变成一次" (three
+# launches become one, per sub-block), at an assumed 5 µs per exposed launch (a GPU's driver and
+# runtime path, about 4-6 µs measured on an RTX 5070 Ti, the pegainfer launch-overhead study; no
+# figure is published for Ascend's runtime). A launch is exposed only when the device waits for
+# the host, so the term is an upper bound on what fusing saves by launches. One call of the
+# sub-block covers the micro-batch's tokens: sequence 4096 × micro-batch 1 (the A17 command).
+A7_ARTICLE_KERNELS = (3, 1)  # (unfused, fused) launches per sub-block
+A7_ASSUMED_LAUNCH_S = 5e-6
+A7_TOKENS_PER_CALL = 4096 * 1
 A7_SENSITIVITY = {
     "devices": ("ascend-910b", "a100", "h100-sxm"),
     "matmul_efficiencies": (0.3, 0.7, 1.0),
     "bandwidth_efficiencies": (0.2, 0.5, 1.0),
     # (tp, sequence_parallel): one card, and TP 8 with sequence parallelism
     "layouts": ((1, False), (8, True)),
+    "launch_s": (0.0, 20e-6),  # no exposed launch; a slow runtime's 20 µs
 }
 
 # A8 — article A §3.2: fused attention on a 7B model at sequence 4096 and batch 16 cut

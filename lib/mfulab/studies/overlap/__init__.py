@@ -9,6 +9,7 @@ overlap hides.
 - ``alpha_beta``: the α–β models — chunked overlap, A5 at the articles' scale and its sensitivity
   table, B9's arithmetic; ``step_at_scale``: A4, the article's 13B step on the one step model
   (its TP activation all-reduces and DP buckets), with its sensitivity table;
+- ``nccl_reference``: published nccl-tests all-reduce figures on GPUs, beside this machine's;
 - ``tp_layout``: A2, the collectives of a TP MLP under PyTorch's own tensor parallelism, counted;
 - ``exposed_share``: A18, the exposed share against the compute ÷ communication ratio;
 - ``node_checks``: what a correct node run must show (``make check-node``);

@@ -392,4 +392,6 @@ def measure(p: Params) -> dict:
     key = calibration.collectives_key(p.device, p.nproc)
     cal = calibration.get(p.calibration, device=p.device, parts=[key])
     rec["alpha_beta"], rec["calibration"] = cal[key], cal["_meta"]
+    # the host's last-level cache: below it a call's buffers stay cache-resident (the busbw figure)
+    rec["last_level_cache_bytes"] = calibration.last_level_cache_bytes("cpu")
     return rec

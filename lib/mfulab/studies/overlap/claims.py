@@ -9,7 +9,7 @@ import pandas as pd
 
 from mfulab.analytic import comm
 from mfulab.results import run_identity
-from mfulab.studies.overlap import alpha_beta, exposed_share, step_at_scale, tp_layout
+from mfulab.studies.overlap import alpha_beta, exposed_share, nccl_reference, step_at_scale, tp_layout
 from mfulab.studies.overlap.analysis import (
     a3_outcome,
     a5_comparisons,
@@ -353,6 +353,7 @@ def tables(records, p, v: dict) -> dict:
         ),
         "b9_check": pd.DataFrame({"quantity": list(b9 := v["b9_check"]), "value": list(b9.values())}),
         "collectives": collectives_table(records),
+        "nccl_tests_published": nccl_reference.published_nccl_tests_table(records),
         "alpha_beta_check": analysis.alpha_beta_check(records),
         "alpha_beta_fit_check": analysis.fit_check(records).reset_index(),
         "overlap": overlap_table(records),

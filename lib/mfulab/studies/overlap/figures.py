@@ -18,13 +18,22 @@ def _chunk_axis(ax, ks, label="chunks k"):
     ax.set_xlabel(label)
 
 
-def plot_busbw(df, fit: dict, crossover_bytes: float):
+def plot_busbw(df, fit: dict, crossover_bytes: float, llc_bytes: int | None = None):
     """busbw vs message size per collective (the outcome's ``collectives`` table), with the
-    calibration's link bandwidth ``fit`` (claim B9) and the size ``crossover_bytes`` below which
-    a call is latency-bound (both ``outcome.values``)."""
+    calibration's link bandwidth ``fit`` (claim B9), the size ``crossover_bytes`` below which
+    a call is latency-bound (both ``outcome.values``) and, on a CPU, the host's last-level cache
+    ``llc_bytes`` (the records'): left of it a call's buffers stay cache-resident."""
     fig, ax = plt.subplots(figsize=(6.8, 4))
     sns.lineplot(data=df, x="size_bytes", y=df.busbw_bytes_per_s / GB, hue="op", marker="o", ax=ax)
     ax.set_xscale("log", base=2)
+    if llc_bytes:
+        ax.axvline(
+            llc_bytes,
+            color="grey",
+            linestyle=":",
+            linewidth=1,
+            label="last-level cache (cache-resident left)",
+        )
     ax.axhline(
         fit["link_bytes_per_s"] / GB,
         color="black",
@@ -130,7 +139,12 @@ def plot_step_vs_k(ot, a3: dict):
             color=f"C{i}",
             label=f"measured, {label}",
         )
-        ax.plot(d.k, d.model_step_s * 1e3, "--", color=f"C{i}", label=f"model (calibrated α–β), {label}")
+        # the model shares nothing between compute and communication: on real compute it is the
+        # ideal engine's step, not a prediction of the measured one
+        ideal = " (ideal engine)" if label.startswith("real") else ""
+        ax.plot(
+            d.k, d.model_step_s * 1e3, "--", color=f"C{i}", label=f"model (calibrated α–β){ideal}, {label}"
+        )
         ax.plot(
             d.k,
             d.compute_plus_comm_s * 1e3,

@@ -39,3 +39,56 @@ A5_STATED = {"nbytes": 200e6, "chunks": (1, 2, 4, 8, 16, 32, 64), "best_chunks":
 # "busbw ÷ link × 2"; the same change is B15's NCCL step (article B §5.2), 9.0 → 8.7 s.
 B9_STATED = {"link_bytes_per_s": 25e9, "busbw_before_bytes_per_s": 11e9, "busbw_after_bytes_per_s": 21e9}
 B9_STEP_BEFORE_S, B9_STEP_AFTER_S = b15_gain("NCCL")
+
+# Published nccl-tests all-reduce figures on GPU systems, shown beside this machine's gloo table
+# (each as its source states it: the largest message's busbw, against the fabric's line rate per
+# GPU and direction). NVLink SHARP (NVLS) reduces inside the switch, so on H100/H200 an
+# all-reduce's busbw can pass the per-direction line rate; a ring (NCCL_ALGO=Ring) cannot.
+NCCL_TESTS_PUBLISHED = (
+    {
+        "system": "8 × A100 SXM4 80GB, one node",
+        "fabric": "NVLink 3 / NVSwitch",
+        "busbw_gb_per_s": 200.0,
+        "line_gb_per_s": 300.0,
+        "source": "github.com/NVIDIA/nccl-tests issue 149 (2023): all_reduce_perf to 1 GB, busbw ~200 GB/s",
+    },
+    {
+        "system": "8 × H100 SXM, one node (ring)",
+        "fabric": "NVLink 4 / NVSwitch",
+        "busbw_gb_per_s": 370.0,
+        "line_gb_per_s": 450.0,
+        "source": "github.com/NVIDIA/nccl-tests issue 212 (2024), NCCL maintainer: ~20% protocol overhead "
+        "leaves ~370 GB/s effective on NVLink",
+    },
+    {
+        "system": "8 × H100 SXM, one node (NVLS)",
+        "fabric": "NVLink 4 SHARP",
+        "busbw_gb_per_s": 480.0,
+        "line_gb_per_s": 450.0,
+        "source": "github.com/NVIDIA/nccl-tests issue 212 (2024), NCCL maintainer: peak all-reduce busbw "
+        "~480 GB/s on 8 GPUs with NVLink SHARP",
+    },
+    {
+        "system": "8 × H200, one node",
+        "fabric": "NVLink 4 / NVSwitch",
+        "busbw_gb_per_s": 475.0,
+        "line_gb_per_s": 450.0,
+        "source": "github.com/NVIDIA/nccl-tests issue 272 (2024): all_reduce_perf to 4 GB, peak 475 GB/s",
+    },
+    {
+        "system": "3 nodes × 8 A100 SXM4 40GB",
+        "fabric": "InfiniBand, 4 × HDR 200 Gb/s per node",
+        "busbw_gb_per_s": 96.0,
+        "line_gb_per_s": 100.0,
+        "source": "github.com/NVIDIA/nccl-tests issue 119 (2022): peak ~96 GB/s (average 84.8) against "
+        "the 100 GB/s of 4 HDR ports",
+    },
+    {
+        "system": "2 nodes, one 100 Gb/s NIC each",
+        "fabric": "InfiniBand EDR 100 Gb/s",
+        "busbw_gb_per_s": 12.2,
+        "line_gb_per_s": 12.5,
+        "source": "github.com/NVIDIA/nccl-tests issue 29 (2019), NCCL maintainer: 12.2 GB/s is as good as a "
+        "100 Gb/s card gets",
+    },
+)
