@@ -146,7 +146,8 @@ def claims(records: dict | None, p: Params | None = None, split=None) -> list[Cl
             "B15",
             "10.2 → 8.5 s; 'the gain comes mainly from communication overlap and data IO'",
             "the article's step gains credited to overlap + data IO, the NCCL step as its own category "
-            f"(its words: overlap) and as communication; 'mainly' = more than {B15_MAINLY:.0%} of the gross gain",
+            f"(its words: overlap) and as communication; 'mainly' = more than {B15_MAINLY:.0%} of the "
+            "gross gain",
             row.verdict if row.verdict == other.verdict else "not checkable",
             ("" if row.verdict == other.verdict else "reading-dependent: ")
             + f"{row.credited_gain_s:.1f} s of the {b15_gross_gain_s():.1f} s gross gain = "
