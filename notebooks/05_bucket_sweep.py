@@ -96,9 +96,15 @@ gpt_layout
 # spreads gradient readiness over it in proportion to the bytes behind each tensor, and costs
 # each bucket with the α–β of this machine's calibration (the same all-reduce fit study 02
 # uses). With real compute on a CPU, gloo's threads compete with the backward pass for the
-# cores; the emulated mode's backward sleeps, so the all-reduce can run beside it. When
-# several caps' steps lie within the interval of the fastest, they tie: the notes list them
-# all rather than name one best cap.
+# cores; the emulated mode's backward sleeps, so the all-reduce can run beside it. The
+# emulated backward is made as short as a sleep allows (`emulated_layer_backward_s`), so that
+# both sides of the title's trade-off can show: below some cap the calls cost more than the
+# backward can hide, above it the last bucket's all-reduce starts only when the backward is
+# over. The notes say whether each side is measured, paired against the fastest cap. On the
+# 2-core box a sleep overshoots by about 0.2 ms, so 100 layers' backward cannot go below about
+# 30 ms, while one all-reduce of all the gradients takes about 4 ms: a late start costs at most
+# about a tenth of the step there, near the interval's width, and may not separate. When several caps' steps lie within the interval of the fastest, they tie:
+# the notes list them all rather than name one best cap.
 
 # %%
 sweep = o.tables["sweep"]
@@ -130,10 +136,22 @@ sweep[sweep.variant == "default"][
 # residual panel: measured / simulated − 1 per cap; the notes above give its range). The
 # calibration times bare `all_reduce` calls in a loop; DDP also does work per bucket — its
 # autograd hook, the copy into the bucket, issuing the call, the completion callback — and a
-# synchronised step costs more than a `no_sync` one at every cap. The α–β stay the machine's
-# figures; on top of them two named quantities are **fitted** to the sweep of each compute
-# mode (least squares on the relative error, `model_error`): a per-bucket overhead on the
-# backward's path and a per-step constant. The figure's dash-dot line and the
+# synchronised step costs more than a `no_sync` one at every cap.
+#
+# **Before fitting anything, the profile says where that extra time goes.** A few synchronised
+# and `no_sync` steps at `flags_bucket_cap_mb` run under `torch.profiler` (chapter 01's operator
+# categories, rank 0), and the table splits the synchronised step's extra time by category, with
+# the ops that carry most of it ("communication" is gloo's wait inside the all-reduce; "other
+# ops" holds DDP's own work: the reducer's hooks, copies into buckets, the futures; "idle" is
+# time outside any op, such as the wait at the end of backward):
+
+# %%
+o.tables["sync_cost"]
+
+# %% [markdown]
+# The α–β stay the machine's figures; on top of them two named quantities are **fitted** to the
+# sweep of each compute mode (least squares on the relative error, `model_error`): a per-bucket
+# overhead on the backward's path and a per-step constant. The figure's dash-dot line and the
 # `residual_fitted` column show the simulator with them.
 
 # %%
@@ -150,8 +168,9 @@ fits
 # largest one its mechanism allows:
 #
 # * `gradient_as_bucket_view` makes each `.grad` a view into its bucket; DDP no longer copies
-#   the reduced bucket back into the gradients. Saved per step: one read and one write of every
-#   gradient byte — at most that many bytes at the calibrated DRAM bandwidth, shared by the
+#   each gradient into its bucket before the all-reduce nor the result back after
+#   (`copy_grad_to_bucket`, `copy_bucket_to_grad`). Saved per step: two reads and two writes of
+#   every gradient byte — at most that many bytes at the calibrated DRAM bandwidth, shared by the
 #   ranks of one CPU host.
 # * `static_graph` changes a steady-state step only where DDP would search the autograd graph
 #   every iteration: with `find_unused_parameters=True` DDP walks the graph from the outputs

@@ -481,3 +481,36 @@ def test_the_step_models_ddp_term_issues_the_buckets_the_simulator_forms():
         buckets = simulator.form_buckets(sizes, bucket_cap_mb=25, default_cap=True)
         assert step["dp_calls"] == len(buckets)
         assert 1 < len(buckets) < len(sizes)  # whole tensors: fewer calls than tensors, more than one
+
+
+def test_both_sides_of_the_trade_off_are_paired_against_the_fastest_cap():
+    """A U-shaped sweep: the smallest cap (too many calls) and the largest (one late bucket) are
+    both measured as slower than the fastest; a flat right side is not separated."""
+    rng = np.random.default_rng(1)
+    base = 0.02 * (1 + 0.01 * rng.standard_normal(16))
+    u = {(0.0001, "default"): base * 3, (1, "default"): base, (25, "default"): base * 1.3}
+    sides = analysis.both_sides(_records(u), "real")
+    assert sides["best"] == 1 and sides["too_many_calls_measured"] and sides["late_start_measured"]
+    assert sides["late_start"].ratio == pytest.approx(1.3, rel=0.02)
+    flat = {**u, (25, "default"): base * 1.001}
+    assert not analysis.both_sides(_records(flat), "real")["late_start_measured"]
+    assert analysis.both_sides(_records({(1, "default"): base, (25, "default"): base}), "real") is None
+
+
+def test_sync_cost_splits_the_synchronised_steps_extra_time_by_category():
+    def step(wall, cats, ops):
+        return {
+            "wall_s": wall,
+            "categories_s": cats,
+            "ops_self_s": [{"category": c, "name": n, "self_s": v} for c, n, v in ops],
+        }
+
+    sync = [step(0.030, {"matmul": 0.012, "idle": 0.018}, [("matmul", "aten::mm", 0.012)])] * 3
+    plain = [step(0.020, {"matmul": 0.010, "idle": 0.010}, [("matmul", "aten::mm", 0.010)])] * 3
+    rec = {"ddp": {"sync_profile": {"real": {"sync": sync, "no_sync": plain}}}}
+    t = model_error.sync_cost_table(rec).set_index("category")
+    assert t.loc["idle", "extra_s"] == pytest.approx(0.008) and t.loc[
+        "idle", "share_of_extra"
+    ] == pytest.approx(0.8)
+    assert t.loc["matmul", "top_ops"] == "aten::mm +2.00 ms"
+    assert model_error.sync_cost_table({"ddp": {}}).empty

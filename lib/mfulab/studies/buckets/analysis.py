@@ -208,6 +208,24 @@ def a6_measured(records) -> dict | None:
     return out
 
 
+def both_sides(records, mode: str) -> dict | None:
+    """The two sides of the trade-off in one mode's sweep, paired over its rounds: the smallest
+    cap (too many calls) and the largest (one late bucket), each against the fastest cap; a side
+    is measured when its drift-widened interval lies above 1. None with fewer than three caps."""
+    rows = _default_rows(records, mode)
+    if len(rows) < 3:
+        return None
+    best = best_real_cap(records, mode)
+    fastest = paired(rows[best], "fastest")
+    smallest, largest = min(rows), max(rows)
+    out = {"best": best, "smallest": smallest, "largest": largest}
+    for side, cap in (("too_many_calls", smallest), ("late_start", largest)):
+        c = compare_timings(paired(rows[cap], f"{cap:g} MiB"), fastest) if cap != best else None
+        out[side] = c
+        out[f"{side}_measured"] = c is not None and c.ratio_lo > 1.0
+    return out
+
+
 def a6_measured_claim(records, m: dict | None) -> list[Claim]:
     """A6 measured here, from ``m`` (:func:`a6_measured` of the records)."""
     if m is None:

@@ -31,7 +31,7 @@ from mfulab.measure import calibration, collectives, host
 from mfulab.studies.buckets import grad_memory
 from mfulab.studies.buckets.params import Params, configurations
 
-BENCHMARK_VERSION = {"ddp_sweep": 4}
+BENCHMARK_VERSION = {"ddp_sweep": 5}  # 5: the synchronised and no_sync steps profiled
 DDP_FLAG_KEYS = ("find_unused_parameters", "unused_parameter_size", "static_graph", "gradient_as_bucket_view")
 WORKER = "mfulab.studies.buckets.bench:ddp_worker"
 
@@ -223,6 +223,8 @@ def ddp_worker(spec: dict) -> dict:
                     "no_sync_times_s": no_sync.times_s,
                 }
             )
+    if spec.get("count_memory"):  # the first job only
+        out["sync_profile"] = _sync_profile(spec, steps, rank, device)
     del steps
     if spec.get("gpt_preset"):  # the first job only
         out["gpt"] = _gpt_runs(spec, rank, n, device)
@@ -230,6 +232,30 @@ def ddp_worker(spec: dict) -> dict:
         build = functools.partial(build_stack, spec["stack_layers"], spec["stack_hidden"])
         cap = spec["flags_bucket_cap_mb"]
         out["grad_memory"] = grad_memory.storage_accounting(build, x, bucket_cap_mb=cap, device=device)
+    return out
+
+
+PROFILED_STEPS = 5  # per kind (synchronised, no_sync) and mode
+
+
+def _sync_profile(spec, steps, rank, device) -> dict:
+    """What a synchronised step does that a ``no_sync`` one does not, before any fit: per mode, at
+    ``flags_bucket_cap_mb`` with the default flags, ``PROFILED_STEPS`` steps of each kind under
+    ``torch.profiler`` (``opprofile.profile_steps``: seconds per operator category and per op);
+    every rank profiles (the collectives must match), rank 0's split is kept."""
+    from mfulab.measure import opprofile
+
+    out = {}
+    for mode in spec["modes"]:
+        step = steps[(mode, spec["flags_bucket_cap_mb"], "default")]
+        kinds = {}
+        for kind in ("sync", "no_sync"):
+            prof = opprofile.profile_steps(
+                functools.partial(step, sync=kind == "sync"), steps=PROFILED_STEPS, device=device
+            )
+            kinds[kind] = prof["steps"]
+        if rank == 0:
+            out[mode] = kinds
     return out
 
 

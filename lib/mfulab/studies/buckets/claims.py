@@ -19,6 +19,7 @@ def tables(records) -> dict:
         "gpt_layouts": analysis.gpt_layout_table(records),
         "sweep": analysis.sweep_table(records),
         "model_error": model_error.fit_table(records),
+        "sync_cost": model_error.sync_cost_table(records),
         "flags": flags.flag_table(records),
         "grad_memory": grad_memory.memory_table(records),
         "scale": scale,

@@ -157,3 +157,53 @@ def carried_overhead(records) -> dict | None:
         return None
     top = max(f.values(), key=lambda x: x["per_bucket_overhead_s"])
     return {"mode": top["mode"], "per_bucket_overhead_s": top["per_bucket_overhead_s"]}
+
+
+def sync_cost_table(records):
+    """What a synchronised step spends that a ``no_sync`` step does not, by operator category,
+    from the profiled steps (``bench._sync_profile``: rank 0, ``flags_bucket_cap_mb``, default
+    flags), per compute mode: the median seconds per step of each kind and their difference,
+    with the ops that carry most of it. Read before the fit: it attributes the per-step and
+    per-bucket terms the fit then sizes. Empty for records without the profile."""
+    import pandas as pd
+
+    rows = []
+    for mode, kinds in (records["ddp"].get("sync_profile") or {}).items():
+        sync, plain = kinds["sync"], kinds["no_sync"]
+        wall = {k: float(np.median([r["wall_s"] for r in v])) for k, v in kinds.items()}
+        extra_ops = _op_differences(sync, plain)
+        for cat in sync[0]["categories_s"]:
+            s_sync = float(np.median([r["categories_s"][cat] for r in sync]))
+            s_plain = float(np.median([r["categories_s"][cat] for r in plain]))
+            top = [o for o in extra_ops if o[0] == cat][:2]
+            rows.append(
+                {
+                    "mode": mode,
+                    "category": cat,
+                    "sync_s": s_sync,
+                    "no_sync_s": s_plain,
+                    "extra_s": s_sync - s_plain,
+                    "share_of_extra": (s_sync - s_plain) / (wall["sync"] - wall["no_sync"])
+                    if wall["sync"] > wall["no_sync"]
+                    else float("nan"),
+                    "top_ops": "; ".join(f"{name} {d * 1e3:+.2f} ms" for _, name, d in top),
+                    "step_sync_s": wall["sync"],
+                    "step_no_sync_s": wall["no_sync"],
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _op_differences(sync, plain) -> list[tuple[str, str, float]]:
+    """(category, op, median self seconds synchronised − no_sync), largest first."""
+
+    def per_op(steps):
+        acc: dict = {}
+        for r in steps:
+            for o in r["ops_self_s"]:
+                acc.setdefault((o["category"], o["name"]), []).append(o["self_s"])
+        return {k: float(np.sum(v)) / len(steps) for k, v in acc.items()}
+
+    a, b = per_op(sync), per_op(plain)
+    diffs = [(c, n, a.get((c, n), 0.0) - b.get((c, n), 0.0)) for c, n in set(a) | set(b)]
+    return sorted(diffs, key=lambda x: -x[2])

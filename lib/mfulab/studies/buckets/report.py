@@ -6,7 +6,7 @@ from __future__ import annotations
 from mfulab.analytic import comm, rates
 from mfulab.analytic import step as step_model
 from mfulab.analytic.config import preset
-from mfulab.studies.buckets.analysis import a6_regime, caps_text, tied_fastest_caps
+from mfulab.studies.buckets.analysis import a6_regime, both_sides, caps_text, tied_fastest_caps
 from mfulab.studies.buckets.cluster_scale import spread_text, sweet_spot_text
 from mfulab.studies.buckets.flags import (
     B6_SEVERAL_PERCENT_RATIO,
@@ -65,6 +65,21 @@ def sweep_notes(records, sweep) -> str:
             f"the calibration's α–β alone, {d.residual_fitted.min():+.0%} to {d.residual_fitted.max():+.0%} "
             "with the fitted overheads."
         )
+        sides = both_sides(records, mode)
+        if sides:
+            parts = []
+            for side, what in (("too_many_calls", "too many calls"), ("late_start", "a late start")):
+                c = sides[side]
+                cap = sides["smallest" if side == "too_many_calls" else "largest"]
+                if c is None:
+                    parts.append(f"{what}: {cap:g} MiB is itself the fastest")
+                else:
+                    seen = "measured" if sides[f"{side}_measured"] else "not separated from the fastest"
+                    parts.append(
+                        f"{what}: {cap:g} MiB takes {c.ratio:.2f}× [{c.ratio_lo:.2f}, {c.ratio_hi:.2f}] the "
+                        f"fastest cap's step ({seen})"
+                    )
+            lines.append(f"  Both sides of the trade-off, {label}: " + "; ".join(parts) + ".")
     return "\n".join(lines)
 
 
