@@ -15,6 +15,10 @@ def pytest_configure(config):
     os.environ.setdefault("MFULAB_RESULTS_ROOT", tempfile.mkdtemp(prefix="mfulab-test-results-"))
     config.addinivalue_line("markers", "cuda: needs one CUDA GPU (skipped, with the reason, elsewhere)")
     config.addinivalue_line("markers", "multigpu: needs two or more CUDA GPUs on this node (NCCL)")
+    config.addinivalue_line(
+        "markers",
+        "slow: minutes with cold caches (compiles, study smoke runs): left out of check gpu --quick",
+    )
 
 
 def pytest_collection_modifyitems(config, items):

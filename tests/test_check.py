@@ -161,6 +161,25 @@ def test_cuda_tests_collect_test_cuda_only(monkeypatch, tmp_path):
     monkeypatch.setattr(check, "_run", lambda cmd, out, name, cap: ran.append((cmd, cap)) or (0, "3 passed"))
     part = check.cuda_tests(tmp_path, cap_s=150)
     assert part.status == "ran" and ran[0][0][-1] == "tests/test_cuda.py" and ran[0][1] == 150
+    # --quick leaves out the slow tests (cold compiles, study smoke runs: over its 150 s cap)
+    check.cuda_tests(tmp_path, cap_s=150, quick=True)
+    assert ran[1][0][ran[1][0].index("-m") + 1] == "(cuda or multigpu) and not slow"
+    assert ran[0][0][ran[0][0].index("-m") + 1] == "cuda or multigpu"
+
+
+def test_quick_selection_keeps_fast_cuda_tests_and_drops_every_slow_one():
+    """Collected here (no GPU), the --quick marker expression still selects the fast CUDA tests
+    and none marked slow."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        + ["-m", "(cuda or multigpu) and not slow", "tests/test_cuda.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    kept = [line for line in proc.stdout.splitlines() if "::" in line]
+    assert kept and not any("every_single_gpu_study" in k or "torch_compile" in k for k in kept), kept
 
 
 BLOCKER = """

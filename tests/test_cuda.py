@@ -51,6 +51,7 @@ def test_triton_kernel_is_built_launched_and_checked_by_the_availability_check()
     assert ok, why
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
 def test_torch_compile_builds_and_runs_on_this_gpu(mode):
     from mfulab.studies.fusion.kernels import compile_status
@@ -59,6 +60,7 @@ def test_torch_compile_builds_and_runs_on_this_gpu(mode):
     assert ok, why
 
 
+@pytest.mark.slow
 def test_recompute_runs_bf16_autocast_with_the_tf32_state_recorded(tmp_path, monkeypatch):
     monkeypatch.setenv("MFULAB_RESULTS_ROOT", str(tmp_path))
     records, _, _ = _smoke_on_cuda("recompute", dtype="bf16", attn_impl="sdpa")
@@ -117,6 +119,7 @@ def _smoke_on_cuda(study_id: str, **extra):
     return study.measure_fn()(p), study.outcome_fn(), p
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("study_id", ["mfu", "fusion", "recompute", "dataloader"])
 def test_every_single_gpu_study_measures_and_concludes_on_cuda(study_id, tmp_path, monkeypatch):
     """The CUDA branches of each study (TF32 state, SDPA kernels under the FLOP counter, bf16
@@ -147,6 +150,7 @@ def test_calibration_and_timing_on_cuda(tmp_path):
 
 
 @pytest.mark.multigpu
+@pytest.mark.slow
 @pytest.mark.parametrize("study_id", ["overlap", "buckets"])
 def test_collective_studies_measure_and_conclude_over_nccl(study_id, tmp_path, monkeypatch, tests_on_path):
     monkeypatch.setenv("MFULAB_RESULTS_ROOT", str(tmp_path))
@@ -217,3 +221,23 @@ def test_host_link_and_device_copies_are_measured_and_checked():
 
     out = copy_bandwidths(nbytes=64 * 2**20, iters=3)
     assert out["correct"] and out["device_to_device_bytes_per_s"] > out["host_to_device_bytes_per_s"] > 1e9
+
+
+def test_hopper_and_ampere_gemm_kernels_profile_as_matmul():
+    """Audit D9 on the device: a few large bf16 matmuls under torch.profiler land in the matmul
+    category (Hopper's cuBLAS names its GEMMs nvjet_*, which once fell into "other ops")."""
+    import torch
+
+    from mfulab.measure import opprofile
+
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+
+    def step():
+        for _ in range(4):
+            a @ a
+
+    prof = opprofile.profile_steps(step, steps=2, device="cuda")
+    for row in prof["steps"]:
+        busy = {k: v for k, v in row["categories_s"].items() if k != "idle"}
+        assert max(busy, key=busy.get) == "matmul", row["categories_s"]
+        assert busy.get("other ops", 0.0) < 0.1 * busy["matmul"], row["categories_s"]

@@ -242,6 +242,29 @@ def test_rendering_never_replaces_results_of_another_rank_or_node_count(tmp_path
     assert results.read_json(single / results.ENV) == {"measured_env": _env(1, 8)}
 
 
+def test_a_local_run_never_replaces_results_of_another_rank_count_and_keeps_its_own(tmp_path):
+    """Audit D29's gap: a local run (no FROM=) learns its rank count only from the jobs it ran;
+    before the swap it is refused against a folder measured with another shape, and the new run
+    is kept under scratch/refused/ instead of being lost."""
+    from mfulab import results
+    from mfulab.run import runner
+
+    final = tmp_path / "results" / "cpu-2c" / "overlap"
+    final.mkdir(parents=True)
+    results.write_json(final / results.ENV, {"measured_env": _env(1, 8)})
+    new = tmp_path / "results" / "cpu-2c" / ".tmp-overlap"
+    new.mkdir()
+    results.write_json(new / results.ENV, {"jobs": [{"world_size": 2, **_env(1, 2)}]})  # as run() writes it
+    with pytest.raises(ParameterError, match="2 ranks over 1 node.*kept in"):
+        runner._refuse_other_shape_keeping(final, new, tmp_path / "scratch")
+    (kept,) = (tmp_path / "scratch" / "refused").iterdir()
+    assert (kept / results.ENV).exists()
+    assert results.read_json(final / results.ENV) == {"measured_env": _env(1, 8)}
+    # the same shape replaces as before
+    results.write_json(new / results.ENV, _env(1, 8))
+    runner._refuse_other_shape_keeping(final, new, tmp_path / "scratch")
+
+
 def test_rank_info_without_pci_attributes_in_older_torch(monkeypatch):
     import types
 

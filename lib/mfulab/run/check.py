@@ -243,14 +243,17 @@ def probes(out: Path) -> Part:
     return Part("probes", "failed" if problem else "ran", problem or detail)
 
 
-def cuda_tests(out: Path, cap_s: float = CUDA_TESTS_S["full"]) -> Part:
+def cuda_tests(out: Path, cap_s: float = CUDA_TESTS_S["full"], quick: bool = False) -> Part:
     """``tests/test_cuda.py`` alone (every cuda/multigpu test is there; the other modules need
-    the Jupyter and site packages a bare GPU image lacks), within ``cap_s``."""
+    the Jupyter and site packages a bare GPU image lacks), within ``cap_s``; ``quick`` leaves out
+    the tests marked ``slow`` (cold compiles and study smoke runs: minutes each, more than
+    ``--quick``'s cap; the full check and the tiny runs cover those paths)."""
     if not _gpus():
         return Part("CUDA tests", "skipped", "no CUDA device: they skip here with their reason")
     if "pytest" in missing_packages():
         return Part("CUDA tests", "skipped", "pytest is not installed")
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "cuda or multigpu"]
+    marks = "(cuda or multigpu) and not slow" if quick else "cuda or multigpu"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marks]
     code, log = _run([*cmd, "tests/test_cuda.py"], out, "cuda-tests", cap_s)
     if code == 124:
         return Part("CUDA tests", "failed", f"over their {cap_s:.0f} s cap; see cuda-tests.log")
@@ -385,7 +388,7 @@ def main(kind: str, out: str | Path | None = None, quick: bool = False) -> int:
             yield from node_parts(out, gpus)
             return
         yield probes(out)
-        yield cuda_tests(out, left(CUDA_TESTS_S["quick" if quick else "full"]))
+        yield cuda_tests(out, left(CUDA_TESTS_S["quick" if quick else "full"]), quick=quick)
         if not quick:
             yield from gpu_profiles(gpus)
             yield from memory_guard()

@@ -264,8 +264,25 @@ def run(
             ),
         )
         os.environ.pop(jobinfo.JOB_LOG, None)
+        if not from_dir:  # a local run's rank and node count are known only once its jobs ran
+            _refuse_other_shape_keeping(final, tmp, results_root.parent / "scratch")
     log.info("results in %s", final)
     return final
+
+
+def _refuse_other_shape_keeping(final: Path, tmp: Path, scratch: Path) -> None:
+    """Refuse (:func:`host.refuse_other_shape`) to let a local run replace results measured with
+    another node or rank count; the new run is first kept under ``scratch/refused/`` (render it
+    with ``make <study> FROM=<that folder> MACHINE=<another name>``), so no measurement is lost."""
+    from mfulab.errors import ParameterError
+
+    try:
+        host.refuse_other_shape(final, results.read_json(tmp / results.ENV))
+    except ParameterError as err:
+        kept = scratch / "refused" / f"{final.parent.name}-{final.name}-{int(time.time())}"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(tmp, kept)
+        raise ParameterError(f"{err}; this run is kept in {kept}") from None
 
 
 def _shown(path: Path, root: Path) -> str:
