@@ -349,7 +349,7 @@ o.tables["a2_collectives"]
 # saving; emulated compute decides, real compute beside it); A5's effect from the paired comparison of the communication time
 # per step at k = 16 and k = 4, its mechanism from the share of that gap the per-call cost
 # explains — two estimates, the calibration's α and this run's single calls: shown when both
-# explain at least `a5_mechanism_min_share` of it and a 16-chunk call is in the article's regime,
+# lie within `a5_mechanism_min_share` and its inverse of it (80%–125%) and a 16-chunk call is in the article's regime,
 # not shown when both explain under 1 − that share, inconclusive otherwise; A2 from the exact
 # count of collectives (§6); B9 from the nccl-tests definitions; A4 from the step model at the
 # article's configuration; A18 is a rule of thumb, shown against the ratio sweep.

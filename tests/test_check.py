@@ -163,8 +163,8 @@ def test_cuda_tests_collect_test_cuda_only(monkeypatch, tmp_path):
     assert part.status == "ran" and ran[0][0][-1] == "tests/test_cuda.py" and ran[0][1] == 150
     # --quick leaves out the slow tests (cold compiles, study smoke runs: over its 150 s cap)
     check.cuda_tests(tmp_path, cap_s=150, quick=True)
-    assert ran[1][0][ran[1][0].index("-m") + 1] == "(cuda or multigpu) and not slow"
-    assert ran[0][0][ran[0][0].index("-m") + 1] == "cuda or multigpu"
+    assert "(cuda or multigpu) and not slow" in ran[1][0]
+    assert "cuda or multigpu" in ran[0][0] and not any("slow" in a for a in ran[0][0])
 
 
 def test_quick_selection_keeps_fast_cuda_tests_and_drops_every_slow_one():

@@ -68,10 +68,11 @@ class Params(StudyParams):
     timeout_s: float = param(900.0, "time limit of each torchrun job", unit="s", positive=True)
     a5_mechanism_min_share: float = param(
         0.8,
-        "A5's mechanism: the share of the measured k = 4 → 16 gap in communication per step that the "
-        "per-call cost (12 more calls × 2(n−1)α, the calibration's α) must explain for the fixed cost of "
-        "a call to count as the cause the article names (assumed: other causes at most a fifth of the "
-        "gap); the evidence says which thresholds would change the verdict",
+        "A5's mechanism: each estimate of the per-call cost (12 more calls × 2(n−1)α with the "
+        "calibration's α; this run's single calls) must lie between this share of the measured k = 4 → 16 "
+        "gap and its inverse for the fixed cost of a call to count as the cause the article names "
+        "(assumed: other causes at most a fifth of the gap, and a cost far past the gap explains it no "
+        "better); under 1 − this share by every estimate, it is not the cause",
         positive=True,
     )
     article_n: int = param(32, "the article's scale: ranks (cards)", unit="ranks", positive=True)
