@@ -80,8 +80,9 @@ display(Markdown(article_arithmetic.b1_note()))
 o.tables["b1_ideal_step_readings"]
 
 # %% [markdown]
-# Only the generous readings of "about" (rounding up, or a wide tolerance) accept 5 s. The
-# claims table's B1 therefore has two rows: the FLOPs and MFU figures, and the ideal step.
+# Only the generous readings of "about" (rounding up, or a wide tolerance) accept 5 s: a
+# rounding slip in the prose, which the article's MFU figures do not use, so it is a note on
+# B1's row (the FLOPs and MFU figures), not a claim of its own.
 #
 # Beyond the article's own figures, the same step time reads as a different MFU under each
 # convention: the rounded N (7e9 for 6.74e9) and the missing attention term alone move it by

@@ -273,7 +273,9 @@ def test_quick_prints_each_part_as_it_finishes_and_runs_three_tiny_runs(
     monkeypatch.setattr(check, "environment_report", lambda out: Part("environment report", "ran"))
     monkeypatch.setattr(check, "probes", lambda out: Part("probes", "ran"))
     caps = []
-    monkeypatch.setattr(check, "cuda_tests", lambda out, cap: caps.append(cap) or Part("CUDA tests", "ran"))
+    monkeypatch.setattr(
+        check, "cuda_tests", lambda out, cap, quick=False: caps.append(cap) or Part("CUDA tests", "ran")
+    )
     assert check.main("gpu", tmp_path, quick=True) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("environment report") and lines[1].startswith("probes")

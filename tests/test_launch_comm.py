@@ -145,7 +145,7 @@ def test_smoke_notebook(run_cli, tmp_path):
     out = tmp_path / "testbox" / "overlap"
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["collective_wrong_elements"] == 0 and metrics["overlap_wrong_elements"] == 0
-    assert {c["id"] for c in metrics["claims"]} == {"A3", "A4", "A5", "A18", "B9"}
+    assert {c["id"] for c in metrics["claims"]} == {"A2", "A3", "A4", "A5", "A18", "B9"}
     assert {"busbw.png", "timeline.png", "step_vs_k.png"} <= {p.name for p in (out / "figures").iterdir()}
 
 

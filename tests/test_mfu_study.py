@@ -50,6 +50,8 @@ def test_claims_without_measurements_have_computed_verdicts():
         # B15: overlap + data IO = 0.7 of 1.8 s with NCCL tuning its own category, 1.0 of 1.8 s with
         # it counted as communication: the readings disagree, so the sentence is not checkable
         ("B15", "not checkable"),
+        ("B15", "refuted"),  # §5's "38% → 52%": 10.2 s is 43.2% by the article's own arithmetic
+        ("B9", "refuted"),  # "4% faster, 48% → 52%": 4% takes 48% to 49.9%
         ("A1", "not checkable"),
     ]
 
@@ -65,8 +67,9 @@ def test_b1_about_5_s_is_judged_by_its_rounding():
     # a rounding slip in the prose is a note on the B1 row, not a refuted claim of its own
     (b1,) = [c for c in claims_mod.claims(None) if c.id == "B1"]
     assert "'about 5 s' at 100% MFU is 4.41 s exactly" in b1.evidence and b1.verdict == "confirmed"
-    b15 = [c for c in claims_mod.claims(None) if c.id == "B15"]
-    assert all("§5 heading" in c.evidence and "title" not in c.evidence for c in b15)
+    # the §5 heading's "38% → 52%" is a row of its own, refuted by B1's arithmetic at 10.2 s
+    (heading,) = [c for c in claims_mod.claims(None) if c.id == "B15" and "§5 heading" in c.claim]
+    assert heading.verdict == "refuted" and "43.2%" in heading.evidence
 
 
 def test_b15_depends_on_the_categorisation():
@@ -75,7 +78,7 @@ def test_b15_depends_on_the_categorisation():
     assert df.loc["confirmed", "share_of_gross_gain"] == pytest.approx(1.0 / 1.8)
     assert df.loc["confirmed", "share_of_net_gain"] == pytest.approx(1.0 / 1.7)
     assert set(df.largest_other_category) == {"slow operators"}  # 0.8 s, the largest single change
-    (claim,) = [c for c in claims_mod.claims(None) if c.id == "B15"]  # one verdict for the sentence
+    claim = [c for c in claims_mod.claims(None) if c.id == "B15"][0]  # one verdict for the sentence
     assert claim.verdict == "not checkable" and claim.evidence.startswith("reading-dependent: ")
     assert (
         "56% (confirmed" in claim.evidence and "39%" in claim.evidence and "(refuted under" in claim.evidence
@@ -161,7 +164,7 @@ def test_measure_records_and_analysis(tiny_records):
     assert six["forward, counted"] == pytest.approx(six["forward, 2·N_matmul + attention"])
     assert six["backward / forward, counted"] == pytest.approx(2.0)
     assert operator_split.published_table(r).source.iloc[-1] == "measured here"
-    assert {c.id for c in claims_mod.claims(r)} == {"A19", "B1", "B2", "B15", "A1"}
+    assert {c.id for c in claims_mod.claims(r)} == {"A19", "B1", "B2", "B15", "B9", "A1"}
     m = analysis.headline_metrics(r)
     assert m["matmul_ceiling_flops_per_s"] > 0
     isa = r["cpu_isa"]  # a CPU's peak comes from its ISA where /proc/cpuinfo gives clock and cores

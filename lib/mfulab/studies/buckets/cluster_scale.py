@@ -183,7 +183,8 @@ def memory_text(big) -> str:
         return ""
     sizes = ", ".join(f"{r.preset} at TP {r.tp} {r.memory_gib:.0f} GiB" for r in over.itertuples())
     return (
-        f"; these layouts do not fit the card's memory ({sizes} per device, DDP without ZeRO): they show "
+        f"; {'this layout does' if len(over) == 1 else 'these layouts do'} not fit the card's memory "
+        f"({sizes} per device, DDP without ZeRO): {'it shows' if len(over) == 1 else 'they show'} "
         "the mechanism, not runs that could happen"
     )
 
@@ -200,8 +201,10 @@ def spread_text(big) -> str:
 
 
 def _smallest_matrix_mib(name: str) -> float:
-    """bf16 gradient MiB of the model's smallest weight matrix."""
-    return min(k for n, k in model_layout(preset(name)) if "norm" not in n) * 2 / MIB
+    """bf16 gradient MiB one rank holds of the model's smallest weight matrix, at its stated TP
+    (each rank keeps 1/TP of every weight matrix)."""
+    whole = min(k for n, k in model_layout(preset(name)) if "norm" not in n) * 2 / MIB
+    return whole / sensitivity.stated_tp(name)
 
 
 def _big(best):
@@ -256,8 +259,9 @@ def a6_spread_claim(records, best, sens) -> list[Claim]:
             + f"; spread = max − min MFU over the caps {plausible_caps_text()}",
             a6_spread_verdict(sens),
             f"spread in MFU points: {per_model}{memory_text(big)}; in the stated setting the spread over "
-            f"{plausible_caps_text()} is {'at least' if stated_reaches else 'below'} the article's "
-            f"{lo:g}–{A6_MFU_POINTS[1]:g} points{grid}; sensitivity: the spread reaches {lo:g} points "
+            f"{plausible_caps_text()} reaches the article's {lo:g}–{A6_MFU_POINTS[1]:g} points for "
+            f"{', '.join(big.preset[big.spread_points >= lo]) or 'no model'}{grid}; sensitivity: the spread "
+            f"reaches {lo:g} points "
             f"in {len(s['a6_spread_reaching'])} of {s['scenarios']} scenarios: {reaching}",
             basis=verdicts.ANALYSIS,
         )
@@ -279,8 +283,9 @@ def a6_sweet_spot_claim(records, best, sens) -> list[Claim]:
             _a6_setting(records, cards, big) + "; the fastest caps (ties within 0.1% named)",
             "analytic only",
             f"best caps: {per_model}; {sweet_spot_text(big)}; the smallest weight matrix of "
-            f"{smallest} holds {_smallest_matrix_mib(smallest):.0f} MiB of bf16 gradient, so a 20–40 MB "
-            f"cap is about one tensor per bucket{memory_text(big)}; sensitivity: the answer to 'best cap "
+            f"{smallest} leaves each rank {_smallest_matrix_mib(smallest):.0f} MiB of bf16 gradient at TP "
+            f"{sensitivity.stated_tp(smallest)}, so a 20–40 MB cap holds a few tensors per bucket"
+            f"{memory_text(big)}; sensitivity: the answer to 'best cap "
             f"outside 20–40 MB?' is unchanged in {s['a6_same']} of {s['scenarios']} scenarios{changed}"
             + sensitivity.fitted_text(sens, "a6"),
             basis=verdicts.ANALYSIS,

@@ -190,6 +190,13 @@ def measure(p: Params) -> dict:
     rec["cpu_isa"] = host.cpu_isa()  # B4 on a CPU: whether bf16 GEMMs have hardware (AVX512_BF16, AMX)
     rec["ln"] = measure_ln_fusion(p, cal["bandwidth"].get("last_level_cache_bytes"))
     rec["launch"] = measure_launch_overhead(device)
+    # B3's "enable_flash_sdp(True) forces flash": the SDPA backend switches as this torch starts
+    backends = torch.backends.cuda
+    rec["sdp_backends_enabled"] = {
+        "flash": backends.flash_sdp_enabled(),
+        "mem_efficient": backends.mem_efficient_sdp_enabled(),
+        "math": backends.math_sdp_enabled(),
+    }
     rec["attention"] = measure_attention(p)
     rec["compile"] = measure_model_compile(p)
     return rec

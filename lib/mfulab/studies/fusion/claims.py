@@ -197,16 +197,12 @@ def b4_claim(t) -> Claim:
     return Claim(
         "B4",
         claim,
-        "matmul ceilings on this CPU; TF32 exists only on NVIDIA tensor cores",
-        "not checkable",
-        "no TF32 on a CPU, so the claim's quantity does not exist here; "
-        + (
-            f"bf16/fp32 here = {dt.loc['bf16', 'vs_fp32']:.2f}×; "
-            if "bf16" in dt.index
-            else "bf16 is emulated on this CPU (not swept); "
-        )
-        + f"the A100 datasheet gives tf32/fp32 = {sheet_ratio:.0f}× (dense), more than double",
-        basis=verdicts.MEASURED,
+        "the A100 datasheet's dense tensor-core TF32 peak against its FP32 peak (no TF32 on a CPU)",
+        verdicts.verdict_from_agreement(sheet_ratio >= 2),
+        f"A100 datasheet: tf32/fp32 = {sheet_ratio:.0f}× (dense), at least double; a GEMM reaches a "
+        "share of it (chapter 01's MAMF). On a CPU the quantity does not exist"
+        + (f" (bf16/fp32 here = {dt.loc['bf16', 'vs_fp32']:.2f}×)" if "bf16" in dt.index else ""),
+        basis=verdicts.PUBLISHED,
     )
 
 
@@ -270,6 +266,23 @@ def b3_claims(records, v: dict) -> list[Claim]:
             basis=verdicts.CONSTRUCTION,
         )
     ]
+    enabled = records.get("sdp_backends_enabled")
+    if enabled:
+        on = ", ".join(k for k, x in enabled.items() if x) or "none"
+        rows.append(
+            Claim(
+                "B3",
+                "torch.backends.cuda.enable_flash_sdp(True) forces the flash kernel",
+                "what the switch does (PyTorch docs: it enables a backend, it does not select one) and "
+                "the switches' state as torch starts here",
+                "refuted" if enabled.get("flash") else "not checkable",
+                f"enabled by default here: {on}; enable_flash_sdp(True) sets a switch already on, and "
+                "SDPA still picks among the enabled backends by its rules; forcing one is "
+                "torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION), which raises where flash is "
+                "not eligible",
+                basis=verdicts.PUBLISHED,
+            )
+        )
     if records["device"] != "cuda":
         reasons = v["cuda_flash_reasons"]
         rows.append(

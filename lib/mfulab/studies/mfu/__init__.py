@@ -8,7 +8,7 @@ and where a measured step's time goes.
   the waterfall's losses;
 - ``operator_split``: the operator profile (``mfulab.measure.opprofile``) taken apart: categories per step,
   the waterfall from measured categories, the 6N check, published MFU figures beside ours;
-- ``claims``: the claims table (A19, B1, B2, B15 under two readings, A1) and ``outcome``;
+- ``claims``: the claims table (A19, B1, B2, B15 with its §5 heading, B9's MFU text, A1) and ``outcome``;
 - ``article_arithmetic``: the articles' arithmetic (A19, B1, B15, B9's text, Korthikanti Table 5);
 - ``figures``: the charts; ``stated``: the articles' inputs with their citations.
 """

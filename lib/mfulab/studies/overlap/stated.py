@@ -92,3 +92,10 @@ NCCL_TESTS_PUBLISHED = (
         "100 Gb/s card gets",
     },
 )
+
+# B9 — article B §3.3's benchmark command and its reading of it: "./build/all_reduce_perf -b 128M -e
+# 8G -f 2 -g 8 -t 2 ... 用8个GPU跑2轮" (8 GPUs, 2 rounds), and "busbw是算法带宽" (busbw is the
+# algorithm bandwidth). nccl-tests' README: -t is the number of threads per process, -g the GPUs
+# per thread (so one process drives t × g GPUs), -n / -w the timed and warm-up iterations;
+# PERFORMANCE.md: algbw = size / time, busbw = algbw × 2(n − 1)/n for all_reduce.
+B9_COMMAND = {"g": 8, "t": 2, "article_gpus": 8, "article_rounds": 2}
