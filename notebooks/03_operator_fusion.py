@@ -387,13 +387,16 @@ o.tables["matmul_dtypes"]
 # on this CPU (a toy regime), *not shown* when even a free sub-block cannot make the layer that
 # fast (the upper end of Amdahl's ceiling is below 1.43×), *shown* when the layer with the
 # compiled sub-block is at least 1.43× faster; at the article's 13B layer in its own layout,
-# *refuted (analysis)* when every row of the sensitivity table is below 1.43×, *analytic only*
-# (the evidence names the rows that reach it) otherwise. B5 from the
+# judged on the fused sub-block the claim describes: *refuted (analysis)* when the layer with it
+# stays below 1.43× in every row of the sensitivity table, *analytic only* otherwise (a free
+# sub-block is the ceiling beside it, with the rows where it would pass). B5 from the
 # interval of the step speed-up against 1.087× (an 8% shorter step; on a GPU only: a CPU is not
 # its regime). A8 from the log-log slopes of exact saved bytes (> 1.7 and < 1.3); its article-scale
 # row is analytic only (the sensitivity table above). B3 from the kernel SDPA picked on this
-# device, and on a CPU "not checkable" for CUDA, with PyTorch's rules. B4 from the measured
-# tf32/fp32 ratio where TF32 exists; on a CPU it is not checkable.
+# device; for CUDA, PyTorch's flash-eligibility rules at the article's inputs (bf16, head dim
+# 128, causal, on an A100): *confirmed (analysis)* when eligible; `enable_flash_sdp` from
+# PyTorch's documentation and the switches recorded here. B4 from the measured tf32/fp32 ratio
+# where TF32 exists; on a CPU from the A100 datasheet (published).
 
 # %%
 claim_list = o.claims

@@ -183,3 +183,11 @@ def cuda_flash_reasons(records) -> list[str]:
         head_dim=att.get("head_dim", records["params"]["attn_head_dim"]),
         sm=tuple(cap) if cap else (8, 0),
     )
+
+
+def cuda_flash_reasons_article() -> list[str]:
+    """Why the article's own attention inputs (``stated.B3_ARTICLE_INPUTS``) would not get CUDA's
+    flash kernel on its A100 (``sdpa_rules``; empty: eligible)."""
+    from mfulab.studies.fusion.stated import B3_ARTICLE_INPUTS
+
+    return sdpa_rules.cuda_flash_ineligible(**B3_ARTICLE_INPUTS)

@@ -213,6 +213,8 @@ def sensitivity(
                 "layer_speedup_ceiling": row["layer_speedup_ceiling"],
                 "break_even_bandwidth_efficiency": even,
                 "below_claim": row["layer_speedup_ceiling"] < target_speedup,
+                # the fusion the claim describes (the bytes model's fused sub-block), not a free one
+                "fused_below_claim": row["layer_speedup"] < target_speedup,
             }
         )
     return pd.DataFrame(rows)

@@ -47,6 +47,18 @@ A7_SENSITIVITY = {
 A8_SETTING = {"preset": "article-7b", "seq_len": 4096, "micro_batch": 16}
 A8_STATED = {"activation_reduction": 0.40, "step_time_reduction": 0.18}
 
+# B3 — article B §2.1: "PyTorch 2.0+ picks flash or memory-efficient attention by input shape and
+# hardware". The article's inputs, for PyTorch's CUDA flash-eligibility rules: its case study's 7B
+# (Llama-2-7B: 4096 / 32 heads = head dim 128) on A100 80G (sm80), in bf16 (its MFU uses the
+# 312 TFLOP/s bf16 peak), causal, no mask tensor, training (gradients), no attention dropout.
+B3_ARTICLE_INPUTS = {
+    "dtype": "bf16",
+    "head_dim": 128,
+    "sm": (8, 0),
+    "is_causal": True,
+    "has_attn_mask": False,
+}
+
 # B4 — article B §2.1: on A100 and newer GPUs, TF32 roughly doubles matmul throughput over fp32.
 B4_DATASHEET_DEVICE = "a100"
 
