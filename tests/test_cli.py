@@ -77,7 +77,7 @@ def test_smoke_notebook_produces_results(smoke_run):
     out = root / "testbox" / "mfu"
     metrics = json.loads((out / "metrics.json").read_text())
     assert EXPECTED_METRICS <= set(metrics)
-    assert {c["id"] for c in metrics["claims"]} == {"A19", "B1", "B2", "B15", "A1"}
+    assert {c["id"] for c in metrics["claims"]} == {"A19", "B1", "B2", "B15", "B9", "A1"}
     assert abs(metrics["flop_count_rel_diff"]) < 0.005
     assert EXPECTED_FIGURES <= {p.name for p in (out / "figures").iterdir()}
     for png in (out / "figures").iterdir():
