@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mfulab.analytic import flops
 from mfulab.measure import opprofile
 from mfulab.studies.mfu import analysis, article_arithmetic, operator_split, time_split
 from mfulab.studies.mfu.analysis import headline_metrics
@@ -60,7 +59,7 @@ def article_b_headline_claims() -> list[Claim]:
     MFU 48% → 52%" (the same NCCL change as B15's 9.0 → 8.7 s step). Each is refuted when the
     recomputed figure misses the stated one by more than half a point (its rounding)."""
     v = article_arithmetic.b9_text_checks().value
-    baseline = article_mfu_at(10.2)
+    baseline = article_arithmetic.article_b_mfu(10.2)
     after_4pct = v["mfu_x104"]
     return [
         Claim(
@@ -83,17 +82,6 @@ def article_b_headline_claims() -> list[Claim]:
             basis=verdicts.ARITHMETIC,
         ),
     ]
-
-
-def article_mfu_at(step_s: float) -> float:
-    """Global MFU of a step of ``step_s`` by article B's own B1 arithmetic."""
-    s = B1_STATED
-    return flops.step_mfu(
-        flops_per_step=6 * s["n_params"] * s["tokens_per_step"],
-        step_time_s=step_s,
-        n_devices=s["n_devices"],
-        peak_flops_per_s=s["peak_flops_per_s"],
-    )
 
 
 def b15_gross_gain_s() -> float:

@@ -279,27 +279,33 @@ def overlap_worker(spec: dict) -> dict:
     compute_s = spec["compute_over_comm"] * one_shot
     out["one_shot_comm_s"], out["compute_s"] = one_shot, compute_s
 
-    for mode in spec["modes"]:
-        sinks = {(v, k): [] for k in spec["chunks"] for v in VARIANTS}
+    def run_interleaved(mode, keys, n_rounds, desc):
+        """Every (variant, k) of ``keys`` in ``mode``, interleaved over ``n_rounds`` rounds; the
+        timed rounds' samples per key (the warm-up calls dropped). number=1: one call per block on
+        every rank (a block size chosen per rank from its own warm-up could differ between ranks
+        and desynchronise their collectives)."""
+        sinks = {key: [] for key in keys}
         fns = {f"{v}:{k}": partial(timed, mode, k, v, sink) for (v, k), sink in sinks.items()}
-        # number=1: one call per block on every rank (a block size chosen per rank from its
-        # own warm-up could differ between ranks and desynchronise their collectives)
         interleaved(
             fns,
-            rounds=spec["rounds"],
+            rounds=n_rounds,
             device=device,
             num_threads=1,
             warmup=1,
             number=1,
             seed=spec["seed"],
-            desc=f"overlap {mode} (rank {rank})",
+            desc=desc,
         )
-        rounds = {key: sink[-spec["rounds"] :] for key, sink in sinks.items()}  # after the warm-up calls
+        return {key: sink[-n_rounds:] for key, sink in sinks.items()}
+
+    for mode in spec["modes"]:
+        keys = [(v, k) for k in spec["chunks"] for v in VARIANTS]
+        rounds = run_interleaved(mode, keys, spec["rounds"], f"overlap {mode} (rank {rank})")
         # the slowest rank's in-flight time of every round, in one all-reduce
-        in_flight = torch.tensor([[s[1] for s in rounds[key]] for key in sinks], dtype=torch.float64)
+        in_flight = torch.tensor([[s[1] for s in rounds[key]] for key in keys], dtype=torch.float64)
         in_flight = in_flight.to(device)  # NCCL reduces CUDA tensors only
         dist.all_reduce(in_flight, op=dist.ReduceOp.MAX)
-        in_flight = dict(zip(sinks, in_flight.cpu().tolist()))
+        in_flight = dict(zip(keys, in_flight.cpu().tolist()))
         for k in spec["chunks"]:
             row = {"mode": mode, "k": k}
             for v in VARIANTS:
@@ -324,26 +330,13 @@ def overlap_worker(spec: dict) -> dict:
     out["a18_rows"], measured_compute_s = [], compute_s
     for ratio in spec.get("a18_ratios", []):
         compute_s = ratio * one_shot
-        sinks = {(v, k): [] for k in (1, spec["a18_k"]) for v in ("overlapped", "compute_only")}
-        fns = {f"{v}:{k}": partial(timed, "emulated", k, v, sink) for (v, k), sink in sinks.items()}
-        interleaved(
-            fns,
-            rounds=spec["a18_rounds"],
-            device=device,
-            num_threads=1,
-            warmup=1,
-            number=1,
-            seed=spec["seed"],
-            desc=f"A18 compute ÷ comm {ratio:g} (rank {rank})",
+        keys = [(v, k) for k in (1, spec["a18_k"]) for v in ("overlapped", "compute_only")]
+        samples = run_interleaved(
+            "emulated", keys, spec["a18_rounds"], f"A18 compute ÷ comm {ratio:g} (rank {rank})"
         )
-        for (v, k), sink in sinks.items():
+        for (v, k), sink in samples.items():
             out["a18_rows"].append(
-                {
-                    "compute_over_comm": ratio,
-                    "k": k,
-                    "variant": v,
-                    "times_s": [x[0] for x in sink[-spec["a18_rounds"] :]],
-                }
+                {"compute_over_comm": ratio, "k": k, "variant": v, "times_s": [x[0] for x in sink]}
             )
     compute_s = measured_compute_s
     out["wrong"] = int(reduce_scalar(wrong, "sum"))
