@@ -32,7 +32,6 @@ out_dir = ""  # set by the runner; empty: scratch/fusion
 from_dir = ""  # analyse measurements from this folder instead of measuring
 
 # %%
-import pandas as pd
 from IPython.display import Markdown, display
 
 from mfulab.measure import calibration
@@ -400,9 +399,8 @@ o.tables["matmul_dtypes"]
 
 # %%
 claim_list = o.claims
-claims_df = verdicts.publish_claims(out, o.claims, o.metrics)
-with pd.option_context("display.max_colwidth", None):
-    display(claims_df)
+verdicts.publish_claims(out, o.claims, o.metrics)  # tables/claims.csv: the full table
+display(Markdown(verdicts.claims_markdown(o.claims)))
 
 display(Markdown(stability_note(out)))
 # %% [markdown]

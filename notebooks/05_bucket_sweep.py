@@ -37,7 +37,6 @@ out_dir = ""  # set by the runner; empty: scratch/buckets
 from_dir = ""  # analyse measurements from this folder instead of measuring
 
 # %%
-import pandas as pd
 from IPython.display import Markdown, display
 
 from mfulab.studies.buckets import claims, figures, report, simulator
@@ -230,8 +229,10 @@ memory
 # drives one network port per GPU of a node, as on a DGX A100: eight 200 Gb/s ports per node,
 # which is what hides the all-reduce behind the backward at 1024 cards, more than the lower
 # per-step latencies. Article B's own cluster looks different: a two-node busbw of 11 → 21
-# GB/s against a 25 GB/s limit (B9) says one 200 Gb/s port per node, and the sensitivity table
-# has that row.
+# GB/s against a 25 GB/s limit (B9) says one 200 Gb/s port per node, and B8's stated case is
+# that run (below). Gradients are reduced in fp32 (PyTorch DDP under autocast keeps fp32
+# parameters; Megatron and MindSpeed reduce bf16 models' gradients in fp32 unless told
+# otherwise); bf16 reduction is a sensitivity row.
 #
 # **The stated layouts are the articles' own.** Each model runs at its tensor parallelism
 # (`stated.SCALE_TP`): article B's 7B at TP 4 (its case study on 64 A100s), article A's 13B at
@@ -300,13 +301,24 @@ best[
 # whose simulated steps are within a tie tolerance of the fastest are shown as a range.
 # `a6_conclusion_same`: whether "a best cap lies in 20–40 MB" comes out as in the stated
 # setting; `a6_spread_points`: how far the cap moves MFU over 1–400 MiB per model (smallest
-# first), `a6_spread_reaches_claim`: whether any model's spread reaches the article's 5 points;
-# `b8_conclusion_same`: whether 50–100 MiB still beats 25 MiB.
+# first), `a6_article_spread_points` and `a6_article_spread_in_claim`: the article's 13B's
+# spread and whether it lies in 5–8 points; `b8_conclusion_same`: whether B8's outcome (at
+# article B's run: 32 micro-batches, one port per node, unless the row varies them) is unchanged.
 
 # %%
 sens = o.tables["sensitivity"]
 display(Markdown(report.sensitivity_notes(sens)))
 sens
+
+# %% [markdown]
+# ### B8 at article B's run
+#
+# The 7B on 64 A100s at TP 4 × DP 16, 512 sequences per step (32 micro-batches of one), one
+# 200 Gb/s port per node, every cap of the grid: the simulated step against the article's 9.4 s
+# before its step 2 and 9.0 s after it.
+
+# %%
+o.tables["b8_case"][["bucket_cap_mb", "dp", "accumulation", "buckets", "step_s", "exposed_comm_s", "mfu"]]
 
 # %% [markdown]
 # ### One all-reduce per tensor, at the article's 13B layout (A6)
@@ -332,13 +344,23 @@ o.tables["a6_per_tensor"]
 # under NCCL's own choice of algorithm per call, and with the ring forced — confirmed (analysis)
 # when both are at ≥ 1.5× the step, refuted (analysis) when both are below, analytic only when
 # the algorithm (which the article does not state) decides. Two more rows come from the
-# simulator at about a thousand cards — how far the cap moves MFU (the spread over 1–400 MiB against the
-# article's 5–8 points: refuted only if no scenario of the sensitivity table reaches 5 points,
-# otherwise analytic only) and whether 20–40 MB is the sweet spot (analytic). B8 comes from the
-# simulator (analytic, likewise). B6: `gradient_as_bucket_view` is judged on the memory it
+# simulator at about a thousand cards. How far the cap moves MFU is judged on the article's own
+# model, its 13B at TP 8: confirmed (analysis) when the spread over 1–400 MiB lies in its 5–8
+# points, refuted (analysis) outside, the other models beside it. Whether 20–40 MB is the sweet
+# spot: confirmed (analysis) when it holds some model's only best cap, refuted (analysis) when the
+# best caps lie outside it or tie with it (a tie is no sweet spot). Each row says in how many
+# scenarios of the sensitivity table its answer holds, and the simulator's own error on this
+# machine's sweep. B8 is judged at article B's own run: the 7B on 64 A100s at TP 4 × DP 16,
+# 512 sequences of 4096 tokens per step (micro-batch 1, assumed: 32 micro-batches, of which only
+# the last one's backward overlaps the all-reduce), one 200 Gb/s port per node. Its sentence is
+# confirmed (analysis) when 50–100 MiB beats 25 MiB beyond a tie (0.1% of the step); its §5.2
+# figure (the cap and both flags took the step from 9.4 s to 9.0 s) is confirmed (analysis) when
+# the simulated saving of the cap plus the most the two flags can save explains at least half of
+# the 0.4 s, refuted (analysis) below. B6: `gradient_as_bucket_view` is judged on the memory it
 # saves (its documented benefit, a property by construction: shown when the counted saving
-# equals the gradients' bytes); `static_graph` against the default flags is *not checkable* (DDP does no graph
-# analysis there to spare) and is judged against `find_unused_parameters=True`; the two flags
+# equals the gradients' bytes); `static_graph` is judged against `find_unused_parameters=True`, the
+# only flags under which DDP analyses the graph every step (against the default flags it has
+# nothing to spare: the flags table shows that reading, expected 1.00×); the two flags
 # together on speed, with the mechanism's bound; and the bound at the article's scale
 # (analysis: both copies the flag avoids, DDP's into the bucket and back, at TP 4 on an A100 80G,
 # refuted when under 3% of the step). Article B's case runs ZeRO-2, where DDP's `bucket_cap_mb`
@@ -347,9 +369,8 @@ o.tables["a6_per_tensor"]
 
 # %%
 claim_list = o.claims
-claims_df = verdicts.publish_claims(out, o.claims, o.metrics)
-with pd.option_context("display.max_colwidth", None):
-    display(claims_df)
+verdicts.publish_claims(out, o.claims, o.metrics)  # tables/claims.csv: the full table
+display(Markdown(verdicts.claims_markdown(o.claims)))
 
 display(Markdown(stability_note(out)))
 # %% [markdown]

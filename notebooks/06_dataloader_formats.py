@@ -31,7 +31,6 @@ out_dir = ""  # set by the runner; empty: scratch/dataloader
 from_dir = ""  # analyse measurements from this folder instead of measuring
 
 # %%
-import pandas as pd
 from IPython.display import Markdown, display
 
 from mfulab.studies.dataloader import claims, figures
@@ -205,9 +204,8 @@ o.tables["b12_magnitude_sensitivity"]
 # %%
 print(f"B2: a category counts as non-zero above {rp['nonzero_share']:.1%} of a run's time")
 claim_list = o.claims
-claims_df = verdicts.publish_claims(out, o.claims, o.metrics)
-with pd.option_context("display.max_colwidth", None):
-    display(claims_df)
+verdicts.publish_claims(out, o.claims, o.metrics)  # tables/claims.csv: the full table
+display(Markdown(verdicts.claims_markdown(o.claims)))
 
 display(Markdown(stability_note(out)))
 # %% [markdown]

@@ -170,9 +170,8 @@ plots.save_figure(fig, out, "straggler")
 
 # %%
 claim_list, headline = o.claims, o.metrics
-claims_df = verdicts.publish_claims(out, o.claims, o.metrics)
-with pd.option_context("display.max_colwidth", None):
-    display(claims_df)
+verdicts.publish_claims(out, o.claims, o.metrics)  # tables/claims.csv: the full table
+display(Markdown(verdicts.claims_markdown(o.claims)))
 
 display(Markdown(stability_note(out)))
 

@@ -37,7 +37,6 @@ out_dir = ""  # set by the runner; empty: scratch/parallelism
 from_dir = ""  # analyse measurements from this folder instead of measuring
 
 # %%
-import pandas as pd
 from IPython.display import Markdown, display
 
 from mfulab.studies.parallelism import analysis, claims, figures
@@ -218,9 +217,8 @@ t["a15_offload"].round(3)
 
 # %%
 claim_list = o.claims
-claims_df = verdicts.publish_claims(out, o.claims, o.metrics)
-with pd.option_context("display.max_colwidth", None):
-    display(claims_df)
+verdicts.publish_claims(out, o.claims, o.metrics)  # tables/claims.csv: the full table
+display(Markdown(verdicts.claims_markdown(o.claims)))
 
 display(Markdown(stability_note(out)))
 

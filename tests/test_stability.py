@@ -121,6 +121,11 @@ def test_the_basis_sets_the_label():
         row("analytic only", verdicts.MEASURED)
     with pytest.raises(ValueError):
         row("confirmed", "a hunch")
+    # a datasheet or a tool's documentation can decide; the article's words alone cannot
+    assert row("refuted", verdicts.DOCUMENTED) == "refuted"
+    assert row("not checkable", verdicts.STATEMENT) == "not checkable"
+    with pytest.raises(ValueError):
+        row("confirmed", verdicts.STATEMENT)
 
 
 def test_keep_holds_the_last_runs_measurements(tmp_path, monkeypatch):
@@ -141,3 +146,20 @@ def test_keep_holds_the_last_runs_measurements(tmp_path, monkeypatch):
     path = stability.run("mfu", n=3, profile="smoke", results_root=tmp_path / "results", keep=keep)
     assert len(made) == 3 and results.load_measurements(keep) == {"run": 2}
     assert results.read_json(path)["drift"]["run"]["values"] == [0.0, 1.0, 2.0]
+
+
+def test_claims_read_as_a_verdict_sentence_and_a_list():
+    from mfulab.studykit import verdicts
+
+    c = Claim(
+        "A6",
+        "the sweet spot",
+        "a simulator",
+        "refuted",
+        "best 400 MiB (ties: 200; 400); 19 of 21",
+        "toy regime",
+    )
+    assert verdicts.evidence_parts(c.evidence) == ["best 400 MiB (ties: 200; 400)", "19 of 21"]
+    text = verdicts.claims_markdown([c])
+    assert text.startswith("**A6 · not shown** (toy regime): the sweet spot")
+    assert "- best 400 MiB (ties: 200; 400)\n- 19 of 21\n- *how*: a simulator" in text

@@ -28,11 +28,13 @@ VERDICTS = (
 # THE RULE (docs/claims.md): every verdict names its basis, and the basis sets the label.
 MEASURED = "measured here"  # the claim's effect, measured on this machine in the claim's regime
 PUBLISHED = "published measurement"  # a cited figure from a run the source describes
+DOCUMENTED = "documented specification"  # a datasheet, a paper's stated design, a tool's documentation
 ANALYSIS = "analysis at the article's configuration"  # the article's stated TP, SP, kernel, cluster
 ARITHMETIC = "the article's own arithmetic"  # its stated numbers, recomputed
 TOY = "toy regime"  # a mechanism measured here outside the claim's regime (2 ranks, emulation, tiny sizes)
 CONSTRUCTION = "by construction"  # a documented behaviour or an identity, counted exactly
-BASES = (MEASURED, PUBLISHED, ANALYSIS, ARITHMETIC, TOY, CONSTRUCTION)
+STATEMENT = "the article's words alone"  # nothing to recompute or measure: an anecdote, a rule of thumb
+BASES = (MEASURED, PUBLISHED, DOCUMENTED, ANALYSIS, ARITHMETIC, TOY, CONSTRUCTION, STATEMENT)
 
 
 def label(decision: str, basis: str) -> str:
@@ -41,6 +43,8 @@ def label(decision: str, basis: str) -> str:
     the claim; an exact count can); an analysis's decision is marked "(analysis)"."""
     if basis not in BASES:
         raise ValueError(f"basis must be one of {BASES}; got {basis!r}")
+    if basis == STATEMENT and decision != "not checkable":
+        raise ValueError(f"a claim resting on {STATEMENT!r} can only be 'not checkable'; got {decision!r}")
     if basis in (TOY, CONSTRUCTION) and decision == "confirmed":
         return "shown"
     if basis == TOY and decision == "refuted":
@@ -91,6 +95,33 @@ def summary_line(claims: list[Claim]) -> str:
         for cid, vs in by_id.items()
     ]
     return "* " + "; ".join(parts) + "."
+
+
+def evidence_parts(evidence: str) -> list[str]:
+    """The evidence string cut into its clauses: at every "; " outside brackets (a clause's
+    own parenthesis stays whole)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(evidence):
+        depth += ch in "([" and 1 or -(ch in ")]")
+        if depth <= 0 and evidence.startswith("; ", i):
+            parts.append(evidence[start:i])
+            start = i + 2
+            depth = 0
+    parts.append(evidence[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def claims_markdown(claims: list[Claim]) -> str:
+    """The claims as the chapter shows them: per row, the verdict sentence (id, verdict, the
+    article's sentence) with its basis, then its numbers as a list, one clause per line, and
+    what was measured or computed last. The full table is ``tables/claims.csv``."""
+    blocks = []
+    for c in claims:
+        head = f"**{c.id} · {c.verdict}** ({c.basis}): {c.claim}"
+        lines = [f"- {part}" for part in evidence_parts(c.evidence)]
+        lines.append(f"- *how*: {c.measured}")
+        blocks.append(head + "\n\n" + "\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 def records(claims: list[Claim]) -> list[dict]:
