@@ -298,6 +298,12 @@ def test_memory_guard_models_the_buckets_node_profiles_every_live_ddp_replica():
     wide = REGISTRY["buckets"].params.from_dict({"device": "cuda", "stack_layers": 48, "stack_hidden": 4096})
     wide = wide.from_dict({**wide.to_dict(), "bucket_caps_mb": [0.001, 1, 5, 10, 25, 50, 100, 200, 1000]})
     assert wide.predicted_peak_bytes() > 130e9
+    # the GPT phase is modelled too: a small stack with a large reference GPT is priced by the GPT
+    small = REGISTRY["buckets"].params.from_dict({"device": "cuda", "stack_layers": 2, "stack_hidden": 256})
+    big_gpt = small.from_dict(
+        {**small.to_dict(), "gpt_preset": "gpt2-774m", "gpt_seq_len": 1024, "gpt_batch": 8}
+    )
+    assert big_gpt.predicted_peak_bytes() > 2 * 3 * 4 * 7e8 > small.predicted_peak_bytes()
 
 
 def test_the_documented_first_command_runs_here(tmp_path):

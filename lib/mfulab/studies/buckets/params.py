@@ -176,13 +176,27 @@ class Params(StudyParams):
         check_world_size(self.nproc, self.device)
 
     def predicted_peak_bytes(self) -> float | None:
-        """Per GPU: every configuration's DDP stays alive for the interleaved rounds, each with
-        fp32 weights, gradients and DDP's flat bucket storage (3 × 4 B per parameter), plus the
-        reference model with its gradients and their clones (the same again)."""
+        """Per GPU, the larger of the job's two phases. The stack sweep: every configuration's
+        DDP stays alive for the interleaved rounds, each with fp32 weights, gradients and DDP's
+        flat bucket storage (3 × 4 B per parameter), plus the reference model with its gradients
+        and their clones (the same again). The GPT phase (``gpt_preset``): the reference GPT with
+        its gradients and their clones, one DDP replica at a time (3 × 4 B per parameter each), and
+        one micro-batch's fp32 activations (Korthikanti Table 2 with the fused kernel, no dropout)."""
         if self.device != "cuda":
             return None
+        from mfulab.analytic.flops import param_count
+        from mfulab.analytic.memory import activation_bytes_per_layer
+
         replicas = len(configurations(self.to_dict())) + 1
-        return replicas * 3 * 4 * self.stack_layers * (self.stack_hidden**2 + self.stack_hidden)
+        stack = replicas * 3 * 4 * self.stack_layers * (self.stack_hidden**2 + self.stack_hidden)
+        if not self.gpt_preset:
+            return stack
+        cfg = preset(self.gpt_preset).with_(seq_len=self.gpt_seq_len)
+        activations = cfg.n_layers * activation_bytes_per_layer(
+            cfg, micro_batch=self.gpt_batch, bytes_per_elem=4, dropout=False, attention="fused"
+        )
+        gpt = 2 * 3 * 4 * param_count(cfg) + activations
+        return max(stack, gpt)
 
     @staticmethod
     def _require_preset(name: str, value: str) -> None:

@@ -26,7 +26,7 @@ from mfulab.studies.buckets.sensitivity import (
 )
 from mfulab.studies.buckets.sensitivity import summary as sensitivity_summary
 from mfulab.studies.buckets.simulator import DEFAULT_BUCKET_CAP_MB
-from mfulab.studies.buckets.stated import A6_MFU_POINTS, B8_STATED, SENSITIVITY
+from mfulab.studies.buckets.stated import A6_MFU_POINTS, B8_STATED, SCALE_GRAD_BYTES_PER_ELEM, SENSITIVITY
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import summary_line
 from mfulab.units import GB, MB
@@ -161,9 +161,10 @@ def memory_notes(records, memory) -> str:
 
 
 def scale_setting_text(p) -> str:
-    """The stated setting at scale: the device and what the step model takes from
-    ``devices.yaml``, and one call's latency under NCCL's ring and tree at the largest rank
-    count (the step model's DP group)."""
+    """The stated setting of the scale table and heat map (A6's: article A's cards,
+    ``a6_device``): what the step model takes from ``devices.yaml``, and one call's latency under
+    NCCL's ring and tree at the largest rank count (the step model's DP group). B8's case
+    (article B's A100s, its batch and network) is stated with its row."""
     cards, name = max(p.scale_world_sizes), by_size(p.scale_presets)[0]
     tp = stated_tp(name)
     n = cards // tp
@@ -173,20 +174,23 @@ def scale_setting_text(p) -> str:
         tp=tp,
         global_batch=n * p.scale_micro_batch,
         micro_batch=p.scale_micro_batch,
-        device=p.scale_device,
+        device=p.a6_device,
         framework="ddp",
         matmul_share_of_mamf=p.scale_matmul_share_of_mamf,
+        grad_bytes_per_elem=SCALE_GRAD_BYTES_PER_ELEM,
     )
     g = step["dp_group"]
     latency = comm.nccl_latency_s("all_reduce", g["dp"], g["n_nodes"], **g["latencies"])
     return (
-        f"stated case: {p.scale_device} from devices.yaml ({step['sources']['inter_node']}), the step "
-        f"model (chapter 09) with GEMMs at {p.scale_matmul_share_of_mamf:g} of MAMF and "
-        f"{p.scale_micro_batch} sequence(s) per rank and micro-batch; all-reduce algorithm: "
+        f"stated case of the scale table and heat map (A6's): {p.a6_device} from devices.yaml "
+        f"({step['sources']['inter_node']}), the step model (chapter 09) with GEMMs at "
+        f"{p.scale_matmul_share_of_mamf:g} of MAMF, {p.scale_micro_batch} sequence(s) per rank and "
+        f"micro-batch, gradients reduced in fp32; all-reduce algorithm: "
         f"{algorithm_text(p.scale_algorithm)} per call (scale_algorithm; {name} at TP {tp} on {cards} "
         f"cards: {n} data-parallel ranks over {g['n_nodes']} nodes, one call's latency is "
         f"{latency['ring'] * 1e3:.2f} ms on the ring and {latency['tree'] * 1e3:.2f} ms on the tree, NCCL's "
-        "latency model)"
+        "latency model). B8's case is article B's run (A100s, 512 sequences per step, one 200 Gb/s "
+        "port per node), stated with its rows."
     )
 
 
@@ -218,10 +222,12 @@ def sensitivity_notes(sens) -> str:
         f"{s['scenarios']} scenarios; changed under: {a6} — *best*: a model's only best cap lies in "
         "20–40 MB; *tied*: 20–40 MB ties with the best (the all-reduce hides behind the backward pass "
         "and the cap barely matters).\n"
-        f"* A6 (does the cap move MFU by ≥ {A6_MFU_POINTS[0]:g} points over {plausible_caps_text()}, "
-        "any model?): the spread reaches it under: "
-        f"{', '.join(s['a6_spread_reaching']) or 'none'}.\n"
-        f"* B8 (does 50–100 MiB beat 25 MiB for 7B on {B8_STATED['ranks']} cards: gains, tied within "
+        f"* A6 (does the cap move the article's 13B's MFU by {A6_MFU_POINTS[0]:g}–{A6_MFU_POINTS[1]:g} "
+        f"points over {plausible_caps_text()}?): yes in {s['a6_article_in_claim']} of {s['scenarios']}; "
+        f"the answer changes under: {', '.join(s['a6_article_changed']) or 'none'}. Any model's spread "
+        f"reaches {A6_MFU_POINTS[0]:g} points under: {', '.join(s['a6_spread_reaching']) or 'none'}.\n"
+        f"* B8 (at article B's run, does 50–100 MiB beat 25 MiB for 7B on {B8_STATED['ranks']} cards: "
+        "gains, tied within "
         f"{TIE_TOLERANCE:.1%} of the MFU, or reversed?): same answer in "
         f"{s['b8_same']} of {s['scenarios']}; changed under: {b8}.\n"
         + _algorithm_note(sens)
@@ -240,7 +246,7 @@ def _algorithm_note(sens) -> str:
         f"{r.a6_best_caps_mib} MiB, A6's sweet-spot answer "
         f"{same[bool(r.a6_conclusion_same)]}, the spread {r.a6_max_spread_points:.1f} points "
         f"({'reaches' if r.a6_spread_reaches_claim else 'below'} the claim's {A6_MFU_POINTS[0]:g}), "
-        f"B8's answer {same[bool(r.b8_conclusion_same)]} ({r.b8_gain_50_100_vs_25_points:+.1f} points). "
+        f"B8's answer {same[bool(r.b8_conclusion_same)]} ({r.b8_gain_50_100_vs_25_points:+.2f} points). "
         "NCCL chooses between ring and tree per call by message size and rank count (its tuning model), "
         "so the stated 'faster of the two' is itself an assumption.\n"
         for r in rows.itertuples()

@@ -15,9 +15,12 @@ from mfulab.studies.buckets.simulator import DEFAULT_BUCKET_CAP_MB, gpt_simulati
 from mfulab.studies.buckets.stated import (
     A6_CARDS,
     A6_MFU_POINTS,
+    A6_PER_TENSOR_CASE,
     A6_PLAUSIBLE_CAPS_MIB,
     A6_SWEET_SPOT_BYTES,
+    B8_ARTICLE,
     B8_STATED,
+    SCALE_GRAD_BYTES_PER_ELEM,
     SCALE_TP,
     SENSITIVITY,
     STATED_TP_FALLBACK,
@@ -98,7 +101,33 @@ def stated_setting(p: dict, claim: str = "b8") -> dict:
         "matmul_share_of_mamf": p["scale_matmul_share_of_mamf"],
         "micro_batch": p["scale_micro_batch"],
         "algorithm": p["scale_algorithm"],
+        "grad_bytes_per_elem": SCALE_GRAD_BYTES_PER_ELEM,
     }
+
+
+def b8_scenario(s: dict, name: str) -> dict:
+    """Scenario ``s`` as B8 runs it: article B's own run (``stated.B8_ARTICLE``) wherever ``s``
+    does not vary it: global batch 512 sequences at the article's micro-batch (assumed 1), so each
+    DP rank accumulates 512 ÷ (DP × micro-batch) micro-batches (at least the pipeline's stages),
+    and one 200 Gb/s port per node shared by its 8 GPUs."""
+    setting = dict(s["setting"])
+    out = dict(s)
+    if s["assumption"] != "interconnect":
+        setting["network_bytes_per_s"] = B8_ARTICLE["network_bytes_per_s"]
+    if s["assumption"] != "accumulation":
+        setting["micro_batch"] = B8_ARTICLE["micro_batch"]
+        _, dp = _layout(name, B8_STATED["ranks"], s)
+        out["accumulation"] = max(s["pp"], B8_ARTICLE["global_batch"] // (dp * setting["micro_batch"]))
+    out["setting"] = setting
+    return out
+
+
+def b8_stated_text() -> str:
+    a = B8_ARTICLE
+    return (
+        f"B8 at article B's run: global batch {a['global_batch']} sequences, micro-batch {a['micro_batch']} "
+        f"(assumed), one 200 Gb/s port per node ({a['network_bytes_per_s'] / GB:.3g} GB/s per GPU)"
+    )
 
 
 def algorithm_text(algorithm: str) -> str:
@@ -115,7 +144,8 @@ def scenarios(p: dict, overhead: dict | None = None) -> list[dict]:
     a6_device = stated_setting(p, "a6")["device"]
     stated = (
         f"A6 on {a6_device}, B8 on {base['device']} (devices.yaml links, NCCL latencies), GEMMs at "
-        f"{base['matmul_share_of_mamf']:g} of MAMF, {algorithm_text(base['algorithm'])}"
+        f"{base['matmul_share_of_mamf']:g} of MAMF, {algorithm_text(base['algorithm'])}, fp32 gradients; "
+        + b8_stated_text()
     )
     out = [{"assumption": "stated", "value": stated, "setting": base, **plain}]
     if a6_device != base["device"]:  # A6 on the other article's cards
@@ -148,12 +178,16 @@ def scenarios(p: dict, overhead: dict | None = None) -> list[dict]:
         out.append(
             {
                 "assumption": "accumulation",
-                "value": f"{acc} micro-batches",
+                "value": f"{acc} micro-batch{'es' if acc > 1 else ''} per step",
                 "setting": base,
                 **plain,
                 "accumulation": acc,
             }
         )
+    for nbytes in SENSITIVITY["grad_bytes_per_elem"]:
+        setting = {**base, "grad_bytes_per_elem": nbytes}
+        value = "bf16 (--grad-reduce-in-bf16)" if nbytes == 2 else f"{nbytes} bytes per gradient"
+        out.append({"assumption": "gradient reduction", "value": value, "setting": setting, **plain})
     for algorithm in SENSITIVITY["algorithm"]:
         setting = {**base, "algorithm": algorithm}
         value = algorithm_text(algorithm)
@@ -205,6 +239,7 @@ def sensitivity_table(records):
     caps = sorted(set(p["scale_bucket_caps_mb"]) | {DEFAULT_BUCKET_CAP_MB, *B8_STATED["better_caps_mb"]})
     models = by_size(p["scale_presets"])
     seven_b = next((m for m in models if "7b" in m), models[0])
+    article = A6_PER_TENSOR_CASE["preset"]  # article A's 13B, the model its 5–8 points were seen on
     rows = []
     for s in scenarios(p, model_error.carried_overhead(records)):
         a6_device = s.get("a6_device", stated_setting(p, "a6")["device"])
@@ -213,7 +248,7 @@ def sensitivity_table(records):
         gains = {m: a6[m][tied[m][0]]["mfu"] - a6[m][DEFAULT_BUCKET_CAP_MB]["mfu"] for m in models}
         mfu = {m: {c: x["mfu"] for c, x in r.items()} for m, r in a6.items()}
         spreads = [spread_points(mfu[m], A6_PLAUSIBLE_CAPS_MIB) for m in models]
-        b8 = _run(seven_b, B8_STATED["ranks"], caps, s)
+        b8 = _run(seven_b, B8_STATED["ranks"], caps, b8_scenario(s, seven_b))
         b8_at_25 = b8[B8_STATED["default_cap_mb"]]["mfu"]
         b8_gain = max(b8[c]["mfu"] for c in B8_STATED["better_caps_mb"]) - b8_at_25
         rows.append(
@@ -227,6 +262,9 @@ def sensitivity_table(records):
                 "a6_spread_points": " / ".join(f"{x:.1f}" for x in spreads),
                 "a6_max_spread_points": max(spreads),
                 "a6_max_spread_grid_points": max(spread_points(mfu[m]) for m in models),
+                "a6_article_spread_points": spread_points(mfu[article], A6_PLAUSIBLE_CAPS_MIB)
+                if article in mfu
+                else float("nan"),
                 "b8_gain_50_100_vs_25_points": b8_gain * 100,
                 "b8_outcome": b8_outcome(b8_gain, b8_at_25),
             }
@@ -236,6 +274,7 @@ def sensitivity_table(records):
     df["a6_conclusion_same"] = (df.a6_20_40_mb == "outside") == (stated.a6_20_40_mb == "outside")
     df["a6_spread_reaches_claim"] = df.a6_max_spread_points >= A6_MFU_POINTS[0]
     df["a6_spread_same"] = df.a6_spread_reaches_claim == bool(stated.a6_max_spread_points >= A6_MFU_POINTS[0])
+    df["a6_article_spread_in_claim"] = df.a6_article_spread_points.map(spread_in_claim)
     df["b8_conclusion_same"] = df.b8_outcome == stated.b8_outcome
     return df
 
@@ -280,11 +319,25 @@ def summary(df) -> dict:
             if r.a6_spread_reaches_claim
         ],
         "a6_spread_max_points": float(df.a6_max_spread_points.max()),
+        "a6_article_in_claim": int(df.a6_article_spread_in_claim.sum()),
+        # the scenarios whose answer differs from the stated one's
+        "a6_article_changed": [
+            f"{r.assumption} {r.value} ({r.a6_article_spread_points:.1f} points)"
+            for r in df.itertuples()
+            if r.a6_article_spread_in_claim != df.a6_article_spread_in_claim.iloc[0]
+        ],
         "b8_same": int(df.b8_conclusion_same.sum()),
         "b8_changed": [
             f"{r.assumption} {r.value} ({r.b8_outcome})" for r in df.itertuples() if not r.b8_conclusion_same
         ],
     }
+
+
+def spread_in_claim(points: float) -> bool:
+    """Whether a spread (MFU points) lies in the article's 5–8 points (rounded to a tenth: the
+    article states whole points)."""
+    lo, hi = A6_MFU_POINTS
+    return bool(lo <= round(points, 1) <= hi)
 
 
 def b8_outcome(gain: float, mfu_at_25: float) -> str:

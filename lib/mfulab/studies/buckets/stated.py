@@ -33,6 +33,25 @@ A6_REGIME = {"min_tensors": 100, "min_latency_to_transfer": 1.0}
 # B8 — article B §3.1 (and step 2 of §5.2): for a 7B model on 64 × A100, bucket_cap_mb
 # 25 → 50–100 MB overlapped the backward pass better than DDP's default of 25.
 B8_STATED = {"ranks": 64, "default_cap_mb": 25, "better_caps_mb": (50, 100)}
+# B8's stated case is article B's own run (§1 and §5): 64 A100 80G, 8 nodes of 8, "IB 200Gbps",
+# the 7B at TP 4 (DP 16), global batch 512 sequences of 4096 tokens; step 2 of §5.2 (the cap
+# 25 → 50 with gradient_as_bucket_view and static_graph) took the step from 9.4 s to 9.0 s.
+# The network is one 200 Gb/s port per node (B9: the two-node busbw's "physical limit" is
+# 25 GB/s), shared by its 8 GPUs. The micro-batch is not stated: 1 sequence (assumed; then
+# each DP rank accumulates 512 / 16 = 32 micro-batches and only the last one's backward overlaps
+# the all-reduce); the accumulation rows of the sensitivity table vary it.
+B8_ARTICLE = {
+    "global_batch": 512,
+    "micro_batch": 1,
+    "network_bytes_per_s": 25e9 / 8,
+    "step_before_s": 9.4,
+    "step_after_s": 9.0,
+    "step2_cap_mb": 50,  # step 2 set 50 MB (§5.2), B8's sentence "50 to 100"
+}
+# The step-2 row: the article's 0.4 s is explained by its mechanisms when the simulated saving of
+# the cap plus the most the two flags can save (B6's copy bound) reaches at least half of it
+# (our reading: the rest could be run-to-run noise the article does not report).
+B8_STEP2_EXPLAINED_SHARE = 0.5
 
 # B6 — article B §2.2: gradient_as_bucket_view saves a copy, static_graph spares repeated
 # graph analysis; "这些参数对大规模训练的性能影响不算巨大，但组合起来可以省掉好几个百分点的开销"
@@ -53,8 +72,14 @@ B6_ARTICLE = {"preset": "llama2-7b", "grad_bytes_per_param": 4, "device": "a100"
 # one 4096-token sequence per rank and micro-batch, and each bucket's all-reduce by the faster
 # of NCCL's ring and tree (NCCL's own choice by message size and rank count). Per-call latency
 # and link efficiency are the step model's ``Assumptions`` (NCCL's tuning model).
+# Gradients are bucketed and all-reduced in fp32 (4 bytes): PyTorch DDP under autocast keeps fp32
+# parameters, so its gradients and buckets are fp32; Megatron-LM (and MindSpeed, which runs it)
+# reduces bf16 models' gradients in fp32 unless --grad-reduce-in-bf16 is given (chapter 02's A4
+# states the same); bf16 reduction is a row of the sensitivity table.
+SCALE_GRAD_BYTES_PER_ELEM = 4
 SCALE_CASE = {
     "device": "a100",
+    "grad_bytes_per_elem": SCALE_GRAD_BYTES_PER_ELEM,
     "matmul_share_of_mamf": AT_SCALE_MATMUL_SHARE_OF_MAMF,
     "micro_batch": 1,
     "algorithm": "best",
@@ -85,7 +110,9 @@ STATED_TP_FALLBACK = 1  # a model the articles do not run: pure data parallelism
 # - the GEMMs' share of MAMF, 0.5 and 1.0;
 # - tensor/pipeline parallel sharding of the gradients, the same for every model in place of
 #   SCALE_TP: pure data parallelism (TP 1), TP 4, TP 8, TP 8 × PP 4; DP = cards / (TP·PP);
-# - gradient accumulation: only the last micro-batch's backward overlaps the all-reduce;
+# - gradient accumulation: only the last micro-batch's backward overlaps the all-reduce (1: none,
+#   A6's stated case; B8's stated case accumulates 32);
+# - the gradients reduced in bf16 (Megatron's --grad-reduce-in-bf16) instead of fp32;
 # - the all-reduce algorithm: ring only (NCCL_ALGO=Ring).
 SENSITIVITY = {
     "algorithm": ("ring",),
@@ -96,8 +123,11 @@ SENSITIVITY = {
         # article B §3.3: "IB 200Gbps" with a two-node busbw of 11 → 21 GB/s against 25 GB/s (B9):
         # one 200 Gb/s port for the node's 8 GPUs, each GPU's share an eighth of it
         "one 200 Gb/s port per node of 8 (article B)": (25e9 / 8, None),
+        # devices.yaml's a100 entry: one 200 Gb/s HDR port per GPU (a DGX A100's eight)
+        "one 200 Gb/s port per GPU": (25e9, None),
     },
     "matmul_share_of_mamf": (0.5, 1.0),
     "sharding": ((1, 1), (4, 1), (8, 1), (8, 4)),
-    "accumulation": (4, 16),
+    "accumulation": (1, 4, 16),
+    "grad_bytes_per_elem": (2,),
 }
