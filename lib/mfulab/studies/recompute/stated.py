@@ -77,3 +77,30 @@ MATMUL_LATENCY_GRID_S = (5e-6, 20e-6, 50e-6)
 
 # A12: micro-batches accumulated per optimizer step in the traffic sensitivity table.
 ACCUMULATION_STEPS_GRID = (1, 2, 4, 8, 16, 32)
+
+# B7, published: Korthikanti et al. 2022 (MLSys 2023, arXiv:2205.05198), Table 4: one transformer
+# layer of the 22B model on A100s (TP 8), forward + backward in ms: no recompute 19.6, full
+# recompute 27.2, selective 20.9, selective + sequence parallelism 20.3 (the paper attributes full
+# recompute's 39% over the FLOP count's 33% to lost overlap in the backward pass).
+KORTHIKANTI_TABLE4_22B_LAYER_MS = {"none": 19.6, "full": 27.2, "selective": 20.9, "selective+sp": 20.3}
+
+# Article A §1: "if the recompute ratio is too high, it amounts to wasting double the compute"
+# (等于白白浪费了一倍的计算量): a doubling, 2× the FLOPs of a step without recompute.
+A_RECOMPUTE_WASTE_RATIO = 2.0
+
+# Article A §1: "for GPT-3 175B the activations alone may take several hundred GB; without any
+# optimisation they do not fit a single 80 GB card". Its configuration: GPT-3 175B (Brown et al.
+# 2020, Table 2.1: 96 layers, d_model 12288, 96 heads, context 2048), one sequence, bf16 with
+# dropout, no parallelism and no fused attention (Korthikanti Table 2's setting). "Several
+# hundred GB" read as at least 200 GB (our reading).
+A_GPT3_ACTIVATIONS = {
+    "preset": "gpt3-175b",
+    "micro_batch": 1,
+    "several_hundred_bytes": 200e9,
+    "card_bytes": 80e9,
+}
+
+# Article A §6.1 on its command's --zero-stage 2: "the gradients are sliced before reduction,
+# which reduces the communication volume" (梯度归约前先做一次 Slice，减少通信量). Compared with
+# plain data parallelism's all-reduce at A12's widths and accumulation.
+A_ZERO2_COMM_CASE = {"preset_name": "article-13b", "tp": 8, "dp": 4, "global_batch": 32, "micro_batch": 1}
