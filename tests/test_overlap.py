@@ -211,9 +211,18 @@ def test_own_alpha_beta_recovers_the_per_call_cost():
 
 
 def _a5_rows(records):
-    """A5's two rows: (effect, mechanism)."""
-    effect, mechanism = [c for c in _claims(records) if c.id == "A5"]
+    """A5's measured rows: (effect, mechanism); the third is the article's scale."""
+    effect, mechanism, at_scale = [c for c in _claims(records) if c.id == "A5"]
+    assert at_scale.basis == "analysis at the article's configuration"
     return effect, mechanism
+
+
+def test_a5_at_the_articles_scale_is_its_own_row():
+    """200 MB over 32 ranks at 20 µs and 25 GB/s: 16 chunks 1.73× the communication of 4 and a
+    best k of 4, both readings hold: confirmed (analysis)."""
+    (row,) = [c for c in _claims(_records()) if c.id == "A5" and "article's scale" in c.claim]
+    assert row.verdict == "confirmed (analysis)" and "1.73×" in row.evidence and "best k 4" in row.evidence
+    assert "of 13 rows" in row.evidence
 
 
 def test_verdicts_follow_the_synthetic_truth():
@@ -392,3 +401,23 @@ def test_real_cuda_compute_stays_near_its_target_at_every_chunk_count(compute_s,
         assert 0.5 <= total / compute_s <= 2, (size, count, total)
     else:  # a share below one launch-bound call: one smallest call per chunk, the least there is
         assert (size, count) == (256, 1)
+
+
+def test_b9_nvlink_rows_follow_the_datasheet_and_the_published_nodes(monkeypatch):
+    from mfulab.studies.overlap import nccl_reference, stated
+
+    card, sixty = nccl_reference.b9_nvlink_claims()
+    # 12 links × 25 GB/s: 300 GB/s per direction, not 25; a healthy A100 node reads 200/300 = 67%
+    assert (
+        card.verdict == "refuted" and "300 GB/s per direction" in card.evidence and "1600%" in card.evidence
+    )
+    assert sixty.verdict == "confirmed" and "67% (8 × A100" in sixty.evidence
+    # a published healthy node at or below 60% would refute the threshold
+    slow = ({**stated.NCCL_TESTS_PUBLISHED[0], "busbw_gb_per_s": 170.0}, *stated.NCCL_TESTS_PUBLISHED[1:])
+    monkeypatch.setattr(nccl_reference, "NCCL_TESTS_PUBLISHED", slow)
+    assert nccl_reference.b9_nvlink_claims()[1].verdict == "refuted"
+
+
+def test_a18_prices_the_claims_setting():
+    (row,) = [c for c in _claims(_records()) if c.id == "A18"]
+    assert row.verdict == "not checkable" and "8 ascend-910b cards, TP 8" in row.evidence

@@ -165,12 +165,6 @@ def _a5_claims(records, t: dict, v: dict, min_share: float) -> list[Claim]:
         measured += "; in flight inside the overlapped step, " + "; ".join(in_flight)
     best = v["step_best_k_text"]
     best_here = f". Best k: {best}, against the article's 4–8" if best else ""
-    at_scale = (
-        f"at the article's scale (200 MB, {art['n']} ranks, α = {art['alpha_s'] * 1e6:.0f} µs) the α–β model "
-        f"gives {art['a5_ratio_16_over_4']:.2f}× and best k {art['a5_best_k']}: 16 slower than 4 in "
-        f"{int(sens.k16_slower_than_k4.sum())} of {len(sens)} sensitivity rows, best k in 4–8 in "
-        f"{int(sens.best_k_in_4_to_8.sum())} of {len(sens)}"
-    )
     effect = Claim(
         "A5",
         "chunked all-reduce: 4 → 16 chunks lengthens the communication per step (4–8 chunks best)",
@@ -178,7 +172,7 @@ def _a5_claims(records, t: dict, v: dict, min_share: float) -> list[Claim]:
         f"({comm_only_pooled(records, 4).n} interleaved rounds, paired) and in flight inside the overlapped "
         "step per compute mode",
         verdicts.verdict_from_comparison(c, claimed="faster"),
-        f"{measured}{best_here}. Model: {at_scale}",
+        f"{measured}{best_here}",
         basis=verdicts.MEASURED if records["device"] == "cuda" else verdicts.TOY,
     )
     regime = a5_regime(records, art, v["per_call_s"])
@@ -227,7 +221,7 @@ def _a5_claims(records, t: dict, v: dict, min_share: float) -> list[Claim]:
         f"sensitivity rows). Rule: {rule}" + (f"; here {', '.join(why)}" if why else ""),
         basis=verdicts.MEASURED if records["device"] == "cuda" else verdicts.TOY,
     )
-    return [effect, mechanism]
+    return [effect, mechanism, alpha_beta.a5_scale_claim(art, sens)]
 
 
 def _a4_claim(records, t: dict, v: dict) -> Claim:
@@ -276,10 +270,13 @@ def claims(records, t: dict, v: dict) -> list[Claim]:
     )
     out += [
         c
-        for c in (exposed_share.a18_claim(t.get("a18_sweep"), t["overlap"]), tp_layout.a2_claim(records))
+        for c in (
+            exposed_share.a18_claim(t.get("a18_sweep"), t["overlap"], records["params"]),
+            tp_layout.a2_claim(records),
+        )
         if c
     ]
-    out.append(nccl_reference.b9_command_claim())
+    out += [nccl_reference.b9_command_claim(), *nccl_reference.b9_nvlink_claims()]
     b = v["b9_check"]
     out.append(
         Claim(

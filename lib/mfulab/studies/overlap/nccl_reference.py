@@ -4,8 +4,9 @@ NVLink and InfiniBand, as a share of each fabric's line rate."""
 
 from __future__ import annotations
 
+from mfulab.analytic.devices import device_spec
 from mfulab.studies.overlap.analysis import collectives_table
-from mfulab.studies.overlap.stated import B9_COMMAND, NCCL_TESTS_PUBLISHED
+from mfulab.studies.overlap.stated import B9_COMMAND, B9_NVLINK, NCCL_TESTS_PUBLISHED
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
 from mfulab.units import GB
@@ -43,5 +44,61 @@ def b9_command_claim() -> Claim:
         f"-t is threads per process and -g GPUs per thread: one process drives {c['t']} × {c['g']} = "
         f"{gpus} GPUs (a 16-GPU node), not {c['article_gpus']} for {c['article_rounds']} rounds (rounds are "
         "-n and -w); busbw = algbw × 2(n−1)/n for all_reduce, the bus figure, not the algorithm bandwidth",
-        basis=verdicts.PUBLISHED,
+        basis=verdicts.DOCUMENTED,
     )
+
+
+def _healthy_nvlink_rows():
+    """The published single-node NVLink rows (a healthy node of 8), as (system, busbw ÷ line)."""
+    return [
+        (r["system"], r["busbw_gb_per_s"] / r["line_gb_per_s"])
+        for r in NCCL_TESTS_PUBLISHED
+        if "NVLink" in r["fabric"]
+    ]
+
+
+def b9_nvlink_claims() -> list[Claim]:
+    """B9's two NVLink sentences against the datasheet and published nccl-tests runs
+    (``stated.B9_NVLINK``, ``stated.NCCL_TESTS_PUBLISHED``): (1) 25 GB/s one way as an A100's
+    NVLink figure, refuted when the card's figure (devices.yaml) is not 25 GB/s; (2) "busbw at 60%
+    of the NVLink figure means an intra-node bottleneck", confirmed when every published healthy
+    node reads above 60% of its line rate (so 60% is below what a healthy node reaches), refuted
+    when one reads at or below it."""
+    c = B9_NVLINK
+    card_gb_per_s = device_spec("a100").intra_node_bytes_per_s / GB
+    a100 = NCCL_TESTS_PUBLISHED[0]
+    healthy = _healthy_nvlink_rows()
+    article_reading = a100["busbw_gb_per_s"] / c["article_card_gb_per_s"] * 2
+    below_all = all(share > c["bottleneck_share"] for _, share in healthy)
+    return [
+        Claim(
+            "B9",
+            "an A100's theoretical NVLink 3.0 bandwidth is 25 GB/s one way",
+            "NVIDIA's A100 figures (devices.yaml; the A100 architecture whitepaper: 12 links) against a "
+            "published 8-GPU all_reduce_perf",
+            verdicts.verdict_from_agreement(abs(card_gb_per_s - c["article_card_gb_per_s"]) < 0.5),
+            f"{c['link_gb_per_s']:g} GB/s is one link per direction; an A100 has {c['links_per_a100']}: "
+            f"{card_gb_per_s:.0f} GB/s per direction. A healthy node's {a100['busbw_gb_per_s']:.0f} GB/s "
+            f"busbw (nccl-tests issue 149) is {a100['busbw_gb_per_s'] / card_gb_per_s:.0%} of "
+            f"{card_gb_per_s:.0f} GB/s; "
+            f"÷ 25 GB/s × 2 as the article reads it: {article_reading:.0%} (impossible)",
+            basis=verdicts.DOCUMENTED,
+        ),
+        Claim(
+            "B9",
+            "a node of 8 whose busbw is only 60% of the theoretical NVLink has an intra-node bottleneck",
+            "busbw ÷ line rate of published healthy single-node all_reduce_perf runs (NVLink rows of the "
+            "table above)",
+            "confirmed" if below_all else "refuted",
+            "healthy nodes read "
+            + ", ".join(f"{share:.0%} ({system})" for system, share in healthy)
+            + f": 60% lies below {'all' if below_all else 'not all'} of them"
+            + (
+                f", by {1 - c['bottleneck_share'] / min(s for _, s in healthy):.0%} on A100"
+                if below_all
+                else ""
+            )
+            + "; the threshold holds only against the card's 300 GB/s, not the article's 25 GB/s × 2",
+            basis=verdicts.PUBLISHED,
+        ),
+    ]

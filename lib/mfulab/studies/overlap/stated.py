@@ -99,3 +99,16 @@ NCCL_TESTS_PUBLISHED = (
 # per thread (so one process drives t × g GPUs), -n / -w the timed and warm-up iterations;
 # PERFORMANCE.md: algbw = size / time, busbw = algbw × 2(n − 1)/n for all_reduce.
 B9_COMMAND = {"g": 8, "t": 2, "article_gpus": 8, "article_rounds": 2}
+
+# B9's denominators (article B §3.3): "the card's theoretical bandwidth, e.g. 12.5 GB/s for
+# 100G HDR IB, 25 GB/s one-way for NVLink 3.0"; and its rule "a single node of 8 whose busbw is
+# only 60% of the theoretical NVLink has an intra-node bottleneck". One NVLink 3 link carries
+# 25 GB/s per direction and an A100 has 12 of them (NVIDIA A100 Tensor Core GPU Architecture
+# whitepaper, 2020: third-generation NVLink, 12 links, 600 GB/s in both directions); the card's
+# figure per direction is devices.yaml's a100 intra_node_gb_per_s (300).
+B9_NVLINK = {
+    "article_card_gb_per_s": 25.0,
+    "links_per_a100": 12,
+    "link_gb_per_s": 25.0,
+    "bottleneck_share": 0.60,
+}
