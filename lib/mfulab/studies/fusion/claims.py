@@ -202,7 +202,7 @@ def b4_claim(t) -> Claim:
         f"A100 datasheet: tf32/fp32 = {sheet_ratio:.0f}× (dense), at least double; a GEMM reaches a "
         "share of it (chapter 01's MAMF). On a CPU the quantity does not exist"
         + (f" (bf16/fp32 here = {dt.loc['bf16', 'vs_fp32']:.2f}×)" if "bf16" in dt.index else ""),
-        basis=verdicts.PUBLISHED,
+        basis=verdicts.DOCUMENTED,
     )
 
 
@@ -280,7 +280,7 @@ def b3_claims(records, v: dict) -> list[Claim]:
                 "SDPA still picks among the enabled backends by its rules; forcing one is "
                 "torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION), which raises where flash is "
                 "not eligible",
-                basis=verdicts.PUBLISHED,
+                basis=verdicts.DOCUMENTED,
             )
         )
     if records["device"] != "cuda":

@@ -19,7 +19,13 @@ from mfulab.studies.mfu.article_arithmetic import (
     b15_table,
 )
 from mfulab.studies.mfu.params import Params
-from mfulab.studies.mfu.stated import A19_STATED, B1_STATED
+from mfulab.studies.mfu.stated import (
+    A19_STATED,
+    B1_STATED,
+    B_LOCAL_MFU_EXAMPLE,
+    B_TYPICAL_MFU_BAND,
+    PUBLISHED_MFU,
+)
 from mfulab.studies.mfu.time_split import b2_split
 from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
@@ -51,6 +57,51 @@ def b1_ideal_step_note() -> str:
         f"§1.1's 'about {ideal['stated_s']:g} s' at 100% MFU is {ideal['exact_s']:.2f} s exactly "
         f"({ideal['stated_over_exact'] - 1:.0%} less), a slip in the prose that its MFU figures do not use"
     )
+
+
+def mfu_level_claims() -> list[Claim]:
+    """Two of article B's sentences on MFU levels. (1) "Many jobs sit at 35–50% MFU": against the
+    published MFU of the large runs in ``stated.PUBLISHED_MFU`` (model-FLOPs figures; a
+    hardware-FLOPs figure is named and left out): confirmed (published) when more than half of
+    them lie in the band ("many"), refuted otherwise. (2) "Local MFU may read 80% where global reads 44%": an
+    illustration ("may"), not checkable; its arithmetic (the compute stream busy 44/80 of the
+    wall clock) is in the evidence."""
+    lo, hi = B_TYPICAL_MFU_BAND
+    large = [r for r in PUBLISHED_MFU if r.get("large_run")]
+    mfu_rows = [r for r in large if "kind" not in r]
+    inside = [lo <= r["mfu"] and r.get("mfu_hi", r["mfu"]) <= hi for r in mfu_rows]
+    figure = {
+        r["system"]: f"{r['mfu']:.0%}" + (f"–{r['mfu_hi']:.0%}" if "mfu_hi" in r else "") for r in large
+    }
+    left_out = [r["system"] for r in large if "kind" in r]
+    ex = B_LOCAL_MFU_EXAMPLE
+    busy = ex["global"] / ex["local"]
+    return [
+        Claim(
+            "B1",
+            f"many training jobs sit at {lo:.0%}–{hi:.0%} MFU",
+            "the published MFU of the large runs in the table above (thousands of accelerators, "
+            "model FLOPs over the dense peak); confirmed when more than half lie in the band",
+            "confirmed" if sum(inside) > len(inside) / 2 else "refuted",
+            "; ".join(f"{system} {figure[system]}" for system in figure if system not in left_out)
+            + f": {sum(inside)} of {len(inside)} inside; left out: "
+            + ", ".join(
+                f"{system} {figure[system]} (hardware FLOPs, recompute counted)" for system in left_out
+            )
+            + ". These are the best-tuned runs published; fleet-wide operating data are not",
+            basis=verdicts.PUBLISHED,
+        ),
+        Claim(
+            "B1",
+            f"local MFU may read {ex['local']:.0%} where global MFU reads {ex['global']:.0%}",
+            "the pair's arithmetic: local MFU counts only the compute stream's busy time",
+            "not checkable",
+            f"the pair means the compute stream is busy {busy:.0%} of the wall clock: "
+            f"{(1 - busy) * ex['step_s']:.1f} s of a {ex['step_s']:g} s step in communication, data and "
+            "scheduling waits; an illustration ('may'), with no run behind it",
+            basis=verdicts.STATEMENT,
+        ),
+    ]
 
 
 def article_b_headline_claims() -> list[Claim]:
@@ -142,6 +193,7 @@ def claims(records: dict | None, p: Params | None = None, split=None) -> list[Cl
             basis=verdicts.ARITHMETIC,
         )
     )
+    out += mfu_level_claims()
     if records is not None:
         p = p or Params()
         split = b2_split(records, present_share=p.b2_present_share) if split is None else split
@@ -165,7 +217,7 @@ def claims(records: dict | None, p: Params | None = None, split=None) -> list[Cl
                 verdict,
                 f"of {records['train']['job_wall_s']:.2f} s wall: {shares}; {len(present)} of 4 present "
                 f"({', '.join(present.category) or 'none'}): {why}",
-                basis=verdicts.MEASURED,
+                basis=verdicts.TOY,  # one process on one device: not the article's multi-GPU job
             )
         )
 
@@ -200,7 +252,7 @@ def claims(records: dict | None, p: Params | None = None, split=None) -> list[Cl
             "not checkable",
             "anecdote without model size, batch, step times or peak; the hardware also changed (other "
             "accelerators → Ascend), so the two MFUs have different denominators",
-            basis=verdicts.ARITHMETIC,
+            basis=verdicts.STATEMENT,
         )
     )
     return out

@@ -61,6 +61,7 @@ KORTHIKANTI_SEQ_LEN, KORTHIKANTI_VOCAB = 2048, 51200
 PUBLISHED_MFU = (
     {
         "system": "PaLM 540B, 6144 TPU v4",
+        "large_run": True,
         "mfu": 0.462,
         "hfu": 0.578,
         "source": "Chowdhery et al. 2022, PaLM (arXiv:2204.02311), §4.1 and Table 3",
@@ -70,6 +71,7 @@ PUBLISHED_MFU = (
     },
     {
         "system": "Megatron-LM GPT 1T (1008B), 3072 A100",
+        "large_run": True,
         "mfu": 163e12 / 312e12,
         "kind": "of peak (hardware FLOPs, recompute counted)",
         "hfu": None,
@@ -80,6 +82,7 @@ PUBLISHED_MFU = (
     },
     {
         "system": "Llama 3 405B, 8192–16384 H100",
+        "large_run": True,
         "mfu": 0.38,
         "mfu_hi": 0.43,
         "hfu": None,
@@ -88,6 +91,16 @@ PUBLISHED_MFU = (
         "convention": "BF16 model FLOPs utilisation over the H100's dense BF16 peak (989 TFLOP/s), per "
         "GPU, for three parallelism configurations (the lower figures at 16K GPUs); the paper does not "
         "print its FLOPs formula",
+    },
+    {
+        "system": "MegaScale 175B, 12288 GPUs",
+        "large_run": True,
+        "mfu": 0.552,
+        "hfu": None,
+        "source": "Jiang et al. 2024, MegaScale (NSDI 2024, arXiv:2402.15627), abstract: 55.2% MFU training "
+        "a 175B model on 12,288 GPUs, 1.34× Megatron-LM's",
+        "convention": "model FLOPs over the GPUs' dense peak; the best figure of the paper's sweep (its "
+        "model uses parallel transformer blocks and sliding-window attention)",
     },
     {
         "system": "GPT-style models with FlashAttention-2, A100",
@@ -101,3 +114,8 @@ PUBLISHED_MFU = (
         "convention",
     },
 )
+
+# Article B, introduction: "real operating data show many training jobs stuck at 35% to 50% MFU";
+# §1.1: at 10 s a step (44% global MFU), "local MFU may show the compute pipeline 80% busy".
+B_TYPICAL_MFU_BAND = (0.35, 0.50)
+B_LOCAL_MFU_EXAMPLE = {"global": 0.44, "local": 0.80, "step_s": 10.0}
