@@ -7,7 +7,7 @@ import json
 import pytest
 
 from mfulab import results
-from mfulab.measure import opprofile
+from mfulab.measure import opprofile, tracefile
 
 
 def _ev(name, ts, dur, cat="cpu_op", tid=1):
@@ -204,7 +204,7 @@ def test_trace_cap_trims_and_says_so(tiny_profile, tmp_path):
     _, path = tiny_profile
     trace = json.loads(gzip.decompress(path.read_bytes()))
     cap = len(path.read_bytes()) // 3
-    note = opprofile.write_trace(trace, tmp_path / "small.json.gz", max_bytes=cap)
+    note = tracefile.write_trace(trace, tmp_path / "small.json.gz", max_bytes=cap)
     small = json.loads(gzip.decompress((tmp_path / "small.json.gz").read_bytes()))
     assert note["trimmed"] and note["bytes"] <= cap and (tmp_path / "small.json.gz").stat().st_size <= cap
     assert small["mfulabTrimmed"]["events_kept"] == len(small["traceEvents"]) < len(trace["traceEvents"])
@@ -253,3 +253,17 @@ def test_device_sweep_matches_the_instant_by_instant_split_on_many_overlapping_k
         ]
         expected[min(active, key=rank.__getitem__) if active else "idle"] += 1e-6
     assert row["categories_s"] == pytest.approx(expected, abs=1e-9)
+
+
+def test_trace_cap_gzips_a_few_times_not_once_per_level(tiny_profile, tmp_path, monkeypatch):
+    """D10: the depth limit is chosen from one serialisation, so trimming gzips the trace a few
+    times (the whole, the chosen limit, the final note), not once per nesting level."""
+    _, path = tiny_profile
+    trace = json.loads(gzip.decompress(path.read_bytes()))
+    calls = []
+    real = tracefile._gz
+    monkeypatch.setattr(tracefile, "_gz", lambda t: calls.append(1) or real(t))
+    cap = len(path.read_bytes()) // 3
+    note = tracefile.write_trace(trace, tmp_path / "small.json.gz", max_bytes=cap)
+    assert note["trimmed"] and note["bytes"] <= cap
+    assert len(calls) <= 5

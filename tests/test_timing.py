@@ -180,3 +180,24 @@ def test_matmul_ceiling_stops_at_a_size_whose_one_call_is_too_slow():
     assert out["skipped_sizes"] == [32, 64] and "32³ fp32 matmul took" in out["skipped_because"]
     full = timing.matmul_ceiling(sizes=(16, 32), min_run_time_s=0.01, max_call_s=60.0)
     assert [r["size"] for r in full["rows"]] == [16, 32] and full["skipped_sizes"] == []
+
+
+def test_tf32_state_follows_the_override_variables(monkeypatch):
+    """D14: cuBLAS honours NVIDIA_TF32_OVERRIDE=0 (TF32 off) and NVIDIA's containers set
+    TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 (TF32 on) whatever allow_tf32 says; the recorded state
+    must follow them (checked on the CUDA path's logic, which a CPU build can run)."""
+    import torch
+
+    for name in timing.TF32_OVERRIDES:
+        monkeypatch.delenv(name, raising=False)
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        assert timing.tf32_state("cuda") is False
+        monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")
+        assert timing.tf32_state("cuda") is True
+        monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")  # off wins: cuBLAS never uses TF32 then
+        assert timing.tf32_state("cuda") is False
+        assert timing.tf32_state("cpu") is None
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before

@@ -27,11 +27,12 @@ overlap are added beside this split (``hta_summary``); without it this module is
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 import time
 from pathlib import Path
+
+from mfulab.measure.tracefile import TIME_EPS_US, complete_events, nest
 
 STEP_PREFIX = "mfulab.step#"
 
@@ -106,7 +107,6 @@ DEVICE_PRIORITY = (
     "data / host-to-device",
     "communication",
 )
-_TIME_EPS_US = 0.5  # trace timestamps are rounded: a child may end this far past its parent
 
 
 def rules_table():
@@ -129,24 +129,6 @@ def classify(name: str, *, own: bool = True) -> tuple[str | None, str | None]:
         if (own or scope != "self") and rx.search(name):
             return cat, scope
     return None, None
-
-
-def _nest(events: list[dict]) -> list[dict]:
-    """Parent links and depth for complete events of one thread (they nest); returns them sorted."""
-    events = sorted(events, key=lambda e: (e["ts"], -e["dur"]))
-    stack: list[dict] = []
-    for e in events:
-        while stack and e["ts"] >= stack[-1]["ts"] + stack[-1]["dur"] - 1e-9:
-            stack.pop()
-        while stack and e["ts"] + e["dur"] > stack[-1]["ts"] + stack[-1]["dur"] + _TIME_EPS_US:
-            stack.pop()  # not nested after all: treat as a sibling of the enclosing op
-        e["_parent"] = stack[-1] if stack else None
-        e["_depth"] = len(stack)
-        e["_children_us"] = 0.0
-        if stack:
-            stack[-1]["_children_us"] += e["dur"]
-        stack.append(e)
-    return events
 
 
 def _category(e: dict) -> str:
@@ -173,10 +155,6 @@ def _category(e: dict) -> str:
     return "other ops"
 
 
-def _complete_events(trace: dict) -> list[dict]:
-    return [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e]
-
-
 def _steps(events: list[dict]) -> list[dict]:
     """The step windows: the host's ``record_function`` ranges. On CUDA kineto also writes a
     ``gpu_user_annotation`` copy of each on the device timeline (the kernels' span, shorter); it
@@ -188,7 +166,7 @@ def _steps(events: list[dict]) -> list[dict]:
 def cpu_breakdown(trace: dict) -> list[dict]:
     """Per step: seconds in each category from the ops on the step's thread (self times), idle =
     the step's time outside every op. Each step's categories sum to its wall time."""
-    events = _complete_events(trace)
+    events = complete_events(trace)
     out = []
     for step in _steps(events):
         lo, hi = step["ts"], step["ts"] + step["dur"]
@@ -199,12 +177,12 @@ def cpu_breakdown(trace: dict) -> list[dict]:
             and e.get("pid") == step.get("pid")
             and e is not step
             and e.get("cat") in ("cpu_op", "user_annotation", "python_function")
-            and lo - _TIME_EPS_US <= e["ts"] <= hi
+            and lo - TIME_EPS_US <= e["ts"] <= hi
         ]
         seconds = dict.fromkeys(CATEGORIES, 0.0)
         by_op: dict = {}
         covered_us = 0.0
-        for e in _nest(inside):
+        for e in nest(inside):
             self_us = max(e["dur"] - e["_children_us"], 0.0)
             cat = _category(e)
             seconds[cat] += self_us * 1e-6
@@ -229,7 +207,7 @@ def _step_row(step: dict, seconds: dict, n_events: int, by_op: dict) -> dict:
 def device_breakdown(trace: dict) -> list[dict]:
     """Per step (CUDA): the device timeline inside the step's window, each instant given to the
     highest-priority category of the kernels running then (``DEVICE_PRIORITY``); no kernel: idle."""
-    events = _complete_events(trace)
+    events = complete_events(trace)
     steps = _steps(events)
     kernels = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     rank = {c: i for i, c in enumerate(DEVICE_PRIORITY)}
@@ -317,54 +295,12 @@ def profile_steps(
         "hta": None,
     }
     if trace_path is not None:
+        from mfulab.measure.tracefile import write_trace
+
         out["trace"] = write_trace(trace, trace_path, max_bytes=max_trace_bytes)
         if device == "cuda":
             out["hta"] = hta_summary(Path(trace_path).parent)
     return out
-
-
-def _gz(trace: dict) -> bytes:
-    return gzip.compress(json.dumps(trace, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
-
-
-def write_trace(trace: dict, path, *, max_bytes: int) -> dict:
-    """Write ``trace`` gzipped to ``path`` (``.json.gz``, opens in ui.perfetto.dev and
-    chrome://tracing) atomically, at most ``max_bytes``: past the cap, the deepest CPU ops are
-    dropped first (kernels, steps and top-level ops stay), then the later steps; the trace and
-    the returned record say what was dropped."""
-    import os
-
-    path = Path(path)
-    events = trace.get("traceEvents", [])
-    data = _gz(trace)
-    note = {"trimmed": False, "events_total": len(events), "events_kept": len(events), "dropped": ""}
-    if len(data) > max_bytes:
-        by_tid: dict = {}
-        for e in _complete_events(trace):
-            by_tid.setdefault((e.get("pid"), e.get("tid")), []).append(e)
-        depth = {}
-        for evs in by_tid.values():
-            for e in _nest([dict(x, _id=id(x)) for x in evs]):
-                depth[e["_id"]] = e["_depth"]
-        max_depth = max(depth.values(), default=0)
-        kept = events
-        for limit in range(max_depth, -1, -1):
-            kept = [e for e in events if depth.get(id(e), 0) <= limit]
-            note.update(dropped=f"CPU ops nested deeper than {limit} levels", events_kept=len(kept))
-            data = _gz({**trace, "traceEvents": kept})
-            if len(data) <= max_bytes:
-                break
-        while len(data) > max_bytes and len(kept) > 1:
-            kept = kept[: len(kept) // 2]
-            note.update(dropped=note["dropped"] + "; the later part of the run", events_kept=len(kept))
-            data = _gz({**trace, "traceEvents": kept})
-        note["trimmed"] = True
-        data = _gz({**trace, "traceEvents": kept, "mfulabTrimmed": note})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-    return {**note, "file": str(path), "bytes": len(data), "max_bytes": max_bytes}
 
 
 def hta_summary(trace_dir) -> dict:

@@ -31,11 +31,9 @@ import numpy as np
 
 BENCHMARK_VERSION = {"time_fn": 1, "matmul_ceiling": 2, "memory_bandwidth": 2}
 
-# Assumed relative drift of a timing ratio between two fresh runs of the same profile on the
-# same machine. Source: the headline-ratio drifts recorded by ``make stability`` on the 2-core
-# reference box (results/cpu-2c/*/stability.json: up to a few percent between fresh runs, where
-# the bootstrap interval of one run is often narrower). Every comparison widens its interval
-# by this factor on each side; stability.json reports the measured drift next to it.
+# Assumed relative drift of a timing ratio between two fresh runs of one profile on one machine:
+# ``make stability`` measured up to a few percent on the 2-core box (results/cpu-2c/*/stability.json),
+# often past one run's bootstrap interval. Every comparison widens its interval by it on each side.
 RUN_TO_RUN_DRIFT = 0.05
 
 
@@ -301,10 +299,14 @@ def tf32_overrides() -> dict[str, str]:
 
 
 def tf32_state(device: str) -> bool | None:
-    """Whether fp32 matmuls may use TF32 tensor cores now (None on CPU, where TF32 does not exist)."""
+    """Whether fp32 matmuls may use TF32 now (None on CPU): ``NVIDIA_TF32_OVERRIDE=0`` turns it off
+    in cuBLAS, ``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1`` (NVIDIA's containers) on, else ``allow_tf32``."""
+    if device != "cuda":
+        return None
     import torch
 
-    return bool(torch.backends.cuda.matmul.allow_tf32) if device == "cuda" else None
+    env, on = tf32_overrides(), bool(torch.backends.cuda.matmul.allow_tf32)
+    return env.get("NVIDIA_TF32_OVERRIDE") != "0" and (on or env.get(TF32_OVERRIDES[0]) == "1")
 
 
 def matmul_ceiling(
