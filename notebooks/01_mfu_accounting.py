@@ -458,14 +458,22 @@ display(Markdown(article_arithmetic.b9_text_note(b9_text)))
 # %% [markdown]
 # ## Claims
 #
+# Verdict words (the rule is `docs/claims.md`): *confirmed* / *refuted* when a measurement in the
+# claim's regime, a cited figure, a specification, an exact count or the article's own arithmetic
+# decides; *(analysis)* when an analysis at the article's configuration decides, and *analytic
+# only* when it cannot (a sensitivity row reverses it, or the reading does); *shown* / *not
+# shown* for a mechanism in a toy regime; *inconclusive on this machine*; *not checkable* when
+# nothing can be tested or two readings of the sentence disagree. Each row names its basis.
+#
 # Verdicts are computed from the numbers above: arithmetic claims are confirmed when our
 # recomputation matches within 1% (an MFU stated in whole percent: within half a point, its
 # rounding). B1's row checks its FLOPs and MFU figures; its "about 5 s" ideal step (4.41 s) is a
 # rounding slip in the prose that the MFU figures do not use, a note on the row, not a claim.
-# Two more B1 rows take article B's MFU levels: "many jobs sit at 35–50%" against the published
-# large runs of the table above (confirmed when more than half of their model-FLOPs MFUs lie in
-# the band), and "local MFU may read 80% where global reads 44%", an illustration with no run
-# behind it (not checkable: the article's words alone; its arithmetic in the evidence).
+# Two more B1 rows take article B's MFU levels, neither checkable on what is published: "real
+# operating data show many jobs at 35–50%" (no fleet publishes its jobs' MFU; the large published
+# runs of the table above are the best-tuned upper tail, in the evidence), and "local MFU may read
+# 80% where global reads 44%", an illustration with no run behind it (its arithmetic in the
+# evidence).
 # B2 is *shown* when at least three of its four categories take at least `b2_present_share`
 # of the job's wall clock, and not checkable otherwise (a toy regime: one process, not the
 # article's 64-GPU job); B15 takes "mainly" as more than half of

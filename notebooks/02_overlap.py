@@ -342,17 +342,26 @@ o.tables["a2_collectives"]
 # %% [markdown]
 # ## Claims
 #
+# Verdict words (the rule is `docs/claims.md`): *confirmed* / *refuted* when a measurement in the
+# claim's regime, a cited figure, a specification, an exact count or the article's own arithmetic
+# decides; *(analysis)* when an analysis at the article's configuration decides, and *analytic
+# only* when it cannot (a sensitivity row reverses it, or the reading does); *shown* / *not
+# shown* for a mechanism in a toy regime; *inconclusive on this machine*; *not checkable* when
+# nothing can be tested or two readings of the sentence disagree. Each row names its basis.
+#
 # Verdicts are computed from this run's interleaved rounds: A3 from the paired comparison
 # of the overlapped step at the best k with the serial step — "toward max(compute, comm)" is
 # shown when overlap shortens the step, and how far it goes is the recovered share, with the
 # midpoint between serial and the bound beside it (beating it means more than half the possible
-# saving; emulated compute decides, real compute beside it); A5's effect from the paired comparison of the communication time
+# saving; real compute decides, the emulated compute, an ideal engine, beside it); A5's effect from the paired comparison of the communication time
 # per step at k = 16 and k = 4, its mechanism from the share of that gap the per-call cost
 # explains — two estimates, the calibration's α and this run's single calls: shown when both
 # lie within `a5_mechanism_min_share` and its inverse of it (80%–125%) and a 16-chunk call is in the article's regime,
 # not shown when both explain under 1 − that share, inconclusive otherwise; A5 at the article's
-# scale (200 MB over 32 ranks, α–β model): confirmed (analysis) when 16 chunks take longer than 4
-# and the best count lies in 4–8, refuted (analysis) when neither, analytic only when one; A2
+# scale (200 MB over 32 ranks, α–β model): every row of its sensitivity table answers "16 chunks
+# take longer than 4 and 4–8 chunks are best" (the first half by construction in an α–β model):
+# confirmed (analysis) when all say yes, refuted (analysis) when none does, analytic only
+# otherwise; A2
 # from the exact count of collectives (§6); B9 from the nccl-tests definitions, the A100
 # datasheet (12 NVLink 3 links of 25 GB/s per direction: 300 GB/s) and the published healthy
 # nodes of the table above (60% of the line rate is a bottleneck only if every healthy node reads

@@ -381,6 +381,13 @@ o.tables["matmul_dtypes"]
 #
 # ## Claims
 #
+# Verdict words (the rule is `docs/claims.md`): *confirmed* / *refuted* when a measurement in the
+# claim's regime, a cited figure, a specification, an exact count or the article's own arithmetic
+# decides; *(analysis)* when an analysis at the article's configuration decides, and *analytic
+# only* when it cannot (a sensitivity row reverses it, or the reading does); *shown* / *not
+# shown* for a mechanism in a toy regime; *inconclusive on this machine*; *not checkable* when
+# nothing can be tested or two readings of the sentence disagree. Each row names its basis.
+#
 # Verdicts are computed, and each names its basis (`docs/claims.md`: a toy regime can only
 # show or not show a mechanism). A7 is about the layer, threshold 1.43× (−30% time): measured
 # on this CPU (a toy regime), *not shown* when even a free sub-block cannot make the layer that

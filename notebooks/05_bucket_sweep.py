@@ -334,6 +334,13 @@ o.tables["a6_per_tensor"]
 # %% [markdown]
 # ## Claims
 #
+# Verdict words (the rule is `docs/claims.md`): *confirmed* / *refuted* when a measurement in the
+# claim's regime, a cited figure, a specification, an exact count or the article's own arithmetic
+# decides; *(analysis)* when an analysis at the article's configuration decides, and *analytic
+# only* when it cannot (a sensitivity row reverses it, or the reading does); *shown* / *not
+# shown* for a mechanism in a toy regime; *inconclusive on this machine*; *not checkable* when
+# nothing can be tested or two readings of the sentence disagree. Each row names its basis.
+#
 # A6 has five rows. Its premise, "with native DDP every parameter tensor triggers its own
 # all-reduce", is refuted by the count of the layout DDP recorded for the reference GPT at its
 # defaults (`tables/gpt_layouts.csv`: tensors against buckets; Li et al. 2020 §3.2.3). The measured per-tensor row shows the mechanism on this machine (one bucket
@@ -344,19 +351,19 @@ o.tables["a6_per_tensor"]
 # under NCCL's own choice of algorithm per call, and with the ring forced — confirmed (analysis)
 # when both are at ≥ 1.5× the step, refuted (analysis) when both are below, analytic only when
 # the algorithm (which the article does not state) decides. Two more rows come from the
-# simulator at about a thousand cards. How far the cap moves MFU is judged on the article's own
-# model, its 13B at TP 8: confirmed (analysis) when the spread over 1–400 MiB lies in its 5–8
-# points, refuted (analysis) outside, the other models beside it. Whether 20–40 MB is the sweet
-# spot: confirmed (analysis) when it holds some model's only best cap, refuted (analysis) when the
-# best caps lie outside it or tie with it (a tie is no sweet spot). Each row says in how many
-# scenarios of the sensitivity table its answer holds, and the simulator's own error on this
-# machine's sweep. B8 is judged at article B's own run: the 7B on 64 A100s at TP 4 × DP 16,
-# 512 sequences of 4096 tokens per step (micro-batch 1, assumed: 32 micro-batches, of which only
-# the last one's backward overlaps the all-reduce), one 200 Gb/s port per node. Its sentence is
-# confirmed (analysis) when 50–100 MiB beats 25 MiB beyond a tie (0.1% of the step); its §5.2
-# figure (the cap and both flags took the step from 9.4 s to 9.0 s) is confirmed (analysis) when
-# the simulated saving of the cap plus the most the two flags can save explains at least half of
-# the 0.4 s, refuted (analysis) below. B6: `gradient_as_bucket_view` is judged on the memory it
+# simulator at about a thousand cards. One rule decides every simulator row: each scenario of
+# the sensitivity table (the stated case first) answers the row's question yes or no; the row is
+# confirmed (analysis) when every scenario says yes, refuted (analysis) when none does, and
+# analytic only when some scenario reverses the stated answer. How far the cap moves MFU: yes
+# when some model's spread over 1–400 MiB lies in 5–8 points (the article names no model).
+# Whether 20–40 MB is the sweet spot: yes when it holds some model's only best cap (a tie is no
+# sweet spot). Each row also gives the simulator's own error on this machine's sweep. B8 is judged
+# at article B's own run: the 7B on 64 A100s at TP 4 × DP 16, 512 sequences of 4096 tokens per
+# step (micro-batch 1, assumed: 32 micro-batches, of which only the last one's backward overlaps
+# the all-reduce), one 200 Gb/s port per node. Its sentence: yes when 50–100 MiB beats 25 MiB by
+# more than the article could see (it reports steps to 0.1 s on 9–10 s: 1%); its §5.2 figure
+# (the cap and both flags took the step from 9.4 s to 9.0 s): yes when the simulated saving of the
+# cap plus the most the two flags can save explains at least half of the 0.4 s. B6: `gradient_as_bucket_view` is judged on the memory it
 # saves (its documented benefit, a property by construction: shown when the counted saving
 # equals the gradients' bytes); `static_graph` is judged against `find_unused_parameters=True`, the
 # only flags under which DDP analyses the graph every step (against the default flags it has
