@@ -40,12 +40,12 @@ def test_a14_closed_forms_and_verdict():
     assert shares["MLP"] + shares["attention block"] == pytest.approx(1)
 
 
-def test_a14_choice_and_reasons_are_refuted_in_the_articles_regime():
+def test_a14_choice_depends_on_the_kernel_and_reasons_are_refuted():
     choice, reasons = claims.a14_claims({}, claims.a14_tables({}))
     # unfused (the article keeps the attention scores) the core frees 20·a/19 times more per FLOP
-    # than the MLP: 101× at a = 96, 42× at a = 40: refuted; the fused kernel beside it (the MLP
-    # beats the core by 19·s/16·a, 25×, and is 0.93× / 1.21× the whole block)
-    assert choice.verdict == "refuted (analysis)" and "101×" in choice.evidence and "42×" in choice.evidence
+    # than the MLP: 101× at a = 96, 42× at a = 40; with Flash Attention the MLP beats the core by
+    # 19·s/16·a (25×) and is 0.93× / 1.21× the whole block: the kernel decides
+    assert choice.verdict == "analytic only" and "101×" in choice.evidence and "42×" in choice.evidence
     assert "25×" in choice.evidence and "0.93×" in choice.evidence and "1.21×" in choice.evidence
     # the MLP is 16h/(24h + 4s) of the layer's forward FLOPs: 65% and 59%
     assert reasons.verdict == "refuted (analysis)" and "65%" in reasons.evidence and "59%" in reasons.evidence
@@ -58,8 +58,7 @@ def test_a14_choice_rule_follows_both_alternatives(monkeypatch):
     def with_ratios(core, block):
         def table(long):
             out = real(long)
-            naive = out.attention == "naive"  # the article's regime
-            out.loc[naive, "MLP ÷ core"], out.loc[naive, "MLP ÷ block"] = core, block
+            out["MLP ÷ core"], out["MLP ÷ block"] = core, block  # both kernels alike
             return out
 
         return table
@@ -67,7 +66,7 @@ def test_a14_choice_rule_follows_both_alternatives(monkeypatch):
     for core, block, verdict in (
         (30, 1.5, "confirmed (analysis)"),
         (0.5, 0.9, "refuted (analysis)"),
-        (0.5, 1.5, "refuted (analysis)"),  # the core frees more per FLOP: it is the one to recompute
+        (0.5, 1.5, "refuted (analysis)"),  # the core frees more per FLOP under both kernels
         (30, 0.9, "analytic only"),
     ):
         monkeypatch.setattr(freed_per_flop, "verdict_table", with_ratios(core, block))
@@ -204,8 +203,12 @@ def test_article_rows_follow_their_counts():
     from mfulab.studies.recompute import article_rows
 
     b7 = article_rows.b7_published_claim()
-    assert b7.verdict == "refuted" and "1.39×" in b7.evidence and b7.basis == "published measurement"
-    assert article_rows.doubling_claim().verdict == "refuted"
+    # a 1.39x compute slowdown on a step that is 55% compute (article B's own 44/80) stretches it
+    # 1.21x, all compute 1.39x: the claimed 1.25x lies between
+    assert b7.verdict == "confirmed (analysis)" and "1.21× at c = 0.55" in b7.evidence
+    assert "it needs c = 0.64" in b7.evidence
+    doubling = article_rows.doubling_claim()
+    assert doubling.verdict == "not checkable" and "reading-dependent" in doubling.evidence
     gpt3 = article_rows.gpt3_activations_claim()
     s, h, a = 2048, 12288, 96
     per_layer = s * h * (34 + 5 * a * s / h)
@@ -216,3 +219,4 @@ def test_article_rows_follow_their_counts():
     assert gpt3.verdict == "confirmed (analysis)"
     z = article_rows.zero2_comm_claim()
     assert z.verdict == "refuted" and "DDP 6.0 GiB, ZeRO-2 6.0 GiB" in z.evidence
+    assert z.basis == "documented specification"

@@ -13,7 +13,12 @@ from mfulab.analytic import memory
 from mfulab.analytic.config import TransformerConfig, preset
 from mfulab.errors import ParameterError
 from mfulab.measure.timing import compare_timings, summarize
-from mfulab.studies.recompute.stated import A14_PRESET, B7_MFU_PERCENT, MEGATRON_FULL_RECOMPUTE_FLOPS_RATIO
+from mfulab.studies.recompute.stated import (
+    A14_PRESET,
+    B7_ARTICLE_COMPUTE_SHARE,
+    B7_MFU_PERCENT,
+    MEGATRON_FULL_RECOMPUTE_FLOPS_RATIO,
+)
 from mfulab.units import MIB
 
 
@@ -289,6 +294,10 @@ def b7_same_batch(records) -> dict:
         "paired": c.paired,
         "rounds": len(next(r for r in records["timing"] if r["policy"] == "none")["times_s"]),
         "claimed_time_ratio": before / after,
+        # the compute slowdown the claim implies when compute is only B7_ARTICLE_COMPUTE_SHARE of
+        # the step (global MFU): 1 + (1.25 − 1) / 0.55
+        "claimed_compute_ratio_hi": 1 + (before / after - 1) / B7_ARTICLE_COMPUTE_SHARE,
+        "article_compute_share": B7_ARTICLE_COMPUTE_SHARE,
         "megatron_time_ratio": MEGATRON_FULL_RECOMPUTE_FLOPS_RATIO,
         "counted_flops_ratio": counted,
         "mfu_before_percent": before,

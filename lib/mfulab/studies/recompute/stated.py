@@ -11,8 +11,13 @@ from mfulab.analytic.config import preset
 # The planner's cases (the ``planner_cases`` default), with their sources, in planner_cases.yaml.
 PLANNER_CASES = tuple(yaml.safe_load(Path(__file__).with_name("planner_cases.yaml").read_text()))
 
-# B7 — article B §2.3 (and §6.3): full recompute took MFU from 50% to 40% (an anecdote).
+# B7 — article B §2.3 (and §6.3): full recompute took MFU from 50% to 40% (an anecdote), in
+# global MFU ("在全局MFU的公式里"): the whole step, of which recompute stretches only the compute.
 B7_MFU_PERCENT = (50, 40)
+# The compute stream's share of article B's step, from its own pair (§1.1): global MFU 44% where
+# local MFU (compute-busy time only) reads 80%, so compute is busy 44/80 = 55% of the step. A
+# compute slowdown r stretches the step by 1 + (r − 1)·c for a compute share c in [0.55, 1].
+B7_ARTICLE_COMPUTE_SHARE = 0.44 / 0.80
 # What full recompute costs in FLOPs by Megatron's count: 96·B·s·l·h²(…) per iteration with
 # full recompute (Narayanan et al. 2021, Eq. 3) against 72·B·s·l·h²(…) without (Korthikanti
 # et al. 2022, Sec. 6): one more forward pass of every layer, +33% FLOPs. At equal hardware
