@@ -6,7 +6,15 @@ in ``analysis``; A6's analytic rows and B8 at cluster scale in ``cluster_scale``
 from __future__ import annotations
 
 from mfulab.results import run_identity
-from mfulab.studies.buckets import analysis, cluster_scale, flags, grad_memory, model_error, sensitivity
+from mfulab.studies.buckets import (
+    analysis,
+    b8_case,
+    cluster_scale,
+    flags,
+    grad_memory,
+    model_error,
+    sensitivity,
+)
 from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
 
@@ -26,7 +34,7 @@ def tables(records) -> dict:
         "best_caps": cluster_scale.best_caps(scale),
         "sensitivity": sensitivity.sensitivity_table(records),
         "a6_per_tensor": cluster_scale.per_tensor_table(records),
-        "b8_case": cluster_scale.b8_table(records),
+        "b8_case": b8_case.b8_table(records),
     }
 
 
@@ -46,7 +54,7 @@ def outcome(records, p) -> Outcome:
         + cluster_scale.a6_per_tensor_claim(t["a6_per_tensor"])
         + cluster_scale.a6_spread_claim(records, best, sens)
         + cluster_scale.a6_sweet_spot_claim(records, best, sens)
-        + cluster_scale.b8_claims(records, t["b8_case"], sens)
+        + b8_case.b8_claims(records, t["b8_case"], sens)
         + flags.b6_claims(records, t["flags"])
     )
     return Outcome(claim_list, headline_metrics(records, claim_list, t, values), t, values=values)

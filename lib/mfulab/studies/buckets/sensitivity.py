@@ -11,6 +11,7 @@ from mfulab.analytic import rates
 from mfulab.analytic.config import preset
 from mfulab.analytic.flops import param_count
 from mfulab.studies.buckets import model_error
+from mfulab.studies.buckets.flags import article_bound
 from mfulab.studies.buckets.simulator import DEFAULT_BUCKET_CAP_MB, gpt_simulation
 from mfulab.studies.buckets.stated import (
     A6_CARDS,
@@ -20,6 +21,8 @@ from mfulab.studies.buckets.stated import (
     A6_SWEET_SPOT_BYTES,
     B8_ARTICLE,
     B8_STATED,
+    B8_STEP2_EXPLAINED_SHARE,
+    B8_VISIBLE_SHARE,
     SCALE_GRAD_BYTES_PER_ELEM,
     SCALE_TP,
     SENSITIVITY,
@@ -239,7 +242,9 @@ def sensitivity_table(records):
     caps = sorted(set(p["scale_bucket_caps_mb"]) | {DEFAULT_BUCKET_CAP_MB, *B8_STATED["better_caps_mb"]})
     models = by_size(p["scale_presets"])
     seven_b = next((m for m in models if "7b" in m), models[0])
-    article = A6_PER_TENSOR_CASE["preset"]  # article A's 13B, the model its 5–8 points were seen on
+    article = A6_PER_TENSOR_CASE["preset"]  # article A's 13B
+    flags_s = article_bound()["copy_s"]  # the most B6's two flags can save at article B's run
+    stated_step2_s = B8_ARTICLE["step_before_s"] - B8_ARTICLE["step_after_s"]
     rows = []
     for s in scenarios(p, model_error.carried_overhead(records)):
         a6_device = s.get("a6_device", stated_setting(p, "a6")["device"])
@@ -251,6 +256,7 @@ def sensitivity_table(records):
         b8 = _run(seven_b, B8_STATED["ranks"], caps, b8_scenario(s, seven_b))
         b8_at_25 = b8[B8_STATED["default_cap_mb"]]["mfu"]
         b8_gain = max(b8[c]["mfu"] for c in B8_STATED["better_caps_mb"]) - b8_at_25
+        step2_s = b8[B8_STATED["default_cap_mb"]]["step_s"] - b8[B8_ARTICLE["step2_cap_mb"]]["step_s"]
         rows.append(
             {
                 "assumption": s["assumption"],
@@ -267,6 +273,8 @@ def sensitivity_table(records):
                 else float("nan"),
                 "b8_gain_50_100_vs_25_points": b8_gain * 100,
                 "b8_outcome": b8_outcome(b8_gain, b8_at_25),
+                "b8_step2_share": (step2_s + flags_s) / stated_step2_s,
+                "a6_any_model_in_claim": any(spread_in_claim(x) for x in spreads),
             }
         )
     df = pd.DataFrame(rows)
@@ -275,6 +283,7 @@ def sensitivity_table(records):
     df["a6_spread_reaches_claim"] = df.a6_max_spread_points >= A6_MFU_POINTS[0]
     df["a6_spread_same"] = df.a6_spread_reaches_claim == bool(stated.a6_max_spread_points >= A6_MFU_POINTS[0])
     df["a6_article_spread_in_claim"] = df.a6_article_spread_points.map(spread_in_claim)
+    df["b8_step2_explained"] = df.b8_step2_share >= B8_STEP2_EXPLAINED_SHARE
     df["b8_conclusion_same"] = df.b8_outcome == stated.b8_outcome
     return df
 
@@ -340,9 +349,18 @@ def spread_in_claim(points: float) -> bool:
     return bool(lo <= round(points, 1) <= hi)
 
 
+def decision(values) -> str:
+    """One rule for the simulator's at-scale rows: a boolean answer per scenario of the
+    sensitivity table (the stated case first); ``confirmed`` when it holds in every scenario,
+    ``refuted`` when in none, ``analytic only`` when a scenario reverses it."""
+    values = [bool(v) for v in values]
+    return "confirmed" if all(values) else "refuted" if not any(values) else "analytic only"
+
+
 def b8_outcome(gain: float, mfu_at_25: float) -> str:
-    """Whether 50–100 MiB ``gains`` over 25 MiB, is ``tied`` with it (MFU within
-    :data:`TIE_TOLERANCE` of 25 MiB's, as simulated steps within it are a tie) or ``reversed``."""
-    if abs(gain) <= TIE_TOLERANCE * mfu_at_25:
+    """Whether 50–100 MiB ``gains`` over 25 MiB, is ``tied`` with it (the MFU within
+    :data:`stated.B8_VISIBLE_SHARE` of 25 MiB's: no change the article could have seen) or
+    ``reversed``."""
+    if abs(gain) <= B8_VISIBLE_SHARE * mfu_at_25:
         return "tied"
     return "gains" if gain > 0 else "reversed"

@@ -52,6 +52,9 @@ B8_ARTICLE = {
 # the cap plus the most the two flags can save (B6's copy bound) reaches at least half of it
 # (our reading: the rest could be run-to-run noise the article does not report).
 B8_STEP2_EXPLAINED_SHARE = 0.5
+# The smallest change of a step the article could see: it reports steps to 0.1 s on 9-10 s
+# steps, about 1%. A simulated gain below it is no gain the article measured (B8's "tied").
+B8_VISIBLE_SHARE = 0.01
 
 # B6 — article B §2.2: gradient_as_bucket_view saves a copy, static_graph spares repeated
 # graph analysis; "这些参数对大规模训练的性能影响不算巨大，但组合起来可以省掉好几个百分点的开销"
