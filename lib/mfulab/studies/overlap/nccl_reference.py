@@ -98,7 +98,10 @@ def b9_nvlink_claims() -> list[Claim]:
                 if below_all
                 else ""
             )
-            + "; the threshold holds only against the card's 300 GB/s, not the article's 25 GB/s × 2",
+            + f"; read against the card's {card_gb_per_s:.0f} GB/s. Against the article's own 25 GB/s × 2, "
+            f"60% is {c['bottleneck_share'] * c['article_card_gb_per_s'] / 2:.1f} GB/s of busbw, "
+            f"{c['bottleneck_share'] * c['article_card_gb_per_s'] / 2 / a100['busbw_gb_per_s']:.0%} of a "
+            "healthy A100 node: true of any node that low, blind to every milder bottleneck",
             basis=verdicts.PUBLISHED,
         ),
     ]

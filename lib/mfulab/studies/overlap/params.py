@@ -84,8 +84,8 @@ class Params(StudyParams):
     )
     article_link_bytes_per_s: float = param(
         25.0e9,
-        "the article's scale: link bandwidth between nodes per card and direction "
-        "(InfiniBand HDR, 200 Gb/s = 25 GB/s: the article's own 25 GB/s limit)",
+        "the article's scale: link bandwidth between nodes per card and direction (200 Gb/s = "
+        "25 GB/s: the Ascend 910B's RoCE port in devices.yaml, and article B's HDR limit)",
         unit="B/s",
         positive=True,
     )

@@ -70,7 +70,7 @@ NCCL_TESTS_PUBLISHED = (
     },
     {
         "system": "8 × H200, one node",
-        "fabric": "NVLink 4 / NVSwitch",
+        "fabric": "NVLink 4 / NVSwitch (NVLS: above the line rate)",
         "busbw_gb_per_s": 475.0,
         "line_gb_per_s": 450.0,
         "source": "github.com/NVIDIA/nccl-tests issue 272 (2024): all_reduce_perf to 4 GB, peak 475 GB/s",
