@@ -47,7 +47,7 @@ def test_claims_without_measurements_have_computed_verdicts():
     assert verdicts == [
         ("A19", "refuted"),
         ("B1", "confirmed"),  # 8.8e16 FLOPs; 44% at 10 s, 43% at 10.2 s, 52% at 8.5 s
-        ("B1", "confirmed"),  # "many jobs at 35–50%": PaLM 46%, Llama 3 38–43% inside, MegaScale 55% not
+        ("B1", "not checkable"),  # "many jobs at 35–50%": no fleet data is published
         ("B1", "not checkable"),  # "local MFU may read 80%": an illustration
         # B15: overlap + data IO = 0.7 of 1.8 s with NCCL tuning its own category, 1.0 of 1.8 s with
         # it counted as communication: the readings disagree, so the sentence is not checkable

@@ -76,12 +76,15 @@ def article_layer(
     launch_s: float = 0.0,
     kernels: tuple[int, int] = (3, 1),
     tokens_per_call: int | None = None,
+    eager_ratio: float = 1.0,
 ) -> dict:
     """The sub-block's share of one layer's forward and the layer speed-ups that follow, for a
     preset's layer on a datasheet device (module docstring), per token and card, with the
     layer split over ``tp`` cards (the sub-block too with ``sequence_parallel``), and
     ``kernels`` (unfused, fused) launches per sub-block call at ``launch_s`` each, one call per
-    ``tokens_per_call`` tokens (default: one sequence)."""
+    ``tokens_per_call`` tokens (default: one sequence). ``eager_ratio``: the unfused (eager)
+    kernels' bandwidth efficiency as a fraction of the fused kernel's (1: the same; below 1 when
+    eager kernels add casts, layout copies or dispatch the fused one avoids)."""
     cfg = preset(preset_name)
     spec = device_spec(device)
     dtype_bytes = {"bf16": 2, "fp16": 2, "fp32": 4}[dtype]
@@ -97,7 +100,7 @@ def article_layer(
     tokens = tokens_per_call or cfg.seq_len
     unfused_launch_s, fused_launch_s = (SUB_BLOCKS_PER_LAYER * k * launch_s / tokens for k in kernels)
     matmul_s = flops / peak_flops_per_s
-    unfused_s = unfused_bytes / bandwidth_bytes_per_s + unfused_launch_s
+    unfused_s = unfused_bytes / (bandwidth_bytes_per_s * eager_ratio) + unfused_launch_s
     fused_s = fused_bytes / bandwidth_bytes_per_s + fused_launch_s
     share = unfused_s / (matmul_s + unfused_s)
     return {
@@ -108,6 +111,7 @@ def article_layer(
         "sequence_parallel": sequence_parallel,
         "matmul_efficiency": matmul_efficiency,
         "bandwidth_efficiency": bandwidth_efficiency,
+        "eager_ratio": eager_ratio,
         "layer_flops_per_token": flops,
         "sub_block_unfused_bytes_per_token": unfused_bytes,
         "sub_block_fused_bytes_per_token": fused_bytes,
@@ -132,6 +136,18 @@ def break_even_bandwidth_efficiency(target_speedup: float, **kw) -> float:
     return memory_s / room_s if room_s > 0 else float("inf")
 
 
+def break_even_eager_ratio(target_speedup: float, **kw) -> float:
+    """The eager kernels' bandwidth efficiency, as a fraction of the fused kernel's, below which
+    the layer with the fused sub-block reaches ``target_speedup``: solves
+    (matmul + unfused(r)) / (matmul + fused) = target for r (inf: reached at r = 1 already)."""
+    row = article_layer(eager_ratio=1.0, **kw)
+    matmul_s = row["matmul_s_per_token"]
+    unfused_memory_s = row["sub_block_s_per_token"] - row["sub_block_launch_s_per_token"]
+    fused_s = (matmul_s + row["sub_block_s_per_token"]) / row["layer_speedup"] - matmul_s
+    room_s = target_speedup * (matmul_s + fused_s) - matmul_s - row["sub_block_launch_s_per_token"]
+    return unfused_memory_s / room_s if room_s > 0 else float("inf")
+
+
 def sensitivity(
     *,
     preset_name: str,
@@ -150,6 +166,7 @@ def sensitivity(
     kernels: tuple[int, int] = (3, 1),
     tokens_per_call: int | None = None,
     launches=(),
+    eager_ratios=(),
 ):
     """One row per assumption varied around the central one (device, matmul efficiency,
     bandwidth efficiency, and the ``layouts``: (tp, sequence_parallel) pairs), with the layer
@@ -177,10 +194,15 @@ def sensitivity(
         ("bandwidth efficiency", {**central, "bandwidth_efficiency": b}) for b in bandwidth_efficiencies
     ]
     cases += [(label, {**central, "launch_s": x}) for label, x in launches if x != launch_s]
+    cases += [("eager ÷ fused bandwidth", {**central, "eager_ratio": r}) for r in eager_ratios]
     rows = []
     for varied, kw in cases:
         fixed = dict(kernels=kernels, tokens_per_call=tokens_per_call)
         row = article_layer(preset_name=preset_name, dtype=dtype, **kw, **fixed)
+        kw = {k: v for k, v in kw.items() if k != "eager_ratio"}
+        eager_even = break_even_eager_ratio(
+            target_speedup, preset_name=preset_name, dtype=dtype, **kw, **fixed
+        )
         even = break_even_bandwidth_efficiency(
             target_speedup,
             preset_name=preset_name,
@@ -204,6 +226,7 @@ def sensitivity(
                         "matmul_efficiency",
                         "bandwidth_efficiency",
                         "launch_s",
+                        "eager_ratio",
                     )
                 },
                 "sub_block_share": row["sub_block_share"],
@@ -212,6 +235,7 @@ def sensitivity(
                 "layer_speedup": row["layer_speedup"],
                 "layer_speedup_ceiling": row["layer_speedup_ceiling"],
                 "break_even_bandwidth_efficiency": even,
+                "break_even_eager_ratio": eager_even,
                 "below_claim": row["layer_speedup_ceiling"] < target_speedup,
                 # the fusion the claim describes (the bytes model's fused sub-block), not a free one
                 "fused_below_claim": row["layer_speedup"] < target_speedup,

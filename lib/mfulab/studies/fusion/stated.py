@@ -40,6 +40,11 @@ A7_SENSITIVITY = {
     # (tp, sequence_parallel): one card, and TP 8 with sequence parallelism
     "layouts": ((1, False), (8, True)),
     "launch_s": (0.0, 20e-6),  # no exposed launch; a slow runtime's 20 µs
+    # the eager kernels' bandwidth efficiency as a fraction of the fused kernel's: the central case
+    # gives both the same; eager kernels that add fp32 casts, layout copies or slow dispatch (which
+    # the fused kernel avoids) run at half or a quarter of it (assumed: no Ascend figure is
+    # published)
+    "eager_ratios": (0.5, 0.25),
 }
 
 # A8 — article A §3.2: fused attention on a 7B model at sequence 4096 and batch 16 cut
