@@ -351,7 +351,8 @@ o.tables["a2_collectives"]
 #
 # Verdicts are computed from this run's interleaved rounds: A3 from the paired comparison
 # of the overlapped step at the best k with the serial step — "toward max(compute, comm)" is
-# shown when overlap shortens the step, and how far it goes is the recovered share, with the
+# shown when overlap shortens the step (inconclusive on this machine otherwise: a toy regime
+# cannot refute it), and how far it goes is the recovered share, with the
 # midpoint between serial and the bound beside it (beating it means more than half the possible
 # saving; real compute decides, the emulated compute, an ideal engine, beside it); A5's effect from the paired comparison of the communication time
 # per step at k = 16 and k = 4, its mechanism from the share of that gap the per-call cost

@@ -234,7 +234,9 @@ def test_verdicts_follow_the_synthetic_truth():
     assert good["A3"].verdict == "shown"  # only the last chunk's all-reduce is exposed
     assert "real compute" in good["A3"].evidence and "in flight" in effect.evidence
     bad = {c.id: c for c in _claims(_records(overlap_good=False))}
-    assert bad["A3"].verdict == "not shown"  # overlap hid nothing
+    # overlap hid nothing: a toy regime cannot refute the claim, and the midpoint test that once
+    # gave "not shown" flipped between fresh runs with real compute deciding
+    assert bad["A3"].verdict == "inconclusive on this machine"
     on_gpus = {**_records(), "device": "cuda"}  # NCCL between GPUs: A5's own regime
     assert _a5_rows(on_gpus)[0].verdict == "confirmed"
     r = _records()
