@@ -292,6 +292,12 @@ def test_b7_same_batch_against_the_claim(ratio, verdict):
     assert b["time_ratio_lo"] < ratio < b["time_ratio_hi"]
     band = (b["claimed_time_ratio"], b["megatron_time_ratio"])
     assert claims.magnitude_verdict(b["time_ratio_lo"], b["time_ratio_hi"], band=band) == verdict
+    # the claim's own band on compute (global MFU, article B's compute share 0.55): 1.25-1.45x;
+    # the toy row shows the size when its interval overlaps it
+    assert b["claimed_compute_ratio_hi"] == pytest.approx(1 + 0.25 / 0.55)
+    toy = (b["claimed_time_ratio"], b["claimed_compute_ratio_hi"])
+    expected = "confirmed" if ratio == 1.3 else "refuted"
+    assert claims.overlaps_band(b["time_ratio_lo"], b["time_ratio_hi"], toy) == expected
 
 
 @pytest.mark.parametrize(
