@@ -310,14 +310,18 @@ display(sens.style.format(fmt).hide(axis="index"))
 # fitted to its square matmuls, its copy bandwidth), against one training step measured here
 # (median of timed steps; the split by operator class from `torch.profiler`, as in chapter 01).
 # Nothing is fitted to the step. The fitted `matmul_share_of_mamf` plays no part here: the
-# calibration replaces it.
+# calibration replaces it. A second reading (`predicted_op_rates_s`) replaces the copy
+# bandwidth and the flash share by what the step's own memory-bound ops and attention kernel
+# reach when each is timed alone at its shapes (`op_rates`): it separates a wrong rate from a
+# missing term.
 
 # %%
 check = t["calibrated_check"]
 display(
-    check.style.format({"predicted_s": "{:.4f}", "measured_s": "{:.4f}", "error": "{:+.1%}"}).hide(
-        axis="index"
-    )
+    check.style.format(
+        {"predicted_s": "{:.4f}", "measured_s": "{:.4f}", "predicted_op_rates_s": "{:.4f}"}
+        | {"error": "{:+.1%}", "error_op_rates": "{:+.1%}"}
+    ).hide(axis="index")
 )
 plots.save_figure(figures.calibrated(check), out, "calibrated")
 display(Markdown(analysis.calibrated_text(records, check)))

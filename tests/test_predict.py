@@ -605,3 +605,98 @@ def test_ddp_with_zero_redundancy_optimizer_broadcasts_each_parameter_after_the_
     assert "broadcast" in zero["dp_algorithms"]
     assert zero["dp_comm_exposed_s"] > plain["dp_comm_exposed_s"]
     assert zero["memory_gib"] < plain["memory_gib"]  # the optimizer states are sharded
+
+
+def test_megatron_reduces_a_bf16_runs_gradients_in_fp32_unless_stated():
+    """Megatron-LM sets accumulate_allreduce_grads_in_fp32 for bf16 (megatron/training/arguments.py):
+    its DP traffic is twice the bf16 figure; a stated width wins; other frameworks keep bytes_per_elem."""
+    kw = dict(n_devices=64, tp=2, micro_batch=1, global_batch=64, device="a100", overlap=False)
+    default = step.step_time(GPT, framework="megatron", **kw)
+    stated = step.step_time(GPT, framework="megatron", grad_bytes_per_elem=2, **kw)
+    assert default["assumptions"]["grad_bytes_per_elem"] == 4
+    assert stated["assumptions"]["grad_bytes_per_elem"] == 2
+    assert default["dp_comm_s"] > 1.5 * stated["dp_comm_s"]
+    assert step.step_time(GPT, framework="ddp", **kw)["assumptions"]["grad_bytes_per_elem"] == 2
+    fp16 = step.step_time(GPT, framework="megatron", dtype="fp16", **kw)
+    assert fp16["assumptions"]["grad_bytes_per_elem"] == 2
+
+
+def test_op_rates_replace_the_copy_bandwidth_and_flash_share_for_their_terms_only():
+    """A calibration with the ops' own rates moves the memory-bound and attention terms, not the
+    GEMMs or the optimizer (which stay on the matmul fit and the copy bandwidth)."""
+    cal = {
+        "file": "x",
+        "device_name": "cpu",
+        "matmul": {
+            "dtype": "fp32",
+            "best_flops_per_s": 1e11,
+            "rows": [{"flops": 1e9, "median_s": 0.01}, {"flops": 2e9, "median_s": 0.02}],
+        },
+        "bandwidth": {"plateau_bytes_per_s": 20e9},
+    }
+    kw = dict(n_devices=1, micro_batch=2, global_batch=2, device=None, dtype="fp32", attention="fused")
+    base = step.step_time(GPT, calibration=cal, **kw)
+    slow = {
+        **cal,
+        "elementwise": {"bytes_per_s": 5e9, "source": "t"},
+        "attention": {"flops_per_s": 1e9, "source": "t"},
+    }
+    ops = step.step_time(GPT, calibration=slow, **kw)
+    assert ops["memory_bound_s"] == pytest.approx(4 * base["memory_bound_s"])
+    assert ops["attention_s"] > 10 * base["attention_s"]
+    assert ops["matmul_s"] == base["matmul_s"] and ops["optimizer_s"] == base["optimizer_s"]
+    assert "timed alone" in ops["sources"]["elementwise"]
+
+
+def test_the_calibrated_check_second_reading_prices_the_timed_ops():
+    """The op-rate reading's memory-bound and attention terms are the timed ops' seconds (the
+    embedding lookup priced at the same rate adds its small share); records without op timings
+    keep the first reading alone."""
+    from mfulab.studies.predict import calibrated, op_rates
+
+    cfg = TransformerConfig(n_layers=2, d_model=64, n_heads=2, vocab_size=256, seq_len=32, name="tiny")
+    records = {
+        "params": {"micro_batch": 2, "dtype": "fp32"},
+        "config": cfg.to_dict(),
+        "device_name": "cpu",
+        "calibration": {
+            "file": "x",
+            "matmul": {
+                "dtype": "fp32",
+                "best_flops_per_s": 1e11,
+                "rows": [{"flops": 1e8, "median_s": 1e-3}, {"flops": 2e8, "median_s": 2e-3}],
+            },
+            "bandwidth": {"plateau_bytes_per_s": 20e9},
+        },
+        "op_profile": {
+            "categories": ["matmul", "attention core", "norm / elementwise", "optimizer", "other ops"],
+            "steps": [
+                {
+                    "wall_s": 0.01,
+                    "categories_s": {
+                        "matmul": 0.004,
+                        "attention core": 0.002,
+                        "norm / elementwise": 0.003,
+                        "optimizer": 0.0005,
+                        "other ops": 0.0005,
+                    },
+                }
+            ],
+        },
+        "step": {"median_s": 0.01},
+    }
+    first = calibrated.comparison(records)
+    assert first.predicted_op_rates_s.isna().all()
+    records["op_rates"] = op_rates.measure(
+        cfg, micro_batch=2, dtype="fp32", device="cpu", warmup=1, min_samples=3
+    )
+    check = calibrated.comparison(records).set_index("class")
+    timed_elementwise = op_rates.step_seconds(
+        records["op_rates"], ("norms", "activation", "residual", "loss")
+    )
+    timed_attention = op_rates.step_seconds(records["op_rates"], ("attention",))
+    assert check.loc["memory_bound", "predicted_op_rates_s"] == pytest.approx(timed_elementwise, rel=0.02)
+    assert check.loc["attention", "predicted_op_rates_s"] == pytest.approx(
+        timed_attention, rel=0.02, abs=1e-5
+    )
+    assert check.loc["matmul", "predicted_op_rates_s"] == check.loc["matmul", "predicted_s"]

@@ -13,7 +13,11 @@ per device between nodes. The achievable fraction of each is an assumption
 - memory: the copy-bandwidth plateau, in place of ``memory_efficiency`` · datasheet;
 - links: the all-reduce α–β of the largest rank count measured on this node, in place of the
   intra-node datasheet link. A calibration of one node says nothing of the network between
-  nodes: that stays the datasheet figure, and ``sources`` says so.
+  nodes: that stays the datasheet figure, and ``sources`` says so;
+- op rates, where a caller measured them (chapter 10's calibrated check times the step's own
+  memory-bound ops and attention kernel alone): ``elementwise`` (the model's memory-bound bytes
+  per second those ops reached) and ``attention`` (the model's attention FLOPs per second), in
+  place of the copy bandwidth and the flash share for those terms only.
 """
 
 from __future__ import annotations
@@ -86,10 +90,13 @@ class Assumptions:
     # Adam over fp32 master weights: read param, grad, m, v (16 B), write param, m, v (12 B)
     # and the bf16 copy (2 B), plus the gradient-norm read (4 B) and zeroing (4 B)
     optimizer_bytes_per_param: float = 38.0
-    # bytes per element of activations and TP/PP messages (bf16), of the reduced gradients and
-    # of the gathered parameters
+    # bytes per element of activations, TP/PP messages and gathered parameters (bf16)
     bytes_per_elem: float = 2.0
-    grad_bytes_per_elem: float = 2.0
+    # bytes per element of the reduced gradients. None: the framework's default at the run's
+    # dtype (``grad_reduce_bytes_per_elem``): Megatron-LM reduces a bf16 run's gradients in fp32
+    # (megatron/training/arguments.py: "bfloat16 requires gradient accumulation and all-reduce
+    # to be done in fp32", unless --grad-reduce-in-bf16), the others in ``bytes_per_elem``
+    grad_bytes_per_elem: float | None = None
     # share of the compute a DP collective can hide under that it does hide under (our
     # assumption: NCCL kernels take SMs and memory bandwidth from the compute they overlap)
     dp_overlap: float = 0.8
@@ -108,6 +115,13 @@ class Assumptions:
     # memory kept free for allocator fragmentation, runtime context and buffers (the recompute
     # study's fragmentation_margin; our assumption)
     memory_margin: float = 0.1
+
+    def grad_reduce_bytes_per_elem(self, framework: str, dtype: str) -> float:
+        """Bytes per reduced gradient element: the stated figure, else the framework's default
+        (the ``grad_bytes_per_elem`` comment)."""
+        if self.grad_bytes_per_elem is not None:
+            return self.grad_bytes_per_elem
+        return 4.0 if (framework == "megatron" and dtype == "bf16") else self.bytes_per_elem
 
     def nccl_latencies(self) -> dict:
         """The latency keyword arguments of :func:`comm.nccl_call_s`."""
@@ -143,6 +157,14 @@ class Rates:
     sources: dict
     # a flash attention kernel's forward + backward FLOP/s (None: Assumptions' share of the peak)
     flash_attention_flops_per_s: float | None = None
+    # what the memory-bound kernels (norms, activations, residuals, loss) reach, in the bytes the
+    # model counts for them per second (None: ``memory_bytes_per_s``, the streaming figure)
+    elementwise_bytes_per_s: float | None = None
+
+    def elementwise_rate(self) -> float:
+        """Bytes per second of the memory-bound kernels (``elementwise_bytes_per_s``, else the
+        streaming bandwidth)."""
+        return self.elementwise_bytes_per_s or self.memory_bytes_per_s
 
     def link(self, span: int, devices_per_node: int, *, ranks_per_node: int = 1) -> Link:
         """The link of a group of ``span`` consecutive ranks (Megatron's rank order). Between
@@ -307,9 +329,21 @@ def machine_rates(device: str | None, *, dtype: str, calibration=None, assumptio
         intra = Link(c["alpha_s"], c["link_bytes_per_s"])
         sources["intra_node"] = f"all-reduce α–β of {cal['file']} ({cal['collectives_key']})"
     flash_share, sources["flash_attention"] = flash_attention_share(a, spec)
+    flash_rate, elementwise = flash_share * peak, None
+    if cal is not None and cal.get("attention"):
+        flash_rate = cal["attention"]["flops_per_s"]
+        sources["flash_attention"] = (
+            f"attention kernel timed alone at the step's shapes ({cal['attention']['source']})"
+        )
+    if cal is not None and cal.get("elementwise"):
+        elementwise = cal["elementwise"]["bytes_per_s"]
+        sources["elementwise"] = (
+            f"memory-bound ops timed alone at the step's shapes ({cal['elementwise']['source']})"
+        )
     sources["notes"] = cal["notes"] if cal else []
     return Rates(
-        flash_attention_flops_per_s=flash_share * peak,
+        flash_attention_flops_per_s=flash_rate,
+        elementwise_bytes_per_s=elementwise,
         peak_flops_per_s=peak,
         matmul_flops_per_s=r_inf,
         matmul_latency_s=t0,

@@ -257,6 +257,7 @@ def step_time(
         dtype=dtype,
         shard_group=shard_group,
     )
+    a = replace(a, grad_bytes_per_elem=a.grad_reduce_bytes_per_elem(layout["framework"], dtype))
     rates = machine_rates(device, dtype=dtype, calibration=calibration, assumptions=a)
     m = layout["m"]
 

@@ -65,7 +65,7 @@ def layer_terms(
         mm_f, mm_b = mm_f + fw, mm_b + bw
         mlp_mm_f += fw if i >= 2 else 0.0  # the MLP's up (and gate) and down projections
 
-    bw_eff = rates.memory_bytes_per_s
+    bw_eff = rates.elementwise_rate()
     heads_in_batch = micro_batch * H
     score_elems = heads_in_batch * s * s
     if attention == "naive":
@@ -113,8 +113,8 @@ def _edge_terms(cfg: TransformerConfig, *, micro_batch: int, tp: int, rates: Rat
     return {
         "logits_matmul_s": fw + bw,
         "logits_forward_s": fw,
-        "loss_s": loss_bytes / rates.memory_bytes_per_s,
-        "embedding_s": embedding_bytes / rates.memory_bytes_per_s,
+        "loss_s": loss_bytes / rates.elementwise_rate(),
+        "embedding_s": embedding_bytes / rates.elementwise_rate(),
     }
 
 

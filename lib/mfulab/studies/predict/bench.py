@@ -2,17 +2,19 @@
 and copy bandwidth, measured once for every study) and one training step of the reference
 model, timed (``timing.time_fn``: warm-up, synchronised, median and spread) and split by
 operator class (``opprofile.profile_steps``), so that the predictor fed by the calibration can
-be compared with it term by term. The published runs need no measurement: their YAML is
+be compared with it term by term; and the step's memory-bound ops and attention kernel timed
+alone at its shapes (``op_rates``). The published runs need no measurement: their YAML is
 copied into the records so that an analysis elsewhere reads the same rows."""
 
 from __future__ import annotations
 
 from mfulab.analytic import flops
 from mfulab.measure import calibration, host
+from mfulab.studies.predict import op_rates
 from mfulab.studies.predict.params import Params
 from mfulab.studies.predict.validate import load_file, read_history
 
-BENCHMARK_VERSION = {"step": 1}
+BENCHMARK_VERSION = {"step": 1, "op_rates": 1}
 
 
 def _step_fn(cfg, *, device: str, dtype: str, micro_batch: int):
@@ -73,6 +75,14 @@ def measure(p: Params) -> dict:
     with native_stderr_filtered():  # kineto's start/stop lines would fill the notebook
         profile = opprofile.profile_steps(step, steps=p.profile_steps, device=device)
     last_loss = step()
+    ops = op_rates.measure(
+        cfg,
+        micro_batch=p.micro_batch,
+        dtype=p.dtype,
+        device=device,
+        warmup=p.warmup_steps,
+        min_samples=p.steps,
+    )
     return {
         "study": "predict",
         "params": p.to_dict(),
@@ -84,6 +94,7 @@ def measure(p: Params) -> dict:
         "calibration": {**cal["_meta"], "matmul": cal[f"matmul:{p.dtype}"], "bandwidth": cal["bandwidth"]},
         "step": {**timed.to_dict(), "first_loss": first_loss, "last_loss": last_loss},
         "op_profile": profile,
+        "op_rates": ops,
         **_published(p),
         "benchmark_version": {**BENCHMARK_VERSION, **timing.BENCHMARK_VERSION},
     }

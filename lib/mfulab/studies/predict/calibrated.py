@@ -1,10 +1,16 @@
 """Calibrate here, predict here: the step measured on this machine against the predictor fed by
-this machine's calibration, operator class by operator class (``opprofile`` categories)."""
+this machine's calibration, operator class by operator class (``opprofile`` categories).
+
+Two readings: from the calibration alone (square matmuls, a copy: what every study has), and
+with the step's memory-bound ops and attention kernel timed alone at its shapes (``op_rates``)
+in place of the copy bandwidth and the flash share. The first says how far the calibration's
+two figures carry; the second, with each op's own cost known, how the ops compose into a step."""
 
 from __future__ import annotations
 
 from mfulab.analytic import step
 from mfulab.analytic.config import TransformerConfig
+from mfulab.studies.predict import op_rates
 
 # predictor term -> the measured categories it stands for
 CLASSES = {
@@ -33,8 +39,18 @@ def step_assumptions(dtype: str) -> dict:
     return out
 
 
-def prediction(records: dict, **assumptions) -> dict:
-    """The predictor's step for the measured configuration, from the calibration file."""
+def _calibration(records: dict) -> dict:
+    return {
+        "file": records["calibration"]["file"],
+        "device_name": records["device_name"],
+        "matmul": records["calibration"]["matmul"],
+        "bandwidth": records["calibration"]["bandwidth"],
+    }
+
+
+def prediction(records: dict, *, calibration: dict | None = None, **assumptions) -> dict:
+    """The predictor's step for the measured configuration, from the calibration file (or the
+    ``calibration`` given: :func:`op_rate_calibration`)."""
     p = records["params"]
     cfg = TransformerConfig(**records["config"])
     return step.step_time(
@@ -43,17 +59,38 @@ def prediction(records: dict, **assumptions) -> dict:
         micro_batch=p["micro_batch"],
         global_batch=p["micro_batch"],
         device=None,
-        calibration={
-            "file": records["calibration"]["file"],
-            "device_name": records["device_name"],
-            "matmul": records["calibration"]["matmul"],
-            "bandwidth": records["calibration"]["bandwidth"],
-        },
+        calibration=calibration or _calibration(records),
         dtype=p["dtype"],
         attention="fused",
         dropout=False,
         **{**step_assumptions(p["dtype"]), **assumptions},
     )
+
+
+def op_rate_calibration(records: dict, base: dict, **assumptions) -> dict | None:
+    """The calibration with the rates the step's ops reached alone (``records["op_rates"]``):
+    elementwise = the model's memory-bound bytes (from ``base``, the calibration-only prediction,
+    at the copy bandwidth; the embedding lookup's ~2% priced alike) over the timed ops' seconds;
+    attention = the model's attention FLOPs (forward + 2.5× backward of the causal half) over the
+    timed kernel's seconds. None where the records have no op timings (older runs)."""
+    ops = records.get("op_rates")
+    if not ops:
+        return None
+    cal = _calibration(records)
+    copy_bytes_per_s = cal["bandwidth"]["plateau_bytes_per_s"]
+    memory_bound_s = op_rates.step_seconds(ops, ("norms", "activation", "residual", "loss"))
+    attention_s = op_rates.step_seconds(ops, ("attention",))
+    cfg, p = TransformerConfig(**records["config"]), records["params"]
+    causal_fwd_flops = 0.5 * 4.0 * p["micro_batch"] * cfg.n_heads * cfg.seq_len**2 * cfg.head_dim
+    source = "predict's op_rates, this run"
+    return {
+        **cal,
+        "elementwise": {
+            "bytes_per_s": base["memory_bound_s"] * copy_bytes_per_s / memory_bound_s,
+            "source": source,
+        },
+        "attention": {"flops_per_s": 3.5 * causal_fwd_flops * cfg.n_layers / attention_s, "source": source},
+    }
 
 
 def measured_classes(records: dict) -> dict:
@@ -66,29 +103,32 @@ def measured_classes(records: dict) -> dict:
 
 
 def comparison(records: dict, **assumptions):
-    """Predicted vs measured seconds per class, the rest, and the whole step."""
+    """Predicted vs measured seconds per class, the rest, and the whole step: ``predicted_s`` /
+    ``error`` from the calibration alone, ``predicted_op_rates_s`` / ``error_op_rates`` with the
+    ops' own rates (NaN where the records have none)."""
+    import numpy as np
     import pandas as pd
 
     pred = prediction(records, **assumptions)
+    op_cal = op_rate_calibration(records, pred, **assumptions)
+    pred_ops = prediction(records, calibration=op_cal, **assumptions) if op_cal else None
     meas = measured_classes(records)
-    rows = []
-    for term, cats in CLASSES.items():
-        rows.append(
-            {
-                "class": term.removesuffix("_s"),
-                "predicted_s": pred[term],
-                "measured_s": sum(meas[c] for c in cats),
-            }
-        )
-    covered = {c for cats in CLASSES.values() for c in cats}
-    rows.append(
-        {
-            "class": "everything else (data, idle, other ops; predicted: data_s)",
-            "predicted_s": pred["data_s"],
-            "measured_s": sum(v for c, v in meas.items() if c not in covered),
+
+    def row(label, term, measured_s):
+        second = pred_ops[term] if pred_ops else np.nan
+        return {
+            "class": label,
+            "predicted_s": pred[term],
+            "measured_s": measured_s,
+            "predicted_op_rates_s": second,
         }
-    )
-    rows.append({"class": "step", "predicted_s": pred["step_s"], "measured_s": records["step"]["median_s"]})
+
+    rows = [row(term.removesuffix("_s"), term, sum(meas[c] for c in cats)) for term, cats in CLASSES.items()]
+    covered = {c for cats in CLASSES.values() for c in cats}
+    rest = sum(v for c, v in meas.items() if c not in covered)
+    rows.append(row("everything else (data, idle, other ops; predicted: data_s)", "data_s", rest))
+    rows.append(row("step", "step_s", records["step"]["median_s"]))
     df = pd.DataFrame(rows)
     df["error"] = df.predicted_s / df.measured_s - 1
+    df["error_op_rates"] = df.predicted_op_rates_s / df.measured_s - 1
     return df

@@ -83,4 +83,5 @@ def headline_metrics(records, p, valid: dict, t: dict) -> dict:
         "measured_step_s": records["step"]["median_s"],
         "predicted_step_s": float(step.predicted_s),
         "calibrated_step_error": float(step.error),
+        "calibrated_step_error_op_rates": None if step.isna().error_op_rates else float(step.error_op_rates),
     }

@@ -31,7 +31,14 @@ def validation(df, goal: float):
     x = np.geomspace(lo, hi, 50)
     ax.fill_between(x, x * (1 - goal), x * (1 + goal), color="0.9", label=f"±{goal:.0%}")
     ax.plot(x, x, color="0.5", lw=1)
-    markers = {"fit": "o", "development": "s", "test": "^", "holdout": "D", "holdout-2": "*"}
+    markers = {
+        "fit": "o",
+        "development": "s",
+        "test": "^",
+        "holdout": "D",
+        "holdout-2": "*",
+        "holdout-3": "P",
+    }
     for split, marker in markers.items():
         g = priced[priced.split == split]
         if len(g):
@@ -56,10 +63,13 @@ def validation(df, goal: float):
     for i, source in enumerate(order):
         g = priced[priced.source == source]
         jitter = (np.arange(len(g)) % 7 - 3) * 0.05
-        colour = {"test": "C0", "holdout": "C2", "holdout-2": "C1"}.get(g.split.iloc[0], "C7")
+        colour = {"test": "C0", "holdout": "C2", "holdout-2": "C1", "holdout-3": "C4"}.get(
+            g.split.iloc[0], "C7"
+        )
         bx.scatter(g.error * 100, i + jitter, s=12, color=colour)
         bx.scatter([g.null_error.median() * 100], [i], marker="x", color="C3", s=40)
     bx.scatter([], [], marker="x", color="C3", label="null model, median")
+    bx.scatter([], [], s=12, color="C4", label="third holdout rows (first evaluated at its freeze)")
     bx.scatter([], [], s=12, color="C1", label="second holdout rows (first evaluated at its freeze)")
     bx.scatter([], [], s=12, color="C2", label="holdout rows")
     bx.scatter([], [], s=12, color="C0", label="test rows")
@@ -103,9 +113,13 @@ def calibrated(df):
     """Predicted vs measured seconds per operator class on this machine."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 3.6))
-    d = df.set_index("class")[["predicted_s", "measured_s"]] * 1e3
-    d.columns = ["predicted from the calibration", "measured (profiler split, scaled to the median step)"]
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    d = df.set_index("class")[["predicted_s", "predicted_op_rates_s", "measured_s"]] * 1e3
+    d.columns = [
+        "predicted from the calibration",
+        "predicted with the ops' own rates (timed alone)",
+        "measured (profiler split, scaled to the median step)",
+    ]
     d.plot.barh(ax=ax)
     ax.legend(fontsize=8)
     ax.set(xlabel="time per step (ms)", ylabel="")

@@ -1,7 +1,7 @@
 """The validation history of the step model: ``python -m mfulab.studies.predict.history
 --change "what changed"`` evaluates the published rows at the current commit and appends one
 revision to ``studies/predict/validation_history.yaml`` (commit, date, what changed, the
-fitted share, the errors of the test, holdout, holdout-2 and development rows). Run it after
+fitted share, the errors of the test, holdout, holdout-2, holdout-3 and development rows). Run it after
 every change to the step model, from a clean tree, and commit the file: the test error of every
 revision stays on record, so a model tuned on its test rows shows as a run of revisions with
 the test error falling."""
@@ -42,6 +42,7 @@ def evaluate(path=PUBLISHED) -> dict:
         "test": pick("test"),
         "holdout": pick("holdout"),
         "holdout-2": pick("holdout-2"),
+        "holdout-3": pick("holdout-3"),
         "development": pick("development"),
         "fit_loo": pick("fit"),
     }

@@ -26,8 +26,9 @@ from mfulab.analytic.config import TransformerConfig
 from mfulab.errors import ParameterError
 
 FIT_PARAMETER = "matmul_share_of_mamf"  # the one free parameter (rates.Assumptions)
-SPLITS = ("fit", "development", "test", "holdout", "holdout-2")
-HELD_OUT = ("test", "holdout", "holdout-2")  # the splits scored against the goals, in the order collected
+SPLITS = ("fit", "development", "test", "holdout", "holdout-2", "holdout-3")
+# the splits scored against the goals, in the order collected
+HELD_OUT = ("test", "holdout", "holdout-2", "holdout-3")
 LAYOUT_KEYS = (
     "n_devices",
     "tp",
@@ -59,8 +60,9 @@ def load_file(path) -> dict:
     """The published-runs file: its ``split`` (source → fit | development | test, and the model
     commit the test rows were first evaluated at) and its ``runs``, each checked for a
     citation, a device, a model, a layout, one published figure and a source the split names;
-    with ``holdout_files``, each file's rows too (each its own split, ``holdout`` or
-    ``holdout-2``, with ``<split>_frozen_at``, the commit its rows were first evaluated at)."""
+    with ``holdout_files``, each file's rows too (each its own split, ``holdout``,
+    ``holdout-2`` or ``holdout-3``, with ``<split>_frozen_at``, the commit its rows were first
+    evaluated at)."""
     import yaml
 
     path = _repo_path(path)
