@@ -700,3 +700,25 @@ def test_the_calibrated_check_second_reading_prices_the_timed_ops():
         timed_attention, rel=0.02, abs=1e-5
     )
     assert check.loc["matmul", "predicted_op_rates_s"] == check.loc["matmul", "predicted_s"]
+
+
+def test_a_not_modelled_row_is_refused_and_priced_apart_as_its_note_says():
+    """``not_modelled`` refuses a row for the goals; ``price_not_modelled`` prices it as noted, and
+    the validation table scores it only in ``error_as_noted`` (as_noted_summary, per held-out split)."""
+    from mfulab.studies.predict import scores, validate
+
+    runs = validate.load_runs(ROOT / "studies/predict/published_runs.yaml")
+    fit_rows = [dict(r) for r in runs if r["source"] == "korthikanti2022" and not r.get("unstated")][:3]
+    row = fit_rows[0]
+    plain = validate.predict_row(row)
+    noted_row = {**row, "not_modelled": "a feature the layout fields cannot express; priced as stated"}
+    refused = validate.predict_row(noted_row)
+    assert refused["refused"].startswith("not modelled") and np.isnan(refused["error"])
+    priced = validate.predict_row(noted_row, price_not_modelled=True)
+    assert priced["refused"] == "" and priced["error"] == pytest.approx(plain["error"])
+    held = {**noted_row, "split": "holdout"}
+    res = validate.validation([*fit_rows, held], fit_sources=(row["source"],), fit_grid=(0.5, 1.0, 0.01))
+    table = scores.as_noted_summary(res["table"])
+    assert list(table.split) == ["holdout"] and int(table.rows_priced_as_noted.iloc[0]) == 1
+    assert table.median_abs_error.iloc[0] == pytest.approx(abs(res["table"].error_as_noted.iloc[-1]))
+    assert np.isnan(res["table"].error.iloc[-1])  # refused for the goals

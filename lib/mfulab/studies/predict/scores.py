@@ -70,6 +70,32 @@ def split_summary(df):
     return pd.DataFrame(rows)
 
 
+def as_noted_summary(df):
+    """Per held-out split, the rows whose file names a feature the model lacks (refused and
+    scored nowhere), priced as their notes say: how far the model carries past what it models.
+    Never part of the goals; beside it the null model on the same rows."""
+    import pandas as pd
+
+    rows = []
+    for name in validate.HELD_OUT:
+        g = df[(df.split == name) & df.error_as_noted.notna()]
+        if not len(g):
+            continue
+        model, null = _stats(g.error_as_noted), _stats(g.null_error_as_noted)
+        rows.append(
+            {
+                "split": name,
+                "rows_priced_as_noted": model["n"],
+                "median_signed_error": float(g.error_as_noted.median()),
+                "median_abs_error": model["median_abs_error"],
+                "max_abs_error": model["max_abs_error"],
+                "rows_within_25pct": model["within_25"],
+                "null_median_abs_error": null["median_abs_error"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def per_source(df):
     """Per source: rows priced, refused, the median signed error (which way it misses) and the
     median |error|, for the predictor and the null model."""
