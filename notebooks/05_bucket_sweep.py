@@ -341,7 +341,7 @@ o.tables["a6_per_tensor"]
 # shown* for a mechanism in a toy regime; *inconclusive on this machine*; *not checkable* when
 # nothing can be tested or two readings of the sentence disagree. Each row names its basis.
 #
-# A6 has five rows. Its premise, "with native DDP every parameter tensor triggers its own
+# A6 has six rows. Its premise, "with native DDP every parameter tensor triggers its own
 # all-reduce", is refuted by the count of the layout DDP recorded for the reference GPT at its
 # defaults (`tables/gpt_layouts.csv`: tensors against buckets; Li et al. 2020 §3.2.3). The measured per-tensor row shows the mechanism on this machine (one bucket
 # per tensor vs the fastest cap over the interleaved rounds; a toy regime, so *shown* at most,
@@ -356,8 +356,13 @@ o.tables["a6_per_tensor"]
 # confirmed (analysis) when every scenario says yes, refuted (analysis) when none does, and
 # analytic only when some scenario reverses the stated answer. How far the cap moves MFU: yes
 # when some model's spread over 1–400 MiB lies in 5–8 points (the article names no model).
-# Whether 20–40 MB is the sweet spot: yes when it holds some model's only best cap (a tie is no
-# sweet spot). Each row also gives the simulator's own error on this machine's sweep. B8 is judged
+# Whether 20–40 MB is the sweet spot: yes when it holds some model's only best cap, no when every
+# model's best caps lie outside it; a tie with the best (there the cap barely matters) contradicts
+# neither, so a scenario with a tie leaves the row analytic only. Headline ranges count only the
+# layouts that fit their cards. Each row also gives the simulator's own error on this machine's
+# sweep. The article's "MindSpeed seals a bucket at a set size (e.g. 25 MB)" is read against the
+# default of the DDP MindSpeed runs, Megatron-Core's max(40M, 1M × DP) parameters (its
+# documentation; the rule the step model prices Megatron's buckets with). B8 is judged
 # at article B's own run: the 7B on 64 A100s at TP 4 × DP 16, 512 sequences of 4096 tokens per
 # step (micro-batch 1, assumed: 32 micro-batches, of which only the last one's backward overlaps
 # the all-reduce), one 200 Gb/s port per node. Its sentence: yes when 50–100 MiB beats 25 MiB by

@@ -370,7 +370,9 @@ def test_notebook_defaults_run_the_planner(tmp_path):
     assert set(plans.case) == {c["name"] for c in p.planner_cases}
     rows = claims.a17_claims(claims.scale_tables(p), p)
     # both readings fit the 64 GB card at every fragmentation margin of the grid
-    assert len(rows) == 2 and all(r.verdict == "confirmed (analysis)" for r in rows)
+    assert len(rows) == 3 and all(r.verdict == "confirmed (analysis)" for r in rows[:2])
+    # the command as written recomputes nothing: 49.8 GiB fits up to a 20% margin, not at 30%
+    assert "--recompute-granularity full" in rows[2].measured and rows[2].verdict == "analytic only"
     assert any("article's own explanation" in r.measured and "block" in r.measured for r in rows)
 
 

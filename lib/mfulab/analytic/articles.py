@@ -22,3 +22,51 @@ def b15_gain(change_prefix: str) -> tuple[float, float]:
         if change.startswith(change_prefix):
             return before, after
     raise KeyError(change_prefix)
+
+
+# Article A §6.1, "13B on one 910B machine of 8 cards": the launch command, flag by flag, with how
+# Megatron-LM (which MindSpeed patches) reads each one; the configuration of record for every
+# chapter that prices this command (02's A4, 04's A17, 05's A6). Statuses: ``megatron`` (a
+# Megatron-LM flag, taken as written), ``inert`` (a Megatron-LM flag that does nothing here),
+# ``not megatron`` (Megatron-LM has no such flag; its counterpart named), ``not checked``.
+# Checked against Megatron-LM's megatron/training/arguments.py and megatron/core/transformer/
+# transformer_block.py; MindSpeed's own additions were not read.
+A_LAUNCH_COMMAND = (
+    ("--model-type", "GPT", "not checked", "no flag of that name found in Megatron-LM's arguments"),
+    ("--tensor-model-parallel-size", "8", "megatron", "TP 8 over the 8 cards"),
+    ("--pipeline-model-parallel-size", "1", "megatron", "PP 1, so DP = 8 / (8 · 1) = 1"),
+    ("--num-layers", "40", "megatron", ""),
+    ("--hidden-size", "5120", "megatron", ""),
+    ("--num-attention-heads", "40", "megatron", ""),
+    ("--seq-length", "4096", "megatron", ""),
+    ("--micro-batch-size", "1", "megatron", ""),
+    ("--global-batch-size", "32", "megatron", "32 micro-batches per step at DP 1"),
+    ("--optimizer", "adam", "megatron", ""),
+    (
+        "--zero-stage",
+        "2",
+        "not megatron",
+        "a DeepSpeed / Megatron-DeepSpeed flag; Megatron-LM shards optimizer states with "
+        "--use-distributed-optimizer, and at DP 1 any ZeRO stage shards nothing",
+    ),
+    (
+        "--recompute-method",
+        "uniform",
+        "inert",
+        "acts only with --recompute-granularity full, which the command omits",
+    ),
+    ("--recompute-num-layers", "12", "inert", "acts only with --recompute-granularity full"),
+    (
+        "--gradient-bucket-size",
+        "25",
+        "not megatron",
+        "Megatron-LM's is --ddp-bucket-size, in parameters (default max(40M, 1M × DP))",
+    ),
+    ("--overlap-grad-allreduce", "", "not megatron", "Megatron-LM's is --overlap-grad-reduce"),
+    ("--profile", "", "megatron", ""),
+)
+
+
+def launch_command_rows() -> list[dict]:
+    """:data:`A_LAUNCH_COMMAND` as table rows (flag, value, status, note)."""
+    return [dict(zip(("flag", "value", "status", "note"), row)) for row in A_LAUNCH_COMMAND]

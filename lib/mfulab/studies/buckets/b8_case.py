@@ -61,6 +61,17 @@ def b8_claims(records, scale, sens) -> list[Claim]:
     memory = (
         "" if bool(d.loc[base, "fits"]) else f"; {d.loc[base, 'memory_gib']:.0f} GiB per card (DDP, no ZeRO)"
     )
+    # why the gradients are reduced once per step (no_sync over the other micro-batches): one
+    # reduction of the step's gradients on this link, paid after every micro-batch instead
+    one_reduction_s = float(d.loc[base, "total_comm_s"])
+    per_step = (
+        f"; the gradients are reduced once per step (no_sync over the first {acc - 1} micro-batches): one "
+        f"reduction takes {one_reduction_s:.1f} s on one 200 Gb/s port per node, so reducing after each of "
+        f"the {acc} micro-batches would take about {acc * one_reduction_s:.0f} s of all-reduce per step, "
+        f"against the {a['step_before_s']:g} s the article times"
+        if acc > 1
+        else ""
+    )
     return [
         Claim(
             "B8",
@@ -76,7 +87,8 @@ def b8_claims(records, scale, sens) -> list[Claim]:
             f"article: {a['step_before_s']:.1f} → "
             f"{a['step_after_s']:.1f} s for the cap and both flags ({article_saved_s:.1f} s), simulated "
             f"25 MiB step {d.loc[base, 'step_s']:.2f} s against its {a['step_before_s']:g} s; ZeRO-2's "
-            f"buckets (DeepSpeed's reduce_bucket_size) priced as DDP's{memory}; sensitivity: the same "
+            f"buckets (DeepSpeed's reduce_bucket_size) priced as DDP's{memory}{per_step}; sensitivity: the "
+            "same "
             f"outcome in {s['b8_same']} of {s['scenarios']} scenarios{changed}"
             + sensitivity.fitted_text(sens, "b8")
             + model_error_text(records),

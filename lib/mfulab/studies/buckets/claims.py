@@ -54,6 +54,7 @@ def outcome(records, p) -> Outcome:
         + cluster_scale.a6_per_tensor_claim(t["a6_per_tensor"])
         + cluster_scale.a6_spread_claim(records, best, sens)
         + cluster_scale.a6_sweet_spot_claim(records, best, sens)
+        + cluster_scale.a6_megatron_default_claim(records)
         + b8_case.b8_claims(records, t["b8_case"], sens)
         + flags.b6_claims(records, t["flags"])
     )

@@ -81,7 +81,7 @@ class Params(StudyParams):
     )
     timeout_s: float = param(900, "wall-clock limit of the torchrun job", unit="s", positive=True)
     scale_presets: tuple[str, ...] = param(
-        ["llama2-7b", "llama2-13b", "llama2-70b"], "models the simulator runs at scale (config.preset names)"
+        ["llama2-7b", "article-13b", "llama2-70b"], "models the simulator runs at scale (config.preset names)"
     )
     scale_world_sizes: tuple[int, ...] = param(
         [16, 64, 256, 1024],

@@ -357,6 +357,17 @@ def decision(values) -> str:
     return "confirmed" if all(values) else "refuted" if not any(values) else "analytic only"
 
 
+def sweet_spot_decision(statuses) -> str:
+    """The sweet-spot row over the scenarios (:func:`sweet_spot_status` each: ``best``, ``tied``
+    or ``outside``): ``confirmed`` when 20–40 MB is some model's only best cap in every
+    scenario, ``refuted`` when every best cap lies outside it in every scenario; a tie (the cap
+    barely matters there) contradicts neither, so a scenario with one leaves ``analytic only``."""
+    statuses = list(statuses)
+    if all(s == "best" for s in statuses):
+        return "confirmed"
+    return "refuted" if all(s == "outside" for s in statuses) else "analytic only"
+
+
 def b8_outcome(gain: float, mfu_at_25: float) -> str:
     """Whether 50–100 MiB ``gains`` over 25 MiB, is ``tied`` with it (the MFU within
     :data:`stated.B8_VISIBLE_SHARE` of 25 MiB's: no change the article could have seen) or

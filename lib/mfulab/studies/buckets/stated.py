@@ -13,13 +13,22 @@ A6_DISASTER_RATIO = 1.5
 A6_SWEET_SPOT_BYTES = (20 * MB, 40 * MB)  # the article's "20–40 MB" (decimal MB: 19.1–38.1 MiB)
 A6_MFU_POINTS = (5.0, 8.0)  # "moves MFU by 5–8 points"
 A6_CARDS = 1024  # "about a thousand cards"
-# A6's per-tensor sentence at the article's own configuration: its 13B (config ``llama2-13b``,
-# the article's 40 × 5120 model) trained at tensor parallelism 8 (its launch command, §6.1;
-# the course's A17), so DP = A6_CARDS / 8 ranks each all-reduce the gradients of 1/8 of the model.
-A6_PER_TENSOR_CASE = {"preset": "llama2-13b", "tp": 8}
+# A6's per-tensor sentence at the article's own configuration: its 13B (config ``article-13b``,
+# the 40 × 5120 model of its launch command, the preset chapters 02 and 04 use) trained at tensor
+# parallelism 8 (its launch command, §6.1; the course's A17), so DP = A6_CARDS / 8 ranks each
+# all-reduce the gradients of 1/8 of the model.
+A6_PER_TENSOR_CASE = {"preset": "article-13b", "tp": 8}
 # A bucket cap below the smallest gradient tensor: DDP closes a bucket at every tensor, i.e. one
 # all-reduce per parameter tensor (the case the claim calls a disaster).
 PER_TENSOR_CAP_MB = 1e-6
+# Megatron-Core's default DDP bucket when --ddp-bucket-size is unset: max(40,000,000, 1,000,000 × DP)
+# parameters (megatron/core/distributed/distributed_data_parallel.py and its config's docstring:
+# "larger DP sizes need larger buckets to ensure collectives do not become latency-bound"); with
+# --overlap-grad-reduce off, one bucket. MindSpeed runs Megatron-Core's DDP.
+MEGATRON_BUCKET_RULE_SOURCE = (
+    "Megatron-Core DistributedDataParallel (megatron/core/distributed/distributed_data_parallel.py; "
+    "DistributedDataParallelConfig.bucket_size): max(40,000,000, 1,000,000 × DP) parameters when unset"
+)
 # The caps a practitioner plausibly sets, over which "the bucket size moves MFU" is read
 # (max − min MFU): from DDP's 1 MiB first bucket to 400 MiB, past the simulated best
 # (200–400 MiB). Larger caps put a large share of the model in a few buckets whose
@@ -100,7 +109,7 @@ A6_DEVICE = "ascend-910b"
 # buckets at ZeRO 0, so its ZeRO-2 is not modelled); the 70B at TP 8, one node's width (assumed:
 # no article runs a 70B, and at TP 1 its 16 bytes per parameter fit no 80 GB card). Pure data
 # parallelism (TP 1 for every model) is a row of the sensitivity table.
-SCALE_TP = {"llama2-7b": 4, "llama2-13b": 8, "llama2-70b": 8}
+SCALE_TP = {"llama2-7b": 4, "article-13b": 8, "llama2-70b": 8}
 STATED_TP_FALLBACK = 1  # a model the articles do not run: pure data parallelism
 
 # The sensitivity table: one assumption varied at a time from SCALE_CASE (each a field of

@@ -48,8 +48,12 @@ A14_SEQ_LEN_GRID = (1024, 2048, 4096, 8192)
 # - ``block:12``: what ``--recompute-method block`` does, and what the article's own
 #   explanation says the flag controls: "控制重计算的层数" (it sets how many layers are
 #   recomputed; tune it from more to fewer by measured memory): the first 12 layers.
+# - ``none``: the command as Megatron-LM parses it: --recompute-method and --recompute-num-layers
+#   act only with --recompute-granularity full (transformer_block.py checkpoints only when
+#   ``recompute_granularity == 'full'``), which the command omits, so nothing is recomputed.
+#   The command's other flags as Megatron-LM reads them: ``analytic.articles.A_LAUNCH_COMMAND``.
 A17_CASE = PLANNER_CASES[0]
-A17_READINGS = {"uniform": "uniform:12", "block": "block:12"}
+A17_READINGS = {"uniform": "uniform:12", "block": "block:12", "as written": "none"}
 A17_ARTICLE_READING = "block"  # the article's explanation, not its command
 A17_MICRO_BATCH = 1
 
