@@ -8,7 +8,8 @@
 - ``sdpa_rules``: when PyTorch's CUDA flash kernel is not eligible (B3), with its source;
 - ``norm_fusion_bench``: the A7 measurement (sub-block in DRAM, dropout apart, one layer's forward);
 - ``bench``: the measurement (torch, headless: ``python -m mfulab measure fusion``);
-- ``norm_fusion``: A7's tables and claim rows; ``analysis``: the rest of the rows;
+- ``norm_fusion``: A7's tables and claim rows; ``published``: B5's size from a published
+  measurement; ``analysis``: the rest of the rows;
   ``claims``: the claims table (A7, A8, B3, B4, B5) and ``outcome``;
 - ``figures``: the charts; ``stated``: the articles' inputs and the named assumptions.
 """

@@ -71,6 +71,14 @@ B4_DATASHEET_DEVICE = "a100"
 # to × 0.88, i.e. step-time speed-ups 1/(1 − 0.08) = 1.087× to 1/(1 − 0.12) = 1.136×.
 B5_STATED_TIME_CUT = (0.08, 0.12)
 B5_STATED_SPEEDUP = tuple(1 / (1 - cut) for cut in B5_STATED_TIME_CUT)
+# The published measurement at the claim's model size: torchtitan's Llama 3 8B on H100s, FSDP
+# eager against FSDP + torch.compile (benchmarks/llama3_h100_202412_torchtitan.md, Table 1), the
+# rows of chapter 10's published-runs file (eager id, compiled id), read from there by id.
+B5_PUBLISHED_FILE = "studies/predict/published_runs.yaml"
+B5_PUBLISHED_PAIRS = (
+    ("titan-2412-llama3-8b-8gpu-fsdp", "titan-2412-llama3-8b-8gpu-fsdp-compile"),
+    ("titan-2412-llama3-8b-128gpu-fsdp", "titan-2412-llama3-8b-128gpu-fsdp-compile"),
+)
 # Assumptions behind the analytic A8 row (the article states none of them; the sensitivity
 # table ``attention_memory.sensitivity`` varies them one at a time, plus the combination that gives
 # the smallest cut). Central: Korthikanti Table 2 as printed (attention dropout on, no tensor
