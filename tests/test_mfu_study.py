@@ -55,6 +55,7 @@ def test_claims_without_measurements_have_computed_verdicts():
         ("B15", "refuted"),  # §5's "38% → 52%": 10.2 s is 43.2% by the article's own arithmetic
         ("B9", "refuted"),  # "4% faster, 48% → 52%": 4% takes 48% to 49.9%
         ("A1", "not checkable"),
+        ("A1", "not checkable"),  # §6.2 introduces a table that is not in the article
     ]
 
 

@@ -248,8 +248,21 @@ def claims(records: dict | None, p: Params | None = None, split=None) -> list[Cl
             "MFU 30% → 45% with MindSpeed fusion optimisations",
             "nothing: no numbers to recompute",
             "not checkable",
-            "anecdote without model size, batch, step times or peak; the hardware also changed (other "
-            "accelerators → Ascend), so the two MFUs have different denominators",
+            "an anecdote: a model of about ten billion parameters (百亿参数, §1), no batch, step times, "
+            "layout or peak; the hardware also changed (other accelerators → Ascend), so the two MFUs "
+            "have different denominators",
+            basis=verdicts.STATEMENT,
+        )
+    )
+    out.append(
+        Claim(
+            "A1",
+            "§6.2: a table of a 13B model on 8 × 910B, fusion optimisations on and off, shows each one "
+            "shortening the step",
+            "nothing: the table the text introduces is not in the article",
+            "not checkable",
+            "the article introduces the table (下面这张表) and comments on it, but no table follows: no step "
+            "times, memory or MFU to recompute",
             basis=verdicts.STATEMENT,
         )
     )

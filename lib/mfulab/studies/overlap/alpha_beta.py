@@ -231,9 +231,10 @@ def a5_scale_claim(art: dict, sens):
     return Claim(
         "A5",
         "at the article's scale 4 → 16 chunks lengthens the communication, and 4–8 chunks are best",
-        f"ring α–β model: {A5_STATED['nbytes'] / 1e6:.0f} MB over {art['n']} ranks, α "
-        f"{art['alpha_s'] * 1e6:.0f} µs per step, {art['link_bytes_per_s'] / GB:.0f} GB/s per direction, "
-        "compute equal to the one-shot all-reduce",
+        f"ring α–β model: {A5_STATED['nbytes'] / 1e6:.0f} MB over {art['n']} ranks (A4's 32 cards), α "
+        f"{art['alpha_s'] * 1e6:.0f} µs per step (assumed), {art['link_bytes_per_s'] / GB:.0f} GB/s per "
+        "direction (the 910B's 200 Gb/s RoCE per card, devices.yaml), compute equal to the one-shot "
+        "all-reduce (assumed); each varied in the sensitivity rows",
         decision,
         f"16 chunks take {art['a5_ratio_16_over_4']:.2f}× the communication of 4 (by construction: more "
         f"calls, more per-call latency); best k {art['a5_best_k']}; per-call share of one 16-chunk call "

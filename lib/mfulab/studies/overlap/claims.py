@@ -210,6 +210,16 @@ def _a5_claims(records, t: dict, v: dict, min_share: float) -> list[Claim]:
     else:
         decision = "inconclusive on this machine"
     shares = sens.latency_share_k16
+    # the calibration's α varies between its fresh jobs: the same estimate at each job's α
+    jobs = [j["alpha_s"] for j in (records.get("alpha_beta") or {}).get("jobs") or []]
+    alpha_now = (records.get("alpha_beta") or {}).get("alpha_s")
+    spread = (
+        f"; at the α of each of the calibration's {len(jobs)} fresh jobs ({min(jobs) * 1e6:.0f}–"
+        f"{max(jobs) * 1e6:.0f} µs) the α estimate explains {g['alpha_share'] * min(jobs) / alpha_now:.0%}–"
+        f"{g['alpha_share'] * max(jobs) / alpha_now:.0%} of the gap"
+        if gap_ok and len(jobs) > 1 and alpha_now
+        else ""
+    )
     mechanism = Claim(
         "A5",
         "… because each call has a fixed set-up cost (the per-call cost explains the longer communication)",
@@ -221,7 +231,7 @@ def _a5_claims(records, t: dict, v: dict, min_share: float) -> list[Claim]:
         f"{regime['share_here']:.0%} here, "
         f"{side[regime['share_here'] >= 0.5]}; {regime['share_article']:.0%} at the article's scale, "
         f"{side[regime['share_article'] >= 0.5]} ({shares.min():.0%}–{shares.max():.0%} over the "
-        f"sensitivity rows). Rule: {rule}" + (f"; here {', '.join(why)}" if why else ""),
+        f"sensitivity rows){spread}. Rule: {rule}" + (f"; here {', '.join(why)}" if why else ""),
         basis=verdicts.MEASURED if records["device"] == "cuda" else verdicts.TOY,
     )
     return [effect, mechanism, alpha_beta.a5_scale_claim(art, sens)]
@@ -257,7 +267,11 @@ def _a4_claim(records, t: dict, v: dict) -> Claim:
         "Megatron reduces bf16 runs' gradients), total "
         f"{art['a4_total_comm_s']:.2f} s; compute {art['a4_compute_s']:.2f} s (GEMMs at "
         f"{records['params']['article_matmul_share_of_mamf']:g} of MAMF). Reading: {art['a4_reading']}"
-        f"{flip_text}; it holds in "
+        f"{flip_text}. Against the 8-card command as Megatron-LM parses it (analytic.articles."
+        "A_LAUNCH_COMMAND, the configuration of record): its recompute flags are inert without "
+        "--recompute-granularity full, so no recompute is the stated case; --zero-stage 2 is not a "
+        "Megatron-LM flag, so Megatron's DP is; the command names no attention kernel, so a fused one is "
+        f"assumed; each alternative is a sensitivity row. It holds in "
         f"{int(sens.same_as_baseline.sum())} of {len(sens)} sensitivity rows"
         + (f" (changes with {changes})" if changes else ""),
         basis=verdicts.ANALYSIS,
