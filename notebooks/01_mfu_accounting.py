@@ -475,7 +475,7 @@ display(Markdown(article_arithmetic.b9_text_note(b9_text)))
 # 80% where global reads 44%", an illustration with no run behind it (its arithmetic in the
 # evidence).
 # B2 is *shown* when at least three of its four categories take at least `b2_present_share`
-# of the job's wall clock, and not checkable otherwise (a toy regime: one process, not the
+# of the job's wall clock, and inconclusive on this machine otherwise (a toy regime: one process, not the
 # article's 64-GPU job); B15 takes "mainly" as more than half of
 # the gross gain and is decided only where both readings of the NCCL step agree (not checkable,
 # reading-dependent, where they do not).
