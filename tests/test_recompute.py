@@ -11,8 +11,10 @@ from mfulab.analytic.config import TransformerConfig, preset
 from mfulab.errors import ParameterError
 from mfulab.measure import memprobe
 from mfulab.measure.gpt import GPT
+from mfulab.measure.timing import RUN_TO_RUN_DRIFT
 from mfulab.studies.recompute import analysis, bench, claims, planner, sensitivity, stated
 from mfulab.studies.recompute.params import Params
+from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
 from mfulab.studykit.registry import get
 
@@ -255,15 +257,6 @@ def test_table2_split_matches_korthikanti():
     }
 
 
-def test_magnitude_verdict():
-    band = (1.25, 96 / 72)
-    assert claims.magnitude_verdict(1.24, 1.38, band=band) == "confirmed"
-    assert claims.magnitude_verdict(1.23, 1.46, band=band) == "inconclusive on this machine"  # too wide
-    assert claims.magnitude_verdict(1.02, 1.15, band=band) == "refuted"  # falls less than claimed
-    assert claims.magnitude_verdict(1.45, 1.60, band=band) == "refuted"  # more than the FLOPs explain
-    assert claims.magnitude_verdict(0.95, 1.30, band=band) == "inconclusive on this machine"
-
-
 def _records_with_times(none_s, full_s):
     """Minimal records for the B7 analysis: paired step times of none and full."""
     timing = [
@@ -291,7 +284,8 @@ def test_b7_same_batch_against_the_claim(ratio, verdict):
     )
     assert b["time_ratio_lo"] < ratio < b["time_ratio_hi"]
     band = (b["claimed_time_ratio"], b["megatron_time_ratio"])
-    assert claims.magnitude_verdict(b["time_ratio_lo"], b["time_ratio_hi"], band=band) == verdict
+    drift = RUN_TO_RUN_DRIFT
+    assert verdicts.verdict_in_band(b["time_ratio_lo"], b["time_ratio_hi"], band=band, drift=drift) == verdict
     # the claim's own band on compute (global MFU, article B's compute share 0.55): 1.25-1.45x;
     # the toy row shows the size when its interval overlaps it
     assert b["claimed_compute_ratio_hi"] == pytest.approx(1 + 0.25 / 0.55)

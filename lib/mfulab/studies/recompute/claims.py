@@ -8,18 +8,12 @@ from __future__ import annotations
 import pandas as pd
 
 from mfulab.analytic.config import ATTENTION_IMPLS
-from mfulab.measure.timing import RUN_TO_RUN_DRIFT
 from mfulab.results import run_identity
 from mfulab.studies.recompute import analysis, article_rows, freed_per_flop, planner, sensitivity, stated
 from mfulab.studies.recompute.analysis import b7_same_batch, budget_table, planner_inputs, policy_summary
 from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
 from mfulab.studykit.verdicts import Claim
-
-
-def magnitude_verdict(lo: float, hi: float, *, band: tuple[float, float]) -> str:
-    """:func:`verdicts.verdict_in_band` at this machine's run-to-run drift."""
-    return verdicts.verdict_in_band(lo, hi, band=band, drift=RUN_TO_RUN_DRIFT)
 
 
 def overlaps_band(lo: float, hi: float, band: tuple[float, float]) -> str:
