@@ -77,7 +77,6 @@ o.tables["b1_arithmetic"]
 
 # %%
 display(Markdown(article_arithmetic.b1_note()))
-o.tables["b1_ideal_step_readings"]
 
 # %% [markdown]
 # Only the generous readings of "about" (rounding up, or a wide tolerance) accept 5 s: a

@@ -165,8 +165,9 @@ def b1_note() -> str:
         f"{B1_ABOUT_ROUNDING_S:g} s, {c['stated_s']:g} s stands for {c['accepted_lo_s']:g}–"
         f"{c['accepted_hi_s']:g} s, and {c['exact_s']:.2f} s is "
         f"{where}: the stated figure is {c['stated_over_exact'] - 1:.0%} above the exact one. "
-        'The claims table uses this rule; the table below shows which other readings of "about" '
-        "would accept it. The slip does not reach "
+        "A rounding slip in the prose, a note on the B1 row rather than a claim of its own (other "
+        'readings of "about", up to a whole second or ±20%, accept it: `tables/b1_ideal_step_readings.csv`). '
+        "The slip does not reach "
         "the MFU figures, which divide the FLOPs by the cluster peak × the step time directly."
     )
 
