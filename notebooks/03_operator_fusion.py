@@ -398,9 +398,9 @@ o.tables["matmul_dtypes"]
 # stays below 1.43× in every row of the sensitivity table, *analytic only* otherwise (a free
 # sub-block is the ceiling beside it, with the rows where it would pass). B5 from the
 # interval of the step speed-up against 1.087× (an 8% shorter step; on a GPU only: a CPU is not
-# its regime); its size at the claim's model size from the published measurement, torchtitan's
-# Llama 3 8B on H100s eager against compiled (confirmed when every published cut lies in 8–12%,
-# refuted when none does; `published.b5_published_claim`). A8 from the log-log slopes of exact saved bytes (> 1.7 and < 1.3); its article-scale
+# its regime); beside it the published measurement at the claim's model size, torchtitan's
+# Llama 3 8B on H100s eager against compiled (`published.b5_published_claim`): context, not a
+# test, since the article's 8–12% is its own run on a setup it does not state (not checkable). A8 from the log-log slopes of exact saved bytes (> 1.7 and < 1.3); its article-scale
 # row is analytic only (the sensitivity table above). B3 from the kernel SDPA picked on this
 # device; for CUDA, PyTorch's flash-eligibility rules at the article's inputs (bf16, head dim
 # 128, causal, on an A100): *confirmed (analysis)* when eligible; `enable_flash_sdp` from

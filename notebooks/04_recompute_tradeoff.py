@@ -351,8 +351,9 @@ o.tables["a12_accumulation"]
 # B7 (same batch, this machine): one process times compute only, so the measured ratio is r; the
 # claim implies r between 1.25 (c = 1) and 1 + 0.25/0.55 = 1.45 (c = 0.55), and the FLOP count's
 # 1.33 lies inside: shown when the interval (widened by the run-to-run drift) overlaps that band,
-# not shown when it misses it (a toy regime; the median is not the test: it moved from 1.17× to
-# 1.46× across three fresh runs of this machine, so a median-in-band rule flips). B7 (published): Korthikanti et al.'s Table 4 gives r = 1.39 for
+# not shown when it misses it (a toy regime, and a weak test of the size: the interval is wide; on
+# 2026-12-03 both the interval inside the band and the median inside it flipped between fresh
+# runs of this machine). B7 (published): Korthikanti et al.'s Table 4 gives r = 1.39 for
 # one 22B layer on A100s; over c from 0.55 to 1 the step stretches 1.21–1.39×. The claim's 1.25×
 # lies in that range at one c, but 0.55 is read off an illustration and the article states no
 # compute share for this run, so the analysis cannot decide: analytic only (refuted (analysis)
@@ -370,7 +371,10 @@ o.tables["a12_accumulation"]
 # (analysis)). A17 (one row per reading of the flag, the command as Megatron-LM parses it among
 # them): confirmed (analysis) when the setting fits at every fragmentation margin of the grid,
 # refuted when at none, analytic only when the margin decides. A12: confirmed (analysis) when
-# ZeRO-3 needs less memory and moves more bytes at every data-parallel width; its second row,
+# ZeRO-3 needs less memory and moves more bytes at every data-parallel width; its throughput
+# sentence (for ~10B models below a thousand cards ZeRO-2 is usually faster) by the step model at
+# the 13B on 64–512 910B cards: confirmed (analysis) when ZeRO-2's step is the shorter at every
+# size and batch, refuted (analysis) when ZeRO-3's is at every one; its second row,
 # "ZeRO-2 slices the gradients before reducing them, which reduces communication", is refuted by
 # ZeRO's own count (§7.2: a reduce-scatter plus an all-gather move what one all-reduce moves).
 

@@ -135,10 +135,11 @@ def test_a6_spread_row_is_judged_on_the_spread():
 
 
 def test_megatron_default_bucket_row_reads_the_documented_rule():
-    """Megatron-Core's default bucket, max(40M, 1M × DP) parameters of fp32 gradient: 160 MB up
-    to DP 40 and 512 MB at the article's TP 8 on 1024 cards (DP 128), against its 25 MB."""
+    """The sentence's mechanism (a bucket sealed at a size, in parameter order) is Megatron-Core's
+    documented rule; its default size, max(40M, 1M × DP) parameters of fp32 gradient, is 160 MB up
+    to DP 40 and 512 MB at the article's TP 8 on 1024 cards (DP 128), not the example's 25 MB."""
     (row,) = cluster_scale.a6_megatron_default_claim({})
-    assert row.verdict == "refuted (documented specification)" or row.verdict.startswith("refuted")
+    assert row.verdict == "confirmed"  # the mechanism; "for example 25 MB" is an example
     assert "160 MB" in row.evidence and "512 MB" in row.evidence and "DP 128" in row.evidence
 
 
@@ -170,12 +171,15 @@ def test_b8_is_judged_at_article_bs_run():
     d = case.set_index("bucket_cap_mb")
     cap_s = d.loc[25, "step_s"] - d.loc[50, "step_s"]
     share = (cap_s + flags.article_bound()["copy_s"]) / 0.4
-    assert share < 0.5 and step2.verdict == "refuted (analysis)"
+    # the article's run is ZeRO-2, priced as DDP: the rule's reading is reported, not decided
+    assert share < 0.5 and step2.verdict == "analytic only"
     assert f"{share:.0%} of the stated 400 ms" in step2.evidence
+    assert "the rule alone would read refuted (analysis)" in step2.evidence and "ZeRO-2" in step2.evidence
     # a faster cap change would explain it
     fast = case.copy()
     fast.loc[fast.bucket_cap_mb == 50, "step_s"] = d.loc[25, "step_s"] - 0.3
-    assert b8_case.b8_step2_claim(fast.set_index("bucket_cap_mb")).verdict == "confirmed (analysis)"
+    fast_row = b8_case.b8_step2_claim(fast.set_index("bucket_cap_mb"))
+    assert "the rule alone would read confirmed (analysis)" in fast_row.evidence
     assert sensitivity.b8_outcome(0.004, 0.44) == "tied" and sensitivity.b8_outcome(0.02, 0.44) == "gains"
 
 

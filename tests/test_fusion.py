@@ -521,9 +521,10 @@ def test_b3_on_cuda_is_decided_at_the_articles_inputs():
 
 def test_b5_published_row_reads_the_cited_rows_by_id():
     """B5's size from torchtitan's Llama 3 8B eager vs compiled (chapter 10's rows by id): 5,762 →
-    6,667 and 5,605 → 6,514 tokens/s per GPU, 13.6% and 14.0% shorter steps, both above 8–12%."""
+    6,667 and 5,605 → 6,514 tokens/s per GPU, 13.6% and 14.0% shorter steps, both above 8–12%; the
+    article's own run is not stated, so the published figure is context (not checkable)."""
     from mfulab.studies.fusion import published
 
     (row,) = published.b5_published_claim()
-    assert row.verdict == "refuted" and row.basis == "published measurement"
-    assert "13.6%" in row.evidence and "14.0%" in row.evidence and "above" in row.evidence
+    assert row.verdict == "not checkable" and row.basis == "published measurement"
+    assert "13.6%" in row.evidence and "14.0%" in row.evidence and "past its top" in row.evidence

@@ -134,5 +134,57 @@ def zero2_comm_claim() -> Claim:
     )
 
 
+def zero2_throughput_claim() -> Claim:
+    """Article A §4.2: for ~10B models below a thousand cards, ZeRO-2 is usually the better buy for
+    speed than ZeRO-3. The course's step model (``step.step_time``) at ``stated.A12_THROUGHPUT``:
+    confirmed (analysis) when ZeRO-2's step is the shorter at every cluster size and batch, refuted
+    (analysis) when ZeRO-3's is at every one, analytic only otherwise."""
+    from mfulab.analytic import step
+
+    case = stated.A12_THROUGHPUT
+    cfg = preset(case["preset_name"])
+    ratios = []
+    for cards in case["cards"]:
+        dp = cards // case["tp"]
+        for gb in (dp * case["micro_batches_per_rank"], case["global_batch"]):
+            steps = {
+                z: step.step_time(
+                    cfg,
+                    n_devices=cards,
+                    tp=case["tp"],
+                    global_batch=gb,
+                    zero_stage=z,
+                    device=case["device"],
+                    attention="fused",
+                    matmul_share_of_mamf=case["matmul_share_of_mamf"],
+                )["step_s"]
+                for z in (2, 3)
+            }
+            ratios.append((cards, gb, steps[3] / steps[2]))
+    faster = [r > 1 for *_, r in ratios]
+    lo, hi = min(r for *_, r in ratios), max(r for *_, r in ratios)
+    return Claim(
+        "A12",
+        "for ~10B models below a thousand cards, ZeRO-2 is usually faster than ZeRO-3",
+        f"the step model (step.step_time) on {case['device']} (devices.yaml), {cfg.name} at TP {case['tp']} "
+        f"on {', '.join(map(str, case['cards']))} cards, micro-batch 1, {case['micro_batches_per_rank']} "
+        f"micro-batches per DP rank and {case['global_batch']} sequences per step (assumed), GEMMs at "
+        f"{case['matmul_share_of_mamf']:g} of MAMF; ZeRO-2 with DeepSpeed's collectives, ZeRO-3 with FSDP's",
+        "confirmed" if all(faster) else "refuted" if not any(faster) else "analytic only",
+        f"ZeRO-3's step over ZeRO-2's: {lo:.2f}–{hi:.2f}× ("
+        + "; ".join(f"{c} cards, {gb} seq: {r:.2f}×" for c, gb, r in ratios)
+        + "): ZeRO-3 gathers the parameters in the forward and again in the backward of every "
+        "micro-batch, over 200 Gb/s between nodes, and that traffic outgrows what the compute hides; "
+        "the step model's ZeRO-3 errors on published runs are chapter 09's",
+        basis=verdicts.ANALYSIS,
+    )
+
+
 def claims() -> list[Claim]:
-    return [b7_published_claim(), doubling_claim(), gpt3_activations_claim(), zero2_comm_claim()]
+    return [
+        b7_published_claim(),
+        doubling_claim(),
+        gpt3_activations_claim(),
+        zero2_comm_claim(),
+        zero2_throughput_claim(),
+    ]

@@ -389,7 +389,7 @@ def outcome(records, p) -> Outcome:
         + [article_rows.doubling_claim(), article_rows.gpt3_activations_claim()]
         + a17_claims(t, p)
         + a12_claim(t["zero2_vs_zero3"])
-        + [article_rows.zero2_comm_claim()]
+        + [article_rows.zero2_comm_claim(), article_rows.zero2_throughput_claim()]
     )
     values = {"full_vs_none": analysis.full_vs_none(records)}  # quoted by the notebook and a figure
     return Outcome(claim_list, headline_metrics(records, claim_list, t, values), t, values=values)

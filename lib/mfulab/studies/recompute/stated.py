@@ -69,6 +69,22 @@ A12_ZERO = {
     "micro_batch": 1,
 }
 
+# A12's throughput sentence (article A §4.2: for ~10B models below a thousand cards ZeRO-2 is
+# usually the better buy, ZeRO-3's parameter all-gathers cost too much): the step model at the
+# article's 13B on its 910B at TP 8 (its launch command), at cluster sizes below a thousand cards,
+# micro-batch 1, with two global batches (assumed: the article states none at this scale): 4
+# micro-batches per DP rank, and 1024 sequences. ZeRO-2 runs DeepSpeed's collectives, ZeRO-3 FSDP's
+# (the step model's framework for each stage).
+A12_THROUGHPUT = {
+    "preset_name": "article-13b",
+    "device": "ascend-910b",
+    "tp": 8,
+    "cards": (64, 128, 256, 512),
+    "micro_batches_per_rank": 4,
+    "global_batch": 1024,
+    "matmul_share_of_mamf": 0.8,
+}
+
 # Memory the planner keeps free on every card: allocator fragmentation, the runtime's context
 # and communication buffers. Rajbhandari et al. 2020 (ZeRO), Sec. 3.2: fragmentation caused
 # "out of memory issue with over 30% of memory still available in some extreme cases". The
