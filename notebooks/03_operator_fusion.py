@@ -404,7 +404,8 @@ o.tables["matmul_dtypes"]
 # row is analytic only (the sensitivity table above). B3 from the kernel SDPA picked on this
 # device; for CUDA, PyTorch's flash-eligibility rules at the article's inputs (bf16, head dim
 # 128, causal, on an A100): *confirmed (analysis)* when eligible; `enable_flash_sdp` from
-# PyTorch's documentation and the switches recorded here. B4 from the measured tf32/fp32 ratio
+# PyTorch's documentation and the switches recorded here: "强制启用" reads two ways (it enables
+# the backend: true; it makes SDPA use it: false), so that row is *not checkable*. B4 from the measured tf32/fp32 ratio
 # where TF32 exists; on a CPU from the A100 datasheet (published).
 
 # %%

@@ -263,6 +263,9 @@ def test_a6_per_tensor_is_judged_at_the_articles_13b_layout():
     assert table.slowdown.iloc[1] == pytest.approx(2.65, abs=0.05)
     (row,) = cluster_scale.a6_per_tensor_claim(table)
     assert row.verdict == "analytic only" and "TP 8 × DP 128" in row.measured
+    # the same rule at a milder and a harsher reading of "a disaster"
+    assert "read as ≥ 1.3×: confirmed (analysis)" in row.evidence
+    assert "read as ≥ 2×: analytic only" in row.evidence
     mixed = table.assign(slowdown=[1.2, 2.5])
     (row,) = cluster_scale.a6_per_tensor_claim(mixed)
     assert row.verdict == "analytic only" and "the article does not state" in row.evidence

@@ -341,7 +341,9 @@ def b6_claims(records, table) -> list[Claim]:
             f"({a['per_gpu'] * B6_ARTICLE['grad_bytes_per_param'] / GB:.1f} GB), "
             f"each read and written, at {a['hbm_bytes_per_s'] / TERA:.3f} TB/s: {a['copy_s'] * 1e3:.0f} ms, "
             f"≤ {a['share']:.2%} of the step; static_graph saves a graph search only with "
-            "find_unused_parameters=True. Article B's run is ZeRO-2, where DDP's flags do not apply",
+            "find_unused_parameters=True, which the article does not state (the bound assumes False; with "
+            "True, the per-step graph traversal static_graph skips is not in it). Article B's run is ZeRO-2, "
+            "where DDP's flags do not apply",
             basis=verdicts.ANALYSIS,
         )
     )

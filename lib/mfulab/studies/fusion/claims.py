@@ -299,12 +299,15 @@ def b3_claims(records, v: dict) -> list[Claim]:
         rows.append(
             Claim(
                 "B3",
-                "torch.backends.cuda.enable_flash_sdp(True) forces the flash kernel",
+                "torch.backends.cuda.enable_flash_sdp(True) can force-enable (强制启用) flash",
                 "what the switch does (PyTorch docs: it enables a backend, it does not select one) and "
-                "the switches' state as torch starts here",
-                "refuted" if enabled.get("flash") else "not checkable",
-                f"enabled by default here: {on}; enable_flash_sdp(True) sets a switch already on, and "
-                "SDPA still picks among the enabled backends by its rules; forcing one is "
+                "the switches' state as torch starts here; two readings of 强制启用: it enables the flash "
+                "backend, or it makes SDPA use it",
+                "not checkable",
+                "reading-dependent: it does enable the backend (true, and a no-op where it is on by "
+                f"default: enabled here {on}); it does not make SDPA use it (false: SDPA still picks among "
+                "the enabled backends by its rules, and the article itself warns of the fallback); forcing "
+                "one is "
                 "torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION), which raises where flash is "
                 "not eligible",
                 basis=verdicts.DOCUMENTED,
