@@ -67,7 +67,7 @@ def prediction(records: dict, *, calibration: dict | None = None, **assumptions)
     )
 
 
-def op_rate_calibration(records: dict, base: dict, **assumptions) -> dict | None:
+def op_rate_calibration(records: dict, base: dict) -> dict | None:
     """The calibration with the rates the step's ops reached alone (``records["op_rates"]``):
     elementwise = the model's memory-bound bytes (from ``base``, the calibration-only prediction,
     at the copy bandwidth; the embedding lookup's ~2% priced alike) over the timed ops' seconds;
@@ -110,7 +110,7 @@ def comparison(records: dict, **assumptions):
     import pandas as pd
 
     pred = prediction(records, **assumptions)
-    op_cal = op_rate_calibration(records, pred, **assumptions)
+    op_cal = op_rate_calibration(records, pred)
     pred_ops = prediction(records, calibration=op_cal, **assumptions) if op_cal else None
     meas = measured_classes(records)
 
