@@ -102,7 +102,8 @@ def a6_per_tensor_claim(table) -> list[Claim]:
     other = table[~table.stated].iloc[0]
 
     def decide(ratio: float) -> str:
-        return sensitivity.decision(table.slowdown >= ratio)
+        disaster = table.slowdown >= ratio
+        return "confirmed" if disaster.all() else "refuted" if not disaster.any() else "analytic only"
 
     verdict = decide(A6_DISASTER_RATIO)
     # "a disaster" is our reading: the same rule at a milder and a harsher threshold
