@@ -38,10 +38,28 @@ def test_recompute_dtype_is_validated_and_sizes_the_memory_guard():
         RecomputeParams.from_dict({"dtype": "fp16", "device": "cpu"}).prepared()
     gpu = _profile("recompute", "gpu", device="cpu")
     assert gpu["dtype"] == "bf16"  # the GPU profile runs the step as mixed-precision training does
+    small_budget = {**gpu, "memory_budget_mib": 1000}  # the grid's peak, not the timing's, decides
     bf16, fp32 = (
-        RecomputeParams.from_dict({**gpu, "dtype": d}).predicted_peak_bytes() for d in ("bf16", "fp32")
+        RecomputeParams.from_dict({**small_budget, "dtype": d}).predicted_peak_bytes()
+        for d in ("bf16", "fp32")
     )
     assert bf16 < fp32
+
+
+def test_recompute_memory_guard_counts_the_models_the_interleaved_timing_keeps_resident():
+    """The gpu profile times one gpt2-350m per policy, all resident (fp32 weights and the last
+    step's gradients, 2.8 GB each), with the largest chosen point up to memory_budget_mib on top:
+    the guard's peak is at least that, not one model's step (the audit's 26.5 GiB)."""
+    from mfulab.analytic.flops import param_count
+
+    p = RecomputeParams.from_dict(_profile("recompute", "gpu", device="cpu"))
+    resident_bytes = len(p.policies) * 8 * param_count(p.model_config())
+    assert resident_bytes > 15e9
+    assert p.predicted_peak_bytes() >= resident_bytes + p.memory_budget_mib * 2**20
+    fewer = RecomputeParams.from_dict(
+        {**_profile("recompute", "gpu", device="cpu"), "policies": ["none", "full"]}
+    )
+    assert fewer.predicted_peak_bytes() < p.predicted_peak_bytes()
 
 
 def test_recompute_gradients_run_in_the_dtype_and_pass_the_gate():

@@ -8,6 +8,7 @@ from mfulab.analytic.config import ATTENTION_IMPLS, RECOMPUTE_POLICIES, preset
 from mfulab.studies.recompute.planner import STATED_ASSUMPTIONS, check_case
 from mfulab.studies.recompute.stated import PLANNER_CASES
 from mfulab.studykit.params import DTYPES, OneDevice, PresetModel, StudyParams, param
+from mfulab.units import MIB
 
 POLICIES = tuple(RECOMPUTE_POLICIES)  # the study measures every policy of the vocabulary
 ATTN_IMPLS = tuple(ATTENTION_IMPLS)  # the study measures both implementations
@@ -107,20 +108,30 @@ class Params(OneDevice, PresetModel, StudyParams):
         self.require("timing_rounds", self.timing_rounds >= 2, "at least 2 (a paired comparison)")
 
     def predicted_peak_bytes(self) -> float:
-        """Forward + backward in ``dtype`` without recompute (the largest policy) at the grid's
-        largest micro-batch (``memory.step_peak_bytes``, no optimizer). The search beyond the
-        grid may run out of memory: such a point is recorded as not fitting. The measurement keeps
-        two gradient copies to compare policies."""
+        """The larger of the measurement's two peaks (``memory.step_peak_bytes``, no optimizer):
+
+        - the grid: forward + backward in ``dtype`` without recompute (the largest policy) at the
+          grid's largest micro-batch, beside two gradient copies (the reference's and the policy's,
+          compared elementwise). The search beyond the grid may run out of memory: such a point is
+          recorded as not fitting;
+        - the interleaved timing (``bench.step_times``): one model per policy stays resident, each
+          with its fp32 weights and the gradients of its last step, while the largest chosen
+          point adds up to ``memory_budget_mib`` on top."""
+        from mfulab.analytic.flops import param_count
         from mfulab.analytic.memory import step_peak_bytes
 
-        return step_peak_bytes(
-            self.model_config(),
+        cfg = self.model_config()
+        grid_peak_bytes = step_peak_bytes(
+            cfg,
             micro_batch=max(self.micro_batches),
             activation_bytes_per_elem=4 if self.dtype == "fp32" else 2,
             attention=ATTENTION_IMPLS[self.attn_impl],
             optimizer=False,
-            gradient_copies=2,  # the reference gradients and the policy's, compared elementwise
+            gradient_copies=2,
         )["total_bytes"]
+        resident_model_bytes = (4 + 4) * param_count(cfg)  # fp32 weights and their gradients
+        timing_peak_bytes = len(self.policies) * resident_model_bytes + self.memory_budget_mib * MIB
+        return max(grid_peak_bytes, timing_peak_bytes)
 
     def step_assumptions(self) -> dict:
         """The step model's assumptions the planner states (``rates.Assumptions`` fields)."""
