@@ -102,6 +102,7 @@ def test_measure_headless_then_analyse_from_folder(run_cli, tmp_path, smoke_run)
     meas = tmp_path / "cluster-run"
     proc = run_cli("measure", "mfu", "-f", "studies/mfu/smoke.yaml", "--out", str(meas))
     assert proc.returncode == 0, proc.stderr[-3000:]
+    measure_log = proc.stdout + proc.stderr
     assert {"measurements.json", "env.json"} <= {p.name for p in meas.iterdir()}
     root = tmp_path / "results"
     # rendered with this machine's default profile (cpu): the measuring run's parameters stay
@@ -117,6 +118,9 @@ def test_measure_headless_then_analyse_from_folder(run_cli, tmp_path, smoke_run)
     )
     assert env["measured_env"]["study"] == "mfu"
     assert env["params"] == measured_env["params"] and env["profile"] == "smoke"
+    # a headless measurement records its time against the profile's budget (none for smoke)
+    assert measured_env["measure_s"] > 0 and measured_env["budget_s"] is None
+    assert "mfu/smoke measurement took" in measure_log
 
 
 @pytest.mark.parametrize(

@@ -263,6 +263,19 @@ def test_a_study_is_stale_only_when_what_it_imports_changes():
     assert paths.library_sha256("mfu") != paths.library_sha256("overlap")
 
 
+def test_a_time_budget_is_not_an_input_of_the_stamp(tmp_path):
+    """Changing a study's ``budget_s`` re-runs nothing (a budget says how long a run may take);
+    any other key of its declaration is an input."""
+    declared = (ROOT / "lib" / "mfulab" / "studies" / "mfu" / "study.yaml").read_text()
+    path = tmp_path / "study.yaml"
+    path.write_text(declared)
+    before = paths._stamped_bytes(path)
+    path.write_text(declared.replace("budget_s: {cpu: ", "budget_s: {gpu: 300, cpu: 1"))
+    assert paths._stamped_bytes(path) == before
+    path.write_text(declared.replace("number: 1", "number: 12"))
+    assert paths._stamped_bytes(path) != before
+
+
 def test_auto_profile_on_one_gpu_takes_cpu_where_the_gpu_profile_needs_two_or_is_absent(
     monkeypatch, caplog, tmp_path
 ):
@@ -400,3 +413,14 @@ def test_every_chapter_declares_a_cpu_budget_within_ten_minutes_together():
     budgets["calibration"] = course.COURSE_CALIBRATION["cpu"]["budget_s"]
     assert all(budgets.values()), budgets
     assert sum(budgets.values()) <= 600, budgets
+
+
+def test_a_study_that_reads_another_studys_data_has_it_among_its_inputs():
+    """Fusion's B5 row reads predict's published runs: a change to that file re-runs fusion."""
+    from mfulab.studies.fusion.stated import B5_PUBLISHED_FILE
+    from mfulab.studykit.registry import REGISTRY
+
+    fusion = REGISTRY["fusion"]
+    declared = {(ROOT / "studies" / "fusion" / f).resolve() for f in fusion.data_files}
+    assert (ROOT / B5_PUBLISHED_FILE).resolve() in declared
+    assert "data_sha256" in runner.inputs(fusion, {}, profile="cpu", root=ROOT, results_root=ROOT / "results")

@@ -67,6 +67,15 @@ def test_profiles_validate_and_hold_only_differences(study_id):
         assert same in ([], ["device"]), f"studies/{study_id}/{name}.yaml repeats defaults: {same}"
 
 
+@pytest.mark.parametrize("study_id", STUDIES)
+def test_every_profile_a_course_or_a_machine_runs_declares_its_time_budget(study_id):
+    """Each profile but smoke (the tests' own) has a budget in study.yaml, and every budget
+    names a profile the study has: a gpu run's time is recorded against it."""
+    budgets, names = REGISTRY[study_id].budget_s, set(paths.profiles(study_id))
+    assert set(budgets) <= names, f"{study_id}: budgets for missing profiles {set(budgets) - names}"
+    assert names - {"smoke"} <= set(budgets), f"{study_id}: no budget for {names - {'smoke'} - set(budgets)}"
+
+
 def _parameters_cell(notebook: Path) -> str:
     nb = jupytext.read(notebook)
     cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]

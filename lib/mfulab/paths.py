@@ -9,6 +9,7 @@ or a new study, leaves its results up to date.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -139,4 +140,16 @@ def library_files(study_id: str | None = None) -> list[Path]:
 
 
 def library_sha256(study_id: str | None = None) -> str:
-    return results.sha256_files(library_files(study_id))
+    """The digest of :func:`library_files`, where a ``study.yaml`` counts without its time
+    budgets (``budget_s``): a budget says how long a run may take, not what it measures, so
+    changing one leaves every result up to date."""
+    return results.sha256_files(library_files(study_id), read=_stamped_bytes)
+
+
+def _stamped_bytes(path: Path) -> bytes:
+    """A file's bytes as the stamp reads them: a ``study.yaml`` as its declaration less
+    ``budget_s`` (canonical JSON, so comments and layout do not count either)."""
+    if path.name != "study.yaml":
+        return path.read_bytes()
+    declaration = {k: v for k, v in (yaml.safe_load(path.read_text()) or {}).items() if k != "budget_s"}
+    return json.dumps(declaration, sort_keys=True).encode()

@@ -131,15 +131,15 @@ def load_measurements(from_dir) -> dict:
     return read_json(path)
 
 
-def sha256_files(paths) -> str:
+def sha256_files(paths, *, read=None) -> str:
     """One digest of several files (names and contents, in sorted order): what results or a
-    calibration were made from."""
+    calibration were made from. ``read(path) -> bytes``: what of a file counts (default: all)."""
     import hashlib
 
     digest = hashlib.sha256()
     for path in sorted(Path(p) for p in paths):
         digest.update(path.name.encode())
-        digest.update(path.read_bytes())
+        digest.update(read(path) if read else path.read_bytes())
     return digest.hexdigest()
 
 

@@ -37,6 +37,16 @@ def time_split(*, started: float, notebook_ended: float, phases: dict | None, fi
     }
 
 
+def budget_line(what: str, took_s: float, budget_s: float | None) -> str:
+    """``took_s`` against a study.yaml budget, as a run's log reports it."""
+    if not budget_s:
+        return f"{what} took {took_s:.0f} s (no budget declared for this profile)"
+    verdict = (
+        f"OVER its {budget_s:.0f} s budget" if took_s > budget_s else f"within its {budget_s:.0f} s budget"
+    )
+    return f"{what} took {took_s:.0f} s, {verdict}"
+
+
 PHASE_COLUMNS = (("setup", "set-up"), ("measurement", "measure"), ("analysis", "analysis"))
 PHASE_COLUMNS += (("rendering", "render"), ("total", "total"))
 

@@ -26,7 +26,7 @@ from mfulab.measure import host, jobinfo, launch
 from mfulab.measure.procs import stop_on_signals
 from mfulab.paths import MALLOC_ENV, library_sha256, profiles, read_profile, repo_root
 from mfulab.run import provenance
-from mfulab.run.course import calibrate_course, course_time_table, time_split
+from mfulab.run.course import budget_line, calibrate_course, course_time_table, time_split
 from mfulab.studykit.registry import REGISTRY, Study, get
 
 KERNEL_NAME = "mfulab"
@@ -266,6 +266,8 @@ def run(
         os.environ.pop(jobinfo.JOB_LOG, None)
         if not from_dir:  # a local run's rank and node count are known only once its jobs ran
             _refuse_other_shape_keeping(final, tmp, results_root.parent / "scratch")
+    if not split["measured_elsewhere"]:  # a FROM= render's budget was the measurement's (measured_env)
+        log.info("%s", budget_line(f"{study_id}/{profile}", split["total"], study.budget_s.get(profile)))
     log.info("results in %s", final)
     return final
 
@@ -339,8 +341,13 @@ def measure(study_id: str, *, param_file, overrides: dict | None = None, out) ->
     out = Path(out)
     written: list[Path] = []
 
+    profile = Path(param_file).stem
+    budget_s = study.budget_s.get(profile)
+
     def write(ranks: list[dict]) -> None:
         results.save_measurements(out, records)
+        measure_s = time.time() - started
+        log.info("%s", budget_line(f"{study_id}/{profile} measurement", measure_s, budget_s))
         results.write_json(
             out / results.ENV,
             provenance.provenance(
@@ -351,7 +358,9 @@ def measure(study_id: str, *, param_file, overrides: dict | None = None, out) ->
                 extra={
                     "machine": host.job_machine(p.to_dict()),
                     "param_file": str(param_file),
-                    "profile": Path(param_file).stem,
+                    "profile": profile,
+                    "measure_s": measure_s,  # recorded against the profile's budget (study.yaml)
+                    "budget_s": budget_s,
                     "ranks": ranks,
                     "jobs": jobinfo.recorded_jobs(job_log),
                 },
