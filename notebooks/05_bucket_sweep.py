@@ -297,7 +297,9 @@ best[
 # last two rows add the per-bucket overhead fitted in section 2 to every
 # simulated bucket — the simulator's error on this machine, as if a cluster paid it — once
 # on the backward's path (as fitted) and once also on the communication channel (the
-# pessimistic reading: there it costs even when the communication is the bottleneck). Caps
+# pessimistic reading: there it costs even when the communication is the bottleneck). Their
+# input is re-measured on every run and moves between fresh runs, so these two rows are
+# reported beside each verdict and never decide one (`sensitivity.deciding`). Caps
 # whose simulated steps are within a tie tolerance of the fastest are shown as a range.
 # `a6_conclusion_same`: whether "a best cap lies in 20–40 MB" comes out as in the stated
 # setting; `a6_spread_points`: how far the cap moves MFU over 1–400 MiB per model (smallest
@@ -352,7 +354,8 @@ o.tables["a6_per_tensor"]
 # when both are at ≥ 1.5× the step, refuted (analysis) when both are below, analytic only when
 # the algorithm (which the article does not state) decides. Two more rows come from the
 # simulator at about a thousand cards. One rule decides every simulator row: each scenario of
-# the sensitivity table (the stated case first) answers the row's question yes or no; the row is
+# the sensitivity table (the stated case first; not the two fitted-overhead rows) answers the
+# row's question yes or no; the row is
 # confirmed (analysis) when every scenario says yes, refuted (analysis) when none does, and
 # analytic only when some scenario reverses the stated answer. How far the cap moves MFU: yes
 # when some model's spread over 1–400 MiB lies in 5–8 points (the article names no model).

@@ -123,6 +123,12 @@ def test_a6_spread_row_is_judged_on_the_spread():
         cluster_scale.a6_spread_verdict(holds.assign(a6_any_model_in_claim=[True, False])) == "analytic only"
     )
     assert cluster_scale.a6_spread_verdict(holds.assign(a6_any_model_in_claim=False)) == "refuted"
+    # a fitted-overhead row (re-measured every run) is reported, never deciding: B8 once flipped
+    fitted = pd.DataFrame(
+        {"assumption": ["stated", sensitivity.FITTED], "a6_any_model_in_claim": [True, False]}
+    )
+    assert cluster_scale.a6_spread_verdict(fitted) == "confirmed"
+    assert sensitivity.summary(sens)["scenarios"] == len(sens) - (sens.assumption == sensitivity.FITTED).sum()
     assert sensitivity.spread_in_claim(4.96) and not sensitivity.spread_in_claim(4.94)
     assert spread.verdict in ("confirmed (analysis)", "refuted (analysis)", "analytic only")
     assert sweet.verdict in ("confirmed (analysis)", "refuted (analysis)", "analytic only")

@@ -78,7 +78,7 @@ def b8_claims(records, scale, sens) -> list[Claim]:
             "for a 7B model, bucket_cap_mb 25 → 50–100 MB helped: fewer calls, still early enough",
             f"simulator at article B's run: 7B on {B8_STATED['ranks']} A100s, TP {tp} × DP {dp}, "
             f"{acc} micro-batches per step, one 200 Gb/s port per node, DDP's fp32 buckets",
-            sensitivity.decision(sens.b8_outcome == "gains"),
+            sensitivity.decision(sensitivity.deciding(sens).b8_outcome == "gains"),
             "step at 25 / 50 / 100 MiB: "
             + " / ".join(f"{d.loc[c, 'step_s']:.3f} s" for c in caps)
             + f" (MFU {d.loc[base, 'mfu']:.1%} at 25 MiB); {better:g} MiB saves {saved_s * 1e3:.0f} ms "
@@ -116,6 +116,7 @@ def b8_step2_claim(d, sens=None) -> Claim:
     flags_s = article_bound()["copy_s"]
     stated_s = a["step_before_s"] - a["step_after_s"]
     share = (cap_s + flags_s) / stated_s
+    sens = sensitivity.deciding(sens) if sens is not None else None
     explained = sens.b8_step2_explained if sens is not None else [share >= B8_STEP2_EXPLAINED_SHARE]
     rule_alone = verdicts.label(sensitivity.decision(explained), verdicts.ANALYSIS)
     return Claim(

@@ -269,7 +269,7 @@ def a6_spread_verdict(sens) -> str:
     when some model of the grid, at its stated layout, has a spread over the plausible caps inside
     5–8 points; :func:`sensitivity.decision` over the scenarios (confirmed (analysis) in every,
     refuted in none, analytic only otherwise)."""
-    return sensitivity.decision(sens.a6_any_model_in_claim)
+    return sensitivity.decision(sensitivity.deciding(sens).a6_any_model_in_claim)
 
 
 def a6_spread_claim(records, best, sens) -> list[Claim]:
@@ -283,8 +283,9 @@ def a6_spread_claim(records, best, sens) -> list[Claim]:
         f"({r.spread_grid_points:.1f} over the grid; best vs 25 MiB +{r.gain_vs_25 * 100:.1f})"
         for r in big.itertuples()
     )
-    holds = int(sens.a6_any_model_in_claim.sum())
-    fails = [f"{r.assumption} {r.value}" for r in sens.itertuples() if not r.a6_any_model_in_claim]
+    deciding = sensitivity.deciding(sens)
+    holds = int(deciding.a6_any_model_in_claim.sum())
+    fails = [f"{r.assumption} {r.value}" for r in deciding.itertuples() if not r.a6_any_model_in_claim]
     return [
         Claim(
             "A6",
@@ -294,7 +295,7 @@ def a6_spread_claim(records, best, sens) -> list[Claim]:
             "some model's spread lies in 5–8 points (the article names none)",
             a6_spread_verdict(sens),
             f"spread in MFU points: {per_model}{memory_text(big)}; some model in {lo:g}–{hi:g} points in "
-            f"{holds} of {len(sens)} scenarios (none under: {', '.join(fails) or 'none'})"
+            f"{holds} of {len(deciding)} scenarios (none under: {', '.join(fails) or 'none'})"
             + model_error_text(records),
             basis=verdicts.ANALYSIS,
         )
@@ -314,7 +315,7 @@ def a6_sweet_spot_claim(records, best, sens) -> list[Claim]:
             "A6",
             "20–40 MB buckets are the sweet spot",
             _a6_setting(records, cards, big) + "; the fastest caps (ties within 0.1% named)",
-            sensitivity.sweet_spot_decision(sens.a6_20_40_mb),
+            sensitivity.sweet_spot_decision(sensitivity.deciding(sens).a6_20_40_mb),
             f"best caps: {per_model}; {sweet_spot_text(big)}; the smallest weight matrix of "
             f"{smallest} leaves each rank {_smallest_matrix_mib(smallest):.0f} MiB of fp32 gradient at TP "
             f"{sensitivity.stated_tp(smallest)}, so a 20–40 MB cap holds a few tensors per bucket"
