@@ -277,3 +277,17 @@ def test_a6_per_tensor_is_judged_at_the_articles_13b_layout():
     assert row.verdict == "analytic only" and "the article does not state" in row.evidence
     (row,) = cluster_scale.a6_per_tensor_claim(table.assign(slowdown=[1.1, 1.2]))
     assert row.verdict == "refuted (analysis)"
+
+
+def test_sweet_spot_text_names_one_cap_once():
+    big = pd.DataFrame(
+        {
+            "preset": ["llama2-7b", "article-13b"],
+            "bucket_cap_mb": [400.0, 400.0],
+            "sweet_spot": ["outside", "outside"],
+            "best_caps_mib": ["400", "400"],
+            "fits": [True, True],
+        }
+    )
+    text = cluster_scale.sweet_spot_text(big)
+    assert "(400 MiB)" in text and "400–400" not in text and "10–20×" in text

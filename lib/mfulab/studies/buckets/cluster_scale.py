@@ -180,10 +180,12 @@ def sweet_spot_text(big) -> str:
     fitting = big[big.fits.astype(bool)] if "fits" in big else big
     caps = fitting.bucket_cap_mb if len(fitting) else caps
     which = "of the layouts that fit their cards " if len(fitting) < len(big) and len(fitting) else ""
+    span = f"{caps.min():g} MiB" if caps.min() == caps.max() else f"{caps.min():g}–{caps.max():g} MiB"
+    ratio_lo, ratio_hi = caps.min() / hi, caps.max() / lo
+    ratio = f"{ratio_lo:.0f}–{ratio_hi:.0f}×" if round(ratio_lo) != round(ratio_hi) else f"{ratio_lo:.0f}×"
     return (
-        f"the simulated best {which}({caps.min():g}–{caps.max():g} MiB) is {caps.min() / hi:.0f}–"
-        f"{caps.max() / lo:.0f}× the article's 20–40 MB: it contradicts the sweet spot at the articles' "
-        "layouts"
+        f"the simulated best {which}({span}) is {ratio} the article's 20–40 MB: it contradicts the sweet "
+        "spot at the articles' layouts"
     )
 
 
