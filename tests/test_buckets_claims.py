@@ -290,4 +290,4 @@ def test_sweet_spot_text_names_one_cap_once():
         }
     )
     text = cluster_scale.sweet_spot_text(big)
-    assert "(400 MiB)" in text and "400–400" not in text and "10–20×" in text
+    assert "(400 MiB)" in text and "400–400" not in text and "10–21×" in text  # 20–40 MB is 19.1–38.1 MiB
