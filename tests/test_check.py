@@ -105,6 +105,9 @@ def test_memory_guard_passes_todays_gpu_profiles_and_refuses_one_that_would_run_
     modelled = [p for p in parts if p.status != "skipped"]
     assert {p.name for p in modelled} >= {"memory guard mfu/gpu", "memory guard recompute/gpu"}
     assert all(p.status == "ran" for p in modelled), [p.line() for p in modelled]
+    # every profile that puts work on a GPU is modelled; only the host's gloo profiles are not
+    skipped = [p for p in parts if p.status == "skipped"]
+    assert skipped and all("host's cores" in p.detail for p in skipped), [p.line() for p in skipped]
     # the recompute gpu profile as it was: micro-batch 16 at seq 2048 in fp32 (75–78 GiB measured)
 
     real_read = paths.read_profile

@@ -298,10 +298,17 @@ def memory_guard(card_bytes: float | None = None) -> list[Part]:
             card_bytes = torch.cuda.get_device_properties(0).total_memory
     parts = []
     for study_id, name, path in _gpu_profile_files():
-        peak = REGISTRY[study_id].params.from_dict(read_profile(path)).predicted_peak_bytes()
+        params = REGISTRY[study_id].params.from_dict(read_profile(path))
+        peak = params.predicted_peak_bytes()
         label = f"memory guard {study_id}/{name}"
         if peak is None:
-            parts.append(Part(label, "skipped", "its peak is small or not modelled"))
+            host = getattr(params, "device", None) == "cpu"
+            why = (
+                "runs on the host's cores (gloo ranks): no device memory"
+                if host
+                else "its peak is not modelled"
+            )
+            parts.append(Part(label, "skipped", why))
             continue
         share = peak / card_bytes
         detail = f"predicted {peak / GIB:.1f} GiB = {share:.0%} of a {card_bytes / 1e9:.0f} GB card"

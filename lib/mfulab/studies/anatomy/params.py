@@ -118,3 +118,27 @@ class Params(PresetModel, StudyParams):
 
     def model_config(self):
         return PresetModel.model_config(self, vocab_size=256)  # the byte-level corpus's vocabulary
+
+    def predicted_peak_bytes(self) -> float | None:
+        """Per GPU: every rung's trainer stays resident (the rounds interleave the rungs), each
+        with fp32 weights, gradients, AdamW's two moments and DDP's bucket copy of the gradients,
+        4 + 4 + 8 + 4 bytes per parameter; one step at a time adds its activations and logits,
+        at worst the first rung's, with naive attention (``memory.step_peak_bytes``). ``None`` on
+        the host's gloo ranks (no device memory)."""
+        if self.device == "cpu":
+            return None
+        from mfulab.analytic.flops import param_count
+        from mfulab.analytic.memory import step_peak_bytes
+        from mfulab.studies.anatomy.worker import LADDER
+
+        cfg = self.model_config()
+        resident_trainer_bytes = (4 + 4 + 8 + 4) * param_count(cfg)
+        worst_step_bytes = step_peak_bytes(
+            cfg,
+            micro_batch=self.micro_batch,
+            activation_bytes_per_elem=4 if self.dtype == "fp32" else 2,
+            attention="naive",
+            optimizer=True,
+            gradient_copies=1,  # DDP's buckets
+        )["total_bytes"]
+        return (len(LADDER) - 1) * resident_trainer_bytes + worst_step_bytes

@@ -175,6 +175,20 @@ class Params(StudyParams):
         positive=True,
     )
 
+    def predicted_peak_bytes(self) -> float | None:
+        """The stall run trains ``stall_preset`` with AdamW in fp32 (``memory.step_peak_bytes``,
+        SDPA attention) on one batch at a time; the loaders' own batches stay in host memory.
+        ``None`` on a CPU."""
+        if self.device == "cpu":
+            return None
+        from mfulab.analytic.config import preset
+        from mfulab.analytic.memory import step_peak_bytes
+
+        cfg = preset(self.stall_preset).with_(seq_len=self.seq_len, vocab_size=256)
+        return step_peak_bytes(
+            cfg, micro_batch=self.batch_size, activation_bytes_per_elem=4, attention="fused", optimizer=True
+        )["total_bytes"]
+
     def check(self) -> None:
         self.require("epochs", self.epochs >= 2, "an integer ≥ 2 (the second epoch measures the restart)")
         self.require("cold_rounds", self.cold_rounds >= 2, "an integer ≥ 2 (an interval needs rounds)")

@@ -82,6 +82,37 @@ class Params(OneDevice, StudyParams):
         0.3, "minimum time of each timed attention benchmark", unit="s", positive=True
     )
 
+    def predicted_peak_bytes(self) -> float | None:
+        """The largest of the study's parts, one at a time: naive attention, which the benchmark
+        skips where its s×s tensors would pass ``naive_memory_limit_mib`` (so at most that, plus
+        q, k, v, the output and their gradients); the LayerNorm sub-block's inputs, output and
+        gradients (about eight tensors of ``ln_tokens × ln_hidden``); B5's compiled model step
+        without an optimizer, three models resident (default, reduce-overhead, graph break:
+        ``memory.step_peak_bytes``). ``None`` on a CPU."""
+        if self.device == "cpu":
+            return None
+        from mfulab.analytic.config import preset
+        from mfulab.analytic.flops import param_count
+        from mfulab.analytic.memory import step_peak_bytes
+        from mfulab.units import MIB
+
+        elem_bytes = 4 if self.dtype == "fp32" else 2
+        qkv_out_and_grads_bytes = (
+            8 * self.attn_batch * self.attn_heads * max(self.attn_seq_lens) * self.attn_head_dim * elem_bytes
+        )
+        attention_bytes = self.naive_memory_limit_mib * MIB + qkv_out_and_grads_bytes
+        layernorm_bytes = 8 * self.ln_tokens * self.ln_hidden * elem_bytes
+        cfg = preset(self.compile_preset).with_(seq_len=self.compile_seq_len)
+        compiled_models = 3 if self.compile_graph_break else 2
+        model_step_bytes = step_peak_bytes(
+            cfg,
+            micro_batch=self.compile_micro_batch,
+            activation_bytes_per_elem=elem_bytes,
+            attention="fused",
+            optimizer=False,
+        )["total_bytes"] + (compiled_models - 1) * 8 * param_count(cfg)
+        return max(attention_bytes, layernorm_bytes, model_step_bytes)
+
     def check(self) -> None:
         self.require(
             "compile_attention_seq_lens",

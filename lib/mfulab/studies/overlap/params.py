@@ -109,6 +109,20 @@ class Params(StudyParams):
         positive=True,
     )
 
+    def predicted_peak_bytes(self) -> float | None:
+        """Per GPU: the sweep's largest message in and out (an all-gather's output is the whole
+        message, its input a share of it: at most twice the message), or the overlapped step's
+        ``overlap_bytes`` of fp32 gradients with a copy, beside the bf16 matmul operands the
+        CUDA compute calibrates (``bench.CUDA_MM_SIZE`` and smaller: a few × 4096² × 2 bytes).
+        ``None`` on the host's gloo ranks."""
+        if self.device == "cpu":
+            return None
+        largest_message_bytes = 2**self.max_size_log2
+        sweep_bytes = 2 * largest_message_bytes
+        overlap_step_bytes = 2 * self.overlap_bytes
+        matmul_operand_bytes = 8 * 4096**2 * 2
+        return max(sweep_bytes, overlap_step_bytes) + matmul_operand_bytes
+
     def check(self) -> None:
         self.require(
             "nproc",

@@ -57,6 +57,31 @@ class Params(StudyParams):
     moe_steps: int = param(5, "expert-layer steps per imbalance", unit="steps", positive=True)
     timeout_s: float = param(600, "wall-clock limit of each torchrun job", unit="s", positive=True)
 
+    def predicted_peak_bytes(self) -> float | None:
+        """Per GPU, the largest of the parts, one job at a time: the reference GPT's DDP step with
+        AdamW in fp32 (``memory.step_peak_bytes``, SDPA attention, DDP's bucket copy of the
+        gradients; FSDP2 and TP hold less); the all-to-all's largest buffer in and out; the MoE
+        step's tokens sent, received and returned (fp32). ``None`` on the host's gloo ranks."""
+        if self.device == "cpu":
+            return None
+        from mfulab.analytic.config import preset
+        from mfulab.analytic.memory import step_peak_bytes
+
+        cfg = preset(self.preset).with_(seq_len=self.seq_len)
+        ddp_step_bytes = step_peak_bytes(
+            cfg,
+            micro_batch=self.micro_batch,
+            activation_bytes_per_elem=4,
+            attention="fused",
+            optimizer=True,
+            gradient_copies=1,  # DDP's buckets
+        )["total_bytes"]
+        all_to_all_bytes = 2 * max(self.a2a_sizes_bytes)
+        moe_bytes = (
+            3 * 4 * self.moe_tokens_per_rank * self.moe_hidden * max(1.0, 1 + max(self.moe_imbalances))
+        )
+        return max(ddp_step_bytes, all_to_all_bytes, moe_bytes)
+
     def check(self) -> None:
         self.require_choice("pipeline_schedules", SCHEDULES)
         self.require_choice("sharding_configs", SHARDING)

@@ -34,6 +34,21 @@ class Params(OneDevice, PresetModel, StudyParams):
     )
     median_error_goal: float = param(0.08, "median |error| over the rows at most", unit="fraction")
 
+    def predicted_peak_bytes(self) -> float | None:
+        """The calibrated training step with AdamW and SDPA attention (``memory.step_peak_bytes``):
+        autocast keeps the activations in the low precision. ``None`` on a CPU."""
+        if self.device == "cpu":
+            return None
+        from mfulab.analytic.memory import step_peak_bytes
+
+        return step_peak_bytes(
+            self.model_config(),
+            micro_batch=self.micro_batch,
+            activation_bytes_per_elem=4 if self.dtype == "fp32" else 2,
+            attention="fused",
+            optimizer=True,
+        )["total_bytes"]
+
     def check(self) -> None:
         preset(self.preset)
         self.require_choice("dtype", DTYPES)
