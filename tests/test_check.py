@@ -350,3 +350,57 @@ def test_probes_flag_tf32_in_disguise_and_report_a_cuda_error_as_a_failed_part(m
     monkeypatch.setattr(timing, "matmul_ceiling", broken)
     part = check.probes(tmp_path)
     assert part.status == "failed" and "no kernel image" in part.detail
+
+
+def _simulated_cuda(monkeypatch, count: int, total_memory: float = 141e9):
+    """torch as on a machine with ``count`` H200s (nothing runs on them here)."""
+    import types
+
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    props = types.SimpleNamespace(total_memory=total_memory, name="NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda *a: props)
+
+
+def test_full_check_gpu_rehearsed_on_a_simulated_one_gpu_h200(one_gpu, monkeypatch, tmp_path, capsys):
+    """The whole `check gpu` (not --quick) on one simulated H200: every gpu profile validated
+    against one GPU (the multi-GPU ones skipped with their reason, never failed), every modelled
+    profile under the memory guard on a 141 GB card, a tiny run of every single-GPU study."""
+    from mfulab.run.check import Part
+
+    _simulated_cuda(monkeypatch, 1)
+    monkeypatch.setattr(check, "environment_report", lambda out: Part("environment report", "ran"))
+    monkeypatch.setattr(check, "probes", lambda out: Part("probes", "ran"))
+    monkeypatch.setattr(check, "cuda_tests", lambda out, cap, quick=False: Part("CUDA tests", "ran"))
+    assert check.main("gpu", tmp_path) == 0, capsys.readouterr().out
+    parts = {p["name"]: p for p in json.loads((tmp_path / "summary.json").read_text())}
+    profiles = {n: p for n, p in parts.items() if n.startswith("profile ")}
+    assert profiles and all(p["status"] in ("ran", "skipped") for p in profiles.values())
+    assert profiles["profile parallelism/node"]["status"] == "skipped"
+    assert profiles["profile mfu/gpu"]["status"] == "ran"
+    guard = {n: p for n, p in parts.items() if n.startswith("memory guard")}
+    assert (
+        guard["memory guard recompute/gpu"]["status"] == "ran"
+        and "141 GB" in guard["memory guard recompute/gpu"]["detail"]
+    )
+    single = {s.id for s in check._studies()[0]}
+    assert {s for s, _, _ in one_gpu} == single
+
+
+def test_check_node_rehearsed_on_eight_simulated_gpus(one_gpu, monkeypatch, tmp_path, capsys):
+    """`check node` on a simulated 8-GPU node: every multi-rank study through the launcher and
+    through torchrun, at 8 NCCL ranks where the study has an nproc field."""
+    from mfulab.run.check import Part
+
+    _simulated_cuda(monkeypatch, 8, total_memory=80e9)
+    monkeypatch.setattr(check, "_gpus", lambda: 8)
+    monkeypatch.setattr(check, "environment_report", lambda out: Part("environment report", "ran"))
+    monkeypatch.setattr(check, "run_checks", lambda dest, code, log, ranks, checks: ("ran", f"{ranks} ranks"))
+    assert check.main("node", tmp_path) == 0, capsys.readouterr().out
+    collective = {s.id for s in check._studies()[1]}
+    assert {s for s, _, _ in one_gpu} == collective
+    assert ("overlap", {"device": "cuda", "nproc": 8}, 8) in one_gpu  # through torchrun
+    assert ("buckets", {"device": "cuda", "nproc": 8}, 0) in one_gpu  # through the launcher
