@@ -434,3 +434,22 @@ def test_committed_notebooks_print_no_scratch_paths_or_profiler_noise():
                 text = "".join(output.get("text", [])) + "".join(output.get("data", {}).get("text/plain", []))
                 for bad in ("PosixPath(", ".tmp-", "USDT:", "it/s]", "s/it]"):
                     assert bad not in text, f"{path.relative_to(ROOT)} prints {bad!r}"
+
+
+def test_the_readme_states_each_gpu_and_node_budget_as_study_yaml_declares_it():
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    para = readme[readme.index("declares a time budget in its study's") :][:900]
+    for study in REGISTRY.values():
+        for profile in ("gpu", "node"):
+            budget = study.budget_s.get(profile)
+            if (
+                budget
+                and REGISTRY[study.id]
+                .params.from_dict(
+                    yaml.safe_load((ROOT / "studies" / study.id / f"{profile}.yaml").read_text()) or {}
+                )
+                .to_dict()
+                .get("device", "cuda")
+                != "cpu"
+            ):
+                assert f"{study.id} {budget:g} s" in para, (study.id, profile, budget)

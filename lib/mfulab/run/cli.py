@@ -175,8 +175,9 @@ def calibrate(args) -> None:
 
 
 def _list() -> None:
-    """Every study, its profiles, and whether ``make all`` would run it again on this machine
-    (its results were made from other inputs: notebook, parameters, library stamp, torch)."""
+    """Every study, its profiles with their time budgets (``study.yaml``), and whether ``make all``
+    would run it again on this machine (its results were made from other inputs: notebook,
+    parameters, library stamp, torch)."""
     root = paths.repo_root()
     for study in REGISTRY.values():
         try:
@@ -184,9 +185,10 @@ def _list() -> None:
             state = "stale" if runner.stale(study.id, profile=profile) else "up to date"
         except ParameterError as err:
             state = f"cannot run here ({err})"
+        budgets = study.budget_s
+        shown = [f"{p} ({budgets[p]:g} s)" if p in budgets else p for p in paths.profiles(study.id, root)]
         print(
-            f"{study.id:12s} notebooks/{study.notebook:28s} {state:11s} profiles: "
-            f"{', '.join(paths.profiles(study.id, root))}   {study.title}"
+            f"{study.id:12s} notebooks/{study.notebook:28s} {state:11s} profiles: {', '.join(shown)}   {study.title}"
         )
 
 
