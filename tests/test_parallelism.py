@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from mfulab.errors import ParameterError
-from mfulab.studies.parallelism import measured, moe, pipeline
+from mfulab.studies.parallelism import analysis, measured, moe, pipeline
 from mfulab.studies.parallelism.params import Params
 
 from conftest import ROOT
@@ -119,3 +119,16 @@ def test_real_pipeline_layers_log_forward_and_backward_spans():
     forward_end = max(end for kind, _, _, end in spans if kind == "F")
     assert all(kind == "F" or start >= forward_end for kind, _, start, _ in spans)
     assert all(end >= start >= 0 for _, _, start, end in spans)
+
+
+def test_check_node_gates_parallelism_gradients_with_the_relative_tolerance(monkeypatch):
+    """`make check-node` checks the gates the notebook asserts (GPU audit D24): the committed
+    measurement passes; with a tolerance too tight for its reduction order, each gate is named."""
+    from mfulab import results as results_io
+    from mfulab.studies.parallelism import node_checks
+
+    records = results_io.load_measurements(ROOT / "results" / "cpu-2c" / "parallelism")
+    assert node_checks.node_problems(records) == []
+    monkeypatch.setattr(analysis, "GRADIENT_TOLERANCE", 0.0)
+    problems = node_checks.node_problems(records)
+    assert any("FSDP2" in p for p in problems) and any("TP / SP" in p for p in problems), problems

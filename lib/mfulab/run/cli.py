@@ -187,9 +187,8 @@ def _list() -> None:
             state = f"cannot run here ({err})"
         budgets = study.budget_s
         shown = [f"{p} ({budgets[p]:g} s)" if p in budgets else p for p in paths.profiles(study.id, root)]
-        print(
-            f"{study.id:12s} notebooks/{study.notebook:28s} {state:11s} profiles: {', '.join(shown)}   {study.title}"
-        )
+        where = f"{study.id:12s} notebooks/{study.notebook:28s} {state:11s}"
+        print(f"{where} profiles: {', '.join(shown)}   {study.title}")
 
 
 def main(argv=None) -> int:
