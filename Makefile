@@ -22,6 +22,8 @@ HAS_NVIDIA  := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo yes)
 # downloads every wheel into WHEELHOUSE; `make env WHEELS=<that folder>` installs from it alone.
 # TORCH_WHEEL: the torch to put there (the CUDA build from PyPI on NVIDIA machines by default).
 WHEELHOUSE  ?= wheelhouse
+# TEST_WORKERS: make test runs the test files on this many pytest-xdist workers (one file each).
+TEST_WORKERS ?= 2
 WHEELS      ?=
 TORCH_WHEEL ?= $(if $(HAS_NVIDIA),torch==2.13.0,$(TORCH_CPU))
 PIP_FROM    := $(if $(WHEELS),--no-index --find-links $(abspath $(WHEELS)),)
@@ -92,7 +94,7 @@ $(STUDIES): %: $(STAMP)
 	$(PY) -m mfulab run $* --profile $(PROFILE) $(if $(FROM),--from $(FROM)) $(ARGS)
 
 test: $(STAMP) lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(STAMP)
 	$(PY) -m ruff format --check lib tests notebooks

@@ -39,19 +39,6 @@ def test_check_gpu_without_a_gpu_reports_and_skips_with_reasons(tmp_path):
     assert len(proc.stdout.strip().splitlines()) == len(parts) + 1  # one line per part + the summary
 
 
-def test_check_node_rehearses_every_node_check_on_cpu(tmp_path):
-    proc, parts = _check("node", tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    node = [p for p in parts if p["name"] != "environment report"]
-    _, collective = check._studies()
-    paths = {True: ("launcher", "in-process torchrun"), False: ("launcher",)}  # parallelism: its own jobs
-    assert [p["name"] for p in node] == [
-        f"{s.id}, 2 ranks, {path}" for s in collective for path in paths["nproc" in s.params.names()]
-    ]
-    assert "parallelism" in [s.id for s in collective]
-    assert all(p["status"] == "ran" and "gloo rehearsal" in p["detail"] for p in node), node
-
-
 def _overlap_records(comm_bar_s: float, compute_s: float = 0.02):
     return {
         "device": "cuda",
