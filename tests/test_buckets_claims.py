@@ -21,6 +21,7 @@ from mfulab.studies.buckets import (
 )
 from mfulab.studies.buckets.params import Params
 from mfulab.studies.buckets.stated import A6_MFU_POINTS, A6_PLAUSIBLE_CAPS_MIB, SCALE_CASE
+from mfulab.studykit import verdicts
 
 
 def test_allreduce_algorithm_is_a_parameter():
@@ -170,7 +171,7 @@ def test_b8_is_judged_at_article_bs_run():
     sens = sensitivity.sensitivity_table(rec)
     sentence, step2 = b8_case.b8_claims(rec, case, sens)
     # 21 ms of 11.1 s, under the 1% the article could see, in every scenario: refuted (analysis)
-    assert sensitivity.decision(sens.b8_outcome == "gains") == "refuted"
+    assert verdicts.over_scenarios(sens.b8_outcome == "gains") == "refuted"
     assert sentence.verdict == "refuted (analysis)"
     assert "9.4" in sentence.evidence and "32 micro-batches" in sentence.measured
     # step 2: the cap's simulated saving plus the flags' bound against the stated 0.4 s

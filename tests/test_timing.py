@@ -201,3 +201,13 @@ def test_tf32_state_follows_the_override_variables(monkeypatch):
         assert timing.tf32_state("cpu") is None
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def test_one_rule_over_scenarios_yes_no_or_neither():
+    assert verdicts.over_scenarios([True, True]) == "confirmed"
+    assert verdicts.over_scenarios([False, False]) == "refuted"
+    assert verdicts.over_scenarios([True, False]) == "analytic only"
+    assert verdicts.over_scenarios([True, None]) == "analytic only"  # a tie leaves it open
+    assert verdicts.over_scenarios([False, None]) == "analytic only"
+    with pytest.raises(ValueError):
+        verdicts.over_scenarios([])

@@ -37,6 +37,21 @@ STATEMENT = "the article's words alone"  # nothing to recompute or measure: an a
 BASES = (MEASURED, PUBLISHED, DOCUMENTED, ANALYSIS, ARITHMETIC, TOY, CONSTRUCTION, STATEMENT)
 
 
+def over_scenarios(answers) -> str:
+    """THE RULE for an analytic row decided over scenarios (the stated case and a sensitivity
+    table's variations, or every cluster size and batch a claim covers): each scenario answers
+    the row's question yes (True), no (False) or neither (None: e.g. a tie, where the claim's
+    quantity barely moves). ``confirmed`` when every scenario says yes, ``refuted`` when every
+    one says no, ``analytic only`` otherwise: some scenario reverses the answer or leaves it
+    open. :func:`label` adds the basis."""
+    answers = [None if a is None else bool(a) for a in answers]
+    if not answers:
+        raise ValueError("over_scenarios needs at least one scenario's answer")
+    if all(a is True for a in answers):
+        return "confirmed"
+    return "refuted" if all(a is False for a in answers) else "analytic only"
+
+
 def label(decision: str, basis: str) -> str:
     """The verdict a decision earns on its basis: in a toy regime or by construction a
     "confirmed" is only *shown* (and a toy "refuted" is *not shown*: the regime cannot refute

@@ -39,7 +39,7 @@ def b8_table(records):
 
 def b8_claims(records, scale, sens) -> list[Claim]:
     """The sentence holds in a scenario when 50–100 MiB beats 25 MiB by more than the article could
-    see (``stated.B8_VISIBLE_SHARE``, 1% of the step); :func:`sensitivity.decision` over the
+    see (``stated.B8_VISIBLE_SHARE``, 1% of the step); ``verdicts.over_scenarios`` over the
     scenarios, article B's own run (``stated.B8_ARTICLE``) first; beside it, the simulated step
     against the article's 9.4 s. Then §5.2's step 2 (:func:`b8_step2_claim`)."""
     if scale.empty:
@@ -78,7 +78,7 @@ def b8_claims(records, scale, sens) -> list[Claim]:
             "for a 7B model, bucket_cap_mb 25 → 50–100 MB helped: fewer calls, still early enough",
             f"simulator at article B's run: 7B on {B8_STATED['ranks']} A100s, TP {tp} × DP {dp}, "
             f"{acc} micro-batches per step, one 200 Gb/s port per node, DDP's fp32 buckets",
-            sensitivity.decision(sensitivity.deciding(sens).b8_outcome == "gains"),
+            verdicts.over_scenarios(sensitivity.deciding(sens).b8_outcome == "gains"),
             "step at 25 / 50 / 100 MiB: "
             + " / ".join(f"{d.loc[c, 'step_s']:.3f} s" for c in caps)
             + f" (MFU {d.loc[base, 'mfu']:.1%} at 25 MiB); {better:g} MiB saves {saved_s * 1e3:.0f} ms "
@@ -118,7 +118,7 @@ def b8_step2_claim(d, sens=None) -> Claim:
     share = (cap_s + flags_s) / stated_s
     sens = sensitivity.deciding(sens) if sens is not None else None
     explained = sens.b8_step2_explained if sens is not None else [share >= B8_STEP2_EXPLAINED_SHARE]
-    rule_alone = verdicts.label(sensitivity.decision(explained), verdicts.ANALYSIS)
+    rule_alone = verdicts.label(verdicts.over_scenarios(explained), verdicts.ANALYSIS)
     return Claim(
         "B8",
         f"§5.2 step 2: the cap 25 → {cap} MB and both DDP flags took the step from "

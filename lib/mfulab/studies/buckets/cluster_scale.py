@@ -101,9 +101,8 @@ def a6_per_tensor_claim(table) -> list[Claim]:
     stated = table[table.stated].iloc[0]
     other = table[~table.stated].iloc[0]
 
-    def decide(ratio: float) -> str:
-        disaster = table.slowdown >= ratio
-        return "confirmed" if disaster.all() else "refuted" if not disaster.any() else "analytic only"
+    def decide(ratio: float) -> str:  # over the algorithms the article leaves open
+        return verdicts.over_scenarios(table.slowdown >= ratio)
 
     verdict = decide(A6_DISASTER_RATIO)
     # "a disaster" is our reading: the same rule at a milder and a harsher threshold
@@ -269,9 +268,9 @@ def _a6_setting(records, cards: int, big) -> str:
 def a6_spread_verdict(sens) -> str:
     """The article names no model ("at about a thousand cards"): the claim holds in a scenario
     when some model of the grid, at its stated layout, has a spread over the plausible caps inside
-    5–8 points; :func:`sensitivity.decision` over the scenarios (confirmed (analysis) in every,
+    5–8 points; ``verdicts.over_scenarios`` over the scenarios (confirmed (analysis) in every,
     refuted in none, analytic only otherwise)."""
-    return sensitivity.decision(sensitivity.deciding(sens).a6_any_model_in_claim)
+    return verdicts.over_scenarios(sensitivity.deciding(sens).a6_any_model_in_claim)
 
 
 def a6_spread_claim(records, best, sens) -> list[Claim]:

@@ -28,6 +28,7 @@ from mfulab.studies.buckets.stated import (
     SENSITIVITY,
     STATED_TP_FALLBACK,
 )
+from mfulab.studykit import verdicts
 from mfulab.units import GB, MIB
 
 # Simulated steps closer than this (relative) are a tie: the simulator is exact, but no
@@ -359,23 +360,12 @@ def spread_in_claim(points: float) -> bool:
     return bool(lo <= round(points, 1) <= hi)
 
 
-def decision(values) -> str:
-    """One rule for the simulator's at-scale rows: a boolean answer per scenario of the
-    sensitivity table (the stated case first); ``confirmed`` when it holds in every scenario,
-    ``refuted`` when in none, ``analytic only`` when a scenario reverses it."""
-    values = [bool(v) for v in values]
-    return "confirmed" if all(values) else "refuted" if not any(values) else "analytic only"
-
-
 def sweet_spot_decision(statuses) -> str:
-    """The sweet-spot row over the scenarios (:func:`sweet_spot_status` each: ``best``, ``tied``
-    or ``outside``): ``confirmed`` when 20–40 MB is some model's only best cap in every
-    scenario, ``refuted`` when every best cap lies outside it in every scenario; a tie (the cap
-    barely matters there) contradicts neither, so a scenario with one leaves ``analytic only``."""
-    statuses = list(statuses)
-    if all(s == "best" for s in statuses):
-        return "confirmed"
-    return "refuted" if all(s == "outside" for s in statuses) else "analytic only"
+    """The sweet-spot row over the scenarios (:func:`sweet_spot_status` each): ``best`` (20–40 MB
+    is some model's only best cap) answers yes, ``outside`` (every best cap lies outside it) no,
+    and a tie (the cap barely matters there) neither (``verdicts.over_scenarios``)."""
+    answer = {"best": True, "outside": False, "tied": None}
+    return verdicts.over_scenarios(answer[s] for s in statuses)
 
 
 def b8_outcome(gain: float, mfu_at_25: float) -> str:

@@ -224,7 +224,7 @@ def a5_scale_claim(art: dict, sens):
 
     lo, hi = A5_STATED["best_chunks"]
     both = sens.k16_slower_than_k4 & sens.best_k_in_4_to_8
-    decision = "confirmed" if both.all() else "refuted" if not both.any() else "analytic only"
+    decision = verdicts.over_scenarios(both)
     changed = [
         f"{r.varied} {r.value} (best k {r.best_k})" for r in sens.itertuples() if not r.best_k_in_4_to_8
     ]

@@ -170,7 +170,7 @@ def zero2_throughput_claim() -> Claim:
         f"on {', '.join(map(str, case['cards']))} cards, micro-batch 1, {case['micro_batches_per_rank']} "
         f"micro-batches per DP rank and {case['global_batch']} sequences per step (assumed), GEMMs at "
         f"{case['matmul_share_of_mamf']:g} of MAMF; ZeRO-2 with DeepSpeed's collectives, ZeRO-3 with FSDP's",
-        "confirmed" if all(faster) else "refuted" if not any(faster) else "analytic only",
+        verdicts.over_scenarios(faster),
         f"ZeRO-3's step over ZeRO-2's: {lo:.2f}–{hi:.2f}× ("
         + "; ".join(f"{c} cards, {gb} seq: {r:.2f}×" for c, gb, r in ratios)
         + "): ZeRO-3 gathers the parameters in the forward and again in the backward of every "

@@ -312,7 +312,7 @@ def a12_claim(zero_df) -> list[Claim]:
 
 def _a12_verdict(zero_df) -> str:
     holds = (zero_df.saved_gib > 0) & (zero_df.traffic_ratio > 1)
-    return "confirmed" if holds.all() else "refuted" if not holds.any() else "analytic only"
+    return verdicts.over_scenarios(holds)
 
 
 def measured_tables(records) -> dict:
