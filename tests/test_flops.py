@@ -177,3 +177,12 @@ def test_flop_counter_matches_analytic_exactly(cfg):
         _, loss = model(idx, idx)
         loss.backward()
     assert counter.get_total_flops() == flops.exact_matmul_flops_per_token(cfg) * idx.numel()
+
+
+def test_fused_attention_flops_are_the_causal_half_forward_and_two_and_a_half_times_back():
+    """One expression for a flash kernel's FLOPs (the step model and predict's op-rate reading
+    both use it): the forward is half of PaLM's 4·T·Q per token and head over T tokens."""
+    kernel = flops.fused_attention_flops(heads_in_batch=2 * 12, seq_len=1024, head_dim=64)
+    full_forward = 4 * 1024 * 64 * 1024 * 24  # QKᵀ and A·V over the whole T×T, 24 heads
+    assert kernel["forward_flops"] == full_forward / 2
+    assert kernel["backward_flops"] == 2.5 * kernel["forward_flops"]

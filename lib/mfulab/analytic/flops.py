@@ -128,6 +128,22 @@ def attention_flops_per_token(cfg: TransformerConfig, *, seq_len: int | None = N
     return 12.0 * L * H * Q * T
 
 
+FLASH_BACKWARD_OVER_FORWARD = 2.5  # FlashAttention-2 (Dao 2023) §4.1: 5 matmuls back, 2 forward
+
+
+def fused_attention_flops(*, heads_in_batch: int, seq_len: int, head_dim: int) -> dict:
+    """FLOPs a fused (flash) causal attention kernel executes for ``heads_in_batch`` heads
+    (micro-batch × heads on one TP rank) of ``seq_len`` tokens: ``forward_flops`` = QKᵀ and A·V
+    over the causal half, 0.5 · 4·s²·Q per head (PaLM Appendix B's 4·T·Q per token and head,
+    halved by the mask); ``backward_flops`` = 2.5 × that, the gradients' two matmuls per forward
+    one plus QKᵀ recomputed (:data:`FLASH_BACKWARD_OVER_FORWARD`, FlashAttention-2 §4.1)."""
+    causal_forward_flops = 0.5 * 4.0 * heads_in_batch * seq_len**2 * head_dim
+    return {
+        "forward_flops": causal_forward_flops,
+        "backward_flops": FLASH_BACKWARD_OVER_FORWARD * causal_forward_flops,
+    }
+
+
 def flops_per_token(
     cfg: TransformerConfig,
     *,

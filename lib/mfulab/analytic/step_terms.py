@@ -78,12 +78,12 @@ def layer_terms(
         att_f = qk_f + av_f + score_fwd_bytes / bw_eff
         att_b = qk_b + av_b + score_bwd_bytes / bw_eff
     else:
-        causal_fwd_flops = 0.5 * 4.0 * heads_in_batch * s * s * q  # QKᵀ and A·V, causal half
+        kernel = flops.fused_attention_flops(heads_in_batch=heads_in_batch, seq_len=s, head_dim=q)
         flash_rate = rates.flash_attention_flops_per_s  # machine_rates: the device's share of its peak
         if flash_rate is None:  # Rates built by hand: no device figure
             flash_rate = flash_attention_share(a)[0] * rates.peak_flops_per_s
-        att_f = rates.matmul_latency_s + causal_fwd_flops / flash_rate
-        att_b = rates.matmul_latency_s + 2.5 * causal_fwd_flops / flash_rate
+        att_f = rates.matmul_latency_s + kernel["forward_flops"] / flash_rate
+        att_b = rates.matmul_latency_s + kernel["backward_flops"] / flash_rate
 
     rows = T / tp if sequence_parallel else T  # rows the norms, dropouts and residuals touch
     norm_bytes = 2 * 2 * rows * h * e  # two norms, each reads and writes its rows

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from mfulab.analytic import step
 from mfulab.analytic.config import TransformerConfig
+from mfulab.analytic.flops import fused_attention_flops
 from mfulab.studies.predict import op_rates
 
 # predictor term -> the measured categories it stands for
@@ -81,7 +82,10 @@ def op_rate_calibration(records: dict, base: dict) -> dict | None:
     memory_bound_s = op_rates.step_seconds(ops, ("norms", "activation", "residual", "loss"))
     attention_s = op_rates.step_seconds(ops, ("attention",))
     cfg, p = TransformerConfig(**records["config"]), records["params"]
-    causal_fwd_flops = 0.5 * 4.0 * p["micro_batch"] * cfg.n_heads * cfg.seq_len**2 * cfg.head_dim
+    kernel = fused_attention_flops(
+        heads_in_batch=p["micro_batch"] * cfg.n_heads, seq_len=cfg.seq_len, head_dim=cfg.head_dim
+    )
+    attention_flops = (kernel["forward_flops"] + kernel["backward_flops"]) * cfg.n_layers
     source = "predict's op_rates, this run"
     return {
         **cal,
@@ -89,7 +93,7 @@ def op_rate_calibration(records: dict, base: dict) -> dict | None:
             "bytes_per_s": base["memory_bound_s"] * copy_bytes_per_s / memory_bound_s,
             "source": source,
         },
-        "attention": {"flops_per_s": 3.5 * causal_fwd_flops * cfg.n_layers / attention_s, "source": source},
+        "attention": {"flops_per_s": attention_flops / attention_s, "source": source},
     }
 
 
