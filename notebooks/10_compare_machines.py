@@ -41,7 +41,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from mfulab import results
-from mfulab.studies.compare import analysis
+from mfulab.studies.compare import analysis, published
 from mfulab.studykit import plots
 from mfulab.studykit.notebook import setup
 
@@ -52,14 +52,47 @@ display(Markdown(analysis.scope_note(records)))
 table = analysis.comparison_table(records)
 results.save_table(out, "comparison", table)
 results.save_metrics(out, {"machines": records["machines"], "metrics": table.to_dict(orient="records")})
-with pd.option_context("display.max_colwidth", None):
+with pd.option_context("display.max_colwidth", None, "display.max_rows", None):
     display(analysis.formatted(table, records))
+display(Markdown(analysis.mfu_gap_note(table)))
 if analysis.disagreements(table):
     display(Markdown("**Two studies disagree on:** " + "; ".join(analysis.disagreements(table))))
 
 # %%
-fig = analysis.plot_ceilings(table)
-plots.save_figure(fig, out, "ceilings")
+if len(records["machines"]) > 1:  # one machine: its ceiling and peak are rows of the table above
+    fig = analysis.plot_ceilings(table)
+    plots.save_figure(fig, out, "ceilings")
+
+# %% [markdown]
+# ## This machine against published measurements
+#
+# Until another machine's results sit beside this one, the reference is what others measured
+# and published (`studies/compare/published_references.yaml`, each row with its source). The
+# quantity that means the same on a 2-core CPU and on an 8-GPU node is a **share of the peak**:
+# the best matmul a machine reaches over its dense peak (a GPU's Maximum Achievable Matmul FLOPS
+# over its datasheet bf16 peak; this machine's calibrated fp32 ceiling over its ISA peak, chapter
+# 01), and an all-reduce's bus bandwidth over the link that carries it. Rows marked *published*
+# were measured elsewhere and are never mixed with what was measured here. A share above 100%
+# means the peak is not the whole story: a CPU core that boosts above the clock its ISA peak
+# assumes, or NVLink SHARP reducing inside the switch so that fewer bytes cross the links than
+# the bus-bandwidth formula counts.
+
+# %%
+refs = published.reference_table(records["published"], table, records["machines"])
+results.save_table(out, "published_references", refs)
+with pd.option_context("display.max_colwidth", 60, "display.max_rows", None):
+    display(
+        refs.drop(columns="source").style.format(
+            {"value": "{:,.4g}", "peak": "{:,.4g}", "share_of_peak": "{:.0%}"}, na_rep="—"
+        )
+    )
+display(
+    Markdown(
+        "**Sources.** " + " ".join(f"*{q}*: {src}." for q, src in records["published"]["sources"].items())
+    )
+)
+fig = published.plot_shares(refs)
+plots.save_figure(fig, out, "shares_of_peak")
 
 # %% [markdown]
 # ## Verdicts side by side

@@ -1,16 +1,23 @@
 """The machine comparison's own logic: one row per property, the note when one machine is all
 there is, the figure's take-away title, readable units (no timing, nothing measured)."""
 
+import pytest
+
 from mfulab.studies.compare import analysis as compare
 
 
-def _records(machines, mfu=None, fusion=None, overlap=None):
+def _records(machines, mfu=None, fusion=None, overlap=None, anatomy=None):
     """Records as ``compare.collect`` returns them, with the given metrics per study and machine."""
     return {
         "study": "compare",
         "params": {"results_root": "results"},
         "machines": machines,
-        "metrics": {"mfu": mfu or {}, "fusion": fusion or {}, "overlap": overlap or {}},
+        "metrics": {
+            "mfu": mfu or {},
+            "fusion": fusion or {},
+            "overlap": overlap or {},
+            "anatomy": anatomy or {},
+        },
     }
 
 
@@ -127,3 +134,52 @@ def test_the_verdict_matrix_lines_up_claims_rows_and_marks_differences_and_flips
     note = compare.verdict_note(compare.verdict_table(records), records["machines"])
     assert "4 claims rows over 2 machines" in note and "1 with a different verdict" in note
     assert "mfu A5 (2) (on cpu)" in note
+
+
+def test_published_references_are_read_as_shares_of_their_peak_beside_this_machine():
+    """While results/ holds one machine, chapter 10 reads it against published measurements:
+    every row labelled published or measured here, the share of the peak computed from the two
+    figures the row states, the MAMF rows equal to devices.yaml's where both name the device."""
+    from mfulab.analytic import devices
+    from mfulab.studies.compare import published
+
+    data = published.load()
+    mfu = {"cpu-2c": {"matmul_ceiling_flops_per_s": 1.81e11, "datasheet_peak_flops_per_s": 1.57e11}}
+    refs = published.reference_table(
+        data, compare.comparison_table(_records(["cpu-2c"], mfu=mfu)), ["cpu-2c"]
+    )
+    assert set(refs.basis) == {"published", "measured here"}
+    here = refs[refs.basis == "measured here"].iloc[0]
+    assert here.machine == "cpu-2c" and abs(here.share_of_peak - 1.81 / 1.57) < 1e-9
+    h100 = refs[refs.machine == "NVIDIA H100 SXM"].iloc[0]
+    assert abs(h100.share_of_peak - 794.5 / 989) < 1e-9 and "Maximum Achievable Matmul" in h100.source
+    mamf = {k: devices.device_spec(k).mamf_flops_per_s["bf16"] / 1e12 for k in ("h100-sxm", "a100")}
+    assert mamf["h100-sxm"] == h100.value  # one figure in two files: kept equal
+    assert mamf["a100"] == refs[refs.machine == "NVIDIA A100 SXM"].value.iloc[0]
+    assert refs[refs.machine.str.startswith("4 nodes")].share_of_peak.isna().all()  # no single link
+    assert "of their dense bf16 peak" in published.takeaway(
+        refs
+    ) and "cpu-2c reaches 115%" in published.takeaway(refs)
+
+
+def test_a_published_reference_without_a_source_or_with_a_bad_value_is_refused(tmp_path):
+    from mfulab.studies.compare import published
+
+    bad = tmp_path / "refs.yaml"
+    bad.write_text(
+        "references:\n  - {machine: x, quantity: matmul_bf16, published: -1, spec: 2}\n"
+        "sources: {matmul_bf16: s}\n"
+    )
+    with pytest.raises(ValueError, match="positive"):
+        published.load(bad)
+    bad.write_text("references:\n  - {machine: x, quantity: flops, published: 1, spec: 2}\nsources: {}\n")
+    with pytest.raises(ValueError, match="unknown quantity"):
+        published.load(bad)
+
+
+def test_the_two_mfus_of_one_machine_are_explained():
+    mfu = {"cpu-2c": {"steady_mfu_vs_ceiling": 0.634}}
+    anatomy = {"cpu-2c": {"best_mfu": 0.455}}
+    note = compare.mfu_gap_note(compare.comparison_table(_records(["cpu-2c"], mfu=mfu, anatomy=anatomy)))
+    assert "63.4% for one process" in note and "45.5%" in note and "0.72×" in note
+    assert compare.mfu_gap_note(compare.comparison_table(_records(["cpu-2c"], mfu=mfu))) == ""

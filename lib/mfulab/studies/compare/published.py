@@ -1,0 +1,148 @@
+"""This machine against published measurements of other machines (chapter 10 while ``results/``
+holds one machine): ``studies/compare/published_references.yaml``, every row a figure someone
+measured and published, with the datasheet figure it is a share of.
+
+What is compared is a *share of the peak*, the one quantity that means the same on a 2-core CPU
+and on an 8-GPU node: the best matmul a machine reaches over its dense peak (a GPU's MAMF over its
+datasheet bf16 peak; this machine's calibrated fp32 ceiling over its ISA peak, chapter 01), and an
+all-reduce's bus bandwidth over the link that carries it. Published rows are labelled
+*published* and never mixed with what was measured here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mfulab.paths import repo_root
+
+REFERENCES_FILE = "studies/compare/published_references.yaml"
+QUANTITIES = {
+    "matmul_bf16": ("best matmul over the dense peak", "TFLOP/s"),
+    "all_reduce_busbw": ("all-reduce bus bandwidth over the link", "GB/s"),
+}
+
+
+def load(path: str | Path | None = None) -> dict:
+    """The references file as plain data, every row checked: a known quantity, a positive
+    published value, a positive ``spec`` or none."""
+    import yaml
+
+    path = Path(path) if path else repo_root() / REFERENCES_FILE
+    data = yaml.safe_load(path.read_text())
+    for row in data["references"]:
+        if row["quantity"] not in QUANTITIES:
+            raise ValueError(f"{path}: unknown quantity {row['quantity']!r}; known: {sorted(QUANTITIES)}")
+        if not row["published"] > 0 or (row.get("spec") is not None and not row["spec"] > 0):
+            raise ValueError(f"{path}: {row['machine']}: published and spec must be positive")
+        if row["quantity"] not in data["sources"]:
+            raise ValueError(f"{path}: no source for {row['quantity']!r}")
+    return data
+
+
+def reference_table(published: dict, table, machines: list[str]):
+    """One row per published figure and one per machine measured here (its matmul ceiling over
+    its peak, from the comparison table's ``matmul_ceiling_flops_per_s`` and
+    ``datasheet_peak_flops_per_s``): machine, quantity, value, unit, peak, share of the peak,
+    basis (*published* or *measured here*), source."""
+    import pandas as pd
+
+    from mfulab.studies.compare.analysis import MISSING, NOT_APPLICABLE
+
+    rows = []
+    for r in published["references"]:
+        label, unit = QUANTITIES[r["quantity"]]
+        spec = r.get("spec")
+        rows.append(
+            {
+                "machine": r["machine"],
+                "quantity": label,
+                "value": r["published"],
+                "unit": unit,
+                "peak": spec,
+                "share_of_peak": r["published"] / spec if spec else None,
+                "basis": "published",
+                "source": f"{published['sources'][r['quantity']]}; {r.get('note', '')}".rstrip("; "),
+            }
+        )
+    by_key = table.drop_duplicates("key").set_index("key")
+    for machine in machines:
+        ceiling = (
+            by_key.loc["matmul_ceiling_flops_per_s", machine]
+            if "matmul_ceiling_flops_per_s" in by_key.index
+            else MISSING
+        )
+        peak = (
+            by_key.loc["datasheet_peak_flops_per_s", machine]
+            if "datasheet_peak_flops_per_s" in by_key.index
+            else MISSING
+        )
+        if ceiling in (MISSING, NOT_APPLICABLE):
+            continue
+        has_peak = peak not in (MISSING, NOT_APPLICABLE)
+        rows.append(
+            {
+                "machine": machine,
+                "quantity": "best matmul over the dense peak",
+                "value": float(ceiling) / 1e12,
+                "unit": "TFLOP/s",
+                "peak": float(peak) / 1e12 if has_peak else None,
+                "share_of_peak": float(ceiling) / float(peak) if has_peak else None,
+                "basis": "measured here",
+                "source": "this machine's calibration (matmul ceiling) over its peak: a GPU's datasheet, a "
+                "CPU's ISA (chapter 01)",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def takeaway(refs) -> str:
+    """What the shares say: where this machine's matmul share sits among the published ones."""
+    matmul = refs[refs.quantity == "best matmul over the dense peak"].dropna(subset=["share_of_peak"])
+    pub, here = matmul[matmul.basis == "published"], matmul[matmul.basis == "measured here"]
+    if pub.empty:
+        return "No published matmul reference to read this machine against"
+    lo, hi = pub.share_of_peak.min(), pub.share_of_peak.max()
+    text = f"Published GPUs reach {lo:.0%}–{hi:.0%} of their dense bf16 peak in their best matmul"
+    for r in here.itertuples():
+        text += f"; {r.machine} reaches {r.share_of_peak:.0%} of its peak in fp32"
+    return text
+
+
+def plot_shares(refs):
+    """Share of the peak per machine, published (hollow) and measured here (filled), one panel per
+    quantity stacked, each as tall as its rows; a vertical line at 100% (the peak)."""
+    import matplotlib.pyplot as plt
+
+    refs = refs.dropna(subset=["share_of_peak"])
+    quantities = list(dict.fromkeys(refs.quantity))
+    counts = [int((refs.quantity == q).sum()) for q in quantities]
+    fig, axes = plt.subplots(
+        len(quantities),
+        1,
+        figsize=(7.5, 1.2 + 0.42 * sum(counts) + 0.6 * len(quantities)),
+        squeeze=False,
+        sharex=True,
+        gridspec_kw={"height_ratios": counts},
+    )
+    top = max(130.0, float(refs.share_of_peak.max()) * 100 + 15)
+    for ax, quantity in zip(axes[:, 0], quantities):
+        d = refs[refs.quantity == quantity].sort_values("share_of_peak")
+        for i, r in enumerate(d.itertuples()):
+            here = r.basis == "measured here"
+            ax.barh(
+                i,
+                r.share_of_peak * 100,
+                height=0.6,
+                color="C1" if here else "none",
+                edgecolor="C1" if here else "C0",
+            )
+            ax.text(r.share_of_peak * 100 + 1, i, f"{r.share_of_peak:.0%}", va="center", fontsize=7)
+        ax.set_yticks(range(len(d)))
+        ax.set_yticklabels([f"{m} ({b})" for m, b in zip(d.machine, d.basis)], fontsize=7)
+        ax.axvline(100, color="0.4", linewidth=0.8)
+        ax.set_title(quantity, fontsize=9, loc="left")
+        ax.set_xlim(0, top)
+    axes[-1, 0].set_xlabel("share of the peak (%): filled = measured here, hollow = published")
+    fig.suptitle(takeaway(refs), fontsize=9)
+    fig.tight_layout()
+    return fig
