@@ -8,6 +8,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def run_check(kind: str, tmp_path):
+    """``python -m mfulab check <kind>`` as a user runs it: the process and its summary.json."""
+    import json
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "mfulab", "check", kind, "--out", str(tmp_path / kind)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    return proc, json.loads((tmp_path / kind / "summary.json").read_text())
+
+
 def pytest_configure(config):
     """Calibrations measured by tests go to a temporary folder, never into results/."""
     import tempfile

@@ -11,22 +11,11 @@ from mfulab import paths, results
 from mfulab.analytic import devices
 from mfulab.run import check
 
-from conftest import ROOT
-
-
-def _check(kind, tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "mfulab", "check", kind, "--out", str(tmp_path / kind)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    return proc, json.loads((tmp_path / kind / "summary.json").read_text())
+from conftest import ROOT, run_check
 
 
 def test_check_gpu_without_a_gpu_reports_and_skips_with_reasons(tmp_path):
-    proc, parts = _check("gpu", tmp_path)
+    proc, parts = run_check("gpu", tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     status = {p["name"]: (p["status"], p["detail"]) for p in parts}
     assert status["environment report"][0] == "ran"

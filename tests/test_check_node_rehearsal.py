@@ -4,28 +4,13 @@ every node check holds on what they measured. Apart from tests/test_check.py so 
 parallel test run (``make test``: pytest-xdist, one file per worker) can put this minutes-long
 rehearsal beside the rest of the check tests."""
 
-import json
-import subprocess
-import sys
-
 from mfulab.run import check
 
-from conftest import ROOT
-
-
-def _check(kind, tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "mfulab", "check", kind, "--out", str(tmp_path / kind)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    return proc, json.loads((tmp_path / kind / "summary.json").read_text())
+from conftest import run_check
 
 
 def test_check_node_rehearses_every_node_check_on_cpu(tmp_path):
-    proc, parts = _check("node", tmp_path)
+    proc, parts = run_check("node", tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     node = [p for p in parts if p["name"] != "environment report"]
     _, collective = check._studies()
