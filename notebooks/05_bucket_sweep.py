@@ -373,8 +373,8 @@ o.tables["a6_per_tensor"]
 # more than the article could see (it reports steps to 0.1 s on 9–10 s: 1%); its §5.2 figure
 # (the cap and both flags took the step from 9.4 s to 9.0 s): yes when the simulated saving of the
 # cap plus the most the two flags can save explains at least half of the 0.4 s; the article's
-# run is ZeRO-2, which the simulator prices as DDP, so that row reports what the rule would read
-# and stays analytic only. B6: `gradient_as_bucket_view` is judged on the memory it
+# run is ZeRO-2, which the simulator prices as DDP, so both rows report what the rule would read
+# and stay analytic only. B6: `gradient_as_bucket_view` is judged on the memory it
 # saves (its documented benefit, a property by construction: shown when the counted saving
 # equals the gradients' bytes); `static_graph` is judged against `find_unused_parameters=True`, the
 # only flags under which DDP analyses the graph every step (against the default flags it has

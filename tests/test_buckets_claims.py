@@ -172,7 +172,11 @@ def test_b8_is_judged_at_article_bs_run():
     sentence, step2 = b8_case.b8_claims(rec, case, sens)
     # 21 ms of 11.1 s, under the 1% the article could see, in every scenario: refuted (analysis)
     assert verdicts.over_scenarios(sens.b8_outcome == "gains") == "refuted"
-    assert sentence.verdict == "refuted (analysis)"
+    # ... but the article's run is ZeRO-2, priced as DDP: the rule's reading is reported, not taken
+    assert (
+        sentence.verdict == "analytic only"
+        and "the rule alone would read refuted (analysis)" in sentence.evidence
+    )
     assert "9.4" in sentence.evidence and "32 micro-batches" in sentence.measured
     # step 2: the cap's simulated saving plus the flags' bound against the stated 0.4 s
     d = case.set_index("bucket_cap_mb")

@@ -156,10 +156,14 @@ def test_published_references_are_read_as_shares_of_their_peak_beside_this_machi
     mamf = {k: devices.device_spec(k).mamf_flops_per_s["bf16"] / 1e12 for k in ("h100-sxm", "a100")}
     assert mamf["h100-sxm"] == h100.value  # one figure in two files: kept equal
     assert mamf["a100"] == refs[refs.machine == "NVIDIA A100 SXM"].value.iloc[0]
-    assert refs[refs.machine.str.startswith("4 nodes")].share_of_peak.isna().all()  # no single link
+    sharp = refs[refs.machine.str.endswith("SHARP on")]
+    assert sharp.share_of_peak.isna().all()  # an in-switch reduction: no share of a link
+    assert not here.comparable and refs[refs.basis == "published"].comparable.all()
     assert "of their dense bf16 peak" in published.takeaway(
         refs
-    ) and "cpu-2c reaches 115%" in published.takeaway(refs)
+    ) and "cpu-2c 115% of its peak in fp32 (a base-clock ISA peak: not comparable)" in published.takeaway(
+        refs
+    )
 
 
 def test_a_published_reference_without_a_source_or_with_a_bad_value_is_refused(tmp_path):

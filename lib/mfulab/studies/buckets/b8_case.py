@@ -41,7 +41,9 @@ def b8_claims(records, scale, sens) -> list[Claim]:
     """The sentence holds in a scenario when 50–100 MiB beats 25 MiB by more than the article could
     see (``stated.B8_VISIBLE_SHARE``, 1% of the step); ``verdicts.over_scenarios`` over the
     scenarios, article B's own run (``stated.B8_ARTICLE``) first; beside it, the simulated step
-    against the article's 9.4 s. Then §5.2's step 2 (:func:`b8_step2_claim`)."""
+    against the article's 9.4 s. The article's run is ZeRO-2, which the simulator prices as DDP,
+    so the rule's reading is reported and the row stays analytic only, as §5.2's step 2
+    (:func:`b8_step2_claim`)."""
     if scale.empty:
         return []
     d = scale.set_index("bucket_cap_mb")
@@ -56,6 +58,9 @@ def b8_claims(records, scale, sens) -> list[Claim]:
     a = B8_ARTICLE
     article_saved_s = a["step_before_s"] - a["step_after_s"]
     outcome = sensitivity.b8_outcome(gain, d.loc[base, "mfu"])
+    rule_alone = verdicts.label(
+        verdicts.over_scenarios(sensitivity.deciding(sens).b8_outcome == "gains"), verdicts.ANALYSIS
+    )
     s = sensitivity.summary(sens)
     changed = f" (it changes under {', '.join(s['b8_changed'])})" if s["b8_changed"] else ""
     memory = (
@@ -78,7 +83,9 @@ def b8_claims(records, scale, sens) -> list[Claim]:
             "for a 7B model, bucket_cap_mb 25 → 50–100 MB helped: fewer calls, still early enough",
             f"simulator at article B's run: 7B on {B8_STATED['ranks']} A100s, TP {tp} × DP {dp}, "
             f"{acc} micro-batches per step, one 200 Gb/s port per node, DDP's fp32 buckets",
-            verdicts.over_scenarios(sensitivity.deciding(sens).b8_outcome == "gains"),
+            "analytic only",
+            f"the rule alone would read {rule_alone}; not decided: the article's run is ZeRO-2, whose "
+            "buckets the simulator prices as DDP's, and its network is inferred (as step 2 below); "
             "step at 25 / 50 / 100 MiB: "
             + " / ".join(f"{d.loc[c, 'step_s']:.3f} s" for c in caps)
             + f" (MFU {d.loc[base, 'mfu']:.1%} at 25 MiB); {better:g} MiB saves {saved_s * 1e3:.0f} ms "

@@ -46,7 +46,8 @@ def reference_table(published: dict, table, machines: list[str]):
     basis (*published* or *measured here*), source."""
     import pandas as pd
 
-    from mfulab.studies.compare.analysis import MISSING, NOT_APPLICABLE
+    def number(value):  # the comparison table's "missing" / "n/a" read as no number
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
     rows = []
     for r in published["references"]:
@@ -61,35 +62,34 @@ def reference_table(published: dict, table, machines: list[str]):
                 "peak": spec,
                 "share_of_peak": r["published"] / spec if spec else None,
                 "basis": "published",
+                "comparable": True,
                 "source": f"{published['sources'][r['quantity']]}; {r.get('note', '')}".rstrip("; "),
             }
         )
     by_key = table.drop_duplicates("key").set_index("key")
     for machine in machines:
-        ceiling = (
-            by_key.loc["matmul_ceiling_flops_per_s", machine]
-            if "matmul_ceiling_flops_per_s" in by_key.index
-            else MISSING
-        )
-        peak = (
-            by_key.loc["datasheet_peak_flops_per_s", machine]
-            if "datasheet_peak_flops_per_s" in by_key.index
-            else MISSING
-        )
-        if ceiling in (MISSING, NOT_APPLICABLE):
+
+        def value(key, machine=machine):
+            return number(by_key.loc[key, machine]) if key in by_key.index else None
+
+        ceiling, peak = value("matmul_ceiling_flops_per_s"), value("datasheet_peak_flops_per_s")
+        if ceiling is None:
             continue
-        has_peak = peak not in (MISSING, NOT_APPLICABLE)
         rows.append(
             {
                 "machine": machine,
                 "quantity": "best matmul over the dense peak",
-                "value": float(ceiling) / 1e12,
+                "value": ceiling / 1e12,
                 "unit": "TFLOP/s",
-                "peak": float(peak) / 1e12 if has_peak else None,
-                "share_of_peak": float(ceiling) / float(peak) if has_peak else None,
+                "peak": peak / 1e12 if peak else None,
+                "share_of_peak": ceiling / peak if peak else None,
                 "basis": "measured here",
-                "source": "this machine's calibration (matmul ceiling) over its peak: a GPU's datasheet, a "
-                "CPU's ISA (chapter 01)",
+                "comparable": not machine.startswith(
+                    "cpu-"
+                ),  # a CPU's peak is an ISA figure (results/cpu-<n>c)
+                "source": "this machine's calibration (matmul ceiling, fp32, square shapes) over its peak: a "
+                "GPU's datasheet; a CPU's ISA peak at its base clock (chapter 01), which a boost clock "
+                "passes, so a CPU's share is not comparable with a GPU's",
             }
         )
     return pd.DataFrame(rows)
@@ -104,16 +104,20 @@ def takeaway(refs) -> str:
     lo, hi = pub.share_of_peak.min(), pub.share_of_peak.max()
     text = f"Published GPUs reach {lo:.0%}–{hi:.0%} of their dense bf16 peak in their best matmul"
     for r in here.itertuples():
-        text += f"; {r.machine} reaches {r.share_of_peak:.0%} of its peak in fp32"
+        text += f"; {r.machine} {r.share_of_peak:.0%} of its peak in fp32"
+        if r.share_of_peak > 1:
+            text += " (a base-clock ISA peak: not comparable)"
     return text
 
 
 def plot_shares(refs):
     """Share of the peak per machine, published (hollow) and measured here (filled), one panel per
-    quantity stacked, each as tall as its rows; a vertical line at 100% (the peak)."""
+    quantity stacked, each as tall as its rows; a vertical line at 100% (the peak). A CPU's share
+    (over a base-clock ISA peak) stays in the table and the title, off the bars."""
     import matplotlib.pyplot as plt
 
-    refs = refs.dropna(subset=["share_of_peak"])
+    shown = refs.dropna(subset=["share_of_peak"])
+    refs = shown[shown.comparable.astype(bool)]
     quantities = list(dict.fromkeys(refs.quantity))
     counts = [int((refs.quantity == q).sum()) for q in quantities]
     fig, axes = plt.subplots(
@@ -143,6 +147,6 @@ def plot_shares(refs):
         ax.set_title(quantity, fontsize=9, loc="left")
         ax.set_xlim(0, top)
     axes[-1, 0].set_xlabel("share of the peak (%): filled = measured here, hollow = published")
-    fig.suptitle(takeaway(refs), fontsize=9)
+    fig.suptitle(takeaway(shown), fontsize=9)
     fig.tight_layout()
     return fig
