@@ -79,7 +79,7 @@ if len(records["machines"]) > 1:  # one machine: its ceiling and peak are rows o
 # bus-bandwidth formula counts: an algorithm's gain over the ring, not a share of the link.
 
 # %%
-refs = published.reference_table(records["published"], table, records["machines"])
+refs = published.reference_table(records["published"], analysis.measured_ceilings(table))
 results.save_table(out, "published_references", refs)
 with pd.option_context("display.max_colwidth", 60, "display.max_rows", None):
     display(

@@ -309,16 +309,24 @@ def _values(rows, key, names) -> dict:
     return {n: float(rows.loc[key, n]) for n in names if rows.loc[key, n] not in (MISSING, NOT_APPLICABLE)}
 
 
+def measured_ceilings(table) -> dict:
+    """``{machine: (matmul ceiling, peak or None)}`` in FLOP/s, from the table's
+    ``matmul_ceiling_flops_per_s`` and ``datasheet_peak_flops_per_s`` (a GPU's datasheet, a CPU's
+    ISA peak); a machine without a ceiling is left out."""
+    names = [c for c in table.columns if c not in ("study", "metric", "unit", "key")]
+    rows = table.drop_duplicates("key").set_index("key")
+    peaks = _values(rows, "datasheet_peak_flops_per_s", names)
+    return {n: (c, peaks.get(n)) for n, c in _values(rows, "matmul_ceiling_flops_per_s", names).items()}
+
+
 def ceilings_takeaway(table) -> str:
     """The figure's title: what the measured ceilings say, machine against machine (or, with
     one machine, against its peak: a GPU's datasheet, a CPU's ISA peak)."""
     from mfulab.units import si
 
-    names = [c for c in table.columns if c not in ("study", "metric", "unit", "key")]
-    rows = table.drop_duplicates("key").set_index("key")
-    measured = _values(rows, "matmul_ceiling_flops_per_s", names)
-    peaks = _values(rows, "datasheet_peak_flops_per_s", names)
-    shares = {n: measured[n] / peaks[n] for n in measured if peaks.get(n)}
+    ceilings = measured_ceilings(table)
+    measured = {n: c for n, (c, _) in ceilings.items()}
+    shares = {n: c / peak for n, (c, peak) in ceilings.items() if peak}
     of_peak = (
         f"; {min(shares.values()):.0%}–{max(shares.values()):.0%} of the peak (datasheet or ISA)"
         if len(shares) > 1

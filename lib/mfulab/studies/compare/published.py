@@ -39,15 +39,12 @@ def load(path: str | Path | None = None) -> dict:
     return data
 
 
-def reference_table(published: dict, table, machines: list[str]):
-    """One row per published figure and one per machine measured here (its matmul ceiling over
-    its peak, from the comparison table's ``matmul_ceiling_flops_per_s`` and
-    ``datasheet_peak_flops_per_s``): machine, quantity, value, unit, peak, share of the peak,
-    basis (*published* or *measured here*), source."""
+def reference_table(published: dict, ceilings: dict):
+    """One row per published figure and one per machine measured here (``ceilings``:
+    ``analysis.measured_ceilings``, its matmul ceiling over its peak): machine, quantity, value,
+    unit, peak, share of the peak, basis (*published* or *measured here*), whether the share is
+    comparable with a GPU's, source."""
     import pandas as pd
-
-    def number(value):  # the comparison table's "missing" / "n/a" read as no number
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
     rows = []
     for r in published["references"]:
@@ -66,27 +63,18 @@ def reference_table(published: dict, table, machines: list[str]):
                 "source": f"{published['sources'][r['quantity']]}; {r.get('note', '')}".rstrip("; "),
             }
         )
-    by_key = table.drop_duplicates("key").set_index("key")
-    for machine in machines:
-
-        def value(key, machine=machine):
-            return number(by_key.loc[key, machine]) if key in by_key.index else None
-
-        ceiling, peak = value("matmul_ceiling_flops_per_s"), value("datasheet_peak_flops_per_s")
-        if ceiling is None:
-            continue
+    label, unit = QUANTITIES["matmul_bf16"]
+    for machine, (ceiling, peak) in ceilings.items():
         rows.append(
             {
                 "machine": machine,
-                "quantity": "best matmul over the dense peak",
+                "quantity": label,
                 "value": ceiling / 1e12,
-                "unit": "TFLOP/s",
+                "unit": unit,
                 "peak": peak / 1e12 if peak else None,
                 "share_of_peak": ceiling / peak if peak else None,
                 "basis": "measured here",
-                "comparable": not machine.startswith(
-                    "cpu-"
-                ),  # a CPU's peak is an ISA figure (results/cpu-<n>c)
+                "comparable": not machine.startswith("cpu-"),  # a CPU's peak is an ISA figure (cpu-<n>c)
                 "source": "this machine's calibration (matmul ceiling, fp32, square shapes) over its peak: a "
                 "GPU's datasheet; a CPU's ISA peak at its base clock (chapter 01), which a boost clock "
                 "passes, so a CPU's share is not comparable with a GPU's",
@@ -97,7 +85,7 @@ def reference_table(published: dict, table, machines: list[str]):
 
 def takeaway(refs) -> str:
     """What the shares say: where this machine's matmul share sits among the published ones."""
-    matmul = refs[refs.quantity == "best matmul over the dense peak"].dropna(subset=["share_of_peak"])
+    matmul = refs[refs.quantity == QUANTITIES["matmul_bf16"][0]].dropna(subset=["share_of_peak"])
     pub, here = matmul[matmul.basis == "published"], matmul[matmul.basis == "measured here"]
     if pub.empty:
         return "No published matmul reference to read this machine against"
