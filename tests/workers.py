@@ -56,3 +56,29 @@ def calibration_agreement(spec):
     every = [None] * dist.get_world_size()
     dist.all_gather_object(every, cal["_meta"]["measured_now"])
     return {"measured_now": every}
+
+
+def fresh_peak(spec):
+    """memprobe.run_in_fresh_process: what a step allocating ``spec["bytes"]`` adds to the peak."""
+    import torch
+
+    from mfulab.measure import memprobe
+
+    return memprobe.peak_rss_of(lambda: torch.ones(spec["bytes"], dtype=torch.uint8).max())
+
+
+def fresh_env(spec):
+    return {"value": os.environ.get(spec["name"]), "pid": os.getpid()}
+
+
+def fresh_fail(spec):
+    raise ValueError("fails on purpose in its own process")
+
+
+def fresh_exit(spec):
+    os._exit(3)
+
+
+def fresh_sleep(spec):
+    time.sleep(spec["seconds"])
+    return {}

@@ -5,17 +5,26 @@
   that saved it, deduplicated by storage: the exact "activation memory" of a step.
 - Peak memory on CPU is a fresh process's peak RSS (the peak of a process never goes down,
   so each point needs a process of its own): :func:`run_in_fresh_process` calls a worker in
-  a new interpreter with :data:`PEAK_MALLOC_ENV`, and the worker wraps its step in
+  a new process with :data:`PEAK_MALLOC_ENV`, and the worker wraps its step in
   :func:`peak_rss_of`. On CUDA, :func:`cuda_peak_of` reads the caching allocator's peak.
+  The new process is forked from a server that has imported torch (and the worker's module)
+  and run nothing: no tensor, thread pool or heap of an earlier point is in it, and each
+  point no longer pays the 2-4 s of importing torch.
 """
 
 from __future__ import annotations
 
+import atexit
 import gc
+import importlib
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
+import tempfile
+import traceback
 
 # A small fixed mmap threshold makes glibc return freed large blocks at once, so RSS follows
 # live tensors (the default threshold adapts upwards and keeps freed memory in the heap).
@@ -51,25 +60,106 @@ def peak_rss_bytes(method: str) -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux; includes earlier peaks
 
 
+# One server process per study run imports torch once and forks a child per point, so that a
+# point costs its own work, not the 2-4 s of importing torch (module docstring).
+_SERVER: dict = {}
+
+
+def _fork_server() -> None:
+    """The server: import torch, then for each request line (JSON: target, spec, environment,
+    output path) import the target's module here (once), fork, and let the child call it and
+    write ``{"result": ...}`` or ``{"error": traceback}`` to the output path; reply one line
+    with the child's exit status. The child's stdout goes to stderr (stdout is the protocol)."""
+    import torch  # noqa: F401 - the import every child shares
+
+    for line in sys.stdin:
+        request = json.loads(line)
+        module_name, function = request["target"].split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except BaseException:  # noqa: BLE001 - reported to the caller through the output file
+            module, failure = None, traceback.format_exc()
+        pid = os.fork()
+        if pid == 0:  # the child: the caller's environment (malloc settings aside), then the call
+            os.dup2(2, 1)
+            os.environ.update({k: v for k, v in request["environment"].items() if k not in PEAK_MALLOC_ENV})
+            try:
+                out = (
+                    {"result": getattr(module, function)(request["spec"])}
+                    if module is not None
+                    else {"error": failure}
+                )
+            except BaseException:  # noqa: BLE001
+                out = {"error": traceback.format_exc()}
+            with open(request["out"], "w") as f:
+                json.dump(out, f)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        sys.stdout.write(json.dumps({"status": status}) + "\n")
+        sys.stdout.flush()
+
+
+def _stop_server() -> None:
+    server = _SERVER.pop("proc", None)
+    if server is not None and server.poll() is None:
+        try:
+            os.killpg(server.pid, signal.SIGKILL)  # the server and a child still running
+        except ProcessLookupError:
+            pass
+        server.wait()
+
+
+def _server() -> subprocess.Popen:
+    """The fork server of this process, started on first use with :data:`PEAK_MALLOC_ENV`
+    (glibc reads it when a process starts; forked children keep the setting)."""
+    server, path = _SERVER.get("proc"), os.environ.get("PYTHONPATH", "")
+    if server is not None and server.poll() is None and _SERVER.get("pythonpath") != path:
+        _stop_server()  # where modules are found changed: a server that imports from there
+        server = None
+    if server is None or server.poll() is not None:
+        _SERVER["pythonpath"] = path
+        server = subprocess.Popen(
+            [sys.executable, "-c", "from mfulab.measure.memprobe import _fork_server; _fork_server()"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **PEAK_MALLOC_ENV},
+            start_new_session=True,  # Ctrl-C reaches the caller, which stops the whole group
+        )
+        _SERVER["proc"] = server
+        atexit.register(_stop_server)
+    return server
+
+
 def run_in_fresh_process(target: str, spec: dict, *, timeout_s: float = 300) -> dict:
-    """Call ``module:function(spec)`` in a new Python process (with ``PEAK_MALLOC_ENV``) and
-    return the dict it returns. Peak memory is measured this way on CPU: the peak of a
-    process never goes down, so each point needs a process of its own."""
-    module, function = target.split(":")
-    code = (
-        f"import json, sys; from {module} import {function} as f; print(json.dumps(f(json.load(sys.stdin))))"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        input=json.dumps(spec),
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env={**os.environ, **PEAK_MALLOC_ENV},
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"{target} failed in its own process:\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    """Call ``module:function(spec)`` in a new process with :data:`PEAK_MALLOC_ENV` (forked
+    from a server that has imported torch and nothing else: module docstring) and return the
+    dict it returns. Peak memory is measured this way on CPU: the peak of a process never goes
+    down, so each point needs a process of its own."""
+    server = _server()
+    with tempfile.TemporaryDirectory(prefix="mfulab-fresh-") as tmp:
+        out = os.path.join(tmp, "out.json")
+        request = {"target": target, "spec": spec, "environment": dict(os.environ), "out": out}
+        try:
+            server.stdin.write(json.dumps(request) + "\n")
+            server.stdin.flush()
+            ready, _, _ = select.select([server.stdout], [], [], timeout_s)
+            if not ready:
+                raise RuntimeError(f"{target} ran past timeout_s={timeout_s} in its own process")
+            reply = server.stdout.readline()
+        except BaseException:  # a timeout, Ctrl-C, a dead server: stop it (a new one serves next)
+            _stop_server()
+            raise
+        if not reply:
+            _stop_server()
+            raise RuntimeError(f"{target}: the fork server exited (code {server.poll()}) without a result")
+        if not os.path.exists(out):
+            raise RuntimeError(f"{target} died in its own process ({json.loads(reply)}) without a result")
+        with open(out) as f:
+            answer = json.load(f)
+    if "error" in answer:
+        raise RuntimeError(f"{target} failed in its own process:\n{answer['error'][-2000:]}")
+    return answer["result"]
 
 
 def peak_rss_of(step) -> dict:
