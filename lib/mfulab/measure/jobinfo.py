@@ -107,14 +107,15 @@ def _run(cmd: list[str]) -> str | None:
     return out.stdout if out.returncode == 0 else None
 
 
-def record_job(ranks: list[dict], *, what: str) -> None:
-    """Append one job's ranks to the runner's job log (nothing when no log is set)."""
+def record_job(ranks: list[dict], *, what: str, seconds: float | None = None) -> None:
+    """Append one job's ranks and its wall time (torchrun's start to its exit, in seconds) to
+    the runner's job log (nothing when no log is set): where a study's measurement went."""
     path = os.environ.get(JOB_LOG)
     if not path or not Path(path).parent.is_dir():  # no runner, or its run has ended
         return
     log = Path(path)
     jobs = json.loads(log.read_text()) if log.exists() else []
-    jobs.append({"what": what, "world_size": len(ranks), "ranks": ranks})
+    jobs.append({"what": what, "world_size": len(ranks), "seconds": seconds, "ranks": ranks})
     log.write_text(json.dumps(jobs))
 
 

@@ -170,6 +170,7 @@ def launch(
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
             "PYTHONUNBUFFERED": "1",
         }
+        started = time.perf_counter()
         with open(log_path, "w") as log:
             proc = subprocess.Popen(
                 cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
@@ -196,7 +197,9 @@ def launch(
             raise LaunchError(f"{target} finished without records from rank 0.\n{_tail(log_path)}")
         ranks = tmp / "ranks.json"
         if ranks.exists():
-            jobinfo.record_job(json.loads(ranks.read_text()), what=target)
+            jobinfo.record_job(
+                json.loads(ranks.read_text()), what=target, seconds=time.perf_counter() - started
+            )
         return json.loads(result.read_text())
 
 
