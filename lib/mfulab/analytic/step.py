@@ -48,7 +48,7 @@ mixture-of-experts layers and FP8 GEMMs are refused, never approximated.
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields, replace
+from dataclasses import fields, replace
 
 from mfulab.analytic import comm, flops, memory, parallel
 from mfulab.analytic.config import TransformerConfig, check_attention
@@ -334,5 +334,7 @@ def step_time(
         **mem,
         "peak_flops_per_s": rates.peak_flops_per_s,
         "sources": rates.sources,
-        "assumptions": asdict(a),
+        # every field is a scalar: a shallow copy is asdict's result without its deep copies
+        # (a planner prices thousands of layouts)
+        "assumptions": {f.name: getattr(a, f.name) for f in fields(a)},
     }

@@ -10,7 +10,7 @@ import numpy as np
 from mfulab.analytic import step_terms
 from mfulab.analytic.config import TransformerConfig
 from mfulab.studies.predict import validate
-from mfulab.studies.predict.validate import FIT_PARAMETER, SPLITS, fit, predict_row
+from mfulab.studies.predict.validate import FIT_PARAMETER, SPLITS, fit, predict_row, row_errors
 
 
 def _stats(errors) -> dict:
@@ -125,11 +125,11 @@ def leave_one_source_out(runs, *, fit_grid):
     import pandas as pd
 
     priced = [r for r in runs if not predict_row(r, **{FIT_PARAMETER: 1.0})["refused"]]
-    rows = []
+    rows, error = [], row_errors()
     for source in dict.fromkeys(r["source"] for r in priced):
         others = [r for r in priced if r["source"] != source]
-        value = fit(others, fit_grid=fit_grid)
-        errors = [predict_row(r, **{FIT_PARAMETER: value})["error"] for r in priced if r["source"] == source]
+        value = fit(others, fit_grid=fit_grid, error=error)
+        errors = [error(r, value) for r in priced if r["source"] == source]
         s = _stats(errors)
         rows.append(
             {

@@ -237,14 +237,32 @@ def fit_value(loss, fit_grid) -> float:
     return _best_on_grid(values[np.abs(values - coarse) <= step + 1e-9], loss)
 
 
-def fit(rows, *, fit_grid) -> float:
+def row_errors():
+    """``error(row, value)``: a row's error at one value of :data:`FIT_PARAMETER`, each pair
+    priced once. The refits (leave one out, leave one source out) search the same grid over
+    nearly the same rows; sharing one of these between them prices each pair once instead of
+    once per refit (the step model is deterministic, so the fits are unchanged)."""
+    seen: dict = {}
+
+    def error(row: dict, value: float) -> float:
+        key = (id(row), value)
+        if key not in seen:
+            seen[key] = predict_row(row, **{FIT_PARAMETER: value})["error"]
+        return seen[key]
+
+    return error
+
+
+def fit(rows, *, fit_grid, error=None) -> float:
     """The value of :data:`FIT_PARAMETER` with the smallest median |error| over ``rows`` (ties:
-    the smaller largest |error|); refused rows do not count."""
+    the smaller largest |error|); refused rows do not count. ``error``: a :func:`row_errors`
+    shared between refits over the same rows."""
     if not rows:
         raise ParameterError("no published row is in the fit subset: check the file's split")
+    error = error or row_errors()
 
     def loss(value):
-        errors = np.abs([predict_row(r, **{FIT_PARAMETER: value})["error"] for r in rows])
+        errors = np.abs([error(r, value) for r in rows])
         errors = errors[~np.isnan(errors)]
         return (float(np.median(errors)), float(errors.max()))
 
@@ -300,13 +318,13 @@ def validation(runs, *, fit_sources, fit_grid) -> dict:
     df["fit_subset"] = [fitted_on(r, fit_sources) for r in runs]
     default = getattr(Assumptions(), FIT_PARAMETER)
     df["error_at_default"] = table(runs, **{FIT_PARAMETER: default}).error
-    loo = []
+    loo, error = [], row_errors()
     for r in runs:
         if not fitted_on(r, fit_sources):
             loo.append(np.nan)
             continue
-        value = fit([s for s in subset if s is not r], fit_grid=fit_grid)
-        loo.append(predict_row(r, **{FIT_PARAMETER: value})["error"])
+        value = fit([s for s in subset if s is not r], fit_grid=fit_grid, error=error)
+        loo.append(error(r, value))
     df["loo_error"] = loo
     fit_published = df.published_step_s[df.fit_subset].to_numpy()
     null_u = fit_null(subset, fit_published)
