@@ -300,7 +300,7 @@ def run_all(*, profile: str = "auto", force: bool = False, results_root=None) ->
 
     order = sorted(REGISTRY.values(), key=lambda s: (s.reads_results, s.number))
     finals, rows = [], []
-    if profile in ("auto", "cpu") and (profile == "cpu" or not torch.cuda.is_available()):
+    if profile in ("auto", "cpu", "full") and (profile != "auto" or not torch.cuda.is_available()):
         row = calibrate_course("cpu", results_root=results_root, force=force)
         rows += [row] if row else []
     for s in order:
