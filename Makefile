@@ -30,10 +30,13 @@ PIP_FROM    := $(if $(WHEELS),--no-index --find-links $(abspath $(WHEELS)),)
 
 PY       := $(VENV)/bin/python
 STAMP    := $(VENV)/.mfulab-installed
+# The tests, the linter and the course site need more than a course run: their extras go into
+# the same venv on first use (make test-env), so that make all installs only what it runs.
+TEST_STAMP := $(VENV)/.mfulab-test-installed
 STUDIES  := $(filter-out compare,$(sort $(patsubst studies/%/,%,$(wildcard studies/*/))))
 SITE_MACHINE ?=
 
-.PHONY: help env wheelhouse check-gpu check-node all test lint format lab calibrate stability list readme html compare clean distclean $(STUDIES)
+.PHONY: help env test-env wheelhouse check-gpu check-node all test lint format lab calibrate stability list readme html compare clean distclean $(STUDIES)
 .NOTPARALLEL:
 
 help:
@@ -58,6 +61,7 @@ help:
 	@echo "make check-node          2+ local GPUs over NCCL: launcher and in-process torchrun checked"
 	@echo "make wheelhouse          download every wheel into wheelhouse/ for an offline machine;"
 	@echo "                         there: make env WHEELS=wheelhouse (TORCH_WHEEL= picks the torch build)"
+	@echo "make test-env            add the tests', linter's and site's extras to .venv (make test does)"
 	@echo "make clean               remove generated scratch (keeps .venv and results/)"
 
 env: $(STAMP)
@@ -69,12 +73,18 @@ $(STAMP): pyproject.toml
 ifneq ($(HAS_NVIDIA),yes)
 	$(PY) -m pip install --quiet $(PIP_FROM) "$(TORCH_CPU)" $(if $(WHEELS),,$(TORCH_INDEX))
 endif
-	$(PY) -m pip install --quiet $(PIP_FROM) -e ".[test]"
+	$(PY) -m pip install --quiet $(PIP_FROM) -e .
 	$(PY) -m ipykernel install --sys-prefix --name mfulab --display-name "Python (mfulab)" >/dev/null
 	@# JupyterLab opens the jupytext .py notebooks as notebooks (settings of this venv only)
 	mkdir -p $(VENV)/share/jupyter/lab/settings
 	printf '%s\n' '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"python": "Jupytext Notebook"}}}' \
 		> $(VENV)/share/jupyter/lab/settings/overrides.json
+	touch $@
+
+test-env: $(TEST_STAMP)
+
+$(TEST_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet $(PIP_FROM) -e ".[test]"
 	touch $@
 
 all: $(STAMP)
@@ -87,20 +97,20 @@ stability: $(STAMP)
 compare: $(STAMP)
 	$(PY) -m mfulab run compare --profile default
 
-html: $(STAMP)
+html: $(TEST_STAMP)
 	$(PY) -m mfulab site $(if $(SITE_MACHINE),--machine $(SITE_MACHINE))
 
 $(STUDIES): %: $(STAMP)
 	$(PY) -m mfulab run $* --profile $(PROFILE) $(if $(FROM),--from $(FROM)) $(ARGS)
 
-test: $(STAMP) lint
+test: $(TEST_STAMP) lint
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(PY) -m ruff format --check lib tests notebooks
 	$(PY) -m ruff check lib tests notebooks
 
-format: $(STAMP)
+format: $(TEST_STAMP)
 	$(PY) -m ruff format lib tests notebooks
 	$(PY) -m ruff check --fix lib tests notebooks
 
@@ -135,7 +145,7 @@ wheelhouse:
 # with no package registry: pytest, Jupyter and webdataset may be missing; their parts skip).
 check-gpu check-node:
 	@if test -f $(STAMP) || ! $(PYTHON) -c 'import torch' 2>/dev/null; then \
-		$(MAKE) --no-print-directory env && $(PY) -m mfulab check $(@:check-%=%) $(if $(QUICK),--quick); \
+		$(MAKE) --no-print-directory test-env && $(PY) -m mfulab check $(@:check-%=%) $(if $(QUICK),--quick); \
 	else \
 		echo "no venv: $(PYTHON) with its own torch"; \
 		PYTHONPATH=lib $(PYTHON) -m mfulab check $(@:check-%=%) $(if $(QUICK),--quick); \
