@@ -29,6 +29,9 @@ TORCH_WHEEL ?= $(if $(HAS_NVIDIA),torch==2.13.0,$(TORCH_CPU))
 PIP_FROM    := $(if $(WHEELS),--no-index --find-links $(abspath $(WHEELS)),)
 
 PY       := $(VENV)/bin/python
+# --no-compile: pip would byte-compile every installed module (torch alone: 26 of 39 s on the
+# 2-core box); Python compiles the modules a run imports on first import instead.
+PIP_INSTALL := $(PY) -m pip install --quiet --no-compile
 STAMP    := $(VENV)/.mfulab-installed
 # The tests, the linter and the course site need more than a course run: their extras go into
 # the same venv on first use (make test-env), so that make all installs only what it runs.
@@ -71,9 +74,9 @@ $(STAMP): pyproject.toml
 		{ echo "mfulab needs Python >= 3.10 (PYTHON=$(PYTHON))"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 ifneq ($(HAS_NVIDIA),yes)
-	$(PY) -m pip install --quiet $(PIP_FROM) "$(TORCH_CPU)" $(if $(WHEELS),,$(TORCH_INDEX))
+	$(PIP_INSTALL) $(PIP_FROM) "$(TORCH_CPU)" $(if $(WHEELS),,$(TORCH_INDEX))
 endif
-	$(PY) -m pip install --quiet $(PIP_FROM) -e .
+	$(PIP_INSTALL) $(PIP_FROM) -e .
 	$(PY) -m ipykernel install --sys-prefix --name mfulab --display-name "Python (mfulab)" >/dev/null
 	@# JupyterLab opens the jupytext .py notebooks as notebooks (settings of this venv only)
 	mkdir -p $(VENV)/share/jupyter/lab/settings
@@ -84,7 +87,7 @@ endif
 test-env: $(TEST_STAMP)
 
 $(TEST_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet $(PIP_FROM) -e ".[test]"
+	$(PIP_INSTALL) $(PIP_FROM) -e ".[test]"
 	touch $@
 
 all: $(STAMP)

@@ -156,17 +156,6 @@ def test_params():
         Params(nproc=10_000).prepared()
 
 
-def test_smoke_notebook(run_cli, tmp_path):
-    import json
-
-    proc = run_cli("run", "buckets", "--profile", "smoke", "--results-root", str(tmp_path))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    metrics = json.loads((tmp_path / "testbox" / "buckets" / "metrics.json").read_text())
-    assert metrics["layouts_match_simulator"] and metrics["gradient_gate_max_abs_diff"] < 1e-6
-    assert metrics["best_bucket_cap_mb_real"] in (0.01, 1, 25)  # the smoke profile's caps
-    assert {c["id"] for c in metrics["claims"]} >= {"A6", "B8", "B6"}
-
-
 # ---------------------------------------------------------------------------- synthetic records
 def _records(times: dict, *, layers=100, hidden=128, world=2, device="cpu", bandwidth=26e9, alpha=1.7e-4):
     """Records as bench.measure writes them, with the given per-round step times per

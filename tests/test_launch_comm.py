@@ -137,18 +137,6 @@ def test_world_size_and_bad_parameters():
         OverlapParams(chunks=(3,))
 
 
-def test_smoke_notebook(run_cli, tmp_path):
-    import json
-
-    proc = run_cli("run", "overlap", "--profile", "smoke", "--results-root", str(tmp_path))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = tmp_path / "testbox" / "overlap"
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["collective_wrong_elements"] == 0 and metrics["overlap_wrong_elements"] == 0
-    assert {c["id"] for c in metrics["claims"]} == {"A2", "A3", "A4", "A5", "A18", "B9"}
-    assert {"busbw.png", "timeline.png", "step_vs_k.png"} <= {p.name for p in (out / "figures").iterdir()}
-
-
 def test_fit_alpha_beta_takes_each_term_from_its_regime():
     """A noisy mid-size point moves neither α (read at small sizes) nor B (at large ones)
     much, and the residuals stay in the caller's order."""

@@ -312,15 +312,3 @@ def test_compare_two_machines(run_cli, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads((root / "comparison" / "compare" / "metrics.json").read_text())
     assert out["machines"] == [COMMITTED, "fake-h100-x8"]
-
-
-def test_measure_then_analyse_a_multiprocess_study(run_cli, tmp_path):
-    meas = tmp_path / "cluster-run"
-    proc = run_cli("measure", "overlap", "-f", "studies/overlap/smoke.yaml", "--out", str(meas))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    proc = run_cli(
-        "run", "overlap", "--profile", "smoke", "--from", str(meas), "--results-root", str(tmp_path / "r")
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rendered = json.loads((tmp_path / "r" / "testbox" / "overlap" / "measurements.json").read_text())
-    assert rendered == json.loads((meas / "measurements.json").read_text())
