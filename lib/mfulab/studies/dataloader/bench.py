@@ -7,8 +7,10 @@ Timing is interleaved wherever two things are compared (docs/architecture.md):
   (``epoch`` is the round);
 - cold (B11): one epoch of every format per round (``num_workers=0``), shuffled per round,
   each format's pages evicted from the page cache (``cache.evict``) just before its epoch and
-  checked with ``mincore``; the files each epoch opens are counted (``cache.count_opens``)
-  for the per-file latency emulation of ``analysis``.
+  checked with ``mincore``, and with ``drop_metadata`` the kernel's directory entries and
+  inodes dropped too where this process may (``cache.drop_metadata``: root only); the files
+  each epoch opens are counted (``cache.count_opens``) for the per-file latency emulation of
+  ``analysis``.
 
 Units: ``mib_per_s`` is MiB/s (2**20 bytes per second) of the format's bytes on disk.
 """
@@ -25,7 +27,9 @@ from mfulab.errors import ParameterError
 from mfulab.measure import host
 from mfulab.measure.corpus import check_free_space, corpus_checksum, estimate_bytes, synthetic_corpus
 from mfulab.measure.dataformats import format_files, unavailable_formats, write_format
-from mfulab.studies.dataloader.cache import count_opens, evict, sampled_resident_fraction
+from mfulab.studies.dataloader.cache import count_opens, drop_metadata, evict, sampled_resident_fraction
+from mfulab.studies.dataloader.contention import contention_rounds
+from mfulab.studies.dataloader.disk import probe as disk_probe
 from mfulab.studies.dataloader.formats import loader_for
 from mfulab.studies.dataloader.params import Params
 from mfulab.studies.dataloader.stall import checkpoint_spike, stall_run
@@ -118,7 +122,8 @@ def cold_rounds(p: Params, root: Path, expected: dict, written: dict) -> list[di
     """``p.cold_rounds`` rounds; in each, every format is read once at ``num_workers=0`` in a
     shuffled order, its files evicted from the page cache just before its epoch (the loader
     is built first, so what a reader indexes when built is not part of the epoch). Per epoch:
-    the resident fraction after eviction (sampled files) and the files the epoch opened."""
+    the resident fraction after eviction (sampled files), whether the directory entries and
+    inodes were dropped too (``p.drop_metadata``, where permitted) and the files the epoch opened."""
     from mfulab.measure.timing import progress
 
     pin = p.device == "cuda"
@@ -132,6 +137,7 @@ def cold_rounds(p: Params, root: Path, expected: dict, written: dict) -> list[di
             files = format_files(fmt, root)
             evict(files, flush=False)
             resident = sampled_resident_fraction(files)
+            metadata_dropped = p.drop_metadata and drop_metadata()  # after mincore's own opens
             with count_opens(Path(root) / fmt) as opened:
                 e = run_epochs(loader, 1, expected)[0]
             rows.append(
@@ -145,6 +151,7 @@ def cold_rounds(p: Params, root: Path, expected: dict, written: dict) -> list[di
                     "epoch": rnd,
                     "mib_per_s": mib_per_s(written[fmt]["bytes"], e["epoch_s"]),
                     "resident_after_evict": resident,
+                    "metadata_dropped": metadata_dropped,
                     "files_opened": opened.n,
                 }
             )
@@ -180,6 +187,10 @@ def measure(p: Params) -> dict:
         fmt: write_format(fmt, samples, root, shard_samples=p.shard_samples) for fmt in p.formats
     }
     del samples
+    if p.disk_probe_mib:
+        rec["disk"] = disk_probe(
+            root, size_bytes=int(p.disk_probe_mib * MIB), random_reads=p.disk_random_reads, seed=p.seed
+        )
     rec["sweep"] = loader_sweep(p, root, expected, rec["written"])
     if p.cold:
         rec["sweep"] += cold_rounds(p, root, expected, rec["written"])
@@ -189,4 +200,6 @@ def measure(p: Params) -> dict:
             stall_run(p, root, fmt, emulated_step_s=p.stall_emulated_step_s) for fmt in p.formats
         ]
     rec["checkpoint"] = checkpoint_spike(p, root)
+    if p.contention_rounds and "json_files" in p.formats:
+        rec["contention"] = contention_rounds(p, root)
     return rec

@@ -1,9 +1,11 @@
-"""Page-cache control and file-open counting for the ``dataloader`` study (no root needed).
+"""Page-cache control and file-open counting for the ``dataloader`` study.
 
-- ``evict`` drops a file's pages from the page cache with ``posix_fadvise(DONTNEED)``;
-  ``resident_fraction`` checks with ``mincore(2)`` that it took effect. Only data pages go:
-  the kernel keeps dentries and inodes, so a "cold" epoch here re-reads every byte from the
-  disk but not the directory entries (dropping those needs root: ``drop_caches``).
+- ``evict`` drops a file's pages from the page cache with ``posix_fadvise(DONTNEED)`` (no root
+  needed); ``resident_fraction`` checks with ``mincore(2)`` that it took effect. Only data
+  pages go: the kernel keeps dentries and inodes, so such an epoch re-reads every byte from the
+  disk but not the directory entries and inodes, the lookups small files multiply.
+- ``drop_metadata`` drops those too (``vm.drop_caches = 2``), where the process may write it
+  (root, a writable ``/proc/sys``); it is system-wide, and says whether it happened.
 - ``count_opens`` counts the files opened under a folder while it is active, from Python's
   ``open`` audit event (``builtins.open``, ``io.open``, ``os.open``; a reader that opens
   files in C++, such as Arrow's, is not seen).
@@ -30,6 +32,26 @@ def evict(paths, *, flush: bool = True) -> None:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
+
+
+DROP_CACHES = "/proc/sys/vm/drop_caches"
+
+
+def drop_metadata(path: str = DROP_CACHES) -> bool:
+    """Drop the kernel's clean directory entries and inodes, every file system's (``sync``, then
+    ``2`` into ``vm.drop_caches``; the kernel documents it in Documentation/admin-guide/sysctl/
+    vm.rst): the next open of each file looks it up on the disk again, as on a node that has not
+    read the corpus. False, with nothing dropped, where the file cannot be written (not root, a
+    read-only ``/proc/sys`` in a container)."""
+    if not os.access(path, os.W_OK):
+        return False
+    os.sync()  # dirty inodes cannot be dropped
+    try:
+        with open(path, "w") as f:
+            f.write("2\n")
+    except OSError:
+        return False
+    return True
 
 
 def resident_fraction(path) -> float:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from mfulab.results import run_identity
-from mfulab.studies.dataloader import analysis, throughput
+from mfulab.studies.dataloader import analysis, contention, throughput, training_gain
 from mfulab.studies.dataloader.checkpoint import b12_existence, b12_magnitude, magnitude_sensitivity
 from mfulab.studies.dataloader.settings import b11_settings
 from mfulab.studykit import verdicts
@@ -28,17 +28,25 @@ def tables(records) -> dict[str, pd.DataFrame]:
         "restart": analysis.restart_table(sweep),
         "stall": analysis.stall_table(records),
     }
+    t["required_vs_available"] = training_gain.required_vs_available(records, t["cold"])
     if "checkpoint" in records:
         t["checkpoint"] = analysis.checkpoint_table(records)
         t["b12_magnitude_sensitivity"] = magnitude_sensitivity(records)
+    if "contention" in records:
+        t["contention"] = contention.contention_table(records)
     return t
 
 
 def claim_rows(records) -> list[Claim]:
-    """B11 (format on a local disk and behind a per-file latency, when both formats ran cold;
-    worker count; persistent workers), B2's data part (real compute, and the emulated step when
-    it ran), B12 (existence and magnitude, when the checkpoint part ran)."""
-    out = []
+    """B11 (training throughput: the article's own case study, then this machine's training
+    loop; the loader alone on a local disk and behind a per-file latency, when both formats ran
+    cold; worker count; persistent workers), B2's data part (real compute, and the emulated step
+    when it ran), B12 (existence and magnitude, when the checkpoint part ran; the mechanism, when
+    the contention part ran)."""
+    out = [training_gain.b11_case_study()]
+    training = training_gain.b11_training(records)
+    if training is not None:
+        out.append(training)
     fmts = records["params"]["formats"]
     if (
         throughput.SHARDS in fmts
@@ -55,6 +63,8 @@ def claim_rows(records) -> list[Claim]:
         out.append(throughput.b2_emulated(records, floor, emulated))
     if "checkpoint" in records:
         out += [b12_existence(records), b12_magnitude(records)]
+    if "contention" in records:
+        out.append(contention.b12_mechanism(records))
     return out
 
 

@@ -1,4 +1,5 @@
-"""Parameters of the ``dataloader`` study; the defaults are the laptop (``cpu``) profile."""
+"""Parameters of the ``dataloader`` study; the defaults are the ``full`` profile (``cpu`` trims
+some rounds)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,11 @@ PER_FILE_LATENCY_SWEEP_S = (0.0, 1e-4, 5e-4, 1e-3, 2e-3, 5e-3)
 # two CPU-bound timings (timing.RUN_TO_RUN_DRIFT, 5%): 1.20× on the idle 2-core box and 1.02×
 # with four runnable processes on its two cores, in two fresh runs while this study was built.
 FORMAT_RATIO_DRIFT = 0.2
+
+# B12's mechanism (``contention``): the reads beside a disk writer over the reads beside a
+# memory writer, a ratio of a disk-bound and a CPU-bound reading like B11's cold ratio. Assumed
+# as the cpu profile's B11 drift (10%) until fresh runs of this part measure it.
+CONTENTION_DRIFT = 0.10
 
 # B12's magnitude at the case study's scale (article B §5: a 7B model on 64 A100s, stated.py):
 # the spike of a synchronous checkpoint is the bytes each node writes over its write bandwidth.
@@ -88,6 +94,11 @@ class Params(StudyParams):
         6,
         "B11: rounds of cold epochs, each reading every format once (num_workers=0) in a shuffled order",
         unit="rounds",
+    )
+    drop_metadata: bool = param(
+        True,
+        "B11 cold rounds: also drop the kernel's cached directory entries and inodes before each "
+        "epoch (vm.drop_caches = 2: root only, system-wide; elsewhere the data pages only)",
     )
     per_file_latency_s: float = param(
         PER_FILE_LATENCY_S,
@@ -164,6 +175,35 @@ class Params(StudyParams):
         "B12: write bandwidths per node of the sensitivity table",
         unit="GB/s",
     )
+    disk_probe_mib: float = param(
+        64,
+        "B11: probe file written next to the corpus and read cold, sequentially and at random 4 KiB "
+        "offsets, to characterise the disk (0: no probe)",
+        unit="MiB",
+        non_negative=True,
+    )
+    disk_random_reads: int = param(
+        400, "B11: 4 KiB random reads of the disk probe", unit="reads", positive=True
+    )
+    contention_rounds: int = param(
+        5,
+        "B12's mechanism: rounds of cold reads of the small JSON files alone, beside a disk writer and "
+        "beside a memory writer, in a shuffled order (0: not measured)",
+        unit="rounds",
+        non_negative=True,
+    )
+    contention_files: int = param(
+        4000, "B12's mechanism: small JSON files read per condition and round", unit="files", positive=True
+    )
+    contention_chunk_mib: float = param(
+        16, "B12's mechanism: bytes the writer writes between fsyncs", unit="MiB", positive=True
+    )
+    contention_drift: float = param(
+        CONTENTION_DRIFT,
+        "B12's mechanism: run-to-run drift assumed for the disk / memory writer ratio, on each side",
+        unit="fraction",
+        non_negative=True,
+    )
     stall_emulated_step_s: float = param(
         0.005, "also stall runs whose step is a timed wait this long (0: none)", unit="s", non_negative=True
     )
@@ -193,6 +233,11 @@ class Params(StudyParams):
         self.require("epochs", self.epochs >= 2, "an integer ≥ 2 (the second epoch measures the restart)")
         self.require("cold_rounds", self.cold_rounds >= 2, "an integer ≥ 2 (an interval needs rounds)")
         self.require("checkpoint_rounds", self.checkpoint_rounds >= 2, "an integer ≥ 2")
+        self.require(
+            "contention_rounds",
+            self.contention_rounds == 0 or self.contention_rounds >= 2,
+            "0 (not measured) or an integer ≥ 2 (an interval needs rounds)",
+        )
         self.require_choice("formats", FORMATS)
         self.require_non_negative("per_file_latency_sweep_s")
         self.require_positive("ckpt_write_sweep_gb_per_s")
