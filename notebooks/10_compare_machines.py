@@ -41,7 +41,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from mfulab import results
-from mfulab.studies.compare import analysis, published
+from mfulab.studies.compare import across, analysis, published
 from mfulab.studykit import plots
 from mfulab.studykit.notebook import setup
 
@@ -111,6 +111,24 @@ results.save_table(out, "verdicts", verdict_matrix)
 display(Markdown(analysis.verdict_note(verdict_matrix, records["machines"])))
 with pd.option_context("display.max_colwidth", 70, "display.max_rows", None):
     display(verdict_matrix)
+
+# %% [markdown]
+# ## One claim, several chapters
+#
+# Some claims are judged in more than one chapter: B2's split of lost time in 01, 06 and 07,
+# A12's ZeRO-2 against ZeRO-3 in 04 and 08, B15's ladder in 01 and 07. Their rows are listed
+# side by side, per machine. Rows on different bases answer different questions (a toy regime
+# shows a mechanism; the article's own arithmetic checks its numbers) and may differ. Two rows
+# on the same basis with different verdicts are marked in `disagrees_with`: the same kind of
+# evidence about one claim should tell the same, so each marked pair is either two sentences of
+# the claim (read both) or a disagreement between the chapters' models, to be resolved there.
+
+# %%
+claims_across = across.across_chapters(records)
+results.save_table(out, "claims_across_chapters", claims_across)
+display(Markdown(across.across_note(claims_across)))
+with pd.option_context("display.max_colwidth", 90, "display.max_rows", None):
+    display(claims_across)
 
 # %% [markdown]
 # ## What this comparison shows
