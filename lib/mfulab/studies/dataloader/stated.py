@@ -7,10 +7,17 @@ from mfulab.analytic.articles import B15_STEPS
 # shards gains "5% or more" throughput; on ordinary SSDs 8–16 DataLoader workers are enough.
 B11_STATED = {"min_throughput_gain": 1.05, "workers_enough": (8, 16), "workers_per_gpu": 12}
 
-# The case study's job (article B §1.3's worked example and §5: a 7B dense model on 64 A100s,
-# sequences of 4096 tokens, a global batch of 512 sequences); its step after the loader change
-# is the §5.2 ladder's (articles.B15_STEPS).
-CASE_STUDY_JOB = {"gpus": 64, "seq_len": 4096, "global_batch": 512}
+# The case study's job (article B §1.3's worked example and §5.2: a 7B dense model on 64 A100s
+# with ZeRO-2 and tensor parallelism 4, so 16 data-parallel ranks, sequences of 4096 tokens, a
+# global batch of 512 sequences); its step after the loader change is the §5.2 ladder's
+# (articles.B15_STEPS).
+CASE_STUDY_JOB = {"gpus": 64, "tp": 4, "seq_len": 4096, "global_batch": 512}
+
+# Bytes of text per token of a BPE tokenizer on English text: about 4 ("one token generally
+# corresponds to ~4 characters of text for common English text", OpenAI's tokenizer guide, on
+# GPT-2/3's BPE). An assumption for turning the case study's tokens into bytes to read; this
+# corpus has no tokenizer (its tokens are bytes).
+BYTES_PER_TOKEN = 4.0
 
 # B2 (data part) — article B §1.2 and §5.1: slow input shows as idle time at the start of each
 # step; in the case study's trace the batch reached the GPU 1.5 s after the step began. §1.2
