@@ -54,18 +54,16 @@ print(
 # %% [markdown]
 # ## 1 · The formats and what they cost to write
 #
-# The same text takes different room: tar stores each sample as one member, its text padded to
-# a multiple of 512 bytes behind a 512-byte header, and here a second header before it:
-# webdataset's writer stamps each member with a fractional modification time, which Python's
-# `tarfile` keeps in a PAX extended header (512 bytes of header, 512 of record): the table's
-# `bytes_per_sample` against the text's mean size printed above; the memmap stores byte-level tokens as uint16 (2 bytes per byte of text);
-# Parquet compresses its columns.
+# The same text takes different room (`bytes_per_sample` against the text's mean size printed
+# above): tar stores each sample as one member, its text padded to a multiple of 512 bytes
+# behind a 512-byte header, and here a second header before it: webdataset's writer stamps
+# each member with a fractional modification time, which Python's `tarfile` keeps in a PAX
+# extended header (512 bytes of header, 512 of record); the memmap stores byte-level tokens as
+# uint16 (2 bytes per byte of text); Parquet compresses its columns.
 
 # %%
 written = o.tables["written"]
-written.assign(MiB=written.bytes / MIB, bytes_per_sample=written.bytes / corpus["count"])[
-    ["format", "files", "MiB", "bytes_per_sample", "write_s"]
-]
+written.assign(MiB=written.bytes / MIB)[["format", "files", "MiB", "bytes_per_sample", "write_s"]]
 
 # %% [markdown]
 # ## 2 · Read throughput, warm
@@ -139,12 +137,11 @@ o.tables["b11_latency_sensitivity"]
 # text per second at an assumed 4 bytes per BPE token (`stated.BYTES_PER_TOKEN`, with its
 # source). The table sets that beside the bytes of text one loader process reads here, cold,
 # for each format, and beside the case study's 12 workers had each a core. Reading bytes is
-# far from the limit. A data
-# wait of 1.5 s per step has to come from what a loader does beyond reading (a tokenizer,
-# decompression, augmentation: CPU time per sample that this corpus does not have), from a file
-# system whose every open costs milliseconds (the table above), from workers that restart or
-# starve (§4, and a CPU shared with the training processes), or from a loader that is not
-# running ahead when the step asks.
+# far from the limit. A data wait of 1.5 s per step has to come from what a loader does beyond
+# reading (a tokenizer, decompression, augmentation: CPU time per sample that this corpus does
+# not have), from a file system whose every open costs milliseconds (the table above), from
+# workers that restart or starve (§4, and a CPU shared with the training processes), or from a
+# loader that is not running ahead when the step asks.
 
 # %%
 o.tables["required_vs_available"]
@@ -242,10 +239,11 @@ else:
 # when even the small files' whole wait is below the 1.05× (the toy cannot show the effect;
 # it says nothing of a GPU step, where the same loader is a larger share). Then the loader
 # alone, a second reading of the same sentence: tar vs small files on this local disk with a
-# cold cache (threshold 1.05× on the widened interval); the same plus the assumed per-file latency of a network file
-# system (a toy regime: an emulation on this corpus, *shown* at most, the sweep in the evidence);
-# the worker count (inconclusive on this machine without a core per worker beside the training
-# process, for a count in 8–16 and one above: ≥ 18 usable CPUs); and persistent workers (the later epochs'
+# cold cache (threshold 1.05× on the widened interval); the same plus the assumed per-file
+# latency of a network file system (a toy regime: an emulation on this corpus, *shown* at most,
+# the sweep in the evidence); the worker count (inconclusive on this machine without a core per
+# worker beside the training process, for a count in 8–16 and one above: ≥ 18 usable CPUs); and
+# persistent workers (the later epochs'
 # first batch shorter, its interval above 1; `prefetch_factor` is not compared and `pin_memory`
 # only acts on a copy to a CUDA device). B2: *shown* where a
 # real training loop has at least three of the four categories above a small share of its

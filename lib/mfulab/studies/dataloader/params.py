@@ -34,8 +34,8 @@ PER_FILE_LATENCY_SWEEP_S = (0.0, 1e-4, 5e-4, 1e-3, 2e-3, 5e-3)
 FORMAT_RATIO_DRIFT = 0.2
 
 # B12's mechanism (``contention``): the reads beside a disk writer over the reads beside a
-# memory writer, a ratio of a disk-bound and a CPU-bound reading like B11's cold ratio. Assumed
-# as the cpu profile's B11 drift (10%) until fresh runs of this part measure it.
+# memory writer, a ratio of a disk-bound and a CPU-bound reading like B11's cold ratio. An
+# assumption (10%), not yet measured over fresh runs: the ratio is not a headline metric.
 CONTENTION_DRIFT = 0.10
 
 # B12's magnitude at the case study's scale (article B §5: a 7B model on 64 A100s, stated.py):
