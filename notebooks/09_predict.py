@@ -325,10 +325,13 @@ display(sens.style.format(fmt).hide(axis="index"))
 # fitted to its square matmuls, its copy bandwidth), against one training step measured here
 # (median of timed steps; the split by operator class from `torch.profiler`, as in chapter 01).
 # Nothing is fitted to the step. The fitted `matmul_share_of_mamf` plays no part here: the
-# calibration replaces it. A second reading (`predicted_op_rates_s`) replaces the copy
-# bandwidth and the flash share by what the step's own memory-bound ops and attention kernel
-# reach when each is timed alone at its shapes (`op_rates`): it separates a wrong rate from a
-# missing term.
+# calibration replaces it. The calibration's benchmarks are re-timed beside the step
+# (`bench.calibration_now`), since a shared machine's speed moves between hours. A second
+# reading (`predicted_op_rates_s`, `calibrated.op_rate_reading`) replaces the square-matmul
+# fit, the copy bandwidth and the flash share by what the step's own GEMMs, memory-bound ops,
+# attention kernel and optimizer step reach when each is timed alone at its shapes
+# (`op_rates`): it separates a wrong rate from a missing term. The goal: every class and the
+# step within 15% (`analysis._calibrated_verdict`).
 
 # %%
 check = t["calibrated_check"]

@@ -648,14 +648,8 @@ def test_op_rates_replace_the_copy_bandwidth_and_flash_share_for_their_terms_onl
     assert "timed alone" in ops["sources"]["elementwise"]
 
 
-def test_the_calibrated_check_second_reading_prices_the_timed_ops():
-    """The op-rate reading's memory-bound and attention terms are the timed ops' seconds (the
-    embedding lookup priced at the same rate adds its small share); records without op timings
-    keep the first reading alone."""
-    from mfulab.studies.predict import calibrated, op_rates
-
-    cfg = TransformerConfig(n_layers=2, d_model=64, n_heads=2, vocab_size=256, seq_len=32, name="tiny")
-    records = {
+def _calibrated_records(cfg):
+    return {
         "params": {"micro_batch": 2, "dtype": "fp32"},
         "config": cfg.to_dict(),
         "device_name": "cpu",
@@ -685,21 +679,63 @@ def test_the_calibrated_check_second_reading_prices_the_timed_ops():
         },
         "step": {"median_s": 0.01},
     }
+
+
+def test_the_calibrated_check_second_reading_prices_the_timed_ops():
+    """The op-rate reading's memory-bound, attention and optimizer terms are the timed ops'
+    seconds (the embedding lookup priced at the same rate adds its small share), its GEMMs a fit
+    to the step's own GEMMs (three per linear layer); records without op timings keep the first
+    reading alone."""
+    from mfulab.analytic import rates
+    from mfulab.studies.predict import calibrated, op_rates
+
+    cfg = TransformerConfig(n_layers=2, d_model=64, n_heads=2, vocab_size=256, seq_len=32, name="tiny")
+    records = _calibrated_records(cfg)
     first = calibrated.comparison(records)
     assert first.predicted_op_rates_s.isna().all()
-    records["op_rates"] = op_rates.measure(
+    records["op_rates"] = ops = op_rates.measure(
         cfg, micro_batch=2, dtype="fp32", device="cpu", warmup=1, min_samples=3
     )
     check = calibrated.comparison(records).set_index("class")
-    timed_elementwise = op_rates.step_seconds(
-        records["op_rates"], ("norms", "activation", "residual", "loss")
-    )
-    timed_attention = op_rates.step_seconds(records["op_rates"], ("attention",))
+    timed_elementwise = op_rates.step_seconds(ops, ("norms", "activation", "residual", "loss"))
+    timed_attention = op_rates.step_seconds(ops, ("attention",))
     assert check.loc["memory_bound", "predicted_op_rates_s"] == pytest.approx(timed_elementwise, rel=0.02)
     assert check.loc["attention", "predicted_op_rates_s"] == pytest.approx(
         timed_attention, rel=0.02, abs=1e-5
     )
-    assert check.loc["matmul", "predicted_op_rates_s"] == check.loc["matmul", "predicted_s"]
+    assert check.loc["optimizer", "predicted_op_rates_s"] == pytest.approx(ops["optimizer"]["median_s"])
+    rows = op_rates.gemm_rows(ops)
+    assert len(rows) == 3 * len(op_rates.linear_shapes(cfg)) == 3 * 7  # q, k, v, out, up, down, logits
+    assert {r["flops"] for r in rows} == {2.0 * 64 * 64 * 64, 2.0 * 64 * 64 * 256}
+    cal, _ = calibrated.op_rate_reading(records, calibrated.prediction(records))
+    assert cal["matmul"]["rows"] == rows
+    assert rates.fit_matmul(rows) != rates.fit_matmul(records["calibration"]["matmul"]["rows"])
+
+
+def test_the_calibrated_check_reads_the_calibration_re_timed_beside_the_step():
+    """With the calibration's benchmarks re-timed in the run, the first reading prices the step
+    at the re-timed rates and ``drift`` keeps the file's figures and the step they predict."""
+    from mfulab.studies.predict import calibrated
+
+    cfg = TransformerConfig(n_layers=2, d_model=64, n_heads=2, vocab_size=256, seq_len=32, name="tiny")
+    records = _calibrated_records(cfg)
+    assert calibrated.drift(records) is None
+    from_file = calibrated.comparison(records).set_index("class")
+    file_matmul = records["calibration"]["matmul"]
+    slow_rows = [{**r, "median_s": 2 * r["median_s"]} for r in file_matmul["rows"]]
+    records["calibration_now"] = {
+        "matmul": {**file_matmul, "best_flops_per_s": 5e10, "rows": slow_rows},
+        "bandwidth": {"plateau_bytes_per_s": 10e9},
+        "measured_at": "later",
+    }
+    now = calibrated.comparison(records).set_index("class")
+    assert now.loc["matmul", "predicted_s"] == pytest.approx(
+        2 * from_file.loc["matmul", "predicted_s"], rel=0.01
+    )
+    assert now.loc["optimizer", "predicted_s"] == pytest.approx(2 * from_file.loc["optimizer", "predicted_s"])
+    d = calibrated.drift(records)
+    assert d["now_matmul_flops_per_s"] == 5e10 and d["file_copy_bytes_per_s"] == 20e9
+    assert d["file_step_s"] == pytest.approx(from_file.loc["step", "predicted_s"])
 
 
 def test_a_not_modelled_row_is_refused_and_priced_apart_as_its_note_says():

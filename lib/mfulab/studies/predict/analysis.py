@@ -6,7 +6,7 @@ to are decided in chapters 01, 04, 07 and 08)."""
 from __future__ import annotations
 
 from mfulab.analytic import step as step_model
-from mfulab.studies.predict import calibrated, scores, validate
+from mfulab.studies.predict import calibrated, op_rates, scores, validate
 
 
 def fit_sources(records) -> tuple:
@@ -221,10 +221,27 @@ def _calibrated_verdict(check, column: str) -> tuple[str, str]:
     return verdict, parts
 
 
+def _drift_text(records) -> str:
+    d = calibrated.drift(records)
+    if d is None:
+        return "This run did not re-time the calibration: both readings use the calibration file."
+    return (
+        f"The calibration file ({d['file']}, measured {d['file_measured_at']}) has a matmul ceiling of "
+        f"{d['file_matmul_flops_per_s'] / 1e9:.0f} GFLOP/s and a copy bandwidth of "
+        f"{d['file_copy_bytes_per_s'] / 1e9:.1f} GB/s; the same benchmarks re-timed beside the step "
+        f"({d['now_measured_at']}) reach **{d['now_matmul_flops_per_s'] / 1e9:.0f} GFLOP/s** and "
+        f"**{d['now_copy_bytes_per_s'] / 1e9:.1f} GB/s**. A shared machine's speed moves between hours: "
+        f"the file alone predicts {d['file_step_s'] * 1e3:.0f} ms ({d['file_step_error']:+.0%}), a "
+        "miss that says when the calibration was taken, not how the model prices a step. Both readings "
+        "below use the re-timed figures."
+    )
+
+
 def calibrated_text(records, check) -> str:
     step = check[check["class"] == "step"].iloc[0]
     verdict, parts = _calibrated_verdict(check, "error")
     text = (
+        f"{_drift_text(records)}\n\n"
         f"Measured step **{step.measured_s * 1e3:.1f} ms** (IQR {records['step']['iqr_s'] * 1e3:.1f} ms over "
         f"{records['step']['n']} steps), predicted from the calibration **{step.predicted_s * 1e3:.1f} ms** "
         f"({verdict}; its spread over fresh runs is in the stability note at the end). "
@@ -236,16 +253,25 @@ def calibrated_text(records, check) -> str:
         return text + " This run has no op timings (`op_rates`): the second reading is missing."
     ops = records["op_rates"]
     verdict2, parts2 = _calibrated_verdict(check, "error_op_rates")
-    timed = ", ".join(f"{name} {v['median_s'] * 1e3:.2f} ms × {v['per_step']}" for name, v in ops.items())
+    gemms = op_rates.gemm_names(ops)
+    gemm_s = op_rates.step_seconds(ops, gemms)
+    gemm_flops = sum(ops[n]["flops"] * ops[n]["per_step"] for n in gemms)
+    timed = ", ".join(
+        f"{name} {v['median_s'] * 1e3:.2f} ms × {v['per_step']}"
+        for name, v in ops.items()
+        if name not in gemms
+    )
     return text + (
         "\n\nThe calibration's two figures say what square matmuls and a copy reach, not what the step's "
-        "other kernels do. Timed alone at the step's shapes (forward and backward, median of each: "
-        f"{timed}), they give the second reading: **{step.predicted_op_rates_s * 1e3:.1f} ms** ({verdict2}). "
+        "own kernels do. Timed alone at the step's shapes (median of each: "
+        f"its {len(gemms)} distinct GEMMs, {gemm_s * 1e3:.0f} ms per step at "
+        f"{gemm_flops / gemm_s / 1e9:.0f} GFLOP/s; {timed}), they give the second reading: "
+        f"**{step.predicted_op_rates_s * 1e3:.1f} ms** ({verdict2}). "
         f"Per class: {parts2}. What the second reading still misses is how the ops compose into a step "
-        "(eager copies, the autograd engine, caches the kernels share), since each op's own cost is now "
-        "measured; a class far off in the first reading and close in the second was a wrong rate, not "
-        "a missing term (on two CPU cores GELU's tanh and the loss's log-softmax run well below the copy "
-        "bandwidth)."
+        "(the autograd engine, caches the kernels share, the ops no class names), since each op's own "
+        "cost is now measured; a class far off in the first reading and close in the second was a wrong "
+        "rate, not a missing term (on two CPU cores GELU's tanh and the loss's log-softmax run well below "
+        "the copy bandwidth)."
     )
 
 

@@ -2,13 +2,19 @@
 this machine's calibration, operator class by operator class (``opprofile`` categories).
 
 Two readings: from the calibration alone (square matmuls, a copy: what every study has), and
-with the step's memory-bound ops and attention kernel timed alone at its shapes (``op_rates``)
-in place of the copy bandwidth and the flash share. The first says how far the calibration's
-two figures carry; the second, with each op's own cost known, how the ops compose into a step."""
+with the step's own ops timed alone at its shapes (``op_rates``: its GEMMs, memory-bound ops,
+attention kernel and optimizer step) in place of the square-matmul fit, the copy bandwidth and
+the flash share. The first says how far the calibration's two figures carry; the second, with
+each op's own cost known, how the ops compose into a step.
+
+The calibration's benchmarks are re-timed beside the step (``bench.calibration_now``) and the
+first reading uses those: this box's matmul rate has moved 2.5× between hours, so a calibration
+file measured in the morning says little of an evening's step. :func:`drift` puts the file's
+figures beside the re-timed ones."""
 
 from __future__ import annotations
 
-from mfulab.analytic import step
+from mfulab.analytic import rates, step
 from mfulab.analytic.config import TransformerConfig
 from mfulab.analytic.flops import fused_attention_flops
 from mfulab.studies.predict import op_rates
@@ -40,18 +46,46 @@ def step_assumptions(dtype: str) -> dict:
     return out
 
 
-def _calibration(records: dict) -> dict:
+def _calibration(records: dict, *, now: bool = True) -> dict:
+    """The calibration a reading uses: the benchmarks re-timed beside the step where the records
+    have them (``now``), else the calibration file's."""
+    if now and records.get("calibration_now"):
+        src = records["calibration_now"]
+        where = f"the calibration's benchmarks re-timed beside the step ({src['measured_at']})"
+    else:
+        src, where = records["calibration"], records["calibration"]["file"]
     return {
-        "file": records["calibration"]["file"],
+        "file": where,
         "device_name": records["device_name"],
-        "matmul": records["calibration"]["matmul"],
-        "bandwidth": records["calibration"]["bandwidth"],
+        "matmul": src["matmul"],
+        "bandwidth": src["bandwidth"],
+    }
+
+
+def drift(records: dict) -> dict | None:
+    """The calibration file's matmul ceiling and copy bandwidth beside the same benchmarks
+    re-timed beside the step, and the step the file alone predicts (None without a re-timing)."""
+    now = records.get("calibration_now")
+    if not now:
+        return None
+    cal = records["calibration"]
+    from_file = prediction(records, calibration=_calibration(records, now=False))
+    return {
+        "file": cal["file"],
+        "file_measured_at": cal["matmul"].get("measured_at"),
+        "now_measured_at": now["measured_at"],
+        "file_matmul_flops_per_s": cal["matmul"]["best_flops_per_s"],
+        "now_matmul_flops_per_s": now["matmul"]["best_flops_per_s"],
+        "file_copy_bytes_per_s": cal["bandwidth"]["plateau_bytes_per_s"],
+        "now_copy_bytes_per_s": now["bandwidth"]["plateau_bytes_per_s"],
+        "file_step_s": from_file["step_s"],
+        "file_step_error": from_file["step_s"] / records["step"]["median_s"] - 1,
     }
 
 
 def prediction(records: dict, *, calibration: dict | None = None, **assumptions) -> dict:
     """The predictor's step for the measured configuration, from the calibration file (or the
-    ``calibration`` given: :func:`op_rate_calibration`)."""
+    ``calibration`` given: :func:`op_rate_reading`)."""
     p = records["params"]
     cfg = TransformerConfig(**records["config"])
     return step.step_time(
@@ -68,12 +102,20 @@ def prediction(records: dict, *, calibration: dict | None = None, **assumptions)
     )
 
 
-def op_rate_calibration(records: dict, base: dict) -> dict | None:
-    """The calibration with the rates the step's ops reached alone (``records["op_rates"]``):
-    elementwise = the model's memory-bound bytes (from ``base``, the calibration-only prediction,
-    at the copy bandwidth; the embedding lookup's ~2% priced alike) over the timed ops' seconds;
-    attention = the model's attention FLOPs (forward + 2.5× backward of the causal half) over the
-    timed kernel's seconds. None where the records have no op timings (older runs)."""
+def op_rate_reading(records: dict, base: dict) -> tuple[dict, dict] | None:
+    """(calibration, assumptions) of the second reading, from the rates the step's ops reached
+    alone (``records["op_rates"]``); ``base`` is the first reading's prediction:
+
+    - matmul: R∞ and t₀ fitted to the step's own GEMMs (``op_rates.gemm_rows``) instead of
+      square ones;
+    - elementwise: the model's memory-bound bytes (from ``base``, at the copy bandwidth; the
+      embedding lookup's ~2% priced alike) over the timed ops' seconds;
+    - attention: the model's attention FLOPs (forward + 2.5× backward of the causal half) over
+      the timed kernel's seconds, less the launch t₀ the model adds to each kernel;
+    - optimizer: ``optimizer_bytes_per_param`` scaled so that the term is the timed AdamW step
+      (the bytes per parameter the eager optimizer would move at the copy bandwidth).
+
+    None where the records have no op timings (older runs)."""
     ops = records.get("op_rates")
     if not ops:
         return None
@@ -87,14 +129,29 @@ def op_rate_calibration(records: dict, base: dict) -> dict | None:
     )
     attention_flops = (kernel["forward_flops"] + kernel["backward_flops"]) * cfg.n_layers
     source = "predict's op_rates, this run"
-    return {
+    calibration = {
         **cal,
         "elementwise": {
             "bytes_per_s": base["memory_bound_s"] * copy_bytes_per_s / memory_bound_s,
             "source": source,
         },
-        "attention": {"flops_per_s": attention_flops / attention_s, "source": source},
     }
+    rows = op_rates.gemm_rows(ops)
+    if rows:  # records from before the GEMMs were timed keep the square-matmul fit
+        calibration["matmul"] = {
+            "dtype": p["dtype"],
+            "best_flops_per_s": max(r["flops"] / r["median_s"] for r in rows),
+            "rows": rows,
+        }
+    # the model charges each attention kernel (forward, backward) a launch t₀ beside its FLOPs
+    launches_s = 2 * cfg.n_layers * rates.fit_matmul(calibration["matmul"]["rows"])[1]
+    kernel_s = max(attention_s - launches_s, 0.5 * attention_s)
+    calibration["attention"] = {"flops_per_s": attention_flops / kernel_s, "source": source}
+    assumptions = {}
+    if op_rates.OPTIMIZER in ops:
+        timed_s = ops[op_rates.OPTIMIZER]["median_s"]
+        assumptions["optimizer_bytes_per_param"] = EAGER_ADAMW_BYTES_PER_PARAM * timed_s / base["optimizer_s"]
+    return calibration, assumptions
 
 
 def measured_classes(records: dict) -> dict:
@@ -114,8 +171,10 @@ def comparison(records: dict, **assumptions):
     import pandas as pd
 
     pred = prediction(records, **assumptions)
-    op_cal = op_rate_calibration(records, pred)
-    pred_ops = prediction(records, calibration=op_cal, **assumptions) if op_cal else None
+    reading = op_rate_reading(records, pred)
+    pred_ops = (
+        prediction(records, calibration=reading[0], **{**assumptions, **reading[1]}) if reading else None
+    )
     meas = measured_classes(records)
 
     def row(label, term, measured_s):

@@ -85,4 +85,17 @@ def headline_metrics(records, p, valid: dict, t: dict) -> dict:
         "predicted_step_s": float(step.predicted_s),
         "calibrated_step_error": float(step.error),
         "calibrated_step_error_op_rates": None if step.isna().error_op_rates else float(step.error_op_rates),
+        **_drift_metrics(records),
+    }
+
+
+def _drift_metrics(records) -> dict:
+    """The calibration file's matmul ceiling over the re-timed one, and the step error the file
+    alone gives (``calibrated.drift``)."""
+    d = calibrated.drift(records)
+    if d is None:
+        return {}
+    return {
+        "calibration_file_over_now_matmul": d["file_matmul_flops_per_s"] / d["now_matmul_flops_per_s"],
+        "calibration_file_step_error": float(d["file_step_error"]),
     }

@@ -1,21 +1,45 @@
-"""The measured step's memory-bound ops and its attention kernel, each timed alone at the step's
-own shapes (forward and backward, fresh leaves, ``timing.time_fn``): what this machine's
-elementwise kernels and attention reach, which the calibration's two figures (square matmuls,
-a copy) do not say.
+"""The measured step's ops, each timed alone at the step's own shapes (``timing.time_fn``):
+its GEMMs, its memory-bound ops and attention kernel (forward and backward, fresh leaves) and
+its optimizer step: what this machine reaches on the step's own work, which the calibration's
+two figures (square matmuls, a copy) do not say.
 
 The calibrated check (``calibrated``) prices the step twice: from the calibration alone, and
-with these rates in place of the copy bandwidth (memory-bound terms) and of the flash share
-(attention). The second reading's remaining error is how the ops compose into a step (the
-eager copies, the autograd engine, caches shared with the GEMMs), not what each op costs.
+with these rates in place of the square-matmul fit (GEMMs), the copy bandwidth (memory-bound
+terms, optimizer) and the flash share (attention). The second reading's remaining error is how
+the ops compose into a step (the autograd engine, caches shared between kernels), not what
+each op costs.
 
-Ops per layer, as the reference model runs them (``measure.gpt``): two LayerNorms over the
-block's rows, GeLU (tanh form) over the MLP's hidden rows, two residual adds, causal
-``scaled_dot_product_attention``; once per step the fp32 cross-entropy over the logits."""
+Ops per layer, as the reference model runs them (``measure.gpt``): its linear layers (q, k, v,
+attention output, MLP up, MLP down), each a forward GEMM with its bias
+(``F.linear``: ``addmm``) and two backward GEMMs (input gradient dY·W, weight gradient
+dYᵀ·X); two LayerNorms over the block's rows, GeLU (tanh form) over the MLP's hidden rows, two
+residual adds, causal ``scaled_dot_product_attention``. Once per step: the logits GEMM against
+the tied embedding (no bias) with its two backward GEMMs, the fp32 cross-entropy over the
+logits, and AdamW's step over every parameter."""
 
 from __future__ import annotations
 
 # op -> how many run per layer (None: once per step)
 OPS = {"norms": 2, "activation": 1, "residual": 2, "attention": 1, "loss": None}
+# the step's GEMMs (``gemm_cases``) and its optimizer step (``optimizer_case``), once per step
+OPTIMIZER = "optimizer"
+
+
+def linear_shapes(cfg) -> dict:
+    """``{name: (in_features, out_features, bias, per_step)}``: the reference model's linear
+    layers as ``measure.gpt`` builds them (q, k and v apart; SwiGLU's gate apart from its up
+    projection) and the logits against the tied embedding."""
+    h, q, L = cfg.d_model, cfg.head_dim, cfg.n_layers
+    shapes = {
+        "q": (h, cfg.n_heads * q, cfg.bias, L),
+        "k": (h, cfg.n_kv_heads * q, cfg.bias, L),
+        "v": (h, cfg.n_kv_heads * q, cfg.bias, L),
+        "attn out": (cfg.n_heads * q, h, cfg.bias, L),
+        "mlp up": (h, cfg.d_ff, cfg.bias, L),
+    }
+    if cfg.mlp == "swiglu":
+        shapes["mlp gate"] = (h, cfg.d_ff, cfg.bias, L)
+    return shapes | {"mlp down": (cfg.d_ff, h, cfg.bias, L), "logits": (h, cfg.vocab_size, False, 1)}
 
 
 def _torch_dtype(dtype: str):
@@ -64,18 +88,82 @@ def op_cases(cfg, *, micro_batch: int, dtype: str, device: str) -> dict:
     }
 
 
+def gemm_cases(cfg, *, micro_batch: int, dtype: str, device: str) -> dict:
+    """``{"<layer> <pass>": (callable, flops, per_step)}``: each GEMM of the step alone, in the
+    layout autograd runs it (forward ``addmm``/``mm`` against Wᵀ; input gradient dY·W; weight
+    gradient dYᵀ·X), 2·m·n·k FLOPs each."""
+    import torch
+
+    dt, g = _torch_dtype(dtype), torch.Generator(device="cpu").manual_seed(1)
+    T = micro_batch * cfg.seq_len
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float32).to(device=device, dtype=dt)
+
+    out = {}
+    for name, (k, n, bias, per_step) in linear_shapes(cfg).items():
+        x, w, dy, b = rand(T, k), rand(n, k), rand(T, n), rand(n) if bias else None
+        forward = (lambda x=x, w=w, b=b: torch.addmm(b, x, w.t())) if bias else (lambda x=x, w=w: x @ w.t())
+        flops = 2.0 * T * k * n
+        out[f"{name} forward"] = (forward, flops, per_step)
+        out[f"{name} input grad"] = (lambda dy=dy, w=w: dy @ w, flops, per_step)
+        out[f"{name} weight grad"] = (lambda dy=dy, x=x: dy.t() @ x, flops, per_step)
+    return out
+
+
+def optimizer_case(cfg, *, device: str):
+    """One step of the reference model's AdamW (``train.reference_model``: torch's default
+    implementation) over every parameter, each with a gradient set once."""
+    import torch
+
+    from mfulab.measure.train import reference_model
+
+    model, optimizer = reference_model(cfg, attn_impl="sdpa", device=device)
+    g = torch.Generator(device="cpu").manual_seed(2)
+    for param in model.parameters():
+        param.grad = torch.randn(param.shape, generator=g).to(device=device, dtype=param.dtype)
+    return optimizer.step
+
+
 def measure(cfg, *, micro_batch: int, dtype: str, device: str, warmup: int, min_samples: int) -> dict:
-    """Median seconds (and spread) of one instance of each op, and the step's count of them."""
+    """Median seconds (and spread) of one instance of each op, the step's count of them and,
+    for a GEMM, its FLOPs."""
     from mfulab.measure import timing
+    from mfulab.measure.timing import progress
+
+    def timed(name, fn, min_run_time_s=0.2):
+        return timing.time_fn(
+            fn,
+            label=name,
+            device=device,
+            warmup=warmup,
+            min_run_time_s=min_run_time_s,
+            min_samples=min_samples,
+        ).to_dict()
 
     out = {}
     for name, fn in op_cases(cfg, micro_batch=micro_batch, dtype=dtype, device=device).items():
-        t = timing.time_fn(
-            fn, label=name, device=device, warmup=warmup, min_run_time_s=0.2, min_samples=min_samples
-        )
         per_layer = OPS[name]
-        out[name] = {**t.to_dict(), "per_step": cfg.n_layers * per_layer if per_layer else 1}
+        out[name] = {**timed(name, fn), "per_step": cfg.n_layers * per_layer if per_layer else 1}
+    gemms = gemm_cases(cfg, micro_batch=micro_batch, dtype=dtype, device=device)
+    for name in progress(list(gemms), "the step's GEMMs alone"):
+        fn, flops, per_step = gemms[name]
+        out[name] = {**timed(name, fn, min_run_time_s=0.1), "per_step": per_step, "flops": flops}
+    out[OPTIMIZER] = {**timed(OPTIMIZER, optimizer_case(cfg, device=device)), "per_step": 1}
     return out
+
+
+def gemm_rows(ops: dict) -> list[dict]:
+    """The timed GEMMs as calibration rows (``rates.fit_matmul``: FLOPs and median seconds)."""
+    return [
+        {"label": name, "flops": v["flops"], "median_s": v["median_s"]}
+        for name, v in ops.items()
+        if "flops" in v
+    ]
+
+
+def gemm_names(ops: dict) -> list[str]:
+    return [name for name, v in ops.items() if "flops" in v]
 
 
 def step_seconds(ops: dict, names) -> float:
