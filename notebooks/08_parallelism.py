@@ -211,8 +211,11 @@ t["a15_offload"].round(3)
 # %% [markdown]
 # ## Claims
 #
-# A10, A12 (the speed rule), A13 (the layer-count rule) and A15 are **analytic only**: they are
-# about clusters this machine is not. A11, A12 (memory and traffic), A13 (bubble and
+# A10, A12's overlap row, A13's layer-count rule and A15 are analyses on the stated cluster
+# (this machine is not one): each is *confirmed* or *refuted (analysis)* only when every case
+# it covers gives the same answer (`verdicts.over_scenarios`), *analytic only* otherwise. A12's
+# speed rule (ZeRO-2 faster below 10B and 1000 cards) is judged once, in chapter 04, at the
+# article's 13B on its 910B cards. A11, A12 (memory and traffic), A13 (bubble and
 # interleaving) and B10 (the wait) are measured here; B10's cost comparison needs two machines.
 
 # %%

@@ -104,3 +104,40 @@ def test_check_node_gates_parallelism_gradients_with_the_relative_tolerance(monk
     monkeypatch.setattr(analysis, "GRADIENT_TOLERANCE", 0.0)
     problems = node_checks.node_problems(records)
     assert any("FSDP2" in p for p in problems) and any("TP / SP" in p for p in problems), problems
+
+
+def test_a12_overlap_row_says_yes_only_where_zero3_wins_with_overlap_alone():
+    """ "ZeRO-3 needs overlap to pay off": a case answers yes when ZeRO-3 beats ZeRO 0–2 only
+    with the DP overlap, no when it wins without it, and nothing when it never wins; the row is
+    decided by the planner's table, not typed in."""
+    import pandas as pd
+
+    from mfulab.studykit.verdicts import ANALYSIS
+
+    assert analysis.zero3_needs_overlap(True, False) is True
+    assert analysis.zero3_needs_overlap(True, True) is False
+    assert analysis.zero3_needs_overlap(False, False) is None
+
+    def planner(steps):
+        rows = []
+        for (overlap, label), step_s in steps.items():
+            rows.append({"preset": "m", "devices": 8, "dp_overlap": overlap, "row": label, "step_s": step_s})
+        return pd.DataFrame(rows)
+
+    sharding = pd.DataFrame(
+        {
+            "config": ["ddp", "fsdp_grad_op", "fsdp_full"],
+            "m": [1, 1, 1],
+            "peak_bytes": [3, 2, 1],
+            "peak_formula_bytes": [3, 2, 1],
+            "traffic_elements": [2, 2, 3],
+            "traffic_formula_elements": [2, 2, 3],
+            "traffic_over_psi": [2.0, 2.0, 3.0],
+        }
+    )
+    needs = {(0.8, "best ZeRO 0–2"): 1.0, (0.8, "best ZeRO-3"): 0.9, (0.8, "same layout, ZeRO-3"): 0.9}
+    needs |= {(0.0, "best ZeRO 0–2"): 1.1, (0.0, "best ZeRO-3"): 1.3, (0.0, "same layout, ZeRO-3"): 1.3}
+    row = analysis.a12_claims(sharding, planner(needs))[1]
+    assert row.verdict == "confirmed (analysis)" and row.basis == ANALYSIS
+    wins_anyway = {**needs, (0.0, "best ZeRO-3"): 1.05}
+    assert analysis.a12_claims(sharding, planner(wins_anyway))[1].verdict == "refuted (analysis)"
