@@ -758,3 +758,20 @@ def test_a_not_modelled_row_is_refused_and_priced_apart_as_its_note_says():
     assert list(table.split) == ["holdout"] and int(table.rows_priced_as_noted.iloc[0]) == 1
     assert table.median_abs_error.iloc[0] == pytest.approx(abs(res["table"].error_as_noted.iloc[-1]))
     assert np.isnan(res["table"].error.iloc[-1])  # refused for the goals
+
+
+def test_unpriced_elementwise_ops_are_the_memory_bound_ops_no_term_prices():
+    """The diagnostic lists memory-bound ops outside the model's priced set (a bias gradient's
+    ``sum``), never the priced ones (GeLU, the loss) nor other classes, scaled to the timed step."""
+    from mfulab.studies.predict import calibrated
+
+    ops = [
+        {"category": "norm / elementwise", "name": "aten::gelu_backward", "self_s": 0.3},
+        {"category": "norm / elementwise", "name": "aten::sum", "self_s": 0.1},
+        {"category": "norm / elementwise", "name": "aten::add", "self_s": 0.05},
+        {"category": "norm / elementwise", "name": "GeluBackward0", "self_s": 0.01},
+        {"category": "matmul", "name": "aten::mm", "self_s": 0.5},
+    ]
+    records = {"op_profile": {"steps": [{"wall_s": 1.0, "ops_self_s": ops}]}, "step": {"median_s": 2.0}}
+    u = calibrated.unpriced_elementwise(records)
+    assert u["ops"] == [("aten::sum", pytest.approx(0.2))] and u["total_s"] == pytest.approx(0.2)

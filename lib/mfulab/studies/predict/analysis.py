@@ -268,10 +268,25 @@ def calibrated_text(records, check) -> str:
         f"{gemm_flops / gemm_s / 1e9:.0f} GFLOP/s; {timed}), they give the second reading: "
         f"**{step.predicted_op_rates_s * 1e3:.1f} ms** ({verdict2}). "
         f"Per class: {parts2}. What the second reading still misses is how the ops compose into a step "
-        "(the autograd engine, caches the kernels share, the ops no class names), since each op's own "
-        "cost is now measured; a class far off in the first reading and close in the second was a wrong "
-        "rate, not a missing term (on two CPU cores GELU's tanh and the loss's log-softmax run well below "
-        "the copy bandwidth)."
+        "(the autograd engine, caches the kernels share) and the ops no term prices, since each priced "
+        "op's own cost is now measured; a class far off in the first reading and close in the second was "
+        "a wrong rate, not a missing term (on two CPU cores GELU's tanh and the loss's log-softmax run "
+        f"well below the copy bandwidth). {_unpriced_text(records, check)}"
+    )
+
+
+def _unpriced_text(records, check) -> str:
+    """The memory-bound class's ops the model has no term for, against that class's miss."""
+    u = calibrated.unpriced_elementwise(records)
+    if not u["ops"]:
+        return ""
+    row = check[check["class"] == "memory_bound"].iloc[0]
+    ops = ", ".join(f"`{name}` {sec * 1e3:.1f} ms" for name, sec in u["ops"])
+    return (
+        f"Missing terms: of the memory-bound class's measured {row.measured_s * 1e3:.0f} ms, "
+        f"{u['total_s'] * 1e3:.0f} ms are ops the step model prices nowhere ({ops}: the bias gradients' "
+        "reductions, gradient buffers filled and copied); its second reading misses by "
+        f"{row.predicted_op_rates_s - row.measured_s:+.3f} s."
     )
 
 

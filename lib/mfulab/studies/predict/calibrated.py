@@ -163,6 +163,35 @@ def measured_classes(records: dict) -> dict:
     return {c: scale * sum(s["categories_s"][c] for s in steps) / len(steps) for c in prof["categories"]}
 
 
+# the memory-bound ops the step model prices (``step_terms``: norms, the activation, the residual
+# add, the loss, the embedding lookup and its scatter-add), by profiler op name; the autograd
+# engine's wrappers (``...Backward0``, ``evaluate_function``) and views are bookkeeping
+PRICED_ELEMENTWISE = r"gelu|layer_norm|log_softmax|nll_loss|cross_entropy|^aten::add$|embedding|index_select"
+BOOKKEEPING = r"Backward0|evaluate_function|AccumulateGrad|detach|view|expand|reshape|as_strided|empty|select"
+
+
+def unpriced_elementwise(records: dict, top: int = 4) -> dict:
+    """The memory-bound class's ops that no term of the step model prices (the bias gradients'
+    ``sum``, gradient buffers' ``fill_``, ``copy_``, in-place adds), self seconds per step scaled
+    to the timed median step as :func:`measured_classes` does: ``{"total_s", "ops": [(name, s)]}``."""
+    import re
+    from collections import Counter
+
+    prof = records["op_profile"]
+    steps = prof["steps"]
+    scale = records["step"]["median_s"] / (sum(s["wall_s"] for s in steps) / len(steps))
+    seconds = Counter()
+    for step_ in steps:
+        for op in step_.get("ops_self_s", []):
+            name = op["name"]
+            if op["category"] != "norm / elementwise" or re.search(PRICED_ELEMENTWISE, name):
+                continue
+            if re.search(BOOKKEEPING, name):
+                continue
+            seconds[name] += scale * op["self_s"] / len(steps)
+    return {"total_s": sum(seconds.values()), "ops": seconds.most_common(top)}
+
+
 def comparison(records: dict, **assumptions):
     """Predicted vs measured seconds per class, the rest, and the whole step: ``predicted_s`` /
     ``error`` from the calibration alone, ``predicted_op_rates_s`` / ``error_op_rates`` with the

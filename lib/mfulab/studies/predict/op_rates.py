@@ -125,32 +125,43 @@ def optimizer_case(cfg, *, device: str):
     return optimizer.step
 
 
-def measure(cfg, *, micro_batch: int, dtype: str, device: str, warmup: int, min_samples: int) -> dict:
-    """Median seconds (and spread) of one instance of each op, the step's count of them and,
-    for a GEMM, its FLOPs."""
-    from mfulab.measure import timing
-    from mfulab.measure.timing import progress
-
-    def timed(name, fn, min_run_time_s=0.2):
-        return timing.time_fn(
-            fn,
-            label=name,
-            device=device,
-            warmup=warmup,
-            min_run_time_s=min_run_time_s,
-            min_samples=min_samples,
-        ).to_dict()
-
+def cases(cfg, *, micro_batch: int, dtype: str, device: str) -> dict:
+    """``{label: (callable, meta)}`` for every op the step runs (:data:`OPS`, the GEMMs, the
+    optimizer step); ``meta`` has the step's count of it (``per_step``) and a GEMM's FLOPs."""
     out = {}
     for name, fn in op_cases(cfg, micro_batch=micro_batch, dtype=dtype, device=device).items():
         per_layer = OPS[name]
-        out[name] = {**timed(name, fn), "per_step": cfg.n_layers * per_layer if per_layer else 1}
-    gemms = gemm_cases(cfg, micro_batch=micro_batch, dtype=dtype, device=device)
-    for name in progress(list(gemms), "the step's GEMMs alone"):
-        fn, flops, per_step = gemms[name]
-        out[name] = {**timed(name, fn, min_run_time_s=0.1), "per_step": per_step, "flops": flops}
-    out[OPTIMIZER] = {**timed(OPTIMIZER, optimizer_case(cfg, device=device)), "per_step": 1}
+        out[name] = (fn, {"per_step": cfg.n_layers * per_layer if per_layer else 1})
+    for name, (fn, flops, per_step) in gemm_cases(
+        cfg, micro_batch=micro_batch, dtype=dtype, device=device
+    ).items():
+        out[name] = (fn, {"per_step": per_step, "flops": flops})
+    out[OPTIMIZER] = (optimizer_case(cfg, device=device), {"per_step": 1})
     return out
+
+
+def records(timings: dict, op_cases_: dict) -> dict:
+    """The op records from ``{label: Timing}`` (``timing.interleaved`` over :func:`cases`, maybe
+    beside other labels): median seconds and spread of one instance, with its ``meta``."""
+    return {name: {**timings[name].to_dict(), **meta} for name, (_, meta) in op_cases_.items()}
+
+
+def measure(cfg, *, micro_batch: int, dtype: str, device: str, warmup: int, min_samples: int) -> dict:
+    """Every op of :func:`cases` timed alone, interleaved over ``min_samples`` rounds (one block
+    of each op per round, in a shuffled order: a machine whose speed moves weighs on every op
+    alike)."""
+    from mfulab.measure import timing
+
+    ops = cases(cfg, micro_batch=micro_batch, dtype=dtype, device=device)
+    timings = timing.interleaved(
+        {name: fn for name, (fn, _) in ops.items()},
+        rounds=min_samples,
+        device=device,
+        warmup=warmup,
+        min_block_s=0.05,
+        desc="the step's ops alone",
+    )
+    return records(timings, ops)
 
 
 def gemm_rows(ops: dict) -> list[dict]:
