@@ -212,47 +212,57 @@ def b15_gain_shares(records: dict) -> dict:
     }
 
 
-def straggler_table(records: dict):
-    """Every rank's mean step time and categories without and with the straggler (B13)."""
-    last = records["ladder"][-1]
-    df = rows_table(records)
-    df = df[df.record.isin([last, STRAGGLER])]
-    table = df.groupby(["record", "rank", "category"]).seconds.mean().unstack().reset_index()
-    table["step_s"] = table[list(CATEGORIES)].sum(axis=1)
-    return table
+def _straggler_rows(records: dict) -> list[dict]:
+    return [r for rank in records["job"]["ranks"] for r in rank["rows"] if r["record"] == STRAGGLER]
 
 
-def b13_propagation(records: dict) -> dict:
-    """Whether the healthy ranks run at the straggler's pace: with the straggler on, each
-    rank's mean step time (its own wall clock per step), the healthy ranks' over the straggler's
-    (1: lockstep, as a synchronous job runs; 1/(1 + delay share) if they did not wait), and how
-    much their step rose against the delay (below 1 on a CPU: the sleeping rank frees a core, so
-    the others compute faster while they wait)."""
+def _straggler_on(records: dict) -> dict:
+    """``{step: on}`` for the straggler's steps: on where its rank waited before the forward."""
     s = records["job"]["straggler"]
-    last = records["ladder"][-1]
-    rows = [r for rank in records["job"]["ranks"] for r in rank["rows"]]
+    return {r["step"]: r["straggler_s"] > 0 for r in _straggler_rows(records) if r["rank"] == s["rank"]}
 
-    def mean_step(record, healthy):
-        steps = [r["step_s"] for r in rows if r["record"] == record and (r["rank"] != s["rank"]) == healthy]
-        return sum(steps) / len(steps)
 
-    healthy_on, straggler_on = mean_step(STRAGGLER, True), mean_step(STRAGGLER, False)
-    rise = healthy_on - mean_step(last, True)
+def straggler_table(records: dict):
+    """Every rank's mean step time and categories in the straggler's blocks, on the steps with the
+    straggler off and on (B13)."""
+    on = _straggler_on(records)
+    df = rows_table(records, record=STRAGGLER)
+    df["straggler"] = ["on" if on[step] else "off" for step in df.step]
+    table = df.groupby(["straggler", "rank", "category"]).seconds.mean().unstack().reset_index()
+    table["step_s"] = table[list(CATEGORIES)].sum(axis=1)
+    return table.sort_values(["straggler", "rank"]).reset_index(drop=True)  # "off" before "on"
+
+
+def b13_effect(records: dict) -> dict:
+    """How much of the straggler's delay reaches the job. In its blocks the straggler is on in every
+    second step (``worker``); the job's step is the slowest rank's, step by step; the slowdown is
+    the median job step with the straggler on over the median with it off (interleaved step by
+    step, so a slow block weighs on both), with the bootstrap interval of this run
+    (``timing.compare_timings``), and the delay reaching the job is the rise over the delay:
+    1 when the job runs at the straggler's pace, 0 when the others do not wait for it."""
+    import pandas as pd
+
+    s = records["job"]["straggler"]
+    job = pd.DataFrame(_straggler_rows(records)).groupby("step").step_s.max().to_frame("job_step_s")
+    job["on"] = job.index.map(_straggler_on(records)).astype(bool)
+    on = summarize(list(job.job_step_s[job.on]), label="straggler on")
+    off = summarize(list(job.job_step_s[~job.on]), label="straggler off")
+    c = compare_timings(on, off, run_to_run_drift=0.0)
+    scale = off.median_s / s["delay_s"]  # a job step's relative rise → share of the delay
     return {
-        "healthy_step_s": healthy_on,
-        "straggler_step_s": straggler_on,
-        "lockstep": healthy_on / straggler_on,
-        "independent": 1 / (1 + s["delay_s"] / s["base_step_s"]),
-        "healthy_rise_s": rise,
         "delay_s": s["delay_s"],
-        "propagated": rise / s["delay_s"],
+        "delay_share": s["delay_s"] / off.median_s,
+        "off_step_s": off.median_s,
+        "on_step_s": on.median_s,
+        "steps_on": int(job.on.sum()),
+        "steps_off": int((~job.on).sum()),
+        "slowdown": c.ratio,
+        "slowdown_lo": c.ratio_lo,
+        "slowdown_hi": c.ratio_hi,
+        "reached": (c.ratio - 1) * scale,
+        "reached_lo": (c.ratio_lo - 1) * scale,
+        "reached_hi": (c.ratio_hi - 1) * scale,
     }
-
-
-def b13_comparison(records: dict):
-    """The job's slowest-rank step with the straggler over without: ratio with its interval."""
-    timings = rung_timings(records)
-    return compare_timings(timings[STRAGGLER], timings[records["ladder"][-1]])
 
 
 def headline_metrics(records: dict, p=None, t: dict | None = None) -> dict:
@@ -278,5 +288,5 @@ def headline_metrics(records: dict, p=None, t: dict | None = None) -> dict:
         "best_mfu": table.mfu[last],
         "naive_comm_wait_share": split.share_of_step["communication wait"],
         "naive_data_wait_share": split.share_of_step["data wait"],
-        "straggler_slowdown": b13_comparison(records).ratio,
+        "straggler_slowdown": b13_effect(records)["slowdown"],
     }

@@ -69,22 +69,18 @@ def plot_rank_split(df):
 
 
 def plot_straggler(records, per_rank):
-    """B13: every rank's step without and with the straggler, in its four categories (the
-    outcome's ``b13_per_rank`` table): the healthy ranks' step rises too, as communication wait."""
+    """B13: every rank's step in the straggler's blocks, with it off and on, in its four
+    categories (the outcome's ``b13_per_rank`` table): the healthy ranks' step rises too, as
+    communication wait."""
     t = per_rank.copy()
-    last = records["ladder"][-1]
-    t["label"] = [
-        f"rank {r.rank}\n{'straggler on' if r.record != last else 'no straggler'}" for r in t.itertuples()
-    ]
-    t = t.sort_values(
-        ["record", "rank"], key=lambda s: s.map({last: 0}).fillna(1) if s.name == "record" else s
-    )
+    t["label"] = [f"rank {r.rank}\nstraggler {r.straggler}" for r in t.itertuples()]
     fig, ax = plt.subplots(figsize=(9, 4))
     _stacked(ax, list(t.label), {c: list(t[c]) for c in CATEGORIES}, _colors())
     s = records["job"]["straggler"]
     ax.set_ylabel("time per step (ms, mean)")
     ax.set_xlabel(
-        f"rank (rank {s['rank']} sleeps {s['delay_s'] * 1e3:.1f} ms per step when the straggler is on)"
+        f"rank (rank {s['rank']} spins {s['delay_s'] * 1e3:.1f} ms before its forward on the steps with the "
+        "straggler on)"
     )
     ax.set_title("The slowest rank sets the step: the healthy ranks wait for it in the all-reduce")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)

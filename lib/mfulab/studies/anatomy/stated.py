@@ -4,6 +4,10 @@ in ``docs/claims.md``). Inputs under test, not results."""
 # B13 — article B §4.2: one card throttled by heat from 1410 MHz to 1200 MHz SM clock was 8%
 # slower per step, and synchronous training ran the whole cluster at its pace.
 B13_STATED = {"card_slowdown": 0.08, "sm_clock_from_mhz": 1410, "sm_clock_to_mhz": 1200}
+# B13's rule: the claim holds when at least half of the slow card's delay reaches the job's step
+# (closer to lockstep, 1, than to the other ranks not waiting at all, 0). Ours: the article
+# gives no threshold.
+B13_REACHED = 0.5
 
 # B15 — article B §5.2: the case study's ladder on a 7B model, 64 A100s, 10.2 s → 8.5 s per step;
 # "the gain comes mainly from communication overlap and data IO".

@@ -8,15 +8,18 @@ straggler variant of the last rung) runs one block of steps, in an order drawn p
 same seed on every rank. A block's time is the slowest rank's (``launch.reduce_scalar``).
 
 Per step and per rank, explicit timestamps split the step into data wait (the batch from the
-loader, to the device), compute (forward, backward, optimizer), communication wait and other
-(the checkpoint and the rest). Each block writes one checkpoint, after its middle step: a
-background write then has steps to hide behind, and the block's timer waits for it before it stops. The B13
-straggler sleeps before its forward, so the other ranks wait for it inside the same step's
-all-reduces. The communication wait is measured through a DDP comm hook: the time a blocking
-hook (no overlap) spends waiting for its all-reduce, plus the time ``backward()`` still runs
-after the last hook returned (the all-reduces backward did not hide). The same steps are
-annotated for ``torch.profiler`` (``data``, ``mfulab.ddp_backward``, ``mfulab.comm_wait``,
-``mfulab.checkpoint``: see ``opprofile.RULES``) so that the profiler's split can be set beside it.
+loader, to the device), compute (forward, backward, optimizer), communication wait and other (the
+checkpoint and the rest). Each block writes one checkpoint, after its middle step: a background
+write then has steps to hide behind, and the block's timer waits for it before it stops. In the
+B13 straggler's blocks every second step (counted across its blocks, the same on every rank) has
+the last rank spin on its core before its forward (busy, as a throttled card's slower kernels are:
+a sleep would free the core for the other rank), so the other ranks wait for it inside the same
+step's all-reduces; the steps between are its paired baseline. The communication wait is measured
+through a DDP comm hook: the time a blocking hook (no overlap) spends waiting for its all-reduce,
+plus the time ``backward()`` still runs after the last hook returned (the all-reduces backward did
+not hide). The same steps are annotated for ``torch.profiler`` (``data``, ``mfulab.ddp_backward``,
+``mfulab.comm_wait``, ``mfulab.checkpoint``: see ``opprofile.RULES``) so that the profiler's split
+can be set beside it.
 """
 
 from __future__ import annotations
@@ -203,7 +206,7 @@ class Trainer:
                 yield batch
             epoch += 1
 
-    def step(self, *, delay_s: float = 0.0, record: str = "") -> dict:
+    def step(self, *, delay_s: float = 0.0, record: str = "", straggler_on: bool = False) -> dict:
         from torch.profiler import record_function
 
         from mfulab.measure.ckptio import write_checkpoint
@@ -213,7 +216,7 @@ class Trainer:
         t0 = t_delay = time.perf_counter()
         if delay_s:  # before the forward: the other ranks wait for it in this step's all-reduces
             with record_function("mfulab.straggler"):
-                time.sleep(delay_s)
+                _busy(delay_s)
             t_delay = time.perf_counter()
         with record_function("data"):
             x = next(self.batches).to(dev, non_blocking=True)
@@ -267,6 +270,7 @@ class Trainer:
             "comm_wait_s": comm_s,
             "optimizer_s": t4 - t3,
             "straggler_s": t_delay - t0,
+            "straggler_on": straggler_on,
             "checkpoint": checkpoint,
             "checkpoint_s": t6 - t5,
             "step_s": t6 - t0,
@@ -282,8 +286,16 @@ class Trainer:
         self.ckpt.unlink(missing_ok=True)
 
 
-def _block(trainer, steps: int, delay_s: float, record: str) -> float:
-    """``steps`` steps of one trainer; the slowest rank's seconds per step."""
+def _busy(seconds: float) -> None:
+    """Keep this rank's core busy for ``seconds`` (a spin on the clock)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _block(trainer, steps: int, delay_s: float, record: str, straggler_on=None) -> float:
+    """``steps`` steps of one trainer; the slowest rank's seconds per step. ``straggler_on``: per
+    step, whether the straggler is on (this rank waits ``delay_s`` on those steps only)."""
     import torch.distributed as dist
 
     from mfulab.measure.launch import reduce_scalar
@@ -292,8 +304,9 @@ def _block(trainer, steps: int, delay_s: float, record: str) -> float:
     trainer.block_step = 0
     trainer.blocks += 1
     t0 = time.perf_counter()
-    for _ in range(steps):
-        trainer.step(delay_s=delay_s, record=record)
+    for i in range(steps):
+        on = straggler_on[i] if straggler_on is not None else bool(delay_s)
+        trainer.step(delay_s=delay_s if on else 0.0, record=record, straggler_on=on)
     if trainer.background is not None:  # the block's background write ends inside its time
         trainer.background.wait()
     return reduce_scalar(time.perf_counter() - t0, "max") / steps
@@ -323,12 +336,17 @@ def anatomy_worker(spec: dict) -> dict:
     labels = [*trainers, STRAGGLER]
     samples = {label: [] for label in labels}
     rng = np.random.default_rng(spec["seed"])  # the same order on every rank
+    straggler_steps = 0  # the straggler's steps so far: it is on in every second one
     for _ in range(spec["rounds"]):
         for i in rng.permutation(len(labels)):
             label = labels[i]
-            trainer = last if label == STRAGGLER else trainers[label]
-            delay = delay_s if label == STRAGGLER and rank == world - 1 else 0.0
-            samples[label].append(_block(trainer, spec["block_steps"], delay, label))
+            if label != STRAGGLER:
+                samples[label].append(_block(trainers[label], spec["block_steps"], 0.0, label))
+                continue
+            on = [(straggler_steps + k) % 2 == 1 for k in range(spec["block_steps"])]
+            straggler_steps += spec["block_steps"]
+            delay = delay_s if rank == world - 1 else 0.0
+            samples[label].append(_block(last, spec["block_steps"], delay, label, straggler_on=on))
     naive = trainers[LADDER[0][0]]
     naive.block_step = -1  # the profiler's first (left-out) step, then a block with its checkpoint
     trace = Path(spec["trace_dir"]) / f"anatomy_naive_rank{rank}.json.gz"
