@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # 07 · Step anatomy: one real job with every loss
+# # 07 · Step anatomy: one real job, its step split four ways
 #
 # Each earlier study isolates one loss: study 01 a single process (no communication), 02 and
 # 05 collectives without a data pipeline, 06 a data pipeline without collectives. Here one job

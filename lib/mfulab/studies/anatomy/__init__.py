@@ -1,6 +1,7 @@
-"""Study ``anatomy`` (notebook 07): one real DDP training job with every loss of a step present
-and measured — compute, communication wait, data wait, checkpoint — per rank, from explicit
-timestamps and from the profiler; the B15 ladder measured one knob at a time; a straggler (B13).
+"""Study ``anatomy`` (notebook 07): one real DDP training job whose step is split into B2's four
+losses — compute, communication wait, data wait, other (the checkpoint) — per rank, from explicit
+timestamps and from the profiler (a loss below the presence floor is reported absent); the B15
+ladder measured one knob at a time; a straggler (B13).
 
 - ``params``: the parameters (defaults: the laptop profile);
 - ``bench``: the measurement (calibration, corpus, the torchrun job);

@@ -88,18 +88,41 @@ def plot_straggler(records, per_rank):
 
 
 def plot_steps(records):
-    """Each rank's step time through the job, in the order run, one colour per rung."""
+    """Each rank's step time through the job, one panel per rung (and the straggler's blocks), in
+    the order run; steps that wrote a checkpoint are marked."""
     import pandas as pd
 
     rows = [r for rank in records["job"]["ranks"] for r in rank["rows"]]
     df = pd.DataFrame(rows).sort_values("start_s")
     df = df[~df.record.isin(["warmup", "profiled"])]
-    df["order"] = df.groupby("rank").cumcount()
     df["step_ms"] = df.step_s * 1e3
-    fig, ax = plt.subplots(figsize=(9, 3.6))
-    sns.scatterplot(data=df, x="order", y="step_ms", hue="record", style="rank", s=14, ax=ax)
-    ax.set_xlabel("step of the job (every rung, in the order run)")
-    ax.set_ylabel("step time (ms)")
-    ax.set_title("The rungs interleaved through the rounds; checkpoint steps stand out")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    labels = list(dict.fromkeys([*records["ladder"], *df.record]))
+    cols = 4
+    nrows = -(-len(labels) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(11, 2.6 * nrows), sharey=True, squeeze=False)
+    for ax, label in zip(axes.flat, labels):
+        sub = df[df.record == label].copy()
+        sub["order"] = sub.groupby("rank").cumcount()
+        for rank, g in sub.groupby("rank"):
+            plain, ckpt = g[~g.checkpoint], g[g.checkpoint]
+            ax.plot(plain.order, plain.step_ms, ".", ms=4, label=f"rank {rank}")
+            ax.plot(
+                ckpt.order,
+                ckpt.step_ms,
+                "x",
+                ms=7,
+                color="black",
+                label="checkpoint step" if rank == 0 else None,
+            )
+        ax.set_title(label, fontsize=9)
+        ax.set_xlabel("step of this rung, in the order run", fontsize=8)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("step time (ms)")
+    for ax in list(axes.flat)[len(labels) :]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7, frameon=False)
+    fig.suptitle(
+        "Every rank's steps, rung by rung (the rungs interleaved through the rounds); × wrote a checkpoint"
+    )
+    fig.tight_layout()
     return fig
