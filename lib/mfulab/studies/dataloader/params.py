@@ -25,6 +25,14 @@ from mfulab.studykit.params import StudyParams, param
 # that starts at 0.1 ms.
 PER_FILE_LATENCY_S = 1e-3
 PER_FILE_LATENCY_SWEEP_S = (0.0, 1e-4, 5e-4, 1e-3, 2e-3, 5e-3)
+# The raw figures above, each the cost of one file opened by one client (B11's analysis at the
+# case study's job, ``training_gain.network_at_case_study``): Lustre stat 0.4 ms, Lustre create
+# 2 ms, Aalto's older Lustre 13 ms per small file.
+PUBLISHED_FILE_LATENCIES_S = (0.4e-3, 2e-3, 13e-3)
+# Bytes of text per file when every sample is its own file: the article states none. This
+# corpus's documents are ~600 B; 4 KiB and 64 KiB span a web page to a long document (our
+# assumption; fewer bytes per file means more files per step, so 600 B is the hard case).
+FILE_BYTES_GRID = (600, 4096, 65536)
 
 # B11's cold ratio pits two resources against each other: the disk's latency (JSON files: one
 # random read per file) and the CPU (tar: Python's tarfile parses every member). A neighbour's

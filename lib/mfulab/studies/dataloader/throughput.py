@@ -1,6 +1,7 @@
 """B11 and B2 (data part) rows of the ``dataloader`` study, from the plain records of ``bench.measure``:
-B11 (format on a local disk, format behind a per-file latency — analytic only —, worker count;
-persistent workers are in ``settings``) and B2 (data part); B12's two rows are in ``checkpoint``,
+B11 (format on a local disk, worker count; the format behind a per-file latency is analysed at
+the case study's job in ``training_gain``, the latency sweep here; persistent workers are in
+``settings``) and B2 (data part); B12's two rows are in ``checkpoint``,
 and ``claims`` composes them all. Thresholds come from the
 claims' own numbers (``stated``); B11's assumption, the per-file latency of a network or
 parallel file system, is a parameter with its sources (``params``) and a sensitivity table
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from mfulab.measure.timing import Timing, compare_timings, summarize
 from mfulab.studies.dataloader import disk
-from mfulab.studies.dataloader.params import FORMAT_RATIO_DRIFT, PER_FILE_LATENCY_S, PER_FILE_LATENCY_SWEEP_S
+from mfulab.studies.dataloader.params import FORMAT_RATIO_DRIFT, PER_FILE_LATENCY_SWEEP_S
 from mfulab.studies.dataloader.stated import B2_STATED, B11_STATED
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
@@ -156,45 +157,6 @@ def b11_local(records) -> Claim:
         f"and webdataset parse every member){warm}"
         + (f"; {disk.describe(records)}" if "disk" in records else ""),
         basis=verdicts.MEASURED,
-    )
-
-
-def _break_even_text(records, c0) -> str:
-    """Where tar starts to gain 5% as the per-file latency grows, said from the data: already
-    at 0 ms (the measured disk), from a latency on, or never (as many opens per sample)."""
-    gain = B11_STATED["min_throughput_gain"]
-    if c0.ratio >= gain:
-        return f"no break-even: tar's median already gains {c0.ratio:.2f}× at 0 ms (this disk, measured)"
-    latency_s = break_even_latency_s(records)
-    if latency_s == float("inf"):
-        return f"tar never gains {gain:.2f}× (it opens as many files per sample)"
-    return f"tar's median gains {gain:.2f}× from {latency_s * 1e6:.0f} µs per file on (break-even)"
-
-
-def b11_network(records) -> Claim:
-    """A toy regime: no network file system is measured; this corpus's cold epochs on this disk
-    (600-byte documents, one process) plus an assumed latency per file opened, judged at the
-    default latency, so at most *shown* (the mechanism, emulated); the emulated verdict at each
-    latency of the sweep is in the evidence."""
-    latency = _param(records, "per_file_latency_s", PER_FILE_LATENCY_S)
-    c = format_comparison(records, latency)
-    table = latency_sensitivity(records)
-    survives = table[table.verdict == "confirmed"].per_file_latency_ms
-    opens = {f: cold_rows(records, f)[0]["files_opened"] for f in (SMALL_FILES, SHARDS)}
-    return Claim(
-        "B11",
-        "tar shards (webdataset) instead of many small files give ≥5% throughput, read on the loader "
-        "alone — network/parallel file system, emulated",
-        f"the cold epochs above plus an assumed {latency * 1e3:g} ms per file opened "
-        f"({opens[SMALL_FILES]} files per epoch for JSON files, {opens[SHARDS]} for tar, counted), "
-        "an emulation, not a network file system",
-        _format_verdict(c),
-        "no network or parallel file system here: measured local cold epochs + files opened × an assumed "
-        f"latency; emulated tar / JSON files throughput {c.ratio:.1f}× [{c.ratio_lo:.1f}, {c.ratio_hi:.1f}] "
-        f"at {latency * 1e3:g} ms; {_break_even_text(records, format_comparison(records))}; the emulated "
-        f"interval clears 1.05× at {', '.join(f'{v:g}' for v in survives) or 'none'} of "
-        f"{', '.join(f'{v:g}' for v in table.per_file_latency_ms)} ms (tables/b11_latency_sensitivity.csv)",
-        basis=verdicts.TOY,
     )
 
 

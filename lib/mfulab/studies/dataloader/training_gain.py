@@ -14,13 +14,29 @@ loader's samples per second. Two rows:
 of its 16 data-parallel ranks (64 GPUs / TP 4) takes 512 / 16 = 32 sequences of 4096 tokens
 every 8.4 s, ≈ 15,600 tokens/s, ≈ 62 kB/s of text at an assumed 4 bytes per BPE token; against
 the bytes of text per second one loader process reads here, cold.
+
+:func:`network_at_case_study` judges B11 behind a network or parallel file system at the case
+study's job (the third row): with one sample per file, each rank's loader opens
+files_per_step = 32 × 4096 tokens × 4 B / bytes per file files per step, its 12 workers W at a
+time; opening them takes files_per_step × latency / W, and the small-file loader slows the step
+only where that exceeds the step (8.4 s: tar's, whose few shards cost nothing to open). tar
+gains ≥ 5% where it exceeds 1.05 × the step, from the break-even latency
+L* = 1.05 · step · W / files_per_step on.
 """
 
 from __future__ import annotations
 
 from mfulab.analytic.articles import b15_gain
+from mfulab.studies.dataloader.params import FILE_BYTES_GRID, PER_FILE_LATENCY_S, PUBLISHED_FILE_LATENCIES_S
 from mfulab.studies.dataloader.stated import B2_STATED, B11_STATED, BYTES_PER_TOKEN, CASE_STUDY_JOB
-from mfulab.studies.dataloader.throughput import SHARDS, SMALL_FILES, stall_runs, step_split
+from mfulab.studies.dataloader.throughput import (
+    SHARDS,
+    SMALL_FILES,
+    break_even_latency_s,
+    format_comparison,
+    stall_runs,
+    step_split,
+)
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
 
@@ -129,3 +145,97 @@ def required_vs_available(records, cold_table, bytes_per_token: float = BYTES_PE
         for r in cold_table.itertuples()
     ]
     return pd.DataFrame(rows)
+
+
+def network_at_case_study(
+    latencies_s=PUBLISHED_FILE_LATENCIES_S,
+    file_bytes=FILE_BYTES_GRID,
+    bytes_per_token: float = BYTES_PER_TOKEN,
+):
+    """One row per (opens in flight, bytes per file, latency per open) at the case study's job
+    (module docstring): files each data-parallel rank opens per step, the seconds its workers
+    take to open them, the step with small files, tar's training-throughput gain, and the
+    break-even latency. The stated case is its 12 workers opening concurrently (``stated``: True);
+    the sensitivity rows open one file at a time (a metadata server that serialises one client's
+    opens). Reading bytes is left out (62 kB/s per rank, ``required_vs_available``)."""
+    import pandas as pd
+
+    job = CASE_STUDY_JOB
+    step_s = b15_gain("webdataset")[1]  # tar's step: its loader keeps up
+    gain = B11_STATED["min_throughput_gain"]
+    sequences_per_rank = job["global_batch"] / (job["gpus"] // job["tp"])
+    text_bytes_per_step = sequences_per_rank * job["seq_len"] * bytes_per_token
+    rows = []
+    for in_flight in (B11_STATED["workers_per_gpu"], 1):
+        for nbytes in file_bytes:
+            files_per_step = text_bytes_per_step / nbytes
+            for latency_s in latencies_s:
+                open_s = files_per_step * latency_s / in_flight
+                small_step_s = max(step_s, open_s)
+                rows.append(
+                    {
+                        "stated": in_flight == B11_STATED["workers_per_gpu"],
+                        "opens_in_flight": in_flight,
+                        "bytes_per_file": nbytes,
+                        "latency_ms": latency_s * 1e3,
+                        "files_per_step_per_rank": files_per_step,
+                        "open_s_per_step": open_s,
+                        "step_small_files_s": small_step_s,
+                        "step_tar_s": step_s,
+                        "tar_training_gain": small_step_s / step_s,
+                        "break_even_latency_ms": gain * step_s * in_flight / files_per_step * 1e3,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def b11_network(records, table=None) -> Claim:
+    """B11 behind a network file system, on training throughput at the case study's job: each
+    (bytes per file, published latency) scenario answers whether tar gains ≥ 5% there
+    (``verdicts.over_scenarios``); the emulation on this disk (the loader alone, a toy regime)
+    is the evidence's second reading, where both formats ran cold."""
+    full = network_at_case_study() if table is None else table
+    t = full[full.stated]
+    gain = B11_STATED["min_throughput_gain"]
+    decision = verdicts.over_scenarios(list(t.tar_training_gain >= gain))
+    worst = t.loc[t.open_s_per_step.idxmax()]
+    be = t.groupby("bytes_per_file").break_even_latency_ms.first()
+    flipped = full[~full.stated & ((full.tar_training_gain >= gain) != (decision == "confirmed"))]
+    sensitivity = ""
+    if len(flipped) and decision in ("confirmed", "refuted"):
+        cases = ", ".join(
+            f"{r.bytes_per_file:,} B and {r.latency_ms:g} ms ({r.tar_training_gain:.2f}×)"
+            for r in flipped.itertuples()
+        )
+        sensitivity = f"; opening one file at a time (sensitivity) reverses it at {cases}"
+    emulated = ""
+    if records is not None and all(
+        any(r["cache"] == "cold" and r["format"] == f for r in records["sweep"])
+        for f in (SMALL_FILES, SHARDS)
+    ):
+        c = format_comparison(records, PER_FILE_LATENCY_S)
+        be_here = break_even_latency_s(records)
+        emulated = (
+            f". On this disk's loader alone, emulated (a toy regime: one process, "
+            f"{PER_FILE_LATENCY_S * 1e3:g} ms per file opened added to measured cold epochs): "
+            f"tar / JSON files {c.ratio:.1f}× "
+            f"[{c.ratio_lo:.1f}, {c.ratio_hi:.1f}] samples/s, 1.05× from "
+            f"{be_here * 1e6:.0f} µs per file on (tables/b11_latency_sensitivity.csv)"
+        )
+    return Claim(
+        "B11",
+        "tar shards instead of many small files give ≥5% training throughput — network/parallel file "
+        "system, at the case study's job",
+        f"the case study's job (16 data-parallel ranks, {B11_STATED['workers_per_gpu']} workers each, "
+        f"8.4 s step): one sample per file of {', '.join(f'{b:,}' for b in t.bytes_per_file.unique())} B, "
+        f"opened at the published {', '.join(f'{v:g}' for v in t.latency_ms.unique())} ms per file, "
+        "the workers opening concurrently",
+        decision,
+        f"break-even latency {', '.join(f'{v:.0f} ms at {b:,} B' for b, v in be.items())} per file, "
+        f"{be.min() / t.latency_ms.max():.0f}× the slowest published figure; the hardest case "
+        f"({worst.bytes_per_file:,.0f} B, {worst.latency_ms:g} ms) opens "
+        f"{worst.files_per_step_per_rank:,.0f} files in {worst.open_s_per_step:.2f} s of an "
+        f"{worst.step_tar_s:.1f} s step: hidden behind the prefetch{sensitivity} "
+        f"(tables/b11_network_case_study.csv){emulated}",
+        basis=verdicts.ANALYSIS,
+    )
