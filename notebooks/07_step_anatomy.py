@@ -146,9 +146,11 @@ plots.save_figure(fig, out, "steps")
 # In its own blocks, the last rung runs once more with a **straggler**: on every second step
 # the last rank spins on its core for the article's 8% of a step (`straggler_slowdown`) before
 # its forward, busy as a throttled card's slower kernels are (a sleep would free the core for the
-# other rank); the steps between are the baseline, interleaved step by step. DDP is
-# synchronous: the other ranks reach the step's all-reduces first and wait there. The question
-# is the article's: how much of the delay reaches the job's step (`analysis.b13_effect`).
+# other rank); each such step is paired with the step before it (`analysis.b13_pairs`), and
+# these blocks write no checkpoint. DDP is synchronous: the other ranks reach the step's
+# all-reduces first and wait there. The question is the article's: how much of the delay
+# reaches the job's step (`analysis.b13_effect`: the median of the pairs' differences, with its
+# bootstrap interval).
 
 # %%
 o.tables["b13_per_rank"]

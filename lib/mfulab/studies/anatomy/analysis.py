@@ -233,35 +233,47 @@ def straggler_table(records: dict):
     return table.sort_values(["straggler", "rank"]).reset_index(drop=True)  # "off" before "on"
 
 
-def b13_effect(records: dict) -> dict:
-    """How much of the straggler's delay reaches the job. In its blocks the straggler is on in every
-    second step (``worker``); the job's step is the slowest rank's, step by step; the slowdown is
-    the median job step with the straggler on over the median with it off (interleaved step by
-    step, so a slow block weighs on both), with the bootstrap interval of this run
-    (``timing.compare_timings``), and the delay reaching the job is the rise over the delay:
-    1 when the job runs at the straggler's pace, 0 when the others do not wait for it."""
+def b13_pairs(records: dict):
+    """The straggler's steps in pairs: each step with the straggler on beside the step before it
+    in the same block (off), the job's step (slowest rank) of both and their difference."""
     import pandas as pd
 
+    job = pd.DataFrame(_straggler_rows(records)).groupby("step").step_s.max()
+    on = _straggler_on(records)
+    rows = [
+        {"step": s, "off_s": job[s - 1], "on_s": job[s], "rise_s": job[s] - job[s - 1]}
+        for s in job.index
+        if on[s] and (s - 1) in job.index and not on[s - 1]
+    ]
+    return pd.DataFrame(rows)
+
+
+def b13_effect(records: dict, *, n_boot: int = 2000, seed: int = 0) -> dict:
+    """How much of the straggler's delay reaches the job. In its blocks the straggler is on in
+    every second step (``worker``); each step with it on is paired with the step before it
+    (:func:`b13_pairs`: a slow block weighs on both), and the rise is the median of the pairs'
+    differences of the job's step (the slowest rank's), with a seeded bootstrap interval (95%).
+    The delay reaching the job is the rise over the delay: 1 when the job runs at the straggler's
+    pace, 0 when the others do not wait for it; the slowdown is 1 + rise / the median step off."""
+    import numpy as np
+
     s = records["job"]["straggler"]
-    job = pd.DataFrame(_straggler_rows(records)).groupby("step").step_s.max().to_frame("job_step_s")
-    job["on"] = job.index.map(_straggler_on(records)).astype(bool)
-    on = summarize(list(job.job_step_s[job.on]), label="straggler on")
-    off = summarize(list(job.job_step_s[~job.on]), label="straggler off")
-    c = compare_timings(on, off, run_to_run_drift=0.0)
-    scale = off.median_s / s["delay_s"]  # a job step's relative rise → share of the delay
+    pairs = b13_pairs(records)
+    rise = pairs.rise_s.to_numpy()
+    boot = np.median(rise[np.random.default_rng(seed).integers(0, rise.size, (n_boot, rise.size))], axis=1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    off_s, median_rise = float(pairs.off_s.median()), float(np.median(rise))
     return {
         "delay_s": s["delay_s"],
-        "delay_share": s["delay_s"] / off.median_s,
-        "off_step_s": off.median_s,
-        "on_step_s": on.median_s,
-        "steps_on": int(job.on.sum()),
-        "steps_off": int((~job.on).sum()),
-        "slowdown": c.ratio,
-        "slowdown_lo": c.ratio_lo,
-        "slowdown_hi": c.ratio_hi,
-        "reached": (c.ratio - 1) * scale,
-        "reached_lo": (c.ratio_lo - 1) * scale,
-        "reached_hi": (c.ratio_hi - 1) * scale,
+        "delay_share": s["delay_s"] / off_s,
+        "pairs": len(pairs),
+        "off_step_s": off_s,
+        "on_step_s": float(pairs.on_s.median()),
+        "rise_s": median_rise,
+        "slowdown": 1 + median_rise / off_s,
+        "reached": median_rise / s["delay_s"],
+        "reached_lo": float(lo) / s["delay_s"],
+        "reached_hi": float(hi) / s["delay_s"],
     }
 
 

@@ -104,13 +104,13 @@ def b13_claim(records, p) -> Claim:
         "slower per step slowed the whole job",
         f"rank {s['rank']} spins on its core for {e['delay_s'] * 1e3:.1f} ms ({e['delay_share']:.0%} of a "
         f"step) before the forward of every second step of its blocks; the job's step (slowest rank) on "
-        f"those steps against the steps between; the share of the delay that reaches the job, at least "
+        f"each such step minus the step before it; the share of the delay that reaches the job, at least "
         f"{B13_REACHED:.0%} (closer to lockstep than to not waiting) over its interval",
         decision,
         f"job step {e['on_step_s'] * 1e3:.1f} ms with the straggler on vs {e['off_step_s'] * 1e3:.1f} ms off "
-        f"({e['steps_on']} and {e['steps_off']} steps): ×{e['slowdown']:.3f} [{e['slowdown_lo']:.3f}, "
-        f"{e['slowdown_hi']:.3f}]; {e['reached']:.0%} of the delay reaches the job "
-        f"[{e['reached_lo']:.0%}, {e['reached_hi']:.0%}]",
+        f"(medians of {e['pairs']} pairs); median rise {e['rise_s'] * 1e3:.1f} ms for a "
+        f"{e['delay_s'] * 1e3:.1f} ms delay: {e['reached']:.0%} of it reaches the job "
+        f"[{e['reached_lo']:.0%}, {e['reached_hi']:.0%}], the job's step ×{e['slowdown']:.3f}",
         basis=verdicts.TOY,
     )
 

@@ -49,6 +49,13 @@ class Params(PresetModel, StudyParams):
         unit="steps",
         positive=True,
     )
+    straggler_block_steps: int = param(
+        8,
+        "B13: steps per block of the straggler's blocks (the straggler on in every second one; no "
+        "checkpoint in them: a write beside the steps is noise to a paired difference)",
+        unit="steps",
+        positive=True,
+    )
     checkpoint_every_blocks: int = param(
         1,
         "write the block's checkpoint in one block of every this many (1: every block); the node "

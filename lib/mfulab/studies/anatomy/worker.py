@@ -14,7 +14,8 @@ write then has steps to hide behind, and the block's timer waits for it before i
 B13 straggler's blocks every second step (counted across its blocks, the same on every rank) has
 the last rank spin on its core before its forward (busy, as a throttled card's slower kernels are:
 a sleep would free the core for the other rank), so the other ranks wait for it inside the same
-step's all-reduces; the steps between are its paired baseline. The communication wait is measured
+step's all-reduces; the steps between are its paired baseline (these blocks write no checkpoint).
+The communication wait is measured
 through a DDP comm hook: the time a blocking hook (no overlap) spends waiting for its all-reduce,
 plus the time ``backward()`` still runs after the last hook returned (the all-reduces backward did
 not hide). The same steps are annotated for ``torch.profiler`` (``data``, ``mfulab.ddp_backward``,
@@ -246,7 +247,7 @@ class Trainer:
         every = self.spec.get("checkpoint_every_blocks", 1)
         writer = self.spec.get("checkpoint_ranks", "all") == "all" or self.rank == 0
         checkpoint = (
-            record != "warmup"
+            record not in ("warmup", STRAGGLER)
             and writer
             and self.block_step == max(1, self.spec["block_steps"] // 2)
             and (self.blocks - 1) % every == 0
@@ -343,10 +344,11 @@ def anatomy_worker(spec: dict) -> dict:
             if label != STRAGGLER:
                 samples[label].append(_block(trainers[label], spec["block_steps"], 0.0, label))
                 continue
-            on = [(straggler_steps + k) % 2 == 1 for k in range(spec["block_steps"])]
-            straggler_steps += spec["block_steps"]
+            n = spec["straggler_block_steps"]
+            on = [(straggler_steps + k) % 2 == 1 for k in range(n)]
+            straggler_steps += n
             delay = delay_s if rank == world - 1 else 0.0
-            samples[label].append(_block(last, spec["block_steps"], delay, label, straggler_on=on))
+            samples[label].append(_block(last, n, delay, label, straggler_on=on))
     naive = trainers[LADDER[0][0]]
     naive.block_step = -1  # the profiler's first (left-out) step, then a block with its checkpoint
     trace = Path(spec["trace_dir"]) / f"anatomy_naive_rank{rank}.json.gz"
