@@ -95,6 +95,9 @@ def test_knobs_move_their_categories(smoke):
     cats = records["job"]["ranks"][0]["profile"]["steps"]
     assert all(s["categories_s"]["data / host-to-device"] > 0 for s in cats)
     assert all(s["categories_s"]["communication"] > 0 for s in cats)
+    # on CPU each rank owns a core (as a GPU is its rank's own)
+    pinned = [rank["pinned_core"] for rank in records["job"]["ranks"]]
+    assert len(set(pinned)) == min(2, len(os.sched_getaffinity(0)))
     # the straggler's delay lands on the last rank only, on every second step of its blocks
     strag = [r for r in rows if r["record"] == STRAGGLER]
     assert all(r["straggler_s"] == 0 for r in strag if r["rank"] == 0)

@@ -49,6 +49,11 @@ class Params(PresetModel, StudyParams):
         unit="steps",
         positive=True,
     )
+    pin_ranks: bool = param(
+        True,
+        "on CPU, each rank (its threads, its loader workers) pinned to its own core, as each GPU is its "
+        "rank's own: a rank waiting in an all-reduce cannot lend its core to the others",
+    )
     straggler_block_steps: int = param(
         8,
         "B13: steps per block of the straggler's blocks (the straggler on in every second one; no "

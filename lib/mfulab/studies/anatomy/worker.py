@@ -287,6 +287,25 @@ class Trainer:
         self.ckpt.unlink(missing_ok=True)
 
 
+def _pin_rank_to_core(rank: int) -> int | None:
+    """Pin this rank's process (every thread it has, and so every thread and loader worker it
+    starts later) to one core of those it may run on, by local rank: each rank owns its core as
+    each GPU is its rank's own, and a rank waiting in an all-reduce cannot lend its core to
+    another. The core, or None where the platform has no affinity call."""
+    import os
+
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    core = cores[int(os.environ.get("LOCAL_RANK", rank)) % len(cores)]
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), {core})
+        except OSError:  # a thread that ended meanwhile
+            pass
+    return core
+
+
 def _busy(seconds: float) -> None:
     """Keep this rank's core busy for ``seconds`` (a spin on the clock)."""
     end = time.perf_counter() + seconds
@@ -326,6 +345,7 @@ def anatomy_worker(spec: dict) -> dict:
     if spec["device"] == "cpu":
         torch.set_num_threads(1)
     rank, world = dist.get_rank(), dist.get_world_size()
+    pinned = _pin_rank_to_core(rank) if spec["device"] == "cpu" and spec.get("pin_ranks", True) else None
     trainers = {name: Trainer(name, knobs, spec, rank, world) for name, knobs in rungs()}
     last = trainers[LADDER[-1][0]]
     for t in trainers.values():
@@ -366,6 +386,7 @@ def anatomy_worker(spec: dict) -> dict:
         t.close()
     mine = {
         "rank": rank,
+        "pinned_core": pinned,
         "rows": [r for t in trainers.values() for r in t.rows],
         "profile": profile,
         "profiled_rows": profiled_rows,
