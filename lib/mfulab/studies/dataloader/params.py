@@ -33,6 +33,10 @@ PUBLISHED_FILE_LATENCIES_S = (0.4e-3, 2e-3, 13e-3)
 # corpus's documents are ~600 B; 4 KiB and 64 KiB span a web page to a long document (our
 # assumption; fewer bytes per file means more files per step, so 600 B is the hard case).
 FILE_BYTES_GRID = (600, 4096, 65536)
+# The small-file loader's workers before the case study's change (§5.2 step 4 raised them to 12
+# together with tar shards; the count before is unstated): inline (0, PyTorch's default), a few,
+# and the 12 it ended with.
+SMALL_FILE_WORKERS = (0, 2, 4, 12)
 
 # B11's cold ratio pits two resources against each other: the disk's latency (JSON files: one
 # random read per file) and the CPU (tar: Python's tarfile parses every member). A neighbour's
