@@ -25,6 +25,10 @@ A12_RULE = {"max_params": 10e9, "max_cards": 1000}
 # ("ZeRO-3 needs overlap to pay off").
 A12_PLANNER_CASES = ({"preset": "llama2-7b", "devices": 512}, {"preset": "llama2-70b", "devices": 1024})
 A12_DP_OVERLAPS = (0.8, 0.0)
+# A planner margin (best ZeRO 0–2 step over best ZeRO-3 step) smaller than this decides nothing:
+# the step model's held-out errors on FSDP and DeepSpeed runs are of this order (chapter 09's
+# per-source table; our reading, not a fit).
+A12_DECISIVE_MARGIN = 0.2
 
 # A13 — article A §4.3: no interleaving at ~40 layers; it clearly pays above ~80; start from
 # 2 layers per virtual stage.
