@@ -229,12 +229,19 @@ def _drift_text(records) -> str:
         f"The calibration file ({d['file']}, measured {d['file_measured_at']}) has a matmul ceiling of "
         f"{d['file_matmul_flops_per_s'] / 1e9:.0f} GFLOP/s and a copy bandwidth of "
         f"{d['file_copy_bytes_per_s'] / 1e9:.1f} GB/s; the same benchmarks re-timed beside the step "
-        f"({d['now_measured_at']}) reach **{d['now_matmul_flops_per_s'] / 1e9:.0f} GFLOP/s** and "
+        f"({d['now_measured_at']}{_threads(d)}) reach "
+        f"**{d['now_matmul_flops_per_s'] / 1e9:.0f} GFLOP/s** and "
         f"**{d['now_copy_bytes_per_s'] / 1e9:.1f} GB/s**. A shared machine's speed moves between hours: "
         f"the file alone predicts {d['file_step_s'] * 1e3:.0f} ms ({d['file_step_error']:+.0%}), a "
         "miss that says when the calibration was taken, not how the model prices a step. Both readings "
         "below use the re-timed figures."
     )
+
+
+def _threads(d) -> str:
+    if d.get("now_threads") is None:
+        return ""
+    return f", {d['now_threads']} torch threads on {d['now_usable_cpus']} usable cores"
 
 
 def calibrated_text(records, check) -> str:
@@ -256,6 +263,7 @@ def calibrated_text(records, check) -> str:
     gemms = op_rates.gemm_names(ops)
     gemm_s = op_rates.step_seconds(ops, gemms)
     gemm_flops = sum(ops[n]["flops"] * ops[n]["per_step"] for n in gemms)
+    priced_matmul_s = check.set_index("class").loc["matmul", "predicted_op_rates_s"]
     timed = ", ".join(
         f"{name} {v['median_s'] * 1e3:.2f} ms × {v['per_step']}"
         for name, v in ops.items()
@@ -265,7 +273,9 @@ def calibrated_text(records, check) -> str:
         "\n\nThe calibration's two figures say what square matmuls and a copy reach, not what the step's "
         "own kernels do. Timed alone at the step's shapes (median of each: "
         f"its {len(gemms)} distinct GEMMs, {gemm_s * 1e3:.0f} ms per step at "
-        f"{gemm_flops / gemm_s / 1e9:.0f} GFLOP/s; {timed}), they give the second reading: "
+        f"{gemm_flops / gemm_s / 1e9:.0f} GFLOP/s, which the model prices at R∞ and t₀ fitted to them, "
+        f"with its own count of launches (q, k and v as one GEMM): "
+        f"{priced_matmul_s * 1e3:.0f} ms; {timed}), they give the second reading: "
         f"**{step.predicted_op_rates_s * 1e3:.1f} ms** ({verdict2}). "
         f"Per class: {parts2}. What the second reading still misses is how the ops compose into a step "
         "(the autograd engine, caches the kernels share) and the ops no term prices, since each priced "

@@ -10,6 +10,7 @@ same rows."""
 
 from __future__ import annotations
 
+import os
 import time
 
 from mfulab.analytic import flops
@@ -99,6 +100,8 @@ def calibration_now(timings: dict, now_cases: dict, *, dtype: str, device: str) 
             "rows": copies,
         },
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "num_threads": torch.get_num_threads(),
+        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
     }
 
 

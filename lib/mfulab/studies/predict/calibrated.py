@@ -74,6 +74,8 @@ def drift(records: dict) -> dict | None:
         "file": cal["file"],
         "file_measured_at": cal["matmul"].get("measured_at"),
         "now_measured_at": now["measured_at"],
+        "now_threads": now.get("num_threads"),
+        "now_usable_cpus": now.get("usable_cpus"),
         "file_matmul_flops_per_s": cal["matmul"]["best_flops_per_s"],
         "now_matmul_flops_per_s": now["matmul"]["best_flops_per_s"],
         "file_copy_bytes_per_s": cal["bandwidth"]["plateau_bytes_per_s"],
