@@ -14,7 +14,16 @@ import torch.utils.data as tud
 from mfulab.errors import ParameterError
 from mfulab.measure import corpus as corpus_mod
 from mfulab.measure import dataformats
-from mfulab.studies.dataloader import analysis, bench, cache, contention, disk, throughput, training_gain
+from mfulab.studies.dataloader import (
+    analysis,
+    bench,
+    cache,
+    contention,
+    disk,
+    hiding,
+    throughput,
+    training_gain,
+)
 from mfulab.studies.dataloader import checkpoint as checkpoint_mod
 from mfulab.studies.dataloader import claims as claims_mod
 from mfulab.studies.dataloader import settings as settings_mod
@@ -765,3 +774,59 @@ def test_the_case_studys_demand_per_gpu_against_a_loaders_delivery():
     # tar: 1000 samples per 1 s, 600 bytes of text each; 4 bytes per token required
     assert table.read_text_bytes_per_s["tar"] == pytest.approx(600_000)
     assert table.headroom_12_workers["tar"] == pytest.approx(12 * 600_000 / (4 * per_rank))
+
+
+def test_hiding_model_waits_inline_and_hides_behind_enough_workers():
+    """The overlap model B11's network row rests on: inline the step waits for every open; W
+    workers deliver W batches every B·L, so the wait is what B·L / W leaves beyond the step."""
+    assert hiding.predicted_wait_s(batch=8, latency_s=4e-3, workers=0, step_s=0.024) == pytest.approx(0.032)
+    assert hiding.predicted_wait_s(batch=8, latency_s=4e-3, workers=1, step_s=0.024) == pytest.approx(0.008)
+    assert hiding.predicted_wait_s(batch=8, latency_s=4e-3, workers=2, step_s=0.024) == 0.0
+
+
+def _hiding_records(intact=True):
+    runs = [
+        {"round": r, "workers": w, "median_wait_s": m, "waits_s": [m], "intact": intact or w != 2}
+        for r in range(3)
+        for w, m in ((0, 0.035 + r * 1e-3), (1, 0.011), (2, 0.0013))
+    ]
+    return {"hiding": {"latency_s": 4e-3, "batch": 8, "step_s": 0.024, "prefetch_factor": 2, "runs": runs}}
+
+
+def test_hiding_table_sets_each_worker_count_beside_its_prediction_and_gates_the_batches():
+    t = hiding.hiding_table(_hiding_records()).set_index("workers")
+    assert t.loc[0, "predicted_wait_ms"] == pytest.approx(32.0)
+    assert t.loc[0, "measured_wait_ms"] == pytest.approx(36.0)  # median of 35, 36, 37
+    assert (t.loc[0, "measured_lo_ms"], t.loc[0, "measured_hi_ms"]) == pytest.approx((35.0, 37.0))
+    assert t.loc[1, "measured_minus_predicted_ms"] == pytest.approx(3.0)
+    assert t.loc[2, "opens_per_worker_ms"] == pytest.approx(16.0)
+    assert t.intact.all()
+    assert "every batch intact" in hiding.hiding_summary(t.reset_index())
+    bad = hiding.hiding_table(_hiding_records(intact=False))
+    assert not bad.set_index("workers").loc[2, "intact"]
+    assert "FAILED" in hiding.hiding_summary(bad)
+    assert hiding.hiding_table({}).empty and hiding.hiding_summary(hiding.hiding_table({})) == ""
+    row = training_gain.b11_network(None, hiding_table=hiding.hiding_table(_hiding_records()))
+    assert "0 workers 32.0 vs 36.0 ms" in row.evidence
+
+
+def test_hiding_rounds_deliver_the_files_in_order_behind_the_injected_latency(corpus):
+    """A real run: every batch passes its checksum gate, and loading inline waits at least the
+    batch's injected opens (each read sleeps first)."""
+    root, _, _ = corpus
+    p = Params(
+        hiding_workers=(0, 2),
+        hiding_rounds=1,
+        hiding_steps=3,
+        hiding_warmup_steps=1,
+        hiding_latency_s=2e-3,
+        hiding_batch=4,
+        hiding_step_s=0.005,
+    )
+    rec = hiding.hiding_rounds(p, root)
+    assert [r["workers"] for r in rec["runs"]] in ([0, 2], [2, 0])
+    assert all(r["intact"] and len(r["waits_s"]) == 4 for r in rec["runs"])
+    (inline,) = [r for r in rec["runs"] if r["workers"] == 0]
+    assert min(inline["waits_s"]) >= 4 * 2e-3
+    with pytest.raises(ParameterError, match="hiding_workers"):
+        Params(hiding_workers=(-1,))

@@ -31,6 +31,7 @@ from mfulab.studies.dataloader.cache import count_opens, drop_metadata, evict, s
 from mfulab.studies.dataloader.contention import contention_rounds
 from mfulab.studies.dataloader.disk import probe as disk_probe
 from mfulab.studies.dataloader.formats import loader_for
+from mfulab.studies.dataloader.hiding import hiding_rounds
 from mfulab.studies.dataloader.params import Params
 from mfulab.studies.dataloader.stall import checkpoint_spike, stall_run
 from mfulab.units import MIB
@@ -40,7 +41,7 @@ STUDY = "dataloader"
 # cold rounds; loader 4: JSONL reads through one open handle per process (was an open per sample);
 # stall 2: checkpoints in every real-compute run, checkpoint A/B interleaved (B12); stall 3: the
 # A/B on a short step (checkpoint_batch_rows), and the fsync write bandwidth (B12's magnitude)
-BENCHMARK_VERSION = {"loader": 4, "stall": 3}
+BENCHMARK_VERSION = {"loader": 4, "stall": 3, "hiding": 1}
 
 
 def mib_per_s(n_bytes: float, seconds: float) -> float:
@@ -202,4 +203,6 @@ def measure(p: Params) -> dict:
     rec["checkpoint"] = checkpoint_spike(p, root)
     if p.contention_rounds and "json_files" in p.formats:
         rec["contention"] = contention_rounds(p, root)
+    if p.hiding_workers and "json_files" in p.formats:
+        rec["hiding"] = hiding_rounds(p, root)
     return rec

@@ -99,6 +99,41 @@ def plot_latency(table):
     return fig
 
 
+def plot_hiding(table):
+    """B11's network model checked here: per worker count, the model's steady-state wait per
+    step beside the measured one (median over rounds, whiskers min–max), with the emulated
+    step and the batch's injected opens for scale (the outcome's ``b11_latency_hiding``)."""
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    if table.empty:
+        ax.text(0.5, 0.5, "not measured in this run", ha="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return fig
+    x = np.arange(len(table))
+    ax.bar(x - 0.2, table.predicted_wait_ms, width=0.4, color="C7", label="model: max(0, B·L / W − step)")
+    err = [table.measured_wait_ms - table.measured_lo_ms, table.measured_hi_ms - table.measured_wait_ms]
+    ax.bar(
+        x + 0.2,
+        table.measured_wait_ms,
+        width=0.4,
+        color="C3",
+        yerr=err,
+        capsize=3,
+        label="measured (median, min–max)",
+    )
+    step = table.step_ms.iloc[0]
+    ax.axhline(step, color="C0", ls=":", label=f"emulated step ({step:g} ms)")
+    ax.set_xticks(x, [f"{int(w)} (inline)" if w == 0 else str(int(w)) for w in table.workers])
+    ax.set_xlabel("DataLoader workers")
+    ax.set_ylabel("wait for the batch per step (ms)")
+    ax.set_title(
+        f"Workers hide {table.opens_per_batch_ms.iloc[0]:g} ms of opens per batch once B·L / W < step",
+        fontweight="bold",
+    )
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
 _COLOURS = {"data wait": "C3", "compute": "C0", "other": "C2", "communication wait": "C1"}
 _ORDER = ("data wait", "compute", "other", "communication wait")  # as a step runs: the wait comes first
 

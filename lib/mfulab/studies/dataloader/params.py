@@ -219,6 +219,42 @@ class Params(StudyParams):
     stall_emulated_step_s: float = param(
         0.005, "also stall runs whose step is a timed wait this long (0: none)", unit="s", non_negative=True
     )
+    hiding_workers: tuple[int, ...] = param(
+        [0, 1, 2, 4],
+        "B11's network model checked: DataLoader worker counts reading the JSON files behind an "
+        "injected per-file latency, with an emulated step (empty: not measured)",
+        unit="processes",
+    )
+    hiding_latency_s: float = param(
+        0.004,
+        "B11's network model checked: latency injected before each file is read (a sleep: the core "
+        "is free, as in a remote file system's round trip)",
+        unit="s",
+        positive=True,
+    )
+    hiding_batch: int = param(
+        8, "B11's network model checked: samples (files) per batch", unit="samples", positive=True
+    )
+    hiding_step_s: float = param(
+        0.024,
+        "B11's network model checked: the emulated step (a timed wait); between the batch's opens "
+        "with 1 worker and with 2, so one count shows a wait and the next hides it",
+        unit="s",
+        positive=True,
+    )
+    hiding_steps: int = param(
+        12, "B11's network model checked: steps timed per run, after the warm-up", unit="steps", positive=True
+    )
+    hiding_warmup_steps: int = param(
+        3,
+        "B11's network model checked: steps left out at the start of each run (workers starting, the "
+        "queue's first fill)",
+        unit="steps",
+        non_negative=True,
+    )
+    hiding_rounds: int = param(
+        3, "B11's network model checked: rounds, every worker count once per round", unit="rounds"
+    )
     nonzero_share: float = param(
         0.001,
         "B2: a category of step time counts as non-zero above this share of the run's time "
@@ -251,6 +287,12 @@ class Params(StudyParams):
             "0 (not measured) or an integer ≥ 2 (an interval needs rounds)",
         )
         self.require_choice("formats", FORMATS)
+        self.require("hiding_rounds", self.hiding_rounds >= 1, "an integer ≥ 1")
+        self.require(
+            "hiding_workers",
+            all(w >= 0 for w in self.hiding_workers),
+            "a list of non-negative integers (empty: not measured)",
+        )
         self.require_non_negative("per_file_latency_sweep_s")
         self.require_positive("ckpt_write_sweep_gb_per_s")
         self.require("nonzero_share", self.nonzero_share < 1, "a fraction in (0, 1)")

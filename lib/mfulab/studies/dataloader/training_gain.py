@@ -27,6 +27,7 @@ L* = 1.05 · step · W / files_per_step on.
 from __future__ import annotations
 
 from mfulab.analytic.articles import b15_gain
+from mfulab.studies.dataloader.hiding import hiding_summary
 from mfulab.studies.dataloader.params import (
     FILE_BYTES_GRID,
     PER_FILE_LATENCY_S,
@@ -199,12 +200,13 @@ def network_at_case_study(
     return pd.DataFrame(rows)
 
 
-def b11_network(records, table=None) -> Claim:
+def b11_network(records, table=None, hiding_table=None) -> Claim:
     """B11 behind a network file system, on training throughput at the case study's job: each
     (workers, bytes per file, published latency) scenario answers whether tar gains ≥ 5% there
     (``verdicts.over_scenarios``: the small-file loader's worker count is unstated, so every
     count is a reading of the case); the emulation on this disk (the loader alone, a toy regime)
-    is the evidence's second reading, where both formats ran cold."""
+    is the evidence's second reading, where both formats ran cold; ``hiding_table`` (when
+    measured, ``hiding.hiding_table``) checks the model's worker overlap on this machine."""
     t = network_at_case_study() if table is None else table
     gain = B11_STATED["min_throughput_gain"]
     decision = verdicts.over_scenarios(list(t.tar_training_gain >= gain))
@@ -251,6 +253,7 @@ def b11_network(records, table=None) -> Claim:
         f"{', '.join(f'{v:.2f} ms with {w} workers' for w, v in be.items())}{which}. The worker count, "
         f"which the article leaves unstated, decides; the case study's {wait_s} s wait fits an inline "
         f"loader at {fit_ms:.1f} ms per {int(smallest.bytes_per_file):,} B file "
-        f"(tables/b11_network_case_study.csv){emulated}",
+        f"(tables/b11_network_case_study.csv){emulated}"
+        f"{'' if hiding_table is None else hiding_summary(hiding_table)}",
         basis=verdicts.ANALYSIS,
     )
