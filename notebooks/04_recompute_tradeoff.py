@@ -136,9 +136,10 @@ peak.assign(step_added_MiB=(peak.step_added_bytes / MIB).round(1)).pivot(
 # **B7 at the same micro-batch.** The article's anecdote: full recompute took MFU from 50% to
 # 40%, a 1.25× longer step. The FLOPs count behind it (Megatron's 96 vs 72 coefficient: one
 # more forward of every layer, +33%) predicts a 1.33× step at equal hardware efficiency,
-# i.e. 50% → 37.5%. Below: the measured step-time ratio full/none (paired rounds, interval
-# widened by the run-to-run drift), the MFU it implies from 50%, both expectations, and the
-# hardware FLOPs counted here (torch stops recomputing early, see above).
+# i.e. 50% → 37.5%. Below: the measured step-time ratio full/none (full and none timed alone,
+# `b7_rounds` paired rounds, interval widened by the run-to-run drift), the MFU it implies from
+# 50%, both expectations, and the hardware FLOPs counted here (torch stops recomputing early, see
+# above).
 
 # %%
 b7 = o.tables["b7_same_batch"]
@@ -336,6 +337,16 @@ display(o.tables["zero2_vs_zero3"])
 o.tables["a12_accumulation"]
 
 # %% [markdown]
+# A12's throughput sentence (for ~10B models below a thousand cards ZeRO-2 is usually faster)
+# from the course's step model at the article's 13B on 910B cards: the stated case (micro-batch
+# 1, four micro-batches per DP rank, the 910B's 200 Gb/s per card; ZeRO-2 with DeepSpeed's
+# collectives, ZeRO-3 with FSDP's), then each assumption the article does not state varied at 64
+# and 512 cards. A ratio within the decisive margin (`zero2_faster` empty) decides nothing.
+
+# %%
+o.tables["a12_throughput_sensitivity"]
+
+# %% [markdown]
 # ## Claims
 #
 # Verdict words (the rule is `docs/claims.md`): *confirmed* / *refuted* when a measurement in the
@@ -350,19 +361,19 @@ o.tables["a12_accumulation"]
 # makes the step 1 + (r − 1)·c. Article B's own pair (local MFU 80%, global 44%) gives c = 0.55.
 # B7 (same batch, this machine): one process times compute only, so the measured ratio is r; the
 # claim implies r between 1.25 (c = 1) and 1 + 0.25/0.55 = 1.45 (c = 0.55), and the FLOP count's
-# 1.33 lies inside: shown when the interval (widened by the run-to-run drift) overlaps that band,
-# not shown when it misses it (a toy regime, and a weak test of the size: the interval is wide; on
-# 2026-12-03 both the interval inside the band and the median inside it flipped between fresh
-# runs of this machine). B7 (published): Korthikanti et al.'s Table 4 gives r = 1.39 for
+# 1.33 lies inside: shown when the median lies in that band and the interval (widened by the
+# run-to-run drift) overlaps it, not shown when the interval misses the band, inconclusive on this
+# machine otherwise (a toy regime; full and none are timed alone for enough rounds that the
+# interval can miss the band). B7 (published): Korthikanti et al.'s Table 4 gives r = 1.39 for
 # one 22B layer on A100s; over c from 0.55 to 1 the step stretches 1.21–1.39×. The claim's 1.25×
 # lies in that range at one c, but 0.55 is read off an illustration and the article states no
 # compute share for this run, so the analysis cannot decide: analytic only (refuted (analysis)
 # if 1.25× fell outside the range). B7 (budget): refuted by the identity
 # MFU ∝ tokens/s. A14's choice, by bytes freed per recomputed FLOP against the attention core and
-# the whole attention block, under both kernels the article implies (unfused: it keeps the
-# attention scores; Flash Attention: its 13B's §3.2): confirmed (analysis) if the MLP wins against
-# both in every layer under both, refuted (analysis) if the core wins in every layer under both,
-# analytic only otherwise; its reasons, by FLOP and byte shares (refuted (analysis) when the MLP
+# the whole attention block, in the claim's own regime, unfused attention (its premise: the
+# attention keeps its large scores), with Flash Attention (its 13B's §3.2) beside it as context:
+# confirmed (analysis) if the MLP wins against both in every layer, refuted (analysis) if the
+# core wins in every layer, analytic only otherwise; its reasons, by FLOP and byte shares (refuted (analysis) when the MLP
 # is the costlier part to redo, or the attention frees fewer bytes than the MLP, in every layer).
 # Two more A14 rows take article A's framing sentences: "one-fold" (一倍) of wasted compute has
 # two readings, the forward done twice (true of full recompute) and the step doubled (96/72 =
@@ -373,8 +384,9 @@ o.tables["a12_accumulation"]
 # refuted when at none, analytic only when the margin decides. A12: confirmed (analysis) when
 # ZeRO-3 needs less memory and moves more bytes at every data-parallel width; its throughput
 # sentence (for ~10B models below a thousand cards ZeRO-2 is usually faster) by the step model at
-# the 13B on 64–512 910B cards: confirmed (analysis) when ZeRO-2's step is the shorter at every
-# size and batch, refuted (analysis) when ZeRO-3's is at every one; its second row,
+# the 13B on 64–512 910B cards: confirmed (analysis) when ZeRO-2's step is shorter beyond the
+# decisive margin in the stated case and in every variation of the table above, refuted
+# (analysis) when ZeRO-3's is in every one, analytic only otherwise; its second row,
 # "ZeRO-2 slices the gradients before reducing them, which reduces communication", is refuted by
 # ZeRO's own count (§7.2: a reduce-scatter plus an all-gather move what one all-reduce moves).
 

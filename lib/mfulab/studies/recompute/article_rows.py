@@ -134,48 +134,103 @@ def zero2_comm_claim() -> Claim:
     )
 
 
-def zero2_throughput_claim() -> Claim:
-    """Article A §4.2: for ~10B models below a thousand cards, ZeRO-2 is usually the better buy for
-    speed than ZeRO-3. The course's step model (``step.step_time``) at ``stated.A12_THROUGHPUT``:
-    confirmed (analysis) when ZeRO-2's step is the shorter at every cluster size and batch, refuted
-    (analysis) when ZeRO-3's is at every one, analytic only otherwise."""
+def a12_throughput_table():
+    """ZeRO-3's step over ZeRO-2's from the course's step model (``step.step_time``) at
+    ``stated.A12_THROUGHPUT``: the stated case at every cluster size and both global batches,
+    then each of ``stated.A12_THROUGHPUT_VARIATIONS`` at the smallest and largest cluster. Per
+    row: the two steps, their ratio and the answer to "is ZeRO-2 faster?" (True beyond the
+    decisive margin, False below its inverse, None between: ``stated.A12_DECISIVE_MARGIN``)."""
+    import pandas as pd
+
     from mfulab.analytic import step
 
     case = stated.A12_THROUGHPUT
     cfg = preset(case["preset_name"])
-    ratios = []
-    for cards in case["cards"]:
-        dp = cards // case["tp"]
-        for gb in (dp * case["micro_batches_per_rank"], case["global_batch"]):
-            steps = {
-                z: step.step_time(
-                    cfg,
-                    n_devices=cards,
-                    tp=case["tp"],
-                    global_batch=gb,
-                    zero_stage=z,
-                    device=case["device"],
-                    attention="fused",
-                    matmul_share_of_mamf=case["matmul_share_of_mamf"],
-                )["step_s"]
-                for z in (2, 3)
-            }
-            ratios.append((cards, gb, steps[3] / steps[2]))
-    faster = [r > 1 for *_, r in ratios]
-    lo, hi = min(r for *_, r in ratios), max(r for *_, r in ratios)
+    margin = stated.A12_DECISIVE_MARGIN
+    stated_case = {"name": "stated case", "frameworks": ("auto", "auto")}
+    rows = []
+    for v in (stated_case, *stated.A12_THROUGHPUT_VARIATIONS):
+        cards_list = case["cards"] if v is stated_case else (min(case["cards"]), max(case["cards"]))
+        micro_batch = v.get("micro_batch", 1)
+        per_rank = v.get("micro_batches_per_rank", case["micro_batches_per_rank"])
+        frameworks = v.get("frameworks", ("auto", "auto"))
+        network = {"network_bytes_per_s": v["network_bytes_per_s"]} if "network_bytes_per_s" in v else {}
+        for cards in cards_list:
+            dp = cards // case["tp"]
+            batches = [dp * micro_batch * per_rank]
+            if v is stated_case:
+                batches.append(case["global_batch"])
+            for gb in batches:
+                steps = {
+                    z: step.step_time(
+                        cfg,
+                        n_devices=cards,
+                        tp=case["tp"],
+                        micro_batch=micro_batch,
+                        global_batch=gb,
+                        zero_stage=z,
+                        framework=fw,
+                        device=case["device"],
+                        attention="fused",
+                        matmul_share_of_mamf=case["matmul_share_of_mamf"],
+                        **network,
+                    )
+                    for z, fw in zip((2, 3), frameworks)
+                }
+                ratio = steps[3]["step_s"] / steps[2]["step_s"]
+                zero2_faster = True if ratio >= 1 + margin else False if ratio <= 1 / (1 + margin) else None
+                rows.append(
+                    {
+                        "scenario": v["name"],
+                        "cards": cards,
+                        "global_batch": gb,
+                        "micro_batch": micro_batch,
+                        "frameworks": " / ".join(steps[z]["framework"] for z in (2, 3)),
+                        "zero2_step_s": steps[2]["step_s"],
+                        "zero3_step_s": steps[3]["step_s"],
+                        "zero3_over_zero2": ratio,
+                        "both_fit": bool(steps[2]["fits"] and steps[3]["fits"]),
+                        "zero2_faster": zero2_faster,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def zero2_throughput_claim(table=None) -> Claim:
+    """Article A §4.2: for ~10B models below a thousand cards, ZeRO-2 is usually the better buy for
+    speed than ZeRO-3. Rule: each row of :func:`a12_throughput_table` (the stated case and every
+    variation of what it assumes) answers "is ZeRO-2 faster?" beyond the decisive margin;
+    confirmed (analysis) when every row says yes, refuted (analysis) when every row says no,
+    analytic only otherwise (``verdicts.over_scenarios``)."""
+    t = a12_throughput_table() if table is None else table
+    case = stated.A12_THROUGHPUT
+    cfg = preset(case["preset_name"])
+    st = t[t.scenario == "stated case"]
+    varied = t[t.scenario != "stated case"]
+    lo, hi = st.zero3_over_zero2.min(), st.zero3_over_zero2.max()
+    undecided = varied[varied.zero2_faster.isna() | (varied.zero2_faster == False)]  # noqa: E712
+    by_scenario = varied.groupby("scenario", sort=False).zero3_over_zero2.agg(["min", "max"])
     return Claim(
         "A12",
         "for ~10B models below a thousand cards, ZeRO-2 is usually faster than ZeRO-3",
         f"the step model (step.step_time) on {case['device']} (devices.yaml), {cfg.name} at TP {case['tp']} "
         f"on {', '.join(map(str, case['cards']))} cards, micro-batch 1, {case['micro_batches_per_rank']} "
         f"micro-batches per DP rank and {case['global_batch']} sequences per step (assumed), GEMMs at "
-        f"{case['matmul_share_of_mamf']:g} of MAMF; ZeRO-2 with DeepSpeed's collectives, ZeRO-3 with FSDP's",
-        verdicts.over_scenarios(faster),
-        f"ZeRO-3's step over ZeRO-2's: {lo:.2f}–{hi:.2f}× ("
-        + "; ".join(f"{c} cards, {gb} seq: {r:.2f}×" for c, gb, r in ratios)
-        + "): ZeRO-3 gathers the parameters in the forward and again in the backward of every "
-        "micro-batch, over 200 Gb/s between nodes, and that traffic outgrows what the compute hides; "
-        "the step model's ZeRO-3 errors on published runs are chapter 09's",
+        f"{case['matmul_share_of_mamf']:g} of MAMF, ZeRO-2 with DeepSpeed's collectives and ZeRO-3 with "
+        "FSDP's; then each assumption varied (tables/a12_throughput_sensitivity.csv); a margin within "
+        f"{stated.A12_DECISIVE_MARGIN:.0%} decides nothing",
+        verdicts.over_scenarios(list(t.zero2_faster)),
+        f"stated case: ZeRO-3's step is {lo:.2f}–{hi:.2f}× ZeRO-2's (every micro-batch of ZeRO-3 gathers "
+        "the parameters forward and backward over 200 Gb/s between nodes). Varied: "
+        + "; ".join(f"{name} {r['min']:.2f}–{r['max']:.2f}×" for name, r in by_scenario.iterrows())
+        + (
+            f". Undecided or reversed in {len(undecided)} of {len(varied)} varied rows ("
+            + ", ".join(sorted(set(undecided.scenario)))
+            + "): assumptions the article does not state decide"
+            if len(undecided)
+            else ""
+        )
+        + ". The step model's ZeRO-3 errors on published runs are chapter 09's",
         basis=verdicts.ANALYSIS,
     )
 

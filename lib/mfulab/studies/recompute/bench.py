@@ -350,4 +350,25 @@ def measure(p: Params) -> dict:
         }
         for q, mb in timing_points
     ]
+    if p.b7_rounds and "full" in policies:
+        # B7 at the same batch: full against none alone, more rounds than the whole grid affords
+        b7 = step_times(
+            cfg,
+            [("none", base_mb), ("full", base_mb)],
+            every_k=every_k,
+            attn_impl=attn,
+            device=device,
+            rounds=p.b7_rounds,
+            num_threads=threads,
+            dtype=p.dtype,
+        )
+        rec["b7_timing"] = [
+            {
+                "policy": q,
+                "micro_batch": base_mb,
+                "dtype": rec["dtype"],
+                **b7[f"{q}@{base_mb}"].to_dict(with_samples=True),
+            }
+            for q in ("none", "full")
+        ]
     return rec

@@ -61,6 +61,13 @@ class Params(OneDevice, PresetModel, StudyParams):
         unit="rounds",
         positive=True,
     )
+    b7_rounds: int = param(
+        15,
+        "B7 (same batch): rounds of a timing of full and none alone at the smallest micro-batch, "
+        "interleaved (0: read B7 off the step timing above)",
+        unit="rounds",
+        non_negative=True,
+    )
     planner_cases: tuple[dict, ...] = param(
         list(PLANNER_CASES),
         "analytic planner cases (name, preset, "
@@ -106,6 +113,9 @@ class Params(OneDevice, PresetModel, StudyParams):
         self.require("planner_matmul_share_of_mamf", self.planner_matmul_share_of_mamf <= 1, "at most 1")
         self.require("fragmentation_margin", self.fragmentation_margin < 1, "below 1")
         self.require("timing_rounds", self.timing_rounds >= 2, "at least 2 (a paired comparison)")
+        self.require(
+            "b7_rounds", self.b7_rounds == 0 or self.b7_rounds >= 2, "0 or at least 2 (a paired comparison)"
+        )
 
     def predicted_peak_bytes(self) -> float:
         """The larger of the measurement's two peaks (``memory.step_peak_bytes``, no optimizer):
