@@ -361,10 +361,10 @@ o.tables["a12_throughput_sensitivity"]
 # makes the step 1 + (r − 1)·c. Article B's own pair (local MFU 80%, global 44%) gives c = 0.55.
 # B7 (same batch, this machine): one process times compute only, so the measured ratio is r; the
 # claim implies r between 1.25 (c = 1) and 1 + 0.25/0.55 = 1.45 (c = 0.55), and the FLOP count's
-# 1.33 lies inside: shown when the median lies in that band and the interval (widened by the
-# run-to-run drift) overlaps it, not shown when the interval misses the band, inconclusive on this
-# machine otherwise (a toy regime; full and none are timed alone for enough rounds that the
-# interval can miss the band). B7 (published): Korthikanti et al.'s Table 4 gives r = 1.39 for
+# 1.33 lies inside: shown when the interval, widened by this ratio's own run-to-run drift
+# (`b7_ratio_drift`: it moved 1.21–1.57× between fresh runs of this box), lies inside that band,
+# not shown when it misses it, inconclusive on this machine otherwise (a toy regime; full and
+# none are timed alone for several rounds). B7 (published): Korthikanti et al.'s Table 4 gives r = 1.39 for
 # one 22B layer on A100s; over c from 0.55 to 1 the step stretches 1.21–1.39×. The claim's 1.25×
 # lies in that range at one c, but 0.55 is read off an illustration and the article states no
 # compute share for this run, so the analysis cannot decide: analytic only (refuted (analysis)

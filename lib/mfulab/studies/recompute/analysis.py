@@ -12,7 +12,7 @@ from __future__ import annotations
 from mfulab.analytic import memory
 from mfulab.analytic.config import TransformerConfig, preset
 from mfulab.errors import ParameterError
-from mfulab.measure.timing import compare_timings, summarize
+from mfulab.measure.timing import RUN_TO_RUN_DRIFT, compare_timings, summarize
 from mfulab.studies.recompute.stated import (
     A14_PRESET,
     B7_ARTICLE_COMPUTE_SHARE,
@@ -276,14 +276,17 @@ def budget_note(records) -> str | None:
 # ---------------------------------------------------------------------------- B7, text figures
 def b7_same_batch(records) -> dict:
     """B7 at one micro-batch: the step-time ratio full/none from the interleaved timing (paired
-    rounds, interval widened by the run-to-run drift; B7's own timing of the two alone when the
-    records have it, else the whole grid's), the MFU it implies from the article's
+    rounds, interval widened by ``b7_ratio_drift``, this ratio's run-to-run drift; B7's own timing
+    of the two alone when the records have it, else the whole grid's), the MFU it implies from the article's
     50%, and the two expectations: the article's own 50% → 40% (a 1.25× step) and Megatron's
     96/72 FLOPs (a 1.33× step, 50% → 37.5%), plus the hardware FLOPs counted here."""
     base_mb = records["base_micro_batch"]
     key = "b7_timing" if records.get("b7_timing") else "timing"  # its own longer timing, when run
+    drift = records.get("params", {}).get("b7_ratio_drift", RUN_TO_RUN_DRIFT)
     c = compare_timings(
-        _per_token_timing(records, "none", base_mb, key), _per_token_timing(records, "full", base_mb, key)
+        _per_token_timing(records, "none", base_mb, key),
+        _per_token_timing(records, "full", base_mb, key),
+        run_to_run_drift=drift,
     )
     before, after = B7_MFU_PERCENT
     counted = records["hardware_flops_per_token"]["full"] / records["hardware_flops_per_token"]["none"]
@@ -294,6 +297,7 @@ def b7_same_batch(records) -> dict:
         "time_ratio_lo": 1 / c.ratio_hi,
         "time_ratio_hi": 1 / c.ratio_lo,
         "paired": c.paired,
+        "run_to_run_drift": drift,
         "rounds": len(next(r for r in records[key] if r["policy"] == "none")["times_s"]),
         "claimed_time_ratio": before / after,
         # the compute slowdown the claim implies when compute is only B7_ARTICLE_COMPUTE_SHARE of
