@@ -104,6 +104,14 @@ display(
         f"* *check: this run's fit vs the calibration*: fitted the same way, this run's times give α "
         f"{diff.iloc[0]:+.0%} and B {diff.iloc[2]:+.0%} relative to the calibration (table below); "
         "the calibration stands for the machine, this run is one job."
+        + (
+            f"\n* the calibration's own fresh jobs put α anywhere in {min(jobs) * 1e6:.0f}–"
+            f"{max(jobs) * 1e6:.0f} µs ({len(jobs)} jobs): on this box the α–β model is illustrative, "
+            "not predictive: A3's and A5's effects are read off measured steps, and A5's mechanism row "
+            "carries this spread"
+            if len(jobs := [j["alpha_s"] for j in (records.get("alpha_beta") or {}).get("jobs") or []]) > 1
+            else ""
+        )
     )
 )
 display(check.round(3))
@@ -366,7 +374,7 @@ o.tables["a2_collectives"]
 # from the exact count of collectives (§6); B9 from the nccl-tests definitions, the A100
 # datasheet (12 NVLink 3 links of 25 GB/s per direction: 300 GB/s) and the published healthy
 # nodes of the table above (60% of the line rate is a bottleneck only if every healthy node reads
-# more); A4 from the step model at the article's configuration; A18 is a rule of thumb, not
+# more, by a margin a message size the sentence leaves out could not erase: 20%); A4 from the step model at the article's configuration; A18 is a rule of thumb, not
 # checkable because one overlap gives a different share at every compute ÷ communication ratio,
 # shown against the ratio sweep and priced at the article's configuration.
 
