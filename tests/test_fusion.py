@@ -528,3 +528,24 @@ def test_b5_published_row_reads_the_cited_rows_by_id():
     (row,) = published.b5_published_claim()
     assert row.verdict == "not checkable" and row.basis == "published measurement"
     assert "13.6%" in row.evidence and "14.0%" in row.evidence and "past its top" in row.evidence
+
+
+def test_b4_is_judged_on_the_stated_two_fold_and_b3_on_its_published_and_documented_rows():
+    """TF32 "doubles": the A100 datasheet's dense TF32 peak is 8× its FP32 peak (156 against 19.5
+    TFLOP/s), outside the band that reads as double, so refuted; a measured 2.1× would confirm it.
+    FlashAttention's HBM traffic: 40.3 → 4.4 GB in its paper's Figure 2, 9.2× (several-fold)."""
+    import pandas as pd
+
+    from mfulab.studies.fusion import claims as fusion_claims
+
+    sheet = pd.DataFrame({"dtype": ["fp32", "A100 datasheet tf32 / fp32"], "vs_fp32": [1.0, 8.0]})
+    row = fusion_claims.b4_claim({"matmul_dtypes": sheet})
+    assert row.verdict == "refuted" and "8× (dense): not double" in row.evidence
+    measured = pd.DataFrame(
+        {"dtype": ["fp32", "tf32", "bf16", "A100 datasheet tf32 / fp32"], "vs_fp32": [1.0, 2.1, 4.0, 8.0]}
+    )
+    assert fusion_claims.b4_claim({"matmul_dtypes": measured}).verdict == "confirmed"
+    hbm = fusion_claims.b3_hbm_claim()
+    assert (
+        hbm.verdict == "confirmed" and "9.2× fewer" in hbm.evidence and hbm.basis == "published measurement"
+    )

@@ -22,6 +22,9 @@ from mfulab.studies.fusion.stated import (
     A7_LAYER_SPEEDUP,
     A7_STATED_TIME_REDUCTION,
     A8_STATED,
+    B3_FLASH_PUBLISHED,
+    B3_SEVERAL_FOLD,
+    B4_DOUBLING_BAND,
     B5_STATED_SPEEDUP,
 )
 from mfulab.studykit import verdicts
@@ -204,32 +207,65 @@ def a8_claims(t, v: dict) -> list[Claim]:
     ]
 
 
+def _doubles(ratio: float) -> bool:
+    lo, hi = B4_DOUBLING_BAND
+    return lo <= ratio <= hi
+
+
 def b4_claim(t) -> Claim:
+    """B4 on the quantity it states, 2×: confirmed when the tf32/fp32 matmul ratio lies in
+    ``stated.B4_DOUBLING_BAND``, refuted outside it (measured on a GPU with TF32; elsewhere the
+    A100 datasheet's dense peaks). TF32 only changes fp32 matmuls, so the evidence also says what
+    it does in the article's own bf16 run."""
     dt = t["matmul_dtypes"].set_index("dtype")
     claim = "TF32 doubles matmul throughput on A100-class GPUs"
     sheet_ratio = dt.loc["A100 datasheet tf32 / fp32", "vs_fp32"]
+    band = f"{B4_DOUBLING_BAND[0]:g}–{B4_DOUBLING_BAND[1]:g}× reads as double"
+    in_bf16 = (
+        "TF32 only changes fp32 matmuls: in a bf16 autocast run, as article B's case study is, it changes "
+        "almost nothing, so B15's 0.8 s for SDPA + TF32 rests on SDPA"
+    )
     if "tf32" in dt.index:
         ratio = dt.loc["tf32", "vs_fp32"]
         return Claim(
             "B4",
             claim,
-            "matmul ceiling tf32 vs fp32 on this GPU",
-            verdicts.verdict_from_agreement(ratio >= 1.8),
+            f"matmul ceiling tf32 vs fp32 on this GPU ({band})",
+            verdicts.verdict_from_agreement(_doubles(ratio)),
             f"tf32/fp32 = {ratio:.2f}×; bf16/fp32 = {dt.loc['bf16', 'vs_fp32']:.2f}×; "
-            f"A100 datasheet tf32/fp32 = {sheet_ratio:.0f}×",
+            f"A100 datasheet tf32/fp32 = {sheet_ratio:.0f}×. {in_bf16}",
             basis=verdicts.MEASURED,
         )
     return Claim(
         "B4",
         claim,
-        "the A100 datasheet's dense tensor-core TF32 peak against its FP32 peak (no TF32 on a CPU)",
-        verdicts.verdict_from_agreement(sheet_ratio >= 2),
-        f"A100 datasheet: tf32/fp32 = {sheet_ratio:.0f}× (dense), at least double; a GEMM reaches a "
-        "share of it (chapter 01's MAMF). TF32 only changes fp32 matmuls: in a bf16 autocast run, as "
-        "article B's case study is, it changes almost nothing, so B15's 0.8 s for SDPA + TF32 rests on "
-        "SDPA. On a CPU the quantity does not exist"
+        f"the A100 datasheet's dense tensor-core TF32 peak against its FP32 peak ({band}; no TF32 on a CPU)",
+        verdicts.verdict_from_agreement(_doubles(sheet_ratio)),
+        f"A100 datasheet: tf32/fp32 = {sheet_ratio:.0f}× (dense): not double; a GEMM reaches a share of "
+        f"it (chapter 01's MAMF). {in_bf16}. On a CPU the quantity does not exist"
         + (f" (bf16/fp32 here = {dt.loc['bf16', 'vs_fp32']:.2f}×)" if "bf16" in dt.index else ""),
         basis=verdicts.DOCUMENTED,
+    )
+
+
+def b3_hbm_claim() -> Claim:
+    """Article B's FlashAttention sentence, "the same attention, HBM reads and writes cut
+    several-fold", from the published measurement (``stated.B3_FLASH_PUBLISHED``): confirmed when
+    standard ÷ flash HBM traffic is at least ``stated.B3_SEVERAL_FOLD`` (refuted below)."""
+    f = B3_FLASH_PUBLISHED
+    std, fl = f["standard"], f["flash"]
+    cut = std["hbm_gb"] / fl["hbm_gb"]
+    return Claim(
+        "B3",
+        "FlashAttention cuts the same attention's HBM reads and writes several-fold",
+        f"{f['citation']}: {f['workload']}; several-fold read as ≥ {B3_SEVERAL_FOLD:g}×",
+        verdicts.verdict_from_agreement(cut >= B3_SEVERAL_FOLD),
+        f"HBM reads + writes {std['hbm_gb']:g} → {fl['hbm_gb']:g} GB ({cut:.1f}× fewer; "
+        f"{f['v1_standard_hbm_gb']:g} GB standard in the paper's first version: "
+        f"{f['v1_standard_hbm_gb'] / fl['hbm_gb']:.1f}×) while the FLOPs rise {std['gflops']:g} → "
+        f"{fl['gflops']:g} G (the backward recomputes the scores); runtime {std['runtime_ms']:g} → "
+        f"{fl['runtime_ms']:g} ms ({std['runtime_ms'] / fl['runtime_ms']:.1f}×)",
+        basis=verdicts.PUBLISHED,
     )
 
 
@@ -301,13 +337,11 @@ def b3_claims(records, v: dict) -> list[Claim]:
                 "B3",
                 "torch.backends.cuda.enable_flash_sdp(True) can force-enable (强制启用) flash",
                 "what the switch does (PyTorch docs: it enables a backend, it does not select one) and "
-                "the switches' state as torch starts here; two readings of 强制启用: it enables the flash "
-                "backend, or it makes SDPA use it",
-                "not checkable",
-                "reading-dependent: it does enable the backend (true, and a no-op where it is on by "
-                f"default: enabled here {on}); it does not make SDPA use it (false: SDPA still picks among "
-                "the enabled backends by its rules, and the article itself warns of the fallback); forcing "
-                "one is "
+                "the switches' state as torch starts here; 强制 (force) asks that SDPA use flash",
+                "refuted",
+                "the switch only enables the flash backend, which is on by default (enabled here "
+                f"{on}): calling it changes nothing, and SDPA still picks among the enabled backends by "
+                "its rules (the article itself warns of the fallback); forcing one is "
                 "torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION), which raises where flash is "
                 "not eligible",
                 basis=verdicts.DOCUMENTED,
@@ -343,7 +377,7 @@ def outcome(records, p) -> Outcome:
     }
     t = tables(records, v)
     v |= texts(records, t)
-    claim_list = a7_claims(records, t) + a8_claims(t, v) + b3_claims(records, v)
+    claim_list = a7_claims(records, t) + a8_claims(t, v) + b3_claims(records, v) + [b3_hbm_claim()]
     claim_list += [b4_claim(t), *b5_claims(records, t), *published.b5_published_claim()]
     return Outcome(claim_list, headline_metrics(records, t, v, claim_list), t, values=v)
 
