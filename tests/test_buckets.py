@@ -384,6 +384,14 @@ def test_model_error_fit_recovers_a_known_overhead():
     assert fit["per_bucket_overhead_s"] == pytest.approx(3e-4, rel=0.02)
     assert fit["per_step_overhead_s"] == pytest.approx(0.005, rel=0.05)
     assert fit["rms_error_fitted"] < 0.01 < fit["rms_error_alpha_beta"]
+    # a model that holds predicts each cap from the others too (leave one cap out)
+    assert fit["rms_error_held_out"] < 0.02
+    # steps the model cannot shape: the fit absorbs them in sample, the held-out caps expose it
+    noisy = _sweep_records(
+        lambda row: truth[row["bucket_cap_mb"]] * (1.3 if row["bucket_cap_mb"] == 1 else 1.0)
+    )
+    noisy_fit = model_error.fit_mode(noisy, "real")
+    assert noisy_fit["rms_error_held_out"] > noisy_fit["rms_error_fitted"]
     sweep = analysis.sweep_table(rec)
     assert (sweep.residual_fitted.abs() < 0.01).all() and (sweep.residual > 0.1).any()
     # the sensitivity table carries it to scale: two rows, A6's and B8's answers checked

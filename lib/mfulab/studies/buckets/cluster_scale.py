@@ -106,8 +106,12 @@ def a6_per_tensor_claim(table) -> list[Claim]:
 
     verdict = decide(A6_DISASTER_RATIO)
     # "a disaster" is our reading: the same rule at a milder and a harsher threshold
-    at_other = "; ".join(
-        f"read as ≥ {r:g}×: {verdicts.label(decide(r), verdicts.ANALYSIS)}" for r in (1.3, 2.0)
+    at_other = (
+        f"the verdict reads 'a disaster' as ≥ {A6_DISASTER_RATIO:g}× (our reading; were it "
+        + " or ".join(
+            f"≥ {r:g}×, the row would read {verdicts.label(decide(r), verdicts.ANALYSIS)}" for r in (1.3, 2.0)
+        )
+        + ")"
     )
     return [
         Claim(
@@ -226,8 +230,13 @@ def model_error_text(records) -> str:
     if fits.empty:
         return ""
     per_mode = ", ".join(
-        f"{r.rms_error_alpha_beta:.0%} with the calibration's α–β alone, {r.rms_error_fitted:.0%} fitted "
-        f"({r.mode} compute)"
+        f"{r.rms_error_alpha_beta:.0%} with the calibration's α–β alone, {r.rms_error_fitted:.0%} fitted"
+        + (
+            f" ({r.rms_error_held_out:.0%} on each cap held out of the fit)"
+            if r.rms_error_held_out == r.rms_error_held_out and r.rms_error_held_out is not None
+            else ""
+        )
+        + f" ({r.mode} compute)"
         for r in fits.itertuples()
     )
     fit = records["ddp"]["allreduce_fit"]
@@ -353,8 +362,11 @@ def a6_megatron_default_claim(records) -> list[Claim]:
             f"{MEGATRON_BUCKET_RULE_SOURCE}; fp32 gradients ({SCALE_GRAD_BYTES_PER_ELEM:g} B each, "
             "Megatron's default for bf16 runs)",
             "confirmed",
-            "the mechanism holds (buckets sealed at a size, in reverse parameter order, so that each "
-            "reduces while the backward goes on); the size is the sentence's example, not the default: "
+            "the mechanism holds (buckets sealed at a size, so that each reduces while the backward goes "
+            "on), read in Megatron-Core's DDP, which MindSpeed runs (it patches Megatron-LM; no MindSpeed "
+            "rule of its own is documented); its gradient buffer is laid out in reverse parameter order "
+            "(the backward's), so the buckets follow the buffer's storage order, not the model's; the "
+            "size is the sentence's example, not the default: "
             f"the default bucket is {default_mb(1):.0f} MB of fp32 gradient up to DP 40, "
             f"{default_mb(dp_article):.0f} MB at the article's about a thousand cards "
             f"(TP {tp} × DP {dp_article}): {default_mb(1) / 25:.1f}–{default_mb(dp_article) / 25:.0f}× "

@@ -19,6 +19,10 @@ the best per-step constant (≥ 0) is closed-form, and the per-bucket overhead i
 a grid refined twice in ``[0, min(step / buckets)]`` (no cap can spend more than its whole
 step on per-bucket work). The sensitivity table carries the larger of the modes' per-bucket
 overheads to cluster scale: this machine's host cost per bucket as if a cluster paid it.
+
+Fitted on the very caps it is scored on, the error after the fit is goodness of fit, not
+validation: each mode's fit is also scored leave-one-cap-out (``rms_error_held_out``), every cap
+predicted by overheads fitted on the other caps.
 """
 
 from __future__ import annotations
@@ -121,7 +125,8 @@ def fit_mode(records, mode: str) -> dict | None:
         )
         for r in rows
     )
-    o, c, before, after = _fit(_machine(records), key)
+    machine = _machine(records)
+    o, c, before, after = _fit(machine, key)
     return {
         "mode": mode,
         "caps": len(rows),
@@ -129,7 +134,21 @@ def fit_mode(records, mode: str) -> dict | None:
         "per_step_overhead_s": c,
         "rms_error_alpha_beta": before,
         "rms_error_fitted": after,
+        "rms_error_held_out": _held_out_rms(machine, key),
     }
+
+
+def _held_out_rms(machine: tuple, key: tuple) -> float | None:
+    """Leave one cap out: fit both overheads on the other caps (at least three), predict the
+    cap left out, and take the RMS relative error of those out-of-sample predictions; None
+    with fewer than four caps."""
+    if len(key) < 4:
+        return None
+    errors = []
+    for i, (cap, _, measured, backward) in enumerate(key):
+        o, c, _, _ = _fit(machine, key[:i] + key[i + 1 :])
+        errors.append((_simulate(machine, cap, backward, o) + c) / measured - 1)
+    return float(np.sqrt(np.mean(np.square(errors))))
 
 
 def fits(records) -> dict:
