@@ -475,7 +475,9 @@ display(Markdown(article_arithmetic.b9_text_note(b9_text)))
 # evidence).
 # B2 is *shown* when at least three of its four categories take at least `b2_present_share`
 # of the job's wall clock, and inconclusive on this machine otherwise (a toy regime: one process, not the
-# article's 64-GPU job); B15 takes "mainly" as more than half of
+# article's 64-GPU job). Its quick diagnosis, `nvidia-smi dmon`'s utilisation beside the step
+# times, is judged on NVML's definition of that figure (the share of time some kernel is
+# resident): refuted when two losses or more read as busy as useful compute. B15 takes "mainly" as more than half of
 # the gross gain and is decided only where both readings of the NCCL step agree (not checkable,
 # reading-dependent, where they do not).
 # Arithmetic verdicts are deterministic; B2's count is far from its threshold on one process

@@ -49,6 +49,7 @@ def test_claims_without_measurements_have_computed_verdicts():
         ("B1", "confirmed"),  # 8.8e16 FLOPs; 44% at 10 s, 43% at 10.2 s, 52% at 8.5 s
         ("B1", "not checkable"),  # "many jobs at 35–50%": no fleet data is published
         ("B1", "not checkable"),  # "local MFU may read 80%": an illustration
+        ("B2", "refuted"),  # nvidia-smi's utilisation cannot tell slow kernels or NCCL waits from work
         # B15: overlap + data IO = 0.7 of 1.8 s with NCCL tuning its own category, 1.0 of 1.8 s with
         # it counted as communication: the readings disagree, so the sentence is not checkable
         ("B15", "not checkable"),
@@ -197,10 +198,14 @@ def test_b2_is_shown_only_with_three_categories_present(tiny_records):
     split = time_split.b2_split(busy, present_share=p.b2_present_share).set_index("category")
     assert split.seconds.sum() == pytest.approx(busy["train"]["job_wall_s"])
     assert list(split.present) == [True, False, True, True]  # communication is 0 in one process
-    (b2,) = [c for c in claims_mod.claims(busy, p) if c.id == "B2"]
+    (b2, dmon) = [c for c in claims_mod.claims(busy, p) if c.id == "B2"]
     assert b2.verdict == "shown"
+    # nvidia-smi's utilisation counts time with a kernel resident: blind to slow kernels and to an
+    # NCCL kernel waiting on its peers, so it cannot rank the four losses
+    assert dmon.verdict == "refuted" and dmon.basis == "documented specification"
+    assert "slow operators or communication wait" in dmon.evidence
     quiet = _with_split(tiny_records, data_share_of_compute=0.0, setup_share_of_steps=0.001)
-    (b2,) = [c for c in claims_mod.claims(quiet, p) if c.id == "B2"]
+    (b2, _) = [c for c in claims_mod.claims(quiet, p) if c.id == "B2"]
     assert b2.verdict == "inconclusive on this machine" and "communication wait 0" in b2.evidence
     floors = time_split.b2_floor_sensitivity(busy, [0.0, 0.5])
     assert list(floors.categories_present) == [3, 1] and list(floors.verdict) == [

@@ -119,3 +119,25 @@ PUBLISHED_MFU = (
 # §1.1: at 10 s a step (44% global MFU), "local MFU may show the compute pipeline 80% busy".
 B_TYPICAL_MFU_BAND = (0.35, 0.50)
 B_LOCAL_MFU_EXAMPLE = {"global": 0.44, "local": 0.80, "step_s": 10.0}
+
+# Article B §1.2: "even just logging GPU utilisation and memory utilisation with nvidia-smi dmon,
+# and printing each step's time, you can quickly tell which of the four losses dominates". What
+# nvidia-smi reports (NVML, nvmlUtilization_t; the same figure torch.cuda.utilization returns):
+# "gpu: percent of time over the past sample period during which one or more kernels was
+# executing on the GPU"; "memory: percent of time ... during which global (device) memory was
+# being read or written"; a sample period of 1/6 s to 1 s (NVML API reference, nvmlUtilization_t).
+# Per loss of the four: whether a kernel is resident on the GPU while it happens (the NCCL
+# kernel of a collective stays resident while it waits for its peers; a slow operator is a kernel).
+B2_DMON_SEES = {
+    "slow operators": {"kernel_resident": True, "why": "a slow kernel is resident: 100% like a fast one"},
+    "communication wait": {
+        "kernel_resident": True,
+        "why": "an NCCL kernel waiting on its peers is resident: it reads as busy",
+    },
+    "data wait": {"kernel_resident": False, "why": "no kernel while the batch is awaited: utilisation drops"},
+    "scheduling waste": {
+        "kernel_resident": False,
+        "why": "gaps between kernels drop it, when longer than the sample period resolves",
+    },
+}
+B2_DMON_SOURCE = "NVML API reference, nvmlUtilization_t (gpu, memory; sample period 1/6–1 s)"
