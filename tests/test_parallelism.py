@@ -52,6 +52,13 @@ def test_bubble_table_recovers_the_formula_and_the_slot_overhead():
     assert df.bubble_formula.tolist() == pytest.approx(
         [(p - 1) / (v * m) for v in (1, 2) for m in (4, 8, 16)]
     )
+    # each m predicted from the others (leave one out) recovers it too: the overhead is one number
+    assert df.held_out_error.abs().max() < 1e-9
+    # an m whose step the slot model does not shape: in sample the fit spreads the miss, out of
+    # sample it stands out where it is
+    runs[1]["times_s"] = [runs[1]["times_s"][0] * 1.2] * 3
+    odd = measured.pipeline_table({"pipeline": [{"ranks": p, "compute": "emulated", "runs": runs}]})
+    assert abs(odd.held_out_error.iloc[1]) > abs(odd.model_error.iloc[1]) > 0.01
 
 
 def test_skewed_routing_sends_the_stated_share_to_the_hot_rank():

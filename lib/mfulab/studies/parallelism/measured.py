@@ -25,7 +25,8 @@ def pipeline_table(records):
 
     the (m·v + p − 1) slots of the step each costing its compute plus c (the point-to-point
     send and receive, the schedule's bookkeeping). One number per schedule and 3–5 values of
-    m: what the fit tests is how the bubble falls with m."""
+    m: what the fit tests is how the bubble falls with m. ``bubble_held_out`` predicts each m
+    with c fitted on the schedule's other m values (leave one out): the out-of-sample check."""
     import pandas as pd
 
     rows = []
@@ -37,17 +38,28 @@ def pipeline_table(records):
             slots = r["m"] * r["v"] + p - 1
             fits.setdefault(r["schedule"], []).append((r, step, slots))
         for runs in fits.values():
-            residual = [(step - k * r["ideal_s"] / (r["m"] * r["v"]), k) for r, step, k in runs]
-            c = max(0.0, sum(res * k for res, k in residual) / sum(k * k for _, k in residual))
-            rows += [_pipeline_row(job, r, step, k, c) for r, step, k in runs]
+            c = _slot_overhead(runs)
+            for i, (r, step, k) in enumerate(runs):
+                others = runs[:i] + runs[i + 1 :]
+                held_out = _slot_overhead(others) if others else None  # c fitted without this m
+                rows.append(_pipeline_row(job, r, step, k, c, held_out))
     df = pd.DataFrame(rows)
     df["model_error"] = df.bubble_measured / df.bubble_modelled - 1
+    df["held_out_error"] = df.bubble_measured / df.bubble_held_out - 1
     return df
 
 
-def _pipeline_row(job, r, step, slots, c) -> dict:
+def _slot_overhead(runs) -> float:
+    """The per-slot overhead c ≥ 0 of ``step ≈ slots · (ideal/(m·v) + c)`` by least squares over
+    ``runs`` ((run, median step, slots) of one job and schedule)."""
+    residual = [(step - k * r["ideal_s"] / (r["m"] * r["v"]), k) for r, step, k in runs]
+    return max(0.0, sum(res * k for res, k in residual) / sum(k * k for _, k in residual))
+
+
+def _pipeline_row(job, r, step, slots, c, c_held_out=None) -> dict:
     p, ideal = job["ranks"], r["ideal_s"]
     modelled = slots * (ideal / (r["m"] * r["v"]) + c)
+    held_out = None if c_held_out is None else slots * (ideal / (r["m"] * r["v"]) + c_held_out)
     return {
         "ranks": p,
         "compute": job["compute"],
@@ -60,6 +72,8 @@ def _pipeline_row(job, r, step, slots, c) -> dict:
         "bubble_formula": parallel.pipeline_bubble_fraction(p=p, m=r["m"], v=r["v"]),
         "slot_overhead_s": c,
         "bubble_modelled": modelled / ideal - 1,
+        # the same with c fitted on the job's other m values only: the m predicted, not fitted
+        "bubble_held_out": float("nan") if held_out is None else held_out / ideal - 1,
         "p2p_messages": r.get("p2p_messages"),
         "gradient_gate": r.get("gradient_gate"),  # real compute: |gradient − one process's|
         "gradient_scale": r.get("gradient_scale"),  # largest |gradient| of the one process

@@ -85,6 +85,11 @@ def headline_metrics(records, p, valid: dict, t: dict) -> dict:
         "predicted_step_s": float(step.predicted_s),
         "calibrated_step_error": float(step.error),
         "calibrated_step_error_op_rates": None if step.isna().error_op_rates else float(step.error_op_rates),
+        # the op-rate reading's prediction in seconds: its error sits near zero, where a relative
+        # drift over runs means nothing, so the stability report tracks the seconds
+        "predicted_step_s_op_rates": None
+        if step.isna().predicted_op_rates_s
+        else float(step.predicted_op_rates_s),
         **_drift_metrics(records),
     }
 
