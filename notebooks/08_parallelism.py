@@ -193,12 +193,16 @@ t["skew"]
 # %% [markdown]
 # ## 5 · Optimizer offload (A15)
 #
-# Two readings of "offload the optimizer", for Llama 2 7B with its optimizer states sharded over
-# 8 data-parallel cards (each card offloads its 1/8): **ZeRO-Offload** (Ren et al. 2021 §4.1)
+# At article A's own configuration first (its 13B on 8 910B cards, TP 8, DP 1, a 2.4 s step:
+# each card holds an eighth of the weights and all their optimizer states), then article B's 7B
+# with its states sharded over 8 data-parallel cards, two readings of "offload the optimizer",
+# each over the host link (PCIe 4.0 x16, and 5.0 for article A: the article does not state it)
+# and, for scale, the card-to-card link: **ZeRO-Offload** (Ren et al. 2021 §4.1)
 # runs Adam on the host, so each card sends its fp16 gradient shard down and receives its fp16
 # parameter shard back, and the host's Adam takes time of its own (memory-bound: 26 bytes per
 # parameter at a host bandwidth per card we assume, `stated.A15_*`); **moments only** keeps
-# Adam on the card and moves the two fp32 moments in and out every step. Times are for one
+# Adam on the card and moves the two fp32 moments in and out every step (the article's reading).
+# Times are for one
 # direction of a full-duplex link at its datasheet rate (analytic on a CPU, which has no
 # host–device link; on a GPU the run also measures pinned host ↔ device and device → device
 # copies, `copy_bandwidths`).

@@ -152,3 +152,21 @@ def test_a12_overlap_row_says_yes_only_where_zero3_wins_with_overlap_alone():
     assert analysis.a12_claims(sharding, planner(wins_anyway))[1].verdict == "refuted (analysis)"
     close = {**needs, (0.8, "best ZeRO-3"): 0.9}  # +11% with the overlap
     assert analysis.a12_claims(sharding, planner(close))[1].verdict == "analytic only"
+
+
+def test_a15_is_priced_at_article_as_own_configuration():
+    """Article A's 13B at TP 8, DP 1: each card moves the moments of its eighth of the weights,
+    8 B × 13B/8 ≈ 12.9 GB each way, 0.41 s over PCIe 4.0 x16 (17% of a 2.4 s step), 6.2× what the
+    910B's 196 GB/s card link takes; article B's 7B is context."""
+    from mfulab.analytic import flops
+    from mfulab.analytic.config import preset
+    from mfulab.studies.parallelism import analysis, planner_at_scale
+
+    t = planner_at_scale.a15_offload_table()
+    a = t[t.stated].set_index(["mode", "link"])
+    shard = flops.param_count(preset("article-13b")) / 8
+    assert a.loc[("adam-moments", "pcie4_x16"), "bytes_each_way"] == pytest.approx(8 * shard)
+    assert a.loc[("adam-moments", "pcie4_x16"), "share_of_step"] == pytest.approx(8 * shard / 31.5e9 / 2.4)
+    assert a.loc[("adam-moments", "card_to_card"), "link_gb_per_s"] == pytest.approx(196)
+    (row,) = analysis.a15_claims(t)
+    assert row.verdict == "analytic only" and "13B" in row.measured and "6.2× faster" in row.evidence

@@ -38,10 +38,32 @@ A13_LAYERS_PER_VIRTUAL_STAGE = 2
 # A15 — article A §5.2: host–device links are far slower than card-to-card links. Datasheet
 # figures (per direction): PCIe 4.0 x16 31.5 GB/s (PCI-SIG, 16 GT/s × 16 lanes, 128b/130b);
 # NVLink 3 on A100 300 GB/s per direction (NVIDIA A100 datasheet: 600 GB/s bidirectional).
-A15_LINKS_BYTES_PER_S = {"pcie4_x16": 31.5e9, "nvlink3_a100": 300e9}
-# The 7B case of article B §5.2 (9 s step after tuning), optimizer states sharded over 8
-# data-parallel cards (ZeRO-1/2, our assumption: the article's 64 cards in nodes of 8).
-A15_CASE = {"preset": "llama2-7b", "dp": 8, "step_s": 9.0}
+# The stated case is article A's own: its 13B on one machine of 8 910B cards, TP 8, DP 1 (its
+# launch command), a 2.4 s step (its MFU example, claim A19), every card holding 1/8 of the weights and
+# all of their optimizer states (DP 1: ZeRO has nothing to shard over). Card to card: the 910B's
+# HCCS figure (devices.yaml, approximate); host link: PCIe 4.0 x16 (our assumption: the Kunpeng
+# 920 hosts of Atlas 800T A2 servers are PCIe 4.0), PCIe 5.0 x16 (63 GB/s) as its sensitivity.
+# Article B's 7B (§5.2, a 9 s step, states sharded over DP 8 on A100s) is the second case.
+A15_CASES = (
+    {
+        "name": "article A: 13B, 8 × 910B, TP 8, DP 1, 2.4 s step",
+        "preset": "article-13b",
+        "tp": 8,
+        "dp": 1,
+        "step_s": 2.4,
+        "links": {"pcie4_x16": 31.5e9, "pcie5_x16": 63.0e9, "device": "ascend-910b"},
+        "stated": True,
+    },
+    {
+        "name": "article B: 7B, A100, DP 8, 9 s step",
+        "preset": "llama2-7b",
+        "tp": 1,
+        "dp": 8,
+        "step_s": 9.0,
+        "links": {"pcie4_x16": 31.5e9, "device": "a100"},
+        "stated": False,
+    },
+)
 # ZeRO-Offload's host-side Adam reads and writes fp32 parameters, momentum and variance and reads
 # the fp16 gradient: 4·2 + 4·2 + 4·2 + 2 = 26 bytes per parameter, memory-bound. Host memory
 # bandwidth per card: a 2-socket host with 8 channels of DDR4-3200 per socket (2 × 204.8 GB/s)
