@@ -279,9 +279,9 @@ else:
 # latency of a network file system (a toy regime: an emulation on this corpus, *shown* at most,
 # the sweep in the evidence); the worker count (inconclusive on this machine without a core per
 # worker beside the training process, for a count in 8–16 and one above: ≥ 18 usable CPUs); and
-# persistent workers (the later epochs'
-# first batch shorter, its interval above 1; `prefetch_factor` is not compared and `pin_memory`
-# only acts on a copy to a CUDA device). B2: *shown* where a
+# persistent workers (*shown* when the later epochs' first batch is shorter, its interval above 1:
+# not restarting kept workers is the option's documented behaviour, so the timing gives its size;
+# `prefetch_factor` is not compared and `pin_memory` only acts on a copy to a CUDA device). B2: *shown* where a
 # real training loop has at least three of the four categories above a small share of its
 # time (printed below), *inconclusive on this machine* where none has (`verdicts.b2_verdict`,
 # the course's one rule); the emulated stall is true by construction, so *shown* (a toy that
