@@ -95,6 +95,13 @@ def model_error_notes(records, fit_table) -> str:
         + (
             f", and is {r.rms_error_held_out:.0%} on each cap predicted by a fit to the others (leave one "
             "cap out: the validation)"
+            + (
+                f", no better than the calibration's α–β alone ({r.rms_error_alpha_beta:.0%}): on this run "
+                "the fitted overheads do not carry to a cap they were not fitted on, and the sensitivity "
+                "rows that carry them to scale are a what-if, not a correction"
+                if r.rms_error_held_out >= r.rms_error_alpha_beta
+                else ""
+            )
             if r.rms_error_held_out == r.rms_error_held_out and r.rms_error_held_out is not None
             else ""
         )
