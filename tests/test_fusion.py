@@ -537,6 +537,7 @@ def test_b4_is_judged_on_the_stated_two_fold_and_b3_on_its_published_and_documen
     import pandas as pd
 
     from mfulab.studies.fusion import claims as fusion_claims
+    from mfulab.studies.fusion import published as fusion_published
 
     sheet = pd.DataFrame({"dtype": ["fp32", "A100 datasheet tf32 / fp32"], "vs_fp32": [1.0, 8.0]})
     row = fusion_claims.b4_claim({"matmul_dtypes": sheet})
@@ -545,7 +546,7 @@ def test_b4_is_judged_on_the_stated_two_fold_and_b3_on_its_published_and_documen
         {"dtype": ["fp32", "tf32", "bf16", "A100 datasheet tf32 / fp32"], "vs_fp32": [1.0, 2.1, 4.0, 8.0]}
     )
     assert fusion_claims.b4_claim({"matmul_dtypes": measured}).verdict == "confirmed"
-    hbm = fusion_claims.b3_hbm_claim()
+    hbm = fusion_published.b3_hbm_claim()
     assert (
         hbm.verdict == "confirmed" and "9.2× fewer" in hbm.evidence and hbm.basis == "published measurement"
     )

@@ -22,8 +22,6 @@ from mfulab.studies.fusion.stated import (
     A7_LAYER_SPEEDUP,
     A7_STATED_TIME_REDUCTION,
     A8_STATED,
-    B3_FLASH_PUBLISHED,
-    B3_SEVERAL_FOLD,
     B4_DOUBLING_BAND,
     B5_STATED_SPEEDUP,
 )
@@ -248,27 +246,6 @@ def b4_claim(t) -> Claim:
     )
 
 
-def b3_hbm_claim() -> Claim:
-    """Article B's FlashAttention sentence, "the same attention, HBM reads and writes cut
-    several-fold", from the published measurement (``stated.B3_FLASH_PUBLISHED``): confirmed when
-    standard ÷ flash HBM traffic is at least ``stated.B3_SEVERAL_FOLD`` (refuted below)."""
-    f = B3_FLASH_PUBLISHED
-    std, fl = f["standard"], f["flash"]
-    cut = std["hbm_gb"] / fl["hbm_gb"]
-    return Claim(
-        "B3",
-        "FlashAttention cuts the same attention's HBM reads and writes several-fold",
-        f"{f['citation']}: {f['workload']}; several-fold read as ≥ {B3_SEVERAL_FOLD:g}×",
-        verdicts.verdict_from_agreement(cut >= B3_SEVERAL_FOLD),
-        f"HBM reads + writes {std['hbm_gb']:g} → {fl['hbm_gb']:g} GB ({cut:.1f}× fewer; "
-        f"{f['v1_standard_hbm_gb']:g} GB standard in the paper's first version: "
-        f"{f['v1_standard_hbm_gb'] / fl['hbm_gb']:.1f}×) while the FLOPs rise {std['gflops']:g} → "
-        f"{fl['gflops']:g} G (the backward recomputes the scores); runtime {std['runtime_ms']:g} → "
-        f"{fl['runtime_ms']:g} ms ({std['runtime_ms'] / fl['runtime_ms']:.1f}×)",
-        basis=verdicts.PUBLISHED,
-    )
-
-
 def b5_claims(records, t) -> list[Claim]:
     """Measured on every device; a verdict only on CUDA: the claim is about an 8B model's step
     on GPUs, and a CPU's small model is not its regime (never refuted or confirmed by it)."""
@@ -377,7 +354,7 @@ def outcome(records, p) -> Outcome:
     }
     t = tables(records, v)
     v |= texts(records, t)
-    claim_list = a7_claims(records, t) + a8_claims(t, v) + b3_claims(records, v) + [b3_hbm_claim()]
+    claim_list = a7_claims(records, t) + a8_claims(t, v) + b3_claims(records, v) + [published.b3_hbm_claim()]
     claim_list += [b4_claim(t), *b5_claims(records, t), *published.b5_published_claim()]
     return Outcome(claim_list, headline_metrics(records, t, v, claim_list), t, values=v)
 

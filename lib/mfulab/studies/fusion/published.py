@@ -1,10 +1,17 @@
-"""B5's size from a published measurement at the claim's model size (``stated.B5_PUBLISHED_PAIRS``),
-read by id from chapter 10's published-runs file, where each row is cited and checked."""
+"""Rows decided on published measurements: B5's size at the claim's model size
+(``stated.B5_PUBLISHED_PAIRS``), read by id from chapter 10's published-runs file, where each
+row is cited and checked; B3's HBM-traffic sentence on FlashAttention's paper."""
 
 from __future__ import annotations
 
 from mfulab.paths import repo_root
-from mfulab.studies.fusion.stated import B5_PUBLISHED_FILE, B5_PUBLISHED_PAIRS, B5_STATED_TIME_CUT
+from mfulab.studies.fusion.stated import (
+    B3_FLASH_PUBLISHED,
+    B3_SEVERAL_FOLD,
+    B5_PUBLISHED_FILE,
+    B5_PUBLISHED_PAIRS,
+    B5_STATED_TIME_CUT,
+)
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
 
@@ -54,3 +61,24 @@ def b5_published_claim() -> list[Claim]:
             basis=verdicts.PUBLISHED,
         )
     ]
+
+
+def b3_hbm_claim() -> Claim:
+    """Article B's FlashAttention sentence, "the same attention, HBM reads and writes cut
+    several-fold", from the published measurement (``stated.B3_FLASH_PUBLISHED``): confirmed when
+    standard ÷ flash HBM traffic is at least ``stated.B3_SEVERAL_FOLD`` (refuted below)."""
+    f = B3_FLASH_PUBLISHED
+    std, fl = f["standard"], f["flash"]
+    cut = std["hbm_gb"] / fl["hbm_gb"]
+    return Claim(
+        "B3",
+        "FlashAttention cuts the same attention's HBM reads and writes several-fold",
+        f"{f['citation']}: {f['workload']}; several-fold read as ≥ {B3_SEVERAL_FOLD:g}×",
+        verdicts.verdict_from_agreement(cut >= B3_SEVERAL_FOLD),
+        f"HBM reads + writes {std['hbm_gb']:g} → {fl['hbm_gb']:g} GB ({cut:.1f}× fewer; "
+        f"{f['v1_standard_hbm_gb']:g} GB standard in the paper's first version: "
+        f"{f['v1_standard_hbm_gb'] / fl['hbm_gb']:.1f}×) while the FLOPs rise {std['gflops']:g} → "
+        f"{fl['gflops']:g} G (the backward recomputes the scores); runtime {std['runtime_ms']:g} → "
+        f"{fl['runtime_ms']:g} ms ({std['runtime_ms'] / fl['runtime_ms']:.1f}×)",
+        basis=verdicts.PUBLISHED,
+    )

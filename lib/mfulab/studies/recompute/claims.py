@@ -289,38 +289,6 @@ def a17_claims(t, p) -> list[Claim]:
     return out
 
 
-def a12_claim(zero_df) -> list[Claim]:
-    """A12: ZeRO-3's memory saving over ZeRO-2 and its traffic per optimizer step, counted per
-    micro-batch (``memory.zero_traffic_bytes_per_step``) at the data-parallel widths of
-    ``stated.A12_ZERO``: confirmed (analysis) when ZeRO-3 needs less memory and moves more bytes
-    at every width, refuted (analysis) when either fails at every width, analytic only between."""
-    if not len(zero_df):
-        return []
-    r = zero_df.iloc[0]
-    ratios = zero_df.traffic_ratio
-    return [
-        Claim(
-            "A12",
-            "ZeRO-3 saves memory over ZeRO-2 at the cost of extra parameter all-gathers",
-            "ZeRO model-state formulas (Rajbhandari et al. 2020) and data-parallel traffic per optimizer "
-            "step with gradient accumulation: ZeRO-3 gathers the parameters twice per micro-batch",
-            _a12_verdict(zero_df),
-            f"{r.preset}, TP={r.tp}, dp={r.dp}, {r.accumulation_steps} micro-batches per step: ZeRO-2 "
-            f"{r.zero2_gib:.1f} GiB vs ZeRO-3 {r.zero3_gib:.1f} GiB per device (saves {r.saved_gib:.1f} GiB, "
-            f"{r.saved_share_of_card:.0%} of the card); traffic {r.zero2_traffic_gib:.1f} → "
-            f"{r.zero3_traffic_gib:.1f} GiB per step ({r.traffic_ratio:.2f}×; {ratios.min():.2f}-"
-            f"{ratios.max():.2f}× over dp {int(zero_df.dp.min())}-{int(zero_df.dp.max())}; 1.5× only at one "
-            "micro-batch per step)",
-            basis=verdicts.ANALYSIS,
-        )
-    ]
-
-
-def _a12_verdict(zero_df) -> str:
-    holds = (zero_df.saved_gib > 0) & (zero_df.traffic_ratio > 1)
-    return verdicts.over_scenarios(holds)
-
-
 def measured_tables(records) -> dict:
     """The measured policies on this machine (``analysis``)."""
     return {
@@ -395,7 +363,7 @@ def outcome(records, p) -> Outcome:
         + a14_claims(records, t)
         + [article_rows.doubling_claim(), article_rows.gpt3_activations_claim()]
         + a17_claims(t, p)
-        + a12_claim(t["zero2_vs_zero3"])
+        + article_rows.a12_claim(t["zero2_vs_zero3"])
         + [
             article_rows.zero2_comm_claim(),
             article_rows.zero2_throughput_claim(t["a12_throughput_sensitivity"]),
