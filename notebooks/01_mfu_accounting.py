@@ -195,7 +195,11 @@ o.tables["six_n_check"]
 # cores × clock × FMA units per core × lanes × 2, fp32) and sets the ceiling against it; the
 # FMA units per core are an assumption (2 on every x86 server core since Haswell and Zen 2),
 # shown with one unit as well, and the clock is the one the kernel reports (a core that turbos
-# higher can beat the "peak"; the ceiling's implied clock says by how much). Memory bandwidth
+# higher can beat the "peak"; the ceiling's implied clock says by how much). The FMA width comes
+# from the ISA flags and the vendor's family and model numbers; a virtual machine may report a
+# generic model, so the width is checked against the ceiling, which no kernel can beat
+# (`devices.cpu_fma_width_checked`: a ceiling that would need a clock no such core reaches means
+# the wider pipes). Memory bandwidth
 # (a copy: bytes read + written, of buffers several times the last-level cache so that DRAM
 # serves it) comes with it. Both are this machine's *calibration*, measured once and read by
 # every study (study 03's roofline uses the same numbers).

@@ -212,6 +212,21 @@ def test_results_folder_says_what_ran_on_a_gpu_machine(monkeypatch):
     assert host.results_machine({"device": "cpu", "nproc": 2}) == "lab-box"
 
 
+def test_a_masked_cpu_model_is_caught_by_the_measured_ceiling():
+    """A VM reporting family 17h model 1 (Zen 1, 128-bit pipes) whose matmuls reach 181 GFLOP/s on
+    2 cores: at 128 bits that needs 5.7 GHz, above any Zen / Zen+ boost, so 256-bit pipes; a ceiling
+    a real Zen 1 can reach keeps 128."""
+    from mfulab.analytic import devices
+
+    kw = {"vendor": "AuthenticAMD", "cpu_family": 0x17, "cpu_model": 0x01, "cores": 2}
+    width, why = devices.cpu_fma_width_checked(["fma", "avx2"], measured_flops_per_s=181e9, **kw)
+    assert width == 256 and "5.7 GHz" in why
+    assert devices.cpu_fma_width_checked(["fma", "avx2"], measured_flops_per_s=50e9, **kw) == (128, None)
+    assert devices.cpu_fma_width_checked(["fma", "avx2"], measured_flops_per_s=None, **kw) == (128, None)
+    zen3 = {**kw, "cpu_family": 0x19}
+    assert devices.cpu_fma_width_checked(["fma", "avx2"], measured_flops_per_s=1e15, **zen3) == (256, None)
+
+
 def test_a_cpus_peak_from_its_isa_by_hand():
     """cores × clock × FMA units × lanes × 2: an AVX2 Zen 3 core at 2.445 GHz does 2 × 8 × 2 = 32
     fp32 FLOPs per cycle; AVX-512 doubles the lanes on Intel, not on Zen 4's 256-bit pipes."""

@@ -189,6 +189,47 @@ def cpu_fma_width_bits(
     return 128
 
 
+# The fastest boost clock of any AMD family-17h part with a model number below 30h (Zen, Zen+):
+# Ryzen Threadripper 2950X, 4.4 GHz max boost (AMD's product specifications). A matmul ceiling
+# that would need a faster clock on 128-bit pipes is not a Zen / Zen+ core.
+ZEN_PLUS_MAX_BOOST_CLOCK_HZ = 4.4e9
+
+
+def cpu_fma_width_checked(
+    flags,
+    *,
+    vendor: str | None,
+    cpu_family: int | None,
+    cpu_model: int | None,
+    cores: int,
+    measured_flops_per_s: float | None,
+    fma_units_per_core: int = CPU_FMA_UNITS_PER_CORE,
+) -> tuple[int, str | None]:
+    """:func:`cpu_fma_width_bits`, checked against the measured matmul ceiling: a hypervisor often
+    reports a generic "AMD EPYC" with family 17h and model 1 (Zen 1, 128-bit pipes) for a newer
+    core. No kernel beats the true peak, so when the ceiling would need a clock above any Zen /
+    Zen+ part's boost (``ZEN_PLUS_MAX_BOOST_CLOCK_HZ``) at 128 bits, the model number is not the
+    core's and the width is the family's other one, 256 (Zen 2). Returns the width and, when the
+    check changed it, why."""
+    width = cpu_fma_width_bits(flags, vendor=vendor, cpu_family=cpu_family, cpu_model=cpu_model)
+    zen_plus_rule = vendor == "AuthenticAMD" and cpu_family == 0x17 and width == 128 and "fma" in set(flags)
+    if not zen_plus_rule or not measured_flops_per_s:
+        return width, None
+    flops_per_cycle_all_cores = cpu_peak_flops_per_s(
+        cores=cores, clock_hz=1.0, fma_width_bits=width, fma_units_per_core=fma_units_per_core
+    )
+    implied_clock_hz = measured_flops_per_s / flops_per_cycle_all_cores
+    if implied_clock_hz <= ZEN_PLUS_MAX_BOOST_CLOCK_HZ:
+        return width, None
+    why = (
+        f"the reported model {cpu_model:#x} (family 17h) reads as Zen / Zen+ with 128-bit pipes, but the "
+        f"measured ceiling would then need {implied_clock_hz / 1e9:.1f} GHz, above the fastest such part's "
+        f"boost ({ZEN_PLUS_MAX_BOOST_CLOCK_HZ / 1e9:.1f} GHz, Threadripper 2950X): the model number is a "
+        "hypervisor's generic one, and the family's 256-bit pipes (Zen 2) are assumed"
+    )
+    return 256, why
+
+
 def cpu_peak_flops_per_s(
     *,
     cores: int,

@@ -50,11 +50,13 @@ def cpu_isa_peak(records: dict) -> dict:
             "why_none": f"no ISA peak: {why}; the measured matmul ceiling is the denominator",
         }
     cores = min(records["num_threads"], isa["physical_cores"])
-    width = devices.cpu_fma_width_bits(
+    width, width_why = devices.cpu_fma_width_checked(
         isa["matmul_flags"],
         vendor=isa["vendor"],
         cpu_family=isa["cpu_family"],
         cpu_model=isa.get("cpu_model_number"),
+        cores=cores,
+        measured_flops_per_s=records["ceiling"]["best_flops_per_s"],
     )
     clock_hz, units = isa["reported_clock_hz"], devices.CPU_FMA_UNITS_PER_CORE
     peak = devices.cpu_peak_flops_per_s(cores=cores, clock_hz=clock_hz, fma_width_bits=width)
@@ -64,12 +66,14 @@ def cpu_isa_peak(records: dict) -> dict:
         "flops_per_s": peak,
         "source": f"this CPU's ISA: {cores} cores × {clock_hz / 1e9:.3g} GHz "
         f"({isa.get('clock_source') or 'reported'}) × {units} FMA units "
-        f"× {lanes} fp32 lanes ({width}-bit) × 2 FLOPs ({devices.CPU_FMA_SOURCE})",
+        f"× {lanes} fp32 lanes ({width}-bit) × 2 FLOPs ({devices.CPU_FMA_SOURCE})"
+        + (f"; FMA width: {width_why}" if width_why else ""),
         "why_none": None,
         "dtype": dtype,
         "cores": cores,
         "clock_hz": clock_hz,
         "fma_width_bits": width,
+        "fma_width_corrected_because": width_why,
         "fma_units_per_core": units,
         "one_fma_unit_flops_per_s": devices.cpu_peak_flops_per_s(
             cores=cores, clock_hz=clock_hz, fma_width_bits=width, fma_units_per_core=1
