@@ -52,6 +52,23 @@ def over_scenarios(answers) -> str:
     return "refuted" if all(a is False for a in answers) else "analytic only"
 
 
+def at_stated_case(stated, assumed) -> str:
+    """THE RULE for an analytic row with one stated case (the article's own configuration) and a
+    sensitivity table over the inputs the article leaves unstated (``assumed``: latencies, link
+    figures, the GEMMs' share of MAMF, a kernel it does not name): the stated case's answer (True,
+    False, or None when the model's error cannot tell) decides unless an assumed input reverses it
+    (the opposite answer); a row in between does not reverse it. Rows that change the article's
+    configuration itself (other flags, another sharding) are not inputs of the claim and are
+    reported, not voted. ``confirmed``, ``refuted`` or ``analytic only``; :func:`label` adds the
+    basis."""
+    if stated is None:
+        return "analytic only"
+    stated = bool(stated)
+    if any(a is not None and bool(a) != stated for a in assumed):
+        return "analytic only"
+    return "confirmed" if stated else "refuted"
+
+
 def label(decision: str, basis: str) -> str:
     """The verdict a decision earns on its basis: in a toy regime or by construction a
     "confirmed" is only *shown* (and a toy "refuted" is *not shown*: the regime cannot refute
