@@ -19,6 +19,7 @@ from mfulab.studies.fusion.stated import (
     A7_ARTICLE_PRESET,
     A7_ASSUMED_BANDWIDTH_EFFICIENCY,
     A7_ASSUMED_MATMUL_EFFICIENCY,
+    A7_BANDWIDTH_EFFICIENCY_SOURCE,
     A7_LAYER_SPEEDUP,
     A7_STATED_TIME_REDUCTION,
     A8_STATED,
@@ -136,7 +137,8 @@ def a7_claims(records, t) -> list[Claim]:
             f"{'with' if central.sequence_parallel else 'no'} sequence parallelism: every card runs the "
             f"whole sub-block and 1/{central.tp} of the matmuls), matmul efficiency "
             f"{A7_ASSUMED_MATMUL_EFFICIENCY:.0%} and bandwidth efficiency "
-            f"{A7_ASSUMED_BANDWIDTH_EFFICIENCY:.0%} (assumed; {card}); judged on the fused sub-block in "
+            f"{A7_ASSUMED_BANDWIDTH_EFFICIENCY:.0%} (assumed: {A7_BANDWIDTH_EFFICIENCY_SOURCE}; {card}); "
+            "judged on the fused sub-block in "
             "every row of the sensitivity table (refuted when below 1.43× in all, analytic only otherwise)",
             "refuted" if fused_below else "analytic only",
             f"sub-block share {central.sub_block_share:.1%} (its {A7_ARTICLE_KERNELS[0]} launches at "
