@@ -373,7 +373,9 @@ o.tables["a12_throughput_sensitivity"]
 # the whole attention block, in the claim's own regime, unfused attention (its premise: the
 # attention keeps its large scores), with Flash Attention (its 13B's §3.2) beside it as context:
 # confirmed (analysis) if the MLP wins against both in every layer, refuted (analysis) if the
-# core wins in every layer, analytic only otherwise; its reasons, by FLOP and byte shares (refuted (analysis) when the MLP
+# core wins in every layer, analytic only otherwise. A second row takes the choice with Flash
+# Attention, as article A's own runs use it: the MLP against the whole attention block, decided
+# only by a 20% margin either way in every layer (`stated.A14_DECISIVE_MARGIN`). Its reasons, by FLOP and byte shares (refuted (analysis) when the MLP
 # is the costlier part to redo, or the attention frees fewer bytes than the MLP, in every layer).
 # Two more A14 rows take article A's framing sentences: "one-fold" (一倍) of wasted compute has
 # two readings, the forward done twice (true of full recompute) and the step doubled (96/72 =

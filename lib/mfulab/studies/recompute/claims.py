@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mfulab.analytic.config import ATTENTION_IMPLS
 from mfulab.results import run_identity
 from mfulab.studies.recompute import analysis, article_rows, freed_per_flop, planner, sensitivity, stated
+from mfulab.studies.recompute.a14_rows import a14_claims
 from mfulab.studies.recompute.analysis import b7_same_batch, budget_table, planner_inputs, policy_summary
 from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
@@ -101,132 +101,6 @@ def b7_claims(records, t) -> list[Claim]:
             )
         )
     return out
-
-
-def _per_config(frame, column, fmt):
-    return ", ".join(f"{fmt.format(v)} ({cfg})" for cfg, v in frame[column].items())
-
-
-def _a14_measured_text(records, t) -> str:
-    measured = t["a14_measured"]
-    if not len(measured):
-        return ""
-    m = measured.set_index(["attention", "policy"]).bytes_per_recomputed_flop
-    parts = [
-        f"{impl}: core {m[(impl, 'selective')] * 1e6:.3g} vs MLP {m[(impl, 'mlp')] * 1e6:.3g} B/MFLOP"
-        for impl in reversed(ATTENTION_IMPLS)  # sdpa first
-        if (impl, "selective") in m.index and (impl, "mlp") in m.index
-    ]
-    return (
-        f"; measured on {records['config']['name']} (exact saved bytes; FLOPs of one full re-run of "
-        "each region's matmuls, for every row): " + "; ".join(parts)
-    )
-
-
-def a14_claims(records, t) -> list[Claim]:
-    """A14 as two rows: one layer of a ~100B-class model and of the article's 13B, without a fused
-    attention kernel (the article keeps "the attention-score intermediates", which only an
-    unfused kernel stores) and with Flash Attention (its 13B's §3.2) (``freed_per_flop``; Table 2
-    bytes, bf16, dropout; FLOPs of the re-run matmuls). Analytic: no run can flip them.
-
-    1. The choice (recompute the MLP, keep the attention), by activation bytes freed per
-       recomputed FLOP. "Keep the attention" can be set against recomputing the attention core
-       (Korthikanti's selective recompute) or the whole attention block (QKV, core, projection).
-       Rule, in the claim's own regime, unfused attention (its premise, "the attention
-       activations are large", holds only where the scores are stored): confirmed when the MLP
-       frees more per FLOP than both in every layer; refuted when the core frees more than the
-       MLP in every layer; otherwise analytic only. The flash reading (the article's 13B runs
-       Flash Attention in §3.2) is the evidence's context, not the decision. Here, unfused, the
-       core frees 42× and 101× more per FLOP than the MLP: refuted (analysis); with a flash
-       kernel the MLP frees 25× and 122× more than the core but 0.93× and 1.21× what the block
-       frees (:func:`freed_per_flop.block_break_even_seq_len`).
-    2. The reasons ("the MLP is cheap to redo; the attention activations are large and costly
-       to redo"). Rule, per layer: "cheap/costly" holds when the MLP's share of the layer's
-       forward FLOPs is below the attention block's, "large" when the attention block frees
-       more activation bytes than the MLP (the most generous reading: the core frees less).
-       Confirmed when both hold in every layer, refuted when either fails in every layer,
-       otherwise "analytic only". Here the MLP is 65% and 59% of the forward FLOPs and the
-       attention block frees 11 against the MLP's 19 ·s·b·h (the fused core 0.09%): refuted, far
-       from both thresholds."""
-    regime = t["a14_verdict"].set_index(["config", "attention"])
-    fused = regime.xs("fused", level="attention")
-    naive = regime.xs("naive", level="attention")
-    # the claim's regime: the article keeps "Q, K, V and the attention-score intermediates"
-    # (stored only without a fused kernel); its 13B's Flash Attention (§3.2) is context
-    if ((naive["MLP ÷ core"] > 1) & (naive["MLP ÷ block"] > 1)).all():
-        choice = "confirmed"
-    elif (naive["MLP ÷ core"] < 1).all():
-        choice = "refuted"
-    else:
-        choice = "analytic only"
-    break_even = ", ".join(
-        f"{freed_per_flop.block_break_even_seq_len(cfg):.0f} ({cfg.name}, run at {cfg.seq_len})"
-        for cfg in stated.A14_CLAIM_CONFIGS
-    )
-    regime_text = (
-        "one layer of " + ", ".join(naive.index) + " (Table 2, bf16, dropout), unfused attention (the "
-        "claim's premise: it keeps the attention scores), Flash Attention (its 13B's §3.2) beside it"
-    )
-    choice_row = Claim(
-        "A14",
-        "for ~100B models, recompute the MLP and keep the self-attention activations (the choice)",
-        "activation bytes freed per recomputed FLOP (one full re-run of the region's matmuls), the MLP "
-        "against the attention core and against the whole attention block (QKV, core, projection), "
-        + regime_text
-        + "; unfused: confirmed when the MLP frees more than both in every layer, refuted when the core "
-        "frees more than the MLP in every layer, analytic only otherwise",
-        choice,
-        "without a fused kernel the attention core frees "
-        + _per_config(1 / naive[["MLP ÷ core"]], "MLP ÷ core", "{:.0f}×")
-        + " more per FLOP than the MLP (Korthikanti's selective recompute takes the core: the opposite "
-        "choice). Context, not the decision: with a flash kernel the scores are never stored and "
-        "the MLP frees "
-        + _per_config(fused, "MLP ÷ core", "{:.0f}×")
-        + " more per FLOP than the core but "
-        + _per_config(fused, "MLP ÷ block", "{:.2f}×")
-        + " what the whole attention block frees (it beats the block only above s = (24h + 64a)/76 "
-        f"tokens: {break_even})" + _a14_measured_text(records, t),
-        basis=verdicts.ANALYSIS,
-    )
-
-    reasons = t["a14_reasons"].set_index(["config", "attention"])
-    fused_r, naive_r = reasons.xs("fused", level="attention"), reasons.xs("naive", level="attention")
-    # "cheap/costly" is a FLOP count, the same in both regimes; "large" is read where the article
-    # reads it (unfused: the scores are stored), the fused kernel beside it
-    cheap = naive_r["MLP FLOP share"] < naive_r["attention block FLOP share"]
-    large = naive_r["attention block byte share"] > naive_r["MLP byte share"]
-    if (cheap & large).all():
-        because = "confirmed"
-    elif (~cheap).all() or (~large).all():
-        because = "refuted"
-    else:
-        because = "analytic only"
-    reasons_row = Claim(
-        "A14",
-        "the reasons: the MLP is cheap to redo, the self-attention activations are large and costly to redo",
-        "share of the layer's forward FLOPs (matmuls) each part re-runs and share of the layer's "
-        "activation bytes it frees, " + regime_text + "; refuted when in every layer the MLP re-runs "
-        "more FLOPs than the attention block or the attention frees fewer bytes than the MLP",
-        because,
-        "the MLP re-runs "
-        + _per_config(naive_r, "MLP FLOP share", "{:.0%}")
-        + " of the layer's forward FLOPs, the whole attention block "
-        + _per_config(naive_r, "attention block FLOP share", "{:.0%}")
-        + ": the MLP is the costlier part to redo. Without a fused kernel (where the article's "
-        "'large' holds) the attention core's scores are large ("
-        + _per_config(naive_r, "attention core byte share", "{:.0%}")
-        + " of the bytes) but the cheapest to redo ("
-        + _per_config(naive_r, "attention core FLOP share", "{:.1%}")
-        + " of the FLOPs): large, not costly. With a flash kernel the attention block frees "
-        + _per_config(fused_r, "attention block byte share", "{:.0%}")
-        + " of the bytes against the MLP's "
-        + _per_config(fused_r, "MLP byte share", "{:.0%}")
-        + " (the core "
-        + _per_config(fused_r, "attention core byte share", "{:.2%}")
-        + "): not even large",
-        basis=verdicts.ANALYSIS,
-    )
-    return [choice_row, reasons_row]
 
 
 def a17_claims(t, p) -> list[Claim]:
