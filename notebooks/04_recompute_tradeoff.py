@@ -383,7 +383,7 @@ o.tables["a12_throughput_sensitivity"]
 # activations (Table 2 at its configuration, ≥ 200 GB and above an 80 GB card: confirmed
 # (analysis)). A17 (one row per reading of the flag, the command as Megatron-LM parses it among
 # them): confirmed (analysis) when the setting fits at every fragmentation margin of the grid,
-# refuted when at none, analytic only when the margin decides. A12: confirmed (analysis) when
+# refuted when at none, analytic only when the margin decides. A12: confirmed (documented specification: ZeRO's design at the layout) when
 # ZeRO-3 needs less memory and moves more bytes at every data-parallel width; its throughput
 # sentence (for ~10B models below a thousand cards ZeRO-2 is usually faster) by the step model at
 # the 13B on 64–512 910B cards: confirmed (analysis) when ZeRO-2's step is shorter beyond the

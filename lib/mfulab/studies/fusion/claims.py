@@ -339,7 +339,7 @@ def b3_claims(records, v: dict) -> list[Claim]:
                 + "; flash is not eligible for fp32 inputs, an explicit attn_mask, head dims that differ "
                 f"or exceed {sdpa_rules.FLASH_MAX_HEAD_DIM}, GPUs before sm80; this run's own fp32 inputs "
                 "would get " + ("; ".join(reasons) + " → memory-efficient or math" if reasons else "flash"),
-                basis=verdicts.ANALYSIS,
+                basis=verdicts.DOCUMENTED,  # PyTorch's own rules, applied to the article's inputs
             )
         )
     return rows
