@@ -258,9 +258,11 @@ display(
 # b·s·h activations — 2 in the forward and 2 in the backward pass of every layer and
 # micro-batch (Shoeybi et al. 2019, Fig. 4; Narayanan et al. 2021, §3.2) — and the DP
 # framework's gradient buckets, each call priced by NCCL's latency model; the GEMMs run at
-# `article_matmul_share_of_mamf` of the device's best GEMM. **A5** keeps the α–β model with a
-# stated link (parameters `article_alpha_s`, `article_link_bytes_per_s`: 25 GB/s, the article's
-# own "physical limit", and 20 µs per step). Each table varies one assumed input at a time and
+# `article_matmul_share_of_mamf` of the device's best GEMM. **A5** prices its calls the same
+# way, by NCCL's cost model (`alpha_beta.a5_call`: the faster of ring and tree, the step model's
+# latencies) over 32 ranks on 4 nodes and the stated link (`article_link_bytes_per_s`: 25 GB/s,
+# the article's own "physical limit"); a ring alone with 2–20 µs per step (`article_alpha_s`),
+# the α–β model this chapter measures, is a sensitivity row. Each table varies one assumed input at a time and
 # says whether the reading survives; `step_at_scale.a4_flip_link` finds the intra-node bandwidth at
 # which A4's reading changes.
 #

@@ -18,7 +18,7 @@ steps do not enter: they change how often the tensor is reduced, not what one re
 
 from __future__ import annotations
 
-from mfulab.analytic import comm
+from mfulab.analytic import comm, rates
 from mfulab.analytic.devices import device_spec
 from mfulab.errors import ParameterError
 from mfulab.studies.overlap.stated import A4_STATED, A5_STATED, B9_STATED, B9_STEP_AFTER_S, B9_STEP_BEFORE_S
@@ -36,14 +36,17 @@ from mfulab.units import GB
 
 # ---------------------------------------------------------------------------- chunked overlap
 def chunked_overlap(
-    *, compute_s: float, nbytes: float, k: int, n: int, alpha_s: float, link_bytes_per_s: float
+    *, compute_s: float, nbytes: float, k: int, n: int, alpha_s: float, link_bytes_per_s: float, call_s=None
 ) -> dict:
     """Step time and exposed communication of k-chunk overlap (module docstring), with the
-    per-chunk schedule for a timeline."""
+    per-chunk schedule for a timeline. ``call_s(nbytes)``, when given, prices one all-reduce
+    (e.g. NCCL's cost model, :func:`a5_call`) in place of the ring α–β cost."""
     if k < 1:
         raise ParameterError("k must be at least 1")
-    chunk_comm_s = comm.ring_all_reduce_time(
-        nbytes / k, n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s
+    chunk_comm_s = (
+        call_s(nbytes / k)
+        if call_s is not None
+        else comm.ring_all_reduce_time(nbytes / k, n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s)
     )
     ready = [i * compute_s / k for i in range(1, k + 1)]
     channel = comm.fifo_channel(ready, [chunk_comm_s] * k)
@@ -72,11 +75,17 @@ def chunked_overlap(
 
 
 def best_chunks(
-    *, compute_s, nbytes, n, alpha_s, link_bytes_per_s, ks=tuple(2**i for i in range(11))
+    *, compute_s, nbytes, n, alpha_s, link_bytes_per_s, ks=tuple(2**i for i in range(11)), call_s=None
 ) -> dict:
     rows = [
         chunked_overlap(
-            compute_s=compute_s, nbytes=nbytes, k=k, n=n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s
+            compute_s=compute_s,
+            nbytes=nbytes,
+            k=k,
+            n=n,
+            alpha_s=alpha_s,
+            link_bytes_per_s=link_bytes_per_s,
+            call_s=call_s,
         )
         for k in ks
     ]
@@ -85,32 +94,73 @@ def best_chunks(
 
 
 # ---------------------------------------------------------------------------- A5
-def a5_model(*, n: int, alpha_s: float, link_bytes_per_s: float, compute_over_comm: float = 1.0) -> dict:
-    """200 MB over n ranks: communication per step at k = 4 and 16 (k·t(S/k)), the share of
-    one 16-chunk call that is per-call latency, and the model's best k with compute equal to
-    ``compute_over_comm`` × the one-shot all-reduce."""
+def a5_call(*, n: int, n_nodes: int, link_bytes_per_s: float, alpha_s: float | None = None):
+    """One all-reduce's seconds and its per-call (latency) part, as functions of its bytes: NCCL's
+    cost model (``comm.nccl_call_s``: the faster of ring and tree, with the step model's
+    latencies, ``rates.Assumptions.nccl_latencies``), the course's one model of a collective; or,
+    with ``alpha_s``, a ring alone with that per-step latency (``NCCL_ALGO=Ring``, the α–β model
+    the chapter measures here), a sensitivity row."""
+    if alpha_s is not None:
+
+        def ring_s(size):
+            return comm.ring_all_reduce_time(size, n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s)
+
+        return ring_s, lambda size: 2 * (n - 1) * alpha_s
+    lat = rates.Assumptions().nccl_latencies()
+
+    def call_s(size):
+        return comm.nccl_call_s("all_reduce", size, n, n_nodes, link_bytes_per_s=link_bytes_per_s, **lat)
+
+    def latency_s(size):
+        algorithm = call_s(size)[1]
+        return comm.nccl_latency_s("all_reduce", n, n_nodes, **lat)[algorithm]
+
+    return (lambda size: call_s(size)[0]), latency_s
+
+
+def a5_model(
+    *,
+    n: int,
+    link_bytes_per_s: float,
+    n_nodes: int | None = None,
+    alpha_s: float | None = None,
+    compute_over_comm: float = 1.0,
+) -> dict:
+    """200 MB over n ranks on ``n_nodes`` nodes: communication per step at k = 4 and 16
+    (k·t(S/k)), the share of one 16-chunk call that is per-call latency, and the model's best k
+    with compute equal to ``compute_over_comm`` × the one-shot all-reduce. ``t`` is
+    :func:`a5_call`'s: NCCL's cost model, or a ring with per-step ``alpha_s``."""
     nbytes = A5_STATED["nbytes"]
-
-    def t(size):
-        return comm.ring_all_reduce_time(size, n, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s)
-
+    n_nodes = n_nodes or 1
+    t, latency = a5_call(n=n, n_nodes=n_nodes, link_bytes_per_s=link_bytes_per_s, alpha_s=alpha_s)
     one_shot_s = t(nbytes)
     best = best_chunks(
         compute_s=compute_over_comm * one_shot_s,
         nbytes=nbytes,
         n=n,
-        alpha_s=alpha_s,
+        alpha_s=alpha_s or 0.0,
         link_bytes_per_s=link_bytes_per_s,
         ks=A5_STATED["chunks"],
+        call_s=t,
     )
     return {
         "one_shot_s": one_shot_s,
         "comm_k4_s": 4 * t(nbytes / 4),
         "comm_k16_s": 16 * t(nbytes / 16),
         "ratio_16_over_4": 16 * t(nbytes / 16) / (4 * t(nbytes / 4)),
-        "latency_share_k16": 2 * (n - 1) * alpha_s / t(nbytes / 16),
+        "latency_share_k16": latency(nbytes / 16) / t(nbytes / 16),
         "best_k": best["best_k"],
         "steps_s": {r["k"]: r["step_s"] for r in best["rows"]},
+    }
+
+
+def a5_baseline(p: dict) -> dict:
+    """A5's stated case: 200 MB over ``article_n`` ranks on ``article_n ÷ article_gpus_per_node``
+    nodes and the ``article_link_bytes_per_s`` network, priced by NCCL's cost model."""
+    return {
+        "n": p["article_n"],
+        "n_nodes": max(1, p["article_n"] // p["article_gpus_per_node"]),
+        "link_bytes_per_s": p["article_link_bytes_per_s"],
     }
 
 
@@ -120,28 +170,31 @@ def a5_sensitivity(p: dict):
     claim (16 slower than 4; best k in 4–8) hold."""
     import pandas as pd
 
-    base = {
-        "n": p["article_n"],
-        "alpha_s": p["article_alpha_s"],
-        "link_bytes_per_s": p["article_link_bytes_per_s"],
-    }
     node = p["article_gpus_per_node"]
+    base = a5_baseline(p)
     cases = [("baseline", "", {})]
-    cases += [("per-step latency α", f"{a * 1e6:.0f} µs", {"alpha_s": a}) for a in ALPHAS_S]
+    cases += [
+        ("algorithm: ring only (NCCL_ALGO=Ring), per-step latency α", f"{a * 1e6:.0f} µs", {"alpha_s": a})
+        for a in sorted({*ALPHAS_S, p["article_alpha_s"]})
+    ]
     cases += [
         ("link", "InfiniBand HDR 25 GB/s", {"link_bytes_per_s": IB_HDR_BYTES_PER_S}),
         ("link", "InfiniBand EDR 12.5 GB/s", {"link_bytes_per_s": IB_EDR_BYTES_PER_S}),
         (
             "link",
             f"NVLink 3, 300 GB/s ({node} ranks, one node)",
-            {"link_bytes_per_s": NVLINK3_BYTES_PER_S, "n": node},
+            {"link_bytes_per_s": NVLINK3_BYTES_PER_S, "n": node, "n_nodes": 1},
         ),
     ]
     cases += [
         ("compute ÷ one-shot comm (efficiency)", f"{r:g}", {"compute_over_comm": r}) for r in (0.5, 1.0, 2.0)
     ]
     cases += [
-        ("gradient sharding: DP ranks", f"{p['article_n'] // tp} (TP = {tp})", {"n": p["article_n"] // tp})
+        (
+            "gradient sharding: DP ranks",
+            f"{p['article_n'] // tp} (TP = {tp})",
+            {"n": p["article_n"] // tp, "n_nodes": base["n_nodes"]},
+        )
         for tp in (1, 8)
         if p["article_n"] // tp >= 2
     ]
@@ -172,9 +225,7 @@ def article_scale(records) -> dict:
     (parameters ``article_*``)."""
     p = records["params"]
     a4 = a4_model(**a4_baseline(p))
-    a5 = a5_model(
-        n=p["article_n"], alpha_s=p["article_alpha_s"], link_bytes_per_s=p["article_link_bytes_per_s"]
-    )
+    a5 = a5_model(**a5_baseline(p))
     saved = A4_STATED["step_before_s"] - A4_STATED["step_after_s"]
     return {
         "n": p["article_n"],
@@ -231,10 +282,11 @@ def a5_scale_claim(art: dict, sens):
     return Claim(
         "A5",
         "at the article's scale 4 → 16 chunks lengthens the communication, and 4–8 chunks are best",
-        f"ring α–β model: {A5_STATED['nbytes'] / 1e6:.0f} MB over {art['n']} ranks (A4's 32 cards), α "
-        f"{art['alpha_s'] * 1e6:.0f} µs per step (assumed), {art['link_bytes_per_s'] / GB:.0f} GB/s per "
-        "direction (the 910B's 200 Gb/s RoCE per card, devices.yaml), compute equal to the one-shot "
-        "all-reduce (assumed); each varied in the sensitivity rows",
+        f"NCCL's cost model (comm.nccl_call_s: the faster of ring and tree, the step model's latencies): "
+        f"{A5_STATED['nbytes'] / 1e6:.0f} MB over {art['n']} ranks (A4's 32 cards), "
+        f"{art['link_bytes_per_s'] / GB:.0f} GB/s per direction (the 910B's 200 Gb/s RoCE per card, "
+        "devices.yaml), compute equal to the one-shot all-reduce (assumed); a ring alone with 2–20 µs "
+        "per step, the links and the compute varied in the sensitivity rows",
         decision,
         f"16 chunks take {art['a5_ratio_16_over_4']:.2f}× the communication of 4 (by construction: more "
         f"calls, more per-call latency); best k {art['a5_best_k']}; per-call share of one 16-chunk call "

@@ -30,8 +30,8 @@ class Params(StudyParams):
         16777216,
         "the tensor all-reduced in chunks (float32); default: at 16 chunks about a quarter of each call is "
         "per-call latency on the 2-core box (the calibration's α–β), enough to measure the per-call cost "
-        "but less than the article-scale model's ≈56% (α = 20 µs; latency_share_k16 in "
-        "tables/a5_sensitivity.csv): A5's mechanism row says whether the regimes match",
+        "near the article-scale model's ≈21% (NCCL's cost model; latency_share_k16 in "
+        "tables/a5_sensitivity.csv, 8–56% over its rows): A5's mechanism row says whether the regimes match",
         unit="bytes",
         positive=True,
     )
@@ -78,7 +78,8 @@ class Params(StudyParams):
     article_n: int = param(32, "the article's scale: ranks (cards)", unit="ranks", positive=True)
     article_alpha_s: float = param(
         2.0e-5,
-        "the article's scale: per-step latency α (assumed; sensitivity 2–20 µs)",
+        "A5's ring-only sensitivity row (NCCL_ALGO=Ring): per-step latency α (assumed; the stated case "
+        "uses NCCL's cost model, the rows 2–20 µs)",
         unit="s",
         non_negative=True,
     )
