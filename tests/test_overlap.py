@@ -8,7 +8,7 @@ import pytest
 from mfulab.analytic import step as step_model
 from mfulab.analytic.config import preset
 from mfulab.errors import ParameterError
-from mfulab.studies.overlap import alpha_beta, analysis, step_at_scale
+from mfulab.studies.overlap import alpha_beta, analysis, exposed_share, step_at_scale
 from mfulab.studies.overlap.analysis import collectives_table, overlap_table
 from mfulab.studies.overlap.bench import union_length_s
 from mfulab.studies.overlap.claims import claims, derived, headline_metrics
@@ -456,5 +456,10 @@ def test_b9_nvlink_rows_follow_the_datasheet_and_the_published_nodes(monkeypatch
 
 
 def test_a18_prices_the_claims_setting():
-    (row,) = [c for c in _claims(_records()) if c.id == "A18"]
+    row, profiler = [c for c in _claims(_records()) if c.id == "A18"]
     assert row.verdict == "not checkable" and "8 ascend-910b cards, TP 8" in row.evidence
+    # the profiler's reading: hiding the TP all-reduces shortens the step, so the same kernels
+    # take a larger share of it while the exposed share falls
+    a = exposed_share.article_shares(Params().to_dict())
+    assert a["overlapped"] < a["serial"] and a["kernel_share_overlapped"] > a["kernel_share_serial"]
+    assert profiler.verdict == "refuted (analysis)" and "operators' share" in profiler.evidence

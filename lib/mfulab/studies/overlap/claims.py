@@ -176,6 +176,7 @@ def claims(records, t: dict, v: dict) -> list[Claim]:
         c
         for c in (
             exposed_share.a18_claim(t.get("a18_sweep"), t["overlap"], records["params"]),
+            exposed_share.a18_profiler_claim(records["params"]),
             tp_layout.a2_claim(records),
         )
         if c
