@@ -187,8 +187,9 @@ def sweet_spot_text(big) -> str:
     ratio_lo, ratio_hi = caps.min() / hi, caps.max() / lo
     ratio = f"{ratio_lo:.0f}–{ratio_hi:.0f}×" if round(ratio_lo) != round(ratio_hi) else f"{ratio_lo:.0f}×"
     return (
-        f"the simulated best {which}({span}) is {ratio} the article's 20–40 MB: it contradicts the sweet "
-        "spot at the articles' layouts"
+        f"under the step model, the simulated best {which}({span}) is {ratio} the article's 20–40 MB: "
+        "it would contradict the sweet spot at the articles' layouts, by a simulator whose error on this "
+        "machine's measured sweep follows"
     )
 
 
