@@ -369,7 +369,11 @@ o.tables["a12_throughput_sensitivity"]
 # lies in that range at one c, but 0.55 is read off an illustration and the article states no
 # compute share for this run, so the analysis cannot decide: analytic only (refuted (analysis)
 # if 1.25× fell outside the range). B7 (budget): refuted by the identity
-# MFU ∝ tokens/s. A14's choice, by bytes freed per recomputed FLOP against the attention core and
+# MFU ∝ tokens/s. B7 (configuration): the planner prices article B's own §5 cluster (7B, 64
+# A100s, TP 4, ZeRO-2, flash attention) under Megatron's selective, the MLP and full recompute,
+# which bound the article's own "attention module and FFN's first layer": confirmed (analysis)
+# if every reading doubles the largest micro-batch that fits and raises tokens/s, refuted if
+# none does (`article_rows.b7_config_claim`). A14's choice, by bytes freed per recomputed FLOP against the attention core and
 # the whole attention block, in the claim's own regime, unfused attention (its premise: the
 # attention keeps its large scores), with Flash Attention (its 13B's §3.2) beside it as context:
 # confirmed (analysis) if the MLP wins against both in every layer, refuted (analysis) if the

@@ -243,3 +243,24 @@ def test_article_rows_follow_their_counts():
     z = article_rows.zero2_comm_claim()
     assert z.verdict == "refuted" and "DDP 6.0 GiB, ZeRO-2 6.0 GiB" in z.evidence
     assert z.basis == "documented specification"
+
+
+def test_b7_at_article_b_configuration_prices_each_reading_of_selective():
+    """Article B's §5 cluster (7B, 64 A100s, TP 4, ZeRO-2, flash): no recompute already fits
+    micro-batch 8; Megatron's selective frees nothing there, the MLP does not double it, and full
+    recompute doubles it at a lower tokens/s: refuted (analysis). A planner where a recompute
+    policy doubles the batch and runs faster would confirm it."""
+    import pandas as pd
+
+    from mfulab.studies.recompute import article_rows, planner
+    from mfulab.studies.recompute import stated as recompute_stated
+
+    (case,) = [c for c in recompute_stated.PLANNER_CASES if c["name"] == recompute_stated.B7_CONFIG_CASE]
+    plans = planner.plan_case(case)
+    (row,) = article_rows.b7_config_claim(plans)
+    assert row.verdict == "refuted (analysis)" and "full: micro-batch 16" in row.evidence
+    faster = plans.copy()
+    full16 = (faster.policy == "full") & (faster.micro_batch == 16)
+    faster.loc[full16, "tokens_per_s"] = 2 * faster.tokens_per_s.max()
+    assert article_rows.b7_config_claim(faster)[0].verdict == "analytic only"  # one reading holds
+    assert article_rows.b7_config_claim(pd.DataFrame(columns=plans.columns)) == []

@@ -234,6 +234,7 @@ def outcome(records, p) -> Outcome:
     claim_list = (
         b7_claims(records, t)
         + [article_rows.b7_published_claim()]
+        + article_rows.b7_config_claim(t["planner"])
         + a14_claims(records, t)
         + [article_rows.doubling_claim(), article_rows.gpt3_activations_claim()]
         + a17_claims(t, p)

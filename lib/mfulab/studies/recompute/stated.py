@@ -23,6 +23,13 @@ B7_ARTICLE_COMPUTE_SHARE = 0.44 / 0.80
 # et al. 2022, Sec. 6): one more forward pass of every layer, +33% FLOPs. At equal hardware
 # efficiency the step takes 96/72 = 1.33× as long and MFU falls to 72/96 of its value.
 MEGATRON_FULL_RECOMPUTE_FLOPS_RATIO = 96 / 72
+# B7 at article B's own configuration: its §5 case (64 A100 80GB, 8 per node, IB 200 Gb/s, a 7B
+# dense model, sequence 4096, ZeRO-2 with TP 4, global batch 512) is this planner case; its SDPA
+# runs a flash kernel (§5.2, step 1). "Selective recompute" is read as Megatron's (Korthikanti's
+# attention core) and as the article's own ("the attention module and the FFN's first layer"),
+# which frees more than the MLP alone and less than full recompute: both are priced as bounds.
+B7_CONFIG_CASE = "7B TP4 dp16 A100-80GiB"
+B7_CONFIG_POLICIES = ("selective", "mlp", "full")
 
 # A14 — article A §5.1: "for models around 100B parameters" recompute the MLP and keep the
 # attention activations. Its premise (the attention keeps "the attention-score intermediates")
