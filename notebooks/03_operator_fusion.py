@@ -338,6 +338,19 @@ a8_sens
 # pin the setup, and the row stays *analytic only* under every assumption of the table.
 
 # %% [markdown]
+# **The −18% step time** needs a model of time, not of memory: the course's step model
+# (`step.step_time`, chapter 09) prices the 7B step on 8 of article A's 910B cards with naive
+# and with fused attention — the same GEMMs, plus naive attention's memory-bound softmax,
+# masking and dropout over a·s² elements and its larger backward — over the same readings
+# (TP 1, 2, 8; micro-batch 16, 2, 1) and the step model's own assumptions (the HBM efficiency
+# of memory-bound kernels, the backward's traffic, the GEMMs' share of MAMF) at the central
+# reading that fits. The readings that fit the card vote: a cut within 20% of 18% reproduces
+# it, beyond 40% misses it (`attention_memory.a8_step_claim`; `stated.A8_STEP_MARGIN`).
+
+# %%
+o.tables["a8_step"]
+
+# %% [markdown]
 # ## 5 · `torch.compile` at model level (B5) and matmul dtypes (B4)
 #
 # The reference model's training step (forward + backward), eager vs compiled, timed
@@ -401,7 +414,8 @@ o.tables["matmul_dtypes"]
 # its regime); beside it the published measurement at the claim's model size, torchtitan's
 # Llama 3 8B on H100s eager against compiled (`published.b5_published_claim`): context, not a
 # test, since the article's 8–12% is its own run on a setup it does not state (not checkable). A8 from the log-log slopes of exact saved bytes (> 1.7 and < 1.3); its article-scale
-# row is analytic only (the sensitivity table above). B3 from the kernel SDPA picked on this
+# memory row is analytic only (the sensitivity table above); its step time from the step model
+# over the readings that fit and its assumptions. B3 from the kernel SDPA picked on this
 # device; for CUDA, PyTorch's flash-eligibility rules at the article's inputs (bf16, head dim
 # 128, causal, on an A100): *confirmed (analysis)* when eligible; `enable_flash_sdp` from
 # PyTorch's documentation and the switches recorded here: "强制" (force) asks that SDPA use

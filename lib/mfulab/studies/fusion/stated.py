@@ -121,3 +121,22 @@ B5_PUBLISHED_PAIRS = (
 # - model states counted: mixed-precision Adam, 16 bytes per parameter (ZeRO-0 on one device,
 #   or ZeRO-1 over ``zero1_devices``).
 A8_SENSITIVITY = {"micro_batches": (2, 1), "tensor_parallel": (2, 8), "zero1_devices": 8}
+# A8's step time (−18%), priced by the course's step model on article A's cards (its 910B entry
+# in devices.yaml), one machine of 8 cards: naive against fused attention over the same readings
+# (TP 1, 2, 8; micro-batch 16, 2, 1). A reading that fits the card votes: it reproduces the cut
+# when the modelled cut lies within A8_STEP_MARGIN of 18% (relative), misses it beyond twice that
+# (the step model's error on published runs is of this order: chapter 10).
+A8_STEP_DEVICE = "ascend-910b"
+A8_STEP_CARDS = 8
+A8_STEP_MARGIN = 0.2
+# The step model's assumptions that price naive attention's memory-bound passes, varied at the
+# central reading that fits (rates.Assumptions: memory_efficiency 0.85, backward_traffic_factor 2,
+# the GEMMs' share of MAMF, 1.0 by default): (what, field, value)
+A8_STEP_ASSUMPTIONS = (
+    ("HBM efficiency of memory-bound kernels", "memory_efficiency", 0.6),
+    ("HBM efficiency of memory-bound kernels", "memory_efficiency", 1.0),
+    ("backward traffic ÷ forward", "backward_traffic_factor", 1.5),
+    ("backward traffic ÷ forward", "backward_traffic_factor", 3.0),
+    ("GEMM share of MAMF", "matmul_share_of_mamf", 0.6),
+    ("GEMM share of MAMF", "matmul_share_of_mamf", 0.8),
+)
