@@ -20,6 +20,7 @@ from mfulab.studies.fusion.stated import (
     A7_ASSUMED_BANDWIDTH_EFFICIENCY,
     A7_ASSUMED_MATMUL_EFFICIENCY,
     A7_BANDWIDTH_EFFICIENCY_SOURCE,
+    A7_EAGER_RATIO_SOURCE,
     A7_LAYER_SPEEDUP,
     A7_STATED_TIME_REDUCTION,
     A8_STATED,
@@ -147,7 +148,7 @@ def a7_claims(records, t) -> list[Claim]:
             f"{central.layer_speedup:.3f}× with the fused sub-block ({A7_ARTICLE_KERNELS[0]} → "
             f"{A7_ARTICLE_KERNELS[1]} launches), ≤ {sens.layer_speedup.max():.2f}× over the sensitivity "
             f"table; 1.43× needs the eager kernels at ≤ {central.break_even_eager_ratio:.0%} of the fused "
-            f"kernel's bandwidth ({_reached_by(sens)}); a free sub-block: "
+            f"kernel's bandwidth ({_reached_by(sens)}; {A7_EAGER_RATIO_SOURCE}); a free sub-block: "
             f"{central.layer_speedup_ceiling:.3f}×"
             + (
                 ", past 1.43× only at " + ", ".join(_varied_value(r) for r in free_over.itertuples())
