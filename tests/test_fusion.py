@@ -409,7 +409,7 @@ def test_a7_layer_verdict(block_s, eager_p_s, compiled_p_s, verdict):
     assert ("cannot reach that regime" in measured.evidence) == (block_s == 0.100)
     # the 13B layer at TP 8 without SP, judged on the fused sub-block the claim describes: below
     # 1.43x in every row, the eager kernels down to half the fused kernel's bandwidth (published
-    # A100 LayerNorm pairs: the slower at 49-91% of the faster); 1.43x would need them at <= 36%
+    # A100 LayerNorm pairs: the slower at 47-91% of the faster); 1.43x would need them at <= 36%
     assert analytic.verdict == "refuted (analysis)" and "bandwidth efficiency 0.2" in analytic.evidence
     assert "needs the eager kernels at ≤ 36% of the fused kernel's bandwidth" in analytic.evidence
     assert "OLMo #258" in analytic.evidence
