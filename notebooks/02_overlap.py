@@ -365,6 +365,19 @@ o.tables["a18_sweep"]
 o.tables["a2_collectives"]
 
 # %% [markdown]
+# **The article's pseudo-code (§2.2), run as written.** Its loop computes
+# `x = column_parallel_linear(x)` whole, then records one event per chunk, then lets the
+# communication stream all-reduce each chunk after its event, and makes the compute stream wait
+# for the last all-reduce before `row_parallel_linear`. Every event is recorded when the whole
+# GEMM has finished, and the next GEMM waits for the last chunk, so no computation runs beside
+# any all-reduce, at any k (`pseudo_code.as_written`; a row of the claims table). Overlapping a
+# collective with the GEMM that produces it needs the GEMM itself split: chunk i's collective
+# runs while chunk i + 1 is computed (Wang et al., ASPLOS 2023, "Overlap Communication with
+# Dependent Computation via Decomposition"; Megatron-Core's `--tp-comm-overlap`, which needs
+# `--sequence-parallel`), `pseudo_code.decomposed`. The chunked all-reduces of §3 overlap
+# *independent* compute, as DDP's buckets do.
+
+# %% [markdown]
 # ## Claims
 #
 # Verdict words (the rule is `docs/claims.md`): *confirmed* / *refuted* when a measurement in the

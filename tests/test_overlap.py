@@ -463,3 +463,18 @@ def test_a18_prices_the_claims_setting():
     a = exposed_share.article_shares(Params().to_dict())
     assert a["overlapped"] < a["serial"] and a["kernel_share_overlapped"] > a["kernel_share_serial"]
     assert profiler.verdict == "refuted (analysis)" and "operators' share" in profiler.evidence
+
+
+def test_the_articles_pseudo_code_overlaps_nothing_as_written():
+    """Every chunk's event is recorded after the whole column-parallel GEMM and the row-parallel
+    GEMM waits for the last all-reduce: the step is the serial sum at any k; decomposing the GEMM
+    hides all but the last chunk's all-reduce."""
+    from mfulab.studies.overlap import pseudo_code
+
+    for k in (1, 4, 8):
+        w = pseudo_code.as_written(gemm_s=2e-3, comm_s=1e-3, k=k)
+        assert w["overlap_s"] == 0 and w["step_s"] == pytest.approx(5e-3)
+    d = pseudo_code.decomposed(gemm_s=1e-3, comm_s=1e-3, k=4)
+    assert d["step_s"] == pytest.approx(2.25e-3) and d["exposed_comm_s"] == pytest.approx(0.25e-3)
+    row = pseudo_code.pseudo_code_claim()
+    assert row.verdict == "refuted" and row.basis == "by construction"

@@ -14,6 +14,7 @@ from mfulab.studies.overlap import (
     alpha_beta,
     exposed_share,
     nccl_reference,
+    pseudo_code,
     step_at_scale,
     tp_layout,
 )
@@ -178,6 +179,7 @@ def claims(records, t: dict, v: dict) -> list[Claim]:
             exposed_share.a18_claim(t.get("a18_sweep"), t["overlap"], records["params"]),
             exposed_share.a18_profiler_claim(records["params"]),
             tp_layout.a2_claim(records),
+            pseudo_code.pseudo_code_claim(),
         )
         if c
     ]
