@@ -275,6 +275,13 @@ display(
 # every row voted: 14 of 24 rows reproduced the article and 6 missed it, so the row stayed
 # analytic only.
 #
+# **One queue to the GPU.** Article B's launch script exports `CUDA_DEVICE_MAX_CONNECTIONS=4`.
+# Megatron-LM refuses to start tensor parallelism with sequence parallelism or its asynchronous
+# TP all-reduce unless the variable is 1 (its `validate_args`): with a single hardware queue the
+# kernels run in the order they were launched, so the collective launched first is scheduled
+# ahead of the GEMM it is meant to overlap. FSDP2, the other way round, asks not to set it to 1
+# (Megatron warns when both are on). Overlap is a scheduling property as much as a flag.
+#
 # **What changed with the one step model.** Until this revision A4 had a model of its own:
 # 6N FLOPs per token at an assumed 50% MFU, and ring α–β costs with 20 µs per step over an
 # NVLink-3-class 300 GB/s inside the node. The 910B has HCCS, not NVLink. Now the compute,
