@@ -251,10 +251,13 @@ display(
 # **A4** is priced by the course's one step model (`step.step_time`, chapter 09) on the
 # article's own cards (`article_device`: the 910B's `devices.yaml` entry, its peak, HBM, HCCS
 # inside a node and 200 Gb/s RoCE between nodes): the 13B run with TP = 8 on 32 cards, once with
-# nothing overlapped and once with the overlap the command asks for, the gradient buckets under
-# the backward. The TP all-reduces stay on the critical path: Megatron-LM refuses
-# `--tp-comm-overlap` without `--sequence-parallel` (its `validate_args`), and the command has
-# neither; the TP overlap is a row of the sensitivity table. The model issues Megatron's tensor-parallel all-reduces of the
+# nothing overlapped and once with the overlap the article describes for this run (§2.1–2.2):
+# each layer's TP all-reduce cut into chunks under the computation (at the step model's
+# `tp_overlap_share` of it, not all), the gradient buckets under the backward. The 32-card run's
+# flags are not stated. The 8-card command of §6.1 names only the gradient overlap, and
+# Megatron-LM itself refuses `--tp-comm-overlap` without `--sequence-parallel` (its
+# `validate_args`); MindSpeed, which the article runs, ships its own TP overlap, so that reading
+# (the TP all-reduces exposed) is a row of the sensitivity table, not the stated case. The model issues Megatron's tensor-parallel all-reduces of the
 # b·s·h activations — 2 in the forward and 2 in the backward pass of every layer and
 # micro-batch (Shoeybi et al. 2019, Fig. 4; Narayanan et al. 2021, §3.2) — and the DP
 # framework's gradient buckets, each call priced by NCCL's latency model; the GEMMs run at
@@ -266,14 +269,14 @@ display(
 # says whether the reading survives; `step_at_scale.a4_flip_link` finds the intra-node bandwidth at
 # which A4's reading changes.
 #
-# **The rule for A4.** The stated case (the command's own configuration) decides, unless an input
+# **The rule for A4.** The stated case (the article's own description) decides, unless an input
 # the article leaves unstated (a row of kind *assumed input*: the latencies, the links, the GEMMs'
-# share of MAMF, the attention kernel, the DP framework the ambiguous `--zero-stage 2` names)
-# reverses it (`verdicts.at_stated_case`); rows of kind *other configuration* (another sharding,
-# micro-batch or recompute, bf16 gradients, the TP overlap) change what was run and are named
-# beside the verdict, not voted. Until this revision the stated case hid the TP all-reduces and
-# every row voted: 14 of 24 rows reproduced the article and 6 missed it, so the row stayed
-# analytic only.
+# share of MAMF, the attention kernel, the DP framework the ambiguous `--zero-stage 2` names,
+# which overlap the 32-card run had on) reverses it (`verdicts.at_stated_case`); rows of kind
+# *other configuration* (another sharding, micro-batch or recompute, bf16 gradients) change what
+# was run and are named beside the verdict, not voted. The stated case reproduces 3.2 → 2.1 s;
+# the gradient overlap alone (the 8-card command's one flag) does not, and nothing states which
+# the 32-card run used: analytic only.
 #
 # **One queue to the GPU.** Article B's launch script exports `CUDA_DEVICE_MAX_CONNECTIONS=4`.
 # Megatron-LM refuses to start tensor parallelism with sequence parallelism or its asynchronous
@@ -342,11 +345,13 @@ o.tables["b9_check"]
 
 # %% [markdown]
 # **A18 against the compute ÷ communication ratio.** The article's criterion is the time the
-# critical path waits for communication, the exposed share; its reading of it is a profiler's
-# communication operators' share of the step. The two part ways under overlap: a hidden
-# all-reduce still runs its kernels, and hiding it shortens the step, so the operators' share
-# rises as the wait falls (`exposed_share.a18_profiler_claim`, at the article's 8 cards, TP 8:
-# refuted (analysis) when the operators' share does not fall with the wait). The run repeats the serial step and one chunked step with
+# critical path waits for communication, the exposed share; it reads it off a profiler as the
+# communication operators' share of the step. That figure has two readings: the operators' total
+# time, which parts ways with the wait under overlap (a hidden all-reduce still runs its kernels,
+# and hiding it shortens the step, so the share rises as the wait falls), and the non-overlapped
+# time a profiler such as MindStudio also reports, which is the wait itself
+# (`exposed_share.a18_profiler_claim`, at the article's 8 cards, TP 8: not checkable when the
+# readings disagree, both in the evidence). The run repeats the serial step and one chunked step with
 # emulated compute at several ratios (`a18_compute_over_comm`): the overlap engine and k do not
 # change, only how much compute there is to hide behind.
 
@@ -372,14 +377,17 @@ o.tables["a18_sweep"]
 o.tables["a2_collectives"]
 
 # %% [markdown]
-# **The article's pseudo-code (§2.2), run as written.** Its loop computes
+# **The article's pseudo-code (§2.2), two readings.** As its lines are written, the loop computes
 # `x = column_parallel_linear(x)` whole, then records one event per chunk, then lets the
 # communication stream all-reduce each chunk after its event, and makes the compute stream wait
-# for the last all-reduce before `row_parallel_linear`. Every event is recorded when the whole
-# GEMM has finished, and the next GEMM waits for the last chunk, so no computation runs beside
-# any all-reduce, at any k (`pseudo_code.as_written`; a row of the claims table). Overlapping a
-# collective with the GEMM that produces it needs the GEMM itself split: chunk i's collective
-# runs while chunk i + 1 is computed (Wang et al., ASPLOS 2023, "Overlap Communication with
+# for the last all-reduce before `row_parallel_linear`: every event is recorded when the whole
+# GEMM has finished, so no computation runs beside any all-reduce, at any k
+# (`pseudo_code.as_written`). Its comment says the forward is computed chunk by chunk
+# (按chunk计算), and the article calls the code simplified: read that way, it is the decomposed
+# schedule, which overlaps all but the last chunk's all-reduce (`pseudo_code.decomposed`). The
+# readings disagree, so the claims row is not checkable, with both; the code's real error is
+# *what* it all-reduces (the row above). Overlapping a collective with the GEMM that produces it
+# needs the GEMM itself split: chunk i's collective runs while chunk i + 1 is computed (Wang et al., ASPLOS 2023, "Overlap Communication with
 # Dependent Computation via Decomposition"; Megatron-Core's `--tp-comm-overlap`, which needs
 # `--sequence-parallel`), `pseudo_code.decomposed`. The chunked all-reduces of §3 overlap
 # *independent* compute, as DDP's buckets do.
@@ -413,8 +421,8 @@ o.tables["a2_collectives"]
 # nodes of the table above (60% of the line rate is a bottleneck only if every healthy node reads
 # more, by a margin a message size the sentence leaves out could not erase: 20%); A4 from the step model at the article's configuration; A18 is a rule of thumb, not
 # checkable because one overlap gives a different share at every compute ÷ communication ratio,
-# shown against the ratio sweep and priced at the article's configuration; its profiler reading
-# is refuted (analysis) when hiding the communication leaves the operators' share where it was.
+# shown against the ratio sweep and priced at the article's configuration; its profiler figure
+# is not checkable when its two readings (operators' total time, non-overlapped time) disagree.
 
 # %%
 claim_list = o.claims

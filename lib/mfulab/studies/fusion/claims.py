@@ -20,6 +20,7 @@ from mfulab.studies.fusion.stated import (
     A7_ASSUMED_BANDWIDTH_EFFICIENCY,
     A7_ASSUMED_MATMUL_EFFICIENCY,
     A7_BANDWIDTH_EFFICIENCY_SOURCE,
+    A7_EAGER_RATIO_PUBLISHED_LOW,
     A7_EAGER_RATIO_SOURCE,
     A7_LAYER_SPEEDUP,
     A7_STATED_TIME_REDUCTION,
@@ -122,6 +123,8 @@ def a7_claims(records, t) -> list[Claim]:
     # judged on the fusion the claim describes (the bytes model's fused sub-block, 3 → 1 launches);
     # a free sub-block is the ceiling beside it, not the claim
     fused_below = bool(sens.fused_below_claim.all())
+    published_low = A7_EAGER_RATIO_PUBLISHED_LOW.get(A7_ARTICLE_DEVICE)
+    ratio_ruled_out = published_low is not None and published_low > central.break_even_eager_ratio
     free_over = sens[~sens.below_claim]
     from mfulab.analytic.devices import device_spec
 
@@ -140,15 +143,18 @@ def a7_claims(records, t) -> list[Claim]:
             f"whole sub-block and 1/{central.tp} of the matmuls), matmul efficiency "
             f"{A7_ASSUMED_MATMUL_EFFICIENCY:.0%} and bandwidth efficiency "
             f"{A7_ASSUMED_BANDWIDTH_EFFICIENCY:.0%} (assumed: {A7_BANDWIDTH_EFFICIENCY_SOURCE}; {card}); "
-            "judged on the fused sub-block in "
-            "every row of the sensitivity table (refuted when below 1.43× in all, analytic only otherwise)",
-            "refuted" if fused_below else "analytic only",
+            "judged on the fused sub-block in every row of the sensitivity table: refuted when below 1.43× "
+            "in all and a published eager/fused bandwidth ratio for the article's card rules out the "
+            "break-even, analytic only otherwise",
+            "refuted" if fused_below and ratio_ruled_out else "analytic only",
             f"sub-block share {central.sub_block_share:.1%} (its {A7_ARTICLE_KERNELS[0]} launches at "
             f"{central.launch_s * 1e6:g} µs: {central.launch_share:.2%} of the layer): layer "
             f"{central.layer_speedup:.3f}× with the fused sub-block ({A7_ARTICLE_KERNELS[0]} → "
             f"{A7_ARTICLE_KERNELS[1]} launches), ≤ {sens.layer_speedup.max():.2f}× over the sensitivity "
             f"table; 1.43× needs the eager kernels at ≤ {central.break_even_eager_ratio:.0%} of the fused "
-            f"kernel's bandwidth ({_reached_by(sens)}; {A7_EAGER_RATIO_SOURCE}); a free sub-block: "
+            f"kernel's bandwidth ({_reached_by(sens)}; {A7_EAGER_RATIO_SOURCE}"
+            + ("" if published_low is not None else f"; none for the {A7_ARTICLE_DEVICE}: it stays open")
+            + "); a free sub-block: "
             f"{central.layer_speedup_ceiling:.3f}×"
             + (
                 ", past 1.43× only at " + ", ".join(_varied_value(r) for r in free_over.itertuples())

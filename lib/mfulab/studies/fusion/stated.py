@@ -45,6 +45,9 @@ A7_ARTICLE_KERNELS = (3, 1)  # (unfused, fused) launches per sub-block
 # github.com/NVIDIA/apex pull 1037 (B 32, S 512). Slower over faster: 0.47-0.91 (one backward
 # pair has eager faster).
 A7_EAGER_RATIO_SOURCE = "published A100 LayerNorm kernel pairs: 47-91% (allenai/OLMo #258, NVIDIA/apex #1037)"
+# The lowest published eager/fused ratio per device (the pairs above); a device absent here (the
+# 910B: no figure is published) cannot have its break-even ratio ruled out
+A7_EAGER_RATIO_PUBLISHED_LOW = {"a100": 0.47}
 A7_ASSUMED_LAUNCH_S = 5e-6
 A7_TOKENS_PER_CALL = 4096 * 1
 A7_SENSITIVITY = {
@@ -53,7 +56,7 @@ A7_SENSITIVITY = {
     "bandwidth_efficiencies": (0.2, 0.5, 1.0),
     # (tp, sequence_parallel): one card, and TP 8 with sequence parallelism
     "layouts": ((1, False), (8, True)),
-    "launch_s": (0.0, 20e-6),  # no exposed launch; a slow runtime's 20 µs
+    "launch_s": (0.0, 20e-6, 50e-6),  # no exposed launch; a slow runtime's 20 µs; a heavy NPU dispatch
     # the eager kernels' bandwidth efficiency as a fraction of the fused kernel's: the central case
     # gives both the same. Published LayerNorm kernel pairs on an A100 put the slower kernel's
     # bandwidth at 47-91% of the faster one's (A7_EAGER_RATIO_SOURCE), so the rows take 0.7 and

@@ -21,9 +21,13 @@ A4_STATED = {
     "pp": 1,
     "micro_batch": 1,
     "peak_flops_per_s": 3.2e14,
-    # the command's one overlap flag is the gradient reduction's (--overlap-grad-allreduce, read as
-    # Megatron's --overlap-grad-reduce); TP overlap needs --tp-comm-overlap and --sequence-parallel
-    "tp_comm_overlap": False,
+    # the overlap the article describes for this run (§2.1–2.2) is MindSpeed's: each layer's TP
+    # all-reduce cut into chunks and overlapped with computation, so the stated case hides the TP
+    # collectives under the GEMMs (at the step model's tp_overlap_share). The 8-card command of
+    # §6.1 names only the gradient reduction's flag (--overlap-grad-allreduce), and Megatron-LM
+    # itself refuses --tp-comm-overlap without --sequence-parallel: that reading (TP exposed) is a
+    # sensitivity row; the 32-card run's own flags are not stated
+    "tp_comm_overlap": True,
     # a modelled step within this of the article's (3.2 s before, 2.1 s after) reproduces it; the
     # step model's held-out error on published runs is of this order (chapter 09; our reading)
     "decisive_margin": 0.2,
