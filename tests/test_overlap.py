@@ -121,7 +121,8 @@ def test_sensitivity_tables_say_whether_the_reading_survives():
     assert step_at_scale.a4_reproduces({"step_serial_s": 3.2, "step_overlapped_s": 2.6}) is None  # +24%
     assumed = sens[sens.kind == "assumed input"]
     assert {"TP link", "DP link", "GEMM share of MAMF", "attention"} <= set(assumed.varied)
-    assert verdicts.at_stated_case(stated.reproduces_article, list(assumed.reproduces_article)) == "analytic only"
+    decision = verdicts.at_stated_case(stated.reproduces_article, list(assumed.reproduces_article))
+    assert decision == "analytic only"
     a5 = alpha_beta.a5_sensitivity(Params().to_dict())
     assert a5.k16_slower_than_k4.all()  # α > 0 in every row: 16 calls always cost more
     ring_only = a5[a5.varied.str.startswith("algorithm: ring only")]
