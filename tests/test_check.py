@@ -28,9 +28,9 @@ def test_check_gpu_without_a_gpu_reports_and_skips_with_reasons(tmp_path):
     assert len(proc.stdout.strip().splitlines()) == len(parts) + 1  # one line per part + the summary
 
 
-def _overlap_records(comm_bar_s: float, compute_s: float = 0.02):
+def _overlap_records(comm_bar_s: float, compute_s: float = 0.02, device: str = "cuda"):
     return {
-        "device": "cuda",
+        "device": device,
         "collectives": {"rows": [{"wrong": 0}]},
         "overlap": {
             "wrong": 0,
@@ -49,17 +49,20 @@ def _overlap_records(comm_bar_s: float, compute_s: float = 0.02):
 
 
 @pytest.mark.parametrize(
-    "comm_bar_s,compute_s,problem",
+    "comm_bar_s,compute_s,device,problem",
     [
-        (0.01, 0.02, None),
-        (0.0, 0.02, "communication bars"),  # NCCL's future completes at enqueue: zero-width bars
-        (0.01, 0.5, "real compute 25.00×"),  # real compute sized by a guess
+        (0.01, 0.02, "cuda", None),
+        (0.0, 0.02, "cuda", "communication bars"),  # NCCL's future completes at enqueue: zero-width bars
+        (0.0017, 0.02, "cuda", "communication bars"),  # 17% of the comm-only step: too short for events
+        (0.0017, 0.02, "cpu", None),  # gloo, the last rank to arrive: only the exchange (CI, loaded)
+        (0.00001, 0.02, "cpu", "communication bars"),  # a future timed to its enqueue, on any backend
+        (0.01, 0.5, "cuda", "real compute 25.00×"),  # real compute sized by a guess
     ],
 )
-def test_overlap_checks_catch_zero_width_bars_and_missized_compute(comm_bar_s, compute_s, problem):
+def test_overlap_checks_catch_zero_width_bars_and_missized_compute(comm_bar_s, compute_s, device, problem):
     from mfulab.studykit.registry import REGISTRY
 
-    problems = REGISTRY["overlap"].node_checks_fn()(_overlap_records(comm_bar_s, compute_s))
+    problems = REGISTRY["overlap"].node_checks_fn()(_overlap_records(comm_bar_s, compute_s, device))
     assert (problems == []) if problem is None else any(problem in p for p in problems), problems
 
 
