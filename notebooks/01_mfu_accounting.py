@@ -199,7 +199,9 @@ o.tables["six_n_check"]
 # from the ISA flags and the vendor's family and model numbers; a virtual machine may report a
 # generic model, so the width is checked against the ceiling, which no kernel can beat
 # (`devices.cpu_fma_width_checked`: a ceiling that would need a clock no such core reaches means
-# the wider pipes). Memory bandwidth
+# the wider pipes). A peak that stays below the ceiling even then is not an upper bound: the
+# course drops it as a denominator, and every MFU below is over the measured ceiling (the MFU
+# over the true, unknown peak is at most that). Memory bandwidth
 # (a copy: bytes read + written, of buffers several times the last-level cache so that DRAM
 # serves it) comes with it. Both are this machine's *calibration*, measured once and read by
 # every study (study 03's roofline uses the same numbers).
@@ -212,6 +214,12 @@ isa_lines = (
     f"unit per core the peak would be {si(sheet['one_fma_unit_flops_per_s'], 'FLOP/s')}; the ceiling "
     f"implies a sustained clock of {sheet['clock_implied_by_ceiling_hz'] / 1e9:.2f} GHz at two units "
     f"(reported {sheet['clock_hz'] / 1e9:.2f} GHz)"
+    + (
+        "; the ceiling is above the peak, so the peak is **not used as a denominator**: MFU below is over "
+        "the ceiling"
+        if o.values["breakdown"]["peak_below_ceiling_flops_per_s"]
+        else ""
+    )
     if sheet.get("cores")
     else ""
 )
@@ -329,7 +337,7 @@ fig = figures.plot_waterfall(records, o.values["breakdown"])
 plots.save_figure(fig, out, "job_waterfall")
 # %% [markdown]
 # This job-level waterfall starts at the top denominator this device has (a GPU's datasheet
-# peak, a CPU's ISA peak, else the measured ceiling). **Slow operators** is the gap between the best
+# peak, a CPU's ISA peak where it is at least the ceiling, else the measured ceiling). **Slow operators** is the gap between the best
 # square matmul and the local FLOP/s: what the model's mix of smaller matmuls, softmax, norms,
 # GELU and the optimizer achieves while computing. The drop from local to global is the time
 # outside forward+backward+optimizer, split in proportion to its parts: **communication
@@ -409,8 +417,8 @@ plots.save_figure(fig, out, "waterfall")
 # %% [markdown]
 # **Published MFU, each with its convention.** An MFU compares only with one counted the same
 # way: which FLOPs (model or hardware, attention included or not) over which peak (the dense
-# datasheet peak; a CPU run's row is over its ISA peak, or over the measured ceiling where it
-# has none, and is not comparable with the GPU rows either way).
+# datasheet peak; a CPU run's row is over its ISA peak, or over the measured ceiling where the
+# peak is missing or below the ceiling, and is not comparable with the GPU rows either way).
 
 # %%
 published = o.tables["published_mfu"]

@@ -305,8 +305,15 @@ def test_a_cpu_run_gets_a_peak_from_its_isa(tiny_records):
     r["ceiling"]["best_flops_per_s"] = 1.2 * sheet["flops_per_s"]
     mine = operator_split.published_table(r).iloc[-1]
     assert mine.figure.startswith("≤ ") and "2.40 GHz" in mine.convention and "2.00 GHz" in mine.convention
+    # ... and the peak is no denominator: no MFU over it, the waterfalls start at the ceiling
+    b = time_split.breakdown(r)
+    assert b["datasheet_flops_per_s"] is None and b["steady_mfu_vs_datasheet"] is None
+    assert b["peak_below_ceiling_flops_per_s"] == pytest.approx(sheet["flops_per_s"])
+    assert time_split.waterfall_losses(r)["start"][0] == "measured matmul ceiling"
+    assert operator_split.operator_waterfall_losses(r)["start"][0] == "measured matmul ceiling"
     r["ceiling"]["best_flops_per_s"] = 0.8 * sheet["flops_per_s"]
     assert not operator_split.published_table(r).iloc[-1].figure.startswith("≤")
+    assert time_split.waterfall_losses(r)["start"][0] == "ISA peak"
     r["ceiling"]["best_flops_per_s"] = ceiling
     r["params"]["dtype"] = "bf16"
     assert time_split.datasheet_peak(r)["flops_per_s"] is None  # fp32 only on a CPU
