@@ -55,6 +55,7 @@ from IPython.display import Markdown, display
 from mfulab.studies.overlap import claims, figures
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
+from mfulab.studykit.step_error import step_model_error_line
 from mfulab.studykit.verdicts import summary_line
 from mfulab.units import MIB, si
 
@@ -285,13 +286,11 @@ display(
 # ahead of the GEMM it is meant to overlap. FSDP2, the other way round, asks not to set it to 1
 # (Megatron warns when both are on). Overlap is a scheduling property as much as a flag.
 #
-# **What changed with the one step model.** Until this revision A4 had a model of its own:
-# 6N FLOPs per token at an assumed 50% MFU, and ring α–β costs with 20 µs per step over an
-# NVLink-3-class 300 GB/s inside the node. The 910B has HCCS, not NVLink. Now the compute,
-# links and per-call latencies are the step model's, on the 910B's own table entry. The step
-# model also prices the whole step without and with overlap, so it can be set beside the
-# article's 3.2 and 2.1 s. The A4 row of the claims table gives both steps, the saving the model
-# finds against the article's 1.1 s, and which communication could account for that 1.1 s.
+# **One step model.** A4's compute, links and per-call latencies are the step model's (chapter
+# 09), on the 910B's own table entry (HCCS inside the node, not NVLink). The step model prices
+# the whole step without and with overlap, so it can be set beside the article's 3.2 and 2.1 s.
+# The A4 row of the claims table gives both steps, the saving the model finds against the
+# article's 1.1 s, and which communication could account for that 1.1 s.
 # The gradients reduce in fp32, as Megatron (which the 910B's MindSpeed runs) does for bf16
 # training unless told `--grad-reduce-in-bf16` (`megatron/training/arguments.py`).
 #
@@ -303,6 +302,7 @@ display(
 # not enter A5: it changes how often the 200 MB tensor is reduced, not what one reduction costs.
 
 # %%
+display(Markdown(step_model_error_line()))
 art = o.values["article_scale"]
 o.tables["article_scale"]
 

@@ -38,6 +38,7 @@ from mfulab.measure import calibration
 from mfulab.studies.fusion import claims, figures, sdpa_rules
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
+from mfulab.studykit.step_error import step_model_error_line
 from mfulab.studykit.verdicts import summary_line
 
 out, p, records = setup("fusion", params, out_dir=out_dir, from_dir=from_dir)
@@ -348,6 +349,7 @@ a8_sens
 # it, beyond 40% misses it (`attention_memory.a8_step_claim`; `stated.A8_STEP_MARGIN`).
 
 # %%
+display(Markdown(step_model_error_line()))
 o.tables["a8_step"]
 
 # %% [markdown]
@@ -369,8 +371,7 @@ o.tables["a8_step"]
 # **The graph-break variant** calls `torch._dynamo.graph_break()` from a hook before every
 # block's MLP, so dynamo compiles the model in pieces and runs the Python in between eagerly.
 # Dynamo does not guard on module hooks by default, so a second model of the same code would
-# silently reuse the first one's graph and never break (an earlier version of this study timed
-# exactly that); the measurement turns the hook guards on and reports the breaks *taken* per step
+# silently reuse the first one's graph and never break; the measurement turns the hook guards on and reports the breaks *taken* per step
 # (the hook's calls) and the graphs compiled (at least breaks + 1: each break splits a graph in
 # two, and a break inside a nested call can also split the calling frames around it). It is compiled, in pieces, not eager.
 

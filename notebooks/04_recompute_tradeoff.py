@@ -49,6 +49,7 @@ from IPython.display import Markdown, display
 from mfulab.studies.recompute import analysis, claims, figures
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
+from mfulab.studykit.step_error import step_model_error_line
 from mfulab.studykit.verdicts import summary_line
 from mfulab.units import MIB
 
@@ -274,13 +275,10 @@ o.tables["a14_sequence_sensitivity"]
 # kernel is named on each panel, and the sensitivity table puts every case on one kernel in
 # the rows `attention=naive` and `attention=fused`.
 #
-# **What changed with the one step model.** Until this revision the planner priced a step with
-# its own assumed curve: 55% of the peak at large micro-batches, half of that at 2,048 tokens
-# per micro-batch. That curve made a larger micro-batch worth recomputing for. The step model's
-# GEMMs at 4,096-token sequences are already large enough to run near their ceiling at one
-# sequence, so a larger micro-batch buys little. Recompute then pays only where nothing else
-# fits. The decisions below are the step model's; the A17 memory figures are unchanged (the
-# same Table 2 accounting, now in `memory.py`).
+# **One step model.** The planner prices each step with the step model (chapter 09). Its GEMMs
+# at 4,096-token sequences are already large enough to run near their ceiling at one sequence,
+# so a larger micro-batch buys little, and recompute pays only where nothing else fits. The
+# memory figures are Korthikanti et al.'s Table 2 accounting (`memory.py`).
 #
 # **A17** is the article's launch command: one machine of 8 cards, TP = 8, PP = 1, so DP = 1
 # and ZeRO-2 has nothing to shard. Its `--recompute-method uniform --recompute-num-layers 12`
@@ -297,6 +295,9 @@ o.tables["a14_sequence_sensitivity"]
 
 # %%
 display(o.tables["launch_command"].style.hide(axis="index"))
+
+# %%
+display(Markdown(step_model_error_line()))
 
 # %%
 plans = o.tables["planner"]  # no planner cases: an empty table, and A17 is left out

@@ -42,6 +42,7 @@ from IPython.display import Markdown, display
 from mfulab.studies.buckets import claims, figures, report, simulator
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
+from mfulab.studykit.step_error import step_model_error_line
 from mfulab.units import MIB
 
 out, p, records = setup("buckets", params, out_dir=out_dir, from_dir=from_dir)
@@ -222,13 +223,10 @@ memory
 # Each bucket's all-reduce is priced by the step model's DP group, with the faster of NCCL's ring
 # and tree (`scale_algorithm`), on one channel. MFU is the step model's at the simulated step.
 #
-# **What changed with the one step model.** Before, this chapter priced a step its own way:
-# 6N FLOPs per token at an assumed 50% of the A100's peak, and every all-reduce by an α–β model
-# with 20 µs per ring step over 25 GB/s. Both now come from the model that chapter 09
-# validates against published runs. Its GEMMs run faster than 50% of the peak. Its DP group
-# drives one network port per GPU of a node, as on a DGX A100: eight 200 Gb/s ports per node,
-# which is what hides the all-reduce behind the backward at 1024 cards, more than the lower
-# per-step latencies. Article B's own cluster looks different: a two-node busbw of 11 → 21
+# **One step model.** Compute and every all-reduce come from the model that chapter 09
+# validates against published runs. Its DP group drives one network port per GPU of a node, as
+# on a DGX A100: eight 200 Gb/s ports per node, which is what hides the all-reduce behind the
+# backward at 1024 cards. Article B's own cluster looks different: a two-node busbw of 11 → 21
 # GB/s against a 25 GB/s limit (B9) says one 200 Gb/s port per node, and B8's stated case is
 # that run (below). Gradients are reduced in fp32 (PyTorch DDP under autocast keeps fp32
 # parameters; Megatron and MindSpeed reduce bf16 models' gradients in fp32 unless told
@@ -254,6 +252,7 @@ memory
 # the default buys.
 
 # %%
+display(Markdown(step_model_error_line()))
 print(report.scale_setting_text(p))
 speed = simulator.simulator_speed()
 print(

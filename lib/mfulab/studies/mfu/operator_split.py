@@ -167,8 +167,8 @@ def published_table(records: dict):
             f"{b['convention']} model FLOPs, steady step, over the measured matmul ceiling: the ISA peak at "
             f"the reported {isa['clock_hz'] / 1e9:.2f} GHz is below the ceiling (the cores run at ≥ "
             f"{isa['clock_implied_by_ceiling_hz'] / 1e9:.2f} GHz), so the true peak is unknown and the "
-            f"MFU over it at most this ({b['steady_flops_per_s'] / isa['flops_per_s']:.1%} over the reported-clock "
-            "peak, an overstatement)"
+            f"MFU over it at most this ({b['steady_flops_per_s'] / isa['flops_per_s']:.1%} over the "
+            "reported-clock peak, an overstatement)"
         )
     rows.append(
         {

@@ -24,11 +24,10 @@ from mfulab.analytic import flops
 from mfulab.analytic import step as step_model
 from mfulab.analytic.config import TransformerConfig
 from mfulab.errors import ParameterError
+from mfulab.studykit.step_error import HELD_OUT, HISTORY_FILE, read_history  # noqa: F401 (re-exported)
 
 FIT_PARAMETER = "matmul_share_of_mamf"  # the one free parameter (rates.Assumptions)
 SPLITS = ("fit", "development", "test", "holdout", "holdout-2", "holdout-3")
-# the splits scored against the goals, in the order collected
-HELD_OUT = ("test", "holdout", "holdout-2", "holdout-3")
 LAYOUT_KEYS = (
     "n_devices",
     "tp",
@@ -46,7 +45,6 @@ CONVENTIONS = {
     "megatron-model": ("megatron", "none"),
     "palm": ("palm", "none"),
 }
-HISTORY_FILE = "studies/predict/validation_history.yaml"
 
 
 def _repo_path(path) -> Path:
@@ -370,14 +368,3 @@ def summary(df, *, row_goal: float, median_goal: float) -> dict:
         "goal_met": bool((err <= row_goal).all() and err.median() <= median_goal),
         "goal_met_at_default": bool((default <= row_goal).all() and default.median() <= median_goal),
     }
-
-
-# ---------------------------------------------------------------------------- the history
-def read_history(path=HISTORY_FILE) -> list[dict]:
-    """The recorded test errors per model revision (oldest first)."""
-    import yaml
-
-    path = _repo_path(path)
-    if not path.exists():
-        return []
-    return (yaml.safe_load(path.read_text()) or {}).get("revisions") or []

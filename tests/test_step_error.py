@@ -1,0 +1,29 @@
+"""The step model's error line that chapters 02–05 show beside their at-scale verdicts."""
+
+import yaml
+
+from mfulab.studykit.step_error import read_history, step_model_error_line
+
+
+def test_the_error_line_quotes_the_latest_revision_and_its_null(tmp_path):
+    path = tmp_path / "history.yaml"
+    split = {"rows_priced": 10, "median_abs_error": 0.3, "max_abs_error": 0.9, "null_median_abs_error": 0.4}
+    latest = {**split, "median_abs_error": 0.12, "max_abs_error": 0.5, "null_median_abs_error": 0.2}
+    revisions = [
+        {"commit": "aaa", "date": "2026-01-01", "test": split},
+        {"commit": "bbb", "date": "2026-02-01", "test": latest, "holdout": {"rows_priced": 0}},
+    ]
+    path.write_text(yaml.safe_dump({"revisions": revisions}))
+    line = step_model_error_line(path)
+    assert "bbb" in line and "aaa" not in line
+    assert "test: median |error| 12% over 10 rows (max 50%; null model 20%)" in line
+    assert "holdout:" not in line  # a split with no priced row says nothing
+
+
+def test_no_history_says_so(tmp_path):
+    assert read_history(tmp_path / "none.yaml") == []
+    assert "no recorded validation" in step_model_error_line(tmp_path / "none.yaml")
+
+
+def test_the_committed_history_gives_a_line():
+    assert read_history() and "median |error|" in step_model_error_line()
