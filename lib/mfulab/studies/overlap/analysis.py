@@ -205,14 +205,16 @@ def best_k(records, mode: str) -> int | None:
     return min(ks, key=reliably_fast) if ks else None
 
 
-def a3_outcome(records, mode: str) -> dict | None:
-    """A3 in one compute mode: per round, the serial step (k = 1), the overlapped step at the
-    best k and the bound max(compute, comm); the paired comparison of the overlapped step with
+def a3_outcome(records, mode: str, k: int | None = None) -> dict | None:
+    """A3 in one compute mode: per round, the serial step (k = 1), the overlapped step at ``k``
+    (fixed in advance, ``stated.A3_K``; the best k where that k was not swept) and the bound
+    max(compute, comm); the paired comparison of the overlapped step with
     the serial one (``vs_serial``: does overlap move the step toward the bound at all), the
     share of the possible saving recovered (from the medians: (serial − overlapped) ÷ (serial −
     bound)), and the paired comparison with the midpoint (serial + bound)/2 (``comparison``),
     which the overlapped step beats exactly when more than half of the saving is recovered."""
-    rows, k = _rows(records, mode), best_k(records, mode)
+    rows = _rows(records, mode)
+    k = k if k in rows else best_k(records, mode)
     if not rows or k is None or 1 not in rows:
         return None
     serial = np.array(rows[1]["overlapped_times_s"])
