@@ -423,9 +423,11 @@ o.tables["matmul_dtypes"]
 # flash, and the switch only enables a backend that is on by default: *refuted*. The article's
 # FlashAttention sentence ("HBM reads and writes cut several-fold") from the published
 # measurement in the FlashAttention paper (Figure 2: 40.3 → 4.4 GB): *confirmed* at 3× or more.
-# B4 on the size it states, 2× (1.6–2.5× reads as double): from the measured tf32/fp32 ratio
-# where TF32 exists; on a CPU from the A100 datasheet (dense 8×: the claim states the wrong size,
-# and in the article's own bf16 run TF32 changes almost nothing).
+# B4's "吞吐可以翻倍" reads two ways, "can (at least) double" (2× or more) and "doubles" (1.6–2.5×):
+# the measured tf32/fp32 ratio where TF32 exists, on a CPU the A100 datasheet's, decides where
+# both readings agree and is *not checkable* where they do not (`b4_rows.b4_claims`). TF32's part
+# in B15's first step is its own row: TF32 acts only on fp32 matmuls, and article B's run is bf16
+# (its MFU is over the BF16 peak), so the step's 0.8 s rests on SDPA.
 
 # %%
 claim_list = o.claims

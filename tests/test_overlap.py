@@ -256,7 +256,9 @@ def test_verdicts_follow_the_synthetic_truth():
     assert good["A3"].verdict == "shown"  # only the last chunk's all-reduce is exposed
     assert "real compute" in good["A3"].evidence and "in flight" in effect.evidence
     # on a CPU the emulated compute (the ideal engine) decides, at the k fixed in advance
-    assert good["A3"].measured.startswith("emulated compute") and "k=4 (fixed in advance)" in good["A3"].measured
+    assert (
+        good["A3"].measured.startswith("emulated compute") and "k=4 (fixed in advance)" in good["A3"].measured
+    )
     on_cuda = {**_records(), "overlap": {**_records()["overlap"], "device": "cuda"}}
     assert [c for c in _claims(on_cuda) if c.id == "A3"][0].measured.startswith("real compute")
     bad = {c.id: c for c in _claims(_records(overlap_good=False))}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from mfulab.results import run_identity
-from mfulab.studies.fusion import analysis, attention_memory, norm_fusion, published, sdpa_rules
+from mfulab.studies.fusion import analysis, attention_memory, b4_rows, norm_fusion, published, sdpa_rules
 from mfulab.studies.fusion.stated import (
     A7_ARTICLE_DEVICE,
     A7_ARTICLE_DTYPE,
@@ -25,7 +25,6 @@ from mfulab.studies.fusion.stated import (
     A7_LAYER_SPEEDUP,
     A7_STATED_TIME_REDUCTION,
     A8_STATED,
-    B4_DOUBLING_BAND,
     B5_STATED_SPEEDUP,
 )
 from mfulab.studykit import verdicts
@@ -214,47 +213,6 @@ def a8_claims(t, v: dict) -> list[Claim]:
     ]
 
 
-def _doubles(ratio: float) -> bool:
-    lo, hi = B4_DOUBLING_BAND
-    return lo <= ratio <= hi
-
-
-def b4_claim(t) -> Claim:
-    """B4 on the quantity it states, 2×: confirmed when the tf32/fp32 matmul ratio lies in
-    ``stated.B4_DOUBLING_BAND``, refuted outside it (measured on a GPU with TF32; elsewhere the
-    A100 datasheet's dense peaks). TF32 only changes fp32 matmuls, so the evidence also says what
-    it does in the article's own bf16 run."""
-    dt = t["matmul_dtypes"].set_index("dtype")
-    claim = "TF32 doubles matmul throughput on A100-class GPUs"
-    sheet_ratio = dt.loc["A100 datasheet tf32 / fp32", "vs_fp32"]
-    band = f"{B4_DOUBLING_BAND[0]:g}–{B4_DOUBLING_BAND[1]:g}× reads as double"
-    in_bf16 = (
-        "TF32 only changes fp32 matmuls: in a bf16 autocast run, as article B's case study is, it changes "
-        "almost nothing, so B15's 0.8 s for SDPA + TF32 rests on SDPA"
-    )
-    if "tf32" in dt.index:
-        ratio = dt.loc["tf32", "vs_fp32"]
-        return Claim(
-            "B4",
-            claim,
-            f"matmul ceiling tf32 vs fp32 on this GPU ({band})",
-            verdicts.verdict_from_agreement(_doubles(ratio)),
-            f"tf32/fp32 = {ratio:.2f}×; bf16/fp32 = {dt.loc['bf16', 'vs_fp32']:.2f}×; "
-            f"A100 datasheet tf32/fp32 = {sheet_ratio:.0f}×. {in_bf16}",
-            basis=verdicts.MEASURED,
-        )
-    return Claim(
-        "B4",
-        claim,
-        f"the A100 datasheet's dense tensor-core TF32 peak against its FP32 peak ({band}; no TF32 on a CPU)",
-        verdicts.verdict_from_agreement(_doubles(sheet_ratio)),
-        f"A100 datasheet: tf32/fp32 = {sheet_ratio:.0f}× (dense): not double; a GEMM reaches a share of "
-        f"it (chapter 01's MAMF). {in_bf16}. On a CPU the quantity does not exist"
-        + (f" (bf16/fp32 here = {dt.loc['bf16', 'vs_fp32']:.2f}×)" if "bf16" in dt.index else ""),
-        basis=verdicts.DOCUMENTED,
-    )
-
-
 def b5_claims(records, t) -> list[Claim]:
     """Measured on every device; a verdict only on CUDA: the claim is about an 8B model's step
     on GPUs, and a CPU's small model is not its regime (never refuted or confirmed by it)."""
@@ -364,7 +322,7 @@ def outcome(records, p) -> Outcome:
     t = tables(records, v)
     v |= texts(records, t)
     claim_list = a7_claims(records, t) + a8_claims(t, v) + b3_claims(records, v) + [published.b3_hbm_claim()]
-    claim_list += [b4_claim(t), *b5_claims(records, t), *published.b5_published_claim()]
+    claim_list += [*b4_rows.b4_claims(t), *b5_claims(records, t), *published.b5_published_claim()]
     return Outcome(claim_list, headline_metrics(records, t, v, claim_list), t, values=v)
 
 

@@ -286,8 +286,8 @@ def a5_scale_claim(art: dict, sens):
         "A5",
         "at the article's scale 4 → 16 chunks lengthens the communication, and 4–8 chunks are best",
         f"NCCL's cost model (comm.nccl_call_s: the faster of ring and tree, the step model's latencies): "
-        f"{A5_STATED['nbytes'] / 1e6:.0f} MB over the {art['a5_dp']} DP ranks of A4's {art['n']} cards at its "
-        f"TP {A4_STATED['tp']} (the article calls it a gradient tensor in §2.2's TP context; read as DP "
+        f"{A5_STATED['nbytes'] / 1e6:.0f} MB over the {art['a5_dp']} DP ranks of A4's {art['n']} cards at "
+        f"its TP {A4_STATED['tp']} (the article calls it a gradient tensor in §2.2's TP context; read as DP "
         "gradients), "
         f"{art['link_bytes_per_s'] / GB:.0f} GB/s per direction (the 910B's 200 Gb/s RoCE per card, "
         "devices.yaml), compute equal to the one-shot all-reduce (assumed); a ring alone with 2–20 µs "

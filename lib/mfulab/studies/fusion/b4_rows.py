@@ -1,0 +1,71 @@
+"""B4, article B §2.1: "TF32 ... 矩阵乘法的吞吐可以翻倍" (matmul throughput *can double*), and the
+TF32 half of B15's first step (article B §5.2: SDPA "and TF32 on the side", 10.2 → 9.4 s).
+
+The sentence reads two ways: "can (at least) double" (a ratio of 2× or more) and "doubles" (a
+ratio of about 2×, ``stated.B4_DOUBLING_BAND``). Where the two readings give the same answer it
+stands; where they disagree the row is *not checkable*. The contribution to B15 is its own row:
+TF32 acts only on fp32 matmuls (``torch.backends.cuda.matmul.allow_tf32``), and article B's run
+is a bf16 one (its MFU is taken over the A100's BF16 dense peak, §1.1)."""
+
+from __future__ import annotations
+
+from mfulab.studies.fusion.stated import B4_DOUBLING_BAND
+from mfulab.studykit import verdicts
+from mfulab.studykit.verdicts import Claim
+
+
+def readings(ratio: float) -> dict[str, bool]:
+    """Each reading of "可以翻倍" answered for a tf32/fp32 throughput ratio."""
+    lo, hi = B4_DOUBLING_BAND
+    return {"can double (≥ 2×, the band's low end)": ratio >= lo, "doubles (about 2×)": lo <= ratio <= hi}
+
+
+def _decide(ratio: float) -> tuple[str, str]:
+    answers = readings(ratio)
+    text = "; ".join(f"{name}: {'yes' if yes else 'no'}" for name, yes in answers.items())
+    if len(set(answers.values())) > 1:
+        return "not checkable", f"the readings disagree ({text})"
+    return verdicts.verdict_from_agreement(next(iter(answers.values()))), f"both readings agree ({text})"
+
+
+def b4_claims(t) -> list[Claim]:
+    """The throughput row (measured on a GPU with TF32; elsewhere the A100 datasheet's dense
+    peaks) and the B15 row (analysis at the article's configuration: a bf16 run)."""
+    dt = t["matmul_dtypes"].set_index("dtype")
+    sheet_ratio = dt.loc["A100 datasheet tf32 / fp32", "vs_fp32"]
+    band = f"{B4_DOUBLING_BAND[0]:g}–{B4_DOUBLING_BAND[1]:g}× reads as double"
+    if "tf32" in dt.index:
+        ratio = dt.loc["tf32", "vs_fp32"]
+        verdict, why = _decide(ratio)
+        throughput = Claim(
+            "B4",
+            "TF32 can double matmul throughput over fp32 on A100-class GPUs",
+            f"matmul ceiling tf32 vs fp32 on this GPU ({band})",
+            verdict,
+            f"tf32/fp32 = {ratio:.2f}×: {why}; A100 datasheet tf32/fp32 = {sheet_ratio:.0f}× (dense)",
+            basis=verdicts.MEASURED,
+        )
+    else:
+        verdict, why = _decide(sheet_ratio)
+        throughput = Claim(
+            "B4",
+            "TF32 can double matmul throughput over fp32 on A100-class GPUs",
+            f"the A100 datasheet's dense tensor-core TF32 peak against its FP32 peak ({band}; no TF32 "
+            "on a CPU)",
+            verdict,
+            f"A100 datasheet tf32/fp32 = {sheet_ratio:.0f}× (dense): {why}; a GEMM reaches a share of each "
+            "peak (chapter 01's MAMF)",
+            basis=verdicts.DOCUMENTED,
+        )
+    bf16_here = f"; bf16/fp32 here = {dt.loc['bf16', 'vs_fp32']:.2f}×" if "bf16" in dt.index else ""
+    in_b15 = Claim(
+        "B4",
+        "TF32 contributes to B15's first step (SDPA + TF32: 10.2 → 9.4 s)",
+        "article B's run is bf16 (its MFU is over the A100's BF16 dense peak); TF32 acts only on fp32 "
+        "matmuls (torch.backends.cuda.matmul.allow_tf32)",
+        "refuted",
+        "in a bf16 run the matmuls never take the TF32 path, so the 0.8 s rests on SDPA; a run that kept "
+        f"fp32 matmuls would contradict the article's own BF16 denominator{bf16_here}",
+        basis=verdicts.ANALYSIS,
+    )
+    return [throughput, in_b15]
