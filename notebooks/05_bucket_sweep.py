@@ -223,6 +223,13 @@ memory
 # Each bucket's all-reduce is priced by the step model's DP group, with the faster of NCCL's ring
 # and tree (`scale_algorithm`), on one channel. MFU is the step model's at the simulated step.
 #
+# **The stated batch.** Article A gives no global batch for its thousand-card sentence. The
+# stated case takes Llama 2's, 4M tokens per step for every size (Touvron et al. 2023, Table 1):
+# 1024 sequences of 4096 tokens, so each DP rank accumulates 1024 ÷ DP micro-batches (8 for the
+# 13B at 1024 cards) and only the last one's backward can hide the all-reduce. One micro-batch
+# per step, where the cap matters most, is a sensitivity row (`stated.A6_GLOBAL_BATCH_SEQUENCES`).
+# The A6 row sets each model's simulated MFU beside article A's own, above 45%.
+#
 # **One step model.** Compute and every all-reduce come from the model that chapter 09
 # validates against published runs. Its DP group drives one network port per GPU of a node, as
 # on a DGX A100: eight 200 Gb/s ports per node, which is what hides the all-reduce behind the
@@ -292,7 +299,7 @@ best[
 # between nodes), the GEMMs' share of MAMF, tensor/pipeline sharding of the gradients (TP shards every matrix, a PP
 # stage holds a fraction of the layers; the data-parallel ranks are the cards divided by
 # TP·PP), gradient accumulation (only the last micro-batch's backward overlaps the
-# all-reduce) and the all-reduce algorithm (ring only: 2(n−1) latency steps per call). The
+# all-reduce; 1 micro-batch per step is the bucket cap's most exposed regime) and the all-reduce algorithm (ring only: 2(n−1) latency steps per call). The
 # last two rows add the per-bucket overhead fitted in section 2 to every
 # simulated bucket — the simulator's error on this machine, as if a cluster paid it — once
 # on the backward's path (as fitted) and once also on the communication channel (the

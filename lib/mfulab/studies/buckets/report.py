@@ -22,11 +22,19 @@ from mfulab.studies.buckets.sensitivity import (
     by_size,
     plausible_caps_text,
     sensitivity_table,
+    stated_accumulation,
     stated_tp,
 )
 from mfulab.studies.buckets.sensitivity import summary as sensitivity_summary
 from mfulab.studies.buckets.simulator import DEFAULT_BUCKET_CAP_MB
-from mfulab.studies.buckets.stated import A6_MFU_POINTS, B8_STATED, SCALE_GRAD_BYTES_PER_ELEM, SENSITIVITY
+from mfulab.studies.buckets.stated import (
+    A6_GLOBAL_BATCH_SEQUENCES,
+    A6_GLOBAL_BATCH_SOURCE,
+    A6_MFU_POINTS,
+    B8_STATED,
+    SCALE_GRAD_BYTES_PER_ELEM,
+    SENSITIVITY,
+)
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import summary_line
 from mfulab.units import GB, MB
@@ -186,7 +194,7 @@ def scale_setting_text(p) -> str:
         preset(name),
         n_devices=cards,
         tp=tp,
-        global_batch=n * p.scale_micro_batch,
+        global_batch=n * p.scale_micro_batch * stated_accumulation(n, p.scale_micro_batch),
         micro_batch=p.scale_micro_batch,
         device=p.a6_device,
         framework="ddp",
@@ -199,7 +207,9 @@ def scale_setting_text(p) -> str:
         f"stated case of the scale table and heat map (A6's): {p.a6_device} from devices.yaml "
         f"({step['sources']['inter_node']}), the step model (chapter 09) with GEMMs at "
         f"{p.scale_matmul_share_of_mamf:g} of MAMF, {p.scale_micro_batch} sequence(s) per rank and "
-        f"micro-batch, gradients reduced in fp32; all-reduce algorithm: "
+        f"micro-batch, a global batch of {A6_GLOBAL_BATCH_SEQUENCES} sequences ({A6_GLOBAL_BATCH_SOURCE}; "
+        f"{stated_accumulation(n, p.scale_micro_batch)} micro-batches per step for {name} at {cards} cards), "
+        f"gradients reduced in fp32; all-reduce algorithm: "
         f"{algorithm_text(p.scale_algorithm)} per call (scale_algorithm; {name} at TP {tp} on {cards} "
         f"cards: {n} data-parallel ranks over {g['n_nodes']} nodes, one call's latency is "
         f"{latency['ring'] * 1e3:.2f} ms on the ring and {latency['tree'] * 1e3:.2f} ms on the tree, NCCL's "

@@ -15,6 +15,7 @@ from mfulab.studies.buckets.flags import article_bound
 from mfulab.studies.buckets.simulator import DEFAULT_BUCKET_CAP_MB, gpt_simulation
 from mfulab.studies.buckets.stated import (
     A6_CARDS,
+    A6_GLOBAL_BATCH_SEQUENCES,
     A6_MFU_POINTS,
     A6_PER_TENSOR_CASE,
     A6_PLAUSIBLE_CAPS_MIB,
@@ -109,6 +110,12 @@ def stated_setting(p: dict, claim: str = "b8") -> dict:
     }
 
 
+def stated_accumulation(dp: int, micro_batch: int, pp: int = 1) -> int:
+    """Micro-batches per step for A6's stated global batch (``stated.A6_GLOBAL_BATCH_SEQUENCES``)
+    on ``dp`` ranks: at least one, and at least the pipeline's ``pp`` stages (1F1B)."""
+    return max(1, pp, A6_GLOBAL_BATCH_SEQUENCES // (dp * micro_batch))
+
+
 def b8_scenario(s: dict, name: str) -> dict:
     """Scenario ``s`` as B8 runs it: article B's own run (``stated.B8_ARTICLE``) wherever ``s``
     does not vary it: global batch 512 sequences at the article's micro-batch (assumed 1), so each
@@ -144,7 +151,8 @@ def scenarios(p: dict, overhead: dict | None = None) -> list[dict]:
     (``model_error.carried_overhead``), the stated setting plus the per-bucket overhead fitted
     to this machine's sweep (the simulator's model error here, as if a cluster paid it)."""
     base = stated_setting(p)
-    plain = {"tp": None, "pp": 1, "accumulation": 1}  # TP None: each model at its stated TP
+    # TP None: each model at its stated TP; accumulation None: A6's stated global batch
+    plain = {"tp": None, "pp": 1, "accumulation": None}
     a6_device = stated_setting(p, "a6")["device"]
     stated = (
         f"A6 on {a6_device}, B8 on {base['device']} (devices.yaml links, NCCL latencies), GEMMs at "
@@ -177,7 +185,7 @@ def scenarios(p: dict, overhead: dict | None = None) -> list[dict]:
         value = "pure data parallelism (TP 1)" if tp == pp == 1 else f"TP {tp} × PP {pp}"
         value += f", {pp} micro-batches" if pp > 1 else ""
         row = {"assumption": "gradient sharding", "value": value, "setting": base, **plain}
-        out.append({**row, "tp": tp, "pp": pp, "accumulation": pp})
+        out.append({**row, "tp": tp, "pp": pp})
     for acc in SENSITIVITY["accumulation"]:
         out.append(
             {
@@ -224,8 +232,9 @@ def _run(name: str, cards: int, caps, s: dict, device: str | None = None) -> dic
     ``device`` (default: the scenario's setting's)."""
     tp, dp = _layout(name, cards, s)
     setting = s["setting"] | ({"device": device} if device else {})
+    acc = s["accumulation"] or stated_accumulation(dp, setting["micro_batch"], s["pp"])
     rows = gpt_simulation(
-        preset(name), n=dp, bucket_caps_mb=caps, tp=tp, pp=s["pp"], accumulation=s["accumulation"], **setting
+        preset(name), n=dp, bucket_caps_mb=caps, tp=tp, pp=s["pp"], accumulation=acc, **setting
     )
     return {r["bucket_cap_mb"]: r for r in rows}
 

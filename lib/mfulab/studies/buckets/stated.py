@@ -13,6 +13,18 @@ A6_DISASTER_RATIO = 1.5
 A6_SWEET_SPOT_BYTES = (20 * MB, 40 * MB)  # the article's "20–40 MB" (decimal MB: 19.1–38.1 MiB)
 A6_MFU_POINTS = (5.0, 8.0)  # "moves MFU by 5–8 points"
 A6_CARDS = 1024  # "about a thousand cards"
+# A6's at-scale runs take a realistic global batch: article A states none for its thousand-card
+# sentence (its 8-card command's 32 sequences is one node's). Llama 2 trained every size, 7B to
+# 70B, at 4M tokens per step (Touvron et al. 2023, §2.2 and Table 1: "global batch-size of 4M
+# tokens"): 1024 sequences of 4096 tokens. Each DP rank accumulates 1024 ÷ (DP × micro-batch)
+# micro-batches, at least one and at least the pipeline's stages (13B at 1024 cards, TP 8: 8);
+# only the last one's backward overlaps the all-reduce. One micro-batch per step, the bucket
+# cap's most exposed regime, is a row of the sensitivity table.
+# Article A §1: after moving to the 910B with MindSpeed, "MFU 拉到了 45% 以上" (above 45%): the
+# regime its thousand-card tuning sentence comes from, set beside the simulated stated case's MFU.
+A_REPORTED_MFU = 0.45
+A6_GLOBAL_BATCH_SEQUENCES = 1024
+A6_GLOBAL_BATCH_SOURCE = "Touvron et al. 2023 (Llama 2), Table 1: every size at a global batch of 4M tokens"
 # A6's per-tensor sentence at the article's own configuration: its 13B (config ``article-13b``,
 # the 40 × 5120 model of its launch command, the preset chapters 02 and 04 use) trained at tensor
 # parallelism 8 (its launch command, §6.1; the course's A17), so DP = A6_CARDS / 8 ranks each
@@ -123,7 +135,8 @@ STATED_TP_FALLBACK = 1  # a model the articles do not run: pure data parallelism
 # - tensor/pipeline parallel sharding of the gradients, the same for every model in place of
 #   SCALE_TP: pure data parallelism (TP 1), TP 4, TP 8, TP 8 × PP 4; DP = cards / (TP·PP);
 # - gradient accumulation: only the last micro-batch's backward overlaps the all-reduce (1: none,
-#   A6's stated case; B8's stated case accumulates 32);
+#   the regime where the cap matters most; A6's stated case accumulates to A6_GLOBAL_BATCH_SEQUENCES,
+#   B8's to its 512);
 # - the gradients reduced in bf16 (Megatron's --grad-reduce-in-bf16) instead of fp32;
 # - the all-reduce algorithm: ring only (NCCL_ALGO=Ring).
 SENSITIVITY = {
