@@ -2,7 +2,7 @@
 
 Chapter 09 (predict) validates the step model (``analytic/step.py``) against published runs and
 appends each revision's held-out errors to ``studies/predict/validation_history.yaml``
-(``python -m mfulab.studies.predict.history``). Chapters 02–05 take at-scale verdicts from the
+(its ``history`` module). Chapters 02–05 take at-scale verdicts from the
 same model; this module reads that history so each of them can state the model's error beside
 its verdicts without importing another study."""
 
