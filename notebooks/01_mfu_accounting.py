@@ -249,6 +249,7 @@ mamf[
         "datasheet_dense_peak_flops_per_s",
         "mamf_flops_per_s",
         "mamf_over_peak",
+        "mamf_measured_on_device",
         "mamf_source",
     ]
 ]
@@ -435,8 +436,9 @@ with pd.option_context("display.max_colwidth", None):
 o.tables["a19_arithmetic"]
 
 # %% [markdown]
-# 6N already counts the forward pass (2N) and the backward pass (4N); the extra ×3 triples the
-# work. Even with that error, 3.06e16 / (2.56e15 × 2.4) is about 5, not 0.497 — the article's
+# The error sits in the article's premise: its text takes the forward pass as ≈ 6N per token
+# and the backward as twice that, hence "6N × 3". The forward is 2N; 6N already counts the
+# forward pass (2N) and the backward pass (4N), so the extra ×3 triples the work. Even with that error, 3.06e16 / (2.56e15 × 2.4) is about 5, not 0.497 — the article's
 # division is off by ten. With the correct 6N the stated inputs imply an MFU above 1, which is
 # impossible: the step time, the card count or the peak must be different from what is stated
 # (on 32 cards, the A4 setting, the same numbers give ≈ 42%).

@@ -418,7 +418,7 @@ o.tables["matmul_dtypes"]
 # memory row is analytic only (the sensitivity table above); its step time from the step model
 # over the readings that fit and its assumptions. B3 from the kernel SDPA picked on this
 # device; for CUDA, PyTorch's flash-eligibility rules at the article's inputs (bf16, head dim
-# 128, causal, on an A100): *confirmed (analysis)* when eligible; `enable_flash_sdp` from
+# 128, causal, on an A100): *confirmed (documented specification)* when eligible; `enable_flash_sdp` from
 # PyTorch's documentation and the switches recorded here: "强制" (force) asks that SDPA use
 # flash, and the switch only enables a backend that is on by default: *refuted*. The article's
 # FlashAttention sentence ("HBM reads and writes cut several-fold") from the published

@@ -320,7 +320,10 @@ def a6_spread_claim(records, best, sens) -> list[Claim]:
             "some model's spread lies in 5–8 points (the article names none)",
             a6_spread_verdict(sens),
             f"spread in MFU points: {per_model}{memory_text(big)}; some model in {lo:g}–{hi:g} points in "
-            f"{holds} of {len(deciding)} scenarios (none under: {', '.join(fails) or 'none'})"
+            f"{holds} of {len(deciding)} scenarios (none under: {', '.join(fails) or 'none'}); read as "
+            f"'can reach' (可以达到: some model ≥ {lo:g} points), "
+            f"{int(deciding.a6_spread_reaches_claim.sum())} of {len(deciding)}, which reads "
+            + verdicts.label(verdicts.over_scenarios(deciding.a6_spread_reaches_claim), verdicts.ANALYSIS)
             + model_error_text(records),
             basis=verdicts.ANALYSIS,
         )
@@ -386,7 +389,9 @@ def a6_megatron_default_claim(records) -> list[Claim]:
             f"{default_mb(dp_article):.0f} MB at the article's about a thousand cards "
             f"(TP {tp} × DP {dp_article}): {default_mb(1) / 25:.1f}–{default_mb(dp_article) / 25:.0f}× "
             "the 25 MB; the size grows with DP so that calls stay bandwidth-bound, the same direction "
-            "as the simulated best caps below; with --overlap-grad-reduce off there is one bucket",
+            "as the simulated best caps below; with --overlap-grad-reduce off there is one bucket; the "
+            "article's --gradient-bucket-size (MB) is no Megatron-LM flag: Megatron's is --ddp-bucket-size, "
+            "counted in parameters",
             basis=verdicts.DOCUMENTED,
         )
     ]

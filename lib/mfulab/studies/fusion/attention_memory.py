@@ -242,7 +242,8 @@ def a8_step_claim(table):
     return [
         Claim(
             "A8",
-            f"7B, seq 4096, batch 16: step time −{stated:.0%} with fused attention",
+            f"7B, seq 4096, batch 16: step time −{stated:.0%} with fused attention (on {A8_STEP_CARDS} "
+            "cards: assumed, the article gives no card count)",
             f"the step model on {A8_STEP_CARDS} {A8_STEP_DEVICE} cards (devices.yaml), naive against fused "
             "attention, over TP 1, 2, 8 and micro-batch 16, 2, 1, and its assumed HBM efficiency, backward "
             f"traffic and GEMM share; the rows that fit the card vote: a cut within {A8_STEP_MARGIN:.0%} of "

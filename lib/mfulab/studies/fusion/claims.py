@@ -135,7 +135,8 @@ def a7_claims(records, t) -> list[Claim]:
     rows.append(
         Claim(
             "A7",
-            claim + " — the article's 13B layer",
+            claim + " — the article's 13B layer, in its 8-card command's layout (assumed: the article "
+            "does not say where it measured −30%)",
             f"Amdahl with bytes / bandwidth vs FLOPs / peak: {A7_ARTICLE_PRESET} on "
             f"{A7_ARTICLE_DEVICE} datasheet, {A7_ARTICLE_DTYPE}, the article's layout (TP {central.tp}, "
             f"{'with' if central.sequence_parallel else 'no'} sequence parallelism: every card runs the "
@@ -285,7 +286,8 @@ def b3_claims(records, v: dict) -> list[Claim]:
                 "refuted",
                 "the switch only enables the flash backend, which is on by default (enabled here "
                 f"{on}): calling it changes nothing, and SDPA still picks among the enabled backends by "
-                "its rules (the article itself warns of the fallback); forcing one is "
+                "its rules (the article itself warns of the fallback); read as 'explicitly enable' the "
+                "sentence is true but a no-op, which cannot force anything; forcing one is "
                 "torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION), which raises where flash is "
                 "not eligible",
                 basis=verdicts.DOCUMENTED,

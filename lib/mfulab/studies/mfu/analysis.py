@@ -119,6 +119,9 @@ def published_mamf_table():
                     "datasheet_with_sparsity_flops_per_s": 2 * peak if "sparsity" in d.note else None,
                     "mamf_flops_per_s": mamf,
                     "mamf_over_peak": mamf / peak,
+                    # a MAMF measured on this device cites the finder directly; one borrowed from a
+                    # sibling part (same tensor cores and clocks) is an assumption
+                    "mamf_measured_on_device": d.mamf_source.startswith("stas00/"),
                     "peak_source": d.source,
                     "mamf_source": d.mamf_source,
                 }
@@ -136,6 +139,8 @@ def published_mamf_text(table) -> str:
             f"{r.device} {r.dtype}: MAMF {si(r.mamf_flops_per_s, 'FLOP/s')} = **{r.mamf_over_peak:.0%}** "
             f"of the dense peak {si(r.datasheet_dense_peak_flops_per_s, 'FLOP/s')}"
         )
+        if not r.mamf_measured_on_device:
+            text += " (assumed: a sibling part's measurement)"
         sparse = r.datasheet_with_sparsity_flops_per_s
         if sparse == sparse and sparse:  # NaN (no with-sparsity figure) fails the first test
             text += f" (the with-sparsity figure, {si(sparse, 'FLOP/s')}, is twice that)"

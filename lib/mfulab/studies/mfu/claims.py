@@ -94,9 +94,10 @@ def mfu_level_claims() -> list[Claim]:
             f"local MFU may read {ex['local']:.0%} where global MFU reads {ex['global']:.0%}",
             "the pair's arithmetic: local MFU counts only the compute stream's busy time",
             "not checkable",
-            f"the pair means the compute stream is busy {busy:.0%} of the wall clock: "
+            f"read as local MFU {ex['local']:.0%}, the compute stream is busy {busy:.0%} of the wall clock: "
             f"{(1 - busy) * ex['step_s']:.1f} s of a {ex['step_s']:g} s step in communication, data and "
-            "scheduling waits; an illustration ('may'), with no run behind it",
+            f"scheduling waits; read as the pipeline busy {ex['local']:.0%} of the time (占用率, occupancy), "
+            f"local MFU is {ex['global'] / ex['local']:.0%}; an illustration ('may'), with no run behind it",
             basis=verdicts.STATEMENT,
         ),
     ]
@@ -221,6 +222,21 @@ def claims(records: dict | None, p: Params | None = None, split=None) -> list[Cl
         shares = ", ".join(f"{r.category} {r.share_of_wall:.2%}" for r in split.itertuples())
         verdict = verdicts.b2_verdict(present.category)
         absent = [B2_ABSENT_BECAUSE[k] for k in split[~split.present].category]
+        # the floor is our reading: say where another floor of the sweep would change the row
+        other = time_split.b2_floor_sensitivity(
+            records, [f for f in p.b2_floor_sweep if f != p.b2_present_share]
+        )
+        differ = other[other.verdict != verdict]
+        floor_note = (
+            "; the floor decides: at "
+            + ", ".join(
+                f"{r.present_share_floor:.1%} the row would read {r.verdict}" for r in differ.itertuples()
+            )
+            if len(differ)
+            else "; every floor of the sweep ("
+            + ", ".join(f"{f:.1%}" for f in p.b2_floor_sweep)
+            + ") reads the same"
+        )
         why = (
             f"{verdicts.B2_MIN_PRESENT} or more are present: the run shows the split"
             if verdict == "shown"
@@ -236,7 +252,7 @@ def claims(records: dict | None, p: Params | None = None, split=None) -> list[Cl
                 "of the job's wall clock",
                 verdict,
                 f"of {records['train']['job_wall_s']:.2f} s wall: {shares}; {len(present)} of 4 present "
-                f"({', '.join(present.category) or 'none'}): {why}",
+                f"({', '.join(present.category) or 'none'}): {why}{floor_note}",
                 basis=verdicts.TOY,  # one process on one device: not the article's multi-GPU job
             )
         )

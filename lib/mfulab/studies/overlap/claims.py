@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mfulab.analytic import comm
 from mfulab.results import run_identity
 from mfulab.studies.overlap import (
     a5_rows,
@@ -292,7 +291,7 @@ def derived(records) -> dict:
     best = {m: best_k(records, m) for m in modes}
     g = a5_gap(records)
     return {
-        "nccl_tests_text": comm.nccl_tests_table(records["collectives"]["rows"]),
+        "nccl_tests_text": nccl_reference.nccl_tests_text(records["collectives"]["rows"]),
         "alpha_beta": fitted_alpha_beta(records),
         "per_call_s": per_call_s(records),
         "crossover_bytes": crossover_bytes(records),

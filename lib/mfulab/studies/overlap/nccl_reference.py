@@ -113,3 +113,17 @@ def b9_nvlink_claims() -> list[Claim]:
             basis=verdicts.PUBLISHED,
         ),
     ]
+
+
+def nccl_tests_text(rows) -> str:
+    """This run's benchmark in nccl-tests' columns (``comm.nccl_tests_table``), each row with the
+    quartiles of its timed calls beside the median: small messages on a CPU are noise-dominated
+    (a 1 KiB call can read slower than a 2 KiB one), and the spread says by how much."""
+    from mfulab.analytic import comm
+
+    lines = comm.nccl_tests_table(rows).split("\n")
+    out = [f"{lines[0]} {'q1–q3(us)':>17}"]
+    for line, r in zip(lines[1:], rows):
+        spread = f"{r['q1_s'] * 1e6:.1f}–{r['q3_s'] * 1e6:.1f}" if "q1_s" in r else "n/a"
+        out.append(f"{line} {spread:>17}")
+    return "\n".join(out)
