@@ -115,6 +115,8 @@ def test_claims_and_ladder_from_the_records(smoke):
     assert ids == ["B2", "B15", "B13"]
     (b15,) = [c for c in claims.claims(records) if c.id == "B15"]
     assert b15.verdict == "inconclusive on this machine" and "out of reach" in b15.evidence
+    # beside it, the article's own attribution of its ladder: 39% or 56%, the readings disagree
+    assert "39% of the gross gain" in b15.evidence and "56% of the gross gain" in b15.evidence
     # B2's floor decides "shown": at 0 every non-zero category is present, above 1 none is
     high_p = smoke_params(b2_present_share=0.99)
     high = claims.b2_claim(records, high_p, claims.tables(records, high_p))

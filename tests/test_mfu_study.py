@@ -5,6 +5,7 @@ import copy
 import pytest
 import yaml
 
+from mfulab.analytic import b15 as b15_arithmetic
 from mfulab.analytic.config import preset
 from mfulab.errors import ParameterError
 from mfulab.studies.mfu import analysis, article_arithmetic, bench, operator_split, time_split
@@ -37,7 +38,7 @@ def test_b1_and_b15_tables():
     assert article["mfu_at_10.0s"] == pytest.approx(0.441, abs=1e-3)  # §1.1's 44% for a ~10 s step
     assert article["mfu_at_10.2s"] == pytest.approx(0.4325, abs=1e-3)
     assert article["mfu_at_8.5s"] == pytest.approx(0.519, abs=1e-3)
-    b15 = article_arithmetic.b15_table()
+    b15 = b15_arithmetic.b15_table()
     assert b15.gain_s.sum() == pytest.approx(1.7)
     assert b15.set_index("category").gain_s["slow operators"] == pytest.approx(0.8)
 
@@ -77,7 +78,7 @@ def test_b1_about_5_s_is_judged_by_its_rounding():
 
 
 def test_b15_depends_on_the_categorisation():
-    df = article_arithmetic.b15_categorisations().set_index("verdict")
+    df = b15_arithmetic.b15_categorisations().set_index("verdict")
     assert df.loc["refuted", "share_of_gross_gain"] == pytest.approx(0.7 / 1.8)
     assert df.loc["confirmed", "share_of_gross_gain"] == pytest.approx(1.0 / 1.8)
     assert df.loc["confirmed", "share_of_net_gain"] == pytest.approx(1.0 / 1.7)

@@ -3,6 +3,7 @@ verdict computed from the measured records with the threshold the claim's own wo
 
 from __future__ import annotations
 
+from mfulab.analytic.b15 import B15_MAINLY, b15_categorisations
 from mfulab.studies.anatomy.analysis import (
     CATEGORIES,
     b2_split,
@@ -11,7 +12,7 @@ from mfulab.studies.anatomy.analysis import (
     headline_metrics,
     ladder_table,
 )
-from mfulab.studies.anatomy.stated import B13_REACHED, B13_STATED, B15_MAINLY, B15_STATED
+from mfulab.studies.anatomy.stated import B13_REACHED, B13_STATED, B15_STATED
 from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
 from mfulab.studykit.verdicts import Claim
@@ -70,6 +71,15 @@ def b15_claim(records, p, t: dict) -> Claim:
             else "inconclusive on this machine"
         )
         why = ""
+    # the article's own attribution of its ladder (chapter 01's row), beside this machine's
+    readings = b15_categorisations()
+    article = "; ".join(
+        f"{r.reading}: {r.share_of_gross_gain:.0%} of the gross gain" for r in readings.itertuples()
+    )
+    why += (
+        f". The article's own arithmetic credits communication + data IO with {article}: the two "
+        "readings disagree, so on its own numbers the sentence is not checkable (chapter 01)"
+    )
     return Claim(
         "B15",
         "from a naive configuration, one knob at a time (the case study's 10.2 s → 8.5 s); "

@@ -16,4 +16,3 @@ B15_STATED = {
     "step_before_s": 10.2,
     "step_after_s": 8.5,
 }
-B15_MAINLY = 0.5  # "mainly": more than half of the gain

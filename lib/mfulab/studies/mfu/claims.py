@@ -6,18 +6,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from mfulab.analytic.b15 import B15_LITERAL_READING, B15_MAINLY, b15_categorisations, b15_table
 from mfulab.measure import opprofile
 from mfulab.studies.mfu import analysis, article_arithmetic, operator_split, time_split
 from mfulab.studies.mfu.analysis import headline_metrics
-from mfulab.studies.mfu.article_arithmetic import (
-    B15_LITERAL_READING,
-    B15_MAINLY,
-    a19_check,
-    b1_ideal_step_check,
-    b1_table,
-    b15_categorisations,
-    b15_table,
-)
+from mfulab.studies.mfu.article_arithmetic import a19_check, b1_ideal_step_check, b1_table
 from mfulab.studies.mfu.params import Params
 from mfulab.studies.mfu.stated import (
     A19_STATED,
