@@ -270,10 +270,12 @@ else:
 #
 # B11 states a gain in training throughput (steps per second), so its first two rows read
 # that: the article's own case study recomputed (its step 4 changed the format, the worker
-# count, persistence and pinning together), and this machine's training loop, where a loader
-# can raise steps/s by at most the data wait it removes, step / (step − wait): *not shown*
-# when even the small files' whole wait is below the 1.05× (the toy cannot show the effect;
-# it says nothing of a GPU step, where the same loader is a larger share). Then the loader
+# count, persistence and pinning together; one bundled case cannot test a "can give 5% or
+# more", so the row says what the article's numbers do and do not agree on), and this machine's
+# training loop, where a loader can raise steps/s by at most the data wait it removes,
+# step / (step − wait): *inconclusive on this machine* (where even the small files' whole wait
+# is below the 1.05×, the claim's regime is out of reach: it says nothing of a GPU step, where
+# the same loader is a larger share). Then the loader
 # alone, a second reading of the same sentence: tar vs small files on this local disk with a
 # cold cache (threshold 1.05× on the widened interval); the same plus the assumed per-file
 # latency of a network file system (a toy regime: an emulation on this corpus, *shown* at most,

@@ -114,7 +114,8 @@ ops.groupby("category")[["seconds", "share_of_step"]].mean()
 # Each rung turns on one knob over the one before: **format + workers** (packed uint16
 # tokens read by a worker process: two knobs at once, as in the article's step), **buckets**
 # (1 MiB buckets, about a dozen for this 12 MiB model, instead of one all-reduce per tensor;
-# PyTorch's 25 MiB default would make a single bucket here, ready only when backward ends),
+# PyTorch's 25 MiB default would make two here, a 1 MiB first bucket and one holding the rest,
+# ready only when backward ends),
 # **overlap** (the hook returns at once: each bucket's all-reduce runs while backward goes on;
 # `buckets_per_step` shows the buckets it has to overlap), **fused attention** (SDPA; with
 # `compile: true` also `torch.compile`), **background checkpoint** (the step copies the state to
@@ -144,7 +145,8 @@ plots.save_figure(fig, out, "steps")
 # ## 4 · The slowest rank sets the step (B13)
 #
 # In its own blocks, the last rung runs once more with a **straggler**: on every second step
-# the last rank spins on its core for the article's 8% of a step (`straggler_slowdown`) before
+# the last rank spins on its core for the article's 8% of a step (`straggler_slowdown`, 8% of
+# the last rung's step as timed in the warm-up block, so it matches no table median exactly) before
 # its forward, busy as a throttled card's slower kernels are (a sleep would free the core for the
 # other rank); each such step is paired with the step before it (`analysis.b13_pairs`), and
 # these blocks write no checkpoint. DDP is synchronous: the other ranks reach the step's
@@ -190,7 +192,10 @@ display(
                 f"wait **{headline['naive_data_wait_share']:.1%}** of the step (mean over {job['world_size']} ranks).",
                 f"* One knob at a time the step went from {headline['naive_step_s'] * 1e3:.1f} ms to "
                 f"{headline['best_step_s'] * 1e3:.1f} ms (×{headline['ladder_speedup']:.2f}); MFU "
-                f"{headline['naive_mfu']:.1%} → {headline['best_mfu']:.1%} of the measured ceiling.",
+                f"{headline['naive_mfu']:.1%} → {headline['best_mfu']:.1%} of the calibration's ceiling "
+                f"({headline['ceiling_flops_per_s'] / 1e9:.0f} GFLOP/s); the last rung is "
+                f"{headline['best_mfu_vs_ceiling_now']:.1%} of the ceiling re-timed right after the job "
+                f"({headline['ceiling_now_flops_per_s'] / 1e9:.0f} GFLOP/s: a shared box's ceiling moves).",
                 f"* One rank slowed down by {job['straggler']['delay_s'] * 1e3:.1f} ms per step made the whole "
                 f"job's step ×{headline['straggler_slowdown']:.3f} longer.",
                 summary_line(claim_list),

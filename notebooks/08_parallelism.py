@@ -219,8 +219,10 @@ t["a15_offload"].round(3)
 # (this machine is not one): each is *confirmed* or *refuted (analysis)* only when every case
 # it covers gives the same answer (`verdicts.over_scenarios`), *analytic only* otherwise. A12's
 # speed rule (ZeRO-2 faster below 10B and 1000 cards) is judged once, in chapter 04, at the
-# article's 13B on its 910B cards. A11, A12 (memory and traffic), A13 (bubble and
-# interleaving) and B10 (the wait) are measured here; B10's cost comparison needs two machines.
+# article's 13B on its 910B cards. A11's collective is counted here against Korthikanti et al.'s
+# published design (all-gather + reduce-scatter, the bytes of the all-reduce they replace); A11's
+# memory, A12 (memory and traffic), A13 (bubble and interleaving) and B10 (the wait) are measured
+# here; B10's cost comparison needs a network between machines (inconclusive on this machine).
 
 # %%
 claim_list = o.claims

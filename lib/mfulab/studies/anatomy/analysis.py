@@ -131,17 +131,19 @@ def rung_timings(records: dict) -> dict:
 MFU_CONVENTION = "palm"  # the FLOPs per token the ladder's MFU counts (notebook 01's conventions)
 
 
-def mfu_of(records: dict, step_s: float) -> float:
+def mfu_of(records: dict, step_s: float, *, ceiling: str = "ceiling") -> float:
     """Model FLOPs (:data:`MFU_CONVENTION`) of one step of every rank / (step × devices ×
-    ceiling); on a CPU the ranks share one device (the machine's cores, whose ceiling the
-    calibration measured)."""
+    ceiling); on a CPU the ranks share one device (the machine's cores). ``ceiling``: the
+    calibration's (``"ceiling"``) or the one re-timed right after the job (``"ceiling_now"``,
+    records from before it was measured fall back to the calibration's)."""
     cfg = TransformerConfig(**records["config"])
     p = records["params"]
     flops_per_step = (
         flops.flops_per_token(cfg, convention=MFU_CONVENTION) * p["micro_batch"] * cfg.seq_len * p["nproc"]
     )
     devices = p["nproc"] if records["device"] == "cuda" else 1
-    return flops_per_step / (step_s * devices * records["ceiling"]["best_flops_per_s"])
+    measured = records.get(ceiling) or records["ceiling"]
+    return flops_per_step / (step_s * devices * measured["best_flops_per_s"])
 
 
 def ladder_table(records: dict):
@@ -167,6 +169,7 @@ def ladder_table(records: dict):
             "step_iqr_s": t.iqr_s,
             "buckets_per_step": buckets[rung],
             "mfu": mfu_of(records, t.median_s),
+            "mfu_vs_ceiling_now": mfu_of(records, t.median_s, ceiling="ceiling_now"),
             **{f"{c}_s": per_cat.loc[rung, c] for c in CATEGORIES},
         }
         if prev is not None:
@@ -298,6 +301,9 @@ def headline_metrics(records: dict, p=None, t: dict | None = None) -> dict:
         "ladder_speedup": table.step_s[first] / table.step_s[last],
         "naive_mfu": table.mfu[first],
         "best_mfu": table.mfu[last],
+        "best_mfu_vs_ceiling_now": table.mfu_vs_ceiling_now[last],
+        "ceiling_flops_per_s": records["ceiling"]["best_flops_per_s"],
+        "ceiling_now_flops_per_s": (records.get("ceiling_now") or records["ceiling"])["best_flops_per_s"],
         "naive_comm_wait_share": split.share_of_step["communication wait"],
         "naive_data_wait_share": split.share_of_step["data wait"],
         "straggler_slowdown": b13_effect(records)["slowdown"],

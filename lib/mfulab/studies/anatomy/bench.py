@@ -45,6 +45,7 @@ def measure(p: Params) -> dict:
     """Everything the study measures (see the module docstring)."""
     import torch
 
+    from mfulab.measure import timing
     from mfulab.measure.launch import run
     from mfulab.studies.anatomy.worker import LADDER
 
@@ -74,4 +75,13 @@ def measure(p: Params) -> dict:
         "trace_dir": trace_dir,
     }
     records["job"] = run(WORKER, spec, nproc=p.nproc, device=device, timeout_s=p.timeout_s)
+    # the cached ceiling may be days old on a shared box: re-time its best size (and its
+    # neighbours) right after the job, so MFU can be read against the machine as it was
+    best = records["ceiling"]["best_size"]
+    sizes = sorted(
+        {s for s in calibration.SETTINGS[cal["_meta"]["setting"]]["matmul_sizes"] if s <= 2 * best}
+    )
+    records["ceiling_now"] = timing.matmul_ceiling(
+        device=device, dtype=p.dtype, sizes=sizes, min_run_time_s=0.2, num_threads=torch.get_num_threads()
+    )
     return records

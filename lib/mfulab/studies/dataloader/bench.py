@@ -159,6 +159,17 @@ def cold_rounds(p: Params, root: Path, expected: dict, written: dict) -> list[di
     return rows
 
 
+def _dev_shm_bytes() -> int | None:
+    """The size of /dev/shm here (what a worker's shared-memory batches can use), or None."""
+    import os
+
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return st.f_blocks * st.f_frsize
+
+
 def measure(p: Params) -> dict:
     """Everything the study measures on this machine (see the module docstring)."""
     p = p.prepared()
@@ -183,6 +194,7 @@ def measure(p: Params) -> dict:
         "usable_cpus": host.usable_cpus(),
         "corpus": {**expected, "bytes_of_text": int(sum(len(s["text"]) for s in samples))},
         "formats_dropped": dropped,
+        "dev_shm_bytes": _dev_shm_bytes(),
     }
     rec["written"] = {
         fmt: write_format(fmt, samples, root, shard_samples=p.shard_samples) for fmt in p.formats

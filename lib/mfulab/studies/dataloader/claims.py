@@ -10,7 +10,7 @@ import pandas as pd
 from mfulab.results import run_identity
 from mfulab.studies.dataloader import analysis, contention, hiding, throughput, training_gain
 from mfulab.studies.dataloader.checkpoint import b12_existence, b12_magnitude, magnitude_sensitivity
-from mfulab.studies.dataloader.settings import b11_settings
+from mfulab.studies.dataloader.settings import b11_settings, b11_shm_claim
 from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
 from mfulab.studykit.verdicts import Claim
@@ -58,7 +58,7 @@ def claim_rows(records, t=None) -> list[Claim]:
     ):
         out.append(throughput.b11_local(records))
     out.append(training_gain.b11_network(records, hiding_table=hid))
-    out += [throughput.b11_workers(records), b11_settings(records)]
+    out += [throughput.b11_workers(records), b11_settings(records), b11_shm_claim(records)]
     floor = records["params"].get("nonzero_share", 0.001)
     mem = throughput.stall_runs(records, "real compute", in_memory=True)[0]
     out.append(throughput.b2_real(records, floor, throughput.stall_runs(records, "real compute"), mem))

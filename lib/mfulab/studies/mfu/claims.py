@@ -223,11 +223,12 @@ def claims(records: dict | None, p: Params | None = None, split=None) -> list[Cl
         floor_note = (
             "; the floor decides: at "
             + ", ".join(
-                f"{r.present_share_floor:.1%} the row would read {r.verdict}" for r in differ.itertuples()
+                f"{100 * r.present_share_floor:g}% the row would read {r.verdict}"
+                for r in differ.itertuples()
             )
             if len(differ)
             else "; every floor of the sweep ("
-            + ", ".join(f"{f:.1%}" for f in p.b2_floor_sweep)
+            + ", ".join(f"{100 * f:g}%" for f in p.b2_floor_sweep)
             + ") reads the same"
         )
         why = (
