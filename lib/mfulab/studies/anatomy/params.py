@@ -37,7 +37,8 @@ class Params(PresetModel, StudyParams):
         1.0,
         "DDP bucket cap once the knob is on: about a dozen buckets for this 12 MiB model, so that "
         "overlap has buckets to start early (PyTorch's 25 MiB default would make two here, a 1 MiB "
-        "first bucket and the rest, ready only when backward ends; a 7B model has hundreds of 25 MiB buckets)",
+        "first bucket and the rest, ready only when backward ends; a 7B model has hundreds of 25 MiB "
+        "buckets)",
         unit="MiB",
     )
     compile: bool = param(
