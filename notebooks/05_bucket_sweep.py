@@ -356,9 +356,10 @@ o.tables["a6_per_tensor"]
 # and only where its calls are latency-bound: hundreds of tensors whose set-up latency exceeds
 # their transfer time). The claim itself is judged at the article's configuration: its 13B at
 # TP 8 on about a thousand cards, one bucket per tensor against the fastest cap in the simulator,
-# under NCCL's own choice of algorithm per call, and with the ring forced — confirmed (analysis)
-# when both are at ≥ 1.5× the step, refuted (analysis) when both are below, analytic only when
-# the algorithm (which the article does not state) decides. Two more rows come from the
+# under NCCL's own choice of algorithm per call and with the ring forced, each at the stated
+# global batch and at one micro-batch per step — confirmed (analysis) when all four are at
+# ≥ 1.5× the step, refuted (analysis) when all are below, analytic only when the algorithm or
+# the batch (neither stated by the article) decides. Two more rows come from the
 # simulator at about a thousand cards. One rule decides every simulator row: each scenario of
 # the sensitivity table (the stated case first; not the two fitted-overhead rows) answers the
 # row's question yes or no; the row is
@@ -378,9 +379,10 @@ o.tables["a6_per_tensor"]
 # the all-reduce), one 200 Gb/s port per node. Its sentence: yes when 50–100 MiB beats 25 MiB by
 # more than the article could see (it reports steps to 0.1 s on 9–10 s: 1%); its §5.2 figure
 # (the cap and both flags took the step from 9.4 s to 9.0 s): yes when the simulated saving of the
-# cap plus the most the two flags can save explains at least half of the 0.4 s; the article's
-# run is ZeRO-2, which the simulator prices as DDP, so both rows report what the rule would read
-# and stay analytic only. B6: `gradient_as_bucket_view` is judged on the memory it
+# cap plus the most the two flags can save explains at least half of the 0.4 s. The article's
+# configuration reads two ways (ZeRO-2 in §5.1, DDP's cap and flags in §5.2, which a ZeRO-2 engine
+# never sees): read as ZeRO-2 they do nothing, so each B8 row is *refuted (analysis)* where the
+# DDP reading also says no in every scenario, *analytic only* otherwise. B6: `gradient_as_bucket_view` is judged on the memory it
 # saves (its documented benefit, a property by construction: shown when the counted saving
 # equals the gradients' bytes); `static_graph` is judged against `find_unused_parameters=True`, the
 # only flags under which DDP analyses the graph every step (against the default flags it has
