@@ -410,7 +410,13 @@ o.tables["matmul_dtypes"]
 # compiled sub-block is at least 1.43× faster; at the article's 13B layer in its own layout,
 # judged on the fused sub-block the claim describes: *refuted (analysis)* when the layer with it
 # stays below 1.43× in every row of the sensitivity table, *analytic only* otherwise (a free
-# sub-block is the ceiling beside it, with the rows where it would pass). B5 from the
+# sub-block is the ceiling beside it, with the rows where it would pass). A7's mechanism, fewer
+# passes over DRAM in less time, is its own row, on the fused kernel with the fewest passes that
+# ran here: *shown* / *not shown* when that kernel makes fewer passes than eager and its interval
+# clears 1× either way; *inconclusive on this machine* when no fused kernel here makes fewer
+# passes (inductor's CPU kernel makes more, above), since then the mechanism is not tested.
+# The article's "LayerNorm alone moves the data twice" is decided from the kernels' documented
+# traffic (a row held on chip between the two traversals). B5 from the
 # interval of the step speed-up against 1.087× (an 8% shorter step; on a GPU only: a CPU is not
 # its regime); beside it the published measurement at the claim's model size, torchtitan's
 # Llama 3 8B on H100s eager against compiled (`published.b5_published_claim`): context, not a
@@ -420,14 +426,17 @@ o.tables["matmul_dtypes"]
 # device; for CUDA, PyTorch's flash-eligibility rules at the article's inputs (bf16, head dim
 # 128, causal, on an A100): *confirmed (documented specification)* when eligible; `enable_flash_sdp` from
 # PyTorch's documentation and the switches recorded here: "强制" (force) asks that SDPA use
-# flash, and the switch only enables a backend that is on by default: *refuted*. The article's
+# flash, and the switch only enables a backend that is on by default: *refuted*. The weaker
+# reading, "explicitly enable", is not a second reading of the sentence: it drops the 强制 and
+# would be true only as a call that changes nothing. The article's
 # FlashAttention sentence ("HBM reads and writes cut several-fold") from the published
 # measurement in the FlashAttention paper (Figure 2: 40.3 → 4.4 GB): *confirmed* at 3× or more.
 # B4's "吞吐可以翻倍" reads two ways, "can (at least) double" (2× or more) and "doubles" (1.6–2.5×):
 # the measured tf32/fp32 ratio where TF32 exists, on a CPU the A100 datasheet's, decides where
 # both readings agree and is *not checkable* where they do not (`b4_rows.b4_claims`). TF32's part
-# in B15's first step is its own row: TF32 acts only on fp32 matmuls, and article B's run is bf16
-# (its MFU is over the BF16 peak), so the step's 0.8 s rests on SDPA.
+# in B15's first step is its own row, from the article's own arithmetic: TF32 acts only on fp32
+# matmuls, and the baseline's stated FLOPs over 64 A100s in 10.2 s are several times the fp32
+# peak per GPU, so the matmuls were already bf16 (or TF32) and the step's 0.8 s rests on SDPA.
 
 # %%
 claim_list = o.claims

@@ -404,7 +404,8 @@ def test_a7_layer_verdict(block_s, eager_p_s, compiled_p_s, verdict):
         "ln_layer_share": norm_fusion.layer_table(records),
         "a7_article_sensitivity": norm_fusion.article_sensitivity(),
     }
-    measured, analytic = claims.a7_claims(records, t)
+    measured, analytic, ln_twice = claims.a7_claims(records, t)  # no ln_fusion table: no mechanism row
+    assert ln_twice.verdict == "refuted" and "held in L1" in ln_twice.evidence
     assert measured.verdict == verdict
     assert ("cannot reach that regime" in measured.evidence) == (block_s == 0.100)
     # the 13B layer at TP 8 without SP, judged on the fused sub-block the claim describes: below
@@ -534,7 +535,8 @@ def test_b5_published_row_reads_the_cited_rows_by_id():
 def test_b4_is_judged_on_the_stated_two_fold_and_b3_on_its_published_and_documented_rows():
     """TF32 "can double": the A100 datasheet's dense TF32 peak is 8× its FP32 peak (156 against 19.5
     TFLOP/s): at least double, not about double, so the readings disagree; a measured 2.1× would
-    confirm both, 1.2× refute both. In article B's bf16 run TF32 does not enter B15's step.
+    confirm both, 1.2× refute both. Article B's baseline already ran 7× over the fp32 peak per GPU,
+    so TF32 does not enter B15's step.
     FlashAttention's HBM traffic: 40.3 → 4.4 GB in its paper's Figure 2, 9.2× (several-fold)."""
     import pandas as pd
 
@@ -545,7 +547,9 @@ def test_b4_is_judged_on_the_stated_two_fold_and_b3_on_its_published_and_documen
     row, in_b15 = b4_rows.b4_claims({"matmul_dtypes": sheet})
     # 8×: "can double" holds, "doubles" does not: the readings disagree
     assert row.verdict == "not checkable" and "can double (≥ 2×, the band's low end): yes" in row.evidence
-    assert in_b15.verdict == "refuted (analysis)" and "rests on SDPA" in in_b15.evidence
+    # the article's own arithmetic: 8.8e16 FLOPs / (64 GPUs x 10.2 s) = 135 TFLOP/s, 6.9x fp32's 19.5
+    assert in_b15.verdict == "refuted" and in_b15.basis == "the article's own arithmetic"
+    assert "135 TFLOP/s per GPU, 6.9×" in in_b15.evidence and "rests on SDPA" in in_b15.evidence
     measured = pd.DataFrame(
         {"dtype": ["fp32", "tf32", "bf16", "A100 datasheet tf32 / fp32"], "vs_fp32": [1.0, 2.1, 4.0, 8.0]}
     )
@@ -587,3 +591,40 @@ def test_a7_at_scale_is_refuted_only_where_a_published_ratio_rules_the_break_eve
     assert claims.a7_claims(records, t)[1].verdict == "analytic only"
     monkeypatch.setattr(claims, "A7_EAGER_RATIO_PUBLISHED_LOW", {"ascend-910b": 0.47})
     assert claims.a7_claims(records, t)[1].verdict == "refuted (analysis)"
+
+
+def test_a7_mechanism_is_tested_only_on_a_kernel_with_fewer_passes_than_eager():
+    """Inductor's CPU kernel making 7 passes against eager's 5 leaves the mechanism untested
+    (inconclusive); a one-pass kernel's interval above 1× shows it, below 1× does not."""
+    from mfulab.studies.fusion import a7_rows
+
+    def tables(impl, passes, lo, hi):
+        ln = pd.DataFrame(
+            {
+                "shape": ["dram", "dram"],
+                "dropout_p": [0.0, 0.0],
+                "impl": ["eager", impl],
+                "passes_over_memory": [5, passes],
+            }
+        )
+        speedup = pd.DataFrame(
+            [
+                {
+                    "shape": "dram",
+                    "dropout_p": 0.0,
+                    "candidate": f"dram: {impl} p=0",
+                    "ratio": (lo + hi) / 2,
+                    "ratio_lo": lo,
+                    "ratio_hi": hi,
+                    "predicted_by_passes": 5 / passes,
+                }
+            ]
+        )
+        return {"ln_fusion": ln, "ln_fusion_speedup": speedup}
+
+    cpu = a7_rows.a7_mechanism(tables("compiled", 7, 0.73, 0.91))
+    assert cpu.verdict == "inconclusive on this machine" and "not tested" in cpu.evidence
+    assert a7_rows.a7_mechanism(tables("triton", 2, 1.6, 1.9)).verdict == "shown"
+    assert a7_rows.a7_mechanism(tables("triton", 2, 0.8, 0.95)).verdict == "not shown"
+    assert a7_rows.a7_mechanism(tables("triton", 2, 0.9, 1.1)).verdict == "inconclusive on this machine"
+    assert a7_rows.a7_mechanism({"ln_fusion_speedup": pd.DataFrame()}) is None

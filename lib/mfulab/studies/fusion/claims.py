@@ -11,7 +11,15 @@ from __future__ import annotations
 import pandas as pd
 
 from mfulab.results import run_identity
-from mfulab.studies.fusion import analysis, attention_memory, b4_rows, norm_fusion, published, sdpa_rules
+from mfulab.studies.fusion import (
+    a7_rows,
+    analysis,
+    attention_memory,
+    b4_rows,
+    norm_fusion,
+    published,
+    sdpa_rules,
+)
 from mfulab.studies.fusion.stated import (
     A7_ARTICLE_DEVICE,
     A7_ARTICLE_DTYPE,
@@ -164,6 +172,11 @@ def a7_claims(records, t) -> list[Claim]:
             basis=verdicts.ANALYSIS,
         )
     )
+    # the mechanism, then the article's LayerNorm sentence (after the measured and analytic rows)
+    mechanism = a7_rows.a7_mechanism(t)
+    if mechanism is not None:
+        rows.append(mechanism)
+    rows.append(a7_rows.ln_two_passes())
     return rows
 
 
@@ -286,8 +299,9 @@ def b3_claims(records, v: dict) -> list[Claim]:
                 "refuted",
                 "the switch only enables the flash backend, which is on by default (enabled here "
                 f"{on}): calling it changes nothing, and SDPA still picks among the enabled backends by "
-                "its rules (the article itself warns of the fallback); read as 'explicitly enable' the "
-                "sentence is true but a no-op, which cannot force anything; forcing one is "
+                "its rules (the article itself warns of the fallback); the weaker reading, 'explicitly "
+                "enable', drops the 强制 the sentence writes and would be true only as a no-op, so it is "
+                "not the sentence's claim; forcing one is "
                 "torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION), which raises where flash is "
                 "not eligible",
                 basis=verdicts.DOCUMENTED,

@@ -150,3 +150,9 @@ A8_STEP_ASSUMPTIONS = (
     ("GEMM share of MAMF", "matmul_share_of_mamf", 0.6),
     ("GEMM share of MAMF", "matmul_share_of_mamf", 0.8),
 )
+
+# B4's part in B15 (article B §1.1, the figures chapter 01 checks as B1): the baseline step does
+# 8.8e16 FLOPs over 64 A100s; with B15's baseline step time (10.2 s, ``articles.B15_STEPS``) that
+# is the per-GPU rate the baseline already ran at, compared with the A100's fp32 peak.
+B15_STATED_FLOPS_PER_STEP = 8.8e16
+B15_STATED_DEVICES = 64
