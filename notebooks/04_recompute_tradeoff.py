@@ -325,6 +325,16 @@ decisions = o.tables["planner_sensitivity"]
 decisions
 
 # %% [markdown]
+# **B7 at article B's configuration, over the same variations.** For the 7B on 64 A100s, the
+# largest micro-batch each recompute policy fits and its tokens/s against no recompute at its
+# own largest, in every scenario; `bears_out` is the claim's "the batch doubles and tokens/s
+# rise" (the B7 configuration row below votes over every line).
+
+# %%
+if "b7_config_scenarios" in o.tables:
+    display(o.tables["b7_config_scenarios"].style.hide(axis="index").format(precision=3))
+
+# %% [markdown]
 # **A12.** ZeRO-3 keeps a shard of the parameters and gathers them for every micro-batch, in
 # forward and again in backward, and reduce-scatters every micro-batch's gradients; ZeRO-2
 # also reduces every micro-batch (each device keeps only its gradient shard) and gathers the
@@ -376,7 +386,9 @@ o.tables["a12_throughput_sensitivity"]
 # A100s, TP 4, ZeRO-2, flash attention) under Megatron's selective, the MLP and full recompute,
 # which bound the article's own "attention module and FFN's first layer": confirmed (analysis)
 # if every reading doubles the largest micro-batch that fits and raises tokens/s, refuted if
-# none does (`article_rows.b7_config_claim`). A14's choice, by bytes freed per recomputed FLOP against the attention core and
+# none does, in the stated case and with each of the planner's assumptions varied alone, the
+# attention kernel among them (§2.3 names none; §5's baseline ran the standard one): analytic
+# only if any scenario reverses it (`article_rows.b7_config_claim`, `tables/b7_config_scenarios.csv`). A14's choice, by bytes freed per recomputed FLOP against the attention core and
 # the whole attention block, in the claim's own regime, unfused attention (its premise: the
 # attention keeps its large scores), with Flash Attention (its 13B's §3.2) beside it as context:
 # confirmed (analysis) if the MLP wins against both in every layer, refuted (analysis) if the
@@ -389,8 +401,10 @@ o.tables["a12_throughput_sensitivity"]
 # 1.33×, false): not checkable, both in the evidence; GPT-3 175B's "several hundred GB" of
 # activations (Table 2 at its configuration, ≥ 200 GB and above an 80 GB card: confirmed
 # (analysis)). A17 (one row per reading of the flag, the command as Megatron-LM parses it among
-# them): confirmed (analysis) when the setting fits at every fragmentation margin of the grid,
-# refuted when at none, analytic only when the margin decides. A12: confirmed (documented specification: ZeRO's design at the layout) when
+# them): confirmed (analysis) when the setting fits at every fragmentation margin of the grid
+# and with the gradients in 2 bytes (the memory model's 16 B/param) and in 4 (Megatron's fp32
+# `main_grad`, which chapters 02 and 05 reduce: 18 B/param), refuted when at none, analytic only
+# when the margin or the gradients' width decides. A12: confirmed (documented specification: ZeRO's design at the layout) when
 # ZeRO-3 needs less memory and moves more bytes at every data-parallel width; its throughput
 # sentence (for ~10B models below a thousand cards ZeRO-2 is usually faster) by the step model at
 # the 13B on 64–512 910B cards: confirmed (analysis) when ZeRO-2's step is shorter beyond the

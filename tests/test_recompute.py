@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mfulab.analytic import memory
+from mfulab.analytic import flops, memory
 from mfulab.analytic.config import TransformerConfig, preset
 from mfulab.errors import ParameterError
 from mfulab.measure import memprobe
@@ -226,9 +226,17 @@ def test_sensitivity_tables():
     a17 = sensitivity.a17_readings(
         stated.A17_CASE, assumptions=p.step_assumptions(), fragmentation_margin=0.1, micro_batch=1
     )
-    fits = [c for c in a17.columns if c.startswith("fits")]
-    assert len(fits) == len(stated.FRAGMENTATION_MARGIN_GRID)
-    assert (a17[fits].values[:, :-1] >= a17[fits].values[:, 1:]).all()  # more margin, fewer fits
+    for g in stated.A17_GRAD_BYTES_PER_PARAM:  # each gradient width: more margin, fewer fits
+        fits = [c for c in a17.columns if c.startswith("fits") and c.endswith(f", {g} B gradients")]
+        assert len(fits) == len(stated.FRAGMENTATION_MARGIN_GRID)
+        assert (a17[fits].values[:, :-1] >= a17[fits].values[:, 1:]).all()
+    # fp32 main_grad: +2 B per parameter on each of 8 TP cards (DP 1: ZeRO-2 shards nothing)
+    extra_gib = 2 * flops.param_count(preset(stated.A17_CASE["preset"])) / 8 / 2**30
+    assert (a17["total_gib, 4 B gradients"] - a17.total_gib).round(6).eq(round(extra_gib, 6)).all()
+    assert 2.9 < extra_gib < 3.1
+    block = a17.set_index("policy").loc["block:12"]  # 42.6 GiB fits 44.8 at 30%; +3 GiB does not
+    assert block["fits, 30% margin (44.8 GiB), 2 B gradients"]
+    assert not block["fits, 30% margin (44.8 GiB), 4 B gradients"]
 
 
 def test_zero_traffic_counts_every_micro_batch():
@@ -383,8 +391,11 @@ def test_notebook_defaults_run_the_planner(tmp_path):
     plans = _notebook_planner(p, tmp_path)
     assert set(plans.case) == {c["name"] for c in p.planner_cases}
     rows = claims.a17_claims(claims.scale_tables(p), p)
-    # both readings fit the 64 GB card at every fragmentation margin of the grid
-    assert len(rows) == 3 and all(r.verdict == "confirmed (analysis)" for r in rows[:2])
+    # Megatron's uniform chunks fit the 64 GB card at every fragmentation margin and gradient
+    # width; the article's block reading (42.6 GiB) needs 45.6 GiB with fp32 main_grad, more than
+    # the 44.8 usable at a 30% margin: the gradients' width decides it
+    assert len(rows) == 3 and rows[0].verdict == "confirmed (analysis)"
+    assert rows[1].verdict == "analytic only" and "45.6 GiB, fits at 0%, 10%, 20%" in rows[1].evidence
     # the command as written recomputes nothing: 49.8 GiB fits up to a 20% margin, not at 30%
     assert "--recompute-granularity full" in rows[2].measured and rows[2].verdict == "analytic only"
     assert any("article's own explanation" in r.measured and "block" in r.measured for r in rows)

@@ -277,59 +277,52 @@ def _a12_verdict(zero_df) -> str:
     return verdicts.over_scenarios(holds)
 
 
-def b7_config_claim(plans) -> list[Claim]:
+def b7_config_claim(scenarios) -> list[Claim]:
     """B7 at article B's own configuration (``stated.B7_CONFIG_CASE``, the planner's pricing by
     the step model): "with selective recompute the batch can double, MFU dips, tokens/s really
-    rise". For each policy of ``stated.B7_CONFIG_POLICIES``, the largest micro-batch that fits
-    and its tokens/s against no recompute at its own largest. A policy bears the claim out when
-    it at least doubles the micro-batch and raises tokens/s; ``verdicts.over_scenarios`` over the
-    policies (the article's own selective lies between the MLP's and full recompute's bounds)."""
-    case = plans[(plans.case == stated.B7_CONFIG_CASE) & plans.fits.astype(bool)]
-    if not len(case) or "none" not in set(case.policy):
+    rise". ``scenarios`` is ``sensitivity.b7_config_scenarios``: per scenario (the stated
+    assumptions, each varied alone, the attention kernel among them) and policy of
+    ``stated.B7_CONFIG_POLICIES``, the largest micro-batch that fits and its tokens/s against no
+    recompute at its own largest. A policy bears the claim out when it at least doubles the
+    micro-batch and raises tokens/s; ``verdicts.over_scenarios`` over every policy (the article's
+    own selective lies between the MLP's and full recompute's bounds) and every scenario."""
+    if not len(scenarios) or scenarios.none_micro_batch.isna().all():
         return []
-
-    def best(policy):
-        rows = case[case.policy == policy]
-        return rows.loc[rows.micro_batch.idxmax()] if len(rows) else None
-
-    base = best("none")
-    none_rows = case[case.policy == "none"].sort_values("micro_batch")
-    half = none_rows[none_rows.micro_batch == base.micro_batch // 2]
-    batch_gain = base.tokens_per_s / half.tokens_per_s.iloc[0] - 1 if len(half) else None
-    answers, parts = [], []
-    for policy in stated.B7_CONFIG_POLICIES:
-        r = best(policy)
-        if r is None:
-            continue
-        doubles = r.micro_batch >= 2 * base.micro_batch
-        faster = r.tokens_per_s > base.tokens_per_s
-        answers.append(bool(doubles and faster))
-        parts.append(
-            f"{policy}: micro-batch {int(r.micro_batch)} ({r.total_gib:.1f} GiB), "
-            f"{r.tokens_per_s / base.tokens_per_s - 1:+.1%} tokens/s, +{r.recompute_flops_share:.1%} FLOPs"
+    stated_rows = scenarios[scenarios["assumption varied"] == "stated"]
+    if not len(stated_rows) or stated_rows.none_micro_batch.isna().any():
+        return []
+    base = stated_rows.iloc[0]
+    parts = [
+        f"{r.policy}: micro-batch {int(r.micro_batch)} ({r.total_gib:.1f} GiB), "
+        f"{r.tokens_vs_none - 1:+.1%} tokens/s, +{r.recompute_flops_share:.1%} FLOPs"
+        for r in stated_rows.itertuples()
+    ]
+    answers = [None if a is None or a != a else bool(a) for a in scenarios.bears_out]  # NaN: none fits
+    yes = scenarios[[a is True for a in answers]]
+    where_yes = (
+        "; it holds under "
+        + ", ".join(
+            f"{r['assumption varied']} ({r.policy}@{int(r.micro_batch)} against none@"
+            f"{int(r.none_micro_batch)}, {r.tokens_vs_none - 1:+.1%} tokens/s)"
+            for _, r in yes.iterrows()
         )
-    if not answers:
-        return []
-    gain_text = (
-        f"; doubling the micro-batch without recompute ({int(base.micro_batch) // 2} → "
-        f"{int(base.micro_batch)}) gains {batch_gain:+.1%} tokens/s: at this size a larger batch buys "
-        "almost nothing back"
-        if batch_gain is not None
-        else ""
+        if len(yes)
+        else "; no policy bears it out under any varied assumption"
     )
+    n_scenarios = scenarios["assumption varied"].nunique()
     return [
         Claim(
             "B7",
             "at article B's configuration selective recompute lets the batch double and raises tokens/s",
             f"the step model (planner case {stated.B7_CONFIG_CASE}: article B's §5 cluster, 7B, TP 4, "
-            "ZeRO-2, global batch 512, flash attention): the largest micro-batch each policy fits and its "
-            "tokens/s against no recompute at its own; Megatron's selective, the MLP and full recompute "
-            "bound the article's own selective",
+            f"ZeRO-2, global batch 512, {base.attention} attention; the kernel and the step model's "
+            f"assumptions varied, {n_scenarios} scenarios): the largest micro-batch each policy fits and "
+            "its tokens/s against no recompute at its own; Megatron's selective, the MLP and full "
+            "recompute bound the article's own selective",
             verdicts.over_scenarios(answers),
-            f"no recompute already fits micro-batch {int(base.micro_batch)} ({base.total_gib:.1f} of "
-            f"{base.usable_gib:.0f} usable GiB, {base.tokens_per_s:,.0f} tokens/s); "
-            + "; ".join(parts)
-            + gain_text,
+            f"stated: no recompute already fits micro-batch {int(base.none_micro_batch)} "
+            f"({base.none_total_gib:.1f} of {base.usable_gib:.0f} usable GiB, {base.none_tokens_per_s:,.0f} "
+            "tokens/s); " + "; ".join(parts) + where_yes,
             basis=verdicts.ANALYSIS,
         )
     ]

@@ -105,12 +105,28 @@ def b7_claims(records, t) -> list[Claim]:
     return out
 
 
+def _wider_gradients(table, policy: str, fit_columns: list[str]) -> str:
+    """A17's total with gradients wider than the memory model's 2 B, and the margins it fits at."""
+    out = ""
+    for g in stated.A17_GRAD_BYTES_PER_PARAM:
+        if g == stated.MODEL_STATE_GRAD_BYTES:
+            continue
+        columns = [c for c in fit_columns if c.endswith(f", {g} B gradients")]
+        fitting = [c.split(", ")[1].split(" ")[0] for c in columns if table.loc[policy, c]]
+        where = "every margin" if len(fitting) == len(columns) else ", ".join(fitting) or "no margin"
+        total_gib = table.loc[policy, f"total_gib, {g} B gradients"]
+        out += f"; with {g} B gradients (fp32 main_grad) {total_gib:.1f} GiB, fits at {where}"
+    return out
+
+
 def a17_claims(t, p) -> list[Claim]:
     """A17, one row per reading of ``--recompute-method uniform --recompute-num-layers 12`` (Megatron's
     uniform chunks, the article's block explanation, and the command as Megatron-LM parses it)
     (the planner's memory model at the command's micro-batch, DP = 1): confirmed (analysis) when
-    the setting fits the card less the fragmentation margin at every margin of the grid (0-30%),
-    refuted (analysis) when it fits at none, analytic only when the margin decides."""
+    the setting fits the card less the fragmentation margin at every margin of the grid (0-30%)
+    and with the gradients in every byte width of ``stated.A17_GRAD_BYTES_PER_PARAM`` (2, and
+    Megatron's fp32 main_grad 4), refuted (analysis) when it fits at none, analytic only when the
+    margin or the gradients' precision decides."""
     plans = t["planner"]
     case = next((c for c in p.planner_cases if c["name"] == stated.A17_CASE["name"]), None)
     if case is None or not len(plans) or "a17_readings" not in t:
@@ -142,6 +158,7 @@ def a17_claims(t, p) -> list[Claim]:
         r = a17.loc[policy]
         survives = table.loc[policy, fit_columns].all()
         fits_any = table.loc[policy, fit_columns].any()
+        grads = _wider_gradients(table, policy, fit_columns)
         article = " (the article's own explanation)" if name == stated.A17_ARTICLE_READING else ""
         out.append(
             Claim(
@@ -154,8 +171,9 @@ def a17_claims(t, p) -> list[Claim]:
                 "confirmed" if survives else "refuted" if not fits_any else "analytic only",
                 f"{r.total_gib:.1f} GiB per card ({'fits' if r.fits else 'does not fit'} "
                 f"{r.usable_gib:.1f} GiB usable at a {p.fragmentation_margin:.0%} margin; "
-                f"{'fits' if survives else 'does not fit'} at every margin {margins}); model states "
-                f"{r.model_states_gib:.1f} GiB; recompute +{r.recompute_flops_share:.0%} FLOPs; no "
+                f"at every margin {margins} and gradient precision: {'yes' if survives else 'no'}); model "
+                f"states {r.model_states_gib:.1f} GiB ({stated.MODEL_STATE_GRAD_BYTES} B gradients){grads}; "
+                f"recompute +{r.recompute_flops_share:.0%} FLOPs; no "
                 f"recompute: {none.total_gib:.1f} GiB ({'fits' if none.fits else 'does not fit'}); "
                 f"predicted tokens/s {(r.tokens_per_s or 0) / (none.tokens_per_s or float('inf')):.2f}× "
                 "no recompute's (the step model)",
@@ -208,6 +226,11 @@ def scale_tables(p) -> dict:
         ),
         "a12_throughput_sensitivity": article_rows.a12_throughput_table(),
     }
+    b7_case = [c for c in p.planner_cases if c["name"] == stated.B7_CONFIG_CASE]
+    if b7_case:
+        t["b7_config_scenarios"] = sensitivity.b7_config_scenarios(
+            b7_case[0], assumptions=p.step_assumptions(), fragmentation_margin=p.fragmentation_margin
+        )
     if any(c["name"] == stated.A17_CASE["name"] for c in p.planner_cases):
         t["a17_readings"] = sensitivity.a17_readings(
             stated.A17_CASE,
@@ -236,7 +259,7 @@ def outcome(records, p) -> Outcome:
     claim_list = (
         b7_claims(records, t)
         + [article_rows.b7_published_claim()]
-        + article_rows.b7_config_claim(t["planner"])
+        + article_rows.b7_config_claim(t.get("b7_config_scenarios", pd.DataFrame()))
         + a14_claims(records, t)
         + [article_rows.doubling_claim(), article_rows.gpt3_activations_claim()]
         + a17_claims(t, p)

@@ -69,7 +69,9 @@ def decisions(cases, *, assumptions: dict, fragmentation_margin: float):
 def a17_readings(case: dict, *, assumptions: dict, fragmentation_margin: float, micro_batch: int):
     """The launch command's micro-batch under every policy of the A17 case, both readings of
     ``--recompute-method uniform --recompute-num-layers 12`` among them: memory, recomputed
-    FLOPs, predicted tokens/s, and whether it fits at each fragmentation margin of the grid."""
+    FLOPs, predicted tokens/s, and whether it fits at each fragmentation margin of the grid, with
+    the gradients in each of ``stated.A17_GRAD_BYTES_PER_PARAM`` bytes (2: the memory model's;
+    4: Megatron's fp32 main_grad, +2 B per parameter on the card)."""
     plans = plans_table([case], assumptions=assumptions, fragmentation_margin=0.0)
     plans = plans[plans.micro_batch == micro_batch].reset_index(drop=True)
     reading = {v: f"{k} reading" for k, v in stated.A17_READINGS.items()}
@@ -79,9 +81,20 @@ def a17_readings(case: dict, *, assumptions: dict, fragmentation_margin: float, 
     tps = stated_plans[stated_plans.micro_batch == micro_batch].set_index("policy").tokens_per_s
     out["tokens_per_s"] = out.policy.map(tps)
     capacity_gib = float(plans.device_memory_gib.iloc[0]) if len(plans) else float("nan")
-    for margin in stated.FRAGMENTATION_MARGIN_GRID:
-        usable_gib = capacity_gib * (1 - margin)
-        out[f"fits, {margin:.0%} margin ({usable_gib:.1f} GiB)"] = out.total_gib <= usable_gib
+    # gradients held in more bytes than the memory model's 2 (fp32 main_grad: 4), per device:
+    # sharded over DP from ZeRO-2 on
+    params_per_device = flops.param_count(preset(case["preset"])) / (case["tp"] * case["pp"])
+    grad_shards = case["dp"] if case["zero_stage"] >= 2 else 1
+    for grad_bytes in stated.A17_GRAD_BYTES_PER_PARAM:
+        extra_gib = (grad_bytes - stated.MODEL_STATE_GRAD_BYTES) * params_per_device / grad_shards / GIB
+        total = out.total_gib + extra_gib
+        if grad_bytes != stated.MODEL_STATE_GRAD_BYTES:
+            out[f"total_gib, {grad_bytes} B gradients"] = total
+        for margin in stated.FRAGMENTATION_MARGIN_GRID:
+            usable_gib = capacity_gib * (1 - margin)
+            out[f"fits, {margin:.0%} margin ({usable_gib:.1f} GiB), {grad_bytes} B gradients"] = (
+                total <= usable_gib
+            )
     return out
 
 
@@ -106,4 +119,49 @@ def a12_accumulation(preset_name: str, *, tp: int, steps=stated.ACCUMULATION_STE
                 "zero3_moves_more": z3 > z2,
             }
         )
+    return pd.DataFrame(rows)
+
+
+def _largest_fitting(plans, policy: str):
+    rows = plans[(plans.policy == policy) & plans.fits.astype(bool)]
+    return rows.loc[rows.micro_batch.idxmax()] if len(rows) else None
+
+
+def b7_config_scenarios(case: dict, *, assumptions: dict, fragmentation_margin: float):
+    """B7 at article B's configuration under the stated assumptions and with each varied alone
+    (the planner's sensitivity rows; the attention kernel among them, since article B §2.3 does
+    not name it and its §5 baseline ran the standard one): per policy of
+    ``stated.B7_CONFIG_POLICIES``, the largest micro-batch that fits against no recompute's
+    largest, tokens/s against no recompute's there, and whether the policy bears the claim out
+    (it at least doubles the micro-batch and raises tokens/s; None where no recompute fits)."""
+    import pandas as pd
+
+    rows = []
+    for label, varied, assumed, margin in _scenarios([case], assumptions, fragmentation_margin):
+        plans = plans_table(varied, assumptions=assumed, fragmentation_margin=margin)
+        base = _largest_fitting(plans, "none")
+        for policy in stated.B7_CONFIG_POLICIES:
+            r = _largest_fitting(plans, policy)
+            if r is None:
+                continue
+            row = {
+                "assumption varied": label,
+                "attention": r.attention,
+                "policy": policy,
+                "micro_batch": int(r.micro_batch),
+                "total_gib": r.total_gib,
+                "usable_gib": r.usable_gib,
+                "recompute_flops_share": r.recompute_flops_share,
+                "tokens_per_s": r.tokens_per_s,
+                "none_micro_batch": None if base is None else int(base.micro_batch),
+                "none_total_gib": None if base is None else base.total_gib,
+                "none_tokens_per_s": None if base is None else base.tokens_per_s,
+            }
+            row["tokens_vs_none"] = None if base is None else r.tokens_per_s / base.tokens_per_s
+            row["bears_out"] = (
+                None
+                if base is None
+                else bool(r.micro_batch >= 2 * base.micro_batch and row["tokens_vs_none"] > 1)
+            )
+            rows.append(row)
     return pd.DataFrame(rows)

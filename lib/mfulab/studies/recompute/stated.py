@@ -67,6 +67,15 @@ A17_CASE = PLANNER_CASES[0]
 A17_READINGS = {"uniform": "uniform:12", "block": "block:12", "as written": "none"}
 A17_ARTICLE_READING = "block"  # the article's explanation, not its command
 A17_MICRO_BATCH = 1
+# The gradients' bytes per parameter in A17's model states, an assumed input that votes (the
+# verdict is confirmed only where every value fits): the memory model keeps gradients in the
+# weights' 2 bytes (Rajbhandari et al. 2020, Fig. 1: (2 + 2 + K)·Ψ, 16 B/param); Megatron-LM
+# and MindSpeed, the article's stack, accumulate a bf16 model's gradients in fp32 ``main_grad``
+# buffers (megatron/training/arguments.py: bf16 "requires gradient accumulation and all-reduce
+# to be done in fp32"; the step model reduces them in 4 bytes, ``Assumptions.grad_reduce_bytes_per_elem``
+# and chapters 02/05), 4 bytes: 18 B/param.
+A17_GRAD_BYTES_PER_PARAM = (2, 4)
+MODEL_STATE_GRAD_BYTES = 2  # what ``memory.model_state_bytes_per_device`` counts
 
 # A12 — article A §4.2 (also article B §6.3): ZeRO-3 over ZeRO-2 for the 13B model at TP = 8
 # on 64 GB cards at several data-parallel widths, with the global batch of the article's
