@@ -152,7 +152,11 @@ o.tables["sync_cost"]
 # The α–β stay the machine's figures; on top of them two named quantities are **fitted** to the
 # sweep of each compute mode (least squares on the relative error, `model_error`): a per-bucket
 # overhead on the backward's path and a per-step constant. The figure's dash-dot line and the
-# `residual_fitted` column show the simulator with them.
+# `residual_fitted` column show the simulator with them. The per-bucket overhead comes out far
+# above the calibration's α because on gloo each bucket's hook runs on the CPU: it copies the
+# bucket, queues the call and waits on the same two cores that run the backward. With NCCL the
+# hook only enqueues a kernel on a GPU stream, so this overhead is not a property of a
+# cluster's link, and it never decides an at-scale verdict (section 4's last two rows).
 
 # %%
 fits = o.tables["model_error"]
@@ -389,7 +393,10 @@ o.tables["a6_per_tensor"]
 # nothing to spare: the flags table shows that reading, expected 1.00×); the two flags
 # together on speed, with the mechanism's bound; and the bound at the article's scale
 # (analysis: both copies the flag avoids, DDP's into the bucket and back, at TP 4 on an A100 80G,
-# refuted when under 3% of the step). Article B's case runs ZeRO-2, where DDP's `bucket_cap_mb`
+# and, should the run have set `find_unused_parameters=True`, the graph search `static_graph`
+# skips, priced per autograd node from this run's interval and counted over the 7B's graph:
+# refuted when the two together are under 3% of the step). The article's "in DDP's *first*
+# forward and backward" is its own row, against DDP's documentation. Article B's case runs ZeRO-2, where DDP's `bucket_cap_mb`
 # and flags do not set the gradient buckets (DeepSpeed's `reduce_bucket_size` does): B8 and B6 at
 # scale price the DDP the claims' sentences name.
 

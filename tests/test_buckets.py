@@ -438,6 +438,19 @@ def test_static_graph_with_find_unused_is_bounded_by_the_search():
     assert [c.claim for c in claims if "find_unused" in c.claim] and not any(
         "find_unused_parameters=True costs" in c.claim for c in claims
     )
+    # at scale: the search's cost per node (the interval's upper end over the default step, per
+    # node of the toy's graph) times the 7B's nodes joins the copies' bound
+    assert flags.search_bound_at_scale(rec, flags.flag_table(rec)) is None  # no node counts
+    rec["graph_nodes"] = {"stack": 500, "article": {"per_layer": 83, "rest": 17, "total": 2673}}
+    search = flags.search_bound_at_scale(rec, flags.flag_table(rec))
+    table = flags.flag_table(rec)
+    step_s = float(table[table.baseline == "default flags"].baseline_step_s.iloc[0])
+    assert search["per_node_s"] == pytest.approx((cost.ratio_hi - 1) * step_s / 500)
+    assert search["article_s"] == pytest.approx(search["per_node_s"] * 2673)
+    at_scale = next(c for c in flags.b6_claims(rec, flags.flag_table(rec)) if c.claim.endswith("at scale"))
+    assert "2,673 autograd nodes" in at_scale.evidence and at_scale.verdict == "refuted (analysis)"
+    first = flags.static_graph_first_iteration()  # the article's "first forward and backward"
+    assert first.verdict == "refuted" and first.basis == "documented specification"
 
 
 def test_the_analytic_tensor_list_is_the_reference_models():
@@ -511,3 +524,15 @@ def test_sync_cost_splits_the_synchronised_steps_extra_time_by_category():
     ] == pytest.approx(0.8)
     assert t.loc["matmul", "top_ops"] == "aten::mm +2.00 ms"
     assert model_error.sync_cost_table({"ddp": {}}).empty
+
+
+def test_graph_node_counts_do_not_depend_on_width():
+    """DDP's unused-parameter search walks every autograd node: the toy stack's graph grows by a
+    fixed count per layer (Linear's addmm, its two AccumulateGrads, tanh), and the 7B's is counted
+    per layer on the course's GPT at a small width (the shape of the graph, not its size)."""
+    from mfulab.studies.buckets import graph_nodes
+
+    one, two = graph_nodes.stack_nodes(1, 8), graph_nodes.stack_nodes(2, 8)
+    assert graph_nodes.stack_nodes(2, 32) == two and two - one == graph_nodes.stack_nodes(3, 8) - two
+    n = graph_nodes.gpt_nodes("llama2-7b")
+    assert n["total"] == n["rest"] + 32 * n["per_layer"] and n["per_layer"] > 9  # > its 9 weights

@@ -28,8 +28,9 @@ import functools
 import time
 
 from mfulab.measure import calibration, collectives, host
-from mfulab.studies.buckets import grad_memory
+from mfulab.studies.buckets import grad_memory, graph_nodes
 from mfulab.studies.buckets.params import Params, configurations
+from mfulab.studies.buckets.stated import B6_ARTICLE
 
 BENCHMARK_VERSION = {"ddp_sweep": 5}  # 5: the synchronised and no_sync steps profiled
 DDP_FLAG_KEYS = ("find_unused_parameters", "unused_parameter_size", "static_graph", "gradient_as_bucket_view")
@@ -396,4 +397,9 @@ def measure(p: Params) -> dict:
     cal = calibration.get(p.calibration, device=p.device, parts=[key, "bandwidth"])
     rec["ddp"]["allreduce_fit"], rec["calibration"] = cal[key], cal["_meta"]
     rec["bandwidth"] = cal["bandwidth"]
+    # the autograd graphs DDP's unused-parameter search walks: this stack's and the 7B's (B6)
+    rec["graph_nodes"] = {
+        "stack": graph_nodes.stack_nodes(p.stack_layers, p.stack_hidden),
+        "article": graph_nodes.gpt_nodes(B6_ARTICLE["preset"]),
+    }
     return rec
