@@ -3,10 +3,10 @@ step from what they state (``stated``); no measurement is involved."""
 
 from __future__ import annotations
 
-from mfulab.analytic import flops
+from mfulab.analytic import devices, flops
 from mfulab.analytic.articles import b15_gain
 from mfulab.analytic.config import preset
-from mfulab.studies.mfu.stated import A19_STATED, B1_STATED
+from mfulab.studies.mfu.stated import A19_SKUS, A19_STATED, B1_STATED
 from mfulab.units import GB
 
 
@@ -55,6 +55,16 @@ def a19_check() -> dict:
             n_devices=s["n_devices"],
             peak_flops_per_s=s["peak_flops_per_s"],
         ),
+        # the article's "910B" names no SKU: the implied MFU at each published SKU's cube peak
+        "implied_mfu_6n_by_sku": {
+            key: flops.step_mfu(
+                flops_per_step=correct_flops,
+                step_time_s=s["step_time_s"],
+                n_devices=s["n_devices"],
+                peak_flops_per_s=devices.device_spec(key).flops_per_s["bf16"],
+            )
+            for key in A19_SKUS
+        },
     }
 
 

@@ -151,7 +151,9 @@ def b2_dmon_claim() -> Claim:
         f"what the figure counts ({B2_DMON_SOURCE}) against each of the four losses: does a kernel "
         "stay resident while it happens",
         verdicts.verdict_from_agreement(len(blind) < 2),
-        "'GPU utilisation' is the share of time one or more kernels was executing: "
+        f"with the step times it does expose {' and '.join(k for k in B2_DMON_SEES if k not in blind)} "
+        f"(utilisation drops, steps stretch), but not {' or '.join(blind)}, {len(blind)} of the four "
+        "losses: 'GPU utilisation' is the share of time one or more kernels was executing: "
         + "; ".join(f"{k}: {v['why']}" for k, v in B2_DMON_SEES.items())
         + f". It cannot tell {' or '.join(blind)} from useful compute; the per-SM activity counters "
         "(DCGM's profiling metrics, e.g. SM activity and tensor-pipe activity) or a profiler's trace can",
@@ -159,10 +161,11 @@ def b2_dmon_claim() -> Claim:
     )
 
 
-def claims(records: dict | None, p: Params | None = None, split=None) -> list[Claim]:
+def claims(records: dict | None, p: Params | None = None, split=None, floors=None) -> list[Claim]:
     """The claims table of this study (A19, B1, B2, B15 and its §5 heading, B9's text, A1), verdicts
-    computed from numbers; ``p`` holds B2's floor (the defaults when omitted); ``split`` is
-    ``time_split.b2_split`` of the records when the caller has it already."""
+    computed from numbers; ``p`` holds B2's floor (the defaults when omitted); ``split`` and
+    ``floors`` are ``time_split.b2_split`` and ``time_split.b2_floor_sensitivity`` of the records
+    when the caller has them already (the chapter's tables)."""
     out = []
     a = a19_check()
     s = A19_STATED
@@ -179,7 +182,12 @@ def claims(records: dict | None, p: Params | None = None, split=None) -> list[Cl
             f"forward+backward); 3.06e16/(2.56e15×2.4) = {a['stated_division_result']:.3g}, not 0.497; "
             f"the stated inputs imply MFU = {a['implied_mfu_6n']:.2f} (> 1: physically impossible; "
             f"≥ {a['min_devices_for_mfu_below_1']:.1f} devices needed; on 32 devices it would be "
-            f"{a['implied_mfu_on_32_devices']:.2f})",
+            f"{a['implied_mfu_on_32_devices']:.2f}); the 3.2e14 matches no single 910B SKU; at each "
+            "SKU's cube peak the implied MFU is "
+            + ("still above 1" if min(a["implied_mfu_6n_by_sku"].values()) > 1 else "")
+            + " ("
+            + ", ".join(f"{k.removeprefix('ascend-')} {v:.2f}" for k, v in a["implied_mfu_6n_by_sku"].items())
+            + ")",
             basis=verdicts.ARITHMETIC,
         )
     )
@@ -216,9 +224,9 @@ def claims(records: dict | None, p: Params | None = None, split=None) -> list[Cl
         verdict = verdicts.b2_verdict(present.category)
         absent = [B2_ABSENT_BECAUSE[k] for k in split[~split.present].category]
         # the floor is our reading: say where another floor of the sweep would change the row
-        other = time_split.b2_floor_sensitivity(
-            records, [f for f in p.b2_floor_sweep if f != p.b2_present_share]
-        )
+        if floors is None:
+            floors = time_split.b2_floor_sensitivity(records, p.b2_floor_sweep)
+        other = floors[floors.present_share_floor != p.b2_present_share]
         differ = other[other.verdict != verdict]
         floor_note = (
             "; the floor decides: at "
@@ -341,7 +349,7 @@ def outcome(records, p) -> Outcome:
     """The tables, the claims rows and the headline metrics, each computed once; the notebook
     shows them and ``make stability`` reads the claims and metrics."""
     t = tables(records, p)
-    claim_list = claims(records, p, split=t["time_split"])
+    claim_list = claims(records, p, split=t["time_split"], floors=t["b2_floor_sensitivity"])
     b = time_split.breakdown(records)
     values = {  # what the notebook's text quotes
         "datasheet_peak": time_split.datasheet_peak(records),

@@ -13,6 +13,9 @@ A19_STATED = {
     "stated_total_flops": 3.06e16,
     "stated_mfu": 0.497,
 }
+# The 910B SKUs in ``devices.yaml`` (cube peaks, approximate: Huawei publishes no per-SKU
+# datasheet): the article's 3.2e14 lies between the 910B2's and the 910B3's.
+A19_SKUS = ("ascend-910b1", "ascend-910b2", "ascend-910b3", "ascend-910b4")
 
 # B1 — article B §1.1 (the numbers return in §5.1–5.2): 7B, 512 × 4096 tokens per step on 64 × A100
 # (312 TFLOP/s dense bf16, 1.9968e16 FLOP/s together); 512 × 4096 × 6 × 7e9 ≈ 8.8e16 FLOPs per step;
