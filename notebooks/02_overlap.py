@@ -52,7 +52,7 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab.studies.overlap import claims, figures
+from mfulab.studies.overlap import ab_regime, claims, figures
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.step_error import step_model_error_line
@@ -102,6 +102,7 @@ display(
         f"B = **{si(fit['link_bytes_per_s'], 'B/s')}**\n"
         f"* against this run's all-reduce times that model is off by {ab.model_error.min():+.0%} to "
         f"{ab.model_error.max():+.0%} (median {ab.model_error.median():+.0%}), size by size below\n"
+        f"* where the model applies (the bandwidth regime), {ab_regime.regime_sentence(o.values['ab_regime'])}\n"
         f"* *check: this run's fit vs the calibration*: fitted the same way, this run's times give α "
         f"{diff.iloc[0]:+.0%} and B {diff.iloc[2]:+.0%} relative to the calibration (table below); "
         "the calibration stands for the machine, this run is one job."
@@ -428,6 +429,10 @@ o.tables["a2_collectives"]
 # checkable because one overlap gives a different share at every compute ÷ communication ratio,
 # shown against the ratio sweep and priced at the article's configuration; its profiler figure
 # is not checkable when its two readings (operators' total time, non-overlapped time) disagree.
+# B16, article B's NCCL environment block, line by line against the documentation of what reads
+# each variable: a variable no library reads (`TORCH_DISTRIBUTED_DETAIL`; PyTorch's is
+# `TORCH_DISTRIBUTED_DEBUG`) is refuted; lines whose stated effect the article measures nowhere
+# are not checkable.
 
 # %%
 claim_list = o.claims

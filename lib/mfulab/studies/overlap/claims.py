@@ -10,6 +10,7 @@ import pandas as pd
 from mfulab.results import run_identity
 from mfulab.studies.overlap import (
     a5_rows,
+    ab_regime,
     alpha_beta,
     exposed_share,
     nccl_reference,
@@ -191,6 +192,7 @@ def claims(records, t: dict, v: dict) -> list[Claim]:
         if c
     ]
     out += [nccl_reference.b9_command_claim(), *nccl_reference.b9_nvlink_claims()]
+    out += nccl_reference.b16_env_claims()
     b = v["b9_check"]
     out.append(
         Claim(
@@ -294,6 +296,9 @@ def derived(records) -> dict:
         "nccl_tests_text": nccl_reference.nccl_tests_text(records["collectives"]["rows"]),
         "alpha_beta": fitted_alpha_beta(records),
         "per_call_s": per_call_s(records),
+        "ab_regime": ab_regime.regime_fit(
+            records, collectives_table(records).query("op == 'all_reduce'"), fitted_alpha_beta(records)
+        ),
         "crossover_bytes": crossover_bytes(records),
         "article_scale": alpha_beta.article_scale(records),
         "a3": {m: a3_outcome(records, m, stated.A3_K) for m in modes},

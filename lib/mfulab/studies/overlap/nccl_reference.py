@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mfulab.analytic.devices import device_spec
 from mfulab.studies.overlap.analysis import collectives_table
-from mfulab.studies.overlap.stated import B9_COMMAND, B9_NVLINK, NCCL_TESTS_PUBLISHED
+from mfulab.studies.overlap.stated import B9_COMMAND, B9_NVLINK, B16_ENV_BLOCK, NCCL_TESTS_PUBLISHED
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
 from mfulab.units import GB
@@ -127,3 +127,38 @@ def nccl_tests_text(rows) -> str:
         spread = f"{r['q1_s'] * 1e6:.1f}–{r['q3_s'] * 1e6:.1f}" if "q1_s" in r else "n/a"
         out.append(f"{line} {spread:>17}")
     return "\n".join(out)
+
+
+def b16_env_claims() -> list[Claim]:
+    """Article B §3.2's environment block (``stated.B16_ENV_BLOCK``), line by line against the
+    documentation of the library that reads each variable: a variable nothing reads is refuted;
+    lines whose effect the article states no measurement for are not checkable."""
+    e = B16_ENV_BLOCK
+    return [
+        Claim(
+            "B16",
+            f"`export {e['debug_variable_written']}=1` belongs in the measured NCCL/PyTorch environment",
+            "the variables PyTorch's torch.distributed reads (its documentation)",
+            "refuted",
+            f"PyTorch reads {e['debug_variable_read']}=OFF|INFO|DETAIL for torch.distributed's debug checks; "
+            f"{e['debug_variable_written']} is not a variable any library here reads, so the line sets "
+            f"nothing (the intended one, {e['debug_variable_read']}=DETAIL, adds collective checks that "
+            "cost time: a debugging setting, not a tuning one)",
+            basis=verdicts.DOCUMENTED,
+        ),
+        Claim(
+            "B16",
+            f"NCCL_BUFFSIZE={e['nccl_buffsize_bytes']}: a larger buffer makes big messages more stable "
+            "and takes more memory; CUDA_DEVICE_MAX_CONNECTIONS=4 in the same block",
+            "NCCL's environment-variable documentation; the article's own measurements (none shown)",
+            "not checkable",
+            f"the buffer is NCCL's per-channel staging buffer between two GPUs, default "
+            f"{e['nccl_buffsize_default_bytes'] / 2**20:g} MiB: {e['nccl_buffsize_bytes'] / 2**20:g} MiB is "
+            f"{e['nccl_buffsize_bytes'] / e['nccl_buffsize_default_bytes']:g}× the memory (true as stated), "
+            "but no documented mechanism makes transfers 'more stable' and the article shows no busbw before "
+            "and after; CUDA_DEVICE_MAX_CONNECTIONS=4 comes with no reason (Megatron-LM requires 1 where "
+            "tensor-parallel communication overlaps compute); the article's own rule, that every NCCL "
+            "variable be judged by nccl-tests' busbw, is what it does not show for this block",
+            basis=verdicts.STATEMENT,
+        ),
+    ]

@@ -132,3 +132,21 @@ B9_NVLINK = {
     # 30% apart) and the sentence states no message size (our assumption)
     "decisive_margin": 0.2,
 }
+
+# B16 — article B §3.2's NCCL environment block, "实测有效的组合" (a combination measured to work on
+# common InfiniBand clusters), with the article's own explanations. What the documentation says:
+# - TORCH_DISTRIBUTED_DETAIL=1: not a PyTorch variable; torch.distributed's debug level is
+#   TORCH_DISTRIBUTED_DEBUG=OFF|INFO|DETAIL (PyTorch docs, "Debugging torch.distributed
+#   applications"), so the line sets nothing;
+# - NCCL_BUFFSIZE=16777216 "larger: big messages more stable, more memory": the buffer NCCL uses
+#   between pairs of GPUs, per channel, default 4 MiB (NCCL environment-variable docs): 16 MiB is 4×
+#   the memory; no documented mechanism makes transfers "more stable";
+# - CUDA_DEVICE_MAX_CONNECTIONS=4: given no reason; Megatron-LM requires 1 when tensor-parallel
+#   communication overlaps compute (sequence parallelism), so that kernels are queued in order.
+B16_ENV_BLOCK = {
+    "debug_variable_written": "TORCH_DISTRIBUTED_DETAIL",
+    "debug_variable_read": "TORCH_DISTRIBUTED_DEBUG",
+    "nccl_buffsize_bytes": 16777216,
+    "nccl_buffsize_default_bytes": 4 * 2**20,
+    "cuda_device_max_connections": 4,
+}
