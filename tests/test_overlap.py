@@ -2,9 +2,12 @@
 (A4 with the TP activation all-reduces, A5) and their sensitivity tables, the run's own α–β,
 and the verdict logic of A3 and A5 on synthetic interleaved rounds (no timing thresholds)."""
 
+import math
+
 import numpy as np
 import pytest
 
+from mfulab.analytic import flops
 from mfulab.analytic import step as step_model
 from mfulab.analytic.config import preset
 from mfulab.errors import ParameterError
@@ -58,7 +61,7 @@ def test_a4_is_the_step_model_at_the_article_configuration():
         tp=8,
         global_batch=p.article_global_batch,
         device=p.article_device,
-        framework="ddp",
+        framework="megatron",  # the command is Megatron's; PyTorch DDP's cap is a sensitivity row
         overlap=False,
         matmul_share_of_mamf=p.article_matmul_share_of_mamf,
         grad_bytes_per_elem=4,  # Megatron reduces a bf16 run's gradients in fp32
@@ -70,6 +73,9 @@ def test_a4_is_the_step_model_at_the_article_configuration():
     assert m["step_overlapped_s"] < m["step_serial_s"]
     assert m["saved_s"] == pytest.approx(m["step_serial_s"] - m["step_overlapped_s"])
     assert m["tp_comm_s"] > m["dp_comm_s"]  # the activations dominate at TP = 8, 8 micro-batches
+    # Megatron-Core's buckets: max(40M, 1M·DP) parameters of each rank's 1/8 of the 13B, in fp32
+    shard = flops.param_count(cfg) / A4_STATED["tp"]
+    assert m["dp_calls"] == math.ceil(shard / max(40e6, 1e6 * dp))
 
 
 def test_a4_model_responds_to_its_assumptions():
