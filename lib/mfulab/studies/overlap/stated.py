@@ -131,6 +131,15 @@ B9_NVLINK = {
     # the algorithm and NCCL's version (the table's two H100 rows, ring 370 and NVLS 480 GB/s, are
     # 30% apart) and the sentence states no message size (our assumption)
     "decisive_margin": 0.2,
+    # the same A100 NVLink at a larger message than issue 149's 1 GB: all_reduce_perf to 12 GB on a
+    # pair of A100s joined by 12 NVLink 3 links, 208 GB/s busbw (github.com/NVIDIA/nccl-tests issue
+    # 178, 2023): whether the article's sweep to 8 GB would open the margin
+    "a100_large_message": {
+        "busbw_gb_per_s": 208.0,
+        "line_gb_per_s": 300.0,
+        "max_message": "12 GB",
+        "gpus": 2,
+    },
 }
 
 # B16 — article B §3.2's NCCL environment block, "实测有效的组合" (a combination measured to work on
