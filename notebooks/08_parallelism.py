@@ -83,6 +83,20 @@ fig = figures.plot_timeline(records)
 plots.save_figure(fig, out, "pipeline_timeline")
 
 # %% [markdown]
+# **Memory: 1F1B against GPipe.** The same timestamps say how many layer activations each rank
+# held at once: a layer's forward stores them, its backward frees them, so the running count
+# of forward starts minus backward ends peaks at what the schedule keeps in flight (emulated
+# compute, where every layer logs both; counted exactly, in units of one layer for one
+# micro-batch). GPipe runs every forward first: the first rank peaks at m·L. 1F1B starts a
+# backward as soon as one micro-batch has crossed the pipeline: rank r holds p − r
+# micro-batches. Interleaving adds (p − 1)/(p·v) of that. Beside it, the step model's schedule
+# term (`parallel.pipeline_schedule_costs`, the factor its memory check uses), and the same
+# capped at the m micro-batches a step has.
+
+# %%
+t["pipeline_memory"]
+
+# %% [markdown]
 # The real-compute rows (Linear + tanh layers, one thread per rank) are shown for completeness:
 # on a CPU a stage's compute is short next to gloo's point-to-point messages, so the overhead,
 # not the bubble, dominates them; they do not enter the verdicts.

@@ -14,6 +14,7 @@ def tables(records) -> dict:
     """Every table the claims and the notebook read (saved as ``tables/<name>.csv``)."""
     return {
         "pipeline": measured.pipeline_table(records),
+        "pipeline_memory": measured.pipeline_memory_table(records),
         "sharding": measured.sharding_table(records),
         "tensor": measured.tensor_table(records),
         "exchange": measured.exchange_table(records),
@@ -37,6 +38,7 @@ def outcome(records, p) -> Outcome:
         *analysis.a11_claims(t["tensor"]),
         *analysis.a12_claims(t["sharding"], t["a12_planner"]),
         *analysis.a13_claims(t["pipeline"], t["a13_interleaving"]),
+        *analysis.pipeline_memory_claim(t["pipeline_memory"]),
         *analysis.a15_claims(t["a15_offload"], records.get("copy_bandwidths")),
         *analysis.b10_claims(t["exchange"], t["skew"]),
     ]

@@ -237,3 +237,57 @@ def skew_table(records):
                 }
             )
     return pd.DataFrame(rows)
+
+
+def peak_layers_in_flight(spans) -> int:
+    """The most layer activations one rank held at once in a step: every layer's forward (an
+    ``F`` span) stores its activations until that layer's backward (a ``B`` span) ends, so the
+    count is the running sum of forward starts minus backward ends, in time order."""
+    events = sorted(
+        [(a, 1) for kind, _, a, _ in spans if kind == "F"]
+        + [(b, -1) for kind, _, _, b in spans if kind == "B"]
+    )
+    held = peak = 0
+    for _, change in events:
+        held += change
+        peak = max(peak, held)
+    return peak
+
+
+def pipeline_memory_table(records):
+    """Activations in flight per schedule, counted from the executed step (emulated compute,
+    where every layer logs its forward and its backward; a real first layer logs no backward),
+    in units of one layer's activations for one micro-batch: the first rank's peak against the
+    step model's schedule term (``parallel.pipeline_schedule_costs``' ``activation_layers_factor``
+    × p micro-batches × the rank's layers), and against what the step can hold at all (m
+    micro-batches: the schedule cannot keep more than it has)."""
+    import pandas as pd
+
+    L = records["params"]["pipeline_layers_per_rank"]
+    rows = []
+    for job in records["pipeline"]:
+        if job["compute"] != "emulated":
+            continue
+        p = job["ranks"]
+        for r in job["runs"]:
+            peaks = [peak_layers_in_flight(r["spans"][str(k)]) for k in range(p)]
+            factor = parallel.pipeline_schedule_costs(p=p, m=r["m"], v=r["v"], schedule=r["schedule"])[
+                "activation_layers_factor"
+            ]
+            model = factor * p * L
+            rows.append(
+                {
+                    "ranks": p,
+                    "schedule": r["schedule"],
+                    "m": r["m"],
+                    "v": r["v"],
+                    "layers_per_rank": L,
+                    "first_rank_peak_layers": peaks[0],
+                    "peak_layers_by_rank": " ".join(map(str, peaks)),
+                    "step_model_layers": model,
+                    "step_model_capped_at_m": min(model, r["m"] * L),
+                    "matches_step_model": peaks[0] == model,
+                    "matches_capped": peaks[0] == min(model, r["m"] * L),
+                }
+            )
+    return pd.DataFrame(rows)

@@ -1,0 +1,49 @@
+"""Activations in flight per pipeline schedule, counted from the layers' forward/backward marks."""
+
+import pandas as pd
+
+from mfulab.studies.parallelism import analysis, measured
+
+
+def _spans(order, L=1):
+    """Spans of one rank from an order of ("F"|"B", micro-batch) events, each layer 1 s long."""
+    out, t = [], 0.0
+    for kind, _ in order:
+        for _ in range(L):
+            out.append((kind, 0, t, t + 1.0))
+            t += 1.0
+    return out
+
+
+def test_peak_counts_forwards_not_yet_backwarded():
+    gpipe = [("F", i) for i in range(4)] + [("B", i) for i in range(4)]
+    one_f_one_b = [("F", 0), ("F", 1), ("B", 0), ("F", 2), ("B", 1), ("F", 3), ("B", 2), ("B", 3)]
+    assert measured.peak_layers_in_flight(_spans(gpipe, L=2)) == 8  # all m micro-batches
+    assert measured.peak_layers_in_flight(_spans(one_f_one_b, L=2)) == 4  # p = 2 of them
+
+
+def test_memory_row_is_shown_only_when_every_run_matches_and_interleaving_holds_more():
+    def row(schedule, m, v, peak, model):
+        return {
+            "ranks": 4,
+            "schedule": schedule,
+            "m": m,
+            "v": v,
+            "layers_per_rank": 4,
+            "first_rank_peak_layers": peak,
+            "peak_layers_by_rank": "",
+            "step_model_layers": model,
+            "step_model_capped_at_m": min(model, 4 * m),
+            "matches_step_model": peak == model,
+            "matches_capped": peak == min(model, 4 * m),
+        }
+
+    good = pd.DataFrame(
+        [row("gpipe", 16, 1, 64, 64.0), row("1f1b", 16, 1, 16, 16.0), row("interleaved", 16, 2, 22, 22.0)]
+    )
+    (claim,) = analysis.pipeline_memory_claim(good)
+    assert claim.verdict == "shown" and "1.38× 1F1B's" in claim.evidence
+    bad = good.copy()
+    bad.loc[1, ["first_rank_peak_layers", "matches_capped"]] = [20, False]
+    assert analysis.pipeline_memory_claim(bad)[0].verdict == "not shown"
+    assert analysis.pipeline_memory_claim(good.iloc[:0]) == []
