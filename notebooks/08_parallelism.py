@@ -143,7 +143,11 @@ t["sharding"]
 # the compute a collective can run beside hides it) and with none: "ZeRO-3 needs overlap to pay
 # off". Each ZeRO stage is priced with the framework that runs it (`framework`: Megatron's
 # distributed optimizer for 0–1, DeepSpeed for 2, FSDP for 3: one all-gather forward, one
-# backward and one reduce-scatter per block and micro-batch).
+# backward and one reduce-scatter per block and micro-batch). Best-vs-best therefore mixes the
+# stage with the framework, so two rows price both stages with one framework: FSDP2 at ZeRO-2
+# (`reshard_after_forward` off) on the best ZeRO-3 layout, and the best ZeRO 0–2 layout at ZeRO-3
+# in its own framework where that has a stage 3 (DeepSpeed). They separate what the stage costs
+# from what a framework's schedule costs (DeepSpeed reduce-scatters every micro-batch).
 
 # %%
 t["a12_planner"].round(3)

@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from mfulab.studies.parallelism import analysis, measured
+from mfulab.studies.parallelism import measured, memory_rows
 
 
 def _spans(order, L=1):
@@ -41,9 +41,9 @@ def test_memory_row_is_shown_only_when_every_run_matches_and_interleaving_holds_
     good = pd.DataFrame(
         [row("gpipe", 16, 1, 64, 64.0), row("1f1b", 16, 1, 16, 16.0), row("interleaved", 16, 2, 22, 22.0)]
     )
-    (claim,) = analysis.pipeline_memory_claim(good)
+    (claim,) = memory_rows.pipeline_memory_claim(good)
     assert claim.verdict == "shown" and "1.38× 1F1B's" in claim.evidence
     bad = good.copy()
     bad.loc[1, ["first_rank_peak_layers", "matches_capped"]] = [20, False]
-    assert analysis.pipeline_memory_claim(bad)[0].verdict == "not shown"
-    assert analysis.pipeline_memory_claim(good.iloc[:0]) == []
+    assert memory_rows.pipeline_memory_claim(bad)[0].verdict == "not shown"
+    assert memory_rows.pipeline_memory_claim(good.iloc[:0]) == []

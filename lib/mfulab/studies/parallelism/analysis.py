@@ -109,6 +109,22 @@ def zero3_needs_overlap(
     return True if margin_with_overlap > 0 else None
 
 
+def _same_framework_pairs(by: dict, overlaps) -> list[tuple]:
+    """(framework, DP overlap, ZeRO-2 step, ZeRO-3 step, ZeRO-2 fits) for the planner's
+    one-framework rows: FSDP2 at ZeRO-2 on the best ZeRO-3 layout, and the best ZeRO 0–2 layout
+    at ZeRO-3 in its own framework (where that framework has a stage 3)."""
+    out = []
+    for o in overlaps:
+        fs2 = by.get((o, "best ZeRO-3's layout at ZeRO-2, same framework"))
+        ds3 = by.get((o, "best ZeRO 0–2's layout at ZeRO-3, same framework"))
+        if fs2 is not None:
+            out.append((fs2.framework, o, fs2.step_s, by[(o, "best ZeRO-3")].step_s, bool(fs2.fits)))
+        if ds3 is not None:
+            best2 = by[(o, "best ZeRO 0–2")]
+            out.append((ds3.framework, o, best2.step_s, ds3.step_s, True))
+    return out
+
+
 def a12_claims(sh, planner) -> list[Claim]:
     one = sh[sh.m == sh.m.min()].set_index("config")
     ddp, zero2, zero3 = one.loc["ddp"], one.loc["fsdp_grad_op"], one.loc["fsdp_full"]
@@ -118,7 +134,7 @@ def a12_claims(sh, planner) -> list[Claim]:
     )
     less = zero3.peak_bytes < zero2.peak_bytes < ddp.peak_bytes
     more = zero3.traffic_elements > zero2.traffic_elements
-    cases, answers = [], []
+    cases, answers, stage_wins = [], [], []
     for (preset, devices), g in planner.groupby(["preset", "devices"], sort=False):
         by = {(r.dp_overlap, r.row): r for r in g.itertuples()}
         hi, lo = max(g.dp_overlap), min(g.dp_overlap)
@@ -130,10 +146,19 @@ def a12_claims(sh, planner) -> list[Claim]:
             f"{by[(lo, 'best ZeRO 0–2')].step_s:.2f} vs {by[(lo, 'best ZeRO-3')].step_s:.2f} s at {lo:g} "
             f"({margin[lo]:+.0%}); the same layout as ZeRO-3 {by[(hi, 'same layout, ZeRO-3')].step_s:.2f} s"
         )
+        same = _same_framework_pairs(by, (hi, lo))
+        stage_wins.extend(z3 < z2 * (1 - stated.A12_DECISIVE_MARGIN) for _, _, z2, z3, fits in same if fits)
+        if same:
+            cases[-1] += "; one framework for both stages: " + ", ".join(
+                f"{fw} at overlap {o:g}, ZeRO-2 {z2:.2f} s{'' if fits else ' (does not fit)'} "
+                f"vs ZeRO-3 {z3:.2f} s"
+                for fw, o, z2, z3, fits in same
+            )
         if (preset, devices) == tuple(stated.A12_PLANNER_CASES[0].values()) and margin[hi] > 0:
             cases[-1] += (
-                " (below the article's 10B / 1000-card line ZeRO-3 wins here with the overlap: against "
-                "article A's speed rule, which chapter 04 confirms at its 13B on 910B cards)"
+                " (below the article's 10B / 1000-card line ZeRO-3 wins best-vs-best here with the overlap, "
+                "against article A's speed rule that chapter 04 confirms at its 13B on 910B cards; the "
+                "one-framework rows say whether the stage or the frameworks make that win)"
             )
     return [
         Claim(
@@ -161,59 +186,17 @@ def a12_claims(sh, planner) -> list[Claim]:
             "and with none, 7B on 512 and 70B on 1024 cards",
             verdicts.over_scenarios(answers),
             "; ".join(cases) + f". A margin below {stated.A12_DECISIVE_MARGIN:.0%} decides nothing (the step "
-            "model's error on FSDP and DeepSpeed runs is of that order: chapter 09); ZeRO 0–2 is priced "
-            "with Megatron's or DeepSpeed's collectives, ZeRO-3 with FSDP's, so part of a margin is the "
-            "framework. Best-vs-best differs in micro-batch and recompute; the same layout shows ZeRO-3's "
-            "traffic alone",
+            "model's error on FSDP and DeepSpeed runs is of that order: chapter 09). Best-vs-best prices "
+            "ZeRO 0–2 with Megatron's or DeepSpeed's collectives and ZeRO-3 with FSDP's; with one framework "
+            + (
+                "for both stages, ZeRO-3 is not decisively faster anywhere ZeRO-2 fits, so a ZeRO-3 win "
+                "best-vs-best is the frameworks' schedules (DeepSpeed reduce-scatters every micro-batch), "
+                "not the stage"
+                if not any(stage_wins)
+                else "for both stages, ZeRO-3 is still decisively faster in some case where ZeRO-2 fits"
+            ),
             basis=verdicts.ANALYSIS,
         ),
-    ]
-
-
-def pipeline_memory_claim(mem) -> list[Claim]:
-    """1F1B against GPipe on activation memory, counted from the executed schedules
-    (``measured.pipeline_memory_table``): shown when the first rank's peak equals the step
-    model's schedule term, capped at the m micro-batches a step has, in every run, and the
-    interleaved schedule's exceeds 1F1B's (the article's "keeps more activations")."""
-    if not len(mem):
-        return []
-    deep = mem[mem.ranks == mem.ranks.max()]
-    by = {(r.schedule, r.m): r for r in deep.itertuples()}
-    m_hi = int(deep.m.max())
-    gp, one, il = by.get(("gpipe", m_hi)), by.get(("1f1b", m_hi)), by.get(("interleaved", m_hi))
-    more = il is not None and one is not None and il.first_rank_peak_layers > one.first_rank_peak_layers
-    p, L = int(deep.ranks.iloc[0]), int(deep.layers_per_rank.iloc[0])
-    over = mem[~mem.matches_step_model & mem.matches_capped]
-    return [
-        Claim(
-            "A13",
-            "the interleaved schedule keeps more activations than 1F1B (which keeps p micro-batches' on "
-            "the first stage, GPipe all m)",
-            f"torch.distributed.pipelining's schedules on {', '.join(map(str, sorted(mem.ranks.unique())))} "
-            "ranks, emulated compute: the activations alive counted exactly from every layer's forward and "
-            "backward marks",
-            "shown" if bool(mem.matches_capped.all()) and more else "not shown",
-            f"first rank's peak in layer activations at p = {p}, m = {m_hi}, {L} layers per rank: GPipe "
-            f"{gp.first_rank_peak_layers if gp is not None else 'n/a'} (m·L), 1F1B "
-            f"{one.first_rank_peak_layers if one is not None else 'n/a'} (p·L), rank by rank "
-            f"{one.peak_layers_by_rank if one is not None else 'n/a'} (p − r); interleaved (v = "
-            f"{il.v if il is not None else 'n/a'}) {il.first_rank_peak_layers if il is not None else 'n/a'}"
-            f" ({il.first_rank_peak_layers / one.first_rank_peak_layers if more else float('nan'):.2f}× "
-            "1F1B's); the step model's schedule "
-            f"term matches {int(mem.matches_capped.sum())} of {len(mem)} runs once capped at the m "
-            "micro-batches a step has"
-            + (
-                "; uncapped it overcounts "
-                + ", ".join(
-                    f"{r.schedule} p = {r.ranks}, m = {r.m} ({r.first_rank_peak_layers} held, "
-                    f"{r.step_model_layers:g} modelled)"
-                    for r in over.itertuples()
-                )
-                if len(over)
-                else ""
-            ),
-            basis=verdicts.TOY,
-        )
     ]
 
 

@@ -5,7 +5,7 @@ builds from them, and the headline metrics; the notebook and ``make stability`` 
 from __future__ import annotations
 
 from mfulab.results import run_identity
-from mfulab.studies.parallelism import analysis, measured, planner_at_scale
+from mfulab.studies.parallelism import analysis, measured, memory_rows, planner_at_scale
 from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
 
@@ -38,7 +38,7 @@ def outcome(records, p) -> Outcome:
         *analysis.a11_claims(t["tensor"]),
         *analysis.a12_claims(t["sharding"], t["a12_planner"]),
         *analysis.a13_claims(t["pipeline"], t["a13_interleaving"]),
-        *analysis.pipeline_memory_claim(t["pipeline_memory"]),
+        *memory_rows.pipeline_memory_claim(t["pipeline_memory"]),
         *analysis.a15_claims(t["a15_offload"], records.get("copy_bandwidths")),
         *analysis.b10_claims(t["exchange"], t["skew"]),
     ]

@@ -7,7 +7,7 @@ argument."""
 
 from __future__ import annotations
 
-from mfulab.analytic import flops, layouts, memory, parallel, step
+from mfulab.analytic import comm, flops, layouts, memory, parallel, step
 from mfulab.analytic.config import preset
 from mfulab.studies.parallelism import stated
 
@@ -128,11 +128,35 @@ def a12_planner_table():
             same3 = layouts.layout_step(
                 cfg, {**layout, "zero_stage": 3, "recompute_policy": best2.recompute_policy}, **kw
             )
+            # the stage alone, one framework's schedule for both: FSDP2 at ZeRO-2
+            # (reshard_after_forward off) on the best ZeRO-3 layout, and the best ZeRO 0–2 layout at
+            # ZeRO-3 in its own framework where that framework has a stage 3 (DeepSpeed)
+            layout3 = _layout(best3, "tp", "pp", "dp", "v", "micro_batch", "m")
+            fsdp2 = layouts.layout_step(
+                cfg,
+                {**layout3, "zero_stage": 2, "recompute_policy": best3.recompute_policy},
+                framework=best3.framework,
+                **kw,
+            )
+            same_fw = (
+                layouts.layout_step(
+                    cfg,
+                    {**layout, "zero_stage": 3, "recompute_policy": best2.recompute_policy},
+                    framework=best2.framework,
+                    **kw,
+                )
+                if 3 in comm.DP_ZERO_STAGES[best2.framework]
+                else None
+            )
             for label, r in (
                 ("best ZeRO 0–2", best2),
                 ("best ZeRO-3", best3),
                 ("same layout, ZeRO-3", same3),
+                ("best ZeRO-3's layout at ZeRO-2, same framework", fsdp2),
+                ("best ZeRO 0–2's layout at ZeRO-3, same framework", same_fw),
             ):
+                if r is None:
+                    continue
                 rows.append(
                     {
                         "preset": case["preset"],

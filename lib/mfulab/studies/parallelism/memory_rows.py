@@ -1,0 +1,54 @@
+"""A13's memory row: the activations each pipeline schedule keeps in flight, counted from the
+executed schedules (``measured.pipeline_memory_table``)."""
+
+from __future__ import annotations
+
+from mfulab.studykit import verdicts
+from mfulab.studykit.verdicts import Claim
+
+
+def pipeline_memory_claim(mem) -> list[Claim]:
+    """1F1B against GPipe on activation memory, counted from the executed schedules
+    (``measured.pipeline_memory_table``): shown when the first rank's peak equals the step
+    model's schedule term, capped at the m micro-batches a step has, in every run, and the
+    interleaved schedule's exceeds 1F1B's (the article's "keeps more activations")."""
+    if not len(mem):
+        return []
+    deep = mem[mem.ranks == mem.ranks.max()]
+    by = {(r.schedule, r.m): r for r in deep.itertuples()}
+    m_hi = int(deep.m.max())
+    gp, one, il = by.get(("gpipe", m_hi)), by.get(("1f1b", m_hi)), by.get(("interleaved", m_hi))
+    more = il is not None and one is not None and il.first_rank_peak_layers > one.first_rank_peak_layers
+    p, L = int(deep.ranks.iloc[0]), int(deep.layers_per_rank.iloc[0])
+    over = mem[~mem.matches_step_model & mem.matches_capped]
+    return [
+        Claim(
+            "A13",
+            "the interleaved schedule keeps more activations than 1F1B (which keeps p micro-batches' on "
+            "the first stage, GPipe all m)",
+            f"torch.distributed.pipelining's schedules on {', '.join(map(str, sorted(mem.ranks.unique())))} "
+            "ranks, emulated compute: the activations alive counted exactly from every layer's forward and "
+            "backward marks",
+            "shown" if bool(mem.matches_capped.all()) and more else "not shown",
+            f"first rank's peak in layer activations at p = {p}, m = {m_hi}, {L} layers per rank: GPipe "
+            f"{gp.first_rank_peak_layers if gp is not None else 'n/a'} (m·L), 1F1B "
+            f"{one.first_rank_peak_layers if one is not None else 'n/a'} (p·L), rank by rank "
+            f"{one.peak_layers_by_rank if one is not None else 'n/a'} (p − r); interleaved (v = "
+            f"{il.v if il is not None else 'n/a'}) {il.first_rank_peak_layers if il is not None else 'n/a'}"
+            f" ({il.first_rank_peak_layers / one.first_rank_peak_layers if more else float('nan'):.2f}× "
+            "1F1B's); the step model's schedule "
+            f"term matches {int(mem.matches_capped.sum())} of {len(mem)} runs once capped at the m "
+            "micro-batches a step has"
+            + (
+                "; uncapped it overcounts "
+                + ", ".join(
+                    f"{r.schedule} p = {r.ranks}, m = {r.m} ({r.first_rank_peak_layers} held, "
+                    f"{r.step_model_layers:g} modelled)"
+                    for r in over.itertuples()
+                )
+                if len(over)
+                else ""
+            ),
+            basis=verdicts.TOY,
+        )
+    ]
