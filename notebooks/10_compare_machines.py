@@ -103,7 +103,10 @@ plots.save_figure(fig, out, "shares_of_peak")
 # regimes; an *analysis* verdict is the same wherever it is rendered). `differs` marks a row
 # whose verdict is not the same on every machine that has it; `flipped on` names the machines
 # whose `make stability` run saw the row change between fresh runs of the same machine: there
-# a difference between machines is no evidence of anything.
+# a difference between machines is no evidence of anything. `rests on the machine` marks the
+# rows whose basis is a measurement taken on the machine (the claim's regime or a toy regime):
+# only those could read differently on a GPU or a cluster; the others (analysis, the article's
+# arithmetic, documentation, publications) read the same wherever the course is rendered.
 
 # %%
 verdict_matrix = analysis.verdict_table(records)

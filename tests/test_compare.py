@@ -134,6 +134,14 @@ def test_the_verdict_matrix_lines_up_claims_rows_and_marks_differences_and_flips
     note = compare.verdict_note(compare.verdict_table(records), records["machines"])
     assert "4 claims rows over 2 machines" in note and "1 with a different verdict" in note
     assert "mfu A5 (2) (on cpu)" in note
+    # every row here rests on a measurement: a GPU could change it; an analysis row could not
+    assert table["rests on the machine"].all() and "4 of them resting on a measurement" in note
+    records["metrics"]["mfu"]["cpu"]["claims"][2]["basis"] = "analysis at the article's configuration"
+    assert (
+        not compare.verdict_table(records)
+        .set_index(["study", "claim_id"])
+        .loc[("mfu", "B1"), "rests on the machine"]
+    )
 
 
 def test_published_references_are_read_as_shares_of_their_peak_beside_this_machine():

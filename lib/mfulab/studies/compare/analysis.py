@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 from mfulab import results
+from mfulab.studykit import verdicts as verdict_rules
 from mfulab.studykit.stability_report import numbered_ids
 
 MISSING = "missing"  # the machine has no results of this study
@@ -62,6 +63,10 @@ def _flips(results_root, study: str, names) -> dict:
     return found
 
 
+# bases another machine could change (a measurement taken there); the others read the same anywhere
+MACHINE_BASES = (verdict_rules.MEASURED, verdict_rules.TOY)
+
+
 def verdict_table(records):
     """Every claims row of every study, one column per machine: its verdict there (*missing*
     where the machine has no results of the study, or not that row), its basis, the claim;
@@ -86,8 +91,16 @@ def verdict_table(records):
         verdicts = {m: row.get(m, MISSING) for m in names}
         present = {v for v in verdicts.values() if v != MISSING}
         flipped = [m for m in names if label in records.get("flips", {}).get(study, {}).get(m, [])]
-        out.append({**row, **verdicts, "differs": len(present) > 1, "flipped on": ", ".join(flipped)})
-    columns = ["study", "claim_id", "claim", "basis", *names, "differs", "flipped on"]
+        out.append(
+            {
+                **row,
+                **verdicts,
+                "differs": len(present) > 1,
+                "flipped on": ", ".join(flipped),
+                "rests on the machine": row["basis"] in MACHINE_BASES,
+            }
+        )
+    columns = ["study", "claim_id", "claim", "basis", *names, "differs", "flipped on", "rests on the machine"]
     return pd.DataFrame(out, columns=columns)
 
 
@@ -97,7 +110,14 @@ def verdict_note(table, names) -> str:
         return "No study has written a claims table yet."
     differs = table[table.differs]
     flipped = table[table["flipped on"] != ""]
-    parts = [f"{len(table)} claims rows over {len(names)} machine{'s' * (len(names) != 1)}"]
+    bound = table[table["rests on the machine"]]
+    parts = [
+        f"{len(table)} claims rows over {len(names)} machine{'s' * (len(names) != 1)}, "
+        f"{len(bound)} of them resting on a measurement taken on the machine (toy regime "
+        f"{int((bound.basis == verdict_rules.TOY).sum())}, the claim's regime "
+        f"{int((bound.basis == verdict_rules.MEASURED).sum())}): only those could change on another "
+        "machine; the rest are analysis, arithmetic, documentation or publications"
+    ]
     if len(names) > 1:
         named = ", ".join(f"{study} {cid}" for study, cid in zip(differs.study, differs.claim_id))
         parts.append(
