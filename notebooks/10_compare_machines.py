@@ -89,11 +89,29 @@ with pd.option_context("display.max_colwidth", 60, "display.max_rows", None):
     )
 display(
     Markdown(
-        "**Sources.** " + " ".join(f"*{q}*: {src}." for q, src in records["published"]["sources"].items())
+        "**Sources.** "
+        + " ".join(f"*{q}*: {src}." for q, src in records["published"]["sources"].items())
+        + " Rows that name their own source (the nccl-tests threads chapter 02 cites) give it in "
+        "`tables/published_references.csv`."
     )
 )
 fig = published.plot_shares(refs)
 plots.save_figure(fig, out, "shares_of_peak")
+
+# %% [markdown]
+# **What published training runs reach.** Chapter 09 prices 235 published runs (papers and
+# framework benchmarks, each with its stated step time). Their MFU, counted the same way for all
+# (PaLM's model FLOPs per step over the stated step and the cluster's dense bf16 peak), by device
+# and framework: the range a tuned job on those machines lands in, beside which this machine's
+# MFU (chapter 01 against its own ceiling; chapter 07 for a 2-rank job) can be read. Published,
+# not measured here.
+
+# %%
+published_mfu = published.published_mfu_table(records.get("published_runs") or [])
+results.save_table(out, "published_mfu", published_mfu)
+published_mfu.style.format({"median_mfu": "{:.0%}", "min_mfu": "{:.0%}", "max_mfu": "{:.0%}"}).hide(
+    axis="index"
+)
 
 # %% [markdown]
 # ## Verdicts side by side

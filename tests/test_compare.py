@@ -195,3 +195,34 @@ def test_the_two_mfus_of_one_machine_are_explained():
     note = compare.mfu_gap_note(compare.comparison_table(_records(["cpu-2c"], mfu=mfu, anatomy=anatomy)))
     assert "63.4% for one process" in note and "45.5%" in note and "0.72×" in note
     assert compare.mfu_gap_note(compare.comparison_table(_records(["cpu-2c"], mfu=mfu))) == ""
+
+
+def test_published_runs_mfu_by_device_and_framework(tmp_path):
+    """Chapter 09's published runs, read from a machine's results, as MFU by device and framework
+    (model FLOPs per step over the stated step and the cluster's peak); no table, no rows."""
+    import pandas as pd
+
+    from mfulab.studies.compare import published
+
+    assert published.published_runs(tmp_path, ["m"]) == [] and published.published_mfu_table([]).empty
+    path = tmp_path / "m" / published.PUBLISHED_RUNS_TABLE
+    path.parent.mkdir(parents=True)
+    rows = [
+        ("a", "s", "a100", "megatron", 1.0e16, 1.0e16, 2.0),  # 50%
+        ("b", "s", "a100", "megatron", 1.0e16, 1.0e16, 4.0),  # 25%
+        ("c", "s", "h100-sxm", "fsdp", 3.0e16, 1.0e17, 1.0),  # 30%
+        ("d", "s", "h100-sxm", "fsdp", 3.0e16, 1.0e17, None),  # no stated step: left out
+    ]
+    cols = [
+        "id",
+        "source",
+        "device",
+        "framework",
+        "model_flops_per_step",
+        "peak_flops_total",
+        "published_step_s",
+    ]
+    pd.DataFrame(rows, columns=cols).to_csv(path, index=False)
+    t = published.published_mfu_table(published.published_runs(tmp_path, ["other", "m"])).set_index("device")
+    assert t.loc["a100", "runs"] == 2 and t.loc["a100", "median_mfu"] == pytest.approx(0.375)
+    assert t.loc["h100-sxm", "runs"] == 1 and t.loc["h100-sxm", "max_mfu"] == pytest.approx(0.3)

@@ -49,6 +49,7 @@ def collect(p) -> dict:
         "drift": {study: _drift(p.results_root, study, names) for study in studies},
         "flips": {study: _flips(p.results_root, study, names) for study in studies},
         "published": published.load(),
+        "published_runs": published.published_runs(p.results_root, names),
     }
 
 

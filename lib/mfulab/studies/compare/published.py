@@ -34,9 +34,14 @@ def load(path: str | Path | None = None) -> dict:
             raise ValueError(f"{path}: unknown quantity {row['quantity']!r}; known: {sorted(QUANTITIES)}")
         if not row["published"] > 0 or (row.get("spec") is not None and not row["spec"] > 0):
             raise ValueError(f"{path}: {row['machine']}: published and spec must be positive")
-        if row["quantity"] not in data["sources"]:
+        if row["quantity"] not in data["sources"] and not row.get("source"):
             raise ValueError(f"{path}: no source for {row['quantity']!r}")
     return data
+
+
+def _source(published: dict, row: dict) -> str:
+    """A row's own source where it names one, else its quantity's."""
+    return row.get("source") or published["sources"][row["quantity"]]
 
 
 def reference_table(published: dict, ceilings: dict):
@@ -60,7 +65,7 @@ def reference_table(published: dict, ceilings: dict):
                 "share_of_peak": r["published"] / spec if spec else None,
                 "basis": "published",
                 "comparable": True,
-                "source": f"{published['sources'][r['quantity']]}; {r.get('note', '')}".rstrip("; "),
+                "source": f"{_source(published, r)}; {r.get('note', '')}".rstrip("; "),
             }
         )
     label, unit = QUANTITIES["matmul_bf16"]
@@ -138,3 +143,36 @@ def plot_shares(refs):
     fig.suptitle(takeaway(shown), fontsize=9)
     fig.tight_layout()
     return fig
+
+
+PUBLISHED_RUNS_TABLE = "predict/tables/validation.csv"  # chapter 09's published runs, as priced there
+
+
+def published_runs(results_root, machines) -> list[dict]:
+    """Chapter 09's published training runs (the step time each source states, the model FLOPs per
+    step and the cluster's dense peak chapter 09 computed for it), from the first machine whose
+    results hold that table; [] where none does. The rows are publications, not this machine's."""
+    import pandas as pd
+
+    for machine in machines:
+        path = Path(results_root) / machine / PUBLISHED_RUNS_TABLE
+        if path.exists():
+            d = pd.read_csv(path)
+            keep = ["id", "source", "device", "framework", "model_flops_per_step", "peak_flops_total"]
+            return d.dropna(subset=["published_step_s"])[[*keep, "published_step_s"]].to_dict("records")
+    return []
+
+
+def published_mfu_table(runs: list[dict]):
+    """MFU of the published runs by device and framework: model FLOPs per step (PaLM's count, as
+    chapter 09 prices them) over the stated step time and the cluster's dense bf16 peak; runs,
+    median, lowest and highest. Published, not measured here."""
+    import pandas as pd
+
+    if not runs:
+        return pd.DataFrame(columns=["device", "framework", "runs", "median_mfu", "min_mfu", "max_mfu"])
+    d = pd.DataFrame(runs)
+    d["mfu"] = d.model_flops_per_step / (d.published_step_s * d.peak_flops_total)
+    g = d.groupby(["device", "framework"]).mfu
+    out = pd.DataFrame({"runs": g.size(), "median_mfu": g.median(), "min_mfu": g.min(), "max_mfu": g.max()})
+    return out.reset_index().sort_values(["device", "framework"]).reset_index(drop=True)
