@@ -136,7 +136,7 @@ pct["closer_than_null"] = "{:.0%}"
 display(splits.style.format(pct, na_rep="—").hide(axis="index"))
 goals = o.values["test_goals"]
 for name in goals:  # test, holdout, holdout-2, holdout-3: each against the same goals
-    display(Markdown(analysis.test_text(goals[name], splits, split=name)))
+    display(Markdown(analysis.test_text(goals[name], splits, split=name, as_noted=t["as_noted"])))
 plots.save_figure(figures.validation(df, 0.25), out, "validation")
 
 # %% [markdown]

@@ -67,10 +67,11 @@ def misses(df, goal: float, top: int = 3):
     )
 
 
-def test_text(goals: dict, splits, split: str = "test") -> str:
+def test_text(goals: dict, splits, split: str = "test", as_noted=None) -> str:
     """A held-out split (test, holdout, holdout-2) against its goals, which way it misses, and
     the predictor against the null model and the unfitted 40%-MFU rule: said plainly when it
-    does not beat them."""
+    does not beat them. A split with no row priced says what its rows priced as noted show
+    (``as_noted``: the ``as_noted`` table), the only evidence it gives."""
     label = {
         "test": "Test set",
         "holdout": "Holdout set",
@@ -78,7 +79,24 @@ def test_text(goals: dict, splits, split: str = "test") -> str:
         "holdout-3": "Third holdout set",
     }[split]
     if not goals.get("n"):
-        return f"No {split} row is priced."
+        noted = None if as_noted is None else as_noted.set_index("split")
+        if noted is None or split not in noted.index or not noted.loc[split, "rows_priced_as_noted"]:
+            return f"No {split} row is priced."
+        r = noted.loc[split]
+        worse = r.median_abs_error > r.null_median_abs_error
+        return (
+            f"**No {split} row is priced**: every one names a feature the model lacks, so the goals "
+            f"score nothing. Priced as their notes say ({int(r.rows_priced_as_noted)} rows, below), they "
+            f"miss by a median {r.median_abs_error:.1%} ({r.median_signed_error:+.1%} signed, "
+            f"{r.rows_within_25pct:.0%} within 25%), against the null model's {r.null_median_abs_error:.1%}"
+            + (
+                ": worse than the null model. That is the blind evidence this split gives past what "
+                "the model covers, and it is negative"
+                if worse
+                else ": better than the null model, past what the model covers"
+            )
+            + "."
+        )
     s = splits.set_index("split").loc[split]
 
     def verdict(ok):
