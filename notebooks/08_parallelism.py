@@ -42,6 +42,7 @@ from IPython.display import Markdown, display
 from mfulab.studies.parallelism import analysis, claims, figures
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
+from mfulab.studykit.step_error import step_model_error_line
 from mfulab.studykit.verdicts import summary_line
 
 out, p, records = setup("parallelism", params, out_dir=out_dir, from_dir=from_dir)
@@ -191,6 +192,7 @@ t["a10_placement"].round(3)
 # of `rates.Assumptions`) are then varied one at a time for the 70B case.
 
 # %%
+display(Markdown(step_model_error_line()))  # the error band every planner step carries
 display(t["planner_answers"].round(3))
 t["planner_sensitivity"].round(3)
 
