@@ -394,7 +394,7 @@ o.tables["a6_per_tensor"]
 # together on speed, with the mechanism's bound; and the bound at the article's scale
 # (analysis: both copies the flag avoids, DDP's into the bucket and back, at TP 4 on an A100 80G,
 # and, should the run have set `find_unused_parameters=True`, the graph search `static_graph`
-# skips, priced per autograd node from this run's interval and counted over the 7B's graph:
+# skips, bounded by a Python walk over the 7B's autograd graph timed here (DDP's walk is C++):
 # refuted when the two together are under 3% of the step). The article's "in DDP's *first*
 # forward and backward" is its own row, against DDP's documentation. Article B's case runs ZeRO-2, where DDP's `bucket_cap_mb`
 # and flags do not set the gradient buckets (DeepSpeed's `reduce_bucket_size` does): B8 and B6 at

@@ -438,17 +438,21 @@ def test_static_graph_with_find_unused_is_bounded_by_the_search():
     assert [c.claim for c in claims if "find_unused" in c.claim] and not any(
         "find_unused_parameters=True costs" in c.claim for c in claims
     )
-    # at scale: the search's cost per node (the interval's upper end over the default step, per
-    # node of the toy's graph) times the 7B's nodes joins the copies' bound
-    assert flags.search_bound_at_scale(rec, flags.flag_table(rec)) is None  # no node counts
-    rec["graph_nodes"] = {"stack": 500, "article": {"per_layer": 83, "rest": 17, "total": 2673}}
-    search = flags.search_bound_at_scale(rec, flags.flag_table(rec))
-    table = flags.flag_table(rec)
-    step_s = float(table[table.baseline == "default flags"].baseline_step_s.iloc[0])
-    assert search["per_node_s"] == pytest.approx((cost.ratio_hi - 1) * step_s / 500)
-    assert search["article_s"] == pytest.approx(search["per_node_s"] * 2673)
+    # at scale: a Python walk over the 7B's graph bounds DDP's C++ search; it joins the copies'
+    assert flags.search_bound_at_scale(rec) is None  # records without the walk
+    rec["graph_nodes"] = {
+        "stack": 500,
+        "article": {"per_layer": 83, "rest": 17, "total": 2673, "walk_s": 0.004},
+    }
+    search = flags.search_bound_at_scale(rec)
+    assert search["share"] == pytest.approx(0.004 / 9.0) and search["per_node_s"] == pytest.approx(
+        0.004 / 2673
+    )
     at_scale = next(c for c in flags.b6_claims(rec, flags.flag_table(rec)) if c.claim.endswith("at scale"))
     assert "2,673 autograd nodes" in at_scale.evidence and at_scale.verdict == "refuted (analysis)"
+    rec["graph_nodes"]["article"]["walk_s"] = 0.5  # a search of 5.6% of the step: not refuted
+    at_scale = next(c for c in flags.b6_claims(rec, flags.flag_table(rec)) if c.claim.endswith("at scale"))
+    assert at_scale.verdict == "analytic only"
     first = flags.static_graph_first_iteration()  # the article's "first forward and backward"
     assert first.verdict == "refuted" and first.basis == "documented specification"
 

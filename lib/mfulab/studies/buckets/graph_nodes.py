@@ -1,7 +1,8 @@
-"""The size of the autograd graph DDP searches every step with ``find_unused_parameters=True``
-(reducer.cpp, ``search_unused_parameters``: a traversal from the outputs over every node), for
-B6's bound at scale: this study's toy stack, and one layer of article B's 7B model at a width
-that changes nothing in the graph's shape (the node count does not depend on the width)."""
+"""The autograd graph DDP searches every step with ``find_unused_parameters=True``
+(reducer.cpp, ``search_unused_parameters``: a C++ walk from the outputs over every node), for
+B6's bound at scale: this study's toy stack, and article B's 7B model's layer structure at a
+width that changes nothing in the graph's shape (the node count does not depend on the width),
+with the time a Python walk over it takes here (an upper bound on DDP's C++ walk)."""
 
 from __future__ import annotations
 
@@ -32,21 +33,40 @@ def stack_nodes(layers: int, hidden: int) -> int:
     return count_nodes(model(torch.randn(2, hidden)).sum())
 
 
+WALK_REPEATS = 7
+
+
 def gpt_nodes(preset_name: str) -> dict:
     """Nodes of the course's GPT (``measure.gpt.GPT``) with ``preset_name``'s layer structure:
-    per layer (2 layers minus 1), the rest (embedding, final norm, head, loss), and the whole
-    model at the preset's depth."""
+    per layer (2 layers minus 1), the rest (embedding, final norm, head, loss), the whole model
+    at the preset's depth (built at that depth, counted), and ``walk_s``: the median time of a
+    Python walk over that whole graph (:func:`count_nodes`, ``WALK_REPEATS`` times). DDP's own
+    search is a C++ breadth-first walk over the same nodes (reducer.cpp), which a Python walk,
+    paying an interpreter round trip per node, does not beat: an upper bound on its cost."""
+    import statistics
+    import time
+
     import torch
 
     from mfulab.measure.gpt import GPT
 
     base = preset(preset_name)
-    counts = {}
-    for n_layers in (1, 2):
+    counts, losses = {}, {}
+    torch.manual_seed(0)
+    for n_layers in (1, 2, base.n_layers):
         cfg = base.with_(n_layers=n_layers, **GRAPH_WIDTH)
         idx = torch.randint(0, cfg.vocab_size, (1, cfg.seq_len))
-        _, loss = GPT(cfg)(idx, idx)
-        counts[n_layers] = count_nodes(loss)
+        _, losses[n_layers] = GPT(cfg)(idx, idx)
+        counts[n_layers] = count_nodes(losses[n_layers])
+    walks = []
+    for _ in range(WALK_REPEATS):
+        t0 = time.perf_counter()
+        count_nodes(losses[base.n_layers])
+        walks.append(time.perf_counter() - t0)
     per_layer = counts[2] - counts[1]
-    rest = counts[1] - per_layer
-    return {"per_layer": per_layer, "rest": rest, "total": rest + per_layer * base.n_layers}
+    return {
+        "per_layer": per_layer,
+        "rest": counts[1] - per_layer,
+        "total": counts[base.n_layers],
+        "walk_s": statistics.median(walks),
+    }
