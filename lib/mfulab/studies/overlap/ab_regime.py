@@ -18,7 +18,7 @@ from mfulab.analytic import comm
 REGIME_SHARE_OF_LLC = 0.25
 REGIME_FALLBACK_BYTES = 2**20
 MIN_SIZES = 3  # a two-parameter fit on fewer sizes has no residual to speak of
-# a fit whose every residual is within this describes the regime (our threshold: about the
+# a fit whose median residual is within this describes the regime (our threshold: about the
 # spread of one size's time between rounds on the 2-core box)
 FORM_FITS_RESIDUAL = 0.15
 
@@ -68,11 +68,11 @@ def regime_sentence(fit: dict | None) -> str:
     """What the regime fit says, for the chapter's text."""
     if fit is None:
         return "fewer than three all-reduce sizes reach the bandwidth regime here: no fit to show"
-    describes = fit["max_abs_residual"] <= FORM_FITS_RESIDUAL
+    describes = fit["median_abs_residual"] <= FORM_FITS_RESIDUAL
     return (
         f"from {fit['floor_bytes'] / 2**20:g} MiB up ({fit['sizes']} sizes: the buffers spill out of the "
-        f"last-level cache), α–β fitted to this run's times misses them by at most "
-        f"{fit['max_abs_residual']:.0%} (median {fit['median_abs_residual']:.0%}): "
+        f"last-level cache), α–β fitted to this run's times misses them by a median "
+        f"{fit['median_abs_residual']:.0%} (at most {fit['max_abs_residual']:.0%}): "
         + (
             "the model's form describes this machine there"
             if describes
