@@ -388,7 +388,9 @@ o.tables["a12_throughput_sensitivity"]
 # if every reading doubles the largest micro-batch that fits and raises tokens/s, refuted if
 # none does, in the stated case and with each of the planner's assumptions varied alone, the
 # attention kernel among them (§2.3 names none; §5's baseline ran the standard one): analytic
-# only if any scenario reverses it (`article_rows.b7_config_claim`, `tables/b7_config_scenarios.csv`). A14's choice, by bytes freed per recomputed FLOP against the attention core and
+# only if any scenario reverses it or leaves it open: where a policy doubles the batch, its
+# tokens/s decide only beyond ±20% of no recompute's, the step model's error
+# (`article_rows.b7_config_claim`, `tables/b7_config_scenarios.csv`). A14's choice, by bytes freed per recomputed FLOP against the attention core and
 # the whole attention block, in the claim's own regime, unfused attention (its premise: the
 # attention keeps its large scores), with Flash Attention (its 13B's §3.2) beside it as context:
 # confirmed (analysis) if the MLP wins against both in every layer, refuted (analysis) if the
@@ -400,11 +402,13 @@ o.tables["a12_throughput_sensitivity"]
 # two readings, the forward done twice (true of full recompute) and the step doubled (96/72 =
 # 1.33×, false): not checkable, both in the evidence; GPT-3 175B's "several hundred GB" of
 # activations (Table 2 at its configuration, ≥ 200 GB and above an 80 GB card: confirmed
-# (analysis)). A17 (one row per reading of the flag, the command as Megatron-LM parses it among
-# them): confirmed (analysis) when the setting fits at every fragmentation margin of the grid
+# (analysis)). A17, one row whose readings of the flag vote (Megatron's uniform chunks, the
+# article's block explanation, and the command as Megatron-LM parses it, the configuration of
+# record): a reading says yes when the setting fits at every fragmentation margin of the grid
 # and with the gradients in 2 bytes (the memory model's 16 B/param) and in 4 (Megatron's fp32
-# `main_grad`, which chapters 02 and 05 reduce: 18 B/param), refuted when at none, analytic only
-# when the margin or the gradients' width decides. A12: confirmed (documented specification: ZeRO's design at the layout) when
+# `main_grad`, which chapters 02 and 05 reduce: 18 B/param), no when it fits at none;
+# confirmed (analysis) when every reading says yes, refuted when every one says no, analytic
+# only otherwise. A12: confirmed (documented specification: ZeRO's design at the layout) when
 # ZeRO-3 needs less memory and moves more bytes at every data-parallel width; its throughput
 # sentence (for ~10B models below a thousand cards ZeRO-2 is usually faster) by the step model at
 # the 13B on 64–512 910B cards: confirmed (analysis) when ZeRO-2's step is shorter beyond the

@@ -248,10 +248,10 @@ def test_article_rows_follow_their_counts():
 def test_b7_at_article_b_configuration_prices_each_reading_of_selective():
     """Article B's §5 cluster (7B, 64 A100s, TP 4, ZeRO-2, flash): no recompute already fits
     micro-batch 8; Megatron's selective frees nothing there, the MLP does not double it, and full
-    recompute doubles it at a lower tokens/s. Over the sensitivity rows, the standard (naive)
-    attention of the article's §5 baseline among them (selective doubles 2 → 4 there, at fewer
-    tokens/s), no policy bears it out: refuted (analysis). One scenario where a policy doubles
-    the batch and runs faster makes it analytic only."""
+    recompute doubles it at 25% fewer tokens/s. Over the sensitivity rows no policy bears it out,
+    but under the standard (naive) attention of the article's §5 baseline selective doubles 2 → 4
+    at -8.8% tokens/s, inside the step model's ±20%: open, so analytic only. One scenario where a
+    policy doubles the batch and runs faster also makes it analytic only."""
     import pandas as pd
 
     from mfulab.studies.recompute import article_rows, planner, sensitivity
@@ -264,8 +264,12 @@ def test_b7_at_article_b_configuration_prices_each_reading_of_selective():
     naive = scenarios[scenarios["assumption varied"] == "attention=naive"].set_index("policy")
     assert naive.loc["selective", "micro_batch"] == 2 * naive.loc["selective", "none_micro_batch"]
     (row,) = article_rows.b7_config_claim(scenarios)
-    assert row.verdict == "refuted (analysis)" and "full: micro-batch 16" in row.evidence
-    assert "under any varied assumption" in row.evidence
+    # no scenario bears it out, but where a policy doubles the batch within the step model's
+    # error of no recompute's tokens/s (naive attention: -8.8%) the answer stays open
+    assert row.verdict == "analytic only" and "full: micro-batch 16" in row.evidence
+    assert "under any varied assumption" in row.evidence and "attention=naive (selective@4" in row.evidence
+    decided = scenarios.assign(bears_out=[False if b is None else b for b in scenarios.bears_out])
+    assert article_rows.b7_config_claim(decided)[0].verdict == "refuted (analysis)"
     faster = scenarios.copy()
     flip = (faster["assumption varied"] == "attention=naive") & (faster.policy == "selective")
     faster.loc[flip, "bears_out"] = True

@@ -309,6 +309,16 @@ def b7_config_claim(scenarios) -> list[Claim]:
         if len(yes)
         else "; no policy bears it out under any varied assumption"
     )
+    undecided = scenarios[[a is None for a in answers]].dropna(subset=["none_micro_batch"])
+    if len(undecided):
+        where_yes += (
+            f"; open within the step model's error (±{stated.B7_CONFIG_DECISIVE_MARGIN:.0%}): "
+            + ", ".join(
+                f"{r['assumption varied']} ({r.policy}@{int(r.micro_batch)} against "
+                f"none@{int(r.none_micro_batch)}, {r.tokens_vs_none - 1:+.1%} tokens/s)"
+                for _, r in undecided.iterrows()
+            )
+        )
     n_scenarios = scenarios["assumption varied"].nunique()
     return [
         Claim(

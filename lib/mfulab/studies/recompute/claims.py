@@ -120,13 +120,14 @@ def _wider_gradients(table, policy: str, fit_columns: list[str]) -> str:
 
 
 def a17_claims(t, p) -> list[Claim]:
-    """A17, one row per reading of ``--recompute-method uniform --recompute-num-layers 12`` (Megatron's
-    uniform chunks, the article's block explanation, and the command as Megatron-LM parses it)
-    (the planner's memory model at the command's micro-batch, DP = 1): confirmed (analysis) when
-    the setting fits the card less the fragmentation margin at every margin of the grid (0-30%)
-    and with the gradients in every byte width of ``stated.A17_GRAD_BYTES_PER_PARAM`` (2, and
-    Megatron's fp32 main_grad 4), refuted (analysis) when it fits at none, analytic only when the
-    margin or the gradients' precision decides."""
+    """A17, one row: the readings of ``--recompute-method uniform --recompute-num-layers 12``
+    (Megatron's uniform chunks, the article's block explanation, and the command as Megatron-LM
+    parses it) vote (the planner's memory model at the command's micro-batch, DP = 1). A reading
+    says yes when the setting fits the card less the fragmentation margin at every margin of the
+    grid (0-30%) and with the gradients in every byte width of ``stated.A17_GRAD_BYTES_PER_PARAM``
+    (2, and Megatron's fp32 main_grad 4), no when it fits at none, and leaves it open between:
+    confirmed (analysis) when every reading says yes, refuted (analysis) when every one says no,
+    analytic only otherwise."""
     plans = t["planner"]
     case = next((c for c in p.planner_cases if c["name"] == stated.A17_CASE["name"]), None)
     if case is None or not len(plans) or "a17_readings" not in t:
@@ -153,34 +154,36 @@ def a17_claims(t, p) -> list[Claim]:
         "block": "the first 12 layers",
         "as written": "as written",
     }
-    out = []
+    answers, parts = [], []
     for name, policy in readings.items():
         r = a17.loc[policy]
-        survives = table.loc[policy, fit_columns].all()
-        fits_any = table.loc[policy, fit_columns].any()
-        grads = _wider_gradients(table, policy, fit_columns)
-        article = " (the article's own explanation)" if name == stated.A17_ARTICLE_READING else ""
-        out.append(
-            Claim(
-                "A17",
-                "13B on one machine of 8 cards (TP = 8, PP = 1, so DP = 1), seq 4096, micro-batch 1, "
-                "ZeRO-2, `--recompute-method uniform --recompute-num-layers 12`: the command as given "
-                f"can run in 64 GB (the article: 照着走一遍基本能跑通; read: {short[name]})",
-                "memory model (Korthikanti Table 2 + ZeRO; DP = 1, so ZeRO-2 shards nothing) under the "
-                f"{what[name]}{article}",
-                "confirmed" if survives else "refuted" if not fits_any else "analytic only",
-                f"{r.total_gib:.1f} GiB per card ({'fits' if r.fits else 'does not fit'} "
-                f"{r.usable_gib:.1f} GiB usable at a {p.fragmentation_margin:.0%} margin; "
-                f"at every margin {margins} and gradient precision: {'yes' if survives else 'no'}); model "
-                f"states {r.model_states_gib:.1f} GiB ({stated.MODEL_STATE_GRAD_BYTES} B gradients){grads}; "
-                f"recompute +{r.recompute_flops_share:.0%} FLOPs; no "
-                f"recompute: {none.total_gib:.1f} GiB ({'fits' if none.fits else 'does not fit'}); "
-                f"predicted tokens/s {(r.tokens_per_s or 0) / (none.tokens_per_s or float('inf')):.2f}× "
-                "no recompute's (the step model)",
-                basis=verdicts.ANALYSIS,
-            )
+        survives = bool(table.loc[policy, fit_columns].all())
+        fits_any = bool(table.loc[policy, fit_columns].any())
+        answers.append(True if survives else False if not fits_any else None)
+        article = ", the article's own explanation" if name == stated.A17_ARTICLE_READING else ""
+        parts.append(
+            f"{short[name]} ({what[name]}{article}): {r.total_gib:.1f} GiB per card, fits at every margin "
+            f"{margins} and gradient width: {'yes' if survives else 'no'}"
+            f"{_wider_gradients(table, policy, fit_columns)}; recompute +{r.recompute_flops_share:.0%} "
+            f"FLOPs, tokens/s {(r.tokens_per_s or 0) / (none.tokens_per_s or float('inf')):.2f}× no "
+            "recompute's"
         )
-    return out
+    # one verdict for the sentence: the readings vote (verdicts.over_scenarios)
+    return [
+        Claim(
+            "A17",
+            "13B on one machine of 8 cards (TP = 8, PP = 1, so DP = 1), seq 4096, micro-batch 1, ZeRO-2, "
+            "`--recompute-method uniform --recompute-num-layers 12`: the command as given can run in "
+            "64 GB (the article: 照着走一遍基本能跑通)",
+            "memory model (Korthikanti Table 2 + ZeRO; DP = 1, so ZeRO-2 shards nothing) under each "
+            "reading of the recompute flags; the command as Megatron-LM parses it is the configuration "
+            "of record, the other two are what the flags would do with --recompute-granularity full",
+            verdicts.over_scenarios(answers),
+            f"usable at the stated {p.fragmentation_margin:.0%} margin: {none.usable_gib:.1f} GiB; "
+            + "; ".join(parts),
+            basis=verdicts.ANALYSIS,
+        )
+    ]
 
 
 def measured_tables(records) -> dict:

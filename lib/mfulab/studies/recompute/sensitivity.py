@@ -127,6 +127,19 @@ def _largest_fitting(plans, policy: str):
     return rows.loc[rows.micro_batch.idxmax()] if len(rows) else None
 
 
+def _bears_out(micro_batch: int, base, tokens_vs_none) -> bool | None:
+    """B7's answer for one policy: no when it does not double no recompute's largest micro-batch;
+    where it does, yes / no when its tokens/s are above / below no recompute's by more than
+    ``stated.B7_CONFIG_DECISIVE_MARGIN``, open (None) inside it; None where no recompute fits."""
+    if base is None:
+        return None
+    if micro_batch < 2 * base.micro_batch:
+        return False
+    if abs(tokens_vs_none - 1) < stated.B7_CONFIG_DECISIVE_MARGIN:
+        return None
+    return bool(tokens_vs_none > 1)
+
+
 def b7_config_scenarios(case: dict, *, assumptions: dict, fragmentation_margin: float):
     """B7 at article B's configuration under the stated assumptions and with each varied alone
     (the planner's sensitivity rows; the attention kernel among them, since article B §2.3 does
@@ -158,10 +171,6 @@ def b7_config_scenarios(case: dict, *, assumptions: dict, fragmentation_margin: 
                 "none_tokens_per_s": None if base is None else base.tokens_per_s,
             }
             row["tokens_vs_none"] = None if base is None else r.tokens_per_s / base.tokens_per_s
-            row["bears_out"] = (
-                None
-                if base is None
-                else bool(r.micro_batch >= 2 * base.micro_batch and row["tokens_vs_none"] > 1)
-            )
+            row["bears_out"] = _bears_out(r.micro_batch, base, row["tokens_vs_none"])
             rows.append(row)
     return pd.DataFrame(rows)

@@ -30,6 +30,9 @@ MEGATRON_FULL_RECOMPUTE_FLOPS_RATIO = 96 / 72
 # which frees more than the MLP alone and less than full recompute: both are priced as bounds.
 B7_CONFIG_CASE = "7B TP4 dp16 A100-80GiB"
 B7_CONFIG_POLICIES = ("selective", "mlp", "full")
+# Where a policy doubles the micro-batch, its tokens/s against no recompute decide only beyond
+# this margin: the step model's held-out error is of this order (chapter 09), as A12's margin
+B7_CONFIG_DECISIVE_MARGIN = 0.2
 
 # A14 — article A §5.1: "for models around 100B parameters" recompute the MLP and keep the
 # attention activations. Its premise (the attention keeps "the attention-score intermediates")
