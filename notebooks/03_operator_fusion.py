@@ -415,8 +415,9 @@ o.tables["matmul_dtypes"]
 # ran here: *shown* / *not shown* when that kernel makes fewer passes than eager and its interval
 # clears 1× either way; *inconclusive on this machine* when no fused kernel here makes fewer
 # passes (inductor's CPU kernel makes more, above), since then the mechanism is not tested.
-# The article's "LayerNorm alone moves the data twice" is decided from the kernels' documented
-# traffic (a row held on chip between the two traversals). B5 from the
+# The article's "LayerNorm alone moves the data twice" is checked against the kernels: whether
+# the second traversal of a row is a second trip to DRAM depends on the kernel, and the article
+# names none, so it is not checkable. B5 from the
 # interval of the step speed-up against 1.087× (an 8% shorter step; on a GPU only: a CPU is not
 # its regime); beside it the published measurement at the claim's model size, torchtitan's
 # Llama 3 8B on H100s eager against compiled (`published.b5_published_claim`): context, not a

@@ -61,19 +61,22 @@ def a7_mechanism(t) -> Claim | None:
 
 def ln_two_passes() -> Claim:
     """Article A §3.1: "LayerNorm 需要对一行数据做两次遍历 ... 数据已经来回搬运了两趟" (two traversals
-    of a row, so two trips through memory), against the kernels' documented DRAM traffic."""
+    of a row, so two trips through memory), against what the kernels do: not checkable, since
+    whether the second traversal is a second trip to DRAM (HBM) depends on the kernel and on the
+    row staying in cache, and the article names no kernel."""
     return Claim(
         "A7",
         "LayerNorm alone traverses a row twice (moments, then normalisation), so the data "
         "travels through memory twice (来回搬运了两趟)",
-        "the LayerNorm kernels the article's stack and this machine run: DRAM (HBM) traffic per "
-        "call, not passes over a row held on chip",
-        "refuted",
-        "the two traversals are real, the second trip through memory is not: ATen's CPU "
-        "layer_norm runs both over a row held in L1 (one read of h, one write of y: the pass count "
-        "this chapter's DRAM model uses), and GPU "
-        "LayerNorm kernels (Apex / Megatron's fused LayerNorm, inductor's persistent reduction) "
-        "keep the row in registers or shared memory between the two; the extra round trip the "
-        "article describes is the residual add's, which is what fusion removes",
+        "the LayerNorm kernels of this machine and of GPUs: DRAM (HBM) trips per call, not passes over a row",
+        "not checkable",
+        "the two traversals are real; whether the second is a second trip to DRAM depends on the "
+        "kernel: ATen's CPU layer_norm runs both over a row held in L1 (one read of h, one write of y: "
+        "the pass count this chapter's DRAM model uses), while GPU kernels differ (PyTorch's CUDA "
+        "fallback runs the moments and the normalisation as two kernels, each reading the input from "
+        "global memory; one-kernel implementations read the row twice from global memory, the second "
+        "time usually from cache). The article names no kernel (its stack is an NPU's), so the sentence "
+        "is true of some kernels and not of others; what fusion removes for certain is the residual "
+        "add's round trip",
         basis=verdicts.DOCUMENTED,
     )
