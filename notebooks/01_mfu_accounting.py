@@ -309,7 +309,10 @@ display(
             else ""
         )
         + f". Steady step {bd['steady_step_s'] * 1e3:.1f} ms (IQR {(bd['steady_step_q3_s'] - bd['steady_step_q1_s']) * 1e3:.1f} ms, "
-        f"n = {tr['steps']}), {bd['steady_tokens_per_s']:,.0f} tokens/s."
+        f"n = {tr['steps']}), {bd['steady_tokens_per_s']:,.0f} tokens/s; over the middle half of the steps "
+        f"steady-state MFU runs {bd['steady_mfu_vs_ceiling'] * bd['steady_step_s'] / bd['steady_step_q3_s']:.1%}–"
+        f"{bd['steady_mfu_vs_ceiling'] * bd['steady_step_s'] / bd['steady_step_q1_s']:.1%}: read the headline "
+        "to that precision, not to a tenth of a point."
         + (
             f" `{bd['convention']}` counts the embeddings as matmul work: {headline_over_count:+.1%} over the "
             f"exact count (FlopCounterMode), so by the exact count steady-state is "
@@ -418,8 +421,10 @@ o.tables["top_ops"]
 # **The waterfall from the measured categories.** The ideal step is the model FLOPs at the
 # measured ceiling; the gap to the steady step is split by where its time went: the matmul +
 # attention time beyond the ideal step, then each other category's whole time (shares of the
-# profiled steps applied to the timed steady step, since the profiler slows a step down). Steady
-# → global is the rest of the job: start-up, warm-up, the spread of the steps.
+# profiled steps applied to the timed steady step: a profiled step's seconds differ from a timed
+# one's, by the profiler's overhead and, on a shared box, by the machine's speed between the two
+# phases; the profile check above gives the ratio, so the shares are used, not the seconds).
+# Steady → global is the rest of the job: start-up, warm-up, the spread of the steps.
 
 # %%
 fig = figures.plot_operator_waterfall(records, o.values["breakdown"])

@@ -182,7 +182,9 @@ def claims(records: dict | None, p: Params | None = None, split=None, floors=Non
             f"forward+backward); 3.06e16/(2.56e15×2.4) = {a['stated_division_result']:.3g}, not 0.497; "
             f"the stated inputs imply MFU = {a['implied_mfu_6n']:.2f} (> 1: physically impossible; "
             f"≥ {a['min_devices_for_mfu_below_1']:.1f} devices needed; on 32 devices it would be "
-            f"{a['implied_mfu_on_32_devices']:.2f}); the 3.2e14 matches no single 910B SKU; at each "
+            f"{a['implied_mfu_on_32_devices']:.2f}); the 3.2e14 is the family's commonly cited "
+            "figure (the course's ascend-910b entry, which chapters 02-04 use), not one SKU's cube "
+            "peak; at each "
             "SKU's cube peak the implied MFU is "
             + ("still above 1" if min(a["implied_mfu_6n_by_sku"].values()) > 1 else "")
             + " ("

@@ -56,8 +56,9 @@ def operator_waterfall_losses(records: dict, shares: dict | None = None, *, b: d
     T* = F / C and the loss C − F/T splits in proportion to where the excess time T − T* went:
     the matmul + attention time beyond T* ("compute below the ceiling"), and each other category's
     whole time (norm / elementwise, optimizer, data, communication, other ops, idle). Each
-    category's time in the steady step is its share of the profiled steps × T (the profiler slows
-    a step down; its shares are used, not its seconds). Steady → global is the rest of the job:
+    category's time in the steady step is its share of the profiled steps × T (a profiled step's
+    seconds differ from a timed one's, by the profiler's overhead and the machine's speed between
+    the two phases; its shares are used, not its seconds). Steady → global is the rest of the job:
     start-up, warm-up steps, the spread of the steps (``time_split.global_vs_steady``). ``b``: the
     run's ``breakdown``, where the caller has it.
     """
