@@ -535,8 +535,9 @@ def test_graph_node_counts_do_not_depend_on_width():
     fixed count per layer (Linear's addmm, its two AccumulateGrads, tanh), and the 7B's is counted
     per layer on the course's GPT at a small width (the shape of the graph, not its size)."""
     from mfulab.studies.buckets import graph_nodes
+    from mfulab.studies.buckets.bench import stack_nodes
 
-    one, two = graph_nodes.stack_nodes(1, 8), graph_nodes.stack_nodes(2, 8)
-    assert graph_nodes.stack_nodes(2, 32) == two and two - one == graph_nodes.stack_nodes(3, 8) - two
+    one, two = stack_nodes(1, 8), stack_nodes(2, 8)
+    assert stack_nodes(2, 32) == two and two - one == stack_nodes(3, 8) - two
     n = graph_nodes.gpt_nodes("llama2-7b")
     assert n["total"] == n["rest"] + 32 * n["per_layer"] and n["per_layer"] > 9  # > its 9 weights

@@ -23,16 +23,6 @@ def count_nodes(loss) -> int:
     return len(seen)
 
 
-def stack_nodes(layers: int, hidden: int) -> int:
-    """Nodes of the toy stack's graph (``bench.build_stack``) for one batch."""
-    import torch
-
-    from mfulab.studies.buckets.bench import build_stack
-
-    model = build_stack(layers, hidden)
-    return count_nodes(model(torch.randn(2, hidden)).sum())
-
-
 WALK_REPEATS = 7
 
 

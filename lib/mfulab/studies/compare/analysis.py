@@ -34,8 +34,7 @@ def machines(results_root) -> list[str]:
 
 
 def collect(p) -> dict:
-    """Nothing is measured: every machine's metrics, and the published references
-    (``published.load``), as records."""
+    """Nothing is measured: every machine's metrics and the published references, as records."""
     from mfulab.results import load_all
     from mfulab.studies.compare import published
 
