@@ -311,8 +311,8 @@ display(
         + f". Steady step {bd['steady_step_s'] * 1e3:.1f} ms (IQR {(bd['steady_step_q3_s'] - bd['steady_step_q1_s']) * 1e3:.1f} ms, "
         f"n = {tr['steps']}), {bd['steady_tokens_per_s']:,.0f} tokens/s; over the middle half of the steps "
         f"steady-state MFU runs {bd['steady_mfu_vs_ceiling'] * bd['steady_step_s'] / bd['steady_step_q3_s']:.1%}–"
-        f"{bd['steady_mfu_vs_ceiling'] * bd['steady_step_s'] / bd['steady_step_q1_s']:.1%}: read the headline "
-        "to that precision, not to a tenth of a point."
+        f"{bd['steady_mfu_vs_ceiling'] * bd['steady_step_s'] / bd['steady_step_q1_s']:.1%} (the headline's "
+        "precision on this run)."
         + (
             f" `{bd['convention']}` counts the embeddings as matmul work: {headline_over_count:+.1%} over the "
             f"exact count (FlopCounterMode), so by the exact count steady-state is "
