@@ -27,6 +27,7 @@ def test_regime_fit_describes_times_that_follow_the_model_and_names_a_slower_cal
     fit = ab_regime.regime_fit(_records(), rows, {"alpha_s": alpha_s, "link_bytes_per_s": 2 * link})
     assert fit["floor_bytes"] == 2 * 2**20 and fit["sizes"] == 6
     assert fit["max_abs_residual"] == pytest.approx(0, abs=1e-9)
+    assert fit["held_out_median_abs_error"] == pytest.approx(0, abs=1e-9)  # each size from the others
     assert fit["bandwidth_vs_calibration"] == pytest.approx(0.5)
     assert -0.5 < fit["calibration_median_error"] < -0.35
     text = ab_regime.regime_sentence(fit)
