@@ -81,13 +81,6 @@ def build_stack(layers: int, hidden: int, *, emulated_backward_s: float | None =
     return Stack()
 
 
-def stack_nodes(layers: int, hidden: int) -> int:
-    """Autograd nodes of the stack's graph for one batch (``graph_nodes.count_nodes``)."""
-    import torch
-
-    return graph_nodes.count_nodes(build_stack(layers, hidden)(torch.randn(2, hidden)).sum())
-
-
 # ---------------------------------------------------------------------------- helpers (every rank)
 def _all_rebuilt(ddp) -> bool:
     """Whether every rank's DDP has rebuilt its buckets: decided together, so that no rank
@@ -404,9 +397,6 @@ def measure(p: Params) -> dict:
     cal = calibration.get(p.calibration, device=p.device, parts=[key, "bandwidth"])
     rec["ddp"]["allreduce_fit"], rec["calibration"] = cal[key], cal["_meta"]
     rec["bandwidth"] = cal["bandwidth"]
-    # the autograd graphs DDP's unused-parameter search walks: this stack's and the 7B's (B6)
-    rec["graph_nodes"] = {
-        "stack": stack_nodes(p.stack_layers, p.stack_hidden),
-        "article": graph_nodes.gpt_nodes(B6_ARTICLE["preset"]),
-    }
+    # the autograd graph DDP's unused-parameter search walks at the article's 7B (B6)
+    rec["graph_nodes"] = {"article": graph_nodes.gpt_nodes(B6_ARTICLE["preset"])}
     return rec

@@ -35,6 +35,7 @@ def tables(records) -> dict:
         "sensitivity": sensitivity.sensitivity_table(records),
         "a6_per_tensor": cluster_scale.per_tensor_table(records),
         "b8_case": b8_case.b8_table(records),
+        "b8_tail": b8_case.b8_tail_table(records),
     }
 
 
@@ -55,7 +56,7 @@ def outcome(records, p) -> Outcome:
         + cluster_scale.a6_spread_claim(records, best, sens)
         + cluster_scale.a6_sweet_spot_claim(records, best, sens)
         + cluster_scale.a6_megatron_default_claim(records)
-        + b8_case.b8_claims(records, t["b8_case"], sens)
+        + b8_case.b8_claims(records, t["b8_case"], sens, t["b8_tail"])
         + flags.b6_claims(records, t["flags"])
     )
     return Outcome(claim_list, headline_metrics(records, claim_list, t, values), t, values=values)

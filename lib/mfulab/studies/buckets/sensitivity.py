@@ -24,6 +24,7 @@ from mfulab.studies.buckets.stated import (
     B8_STATED,
     B8_STEP2_EXPLAINED_SHARE,
     B8_VISIBLE_SHARE,
+    B8_VISIBLE_TAIL_CUT,
     SCALE_GRAD_BYTES_PER_ELEM,
     SCALE_TP,
     SENSITIVITY,
@@ -284,6 +285,7 @@ def sensitivity_table(records):
                 "b8_gain_50_100_vs_25_points": b8_gain * 100,
                 "b8_outcome": b8_outcome(b8_gain, b8_at_25),
                 "b8_step2_share": (step2_s + flags_s) / stated_step2_s,
+                "b8_tail_cut_share": b8_tail_cut_share(b8),
                 "a6_any_model_in_claim": any(spread_in_claim(x) for x in spreads),
             }
         )
@@ -295,6 +297,8 @@ def sensitivity_table(records):
     df["a6_article_spread_in_claim"] = df.a6_article_spread_points.map(spread_in_claim)
     df["b8_step2_explained"] = df.b8_step2_share >= B8_STEP2_EXPLAINED_SHARE
     df["b8_conclusion_same"] = df.b8_outcome == stated.b8_outcome
+    smoother = df.b8_tail_cut_share >= B8_VISIBLE_TAIL_CUT
+    df["b8_tail_same"] = smoother == bool(smoother.iloc[0])
     return df
 
 
@@ -305,7 +309,7 @@ def fitted_text(df, claim: str) -> str:
     if not len(rows):
         return ""
     o = rows.value.iloc[0].split(" per bucket")[0]
-    column = f"{claim}_conclusion_same"
+    column = "a6_conclusion_same" if claim == "a6" else "b8_tail_same"
     survives = "survives in both" if rows[column].all() else "changes"
     if claim == "a6":
         what = "; ".join(
@@ -315,7 +319,8 @@ def fitted_text(df, claim: str) -> str:
         )
     else:
         what = "; ".join(
-            f"{where}: 50–100 MiB {r.b8_gain_50_100_vs_25_points:+.2f} points over 25 MiB"
+            f"{where}: 50–100 MiB cuts the tail {r.b8_tail_cut_share:.1%}, the step "
+            f"{r.b8_gain_50_100_vs_25_points:+.2f} MFU points"
             for where, r in zip(("on the backward's path", "also on the channel"), rows.itertuples())
         )
     return (
@@ -375,6 +380,14 @@ def sweet_spot_decision(statuses) -> str:
     and a tie (the cap barely matters there) neither (``verdicts.over_scenarios``)."""
     answer = {"best": True, "outside": False, "tied": None}
     return verdicts.over_scenarios(answer[s] for s in statuses)
+
+
+def b8_tail_cut_share(rows_by_cap: dict) -> float:
+    """The share of 25 MiB's communication tail the better of 50/100 MiB removes (B8's
+    sentence on its own quantity; ``b8_case.tail_cut`` reports it with its bound)."""
+    base = rows_by_cap[B8_STATED["default_cap_mb"]]["exposed_comm_s"]
+    best = min(rows_by_cap[c]["exposed_comm_s"] for c in B8_STATED["better_caps_mb"])
+    return (base - best) / base if base > 0 else 0.0
 
 
 def b8_outcome(gain: float, mfu_at_25: float) -> str:

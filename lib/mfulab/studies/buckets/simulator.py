@@ -218,6 +218,7 @@ def gpt_simulation(
         r.pop("timeline")
         r["mfu"] = step["mfu_palm"] * step["step_s"] / r["step_s"]
         r["step_model_dp_exposed_s"] = step["dp_comm_exposed_s"]
+        r["last_backward_s"] = last_backward_s  # the only backward any cap can hide a reduction under
         r["fits"] = step["fits"]  # the layout's memory on the card (the step model's memory_terms)
         r["memory_gib"] = step["memory_gib"]
         out.append(

@@ -77,6 +77,22 @@ B8_STEP2_EXPLAINED_SHARE = 0.5
 # steps, about 1%. A simulated gain below it is no gain the article measured (B8's "tied").
 B8_VISIBLE_SHARE = 0.01
 
+# B8's sentence is what article B saw on a timeline (§3.1: "默认25MB时通信等待尾巴明显，改成50MB到
+# 100MB后部分层的通信能更平滑地跟反向计算重叠": at 25 MB an obvious communication-wait tail, at
+# 50-100 MB some layers' communication overlapped the backward more smoothly). Its quantity is the
+# tail: the all-reduce still running after the backward. Our reading of "smoother": the tail
+# shrinks by at least a tenth of itself, a change a profiler timeline shows (assumed; the row
+# gives the largest cut found beside it).
+B8_VISIBLE_TAIL_CUT = 0.10
+# The micro-batch reads two ways: one sequence (assumed, the stated case: 32 micro-batches per DP
+# rank) or the 8 of §4's DataLoader(batch_size=8) (512 / (16 x 8) = 4 micro-batches per rank).
+B8_MICRO_BATCH_READINGS = (1, 8)
+# Sensitivity rows that change article B's configuration instead of an input it leaves unstated:
+# other cards, another sharding than its TP 4, another network than its one 200 Gb/s port per node
+# (its own §3.3 puts the two-node busbw's limit at 25 GB/s, one port for 8 GPUs). For B8's tail
+# they are reported beside the verdict, not voted (verdicts.at_stated_case's rule).
+B8_CONFIG_ROWS = ("cards", "gradient sharding", "interconnect")
+
 # B6 — article B §2.2: gradient_as_bucket_view saves a copy, static_graph spares repeated
 # graph analysis; "这些参数对大规模训练的性能影响不算巨大，但组合起来可以省掉好几个百分点的开销"
 # (not huge for large-scale training, but together they save several percentage points).
