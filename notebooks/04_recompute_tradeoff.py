@@ -238,11 +238,19 @@ display(
 # choice). A fused core frees a/(s·h), so the MLP wins by 19s/16a. Recomputing the whole
 # attention block (QKV, core, projection) instead frees 11 of the 34 s·b·h, and the MLP frees
 # 19(8h + 4s)/16(11h + 4a) times as much per FLOP: more only above s = (24h + 64a)/76 tokens,
-# which the ~100B layer at 2048 tokens is below. So whether "recompute the MLP, keep the
-# attention" is the better choice depends on which attention recompute it is set against.
-# The reasons the article gives fail outright: the MLP is the most expensive part to redo, and
-# with a fused kernel the attention is not the large part. The reasons in numbers, as shares of
-# the layer's forward FLOPs (matmuls) and of its activation bytes:
+# which the ~100B layer at 2048 tokens is below. So whether "recompute the whole MLP, keep the
+# attention" is the better choice depends on which attention recompute it is set against, and
+# the reasons the article gives fail for the whole MLP: it is the most expensive part to redo,
+# and with a fused kernel the attention is not the large part.
+#
+# "The MLP" has a second reading. The article names MindSpeed, and MindSpeed's one option that
+# recomputes part of the MLP, `--recompute-activation-function`, re-runs the GeLU alone: it frees
+# the GeLU's 4h-wide output (8·s·b·h of the MLP's 19) and re-runs no matmul. Per matmul FLOP it
+# wins by construction: its cost is memory-bound work this yardstick does not count (nor does it
+# count the unfused core's softmax and dropout). That reading says yes where the whole MLP says
+# no, so each A14 row is decided only where both readings agree (*not checkable* otherwise); the
+# per-FLOP table above carries the whole MLP, the reasons table below both. The reasons in
+# numbers, as shares of the layer's forward FLOPs (matmuls) and of its activation bytes:
 
 # %%
 a14_reasons = o.tables["a14_reasons"]
@@ -398,6 +406,8 @@ o.tables["a12_throughput_sensitivity"]
 # Attention, as article A's own runs use it: the MLP against the whole attention block, decided
 # only by a 20% margin either way in every layer (`stated.A14_DECISIVE_MARGIN`). Its reasons, by FLOP and byte shares (refuted (analysis) when the MLP
 # is the costlier part to redo, or the attention frees fewer bytes than the MLP, in every layer).
+# Each of these three rules reads "the MLP" as the whole MLP; MindSpeed's activation-function
+# reading (section 4) votes beside it, and where the two disagree the row is not checkable.
 # Two more A14 rows take article A's framing sentences: "one-fold" (一倍) of wasted compute has
 # two readings, the forward done twice (true of full recompute) and the step doubled (96/72 =
 # 1.33×, false): not checkable, both in the evidence; GPT-3 175B's "several hundred GB" of
@@ -460,9 +470,11 @@ lines.append(
     + ", ".join(f"{r['MLP ÷ core']:.0f}× ({r.config})" for _, r in fused.iterrows())
     + " more than the core, but "
     + ", ".join(f"{r['MLP ÷ block']:.2f}× ({r.config})" for _, r in fused.iterrows())
-    + " what the whole attention block frees. The MLP is not cheap to redo: it is "
+    + " what the whole attention block frees. The whole MLP is not cheap to redo: it is "
     + ", ".join(f"{r['MLP FLOP share']:.0%} ({r.config})" for _, r in naive_reasons.iterrows())
-    + " of the layer's forward FLOPs."
+    + " of the layer's forward FLOPs. Read as MindSpeed's activation-function recompute (the GeLU "
+    "alone, no matmul) the choice wins by construction: the readings disagree, every A14 row is "
+    "not checkable."
 )
 if len(plans):
     winners = chosen[chosen.decision]

@@ -41,18 +41,35 @@ def test_a14_closed_forms_and_verdict():
 
 
 def test_a14_choice_is_refuted_in_its_own_unfused_regime_and_reasons_are_refuted():
+    """Read as the whole MLP the choice is refuted unfused and open fused, the reasons refuted;
+    read as MindSpeed's --recompute-activation-function (the GeLU alone) it frees bytes at no
+    matmul FLOP: the readings disagree, so every A14 row is not checkable."""
     choice, fused, reasons = claims.a14_claims({}, claims.a14_tables({}))
     # unfused (the article keeps the attention scores: the claim's premise) the core frees 20·a/19
     # times more per FLOP than the MLP: 101× at a = 96, 42× at a = 40; with Flash Attention (context)
     # the MLP beats the core by 19·s/16·a (25×) and is 0.93× / 1.21× the whole block
-    assert choice.verdict == "refuted (analysis)" and "101×" in choice.evidence and "42×" in choice.evidence
+    assert choice.verdict == "not checkable" and "101×" in choice.evidence and "42×" in choice.evidence
+    assert "read as the whole MLP (refuted (analysis) alone)" in choice.evidence
     assert "25×" in choice.evidence and "0.93×" in choice.evidence and "1.21×" in choice.evidence
-    # with Flash Attention, as article A runs it, its own row: the MLP against the whole block is
-    # 0.93x and 1.21x, not beyond the 20% margin in both layers: analytic only
-    assert fused.verdict == "analytic only" and "0.93×" in fused.evidence and "Flash" in fused.claim
+    assert "--recompute-activation-function" in choice.evidence
+    # with Flash Attention, as article A runs it: 0.93x and 1.21x, not beyond the 20% margin in both
+    # layers (analytic only as the whole MLP); the activation reading says yes: not checkable
+    assert fused.verdict == "not checkable" and "(analytic only alone)" in fused.evidence
+    assert "0.93×" in fused.evidence and "Flash" in fused.claim
     # the MLP is 16h/(24h + 4s) of the layer's forward FLOPs: 65% and 59%
-    assert reasons.verdict == "refuted (analysis)" and "65%" in reasons.evidence and "59%" in reasons.evidence
+    assert reasons.verdict == "not checkable" and "65%" in reasons.evidence and "59%" in reasons.evidence
+    assert "(refuted (analysis) alone)" in reasons.evidence and "large: holds" in reasons.evidence
     assert "0.09%" in reasons.evidence  # what recomputing the fused core frees
+
+
+def test_a14_activation_function_frees_the_gelu_output_at_no_matmul():
+    cfg = stated.A14_CLAIM_CONFIGS[1]
+    terms = {r["part"]: r for r in freed_per_flop.layer_terms(cfg, attention="fused")}
+    act = terms["MLP activation function"]
+    assert act["bytes_freed"] == 2 * cfg.seq_len * cfg.d_ff  # bf16 GeLU output, micro-batch 1
+    assert act["flops_recomputed"] == 0 and act["bytes_per_recomputed_flop"] == float("inf")
+    # the GeLU output is one of the MLP's 19·s·b·h: 8 of them at d_ff = 4h
+    assert act["bytes_freed"] / terms["MLP"]["bytes_freed"] == pytest.approx(8 / 19)
 
 
 def test_a14_choice_rule_follows_both_alternatives_unfused_only(monkeypatch):
@@ -68,14 +85,16 @@ def test_a14_choice_rule_follows_both_alternatives_unfused_only(monkeypatch):
 
         return table
 
-    for core, block, verdict in (
-        (30, 1.5, "confirmed (analysis)"),
-        (0.5, 0.9, "refuted (analysis)"),
-        (0.5, 1.5, "refuted (analysis)"),  # the core frees more per FLOP than the MLP
-        (30, 0.9, "analytic only"),
+    # the whole MLP's answer decides only where the activation-function reading agrees (yes)
+    for core, block, verdict, whole in (
+        (30, 1.5, "confirmed (analysis)", "confirmed (analysis)"),
+        (0.5, 0.9, "not checkable", "refuted (analysis)"),
+        (0.5, 1.5, "not checkable", "refuted (analysis)"),  # the core frees more per FLOP than the MLP
+        (30, 0.9, "not checkable", "analytic only"),
     ):
         monkeypatch.setattr(freed_per_flop, "verdict_table", with_ratios(core, block))
-        assert claims.a14_claims({}, claims.a14_tables({}))[0].verdict == verdict
+        row = claims.a14_claims({}, claims.a14_tables({}))[0]
+        assert row.verdict == verdict and f"({whole} alone)" in row.evidence
 
 
 def test_b7_budget_row_separates_the_hardware_flops_ratio_from_hfu():

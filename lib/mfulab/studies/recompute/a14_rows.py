@@ -61,11 +61,13 @@ def a14_claims(records, t) -> list[Claim]:
     # the claim's regime: the article keeps "Q, K, V and the attention-score intermediates"
     # (stored only without a fused kernel); its 13B's Flash Attention (§3.2) is context
     if ((naive["MLP ÷ core"] > 1) & (naive["MLP ÷ block"] > 1)).all():
-        choice = "confirmed"
+        whole_mlp = "confirmed"
     elif (naive["MLP ÷ core"] < 1).all():
-        choice = "refuted"
+        whole_mlp = "refuted"
     else:
-        choice = "analytic only"
+        whole_mlp = "analytic only"
+    choice = _with_activation_reading(whole_mlp)
+    reasons = t["a14_reasons"].set_index(["config", "attention"])
     break_even = ", ".join(
         f"{freed_per_flop.block_break_even_seq_len(cfg):.0f} ({cfg.name}, run at {cfg.seq_len})"
         for cfg in stated.A14_CLAIM_CONFIGS
@@ -82,33 +84,38 @@ def a14_claims(records, t) -> list[Claim]:
         "against the attention core and against the whole attention block (QKV, core, projection), "
         + regime_text
         + "; unfused: confirmed when the MLP frees more than both in every layer, refuted when the core "
-        "frees more than the MLP in every layer, analytic only otherwise",
+        "frees more than the MLP in every layer, analytic only otherwise; two readings of 'the MLP'",
         choice,
+        f"read as the whole MLP ({verdicts.label(whole_mlp, verdicts.ANALYSIS)} alone): "
         "without a fused kernel the attention core frees "
         + _per_config(1 / naive[["MLP ÷ core"]], "MLP ÷ core", "{:.0f}×")
         + " more per FLOP than the MLP (Korthikanti's selective recompute takes the core: the opposite "
-        "choice). Context, not the decision: with a flash kernel the scores are never stored and "
+        "choice, and so does MindSpeed's documented selective recompute, --recompute-activations). "
+        "Context, not the decision: with a flash kernel the scores are never stored and "
         "the MLP frees "
         + _per_config(fused, "MLP ÷ core", "{:.0f}×")
         + " more per FLOP than the core but "
         + _per_config(fused, "MLP ÷ block", "{:.2f}×")
         + " what the whole attention block frees (it beats the block only above s = (24h + 64a)/76 "
-        f"tokens: {break_even})" + _a14_measured_text(records, t),
+        f"tokens: {break_even})" + _a14_measured_text(records, t) + "; " + _activation_text(reasons),
         basis=verdicts.ANALYSIS,
     )
 
-    reasons = t["a14_reasons"].set_index(["config", "attention"])
     fused_r, naive_r = reasons.xs("fused", level="attention"), reasons.xs("naive", level="attention")
     # "cheap/costly" is a FLOP count, the same in both regimes; "large" is read where the article
     # reads it (unfused: the scores are stored), the fused kernel beside it
     cheap = naive_r["MLP FLOP share"] < naive_r["attention block FLOP share"]
     large = naive_r["attention block byte share"] > naive_r["MLP byte share"]
     if (cheap & large).all():
-        because = "confirmed"
+        whole_because = "confirmed"
     elif (~cheap).all() or (~large).all():
-        because = "refuted"
+        whole_because = "refuted"
     else:
-        because = "analytic only"
+        whole_because = "analytic only"
+    # read as the activation function: cheap by construction (no matmul); "large" is a real test
+    act_large = reasons["attention block byte share"] > reasons["MLP activation function byte share"]
+    act_because = "confirmed" if act_large.all() else "refuted" if not act_large.any() else "analytic only"
+    because = whole_because if whole_because == act_because else "not checkable"
     reasons_row = Claim(
         "A14",
         "the reasons: the MLP is cheap to redo, the self-attention activations are large and costly to redo",
@@ -116,7 +123,7 @@ def a14_claims(records, t) -> list[Claim]:
         "activation bytes it frees, " + regime_text + "; refuted when in every layer the MLP re-runs "
         "more FLOPs than the attention block or the attention frees fewer bytes than the MLP",
         because,
-        "the MLP re-runs "
+        f"read as the whole MLP ({verdicts.label(whole_because, verdicts.ANALYSIS)} alone): the MLP re-runs "
         + _per_config(naive_r, "MLP FLOP share", "{:.0%}")
         + " of the layer's forward FLOPs, the whole attention block "
         + _per_config(naive_r, "attention block FLOP share", "{:.0%}")
@@ -131,13 +138,49 @@ def a14_claims(records, t) -> list[Claim]:
         + _per_config(fused_r, "MLP byte share", "{:.0%}")
         + " (the core "
         + _per_config(fused_r, "attention core byte share", "{:.2%}")
-        + "): not even large",
+        + "): not even large. Read as MindSpeed's activation function: it re-runs no matmul (cheap, by "
+        "construction) and frees "
+        + _per_config(reasons.xs("naive", level="attention"), "MLP activation function byte share", "{:.0%}")
+        + " of the bytes unfused, "
+        + _per_config(fused_r, "MLP activation function byte share", "{:.0%}")
+        + " fused, less than the attention block in "
+        + ("every layer (large: holds)" if act_large.all() else "not every layer")
+        + (
+            ": the readings disagree, not checkable"
+            if because == "not checkable"
+            else f": {verdicts.label(because, verdicts.ANALYSIS)}"
+        ),
         basis=verdicts.ANALYSIS,
     )
-    return [choice_row, a14_fused_claim(fused, break_even), reasons_row]
+    return [choice_row, a14_fused_claim(fused, break_even, reasons), reasons_row]
 
 
-def a14_fused_claim(fused, break_even: str) -> Claim:
+def _with_activation_reading(whole_mlp: str) -> str:
+    """A14's choice under both readings of "the MLP": the whole MLP (its two linears re-run) and
+    MindSpeed's ``--recompute-activation-function`` (the GeLU alone, the one MindSpeed option that
+    recomputes part of the MLP). The second frees bytes at no matmul FLOP, so on a per-FLOP
+    yardstick it says yes by construction: the row is decided only where the whole MLP also says
+    yes, and the readings disagree otherwise (not checkable)."""
+    return "confirmed" if whole_mlp == "confirmed" else "not checkable"
+
+
+def _activation_text(reasons) -> str:
+    naive = reasons.xs("naive", level="attention")
+    fused = reasons.xs("fused", level="attention")
+    return (
+        "read as MindSpeed's --recompute-activation-function (the GeLU alone; its documentation, "
+        "Ascend/MindSpeed docs/en/features/activation-function-recompute.md, frees the GeLU's 4h-wide "
+        "output at a slight slowdown): it frees "
+        + _per_config(naive, "MLP activation function byte share", "{:.0%}")
+        + " of the layer's bytes unfused, "
+        + _per_config(fused, "MLP activation function byte share", "{:.0%}")
+        + " fused, and re-runs no matmul, so per matmul FLOP it wins by construction (its cost is "
+        "memory-bound work this yardstick does not count, nor the unfused core's softmax): that "
+        "reading says yes, the whole MLP's does not decide the same, the readings disagree"
+    )
+
+
+def a14_fused_claim(fused, break_even: str, reasons) -> Claim:
     """A14's choice with Flash Attention, which article A's own runs use (§3.2, §6.2): the scores
     are never stored, so the core frees almost nothing and the question is the MLP against the
     whole attention block. Confirmed (analysis) when the MLP frees more per FLOP than the block
@@ -146,11 +189,12 @@ def a14_fused_claim(fused, break_even: str) -> Claim:
     margin = stated.A14_DECISIVE_MARGIN
     ratio = fused["MLP ÷ block"]
     if (ratio > 1 + margin).all():
-        decision = "confirmed"
+        whole_mlp = "confirmed"
     elif (ratio < 1 / (1 + margin)).all():
-        decision = "refuted"
+        whole_mlp = "refuted"
     else:
-        decision = "analytic only"
+        whole_mlp = "analytic only"
+    decision = _with_activation_reading(whole_mlp)
     return Claim(
         "A14",
         "for ~100B models, recompute the MLP and keep the self-attention activations (the choice, with "
@@ -159,10 +203,11 @@ def a14_fused_claim(fused, break_even: str) -> Claim:
         "of " + ", ".join(fused.index) + f" with a fused kernel; decided by a {margin:.0%} margin either way "
         "in every layer, analytic only otherwise",
         decision,
-        "the MLP frees "
+        f"read as the whole MLP ({verdicts.label(whole_mlp, verdicts.ANALYSIS)} alone): the MLP frees "
         + _per_config(fused, "MLP ÷ block", "{:.2f}×")
         + " what the whole attention block frees per FLOP (near parity: the choice barely matters) and "
         + _per_config(fused, "MLP ÷ core", "{:.0f}×")
-        + f" what the core frees; the MLP wins above s = (24h + 64a)/76 tokens: {break_even}",
+        + f" what the core frees; the MLP wins above s = (24h + 64a)/76 tokens: {break_even}; "
+        + _activation_text(reasons),
         basis=verdicts.ANALYSIS,
     )
