@@ -175,8 +175,9 @@ def _a4_claim(records, t: dict, v: dict) -> Claim:
         f"{flip_text}. Against the 8-card command as Megatron-LM parses it (analytic.articles."
         "A_LAUNCH_COMMAND, the configuration of record): its recompute flags are inert without "
         "--recompute-granularity full, so no recompute is the stated case; --zero-stage 2 is not a "
-        "Megatron-LM flag, so Megatron's DP is; the command names no attention kernel, so a fused one is "
-        f"assumed; each alternative is a sensitivity row. The reading holds in "
+        "Megatron-LM flag, so Megatron's DP is; it passes no --use-flash-attn, which MindSpeed needs for its "
+        "fused kernel, so attention is unfused (as chapter 04's A17 reads the same command); each "
+        f"alternative is a sensitivity row. The reading holds in "
         f"{int(sens.same_as_baseline.sum())} of {len(sens)} sensitivity rows"
         + (f" (changes with {changes})" if changes else ""),
         basis=verdicts.ANALYSIS,
