@@ -253,12 +253,15 @@ def _a5_rows(records):
 def test_a5_at_the_articles_scale_is_its_own_row():
     """200 MB over A4's 4 DP ranks (32 cards at TP 8, one DP rank per node) at 25 GB/s, priced by
     NCCL's cost model: 16 chunks 1.06× the communication of 4 and a best k of 16 in the stated
-    case; pure DP over the 32 cards or half the compute put the best k in 4–8, so the sensitivity
-    table reverses half the claim: analytic only."""
+    case, where k = 4 steps 11% over it: outside the 5% the "reasonable range" reading allows; pure
+    DP over the 32 cards, half the compute or one NVLink node bring all of 4–8 within it, so the
+    sensitivity table reverses half the claim: analytic only."""
     (row,) = [c for c in _claims(_records()) if c.id == "A5" and "article's scale" in c.claim]
-    assert row.verdict == "analytic only" and "1.06×" in row.evidence and "best k 16;" in row.evidence
+    assert row.verdict == "analytic only" and "1.06×" in row.evidence and "best k 16," in row.evidence
+    assert "reasonable range" in row.claim and "within 5% of the best k's step" in row.measured
     assert "4 DP ranks of A4's 32 cards" in row.measured and "NCCL's cost model" in row.measured
-    assert "of 13 rows" in row.evidence and "(best k 64)" in row.evidence
+    assert "steps 10.6% over it" in row.evidence and "within 5% of the best in 3 of 13" in row.evidence
+    assert "the best k itself in 4–8, holds in 5 of 13" in row.evidence
 
 
 def test_verdicts_follow_the_synthetic_truth():

@@ -54,6 +54,10 @@ A3_K = 4
 
 # A5 — article A §2.2 and §6.3: gradient tensors of about 200 MB; 4–8 chunks best, 16 worse.
 A5_STATED = {"nbytes": 200e6, "chunks": (1, 2, 4, 8, 16, 32, 64), "best_chunks": (4, 8)}
+# The article's words for 4-8 chunks (§2.2): "比较合理的范围", a fairly reasonable range, not the
+# best k. Our reading: every k of the range gives a step within this share of the best k's step
+# (assumed; the row gives the gap, so a reader can apply another line).
+A5_REASONABLE_STEP_SHARE = 0.05
 
 # B9 — article B §3.3: two-node busbw 11 → 21 GB/s against a 25 GB/s link, efficiency
 # "busbw ÷ link × 2"; the same change is B15's NCCL step (article B §5.2), 9.0 → 8.7 s.
