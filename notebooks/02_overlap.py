@@ -25,7 +25,9 @@
 # 3. sweeps k and measures the **communication time per step** — whether 16 chunks
 #    communicate longer than 4, and how much of the difference the per-call cost explains (**A5**);
 # 4. checks the articles' numbers at their scale, with a sensitivity table for every assumed
-#    input (**A4**, **A5**, **B9**), and sweeps the compute ÷ communication ratio for A18's yardstick;
+#    input (**A4**, **A5**, **B9**), and sweeps the compute ÷ communication ratio for A18's yardstick
+#    (B9's busbw sentences are checked here; its step sentence, "4% faster, MFU 48% → 52%", is
+#    chapter 01's row under the same id, docs/claims.md);
 # 5. counts where tensor parallelism's all-reduce sits in an MLP under PyTorch's own TP (**A2**).
 #
 # Every rank runs under `torchrun` (gloo on CPU, NCCL on GPUs), started by `mfulab.measure.launch`
