@@ -435,6 +435,9 @@ def test_a7_article_layer_in_its_own_layout():
     # the launches, the article's second mechanism, only add to the sub-block's share
     assert central.launch_s == 5e-6 and central.sub_block_share > no_launch.sub_block_share
     assert central.layer_speedup_ceiling == pytest.approx(1 / (1 - central.sub_block_share))
+    # the share is its bytes' part plus its launches' part, each reported
+    assert central.bytes_share + central.launch_share == pytest.approx(central.sub_block_share)
+    assert no_launch.launch_share == 0 and no_launch.bytes_share == pytest.approx(no_launch.sub_block_share)
     one_card = sens[(sens.varied == "layout") & (sens.tp == 1)].iloc[0]
     with_sp = sens[(sens.varied == "layout") & sens.sequence_parallel].iloc[0]
     assert one_card.sub_block_share == pytest.approx(0.0278, abs=0.001)

@@ -155,8 +155,9 @@ def a7_claims(records, t) -> list[Claim]:
             "in all and a published eager/fused bandwidth ratio for the article's card rules out the "
             "break-even, analytic only otherwise",
             "refuted" if fused_below and ratio_ruled_out else "analytic only",
-            f"sub-block share {central.sub_block_share:.1%} (its {A7_ARTICLE_KERNELS[0]} launches at "
-            f"{central.launch_s * 1e6:g} µs: {central.launch_share:.2%} of the layer): layer "
+            f"sub-block share {central.sub_block_share:.1%} of the layer (its bytes "
+            f"{central.bytes_share:.1%}, its {A7_ARTICLE_KERNELS[0]} launches at "
+            f"{central.launch_s * 1e6:g} µs {central.launch_share:.2%}): layer "
             f"{central.layer_speedup:.3f}× with the fused sub-block ({A7_ARTICLE_KERNELS[0]} → "
             f"{A7_ARTICLE_KERNELS[1]} launches), ≤ {sens.layer_speedup.max():.2f}× over the sensitivity "
             f"table; 1.43× needs the eager kernels at ≤ {central.break_even_eager_ratio:.0%} of the fused "

@@ -229,7 +229,10 @@ def sensitivity(
                         "eager_ratio",
                     )
                 },
+                # the sub-block's share of the layer = its bytes' share + its launches' share
                 "sub_block_share": row["sub_block_share"],
+                "bytes_share": (row["sub_block_s_per_token"] - row["sub_block_launch_s_per_token"])
+                / (row["matmul_s_per_token"] + row["sub_block_s_per_token"]),
                 "launch_share": row["sub_block_launch_s_per_token"]
                 / (row["matmul_s_per_token"] + row["sub_block_s_per_token"]),
                 "layer_speedup": row["layer_speedup"],
