@@ -91,8 +91,9 @@ plots.save_figure(fig, out, "pipeline_timeline")
 # micro-batch). GPipe runs every forward first: the first rank peaks at m·L. 1F1B starts a
 # backward as soon as one micro-batch has crossed the pipeline: rank r holds p − r
 # micro-batches. Interleaving adds (p − 1)/(p·v) of that. Beside it, the step model's schedule
-# term (`parallel.pipeline_schedule_costs`, the factor its memory check uses), and the same
-# capped at the m micro-batches a step has.
+# term (`parallel.pipeline_schedule_costs`, the factor its memory check uses, capped at the m
+# micro-batches a step has: uncapped, it counted 22 layer activations for the interleaved
+# schedule at m = p where this table counted 16, which is why the cap is there).
 
 # %%
 t["pipeline_memory"]

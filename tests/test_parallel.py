@@ -20,6 +20,9 @@ def test_schedule_costs_by_hand():
     assert interleaved["p2p_messages_factor"] == 2
     assert parallel.pipeline_schedule_costs(p=4, m=8, schedule="gpipe")["activation_layers_factor"] == 2
     assert parallel.pipeline_schedule_costs(p=4, m=8)["activation_layers_factor"] == 1
+    # at m = p the interleaved schedule cannot keep more than the step's m micro-batches (1F1B's p)
+    at_m_eq_p = parallel.pipeline_schedule_costs(p=4, m=4, v=2, schedule="interleaved")
+    assert at_m_eq_p["activation_layers_factor"] == 1
 
 
 @pytest.mark.parametrize(

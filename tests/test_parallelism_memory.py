@@ -33,9 +33,7 @@ def test_memory_row_is_shown_only_when_every_run_matches_and_interleaving_holds_
             "first_rank_peak_layers": peak,
             "peak_layers_by_rank": "",
             "step_model_layers": model,
-            "step_model_capped_at_m": min(model, 4 * m),
             "matches_step_model": peak == model,
-            "matches_capped": peak == min(model, 4 * m),
         }
 
     good = pd.DataFrame(
@@ -44,6 +42,10 @@ def test_memory_row_is_shown_only_when_every_run_matches_and_interleaving_holds_
     (claim,) = memory_rows.pipeline_memory_claim(good)
     assert claim.verdict == "shown" and "1.38× 1F1B's" in claim.evidence
     bad = good.copy()
-    bad.loc[1, ["first_rank_peak_layers", "matches_capped"]] = [20, False]
+    bad.loc[1, ["first_rank_peak_layers", "matches_step_model"]] = [20, False]
     assert memory_rows.pipeline_memory_claim(bad)[0].verdict == "not shown"
+    assert (
+        "it misses 1f1b p = 4, m = 16 (20 held, 16 modelled)"
+        in memory_rows.pipeline_memory_claim(bad)[0].evidence
+    )
     assert memory_rows.pipeline_memory_claim(good.iloc[:0]) == []

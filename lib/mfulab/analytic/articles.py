@@ -4,6 +4,12 @@ names the two articles, A and B, and every claim).
 These are the claims under test, not results: each study recomputes from them.
 """
 
+# Article B §1.1, its 7B run (the numbers return in §5.1-5.2): 512 sequences of 4096 tokens per
+# step on 64 A100s, and its own count of a step's FLOPs, 512 × 4096 × 6 × 7e9 ≈ 8.8e16 (the 6·N
+# rule with N rounded to 7e9). Chapter 01 checks the arithmetic (B1); chapter 03 reads the
+# per-GPU rate it implies (B4's part in B15).
+B_RUN = {"n_params": 7e9, "tokens_per_step": 512 * 4096, "n_devices": 64, "stated_flops_per_step": 8.8e16}
+
 # Article B §5.2, the 7B / 64 × A100 case study: step time after each change, the change, and
 # the loss category the change addresses (our reading; B15 is about this attribution).
 B15_STEPS = (

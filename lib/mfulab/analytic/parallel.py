@@ -80,8 +80,9 @@ def pipeline_schedule_costs(*, p: int, m: int, v: int = 1, schedule: str = "1f1b
     """What a schedule costs besides compute (module docstring, Narayanan §2.2; Korthikanti
     §4.2.3): the bubble fraction; how many layers' activations the first stage keeps, as a
     multiple of the L layers 1F1B keeps (GPipe: all m micro-batches of its L/p layers, m/p;
-    interleaved: 1 + (p − 1)/(p·v)); and the point-to-point messages per micro-batch and
-    stage boundary relative to 1F1B (v for interleaved)."""
+    interleaved: 1 + (p − 1)/(p·v), capped at m/p: no schedule keeps more micro-batches than the
+    step has, as the executed schedules of chapter 08 show at m = p); and the point-to-point
+    messages per micro-batch and stage boundary relative to 1F1B (v for interleaved)."""
     if schedule not in SCHEDULES:
         raise ParameterError(f"unknown schedule {schedule!r}; valid: {', '.join(SCHEDULES)}")
     if schedule != "interleaved" and v != 1:
@@ -89,7 +90,9 @@ def pipeline_schedule_costs(*, p: int, m: int, v: int = 1, schedule: str = "1f1b
     if schedule == "interleaved":
         check_pipeline(p=p, m=m, v=v)
     bubble = pipeline_bubble_fraction(p=p, m=m, v=v)
-    activation_layers_factor = {"gpipe": m / p, "1f1b": 1.0, "interleaved": 1 + (p - 1) / (p * v)}[schedule]
+    in_flight_factor = {"gpipe": m / p, "1f1b": 1.0, "interleaved": 1 + (p - 1) / (p * v)}[schedule]
+    all_micro_batches_factor = m / p  # every micro-batch of the step held at once (GPipe's)
+    activation_layers_factor = min(in_flight_factor, all_micro_batches_factor)
     return {
         "schedule": schedule,
         "bubble_fraction": bubble,

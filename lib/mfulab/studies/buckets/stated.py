@@ -2,6 +2,7 @@
 is run with at scale, and the ranges its sensitivity table sweeps (article ids as in
 ``docs/claims.md``). These are inputs under test or named assumptions, not results."""
 
+from mfulab.analytic.articles import B_RUN
 from mfulab.analytic.rates import AT_SCALE_MATMUL_SHARE_OF_MAMF
 from mfulab.units import MB
 
@@ -53,7 +54,7 @@ A6_REGIME = {"min_tensors": 100, "min_latency_to_transfer": 1.0}
 
 # B8 — article B §3.1 (and step 2 of §5.2): for a 7B model on 64 × A100, bucket_cap_mb
 # 25 → 50–100 MB overlapped the backward pass better than DDP's default of 25.
-B8_STATED = {"ranks": 64, "default_cap_mb": 25, "better_caps_mb": (50, 100)}
+B8_STATED = {"ranks": B_RUN["n_devices"], "default_cap_mb": 25, "better_caps_mb": (50, 100)}
 # B8's stated case is article B's own run (§1 and §5): 64 A100 80G, 8 nodes of 8, "IB 200Gbps",
 # the 7B at TP 4 (DP 16), global batch 512 sequences of 4096 tokens; step 2 of §5.2 (the cap
 # 25 → 50 with gradient_as_bucket_view and static_graph) took the step from 9.4 s to 9.0 s.
@@ -62,7 +63,7 @@ B8_STATED = {"ranks": 64, "default_cap_mb": 25, "better_caps_mb": (50, 100)}
 # each DP rank accumulates 512 / 16 = 32 micro-batches and only the last one's backward overlaps
 # the all-reduce); the accumulation rows of the sensitivity table vary it.
 B8_ARTICLE = {
-    "global_batch": 512,
+    "global_batch": B_RUN["sequences_per_step"],  # analytic.articles: 512 sequences of 4096 tokens
     "micro_batch": 1,
     "network_bytes_per_s": 25e9 / 8,
     "step_before_s": 9.4,

@@ -1,6 +1,9 @@
 """What the source articles state for the ``fusion`` claims, exactly as stated (article ids as
 in ``docs/claims.md``). These are inputs under test, not results."""
 
+from mfulab.analytic.articles import B_RUN
+from mfulab.studykit.step_error import DECISIVE_MARGIN
+
 # A7 — article A §3.1: LayerNorm + residual + dropout fused into one kernel, "a layer's forward
 # pass became about 30% faster". Read as time: −30% of the layer's forward time, a speed-up of
 # 1 / (1 − 0.30) = 1.43× (the threshold of the verdict, about a whole layer).
@@ -138,7 +141,7 @@ A8_SENSITIVITY = {"micro_batches": (2, 1), "tensor_parallel": (2, 8), "zero1_dev
 # (the step model's error on published runs is of this order: chapter 10).
 A8_STEP_DEVICE = "ascend-910b"
 A8_STEP_CARDS = 8
-A8_STEP_MARGIN = 0.2
+A8_STEP_MARGIN = DECISIVE_MARGIN  # the course's one rule (studykit.step_error)
 # The step model's assumptions that price naive attention's memory-bound passes, varied at the
 # central reading that fits (rates.Assumptions: memory_efficiency 0.85, backward_traffic_factor 2,
 # the GEMMs' share of MAMF, 1.0 by default): (what, field, value)
@@ -154,5 +157,5 @@ A8_STEP_ASSUMPTIONS = (
 # B4's part in B15 (article B §1.1, the figures chapter 01 checks as B1): the baseline step does
 # 8.8e16 FLOPs over 64 A100s; with B15's baseline step time (10.2 s, ``articles.B15_STEPS``) that
 # is the per-GPU rate the baseline already ran at, compared with the A100's fp32 peak.
-B15_STATED_FLOPS_PER_STEP = 8.8e16
-B15_STATED_DEVICES = 64
+B15_STATED_FLOPS_PER_STEP = B_RUN["stated_flops_per_step"]  # analytic.articles
+B15_STATED_DEVICES = B_RUN["n_devices"]

@@ -1,6 +1,8 @@
 """What the source articles state for the ``mfu`` claims, exactly as stated (article ids as
 in ``docs/claims.md``). These are inputs under test, not results."""
 
+from mfulab.analytic.articles import B_RUN
+
 # A19 — article A §8: a 13B model, global batch 32 × 4096 tokens, 2.4 s per step on 8 cards of
 # 3.2e14 FLOP/s; the article writes total FLOPs ≈ 6N × 3 × tokens ≈ 3.06e16 and MFU ≈ 0.497.
 A19_STATED = {
@@ -22,11 +24,8 @@ A19_SKUS = ("ascend-910b1", "ascend-910b2", "ascend-910b3", "ascend-910b4")
 # §1.1: a step at 100% MFU takes "about 5 s" (5秒左右) and a step of about 10 s is 44% global MFU;
 # §5.1: 10.2 s → 43%; §5.2: 8.5 s → 52%.
 B1_STATED = {
-    "n_params": 7e9,
-    "tokens_per_step": 512 * 4096,
-    "n_devices": 64,
+    **B_RUN,  # its parameters, tokens per step, cards and stated FLOPs per step (analytic.articles)
     "peak_flops_per_s": 312e12,
-    "stated_flops_per_step": 8.8e16,
     "stated_ideal_step_s": 5.0,
     "step_times_s": {10.0: 0.44, 10.2: 0.43, 8.5: 0.52},
 }

@@ -259,8 +259,7 @@ def pipeline_memory_table(records):
     where every layer logs its forward and its backward; a real first layer logs no backward),
     in units of one layer's activations for one micro-batch: the first rank's peak against the
     step model's schedule term (``parallel.pipeline_schedule_costs``' ``activation_layers_factor``
-    × p micro-batches × the rank's layers), and against what the step can hold at all (m
-    micro-batches: the schedule cannot keep more than it has)."""
+    × p micro-batches × the rank's layers, which caps it at the m micro-batches the step has)."""
     import pandas as pd
 
     L = records["params"]["pipeline_layers_per_rank"]
@@ -285,9 +284,7 @@ def pipeline_memory_table(records):
                     "first_rank_peak_layers": peaks[0],
                     "peak_layers_by_rank": " ".join(map(str, peaks)),
                     "step_model_layers": model,
-                    "step_model_capped_at_m": min(model, r["m"] * L),
                     "matches_step_model": peaks[0] == model,
-                    "matches_capped": peaks[0] == min(model, r["m"] * L),
                 }
             )
     return pd.DataFrame(rows)
