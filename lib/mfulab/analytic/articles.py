@@ -8,7 +8,14 @@ These are the claims under test, not results: each study recomputes from them.
 # step on 64 A100s, and its own count of a step's FLOPs, 512 × 4096 × 6 × 7e9 ≈ 8.8e16 (the 6·N
 # rule with N rounded to 7e9). Chapter 01 checks the arithmetic (B1); chapter 03 reads the
 # per-GPU rate it implies (B4's part in B15).
-B_RUN = {"n_params": 7e9, "tokens_per_step": 512 * 4096, "n_devices": 64, "stated_flops_per_step": 8.8e16}
+B_RUN = {
+    "n_params": 7e9,
+    "sequences_per_step": 512,
+    "seq_len": 4096,
+    "tokens_per_step": 512 * 4096,
+    "n_devices": 64,
+    "stated_flops_per_step": 8.8e16,
+}
 
 # Article B §5.2, the 7B / 64 × A100 case study: step time after each change, the change, and
 # the loss category the change addresses (our reading; B15 is about this attribution).
