@@ -117,6 +117,13 @@ def test_claims_and_ladder_from_the_records(smoke):
     assert b15.verdict == "inconclusive on this machine" and "out of reach" in b15.evidence
     # beside it, the article's own attribution of its ladder: 39% or 56%, the readings disagree
     assert "39% of the gross gain" in b15.evidence and "56% of the gross gain" in b15.evidence
+    # the leave-one-out attribution: the last rung without each knob, timed in the same rounds
+    loo = analysis.leave_one_out_table(records)
+    assert list(loo.knob) == records["ladder"][1:] and (loo.step_all_s == table.step_s.iloc[-2]).all()
+    assert (loo.loo_gain_s == loo.step_without_s - loo.step_all_s).all()
+    assert "leave-one-out, the last rung without each knob" in b15.evidence
+    g = analysis.b15_gain_shares(records)
+    assert g["loo_comm_data_share"] is not None
     # B2's floor decides "shown": at 0 every non-zero category is present, above 1 none is
     high_p = smoke_params(b2_present_share=0.99)
     high = claims.b2_claim(records, high_p, claims.tables(records, high_p))
@@ -232,3 +239,15 @@ def test_comm_wait_on_a_gpu_is_read_on_the_device_timeline_not_the_host_clock():
         blocking.spans.append((began, blocking.last_return))
     assert blocking.comm_wait_s(blocking.clock.mark(), backward_s=0.040) == pytest.approx(0.009)
     assert blocking.comm_wait_s(blocking.clock.mark(), backward_s=0.005) == pytest.approx(0.005)  # capped
+
+
+def test_leave_one_out_configurations_turn_off_one_knob_of_the_last_rung():
+    from mfulab.studies.anatomy import ladder
+
+    last = ladder.rungs()[-1][1]
+    configs = dict(ladder.leave_one_out())
+    assert list(configs) == [f"all but {name}" for name, _ in ladder.LADDER[1:]]
+    assert configs["all but buckets"] == {k: v for k, v in last.items() if k != "buckets"}
+    # the two-knob step (format + workers) is left out whole
+    assert "format" not in configs["all but format + workers"]
+    assert "workers" not in configs["all but format + workers"]

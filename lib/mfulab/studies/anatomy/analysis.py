@@ -11,6 +11,7 @@ from mfulab.analytic import flops
 from mfulab.analytic.config import TransformerConfig
 from mfulab.measure.timing import compare_timings, summarize
 from mfulab.results import run_identity
+from mfulab.studies.anatomy.ladder import LEAVE_ONE_OUT_PREFIX
 from mfulab.studies.anatomy.worker import STRAGGLER
 from mfulab.studykit import verdicts
 
@@ -198,20 +199,66 @@ def ladder_table(records: dict):
     return pd.DataFrame(rows)
 
 
+def leave_one_out_table(records: dict):
+    """Each knob's leave-one-out gain: the last rung without that knob against the last rung
+    (median seconds per step, the ratio with its drift-widened interval), beside its gain up the
+    ladder (its rung against the rung before); empty for records without the configurations
+    (``ladder.leave_one_out``)."""
+    import pandas as pd
+
+    labels = records.get("leave_one_out") or []
+    if not labels:
+        return pd.DataFrame()
+    timings = rung_timings(records)
+    ladder = ladder_table(records).set_index("rung")
+    last = records["ladder"][-1]
+    rows = []
+    for label in labels:
+        knob = label.removeprefix(LEAVE_ONE_OUT_PREFIX)
+        c = compare_timings(timings[label], timings[last])
+        rows.append(
+            {
+                "knob": knob,
+                "targets": KNOB_TARGETS[knob],
+                "step_without_s": timings[label].median_s,
+                "step_all_s": timings[last].median_s,
+                "loo_gain_s": timings[label].median_s - timings[last].median_s,
+                "loo_ratio": c.ratio,
+                "loo_ratio_lo": c.ratio_lo,
+                "loo_ratio_hi": c.ratio_hi,
+                "change": c.verdict,
+                "ladder_gain_s": ladder.gain_s[knob],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def b15_gain_shares(records: dict) -> dict:
-    """Naive → last rung: the step's gain, each knob's measured gain (its rung's median step
-    against the rung before) credited to the loss the knob targets (``KNOB_TARGETS``), and the
-    share the article credits — communication (buckets, overlap) and data IO (format + workers)."""
+    """Naive → last rung: the step's gain, each knob's measured gain credited to the loss the knob
+    targets (``KNOB_TARGETS``), and the share the article credits — communication (buckets,
+    overlap) and data IO (format + workers). Two attributions: up the ladder (each rung against
+    the rung before, which depends on the ladder's order) and leave-one-out (the last rung without
+    the knob against the last rung, which does not; None without those configurations)."""
     table = ladder_table(records).set_index("rung")
     first, last = records["ladder"][0], records["ladder"][-1]
     knobs = table.dropna(subset=["speedup"])
-    by_target = knobs.groupby("targets").gain_s.sum().to_dict()
-    credited = sum(v for k, v in by_target.items() if k in ("communication wait", "data wait"))
+
+    def shares(frame, column):
+        by_target = frame.groupby("targets")[column].sum().to_dict()
+        credited = sum(v for k, v in by_target.items() if k in ("communication wait", "data wait"))
+        total = frame[column].sum()
+        return by_target, credited / total if total > 0 else float("nan")
+
+    by_target, share = shares(knobs, "gain_s")
+    loo = leave_one_out_table(records)
+    loo_by_target, loo_share = shares(loo, "loo_gain_s") if len(loo) else (None, None)
     return {
         "gain_s": table.step_s[first] - table.step_s[last],
         "speedup": table.step_s[first] / table.step_s[last],
         "gain_by_target_s": by_target,
-        "comm_data_share": credited / knobs.gain_s.sum() if knobs.gain_s.sum() > 0 else float("nan"),
+        "comm_data_share": share,
+        "loo_gain_by_target_s": loo_by_target,
+        "loo_comm_data_share": loo_share,
     }
 
 

@@ -16,7 +16,7 @@ from mfulab.measure.corpus import check_free_space, corpus_checksum, estimate_by
 from mfulab.measure.dataformats import write_format
 from mfulab.studies.anatomy.params import Params
 
-BENCHMARK_VERSION = {"anatomy": 1}
+BENCHMARK_VERSION = {"anatomy": 2}  # 2: the leave-one-out configurations
 WORKER = "mfulab.studies.anatomy.worker:anatomy_worker"  # the job every rank runs
 
 
@@ -47,7 +47,7 @@ def measure(p: Params) -> dict:
 
     from mfulab.measure import timing
     from mfulab.measure.launch import run
-    from mfulab.studies.anatomy.worker import LADDER
+    from mfulab.studies.anatomy.ladder import LADDER, leave_one_out
 
     p = p.prepared()
     device, cfg = p.device, p.model_config()
@@ -59,6 +59,7 @@ def measure(p: Params) -> dict:
         "config": cfg.to_dict(),
         "n_params": flops.param_count(cfg),
         "ladder": [name for name, _ in LADDER],
+        "leave_one_out": [name for name, _ in leave_one_out()] if p.leave_one_out else [],
         "benchmark_version": BENCHMARK_VERSION,
     }
     cal = calibration.get(

@@ -10,7 +10,7 @@ from mfulab.analytic.config import preset
 from mfulab.measure.corpus import FORMATS
 from mfulab.studykit.params import DTYPES, PresetModel, StudyParams, calibration_param, param
 
-# the B15 ladder: each rung turns on one knob over the one before it (see bench.LADDER)
+# the B15 ladder: each rung turns on one knob over the one before it (see ladder.LADDER)
 KNOBS = ("format + workers", "buckets", "overlap", "fused attention", "background checkpoint")
 
 
@@ -73,6 +73,9 @@ class Params(PresetModel, StudyParams):
         "all", "which ranks write the checkpoint: all | rank0 (rank 0 alone, as a data-parallel job saves)"
     )
     rounds: int = param(6, "interleaved rounds (every rung runs one block per round)", unit="rounds")
+    leave_one_out: bool = param(
+        True, "also time the last rung without each knob (the leave-one-out attribution of B15's gain)"
+    )
     warmup_steps: int = param(
         2, "steps per rung before the rounds (left out)", unit="steps", non_negative=True
     )
@@ -137,7 +140,7 @@ class Params(PresetModel, StudyParams):
             return None
         from mfulab.analytic.flops import param_count
         from mfulab.analytic.memory import step_peak_bytes
-        from mfulab.studies.anatomy.worker import LADDER
+        from mfulab.studies.anatomy.ladder import LADDER
 
         cfg = self.model_config()
         resident_trainer_bytes = (4 + 4 + 8 + 4) * param_count(cfg)
@@ -149,4 +152,5 @@ class Params(PresetModel, StudyParams):
             optimizer=True,
             gradient_copies=1,  # DDP's buckets
         )["total_bytes"]
-        return (len(LADDER) - 1) * resident_trainer_bytes + worst_step_bytes
+        resident = (len(LADDER) - 1) * (2 if self.leave_one_out else 1)  # the rungs, the leave-one-outs
+        return resident * resident_trainer_bytes + worst_step_bytes

@@ -2,9 +2,10 @@
 ``DistributedDataParallel`` (gloo on CPU, NCCL on CUDA), fed by a ``DataLoader`` over the corpus
 (a ``DistributedSampler`` gives each rank its share), with checkpoints.
 
-One :class:`Trainer` per rung of the B15 ladder (``LADDER``: each rung turns on one knob), all
-built up front, so that the rounds can interleave them: in each round every rung (and the B13
-straggler variant of the last rung) runs one block of steps, in an order drawn per round with the
+One :class:`Trainer` per rung of the B15 ladder (``ladder.LADDER``: each rung turns on one knob)
+and per leave-one-out configuration (the last rung without one knob), all built up front, so that
+the rounds can interleave them: in each round every configuration (and the B13 straggler variant
+of the last rung) runs one block of steps, in an order drawn per round with the
 same seed on every rank. A block's time is the slowest rank's (``launch.reduce_scalar``).
 
 Per step and per rank, explicit timestamps split the step into data wait (the batch from the
@@ -28,25 +29,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-# each rung: the rung before it with one knob turned on (the first is the naive configuration)
-LADDER = (
-    ("naive", {}),
-    ("format + workers", {"format": "good", "workers": True}),
-    ("buckets", {"buckets": True}),
-    ("overlap", {"overlap": True}),
-    ("fused attention", {"attention": "fused"}),  # config.ATTENTION_KERNELS
-    ("background checkpoint", {"background": True}),
-)
+from mfulab.studies.anatomy.ladder import LADDER, leave_one_out, rungs
+
 STRAGGLER = "last rung + straggler"
-
-
-def rungs() -> list[tuple[str, dict]]:
-    """Each rung's cumulative knob settings."""
-    out, knobs = [], {}
-    for name, change in LADDER:
-        knobs = {**knobs, **change}
-        out.append((name, dict(knobs)))
-    return out
 
 
 def ddp_device_ids(device: str) -> list[int] | None:
@@ -346,7 +331,8 @@ def anatomy_worker(spec: dict) -> dict:
         torch.set_num_threads(1)
     rank, world = dist.get_rank(), dist.get_world_size()
     pinned = _pin_rank_to_core(rank) if spec["device"] == "cpu" and spec.get("pin_ranks", True) else None
-    trainers = {name: Trainer(name, knobs, spec, rank, world) for name, knobs in rungs()}
+    configurations = rungs() + (leave_one_out() if spec.get("leave_one_out", True) else [])
+    trainers = {name: Trainer(name, knobs, spec, rank, world) for name, knobs in configurations}
     last = trainers[LADDER[-1][0]]
     for t in trainers.values():
         for _ in range(spec["warmup_steps"]):
