@@ -390,9 +390,11 @@ o.tables["a6_per_tensor"]
 # timeline, so it is judged on the tail (the all-reduce still running after the backward): yes
 # when 50–100 MiB cuts 25 MiB's tail by at least a tenth of it (assumed: a change a timeline shows),
 # under both readings of the micro-batch (one sequence; §4's `DataLoader(batch_size=8)`, 4 per
-# rank) and every scenario that varies an input the article leaves unstated (rows that change its
-# network or sharding are reported, not voted). No cap can cut more than the last micro-batch's
-# backward: where that bound is under the line, no network model is needed. The step per cap
+# rank) and every scenario that varies an input the article leaves unstated, both readings of its
+# "IB 200Gbps" among them (one port per node, as its §3.3 busbw says, and one per GPU); rows that
+# change its network or sharding otherwise are reported, not voted. No cap can cut more than the
+# last micro-batch's backward plus the calls' latency it saves: where that bound is under the line,
+# the bucket schedule does not matter. The step per cap
 # (the article reports steps to 0.1 s on 9–10 s: 1%) is given beside it; its §5.2 figure
 # (the cap and both flags took the step from 9.4 s to 9.0 s): yes when the simulated saving of the
 # cap plus the most the two flags can save explains at least half of the 0.4 s. The article's
@@ -407,8 +409,10 @@ o.tables["a6_per_tensor"]
 # (analysis: both copies the flag avoids, DDP's into the bucket and back, at TP 4 on an A100 80G,
 # and, should the run have set `find_unused_parameters=True`, the graph search `static_graph`
 # skips, bounded by a Python walk over the 7B's autograd graph timed here (DDP's walk is C++):
-# refuted when the two together are under 3% of the step). The article's "in DDP's *first*
-# forward and backward" is its own row, against DDP's documentation. Article B's case runs ZeRO-2, where DDP's `bucket_cap_mb`
+# refuted when the two together are under 3% of the step). The article's "at DDP's *first*
+# forward and backward" is its own row, against DDP's documentation: read as a saving in the
+# first iteration it is false, read as the first iteration's analysis not being repeated it is
+# true, so it is not checkable. Article B's case runs ZeRO-2, where DDP's `bucket_cap_mb`
 # and flags do not set the gradient buckets (DeepSpeed's `reduce_bucket_size` does): B8 and B6 at
 # scale price the DDP the claims' sentences name.
 

@@ -89,10 +89,13 @@ B8_VISIBLE_TAIL_CUT = 0.10
 # rank) or the 8 of §4's DataLoader(batch_size=8) (512 / (16 x 8) = 4 micro-batches per rank).
 B8_MICRO_BATCH_READINGS = (1, 8)
 # Sensitivity rows that change article B's configuration instead of an input it leaves unstated:
-# other cards, another sharding than its TP 4, another network than its one 200 Gb/s port per node
-# (its own §3.3 puts the two-node busbw's limit at 25 GB/s, one port for 8 GPUs). For B8's tail
-# they are reported beside the verdict, not voted (verdicts.at_stated_case's rule).
+# other cards, another sharding than its TP 4, a network other than its "IB 200Gbps". For B8's
+# tail they are reported beside the verdict, not voted (verdicts.at_stated_case's rule). "IB
+# 200Gbps" itself reads two ways, and both vote: one port per node (its §3.3 puts the two-node
+# busbw's limit at 25 GB/s, one port for 8 GPUs: the stated case) and one port per GPU (a DGX
+# A100's eight).
 B8_CONFIG_ROWS = ("cards", "gradient sharding", "interconnect")
+B8_NETWORK_READINGS = ("one 200 Gb/s port per node of 8 (article B)", "one 200 Gb/s port per GPU")
 
 # B6 — article B §2.2: gradient_as_bucket_view saves a copy, static_graph spares repeated
 # graph analysis; "这些参数对大规模训练的性能影响不算巨大，但组合起来可以省掉好几个百分点的开销"
