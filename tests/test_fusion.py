@@ -229,6 +229,10 @@ def test_a8_sensitivity_by_hand():
     assert "−40%" in attention_memory.sensitivity_sentence()
     # the reading below the stated cut is named, not hidden behind "every reading ≥ −40%"
     assert f"smallest −38% under “{tp8}attention dropout off”" in attention_memory.sensitivity_sentence()
+    # the claim's quantity is activation memory: the model-state readings are context, never nearest
+    sentence = attention_memory.sensitivity_sentence()
+    nearest = sentence.split("is nearest under ")[1].split(";")[0]
+    assert "model states" not in nearest and "another quantity, context only" in sentence
 
 
 def test_sdpa_saved_bytes_by_hand():
