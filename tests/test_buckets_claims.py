@@ -314,7 +314,11 @@ def test_sweet_spot_text_names_one_cap_once():
             "sweet_spot": ["outside", "outside"],
             "best_caps_mib": ["400", "400"],
             "fits": [True, True],
+            "mfu": [0.40, 0.36],
+            "mfu_at_25": [0.39, 0.35],
         }
     )
     text = cluster_scale.sweet_spot_text(big)
     assert "(400 MiB)" in text and "400–400" not in text and "10–21×" in text  # 20–40 MB is 19.1–38.1 MiB
+    # the best cap's step against 25 MiB's: 1 − 0.35/0.36 = 2.8% shorter, inside ±20%: no sweet spot settled
+    assert "at most 2.8% shorter than at 25 MiB" in text and "does not settle" in text
