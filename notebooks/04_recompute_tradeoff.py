@@ -49,7 +49,7 @@ from IPython.display import Markdown, display
 from mfulab.studies.recompute import analysis, claims, figures
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
-from mfulab.studykit.step_error import step_model_error_line
+from mfulab.studykit.step_error import DECISIVE_MARGIN, step_model_error_line
 from mfulab.studykit.verdicts import summary_line
 from mfulab.units import MIB
 
@@ -312,7 +312,9 @@ plans = o.tables["planner"]  # no planner cases: an empty table, and A17 is left
 fig = figures.plot_plans(plans, o.tables["planner_chosen"])
 plots.save_figure(fig, out, "planner")
 chosen = o.tables["planner_chosen"]
-chosen["case policy micro_batch total_gib usable_gib fits tokens_per_s mfu hfu decision".split()]
+chosen[
+    "case policy micro_batch total_gib usable_gib fits tokens_per_s mfu hfu decision lead_over_next".split()
+]
 
 # %%
 if "a17_readings" in o.tables:
@@ -481,10 +483,13 @@ if len(plans):
     moved = decisions.set_index("assumption varied").apply(lambda r: r.str.endswith("*").any(), axis=1)
     movers = sorted({label.split("=")[0] for label in moved[moved].index})
     plan_names = ", ".join(winners.policy + "@" + winners.micro_batch.astype(int).astype(str))
+    close = winners[winners.within_step_error]
     lines.append(
         f"* The planner's decisions ({plan_names}) rest on assumptions: {int(moved.sum())} of "
         f"{len(moved) - 1} one-at-a-time variations change some case's decision "
-        f"({', '.join(movers) or 'none'})."
+        f"({', '.join(movers) or 'none'}). {len(close)} of {len(winners)} lead the case's next policy "
+        f"by no more than the step model's ±{DECISIVE_MARGIN:.0%} (`lead_over_next`): there the planner "
+        "ranks the policies, it does not decide between them; read its choices as illustrations."
     )
 lines.append(summary_line(claim_list))
 display(Markdown("\n".join(lines)))

@@ -295,3 +295,23 @@ def test_b7_at_article_b_configuration_prices_each_reading_of_selective():
     assert article_rows.b7_config_claim(faster)[0].verdict == "analytic only"  # one scenario holds
     assert "attention=naive (selective@4 against none@2" in article_rows.b7_config_claim(faster)[0].evidence
     assert article_rows.b7_config_claim(pd.DataFrame(columns=scenarios.columns)) == []
+
+
+def test_the_planner_marks_a_decision_inside_the_step_models_error():
+    """A decision's lead over the case's next distinct plan (a policy that re-runs nothing ties
+    with "none" and is skipped); within ±20% it ranks, it does not decide."""
+    from mfulab.studies.recompute import planner
+
+    plans = pd.DataFrame(
+        {
+            "case": ["a"] * 3 + ["b"] * 2,
+            "policy": ["none", "selective", "full", "none", "full"],
+            "micro_batch": [1, 1, 2, 1, 2],
+            "fits": [True, True, True, True, True],
+            "tokens_per_s": [100.0, 100.0, 90.0, 100.0, 70.0],
+        }
+    )
+    chosen = planner.chosen_plans(plans).set_index(["case", "policy"])
+    assert chosen.loc[("a", "none"), "lead_over_next"] == pytest.approx(100 / 90 - 1)
+    assert bool(chosen.loc[("a", "none"), "within_step_error"])
+    assert not bool(chosen.loc[("b", "none"), "within_step_error"])  # 100 / 70: a 43% lead

@@ -17,6 +17,7 @@ from mfulab.analytic import flops, memory, step
 from mfulab.analytic.config import check_attention, preset
 from mfulab.analytic.rates import AT_SCALE_MATMUL_SHARE_OF_MAMF
 from mfulab.errors import ParameterError
+from mfulab.studykit.step_error import DECISIVE_MARGIN
 from mfulab.units import GIB
 
 PLAN_KEYS = {
@@ -176,13 +177,29 @@ def chosen_plans(plans):
         row = fitting.loc[fitting.tokens_per_s.astype(float).idxmax()] if len(fitting) else g.iloc[0]
         rows.append(row)
     if not rows:  # no cases: the plans' columns and an empty decision
-        return plans.iloc[0:0].assign(decision=pd.Series(dtype=bool))
+        return plans.iloc[0:0].assign(
+            decision=pd.Series(dtype=bool),
+            lead_over_next=pd.Series(dtype=float),
+            within_step_error=pd.Series(dtype=bool),
+        )
     out = pd.DataFrame(rows).reset_index(drop=True)
     fitting = out[out.fits]
     # the most tokens/s; a tie goes to the earlier policy of the case's list ("none" first: with a
     # fused kernel "selective" re-runs and frees nothing, the same step and memory as "none")
     best = fitting.tokens_per_s.astype(float).groupby(fitting.case, sort=False).idxmax()
     out["decision"] = out.index.isin(best.values)
+    # how far the decision leads the case's next distinct plan that fits (a policy that re-runs
+    # nothing, "selective" under a fused kernel, is the same step as "none"), in tokens/s; a lead
+    # inside the step model's error (studykit.step_error.DECISIVE_MARGIN) ranks, it does not decide
+    lead = {}
+    for case, g in fitting.groupby("case", sort=False):
+        rates = g.tokens_per_s.astype(float)
+        top, others = rates.max(), rates[rates < rates.max() * (1 - 1e-9)]
+        lead[case] = top / others.max() - 1 if len(others) else float("nan")
+    out["lead_over_next"] = [
+        lead.get(c, float("nan")) if d else float("nan") for c, d in zip(out.case, out.decision)
+    ]
+    out["within_step_error"] = out.lead_over_next <= DECISIVE_MARGIN
     return out
 
 
