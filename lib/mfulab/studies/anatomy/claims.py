@@ -144,7 +144,8 @@ def b13_claim(records, p) -> Claim:
         f"synchronous training runs at its slowest rank's pace: one card {B13_STATED['card_slowdown']:.0%} "
         "slower per step slowed the whole job",
         f"rank {s['rank']} spins on its core for {e['delay_s'] * 1e3:.1f} ms ({e['delay_share']:.0%} of a "
-        f"step{_delay_note(records, e)}) before the forward of every second step of its blocks; the job's step (slowest rank) on "
+        f"step{_delay_note(records, e)}) before the forward of every second step of its blocks; the "
+        "job's step (slowest rank) on "
         f"each such step minus the step before it; the share of the delay that reaches the job, at least "
         f"{B13_REACHED:.0%} (closer to lockstep than to not waiting) over its interval",
         decision,
