@@ -270,7 +270,8 @@ display(
 # way, by NCCL's cost model (`alpha_beta.a5_call`: the faster of ring and tree, the step model's
 # latencies) over A4's own layout, the same 32-card run: TP 8 fills each of the 4 nodes, so
 # the gradients reduce over 4 DP ranks, one per node, on the stated link
-# (`article_link_bytes_per_s`: 25 GB/s, the article's own "physical limit"). Pure data
+# (`article_link_bytes_per_s`: 25 GB/s, the 910B's 200 Gb/s RoCE port per card in
+# `devices.yaml`; article B §3.3 calls 25 GB/s the "physical limit" of such a port). Pure data
 # parallelism over the 32 cards, and a ring alone with 2–20 µs per step (`article_alpha_s`, the
 # α–β model this chapter measures), are sensitivity rows. Each table varies one assumed input at
 # a time and says whether the reading survives; `step_at_scale.a4_flip_link` finds the intra-node bandwidth at
@@ -281,9 +282,10 @@ display(
 # share of MAMF, the attention kernel, the DP framework the ambiguous `--zero-stage 2` names,
 # which overlap the 32-card run had on) reverses it (`verdicts.at_stated_case`); rows of kind
 # *other configuration* (another sharding, micro-batch or recompute, bf16 gradients) change what
-# was run and are named beside the verdict, not voted. The stated case reproduces 3.2 → 2.1 s;
-# the gradient overlap alone (the 8-card command's one flag) does not, and nothing states which
-# the 32-card run used: analytic only.
+# was run and are named beside the verdict, not voted. A case reproduces the article when both
+# modelled steps lie within 20% of 3.2 and 2.1 s, misses it beyond 40%, and cannot tell between;
+# where the stated case cannot tell, the verdict is analytic only (the row's evidence gives each
+# case).
 #
 # **One queue to the GPU.** Article B's launch script exports `CUDA_DEVICE_MAX_CONNECTIONS=4`.
 # Megatron-LM refuses to start tensor parallelism with sequence parallelism or its asynchronous

@@ -187,6 +187,12 @@ def a4_sensitivity(p: dict):
         for mb in (2, 4, 8)
         if gb % (mb * dp_base) == 0
     ]
+    # the 32-card run's global batch is not stated (the stated case borrows the 8-card command's 32)
+    cases += [
+        ("global batch (unstated for 32 cards)", f"{g} sequences", {"global_batch": g})
+        for g in (gb // 2, gb * 2)
+        if g % dp_base == 0
+    ]
     cases += [
         ("gradient reduction", "bf16 (--grad-reduce-in-bf16)", {"grad_bytes_per_elem": 2}),
         ("activation recompute", "full (6 TP all-reduces per layer)", {"recompute": "full"}),
