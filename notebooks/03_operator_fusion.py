@@ -426,10 +426,10 @@ o.tables["matmul_dtypes"]
 # over the readings that fit and its assumptions. B3 from the kernel SDPA picked on this
 # device; for CUDA, PyTorch's flash-eligibility rules at the article's inputs (bf16, head dim
 # 128, causal, on an A100): *confirmed (documented specification)* when eligible; `enable_flash_sdp` from
-# PyTorch's documentation and the switches recorded here: "强制" (force) asks that SDPA use
-# flash, and the switch only enables a backend that is on by default: *refuted*. The weaker
-# reading, "explicitly enable", is not a second reading of the sentence: it drops the 强制 and
-# would be true only as a call that changes nothing. The article's
+# PyTorch's documentation and the switches recorded here, under both readings of "强制启用":
+# "force SDPA to use flash" is false (the switch only enables a backend that is on by default);
+# "explicitly enable" is true but a no-op, and the sentence's own warning to watch for a fallback
+# to the ordinary kernel fits it: the readings disagree, *not checkable*. The article's
 # FlashAttention sentence ("HBM reads and writes cut several-fold") from the published
 # measurement in the FlashAttention paper (Figure 2: 40.3 → 4.4 GB): *confirmed* at 3× or more.
 # B4's "吞吐可以翻倍" reads two ways, "can (at least) double" (2× or more) and "doubles" (1.6–2.5×):

@@ -292,15 +292,15 @@ def b3_claims(records, v: dict) -> list[Claim]:
                 "B3",
                 "torch.backends.cuda.enable_flash_sdp(True) can force-enable (强制启用) flash",
                 "what the switch does (PyTorch docs: it enables a backend, it does not select one) and "
-                "the switches' state as torch starts here; 强制 (force) asks that SDPA use flash",
-                "refuted",
-                "the switch only enables the flash backend, which is on by default (enabled here "
-                f"{on}): calling it changes nothing, and SDPA still picks among the enabled backends by "
-                "its rules (the article itself warns of the fallback); the weaker reading, 'explicitly "
-                "enable', drops the 强制 the sentence writes and would be true only as a no-op, so it is "
-                "not the sentence's claim; forcing one is "
+                "the switches' state as torch starts here, under both readings of 强制启用",
+                "not checkable",
+                "read as 'force SDPA to use flash': false, the switch only enables the flash backend, "
+                f"which is on by default (enabled here {on}), and SDPA still picks among the enabled "
+                "backends by its rules; forcing one is "
                 "torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION), which raises where flash is "
-                "not eligible",
+                "not eligible. Read as 'explicitly enable' (the same sentence goes on to warn that tests "
+                "should watch for a fallback to the ordinary kernel, which a forced kernel would not "
+                "allow): true, but a no-op. The readings disagree",
                 basis=verdicts.DOCUMENTED,
             )
         )
