@@ -397,7 +397,10 @@ o.tables["a6_per_tensor"]
 # the bucket schedule does not matter. The step per cap
 # (the article reports steps to 0.1 s on 9–10 s: 1%) is given beside it; its §5.2 figure
 # (the cap and both flags took the step from 9.4 s to 9.0 s): yes when the simulated saving of the
-# cap plus the most the two flags can save explains at least half of the 0.4 s. The article's
+# cap plus the most the two flags can save explains at least half of the 0.4 s, and no for the
+# DDP reading only where, under every reading of the micro-batch, the bound no cap can beat (with
+# the flags') stays under half of it: otherwise the simulator alone would decide, on a few
+# percent of the step, inside the step model's ±20%. The article's
 # configuration reads two ways (ZeRO-2 in §5.1, DDP's cap and flags in §5.2, which a ZeRO-2 engine
 # never sees): read as ZeRO-2 they do nothing, so each B8 row is *refuted (analysis)* where the
 # DDP reading also says no in every scenario, *analytic only* otherwise. B6: `gradient_as_bucket_view` is judged on the memory it
