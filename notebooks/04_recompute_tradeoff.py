@@ -415,8 +415,9 @@ o.tables["a12_throughput_sensitivity"]
 # 1.33×, false): not checkable, both in the evidence; GPT-3 175B's "several hundred GB" of
 # activations (Table 2 at its configuration, ≥ 200 GB and above an 80 GB card: confirmed
 # (analysis)). A17, one row whose readings of the flag vote (Megatron's uniform chunks, the
-# article's block explanation, and the command as Megatron-LM parses it, the configuration of
-# record): a reading says yes when the setting fits at every fragmentation margin of the grid
+# article's block explanation, and the command with the flags Megatron-LM does not know dropped,
+# the configuration of record: as written, Megatron-LM's parser would refuse them and not start):
+# a reading says yes when the setting fits at every fragmentation margin of the grid
 # and with the gradients in 2 bytes (the memory model's 16 B/param) and in 4 (Megatron's fp32
 # `main_grad`, which chapters 02 and 05 reduce: 18 B/param), no when it fits at none;
 # confirmed (analysis) when every reading says yes, refuted when every one says no, analytic

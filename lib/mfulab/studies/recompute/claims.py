@@ -146,7 +146,10 @@ def a17_claims(t, p) -> list[Claim]:
         "uniform": "uniform reading: chunks of 12, 12, 12 and 4 layers, every layer recomputed, one "
         "chunk's activations alive during its backward (what Megatron/MindSpeed do)",
         "block": "block reading: the first 12 layers recomputed, 28 keep everything",
-        "as written": "command as Megatron-LM parses it: the two flags act only with "
+        "as written": "the command itself: Megatron-LM's parser refuses flags it does not know ("
+        + ", ".join(_foreign_flags())
+        + ": argparse's 'unrecognized arguments', megatron/training/arguments.py parse_args), so there "
+        "it does not start; with them dropped, the two recompute flags act only with "
         "--recompute-granularity full, which the command omits, so nothing is recomputed",
     }
     short = {
@@ -176,14 +179,23 @@ def a17_claims(t, p) -> list[Claim]:
             "`--recompute-method uniform --recompute-num-layers 12`: the command as given can run in "
             "64 GB (the article: 照着走一遍基本能跑通)",
             "memory model (Korthikanti Table 2 + ZeRO; DP = 1, so ZeRO-2 shards nothing) under each "
-            "reading of the recompute flags; the command as Megatron-LM parses it is the configuration "
-            "of record, the other two are what the flags would do with --recompute-granularity full",
+            "reading of the recompute flags; the command with the flags Megatron-LM does not know "
+            "dropped is the configuration of record (as written it would not start there), the other "
+            "two are what the recompute flags would do with --recompute-granularity full",
             verdicts.over_scenarios(answers),
             f"usable at the stated {p.fragmentation_margin:.0%} margin: {none.usable_gib:.1f} GiB; "
             + "; ".join(parts),
             basis=verdicts.ANALYSIS,
         )
     ]
+
+
+def _foreign_flags() -> list[str]:
+    """The launch command's flags that Megatron-LM's arguments do not define
+    (``analytic.articles.A_LAUNCH_COMMAND``: status "not megatron" or "not checked")."""
+    from mfulab.analytic.articles import A_LAUNCH_COMMAND
+
+    return [flag for flag, _, status, _ in A_LAUNCH_COMMAND if status in ("not megatron", "not checked")]
 
 
 def measured_tables(records) -> dict:
