@@ -64,7 +64,8 @@ A14_DECISIVE_MARGIN = 0.2
 #   explanation says the flag controls: "控制重计算的层数" (it sets how many layers are
 #   recomputed; tune it from more to fewer by measured memory): the first 12 layers.
 # - ``none``: the command with the flags Megatron-LM does not know dropped (its parser refuses
-#   them): --recompute-method and --recompute-num-layers act only with --recompute-granularity full (transformer_block.py checkpoints only when
+#   them): --recompute-method and --recompute-num-layers act only with
+#   --recompute-granularity full (transformer_block.py checkpoints only when
 #   ``recompute_granularity == 'full'``), which the command omits, so nothing is recomputed.
 #   The command's other flags as Megatron-LM reads them: ``analytic.articles.A_LAUNCH_COMMAND``.
 A17_CASE = PLANNER_CASES[0]
