@@ -157,8 +157,10 @@ plots.save_figure(fig, out, "steps")
 # ## 4 · The slowest rank sets the step (B13)
 #
 # In its own blocks, the last rung runs once more with a **straggler**: on every second step
-# the last rank spins on its core for the article's 8% of a step (`straggler_slowdown`, 8% of
-# the last rung's step as timed in the warm-up block, so it matches no table median exactly) before
+# the last rank spins on its core for a share of a step (`straggler_slowdown` of the last rung's
+# step as timed in the warm-up block, so it matches no table median exactly: the article's 8% in
+# the full and gpu profiles, three times that in `cpu`, where this box's step-to-step jitter is as
+# large as 8% and the verdict flipped between fresh runs; the row says which) before
 # its forward, busy as a throttled card's slower kernels are (a sleep would free the core for the
 # other rank); each such step is paired with the step before it (`analysis.b13_pairs`), and
 # these blocks write no checkpoint. DDP is synchronous: the other ranks reach the step's
