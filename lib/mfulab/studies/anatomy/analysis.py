@@ -252,6 +252,8 @@ def b15_gain_shares(records: dict) -> dict:
     by_target, share = shares(knobs, "gain_s")
     loo = leave_one_out_table(records)
     loo_by_target, loo_share = shares(loo, "loo_gain_s") if len(loo) else (None, None)
+    if len(loo) and (loo.loo_gain_s <= 0).any():
+        loo_share = float("nan")  # gains of both signs: a share of their sum means nothing
     return {
         "gain_s": table.step_s[first] - table.step_s[last],
         "speedup": table.step_s[first] / table.step_s[last],

@@ -50,7 +50,7 @@ def b15_claim(records, p, t: dict) -> Claim:
     g = b15_gain_shares(records)
     # the attribution that does not depend on the ladder's order, where the run timed it
     loo = g["loo_comm_data_share"]
-    share = loo if loo is not None else g["comm_data_share"]
+    share = loo if loo is not None else g["comm_data_share"]  # NaN (mixed signs): neither line below
     table = t["b15_ladder"].dropna(subset=["speedup"])
     steps = "; ".join(
         f"{r.rung} ×{r.speedup:.2f} [{r.speedup_lo:.2f}, {r.speedup_hi:.2f}]" for r in table.itertuples()
@@ -110,10 +110,15 @@ def _loo_text(t: dict, g: dict) -> str:
         f"{r.loo_ratio_hi:.2f}])"
         for r in loo.itertuples()
     )
-    return (
-        f"leave-one-out, the last rung without each knob: {per_knob}; communication + data IO "
-        f"{g['loo_comm_data_share']:.0%} of the summed leave-one-out gains"
-    )
+    spanning = int((loo.change == "inconclusive").sum())
+    if g["loo_comm_data_share"] != g["loo_comm_data_share"]:  # NaN: gains of both signs
+        share = (
+            f"the gains have both signs ({spanning} of {len(loo)} intervals span 1), so no share of "
+            "their sum is read"
+        )
+    else:
+        share = f"communication + data IO {g['loo_comm_data_share']:.0%} of the summed leave-one-out gains"
+    return f"leave-one-out, the last rung without each knob: {per_knob}; {share}"
 
 
 def _delay_note(records, e) -> str:
