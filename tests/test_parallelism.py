@@ -156,17 +156,37 @@ def test_a12_overlap_row_says_yes_only_where_zero3_wins_with_overlap_alone():
 
 def test_a15_is_priced_at_article_as_own_configuration():
     """Article A's 13B at TP 8, DP 1: each card moves the moments of its eighth of the weights,
-    8 B × 13B/8 ≈ 12.9 GB each way, 0.41 s over PCIe 4.0 x16 (17% of a 2.4 s step), 6.2× what the
-    910B's 196 GB/s card link takes; article B's 7B is context."""
-    from mfulab.analytic import flops
+    8 B × 13B/8 ≈ 12.9 GB each way, 0.41 s over PCIe 4.0 x16, over the step model's step at the
+    launch command (not the article's 2.4 s, which implies an MFU above 1); the 910B's 196 GB/s
+    card link is 6.2× PCIe 4.0, under an order of magnitude; the advice is not checkable."""
+    from mfulab.analytic import flops, step
     from mfulab.analytic.config import preset
-    from mfulab.studies.parallelism import analysis, planner_at_scale
+    from mfulab.studies.parallelism import offload, stated
 
-    t = planner_at_scale.a15_offload_table()
+    t = offload.offload_table()
     a = t[t.stated].set_index(["mode", "link"])
     shard = flops.param_count(preset("article-13b")) / 8
-    assert a.loc[("adam-moments", "pcie4_x16"), "bytes_each_way"] == pytest.approx(8 * shard)
-    assert a.loc[("adam-moments", "pcie4_x16"), "share_of_step"] == pytest.approx(8 * shard / 31.5e9 / 2.4)
+    case = stated.A15_CASES[0]
+    step_s = step.step_time(preset("article-13b"), **case["layout"], overlap=True)["step_s"]
+    moments = a.loc[("adam-moments", "pcie4_x16")]
+    assert moments.bytes_each_way == pytest.approx(8 * shard)
+    assert moments.share_of_step == pytest.approx(8 * shard / 31.5e9 / step_s)
+    assert moments.share_of_article_step == pytest.approx(8 * shard / 31.5e9 / 2.4)
+    assert moments.article_step_mfu_palm > 1  # the article's 2.4 s cannot be run
     assert a.loc[("adam-moments", "card_to_card"), "link_gb_per_s"] == pytest.approx(196)
-    (row,) = analysis.a15_claims(t)
-    assert row.verdict == "analytic only" and "13B" in row.measured and "6.2× faster" in row.evidence
+    r = offload.link_ratios().set_index(["device", "host_link"])
+    assert r.loc[("ascend-910b", "pcie4_x16"), "card_over_host"] == pytest.approx(196 / 31.5)
+    order, io_bound, advice = offload.a15_claims(t, offload.link_ratios())
+    assert order.verdict == "refuted" and "6.2×" in order.evidence
+    assert io_bound.verdict == "refuted (analysis)" and "13B" in io_bound.measured
+    assert advice.verdict == "not checkable"
+
+
+def test_a15_turns_io_bound_where_the_step_is_short_enough():
+    """The I/O-bound row can decide the other way: at a 0.1 s step the moments' 0.41 s is most of it."""
+    from mfulab.studies.parallelism import offload
+
+    t = offload.offload_table()
+    t["share_of_step"] = t.transfer_s.add(t.host_adam_s) / 0.1
+    (_, io_bound, _) = offload.a15_claims(t, offload.link_ratios())
+    assert io_bound.verdict == "confirmed (analysis)"

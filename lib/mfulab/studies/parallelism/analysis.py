@@ -7,7 +7,7 @@ from __future__ import annotations
 from mfulab.studies.parallelism import stated
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
-from mfulab.units import GB, KIB
+from mfulab.units import KIB
 
 # Gradient gates: FSDP2, TP and SP against DDP / the whole block, fp32 (the notebook asserts them):
 # |Δ| ≤ GRADIENT_TOLERANCE, relative to the reference's largest element where that passes 1 (at
@@ -278,59 +278,6 @@ def a13_claims(pipe, inter) -> list[Claim]:
             "is not reproduced by it",
             basis=verdicts.ANALYSIS,
         ),
-    ]
-
-
-def a15_claims(offload, copies=None) -> list[Claim]:
-    """A15 at article A's own configuration (``stated.A15_CASES``, its 13B at TP 8, DP 1, a 2.4 s
-    step): the article's reading (Adam's moments moved in and out every step) over each host link,
-    the card-to-card link beside it, ZeRO-Offload as the other reading, article B's 7B as context.
-    Its two halves, "far slower" and "offload only when memory is short" (it turns the step
-    IO-bound), cannot both be decided: the host link's generation, which the article does not
-    state, moves the moments' share of the step; analytic only, with the numbers."""
-    stated_rows = offload[offload.stated]
-    rows = stated_rows.set_index(["mode", "link"])
-    hosts = [k for k in stated_rows.link.unique() if k != "card_to_card"]
-    mo = {k: rows.loc[("adam-moments", k)] for k in hosts}
-    card = rows.loc[("adam-moments", "card_to_card")]
-    z = rows.loc[("zero-offload", hosts[0])]
-    other = offload[~offload.stated].set_index(["mode", "link"])
-    ctx = other.loc[("adam-moments", "pcie4_x16")] if len(other) else None
-    case = stated_rows.case.iloc[0]
-    return [
-        Claim(
-            "A15",
-            "host–device links are far slower than card-to-card links: offload only when memory is short",
-            f"optimizer offload at {case}: Adam's moments (8 bytes per parameter of the card's shard) "
-            "moved to the host and back every step, over each host link and the card-to-card link "
-            "(datasheet and devices.yaml figures); ZeRO-Offload as the other reading; article B's 7B "
-            "beside it",
-            "analytic only",
-            f"the moments: {card.bytes_each_way / GB:.1f} GB each way per card, "
-            + ", ".join(
-                f"{k} {r.transfer_s:.2f} s ({r.share_of_step:.0%} of the step)" for k, r in mo.items()
-            )
-            + f" against {card.transfer_s:.3f} s over the card-to-card link ({card.link_gb_per_s:.0f} GB/s: "
-            f"{mo[hosts[0]].transfer_s / card.transfer_s:.1f}× faster than {hosts[0]}); ZeRO-Offload "
-            f"{z.transfer_s:.2f} s of transfer plus {z.host_adam_s:.2f} s of memory-bound host Adam = "
-            f"{z.share_of_step:.0%} of the step. Far slower: yes; whether it makes the step IO-bound turns "
-            "on the host link's generation, which the article does not state"
-            + (
-                f". Article B's 7B (states sharded over DP 8): {ctx.transfer_s:.2f} s, "
-                f"{ctx.share_of_step:.1%} of its 9 s step"
-                if ctx is not None
-                else ""
-            )
-            + (
-                ". No host–device link on a CPU: not measured here"
-                if not copies
-                else ". Measured on this GPU: pinned host → device "
-                f"{copies['host_to_device_bytes_per_s'] / GB:.1f} GB/s, device → host "
-                f"{copies['device_to_host_bytes_per_s'] / GB:.1f} GB/s, device → device "
-                f"{copies['device_to_device_bytes_per_s'] / GB:.0f} GB/s"
-            ),
-            basis=verdicts.ANALYSIS,
-        )
     ]
 
 

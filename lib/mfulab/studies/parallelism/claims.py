@@ -5,7 +5,7 @@ builds from them, and the headline metrics; the notebook and ``make stability`` 
 from __future__ import annotations
 
 from mfulab.results import run_identity
-from mfulab.studies.parallelism import analysis, measured, memory_rows, planner_at_scale
+from mfulab.studies.parallelism import analysis, measured, memory_rows, offload, planner_at_scale
 from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
 
@@ -23,7 +23,8 @@ def tables(records) -> dict:
         "a10_placement": planner_at_scale.a10_placement(),
         "a12_planner": planner_at_scale.a12_planner_table(),
         "a13_interleaving": planner_at_scale.a13_interleaving_table(),
-        "a15_offload": planner_at_scale.a15_offload_table(),
+        "a15_offload": offload.offload_table(),
+        "a15_link_ratios": offload.link_ratios(),
         "planner_answers": planner_at_scale.planner_answers(),
         "planner_sensitivity": planner_at_scale.planner_sensitivity(),
     }
@@ -39,7 +40,7 @@ def outcome(records, p) -> Outcome:
         *analysis.a12_claims(t["sharding"], t["a12_planner"]),
         *analysis.a13_claims(t["pipeline"], t["a13_interleaving"]),
         *memory_rows.pipeline_memory_claim(t["pipeline_memory"]),
-        *analysis.a15_claims(t["a15_offload"], records.get("copy_bandwidths")),
+        *offload.a15_claims(t["a15_offload"], t["a15_link_ratios"], records.get("copy_bandwidths")),
         *analysis.b10_claims(t["exchange"], t["skew"]),
     ]
     return Outcome(claim_list, headline_metrics(records, t, claim_list), t)

@@ -1,8 +1,8 @@
 """The ``parallelism`` claims at the articles' scale, analytic: per-device TP vs DP traffic
 (``parallel``, ``memory``), the layout planner (``layouts.plan``, which ranks with the course's
 one step model, ``step.step_time``) on the stated cluster (``stated.CLUSTER``: a
-``devices.yaml`` key and the planner's assumptions), interleaving across layer counts, and
-optimizer offload over the host link. Every input is a named constant of ``stated`` or an
+``devices.yaml`` key and the planner's assumptions), and interleaving across layer counts
+(optimizer offload: ``offload``). Every input is a named constant of ``stated`` or an
 argument."""
 
 from __future__ import annotations
@@ -218,47 +218,6 @@ def a13_interleaving_table():
                     "step_gain": one.step_s / inter["step_s"] - 1,
                 }
             )
-    return pd.DataFrame(rows)
-
-
-def a15_offload_table():
-    """Optimizer offload per case of ``stated.A15_CASES`` (article A's own first: its 13B at TP 8,
-    DP 1): each card's bytes over its host link per step, each way, over each host link and, for
-    scale, over the card-to-card link (devices.yaml) (``parallel.offload_bytes_per_step``), for
-    the two readings — Adam's moments moved in and out every step (the article's: "move the first
-    and second moments out of HBM and bring them back at each update"), and ZeRO-Offload
-    (gradients down, parameters up, Adam on the host, whose memory-bound step time is added:
-    ``A15_CPU_ADAM_BYTES_PER_PARAM`` at ``A15_HOST_MEMORY_BYTES_PER_S_PER_CARD``). A full-duplex
-    link: the larger direction."""
-    import pandas as pd
-
-    from mfulab.analytic.devices import device_spec
-
-    rows = []
-    for case in stated.A15_CASES:
-        n = flops.param_count(preset(case["preset"])) / case["tp"]  # the card's TP shard
-        cpu_adam_s = (
-            n / case["dp"] * stated.A15_CPU_ADAM_BYTES_PER_PARAM / stated.A15_HOST_MEMORY_BYTES_PER_S_PER_CARD
-        )
-        links = {k: v for k, v in case["links"].items() if k != "device"}
-        links["card_to_card"] = device_spec(case["links"]["device"]).intra_node_bytes_per_s
-        for mode in parallel.OFFLOAD_MODES:
-            for link, bw in links.items():
-                o = parallel.offload_bytes_per_step(n, dp=case["dp"], mode=mode, host_link_bytes_per_s=bw)
-                host_s = cpu_adam_s if mode == "zero-offload" else 0.0
-                rows.append(
-                    {
-                        "case": case["name"],
-                        "stated": case["stated"],
-                        "mode": mode,
-                        "link": link,
-                        "link_gb_per_s": bw / 1e9,
-                        "bytes_each_way": o["host_to_device_bytes"],
-                        "transfer_s": o["time_s"],
-                        "host_adam_s": host_s,
-                        "share_of_step": (o["time_s"] + host_s) / case["step_s"],
-                    }
-                )
     return pd.DataFrame(rows)
 
 

@@ -36,23 +36,42 @@ A12_DECISIVE_MARGIN = DECISIVE_MARGIN  # the course's one rule (studykit.step_er
 A13_LAYERS = (40, 80)
 A13_LAYERS_PER_VIRTUAL_STAGE = 2
 
-# A15 — article A §5.2: host–device links are far slower than card-to-card links. Datasheet
-# figures (per direction): PCIe 4.0 x16 31.5 GB/s (PCI-SIG, 16 GT/s × 16 lanes, 128b/130b);
-# NVLink 3 on A100 300 GB/s per direction (NVIDIA A100 datasheet: 600 GB/s bidirectional).
-# The stated case is article A's own: its 13B on one machine of 8 910B cards, TP 8, DP 1 (its
-# launch command), a 2.4 s step (its MFU example, claim A19), every card holding 1/8 of the weights and
-# all of their optimizer states (DP 1: ZeRO has nothing to shard over). Card to card: the 910B's
-# HCCS figure (devices.yaml, approximate); host link: PCIe 4.0 x16 (our assumption: the Kunpeng
-# 920 hosts of Atlas 800T A2 servers are PCIe 4.0), PCIe 5.0 x16 (63 GB/s) as its sensitivity.
-# Article B's 7B (§5.2, a 9 s step, states sharded over DP 8 on A100s) is the second case.
+# A15 — article A §5.2, three sentences: offload "significantly adds communication"; the host
+# link's bandwidth and latency are "完全不在一个量级" (not in the same order of magnitude) as the
+# card-to-card link's, so overdoing it turns training I/O-bound; use it only when memory is just
+# short ("my own experience": the article's words alone). Datasheet figures (per direction):
+# PCIe 3.0 / 4.0 / 5.0 x16 15.75 / 31.5 / 63 GB/s (PCI-SIG: 8, 16, 32 GT/s × 16 lanes, 128b/130b);
+# the card-to-card links are devices.yaml's intra_node figures (910B HCCS, A100 NVLink3, H100
+# NVLink4). The stated case is article A's own: its 13B on one machine of 8 910B cards, TP 8,
+# DP 1 (its launch command, analytic.articles.A_LAUNCH_COMMAND: global batch 32, micro-batch 1, no
+# --use-flash-attn, the recompute flags inert), every card holding 1/8 of the weights and all of
+# their optimizer states (DP 1: ZeRO has nothing to shard over). Its step comes from the course's
+# step model at that command, not from the article's 2.4 s (its MFU example, claim A19: that
+# step implies an MFU of 1.66, impossible), which is kept beside it. Host link: PCIe 4.0 x16 (our
+# assumption: the Kunpeng 920 hosts of Atlas 800T A2 servers are PCIe 4.0); 3.0 and 5.0 are its
+# sensitivity. Article B's 7B (§5.2, a 9 s step, states sharded over DP 8 on A100s) is context.
+A15_HOST_LINKS = {"pcie3_x16": 15.75e9, "pcie4_x16": 31.5e9, "pcie5_x16": 63.0e9}
+A15_STATED_HOST_LINK = "pcie4_x16"
 A15_CASES = (
     {
-        "name": "article A: 13B, 8 × 910B, TP 8, DP 1, 2.4 s step",
+        "name": "article A: 13B, 8 × 910B, TP 8, DP 1, global batch 32",
         "preset": "article-13b",
         "tp": 8,
         "dp": 1,
-        "step_s": 2.4,
-        "links": {"pcie4_x16": 31.5e9, "pcie5_x16": 63.0e9, "device": "ascend-910b"},
+        "layout": {
+            "n_devices": 8,
+            "tp": 8,
+            "pp": 1,
+            "micro_batch": 1,
+            "global_batch": 32,
+            "device": "ascend-910b",
+            "devices_per_node": 8,
+            "attention": "naive",
+            "recompute": "none",
+        },
+        "article_step_s": 2.4,
+        "links": ("pcie3_x16", "pcie4_x16", "pcie5_x16"),
+        "device": "ascend-910b",
         "stated": True,
     },
     {
@@ -61,10 +80,22 @@ A15_CASES = (
         "tp": 1,
         "dp": 8,
         "step_s": 9.0,
-        "links": {"pcie4_x16": 31.5e9, "device": "a100"},
+        "links": ("pcie4_x16",),
+        "device": "a100",
         "stated": False,
     },
 )
+# 量级, order of magnitude: a factor of 10. The pairings the ratio is read over: the article's
+# card with each host link, and two GPU generations for context (devices.yaml keys).
+A15_ORDER_OF_MAGNITUDE = 10.0
+A15_LINK_PAIRS = (
+    ("ascend-910b", "pcie4_x16", True),
+    ("ascend-910b", "pcie5_x16", True),
+    ("a100", "pcie4_x16", False),
+    ("h100-sxm", "pcie5_x16", False),
+)
+# I/O-bound (IO 密集型): the host transfers and host work take at least half the step (our line).
+A15_IO_BOUND_SHARE = 0.5
 # ZeRO-Offload's host-side Adam reads and writes fp32 parameters, momentum and variance and reads
 # the fp16 gradient: 4·2 + 4·2 + 4·2 + 2 = 26 bytes per parameter, memory-bound. Host memory
 # bandwidth per card: a 2-socket host with 8 channels of DDR4-3200 per socket (2 × 204.8 GB/s)

@@ -1,0 +1,197 @@
+"""A15, optimizer offload (article A §5.2), at article A's own configuration.
+
+Three sentences, one row each:
+
+- the host link is "not in the same order of magnitude" as the card-to-card link: the datasheet
+  ratio card-to-card ÷ host link per pairing (:func:`link_ratios`), a documented specification;
+- overdoing offload turns training I/O-bound: the share of the article's 13B step (the course's
+  step model at its launch command, ``step.step_time``) that the host transfers and host work
+  take, for both readings of "offload the optimizer" over each host link
+  (:func:`offload_table`), an analysis at the article's configuration;
+- "use it only when memory is just short": the author's own experience, not checkable.
+
+Every input is a named constant of ``stated`` (``A15_*``) or ``devices.yaml``."""
+
+from __future__ import annotations
+
+from mfulab.analytic import flops, parallel, step
+from mfulab.analytic.config import preset
+from mfulab.analytic.devices import device_spec
+from mfulab.studies.parallelism import stated
+from mfulab.studykit import verdicts
+from mfulab.studykit.verdicts import Claim
+from mfulab.units import GB
+
+
+def case_step(case: dict) -> tuple[float, float | None]:
+    """The case's step in seconds and, where the article states a step of its own beside the
+    model's, the MFU (PaLM's count) that stated step implies: the step model at the case's layout
+    (article A's launch command; its 2.4 s is kept to be compared), or the step the article states
+    where its numbers are consistent (article B's 9 s)."""
+    if "layout" not in case:
+        return case["step_s"], None
+    modelled = step.step_time(preset(case["preset"]), **case["layout"], overlap=True)
+    implied_mfu = modelled["mfu_palm"] * modelled["step_s"] / case["article_step_s"]
+    return modelled["step_s"], implied_mfu
+
+
+def link_ratios():
+    """Card-to-card over host-link bandwidth per pairing of ``stated.A15_LINK_PAIRS`` (per
+    direction, datasheet figures): how many times faster the card's own link is."""
+    import pandas as pd
+
+    rows = []
+    for device, host_link, article in stated.A15_LINK_PAIRS:
+        card_bytes_per_s = device_spec(device).intra_node_bytes_per_s
+        host_bytes_per_s = stated.A15_HOST_LINKS[host_link]
+        rows.append(
+            {
+                "device": device,
+                "host_link": host_link,
+                "article_device": article,
+                "card_gb_per_s": card_bytes_per_s / GB,
+                "host_gb_per_s": host_bytes_per_s / GB,
+                "card_over_host": card_bytes_per_s / host_bytes_per_s,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def offload_table():
+    """Optimizer offload per case of ``stated.A15_CASES`` (article A's own first): each card's
+    bytes over its host link per step, each way, for the two readings (``parallel.offload_bytes_per_step``):
+    Adam's moments moved in and out every step (the article's words: "move the first and second
+    moments out of HBM and bring them back at each update") and ZeRO-Offload (gradients down,
+    parameters up, Adam on the host, whose memory-bound time is added:
+    ``A15_CPU_ADAM_BYTES_PER_PARAM`` at ``A15_HOST_MEMORY_BYTES_PER_S_PER_CARD``). A full-duplex
+    link: the larger direction. ``share_of_step`` is over the step model's step;
+    ``share_of_article_step`` over the step the article states, where it states one."""
+    import pandas as pd
+
+    rows = []
+    for case in stated.A15_CASES:
+        shard_params = flops.param_count(preset(case["preset"])) / case["tp"]  # the card's TP shard
+        step_s, implied_mfu = case_step(case)
+        article_step_s = case.get("article_step_s", case.get("step_s"))
+        cpu_adam_s = (
+            shard_params
+            / case["dp"]
+            * stated.A15_CPU_ADAM_BYTES_PER_PARAM
+            / stated.A15_HOST_MEMORY_BYTES_PER_S_PER_CARD
+        )
+        links = {k: stated.A15_HOST_LINKS[k] for k in case["links"]}
+        links["card_to_card"] = device_spec(case["device"]).intra_node_bytes_per_s
+        for mode in parallel.OFFLOAD_MODES:
+            for link, link_bytes_per_s in links.items():
+                o = parallel.offload_bytes_per_step(
+                    shard_params, dp=case["dp"], mode=mode, host_link_bytes_per_s=link_bytes_per_s
+                )
+                host_s = cpu_adam_s if mode == "zero-offload" else 0.0
+                rows.append(
+                    {
+                        "case": case["name"],
+                        "stated": case["stated"],
+                        "mode": mode,
+                        "link": link,
+                        "link_gb_per_s": link_bytes_per_s / GB,
+                        "bytes_each_way": o["host_to_device_bytes"],
+                        "transfer_s": o["time_s"],
+                        "host_adam_s": host_s,
+                        "step_s": step_s,
+                        "share_of_step": (o["time_s"] + host_s) / step_s,
+                        "article_step_s": article_step_s,
+                        "share_of_article_step": (o["time_s"] + host_s) / article_step_s,
+                        "article_step_mfu_palm": implied_mfu,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def _order_claim(ratios) -> Claim:
+    article = ratios[ratios.article_device]
+    same_order = [r.card_over_host < stated.A15_ORDER_OF_MAGNITUDE for r in ratios.itertuples()]
+    decision = "refuted" if all(same_order) else ("confirmed" if not any(same_order) else "not checkable")
+    pairs = "; ".join(
+        f"{r.device} {r.card_gb_per_s:.0f} vs {r.host_link} {r.host_gb_per_s:.1f} GB/s: "
+        f"{r.card_over_host:.1f}×"
+        for r in ratios.itertuples()
+    )
+    return Claim(
+        "A15",
+        "the host link's bandwidth is not in the same order of magnitude as card-to-card links "
+        "(完全不在一个量级)",
+        "card-to-card ÷ host-link bandwidth per direction, datasheet figures (devices.yaml, PCI-SIG), "
+        "the article's 910B and two GPU generations; an order of magnitude = "
+        f"{stated.A15_ORDER_OF_MAGNITUDE:.0f}×",
+        decision,
+        f"{pairs}. Far slower, yes ({article.card_over_host.min():.1f}–{article.card_over_host.max():.1f}× "
+        "on the article's card), but within one order of magnitude on every pairing; latency has no "
+        "datasheet figure here and is not judged",
+        basis=verdicts.DOCUMENTED,
+    )
+
+
+def _io_bound_claim(offload, copies=None) -> Claim:
+    a = offload[offload.stated & (offload.link != "card_to_card")]
+    at = a.set_index(["mode", "link"])
+    stated_row = at.loc[("adam-moments", stated.A15_STATED_HOST_LINK)]
+    assumed = [
+        r
+        for (mode, link), r in at.iterrows()
+        if (mode, link) != ("adam-moments", stated.A15_STATED_HOST_LINK)
+    ]
+    line = stated.A15_IO_BOUND_SHARE
+    decision = verdicts.at_stated_case(
+        stated_row.share_of_step >= line, [r.share_of_step >= line for r in assumed]
+    )
+    worst = a.loc[a.share_of_step.idxmax()]
+    worst_article = a.loc[a.share_of_article_step.idxmax()]
+    other = offload[~offload.stated & (offload.link == "pcie4_x16") & (offload.mode == "adam-moments")]
+    ctx = other.iloc[0] if len(other) else None
+    measured_copies = (
+        ". No host–device link on a CPU: not measured here"
+        if not copies
+        else ". Measured on this GPU: pinned host → device "
+        f"{copies['host_to_device_bytes_per_s'] / GB:.1f} GB/s, device → host "
+        f"{copies['device_to_host_bytes_per_s'] / GB:.1f} GB/s, device → device "
+        f"{copies['device_to_device_bytes_per_s'] / GB:.0f} GB/s"
+    )
+    return Claim(
+        "A15",
+        "overdoing optimizer offload turns training I/O-bound (开过头了会把训练变成 IO 密集型任务)",
+        f"{stated_row.case}: the step model's step at the launch command; Adam's moments (8 B per parameter "
+        "of the card's shard, each way) or ZeRO-Offload (2 B each way plus host Adam) over PCIe 3.0–5.0 "
+        f"x16; I/O-bound = at least {line:.0%} of the step",
+        decision,
+        f"step {stated_row.step_s:.1f} s; moments {stated_row.bytes_each_way / GB:.1f} GB each way per card, "
+        f"{stated_row.transfer_s:.2f} s on {stated.A15_STATED_HOST_LINK} ({stated_row.share_of_step:.1%}); "
+        f"the most, {worst['mode']} on {worst.link}: {worst.share_of_step:.1%}. At DP 1 nothing is sharded, "
+        "so ZeRO-Offload (the whole optimizer on the host) is the most optimizer offload can move. "
+        f"Even at the article's {stated_row.article_step_s:.1f} s (an MFU of "
+        f"{stated_row.article_step_mfu_palm:.2f} by PaLM's count: impossible, see A19) the most is "
+        f"{worst_article.share_of_article_step:.0%}"
+        + (
+            f". Article B's 7B (states sharded over DP 8): {ctx.share_of_step:.1%} of its 9 s step"
+            if ctx is not None
+            else ""
+        )
+        + measured_copies,
+        basis=verdicts.ANALYSIS,
+    )
+
+
+def a15_claims(offload, ratios, copies=None) -> list[Claim]:
+    """A15's three sentences: the link ratio (documented specification), the I/O-bound step
+    (analysis at article A's configuration), the advice (the article's words alone)."""
+    return [
+        _order_claim(ratios),
+        _io_bound_claim(offload, copies),
+        Claim(
+            "A15",
+            "use offload only when memory is just short and the batch must not shrink",
+            "the author's own experience (我个人的经验)",
+            "not checkable",
+            "a preference with no stated alternative or size; the two rows above give what offload costs",
+            basis=verdicts.STATEMENT,
+        ),
+    ]
