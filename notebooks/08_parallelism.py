@@ -138,8 +138,9 @@ plots.save_figure(fig, out, "sharding")
 t["sharding"]
 
 # %% [markdown]
-# **At scale** (planner, stated cluster): Llama 2 7B on 512 cards (below the article's
-# 10B / 1000-card line) and 70B on 1024 (above it), one sequence per card per step. For each:
+# **At scale** (planner, stated cluster): Llama 2 13B on 512 cards (inside the article's range,
+# 百亿参数模型、千卡规模以下: a model of the ten-billion class, 10¹⁰, on fewer than a thousand
+# cards) and 70B on 1024 (past the card line), one sequence per card per step. For each:
 # the best fitting layout with ZeRO 0–2, the best with ZeRO-3, and the best ZeRO 0–2 layout
 # switched to ZeRO-3 (what its traffic alone costs) — at the planner's assumed DP overlap (0.8 of
 # the compute a collective can run beside hides it) and with none: "ZeRO-3 needs overlap to pay
@@ -248,9 +249,9 @@ t["a15_offload"].round(3)
 # it covers gives the same answer (`verdicts.over_scenarios`), *analytic only* otherwise. A15's
 # I/O-bound row is decided at the article's own case unless an assumed input (the host link,
 # the other reading) reverses it (`verdicts.at_stated_case`); its order-of-magnitude row is a
-# datasheet ratio, and its advice is the author's experience (not checkable). A12's
-# speed rule (ZeRO-2 faster below 10B and 1000 cards) is judged once, in chapter 04, at the
-# article's 13B on its 910B cards. A11's collective is counted here against Korthikanti et al.'s
+# datasheet ratio, and its advice is the author's experience (not checkable). A12's speed rule
+# (ZeRO-2 the better value for ten-billion-class models below 1000 cards) is judged once, in
+# chapter 04, at the article's 13B on its 910B cards. A11's collective is counted here against Korthikanti et al.'s
 # published design (all-gather + reduce-scatter, the bytes of the all-reduce they replace); A11's
 # memory, A12 (memory and traffic), A13 (bubble and interleaving) and B10 (the wait) are measured
 # here; B10's cost comparison needs a network between machines (inconclusive on this machine).

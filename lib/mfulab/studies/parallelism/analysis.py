@@ -156,9 +156,10 @@ def a12_claims(sh, planner) -> list[Claim]:
             )
         if (preset, devices) == tuple(stated.A12_PLANNER_CASES[0].values()) and margin[hi] > 0:
             cases[-1] += (
-                " (below the article's 10B / 1000-card line ZeRO-3 wins best-vs-best here with the overlap, "
-                "against article A's speed rule that chapter 04 confirms at its 13B on 910B cards; the "
-                "one-framework rows say whether the stage or the frameworks make that win)"
+                " (inside the article's range, a ten-billion-class model below 1000 cards, ZeRO-3 wins "
+                "best-vs-best here with the overlap; chapter 04 judges the article's speed rule at its 13B "
+                "on 910B cards, analytic only; the one-framework rows say whether the stage or the "
+                "frameworks make this win)"
             )
     return [
         Claim(
@@ -183,7 +184,7 @@ def a12_claims(sh, planner) -> list[Claim]:
             "A12",
             "ZeRO-3 needs overlap to pay off",
             "planner on the stated A100 cluster: the best layout per ZeRO family, at the assumed DP overlap "
-            "and with none, 7B on 512 and 70B on 1024 cards",
+            "and with none, 13B on 512 and 70B on 1024 cards",
             verdicts.over_scenarios(answers),
             "; ".join(cases) + f". A margin below {stated.A12_DECISIVE_MARGIN:.0%} decides nothing (the step "
             "model's error on FSDP and DeepSpeed runs is of that order: chapter 09). Best-vs-best prices "

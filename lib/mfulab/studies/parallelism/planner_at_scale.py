@@ -111,8 +111,9 @@ def a10_placement():
 
 
 def a12_planner_table():
-    """ZeRO-2 against ZeRO-3 (planner, stated A100 cluster) for a case below the article's
-    10B / 1000-card line and one above it, at the planner's assumed DP overlap and with none:
+    """ZeRO-2 against ZeRO-3 (planner, stated A100 cluster) for a case inside the article's range
+    (a ten-billion-class model below 1000 cards) and one outside it, at the planner's assumed DP
+    overlap and with none:
     the best fitting layout of each family, and the best ZeRO 0–2 layout switched to ZeRO-3
     (the same layout: what ZeRO-3's traffic alone costs)."""
     import pandas as pd

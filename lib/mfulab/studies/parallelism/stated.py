@@ -19,12 +19,14 @@ A10_SENSITIVITY = {"presets": ("llama2-7b", "llama2-13b", "llama2-70b"), "global
 A11_KORTHIKANTI_COLLECTIVES = {"all_gather": 4, "reduce_scatter": 4}
 
 # A12 — article A §4.2: ZeRO-3 gathers each layer's parameters on use: much less memory, more
-# traffic; "below about 10B parameters and 1000 cards, ZeRO-2 (with PP) is usually faster".
-A12_RULE = {"max_params": 10e9, "max_cards": 1000}
-# One case below the line (7B on 512 cards) and one above it (70B on 1024), global batch =
-# one sequence per card (our assumption); each at the planner's assumed DP overlap and with none
-# ("ZeRO-3 needs overlap to pay off").
-A12_PLANNER_CASES = ({"preset": "llama2-7b", "devices": 512}, {"preset": "llama2-70b", "devices": 1024})
+# traffic; "在百亿参数模型、千卡规模以下这个范围, ZeRO-2 (with PP) is usually better value".
+# 百亿 is 10¹⁰: a model of the ten-billion class (10–99 B parameters, the article's 13B), not
+# "below 10B"; the range is that class of model on fewer than 1000 cards.
+A12_RULE = {"min_params": 10e9, "max_params": 100e9, "max_cards": 1000}
+# One case inside the range (a 13B on 512 cards) and one outside it (70B on 1024: past the card
+# line), global batch = one sequence per card (our assumption); each at the planner's assumed DP
+# overlap and with none ("ZeRO-3 needs overlap to pay off").
+A12_PLANNER_CASES = ({"preset": "llama2-13b", "devices": 512}, {"preset": "llama2-70b", "devices": 1024})
 A12_DP_OVERLAPS = (0.8, 0.0)
 # A planner margin (best ZeRO 0–2 step over best ZeRO-3 step) smaller than this decides nothing:
 # the step model's held-out errors on FSDP and DeepSpeed runs are of this order (chapter 09's
