@@ -453,3 +453,18 @@ def test_the_readme_states_each_gpu_and_node_budget_as_study_yaml_declares_it():
                 != "cpu"
             ):
                 assert f"{study.id} {budget:g} s" in para, (study.id, profile, budget)
+
+
+def test_b2_has_one_presence_floor_across_the_course():
+    """B2 is judged in chapters 01, 06 and 07 on whether a category of step time is present:
+    one floor for the same claim id, so a reader can set the three rows side by side."""
+    from mfulab.studies.anatomy.params import Params as AnatomyParams
+    from mfulab.studies.dataloader.params import Params as DataloaderParams
+    from mfulab.studies.mfu.params import Params as MfuParams
+
+    floors = {
+        "mfu": MfuParams().b2_present_share,
+        "dataloader": DataloaderParams().nonzero_share,
+        "anatomy": AnatomyParams().b2_present_share,
+    }
+    assert len(set(floors.values())) == 1, floors

@@ -94,8 +94,9 @@ class Params(PresetModel, StudyParams):
         positive=True,
     )
     b2_present_share: float = param(
-        0.02,
-        "B2: a category counts as present when it takes at least this share of the step",
+        0.01,
+        "B2: a category counts as present when it takes at least this share of the step (the "
+        "course's one floor for B2, as chapters 01 and 06)",
         unit="fraction",
     )
     timeout_s: float = param(900.0, "time limit of the torchrun job", unit="s", positive=True)
