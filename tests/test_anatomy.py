@@ -251,3 +251,18 @@ def test_leave_one_out_configurations_turn_off_one_knob_of_the_last_rung():
     # the two-knob step (format + workers) is left out whole
     assert "format" not in configs["all but format + workers"]
     assert "workers" not in configs["all but format + workers"]
+
+
+def test_gain_shares_read_no_share_from_gains_of_both_signs():
+    """The ladder and the leave-one-out credit share one rule: a share of a sum of gains is read
+    only when every gain is positive."""
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {"targets": ["communication wait", "data wait", "slow operators"], "gain_s": [0.3, 0.1, 0.4]}
+    )
+    by_target, share = analysis.gain_shares(frame, "gain_s")
+    assert by_target["data wait"] == pytest.approx(0.1) and share == pytest.approx(0.5)
+    frame.loc[2, "gain_s"] = -0.1  # a knob that made the step slower
+    _, mixed = analysis.gain_shares(frame, "gain_s")
+    assert mixed != mixed  # NaN

@@ -233,6 +233,18 @@ def leave_one_out_table(records: dict):
     return pd.DataFrame(rows)
 
 
+def gain_shares(frame, column: str) -> tuple[dict, float]:
+    """Each knob's gain (``column``, seconds) summed per target loss, and the communication +
+    data share of the total: NaN where the gains have both signs (a share of their sum means
+    nothing), for the ladder's credit and the leave-one-out credit alike."""
+    by_target = frame.groupby("targets")[column].sum().to_dict()
+    credited = sum(v for k, v in by_target.items() if k in ("communication wait", "data wait"))
+    total = frame[column].sum()
+    if total <= 0 or (frame[column] <= 0).any():
+        return by_target, float("nan")
+    return by_target, credited / total
+
+
 def b15_gain_shares(records: dict) -> dict:
     """Naive → last rung: the step's gain, each knob's measured gain credited to the loss the knob
     targets (``KNOB_TARGETS``), and the share the article credits — communication (buckets,
@@ -243,17 +255,9 @@ def b15_gain_shares(records: dict) -> dict:
     first, last = records["ladder"][0], records["ladder"][-1]
     knobs = table.dropna(subset=["speedup"])
 
-    def shares(frame, column):
-        by_target = frame.groupby("targets")[column].sum().to_dict()
-        credited = sum(v for k, v in by_target.items() if k in ("communication wait", "data wait"))
-        total = frame[column].sum()
-        return by_target, credited / total if total > 0 else float("nan")
-
-    by_target, share = shares(knobs, "gain_s")
+    by_target, share = gain_shares(knobs, "gain_s")
     loo = leave_one_out_table(records)
-    loo_by_target, loo_share = shares(loo, "loo_gain_s") if len(loo) else (None, None)
-    if len(loo) and (loo.loo_gain_s <= 0).any():
-        loo_share = float("nan")  # gains of both signs: a share of their sum means nothing
+    loo_by_target, loo_share = gain_shares(loo, "loo_gain_s") if len(loo) else (None, None)
     return {
         "gain_s": table.step_s[first] - table.step_s[last],
         "speedup": table.step_s[first] / table.step_s[last],

@@ -95,8 +95,13 @@ def b15_claim(records, p, t: dict) -> Claim:
         verdict,
         f"naive → last rung ×{g['speedup']:.2f} ({g['gain_s'] * 1e3:.1f} ms per step); "
         + _loo_text(t, g)
-        + f"; up the ladder, per knob: {steps}; credited by target: {credit}: communication + data IO "
-        f"{g['comm_data_share']:.0%}{why}",
+        + f"; up the ladder, per knob: {steps}; credited by target: {credit}: "
+        + (
+            f"communication + data IO {g['comm_data_share']:.0%}"
+            if g["comm_data_share"] == g["comm_data_share"]
+            else "the ladder's gains have both signs, so no share of their sum is read"
+        )
+        + why,
         basis=verdicts.TOY,
     )
 
