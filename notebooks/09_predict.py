@@ -140,6 +140,27 @@ for name in goals:  # test, holdout, holdout-2, holdout-3: each against the same
 plots.save_figure(figures.validation(df, 0.25), out, "validation")
 
 # %% [markdown]
+# **The course's decisive margin against these errors.** Every chapter reads a modelled
+# difference as deciding a verdict only beyond ±20% (`studykit.step_error.DECISIVE_MARGIN`).
+# That figure is a reading, not a fit; the table places it among the errors on rows the model
+# was never fitted on: the share of held-out rows it covers, beside their median and 90th
+# percentile. A margin at the median would let half the model's misses decide verdicts; one
+# past the 90th percentile would decide almost nothing.
+
+# %%
+margin = t["decisive_margin"]
+display(
+    margin.style.format(
+        {
+            "margin": "±{:.0%}",
+            "share_within_margin": "{:.0%}",
+            "median_abs_error": "{:.1%}",
+            "p90_abs_error": "{:.1%}",
+        }
+    ).hide(axis="index")
+)
+
+# %% [markdown]
 # **Past what the model covers.** A held-out row whose file names a feature the model lacks
 # (`not_modelled`: a remat policy between `selective` and `full`, JAX/XLA sharding priced as
 # FSDP, overlapped pipeline sends, CUDA graphs) is refused above and scored nowhere. Priced as

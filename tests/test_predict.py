@@ -775,3 +775,22 @@ def test_unpriced_elementwise_ops_are_the_memory_bound_ops_no_term_prices():
     records = {"op_profile": {"steps": [{"wall_s": 1.0, "ops_self_s": ops}]}, "step": {"median_s": 2.0}}
     u = calibrated.unpriced_elementwise(records)
     assert u["ops"] == [("aten::sum", pytest.approx(0.2))] and u["total_s"] == pytest.approx(0.2)
+
+
+def test_decisive_margin_is_placed_among_held_out_errors_only():
+    """The margin's table counts held-out rows, never fit or development rows or refused ones."""
+    import pandas as pd
+
+    from mfulab.studies.predict import scores
+
+    df = pd.DataFrame(
+        {
+            "split": ["fit", "development", "test", "test", "test", "holdout"],
+            "refused": ["", "", "", "", "context parallelism", ""],
+            "error": [0.5, 0.5, 0.1, -0.3, 0.9, 0.05],
+        }
+    )
+    t = scores.decisive_margin_check(df, margin=0.2).set_index("split")
+    assert t.loc["test", "scored"] == 2 and t.loc["test", "share_within_margin"] == 0.5
+    assert t.loc["all held out", "scored"] == 3
+    assert t.loc["all held out", "share_within_margin"] == pytest.approx(2 / 3)

@@ -19,6 +19,7 @@ def tables(records, p, valid: dict) -> dict:
     return {
         "validation": df,
         "splits": scores.split_summary(df),
+        "decisive_margin": scores.decisive_margin_check(df),
         "as_noted": scores.as_noted_summary(df),
         "per_source": scores.per_source(df),
         "leave_one_source_out": scores.leave_one_source_out(records["published_runs"], fit_grid=p.fit_grid),

@@ -281,3 +281,35 @@ def per_term_check(records, fitted: float):
             }
         )
     return pd.DataFrame(rows)
+
+
+def decisive_margin_check(df, margin: float | None = None):
+    """Where the course's decisive margin (``studykit.step_error.DECISIVE_MARGIN``, ±20%: a
+    modelled difference decides a verdict only beyond it) sits among the step model's errors on
+    rows it was never fitted on: per held-out split and for all of them together, the rows
+    scored, the share within ±margin (the quantile of |error| the margin is), and the median and
+    90th-percentile |error| beside it. A margin near the held-out median would
+    let the model's own error decide verdicts; one past the 90th percentile would decide none."""
+    import pandas as pd
+
+    from mfulab.studykit.step_error import DECISIVE_MARGIN, HELD_OUT
+
+    margin = DECISIVE_MARGIN if margin is None else margin
+    groups = [(s, df[(df.split == s) & (df.refused == "")]) for s in HELD_OUT]
+    groups.append(("all held out", df[df.split.isin(HELD_OUT) & (df.refused == "")]))
+    rows = []
+    for name, g in groups:
+        abs_error = g.error.abs().dropna()
+        if not len(abs_error):
+            continue
+        rows.append(
+            {
+                "split": name,
+                "scored": len(abs_error),
+                "margin": margin,
+                "share_within_margin": float((abs_error <= margin).mean()),
+                "median_abs_error": float(abs_error.median()),
+                "p90_abs_error": float(abs_error.quantile(0.9)),
+            }
+        )
+    return pd.DataFrame(rows)
