@@ -794,3 +794,21 @@ def test_decisive_margin_is_placed_among_held_out_errors_only():
     assert t.loc["test", "scored"] == 2 and t.loc["test", "share_within_margin"] == 0.5
     assert t.loc["all held out", "scored"] == 3
     assert t.loc["all held out", "share_within_margin"] == pytest.approx(2 / 3)
+
+
+def test_per_term_check_sets_the_backward_forward_split_beside_its_null():
+    """Korthikanti et al.'s Table 4 is the fit source, so the check also reads the split that the
+    fitted share barely moves: backward ÷ forward, modelled and published, beside the 2× rule
+    (3× under full recompute)."""
+    from mfulab.studies.predict import scores
+    from mfulab.studies.predict.bench import _published
+    from mfulab.studies.predict.params import Params
+
+    t = scores.per_term_check(_published(Params()), fitted=1.0)
+    assert len(t) == 5
+    published = t.published_backward_ms / t.published_forward_ms
+    assert np.allclose(t.published_backward_over_forward, published)
+    assert np.allclose(t.predicted_backward_over_forward, t.predicted_backward_ms / t.predicted_forward_ms)
+    full = t.setting.str.contains("Baseline with recompute")
+    assert (t.rule_of_thumb_backward_over_forward[full] == 3).all()
+    assert (t.rule_of_thumb_backward_over_forward[~full] == 2).all()
