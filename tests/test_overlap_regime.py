@@ -37,6 +37,11 @@ def test_regime_fit_describes_times_that_follow_the_model_and_names_a_slower_cal
 
 
 def test_b16_refutes_the_variable_nothing_reads():
-    detail, rest = nccl_reference.b16_env_claims()
+    detail, rest, timeout, qps, gdr, site = nccl_reference.b16_env_claims()
     assert detail.verdict == "refuted" and "TORCH_DISTRIBUTED_DEBUG" in detail.evidence
     assert rest.verdict == "not checkable" and "4× the memory" in rest.evidence
+    # one row per InfiniBand line: 4.096 µs × 2^20 = 4.3 s by default, × 2^22 = 17.2 s
+    assert timeout.verdict == "shown" and "4.3 s" in timeout.evidence and "17.2 s" in timeout.evidence
+    assert qps.verdict == "shown" and "default 1" in qps.evidence
+    assert gdr.verdict == "not checkable" and "PHB" in gdr.evidence
+    assert site.verdict == "not checkable" and "RoCE" in site.evidence

@@ -162,10 +162,28 @@ B9_NVLINK = {
 #   the memory; no documented mechanism makes transfers "more stable";
 # - CUDA_DEVICE_MAX_CONNECTIONS=4: given no reason; Megatron-LM requires 1 when tensor-parallel
 #   communication overlaps compute (sequence parallelism), so that kernels are queued in order.
+# - NCCL_IB_TIMEOUT=22 "avoids timeouts from occasional IB jitter": the verbs timeout is
+#   4.096 µs × 2^value (InfiniBand spec; NCCL's docs), NCCL's default 20 (NCCL source,
+#   src/transport/net_ib/connect.cc, v2.31); NCCL's docs suggest raising it on large networks;
+# - NCCL_IB_QPS_PER_CONNECTION=4 "queue pairs per connection, some bandwidth room": IB queue pairs
+#   per connection between two ranks, default 1; more spread a connection over more fabric paths
+#   (routing entropy on multi-level fabrics, NCCL's docs);
+# - NCCL_NET_GDR_LEVEL=3, NCCL_NET_GDR_READ=1 "GPUDirect RDMA, a very obvious gain across machines,
+#   if NIC and GPU share a NUMA node": level 3 is PHB (GDR where GPU and NIC share a NUMA node,
+#   through the CPU's host bridge); GDR_READ=1 lets the NIC read GPU memory on sends (NCCL's docs);
+# - NCCL_IB_GID_INDEX=3, NCCL_SOCKET_IFNAME=ib0: no reason given; the GID index is used in RoCE
+#   mode (NCCL's docs), and ib0 names the IP-over-IB interface for NCCL's bootstrap sockets.
 B16_ENV_BLOCK = {
     "debug_variable_written": "TORCH_DISTRIBUTED_DETAIL",
     "debug_variable_read": "TORCH_DISTRIBUTED_DEBUG",
     "nccl_buffsize_bytes": 16777216,
     "nccl_buffsize_default_bytes": 4 * 2**20,
     "cuda_device_max_connections": 4,
+    "ib_timeout": 22,
+    "ib_timeout_default": 20,
+    "ib_timeout_unit_s": 4.096e-6,
+    "ib_qps_per_connection": 4,
+    "ib_qps_per_connection_default": 1,
+    "net_gdr_level": 3,
+    "ib_gid_index": 3,
 }
