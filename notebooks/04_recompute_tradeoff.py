@@ -359,10 +359,12 @@ o.tables["a12_accumulation"]
 
 # %% [markdown]
 # A12's throughput sentence (for ~10B models below a thousand cards ZeRO-2 is usually faster)
-# from the course's step model at the article's 13B on 910B cards: the stated case (micro-batch
-# 1, four micro-batches per DP rank, the 910B's 200 Gb/s per card; ZeRO-2 with DeepSpeed's
-# collectives, ZeRO-3 with FSDP's), then each assumption the article does not state varied at 64
-# and 512 cards. A ratio within the decisive margin (`zero2_faster` empty) decides nothing.
+# from the course's step model at the article's 13B on 910B cards: the stated case is its command
+# (micro-batch 1, unfused attention, both stages on DeepSpeed's collectives: `--zero-stage` is
+# DeepSpeed's flag), with four micro-batches per DP rank and the 910B's 200 Gb/s per card; then
+# each input the article does not state varied at 64 and 512 cards (`kind` assumed), and one
+# change to the command itself (micro-batch 4, `kind` configuration: reported, not voted). A
+# ratio within the decisive margin (`zero2_faster` empty) decides nothing.
 
 # %%
 o.tables["a12_throughput_sensitivity"]
@@ -424,9 +426,10 @@ o.tables["a12_throughput_sensitivity"]
 # only otherwise. A12: confirmed (documented specification: ZeRO's design at the layout) when
 # ZeRO-3 needs less memory and moves more bytes at every data-parallel width; its throughput
 # sentence (for ~10B models below a thousand cards ZeRO-2 is usually faster) by the step model at
-# the 13B on 64–512 910B cards: confirmed (analysis) when ZeRO-2's step is shorter beyond the
-# decisive margin in the stated case and in every variation of the table above, refuted
-# (analysis) when ZeRO-3's is in every one, analytic only otherwise; its second row,
+# the 13B on 64–512 910B cards: the stated case decides (ZeRO-2's step shorter beyond the
+# decisive margin at every size: confirmed (analysis); ZeRO-3's: refuted (analysis)) unless an
+# assumed input of the table above turns the answer (analytic only; a row within the margin
+# turns nothing: `verdicts.at_stated_case`); its second row,
 # "ZeRO-2 slices the gradients before reducing them, which reduces communication", is refuted by
 # ZeRO's own count (§7.2: a reduce-scatter plus an all-gather move what one all-reduce moves).
 

@@ -233,8 +233,9 @@ def test_article_rows_follow_their_counts():
     assert b7.verdict == "analytic only" and "1.21× at c = 0.55" in b7.evidence
     assert "consistent at c = 0.64" in b7.evidence
     # ZeRO-3's per-micro-batch gathers over 200 Gb/s between nodes: ZeRO-2 faster at every size of
-    # the stated case, by more than the decisive margin; at micro-batch 4 ZeRO-3's gathers hide
-    # under the longer compute and the margin closes, so the sensitivity leaves the sentence open
+    # the stated case (the command: DeepSpeed for both stages, unfused attention), by more than the
+    # decisive margin; no assumed input reverses it (a faster network closes the margin, it does not
+    # turn it); micro-batch 4 changes the command itself and is reported, not voted
     t = article_rows.a12_throughput_table()
     stated_rows = t[t.scenario == "stated case"]
     assert len(stated_rows) == 8 and stated_rows.zero2_faster.all()
@@ -242,8 +243,16 @@ def test_article_rows_follow_their_counts():
     mb4 = t[t.scenario == "micro-batch 4"]
     assert mb4.zero2_faster.isna().all() and (mb4.micro_batch == 4).all()
     assert set(t[t.scenario == "FSDP for both stages"].frameworks) == {"fsdp / fsdp"}
+    assert set(stated_rows.frameworks) == {"deepspeed / deepspeed"} and set(stated_rows.attention) == {
+        "naive"
+    }
+    assert set(t[t.scenario == "micro-batch 4"].kind) == {"configuration"}
     zt = article_rows.zero2_throughput_claim(t)
-    assert zt.verdict == "analytic only" and "micro-batch 4" in zt.evidence
+    assert zt.verdict == "confirmed (analysis)" and "micro-batch 4" in zt.evidence
+    # an assumed row that turns the answer makes it analytic only
+    flipped = t.copy()
+    flipped.loc[flipped.scenario == "400 Gb/s per card", "zero2_faster"] = False
+    assert article_rows.zero2_throughput_claim(flipped).verdict == "analytic only"
     # the decisive margin is chapter 08's: one figure for one step model's error
     from mfulab.studies.parallelism import stated as parallelism_stated
     from mfulab.studies.recompute import stated as recompute_stated

@@ -157,8 +157,9 @@ def a12_claims(sh, planner) -> list[Claim]:
         if (preset, devices) == tuple(stated.A12_PLANNER_CASES[0].values()) and margin[hi] > 0:
             cases[-1] += (
                 " (inside the article's range, a ten-billion-class model below 1000 cards, ZeRO-3 wins "
-                "best-vs-best here with the overlap; chapter 04 judges the article's speed rule at its 13B "
-                "on 910B cards, analytic only; the one-framework rows say whether the stage or the "
+                "best-vs-best here with the overlap, on A100s and at one sequence per card; chapter 04 "
+                "judges the article's speed rule at its own 13B command on 910B cards; the one-framework "
+                "rows say whether the stage or the "
                 "frameworks make this win)"
             )
     return [
