@@ -141,6 +141,11 @@ def check_layout(
             f"{framework} runs ZeRO stage {' or '.join(map(str, comm.DP_ZERO_STAGES[framework]))}, "
             f"not {zero_stage}"
         )
+    if framework == "deepspeed" and zero_stage >= 2 and pp > 1:
+        raise ParameterError(
+            "DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3 with pipeline parallelism "
+            "(deepspeed/runtime/pipe/engine.py, PipelineEngine.__init__; deepspeedai/DeepSpeed@03f6f75)"
+        )
     if n_devices % (tp * pp):
         raise ParameterError(f"tp·pp = {tp * pp} does not divide {n_devices} devices")
     dp = n_devices // (tp * pp)

@@ -200,12 +200,12 @@ def a12_throughput_table():
 
 
 def _answer(answers) -> bool | None:
-    """One answer from several rows (the stated case's cluster sizes and batches): True or False
-    when they all agree, None otherwise."""
-    answers = list(answers)
-    if all(a is True for a in answers):
-        return True
-    return False if all(a is False for a in answers) else None
+    """One answer from several rows (the stated case's cluster sizes and batches), by the course's
+    rule (``verdicts.over_scenarios``): True or False when they all agree, None otherwise."""
+    import pandas as pd
+
+    answers = [None if pd.isna(a) else bool(a) for a in answers]  # numpy bools, NaN for "neither"
+    return {"confirmed": True, "refuted": False, "analytic only": None}[verdicts.over_scenarios(answers)]
 
 
 def zero2_throughput_claim(table=None) -> Claim:
