@@ -19,10 +19,11 @@
 # CPU, NCCL on GPUs, through the project's torchrun launcher), fed by a **DataLoader** over a
 # corpus on disk, with a **checkpoint** every k steps. This notebook
 #
-# 1. splits each step, per rank, into B2's four categories — compute, communication wait, data
-#    wait and other (the checkpoint write and the untimed rest) — from explicit timestamps and from `torch.profiler`, side by side (**B2**);
-# 2. rebuilds the article's optimisation ladder here: from a deliberately naive configuration,
-#    one knob at a time, each step's time, MFU and the loss it shrank (**B15**);
+# 1. splits each step, per rank, into useful compute and B2's four losses — slow operators,
+#    communication wait, data wait and scheduling waste (the checkpoint write and the untimed
+#    rest) — from explicit timestamps, with `torch.profiler`'s view beside it (**B2**);
+# 2. rebuilds the article's optimisation ladder here, in its order: from its baseline as this
+#    machine can run it, one knob at a time, each step's time, MFU and the loss it shrank (**B15**);
 # 3. slows one rank down and shows that every rank's step follows the slowest (**B13**).
 
 # %% tags=["parameters"]
@@ -56,11 +57,12 @@ print(
 # Every rung is its own DDP model, optimizer and `DataLoader` (a `DistributedSampler` gives
 # each rank its share), all built before the measurement, so that the rounds can interleave
 # them: in each round every rung runs one block of steps, in an order drawn per round (the
-# same on every rank). A block's time is the **slowest rank's**. The naive rung reads one JSON
-# file per sample in the training process (0 workers), all-reduces every gradient tensor on
-# its own (a bucket cap below every tensor) and waits for each all-reduce before backward goes
-# on (a blocking DDP comm hook: no overlap), runs attention as separate matmuls and softmax,
-# and writes its checkpoint synchronously (`torch.save` + `fsync`).
+# same on every rank). A block's time is the **slowest rank's**. The naive rung is article B
+# §5.1's baseline as this machine can run it: DDP at its defaults (each bucket's all-reduce
+# starts while backward goes on), at the article's bucket cap scaled to this model (below),
+# attention as separate matmuls and softmax (the article's "standard implementation"), one JSON
+# file per sample read in the training process (0 workers), and a synchronous checkpoint
+# (`torch.save` + `fsync`).
 
 # %%
 o.tables["rungs"]
@@ -68,11 +70,17 @@ o.tables["rungs"]
 # %% [markdown]
 # ## 2 · Where one step's time goes, per rank (B2)
 #
-# Per step and rank, timestamps around each phase give **data wait** (the batch from the
-# loader, to the device), **compute** (forward, backward, optimizer), **communication wait**
-# and **other (the checkpoint write and the untimed rest)**. The communication wait comes from the DDP comm hook: the time a
-# blocking hook waits for its all-reduce, plus the time `backward()` still runs after the last
-# hook returned (the all-reduces that backward did not hide). On a GPU these marks are CUDA events
+# Article B §1.2 draws a step as a pie: useful Tensor-Core time and four losses, 算子效率低
+# (slow operators), 通信等待 (communication wait), 数据等待 (data wait) and 调度浪费 (scheduling
+# waste: synchronous checkpoints, throttled cards, poor CPU pinning). Per step and rank,
+# timestamps around each phase give **data wait** (the batch from the loader, to the device),
+# compute (forward, backward, optimizer), **communication wait** and **scheduling waste** (the
+# checkpoint write and the untimed rest). Compute splits at the measured matmul ceiling
+# (`verdicts.b2_compute_split`): **useful compute** is the rank's model FLOPs at its share of
+# the ceiling (on a CPU the ranks share the cores the ceiling was measured on), the rest of
+# its compute **slow operators**. The communication wait comes from the DDP comm hook: the
+# time `backward()` still runs after the last hook returned (the all-reduces that backward
+# did not hide). On a GPU these marks are CUDA events
 # on the compute stream, read after the step's synchronise, since the host runs ahead of the
 # device; here they are the host's clock. The naive rung's steps, every rank:
 
@@ -81,10 +89,11 @@ o.tables["b2_split"]
 
 # %% [markdown]
 # The same steps under `torch.profiler` (a few more steps of the naive rung after the rounds;
-# `mfulab.measure.opprofile`, the operator categories of study 01 mapped onto these four: every
-# computing op is compute, the gaps inside DDP's backward and the hook's waits are
+# `mfulab.measure.opprofile`, the operator categories of study 01 mapped onto compute and three
+# losses: every computing op is compute (a profiler times kernels, not their distance from the
+# ceiling, so it cannot split useful from slow), the gaps inside DDP's backward are
 # communication, `data` is data, the checkpoint and the step's time outside every op are
-# other (the checkpoint write and the untimed rest)). Each rank's trace is in `traces/`: open it at
+# scheduling waste). Each rank's trace is in `traces/`: open it at
 # [ui.perfetto.dev](https://ui.perfetto.dev) or `chrome://tracing`.
 
 # %%
@@ -111,16 +120,19 @@ ops.groupby("category")[["seconds", "share_of_step"]].mean()
 # %% [markdown]
 # ## 3 · The B15 ladder, measured here
 #
-# Each rung turns on one knob over the one before: **format + workers** (packed uint16
-# tokens read by a worker process: two knobs at once, as in the article's step), **buckets**
-# (1 MiB buckets, about a dozen for this 12 MiB model, instead of one all-reduce per tensor;
-# PyTorch's 25 MiB default would make two here, a 1 MiB first bucket and one holding the rest,
-# ready only when backward ends),
-# **overlap** (the hook returns at once: each bucket's all-reduce runs while backward goes on;
-# `buckets_per_step` shows the buckets it has to overlap), **fused attention** (SDPA; with
-# `compile: true` also `torch.compile`), **background checkpoint** (the step copies the state to
-# host memory, a thread writes it; the block's timer waits for the write, so nothing leaks into
-# the next block). On a CPU run (the reference results come from a 2-core box) a loader worker
+# Each rung turns on one knob over the one before, in article B §5.2's order: **fused
+# attention** (its step 1: SDPA; with `compile: true` also `torch.compile`; TF32 has no CPU
+# counterpart), **buckets** (its step 2: the cap doubled, 25 → 50 MiB, with
+# `gradient_as_bucket_view` and `static_graph`), **format + workers** (its step 4: packed
+# uint16 tokens read by a worker process, two knobs at once as in the article's step), then
+# §5.3's **background checkpoint** (the step copies the state to host memory, a thread writes
+# it; the block's timer waits for the write, so nothing leaks into the next block). Its step 3
+# (NCCL's GPUDirect RDMA and buffers) and step 5 (locked clocks) have no counterpart on gloo and
+# a CPU. The article's 7B at tensor parallelism 4 reduces 7 GB of fp32 gradients per rank, 267
+# buckets of 25 MiB; the caps here are the article's scaled by this model's gradient bytes
+# (`ladder.article_bucket_caps_mib`, `records["bucket_caps_mib"]`), so the bucket count per
+# gradient byte is the article's, and a bucket never splits a tensor: where the scaled cap is
+# below a tensor, that tensor is its own bucket (`buckets_per_step`). On a CPU run (the reference results come from a 2-core box) a loader worker
 # and gloo's reductions compete with the training threads for the same cores: a knob can cost
 # there what it saves on a GPU node. Recompute would come last, where memory
 # forces it; here it does not. The speed-up of each rung over the one before is a ratio of
@@ -158,9 +170,10 @@ plots.save_figure(fig, out, "steps")
 #
 # In its own blocks, the last rung runs once more with a **straggler**: on every second step
 # the last rank spins on its core for a share of a step (`straggler_slowdown` of the last rung's
-# step as timed in the warm-up block, so it matches no table median exactly: the article's 8% in
-# the full and gpu profiles, three times that in `cpu`, where this box's step-to-step jitter is as
-# large as 8% and the verdict flipped between fresh runs; the row says which) before
+# step as timed in the warm-up block: the article's 8% in the full and gpu profiles, three times
+# that, 24%, in `cpu`, where this box's step-to-step jitter is as large as 8% and the verdict
+# flipped between fresh runs. As a share of the paired steps' median, which the row reports, the
+# same delay reads differently wherever the warm-up step differs from the rounds' steps) before
 # its forward, busy as a throttled card's slower kernels are (a sleep would free the core for the
 # other rank); each such step is paired with the step before it (`analysis.b13_pairs`), and
 # these blocks write no checkpoint. DDP is synchronous: the other ranks reach the step's
@@ -178,9 +191,8 @@ plots.save_figure(fig, out, "straggler")
 # %% [markdown]
 # ## Claims
 #
-# **B2** is descriptive: *shown* when at least three of the four categories each take at least
-# `b2_present_share` of the naive step (compute counts as one: it holds the slow operators,
-# which notebook 01's operator profile separates). **B15** is the ladder, each knob's
+# **B2** is descriptive: *shown* when at least three of the four losses each take at least
+# `b2_present_share` of the naive step (useful compute is not a loss). **B15** is the ladder, each knob's
 # leave-one-out gain credited to the loss it targets (the ladder-order credit beside it): what
 # this machine shows is in the evidence; the article's
 # regime (7B on 64 A100s) is out of reach of a CPU box, so its verdict is inconclusive here.

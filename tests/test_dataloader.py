@@ -391,13 +391,21 @@ def _records(
             {
                 "wait_s": wait,
                 "compute_s": 0.1,
+                "model_flops": 6e7,  # 60 ms at the ceiling below: 40 ms of slow operators
                 "checkpoint_s": 0.01 * w,
                 "step_s": wait + 0.1 + 0.01 * w,
                 "checkpoint": w,
             }
             for w in written
         ]
-        return {"format": fmt, "num_workers": 0, "compute": compute, "ranks": 1, "steps": steps}
+        return {
+            "format": fmt,
+            "num_workers": 0,
+            "compute": compute,
+            "ranks": 1,
+            "steps": steps,
+            "ceiling_flops_per_s": 1e9,
+        }
 
     stall = [
         run("in-memory", "real compute", 1e-6),
@@ -604,7 +612,8 @@ def test_b2_is_shown_only_with_three_categories_and_the_emulation_only_shown():
         "shown",
     ]
     table = analysis.stall_table(_records())
-    assert table.nonzero_categories.tolist() == [2, 3, 2]  # in-memory: no data wait; emulated: no other
+    # in-memory: no data wait; emulated: no slow operators (a timed wait) and no scheduling waste
+    assert table.nonzero_categories.tolist() == [2, 3, 1]
     assert table.communication_wait_share.eq(0).all()
     rec = _records()
     rec["stall"][2] = {**rec["stall"][1], "compute": "emulated compute"}  # 3 categories, still emulated
@@ -662,7 +671,10 @@ def test_stall_figure_legend_names_only_what_is_drawn():
 
     fig = figures.plot_stall(_records())
     legends = [[t.get_text() for t in ax.get_legend().get_texts()] for ax in fig.axes]
-    assert legends == [["compute", "data wait", "other"], ["compute (a timed wait)", "data wait"]]
+    assert legends == [
+        ["data wait", "useful compute (model FLOPs at the ceiling)", "slow operators", "scheduling waste"],
+        ["data wait", "compute (a timed wait)"],
+    ]
     # the title states the real measurement's take-away; the emulated panel says what it is
     assert fig._suptitle.get_text().startswith("Real training steps") and "%" in fig._suptitle.get_text()
     assert "by construction" in fig.axes[1].get_title() and "measured" in fig.axes[0].get_title()

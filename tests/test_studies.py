@@ -461,10 +461,11 @@ def test_b2_has_one_presence_floor_across_the_course():
     from mfulab.studies.anatomy.params import Params as AnatomyParams
     from mfulab.studies.dataloader.params import Params as DataloaderParams
     from mfulab.studies.mfu.params import Params as MfuParams
+    from mfulab.studykit import verdicts
 
     floors = {
         "mfu": MfuParams().b2_present_share,
         "dataloader": DataloaderParams().nonzero_share,
         "anatomy": AnatomyParams().b2_present_share,
     }
-    assert len(set(floors.values())) == 1, floors
+    assert set(floors.values()) == {verdicts.B2_PRESENT_SHARE}, floors

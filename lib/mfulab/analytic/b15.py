@@ -25,11 +25,13 @@ def b15_table():
 
 
 # Two readings of B15's sentence "the gain comes mainly from communication overlap and data IO":
-# the categories each reading credits to it (the NCCL step's category is "communication bandwidth")
-# The article's own words decide the reading the verdict takes: it credits "通信重叠" (communication
-# *overlap*) and data IO, and the NCCL step (GPUDirect RDMA, buffer sizes) raises bandwidth, it
-# adds no overlap; §5.2 itself calls the SDPA + TF32 step "这一步收益最大" (the largest gain).
-# The other reading is shown beside it (``b15_categorisations``), not given a verdict of its own.
+# the categories each reading credits to it (the NCCL step's category is "communication bandwidth").
+# The article's own words decide the verdict (``B15_LITERAL_READING``): it credits "通信重叠"
+# (communication *overlap*) and data IO; its step 2 (the DDP buckets) is the one it says lets
+# backward and communication overlap more fully, while the NCCL step (GPUDirect RDMA, buffer sizes) raises
+# bandwidth and adds no overlap; §5.2 itself calls the SDPA + TF32 step "这一步收益最大" (the
+# largest gain). The looser reading, every communication step counted as overlap, is shown beside it
+# (``b15_categorisations``) and decides nothing.
 B15_LITERAL_READING = "NCCL tuning is its own category (bandwidth, not overlap)"
 B15_READINGS = {
     "NCCL tuning is its own category (bandwidth, not overlap)": ("communication overlap", "data IO"),

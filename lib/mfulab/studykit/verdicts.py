@@ -253,16 +253,43 @@ def verdict_in_band(lo: float, hi: float, *, band: tuple[float, float], drift: f
     return "confirmed" if inside else "inconclusive on this machine"
 
 
-# B2 (article B §1.2): where a step's lost time goes. One vocabulary for every study that
-# splits a step (mfu: one process; dataloader: a loader's wait; anatomy: DDP ranks), each
-# study saying what it times under each name, and one rule for when the split is shown.
-B2_CATEGORIES = ("compute", "communication wait", "data wait", "other")
-B2_MIN_PRESENT = 3  # of the four: fewer present, and the run cannot show a split
+# B2 (article B §1.2): where a step's lost time goes. The article draws the step as a pie of
+# useful Tensor-Core time and four kinds of loss: 算子效率低 (slow operators: memory-bound or
+# badly shaped kernels), 通信等待 (communication wait), 数据等待 (data wait) and 调度浪费
+# (scheduling waste: synchronous checkpoints, throttled cards, poor CPU pinning). Compute is not
+# a loss; only its part above the model FLOPs at the measured matmul ceiling is
+# (:func:`b2_compute_split`). One vocabulary for every study that splits a step (mfu: one
+# process; dataloader: a loader's wait; anatomy: DDP ranks), each study saying what it times under
+# each name, and one rule for when the split is shown.
+B2_USEFUL = "useful compute"  # the pie's first slice, not a loss
+B2_CATEGORIES = ("slow operators", "communication wait", "data wait", "scheduling waste")
+B2_MIN_PRESENT = 3  # of the four losses: fewer present, and the run cannot show a split
+B2_PRESENT_SHARE = 0.01  # a loss is present at >= 1% of the step (every study's default floor)
+
+
+def b2_compute_split(compute_s: float, model_flops: float, ceiling_flops_per_s: float) -> dict:
+    """A step's compute time split into B2's useful compute and its *slow operators* loss:
+
+        useful_s = min(compute_s, model_flops / ceiling_flops_per_s)
+        slow_operators_s = compute_s - useful_s
+
+    ``model_flops``: the model FLOPs the compute ran (the study's MFU convention);
+    ``ceiling_flops_per_s``: the measured matmul ceiling of the cores or device that ran them.
+    What a kernel loses below the ceiling (small shapes, non-matmul ops, launches, memory-bound
+    attention) is the article's 算子效率低."""
+    if compute_s < 0 or model_flops < 0 or not ceiling_flops_per_s > 0:
+        raise ValueError(
+            f"b2_compute_split: compute_s={compute_s}, model_flops={model_flops} must be >= 0 and "
+            f"ceiling_flops_per_s={ceiling_flops_per_s} > 0"
+        )
+    useful_s = min(compute_s, model_flops / ceiling_flops_per_s)
+    return {B2_USEFUL: useful_s, "slow operators": compute_s - useful_s}
 
 
 def b2_verdict(present) -> str:
     """B2 is descriptive: its split is *shown* when at least :data:`B2_MIN_PRESENT` of the four
-    :data:`B2_CATEGORIES` are present in the run (each study states its floor for "present");
+    losses :data:`B2_CATEGORIES` are present in the run (each at least its study's floor,
+    :data:`B2_PRESENT_SHARE` by default);
     with fewer this run cannot reach the regime that shows it (inconclusive on this machine: the
     sentence itself is checkable, on a run with every category, as chapter 07's)."""
     unknown = set(present) - set(B2_CATEGORIES)

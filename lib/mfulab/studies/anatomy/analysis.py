@@ -15,46 +15,61 @@ from mfulab.studies.anatomy.ladder import LEAVE_ONE_OUT_PREFIX
 from mfulab.studies.anatomy.worker import STRAGGLER
 from mfulab.studykit import verdicts
 
-CATEGORIES = verdicts.B2_CATEGORIES  # "other": the checkpoint write and the untimed rest of the step
-# the profiler's operator categories (opprofile.CATEGORIES) in B2's four
+MFU_CONVENTION = "palm"  # the FLOPs per token the ladder's MFU counts (notebook 01's conventions)
+CATEGORIES = verdicts.B2_CATEGORIES  # the four losses
+# the step: useful compute and the four losses (they sum to the step)
+SPLIT = (verdicts.B2_USEFUL, *CATEGORIES)
+COMPUTE = "compute (useful + slow operators)"  # what the profiler's op categories can tell apart
+# the profiler's operator categories (opprofile.CATEGORIES) in B2's terms: compute as one, since
+# the profiler times kernels, not their distance from the ceiling
 PROFILER_TO_B2 = {
-    "matmul": "compute",
-    "attention core": "compute",
-    "norm / elementwise": "compute",
-    "optimizer": "compute",
-    "other ops": "compute",
+    "matmul": COMPUTE,
+    "attention core": COMPUTE,
+    "norm / elementwise": COMPUTE,
+    "optimizer": COMPUTE,
+    "other ops": COMPUTE,
     "communication": "communication wait",
     "data / host-to-device": "data wait",
-    "checkpoint": "other",
-    "idle": "other",
+    "checkpoint": "scheduling waste",
+    "idle": "scheduling waste",
 }
 
 
 # the loss each knob of the ladder targets (its credit in B15)
 KNOB_TARGETS = {
-    "format + workers": "data wait",
+    "fused attention": "slow operators",
     "buckets": "communication wait",
-    "overlap": "communication wait",
-    "fused attention": "compute",
-    "background checkpoint": "other",
+    "format + workers": "data wait",
+    "background checkpoint": "scheduling waste",
 }
 
 
-def step_categories(row: dict) -> dict:
-    """One step's seconds in B2's four categories from its timestamps (they sum to the step):
-    the communication wait is what backward did not hide; the straggler's injected delay (B13)
-    counts as compute, as a throttled card's slower kernels would."""
+def rank_useful_s(records: dict) -> float:
+    """One rank's model FLOPs per step (:data:`MFU_CONVENTION`) at its share of the measured
+    matmul ceiling: the useful compute of B2 (``verdicts.b2_compute_split``). On a CPU the ranks
+    share the cores the ceiling was measured on, so each has ceiling / ranks."""
+    cfg = TransformerConfig(**records["config"])
+    p = records["params"]
+    rank_flops = flops.flops_per_token(cfg, convention=MFU_CONVENTION) * p["micro_batch"] * cfg.seq_len
+    ceiling = records["ceiling"]["best_flops_per_s"]
+    rank_ceiling = ceiling if records["device"] == "cuda" else ceiling / p["nproc"]
+    return rank_flops / rank_ceiling
+
+
+def step_categories(row: dict, useful_s: float) -> dict:
+    """One step's seconds as B2's useful compute and four losses from its timestamps (they sum
+    to the step): compute (forward, backward less the communication backward did not hide,
+    optimizer) splits at ``useful_s`` (:func:`rank_useful_s`) into useful compute and slow
+    operators; the straggler's injected delay (B13) and the checkpoint are scheduling waste, as
+    the article files a throttled card and a synchronous write."""
     timed = row["data_s"] + row["forward_s"] + row["backward_s"] + row["optimizer_s"]
     timed += row["straggler_s"] + row["checkpoint_s"]
+    compute_s = row["forward_s"] + row["backward_s"] - row["comm_wait_s"] + row["optimizer_s"]
     return {
-        "compute": row["forward_s"]
-        + row["backward_s"]
-        - row["comm_wait_s"]
-        + row["optimizer_s"]
-        + row["straggler_s"],
+        **verdicts.b2_compute_split(max(compute_s, 0.0), useful_s, 1.0),
         "communication wait": row["comm_wait_s"],
         "data wait": row["data_s"],
-        "other": row["checkpoint_s"] + (row["step_s"] - timed),
+        "scheduling waste": row["straggler_s"] + row["checkpoint_s"] + (row["step_s"] - timed),
     }
 
 
@@ -62,12 +77,12 @@ def rows_table(records: dict, *, record: str | None = None):
     """Every timed step of every rank (long format: one row per step and category)."""
     import pandas as pd
 
-    out = []
+    out, useful_s = [], rank_useful_s(records)
     for rank in records["job"]["ranks"]:
         for row in rank["rows"]:
             if record is not None and row["record"] != record:
                 continue
-            for cat, sec in step_categories(row).items():
+            for cat, sec in step_categories(row, useful_s).items():
                 out.append(
                     {
                         **{k: row[k] for k in ("rung", "record", "rank", "step", "step_s")},
@@ -79,35 +94,38 @@ def rows_table(records: dict, *, record: str | None = None):
 
 
 def b2_split(records: dict, *, present_share: float):
-    """The naive rung's interleaved steps, every rank: each category's share of the step time
-    (mean over ranks), present when at least ``present_share``."""
+    """The naive rung's interleaved steps, every rank: the share of the step time (mean over
+    ranks) of useful compute and each loss, a loss present when at least ``present_share``."""
     df = rows_table(records, record="naive")
     per_rank = (
         df.groupby(["rank", "category"]).seconds.sum()
         / df.drop_duplicates(["rank", "step"]).groupby("rank").step_s.sum()
     )
-    split = per_rank.groupby("category").mean().reindex(CATEGORIES).rename("share_of_step").reset_index()
+    split = per_rank.groupby("category").mean().reindex(SPLIT).rename("share_of_step").reset_index()
     split["spread_over_ranks"] = [
         per_rank.xs(c, level="category").max() - per_rank.xs(c, level="category").min()
         for c in split.category
     ]
-    split["present"] = split.share_of_step >= present_share
+    split["present"] = (split.category != verdicts.B2_USEFUL) & (split.share_of_step >= present_share)
     return split
 
 
 def profiler_vs_timestamps(records: dict):
     """The profiled steps of the naive rung, per rank and category: the profiler's seconds (its
-    operator categories mapped to B2's four) beside the explicit timestamps of the same steps."""
+    operator categories mapped to compute and B2's other three losses) beside the explicit
+    timestamps of the same steps."""
     import pandas as pd
 
-    out = []
+    out, useful_s = [], rank_useful_s(records)
+    compared = (COMPUTE, *CATEGORIES[1:])
     for rank in records["job"]["ranks"]:
         for prof_step, row in zip(rank["profile"]["steps"], rank["profiled_rows"]):
-            timed = step_categories(row)
-            mapped = dict.fromkeys(CATEGORIES, 0.0)
+            split = step_categories(row, useful_s)
+            timed = {COMPUTE: split[verdicts.B2_USEFUL] + split["slow operators"], **split}
+            mapped = dict.fromkeys(compared, 0.0)
             for cat, sec in prof_step["categories_s"].items():
                 mapped[PROFILER_TO_B2[cat]] += sec
-            for cat in CATEGORIES:
+            for cat in compared:
                 out.append(
                     {
                         "rank": rank["rank"],
@@ -127,9 +145,6 @@ def profiler_vs_timestamps(records: dict):
 def rung_timings(records: dict) -> dict:
     """Each label's slowest-rank seconds per step, one paired sample per interleaved round."""
     return {label: summarize(t, label=label, paired=True) for label, t in records["job"]["samples_s"].items()}
-
-
-MFU_CONVENTION = "palm"  # the FLOPs per token the ladder's MFU counts (notebook 01's conventions)
 
 
 def mfu_of(records: dict, step_s: float, *, ceiling: str = "ceiling") -> float:
@@ -163,15 +178,16 @@ def ladder_table(records: dict):
         t = timings[rung]
         row = {
             "rung": rung,
-            "knob": "— (naive: small files, 0 workers, per-tensor buckets, no overlap, sync checkpoint)"
+            "knob": "— (naive: standard attention, DDP's buckets and overlap, small files, 0 workers, "
+            "sync checkpoint)"
             if prev is None
             else f"+ {rung}",
             "step_s": t.median_s,
             "step_iqr_s": t.iqr_s,
             "buckets_per_step": buckets[rung],
-            "mfu": mfu_of(records, t.median_s),
+            "mfu_vs_ceiling": mfu_of(records, t.median_s),
             "mfu_vs_ceiling_now": mfu_of(records, t.median_s, ceiling="ceiling_now"),
-            **{f"{c}_s": per_cat.loc[rung, c] for c in CATEGORIES},
+            **{f"{c}_s": per_cat.loc[rung, c] for c in SPLIT},
         }
         if prev is not None:
             c = compare_timings(timings[prev], t)
@@ -247,8 +263,8 @@ def gain_shares(frame, column: str) -> tuple[dict, float]:
 
 def b15_gain_shares(records: dict) -> dict:
     """Naive → last rung: the step's gain, each knob's measured gain credited to the loss the knob
-    targets (``KNOB_TARGETS``), and the share the article credits — communication (buckets,
-    overlap) and data IO (format + workers). Two attributions: up the ladder (each rung against
+    targets (``KNOB_TARGETS``), and the share the article credits — communication (buckets)
+    and data IO (format + workers). Two attributions: up the ladder (each rung against
     the rung before, which depends on the ladder's order) and leave-one-out (the last rung without
     the knob against the last rung, which does not; None without those configurations)."""
     table = ladder_table(records).set_index("rung")
@@ -285,7 +301,7 @@ def straggler_table(records: dict):
     df = rows_table(records, record=STRAGGLER)
     df["straggler"] = ["on" if on[step] else "off" for step in df.step]
     table = df.groupby(["straggler", "rank", "category"]).seconds.mean().unstack().reset_index()
-    table["step_s"] = table[list(CATEGORIES)].sum(axis=1)
+    table["step_s"] = table[list(SPLIT)].sum(axis=1)
     return table.sort_values(["straggler", "rank"]).reset_index(drop=True)  # "off" before "on"
 
 
@@ -352,8 +368,8 @@ def headline_metrics(records: dict, p=None, t: dict | None = None) -> dict:
         "naive_step_s": table.step_s[first],
         "best_step_s": table.step_s[last],
         "ladder_speedup": table.step_s[first] / table.step_s[last],
-        "naive_mfu": table.mfu[first],
-        "best_mfu": table.mfu[last],
+        "naive_mfu": table.mfu_vs_ceiling[first],
+        "best_mfu": table.mfu_vs_ceiling[last],
         "best_mfu_vs_ceiling_now": table.mfu_vs_ceiling_now[last],
         "ceiling_flops_per_s": records["ceiling"]["best_flops_per_s"],
         "ceiling_now_flops_per_s": (records.get("ceiling_now") or records["ceiling"])["best_flops_per_s"],

@@ -16,7 +16,9 @@ from mfulab.measure.corpus import check_free_space, corpus_checksum, estimate_by
 from mfulab.measure.dataformats import write_format
 from mfulab.studies.anatomy.params import Params
 
-BENCHMARK_VERSION = {"anatomy": 2}  # 2: the leave-one-out configurations
+# 2: the leave-one-out configurations; 3: article B §5.2's order, DDP's own overlap in every rung,
+# its bucket caps scaled to the article's bucket count
+BENCHMARK_VERSION = {"anatomy": 3}
 WORKER = "mfulab.studies.anatomy.worker:anatomy_worker"  # the job every rank runs
 
 
@@ -47,7 +49,7 @@ def measure(p: Params) -> dict:
 
     from mfulab.measure import timing
     from mfulab.measure.launch import run
-    from mfulab.studies.anatomy.ladder import LADDER, leave_one_out
+    from mfulab.studies.anatomy.ladder import LADDER, article_bucket_caps_mib, leave_one_out
 
     p = p.prepared()
     device, cfg = p.device, p.model_config()
@@ -66,6 +68,13 @@ def measure(p: Params) -> dict:
         p.calibration, device=device, parts=[f"matmul:{p.dtype}"], num_threads=torch.get_num_threads()
     )
     records["ceiling"], records["calibration"] = cal[f"matmul:{p.dtype}"], cal["_meta"]
+    grad_bytes = flops.param_count(cfg) * 4  # DDP reduces fp32 gradients (autocast keeps fp32 params)
+    scaled = article_bucket_caps_mib(grad_bytes)
+    records["bucket_caps_mib"] = {
+        "naive": p.naive_bucket_cap_mb or scaled[0],
+        "buckets": p.good_bucket_cap_mb or scaled[1],
+        "scaled_from_article": [not p.naive_bucket_cap_mb, not p.good_bucket_cap_mb],
+    }
     records["corpus"] = write_corpus(p)
     trace_dir = tempfile.mkdtemp(prefix="mfulab-trace-")
     spec = {
@@ -73,6 +82,8 @@ def measure(p: Params) -> dict:
         "device": device,
         "config": cfg.to_dict(),
         "corpus_dir": records["corpus"]["root"],
+        "naive_bucket_cap_mb": records["bucket_caps_mib"]["naive"],
+        "good_bucket_cap_mb": records["bucket_caps_mib"]["buckets"],
         "trace_dir": trace_dir,
     }
     records["job"] = run(WORKER, spec, nproc=p.nproc, device=device, timeout_s=p.timeout_s)

@@ -5,16 +5,20 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from mfulab.studies.anatomy.analysis import CATEGORIES
+from mfulab.studies.anatomy.analysis import CATEGORIES, COMPUTE, SPLIT
+
+# the profiler times kernels, not their distance from the ceiling: compute as one there
+PROFILER_SPLIT = (COMPUTE, *CATEGORIES[1:])
 
 
 def _colors():
-    return dict(zip(CATEGORIES, sns.color_palette("colorblind", len(CATEGORIES))))
+    palette = sns.color_palette("colorblind", len(SPLIT))
+    return {**dict(zip(SPLIT, palette)), COMPUTE: palette[0]}
 
 
 def _stacked(ax, labels, table, colors):
     bottom = [0.0] * len(labels)
-    for c in CATEGORIES:
+    for c in table:
         vals = [v * 1e3 for v in table[c]]
         ax.bar(labels, vals, bottom=bottom, color=colors[c], label=c)
         bottom = [b + v for b, v in zip(bottom, vals)]
@@ -23,12 +27,13 @@ def _stacked(ax, labels, table, colors):
 
 def plot_ladder(ladder):
     """The B15 ladder (the outcome's ``b15_ladder`` table): each rung's step (slowest rank,
-    median over rounds) as a stacked bar of its four categories (mean over ranks), with the
+    median over rounds) as a stacked bar of its useful compute and four losses (mean over ranks),
+    with the
     speed-up over the rung before above it."""
     table = ladder.dropna(subset=["step_s"])
     fig, ax = plt.subplots(figsize=(10, 4.4))
     labels = [r.replace(" + ", " +\n").replace(" ", "\n", 1) if len(r) > 12 else r for r in table.rung]
-    tops = _stacked(ax, labels, {c: list(table[f"{c}_s"]) for c in CATEGORIES}, _colors())
+    tops = _stacked(ax, labels, {c: list(table[f"{c}_s"]) for c in SPLIT}, _colors())
     for x, (top, r) in enumerate(zip(tops, table.itertuples())):
         text = "naive" if r.Index == 0 else f"×{r.speedup:.2f}\n[{r.speedup_lo:.2f}, {r.speedup_hi:.2f}]"
         ax.text(x, top * 1.02, text, ha="center", va="bottom", fontsize=8)
@@ -44,19 +49,19 @@ def plot_ladder(ladder):
 
 
 def plot_rank_split(df):
-    """The naive rung: each rank's step in its four categories, from the explicit timestamps and
-    from the profiler (the same profiled steps), side by side (the outcome's
+    """The naive rung: each rank's step as compute and three losses, from the explicit timestamps
+    and from the profiler (the same profiled steps), side by side (the outcome's
     ``profiler_vs_timestamps`` table)."""
     means = df.groupby(["rank", "category"])[["profiler_s", "timestamps_s"]].mean()
-    labels, table = [], {c: [] for c in CATEGORIES}
+    labels, table = [], {c: [] for c in PROFILER_SPLIT}
     for rank in sorted(df["rank"].unique()):
         for source, col in (("timestamps", "timestamps_s"), ("profiler", "profiler_s")):
             labels.append(f"rank {rank}\n{source}")
-            for c in CATEGORIES:
+            for c in PROFILER_SPLIT:
                 table[c].append(means.loc[(rank, c), col])
     fig, ax = plt.subplots(figsize=(9, 4))
     _stacked(ax, labels, table, _colors())
-    boundary = df[df.category.isin(["compute", "communication wait"])].share_difference.abs().max()
+    boundary = df[df.category.isin([COMPUTE, "communication wait"])].share_difference.abs().max()
     ax.set_ylabel("time per profiled step (ms)")
     ax.set_xlabel("rank and how the step was split (naive rung)")
     ax.set_title(
@@ -69,13 +74,13 @@ def plot_rank_split(df):
 
 
 def plot_straggler(records, per_rank):
-    """B13: every rank's step in the straggler's blocks, with it off and on, in its four
-    categories (the outcome's ``b13_per_rank`` table): the healthy ranks' step rises too, as
+    """B13: every rank's step in the straggler's blocks, with it off and on, as useful compute
+    and four losses (the outcome's ``b13_per_rank`` table): the healthy ranks' step rises too, as
     communication wait."""
     t = per_rank.copy()
     t["label"] = [f"rank {r.rank}\nstraggler {r.straggler}" for r in t.itertuples()]
     fig, ax = plt.subplots(figsize=(9, 4))
-    _stacked(ax, list(t.label), {c: list(t[c]) for c in CATEGORIES}, _colors())
+    _stacked(ax, list(t.label), {c: list(t[c]) for c in SPLIT}, _colors())
     s = records["job"]["straggler"]
     ax.set_ylabel("time per step (ms, mean)")
     ax.set_xlabel(

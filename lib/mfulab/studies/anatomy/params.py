@@ -8,10 +8,11 @@ from pathlib import Path
 
 from mfulab.analytic.config import preset
 from mfulab.measure.corpus import FORMATS
+from mfulab.studykit import verdicts
 from mfulab.studykit.params import DTYPES, PresetModel, StudyParams, calibration_param, param
 
 # the B15 ladder: each rung turns on one knob over the one before it (see ladder.LADDER)
-KNOBS = ("format + workers", "buckets", "overlap", "fused attention", "background checkpoint")
+KNOBS = ("fused attention", "buckets", "format + workers", "background checkpoint")
 
 
 @dataclass(frozen=True)
@@ -31,14 +32,15 @@ class Params(PresetModel, StudyParams):
         1, "DataLoader workers per rank once the knob is on", unit="workers", positive=True
     )
     naive_bucket_cap_mb: float = param(
-        0.0001, "DDP bucket cap of the naive rung: below every tensor, one all-reduce per tensor", unit="MiB"
+        0.0,
+        "DDP bucket cap of the naive rung; 0: article B's 25 MiB scaled to this model's gradient "
+        "bytes, so that it has the article's bucket count (ladder.article_bucket_caps_mib)",
+        unit="MiB",
     )
     good_bucket_cap_mb: float = param(
-        1.0,
-        "DDP bucket cap once the knob is on: about a dozen buckets for this 12 MiB model, so that "
-        "overlap has buckets to start early (PyTorch's 25 MiB default would make two here, a 1 MiB "
-        "first bucket and the rest, ready only when backward ends; a 7B model has hundreds of 25 MiB "
-        "buckets)",
+        0.0,
+        "DDP bucket cap once the buckets knob is on (with gradient_as_bucket_view and static_graph, "
+        "as article B §5.2's step 2); 0: its 50 MiB scaled the same way",
         unit="MiB",
     )
     compile: bool = param(
@@ -94,7 +96,7 @@ class Params(PresetModel, StudyParams):
         positive=True,
     )
     b2_present_share: float = param(
-        0.01,
+        verdicts.B2_PRESENT_SHARE,
         "B2: a category counts as present when it takes at least this share of the step (the "
         "course's one floor for B2, as chapters 01 and 06)",
         unit="fraction",
@@ -111,8 +113,8 @@ class Params(PresetModel, StudyParams):
         self.require_choice("good_format", FORMATS)
         self.require_choice("checkpoint_ranks", ("all", "rank0"))
         self.require("rounds", self.rounds >= 3, "at least 3 (a paired interval needs several rounds)")
-        self.require("naive_bucket_cap_mb", self.naive_bucket_cap_mb > 0, "a positive size in MiB")
-        self.require("good_bucket_cap_mb", self.good_bucket_cap_mb > 0, "a positive size in MiB")
+        self.require("naive_bucket_cap_mb", self.naive_bucket_cap_mb >= 0, "a size in MiB (0: scaled)")
+        self.require("good_bucket_cap_mb", self.good_bucket_cap_mb >= 0, "a size in MiB (0: scaled)")
         self.require("b2_present_share", 0 < self.b2_present_share < 1, "a fraction between 0 and 1")
         self.require("straggler_slowdown", self.straggler_slowdown < 5, "a share of a step below 5")
         self.require(

@@ -16,3 +16,17 @@ B15_STATED = {
     "step_before_s": 10.2,
     "step_after_s": 8.5,
 }
+
+# B15's bucket step (article B §5.2, step 2): bucket_cap_mb 25 → 50 with gradient_as_bucket_view
+# and static_graph, on its 7B at tensor parallelism 4 (§5.1: "ZeRO-2加张量并行4"). DDP under
+# autocast keeps fp32 parameters, so each rank reduces 4 bytes per parameter of its shard (our
+# reading: the article names no gradient dtype). The ladder keeps the article's bucket count per
+# gradient byte: its caps scaled by this model's gradient bytes over the article's
+# (``ladder.article_bucket_caps_mib``).
+B15_BUCKETS = {
+    "cap_before_mib": 25.0,
+    "cap_after_mib": 50.0,
+    "n_params": 7e9,
+    "tensor_parallel": 4,
+    "grad_bytes_per_param": 4,
+}

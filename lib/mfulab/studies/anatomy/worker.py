@@ -154,14 +154,17 @@ class Trainer:
         check_attention(self.attention)
         impl = {kernel: impl for impl, kernel in ATTENTION_IMPLS.items()}[self.attention]  # the GPT's
         model, self.opt = reference_model(cfg, attn_impl=impl, device=self.device, lr=1e-4)
+        # the buckets knob is article B §5.2's step 2: a larger cap, gradient_as_bucket_view and
+        # static_graph; every rung overlaps its all-reduce with backward, as DDP does by default
         cap = spec["good_bucket_cap_mb"] if knobs.get("buckets") else spec["naive_bucket_cap_mb"]
-        self.ddp = DDP(model, bucket_cap_mb=cap, device_ids=ddp_device_ids(self.device))
-        self.hook = HookTimer(blocking=not knobs.get("overlap"), device=self.device)
+        tuned = {"gradient_as_bucket_view": True, "static_graph": True} if knobs.get("buckets") else {}
+        self.ddp = DDP(model, bucket_cap_mb=cap, device_ids=ddp_device_ids(self.device), **tuned)
+        self.hook = HookTimer(blocking=bool(knobs.get("blocking")), device=self.device)
         self.ddp.register_comm_hook(self.hook, timed_allreduce)
         # compile the DDP-wrapped model, not the model inside DDP: dynamo's DDPOptimizer then
         # splits the graph at bucket boundaries and each bucket's all-reduce still overlaps the
         # backward; DDP(torch.compile(model)) returns every gradient at the end of one compiled
-        # backward, and the overlap knob turned on two rungs earlier would silently do nothing
+        # backward, and the overlap every rung relies on would silently be lost
         compiled = self.attention == "fused" and spec["compile"]
         self.model = torch.compile(self.ddp) if compiled else self.ddp
         fmt = spec["good_format"] if knobs.get("format") == "good" else spec["naive_format"]
@@ -179,7 +182,7 @@ class Trainer:
         )
         self.batches = self._forever()
         self.format, self.workers, self.bucket_cap_mb = fmt, workers, cap
-        self.overlap = bool(knobs.get("overlap"))
+        self.overlap = not knobs.get("blocking")
         self.background = BackgroundCheckpointer() if knobs.get("background") else None
         self.ckpt = Path(spec["corpus_dir"]) / f"ckpt-rank{rank}-{name.replace(' ', '_').replace('+', '')}.pt"
         self.steps, self.block_step, self.blocks, self.rows = 0, 0, 0, []

@@ -11,7 +11,6 @@ from __future__ import annotations
 from mfulab.measure.timing import summarize
 from mfulab.studies.dataloader.stall import STEP, STEP_WITH_CHECKPOINT
 from mfulab.studies.dataloader.throughput import (
-    CATEGORIES,
     cold_timing,
     format_comparison,
     nonzero_categories,
@@ -80,7 +79,7 @@ def stall_table(records):
                 "num_workers": run["num_workers"],
                 "steps": len(steps),
                 "stall_fraction": split["data wait"] / total,
-                **{f"{k.replace(' ', '_')}_share": split[k] / total for k in CATEGORIES},
+                **{f"{k.replace(' ', '_')}_share": split[k] / total for k in split},
                 "nonzero_categories": len(nonzero_categories(run, floor)),
                 "median_wait_s": summarize([s["wait_s"] for s in steps]).median_s,
                 "median_step_s": summarize([s["step_s"] for s in steps]).median_s,

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from mfulab.errors import ParameterError
-from mfulab.measure import host
+from mfulab.measure import calibration, host
 from mfulab.measure.corpus import check_free_space, corpus_checksum, estimate_bytes, synthetic_corpus
 from mfulab.measure.dataformats import format_files, unavailable_formats, write_format
 from mfulab.studies.dataloader.cache import count_opens, drop_metadata, evict, sampled_resident_fraction
@@ -40,8 +40,9 @@ STUDY = "dataloader"
 # loader 2: rows carry mib_per_s (was mb_per_s, also MiB/s); loader 3: interleaved warm epochs and
 # cold rounds; loader 4: JSONL reads through one open handle per process (was an open per sample);
 # stall 2: checkpoints in every real-compute run, checkpoint A/B interleaved (B12); stall 3: the
-# A/B on a short step (checkpoint_batch_rows), and the fsync write bandwidth (B12's magnitude)
-BENCHMARK_VERSION = {"loader": 4, "stall": 3, "hiding": 1}
+# A/B on a short step (checkpoint_batch_rows), and the fsync write bandwidth (B12's magnitude);
+# stall 4: each step's model FLOPs and the calibration's ceiling (B2's useful compute)
+BENCHMARK_VERSION = {"loader": 4, "stall": 4, "hiding": 1}
 
 
 def mib_per_s(n_bytes: float, seconds: float) -> float:
@@ -207,11 +208,20 @@ def measure(p: Params) -> dict:
     rec["sweep"] = loader_sweep(p, root, expected, rec["written"])
     if p.cold:
         rec["sweep"] += cold_rounds(p, root, expected, rec["written"])
+    # B2's useful compute: the stall runs' model FLOPs at this machine's matmul ceiling
+    import torch
+
+    cal = calibration.get(
+        p.calibration, device=p.device, parts=["matmul:fp32"], num_threads=torch.get_num_threads()
+    )
+    rec["ceiling"], rec["calibration"] = cal["matmul:fp32"], cal["_meta"]
     rec["stall"] = [stall_run(p, root, None)] + [stall_run(p, root, fmt) for fmt in p.formats]
     if p.stall_emulated_step_s:
         rec["stall"] += [
             stall_run(p, root, fmt, emulated_step_s=p.stall_emulated_step_s) for fmt in p.formats
         ]
+    for run in rec["stall"]:  # each run carries the ceiling its useful compute is read against
+        run["ceiling_flops_per_s"] = rec["ceiling"]["best_flops_per_s"]
     rec["checkpoint"] = checkpoint_spike(p, root)
     if p.contention_rounds and "json_files" in p.formats:
         rec["contention"] = contention_rounds(p, root)

@@ -11,7 +11,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocat
 
 from mfulab.studies.dataloader.analysis import step_split
 from mfulab.studies.dataloader.stated import B11_STATED
-from mfulab.studies.dataloader.throughput import CATEGORIES
+from mfulab.studykit import verdicts
 
 
 def plot_throughput(records, sw, best):
@@ -134,17 +134,25 @@ def plot_hiding(table):
     return fig
 
 
-_COLOURS = {"data wait": "C3", "compute": "C0", "other": "C2", "communication wait": "C1"}
-_ORDER = ("data wait", "compute", "other", "communication wait")  # as a step runs: the wait comes first
+_USEFUL = verdicts.B2_USEFUL
+_COLOURS = {
+    "data wait": "C3",
+    _USEFUL: "C0",
+    "slow operators": "C9",
+    "scheduling waste": "C2",
+    "communication wait": "C1",
+}
+# as a step runs: the wait comes first
+_ORDER = ("data wait", _USEFUL, "slow operators", "scheduling waste", "communication wait")
 
 
 def plot_stall(records):
     """Per loader, the mean step split into the time waiting for the batch (first, as in the
-    step), compute and the rest (checkpoint writes, the loop); real and emulated compute in
-    separate panels (their time scales differ by orders of magnitude). The title states the
-    real measurement's take-away; the emulated panel says it is true by construction. A category is drawn
-    where it is non-zero in B2's sense (above ``nonzero_share`` of the run's time), and each
-    panel's legend lists only the categories drawn there."""
+    step), useful compute, slow operators and the rest (checkpoint writes, the loop); real and
+    emulated compute in separate panels (their time scales differ by orders of magnitude). The
+    title states the real measurement's take-away; the emulated panel says it is true by
+    construction. A loss is drawn where it is non-zero in B2's sense (above ``nonzero_share`` of
+    the run's time), and each panel's legend lists only the categories drawn there."""
     floor = records["params"].get("nonzero_share", 0.001)
 
     groups = {}
@@ -160,7 +168,7 @@ def plot_stall(records):
             left = 0.0
             for k in _ORDER:
                 width_ms = split[k] / n_steps * 1e3
-                if split[k] > floor * total:
+                if split[k] > floor * total or (k == _USEFUL and split[k] > 0):
                     ax.barh(i, width_ms, left=left, color=_COLOURS[k], height=0.6)
                     drawn.add(k)
                 left += width_ms
@@ -187,10 +195,10 @@ def plot_stall(records):
             fontsize=9,
         )
         labels = {
-            **{k: k for k in CATEGORIES},
-            "compute": "compute (a timed wait)" if emulated else "compute",
+            **{k: k for k in _ORDER},
+            _USEFUL: "compute (a timed wait)" if emulated else "useful compute (model FLOPs at the ceiling)",
         }
-        handles = [Patch(color=_COLOURS[k], label=labels[k]) for k in CATEGORIES if k in drawn]
+        handles = [Patch(color=_COLOURS[k], label=labels[k]) for k in _ORDER if k in drawn]
         ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.suptitle(_stall_title(records), fontweight="bold", fontsize=11)
     fig.tight_layout()

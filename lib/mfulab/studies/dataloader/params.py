@@ -9,7 +9,8 @@ from pathlib import Path
 from mfulab.analytic.config import preset
 from mfulab.errors import ParameterError
 from mfulab.measure.corpus import FORMATS
-from mfulab.studykit.params import StudyParams, param
+from mfulab.studykit import verdicts
+from mfulab.studykit.params import StudyParams, calibration_param, param
 
 # B11's per-file latency on a network or parallel file system: an assumption, not a measurement
 # (this box reads a local ext4 disk). Each file opened costs metadata round trips (lookup,
@@ -77,6 +78,7 @@ PCIE4_X16_GB_PER_S = 31.5
 @dataclass(frozen=True)
 class Params(StudyParams):
     device: str = param("auto", "auto | cpu | cuda (cuda: pin_memory and non_blocking copies)")
+    calibration: str = calibration_param()
     scratch_dir: str = param(
         "scratch/dataloader-corpus", "where the corpus is written (never under results/)"
     )
@@ -256,7 +258,7 @@ class Params(StudyParams):
         3, "B11's network model checked: rounds, every worker count once per round", unit="rounds"
     )
     nonzero_share: float = param(
-        0.01,
+        verdicts.B2_PRESENT_SHARE,
         "B2: a category of step time counts as non-zero above this share of the run's time "
         "(the course's one floor for B2, as chapters 01 and 07; a batch taken from a Python list "
         "stays far below it)",

@@ -22,14 +22,27 @@ from mfulab.studies.dataloader.formats import loader_for
 from mfulab.studies.dataloader.params import Params
 from mfulab.units import MIB
 
+MFU_CONVENTION = "palm"  # the model FLOPs B2's useful compute counts (notebook 01's conventions)
+
+
+def _config(p: Params):
+    from mfulab.analytic.config import preset
+
+    return preset(p.stall_preset).with_(seq_len=p.seq_len, vocab_size=256)
+
 
 def _model(p: Params):
-
-    from mfulab.analytic.config import preset
     from mfulab.measure.train import reference_model
 
-    cfg = preset(p.stall_preset).with_(seq_len=p.seq_len, vocab_size=256)
-    return reference_model(cfg, attn_impl="sdpa", device=p.device, lr=1e-4)
+    return reference_model(_config(p), attn_impl="sdpa", device=p.device, lr=1e-4)
+
+
+def model_flops(p: Params, x) -> float:
+    """Model FLOPs of one training step on batch ``x`` (it trains on ``x[:, :-1]``)."""
+    from mfulab.analytic import flops
+
+    rows, tokens = int(x.shape[0]), int(x.shape[1]) - 1
+    return flops.flops_per_token(_config(p).with_(seq_len=tokens), convention=MFU_CONVENTION) * rows * tokens
 
 
 def _cached_batches(p: Params, root: Path, n: int) -> list:
@@ -82,6 +95,7 @@ def stall_run(p: Params, root: Path, fmt: str | None, *, emulated_step_s: float 
                 "step": i,
                 "wait_s": t1 - t0,
                 "compute_s": t2 - t1,
+                "model_flops": 0.0 if emulated_step_s else model_flops(p, x),
                 "checkpoint": checkpoint,
                 "checkpoint_s": t3 - t2 if checkpoint else 0.0,
                 "step_s": t3 - t0,

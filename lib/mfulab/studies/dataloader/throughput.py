@@ -17,6 +17,7 @@ bound of the added time with workers that open files concurrently.
 
 from __future__ import annotations
 
+from mfulab.errors import ParameterError
 from mfulab.measure.timing import Timing, compare_timings, summarize
 from mfulab.studies.dataloader import disk
 from mfulab.studies.dataloader.params import FORMAT_RATIO_DRIFT, PER_FILE_LATENCY_SWEEP_S
@@ -26,7 +27,7 @@ from mfulab.studykit.verdicts import Claim
 from mfulab.units import MIB
 
 SMALL_FILES, SHARDS = "json_files", "tar"
-CATEGORIES = verdicts.B2_CATEGORIES  # "other": checkpoint writes and the loop
+CATEGORIES = verdicts.B2_CATEGORIES  # the losses; "scheduling waste": checkpoint writes and the loop
 
 
 def usable_cpus(records) -> int:
@@ -243,14 +244,26 @@ def b11_workers(records) -> Claim:
 
 # ---------------------------------------------------------------------------- B2 (data part)
 def step_split(run) -> dict:
-    """Seconds per category over a stall run's steps (the first, with the loader's start-up,
-    left out) in B2's four: compute, communication wait (0: one process runs no collective), data
-    wait (for the batch) and other (the rest of the step: checkpoint writes, the loop)."""
+    """Seconds over a stall run's steps (the first, with the loader's start-up, left out) as B2's
+    useful compute and four losses: slow operators (the compute beyond the steps' model FLOPs at
+    the run's matmul ceiling, ``verdicts.b2_compute_split``), communication wait (0: one process
+    runs no collective), data wait (for the batch) and scheduling waste (the rest of the step:
+    checkpoint writes, the loop). An emulated step is a timed wait standing in for an
+    accelerator's step: all of it useful compute, no slow operators by construction."""
     steps = run["steps"][1:]
     compute = sum(s["compute_s"] for s in steps)
     data = sum(s["wait_s"] for s in steps)
     total = sum(s["step_s"] for s in steps)
-    return dict(zip(CATEGORIES, (compute, 0.0, data, total - compute - data)))
+    if run["compute"] == "emulated compute":
+        split = {verdicts.B2_USEFUL: compute, "slow operators": 0.0}
+    elif "ceiling_flops_per_s" not in run or "model_flops" not in steps[0]:
+        raise ParameterError(
+            "these stall records predate B2's useful compute (no model FLOPs or ceiling): re-measure"
+        )
+    else:
+        model_flops = sum(s["model_flops"] for s in steps)
+        split = verdicts.b2_compute_split(compute, model_flops, run["ceiling_flops_per_s"])
+    return {**split, "communication wait": 0.0, "data wait": data, "scheduling waste": total - compute - data}
 
 
 def nonzero_categories(run, floor: float) -> list[str]:
@@ -270,15 +283,15 @@ def b2_real(records, floor: float, runs, mem) -> Claim:
     every = _param(records, "checkpoint_every", 0)
     return Claim(
         "B2",
-        "lost step time splits into compute, communication, data wait (at the start of each step; "
-        f"{B2_STATED['case_study_wait_s']} s in the case study) and other",
+        "lost step time splits into slow operators, communication wait, data wait (at the start of "
+        f"each step; {B2_STATED['case_study_wait_s']} s in the case study) and scheduling waste",
         f"per-step split of a real training loop per loader (num_workers={worst['num_workers']}, "
         f"a synchronous checkpoint every {every} steps, one process); non-zero: above {floor:.1%} "
         "of the run's time",
         verdicts.b2_verdict(max(shown.values(), key=len)),  # the run with the most categories
         f"≥ {verdicts.B2_MIN_PRESENT} of 4 categories non-zero in {n_shown} of {len(runs)} loader runs; "
         f"{worst['format']}: "
-        + ", ".join(f"{k} {split[k] / total:.1%}" for k in CATEGORIES)
+        + ", ".join(f"{k} {split[k] / total:.1%}" for k in (verdicts.B2_USEFUL, *CATEGORIES))
         + f"; in-memory batches: data wait {mem_split['data wait'] / sum(mem_split.values()):.2%} "
         "(a list lookup); communication is zero by construction (no collective in one process)",
         basis=verdicts.TOY,

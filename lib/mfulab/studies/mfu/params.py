@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mfulab.analytic.config import ATTENTION_IMPLS, preset
+from mfulab.studykit import verdicts
 from mfulab.studykit.params import DTYPES, OneDevice, PresetModel, StudyParams, calibration_param, param
 
 
@@ -38,7 +39,7 @@ class Params(OneDevice, PresetModel, StudyParams):
     num_threads: int = param(0, "torch threads (0: torch's default)", unit="threads", non_negative=True)
     calibration: str = calibration_param()
     b2_present_share: float = param(
-        0.01,
+        verdicts.B2_PRESENT_SHARE,
         "B2: a category counts as present in the run when it takes at least this share of the job's "
         "wall clock (a smaller one costs under 1% of the job's MFU: too small to show as a loss)",
         unit="fraction of the wall clock",

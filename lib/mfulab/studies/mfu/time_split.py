@@ -14,15 +14,17 @@ from mfulab.studykit import verdicts
 
 HEADLINE_CONVENTION = "palm"
 
-# what this run times under each of B2's four categories (studykit.verdicts.B2_CATEGORIES)
+# what this run times under B2's useful compute and each of its four losses
+# (studykit.verdicts.B2_USEFUL, B2_CATEGORIES)
 B2_TIMED = dict(
     zip(
-        verdicts.B2_CATEGORIES,
+        (verdicts.B2_USEFUL, *verdicts.B2_CATEGORIES),
         (
-            "forward + backward + optimizer",
+            "model FLOPs at the measured matmul ceiling",
+            "forward + backward + optimizer beyond that (kernels below the ceiling)",
             "collective waits (none in one process)",
             "next batch to the device",
-            "start-up, loss read-back, untimed loop overhead",
+            "start-up, loss read-back, untimed loop overhead (no checkpoint, throttling or pinning here)",
         ),
     )
 )
@@ -169,19 +171,24 @@ def breakdown(records: dict, *, convention: str = HEADLINE_CONVENTION) -> dict:
 
 
 def b2_category_seconds(records: dict) -> dict[str, float]:
-    """The job's wall clock in B2's four categories (seconds; they sum to the wall)."""
+    """The job's wall clock as B2's useful compute and four losses (seconds; they sum to the
+    wall): the compute phases split at the measured ceiling (``verdicts.b2_compute_split``)."""
     b = breakdown(records)
-    return dict(
-        zip(
-            verdicts.B2_CATEGORIES,
-            (b["compute_s"], b["communication_s"], b["data_s"], b["startup_readback_s"] + b["unaccounted_s"]),
-        )
+    compute = verdicts.b2_compute_split(
+        b["compute_s"], b["local_flops_per_s"] * b["compute_s"], b["ceiling_flops_per_s"]
     )
+    return {
+        **compute,
+        "communication wait": b["communication_s"],
+        "data wait": b["data_s"],
+        "scheduling waste": b["startup_readback_s"] + b["unaccounted_s"],
+    }
 
 
 def b2_split(records: dict, *, present_share: float):
-    """B2's four categories with their share of the wall; ``present`` when the share is above
-    zero and at least ``present_share`` (a category below it is too small for this run to show)."""
+    """B2's useful compute and four losses with their share of the wall; a loss is ``present``
+    when its share is above zero and at least ``present_share`` (a loss below it is too small for
+    this run to show); useful compute is not a loss (``present`` is left empty)."""
     import pandas as pd
 
     seconds = b2_category_seconds(records)
@@ -192,7 +199,8 @@ def b2_split(records: dict, *, present_share: float):
             for k, v in seconds.items()
         ]
     )
-    df["present"] = (df.share_of_wall > 0) & (df.share_of_wall >= present_share)
+    loss = df.category != verdicts.B2_USEFUL
+    df["present"] = loss & (df.share_of_wall > 0) & (df.share_of_wall >= present_share)
     return df
 
 
@@ -278,8 +286,8 @@ def waterfall_losses(records: dict, b: dict | None = None) -> dict:
     exactly, in proportion to time, into *communication wait* (zero here: one process), *data
     wait*, *start-up + loss read-back* (building the model before the first step, reading the
     loss back and bookkeeping after each) and *untimed loop overhead* (the rest of each step's
-    period). The last two are B2's "other"; B2's "scheduling waste" (checkpoint stalls,
-    throttled cards, CPU pinning) has no counterpart in this run. ``b``: the run's
+    period). The last two are what this run has of B2's "scheduling waste" (its checkpoint
+    stalls, throttled cards and CPU pinning have no counterpart in one process). ``b``: the run's
     :func:`breakdown`, where the caller has it.
     """
     b = breakdown(records) if b is None else b
