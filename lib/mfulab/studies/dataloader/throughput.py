@@ -289,7 +289,7 @@ def b2_real(records, floor: float, runs, mem) -> Claim:
         f"a synchronous checkpoint every {every} steps, one process); non-zero: above {floor:.1%} "
         "of the run's time",
         verdicts.b2_verdict(max(shown.values(), key=len)),  # the run with the most categories
-        f"≥ {verdicts.B2_MIN_PRESENT} of 4 categories non-zero in {n_shown} of {len(runs)} loader runs; "
+        f"≥ {verdicts.B2_MIN_PRESENT} of the 4 losses non-zero in {n_shown} of {len(runs)} loader runs; "
         f"{worst['format']}: "
         + ", ".join(f"{k} {split[k] / total:.1%}" for k in (verdicts.B2_USEFUL, *CATEGORIES))
         + f"; in-memory batches: data wait {mem_split['data wait'] / sum(mem_split.values()):.2%} "
@@ -312,7 +312,7 @@ def b2_emulated(records, floor: float, runs) -> Claim:
         "true by construction: with no worker the batch is loaded inside the loop just before the step, "
         f"so every step starts with the load (worst {worst['format']}: "
         f"{split['data wait'] / sum(split.values()):.0%} of step time); it shows where the wait sits on "
-        f"a fast step, not that a real job has it; {'/'.join(map(str, counts))} of 4 categories non-zero",
+        f"a fast step, not that a real job has it; {'/'.join(map(str, counts))} of the 4 losses non-zero",
         basis=verdicts.TOY,
     )
 
