@@ -123,21 +123,26 @@ ops.groupby("category")[["seconds", "share_of_step"]].mean()
 # Each rung turns on one knob over the one before, in article B §5.2's order: **fused
 # attention** (its step 1: SDPA; with `compile: true` also `torch.compile`; TF32 has no CPU
 # counterpart), **buckets** (its step 2: the cap doubled, 25 → 50 MiB, with
-# `gradient_as_bucket_view` and `static_graph`), **format + workers** (its step 4: packed
-# uint16 tokens read by a worker process, two knobs at once as in the article's step), then
+# `gradient_as_bucket_view` and `static_graph`), **format + workers** (its step 4, webdataset
+# tar with 12 workers, persistent workers and pinned memory; here packed uint16 tokens, chapter
+# 06's fastest reader, read by one persistent worker per rank, as a 2-core box allows: two knobs
+# at once as in the article's step), then
 # §5.3's **background checkpoint** (the step copies the state to host memory, a thread writes
 # it; the block's timer waits for the write, so nothing leaks into the next block). Its step 3
 # (NCCL's GPUDirect RDMA and buffers) and step 5 (locked clocks) have no counterpart on gloo and
-# a CPU. The article's 7B at tensor parallelism 4 reduces 7 GB of fp32 gradients per rank, 267
-# buckets of 25 MiB; the caps here are the article's scaled by this model's gradient bytes
-# (`ladder.article_bucket_caps_mib`, `records["bucket_caps_mib"]`), so the bucket count per
-# gradient byte is the article's, and a bucket never splits a tensor: where the scaled cap is
-# below a tensor, that tensor is its own bucket (`buckets_per_step`). On a CPU run (the reference results come from a 2-core box) a loader worker
+# a CPU. A DDP bucket never splits a tensor, so a cap means how many of the model's largest
+# tensors, its MLP matrices, a bucket holds: the article's 7B at tensor parallelism 4 has
+# 11008/4 × 4096 fp32 gradients per MLP matrix, 45.1 MB, so its step takes each bucket from one
+# matrix (25 MiB) to about two (50 MiB). The caps here are the article's scaled by this model's MLP
+# matrix over the article's (`ladder.article_bucket_caps_mib`, `records["bucket_caps_mib"]`), so
+# the knob crosses the same boundary (`buckets_per_step` shows the count fall). On a CPU run (the reference results come from a 2-core box) a loader worker
 # and gloo's reductions compete with the training threads for the same cores: a knob can cost
 # there what it saves on a GPU node. Recompute would come last, where memory
 # forces it; here it does not. The speed-up of each rung over the one before is a ratio of
 # medians over the rounds, with its bootstrap interval (whole rounds resampled) widened by the
-# run-to-run drift; `shrank_most` is named only where that interval excludes 1, and `gain_s`
+# run-to-run drift. `step_s` is the slowest rank's median step; the categories (and the stacked
+# bars below) are means over ranks and steps and sum to `mean_step_s`, which a checkpoint step
+# or a slow round raises more than a median; `shrank_most` is named only where that interval excludes 1, and `gain_s`
 # is credited to the loss the knob targets (`targets`).
 
 # %%

@@ -188,6 +188,9 @@ def ladder_table(records: dict):
             "mfu_vs_ceiling": mfu_of(records, t.median_s),
             "mfu_vs_ceiling_now": mfu_of(records, t.median_s, ceiling="ceiling_now"),
             **{f"{c}_s": per_cat.loc[rung, c] for c in SPLIT},
+            # the categories sum to the mean step over ranks and steps (step_s: the slowest rank's
+            # median over rounds): their useful-compute share and MFU differ by that ratio
+            "mean_step_s": sum(per_cat.loc[rung, c] for c in SPLIT),
         }
         if prev is not None:
             c = compare_timings(timings[prev], t)

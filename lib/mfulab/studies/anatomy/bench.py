@@ -17,7 +17,7 @@ from mfulab.measure.dataformats import write_format
 from mfulab.studies.anatomy.params import Params
 
 # 2: the leave-one-out configurations; 3: article B §5.2's order, DDP's own overlap in every rung,
-# its bucket caps scaled to the article's bucket count
+# its bucket caps scaled to the article's MLP matrices per bucket
 BENCHMARK_VERSION = {"anatomy": 3}
 WORKER = "mfulab.studies.anatomy.worker:anatomy_worker"  # the job every rank runs
 
@@ -68,8 +68,9 @@ def measure(p: Params) -> dict:
         p.calibration, device=device, parts=[f"matmul:{p.dtype}"], num_threads=torch.get_num_threads()
     )
     records["ceiling"], records["calibration"] = cal[f"matmul:{p.dtype}"], cal["_meta"]
-    grad_bytes = flops.param_count(cfg) * 4  # DDP reduces fp32 gradients (autocast keeps fp32 params)
-    scaled = article_bucket_caps_mib(grad_bytes)
+    # DDP reduces fp32 gradients (autocast keeps fp32 parameters); the MLP matrix is the largest
+    mlp_matrix_bytes = cfg.d_ff * cfg.d_model * 4
+    scaled = article_bucket_caps_mib(mlp_matrix_bytes)
     records["bucket_caps_mib"] = {
         "naive": p.naive_bucket_cap_mb or scaled[0],
         "buckets": p.good_bucket_cap_mb or scaled[1],

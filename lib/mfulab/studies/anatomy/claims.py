@@ -132,8 +132,9 @@ def _delay_note(records, e) -> str:
     if abs(run / stated - 1) < 0.25:
         return ""
     return (
-        f"; {run / stated:.0f}× the article's {stated:.0%}, to stand above this machine's step-to-step "
-        "jitter: the row's quantity is the share of the delay that reaches the job, not its size"
+        f"; set at {run:.0%} of the warm-up block's step, {run / stated:.0f}× the article's {stated:.0%}, to "
+        "stand above this machine's step-to-step jitter: the row's quantity is the share of the delay "
+        "that reaches the job, not its size"
     )
 
 
@@ -153,9 +154,9 @@ def b13_claim(records, p) -> Claim:
         "B13",
         f"synchronous training runs at its slowest rank's pace: one card {B13_STATED['card_slowdown']:.0%} "
         "slower per step slowed the whole job",
-        f"rank {s['rank']} spins on its core for {e['delay_s'] * 1e3:.1f} ms ({e['delay_share']:.0%} of a "
-        f"step{_delay_note(records, e)}) before the forward of every second step of its blocks; the "
-        "job's step (slowest rank) on "
+        f"rank {s['rank']} spins on its core for {e['delay_s'] * 1e3:.1f} ms ({e['delay_share']:.0%} of the "
+        f"paired steps' median{_delay_note(records, e)}) before the forward of every second step of its "
+        "blocks; the job's step (slowest rank) on "
         f"each such step minus the step before it; the share of the delay that reaches the job, at least "
         f"{B13_REACHED:.0%} (closer to lockstep than to not waiting) over its interval",
         decision,

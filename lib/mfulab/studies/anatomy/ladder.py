@@ -22,18 +22,20 @@ LADDER = (
 )
 
 
-def article_bucket_caps_mib(grad_bytes: float) -> tuple[float, float]:
-    """Article B's bucket caps (§5.2 step 2: 25 → 50 MiB) scaled to a model whose ranks reduce
-    ``grad_bytes`` of gradients, so that it has the article's number of buckets per step:
+def article_bucket_caps_mib(mlp_matrix_bytes: float) -> tuple[float, float]:
+    """Article B's bucket caps (§5.2 step 2: 25 → 50 MiB) scaled to a model whose largest layer
+    tensor, an MLP weight matrix, holds ``mlp_matrix_bytes`` of gradient, so that a bucket holds
+    as many of those matrices as the article's (a DDP bucket never splits a tensor):
 
-        article_grad_bytes = n_params / tensor_parallel * grad_bytes_per_param   (7e9 / 4 * 4 B)
-        cap_here_mib = cap_article_mib * grad_bytes / article_grad_bytes
+        article_matrix_bytes = d_ff / tensor_parallel * d_model * grad_bytes_per_param
+                             = 11008 / 4 * 4096 * 4 B = 45.1 MB
+        cap_here_mib = cap_article_mib * mlp_matrix_bytes / article_matrix_bytes
 
-    (``stated.B15_BUCKETS``: 7 GB of fp32 gradients per rank, 267 buckets of 25 MiB)."""
+    (``stated.B15_BUCKETS``)."""
     from mfulab.studies.anatomy.stated import B15_BUCKETS as b
 
-    article_grad_bytes = b["n_params"] / b["tensor_parallel"] * b["grad_bytes_per_param"]
-    scale = grad_bytes / article_grad_bytes
+    article_matrix_bytes = b["d_ff"] / b["tensor_parallel"] * b["d_model"] * b["grad_bytes_per_param"]
+    scale = mlp_matrix_bytes / article_matrix_bytes
     return b["cap_before_mib"] * scale, b["cap_after_mib"] * scale
 
 

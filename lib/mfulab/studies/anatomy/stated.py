@@ -18,15 +18,19 @@ B15_STATED = {
 }
 
 # B15's bucket step (article B §5.2, step 2): bucket_cap_mb 25 → 50 with gradient_as_bucket_view
-# and static_graph, on its 7B at tensor parallelism 4 (§5.1: "ZeRO-2加张量并行4"). DDP under
-# autocast keeps fp32 parameters, so each rank reduces 4 bytes per parameter of its shard (our
-# reading: the article names no gradient dtype). The ladder keeps the article's bucket count per
-# gradient byte: its caps scaled by this model's gradient bytes over the article's
+# and static_graph, on its 7B at tensor parallelism 4 (§5.1: "ZeRO-2加张量并行4"). A DDP bucket
+# never splits a tensor, so what a cap means is how many of the model's largest layer tensors, the
+# MLP weight matrices, it holds: Llama 2 7B's is d_ff × d_model = 11008 × 4096 (Touvron et al.
+# 2023; its Hugging Face config), 11008 / 4 × 4096 per rank at TP 4, in fp32 (DDP under autocast
+# keeps fp32 parameters and gradients; our reading: the article names no gradient dtype): 45.1 MB,
+# above 25 MiB and below 50 MiB, so the article's step takes each bucket from one MLP matrix to
+# about two. The ladder scales both caps by this model's MLP matrix over the article's
 # (``ladder.article_bucket_caps_mib``).
 B15_BUCKETS = {
     "cap_before_mib": 25.0,
     "cap_after_mib": 50.0,
-    "n_params": 7e9,
+    "d_model": 4096,
+    "d_ff": 11008,
     "tensor_parallel": 4,
     "grad_bytes_per_param": 4,
 }
