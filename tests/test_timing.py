@@ -48,11 +48,15 @@ def test_verdicts():
     assert verdicts.verdict_under_ceiling(1.45, 2.0, threshold=1.43) == "confirmed"
     assert verdicts.verdict_under_ceiling(1.05, 1.2, threshold=1.43) == "refuted"
     assert verdicts.verdict_under_ceiling(1.05, 1.5, threshold=1.43) == "inconclusive on this machine"
-    # B2: shown with three of its four categories, never with a name outside them
-    assert verdicts.b2_verdict(["compute", "data wait", "other"]) == "shown"
-    assert verdicts.b2_verdict(["compute", "compute", "other"]) == "inconclusive on this machine"
+    # B2: shown with three of its four losses, never with a name outside them (useful compute is
+    # not a loss)
+    assert verdicts.b2_verdict(["slow operators", "data wait", "scheduling waste"]) == "shown"
+    assert (
+        verdicts.b2_verdict(["slow operators", "slow operators", "data wait"])
+        == "inconclusive on this machine"
+    )
     with pytest.raises(ValueError, match="not B2 categories"):
-        verdicts.b2_verdict(["compute", "data loading", "other"])
+        verdicts.b2_verdict(["useful compute", "data wait", "scheduling waste"])
     with pytest.raises(ValueError):
         Claim("X", "c", "m", "probably", "e", "measured here")
 
