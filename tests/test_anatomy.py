@@ -65,11 +65,12 @@ def test_smoke_runs_end_to_end_with_two_ranks(smoke):
 
 def test_each_step_splits_into_useful_compute_and_the_four_losses(smoke):
     _, records = smoke
-    useful_s = analysis.rank_useful_s(records)
+    rank_flops, rank_ceiling = analysis.rank_flops_and_ceiling(records)
+    useful_s = rank_flops / rank_ceiling
     assert useful_s > 0
     for rank in records["job"]["ranks"]:
         for row in rank["rows"]:
-            split = analysis.step_categories(row, useful_s)
+            split = analysis.step_categories(row, rank_flops, rank_ceiling)
             assert list(split) == list(analysis.SPLIT)
             assert sum(split.values()) == pytest.approx(row["step_s"])
             assert min(split.values()) >= -1e-9

@@ -20,6 +20,7 @@ CATEGORIES = verdicts.B2_CATEGORIES  # the four losses
 # the step: useful compute and the four losses (they sum to the step)
 SPLIT = (verdicts.B2_USEFUL, *CATEGORIES)
 COMPUTE = "compute (useful + slow operators)"  # what the profiler's op categories can tell apart
+PROFILER_SPLIT = (COMPUTE, *CATEGORIES[1:])  # the profiler's view of a step: compute as one
 # the profiler's operator categories (opprofile.CATEGORIES) in B2's terms: compute as one, since
 # the profiler times kernels, not their distance from the ceiling
 PROFILER_TO_B2 = {
@@ -44,29 +45,31 @@ KNOB_TARGETS = {
 }
 
 
-def rank_useful_s(records: dict) -> float:
-    """One rank's model FLOPs per step (:data:`MFU_CONVENTION`) at its share of the measured
-    matmul ceiling: the useful compute of B2 (``verdicts.b2_compute_split``). On a CPU the ranks
-    share the cores the ceiling was measured on, so each has ceiling / ranks."""
+def rank_flops_and_ceiling(records: dict, *, ceiling: str = "ceiling") -> tuple[float, float]:
+    """One rank's model FLOPs per step (:data:`MFU_CONVENTION`) and its share of the measured
+    matmul ceiling (FLOP/s): on a CPU the ranks share the cores the ceiling was measured on, so
+    each has ceiling / ranks. ``ceiling``: the calibration's (``"ceiling"``) or the one re-timed
+    right after the job (``"ceiling_now"``; records from before it fall back to the calibration's)."""
     cfg = TransformerConfig(**records["config"])
     p = records["params"]
     rank_flops = flops.flops_per_token(cfg, convention=MFU_CONVENTION) * p["micro_batch"] * cfg.seq_len
-    ceiling = records["ceiling"]["best_flops_per_s"]
-    rank_ceiling = ceiling if records["device"] == "cuda" else ceiling / p["nproc"]
-    return rank_flops / rank_ceiling
+    measured = (records.get(ceiling) or records["ceiling"])["best_flops_per_s"]
+    rank_ceiling = measured if records["device"] == "cuda" else measured / p["nproc"]
+    return rank_flops, rank_ceiling
 
 
-def step_categories(row: dict, useful_s: float) -> dict:
+def step_categories(row: dict, rank_flops: float, rank_ceiling: float) -> dict:
     """One step's seconds as B2's useful compute and four losses from its timestamps (they sum
     to the step): compute (forward, backward less the communication backward did not hide,
-    optimizer) splits at ``useful_s`` (:func:`rank_useful_s`) into useful compute and slow
-    operators; the straggler's injected delay (B13) and the checkpoint are scheduling waste, as
-    the article files a throttled card and a synchronous write."""
+    optimizer) splits at the rank's model FLOPs over its ceiling (:func:`rank_flops_and_ceiling`,
+    ``verdicts.b2_compute_split``) into useful compute and slow operators; the straggler's
+    injected delay (B13) and the checkpoint are scheduling waste, as the article files a
+    throttled card and a synchronous write."""
     timed = row["data_s"] + row["forward_s"] + row["backward_s"] + row["optimizer_s"]
     timed += row["straggler_s"] + row["checkpoint_s"]
     compute_s = row["forward_s"] + row["backward_s"] - row["comm_wait_s"] + row["optimizer_s"]
     return {
-        **verdicts.b2_compute_split(max(compute_s, 0.0), useful_s, 1.0),
+        **verdicts.b2_compute_split(max(compute_s, 0.0), rank_flops, rank_ceiling),
         "communication wait": row["comm_wait_s"],
         "data wait": row["data_s"],
         "scheduling waste": row["straggler_s"] + row["checkpoint_s"] + (row["step_s"] - timed),
@@ -77,12 +80,12 @@ def rows_table(records: dict, *, record: str | None = None):
     """Every timed step of every rank (long format: one row per step and category)."""
     import pandas as pd
 
-    out, useful_s = [], rank_useful_s(records)
+    out, basis = [], rank_flops_and_ceiling(records)
     for rank in records["job"]["ranks"]:
         for row in rank["rows"]:
             if record is not None and row["record"] != record:
                 continue
-            for cat, sec in step_categories(row, useful_s).items():
+            for cat, sec in step_categories(row, *basis).items():
                 out.append(
                     {
                         **{k: row[k] for k in ("rung", "record", "rank", "step", "step_s")},
@@ -116,16 +119,15 @@ def profiler_vs_timestamps(records: dict):
     timestamps of the same steps."""
     import pandas as pd
 
-    out, useful_s = [], rank_useful_s(records)
-    compared = (COMPUTE, *CATEGORIES[1:])
+    out, basis = [], rank_flops_and_ceiling(records)
     for rank in records["job"]["ranks"]:
         for prof_step, row in zip(rank["profile"]["steps"], rank["profiled_rows"]):
-            split = step_categories(row, useful_s)
+            split = step_categories(row, *basis)
             timed = {COMPUTE: split[verdicts.B2_USEFUL] + split["slow operators"], **split}
-            mapped = dict.fromkeys(compared, 0.0)
+            mapped = dict.fromkeys(PROFILER_SPLIT, 0.0)
             for cat, sec in prof_step["categories_s"].items():
                 mapped[PROFILER_TO_B2[cat]] += sec
-            for cat in compared:
+            for cat in PROFILER_SPLIT:
                 out.append(
                     {
                         "rank": rank["rank"],
@@ -148,18 +150,11 @@ def rung_timings(records: dict) -> dict:
 
 
 def mfu_of(records: dict, step_s: float, *, ceiling: str = "ceiling") -> float:
-    """Model FLOPs (:data:`MFU_CONVENTION`) of one step of every rank / (step × devices ×
-    ceiling); on a CPU the ranks share one device (the machine's cores). ``ceiling``: the
-    calibration's (``"ceiling"``) or the one re-timed right after the job (``"ceiling_now"``,
-    records from before it was measured fall back to the calibration's)."""
-    cfg = TransformerConfig(**records["config"])
-    p = records["params"]
-    flops_per_step = (
-        flops.flops_per_token(cfg, convention=MFU_CONVENTION) * p["micro_batch"] * cfg.seq_len * p["nproc"]
-    )
-    devices = p["nproc"] if records["device"] == "cuda" else 1
-    measured = records.get(ceiling) or records["ceiling"]
-    return flops_per_step / (step_s * devices * measured["best_flops_per_s"])
+    """Model FLOPs (:data:`MFU_CONVENTION`) of one rank's step / (step × the rank's share of the
+    ceiling): every rank's FLOPs over every device's ceiling (on a CPU the ranks share one
+    device, the machine's cores). ``ceiling``: as in :func:`rank_flops_and_ceiling`."""
+    rank_flops, rank_ceiling = rank_flops_and_ceiling(records, ceiling=ceiling)
+    return rank_flops / (step_s * rank_ceiling)
 
 
 def ladder_table(records: dict):

@@ -5,10 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from mfulab.studies.anatomy.analysis import CATEGORIES, COMPUTE, SPLIT
-
-# the profiler times kernels, not their distance from the ceiling: compute as one there
-PROFILER_SPLIT = (COMPUTE, *CATEGORIES[1:])
+from mfulab.studies.anatomy.analysis import COMPUTE, PROFILER_SPLIT, SPLIT
 
 
 def _colors():

@@ -11,9 +11,6 @@ from mfulab.measure.corpus import FORMATS
 from mfulab.studykit import verdicts
 from mfulab.studykit.params import DTYPES, PresetModel, StudyParams, calibration_param, param
 
-# the B15 ladder: each rung turns on one knob over the one before it (see ladder.LADDER)
-KNOBS = ("fused attention", "buckets", "format + workers", "background checkpoint")
-
 
 @dataclass(frozen=True)
 class Params(PresetModel, StudyParams):

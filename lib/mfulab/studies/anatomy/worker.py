@@ -17,9 +17,9 @@ the last rank spin on its core before its forward (busy, as a throttled card's s
 a sleep would free the core for the other rank), so the other ranks wait for it inside the same
 step's all-reduces; the steps between are its paired baseline (these blocks write no checkpoint).
 The communication wait is measured
-through a DDP comm hook: the time a blocking hook (no overlap) spends waiting for its all-reduce,
-plus the time ``backward()`` still runs after the last hook returned (the all-reduces backward did
-not hide). The same steps are annotated for ``torch.profiler`` (``data``, ``mfulab.ddp_backward``,
+through a DDP comm hook that returns at once, as DDP's own does: the time ``backward()`` still runs
+after the last hook returned (the all-reduces backward did not hide; a blocking hook would add the
+spans it waits). The same steps are annotated for ``torch.profiler`` (``data``, ``mfulab.ddp_backward``,
 ``mfulab.comm_wait``, ``mfulab.checkpoint``: see ``opprofile.RULES``) so that the profiler's split
 can be set beside it.
 """
@@ -159,7 +159,7 @@ class Trainer:
         cap = spec["good_bucket_cap_mb"] if knobs.get("buckets") else spec["naive_bucket_cap_mb"]
         tuned = {"gradient_as_bucket_view": True, "static_graph": True} if knobs.get("buckets") else {}
         self.ddp = DDP(model, bucket_cap_mb=cap, device_ids=ddp_device_ids(self.device), **tuned)
-        self.hook = HookTimer(blocking=bool(knobs.get("blocking")), device=self.device)
+        self.hook = HookTimer(blocking=False, device=self.device)
         self.ddp.register_comm_hook(self.hook, timed_allreduce)
         # compile the DDP-wrapped model, not the model inside DDP: dynamo's DDPOptimizer then
         # splits the graph at bucket boundaries and each bucket's all-reduce still overlaps the
@@ -182,7 +182,7 @@ class Trainer:
         )
         self.batches = self._forever()
         self.format, self.workers, self.bucket_cap_mb = fmt, workers, cap
-        self.overlap = not knobs.get("blocking")
+        self.overlap = not self.hook.blocking
         self.background = BackgroundCheckpointer() if knobs.get("background") else None
         self.ckpt = Path(spec["corpus_dir"]) / f"ckpt-rank{rank}-{name.replace(' ', '_').replace('+', '')}.pt"
         self.steps, self.block_step, self.blocks, self.rows = 0, 0, 0, []
