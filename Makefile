@@ -29,14 +29,19 @@ TORCH_WHEEL ?= $(if $(HAS_NVIDIA),torch==2.13.0,$(TORCH_CPU))
 PIP_FROM    := $(if $(WHEELS),--no-index --find-links $(abspath $(WHEELS)),)
 
 PY       := $(VENV)/bin/python
-# pip byte-compiles what it installs (torch: 26 of its 39 s on the 2-core box). Not skipped
-# (--no-compile): where PYTHONDONTWRITEBYTECODE is set, as on that box, no .pyc is ever
-# written then, and every process compiles what it imports again (make test: 955 → 1150 s).
-PIP_INSTALL := $(PY) -m pip install --quiet
+# pip byte-compiles what it installs one file at a time (torch: 26 of its 39 s on the 2-core
+# box). The .pyc files are needed: where PYTHONDONTWRITEBYTECODE is set, as on that box, none is
+# ever written later and every process compiles what it imports again (make test: 955 → 1150 s).
+# So pip installs with --no-compile and compileall writes the same .pyc files on every core
+# (a file newer Python syntax than this one is skipped, as pip skips it: torch ships one).
+PIP_INSTALL := $(PY) -m pip install --quiet --no-compile
+COMPILE_VENV = $(PY) -m compileall -q -j 0 $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') >/dev/null || true
 STAMP    := $(VENV)/.mfulab-installed
 # The tests, the linter and the course site need more than a course run: their extras go into
 # the same venv on first use (make test-env), so that make all installs only what it runs.
 TEST_STAMP := $(VENV)/.mfulab-test-installed
+# JupyterLab is for reading and editing (make lab), not for a course run: it goes in on first use.
+LAB_STAMP := $(VENV)/.mfulab-lab-installed
 STUDIES  := $(filter-out compare,$(sort $(patsubst studies/%/,%,$(wildcard studies/*/))))
 SITE_MACHINE ?=
 
@@ -78,6 +83,7 @@ ifneq ($(HAS_NVIDIA),yes)
 	$(PIP_INSTALL) $(PIP_FROM) "$(TORCH_CPU)" $(if $(WHEELS),,$(TORCH_INDEX))
 endif
 	$(PIP_INSTALL) $(PIP_FROM) -e .
+	$(COMPILE_VENV)
 	$(PY) -m ipykernel install --sys-prefix --name mfulab --display-name "Python (mfulab)" >/dev/null
 	@# JupyterLab opens the jupytext .py notebooks as notebooks (settings of this venv only)
 	mkdir -p $(VENV)/share/jupyter/lab/settings
@@ -89,6 +95,12 @@ test-env: $(TEST_STAMP)
 
 $(TEST_STAMP): $(STAMP)
 	$(PIP_INSTALL) $(PIP_FROM) -e ".[test]"
+	$(COMPILE_VENV)
+	touch $@
+
+$(LAB_STAMP): $(STAMP)
+	$(PIP_INSTALL) $(PIP_FROM) -e ".[lab]"
+	$(COMPILE_VENV)
 	touch $@
 
 all: $(STAMP)
@@ -119,7 +131,7 @@ format: $(TEST_STAMP)
 	$(PY) -m ruff check --fix lib tests notebooks
 
 # The executed notebooks under results/ are read-only records (cells marked non-editable).
-lab: $(STAMP)
+lab: $(LAB_STAMP)
 	$(PY) -m jupyter lab --port $(PORT) --ServerApp.root_dir="$(CURDIR)" \
 		--MultiKernelManager.default_kernel_name=mfulab \
 		--ServerApp.contents_manager_class=mfulab.site.lab.ResultsReadOnlyContentsManager $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
