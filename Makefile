@@ -33,7 +33,8 @@ PY       := $(VENV)/bin/python
 # box). The .pyc files are needed: where PYTHONDONTWRITEBYTECODE is set, as on that box, none is
 # ever written later and every process compiles what it imports again (make test: 955 → 1150 s).
 # So pip installs with --no-compile and compileall writes the same .pyc files on every core
-# (a file newer Python syntax than this one is skipped, as pip skips it: torch ships one).
+# (a file in newer Python syntax than this Python's is skipped, as pip skips it: torch ships one;
+# compileall then exits 1, which is not an install failure).
 PIP_INSTALL := $(PY) -m pip install --quiet --no-compile
 COMPILE_VENV = $(PY) -m compileall -q -j 0 $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') >/dev/null || true
 STAMP    := $(VENV)/.mfulab-installed
