@@ -6,6 +6,7 @@ import pytest
 
 from mfulab.errors import ParameterError
 from mfulab.measure import calibration, timing
+from mfulab.units import MIB
 
 PARTS = ["matmul:fp32", "bandwidth"]
 
@@ -53,6 +54,17 @@ def test_bandwidth_is_a_plateau_beyond_the_cache():
     per_size = [r["achieved_bytes_per_s"] for r in bw["rows"]]
     assert bw["plateau_bytes_per_s"] == pytest.approx(float(np.median(per_size)))
     assert bw["spread_between_sizes"] == pytest.approx(max(per_size) / min(per_size) - 1)
+
+
+def test_bandwidth_sizes_respect_the_cache_floor():
+    """A VM may report a last-level cache smaller than what serves its copies: the cpu setting's
+    sizes are multiples of its floor then, of the reported cache above it."""
+    cpu = calibration.SETTINGS["cpu"]
+    floor = cpu["cache_floor_bytes"]
+    small, large = floor // 8, floor * 2
+    assert calibration.bandwidth_sizes(cpu, small) == tuple(m * floor for m in cpu["llc_multiples"])
+    assert calibration.bandwidth_sizes(cpu, large) == tuple(m * large for m in cpu["llc_multiples"])
+    assert calibration.bandwidth_sizes(calibration.SETTINGS["smoke"], large) == (4 * MIB,)
 
 
 def test_settings_are_named():
