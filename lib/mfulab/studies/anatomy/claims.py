@@ -3,7 +3,7 @@ verdict computed from the measured records with the threshold the claim's own wo
 
 from __future__ import annotations
 
-from mfulab.analytic.b15 import B15_LITERAL_READING, B15_MAINLY, b15_categorisations
+from mfulab.analytic.b15 import B15_MAINLY, b15_categorisations, b15_verdict
 from mfulab.studies.anatomy.analysis import (
     CATEGORIES,
     b2_split,
@@ -75,11 +75,11 @@ def b15_claim(records, p, t: dict) -> Claim:
         )
         why = ""
     # the article's own attribution of its ladder (chapter 01's row), beside this machine's
-    readings = b15_categorisations().set_index("reading")
-    literal = readings.loc[B15_LITERAL_READING]
+    readings = b15_categorisations()
+    shares = " or ".join(f"{r.share_of_gross_gain:.0%}" for r in readings.itertuples())
     why += (
-        f". The article's own arithmetic credits overlap + data IO with {literal.share_of_gross_gain:.0%} "
-        f"of its gross gain: {literal.verdict} on its own numbers (chapter 01)"
+        f". The article's own arithmetic credits overlap + data IO with {shares} of its gross gain "
+        f"by the reading: {b15_verdict(readings)} on its own numbers (chapter 01)"
     )
     return Claim(
         "B15",
@@ -93,7 +93,10 @@ def b15_claim(records, p, t: dict) -> Claim:
         f"confirmed at ≥ {B15_MAINLY + 0.1:.0%}, refuted at ≤ {B15_REFUTED:.0%} (a margin for the "
         "attribution's noise)",
         verdict,
-        f"naive → last rung ×{g['speedup']:.2f} ({g['gain_s'] * 1e3:.1f} ms per step); "
+        f"naive → last rung ×{g['speedup']:.2f} [{g['speedup_lo']:.2f}, {g['speedup_hi']:.2f}] "
+        f"({g['gain_s'] * 1e3:.1f} ms per step"
+        + ("; within the noise" if g["change"] == "inconclusive" else "")
+        + "); "
         + _loo_text(t, g)
         + f"; up the ladder, per knob: {steps}; credited by target: {credit}: "
         + (
@@ -201,4 +204,6 @@ def outcome(records, p) -> Outcome:
     shows them and ``make stability`` reads the claims and metrics."""
     t = tables(records, p)
     claim_list = claims(records, p, t)
-    return Outcome(claim_list, {**headline_metrics(records, p, t), "claims": verdicts.records(claim_list)}, t)
+    metrics = {**headline_metrics(records, p, t), "claims": verdicts.records(claim_list)}
+    # naive → last rung with its interval, for the ladder figure's title
+    return Outcome(claim_list, metrics, t, values={"b15_total": b15_gain_shares(records)})
