@@ -163,7 +163,7 @@ with pd.option_context("display.max_colwidth", 60):
 o.tables["b15_leave_one_out"]
 
 # %%
-fig = figures.plot_ladder(o.tables["b15_ladder"])
+fig = figures.plot_ladder(o.tables["b15_ladder"], o.values["b15_total"])
 plots.save_figure(fig, out, "ladder")
 
 # %%
@@ -223,7 +223,14 @@ display(
                 f"* In the naive step, communication wait is **{headline['naive_comm_wait_share']:.0%}** and data "
                 f"wait **{headline['naive_data_wait_share']:.1%}** of the step (mean over {job['world_size']} ranks).",
                 f"* One knob at a time the step went from {headline['naive_step_s'] * 1e3:.1f} ms to "
-                f"{headline['best_step_s'] * 1e3:.1f} ms (×{headline['ladder_speedup']:.2f}); MFU "
+                f"{headline['best_step_s'] * 1e3:.1f} ms (×{headline['ladder_speedup']:.2f} "
+                f"[{headline['ladder_speedup_lo']:.2f}, {headline['ladder_speedup_hi']:.2f}]"
+                + (
+                    ": within the noise, no gain shown"
+                    if headline["ladder_speedup_lo"] <= 1 <= headline["ladder_speedup_hi"]
+                    else ""
+                )
+                + f"); MFU "
                 f"{headline['naive_mfu']:.1%} → {headline['best_mfu']:.1%} of the calibration's ceiling "
                 f"({headline['ceiling_flops_per_s'] / 1e9:.0f} GFLOP/s); the last rung is "
                 f"{headline['best_mfu_vs_ceiling_now']:.1%} of the ceiling re-timed right after the job "

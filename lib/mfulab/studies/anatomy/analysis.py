@@ -272,9 +272,13 @@ def b15_gain_shares(records: dict) -> dict:
     by_target, share = gain_shares(knobs, "gain_s")
     loo = leave_one_out_table(records)
     loo_by_target, loo_share = gain_shares(loo, "loo_gain_s") if len(loo) else (None, None)
+    total = _total_comparison(records)
     return {
         "gain_s": table.step_s[first] - table.step_s[last],
         "speedup": table.step_s[first] / table.step_s[last],
+        "speedup_lo": total.ratio_lo,
+        "speedup_hi": total.ratio_hi,
+        "change": total.verdict,
         "gain_by_target_s": by_target,
         "comm_data_share": share,
         "loo_gain_by_target_s": loo_by_target,
@@ -347,6 +351,13 @@ def b13_effect(records: dict, *, n_boot: int = 2000, seed: int = 0) -> dict:
     }
 
 
+def _total_comparison(records: dict):
+    """Naive → last rung: the ratio of the slowest rank's medians, paired by round, with its
+    drift-widened interval (``timing.compare_timings``)."""
+    timings = rung_timings(records)
+    return compare_timings(timings[records["ladder"][0]], timings[records["ladder"][-1]])
+
+
 def headline_metrics(records: dict, p=None, t: dict | None = None) -> dict:
     """What ``metrics.json`` carries for comparisons across machines (units in the names), from
     the outcome's tables ``t`` (the ladder, the naive step's split) where given."""
@@ -366,6 +377,8 @@ def headline_metrics(records: dict, p=None, t: dict | None = None) -> dict:
         "naive_step_s": table.step_s[first],
         "best_step_s": table.step_s[last],
         "ladder_speedup": table.step_s[first] / table.step_s[last],
+        "ladder_speedup_lo": _total_comparison(records).ratio_lo,
+        "ladder_speedup_hi": _total_comparison(records).ratio_hi,
         "naive_mfu": table.mfu_vs_ceiling[first],
         "best_mfu": table.mfu_vs_ceiling[last],
         "best_mfu_vs_ceiling_now": table.mfu_vs_ceiling_now[last],

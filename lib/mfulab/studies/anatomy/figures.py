@@ -22,24 +22,42 @@ def _stacked(ax, labels, table, colors):
     return bottom
 
 
-def plot_ladder(ladder):
-    """The B15 ladder (the outcome's ``b15_ladder`` table): each rung's step (slowest rank,
-    median over rounds) as a stacked bar of its useful compute and four losses (mean over ranks),
-    with the
-    speed-up over the rung before above it."""
+def plot_ladder(ladder, total: dict):
+    """The B15 ladder (the outcome's ``b15_ladder`` table): each rung as a stacked bar of its
+    useful compute and four losses (means over ranks and steps, summing to ``mean_step_s``),
+    with the slowest rank's median step, the quantity every ratio is taken on, marked on it, and
+    the speed-up over the rung before above it; ``total``: ``b15_gain_shares`` (naive → last
+    rung with its interval) for the title."""
     table = ladder.dropna(subset=["step_s"])
     fig, ax = plt.subplots(figsize=(10, 4.4))
     labels = [r.replace(" + ", " +\n").replace(" ", "\n", 1) if len(r) > 12 else r for r in table.rung]
     tops = _stacked(ax, labels, {c: list(table[f"{c}_s"]) for c in SPLIT}, _colors())
+    medians = [v * 1e3 for v in table.step_s]
+    ax.scatter(
+        range(len(labels)),
+        medians,
+        marker="_",
+        s=900,
+        color="black",
+        zorder=3,
+        label="slowest rank's median step\n(the ratios' basis)",
+    )
     for x, (top, r) in enumerate(zip(tops, table.itertuples())):
         text = "naive" if r.Index == 0 else f"×{r.speedup:.2f}\n[{r.speedup_lo:.2f}, {r.speedup_hi:.2f}]"
-        ax.text(x, top * 1.02, text, ha="center", va="bottom", fontsize=8)
-    ax.set_ylim(0, max(tops) * 1.3)
-    ax.set_ylabel("time per step (ms, mean over ranks)")
+        ax.text(x, max(top, medians[x]) * 1.02, text, ha="center", va="bottom", fontsize=8)
+    ax.set_ylim(0, max(tops + medians) * 1.3)
+    ax.set_ylabel("time per step (ms)")
     ax.set_xlabel("rung of the ladder (each adds one knob to the one before)")
-    speedup = table.step_s.iloc[0] / table.step_s.iloc[-1]
+    outcome = (
+        "within the noise: no gain shown"
+        if total["change"] == "inconclusive"
+        else f"{'faster' if total['change'] == 'faster' else 'slower'} beyond the noise"
+    )
     ax.set_title(
-        f"One knob at a time, the step gets ×{speedup:.2f} faster (over the rung before, 95% interval)"
+        f"Naive → every knob: ×{total['speedup']:.2f} [{total['speedup_lo']:.2f}, "
+        f"{total['speedup_hi']:.2f}], {outcome}\n(bars: mean over ranks; above each: the ratio "
+        "over the rung before, 95% interval)",
+        fontsize=10,
     )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return fig
