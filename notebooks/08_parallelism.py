@@ -196,7 +196,8 @@ t["a10_placement"].round(3)
 # %%
 display(Markdown(step_model_error_line()))  # the error band every planner step carries
 display(t["planner_answers"].round(3))
-t["planner_sensitivity"].round(3)
+# each assumption's value in its own units (a latency in µs would read 0 at three decimals)
+t["planner_sensitivity"].assign(value=t["planner_sensitivity"].value.map("{:.3g}".format)).round(3)
 
 # %% [markdown]
 # ## 4 · Mixture of experts: all-to-all and the most loaded expert (B10)
@@ -218,7 +219,10 @@ t["skew"]
 # Article A's section makes three statements: the host link's bandwidth is "not in the same order
 # of magnitude" as the card-to-card link's; overdoing offload turns training I/O-bound; use it
 # only when memory is just short. The first is a datasheet ratio (`offload.link_ratios`: the
-# 910B's HCCS against PCIe 4.0 and 5.0 x16, two GPU generations beside it). The second is priced
+# 910B's HCCS against PCIe 4.0 and 5.0 x16, two GPU generations beside it), per card and, where
+# a published topology puts several cards behind one PCIe switch uplink (two A100s per switch in
+# a DGX A100), with that uplink shared; "不在一个量级" reads literally as 10× and idiomatically as
+# "far slower", and where the two readings disagree the row is not checkable. The second is priced
 # at the article's own configuration (`offload.offload_table`): its 13B on 8 910B cards, TP 8,
 # DP 1, so each card holds an eighth of the weights and all of their optimizer states, with the
 # step from the course's step model at its launch command. The article's own 2.4 s for this run
@@ -249,7 +253,7 @@ t["a15_offload"].round(3)
 # it covers gives the same answer (`verdicts.over_scenarios`), *analytic only* otherwise. A15's
 # I/O-bound row is decided at the article's own case unless an assumed input (the host link,
 # the other reading) reverses it (`verdicts.at_stated_case`); its order-of-magnitude row is a
-# datasheet ratio, and its advice is the author's experience (not checkable). A12's speed rule
+# datasheet ratio under two readings, and its advice is the author's experience (not checkable). A12's speed rule
 # (ZeRO-2 the better value for ten-billion-class models below 1000 cards) is judged once, in
 # chapter 04, at the article's 13B on its 910B cards. A11's collective is counted here against Korthikanti et al.'s
 # published design (all-gather + reduce-scatter, the bytes of the all-reduce they replace); A11's

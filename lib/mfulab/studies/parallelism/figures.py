@@ -81,8 +81,19 @@ def plot_sharding(sh):
             one.config, one[column] / MIB, bottom=bottom, color=colour, label=column.replace("_bytes", "")
         )
         bottom = bottom + one[column].to_numpy() / MIB
-    left.set_ylabel("bytes held per rank (MiB)")
-    left.set_title("what each rank holds (fp32 AdamW)")
+    # the peak adds what a rank holds only at the end of the forward: the unsharded parameters
+    # that fsdp_grad_op (ZeRO-2) keeps for the backward and fsdp_full (ZeRO-3) frees
+    left.scatter(
+        one.config,
+        one.peak_bytes / MIB,
+        color="k",
+        marker="_",
+        s=900,
+        zorder=3,
+        label="peak (end of forward)",
+    )
+    left.set_ylabel("MiB per rank")
+    left.set_title("what each rank holds between steps (bars) and at its peak (fp32 AdamW)", fontsize=9)
     left.legend(fontsize=8)
     for i, (m, g) in enumerate(sh.groupby("m")):
         x = [j + 0.38 * i for j in range(len(g))]
@@ -96,7 +107,8 @@ def plot_sharding(sh):
             label="formula" if i == 0 else None,
         )
     right.set_xticks([j + 0.19 for j in range(len(one))], list(one.config))
-    right.set_ylabel("traffic per step (× Ψ; an all-reduce counts 2 buffers)")
+    right.set_ylabel("traffic per step (× Ψ)")
+    right.set_xlabel("an all-reduce counts 2 buffers (reduce-scatter + all-gather)", fontsize=8)
     right.set_title("what each step communicates")
     right.legend(fontsize=8)
     fig.suptitle("Sharding trades memory for traffic: fully sharded holds 1/n, moves 3Ψ per micro-batch")

@@ -87,9 +87,16 @@ A15_CASES = (
         "stated": False,
     },
 )
-# 量级, order of magnitude: a factor of 10. The pairings the ratio is read over: the article's
-# card with each host link, and two GPU generations for context (devices.yaml keys).
+# 量级, order of magnitude: a factor of 10 on the literal reading. 完全不在一个量级 is also an
+# idiom ("not in the same league"), under which any several-fold gap holds: the two readings are
+# both shown. The pairings the ratio is read over: the article's card with each host link, and
+# two GPU generations for context (devices.yaml keys).
 A15_ORDER_OF_MAGNITUDE = 10.0
+# Cards behind one host uplink when every card offloads at once: a DGX A100 hangs two A100s (and
+# two NICs) off each of its four PCIe Gen4 switches, one x16 uplink to the CPU per switch (NVIDIA
+# DGX A100 System Architecture whitepaper, 2020, system topology). The 910B's Atlas 800 topology
+# is not published at this level: 1 (a link per card) is its datasheet reading.
+A15_CARDS_PER_HOST_UPLINK = {"a100": 2}
 A15_LINK_PAIRS = (
     ("ascend-910b", "pcie4_x16", True),
     ("ascend-910b", "pcie5_x16", True),
