@@ -409,8 +409,11 @@ o.tables["matmul_dtypes"]
 # layer cannot reach the claim's regime, and a toy regime cannot refute), *shown* when the layer with the
 # compiled sub-block is at least 1.43× faster; at the article's 13B layer in its own layout,
 # judged on the fused sub-block the claim describes: *refuted (analysis)* when the layer with it
-# stays below 1.43× in every row of the sensitivity table, *analytic only* otherwise (a free
-# sub-block is the ceiling beside it, with the rows where it would pass). A7's mechanism, fewer
+# stays below 1.43× in every row of the sensitivity table *and* a published eager/fused
+# bandwidth ratio for the article's card rules out the break-even (the assumed eager kernels'
+# efficiency decides: the table's rows cover only the ratios published for other cards),
+# *analytic only* otherwise (a free sub-block is the ceiling beside it, with the rows where it
+# would pass). A7's mechanism, fewer
 # passes over DRAM in less time, is its own row, on the fused kernel with the fewest passes that
 # ran here: *shown* / *not shown* when that kernel makes fewer passes than eager and its interval
 # clears 1× either way; *inconclusive on this machine* when no fused kernel here makes fewer
@@ -434,10 +437,11 @@ o.tables["matmul_dtypes"]
 # measurement in the FlashAttention paper (Figure 2: 40.3 → 4.4 GB): *confirmed* at 3× or more.
 # B4's "吞吐可以翻倍" reads two ways, "can (at least) double" (2× or more) and "doubles" (1.6–2.5×):
 # the measured tf32/fp32 ratio where TF32 exists, on a CPU the A100 datasheet's, decides where
-# both readings agree and is *not checkable* where they do not (`b4_rows.b4_claims`). TF32's part
-# in B15's first step is its own row, from the article's own arithmetic: TF32 acts only on fp32
-# matmuls, and the baseline's stated FLOPs over 64 A100s in 10.2 s are several times the fp32
-# peak per GPU, so the matmuls were already bf16 (or TF32) and the step's 0.8 s rests on SDPA.
+# both readings agree and is *not checkable* where they do not (`b4_rows.b4_claims`). A note on
+# that row, from the article's own arithmetic, takes TF32 in B15's first step (the article turns
+# it on beside SDPA and credits the gain to attention, so there is no claim of its own to judge):
+# TF32 acts only on fp32 matmuls, and the baseline's stated FLOPs over 64 A100s in 10.2 s are
+# several times the fp32 peak per GPU, so the matmuls were already bf16 (or TF32).
 
 # %%
 claim_list = o.claims

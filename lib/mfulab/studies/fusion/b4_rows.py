@@ -3,9 +3,11 @@ TF32 half of B15's first step (article B §5.2: SDPA "and TF32 on the side", 10.
 
 The sentence reads two ways: "can (at least) double" (a ratio of 2× or more) and "doubles" (a
 ratio of about 2×, ``stated.B4_DOUBLING_BAND``). Where the two readings give the same answer it
-stands; where they disagree the row is *not checkable*. The contribution to B15 is its own row:
-TF32 acts only on fp32 matmuls (``torch.backends.cuda.matmul.allow_tf32``), and by article B's
-own figures (§1.1) its baseline already ran several times faster per GPU than the fp32 peak."""
+stands; where they disagree the row is *not checkable*. B15's first step turns TF32 on beside
+SDPA, and the article credits that step's gain to attention, not to TF32: a note on the row (no
+claim of the article's to judge), from its own figures (§1.1): TF32 acts only on fp32 matmuls
+(``torch.backends.cuda.matmul.allow_tf32``), and its baseline already ran several times faster
+per GPU than the fp32 peak, so TF32 had nothing left to speed up there."""
 
 from __future__ import annotations
 
@@ -35,10 +37,24 @@ def _decide(ratio: float) -> tuple[str, str]:
     return verdicts.verdict_from_agreement(next(iter(answers.values()))), f"both readings agree ({text})"
 
 
+def b15_tf32_note() -> str:
+    """The article's own arithmetic on TF32 in B15's first step: the baseline's rate per GPU
+    against the fp32 peak (a note: the article credits the step to attention, not to TF32)."""
+    baseline_step_s = B15_STEPS[0][0]
+    baseline_flops_per_gpu_s = B15_STATED_FLOPS_PER_STEP / (B15_STATED_DEVICES * baseline_step_s)
+    fp32_peak_flops_per_s = devices.device_spec(B4_DATASHEET_DEVICE).flops_per_s["fp32"]
+    return (
+        f"note: B15's first step turns TF32 on beside SDPA; its baseline already ran at "
+        f"{baseline_flops_per_gpu_s / 1e12:.0f} TFLOP/s per GPU, "
+        f"{baseline_flops_per_gpu_s / fp32_peak_flops_per_s:.1f}× the A100's fp32 peak "
+        f"({fp32_peak_flops_per_s / 1e12:g} TFLOP/s), so its matmuls were bf16 (or TF32) and TF32 "
+        "had nothing left to speed up; the article credits the step's gain to attention"
+    )
+
+
 def b4_claims(t) -> list[Claim]:
-    """The throughput row (measured on a GPU with TF32; elsewhere the A100 datasheet's dense
-    peaks) and the B15 row (the article's own arithmetic: the baseline's rate per GPU is several times
-    the fp32 peak)."""
+    """The throughput row: measured on a GPU with TF32; elsewhere the A100 datasheet's dense
+    peaks; with :func:`b15_tf32_note` in its evidence."""
     dt = t["matmul_dtypes"].set_index("dtype")
     sheet_ratio = dt.loc["A100 datasheet tf32 / fp32", "vs_fp32"]
     band = f"{B4_DOUBLING_BAND[0]:g}–{B4_DOUBLING_BAND[1]:g}× reads as double"
@@ -50,7 +66,8 @@ def b4_claims(t) -> list[Claim]:
             "TF32 can double matmul throughput over fp32 on A100-class GPUs",
             f"matmul ceiling tf32 vs fp32 on this GPU ({band})",
             verdict,
-            f"tf32/fp32 = {ratio:.2f}×: {why}; A100 datasheet tf32/fp32 = {sheet_ratio:.0f}× (dense)",
+            f"tf32/fp32 = {ratio:.2f}×: {why}; A100 datasheet tf32/fp32 = {sheet_ratio:.0f}× (dense); "
+            + b15_tf32_note(),
             basis=verdicts.MEASURED,
         )
     else:
@@ -62,24 +79,7 @@ def b4_claims(t) -> list[Claim]:
             "on a CPU)",
             verdict,
             f"A100 datasheet tf32/fp32 = {sheet_ratio:.0f}× (dense): {why}; a GEMM reaches a share of each "
-            "peak (chapter 01's MAMF)",
+            "peak (chapter 01's MAMF); " + b15_tf32_note(),
             basis=verdicts.DOCUMENTED,
         )
-    # the article's own arithmetic: the baseline step's rate per GPU against the fp32 peak
-    baseline_step_s = B15_STEPS[0][0]
-    baseline_flops_per_gpu_s = B15_STATED_FLOPS_PER_STEP / (B15_STATED_DEVICES * baseline_step_s)
-    fp32_peak_flops_per_s = devices.device_spec(B4_DATASHEET_DEVICE).flops_per_s["fp32"]
-    in_b15 = Claim(
-        "B4",
-        "B15's first step, SDPA + TF32 together: 10.2 → 9.4 s; TF32's part of it",
-        "article B's baseline: 8.8e16 FLOPs per step on 64 A100s in 10.2 s (§1.1, §5.1); TF32 acts "
-        "only on fp32 matmuls (torch.backends.cuda.matmul.allow_tf32)",
-        "refuted",
-        f"the baseline already ran at {baseline_flops_per_gpu_s / 1e12:.0f} TFLOP/s per GPU, "
-        f"{baseline_flops_per_gpu_s / fp32_peak_flops_per_s:.1f}× the A100's fp32 peak "
-        f"({fp32_peak_flops_per_s / 1e12:g} TFLOP/s): its matmuls were bf16 (or already TF32), so "
-        "switching TF32 on has nothing left to speed up and the 0.8 s rests on SDPA (the article "
-        "itself credits attention)",
-        basis=verdicts.ARITHMETIC,
-    )
-    return [throughput, in_b15]
+    return [throughput]
