@@ -360,8 +360,8 @@ o.tables["a6_per_tensor"]
 # nothing can be tested or two readings of the sentence disagree. Each row names its basis.
 #
 # A6 has six rows. Its premise, "with native DDP every parameter tensor triggers its own
-# all-reduce", is refuted by the count of the layout DDP recorded for the reference GPT at its
-# defaults (`tables/gpt_layouts.csv`: tensors against buckets; Li et al. 2020 §3.2.3). The measured per-tensor row shows the mechanism on this machine (one bucket
+# all-reduce", is refuted by construction: DDP's documented bucketing, counted exactly in the
+# layout it recorded for the reference GPT at its defaults (`tables/gpt_layouts.csv`: tensors against buckets; Li et al. 2020 §3.2.3). The measured per-tensor row shows the mechanism on this machine (one bucket
 # per tensor vs the fastest cap over the interleaved rounds; a toy regime, so *shown* at most,
 # and only where its calls are latency-bound: hundreds of tensors whose set-up latency exceeds
 # their transfer time). The claim itself is judged at the article's configuration: its 13B at

@@ -78,19 +78,24 @@ def plot_sweep(records, sweep, m: dict | None):
 
 def scale_title(best) -> str:
     """The heat map's take-away, from the simulated best caps and the spread over the
-    plausible caps at the largest card count."""
+    plausible caps at the largest card count, over the layouts that fit memory (all, where
+    none does), with the step model's error beside the best cap."""
     n = int(best.world_size.max())
     big = best[best.world_size == n]
+    if "fits" in big and big.fits.any():
+        big = big[big.fits.astype(bool)]
+    lo, hi = big.bucket_cap_mb.min(), big.bucket_cap_mb.max()
+    caps = f"{lo:g} MiB" if lo == hi else f"{lo:g}–{hi:g} MiB"
     where = (
-        f"best cap {big.bucket_cap_mb.min():g}–{big.bucket_cap_mb.max():g} MiB, not the article's 20–40 MB"
+        f"the simulator's best cap {caps}, not the article's 20–40 MB"
         if not big.in_20_40_mb.any()
         else f"a best cap in the article's 20–40 MB for {', '.join(big.preset[big.in_20_40_mb])}"
     )
     device = f" {best.device.iloc[0]}" if "device" in best else ""
     return (
-        f"At {n}{device} cards: {where};\nthe cap moves MFU by {big.spread_points.min():.1f}–"
-        f"{big.spread_points.max():.1f} points over {plausible_caps_text()} "
-        f"(article: {A6_MFU_POINTS[0]:g}–{A6_MFU_POINTS[1]:g})"
+        f"At {n}{device} cards (layouts that fit): {where} (a ranking inside the step model's "
+        f"±20%);\nthe cap moves MFU by {big.spread_points.min():.1f}–{big.spread_points.max():.1f} "
+        f"points over {plausible_caps_text()} (article: {A6_MFU_POINTS[0]:g}–{A6_MFU_POINTS[1]:g})"
     )
 
 
