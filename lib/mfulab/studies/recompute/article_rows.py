@@ -33,8 +33,8 @@ def b7_published_claim() -> Claim:
     needed_c = (claimed - 1) / (r - 1)
     return Claim(
         "B7",
-        f"full recompute lowers MFU from {before}% to {after}% at the same batch (global MFU: a "
-        f"{claimed:.2f}× step)",
+        f"full recompute lowers MFU from {before}% to {after}% (global MFU; at the same batch, which "
+        f"the article does not say: a {claimed:.2f}× step)",
         "Korthikanti et al. 2022, Table 4 (one 22B layer on A100s, full recompute against none: compute "
         f"only) applied to a step whose compute is c of it, c from article B's own {c:.2f} (local 80%, "
         f"global 44%, an illustration) to 1; consistent when {claimed:.2f}× lies in the range, but the "

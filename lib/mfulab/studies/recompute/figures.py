@@ -245,7 +245,8 @@ def plot_plans(plans, chosen):
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
     winners = chosen[chosen.decision].policy.value_counts()
     fig.suptitle(
-        f"Planner decision: {winners.index[0]} wins in {winners.iloc[0]} of {len(cases)} cases "
+        f"Planner decision (illustrative: leads inside the step model's ±20% can turn): "
+        f"{winners.index[0]} wins in {winners.iloc[0]} of {len(cases)} cases\n"
         "(each bar: a policy at its best micro-batch 'mb'; the step model, chapter 09)",
         fontsize=11,
     )
