@@ -133,6 +133,8 @@ def test_sensitivity_tables_say_whether_the_reading_survives():
     assert step_at_scale.a4_reproduces({"step_serial_s": 3.2, "step_overlapped_s": 2.6}) is None  # +24%
     assumed = sens[sens.kind == "assumed input"]
     assert {"TP link", "DP link", "GEMM share of MAMF", "attention"} <= set(assumed.varied)
+    # the 32-card run states no TP or PP (TP 8 is the 8-card command's): its sharding is assumed
+    assert "sharding (TP × PP)" in set(assumed.varied)
     decision = verdicts.at_stated_case(stated.reproduces_article, list(assumed.reproduces_article))
     assert decision == "analytic only"
     a5 = alpha_beta.a5_sensitivity(Params().to_dict())

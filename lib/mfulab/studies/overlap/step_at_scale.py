@@ -215,7 +215,9 @@ def a4_sensitivity(p: dict):
         ),
     ]
     # rows that change the command's own configuration rather than an input it leaves unstated
-    configuration = {"sharding (TP × PP)", f"micro-batch (global batch {gb})", "gradient reduction"}
+    # (the sharding is not one: the 32-card run states no TP or PP, its TP 8 is read from the
+    # 8-card command, so TP × PP is an assumed input)
+    configuration = {f"micro-batch (global batch {gb})", "gradient reduction"}
     configuration |= {"activation recompute"}
     baseline_reading = a4_reading(a4_model(**base))
     rows = []
