@@ -143,6 +143,9 @@ with pd.option_context("display.max_colwidth", 70, "display.max_rows", None):
 # on the same basis with different verdicts are marked in `disagrees_with`: the same kind of
 # evidence about one claim should tell the same, so each marked pair is either two sentences of
 # the claim (read both) or a disagreement between the chapters' models, to be resolved there.
+# Where one row on a basis is open (*inconclusive on this machine*, *not checkable*) and another
+# decides, `open_beside` names it: one run lacks what the other had (chapter 01's one process
+# shows one of B2's losses, chapter 07's job more), which is not a contradiction.
 
 # %%
 claims_across = across.across_chapters(records)

@@ -39,3 +39,22 @@ def test_same_basis_different_decided_verdicts_disagree_and_open_ones_do_not():
     }  # an inconclusive toy run and a shown one on another basis disagree with nothing
     assert "A12 on box" in across.across_note(table) and "B2" in across.across_note(table)
     assert "no two chapters" in across.across_note(table[table.claim_id == "B2"])
+
+
+def test_an_open_verdict_beside_a_decided_one_on_the_same_basis_is_marked_apart():
+    rec = _records(
+        {
+            "mfu": [("B2", "inconclusive on this machine", "toy")],
+            "anatomy": [("B2", "shown", "toy")],
+            "dataloader": [("B2", "shown", "measured")],
+        }
+    )
+    table = across.across_chapters(rec).set_index("study")
+    assert (table.disagrees_with == "").all()  # no contradiction: one run lacks the regime
+    assert table.open_beside.to_dict() == {
+        "mfu": "anatomy: shown",
+        "anatomy": "mfu: inconclusive on this machine",
+        "dataloader": "",  # another basis
+    }
+    assert "one chapter open where another decides" in across.across_note(table.reset_index())
+    assert "B2 on box" in across.across_note(table.reset_index())

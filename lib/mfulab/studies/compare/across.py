@@ -10,7 +10,10 @@ they disagree with no row: a run that lacks a claim's regime does not contradict
 it. Rows on different bases answer different questions (a toy regime shows a mechanism, the
 article's own arithmetic checks its numbers, a published measurement settles a figure) and are
 listed side by side, not flagged. A flagged pair may still test two sentences of one claim:
-the table keeps both sentences so a reader can tell.
+the table keeps both sentences so a reader can tell. Rows on one basis where one is open and the
+other decided are marked apart (``open_beside``): one run lacks what the other had (chapter
+01's single process shows one of B2's losses where 07's job shows more), which is no
+contradiction, but a reader should see it.
 """
 
 from __future__ import annotations
@@ -44,6 +47,14 @@ def across_chapters(records):
                     and o["verdict"] != c["verdict"]
                     and OPEN.count(o["verdict"]) + OPEN.count(c["verdict"]) == 0
                 ]
+                beside = [
+                    f"{s}: {o['verdict']}"
+                    for s, o in items
+                    if s != study
+                    and o.get("basis") == c.get("basis")
+                    and o["verdict"] != c["verdict"]
+                    and OPEN.count(o["verdict"]) + OPEN.count(c["verdict"]) == 1
+                ]
                 rows.append(
                     {
                         "machine": machine,
@@ -53,9 +64,10 @@ def across_chapters(records):
                         "basis": c.get("basis", ""),
                         "verdict": c["verdict"],
                         "disagrees_with": "; ".join(dict.fromkeys(others)),
+                        "open_beside": "; ".join(dict.fromkeys(beside)),
                     }
                 )
-    columns = ["machine", "claim_id", "study", "claim", "basis", "verdict", "disagrees_with"]
+    columns = ["machine", "claim_id", "study", "claim", "basis", "verdict", "disagrees_with", "open_beside"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -68,7 +80,20 @@ def across_note(table) -> str:
     flagged = table[table.disagrees_with != ""]
     named = sorted(set(zip(flagged.machine, flagged.claim_id)))
     text = f"{len(ids)} claim ids are judged in more than one chapter ({', '.join(ids)})"
+    beside = table[table.open_beside != ""]
+    opened = sorted(set(zip(beside.machine, beside.claim_id)))
+    open_text = (
+        "; on the same basis, one chapter open where another decides (one run lacks what the other "
+        "had, no contradiction): " + ", ".join(f"{cid} on {machine}" for machine, cid in opened)
+        if opened
+        else ""
+    )
     if not named:
-        return text + "; no two chapters reach different verdicts on the same basis."
+        return text + "; no two chapters reach different verdicts on the same basis" + open_text + "."
     listed = ", ".join(f"{cid} on {machine}" for machine, cid in named)
-    return text + f"; rows that disagree on the same basis: {listed} (both sentences are in the table)."
+    return (
+        text
+        + f"; rows that disagree on the same basis: {listed} (both sentences are in the table)"
+        + open_text
+        + "."
+    )

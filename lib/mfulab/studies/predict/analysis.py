@@ -342,10 +342,10 @@ def b15_text(ladder, sens, worst_error: float) -> str:
         )
         bucket = (
             f"The bucket rung gains {bucket_gain:+.2f} s at `dp_overlap` {dp.loc['as read', 'dp_overlap']}, "
-            "where "
-            f"the ZeRO-2 traffic ({dp.loc['as read', 'dp_comm_s']:.2f} s) hides under the backward; at a "
-            "lower "
-            f"overlap part of it shows ({exposed} exposed), and only then can a bucket change gain time."
+            f"where {dp.loc['as read', 'dp_comm_exposed_s']:.2f} s of the ZeRO-2 traffic "
+            f"({dp.loc['as read', 'dp_comm_s']:.2f} s) stays exposed; by `dp_overlap`: {exposed} exposed. "
+            "A bucket change can gain only what is exposed, so its gain stays small unless the "
+            "overlap is low."
         )
     far = [
         r for r, row in dp.iterrows() if abs(row.baseline_step_s / base.article_step_s - 1) > 2 * worst_error
