@@ -23,6 +23,19 @@ from collections import defaultdict
 OPEN = ("inconclusive on this machine", "not checkable")  # verdicts that decide nothing
 
 
+def _same_basis(items, study, c, n_open: int) -> list[str]:
+    """The other chapters' rows on ``c``'s basis with another verdict, ``n_open`` of the two
+    verdicts open (0: a disagreement; 1: one open beside one decided), as ``study: verdict``."""
+    return [
+        f"{s}: {o['verdict']}"
+        for s, o in items
+        if s != study
+        and o.get("basis") == c.get("basis")
+        and o["verdict"] != c["verdict"]
+        and OPEN.count(o["verdict"]) + OPEN.count(c["verdict"]) == n_open
+    ]
+
+
 def across_chapters(records):
     """One row per (machine, claim id judged by ≥ 2 chapters, chapter row): the study, the
     claim's sentence, basis and verdict, and ``disagrees_with``: the other chapters' rows on the
@@ -39,22 +52,7 @@ def across_chapters(records):
             if len({study for study, _ in items}) < 2:
                 continue
             for study, c in items:
-                others = [
-                    f"{s}: {o['verdict']}"
-                    for s, o in items
-                    if s != study
-                    and o.get("basis") == c.get("basis")
-                    and o["verdict"] != c["verdict"]
-                    and OPEN.count(o["verdict"]) + OPEN.count(c["verdict"]) == 0
-                ]
-                beside = [
-                    f"{s}: {o['verdict']}"
-                    for s, o in items
-                    if s != study
-                    and o.get("basis") == c.get("basis")
-                    and o["verdict"] != c["verdict"]
-                    and OPEN.count(o["verdict"]) + OPEN.count(c["verdict"]) == 1
-                ]
+                others, beside = _same_basis(items, study, c, 0), _same_basis(items, study, c, 1)
                 rows.append(
                     {
                         "machine": machine,
