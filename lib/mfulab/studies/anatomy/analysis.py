@@ -371,14 +371,15 @@ def headline_metrics(records: dict, p=None, t: dict | None = None) -> dict:
         else b2_split(records, present_share=records["params"]["b2_present_share"])
     )
     split = split.set_index("category")
+    total = _total_comparison(records)
     return {
         **run_identity(records, "preset", "nproc"),
         "flops_convention": MFU_CONVENTION,
         "naive_step_s": table.step_s[first],
         "best_step_s": table.step_s[last],
         "ladder_speedup": table.step_s[first] / table.step_s[last],
-        "ladder_speedup_lo": _total_comparison(records).ratio_lo,
-        "ladder_speedup_hi": _total_comparison(records).ratio_hi,
+        "ladder_speedup_lo": total.ratio_lo,
+        "ladder_speedup_hi": total.ratio_hi,
         "naive_mfu": table.mfu_vs_ceiling[first],
         "best_mfu": table.mfu_vs_ceiling[last],
         "best_mfu_vs_ceiling_now": table.mfu_vs_ceiling_now[last],
