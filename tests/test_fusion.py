@@ -313,6 +313,11 @@ def test_ln_shape_from_the_cache():
     assert norm_fusion_bench.ln_shape(Params(ln_tokens=512), None, 4, "cpu")["tokens"] == 512
     with pytest.raises(RuntimeError):
         norm_fusion_bench.ln_shape(p, None, 4, "cpu")
+    # a VM reporting a 32 MiB L3 while caching far more: sized from the calibration's floor
+    floored = norm_fusion_bench.ln_shape(p, 32 * 2**20, 4, "cuda", cache_floor_bytes=64 * 2**20)
+    assert floored["cache_bytes"] == 64 * 2**20 and floored["working_set_bytes"] >= 4 * 64 * 2**20
+    assert norm_fusion.cache_bytes(floored) == 64 * 2**20
+    assert norm_fusion.cache_bytes({"last_level_cache_bytes": 2**20}) == 2**20  # records before the floor
 
 
 def test_amdahl_by_hand():

@@ -33,7 +33,7 @@ def roofline_points(records):
     from mfulab.measure.timing import torch_dtype
 
     ln = records["ln"]
-    llc = ln.get("last_level_cache_bytes")
+    llc = norm_fusion.cache_bytes(ln)
     rows = []
     for r in norm_fusion.ln_table(records).itertuples():
         dropout = r.dropout_p > 0

@@ -188,7 +188,10 @@ def measure(p: Params) -> dict:
     )
     rec["matmul_dtypes"] = {d: cal[f"matmul:{d}"] for d in dtypes}
     rec["cpu_isa"] = host.cpu_isa()  # B4 on a CPU: whether bf16 GEMMs have hardware (AVX512_BF16, AMX)
-    rec["ln"] = measure_ln_fusion(p, cal["bandwidth"].get("last_level_cache_bytes"))
+    setting = calibration.SETTINGS[calibration.setting_for(p.calibration, device)]
+    rec["ln"] = measure_ln_fusion(
+        p, cal["bandwidth"].get("last_level_cache_bytes"), setting.get("cache_floor_bytes", 0)
+    )
     rec["launch"] = measure_launch_overhead(device)
     # B3's "enable_flash_sdp(True) forces flash": the SDPA backend switches as this torch starts
     backends = torch.backends.cuda

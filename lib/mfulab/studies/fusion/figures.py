@@ -5,6 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from mfulab.studies.fusion import norm_fusion
 from mfulab.studies.fusion.bytes_model import copy_roof_factor
 from mfulab.studies.fusion.stated import A7_LAYER_SPEEDUP, A7_STATED_TIME_REDUCTION
 from mfulab.studykit.plots import label
@@ -123,9 +124,9 @@ def plot_ln_bars(records, t: dict):
     ax.set_xticklabels([f"{r.impl}\n{r.shape}, p={r.dropout_p:g}" for r in df.itertuples()], fontsize=9)
     ax.set_ylim(0, ns.max() * 1.25)
     ln = records["ln"]
-    llc = ln.get("last_level_cache_bytes")
+    cache = norm_fusion.cache_bytes(ln)
     ws = f"{ln['working_set_bytes'] / MIB:.0f} MiB" + (
-        f", {ln['working_set_bytes'] / llc:.1f}× LLC" if llc else ""
+        f", {ln['working_set_bytes'] / cache:.1f}× the {cache / MIB:.0f} MiB cache" if cache else ""
     )
     rng = t["ln_dropout_rng"].set_index("impl")
     share = rng.loc["eager", "dropout_share_of_sub_block"] if "eager" in rng.index else float("nan")

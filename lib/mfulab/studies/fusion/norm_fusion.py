@@ -269,6 +269,12 @@ def measured_launch_s(records) -> float | None:
 DRAM_LLC_MULTIPLE = 4  # a working set this many times the last-level cache is served by DRAM
 
 
+def cache_bytes(ln: dict) -> float | None:
+    """The cache the sub-block was sized against: the larger of the last-level cache the system
+    reports and the calibration's cache floor (records from before the floor: the LLC)."""
+    return ln.get("cache_bytes") or ln.get("last_level_cache_bytes")
+
+
 def dram_served(working_set_bytes: float, llc_bytes: float | None) -> bool:
     """Whether a working set is beyond the last-level cache by :data:`DRAM_LLC_MULTIPLE`
     (unknown cache: assumed so)."""
@@ -279,15 +285,22 @@ def regime(records) -> str:
     """Whether the DRAM run's working set (x, a, h, y) is beyond the last-level cache, as a
     sentence with the numbers."""
     ln = records["ln"]
-    ws, llc = ln["working_set_bytes"], ln.get("last_level_cache_bytes")
+    ws, llc, cache = ln["working_set_bytes"], ln.get("last_level_cache_bytes"), cache_bytes(ln)
     shape = f"[{ln['tokens']}, {ln['hidden']}] {ln['dtype']}"
     text = f"The sub-block's working set (x, a, h, y) is {ws / MIB:.0f} MiB ({shape})"
-    if not llc:
+    if not cache:
         return text + "."
-    text += f", {ws / llc:.1f}× the {llc / MIB:.0f} MiB last-level cache: "
+    if llc and cache > llc:
+        text += (
+            f", {ws / cache:.1f}× the {cache / MIB:.0f} MiB the calibration treats as cache (the "
+            f"system reports a {llc / MIB:.0f} MiB last-level cache, but copies on this machine stay "
+            "partly cache-served well beyond it): "
+        )
+    else:
+        text += f", {ws / cache:.1f}× the {cache / MIB:.0f} MiB last-level cache: "
     text += (
         "DRAM serves it, the memory-bound regime of the bytes model."
-        if dram_served(ws, llc)
+        if dram_served(ws, cache)
         else f"**not** beyond the cache (under {DRAM_LLC_MULTIPLE}×): a kernel can beat the DRAM "
         "bandwidth here."
     )

@@ -4,8 +4,10 @@ the sub-block's share of one GPT layer's forward, all timed **interleaved** (one
 ``timing.interleaved``: every variant once per round, the rounds paired).
 
 - ``dram``: the sub-block at p = 0 on a [tokens, hidden] tensor sized from this machine's
-  last-level cache (``ln_tokens = 0``): x, a, h and y together are ``ln_llc_multiple`` × the
-  LLC, so DRAM serves them (the regime the bytes model describes), as far as memory allows.
+  cache (``ln_tokens = 0``): x, a, h and y together are ``ln_llc_multiple`` × the larger of
+  the last-level cache the system reports and the calibration's ``cache_floor_bytes`` (the
+  size the calibration's copy bandwidth is measured beyond), so DRAM serves them (the regime
+  the bytes model describes), as far as memory allows.
 - ``layer``: the sub-block at the shape of one GPT layer's activations ([batch·seq, hidden]),
   at p = 0 and at p: the difference is dropout's random numbers and their passes, which on
   a CPU cost the same per element at any size (compute, not bytes), so they are not timed
@@ -43,18 +45,23 @@ def available_memory_bytes() -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def ln_shape(p: Params, llc_bytes: int | None, dtype_bytes: int, device: str) -> dict:
+def ln_shape(
+    p: Params, llc_bytes: int | None, dtype_bytes: int, device: str, cache_floor_bytes: int = 0
+) -> dict:
     """Tokens of the sub-block: ``p.ln_tokens``, or enough for x, a, h, y to reach
-    ``ln_llc_multiple`` × the last-level cache (rounded up to 64 rows), capped so that the
-    tensors alive at the peak fit in :data:`MEMORY_SHARE` of the available memory."""
+    ``ln_llc_multiple`` × the cache (rounded up to 64 rows), capped so that the tensors alive
+    at the peak fit in :data:`MEMORY_SHARE` of the available memory. The cache is the larger
+    of ``llc_bytes`` (what the system reports) and ``cache_floor_bytes`` (a VM's sysfs can
+    report one CCX's L3 while its copies stay partly cache-served far beyond it)."""
     row_bytes = p.ln_hidden * dtype_bytes
     note = None
+    cache_bytes = max(llc_bytes or 0, cache_floor_bytes) or None
     if p.ln_tokens:
         tokens = p.ln_tokens
     else:
-        if not llc_bytes:
+        if not cache_bytes:
             raise RuntimeError("ln_tokens = 0 needs the last-level cache size from the calibration")
-        tokens = 64 * math.ceil(p.ln_llc_multiple * llc_bytes / (TENSORS_IN_WORKING_SET * row_bytes) / 64)
+        tokens = 64 * math.ceil(p.ln_llc_multiple * cache_bytes / (TENSORS_IN_WORKING_SET * row_bytes) / 64)
         if device == "cpu":
             fit = (
                 int(MEMORY_SHARE * available_memory_bytes() / (TENSORS_ALIVE_AT_PEAK * row_bytes)) // 64 * 64
@@ -67,7 +74,9 @@ def ln_shape(p: Params, llc_bytes: int | None, dtype_bytes: int, device: str) ->
         "tokens": tokens,
         "working_set_bytes": working_set,
         "last_level_cache_bytes": llc_bytes,
-        "working_set_llc_multiple": working_set / llc_bytes if llc_bytes else None,
+        "cache_floor_bytes": cache_floor_bytes,
+        "cache_bytes": cache_bytes,
+        "working_set_llc_multiple": working_set / cache_bytes if cache_bytes else None,
         "note": note,
     }
 
@@ -86,7 +95,7 @@ def _gate(fn, args, ref, dropout_p: float, tol: float) -> bool:
     return abs(float(((h - x) == 0).float().mean()) - dropout_p) < 0.02
 
 
-def measure_ln_fusion(p: Params, llc_bytes: int | None = None) -> dict:
+def measure_ln_fusion(p: Params, llc_bytes: int | None = None, cache_floor_bytes: int = 0) -> dict:
     """The sub-block (eager / compiled / Triton) at p = 0 and p, and one GPT layer forward,
     timed interleaved; correctness gates, kernel counts, generated-code passes."""
     import torch
@@ -98,7 +107,7 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None) -> dict:
 
     device, dt = p.device, torch_dtype(p.dtype)
     e = torch.empty(0, dtype=dt).element_size()
-    shape = ln_shape(p, llc_bytes, e, device)
+    shape = ln_shape(p, llc_bytes, e, device, cache_floor_bytes)
     n_tok, hid, P = shape["tokens"], p.ln_hidden, float(p.dropout_p)
     layer_tokens = p.layer_batch * p.layer_seq_len
     gen = torch.Generator(device="cpu").manual_seed(0)
