@@ -508,3 +508,15 @@ def test_the_articles_pseudo_code_overlaps_nothing_as_written():
     assert d["step_s"] == pytest.approx(2.25e-3) and d["exposed_comm_s"] == pytest.approx(0.25e-3)
     row = pseudo_code.pseudo_code_claim()  # as written nothing overlaps; as commented it does
     assert row.verdict == "not checkable" and row.basis == "by construction"
+
+
+def test_stalled_sizes_are_the_bimodal_ones():
+    from mfulab.studies.overlap import nccl_reference
+
+    rows = [
+        {"op": "all_gather", "size_bytes": 2**25, "time_s": 0.064, "q1_s": 0.016},  # most samples stalled
+        {"op": "all_gather", "size_bytes": 2**24, "time_s": 0.008, "q1_s": 0.007},
+    ]
+    text = nccl_reference.stalled_sizes_text(rows)
+    assert "all_gather at 33.6 MB (+48.0 ms" in text and "16.8 MB" not in text
+    assert "no bimodal size" in nccl_reference.stalled_sizes_text(rows[1:])

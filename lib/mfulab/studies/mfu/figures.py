@@ -82,7 +82,7 @@ def plot_step_timeline(records, b: dict):
     ax.set_xlabel("step")
     ax.set_ylabel("time (s)")
     ax.set_title(
-        f"Forward+backward+optimizer is {b['compute_s'] / b['job_wall_s']:.0%} of the job's wall clock"
+        f"Forward+backward+optimizer is {b['compute_s'] / b['job_wall_s']:.1%} of the job's wall clock"
     )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     if hidden:

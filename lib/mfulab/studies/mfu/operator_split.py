@@ -173,7 +173,8 @@ def published_table(records: dict):
         )
     rows.append(
         {
-            "system": f"this run: {records['params']['preset']} on {records['device_name']}",
+            "system": f"for contrast, not comparable with the rows above: this run, "
+            f"{records['params']['preset']} on {records['device_name']}",
             "figure": figure,
             "convention": convention,
             "source": "measured here",

@@ -307,6 +307,7 @@ def derived(records) -> dict:
     g = a5_gap(records)
     return {
         "nccl_tests_text": nccl_reference.nccl_tests_text(records["collectives"]["rows"]),
+        "stalled_sizes_text": nccl_reference.stalled_sizes_text(records["collectives"]["rows"]),
         "alpha_beta": fitted_alpha_beta(records),
         "per_call_s": per_call_s(records),
         "ab_regime": ab_regime.regime_fit(

@@ -167,7 +167,8 @@ def plot_step_vs_k(ot, a3: dict):
         if o
     )
     ax.set_title(
-        "Share of the possible saving (serial → max(compute, comm)) recovered at the best k:\n" + recovered
+        "Share of the possible saving (serial → max(compute, comm)) recovered at A3's k, "
+        "fixed before the run:\n" + recovered
         if recovered
         else "Step time vs chunks: measured and the α–β model",
         fontsize=10,

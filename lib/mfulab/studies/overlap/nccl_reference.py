@@ -9,7 +9,7 @@ from mfulab.studies.overlap.analysis import collectives_table
 from mfulab.studies.overlap.stated import B9_COMMAND, B9_NVLINK, B16_ENV_BLOCK, NCCL_TESTS_PUBLISHED
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
-from mfulab.units import GB
+from mfulab.units import GB, si
 
 
 def published_nccl_tests_table(records):
@@ -136,6 +136,28 @@ def nccl_tests_text(rows) -> str:
         spread = f"{r['q1_s'] * 1e6:.1f}–{r['q3_s'] * 1e6:.1f}" if "q1_s" in r else "n/a"
         out.append(f"{line} {spread:>17}")
     return "\n".join(out)
+
+
+STALL_RATIO = 2.0  # a size whose median is this many times its lower quartile: most samples stalled
+
+
+def stalled_sizes_text(rows) -> str:
+    """The sizes whose samples are bimodal (median ≥ :data:`STALL_RATIO` × the lower quartile:
+    more than half the samples took a stall the fast quarter did not), per collective, with the
+    extra time of the median over the lower quartile, as a sentence for the busbw figure."""
+    stalled = [r for r in rows if r["q1_s"] > 0 and r["time_s"] >= STALL_RATIO * r["q1_s"]]
+    if not stalled:
+        return "No size's median is twice its lower quartile in this run: no bimodal size."
+    parts = [
+        f"{r['op']} at {si(r['size_bytes'], 'B')} "
+        f"(+{(r['time_s'] - r['q1_s']) * 1e3:.1f} ms over the lower quartile)"
+        for r in stalled
+    ]
+    return (
+        f"Bimodal sizes in this run (median at least {STALL_RATIO:g}× the lower quartile): "
+        + "; ".join(parts)
+        + ". Such a size's dip in busbw is a stall, not a property of the size."
+    )
 
 
 def b16_env_claims() -> list[Claim]:
