@@ -118,9 +118,13 @@ def plot_scale_heatmap(best):
         + gain.map(lambda g: f"+{g:.1f} pt vs 25 MiB")
     )
     lo, hi = A6_MFU_POINTS
+    # a layout whose model states do not fit the card is no bucket tuning case: left blank, labelled
+    fits = grid("fits").astype(bool) if "fits" in best else spread.notna()
+    memory = grid("memory_gib") if "memory_gib" in best else None
     fig, ax = plt.subplots(figsize=(8, 4.4))
     sns.heatmap(
         spread,
+        mask=~fits,
         annot=annot,
         fmt="",
         cmap="Blues",
@@ -131,6 +135,13 @@ def plot_scale_heatmap(best):
         ax=ax,
     )
     ax.collections[0].colorbar.ax.axhspan(lo, hi, fill=False, hatch="//", edgecolor="0.3", linewidth=0)
+    for i, model in enumerate(models):
+        for j, cards in enumerate(spread.columns):
+            if not fits.loc[model, cards]:
+                gib = f"\n{memory.loc[model, cards]:.0f} GiB per card (DDP)" if memory is not None else ""
+                ax.text(
+                    j + 0.5, i + 0.5, f"does not fit{gib}", ha="center", va="center", fontsize=8, color="0.4"
+                )
     ax.set_xlabel("cards (data-parallel ranks = cards ÷ TP)")
     ax.set_ylabel("model at the articles' TP (smallest first)")
     ax.tick_params(axis="y", rotation=0)
