@@ -155,6 +155,17 @@ with pd.option_context("display.max_colwidth", 90, "display.max_rows", None):
     display(claims_across)
 
 # %% [markdown]
+# **The flagged rows, with how each chapter judged them.** The configuration and the quantity
+# each row rests on (the claims row's *how*): where the two differ (another sentence of the
+# claim, another card, a fixed layout against the best one), the pair is two questions, and
+# each chapter's row names the other's in its evidence; where they match, the chapters' models
+# disagree.
+
+# %%
+with pd.option_context("display.max_colwidth", None, "display.max_rows", None):
+    display(across.flagged_detail(records, claims_across))
+
+# %% [markdown]
 # ## What this comparison shows
 #
 # Per machine: its calibrated ceilings (matmul, memory, the all-reduce's α and B), the MFU

@@ -39,6 +39,14 @@ def test_same_basis_different_decided_verdicts_disagree_and_open_ones_do_not():
     }  # an inconclusive toy run and a shown one on another basis disagree with nothing
     assert "A12 on box" in across.across_note(table) and "B2" in across.across_note(table)
     assert "no two chapters" in across.across_note(table[table.claim_id == "B2"])
+    rec["metrics"]["recompute"]["box"]["claims"][0]["measured"] = "the article's layout on 910B cards"
+    detail = across.flagged_detail(rec, table).set_index("study")
+    assert list(detail.index) == ["parallelism", "recompute"] or set(detail.index) == {
+        "parallelism",
+        "recompute",
+    }
+    assert detail.loc["recompute", "how"] == "the article's layout on 910B cards"
+    assert detail.loc["parallelism", "how"] == ""  # a row without its how: left empty, not invented
 
 
 def test_an_open_verdict_beside_a_decided_one_on_the_same_basis_is_marked_apart():

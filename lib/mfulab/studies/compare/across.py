@@ -69,6 +69,32 @@ def across_chapters(records):
     return pd.DataFrame(rows, columns=columns)
 
 
+def flagged_detail(records, table):
+    """The rows of ``table`` (:func:`across_chapters`) that disagree, each with how its chapter
+    judged it (the claim row's ``measured``: the configuration and the quantity), so a reader
+    can tell two sentences or two configurations of one claim from a contradiction."""
+    import pandas as pd
+
+    flagged = table[table.disagrees_with != ""]
+    rows = []
+    for r in flagged.itertuples():
+        claims = (records["metrics"].get(r.study, {}).get(r.machine) or {}).get("claims") or []
+        how = next(
+            (c.get("measured", "") for c in claims if c["id"] == r.claim_id and c["claim"] == r.claim), ""
+        )
+        rows.append(
+            {
+                "machine": r.machine,
+                "claim_id": r.claim_id,
+                "study": r.study,
+                "claim": r.claim,
+                "verdict": r.verdict,
+                "how": how,
+            }
+        )
+    return pd.DataFrame(rows, columns=["machine", "claim_id", "study", "claim", "verdict", "how"])
+
+
 def across_note(table) -> str:
     """One sentence (markdown): how many claim ids several chapters judge, and which of them
     have rows that disagree on one basis."""

@@ -253,7 +253,9 @@ def zero2_throughput_claim(table=None) -> Claim:
             if len(undecided)
             else ""
         )
-        + ". The step model's ZeRO-3 errors on published runs are chapter 09's",
+        + ". The step model's ZeRO-3 errors on published runs are chapter 09's; chapter 08 asks another "
+        "question of A12 (the best layout per ZeRO stage on an A100 cluster, where ZeRO-3 may pick a "
+        "layout ZeRO-2 cannot fit), this row the article's own layout",
         basis=verdicts.ANALYSIS,
     )
 
