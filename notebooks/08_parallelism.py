@@ -114,6 +114,16 @@ t["pipeline_memory"]
 t["a13_interleaving"].round(3)
 
 # %% [markdown]
+# The layer count is not the only input: at a fixed layout the bubble is (p − 1)/(v·m) of the
+# compute, so the micro-batches per step, m, decide how much interleaving can save, while its
+# extra point-to-point messages grow with m. The article's own 40-layer 13B at one pipeline
+# layout (`stated.A13_M_SWEEP`: TP 8, PP 4, DP 2 on 64 cards; our choice, the article names none),
+# m swept:
+
+# %%
+t["a13_m_sweep"].round(3)
+
+# %% [markdown]
 # ## 2 · ZeRO and FSDP: memory against traffic (A12)
 #
 # DDP keeps the whole model, its gradients and AdamW's two moments on every rank (fp32 here:

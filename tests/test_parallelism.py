@@ -196,3 +196,17 @@ def test_a15_turns_io_bound_where_the_step_is_short_enough():
     t["share_of_step"] = t.transfer_s.add(t.host_adam_s) / 0.1
     (_, io_bound, _) = offload.a15_claims(t, offload.link_ratios())
     assert io_bound.verdict == "confirmed (analysis)"
+
+
+def test_a13_interleaving_gain_falls_with_the_micro_batches_at_40_layers():
+    """At the article's 40-layer 13B and one pipeline layout, interleaving's modelled gain falls
+    as m grows (the bubble's share shrinks, the extra messages grow), and the evidence says where
+    it passes the decisive margin."""
+    from mfulab.studies.parallelism import analysis, planner_at_scale
+
+    sweep = planner_at_scale.a13_m_sweep()
+    assert list(sweep.m) == sorted(sweep.m) and sweep.step_gain.is_monotonic_decreasing
+    assert (sweep.extra_p2p_s.diff().dropna() > 0).all()
+    text = analysis.a13_m_text(sweep)
+    assert "only at m ≤" in text and "m decides" in text
+    assert "never beyond" in analysis.a13_m_text(sweep.assign(step_gain=0.01))

@@ -222,6 +222,40 @@ def a13_interleaving_table():
     return pd.DataFrame(rows)
 
 
+def a13_m_sweep():
+    """Interleaving at the article's own 40-layer model against the micro-batches per step:
+    ``stated.A13_M_SWEEP``'s layout on the stated cluster, without and with v = layers per stage
+    / ``A13_LAYERS_PER_VIRTUAL_STAGE``, for each m (global batch = m · DP · micro-batch). The
+    bubble (p − 1)/(v·m) of the compute shrinks with m while interleaving's extra point-to-point
+    grows with it: the gain depends on m at a fixed layer count."""
+    import pandas as pd
+
+    case = stated.A13_M_SWEEP
+    cfg, lay = preset(case["preset"]), case["layout"]
+    v = cfg.n_layers // lay["pp"] // stated.A13_LAYERS_PER_VIRTUAL_STAGE
+    rows = []
+    for m in case["m"]:
+        kw = dict(global_batch=m * lay["dp"] * lay["micro_batch"], **cluster(case["devices"]))
+        one = layouts.layout_step(cfg, {**lay, "m": m, "v": 1}, **kw)
+        inter = layouts.layout_step(cfg, {**lay, "m": m, "v": v}, **kw)
+        rows.append(
+            {
+                "model": f"{case['preset']} ({cfg.n_layers} layers)",
+                "layout": f"TP{lay['tp']}·PP{lay['pp']}·DP{lay['dp']} mb{lay['micro_batch']}",
+                "m": m,
+                "v": v,
+                "step_s_v1": one["step_s"],
+                "step_s_interleaved": inter["step_s"],
+                "bubble_s_v1": one["pp_bubble_s"],
+                "bubble_s_interleaved": inter["pp_bubble_s"],
+                "extra_p2p_s": inter["pp_p2p_s"] - one["pp_p2p_s"],
+                "fits": bool(one["fits"] and inter["fits"]),
+                "step_gain": one["step_s"] / inter["step_s"] - 1,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 PLANNER_TERMS = (*(t for t in step.TERMS if t != "data_s"), "step_s")  # the planner assumes no data wait
 
 

@@ -37,6 +37,16 @@ A12_DECISIVE_MARGIN = DECISIVE_MARGIN  # the course's one rule (studykit.step_er
 # 2 layers per virtual stage.
 A13_LAYERS = (40, 80)
 A13_LAYERS_PER_VIRTUAL_STAGE = 2
+# The article's own 40-layer model (article A's 13B) at one pipeline layout, the micro-batches per
+# step swept: TP 8 inside a node, PP 4 (10 layers a stage: v = 5 at 2 layers per virtual stage),
+# DP 2 on 64 cards, micro-batch 1, ZeRO-1, selective recompute (our choice of layout: the article
+# names none for this sentence). m = global batch ÷ DP.
+A13_M_SWEEP = {
+    "preset": "article-13b",
+    "devices": 64,
+    "layout": {"tp": 8, "pp": 4, "dp": 2, "micro_batch": 1, "zero_stage": 1, "recompute_policy": "selective"},
+    "m": (4, 8, 16, 32, 64, 128),
+}
 
 # A15 — article A §5.2, three sentences: offload "significantly adds communication"; the host
 # link's bandwidth and latency are "完全不在一个量级" (not in the same order of magnitude) as the
