@@ -117,7 +117,7 @@ def a7_claims(records, t) -> list[Claim]:
             f"sub-block share of the layer {here.sub_block_share:.0%} "
             f"({lt.sub_block_share.iloc[-1]:.0%} at DRAM speed); layer {here.layer_speedup:.2f}× "
             f"[{here.layer_speedup_lo:.2f}, {here.layer_speedup_hi:.2f}] with the compiled sub-block; "
-            f"even a free sub-block: ≤ {worst.ceiling_hi:.2f}× "
+            f"even a free sub-block: {worst.ceiling:.2f}× (interval top {worst.ceiling_hi:.2f}×) "
             f"(needs a share ≥ {here.share_needed_for_claim:.0%}"
             + ("; this machine's layer cannot reach that regime" if out_of_reach else "")
             + "); "
