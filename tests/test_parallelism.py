@@ -208,5 +208,5 @@ def test_a13_interleaving_gain_falls_with_the_micro_batches_at_40_layers():
     assert list(sweep.m) == sorted(sweep.m) and sweep.step_gain.is_monotonic_decreasing
     assert (sweep.extra_p2p_s.diff().dropna() > 0).all()
     text = analysis.a13_m_text(sweep)
-    assert "only at m ≤" in text and "m decides" in text
+    assert "only at m ≤" in text and "m decides, not the layer count" in text
     assert "never beyond" in analysis.a13_m_text(sweep.assign(step_gain=0.01))

@@ -20,6 +20,7 @@ from mfulab.studies.buckets.stated import (
     B8_VISIBLE_TAIL_CUT,
 )
 from mfulab.studykit import verdicts
+from mfulab.studykit.step_error import DECISIVE_MARGIN
 from mfulab.studykit.verdicts import Claim
 
 
@@ -273,7 +274,8 @@ def b8_step2_claim(d, sens=None, tails=None) -> Claim:
         + (
             "; the bound no cap can beat would allow the 0.4 s under "
             + ", ".join(open_readings)
-            + " (there only the simulator, a few percent of the step inside the step model's ±20%, says no)"
+            + " (there only the simulator, a few percent of the step inside the step model's "
+            + f"±{DECISIVE_MARGIN:.0%}, says no)"
             if open_readings
             else "; under every reading of the micro-batch the bound no cap can beat, with the flags', "
             "stays under half of it"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from mfulab.studies.parallelism import stated
 from mfulab.studykit import verdicts
+from mfulab.studykit.step_error import DECISIVE_MARGIN
 from mfulab.studykit.verdicts import Claim
 from mfulab.units import KIB
 
@@ -207,7 +208,7 @@ def a13_m_text(sweep) -> str:
     evidence: interleaving's step gain per m, and the m values where it passes the decisive margin."""
     if sweep is None or sweep.empty:
         return ""
-    r0, margin = sweep.iloc[0], stated.A12_DECISIVE_MARGIN
+    r0, margin = sweep.iloc[0], DECISIVE_MARGIN
     paying = sweep[sweep.step_gain >= margin].m.tolist()
     gains = ", ".join(f"{r.step_gain:+.0%} at m = {r.m}" for r in sweep.itertuples())
     where = (
@@ -220,7 +221,7 @@ def a13_m_text(sweep) -> str:
         f"; at the article's own model, {r0.model}, {r0.layout}, v = {r0.v}, "
         "the micro-batches per step m swept: "
         f"{gains}{unfit}: interleaving pays {where}, since the bubble (p − 1)/(v·m) shrinks with m while "
-        "its extra point-to-point grows with it. At 40 layers, m decides, not the layer count"
+        "its extra point-to-point grows with it. At this layer count, m decides, not the layer count"
     )
 
 
