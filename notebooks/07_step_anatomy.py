@@ -227,7 +227,7 @@ display(
                 f"[{headline['ladder_speedup_lo']:.2f}, {headline['ladder_speedup_hi']:.2f}]"
                 + (
                     ": within the noise, no gain shown"
-                    if headline["ladder_speedup_lo"] <= 1 <= headline["ladder_speedup_hi"]
+                    if o.values["b15_total"]["change"] == "inconclusive"
                     else ""
                 )
                 + f"); MFU "
