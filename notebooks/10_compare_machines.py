@@ -41,7 +41,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from mfulab import results
-from mfulab.studies.compare import across, analysis, published
+from mfulab.studies.compare import across, analysis, mfu_gap, published
 from mfulab.studykit import plots
 from mfulab.studykit.notebook import setup
 
@@ -54,7 +54,7 @@ results.save_table(out, "comparison", table)
 results.save_metrics(out, {"machines": records["machines"], "metrics": table.to_dict(orient="records")})
 with pd.option_context("display.max_colwidth", None, "display.max_rows", None):
     display(analysis.formatted(table, records))
-display(Markdown(analysis.mfu_gap_note(table)))
+display(Markdown(mfu_gap.mfu_gap_note(table)))
 if analysis.disagreements(table):
     display(Markdown("**Two studies disagree on:** " + "; ".join(analysis.disagreements(table))))
 

@@ -4,6 +4,7 @@ there is, the figure's take-away title, readable units (no timing, nothing measu
 import pytest
 
 from mfulab.studies.compare import analysis as compare
+from mfulab.studies.compare import mfu_gap
 
 
 def _records(machines, mfu=None, fusion=None, overlap=None, anatomy=None):
@@ -192,9 +193,28 @@ def test_a_published_reference_without_a_source_or_with_a_bad_value_is_refused(t
 def test_the_two_mfus_of_one_machine_are_explained():
     mfu = {"cpu-2c": {"steady_mfu_vs_ceiling": 0.634}}
     anatomy = {"cpu-2c": {"best_mfu": 0.455}}
-    note = compare.mfu_gap_note(compare.comparison_table(_records(["cpu-2c"], mfu=mfu, anatomy=anatomy)))
+    note = mfu_gap.mfu_gap_note(compare.comparison_table(_records(["cpu-2c"], mfu=mfu, anatomy=anatomy)))
     assert "63.4% for one process" in note and "45.5%" in note and "0.72×" in note
-    assert compare.mfu_gap_note(compare.comparison_table(_records(["cpu-2c"], mfu=mfu))) == ""
+    assert "gap" not in note.split(".")[1]  # without chapter 07's split: no attribution
+    assert mfu_gap.mfu_gap_note(compare.comparison_table(_records(["cpu-2c"], mfu=mfu))) == ""
+
+
+def test_the_mfu_gap_splits_into_parts_that_sum_to_it():
+    parts = mfu_gap.mfu_gap_parts(0.72, 0.554, wait_share=0.086, compute_efficiency=0.616)
+    assert parts["waits"] == pytest.approx(0.72 * 0.086)
+    assert parts["slower compute"] == pytest.approx(0.72 * 0.914 - 0.616 * 0.914)
+    assert sum(v for k, v in parts.items() if k != "gap") == pytest.approx(parts["gap"])
+    anatomy = {"cpu-2c": {"best_mfu": 0.554, "best_wait_share": 0.086, "best_compute_efficiency": 0.616}}
+    table = compare.comparison_table(
+        _records(["cpu-2c"], mfu={"cpu-2c": {"steady_mfu_vs_ceiling": 0.72}}, anatomy=anatomy)
+    )
+    note = mfu_gap.mfu_gap_note(table)
+    # waits take 6.2 of the 16.6 points: 37%, the rest is compute below chapter 01's rate
+    assert (
+        "Of the gap, 16.6 points," in note
+        and "take 6.2 points, 37% of it" in note
+        and "takes 9.5 points" in note
+    )
 
 
 def test_published_runs_mfu_by_device_and_framework(tmp_path):

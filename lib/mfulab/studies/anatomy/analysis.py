@@ -19,6 +19,7 @@ MFU_CONVENTION = "palm"  # the FLOPs per token the ladder's MFU counts (notebook
 CATEGORIES = verdicts.B2_CATEGORIES  # the four losses
 # the step: useful compute and the four losses (they sum to the step)
 SPLIT = (verdicts.B2_USEFUL, *CATEGORIES)
+WAITS = CATEGORIES[1:]  # the losses that are not compute: communication, data, scheduling
 COMPUTE = "compute (useful + slow operators)"  # what the profiler's op categories can tell apart
 PROFILER_SPLIT = (COMPUTE, *CATEGORIES[1:])  # the profiler's view of a step: compute as one
 # the profiler's operator categories (opprofile.CATEGORIES) in B2's terms: compute as one, since
@@ -385,6 +386,10 @@ def headline_metrics(records: dict, p=None, t: dict | None = None) -> dict:
         "best_mfu_vs_ceiling_now": table.mfu_vs_ceiling_now[last],
         "ceiling_flops_per_s": records["ceiling"]["best_flops_per_s"],
         "ceiling_now_flops_per_s": (records.get("ceiling_now") or records["ceiling"])["best_flops_per_s"],
+        # the last rung's mean step over ranks, split (for the comparison's two MFUs of one box)
+        "best_wait_share": sum(table[f"{c}_s"][last] for c in WAITS) / table.mean_step_s[last],
+        "best_compute_efficiency": table[f"{verdicts.B2_USEFUL}_s"][last]
+        / (table[f"{verdicts.B2_USEFUL}_s"][last] + table["slow operators_s"][last]),
         "naive_comm_wait_share": split.share_of_step["communication wait"],
         "naive_data_wait_share": split.share_of_step["data wait"],
         "straggler_slowdown": b13_effect(records)["slowdown"],

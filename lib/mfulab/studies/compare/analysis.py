@@ -223,33 +223,6 @@ def disagreements(table) -> list[str]:
     return [m for m in table.metric if m.endswith("'s)") and "(differs from " in m]
 
 
-def mfu_gap_note(table) -> str:
-    """Why one machine shows two MFUs: chapter 01 times one process, its step on every core and
-    nothing else; chapter 07's job runs two DDP ranks on the same cores (one thread each), and
-    its step also waits for the all-reduce, the loader and the checkpoint. Both count the same
-    FLOPs (palm convention) against the same ceiling; the ratio is what the job's other time and
-    the split cores cost. Empty where a machine lacks either number."""
-    names = [c for c in table.columns if c not in ("study", "metric", "unit", "key")]
-    rows = table.drop_duplicates("key").set_index("key")
-    one, job = _values(rows, "steady_mfu_vs_ceiling", names), _values(rows, "best_mfu", names)
-    notes = [
-        f"`{n}`: {one[n]:.1%} for one process (chapter 01) against {job[n]:.1%} for the two-rank DDP job "
-        f"with every knob on (chapter 07), {job[n] / one[n]:.2f}× of it"
-        for n in names
-        if n in one and n in job
-    ]
-    if not notes:
-        return ""
-    return (
-        "**Two MFUs of one machine.** "
-        + "; ".join(notes)
-        + ". Both count the palm FLOPs against the same measured ceiling. Chapter 01's step is one "
-        "process computing on every core; chapter 07's is a job: two ranks share the cores (one thread "
-        "each), and its step also holds the all-reduce's wait, the loader's and the checkpoint's, which "
-        "chapter 07 splits out. The gap is that time, not a different machine."
-    )
-
-
 def scope_note(records) -> str:
     """What this comparison can say: with one machine under the results folder it compares
     nothing across machines, and says so."""
