@@ -44,7 +44,7 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 # %%
 from IPython.display import Markdown, display
 
-from mfulab.studies.predict import analysis, claims, figures
+from mfulab.studies.predict import analysis, claims, figures, uncertainty
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
 
@@ -159,6 +159,32 @@ display(
         }
     ).hide(axis="index")
 )
+
+# %% [markdown]
+# **How sure these scores are, and what the margin must cover.** Three readings of the same
+# table (`studies/predict/uncertainty.py`), none of which changes the model. First, the medians
+# above rest on a handful of sources whose rows share a cluster and a framework, so their errors
+# move together: the intervals below draw whole sources with replacement. Second, a chapter that
+# prices two layouts with the step model decides on their *ratio*, not on either step time, and
+# a ratio cancels what two rows of one source share; the error of a predicted ratio between two
+# rows of one source, (1 + eᵢ)/(1 + eⱼ), is what the ±20% margin must cover, most of all between
+# rows of one model on one device (two layouts, as in a chapter's comparison). Third, the fitted
+# share comes from one source's rows, which sit fast of every other source's: refitted the same
+# way on every row the model has been revised against and scored on the holdouts, which that
+# refit never sees, it shows what the fit's bias costs.
+
+# %%
+boot, ratios = t["bootstrap"], t["ratio_errors"]
+share = {c: "{:.1%}" for c in boot.columns if "error" in c or c.endswith(("_lo", "_hi"))}
+share |= {c: "{:+.1%}" for c in boot.columns if c.startswith("lead_over")}
+share |= {c: "{:.0%}" for c in boot.columns if c.startswith("draws_leading")}
+display(boot.style.format(share, na_rep="—").hide(axis="index"))
+display(Markdown(uncertainty.bootstrap_text(boot)))
+ratio_fmt = {c: "{:.1%}" for c in ratios.columns if "error" in c}
+ratio_fmt |= {c: "{:.0%}" for c in ratios.columns if "share" in c} | {"margin": "±{:.0%}"}
+display(ratios.style.format(ratio_fmt).hide(axis="index"))
+display(Markdown(uncertainty.ratio_text(ratios)))
+display(Markdown(uncertainty.refit_text(o.values["refit_on_seen"], m["fitted_matmul_share_of_mamf"])))
 
 # %% [markdown]
 # **Past what the model covers.** A held-out row whose file names a feature the model lacks

@@ -6,7 +6,7 @@ of its own: its numbers are the validation's, and the stability note compares th
 from __future__ import annotations
 
 from mfulab.results import run_identity
-from mfulab.studies.predict import analysis, calibrated, scores, validate, worked_examples
+from mfulab.studies.predict import analysis, calibrated, scores, uncertainty, validate, worked_examples
 from mfulab.studykit.outcome import Outcome
 
 
@@ -20,6 +20,8 @@ def tables(records, p, valid: dict) -> dict:
         "validation": df,
         "splits": scores.split_summary(df),
         "decisive_margin": scores.decisive_margin_check(df),
+        "bootstrap": uncertainty.clustered_bootstrap(df),
+        "ratio_errors": uncertainty.ratio_errors(df, records["published_runs"]),
         "as_noted": scores.as_noted_summary(df),
         "per_source": scores.per_source(df),
         "leave_one_source_out": scores.leave_one_source_out(records["published_runs"], fit_grid=p.fit_grid),
@@ -44,7 +46,10 @@ def outcome(records, p) -> Outcome:
     valid = analysis.validation(records, p)
     t = tables(records, p, valid)
     df = t["validation"]
-    values = {"test_goals": {split: scores.test_goals(df, split=split) for split in validate.HELD_OUT}}
+    values = {
+        "test_goals": {split: scores.test_goals(df, split=split) for split in validate.HELD_OUT},
+        "refit_on_seen": uncertainty.refit_on_seen(records["published_runs"], df, fit_grid=p.fit_grid),
+    }
     return Outcome([], headline_metrics(records, p, valid, t), t, values=values)
 
 

@@ -1,0 +1,80 @@
+"""The held-out scores' uncertainty (studies/predict/uncertainty.py): ratio errors, the
+source-clustered bootstrap, and the refit on the rows the model has seen."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mfulab.studies.predict import uncertainty
+
+
+def _table(model_errors, null_errors, sources, split="holdout"):
+    n = len(model_errors)
+    return pd.DataFrame(
+        {
+            "id": [f"r{i}" for i in range(n)],
+            "split": split,
+            "source": sources,
+            "device": "a100",
+            "refused": "",
+            "error": model_errors,
+            "null_error": null_errors,
+            # the 40%-MFU rule's error is model FLOPs / (peak · 0.4) / published − 1: set it to 0.5
+            "model_flops_per_step": 0.6,
+            "peak_flops_total": 1.0,
+            "published_step_s": 1.0,
+        }
+    )
+
+
+def test_a_ratio_error_cancels_what_two_rows_share():
+    # both rows 10% fast: their ratio is exact; one 10% fast, one 10% slow: 1.1/0.9 − 1
+    assert uncertainty.pair_ratio_errors([-0.1, -0.1]) == pytest.approx([0.0])
+    assert uncertainty.pair_ratio_errors([0.1, -0.1]) == pytest.approx([1.1 / 0.9 - 1])
+    assert uncertainty.pair_ratio_errors([-0.1, 0.1]) == pytest.approx([1.1 / 0.9 - 1])  # symmetric
+    assert len(uncertainty.pair_ratio_errors([0.0, 0.1, 0.2, 0.3])) == 6
+
+
+def test_the_bootstrap_tells_a_better_model_from_its_null_and_not_an_equal_one():
+    rng = np.random.default_rng(1)
+    sources = [f"s{i // 5}" for i in range(40)]
+    close = rng.normal(0, 0.03, 40)
+    far = rng.normal(0, 0.3, 40)
+    better = uncertainty.clustered_bootstrap(_table(close, far, sources), n_boot=300).iloc[0]
+    assert better.group == "holdouts" and better.sources == 8 and better.rows == 40
+    assert better.lead_over_null_lo > 0 and better.draws_leading_null > 0.95
+    assert better.predictor_lo <= better.predictor_median_abs_error <= better.predictor_hi
+    other = rng.normal(0, 0.03, 40)  # as close as the predictor, its own noise
+    same = uncertainty.clustered_bootstrap(_table(close, other, sources), n_boot=300).iloc[0]
+    assert same.lead_over_null_lo <= 0 <= same.lead_over_null_hi
+    text = uncertainty.bootstrap_text(pd.DataFrame([better]))
+    assert "ahead of the null model" in text and "behind the 40%-MFU rule" not in text
+
+
+def test_ratio_errors_pair_rows_within_a_source_only():
+    df = _table([0.0, 0.2, -0.2, 0.5], [0.0, 0.0, 0.0, 0.0], ["a", "a", "b", "c"])
+    runs = [{"id": i, "model": {"n_layers": 2}} for i in df.id]
+    table = uncertainty.ratio_errors(df, runs)
+    pooled = table[(table.group == "holdouts") & (table.pairs_within == "one source")].iloc[0]
+    # one pair in source a (0% and +20%): 20% apart, on the margin; source b and c have one row each
+    assert pooled.pairs == 1 and pooled.median_ratio_error == pytest.approx(0.2)
+    assert pooled.null_median_ratio_error == 0
+
+
+def test_the_refit_never_fits_on_a_holdout_row():
+    from mfulab.studies.predict import analysis, bench
+    from mfulab.studykit.registry import REGISTRY
+
+    p = REGISTRY["predict"].params.from_dict({}).prepared()
+    records = bench._published(p)
+    runs = records["published_runs"]
+    valid = analysis.validation(records, p)
+    df = valid["table"]
+    r = uncertainty.refit_on_seen(runs, df, fit_grid=p.fit_grid)
+    seen = df[df.split.isin(uncertainty.SEEN) & (df.refused == "")]
+    blind = df[df.split.isin(uncertainty.BLIND) & (df.refused == "")]
+    assert r["seen_rows"] == len(seen) and r["blind_rows"] == len(blind)
+    # the holdouts' published step times do not move the refit: scale them and refit
+    scaled = df.copy()
+    scaled.loc[scaled.split.isin(uncertainty.BLIND), "published_step_s"] *= 3
+    assert uncertainty.refit_on_seen(runs, scaled, fit_grid=p.fit_grid)["refit_value"] == r["refit_value"]
