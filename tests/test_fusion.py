@@ -290,6 +290,40 @@ def test_inductor_passes_by_hand():
     assert kernels.inductor_tensor_passes("def triton_kernel(): pass", 64) is None
 
 
+SINGLE_THREADED_KERNEL = """
+extern "C" void kernel(const float* in_ptr0, const float* in_ptr2, float* out_ptr0, float* out_ptr1)
+{
+    std::atomic<int> inductor_cpu_integer_div_error{0};
+    {
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(64L); x0+=16)
+        {
+            auto tmp0 = at::vec::Vectorized<float>::loadu(in_ptr0 + static_cast<int64_t>(x0), 16);
+            tmp0.store(out_ptr0 + static_cast<int64_t>(x0));
+        }
+    }
+    {
+        #pragma GCC ivdep
+        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(4L); x0+=1)
+        {
+            for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(16L); x1+=16)
+            {
+            auto tmp0 = at::vec::Vectorized<float>::loadu(out_ptr0 + static_cast<int64_t>(x1 + 16L*x0), 16);
+            auto tmp1 = at::vec::Vectorized<float>::loadu(in_ptr2 + static_cast<int64_t>(x1), 16);
+            out_ptr1[static_cast<int64_t>(x0)] = 0;
+            }
+        }
+    }
+}
+"""
+
+
+def test_inductor_passes_of_a_single_threaded_kernel():
+    # with one thread inductor emits no OpenMP: the same two nests as SYNTHETIC_KERNEL's, as
+    # top-level blocks of the kernel's body (a run on one core failed on a source it did not read)
+    passes = kernels.inductor_tensor_passes(SINGLE_THREADED_KERNEL, 64)
+    assert passes["per_nest"] == [[1, 1], [1, 0]] and passes["loop_nests"] == 2
+
+
 def test_compiled_ln_passes_and_eager_kernels():
     from torch._inductor.utils import run_and_get_code
 

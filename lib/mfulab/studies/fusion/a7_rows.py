@@ -29,6 +29,8 @@ def a7_mechanism(t) -> Claim | None:
         return None
     e_passes = at_dram.loc["eager", "passes_over_memory"]
     f_passes = at_dram.loc[fused, "passes_over_memory"]
+    if e_passes is None or f_passes is None or e_passes != e_passes or f_passes != f_passes:
+        return None  # a kernel whose passes were not counted: the mechanism has no row here
     s = speedups[fused]
     name = {"triton": "the Triton kernel", "compiled": "torch.compile's (inductor) kernel"}[fused]
     measured = (

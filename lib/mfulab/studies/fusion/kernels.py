@@ -214,6 +214,32 @@ def ln_kernel_count(fn, device: str, numel: int) -> dict:
     }
 
 
+def _cpp_loop_nests(code: str) -> list[str] | None:
+    """The loop nests of an inductor C++ kernel: with OpenMP (more than one thread), the blocks
+    after each ``#pragma omp for`` / ``single``; single-threaded, inductor emits no OpenMP and
+    each nest is a top-level block of the kernel's body that holds a ``for`` loop. None when
+    the source has no C++ kernel (Triton on CUDA)."""
+    import re
+
+    if "#pragma omp" in code:
+        return re.split(r"#pragma omp (?:for|single)", code[code.index("#pragma omp") :])[1:]
+    if 'extern "C"' not in code:
+        return None
+    body = code[code.index('extern "C"') :]
+    nests, depth, begin = [], 0, 0
+    for i, ch in enumerate(body[body.index("{") :], body.index("{")):
+        if ch == "{":
+            depth += 1
+            begin = i if depth == 2 else begin
+        elif ch == "}":
+            depth -= 1
+            if depth == 1 and "for(" in body[begin : i + 1]:
+                nests.append(body[begin : i + 1])
+            if depth == 0:
+                break
+    return nests
+
+
 def inductor_tensor_passes(code: str, numel: int) -> dict | None:
     """Passes over memory of an inductor C++ kernel (``run_and_get_code``'s source): its loop
     nests (``#pragma omp for`` / ``single``) and, in each, the distinct buffers loaded and
@@ -224,10 +250,9 @@ def inductor_tensor_passes(code: str, numel: int) -> dict | None:
     import math
     import re
 
-    if "#pragma omp" not in code:
+    nests = _cpp_loop_nests(code)
+    if nests is None:
         return None
-    body = code[code.index("#pragma omp") :]
-    nests = re.split(r"#pragma omp (?:for|single)", body)[1:]
     per_nest = []
     for nest in nests:
         bounds = dict(
