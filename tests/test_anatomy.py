@@ -306,3 +306,42 @@ def test_b2_splits_compute_at_the_ceiling():
     assert verdicts.b2_compute_split(0.05, 6e7, 1e9)["slow operators"] == 0.0
     with pytest.raises(ValueError):
         verdicts.b2_compute_split(0.1, 6e7, 0.0)
+
+
+def test_b2_names_the_checkpoint_period_its_scheduling_waste_rests_on():
+    import pandas as pd
+
+    from mfulab.studies.anatomy import claims
+
+    # one rank, blocks of 3 steps of 0.2 s, a 0.1 s write on the block's middle step
+    rows = [
+        {
+            "record": "naive",
+            "rank": 0,
+            "checkpoint": i % 3 == 1,
+            "checkpoint_s": 0.1 if i % 3 == 1 else 0.0,
+            "step_s": 0.3 if i % 3 == 1 else 0.2,
+        }
+        for i in range(9)
+    ]
+    records = {"job": {"ranks": [{"rows": rows}]}, "params": {"block_steps": 3, "checkpoint_every_blocks": 1}}
+    split = pd.DataFrame(
+        {
+            "category": [
+                "useful compute",
+                "slow operators",
+                "communication wait",
+                "data wait",
+                "scheduling waste",
+            ],
+            "share_of_step": [0.5, 0.3, 0.05, 0.005, 0.3 / 2.1],
+        }
+    )
+    c = claims.b2_checkpoint_period(records, split, 0.01)
+    assert c["write_s"] == 0.1 and c["step_s"] == 0.2 and c["period_steps"] == 3
+    assert c["checkpoint_share"] == pytest.approx(0.3 / 2.1)
+    assert c["longest_period_at_floor"] == pytest.approx(0.1 / (0.01 * 0.2))  # 50 steps
+    assert c["share_at_period"] == pytest.approx(0.1 / (1000 * 0.2 + 0.1))
+    # the checkpoint was all of the scheduling waste: at 1,000 steps two losses remain
+    assert c["present_at_period"] == ["slow operators", "communication wait"]
+    assert c["verdict_at_period"] == "inconclusive on this machine"
