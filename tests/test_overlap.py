@@ -485,6 +485,21 @@ def test_b9_nvlink_rows_follow_the_datasheet_and_the_published_nodes(monkeypatch
     assert nccl_reference.b9_nvlink_claims()[1].verdict == "refuted"
 
 
+def test_b9_two_node_rule_flags_healthy_paths(monkeypatch):
+    from mfulab.studies.overlap import nccl_reference, stated
+
+    row = nccl_reference.b9_two_node_claim()
+    # the article's own fixed path, 21 GB/s at 84% of its 25 GB/s, over a healthy A100 node's 200:
+    # 10.5%, far under half; the 4-HDR cluster's 96 GB/s is 48%, within the margin of 50%
+    assert row.verdict == "refuted" and "21 GB/s, 10% of one node" in row.evidence
+    assert "96 GB/s, 48% of one node (within the margin)" in row.evidence
+    # 0.5 × 200 GB/s / 0.96 (the IB row's share of its line): 104 GB/s of NICs per node
+    assert "under 104 GB/s per direction" in row.evidence
+    # a fixed path at 90 GB/s (45%) would be within the margin too: nothing decided
+    monkeypatch.setattr(nccl_reference, "B9_STATED", {**stated.B9_STATED, "busbw_after_bytes_per_s": 90e9})
+    assert nccl_reference.b9_two_node_claim().verdict == "not checkable"
+
+
 def test_a18_prices_the_claims_setting():
     row, profiler = [c for c in _claims(_records()) if c.id == "A18"]
     assert row.verdict == "not checkable" and "8 ascend-910b cards, TP 8" in row.evidence

@@ -202,7 +202,11 @@ def claims(records, t: dict, v: dict) -> list[Claim]:
         )
         if c
     ]
-    out += [nccl_reference.b9_command_claim(), *nccl_reference.b9_nvlink_claims()]
+    out += [
+        nccl_reference.b9_command_claim(),
+        *nccl_reference.b9_nvlink_claims(),
+        nccl_reference.b9_two_node_claim(),
+    ]
     out += nccl_reference.b16_env_claims()
     b = v["b9_check"]
     out.append(

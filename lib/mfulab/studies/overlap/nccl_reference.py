@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from mfulab.analytic.devices import device_spec
 from mfulab.studies.overlap.analysis import collectives_table
-from mfulab.studies.overlap.stated import B9_COMMAND, B9_NVLINK, B16_ENV_BLOCK, NCCL_TESTS_PUBLISHED
+from mfulab.studies.overlap.stated import (
+    B9_COMMAND,
+    B9_NVLINK,
+    B9_STATED,
+    B9_TWO_NODE,
+    B16_ENV_BLOCK,
+    NCCL_TESTS_PUBLISHED,
+)
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
 from mfulab.units import GB, si
@@ -122,6 +129,52 @@ def b9_nvlink_claims() -> list[Claim]:
             basis=verdicts.PUBLISHED,
         ),
     ]
+
+
+def b9_two_node_claim() -> Claim:
+    """Article B's two-node rule (``stated.B9_TWO_NODE``) against healthy published paths: the
+    article's own fixed two-node busbw and the InfiniBand cluster of ``NCCL_TESTS_PUBLISHED``,
+    each over a healthy A100 node's busbw. A two-node all-reduce is bounded by the NICs each node
+    has, one node's by NVLink, so the ratio is the two fabrics' ratio before it is the path's
+    health. Refuted when a healthy path reads under the rule's share by ``B9_NVLINK``'s decisive
+    margin (the sentence states no message size either); otherwise not checkable."""
+    rule, margin = B9_TWO_NODE["rule_share"], B9_NVLINK["decisive_margin"]
+    decisive = rule * (1 - margin)
+    node = NCCL_TESTS_PUBLISHED[0]
+    ib = next(r for r in NCCL_TESTS_PUBLISHED if "InfiniBand" in r["fabric"] and "nodes" in r["system"])
+    fixed_gb_per_s = B9_STATED["busbw_after_bytes_per_s"] / GB
+    link_gb_per_s = B9_STATED["link_bytes_per_s"] / GB
+    healthy = {
+        "the article's own two nodes after its fix": fixed_gb_per_s,
+        f"{ib['system']} ({ib['fabric']}, issue 119)": ib["busbw_gb_per_s"],
+    }
+    flagged = {k: v / node["busbw_gb_per_s"] for k, v in healthy.items()}
+    # the NIC bandwidth per node below which a path working at the IB row's share of its line
+    # reads under the rule's share of a healthy node
+    ib_share = ib["busbw_gb_per_s"] / ib["line_gb_per_s"]
+    break_even_gb_per_s = rule * node["busbw_gb_per_s"] / ib_share
+    return Claim(
+        "B9",
+        "two nodes of 8 whose busbw is under half of one node's: most likely the IB NIC or the GDR path "
+        "is not in effect",
+        f"healthy published paths over a healthy A100 node's {node['busbw_gb_per_s']:.0f} GB/s (nccl-tests "
+        f"issue 149; the article reads its nodes against NVLink); refuted when one of them reads under "
+        f"{rule:.0%} by the margin of the row before ({margin:.0%}: under {decisive:.0%}), else not "
+        "checkable",
+        "refuted" if any(v < decisive for v in flagged.values()) else "not checkable",
+        "; ".join(
+            f"{k}: {healthy[k]:.0f} GB/s, {v:.0%} of one node"
+            + (" (within the margin)" if v >= decisive else "")
+            for k, v in flagged.items()
+        )
+        + f". Both paths work (the article's at {fixed_gb_per_s / link_gb_per_s:.0%} of its "
+        f"{link_gb_per_s:.0f} GB/s limit, the cluster's at {ib_share:.0%} of its ports) and the rule flags "
+        "both: a two-node all-reduce is bounded by each node's NICs, one node's by NVLink, so the ratio "
+        f"is the fabrics' before the path's health. A working path reads under half of a healthy A100 "
+        f"node wherever a node's NICs carry under {break_even_gb_per_s:.0f} GB/s per direction (8 HDR "
+        "ports carry 200); compare two-node busbw with the NICs' line rate instead",
+        basis=verdicts.PUBLISHED,
+    )
 
 
 def nccl_tests_text(rows) -> str:

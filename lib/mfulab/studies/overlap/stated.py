@@ -152,6 +152,14 @@ B9_NVLINK = {
     },
 }
 
+# B9 — article B §3.3's two-node rule: "如果16卡两机跑出的busbw连单机的一半都不到，多半是IB网卡或GDR
+# 路径没有生效" (16 GPUs on two nodes reading under half of one node's busbw: most likely the IB NIC
+# or the GDR path is not in effect). Its test cases are published healthy runs: the article's own
+# two-node figure after its fix (B9_STATED: 21 GB/s, "close to the 25 GB/s physical limit", so
+# IB and GDR in effect) and the 4-HDR-port cluster of NCCL_TESTS_PUBLISHED, each against a healthy
+# A100 node (NCCL_TESTS_PUBLISHED's first row); a healthy path that the rule flags refutes it.
+B9_TWO_NODE = {"rule_share": 0.5}
+
 # B16 — article B §3.2's NCCL environment block, "实测有效的组合" (a combination measured to work on
 # common InfiniBand clusters), with the article's own explanations. What the documentation says:
 # - TORCH_DISTRIBUTED_DETAIL=1: not a PyTorch variable; torch.distributed's debug level is
