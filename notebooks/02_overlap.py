@@ -335,11 +335,12 @@ a5_sens = o.tables["a5_sensitivity"]
 a5_sens
 
 # %%
-changed = a4_sens[~a4_sens.same_as_baseline]
+fitting = a4_sens[a4_sens.fits != False]  # noqa: E712 (a layout that does not fit cannot run)
+changed = fitting[~fitting.same_as_baseline]
 display(
     Markdown(
-        f"* **A4**: baseline reading *{art['a4_reading']}*; it survives in {int(a4_sens.same_as_baseline.sum())} "
-        f"of {len(a4_sens)} rows"
+        f"* **A4**: baseline reading *{art['a4_reading']}*; it survives in {int(fitting.same_as_baseline.sum())} "
+        f"of {len(fitting)} rows that fit the card ({len(a4_sens) - len(fitting)} do not)"
         + (
             "; it changes with "
             + "; ".join(f"{r.varied} = {r.value} (*{r.reading}*)" for r in changed.itertuples())

@@ -160,6 +160,18 @@ def test_a4_accumulation_varies_the_micro_batch_at_a_fixed_global_batch():
         _a4(micro_batch=3)
 
 
+def test_a4_layouts_that_do_not_fit_the_card_are_left_out_of_the_counts():
+    sens = step_at_scale.a4_sensitivity(Params().to_dict())
+    one_card = sens[(sens.varied == "sharding (TP × PP)") & (sens.value == "1 × 1")].iloc[0]
+    # 13B unsharded with Adam's states is far beyond a 64 GB card, whatever it would reproduce
+    assert not one_card.fits and one_card.memory_gib > 200
+    assert sens[sens.kind == "stated case"].fits.iloc[0]
+    (row,) = [c for c in _claims(_records()) if c.id == "A4"]
+    assert "do not fit the card: " in row.evidence and "sharding (TP × PP) 1 × 1 (" in row.evidence
+    fitting = sens[sens.fits != False]  # noqa: E712
+    assert f"of {len(fitting)} sensitivity rows that fit" in row.evidence
+
+
 def test_a5_model_per_call_cost_is_the_only_difference():
     with_latency = alpha_beta.a5_model(n=32, alpha_s=2e-5, link_bytes_per_s=25e9)
     assert with_latency["ratio_16_over_4"] > 1

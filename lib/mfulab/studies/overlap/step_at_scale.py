@@ -107,6 +107,9 @@ def a4_model(
         "saved_s": serial["step_s"] - overlapped["step_s"],
         "mfu_serial": serial["mfu_palm"],
         "mfu_overlapped": overlapped["mfu_palm"],
+        # the memory model's verdict on the layout (None: the device has no memory figure)
+        "fits": overlapped["fits"],
+        "memory_gib": overlapped["memory_gib"],
         "sources": serial["sources"],
     }
 
@@ -149,9 +152,11 @@ def a4_baseline(p: dict) -> dict:
 def a4_sensitivity(p: dict):
     """One row per input varied alone from the baseline (the study parameters): the
     communication and compute per step, the step model's step without and with overlap, the
-    reading, whether it matches the baseline's, whether it reproduces the article's steps, and
-    its ``kind``: an *assumed input* (one the article leaves unstated) or *other configuration*
-    (a change to the command's own flags or sharding, reported beside the verdict, not voted)."""
+    reading, whether it matches the baseline's, whether it reproduces the article's steps, the
+    memory per device and whether the layout fits the card (a layout that does not cannot run,
+    so it neither reproduces nor misses the article), and its ``kind``: an *assumed input* (one
+    the article leaves unstated) or *other configuration* (a change to the command's own flags or
+    sharding, reported beside the verdict, not voted)."""
     import pandas as pd
 
     base = a4_baseline(p)
@@ -239,6 +244,8 @@ def a4_sensitivity(p: dict):
                 "reading": reading,
                 "same_as_baseline": reading == baseline_reading,
                 "reproduces_article": a4_reproduces(m),
+                "fits": m["fits"],
+                "memory_gib": m["memory_gib"],
                 "kind": "stated case"
                 if varied == "baseline"
                 else "other configuration"
