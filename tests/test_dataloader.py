@@ -157,6 +157,22 @@ def test_truncated_tar_shard_names_the_shard(tmp_path):
         list(dataformats.TarShards(tmp_path))
 
 
+def test_tar_shards_carry_no_pax_header_per_member(tmp_path):
+    import tarfile
+
+    samples = corpus_mod.synthetic_corpus(n_samples=40, mean_bytes=300, length_sigma=0.5, seed=0)
+    written = dataformats.write_format("tar", samples, tmp_path, shard_samples=20)
+    members = 0
+    for shard in sorted((tmp_path / "tar").iterdir()):
+        with tarfile.open(shard) as t:
+            for m in t.getmembers():
+                assert not m.pax_headers and m.mtime == dataformats.TAR_MTIME
+                members += 1
+    # a 512-B header and the data in 512-B blocks per member, then the archive's end padding
+    payload = sum(512 + -(-len(s["text"].encode()) // 512) * 512 for s in samples)
+    assert members == 40 and written["bytes"] <= payload + 2 * 10240
+
+
 def test_truncated_memmap_and_corrupt_parquet(tmp_path):
     samples = corpus_mod.synthetic_corpus(n_samples=20, mean_bytes=100, length_sigma=0.5, seed=0)
     dataformats.write_format("memmap", samples, tmp_path, shard_samples=10)

@@ -34,6 +34,7 @@ class DataError(RuntimeError):
     """A sample could not be read: the message names the file and where in it."""
 
 
+TAR_MTIME = 0  # every tar member's modification time (an integer: no PAX header; see write_format)
 FORMAT_PACKAGES = {"tar": "webdataset", "parquet": "pyarrow"}  # the formats an import away
 
 
@@ -74,7 +75,11 @@ def write_format(fmt: str, samples, root: Path, *, shard_samples: int) -> dict:
         import webdataset as wds
 
         for start in range(0, len(samples), shard_samples):
-            with wds.TarWriter(str(d / f"shard-{start // shard_samples:06d}.tar")) as sink:
+            # an integer mtime: webdataset's default (the float time.time()) makes Python's tarfile
+            # add a PAX header (two 512-B blocks) to every member, 1 KiB a sample on top of the
+            # 512-B ustar header; GNU tar and an integer mtime write none (and the shards repeat)
+            path = str(d / f"shard-{start // shard_samples:06d}.tar")
+            with wds.TarWriter(path, mtime=TAR_MTIME) as sink:
                 for s in samples[start : start + shard_samples]:
                     sink.write({"__key__": s["key"], "txt": s["text"]})
     elif fmt == "memmap":
