@@ -676,3 +676,26 @@ def test_a7_mechanism_is_tested_only_on_a_kernel_with_fewer_passes_than_eager():
     assert a7_rows.a7_mechanism(tables("triton", 2, 0.8, 0.95)).verdict == "not shown"
     assert a7_rows.a7_mechanism(tables("triton", 2, 0.9, 1.1)).verdict == "inconclusive on this machine"
     assert a7_rows.a7_mechanism({"ln_fusion_speedup": pd.DataFrame()}) is None
+
+
+def test_the_one_pass_kernel_matches_eager_and_drops_its_share():
+    from mfulab.studies.fusion import onepass
+
+    if onepass.compiler() is None:
+        pytest.skip("no C compiler on this machine")
+    fn, why = onepass.build("cpu", "fp32")
+    assert why is None, why
+    x, a, w, b = torch.randn(96, 256), torch.randn(96, 256), torch.randn(256), torch.randn(256)
+    h, y = fn(x, a, w, b, 0.0)
+    ref_h, ref_y = kernels.ln_eager(x, a, w, b, 0.0)
+    assert torch.equal(h, ref_h) and torch.allclose(y, ref_y, atol=1e-5)
+    h, y = fn(x, a, w, b, 0.25)
+    dropped = float(((h - x) == 0).float().mean())
+    assert abs(dropped - 0.25) < 0.02
+    kept = (h - x) != 0
+    assert torch.allclose((h - x)[kept], (a / 0.75)[kept], atol=1e-5)  # survivors scaled by 1/(1 − p)
+    assert torch.allclose(y, torch.nn.functional.layer_norm(h, (256,), w, b), atol=1e-5)
+    h2, _ = fn(x, a, w, b, 0.25)
+    assert not torch.equal(h, h2)  # a fresh mask per call
+    assert onepass.build("cuda", "fp32")[0] is None and onepass.build("cpu", "bf16")[0] is None
+    assert norm_fusion.reads_writes({"ln": {}, "device": "cpu"}, "onepass", 0.1) == (2, 2)

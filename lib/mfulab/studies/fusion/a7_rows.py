@@ -6,11 +6,13 @@ from __future__ import annotations
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
 
+FUSED = ("triton", "onepass", "compiled")  # the fused implementations, in order of preference
+
 
 def a7_mechanism(t) -> Claim | None:
     """A7's mechanism, fewer passes over DRAM → less time, on the fused kernel with the fewest
-    passes that ran here (Triton's one pass on CUDA; inductor's kernel elsewhere, which on a CPU
-    makes more passes than eager, so the mechanism is not tested there)."""
+    passes that ran here (Triton's one pass on CUDA; on a CPU the hand-written one-pass kernel,
+    ``onepass``, since inductor's makes more passes than eager and cannot test it)."""
     lnt = t.get("ln_fusion")
     if lnt is None:
         return None
@@ -21,18 +23,26 @@ def a7_mechanism(t) -> Claim | None:
         impl: x
         for x in t["ln_fusion_speedup"].itertuples(index=False)
         if x.shape == "dram" and x.dropout_p == 0
-        for impl in ("triton", "compiled")
-        if impl in x.candidate
+        for impl in FUSED
+        if f"{impl} " in x.candidate
     }
-    fused = next((i for i in ("triton", "compiled") if i in speedups and i in at_dram.index), None)
-    if fused is None:
-        return None
     e_passes = at_dram.loc["eager", "passes_over_memory"]
-    f_passes = at_dram.loc[fused, "passes_over_memory"]
-    if e_passes is None or f_passes is None or e_passes != e_passes or f_passes != f_passes:
+
+    def passes(impl):  # NaN / None where not counted: last
+        v = at_dram.loc[impl, "passes_over_memory"]
+        return float("inf") if v is None or v != v else float(v)
+
+    counted = [i for i in FUSED if i in speedups and i in at_dram.index and passes(i) < float("inf")]
+    if not counted or e_passes is None or e_passes != e_passes:
         return None  # a kernel whose passes were not counted: the mechanism has no row here
+    fused = min(counted, key=passes)  # the fewest passes (ties: FUSED's order)
+    f_passes = passes(fused)
     s = speedups[fused]
-    name = {"triton": "the Triton kernel", "compiled": "torch.compile's (inductor) kernel"}[fused]
+    name = {
+        "triton": "the Triton kernel",
+        "onepass": "the hand-written one-pass C kernel",
+        "compiled": "torch.compile's (inductor) kernel",
+    }[fused]
     measured = (
         f"{name} makes {f_passes:.0f} passes over DRAM against eager's {e_passes:.0f} and runs at "
         f"{s.ratio:.2f}× [{s.ratio_lo:.2f}, {s.ratio_hi:.2f}] eager's speed (bytes model by passes "

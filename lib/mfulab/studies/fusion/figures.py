@@ -101,7 +101,7 @@ def plot_ln_bars(records, t: dict):
     time the claim's "30% faster" needs (the outcome's ``ln_fusion``, ``ln_dropout_rng`` and
     ``ln_layer_share`` tables in ``t``)."""
     df = t["ln_fusion"]
-    df = df[df.impl.isin(["eager", "compiled", "triton"])].reset_index(drop=True)
+    df = df[df.impl.isin(["eager", "compiled", "onepass", "triton"])].reset_index(drop=True)
     base = {(r.shape, r.impl): r.ns_per_element for r in df[df.dropout_p == 0].itertuples()}
     fig, (ax, ax2) = plt.subplots(
         1, 2, figsize=(12, 4.4), gridspec_kw={"width_ratios": [1.3, 1]}, layout="constrained"

@@ -10,7 +10,7 @@ The verdicts are about the **layer** (the claim's unit), with the threshold the 
 from __future__ import annotations
 
 from mfulab.measure.timing import compare_timings, summarize
-from mfulab.studies.fusion import layer_share
+from mfulab.studies.fusion import layer_share, onepass
 from mfulab.studies.fusion.bytes_model import copy_roof_factor, dram_traffic_passes
 from mfulab.studies.fusion.stated import (
     A7_ARTICLE_DEVICE,
@@ -48,10 +48,12 @@ def eager_cpu_passes(dropout: bool) -> int:
 
 def reads_writes(records, impl: str, q: float) -> tuple[int, int] | None:
     """(reads, writes) of tensor passes: ATen's source for eager on CPU, inductor's generated
-    source for compiled; None where not counted."""
+    source for compiled, the hand-written kernel's source for onepass; None where not counted."""
     gen = (records["ln"].get("generated") or {}).get(_key(q))
     if impl == "eager" and records["device"] == "cpu":
         return eager_cpu_reads_writes(q > 0)
+    if impl == "onepass":
+        return onepass.READS_WRITES
     if impl == "compiled" and gen:
         return tuple(int(sum(col)) for col in zip(*gen["per_nest"]))
     return None

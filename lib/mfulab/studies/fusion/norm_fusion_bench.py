@@ -14,6 +14,8 @@ the sub-block's share of one GPT layer's forward, all timed **interleaved** (one
   on the DRAM-sized tensors again.
 - One GPT layer (``gpt.Block``, hidden = ``ln_hidden``) timed forward in the same rounds:
   the sub-block's share of the layer, per round, for Amdahl's bound (``layer_share``).
+- ``onepass``: a hand-written one-pass C kernel (CPU, fp32; ``onepass``), the fused kernel
+  that crosses DRAM once per tensor, where inductor's CPU kernel does not.
 - Inductor's generated C++ source is kept as counts (loop nests, passes over the tensor:
   ``kernels.inductor_tensor_passes``), the evidence for why compiled can be slower.
 """
@@ -25,6 +27,7 @@ import os
 import time
 
 from mfulab.measure.timing import torch_dtype
+from mfulab.studies.fusion import onepass
 from mfulab.studies.fusion.bytes_model import ln_residual_dropout_bytes, predicted_fusion_speedup
 from mfulab.studies.fusion.compile_bench import cache_state, compile_counters
 from mfulab.studies.fusion.kernels import (
@@ -140,6 +143,9 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None, cache_floor_bytes
     impls = {"eager": ln_eager, "compiled": compiled}
     if ok:
         impls["triton"] = triton_ln_residual()
+    one_pass, one_pass_why = onepass.build(device, p.dtype)
+    if one_pass is not None:  # the hand-written one-pass kernel (CPU, fp32): A7's mechanism
+        impls["onepass"] = one_pass
     tol = {"fp32": 1e-4, "bf16": 3e-2, "fp16": 1e-2}[p.dtype]
     refs = {"dram": ln_eager(*big, 0.0), "layer": ln_eager(*small, 0.0)}
     inputs = {"dram": big, "layer": small}
@@ -154,7 +160,11 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None, cache_floor_bytes
             label = f"{where}: {name} p={q:g}"
             args = (*inputs[where], q)
             variants[label] = lambda fn=fn, args=args: fn(*args)
-            kernels = ln_kernel_count(lambda fn=fn, q=q: fn(*small, q), device, layer_tokens * hid)
+            kernels = (
+                ln_kernel_count(lambda fn=fn, q=q: fn(*small, q), device, layer_tokens * hid)
+                if name != "onepass"
+                else onepass.KERNEL_COUNT  # one C call: the profiler sees no aten op in it
+            )
             tokens = n_tok if where == "dram" else layer_tokens
             rows.append(
                 {
@@ -207,6 +217,7 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None, cache_floor_bytes
             "state": cache_state(hits=compile_cache["cache_hits"], misses=compile_cache["cache_misses"]),
         },
         "triton_skipped": None if ok else why,
+        "onepass_skipped": one_pass_why,
         "generated": generated,
         "predicted": {f"p={q:g}": predicted_fusion_speedup(dtype_bytes=e, dropout=q > 0) for q in (0.0, P)},
         "rows": rows,
