@@ -210,3 +210,17 @@ def test_a13_interleaving_gain_falls_with_the_micro_batches_at_40_layers():
     text = analysis.a13_m_text(sweep)
     assert "only at m ≤" in text and "m decides, not the layer count" in text
     assert "never beyond" in analysis.a13_m_text(sweep.assign(step_gain=0.01))
+
+
+def test_a10_places_tp_inside_and_across_nodes_on_the_articles_card_and_on_a100s():
+    from mfulab.studies.parallelism import analysis, planner_at_scale, stated
+
+    placement = planner_at_scale.a10_placement()
+    assert list(dict.fromkeys(placement.device)) == list(stated.A10_DEVICES)
+    for _, g in placement.groupby("device"):
+        inside, across = g.iloc[0], g.iloc[1]
+        # the TP group's collectives leave the node: far slower on either card
+        assert across.tp_comm_s > 3 * inside.tp_comm_s and across.step_s > inside.step_s
+    (row,) = analysis.a10_claims(planner_at_scale.a10_traffic_table(), placement)
+    assert row.verdict == "confirmed (analysis)"
+    assert "ascend-910b: step" in row.evidence and "a100: step" in row.evidence

@@ -30,28 +30,36 @@ def a10_claims(traffic, placement) -> list[Claim]:
         (traffic.preset == stated.A10_MODEL["preset"])
         & (traffic.global_batch == stated.A10_MODEL["global_batch"])
     ].iloc[0]
-    inside, across = placement.iloc[0], placement.iloc[1]
-    # every case of the traffic table (7B–70B, batches 128–2048) and the placement pair answer
-    answers = [*(traffic.tp_over_dp > 1), across.step_s > inside.step_s]
+    pairs = {
+        device: (g.iloc[0], g.iloc[1]) for device, g in placement.groupby("device", sort=False)
+    }  # (inside, across) per device
+    # every case of the traffic table (7B–70B, batches 128–2048) and each device's placement pair
+    answers = [
+        *(traffic.tp_over_dp > 1),
+        *(across.step_s > inside.step_s for inside, across in pairs.values()),
+    ]
+    placed = "; ".join(
+        f"{device}: step {across.step_s:.1f} s vs {inside.step_s:.1f} s inside one (TP comm "
+        f"{across.tp_comm_s:.1f} vs {inside.tp_comm_s:.1f} s)"
+        for device, (inside, across) in pairs.items()
+    )
     return [
         Claim(
             "A10",
             "TP traffic is the heaviest and most latency-sensitive: TP inside a node, DP may cross nodes",
             "bytes each device sends per step, TP vs DP, at TP 8 × DP 16 on 128 cards; planner with the TP "
-            "group inside a node vs across two (A100s with NVLink and InfiniBand: the step model's "
-            "best-validated device; article A's 910B has HCCS inside a node, the same ordering); "
-            "confirmed (analysis) when every case says TP sends more and TP across nodes is slower",
+            "group inside a node vs across two, on the article's 910B (HCCS inside a node) and on A100s "
+            "(NVLink and InfiniBand: the step model's best-validated device); confirmed (analysis) when "
+            "every case says TP sends more and TP across nodes is slower on both",
             verdicts.over_scenarios(answers),
             f"{base.preset}, batch {base.global_batch}: TP sends {base.tp_over_dp:.0f}× DP's bytes per step, "
             f"in {base.tp_calls_per_step} collectives on the critical path (4 per layer and micro-batch; 8 "
             "with sequence parallelism); "
             f"{traffic.tp_over_dp.min():.0f}–{traffic.tp_over_dp.max():.0f}× over "
-            f"7B–70B and batches 128–2048. TP across two nodes: step {across.step_s:.1f} s vs "
-            f"{inside.step_s:.1f} s inside one (TP comm {across.tp_comm_s:.1f} vs "
-            f"{inside.tp_comm_s:.1f} s; one "
-            "25 GB/s HCA per ring assumed: NCCL striping over several HCAs would shrink the gap up to their "
-            "number). The contention of unordered TP and DP collectives, the sentence's other half, needs a "
-            "real network: inconclusive on this machine",
+            f"7B–70B and batches 128–2048. TP across two nodes, {placed} (one network port per ring "
+            "assumed, devices.yaml's inter-node figure: striping over several would shrink the gap up "
+            "to their number). The contention of unordered TP and DP collectives, the sentence's other "
+            "half, needs a real network: inconclusive on this machine",
             basis=verdicts.ANALYSIS,
         )
     ]

@@ -80,7 +80,8 @@ def a10_traffic_table():
 def a10_placement():
     """The article's layout (TP 8 × DP 16 on 128 cards, the A10 model) with TP inside a node
     and, for contrast, with the same TP group spread over two nodes of 4 (its collectives then
-    cross InfiniBand): the planner's step-time terms of each."""
+    cross the network), on each device of ``stated.A10_DEVICES`` (the article's 910B with HCCS,
+    and A100s with NVLink): the planner's step-time terms of each."""
     import pandas as pd
 
     L, M = stated.A10_LAYOUT, stated.A10_MODEL
@@ -97,16 +98,24 @@ def a10_placement():
         "recompute_policy": "selective",
     }
     rows = []
-    for where, per_node in (("TP inside a node (8 per node)", 8), ("TP across two nodes (4 per node)", 4)):
-        t = layouts.layout_step(
-            cfg, layout, global_batch=M["global_batch"], **cluster(L["devices"], devices_per_node=per_node)
-        )
-        rows.append(
-            {
-                "placement": where,
-                **{k: t[k] for k in ("tp_comm_s", "dp_comm_exposed_s", "step_s", "mfu_palm")},
-            }
-        )
+    for device in stated.A10_DEVICES:
+        for where, per_node in (
+            ("TP inside a node (8 per node)", 8),
+            ("TP across two nodes (4 per node)", 4),
+        ):
+            t = layouts.layout_step(
+                cfg,
+                layout,
+                global_batch=M["global_batch"],
+                **cluster(L["devices"], devices_per_node=per_node, device=device),
+            )
+            rows.append(
+                {
+                    "device": device,
+                    "placement": where,
+                    **{k: t[k] for k in ("tp_comm_s", "dp_comm_exposed_s", "step_s", "mfu_palm")},
+                }
+            )
     return pd.DataFrame(rows)
 
 

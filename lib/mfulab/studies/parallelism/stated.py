@@ -12,6 +12,10 @@ from mfulab.studykit.step_error import DECISIVE_MARGIN
 A10_LAYOUT = {"devices": 128, "tp": 8, "dp": 16, "devices_per_node": 8}
 A10_MODEL = {"preset": "llama2-13b", "seq_len": 4096, "micro_batch": 1, "global_batch": 512}
 A10_SENSITIVITY = {"presets": ("llama2-7b", "llama2-13b", "llama2-70b"), "global_batches": (128, 512, 2048)}
+# the placement is priced on the article's own card (the 910B: HCCS inside a node, its network
+# between nodes, devices.yaml) and on A100s (NVLink, InfiniBand: the step model's best-validated
+# device, chapter 09)
+A10_DEVICES = ("ascend-910b", "a100")
 
 # A11 — article A §4.2: sequence parallelism splits LayerNorm and dropout along the sequence
 # and (the article says) one all-reduce joins the slices. Korthikanti et al. 2022 §4.2.2:
