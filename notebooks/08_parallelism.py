@@ -188,8 +188,8 @@ t["tensor"]
 # %% [markdown]
 # **A10 at the article's scale**: TP = 8 × DP = 16 on 128 cards. TP's collectives carry every
 # layer's activations for every micro-batch; DP's carry each card's 1/8 of the gradients once per
-# step. Bytes per device per step, and the planner with the TP group inside a node (NVLink) and
-# spread over two nodes (InfiniBand).
+# step. Bytes per device per step, and the planner with the TP group inside a node and spread
+# over two nodes, on the article's 910B (HCCS inside a node) and on A100s (NVLink, InfiniBand).
 
 # %%
 display(t["a10_traffic"].round(2))
