@@ -246,3 +246,24 @@ def test_published_runs_mfu_by_device_and_framework(tmp_path):
     t = published.published_mfu_table(published.published_runs(tmp_path, ["other", "m"])).set_index("device")
     assert t.loc["a100", "runs"] == 2 and t.loc["a100", "median_mfu"] == pytest.approx(0.375)
     assert t.loc["h100-sxm", "runs"] == 1 and t.loc["h100-sxm", "max_mfu"] == pytest.approx(0.3)
+
+
+def test_two_result_folders_of_one_host_on_other_cores_are_named_as_such(tmp_path):
+    from mfulab import results
+    from mfulab.studies.compare import hosts
+
+    for name, cores in (("cpu-1c", 1), ("cpu-2c", 2), ("h100", None)):
+        d = tmp_path / name / "mfu"
+        d.mkdir(parents=True)
+        fingerprint = (
+            {"device_name": "AMD EPYC", "cpu_count": cores, "cpu_count_node": 2}
+            if cores
+            else {"device_name": "NVIDIA H100 80GB HBM3", "cpu_count": 16, "cpu_count_node": 16}
+        )
+        results.write_json(d / results.ENV, {"fingerprint": fingerprint})
+    records = {"hosts": {n: hosts.host(tmp_path, n) for n in ("cpu-1c", "cpu-2c", "h100")}}
+    note = hosts.same_host_note(records)
+    assert "`cpu-1c` and `cpu-2c` ran on the same kind of host (AMD EPYC, 2 cores a node)" in note
+    assert "with 1 and 2 usable cores" in note and "h100" not in note
+    records["hosts"]["cpu-1c"]["cpu_count"] = 2  # the same cores: nothing to say
+    assert hosts.same_host_note(records) == ""

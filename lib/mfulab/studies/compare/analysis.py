@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 from mfulab import results
+from mfulab.studies.compare import hosts
 from mfulab.studykit import verdicts as verdict_rules
 from mfulab.studykit.stability_report import numbered_ids
 
@@ -47,6 +48,7 @@ def collect(p) -> dict:
         "metrics": {study: load_all(p.results_root, study) for study in studies},
         "drift": {study: _drift(p.results_root, study, names) for study in studies},
         "flips": {study: _flips(p.results_root, study, names) for study in studies},
+        "hosts": {n: hosts.host(p.results_root, n) for n in names},
         "published": published.load(),
         "published_runs": published.published_runs(p.results_root, names),
     }
@@ -236,7 +238,13 @@ def scope_note(records) -> str:
             "reach (each row labelled *published*, with its source). Results of another machine (a GPU, "
             "a cluster) placed beside it turn the table into a comparison."
         )
-    return f"{len(names)} machines in `{root}/`: " + ", ".join(f"`{n}`" for n in names) + "."
+    same = hosts.same_host_note(records)
+    return (
+        f"{len(names)} machines in `{root}/`: "
+        + ", ".join(f"`{n}`" for n in names)
+        + "."
+        + (f" {same}" if same else "")
+    )
 
 
 def _seconds(value: float) -> str:
