@@ -698,4 +698,8 @@ def test_the_one_pass_kernel_matches_eager_and_drops_its_share():
     h2, _ = fn(x, a, w, b, 0.25)
     assert not torch.equal(h, h2)  # a fresh mask per call
     assert onepass.build("cuda", "fp32")[0] is None and onepass.build("cpu", "bf16")[0] is None
+    with pytest.raises(ValueError, match="shape"):
+        fn(x, a[:, :128].contiguous(), w, b, 0.0)  # the C code would read past a's end
+    with pytest.raises(ValueError, match="in \\[0, 1\\)"):
+        fn(x, a, w, b, 1.0)
     assert norm_fusion.reads_writes({"ln": {}, "device": "cpu"}, "onepass", 0.1) == (2, 2)

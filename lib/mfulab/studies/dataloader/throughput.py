@@ -124,12 +124,16 @@ def _format_verdict(c) -> str:
 
 def _regime(records) -> str:
     corpus, written = records["corpus"], records["written"]
-    per_sample = {f: written[f]["bytes"] / corpus["count"] for f in (SMALL_FILES, SHARDS)}
+    on_disk = (
+        f" ({written[SMALL_FILES]['bytes'] / corpus['count']:.0f} vs "
+        f"{written[SHARDS]['bytes'] / corpus['count']:.0f} B per sample on disk; tar members carry a "
+        "512-B header, no PAX header)"
+        if all("bytes" in written[f] for f in (SMALL_FILES, SHARDS))
+        else ""
+    )
     return (
         f"{corpus['count']} samples ({corpus['bytes_of_text'] / MIB:.1f} MiB of text) as "
-        f"{written[SMALL_FILES]['files']} JSON files vs {written[SHARDS]['files']} tar shards "
-        f"({per_sample[SMALL_FILES]:.0f} vs {per_sample[SHARDS]:.0f} B per sample on disk; tar members "
-        "carry a 512-B header, no PAX header), "
+        f"{written[SMALL_FILES]['files']} JSON files vs {written[SHARDS]['files']} tar shards{on_disk}, "
         f"num_workers=0, {len(cold_rows(records, SHARDS))} interleaved rounds"
     )
 

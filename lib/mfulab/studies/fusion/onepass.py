@@ -6,11 +6,12 @@ Inductor's CPU kernel for the same sub-block makes more passes over memory than 
 "fewer bytes through DRAM, less time". This kernel can: per row, it reads x and a once, draws the
 dropout mask from a counter-based hash in registers (no mask tensor), writes h, and normalises the
 row while it is still in the core's cache (a row of 4,096 fp32 values is 16 KiB), writing y. Over
-DRAM that is 2 reads and 2 writes, the bytes model's fused minimum (``bytes_model``), against
-eager's 5 passes at p = 0 and 11 with dropout (``norm_fusion.eager_cpu_reads_writes``).
+DRAM that is 2 tensor reads and 2 tensor writes (each write also reads its line first, as every
+kernel here: ``bytes_model.dram_traffic_passes`` counts that), the bytes model's fused minimum,
+against eager's 5 passes at p = 0 and 11 with dropout (``norm_fusion.eager_cpu_reads_writes``).
 
 The source is C (OpenMP over rows), compiled once per machine with the system's C compiler into a
-cache folder and called through ``ctypes`` on the tensors' memory; ``build()`` returns None, with
+per-user cache folder and called through ``ctypes`` on the tensors' memory; ``build()`` returns None, with
 the reason, where there is no compiler, no OpenMP, or the tensors are not contiguous fp32 on a CPU.
 Its dropout draws other random numbers than ATen's: the correctness gate at p > 0 is the dropped
 fraction, as for ``torch.compile``'s kernel.
@@ -23,7 +24,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 READS_WRITES = (2, 2)  # x, a read; h, y written: each row's second and third traversal hit the cache
@@ -87,7 +87,7 @@ void ln_residual_dropout(const float *x, const float *a, const float *w, const f
 }
 """
 
-FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-x", "c")
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-x", "c")  # then the source on stdin
 EPS = 1e-5  # torch.nn.functional.layer_norm's default
 
 
@@ -96,23 +96,53 @@ def compiler() -> str | None:
     return os.environ.get("CC") or next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
 
 
+def cache_folder() -> Path:
+    """Per user (a library loaded from a shared /tmp could be anyone's): ``$XDG_CACHE_HOME`` or
+    ``~/.cache``, under ``mfulab/onepass``."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mfulab" / "onepass"
+
+
+def _cache_key(cc: str) -> str:
+    """The source, the flags, the compiler's version and this CPU: ``-march=native`` code built on
+    one host must not load on another (a home folder shared over a cluster)."""
+    from mfulab.measure.host import cpu_model
+
+    try:
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        version = ""
+    flags = ""
+    if Path("/proc/cpuinfo").exists():
+        flags = next(
+            (ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")), ""
+        )
+    text = "\n".join([SOURCE, " ".join(FLAGS), cc, version, cpu_model(), flags])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def _library(cache_dir: Path | None = None) -> tuple[ctypes.CDLL | None, str | None]:
     cc = compiler()
     if cc is None:
         return None, "no C compiler on the PATH (set CC)"
-    key = hashlib.sha256((SOURCE + " ".join(FLAGS) + cc).encode()).hexdigest()[:16]
-    folder = cache_dir or Path(tempfile.gettempdir()) / "mfulab-onepass"
-    folder.mkdir(parents=True, exist_ok=True)
-    lib = folder / f"ln_onepass-{key}.so"
-    if not lib.exists():
-        src = folder / f"ln_onepass-{key}.c"
-        src.write_text(SOURCE)
-        tmp = folder / f".{lib.name}.{os.getpid()}"
-        done = subprocess.run([cc, *FLAGS, "-o", str(tmp), str(src), "-lm"], capture_output=True, text=True)
-        if done.returncode != 0:
-            return None, f"{cc} failed: {done.stderr.strip()[:200]}"
-        tmp.replace(lib)  # atomic: a concurrent build never loads a half-written library
-    so = ctypes.CDLL(str(lib))
+    try:
+        folder = cache_dir or cache_folder()
+        folder.mkdir(parents=True, exist_ok=True)
+        lib = folder / f"ln_onepass-{_cache_key(cc)}.so"
+        if not lib.exists():
+            # the source on stdin and a per-process output: concurrent builds never share a file
+            tmp = folder / f".{lib.name}.{os.getpid()}"
+            done = subprocess.run(
+                [cc, *FLAGS, "-o", str(tmp), "-", "-lm"], input=SOURCE, capture_output=True, text=True
+            )
+            if done.returncode != 0:
+                return None, f"{cc} failed: {done.stderr.strip()[:200]}"
+            if not hasattr(ctypes.CDLL(str(tmp)), "ln_residual_dropout"):
+                tmp.unlink(missing_ok=True)
+                return None, f"{cc} built a library without the kernel"
+            tmp.replace(lib)  # atomic: a concurrent build never loads a half-written library
+        so = ctypes.CDLL(str(lib))
+    except OSError as err:  # a missing compiler named by CC, a folder we may not write
+        return None, f"the one-pass kernel could not be built: {err}"
     so.ln_residual_dropout.restype = None
     so.ln_residual_dropout.argtypes = [ctypes.c_void_p] * 6 + [
         ctypes.c_int64,
@@ -127,7 +157,9 @@ def _library(cache_dir: Path | None = None) -> tuple[ctypes.CDLL | None, str | N
 
 def build(device: str, dtype: str, cache_dir: Path | None = None):
     """``(fn, None)`` with ``fn(x, a, w, b, p) -> (h, y)`` like ``kernels.ln_eager``, or
-    ``(None, why)`` where the kernel cannot run here."""
+    ``(None, why)`` where the kernel cannot run here. Every call draws a fresh dropout mask: the
+    hash's counter runs on across calls (an offset of rows · cols a call), from a base taken
+    from torch's generator (``torch.manual_seed`` makes it repeat)."""
     if device != "cpu" or dtype != "fp32":
         return None, f"a CPU fp32 kernel ({device}, {dtype} here)"
     so, why = _library(cache_dir)
@@ -135,17 +167,27 @@ def build(device: str, dtype: str, cache_dir: Path | None = None):
         return None, why
     import torch
 
-    calls = [0]
+    counter = [int(torch.randint(0, 2**62, (1,)).item())]
 
     def fn(x, a, w, b, p: float):
-        if not all(t.is_contiguous() and t.dtype == torch.float32 for t in (x, a, w, b)):
-            raise ValueError("the one-pass kernel takes contiguous fp32 tensors")
+        if x.dim() != 2 or a.shape != x.shape or w.shape != (x.shape[1],) or b.shape != (x.shape[1],):
+            raise ValueError(
+                f"the one-pass kernel takes x, a of one [rows, cols] shape and w, b of [cols]: "
+                f"got {tuple(x.shape)}, {tuple(a.shape)}, {tuple(w.shape)}, {tuple(b.shape)}"
+            )
+        if not all(
+            t.device.type == "cpu" and t.is_contiguous() and t.dtype == torch.float32 for t in (x, a, w, b)
+        ):
+            raise ValueError("the one-pass kernel takes contiguous fp32 CPU tensors")
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout p must be in [0, 1), got {p!r}")
         h, y = torch.empty_like(x), torch.empty_like(x)
         rows, cols = x.shape
-        calls[0] += 1  # a fresh mask per call, as dropout draws one
+        seed = counter[0]
+        counter[0] = (seed + rows * cols) % 2**64  # the next call's elements draw new numbers
         so.ln_residual_dropout(
             x.data_ptr(), a.data_ptr(), w.data_ptr(), b.data_ptr(), h.data_ptr(), y.data_ptr(),
-            rows, cols, float(p), calls[0] * rows * cols, EPS, torch.get_num_threads(),
+            rows, cols, float(p), seed, EPS, torch.get_num_threads(),
         )  # fmt: skip
         return h, y
 

@@ -6,14 +6,21 @@ model or its fitted value:
 * **Source-clustered bootstrap** of the median |error| of the predictor, the null model and the
   40%-MFU rule on the held-out rows, and of the predictor's lead over each. Rows of one source
   share a framework, a cluster and an author's conventions, so their errors are not independent:
-  the bootstrap draws whole sources with replacement (Efron & Tibshirani 1993, ch. 8; the
-  cluster bootstrap of Cameron, Gelbach & Miller 2008) and reports the 2.5–97.5% percentiles.
+  the bootstrap draws whole sources with replacement (the cluster bootstrap: Efron & Tibshirani
+  1993, ch. 8) and reports the 2.5–97.5% percentiles. With 5–6 sources a group has only a few
+  hundred distinct resamples, and percentile intervals over so few clusters cover less than
+  their nominal 95% (Cameron, Gelbach & Miller 2008, who recommend a wild cluster bootstrap-t
+  there): an interval that clears 0 is weaker evidence than its width suggests, and the text
+  says how many sources each rests on.
 * **Ratio errors within a source.** Every chapter that prices two layouts with the step model
   decides on their *ratio*, beyond ``studykit.step_error.DECISIVE_MARGIN``. A ratio cancels what
   two rows of one source share (the cluster, the framework's overheads), so its error is the
   quantity the margin must cover. For rows i, j of one source with errors eᵢ = predᵢ/pubᵢ − 1,
   the predicted ratio over the published one is (1 + eᵢ)/(1 + eⱼ); its size, symmetric in i
-  and j, is exp(|ln((1 + eᵢ)/(1 + eⱼ))|) − 1.
+  and j, is exp(|ln((1 + eᵢ)/(1 + eⱼ))|) − 1 (so ±20% here is a ratio in [1/1.2, 1.2]; a chapter
+  that reads "beyond 20%" as a ratio under 0.8 is a little stricter than this table). Pairs
+  grow as n² with a group's rows, so the pooled figures lean to the largest source: the table
+  also gives each figure with every group weighted alike.
 * **A refit on every row the model has seen** (fit, development and test: the test rows stopped
   being blind at the first post-freeze revision), scored on the holdouts, which it has not: what
   the fitted share's bias costs, without choosing anything on the holdout rows.
@@ -35,7 +42,7 @@ GROUPS = {"test": ("test",), "holdouts": BLIND, "all held out": ("test", *BLIND)
 def _priced(df, splits):
     g = df[df.split.isin(splits) & (df.refused == "")].copy()
     g["prior_error"] = scores.prior_errors(g)
-    return g.dropna(subset=["error", "null_error"])
+    return g.dropna(subset=["error", "null_error", "prior_error"])
 
 
 def _median_abs(errors) -> float:
@@ -130,6 +137,7 @@ def ratio_errors(df, runs, *, margin: float = DECISIVE_MARGIN):
                     "median_ratio_error": float(np.median(model)),
                     "p90_ratio_error": float(np.quantile(model, 0.9)),
                     "share_within_margin": float((model <= margin).mean()),
+                    "group_share_within_margin": float(np.mean([(m <= margin).mean() for m, _ in per_group])),
                     "group_median_ratio_error": float(np.median([np.median(m) for m, _ in per_group])),
                     "null_median_ratio_error": float(np.median(null)),
                     "null_share_within_margin": float((null <= margin).mean()),
@@ -156,6 +164,7 @@ def refit_on_seen(runs, df, *, fit_grid) -> dict:
     before = df.set_index("id").error[[r["id"] for r in blind]].to_numpy()
     after = np.array([error(r, value) for r in blind])
     null_after = null_predictions(blind, null_u) / blind_pub - 1
+    null_before = df.set_index("id").null_error[[r["id"] for r in blind]].to_numpy()
     return {
         "parameter": FIT_PARAMETER,
         "seen_rows": len(seen),
@@ -164,6 +173,7 @@ def refit_on_seen(runs, df, *, fit_grid) -> dict:
         "null_utilisation": null_u,
         "before": {"median_signed_error": float(np.median(before)), "median_abs_error": _median_abs(before)},
         "after": {"median_signed_error": float(np.median(after)), "median_abs_error": _median_abs(after)},
+        "null_before": {"median_abs_error": _median_abs(null_before)},
         "null_after": {"median_abs_error": _median_abs(null_after)},
         "max_abs_error_after": float(np.abs(after).max()),
     }
@@ -172,6 +182,7 @@ def refit_on_seen(runs, df, *, fit_grid) -> dict:
 def refit_text(r: dict, fitted: float) -> str:
     """The refit's sentence: what it moves on the rows it did not see."""
     b, a, largest = r["before"], r["after"], r["max_abs_error_after"]
+    null_b, null_a = r["null_before"]["median_abs_error"], r["null_after"]["median_abs_error"]
     return (
         f"**Refitted on every row the model has seen** ({r['seen_rows']} rows of {', '.join(SEEN)}), "
         f"`{r['parameter']}` = {r['refit_value']:.3f} (the chapter's fit: {fitted:.3f}). On the "
@@ -179,14 +190,16 @@ def refit_text(r: dict, fitted: float) -> str:
         f"{b['median_signed_error']:+.1%} → {a['median_signed_error']:+.1%}, median |error| "
         f"{b['median_abs_error']:.1%} → {a['median_abs_error']:.1%} (largest after: {largest:.1%}); "
         f"the null model refitted on the same rows ({r['null_utilisation']:.3f} of the peak): "
-        f"{r['null_after']['median_abs_error']:.1%}. A what-if, not the model of record: the chapter "
-        "keeps its split, and a change of the fitted share would be a model revision in the history."
+        f"{null_b:.1%} → {null_a:.1%}. A what-if, not the model of record: the chapter keeps its split, "
+        "and a change of the fitted share would be a model revision in the history."
     )
 
 
 def bootstrap_text(table) -> str:
     """What the bootstrap says, per group: whether the predictor's lead over each baseline is
     outside its 95% interval."""
+    if not len(table):
+        return ""
     parts = []
     for r in table.to_dict(orient="records"):
         leads = []
@@ -205,18 +218,22 @@ def bootstrap_text(table) -> str:
     return (
         "**How sure the medians are** (sources drawn with replacement, 95% intervals; a lead in points "
         "of median |error|, positive where the predictor is closer): " + "; ".join(parts) + ". "
-        "An interval that spans 0 means these sources cannot tell the predictor from the baseline."
+        "An interval that spans 0 means these sources cannot tell the predictor from the baseline; "
+        "with this few sources even one that clears 0 covers less than 95%."
     )
 
 
 def ratio_text(table) -> str:
     """The margin against the ratio errors: the share of pairs it covers, per pairing, on all
     held-out rows."""
+    if not len(table):
+        return ""
     pooled = table[table.group == "all held out"]
     parts = [
         f"within {r.pairs_within} ({r.pairs} pairs in {r.groups} groups), ±{r.margin:.0%} covers "
-        f"{r.share_within_margin:.0%} of the predictor's ratio errors (median {r.median_ratio_error:.1%}, "
-        f"90th percentile {r.p90_ratio_error:.1%}; the null model's: {r.null_share_within_margin:.0%})"
+        f"{r.share_within_margin:.0%} of the predictor's ratio errors ({r.group_share_within_margin:.0%} "
+        f"with every group weighted alike; median {r.median_ratio_error:.1%}, 90th percentile "
+        f"{r.p90_ratio_error:.1%}; the null model's: {r.null_share_within_margin:.0%})"
         for r in pooled.itertuples(index=False)
     ]
     pair = pooled[pooled.pairs_within == "one source, model and device"]
@@ -227,4 +244,7 @@ def ratio_text(table) -> str:
         if len(pair)
         else ""
     )
-    return "**The margin against ratio errors** (all held-out rows): " + "; ".join(parts) + "." + outside
+    return (
+        "**The margin against ratio errors** (every held-out row: the test rows, which informed later "
+        "revisions, and the holdouts; the table has the holdouts alone): " + "; ".join(parts) + "." + outside
+    )
