@@ -29,8 +29,11 @@ class Params(OneDevice, StudyParams):
     )
     ln_hidden: int = param(1024, "columns of the LayerNorm input", unit="elements", positive=True)
     dropout_p: float = param(0.1, "the fused dropout's probability, in (0, 1) (p = 0 is also measured)")
+    # 30: with 10, the one-pass kernel's 1.14x over eager in DRAM read [0.97, 1.30] and A7's
+    # mechanism row flipped between fresh runs of the 2-core box (2026-12-05); a round of every
+    # variant takes ~0.1 s there
     ln_rounds: int = param(
-        10,
+        30,
         "interleaved rounds of the sub-block and layer timings (each runs every variant once)",
         unit="rounds",
     )
