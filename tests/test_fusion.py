@@ -665,6 +665,7 @@ def test_a7_mechanism_is_tested_only_on_a_kernel_with_fewer_passes_than_eager():
                     "ratio_lo": lo,
                     "ratio_hi": hi,
                     "predicted_by_passes": 5 / passes,
+                    "predicted_by_traffic": 7 / (passes + 2),
                 }
             ]
         )
@@ -676,6 +677,11 @@ def test_a7_mechanism_is_tested_only_on_a_kernel_with_fewer_passes_than_eager():
     assert a7_rows.a7_mechanism(tables("triton", 2, 0.8, 0.95)).verdict == "not shown"
     assert a7_rows.a7_mechanism(tables("triton", 2, 0.9, 1.1)).verdict == "inconclusive on this machine"
     assert a7_rows.a7_mechanism({"ln_fusion_speedup": pd.DataFrame()}) is None
+    # with inductor's kernel and the one-pass C kernel both timed, the fewer passes decide
+    cpu, one = tables("compiled", 7, 0.73, 0.91), tables("onepass", 4, 1.05, 1.25)
+    both = {k: pd.concat([cpu[k], one[k].iloc[-1:]], ignore_index=True) for k in cpu}
+    row = a7_rows.a7_mechanism(both)
+    assert row.verdict == "shown" and "one-pass C kernel makes 4 passes" in row.evidence
 
 
 def test_the_one_pass_kernel_matches_eager_and_drops_its_share():

@@ -46,7 +46,8 @@ def a7_mechanism(t) -> Claim | None:
     measured = (
         f"{name} makes {f_passes:.0f} passes over DRAM against eager's {e_passes:.0f} and runs at "
         f"{s.ratio:.2f}× [{s.ratio_lo:.2f}, {s.ratio_hi:.2f}] eager's speed (bytes model by passes "
-        f"{s.predicted_by_passes:.2f}×)"
+        f"{s.predicted_by_passes:.2f}×, by DRAM traffic with each write's line read first "
+        f"{s.predicted_by_traffic:.2f}×)"
     )
     if f_passes < e_passes:
         verdict = (
