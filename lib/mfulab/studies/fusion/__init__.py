@@ -5,6 +5,8 @@
 - ``layer_share``: Amdahl's bound on a layer from the LN sub-block's share (A7, analytic);
 - ``kernels``: the kernels timed (eager, Triton, SDPA), kernel counts, inductor's passes over
   memory, SDPA's dispatch per input case, the peak-memory worker;
+- ``onepass``: a hand-written one-pass C kernel of the LN sub-block (CPU, fp32; OpenMP through
+  ctypes), the fused kernel that tests A7's mechanism where inductor's makes more passes;
 - ``sdpa_rules``: when PyTorch's CUDA flash kernel is not eligible (B3), with its source;
 - ``norm_fusion_bench``: the A7 measurement (sub-block in DRAM, dropout apart, one layer's forward);
 - ``bench``: the measurement (torch, headless: ``python -m mfulab measure fusion``);
