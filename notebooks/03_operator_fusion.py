@@ -93,8 +93,9 @@ plots.save_figure(fig, out, "roofline")
 #    several times the last-level cache, sized from this machine's calibration — eager vs
 #    `torch.compile` (inductor), and the fused kernel the article describes, written by hand:
 #    on a CPU a one-pass C kernel (`fusion/onepass.py`: per row it reads x and a, draws the
-#    dropout mask in registers, writes h and normalises the row while it is still in cache,
-#    writing y: 2 reads and 2 writes over DRAM), on CUDA a Triton kernel;
+#    dropout mask in registers, builds h and y in the core's cache and streams both out with
+#    non-temporal stores, which do not read a line before writing it: 2 reads and 2 writes over
+#    DRAM, where each of eager's writes also reads its line), on CUDA a Triton kernel;
 # 2. `layer`: the sub-block at the shape of one layer's activations, at p = 0 and at p:
 #    the difference is dropout's random numbers, which cost the same per element at any
 #    size on a CPU (they are compute, not bytes), so they are not re-timed on the large

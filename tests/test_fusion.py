@@ -343,13 +343,14 @@ def test_ln_shape_from_the_cache():
     p = Params()
     shape = norm_fusion_bench.ln_shape(p, 260 * 2**20, 4, "cuda")  # cuda: no host-memory cap
     assert shape["tokens"] % 64 == 0
-    assert shape["working_set_bytes"] >= 4 * 260 * 2**20 > shape["working_set_bytes"] - 64 * 4 * 4 * 1024
+    m = p.ln_llc_multiple
+    assert shape["working_set_bytes"] >= m * 260 * 2**20 > shape["working_set_bytes"] - 64 * 4 * 4 * 1024
     assert norm_fusion_bench.ln_shape(Params(ln_tokens=512), None, 4, "cpu")["tokens"] == 512
     with pytest.raises(RuntimeError):
         norm_fusion_bench.ln_shape(p, None, 4, "cpu")
     # a VM reporting a 32 MiB L3 while caching far more: sized from the calibration's floor
     floored = norm_fusion_bench.ln_shape(p, 32 * 2**20, 4, "cuda", cache_floor_bytes=64 * 2**20)
-    assert floored["cache_bytes"] == 64 * 2**20 and floored["working_set_bytes"] >= 4 * 64 * 2**20
+    assert floored["cache_bytes"] == 64 * 2**20 and floored["working_set_bytes"] >= m * 64 * 2**20
     assert norm_fusion.cache_bytes(floored) == 64 * 2**20
     assert norm_fusion.cache_bytes({"last_level_cache_bytes": 2**20}) == 2**20  # records before the floor
 
@@ -703,6 +704,11 @@ def test_the_one_pass_kernel_matches_eager_and_drops_its_share():
     assert torch.allclose(y, torch.nn.functional.layer_norm(h, (256,), w, b), atol=1e-5)
     h2, _ = fn(x, a, w, b, 0.25)
     assert not torch.equal(h, h2)  # a fresh mask per call
+    if fn.streaming_store_bits:  # torch's 64-byte aligned rows of 256 floats: every row streamed
+        assert fn.rows_streamed == 96
+        assert not norm_fusion.write_allocate({"ln": {"onepass_streamed_share": 1.0}}, "onepass")
+    assert norm_fusion.write_allocate({"ln": {"onepass_streamed_share": 0.5}}, "onepass")
+    assert norm_fusion.write_allocate({"ln": {}}, "eager")
     assert onepass.build("cuda", "fp32")[0] is None and onepass.build("cpu", "bf16")[0] is None
     with pytest.raises(ValueError, match="shape"):
         fn(x, a[:, :128].contiguous(), w, b, 0.0)  # the C code would read past a's end

@@ -86,14 +86,15 @@ def dram_traffic_passes(*, reads: int, writes: int, write_allocate: bool = True)
     return reads + (2 if write_allocate else 1) * writes
 
 
-def copy_roof_factor(*, reads: int, writes: int) -> float:
+def copy_roof_factor(*, reads: int, writes: int, write_allocate: bool = True) -> float:
     """The kernel's DRAM roof, in bytes counted as (R + W)·N·e per second, as a multiple of the
     copy bandwidth (counted as 2·N·e): (R + W) / (R + 2W) × 3/2 with write-allocate. 1.0 for a
-    copy, 1.5 for a kernel that only reads; ATen's eager sub-block (3 reads, 2 writes) 15/14."""
+    copy, 1.5 for a kernel that only reads; ATen's eager sub-block (3 reads, 2 writes) 15/14;
+    a kernel whose writes stream past the cache (no line read first) 3/2."""
     copy_traffic = dram_traffic_passes(reads=1, writes=1)
     return (
         (reads + writes)
-        / dram_traffic_passes(reads=reads, writes=writes)
+        / dram_traffic_passes(reads=reads, writes=writes, write_allocate=write_allocate)
         * copy_traffic
         / COPY_COUNTED_PASSES
     )

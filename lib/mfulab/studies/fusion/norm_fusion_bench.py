@@ -196,6 +196,10 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None, cache_floor_bytes
     for r in rows:
         r.update(timings[r["label"]].to_dict(with_samples=True))
         r["achieved_bytes_per_s"] = r["min_bytes"] / r["median_s"]
+    streamed_share = None
+    if one_pass is not None:
+        one_pass(*big, 0.0)
+        streamed_share = one_pass.rows_streamed / n_tok
     layer = {
         "batch": p.layer_batch,
         "seq_len": p.layer_seq_len,
@@ -218,6 +222,10 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None, cache_floor_bytes
         },
         "triton_skipped": None if ok else why,
         "onepass_skipped": one_pass_why,
+        # the share of the DRAM-sized call's rows whose h and y the one-pass kernel streamed past
+        # the cache (non-temporal stores: no line read before it is written)
+        "onepass_streamed_share": streamed_share,
+        "onepass_streaming_store_bits": one_pass.streaming_store_bits if one_pass is not None else None,
         "generated": generated,
         "predicted": {f"p={q:g}": predicted_fusion_speedup(dtype_bytes=e, dropout=q > 0) for q in (0.0, P)},
         "rows": rows,

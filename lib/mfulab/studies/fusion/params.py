@@ -20,8 +20,11 @@ class Params(OneDevice, StudyParams):
         unit="tokens",
         non_negative=True,
     )
+    # 8: at 4x the 2-core VM's 64 MiB cache floor, eager's intermediate h was partly cache-served
+    # between its two kernels (its traffic read 50 GB/s against the calibrated 40.8); at 8x it reads
+    # the calibrated bandwidth (2026-12-05)
     ln_llc_multiple: float = param(
-        4.0,
+        8.0,
         "with ln_tokens = 0: the sub-block's inputs and outputs (x, a, h, y) together are at least "
         "this many times the last-level cache (as far as memory allows)",
         unit="× LLC",
