@@ -90,9 +90,15 @@ int64_t ln_residual_dropout(const float *x, const float *a, const float *w, cons
     int64_t streamed = 0;
     #pragma omp parallel num_threads(threads) reduction(+:streamed)
     {
-        /* the row lives in the thread's cache: h and y are built here, then streamed out */
-        float *hb = (float *)malloc((size_t)cols * sizeof(float));
-        float *yb = (float *)malloc((size_t)cols * sizeof(float));
+        /* the row lives in the thread's cache: h and y are built here, then streamed out. The
+           buffers sit 1088 B past a page boundary: rows of x and a start on one (torch's
+           large tensors are page-aligned, rows of 1024 floats are 4 KiB), and a buffer at a
+           malloc-chosen offset could alias them modulo 4 KiB, which stalls the loads behind
+           the stores by a different amount in every process */
+        const size_t skew = 1088, row_bytes = (size_t)cols * sizeof(float);
+        char *raw = (char *)aligned_alloc(4096, ((2 * (row_bytes + skew) + 4095) / 4096 + 1) * 4096);
+        float *hb = (float *)(raw + skew);
+        float *yb = (float *)(raw + skew + row_bytes + skew);
         #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; r++) {
             const float *xr = x + r * cols, *ar = a + r * cols;
@@ -130,8 +136,7 @@ int64_t ln_residual_dropout(const float *x, const float *a, const float *w, cons
 #if defined(__AVX__)
         _mm_sfence(); /* the streamed lines are visible before the call returns */
 #endif
-        free(hb);
-        free(yb);
+        free(raw);
     }
     return streamed;
 }
