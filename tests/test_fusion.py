@@ -254,17 +254,16 @@ def test_sdpa_saved_bytes_by_hand():
 
 # ---------------------------------------------------------------- A7: passes, kernels, Amdahl
 
-SYNTHETIC_KERNEL = """
-#pragma omp parallel
-{
-#pragma omp for
-for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(64L); x0+=16)
+# two loop nests as inductor's C++ writes them: one tensor load + one tensor store; one tensor
+# load (the weights' x1 and the per-row store span fewer than numel = 64 elements)
+NESTS = (
+    """for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(64L); x0+=16)
 {
     auto tmp0 = at::vec::Vectorized<float>::loadu(in_ptr0 + static_cast<int64_t>(x0), 16);
     tmp0.store(out_ptr0 + static_cast<int64_t>(x0));
 }
-#pragma omp for
-for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(4L); x0+=1)
+""",
+    """for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(4L); x0+=1)
 {
     for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(16L); x1+=16)
     {
@@ -273,8 +272,17 @@ for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(4L); x0+=1)
         out_ptr1[static_cast<int64_t>(x0)] = 0;
     }
 }
-}
-"""
+""",
+)
+# with OpenMP (more than one thread): each nest after a `#pragma omp for`
+SYNTHETIC_KERNEL = "\n#pragma omp parallel\n{\n" + "".join(f"#pragma omp for\n{n}" for n in NESTS) + "}\n"
+# single-threaded: no OpenMP, each nest a top-level block of the kernel's body
+SINGLE_THREADED_KERNEL = (
+    'extern "C" void kernel(const float* in_ptr0, const float* in_ptr2, float* out_ptr0, float* out_ptr1)\n'
+    "{\n    std::atomic<int> inductor_cpu_integer_div_error{0};\n"
+    + "".join(f"    {{\n    #pragma GCC ivdep\n{n}    }}\n" for n in NESTS)
+    + "}\n"
+)
 
 
 def test_inductor_passes_by_hand():
@@ -288,33 +296,6 @@ def test_inductor_passes_by_hand():
         "per_nest": [[1, 1], [1, 0]],
     }
     assert kernels.inductor_tensor_passes("def triton_kernel(): pass", 64) is None
-
-
-SINGLE_THREADED_KERNEL = """
-extern "C" void kernel(const float* in_ptr0, const float* in_ptr2, float* out_ptr0, float* out_ptr1)
-{
-    std::atomic<int> inductor_cpu_integer_div_error{0};
-    {
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(64L); x0+=16)
-        {
-            auto tmp0 = at::vec::Vectorized<float>::loadu(in_ptr0 + static_cast<int64_t>(x0), 16);
-            tmp0.store(out_ptr0 + static_cast<int64_t>(x0));
-        }
-    }
-    {
-        #pragma GCC ivdep
-        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(4L); x0+=1)
-        {
-            for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(16L); x1+=16)
-            {
-            auto tmp0 = at::vec::Vectorized<float>::loadu(out_ptr0 + static_cast<int64_t>(x1 + 16L*x0), 16);
-            auto tmp1 = at::vec::Vectorized<float>::loadu(in_ptr2 + static_cast<int64_t>(x1), 16);
-            out_ptr1[static_cast<int64_t>(x0)] = 0;
-            }
-        }
-    }
-}
-"""
 
 
 def test_inductor_passes_of_a_single_threaded_kernel():
