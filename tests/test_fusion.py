@@ -628,13 +628,14 @@ def test_a7_mechanism_is_tested_only_on_a_kernel_with_fewer_passes_than_eager():
     (inconclusive); a one-pass kernel's interval above 1× shows it, below 1× does not."""
     from mfulab.studies.fusion import a7_rows
 
-    def tables(impl, passes, lo, hi):
+    def tables(impl, passes, lo, hi, roof=0.8):
         ln = pd.DataFrame(
             {
                 "shape": ["dram", "dram"],
                 "dropout_p": [0.0, 0.0],
                 "impl": ["eager", impl],
                 "passes_over_memory": [5, passes],
+                "fraction_of_dram_roof": [0.8, roof],
             }
         )
         speedup = pd.DataFrame(
@@ -664,6 +665,9 @@ def test_a7_mechanism_is_tested_only_on_a_kernel_with_fewer_passes_than_eager():
     both = {k: pd.concat([cpu[k], one[k].iloc[-1:]], ignore_index=True) for k in cpu}
     row = a7_rows.a7_mechanism(both)
     assert row.verdict == "shown" and "one-pass C kernel makes 4 passes" in row.evidence
+    # a fused kernel far from its DRAM roof (one core cannot pull its bytes) says so beside its time
+    slow = a7_rows.a7_mechanism(tables("onepass", 4, 0.79, 0.91, roof=0.41))
+    assert slow.verdict == "not shown" and "the fused kernel at 41%" in slow.evidence
 
 
 def test_the_one_pass_kernel_matches_eager_and_drops_its_share():
