@@ -235,8 +235,9 @@ sensitivity
 # the tensors are in DRAM and the passes decide. On an accelerator the RNG is cheap and the
 # bytes model is the sub-block's story; whether the layer gains 30% then turns on the layout
 # and on how close the eager kernels come to the datasheet bandwidth (the break-even column):
-# at TP 8 without sequence parallelism the sub-block is a sixth of the layer at the central
-# assumptions, and the claim needs eager kernels at about 40% of the bandwidth or less. The
+# at TP 8 without sequence parallelism the sub-block is under a fifth of the layer at the
+# central assumptions (the share column), and the claim needs eager kernels at under 40% of the
+# bandwidth (the break-even column). The
 # launches are about a hundredth of the layer at 5 µs each: a 4096-token call amortises them,
 # so at this size fusion pays through bytes, not launches (the launch rows say how far 20 µs moves it).
 #
