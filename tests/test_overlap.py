@@ -348,7 +348,7 @@ def test_a5_names_the_model_and_the_single_calls_and_the_measured_best_k():
         if row["k"] == 16:
             row["comm_only_times_s"] = [t + 16 * 5e-4 for t in row["comm_only_times_s"]]
     effect, mechanism = _a5_rows(r)
-    assert "the α–β model (calibration) predicts" in mechanism.evidence
+    assert "as measured plus the calibrated per-call cost of the extra calls predicts" in mechanism.evidence
     assert "single calls of 1 and 4 MiB predict " in mechanism.evidence
     assert "the calls predict" not in mechanism.evidence
     best = {m: analysis.best_k(r, m) for m in r["params"]["modes"]}

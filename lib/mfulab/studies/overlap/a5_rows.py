@@ -39,7 +39,10 @@ def a5_cause(records, g: dict | None) -> str:
         f": {g['alpha_share']:.0%} of the measured gap of {ms(g['gap_s'])} per step (medians k={k_a} "
         f"{ms(a.median_s)} → k={k_b} {ms(b.median_s)})"
     )
-    predicted = {"the α–β model (calibration) predicts": a.median_s + g["alpha_part_s"]}
+    predicted = {
+        f"k={k_a} as measured plus the calibrated per-call cost of the extra calls predicts": a.median_s
+        + g["alpha_part_s"]
+    }
     if g["isolated_calls_s"] is not None:
         predicted[f"single calls of {nbytes / k_b / MIB:.3g} and {nbytes / k_a / MIB:.3g} MiB predict"] = (
             a.median_s + g["isolated_calls_s"]

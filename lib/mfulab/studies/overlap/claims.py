@@ -62,7 +62,8 @@ def _a3_claim(records, outcomes: dict) -> Claim | None:
             f"{o['mode']} compute: serial {o['serial_s'] * 1e3:.1f} ms → {o['overlapped_s'] * 1e3:.1f} ms "
             f"at k={o['k']} (serial ÷ overlapped {interval_text(o['vs_serial'])}) against max(compute, comm) "
             f"{o['bound_s'] * 1e3:.1f} ms: {o['recovered_text']} ((serial − overlapped) ÷ (serial − bound), "
-            f"medians; midpoint ÷ overlapped {interval_text(o['comparison'])})"
+            f"medians; the per-round midpoint (serial + bound)/2 ÷ overlapped "
+            f"{interval_text(o['comparison'])})"
         )
 
     # shown: overlap shortens the step (toward the bound); otherwise inconclusive on this machine
