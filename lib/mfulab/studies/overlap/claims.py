@@ -159,8 +159,10 @@ def _a4_claim(records, t: dict, v: dict) -> Claim:
         "the gradient buckets under the backward); the 32-card run's flags are unstated; a case reproduces "
         "the article "
         f"when both steps lie within {margin:.0%} of 3.2 and 2.1 s, misses beyond {2 * margin:.0%}, "
-        "cannot tell between (a4_reproduces); the stated case decides unless an assumed input "
-        "reverses it (verdicts.at_stated_case)",
+        "cannot tell between (a4_reproduces); the central case (the article's 32 cards and two step "
+        "times, with its TP 8, global batch and overlap read from §2 and the 8-card command: assumed, "
+        "not stated for this run) decides unless another assumed input reverses it "
+        "(verdicts.at_stated_case)",
         verdicts.at_stated_case(stated, list(assumed.reproduces_article)),
         f"claimed {before:g} → {after:g} s ({after / before - 1:.0%}); modelled "
         f"{art['a4_step_serial_s']:.2f} → {art['a4_step_overlapped_s']:.2f} s "
