@@ -19,6 +19,7 @@ from mfulab.studies.mfu.stated import (
     B2_DMON_SOURCE,
     B_LOCAL_MFU_EXAMPLE,
     B_TYPICAL_MFU_BAND,
+    KORTHIKANTI_TABLE5,
     PUBLISHED_MFU,
 )
 from mfulab.studies.mfu.time_split import b2_split
@@ -79,7 +80,9 @@ def mfu_level_claims() -> list[Claim]:
             "not checkable",
             "no compute centre publishes its jobs' MFU; the best-tuned large runs published read "
             + "; ".join(f"{r['system']} {model_flops_mfu(r)}" for r in large)
-            + ": the band's upper end and a little past it, an upper tail of any fleet",
+            + "; the same 1T with sequence parallelism and selective recompute (Korthikanti et al. 2022, "
+            f"Table 5) {KORTHIKANTI_TABLE5['1T'][3]:.1%}: the band's upper end and past it, an upper tail "
+            "of any fleet",
             basis=verdicts.STATEMENT,
         ),
         Claim(
