@@ -381,12 +381,13 @@ def a6_megatron_default_claim(records) -> list[Claim]:
             "A6",
             "MindSpeed's default seals a gradient bucket once it reaches a set size, in parameter order "
             "(for example 25 MB)",
-            f"{MEGATRON_BUCKET_RULE_SOURCE}; fp32 gradients ({SCALE_GRAD_BYTES_PER_ELEM:g} B each, "
-            "Megatron's default for bf16 runs)",
+            f"{MEGATRON_BUCKET_RULE_SOURCE}, which MindSpeed runs (assumed: MindSpeed patches "
+            "Megatron-LM and documents no bucket rule of its own); fp32 gradients "
+            f"({SCALE_GRAD_BYTES_PER_ELEM:g} B each, Megatron's default for bf16 runs)",
             "confirmed",
-            "the mechanism holds (buckets sealed at a size, so that each reduces while the backward goes "
-            "on), read in Megatron-Core's DDP, which MindSpeed runs (it patches Megatron-LM; no MindSpeed "
-            "rule of its own is documented); its gradient buffer is laid out in reverse parameter order "
+            "the mechanism holds in Megatron-Core (buckets sealed at a size, so that each reduces while the "
+            "backward goes on), and for MindSpeed only as far as it inherits that DDP (assumed, above); "
+            "its gradient buffer is laid out in reverse parameter order "
             "(the backward's), so the buckets follow the buffer's storage order, not the model's; the "
             "size is the sentence's example, not the default: "
             f"the default bucket is {default_mb(1):.0f} MB of fp32 gradient up to DP 40, "
