@@ -691,9 +691,9 @@ def test_the_one_pass_kernel_matches_eager_and_drops_its_share():
     assert not torch.equal(h, h2)  # a fresh mask per call
     if fn.streaming_store_bits:  # torch's 64-byte aligned rows of 256 floats: every row streamed
         assert fn.rows_streamed == 96
-        assert not norm_fusion.write_allocate({"ln": {"onepass_streamed_share": 1.0}}, "onepass")
-    assert norm_fusion.write_allocate({"ln": {"onepass_streamed_share": 0.5}}, "onepass")
-    assert norm_fusion.write_allocate({"ln": {}}, "eager")
+        assert not onepass.write_allocate({"ln": {"onepass_streamed_share": 1.0}}, "onepass")
+    assert onepass.write_allocate({"ln": {"onepass_streamed_share": 0.5}}, "onepass")
+    assert onepass.write_allocate({"ln": {}}, "eager")
     assert onepass.build("cuda", "fp32")[0] is None and onepass.build("cpu", "bf16")[0] is None
     with pytest.raises(ValueError, match="shape"):
         fn(x, a[:, :128].contiguous(), w, b, 0.0)  # the C code would read past a's end

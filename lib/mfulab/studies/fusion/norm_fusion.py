@@ -59,12 +59,6 @@ def reads_writes(records, impl: str, q: float) -> tuple[int, int] | None:
     return None
 
 
-def write_allocate(records, impl: str) -> bool:
-    """Whether a kernel's writes read their lines first: every kernel here but the one-pass
-    kernel where it streamed its rows (non-temporal stores: ``onepass``)."""
-    return not (impl == "onepass" and (records["ln"].get("onepass_streamed_share") or 0) >= 1)
-
-
 def _key(q: float) -> str:
     return f"p={q:g}"
 
@@ -104,7 +98,9 @@ def ln_table(records):
         counted_bytes / df.median_s / records["bandwidth"]["plateau_bytes_per_s"]
     )
     df["dram_roof_vs_copy"] = [
-        copy_roof_factor(reads=x[0], writes=x[1], write_allocate=write_allocate(records, impl)) if x else None
+        copy_roof_factor(reads=x[0], writes=x[1], write_allocate=onepass.write_allocate(records, impl))
+        if x
+        else None
         for x, impl in zip(rw, df.impl)
     ]
     df["fraction_of_dram_roof"] = df.fraction_of_bandwidth_by_passes / df.dram_roof_vs_copy.astype(float)
@@ -131,7 +127,9 @@ def comparisons(records) -> list[dict]:
         by_passes = sum(theirs) / sum(mine) if mine and theirs else None
         by_traffic = (
             dram_traffic_passes(reads=theirs[0], writes=theirs[1])
-            / dram_traffic_passes(reads=mine[0], writes=mine[1], write_allocate=write_allocate(records, impl))
+            / dram_traffic_passes(
+                reads=mine[0], writes=mine[1], write_allocate=onepass.write_allocate(records, impl)
+            )
             if mine and theirs
             else None
         )

@@ -146,6 +146,12 @@ FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-x", "c")  # t
 EPS = 1e-5  # torch.nn.functional.layer_norm's default
 
 
+def write_allocate(records, impl: str) -> bool:
+    """Whether a kernel's writes read their lines first: every kernel of the sub-block but this one
+    where it streamed its rows (the records' ``onepass_streamed_share``)."""
+    return not (impl == "onepass" and (records["ln"].get("onepass_streamed_share") or 0) >= 1)
+
+
 def compiler() -> str | None:
     """The C compiler: ``$CC``, else ``cc``, ``gcc`` or ``clang`` on the PATH."""
     return os.environ.get("CC") or next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
