@@ -99,8 +99,9 @@ fig = published.plot_shares(refs)
 plots.save_figure(fig, out, "shares_of_peak")
 
 # %% [markdown]
-# **What published training runs reach.** Chapter 09 prices 235 published runs (papers and
-# framework benchmarks, each with its stated step time). Their MFU, counted the same way for all
+# **What published training runs reach.** Chapter 09 collects published runs (papers and
+# framework benchmarks, each with its stated step time) and prices those its step model covers;
+# the rows it refuses are left out here. Their MFU, counted the same way for all
 # (PaLM's model FLOPs per step over the stated step and the cluster's dense bf16 peak), by device
 # and framework: the range a tuned job on those machines lands in, beside which this machine's
 # MFU (chapter 01 against its own ceiling; chapter 07 for a 2-rank job) can be read. Published,
