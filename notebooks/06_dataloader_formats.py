@@ -56,9 +56,9 @@ print(
 #
 # The same text takes different room (`bytes_per_sample` against the text's mean size printed
 # above): tar stores each sample as one member, its text padded to a multiple of 512 bytes
-# behind a 512-byte header, and here a second header before it: webdataset's writer stamps
-# each member with a fractional modification time, which Python's `tarfile` keeps in a PAX
-# extended header (512 bytes of header, 512 of record); the memmap stores byte-level tokens as
+# behind a 512-byte header. The shards are written with an integer modification time: with
+# webdataset's default, a fractional one, Python's `tarfile` adds a PAX extended header to every
+# member (512 bytes of header, 512 of record), which GNU tar does not; the memmap stores byte-level tokens as
 # uint16 (2 bytes per byte of text); Parquet compresses its columns.
 
 # %%
@@ -75,8 +75,8 @@ written.assign(MiB=written.bytes / MIB)[["format", "files", "MiB", "bytes_per_sa
 # matters with CUDA; on a CPU run it is off and says so in the table. `mib_per_s` is the
 # format's bytes on disk read per second, in MiB/s (1 MiB = 2**20 bytes). The warm page cache
 # is the easy case: every byte is in memory, and what is left is each reader's CPU cost per
-# sample (Python's `tarfile` parses every tar member and its PAX header: the table shows what
-# that costs per sample beside a JSON file's open and parse). JSONL keeps its
+# sample (Python's `tarfile` parses every tar member's header: the table shows what that costs
+# per sample beside a JSON file's open and parse). JSONL keeps its
 # one file open (a handle per process, each worker its own) and seeks to each line's indexed
 # offset: reopening the file for every sample would add an `open` per sample that the format
 # does not need, and make JSONL pay like the many-small-files case.
