@@ -113,7 +113,7 @@ def _a3_claim(records, outcomes: dict) -> Claim | None:
 
 def _a4_claim(records, t: dict, v: dict) -> Claim:
     art, sens, flip = v["article_scale"], t["a4_sensitivity"], v["a4_flip_link"]
-    runs = step_at_scale.fitting_rows(sens)
+    runs = sens[sens.fits != False]  # noqa: E712 (None: no memory figure, kept)
     changed = runs[~runs.same_as_baseline]
     changes = "; ".join(f"{r.varied} {r.value}: {r.reading}" for r in changed.itertuples())
     flip_text = ""
@@ -135,7 +135,7 @@ def _a4_claim(records, t: dict, v: dict) -> Claim:
         else ""
     )
     stated = sens[sens.kind == "stated case"].reproduces_article.iloc[0]
-    too_big = sens.drop(runs.index)
+    too_big = sens[sens.fits == False]  # noqa: E712
     assumed = runs[runs.kind == "assumed input"]
     other = runs[runs.kind == "other configuration"]
     too_big_text = (

@@ -256,12 +256,6 @@ def a4_sensitivity(p: dict):
     return pd.DataFrame(rows)
 
 
-def fitting_rows(sens):
-    """The rows of :func:`a4_sensitivity` whose layout fits the card (a ``None`` fit: no memory
-    figure, kept); the others cannot run, so they neither reproduce nor miss the article."""
-    return sens[sens.fits != False]  # noqa: E712
-
-
 def a4_reproduces(m: dict) -> bool | None:
     """Does the modelled step reproduce the article's 3.2 → 2.1 s? True when both the serial
     and the overlapped step lie within ``A4_STATED["decisive_margin"]`` of the article's,
