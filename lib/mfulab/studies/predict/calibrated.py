@@ -14,6 +14,8 @@ figures beside the re-timed ones."""
 
 from __future__ import annotations
 
+import math
+
 from mfulab.analytic import rates, step
 from mfulab.analytic.config import TransformerConfig
 from mfulab.analytic.flops import fused_attention_flops
@@ -113,7 +115,8 @@ def op_rate_reading(records: dict, base: dict) -> tuple[dict, dict] | None:
     - elementwise: the model's memory-bound bytes (from ``base``, at the copy bandwidth; the
       embedding lookup's ~2% priced alike) over the timed ops' seconds;
     - attention: the model's attention FLOPs (forward + 2.5× backward of the causal half) over
-      the timed kernel's seconds, less the launch t₀ the model adds to each kernel;
+      the timed kernel's seconds, less the launch t₀ the model adds to each kernel (an infinite
+      rate where the launches alone reach the timed seconds);
     - optimizer: ``optimizer_bytes_per_param`` scaled so that the term is the timed AdamW step
       (the bytes per parameter the eager optimizer would move at the copy bandwidth).
 
@@ -145,10 +148,14 @@ def op_rate_reading(records: dict, base: dict) -> tuple[dict, dict] | None:
             "best_flops_per_s": max(r["flops"] / r["median_s"] for r in rows),
             "rows": rows,
         }
-    # the model charges each attention kernel (forward, backward) a launch t₀ beside its FLOPs
+    # the model charges each attention kernel (forward, backward) a launch t₀ beside its FLOPs, so
+    # the kernel's rate is what the timed seconds leave after the launches. Where the launches alone
+    # reach the timed seconds (a t₀ fitted on a busy machine), no rate matches: the term is the
+    # launches alone, above the timed kernel, and the error column shows it
     launches_s = 2 * cfg.n_layers * rates.fit_matmul(calibration["matmul"]["rows"])[1]
-    kernel_s = max(attention_s - launches_s, 0.5 * attention_s)
-    calibration["attention"] = {"flops_per_s": attention_flops / kernel_s, "source": source}
+    kernel_s = attention_s - launches_s
+    attention_rate = attention_flops / kernel_s if kernel_s > 0 else math.inf
+    calibration["attention"] = {"flops_per_s": attention_rate, "source": source}
     assumptions = {}
     if op_rates.OPTIMIZER in ops:
         timed_s = ops[op_rates.OPTIMIZER]["median_s"]
