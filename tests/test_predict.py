@@ -749,6 +749,38 @@ def test_the_calibrated_check_reads_the_calibration_re_timed_beside_the_step():
     assert d["file_step_s"] == pytest.approx(from_file.loc["step", "predicted_s"])
 
 
+def test_the_calibrated_check_pairs_each_round_and_refuses_to_score_a_moving_machine():
+    """Round i's step is set against the prediction from round i's re-timed benchmarks: a machine
+    that runs every round at half speed moves both sides and leaves the paired error where it
+    was; rounds whose step and benchmarks disagree widen the IQR past the limit, and the summary
+    says the run cannot score the model."""
+    from mfulab.studies.predict import calibrated
+
+    cfg = TransformerConfig(n_layers=2, d_model=64, n_heads=2, vocab_size=256, seq_len=32, name="tiny")
+    records = _calibrated_records(cfg)
+    assert calibrated.paired_step_errors(records) is None  # no per-round times
+    speed = [1.0, 0.5, 1.0, 0.5, 1.0]  # the machine's speed per round
+    mm_rows = [
+        {"flops": 1e8, "median_s": 1e-3, "times_s": [1e-3 / v for v in speed]},
+        {"flops": 2e8, "median_s": 2e-3, "times_s": [2e-3 / v for v in speed]},
+    ]
+    copy = {"moved_bytes": 2e9, "median_s": 0.1, "times_s": [0.1 / v for v in speed]}
+    records["calibration_now"] = {
+        "matmul": {"dtype": "fp32", "best_flops_per_s": 1e11, "rows": mm_rows},
+        "bandwidth": {"plateau_bytes_per_s": 20e9, "rows": [copy]},
+        "measured_at": "now",
+    }
+    fast = calibrated.prediction(records)["step_s"]  # every median is a full-speed round's
+    records["step"] = {"median_s": fast, "times_s": [fast / v for v in speed]}
+    errors = calibrated.paired_step_errors(records)
+    assert errors == pytest.approx([0.0] * len(speed), abs=1e-9)
+    assert calibrated.paired_summary(records)["valid"]
+    records["step"]["times_s"] = [fast] * len(speed)  # the step never slowed, its benchmarks did
+    ps = calibrated.paired_summary(records)
+    assert ps["q3"] - ps["q1"] > calibrated.PAIRED_IQR_LIMIT and not ps["valid"]
+    assert max(calibrated.paired_step_errors(records)) > 0.5
+
+
 def test_a_not_modelled_row_is_refused_and_priced_apart_as_its_note_says():
     """``not_modelled`` refuses a row for the goals; ``price_not_modelled`` prices it as noted, and
     the validation table scores it only in ``error_as_noted`` (as_noted_summary, per held-out split)."""

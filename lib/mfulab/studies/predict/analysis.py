@@ -270,6 +270,7 @@ def calibrated_text(records, check) -> str:
         f"Measured step **{step.measured_s * 1e3:.1f} ms** (IQR {records['step']['iqr_s'] * 1e3:.1f} ms over "
         f"{records['step']['n']} steps), predicted from the calibration **{step.predicted_s * 1e3:.1f} ms** "
         f"({verdict}; its spread over fresh runs is in the stability note at the end). "
+        f"{_paired_text(records)}"
         f"Per class: {parts}. The optimizer is priced as the eager AdamW "
         f"the step runs, pass by pass ({calibrated.EAGER_ADAMW_BYTES_PER_PARAM} B per parameter at the "
         "calibrated copy bandwidth)."
@@ -303,6 +304,26 @@ def calibrated_text(records, check) -> str:
         "op's own cost is now measured; a class far off in the first reading and close in the second was "
         "a wrong rate, not a missing term (on two CPU cores GELU's tanh and the loss's log-softmax run "
         f"well below the copy bandwidth). {_unpriced_text(records, check)}"
+    )
+
+
+def _paired_text(records) -> str:
+    """The step error round by round (``calibrated.paired_summary``) and whether this run can
+    score the model at all."""
+    ps = calibrated.paired_summary(records)
+    if ps is None:
+        return "This run keeps no per-round times: the rounds cannot be paired. "
+    spread = (
+        f"Round by round (each round's step against the prediction from the benchmarks re-timed in "
+        f"the same round), the miss is {ps['median']:+.1%} [IQR {ps['q1']:+.1%}, {ps['q3']:+.1%}] over "
+        f"{ps['n']} rounds"
+    )
+    if ps["valid"]:
+        return f"{spread}: the machine held still enough for the medians above to score the model. "
+    return (
+        f"{spread}: wider than {calibrated.PAIRED_IQR_LIMIT:.0%} (`calibrated.PAIRED_IQR_LIMIT`), so "
+        "**this run cannot score the model**: the machine's speed moved within the run, and the "
+        "verdicts below are on numbers the rounds' spread could reverse. "
     )
 
 

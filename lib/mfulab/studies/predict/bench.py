@@ -19,7 +19,7 @@ from mfulab.studies.predict import op_rates
 from mfulab.studies.predict.params import Params
 from mfulab.studies.predict.validate import load_file, read_history
 
-BENCHMARK_VERSION = {"step": 2, "op_rates": 2, "calibration_now": 1}
+BENCHMARK_VERSION = {"step": 3, "op_rates": 2, "calibration_now": 2}
 STEP = "train step"
 
 
@@ -68,21 +68,26 @@ def calibration_cases(cal: dict, *, device: str, dtype: str) -> dict:
 
 def calibration_now(timings: dict, now_cases: dict, *, dtype: str, device: str) -> dict:
     """The re-timed benchmarks in the calibration's record format (``rates.fit_matmul`` reads
-    them alike), with the copy's correctness gate."""
+    them alike), with the copy's correctness gate; each row keeps its per-round times
+    (``calibrated.paired_step_errors`` pairs them with the step's own rounds)."""
     import torch
 
     mm, copies = [], []
     for label, (_, meta) in now_cases.items():
         t = timings[label]
         if "flops" in meta:
-            mm.append({"size": meta["size"], "flops": meta["flops"], **t.to_dict()})
+            mm.append({"size": meta["size"], "flops": meta["flops"], **t.to_dict(with_samples=True)})
             mm[-1]["achieved_flops_per_s"] = meta["flops"] / t.median_s
         else:
             dst, src = meta["check"]
             if not torch.equal(dst, src):
                 raise RuntimeError("the re-timed copy produced a wrong result")
             copies.append(
-                {"size_bytes": meta["size_bytes"], "moved_bytes": meta["moved_bytes"], **t.to_dict()}
+                {
+                    "size_bytes": meta["size_bytes"],
+                    "moved_bytes": meta["moved_bytes"],
+                    **t.to_dict(with_samples=True),
+                }
             )
             copies[-1]["achieved_bytes_per_s"] = meta["moved_bytes"] / t.median_s
     best = max(mm, key=lambda r: r["achieved_flops_per_s"])
@@ -160,7 +165,11 @@ def measure(p: Params) -> dict:
         "n_params": flops.param_count(cfg),
         "calibration": {**cal["_meta"], "matmul": cal[f"matmul:{p.dtype}"], "bandwidth": cal["bandwidth"]},
         "calibration_now": calibration_now(timings, now_cases, dtype=p.dtype, device=device),
-        "step": {**timings[STEP].to_dict(), "first_loss": first_loss, "last_loss": last_loss},
+        "step": {
+            **timings[STEP].to_dict(with_samples=True),
+            "first_loss": first_loss,
+            "last_loss": last_loss,
+        },
         "op_profile": profile,
         "op_rates": op_rates.records(timings, ops),
         **_published(p),

@@ -87,6 +87,54 @@ def drift(records: dict) -> dict | None:
     }
 
 
+# the check scores the model only where the machine held still through the run: the interquartile
+# range of the round-paired step errors no wider than the goal's half-width (15 points), so that a
+# ±15% verdict on the medians is not one the rounds' spread could reverse (an assumption of ours)
+PAIRED_IQR_LIMIT = 0.15
+
+
+def paired_step_errors(records: dict) -> list[float] | None:
+    """The first reading's step error round by round: round i's step against the step predicted
+    from the calibration's benchmarks re-timed in round i (``timing.interleaved`` runs one block of
+    each per round), so that a machine whose speed moves between rounds moves both sides. None
+    where the records keep no per-round times (runs before ``bench.BENCHMARK_VERSION`` step 3)."""
+    now, step_times = records.get("calibration_now"), records["step"].get("times_s")
+    if not now or not step_times:
+        return None
+    mm_rows, copy = now["matmul"]["rows"], now["bandwidth"]["rows"][0]
+    if not all("times_s" in r for r in [*mm_rows, copy]):
+        return None
+    errors = []
+    for i, step_s in enumerate(step_times):
+        rows_i = [{**r, "median_s": r["times_s"][i]} for r in mm_rows]
+        calibration_i = {
+            **_calibration(records),
+            "matmul": {
+                **now["matmul"],
+                "rows": rows_i,
+                "best_flops_per_s": max(r["flops"] / r["median_s"] for r in rows_i),
+            },
+            "bandwidth": {
+                **now["bandwidth"],
+                "plateau_bytes_per_s": copy["moved_bytes"] / copy["times_s"][i],
+            },
+        }
+        errors.append(prediction(records, calibration=calibration_i)["step_s"] / step_s - 1)
+    return errors
+
+
+def paired_summary(records: dict) -> dict | None:
+    """Median and quartiles of :func:`paired_step_errors`, and whether their spread lets the run
+    score the model (``valid``: IQR ≤ :data:`PAIRED_IQR_LIMIT`)."""
+    import numpy as np
+
+    errors = paired_step_errors(records)
+    if not errors:
+        return None
+    q1, median, q3 = (float(v) for v in np.percentile(errors, [25, 50, 75]))
+    return {"median": median, "q1": q1, "q3": q3, "n": len(errors), "valid": q3 - q1 <= PAIRED_IQR_LIMIT}
+
+
 def prediction(records: dict, *, calibration: dict | None = None, **assumptions) -> dict:
     """The predictor's step for the measured configuration, from the calibration file (or the
     ``calibration`` given: :func:`op_rate_reading`)."""

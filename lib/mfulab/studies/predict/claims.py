@@ -90,6 +90,7 @@ def headline_metrics(records, p, valid: dict, t: dict) -> dict:
         "measured_step_s": records["step"]["median_s"],
         "predicted_step_s": float(step.predicted_s),
         "calibrated_step_error": float(step.error),
+        **_paired_metrics(records),
         "calibrated_step_error_op_rates": None if step.isna().error_op_rates else float(step.error_op_rates),
         # the op-rate reading's prediction in seconds: its error sits near zero, where a relative
         # drift over runs means nothing, so the stability report tracks the seconds
@@ -98,6 +99,14 @@ def headline_metrics(records, p, valid: dict, t: dict) -> dict:
         else float(step.predicted_op_rates_s),
         **_drift_metrics(records),
     }
+
+
+def _paired_metrics(records) -> dict:
+    """The round-paired step error's median and IQR (``calibrated.paired_summary``)."""
+    ps = calibrated.paired_summary(records)
+    if ps is None:
+        return {}
+    return {"calibrated_step_error_paired": ps["median"], "calibrated_paired_iqr": ps["q3"] - ps["q1"]}
 
 
 def _drift_metrics(records) -> dict:
