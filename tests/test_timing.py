@@ -207,6 +207,14 @@ def test_tf32_state_follows_the_override_variables(monkeypatch):
         torch.backends.cuda.matmul.allow_tf32 = before
 
 
+def test_a_claim_of_possibility_needs_one_scenario_where_it_happens():
+    assert verdicts.any_scenario([False, True, False]) == "confirmed"
+    assert verdicts.any_scenario([False, False]) == "refuted"
+    assert verdicts.any_scenario([False, None]) == "analytic only"  # none yes, one open
+    with pytest.raises(ValueError):
+        verdicts.any_scenario([])
+
+
 def test_one_rule_over_scenarios_yes_no_or_neither():
     assert verdicts.over_scenarios([True, True]) == "confirmed"
     assert verdicts.over_scenarios([False, False]) == "refuted"

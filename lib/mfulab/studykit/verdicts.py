@@ -52,6 +52,20 @@ def over_scenarios(answers) -> str:
     return "refuted" if all(a is False for a in answers) else "analytic only"
 
 
+def any_scenario(answers) -> str:
+    """THE RULE for a claim of possibility ("can give", "may reach"), read over scenarios whose
+    inputs all lie in stated or published ranges: one scenario where it happens is what the claim
+    says. ``confirmed`` when some scenario says yes (True), ``refuted`` when every one says no,
+    ``analytic only`` when none says yes and some leave it open (None). :func:`label` adds the
+    basis; the row names the scenarios that say yes, so a reader can judge them."""
+    answers = [None if a is None else bool(a) for a in answers]
+    if not answers:
+        raise ValueError("any_scenario needs at least one scenario's answer")
+    if any(a is True for a in answers):
+        return "confirmed"
+    return "refuted" if all(a is False for a in answers) else "analytic only"
+
+
 def at_stated_case(stated, assumed) -> str:
     """THE RULE for an analytic row with one stated case (the article's own configuration) and a
     sensitivity table over the inputs the article leaves unstated (``assumed``: latencies, link
