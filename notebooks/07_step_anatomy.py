@@ -220,7 +220,7 @@ display(
     Markdown(
         "\n".join(
             [
-                f"* In the naive step, communication wait is **{headline['naive_comm_wait_share']:.0%}** and data "
+                f"* In the naive step, communication wait is **{headline['naive_comm_wait_share']:.1%}** and data "
                 f"wait **{headline['naive_data_wait_share']:.1%}** of the step (mean over {job['world_size']} ranks).",
                 f"* One knob at a time the step went from {headline['naive_step_s'] * 1e3:.1f} ms to "
                 f"{headline['best_step_s'] * 1e3:.1f} ms (×{headline['ladder_speedup']:.2f} "

@@ -232,7 +232,8 @@ def b13_claim(records, p) -> Claim:
         f"job step {e['on_step_s'] * 1e3:.1f} ms with the straggler on vs {e['off_step_s'] * 1e3:.1f} ms off "
         f"(medians of {e['pairs']} pairs); median rise {e['rise_s'] * 1e3:.1f} ms for a "
         f"{e['delay_s'] * 1e3:.1f} ms delay: {e['reached']:.0%} of it reaches the job "
-        f"[{e['reached_lo']:.0%}, {e['reached_hi']:.0%}], the job's step ×{e['slowdown']:.3f}",
+        f"[{e['reached_lo']:.0%}, {e['reached_hi']:.0%}], the job's step ×{e['slowdown']:.3f} (1 + the "
+        "median rise over the median step off: a paired figure, not the ratio of the two medians)",
         basis=verdicts.TOY,
     )
 
