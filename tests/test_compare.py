@@ -197,6 +197,10 @@ def test_the_two_mfus_of_one_machine_are_explained():
     assert "63.4% for one process" in note and "45.5%" in note and "0.72×" in note
     assert "gap" not in note.split(".")[1]  # without chapter 07's split: no attribution
     assert mfu_gap.mfu_gap_note(compare.comparison_table(_records(["cpu-2c"], mfu=mfu))) == ""
+    # the ceiling both MFUs divide by, re-timed after chapter 07's job: its move is said
+    anatomy["cpu-2c"] |= {"ceiling_flops_per_s": 200e9, "ceiling_now_flops_per_s": 140e9}
+    note = mfu_gap.mfu_gap_note(compare.comparison_table(_records(["cpu-2c"], mfu=mfu, anatomy=anatomy)))
+    assert "re-timed right after chapter 07's job reads -30% from the calibration's" in note
 
 
 def test_the_mfu_gap_splits_into_parts_that_sum_to_it():

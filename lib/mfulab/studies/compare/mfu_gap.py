@@ -44,6 +44,8 @@ def mfu_gap_note(table) -> str:
     one, job = _values(rows, "steady_mfu_vs_ceiling", names), _values(rows, "best_mfu", names)
     waits = _values(rows, "best_wait_share", names)
     eff = _values(rows, "best_compute_efficiency", names)
+    ceiling_file = _values(rows, "ceiling_flops_per_s", names)
+    ceiling_now = _values(rows, "ceiling_now_flops_per_s", names)
     notes = []
     for n in names:
         if n not in one or n not in job:
@@ -61,6 +63,12 @@ def mfu_gap_note(table) -> str:
                 f"of its step) take {w}, {share:.0%} of it; its compute, at {eff[n]:.1%} of the ranks' "
                 f"share of the ceiling against chapter 01's {one[n]:.1%}, takes {slower}; the slowest "
                 f"rank's step against the mean takes {rest}"
+            )
+        if n in ceiling_file and n in ceiling_now:
+            moved = ceiling_now[n] / ceiling_file[n] - 1
+            note += (
+                f" (the matmul ceiling re-timed right after chapter 07's job reads {moved:+.0%} from the "
+                "calibration's that both MFUs divide by: the split is only as good as that agreement)"
             )
         notes.append(note)
     if not notes:
