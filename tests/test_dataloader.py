@@ -613,7 +613,8 @@ def test_b11_persistent_workers_row_compares_later_epochs_first_batch():
     for r in rec["sweep"]:  # persistent workers slower to give their first batch
         if r["persistent_workers"]:
             r["first_batch_s"] = 0.06
-    assert _settings_row(rec).verdict == "refuted"
+    # a toy regime (a few epochs of a small corpus) cannot refute a documented behaviour
+    assert (_settings_row(rec).verdict, _settings_row(rec).basis) == ("not shown", verdicts.TOY)
     assert _settings_row(_records(workers=(0,))).verdict == "not checkable"  # no worker process
 
 
