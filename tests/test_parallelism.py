@@ -210,6 +210,23 @@ def test_a13_interleaving_gain_falls_with_the_micro_batches_at_40_layers():
     text = analysis.a13_m_text(sweep)
     assert "only at m ≤" in text and "m decides, not the layer count" in text
     assert "never beyond" in analysis.a13_m_text(sweep.assign(step_gain=0.01))
+    stated_rows = sweep[sweep.stated_batch]
+    assert list(stated_rows.m) == [16] and "m = 16 (the 13B command's global batch of 32" in text
+
+
+def test_a13_layer_rule_decides_only_beyond_the_margin():
+    """At ~40 layers 'do not interleave' holds where interleaving costs beyond the margin; at ~80
+    'it pays' holds where it gains beyond it; a gain inside the margin answers nothing."""
+    import pandas as pd
+
+    from mfulab.studies.parallelism import analysis
+
+    def rows(g40, g80):
+        return pd.DataFrame({"n_layers": [40, 80], "step_gain": [g40, g80]})
+
+    assert analysis.a13_layer_answers(rows(0.11, 0.13)) == [None, None]
+    assert analysis.a13_layer_answers(rows(-0.3, 0.3)) == [True, True]
+    assert analysis.a13_layer_answers(rows(0.3, -0.3)) == [False, False]
 
 
 def test_a10_places_tp_inside_and_across_nodes_on_the_articles_card_and_on_a100s():

@@ -218,7 +218,11 @@ def a13_m_text(sweep) -> str:
         return ""
     r0, margin = sweep.iloc[0], DECISIVE_MARGIN
     paying = sweep[sweep.step_gain >= margin].m.tolist()
-    gains = ", ".join(f"{r.step_gain:+.0%} at m = {r.m}" for r in sweep.itertuples())
+    gains = ", ".join(
+        f"{r.step_gain:+.0%} at m = {r.m}"
+        + (" (the 13B command's global batch of 32: the stated case)" if r.stated_batch else "")
+        for r in sweep.itertuples()
+    )
     where = (
         f"beyond the step model's ±{margin:.0%} only at m ≤ {max(paying)}"
         if paying
@@ -231,6 +235,21 @@ def a13_m_text(sweep) -> str:
         f"{gains}{unfit}: interleaving pays {where}, since the bubble (p − 1)/(v·m) shrinks with m while "
         "its extra point-to-point grows with it. At this layer count, m decides, not the layer count"
     )
+
+
+def a13_layer_answers(inter) -> list:
+    """Each row of ``planner_at_scale.a13_interleaving_table`` answers the sentence at its layer
+    count: at the fewer layers (~40) 'do not interleave' holds where interleaving costs beyond the
+    decisive margin and fails where it gains beyond it; at the more (~80) 'it clearly pays' holds
+    where it gains beyond the margin and fails where it costs beyond it; inside, None."""
+    fewest = inter.n_layers.min()
+    answers = []
+    for r in inter.itertuples():
+        if abs(r.step_gain) < DECISIVE_MARGIN:
+            answers.append(None)
+        else:
+            answers.append((r.step_gain < 0) if r.n_layers == fewest else (r.step_gain > 0))
+    return answers
 
 
 def a13_claims(pipe, inter, sweep=None) -> list[Claim]:
@@ -299,16 +318,19 @@ def a13_claims(pipe, inter, sweep=None) -> list[Claim]:
             "no interleaving at ~40 layers; it clearly pays above ~80",
             "planner: the same layout without and with v = layers per stage / 2, a 70B-wide model cut to 40 "
             "and 80 layers on 512 cards",
-            "analytic only",
-            f"step gain of interleaving alone: {gains}"
+            verdicts.over_scenarios(a13_layer_answers(inter)),
+            f"a layer count says 'interleave' where interleaving alone gains beyond the step model's "
+            f"±{DECISIVE_MARGIN:.0%}, 'do not' where it costs beyond it, and cannot tell inside; the article "
+            "states neither layout nor batch for this sentence, so no stated case decides. "
+            f"Step gain of interleaving alone: {gains}"
             + (
                 f"; {len(unfit)} of {len(inter)} interleaved layouts no longer fit memory (more activations "
                 "in flight)"
                 if len(unfit)
                 else ""
             )
-            + ". The bubble + point-to-point model credits interleaving at 40 layers too: the article's line "
-            "is not reproduced by it" + a13_m_text(sweep),
+            + ". The bubble + point-to-point model's point estimates gain at 40 layers as at 80: the layer "
+            "count alone does not draw the article's line" + a13_m_text(sweep),
             basis=verdicts.ANALYSIS,
         ),
     ]

@@ -214,6 +214,7 @@ def a13_interleaving_table():
             inter = layouts.layout_step(cfg, {**layout, "v": v}, **kw)
             rows.append(
                 {
+                    "n_layers": n_layers,
                     "model": f"{A13_MODEL['preset']} width, {n_layers} layers "
                     f"({flops.param_count(cfg) / 1e9:.0f}B)",
                     "layout": layout_label(one),
@@ -260,6 +261,7 @@ def a13_m_sweep():
                 "extra_p2p_s": inter["pp_p2p_s"] - one["pp_p2p_s"],
                 "fits": bool(one["fits"] and inter["fits"]),
                 "step_gain": one["step_s"] / inter["step_s"] - 1,
+                "stated_batch": m * lay["dp"] * lay["micro_batch"] == case["stated_global_batch"],
             }
         )
     return pd.DataFrame(rows)

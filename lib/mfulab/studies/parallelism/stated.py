@@ -50,6 +50,9 @@ A13_M_SWEEP = {
     "devices": 64,
     "layout": {"tp": 8, "pp": 4, "dp": 2, "micro_batch": 1, "zero_stage": 1, "recompute_policy": "selective"},
     "m": (4, 8, 16, 32, 64, 128),
+    # the global batch of article A's own 13B command (analytic.articles.A_LAUNCH_COMMAND,
+    # --global-batch-size 32): m = 16 at DP 2, the sweep's stated row
+    "stated_global_batch": 32,
 }
 
 # A15 — article A §5.2, three sentences: offload "significantly adds communication"; the host
