@@ -29,7 +29,11 @@
 # FLOPs convention its numerator counted (notebook 01). Where a study's stability run
 # (`stability.json`) saw a number move between fresh runs by more than the run-to-run drift
 # the comparisons assume, the value says by how much: a difference between machines smaller
-# than that is not a difference.
+# than that is not a difference. The last column says which it is: the machines' spread
+# (max − min over the median, as the stability report measures drift) against the widest drift
+# any machine's stability run saw for that number, at least the assumed 5%
+# (`drift.across_drift`). A machine without a stability run (one run per study) borrows the
+# others' drift: its own is unknown.
 
 # %% tags=["parameters"]
 params = {}  # the profile's values (papermill injects them); empty: the defaults

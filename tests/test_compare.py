@@ -271,3 +271,35 @@ def test_two_result_folders_of_one_host_on_other_cores_are_named_as_such(tmp_pat
     assert "with 1 and 2 usable cores" in note and "h100" not in note
     records["hosts"]["cpu-1c"]["cpu_count"] = 2  # the same cores: nothing to say
     assert hosts.same_host_note(records) == ""
+
+
+def test_a_multi_rank_study_on_fewer_cores_than_ranks_is_flagged_oversubscribed(tmp_path):
+    from mfulab import results
+    from mfulab.studies.compare import hosts
+
+    for name, cores in (("cpu-1c", 1), ("cpu-2c", 2)):
+        for study, params in (("anatomy", {"nproc": 2}), ("parallelism", {"ranks": 2}), ("mfu", {})):
+            d = tmp_path / name / study
+            d.mkdir(parents=True)
+            fingerprint = {"device_name": "AMD EPYC", "cpu_count": cores, "cpu_count_node": 2}
+            results.write_json(d / results.ENV, {"fingerprint": fingerprint, "params": params})
+    names = ("cpu-1c", "cpu-2c")
+    records = {
+        "hosts": {n: hosts.host(tmp_path, n) for n in names},
+        "ranks": {n: hosts.ranks_per_study(tmp_path, n) for n in names},
+    }
+    assert records["ranks"]["cpu-1c"] == {"anatomy": 2, "parallelism": 2}  # mfu runs one process
+    note = hosts.oversubscribed_note(records)
+    assert "`cpu-1c` ran anatomy (2 ranks), parallelism (2 ranks) on 1 usable core" in note
+    assert "cpu-2c" not in note  # two ranks on two cores
+    records["ranks"]["cpu-1c"] = {}
+    assert hosts.oversubscribed_note(records) == ""
+
+
+def test_machines_differ_only_beyond_the_drift_between_fresh_runs():
+    from mfulab.studies.compare import drift
+
+    assert drift.across_drift([1.0, 1.04], 0.05).startswith("within drift (4%")
+    assert drift.across_drift([1.0, 2.0], 0.09) == "differs (67% > 9%)"
+    assert drift.across_drift([1.0, "missing"], 0.05) == ""  # one number: nothing to compare
+    assert drift.across_drift([True, True], 0.05) == ""

@@ -5,13 +5,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from mfulab import results
+from mfulab.studies.compare import drift as drift_mod
 from mfulab.studies.compare import hosts
+from mfulab.studies.compare.drift import MISSING, NOT_APPLICABLE
 from mfulab.studykit import verdicts as verdict_rules
 from mfulab.studykit.stability_report import numbered_ids
-
-MISSING = "missing"  # the machine has no results of this study
-NOT_APPLICABLE = "n/a"  # the study ran and wrote null (e.g. no peak for a CPU run in bf16)
 
 
 def _compared():
@@ -46,23 +44,13 @@ def collect(p) -> dict:
         "params": p.to_dict(),
         "machines": names,
         "metrics": {study: load_all(p.results_root, study) for study in studies},
-        "drift": {study: _drift(p.results_root, study, names) for study in studies},
-        "flips": {study: _flips(p.results_root, study, names) for study in studies},
+        "drift": {study: drift_mod.stability_drift(p.results_root, study, names) for study in studies},
+        "flips": {study: drift_mod.stability_flips(p.results_root, study, names) for study in studies},
         "hosts": {n: hosts.host(p.results_root, n) for n in names},
+        "ranks": {n: hosts.ranks_per_study(p.results_root, n) for n in names},
         "published": published.load(),
         "published_runs": published.published_runs(p.results_root, names),
     }
-
-
-def _flips(results_root, study: str, names) -> dict:
-    """``{machine: [claim label, ...]}``: the claims rows whose verdict flipped between the fresh
-    runs of that machine's stability run (``stability.json`` ``flips``), where it left one."""
-    found = {}
-    for machine in names:
-        report = results.load_stability(Path(results_root) / machine / study) or {}
-        if report.get("flips"):
-            found[machine] = list(report["flips"])
-    return found
 
 
 # bases another machine could change (a measurement taken there); the others read the same anywhere
@@ -133,19 +121,6 @@ def verdict_note(table, names) -> str:
         f"{len(flipped)} that flipped between fresh runs of one machine" + (f": {named}" if named else "")
     )
     return "; ".join(parts) + "."
-
-
-def _drift(results_root, study: str, names) -> dict:
-    """``{machine: {key: drift}}`` from ``<machine>/<study>/stability.json`` where a stability
-    run left one: (max − min) ÷ |median| of each headline number over fresh runs."""
-
-    found = {}
-    for machine in names:
-        report = results.load_stability(Path(results_root) / machine / study) or {}
-        drift = {k: v["drift"] for k, v in report.get("drift", {}).items() if v.get("drift") is not None}
-        if drift:
-            found[machine] = drift
-    return found
 
 
 def _agree(a, b) -> bool:
@@ -238,12 +213,13 @@ def scope_note(records) -> str:
             "reach (each row labelled *published*, with its source). Results of another machine (a GPU, "
             "a cluster) placed beside it turn the table into a comparison."
         )
-    same = hosts.same_host_note(records)
+    same, crowded = hosts.same_host_note(records), hosts.oversubscribed_note(records)
     return (
         f"{len(names)} machines in `{root}/`: "
         + ", ".join(f"`{n}`" for n in names)
         + "."
         + (f" {same}" if same else "")
+        + (f" {crowded}" if crowded else "")
     )
 
 
@@ -294,11 +270,22 @@ def formatted(table, records=None):
         )
         return f" (moves {d:.0%} between fresh runs)" if d > RUN_TO_RUN_DRIFT else ""
 
+    def widest_drift(study, key):
+        return max(
+            (drift.get(s.strip(), {}).get(m, {}).get(key, 0.0) for s in study.split(",") for m in names),
+            default=0.0,
+        )
+
     out = table[["study", "metric"]].copy()
     for machine in names:
         out[machine] = [
             show(v, k, u) + ("" if v in (MISSING, NOT_APPLICABLE) else caveat(st, machine, k))
             for v, k, u, st in zip(table[machine], table["key"], table["unit"], table["study"])
+        ]
+    if len(names) > 1:
+        out["across machines"] = [
+            drift_mod.across_drift([row[m] for m in names], max(widest_drift(st, k), RUN_TO_RUN_DRIFT))
+            for (_, row), k, st in zip(table.iterrows(), table["key"], table["study"])
         ]
     return out
 

@@ -7,6 +7,43 @@ from pathlib import Path
 
 from mfulab import results
 
+RANK_PARAMS = ("nproc", "ranks")  # the studies' names for the processes a run launches
+
+
+def ranks_per_study(results_root, machine: str) -> dict:
+    """``{study: processes its run launched}`` for the studies of a machine that launch several
+    (their ``env.json`` params: ``nproc`` or ``ranks``)."""
+    out = {}
+    for path in sorted(Path(results_root, machine).glob("*/" + results.ENV)):
+        params = results.read_json(path).get("params") or {}
+        n = next((params[k] for k in RANK_PARAMS if isinstance(params.get(k), int)), None)
+        if n and n > 1:
+            out[path.parent.name] = n
+    return out
+
+
+def oversubscribed_note(records) -> str:
+    """Machines whose multi-rank studies launched more processes than the cores they could use:
+    those ranks took turns on the cores, so their step, overlap and communication figures are an
+    oversubscribed run's, not a smaller machine's."""
+    hosts, ranks = records.get("hosts") or {}, records.get("ranks") or {}
+    notes = []
+    for name, h in hosts.items():
+        cores = h.get("cpu_count")
+        crowded = {s: n for s, n in (ranks.get(name) or {}).items() if cores and n > cores}
+        if crowded:
+            studies = ", ".join(f"{s} ({n} ranks)" for s, n in crowded.items())
+            notes.append(f"`{name}` ran {studies} on {cores} usable core{'s' if cores > 1 else ''}")
+    if not notes:
+        return ""
+    return (
+        "**Oversubscribed.** "
+        + "; ".join(notes)
+        + ": the ranks took turns on the cores, so those studies' step, overlap and communication "
+        "figures there are an oversubscribed run's, not what a machine with that many cores per rank "
+        "would show."
+    )
+
 
 def host(results_root, machine: str) -> dict:
     """What a machine's runs say about its host (the first ``env.json`` fingerprint found): the

@@ -1,0 +1,54 @@
+"""How far a study's numbers moved between fresh runs of one machine (its ``stability.json``),
+and whether machines differ by more than that."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mfulab import results
+
+MISSING = "missing"  # the machine has no results of this study
+NOT_APPLICABLE = "n/a"  # the study ran and wrote null (e.g. no peak for a CPU run in bf16)
+
+
+def stability_drift(results_root, study: str, names) -> dict:
+    """``{machine: {key: drift}}`` from ``<machine>/<study>/stability.json`` where a stability
+    run left one: (max − min) ÷ |median| of each headline number over fresh runs."""
+
+    found = {}
+    for machine in names:
+        report = results.load_stability(Path(results_root) / machine / study) or {}
+        drift = {k: v["drift"] for k, v in report.get("drift", {}).items() if v.get("drift") is not None}
+        if drift:
+            found[machine] = drift
+    return found
+
+
+def stability_flips(results_root, study: str, names) -> dict:
+    """``{machine: [claim label, ...]}``: the claims rows whose verdict flipped between the fresh
+    runs of that machine's stability run (``stability.json`` ``flips``), where it left one."""
+    found = {}
+    for machine in names:
+        report = results.load_stability(Path(results_root) / machine / study) or {}
+        if report.get("flips"):
+            found[machine] = list(report["flips"])
+    return found
+
+
+def across_drift(values, drift: float) -> str:
+    """Whether the machines' numbers of one key differ by more than the drift between fresh runs
+    (the widest any machine's stability run saw for that key, at least the assumed run-to-run
+    drift): their spread (max − min) ÷ |median|, as the stability report measures drift. Empty
+    where fewer than two machines have a number."""
+    import numpy as np
+
+    numbers = [
+        float(v) for v in values if v not in (MISSING, NOT_APPLICABLE) and not isinstance(v, bool | str)
+    ]
+    if len(numbers) < 2:
+        return ""
+    median = float(np.median(numbers))
+    spread = (max(numbers) - min(numbers)) / abs(median) if median else float("inf")
+    if spread <= drift:
+        return f"within drift ({spread:.0%} ≤ {drift:.0%})"
+    return f"differs ({spread:.0%} > {drift:.0%})"
