@@ -129,6 +129,9 @@ def test_claims_and_ladder_from_the_records(smoke):
     assert list(loo.knob) == records["ladder"][1:] and (loo.step_all_s == table.step_s.iloc[-2]).all()
     assert (loo.loo_gain_s == loo.step_without_s - loo.step_all_s).all()
     assert "leave-one-out, the last rung without each knob" in b15.evidence
+    # 3 rounds: C(5, 3) = 10 distinct resamples, said, so no one reads the intervals as 95%
+    assert "with 3 rounds the bootstrap over whole rounds has 10 distinct resamples" in b15.measured
+    assert claims._few_rounds_note(claims.FEW_ROUNDS) == ""
     g = analysis.b15_gain_shares(records)
     assert g["loo_comm_data_share"] is not None
     # B2's floor decides "shown": at 0 every non-zero category is present, above 1 none is
