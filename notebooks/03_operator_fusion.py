@@ -413,8 +413,9 @@ o.tables["matmul_dtypes"]
 # show or not show a mechanism). A7 is about the layer, threshold 1.43× (−30% time): measured
 # on this CPU (a toy regime), *inconclusive on this machine* when even a free sub-block cannot
 # make the layer that fast (the upper end of Amdahl's ceiling is below 1.43×: this machine's
-# layer cannot reach the claim's regime, and a toy regime cannot refute), *shown* when the layer with the
-# compiled sub-block is at least 1.43× faster; at the article's 13B layer in its own layout,
+# layer cannot reach the claim's regime, and a toy regime cannot refute), *shown* when the layer
+# with the fused sub-block (the kernel the mechanism row reads, `layer_measured.layer_fused_impl`:
+# the one-pass C kernel on a CPU) is at least 1.43× faster; at the article's 13B layer in its own layout,
 # judged on the fused sub-block the claim describes: *refuted (analysis)* when the layer with it
 # stays below 1.43× in every row of the sensitivity table *and* a published eager/fused
 # bandwidth ratio for the article's card rules out the break-even (the assumed eager kernels'

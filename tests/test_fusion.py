@@ -11,6 +11,7 @@ from mfulab.studies.fusion import (
     bytes_model,
     claims,
     kernels,
+    layer_measured,
     layer_share,
     norm_fusion,
     norm_fusion_bench,
@@ -426,7 +427,7 @@ def test_a7_layer_verdict(block_s, eager_p_s, compiled_p_s, verdict):
     records = _fake_ln_records(block_s, eager_p_s, compiled_p_s)
     t = {
         "ln_fusion_speedup": pd.DataFrame(norm_fusion.comparisons(records)),
-        "ln_layer_share": norm_fusion.layer_table(records),
+        "ln_layer_share": layer_measured.layer_table(records),
         "a7_article_sensitivity": norm_fusion.article_sensitivity(),
     }
     measured, analytic, ln_twice = claims.a7_claims(records, t)  # no ln_fusion table: no mechanism row
@@ -615,7 +616,7 @@ def test_a7_at_scale_is_refuted_only_where_a_published_ratio_rules_the_break_eve
     records = _fake_ln_records(0.100, 0.010, 0.005)
     t = {
         "ln_fusion_speedup": pd.DataFrame(norm_fusion.comparisons(records)),
-        "ln_layer_share": norm_fusion.layer_table(records),
+        "ln_layer_share": layer_measured.layer_table(records),
         "a7_article_sensitivity": norm_fusion.article_sensitivity(),
     }
     assert claims.a7_claims(records, t)[1].verdict == "analytic only"

@@ -187,63 +187,6 @@ def rng_table(records):
     return pd.DataFrame(out)
 
 
-def _layer_series(records, dram_scale: bool):
-    """Per round: the layer's forward with the unfused sub-block, with the compiled one, and
-    with a free one. The layer (``gpt.Block``) already runs its residual adds and
-    LayerNorms, the sub-block at p = 0, so the rest of the layer is block − 2·eager_0 and a
-    layer with the sub-block twice is rest + 2·sub (Megatron's two per layer). ``dram_scale``:
-    the sub-block's p = 0 part per element as in the DRAM run, scaled to the layer's
-    elements, plus dropout's cost as measured at the layer's shape (slower per element than
-    the cache-resident sub-block: a larger share, which favours the claim)."""
-    ln, rows = records["ln"], ln_rows(records)
-    q = ln["dropout_p"]
-    scale = ln["layer"]["tokens"] / ln["tokens"]
-
-    def sub(impl):
-        at_p = _times(rows[("layer", impl, q)])
-        if not dram_scale:
-            return at_p
-        return at_p - _times(rows[("layer", impl, 0.0)]) + _times(rows[("dram", impl, 0.0)]) * scale
-
-    rest = _times(ln["layer"]["forward"]) - 2 * _times(rows[("layer", "eager", 0.0)])
-    return rest + 2 * sub("eager"), rest + 2 * sub("compiled"), rest
-
-
-def layer_table(records):
-    """The sub-block's share of one layer's forward measured here and the layer speed-ups that
-    follow (compiled sub-block; free sub-block = Amdahl's ceiling), each with its widened
-    interval; one row with the sub-block timed at the layer's shape, one with its per-element
-    time from the DRAM-regime run."""
-    import numpy as np
-    import pandas as pd
-
-    rows = []
-    for dram in (False, True):
-        unfused, fused, free = _layer_series(records, dram)
-        share = float(np.median(1 - free / unfused))
-        c = compare_timings(
-            summarize(unfused, "unfused", paired=True), summarize(fused, "compiled", paired=True)
-        )
-        ceil = compare_timings(
-            summarize(unfused, "unfused", paired=True), summarize(free, "free", paired=True)
-        )
-        rows.append(
-            {
-                "sub_block_timed": "per element as in DRAM" if dram else "at the layer's shape",
-                "layer_forward_s": float(np.median(unfused)),
-                "sub_block_share": share,
-                "layer_speedup": c.ratio,
-                "layer_speedup_lo": c.ratio_lo,
-                "layer_speedup_hi": c.ratio_hi,
-                "ceiling": ceil.ratio,
-                "ceiling_lo": ceil.ratio_lo,
-                "ceiling_hi": ceil.ratio_hi,
-                "share_needed_for_claim": layer_share.required_share(A7_LAYER_SPEEDUP),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
 def article_sensitivity(measured_launch_s: float | None = None):
     """Amdahl's bound for the article's 13B layer on its cards, over the assumptions, with a
     launch-cost row at ``measured_launch_s`` (this machine's eager dispatch per op) when given."""
@@ -381,39 +324,4 @@ def compiled_vs_eager_p0(records) -> str:
         "inductor generated here. This is inductor's C++ (CPU) backend; on a GPU its Triton backend "
         "writes a LayerNorm over a row that fits in one block as a persistent reduction, the row kept "
         "in registers, one pass: the compiled-slower-than-eager result is not expected there."
-    )
-
-
-def summary(records) -> str:
-    """The closing bullet of notebook 03 for A7, from the records."""
-    comps = comparisons(records)
-    shape = {"dram": "in DRAM", "layer": "at the layer's shape"}
-
-    def model_text(c) -> str:
-        # with dropout on, the eager sub-block's time is mostly its random numbers, not its bytes:
-        # the bytes model then predicts nothing, and a match with it is a coincidence
-        if not c["bytes_model_applies"]:
-            return (
-                f"bytes model not applicable: dropout's RNG is {c['eager_rng_share']:.0%} of eager's time, "
-                "and the compiled kernel draws cheaper random numbers"
-            )
-        return f"bytes model {c['predicted']:.2f}×" + (
-            f", passes {c['predicted_by_passes']:.2f}×, with write-allocate {c['predicted_by_traffic']:.2f}×"
-            if c["predicted_by_passes"]
-            else ""
-        )
-
-    parts = [
-        f"{c['candidate'].split(': ')[-1].split(' ')[0]} vs eager {shape[c['shape']]} "
-        f"at p = {c['dropout_p']:g}: "
-        f"{c['ratio']:.2f}× [{c['ratio_lo']:.2f}, {c['ratio_hi']:.2f}] ({model_text(c)})"
-        for c in comps
-    ]
-    lt = layer_table(records)
-    return (
-        "LN + residual + dropout, "
-        + "; ".join(parts)
-        + f". The sub-block is {lt.sub_block_share.iloc[0]:.0%} "
-        f"of one layer's forward here, so even a free one would make the layer at most "
-        f"{lt.ceiling_hi.max():.2f}× faster; the claim needs {A7_LAYER_SPEEDUP:.2f}×."
     )
