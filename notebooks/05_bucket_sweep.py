@@ -370,13 +370,16 @@ o.tables["a6_per_tensor"]
 # global batch and at one micro-batch per step — confirmed (analysis) when all four are at
 # ≥ 1.5× the step, refuted (analysis) when all are below, analytic only when the algorithm or
 # the batch (neither stated by the article) decides. Two more rows come from the
-# simulator at about a thousand cards. One rule decides every simulator row: each scenario of
-# the sensitivity table (the stated case first; not the two fitted-overhead rows) answers the
-# row's question yes or no; the row is
-# confirmed (analysis) when every scenario says yes, refuted (analysis) when none does, and
-# analytic only when some scenario reverses the stated answer. How far the cap moves MFU: yes
-# when some model's spread over 1–400 MiB lies in 5–8 points (the article names no model).
-# Whether 20–40 MB is the sweet spot: yes when it holds some model's only best cap, no when every
+# simulator at about a thousand cards. Each scenario of the sensitivity table (the stated case
+# first; not the two fitted-overhead rows) answers the row's question yes or no. How far the cap
+# moves MFU: the article says its effect "can reach" 5–8 points (可以达到), a claim of possibility,
+# so one scenario decides (`verdicts.any_scenario`): a scenario says yes where some model's spread
+# over 1–400 MiB reaches 5 points *and* that spread, as a step ratio (max ÷ min MFU), passes the
+# step model's ±20% (inside it the model cannot tell the spread from its own error: neither),
+# no where no model reaches 5 points (`sensitivity.spread_answer`; the article names no model).
+# Every other simulator row is confirmed (analysis) when every scenario says yes, refuted
+# (analysis) when none does, and analytic only when some scenario reverses the stated answer
+# (`verdicts.over_scenarios`). Whether 20–40 MB is the sweet spot: yes when it holds some model's only best cap, no when every
 # model's best caps lie outside it; a tie with the best (there the cap barely matters) contradicts
 # neither, so a scenario with a tie leaves the row analytic only. Headline ranges count only the
 # layouts that fit their cards. Each row also gives the simulator's own error on this machine's

@@ -115,19 +115,20 @@ def test_a6_spread_row_is_judged_on_the_spread():
     spread, sweet = (c for c in rows if c.id == "A6")
     assert "5–8 points" in spread.claim and "spread" in spread.evidence and "1–400 MiB" in spread.measured
     assert "sweet spot" in sweet.claim
-    # the article names no model: a scenario holds when some model lies in 5–8 points; decided
-    # only when every scenario agrees (one rule for the simulator's rows)
-    holds = pd.DataFrame({"a6_any_model_in_claim": [True, True]})
+    # "can reach" (可以达到): a claim of possibility, one scenario decides (verdicts.any_scenario);
+    # a scenario says yes only where a ≥ 5-point spread is also a step ratio past the margin
+    holds = pd.DataFrame({"a6_can_reach": [None, True]})
     assert cluster_scale.a6_spread_verdict(holds) == "confirmed"
-    assert (
-        cluster_scale.a6_spread_verdict(holds.assign(a6_any_model_in_claim=[True, False])) == "analytic only"
-    )
-    assert cluster_scale.a6_spread_verdict(holds.assign(a6_any_model_in_claim=False)) == "refuted"
+    assert cluster_scale.a6_spread_verdict(holds.assign(a6_can_reach=[None, False])) == "analytic only"
+    assert cluster_scale.a6_spread_verdict(holds.assign(a6_can_reach=False)) == "refuted"
     # a fitted-overhead row (re-measured every run) is reported, never deciding: B8 once flipped
-    fitted = pd.DataFrame(
-        {"assumption": ["stated", sensitivity.FITTED], "a6_any_model_in_claim": [True, False]}
-    )
-    assert cluster_scale.a6_spread_verdict(fitted) == "confirmed"
+    fitted = pd.DataFrame({"assumption": ["stated", sensitivity.FITTED], "a6_can_reach": [False, True]})
+    assert cluster_scale.a6_spread_verdict(fitted) == "refuted"
+    # 5 points at 40% MFU: 45 / 40 = 1.125, inside ±20%: cannot tell; 30% → 40%: 1.33, yes
+    plausible = {25: 0.40, 100: 0.45}
+    assert sensitivity.spread_answer({"m": plausible}) is None
+    assert sensitivity.spread_answer({"m": {25: 0.30, 100: 0.40}}) is True
+    assert sensitivity.spread_answer({"m": {25: 0.40, 100: 0.42}}) is False
     assert sensitivity.summary(sens)["scenarios"] == len(sens) - (sens.assumption == sensitivity.FITTED).sum()
     assert sensitivity.spread_in_claim(4.96) and not sensitivity.spread_in_claim(4.94)
     assert spread.verdict in ("confirmed (analysis)", "refuted (analysis)", "analytic only")

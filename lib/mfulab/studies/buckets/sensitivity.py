@@ -31,6 +31,7 @@ from mfulab.studies.buckets.stated import (
     STATED_TP_FALLBACK,
 )
 from mfulab.studykit import verdicts
+from mfulab.studykit.step_error import DECISIVE_MARGIN
 from mfulab.units import GB, MIB
 
 # Simulated steps closer than this (relative) are a tie: the simulator is exact, but no
@@ -85,6 +86,22 @@ def spread_points(mfu_by_cap: dict, caps_mib: tuple[float, float] | None = None)
     lo, hi = caps_mib or (0.0, float("inf"))
     mfus = [m for c, m in mfu_by_cap.items() if lo <= c <= hi]
     return (max(mfus) - min(mfus)) * 100
+
+
+def spread_answer(mfu_by_model: dict) -> bool | None:
+    """A6's "can reach 5–8 points" in one scenario (``verdicts.any_scenario``): yes where some
+    model's spread over the plausible caps reaches 5 points and its step ratio (max ÷ min MFU at
+    fixed FLOPs) passes the step model's decisive margin; None where a spread reaches 5 points only
+    inside that margin (the model cannot tell it from its own error); no where none reaches 5."""
+    lo_caps, hi_caps = A6_PLAUSIBLE_CAPS_MIB
+    reaching = []
+    for mfu_by_cap in mfu_by_model.values():
+        mfus = [m for c, m in mfu_by_cap.items() if lo_caps <= c <= hi_caps]
+        if round((max(mfus) - min(mfus)) * 100, 1) >= A6_MFU_POINTS[0]:  # whole points, as stated
+            reaching.append(max(mfus) / min(mfus) - 1)
+    if not reaching:
+        return False
+    return True if max(reaching) >= DECISIVE_MARGIN else None
 
 
 def plausible_caps_text() -> str:
@@ -287,6 +304,7 @@ def sensitivity_table(records):
                 "b8_step2_share": (step2_s + flags_s) / stated_step2_s,
                 "b8_tail_cut_share": b8_tail_cut_share(b8),
                 "a6_any_model_in_claim": any(spread_in_claim(x) for x in spreads),
+                "a6_can_reach": spread_answer(mfu),
             }
         )
     df = pd.DataFrame(rows)
