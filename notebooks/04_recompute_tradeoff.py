@@ -396,12 +396,14 @@ o.tables["a12_throughput_sensitivity"]
 # if 1.25× fell outside the range). B7 (budget): refuted by the identity
 # MFU ∝ tokens/s (by construction: the article's own §1.1 definition). B7 (configuration): the planner prices article B's own §5 cluster (7B, 64
 # A100s, TP 4, ZeRO-2, flash attention) under Megatron's selective, the MLP and full recompute,
-# which bound the article's own "attention module and FFN's first layer": confirmed (analysis)
-# if every reading doubles the largest micro-batch that fits and raises tokens/s, refuted if
-# none does, in the stated case and with each of the planner's assumptions varied alone, the
-# attention kernel among them (§2.3 names none; §5's baseline ran the standard one): analytic
-# only if any scenario reverses it or leaves it open: where a policy doubles the batch, its
-# tokens/s decide only beyond ±20% of no recompute's, the step model's error
+# which bound the article's own "attention module and FFN's first layer". The claim is stated
+# at one configuration, so its stated case decides (`verdicts.at_stated_case`): yes if some
+# reading doubles the largest micro-batch that fits and raises tokens/s, no if none does;
+# confirmed or refuted (analysis) unless one of the planner's assumptions varied alone, the
+# attention kernel among them (§2.3 names none; §5's baseline ran the standard one, §5.2's
+# first step turned SDPA on), gives the opposite answer (analytic only). Where a policy doubles
+# the batch, its tokens/s decide only beyond ±20% of no recompute's, the step model's error; a
+# scenario inside that margin cannot tell and reverses nothing
 # (`article_rows.b7_config_claim`, `tables/b7_config_scenarios.csv`). A14's choice, by bytes freed per recomputed FLOP against the attention core and
 # the whole attention block, in the claim's own regime, unfused attention (its premise: the
 # attention keeps its large scores), with Flash Attention (its 13B's §3.2) beside it as context:

@@ -278,8 +278,10 @@ def test_b7_at_article_b_configuration_prices_each_reading_of_selective():
     micro-batch 8; Megatron's selective frees nothing there, the MLP does not double it, and full
     recompute doubles it at 25% fewer tokens/s. Over the sensitivity rows no policy bears it out,
     but under the standard (naive) attention of the article's §5 baseline selective doubles 2 → 4
-    at -8.8% tokens/s, inside the step model's ±20%: open, so analytic only. One scenario where a
-    policy doubles the batch and runs faster also makes it analytic only."""
+    at -8.8% tokens/s, inside the step model's ±20%: a scenario that cannot tell, which reverses
+    nothing (verdicts.at_stated_case: the claim is stated at one configuration), so refuted
+    (analysis). One scenario where a policy doubles the batch and runs faster reverses it:
+    analytic only."""
     import pandas as pd
 
     from mfulab.studies.recompute import article_rows, planner, sensitivity
@@ -292,9 +294,9 @@ def test_b7_at_article_b_configuration_prices_each_reading_of_selective():
     naive = scenarios[scenarios["assumption varied"] == "attention=naive"].set_index("policy")
     assert naive.loc["selective", "micro_batch"] == 2 * naive.loc["selective", "none_micro_batch"]
     (row,) = article_rows.b7_config_claim(scenarios)
-    # no scenario bears it out, but where a policy doubles the batch within the step model's
-    # error of no recompute's tokens/s (naive attention: -8.8%) the answer stays open
-    assert row.verdict == "analytic only" and "full: micro-batch 16" in row.evidence
+    # no scenario bears it out; where a policy doubles the batch within the step model's error of
+    # no recompute's tokens/s (naive attention: -8.8%) the scenario cannot tell and reverses nothing
+    assert row.verdict == "refuted (analysis)" and "full: micro-batch 16" in row.evidence
     assert "under any varied assumption" in row.evidence and "attention=naive (selective@4" in row.evidence
     decided = scenarios.assign(bears_out=[False if b is None else b for b in scenarios.bears_out])
     assert article_rows.b7_config_claim(decided)[0].verdict == "refuted (analysis)"
