@@ -445,8 +445,9 @@ o.tables["a2_collectives"]
 # otherwise; A2
 # from the exact count of collectives (§6); B9 from the nccl-tests definitions, the A100
 # datasheet (12 NVLink 3 links of 25 GB/s per direction: 300 GB/s) and the published healthy
-# nodes of the table above (60% of the line rate is a bottleneck only if every healthy node reads
-# more, by a margin a message size the sentence leaves out could not erase: 20%); A4 from the step model at the article's configuration; A18 is a rule of thumb, not
+# nodes of the table above (60% of the line rate is a bottleneck only if it lies below what each
+# GPU generation's NVLink reaches, its best published healthy node, by a margin a message size
+# the sentence leaves out could not erase: 20%); A4 from the step model at the article's configuration; A18 is a rule of thumb, not
 # checkable because one overlap gives a different share at every compute ÷ communication ratio,
 # shown against the ratio sweep and priced at the article's configuration; its profiler figure
 # is not checkable when its two readings (operators' total time, non-overlapped time) disagree.
