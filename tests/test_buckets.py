@@ -275,6 +275,13 @@ def test_a6_regime_and_verdict():
     assert regime["latency_s"] == pytest.approx(2 * 1.7e-4)
     (row,) = analysis.a6_measured_claim(rec, analysis.a6_measured(rec))
     assert row.verdict == "shown" and "4.00×" in row.evidence  # a 2-rank toy: the mechanism, shown
+    # the interval is widened by the ratio's own drift between fresh runs (params), not the default 5%
+    rec["params"]["per_tensor_ratio_drift"] = 0.5
+    m = analysis.a6_measured(rec)
+    assert m["per_tensor"].run_to_run_drift == 0.5 and m["per_tensor"].ratio_lo == pytest.approx(4.0 / 1.5)
+    rec["params"]["per_tensor_ratio_drift"] = 2.0  # 4× / 3 = 1.33×: no longer clear of the 1.5× line
+    (wide,) = analysis.a6_measured_claim(rec, analysis.a6_measured(rec))
+    assert wide.verdict != "shown" and "widened by ±200%" in wide.evidence
     # a small stack is not the claim's regime: inconclusive whatever the ratio
     small_rec = _records(times, layers=4, hidden=64)
     (small,) = analysis.a6_measured_claim(small_rec, analysis.a6_measured(small_rec))

@@ -30,6 +30,13 @@ MODES = ("real", "emulated")
 SCALE_ALGORITHMS = ("best", "ring")  # simulator.gpt_simulation: NCCL picks, or NCCL_ALGO=Ring
 
 
+# A6's per-tensor / fastest-cap step ratio moved 3.68 → 4.91 → 3.09× over three fresh runs of the
+# cpu profile on the 2-core box (make stability, 2026-12-05, 12 paired rounds each: a spread of 49%
+# of the median), far past the 5% the comparisons assume: the process, not the rounds, sets it.
+# Its interval is widened by this much on each side.
+PER_TENSOR_RATIO_DRIFT = 0.5
+
+
 @dataclass(frozen=True)
 class Params(StudyParams):
     device: str = param("cpu", "auto | cpu | cuda (gloo on CPU, NCCL on GPUs)")
@@ -42,6 +49,13 @@ class Params(StudyParams):
     batch: int = param(64, "rows per rank", unit="rows", positive=True)
     bucket_caps_mb: tuple[float, ...] = param(
         [0.0001, 0.0625, 0.25, 1, 4, 25], "bucket_cap_mb values swept", unit="MiB", positive=True
+    )
+    per_tensor_ratio_drift: float = param(
+        PER_TENSOR_RATIO_DRIFT,
+        "A6 (toy): run-to-run drift of the per-tensor / fastest-cap step ratio, on each side of its "
+        "interval (measured spread in params.py)",
+        unit="fraction",
+        non_negative=True,
     )
     flags_bucket_cap_mb: float = param(
         25,
