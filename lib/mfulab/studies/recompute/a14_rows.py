@@ -168,7 +168,9 @@ def _activation_text(reasons) -> str:
     naive = reasons.xs("naive", level="attention")
     fused = reasons.xs("fused", level="attention")
     return (
-        "read as MindSpeed's --recompute-activation-function (the GeLU alone; its documentation, "
+        "read as MindSpeed's --recompute-activation-function (the article's own words are 'MLP 中间层的 "
+        "activation 计算量相对小', the MLP's intermediate activation is cheap to compute, which is what "
+        "this option frees: the GeLU alone; its documentation, "
         "Ascend/MindSpeed docs/en/features/activation-function-recompute.md, frees the GeLU's 4h-wide "
         "output at a slight slowdown): it frees "
         + _per_config(naive, "MLP activation function byte share", "{:.0%}")
