@@ -62,7 +62,8 @@ print(
 # * **Model FLOPs** count what the model needs: one forward and one backward pass per token.
 #   **Hardware FLOPs** add what the implementation runs a second time, such as activation
 #   recomputation; dividing those by the peak gives **HFU** (Chowdhery et al. 2022, App. B;
-#   Korthikanti et al. 2022). Recomputation raises HFU and never MFU.
+#   Korthikanti et al. 2022). Recomputed FLOPs enter HFU's numerator, never MFU's (MFU can
+#   still rise with recompute, where the memory it frees buys a faster layout: chapter 04).
 # * **Global MFU** divides by the wall clock of the whole job: start-up, data waits,
 #   communication, checkpoints, everything. **Local MFU** divides only by the time the device
 #   was busy computing. The source article (B1) recommends global MFU for reporting and cost,
@@ -115,8 +116,8 @@ plots.save_figure(fig, out, "attention_share")
 # parameter less the learned position embeddings (the tied token embedding stays, as the LM
 # head), and the denominator is a fixed 312 TFLOP/s, an A100's bf16 peak, whatever device
 # runs. The first choice lowers the numerator by a little, more for small models with long
-# contexts (the table); the second makes its number a fraction of an A100, not of the device
-# that ran the step:
+# contexts (the table: a model with learned positions only up to its own table, GPT-2's 1,024);
+# the second makes its number a fraction of an A100, not of the device that ran the step:
 
 # %%
 nano = o.values["nanogpt_on_this_run"]

@@ -289,9 +289,14 @@ def test_nanogpt_estimate_mfu_is_palm_without_position_embeddings():
     assert analysis.flops.param_count(cfg) - wpe == 123_653_376
     palm = analysis.flops.flops_per_token(cfg, convention="palm")
     assert analysis.nanogpt_flops_per_token(cfg) == pytest.approx(palm - 6 * wpe)
-    table = analysis.nanogpt_table(["gpt2-124m", "llama2-7b"], [1024])
+    table = analysis.nanogpt_table(["gpt2-124m", "llama2-7b"], [512, 1024, 4096])
     rope = table[table.preset == "llama2-7b"].iloc[0]
     assert rope.nanogpt_over_palm == pytest.approx(1.0)  # no learned positions: the same count
+    # GPT-2's table is 1,024 rows whatever the length run; past it the model cannot run at all
+    gpt2 = table[table.preset == "gpt2-124m"].set_index("seq_len")
+    assert list(gpt2.index) == [512, 1024]
+    half = analysis.flops.flops_per_token(cfg, convention="palm", seq_len=512)
+    assert gpt2.loc[512, "nanogpt_flops_per_token"] == pytest.approx(half - 6 * wpe)
 
 
 def test_a_cpu_run_gets_a_peak_from_its_isa(tiny_records):

@@ -46,28 +46,35 @@ def conventions_table(preset_names, seq_lens):
 NANOGPT_PROMISED_FLOPS_PER_S = 312e12
 
 
-def nanogpt_flops_per_token(cfg) -> float:
+def nanogpt_flops_per_token(cfg, seq_len: int | None = None) -> float:
     """nanoGPT's ``estimate_mfu`` numerator per token (karpathy/nanoGPT, model.py, after PaLM
     App. B): 6·N + 12·L·H·Q·T with N = ``get_num_params(non_embedding=True)``, every parameter
-    less the learned position embeddings (the tied token embedding stays: it is the LM head)
-    and T the context length."""
+    less the learned position embeddings (its table of ``cfg.seq_len`` rows; the tied token
+    embedding stays: it is the LM head) and T the length run (``seq_len``, default the table's)."""
+    T = cfg.seq_len if seq_len is None else seq_len
     position_embedding_params = cfg.seq_len * cfg.d_model if cfg.learned_positions else 0
     n_non_embedding = flops.param_count(cfg) - position_embedding_params
-    attention_flops = 12 * cfg.n_layers * cfg.n_heads * cfg.head_dim * cfg.seq_len
+    attention_flops = 12 * cfg.n_layers * cfg.n_heads * cfg.head_dim * T
     return 6 * n_non_embedding + attention_flops
 
 
 def nanogpt_table(preset_names, seq_lens):
     """nanoGPT's ``estimate_mfu`` beside the course's conventions, per preset and length: its
-    FLOPs per token against ``palm`` (the same formula over every parameter) and ``6n``."""
+    FLOPs per token against ``palm`` (the same formula over every parameter) and ``6n``. A model
+    with learned positions runs only up to its own table (GPT-2's 1,024): longer lengths are left
+    out for it, since a longer table would add parameters the model does not have."""
     import pandas as pd
 
     rows = []
     for name in preset_names:
+        native = preset(name)
         for T in seq_lens:
-            cfg = preset(name).with_(seq_len=T)
-            nano = nanogpt_flops_per_token(cfg)
-            palm = flops.flops_per_token(cfg, convention="palm")
+            if native.learned_positions and T > native.seq_len:
+                continue
+            # a learned table keeps its own size whatever the length run; rotary models have none
+            cfg = native if native.learned_positions else native.with_(seq_len=T)
+            nano = nanogpt_flops_per_token(cfg, seq_len=T)
+            palm = flops.flops_per_token(cfg, convention="palm", seq_len=T)
             rows.append(
                 {
                     "preset": name,
@@ -75,7 +82,7 @@ def nanogpt_table(preset_names, seq_lens):
                     "nanogpt_flops_per_token": nano,
                     "palm_flops_per_token": palm,
                     "nanogpt_over_palm": nano / palm,
-                    "nanogpt_over_6n": nano / flops.flops_per_token(cfg, convention="6n"),
+                    "nanogpt_over_6n": nano / flops.flops_per_token(cfg, convention="6n", seq_len=T),
                 }
             )
     return pd.DataFrame(rows)
