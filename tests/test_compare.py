@@ -303,3 +303,24 @@ def test_machines_differ_only_beyond_the_drift_between_fresh_runs():
     assert drift.across_drift([1.0, 2.0], 0.09) == "differs (67% > 9%)"
     assert drift.across_drift([1.0, "missing"], 0.05) == ""  # one number: nothing to compare
     assert drift.across_drift([True, True], 0.05) == ""
+    assert drift.across_drift([0.0, 0.0], 0.05) == "the same"  # not "differs (inf%)"
+    assert drift.across_drift([-1.0, 0.0, 1.0], 0.05).startswith("differs (around 0")
+
+
+def test_results_of_different_code_on_two_machines_are_named(tmp_path):
+    from mfulab import results
+    from mfulab.studies.compare import hosts
+
+    for name, commit in (("cpu-1c", "aaaaaaa111"), ("cpu-2c", "bbbbbbb222")):
+        for study in ("dataloader", "mfu"):
+            d = tmp_path / name / study
+            d.mkdir(parents=True)
+            # mfu's code is the same at both commits (same digest); dataloader's changed
+            code = "same-mfu-code" if study == "mfu" else f"dataloader-{name}"
+            env = {"git": {"commit": commit, "dirty": False}, "inputs": {"library_sha256": code}}
+            results.write_json(d / results.ENV, env)
+    records = {"revisions": {n: hosts.revisions(tmp_path, n) for n in ("cpu-1c", "cpu-2c")}}
+    note = hosts.revision_note(records)
+    assert "dataloader (`cpu-1c` at aaaaaaa, `cpu-2c` at bbbbbbb)" in note and "mfu" not in note
+    records["revisions"]["cpu-1c"]["dataloader"] = records["revisions"]["cpu-2c"]["dataloader"]
+    assert hosts.revision_note(records) == ""

@@ -48,6 +48,7 @@ def collect(p) -> dict:
         "flips": {study: drift_mod.stability_flips(p.results_root, study, names) for study in studies},
         "hosts": {n: hosts.host(p.results_root, n) for n in names},
         "ranks": {n: hosts.ranks_per_study(p.results_root, n) for n in names},
+        "revisions": {n: hosts.revisions(p.results_root, n) for n in names},
         "published": published.load(),
         "published_runs": published.published_runs(p.results_root, names),
     }
@@ -213,13 +214,12 @@ def scope_note(records) -> str:
             "reach (each row labelled *published*, with its source). Results of another machine (a GPU, "
             "a cluster) placed beside it turn the table into a comparison."
         )
-    same, crowded = hosts.same_host_note(records), hosts.oversubscribed_note(records)
+    notes = [hosts.same_host_note(records), hosts.oversubscribed_note(records), hosts.revision_note(records)]
     return (
         f"{len(names)} machines in `{root}/`: "
         + ", ".join(f"`{n}`" for n in names)
         + "."
-        + (f" {same}" if same else "")
-        + (f" {crowded}" if crowded else "")
+        + "".join(f" {n}" for n in notes if n)
     )
 
 

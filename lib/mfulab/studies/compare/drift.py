@@ -47,8 +47,12 @@ def across_drift(values, drift: float) -> str:
     ]
     if len(numbers) < 2:
         return ""
+    if max(numbers) == min(numbers):
+        return "the same"
     median = float(np.median(numbers))
-    spread = (max(numbers) - min(numbers)) / abs(median) if median else float("inf")
+    if not median:  # a spread relative to zero means nothing: the numbers differ, by how much is absolute
+        return f"differs (around 0: {min(numbers):.3g} to {max(numbers):.3g})"
+    spread = (max(numbers) - min(numbers)) / abs(median)
     if spread <= drift:
         return f"within drift ({spread:.0%} ≤ {drift:.0%})"
     return f"differs ({spread:.0%} > {drift:.0%})"

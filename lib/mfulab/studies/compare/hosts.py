@@ -75,3 +75,38 @@ def same_host_note(records) -> str:
         if len(names) > 1 and len({hosts[n]["cpu_count"] for n in names}) > 1
     ]
     return ("**Same host, other cores.** " + "; ".join(notes) + ".") if notes else ""
+
+
+def revisions(results_root, machine: str) -> dict:
+    """``{study: code}`` of a machine's results: the digest of the library code and notebook the
+    study's run depended on (``env.json`` inputs: ``library_sha256``, ``notebook_sha256``; two
+    commits that left a study's code alone give it the same digest), labelled by the commit it
+    ran at."""
+    out = {}
+    for path in sorted(Path(results_root, machine).glob("*/" + results.ENV)):
+        env = results.read_json(path)
+        inputs, git = env.get("inputs") or {}, env.get("git") or {}
+        if inputs.get("library_sha256"):
+            digest = inputs["library_sha256"] + (inputs.get("notebook_sha256") or "")
+            label = (git.get("commit") or "?")[:7] + ("+dirty" if git.get("dirty") else "")
+            out[path.parent.name] = {"digest": digest, "commit": label}
+    return out
+
+
+def revision_note(records) -> str:
+    """Studies whose results on different machines come from different code: a row that cannot
+    change from one machine to another (analysis, arithmetic, documentation) may then differ
+    because the code did, and the comparison says so rather than read it as the machines'."""
+    revs = records.get("revisions") or {}
+    studies = sorted({s for r in revs.values() for s in r})
+    mixed = []
+    for study in studies:
+        at = {m: r[study] for m, r in revs.items() if study in r}
+        if len({v["digest"] for v in at.values()}) > 1:
+            mixed.append(f"{study} (" + ", ".join(f"`{m}` at {v['commit']}" for m, v in at.items()) + ")")
+    if not mixed:
+        return ""
+    return (
+        "**Different code.** " + "; ".join(mixed) + ": rows of these studies that no machine could "
+        "change may differ here because the code did; re-run them at one revision to compare machines."
+    )

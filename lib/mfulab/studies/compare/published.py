@@ -139,7 +139,15 @@ def plot_shares(refs):
         ax.axvline(100, color="0.4", linewidth=0.8)
         ax.set_title(quantity, fontsize=9, loc="left")
         ax.set_xlim(0, top)
-    axes[-1, 0].set_xlabel("share of the peak (%): filled = measured here, hollow = published")
+    filled = bool((refs.basis == "measured here").any())
+    axes[-1, 0].set_xlabel(
+        "share of the peak (%)"
+        + (
+            ": filled = measured here, hollow = published"
+            if filled
+            else ": every bar published (a CPU's share, over a base-clock peak, is in the table only)"
+        )
+    )
     fig.suptitle(takeaway(shown), fontsize=9)
     fig.tight_layout()
     return fig
