@@ -508,7 +508,7 @@ def test_b11_network_row_is_decided_at_the_case_study_job():
     gaining = t[t.tar_training_gain >= 1.05]
     assert set(gaining.workers) == {0} and f"{len(gaining)} of {len(t)} scenarios" in row.evidence
     assert "1.7 ms per 600 B file, inside the published 0.4–13 ms" in row.evidence  # 1.5 s / 874 opens
-    assert "gives 1.21× steps/s" in row.evidence  # 8.7 / (8.7 − 1.5), the case study's own step
+    assert "gives 1.18× steps/s" in row.evidence  # (8.4 + 1.5) / 8.4, the scenarios' own frame
     prefetched = training_gain.network_at_case_study(workers=(4, 12))
     assert training_gain.b11_network(None, prefetched).verdict == "refuted (analysis)"
     fast = training_gain.network_at_case_study(latencies_s=(0.1e-3,), file_bytes=(600, 4096))
@@ -622,7 +622,7 @@ def test_b2_is_shown_only_with_three_categories_and_the_emulation_only_shown():
     rec = _records()
     b2 = [c for c in claims_mod.claim_rows(rec) if c.id == "B2"]
     assert [c.verdict for c in b2] == ["shown", "shown"]  # the emulation: a toy, true by construction
-    assert "by construction" in b2[1].evidence
+    assert "by construction" in b2[1].evidence and b2[1].basis == verdicts.CONSTRUCTION
     for run in rec["stall"]:  # no checkpoint: compute and data wait only
         for s in run["steps"]:
             s["step_s"] -= s["checkpoint_s"]
@@ -803,6 +803,11 @@ def test_disk_probe_reads_its_file_back_cold_and_removes_it(tmp_path):
     assert d["random_reads"] == 20 and not list(tmp_path.iterdir())
     assert set(d["device"]) == {"name", "model", "driver", "rotational", "size_bytes"}
     assert "per 4 KiB random read (median of 20" in disk.describe({"disk": d})
+    # a virtual disk says that 'cold' is cold inside the guest only
+    virtio = {**d, "device": {**d["device"], "name": "vda", "driver": "virtio_blk"}}
+    assert "A virtual disk" in disk.describe({"disk": virtio})
+    plain = {**d, "device": {**d["device"], "name": "nvme0n1", "driver": "nvme"}}
+    assert "A virtual disk" not in disk.describe({"disk": plain})
 
 
 def test_the_case_studys_demand_per_gpu_against_a_loaders_delivery():

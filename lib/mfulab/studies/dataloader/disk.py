@@ -105,8 +105,16 @@ def describe(records) -> str:
     ]
     what = ", ".join(x for x in (dev["model"], dev.get("driver") and f"driver {dev['driver']}", kind) if x)
     name = f"{dev['name']} ({what})" if dev["name"] else "device unknown"
+    virtual = "virtio" in (dev.get("driver") or "") or "virtio" in (dev["name"] or "")
     return (
         f"the disk: {name}; cold, {d['sequential_MB_per_s']:.0f} MB/s sequential (1 MiB reads of "
         f"{d['probe_bytes'] / MIB:.0f} MiB) and {d['random_4k_median_us']:.0f} µs per 4 KiB random read "
         f"(median of {d['random_reads']}; 90th percentile {d['random_4k_p90_us']:.0f} µs)"
+        + (
+            ". A virtual disk: the host below it may still cache what this machine evicted, so 'cold' "
+            "means cold inside this machine, not a cold device (a bare NVMe or a network file system "
+            "would read slower)"
+            if virtual
+            else ""
+        )
     )
