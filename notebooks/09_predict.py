@@ -430,10 +430,12 @@ plots.save_figure(fig, out, "b15_ladder")
 # %% [markdown]
 # **A17/A19 — 13B on 8 × 910B.** The predictor's step for the stated layout (`worked_examples.A19_CASE`:
 # nothing recomputed, since the command's recompute flags act only with a granularity it omits;
-# chapter 04's configuration of record, the step chapter 08 prices for A15) with each attention
+# chapter 04's configuration of record, the layout chapter 08 prices for A15) with each attention
 # kernel, the MFU it implies, and the MFU the
 # article's stated step would mean. The 910B figures are approximate (no vendor datasheet), and
-# the fitted A100 matmul efficiency is carried over: a reading, not a measurement.
+# the fitted A100 matmul efficiency is carried over: a reading, not a measurement. Chapter 08
+# prices the same layout at the course's default assumptions with the command's own (unfused)
+# attention, so its step differs from both rows here by the efficiency each assumes.
 
 # %%
 a19 = t["a19_case"]

@@ -52,7 +52,7 @@ B15_READINGS = {
 # 910B, TP 8, PP 1, micro-batch 1, global batch 32; 2.4 s per step stated. The recompute flags of
 # its command (--recompute-method uniform --recompute-num-layers 12) act only with
 # --recompute-granularity full, which the command omits: nothing is recomputed, chapter 04's
-# configuration of record for A17, and the step chapter 08 prices for A15. Attention kernel not
+# configuration of record for A17, and the layout chapter 08 prices for A15. Attention kernel not
 # stated: both shown.
 A19_CASE = {
     "preset": "article-13b",
