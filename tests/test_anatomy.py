@@ -345,7 +345,7 @@ def test_b2_names_the_checkpoint_period_its_scheduling_waste_rests_on():
     assert c["period_steps"] == 3 and c["step_s"] == pytest.approx(0.7 / 3)
     # the share re-derives from the printed means: write / (period · mean step)
     assert c["checkpoint_share"] == pytest.approx(0.3 / 2.1) == pytest.approx(0.1 / (3 * 0.7 / 3))
-    assert c["longest_period_at_floor"] == pytest.approx(0.1 / (0.01 * 0.2))  # 50 steps
+    assert c["longest_period_at_floor"] == 50  # 0.1 / (0.01 · 0.2): whole steps, never rounded up
     assert c["share_at_period"] == pytest.approx(0.1 / (1000 * 0.2 + 0.1))
     # the checkpoint was all of the scheduling waste: at 1,000 steps two losses remain
     assert c["present_at_period"] == ["slow operators", "communication wait"]
