@@ -71,7 +71,10 @@ print(f"{records['device_name']} ({records['device']}); {len(records['published_
 #   (flash-attention's training benchmarks, fms-fsdp, TinyLlama, InternLM), collected after the
 #   test table had informed post-freeze revisions, by a separate process that saw neither the
 #   model nor a prediction, committed with the model at `holdout_frozen_at` and first evaluated
-#   there. Where the test rows stopped being blind, these are the blind check;
+#   there. Where the test rows stopped being blind, these are the blind check, with one
+#   exception: HSDP and DDP + ZeroRedundancyOptimizer were modelled after that first evaluation
+#   (revision e7e417d in the history), to price 9 of its rows that had been refused, so those 9
+#   rows are adaptive, not blind (no row already priced changed);
 # - **holdout-2** — `studies/predict/published_runs_holdout2.yaml`: three more sources (NVIDIA's
 #   DGX Cloud benchmarks of MaxText and NeMo on up to 2,048 H100s, BAAI's FlagPerf Megatron runs on
 #   A800 and H100), collected by another separate process after the first holdout had been

@@ -272,8 +272,9 @@ def calibrated_text(records, check) -> str:
         f"({verdict}; its spread over fresh runs is in the stability note at the end). "
         f"{_paired_text(records)}"
         f"Per class: {parts}. The optimizer is priced as the eager AdamW "
-        f"the step runs, pass by pass ({calibrated.EAGER_ADAMW_BYTES_PER_PARAM} B per parameter at the "
-        "calibrated copy bandwidth)."
+        f"the step runs, pass by pass ({calibrated.EAGER_ADAMW_BYTES_PER_PARAM} B per parameter × "
+        f"{records['n_params'] / 1e6:.2f} M parameters, embeddings included, at the calibrated copy "
+        "bandwidth)."
     )
     if step.isna().predicted_op_rates_s:
         return text + " This run has no op timings (`op_rates`): the second reading is missing."
