@@ -52,7 +52,9 @@ def a10_claims(traffic, placement) -> list[Claim]:
             "(NVLink and InfiniBand: the step model's best-validated device); confirmed (analysis) when "
             "every case says TP sends more and TP across nodes is slower on both",
             verdicts.over_scenarios(answers),
-            f"{base.preset}, batch {base.global_batch}: TP sends {base.tp_over_dp:.0f}× DP's bytes per step, "
+            f"{base.preset}, batch {base.global_batch}: TP sends {base.tp_over_dp:.0f}× DP's bytes per step "
+            f"(bf16 activations against {stated.A10_GRAD_REDUCE_BYTES}-B fp32 gradients, Megatron's "
+            "default), "
             f"in {base.tp_calls_per_step} collectives on the critical path (4 per layer and micro-batch; 8 "
             "with sequence parallelism); "
             f"{traffic.tp_over_dp.min():.0f}–{traffic.tp_over_dp.max():.0f}× over "
