@@ -293,7 +293,8 @@ display(
 # is the 8-card command's) reverses it (`verdicts.at_stated_case`); rows of kind
 # *other configuration* (another micro-batch or recompute, bf16 gradients) change what
 # was run and are named beside the verdict, not voted. A case reproduces the article when both
-# modelled steps lie within 20% of 3.2 and 2.1 s, misses it beyond 40%, and cannot tell between;
+# modelled steps lie within the step model's decisive margin of 3.2 and 2.1 s
+# (`studykit.step_error.DECISIVE_MARGIN`), misses it beyond twice that, and cannot tell between;
 # where the stated case cannot tell, the verdict is analytic only (the row's evidence gives each
 # case).
 #

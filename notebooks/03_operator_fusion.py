@@ -352,8 +352,8 @@ a8_sens
 # masking and dropout over a·s² elements and its larger backward — over the same readings
 # (TP 1, 2, 8; micro-batch 16, 2, 1) and the step model's own assumptions (the HBM efficiency
 # of memory-bound kernels, the backward's traffic, the GEMMs' share of MAMF) at the central
-# reading that fits. The readings that fit the card vote: a cut within 20% of 18% reproduces
-# it, beyond 40% misses it (`attention_memory.a8_step_claim`; `stated.A8_STEP_MARGIN`).
+# reading that fits. The readings that fit the card vote: a cut within the step model's
+# decisive margin of 18% reproduces it, beyond twice that misses it (`attention_memory.a8_step_claim`; `stated.A8_STEP_MARGIN`).
 
 # %%
 display(Markdown(step_model_error_line()))

@@ -402,7 +402,8 @@ o.tables["a12_throughput_sensitivity"]
 # confirmed or refuted (analysis) unless one of the planner's assumptions varied alone, the
 # attention kernel among them (§2.3 names none; §5's baseline ran the standard one, §5.2's
 # first step turned SDPA on), gives the opposite answer (analytic only). Where a policy doubles
-# the batch, its tokens/s decide only beyond ±20% of no recompute's, the step model's error; a
+# the batch, its tokens/s decide only beyond the step model's decisive margin of no recompute's
+# (`studykit.step_error.DECISIVE_MARGIN`); a
 # scenario inside that margin cannot tell and reverses nothing
 # (`article_rows.b7_config_claim`, `tables/b7_config_scenarios.csv`). A14's choice, by bytes freed per recomputed FLOP against the attention core and
 # the whole attention block, in the claim's own regime, unfused attention (its premise: the

@@ -375,7 +375,8 @@ o.tables["a6_per_tensor"]
 # moves MFU: the article says its effect "can reach" 5–8 points (可以达到), a claim of possibility,
 # so one scenario decides (`verdicts.any_scenario`): a scenario says yes where some model's spread
 # over 1–400 MiB reaches 5 points *and* that spread, as a step ratio (max ÷ min MFU), passes the
-# step model's ±20% (inside it the model cannot tell the spread from its own error: neither),
+# step model's decisive margin (`studykit.step_error.DECISIVE_MARGIN`; inside it the model
+# cannot tell the spread from its own error: neither),
 # no where no model reaches 5 points (`sensitivity.spread_answer`; the article names no model).
 # Every other simulator row is confirmed (analysis) when every scenario says yes, refuted
 # (analysis) when none does, and analytic only when some scenario reverses the stated answer
@@ -403,7 +404,7 @@ o.tables["a6_per_tensor"]
 # cap plus the most the two flags can save explains at least half of the 0.4 s, and no for the
 # DDP reading only where, under every reading of the micro-batch, the bound no cap can beat (with
 # the flags') stays under half of it: otherwise the simulator alone would decide, on a few
-# percent of the step, inside the step model's ±20%. The article's
+# percent of the step, inside the step model's decisive margin. The article's
 # configuration reads two ways (ZeRO-2 in §5.1, DDP's cap and flags in §5.2, which a ZeRO-2 engine
 # never sees): read as ZeRO-2 they do nothing, so each B8 row is *refuted (analysis)* where the
 # DDP reading also says no in every scenario, *analytic only* otherwise. B6: `gradient_as_bucket_view` is judged on the memory it

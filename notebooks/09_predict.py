@@ -144,11 +144,14 @@ plots.save_figure(figures.validation(df, 0.25), out, "validation")
 
 # %% [markdown]
 # **The course's decisive margin against these errors.** Every chapter reads a modelled
-# difference as deciding a verdict only beyond ±20% (`studykit.step_error.DECISIVE_MARGIN`).
-# That figure is a reading, not a fit; the table places it among the errors on rows the model
-# was never fitted on: the share of held-out rows it covers, beside their median and 90th
-# percentile. A margin at the median would let half the model's misses decide verdicts; one
-# past the 90th percentile would decide almost nothing.
+# difference as deciding a verdict only beyond the decisive margin
+# (`studykit.step_error.DECISIVE_MARGIN`): the 90th percentile of the ratio errors below, between
+# held-out runs of one model on one device, as the latest revision of the history records it.
+# It is measured, not chosen: a chapter that compares two layouts of one model on one device
+# decides on their ratio, and a modelled ratio past this margin lies outside the model's own
+# ratio error on nine such held-out pairs in ten. The table places it among the errors on single
+# rows the model was never fitted on (the share of held-out rows it covers, beside their median
+# and 90th percentile): a step time against a published one carries those larger errors.
 
 # %%
 margin = t["decisive_margin"]
@@ -170,7 +173,7 @@ display(
 # move together: the intervals below draw whole sources with replacement. Second, a chapter that
 # prices two layouts with the step model decides on their *ratio*, not on either step time, and
 # a ratio cancels what two rows of one source share; the error of a predicted ratio between two
-# rows of one source, (1 + eᵢ)/(1 + eⱼ), is what the ±20% margin must cover, most of all between
+# rows of one source, (1 + eᵢ)/(1 + eⱼ), is what the margin must cover, most of all between
 # rows of one model on one device (two layouts, as in a chapter's comparison). Third, the fitted
 # share comes from one source's rows, which sit fast of every other source's: refitted the same
 # way on every row the model has been revised against and scored on the holdouts, which that

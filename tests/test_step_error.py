@@ -27,3 +27,24 @@ def test_no_history_says_so(tmp_path):
 
 def test_the_committed_history_gives_a_line():
     assert read_history() and "median |error|" in step_model_error_line()
+
+
+def test_the_decisive_margin_is_the_latest_recorded_pair_ratio_p90(tmp_path):
+    """The course's margin is the 90th percentile of the model's error on ratios of held-out runs
+    of one model on one device, read from the latest revision that recorded it."""
+    from mfulab.studykit.step_error import FALLBACK_MARGIN, decisive_margin
+
+    path = tmp_path / "history.yaml"
+    revisions = [
+        {"commit": "aaa", "date": "2026-01-01", "pair_ratio_error": {"pairs": 9, "median": 0.1, "p90": 0.4}},
+        {
+            "commit": "bbb",
+            "date": "2026-02-01",
+            "pair_ratio_error": {"pairs": 12, "median": 0.05, "p90": 0.3},
+        },
+        {"commit": "ccc", "date": "2026-03-01"},  # a revision that recorded no ratios: the last that did
+    ]
+    path.write_text(yaml.safe_dump({"revisions": revisions}))
+    assert decisive_margin(path) == 0.3
+    path.write_text(yaml.safe_dump({"revisions": revisions[2:]}))
+    assert decisive_margin(path) == FALLBACK_MARGIN

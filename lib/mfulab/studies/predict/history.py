@@ -52,6 +52,10 @@ def evaluate(path=PUBLISHED) -> dict:
 
     return {
         "fitted_share_of_mamf": res["fitted"],
+        # the size of the model's error on a ratio of two held-out runs of one model on one device
+        # (the pairs a chapter's layout comparison resembles): its 90th percentile is the course's
+        # decisive margin (studykit.step_error.DECISIVE_MARGIN)
+        "pair_ratio_error": pair_ratio_error(res["table"], data["runs"]),
         "test": pick("test"),
         "holdout": pick("holdout"),
         "holdout-2": pick("holdout-2"),
@@ -60,6 +64,23 @@ def evaluate(path=PUBLISHED) -> dict:
         "fit_loo": pick("fit"),
         # rows with a feature the model lacks (refused above), priced as their notes say
         "as_noted": {name: pick_noted(name) for name in validate.HELD_OUT if pick_noted(name)},
+    }
+
+
+def pair_ratio_error(table, runs) -> dict | None:
+    """Pairs, median and 90th percentile of the ratio errors between held-out rows of one source,
+    model and device (``uncertainty.ratio_errors``, every held-out split)."""
+    from mfulab.studies.predict import uncertainty
+
+    r = uncertainty.ratio_errors(table, runs)
+    r = r[(r.group == "all held out") & (r.pairs_within == "one source, model and device")]
+    if not len(r):
+        return None
+    row = r.iloc[0]
+    return {
+        "pairs": int(row.pairs),
+        "median": round(float(row.median_ratio_error), 4),
+        "p90": round(float(row.p90_ratio_error), 4),
     }
 
 
