@@ -347,7 +347,8 @@ def test_scale_heatmap_order_and_title():
     }
     assert ax.get_title() == figures.scale_title(best)
     # the best cap is a ranking inside the step model's error, said in the title
-    assert "20–40 MB" in ax.get_title() and "inside the step model's ±20%" in ax.get_title()
+    margin = f"inside the step model's ±{figures.DECISIVE_MARGIN:.0%}"
+    assert "20–40 MB" in ax.get_title() and margin in ax.get_title()
 
 
 def test_per_bucket_overhead_on_the_backward_and_the_channel():

@@ -119,18 +119,28 @@ def test_sensitivity_tables_say_whether_the_reading_survives():
     assert (~sens.same_as_baseline).any()  # some assumption changes the reading
     # the claim's own quantity with the overlap the article describes (§2.1–2.2: the TP all-reduces
     # chunked under the GEMMs), the command's unfused attention: 3.56 -> 2.74 s, the overlapped
-    # step 30% over 2.1 s, between the 20% that reproduces and the 40% that misses: the model cannot
-    # tell; with Flash Attention (an assumed input: the 32-card run's flags are unstated) 3.26 ->
-    # 2.45 s reproduces it; the 8-card command's gradient overlap alone misses it: analytic only
+    # step 30% over 2.1 s; with Flash Attention (an assumed input: the 32-card run's flags are
+    # unstated) 3.26 -> 2.45 s; the 8-card command's gradient overlap alone: 62% over. Each is read
+    # against the decisive margin (within it reproduces, beyond twice it misses, between: cannot
+    # tell), a figure chapter 09 measures, so the answers are derived from it here
+    margin = step_at_scale.A4_STATED["decisive_margin"]
+
+    def expected(r):  # both steps within the margin: yes; either beyond twice it: no; else neither
+        off = max(abs(r.step_serial_s / 3.2 - 1), abs(r.step_overlapped_s / 2.1 - 1))
+        return True if off <= margin else False if off > 2 * margin else None
+
     stated = sens.iloc[0]
-    assert stated.kind == "stated case" and stated.reproduces_article is None
+    assert stated.kind == "stated case" and stated.reproduces_article == expected(stated)
     fused = sens[sens.varied == "attention"].iloc[0]
     assert fused.kind == "assumed input" and fused.reproduces_article == True  # noqa: E712
     tp_off = sens[sens.varied == "TP communication overlap"].iloc[0]
-    assert tp_off.kind == "assumed input" and tp_off.reproduces_article == False  # noqa: E712
+    assert tp_off.kind == "assumed input" and tp_off.reproduces_article == expected(tp_off)
     assert tp_off.step_overlapped_s > 2.1 * 1.4
     assert tp_off.step_serial_s == pytest.approx(stated.step_serial_s)  # the serial step does not move
-    assert step_at_scale.a4_reproduces({"step_serial_s": 3.2, "step_overlapped_s": 2.6}) is None  # +24%
+    inside = {"step_serial_s": 3.2, "step_overlapped_s": 2.1 * (1 + 0.5 * margin)}
+    assert step_at_scale.a4_reproduces(inside) is True  # both steps within the margin
+    between = {"step_serial_s": 3.2, "step_overlapped_s": 2.1 * (1 + 1.5 * margin)}
+    assert step_at_scale.a4_reproduces(between) is None
     assumed = sens[sens.kind == "assumed input"]
     assert {"TP link", "DP link", "GEMM share of MAMF", "attention"} <= set(assumed.varied)
     # the 32-card run states no TP or PP (TP 8 is the 8-card command's): its sharding is assumed
