@@ -44,12 +44,18 @@ def over_scenarios(answers) -> str:
     quantity barely moves). ``confirmed`` when every scenario says yes, ``refuted`` when every
     one says no, ``analytic only`` otherwise: some scenario reverses the answer or leaves it
     open. :func:`label` adds the basis."""
-    answers = [None if a is None else bool(a) for a in answers]
-    if not answers:
-        raise ValueError("over_scenarios needs at least one scenario's answer")
+    answers = _scenario_answers(answers, "over_scenarios")
     if all(a is True for a in answers):
         return "confirmed"
     return "refuted" if all(a is False for a in answers) else "analytic only"
+
+
+def _scenario_answers(answers, rule: str) -> list:
+    """The scenarios' answers as True / False / None, refused when there is none."""
+    answers = [None if a is None else bool(a) for a in answers]
+    if not answers:
+        raise ValueError(f"{rule} needs at least one scenario's answer")
+    return answers
 
 
 def any_scenario(answers) -> str:
@@ -58,9 +64,7 @@ def any_scenario(answers) -> str:
     says. ``confirmed`` when some scenario says yes (True), ``refuted`` when every one says no,
     ``analytic only`` when none says yes and some leave it open (None). :func:`label` adds the
     basis; the row names the scenarios that say yes, so a reader can judge them."""
-    answers = [None if a is None else bool(a) for a in answers]
-    if not answers:
-        raise ValueError("any_scenario needs at least one scenario's answer")
+    answers = _scenario_answers(answers, "any_scenario")
     if any(a is True for a in answers):
         return "confirmed"
     return "refuted" if all(a is False for a in answers) else "analytic only"
