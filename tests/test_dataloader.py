@@ -623,6 +623,11 @@ def test_b2_is_shown_only_with_three_categories_and_the_emulation_only_shown():
     b2 = [c for c in claims_mod.claim_rows(rec) if c.id == "B2"]
     assert [c.verdict for c in b2] == ["shown", "shown"]  # the emulation: a toy, true by construction
     assert "by construction" in b2[1].evidence and b2[1].basis == verdicts.CONSTRUCTION
+    assert "a synchronous checkpoint every 3 steps" in b2[0].measured
+    none = copy.deepcopy(rec)
+    none["params"]["checkpoint_every"] = 0  # the cpu profile: no checkpoint in the stall runs
+    (real,) = [c for c in claims_mod.claim_rows(none) if c.id == "B2"][:1]
+    assert "no checkpoint" in real.measured and "every 0 steps" not in real.measured
     for run in rec["stall"]:  # no checkpoint: compute and data wait only
         for s in run["steps"]:
             s["step_s"] -= s["checkpoint_s"]
