@@ -103,12 +103,6 @@ plots.save_figure(fig, out, "roofline")
 # 3. one GPT layer's forward (`gpt.Block`, same hidden size) in the same rounds: the
 #    sub-block's share of the layer, and Amdahl's bound on what fusing it can do.
 #
-# All three run in a fresh process whose torch puts its large tensors on huge pages
-# (`ln_child`, `THP_MEM_ALLOC_ENABLE=1`): on 4 KiB pages every 1024-float row is a page of its
-# own, and TLB misses, a CPU artefact a GPU's large pages do not have, weighed on the one-pass
-# kernel's four row-wise streams more than on eager's long ones: timed in the study's shared
-# process it read 1.06–1.42× eager from one fresh run to the next, and the mechanism row flipped.
-#
 # Correctness gates: outputs equal to eager at p = 0, the dropped fraction at p > 0.
 
 # %%

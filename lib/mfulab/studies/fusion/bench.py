@@ -11,7 +11,6 @@ from __future__ import annotations
 from mfulab.measure import host
 from mfulab.measure.gpt import naive_causal_attention
 from mfulab.measure.timing import torch_dtype
-from mfulab.studies.fusion import ln_child
 from mfulab.studies.fusion.bytes_model import naive_attention_bytes, naive_attention_max_seq_len
 from mfulab.studies.fusion.compile_bench import measure_model_compile
 from mfulab.studies.fusion.kernels import (
@@ -22,11 +21,11 @@ from mfulab.studies.fusion.kernels import (
     sdpa_causal_attention,
     sdpa_dispatch_cases,
 )
-from mfulab.studies.fusion.norm_fusion_bench import measure_launch_overhead
+from mfulab.studies.fusion.norm_fusion_bench import measure_launch_overhead, measure_ln_fusion
 from mfulab.studies.fusion.params import Params
 from mfulab.units import MIB
 
-BENCHMARK_VERSION = {"ln_fusion": 4, "attention": 2, "model_compile": 4, "matmul_dtypes": 1, "launch": 1}
+BENCHMARK_VERSION = {"ln_fusion": 3, "attention": 2, "model_compile": 4, "matmul_dtypes": 1, "launch": 1}
 PEAK_WORKER = "mfulab.studies.fusion.kernels:attn_peak_worker"
 
 
@@ -190,13 +189,8 @@ def measure(p: Params) -> dict:
     rec["matmul_dtypes"] = {d: cal[f"matmul:{d}"] for d in dtypes}
     rec["cpu_isa"] = host.cpu_isa()  # B4 on a CPU: whether bf16 GEMMs have hardware (AVX512_BF16, AMX)
     setting = calibration.SETTINGS[calibration.setting_for(p.calibration, device)]
-    # in a fresh process on huge pages (``ln_child``: TLB misses of 4 KiB pages are a CPU artefact
-    # that weighed on the one-pass kernel and eager unequally, and flipped A7's mechanism row)
-    rec["ln"] = ln_child.measure_in_fresh_process(
-        p,
-        cal["bandwidth"].get("last_level_cache_bytes"),
-        setting.get("cache_floor_bytes", 0),
-        torch.get_num_threads(),
+    rec["ln"] = measure_ln_fusion(
+        p, cal["bandwidth"].get("last_level_cache_bytes"), setting.get("cache_floor_bytes", 0)
     )
     rec["launch"] = measure_launch_overhead(device)
     # B3's "enable_flash_sdp(True) forces flash": the SDPA backend switches as this torch starts
