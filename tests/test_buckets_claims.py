@@ -124,11 +124,14 @@ def test_a6_spread_row_is_judged_on_the_spread():
     # a fitted-overhead row (re-measured every run) is reported, never deciding: B8 once flipped
     fitted = pd.DataFrame({"assumption": ["stated", sensitivity.FITTED], "a6_can_reach": [False, True]})
     assert cluster_scale.a6_spread_verdict(fitted) == "refuted"
-    # 5 points at 40% MFU: 45 / 40 = 1.125, inside ±20%: cannot tell; 30% → 40%: 1.33, yes
-    plausible = {25: 0.40, 100: 0.45}
-    assert sensitivity.spread_answer({"m": plausible}) is None
-    assert sensitivity.spread_answer({"m": {25: 0.30, 100: 0.40}}) is True
+    # 5 points at 40% MFU: 45 / 40 = 1.125, inside the margin: cannot tell; 20% → 27%: 7 points
+    # and 1.35, yes; 2 points, or 12 points (past the stated 5–8), no
+    margin = sensitivity.DECISIVE_MARGIN
+    assert sensitivity.spread_answer({"m": {25: 0.40, 100: 0.45}}) is None
+    low = 0.07 / margin * 0.9  # a 7-point spread whose ratio passes the margin
+    assert sensitivity.spread_answer({"m": {25: low, 100: low + 0.07}}) is True
     assert sensitivity.spread_answer({"m": {25: 0.40, 100: 0.42}}) is False
+    assert sensitivity.spread_answer({"m": {25: 0.27, 100: 0.39}}) is False  # 12 points: not 5–8
     assert sensitivity.summary(sens)["scenarios"] == len(sens) - (sens.assumption == sensitivity.FITTED).sum()
     assert sensitivity.spread_in_claim(4.96) and not sensitivity.spread_in_claim(4.94)
     assert spread.verdict in ("confirmed (analysis)", "refuted (analysis)", "analytic only")

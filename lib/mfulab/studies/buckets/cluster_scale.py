@@ -329,10 +329,9 @@ def a6_spread_claim(records, best, sens) -> list[Claim]:
             a6_spread_verdict(sens),
             f"spread in MFU points: {per_model}{memory_text(big)}; some model in {lo:g}–{hi:g} points in "
             f"{holds} of {len(deciding)} scenarios (none under: {', '.join(fails) or 'none'}); the "
-            f"sentence says 'can reach' (可以达到), so one scenario decides: some model ≥ {lo:g} points in "
-            f"{int(deciding.a6_spread_reaches_claim.sum())} of {len(deciding)}, "
-            f"{int((deciding.a6_can_reach == True).sum())} of them a step difference beyond the step "  # noqa: E712
-            f"model's ±{DECISIVE_MARGIN:.0%}"
+            "sentence says 'can reach' (可以达到), so one scenario decides, where the spread is also a step "
+            f"difference beyond the step model's ±{DECISIVE_MARGIN:.0%}: "
+            f"{int((deciding.a6_can_reach == True).sum())} of those {holds}"  # noqa: E712
             + (f" ({', '.join(yes)})" if (yes := _can_reach_names(deciding)) else "")
             + model_error_text(records),
             basis=verdicts.ANALYSIS,

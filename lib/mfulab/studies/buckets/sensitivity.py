@@ -90,14 +90,15 @@ def spread_points(mfu_by_cap: dict, caps_mib: tuple[float, float] | None = None)
 
 def spread_answer(mfu_by_model: dict) -> bool | None:
     """A6's "can reach 5–8 points" in one scenario (``verdicts.any_scenario``): yes where some
-    model's spread over the plausible caps reaches 5 points and its step ratio (max ÷ min MFU at
-    fixed FLOPs) passes the step model's decisive margin; None where a spread reaches 5 points only
-    inside that margin (the model cannot tell it from its own error); no where none reaches 5."""
+    model's spread over the plausible caps lies in the stated 5–8 points (``spread_in_claim``: a
+    spread past 8 is another size than the article's) and its step ratio (max ÷ min MFU at fixed
+    FLOPs) passes the step model's decisive margin; None where such a spread lies only inside that
+    margin (the model cannot tell it from its own error); no where no model's spread lies in 5–8."""
     lo_caps, hi_caps = A6_PLAUSIBLE_CAPS_MIB
     reaching = []
     for mfu_by_cap in mfu_by_model.values():
         mfus = [m for c, m in mfu_by_cap.items() if lo_caps <= c <= hi_caps]
-        if round((max(mfus) - min(mfus)) * 100, 1) >= A6_MFU_POINTS[0]:  # whole points, as stated
+        if spread_in_claim((max(mfus) - min(mfus)) * 100):
             reaching.append(max(mfus) / min(mfus) - 1)
     if not reaching:
         return False
