@@ -51,7 +51,8 @@ def b1_ideal_step_note() -> str:
     ideal = b1_ideal_step_check()
     return (
         f"§1.1's 'about {ideal['stated_s']:g} s' at 100% MFU is {ideal['exact_s']:.2f} s exactly "
-        f"({ideal['stated_over_exact'] - 1:.0%} less), a slip in the prose that its MFU figures do not use"
+        f"({1 - ideal['exact_s'] / ideal['stated_s']:.0%} less than stated; the stated figure is "
+        f"{ideal['stated_over_exact'] - 1:.0%} more), a slip in the prose that its MFU figures do not use"
     )
 
 
