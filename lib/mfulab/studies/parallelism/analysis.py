@@ -4,6 +4,7 @@ once and composes the rows, and is the one function the notebook and ``make stab
 
 from __future__ import annotations
 
+from mfulab.analytic.rates import Assumptions
 from mfulab.studies.parallelism import stated
 from mfulab.studykit import verdicts
 from mfulab.studykit.step_error import DECISIVE_MARGIN
@@ -53,8 +54,9 @@ def a10_claims(traffic, placement) -> list[Claim]:
             "every case says TP sends more and TP across nodes is slower on both",
             verdicts.over_scenarios(answers),
             f"{base.preset}, batch {base.global_batch}: TP sends {base.tp_over_dp:.0f}× DP's bytes per step "
-            f"(bf16 activations against {stated.A10_GRAD_REDUCE_BYTES}-B fp32 gradients, Megatron's "
-            "default), "
+            f"(bf16 activations against "
+            f"{Assumptions().grad_reduce_bytes_per_elem(stated.A10_FRAMEWORK, stated.A10_DTYPE):g}-B "
+            "gradients, Megatron's default), "
             f"in {base.tp_calls_per_step} collectives on the critical path (4 per layer and micro-batch; 8 "
             "with sequence parallelism); "
             f"{traffic.tp_over_dp.min():.0f}–{traffic.tp_over_dp.max():.0f}× over "
@@ -222,7 +224,7 @@ def a13_m_text(sweep) -> str:
     paying = sweep[sweep.step_gain >= margin].m.tolist()
     gains = ", ".join(
         f"{r.step_gain:+.0%} at m = {r.m}"
-        + (" (the 13B command's global batch of 32: the stated case)" if r.stated_batch else "")
+        + (" (the 13B command's global batch of 32; the layout is ours)" if r.stated_batch else "")
         for r in sweep.itertuples()
     )
     where = (

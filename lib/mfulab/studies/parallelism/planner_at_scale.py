@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from mfulab.analytic import comm, flops, layouts, memory, parallel, step
 from mfulab.analytic.config import preset
+from mfulab.analytic.rates import Assumptions
 from mfulab.studies.parallelism import stated
 
 
@@ -39,17 +40,20 @@ def tp_vs_dp_traffic(
     *, preset_name: str, seq_len: int, micro_batch: int, global_batch: int, tp: int, dp: int
 ):
     """Bytes each device sends per optimizer step: TP's collectives over every layer and
-    micro-batch (``parallel.tp_comm_elements_per_layer``, bf16 activations) against DP's gradient
-    all-reduce of its 1/tp of the model (2Ψ/tp·(dp − 1)/dp, ``memory.zero_traffic_bytes_per_step``,
-    fp32 gradients: ``stated.A10_GRAD_REDUCE_BYTES``), and the collective calls each issues (TP: 4
-    per layer and micro-batch; DP: one per bucket)."""
+    micro-batch (``parallel.tp_comm_elements_per_layer``, ``Assumptions.bytes_per_elem``) against
+    DP's gradient all-reduce of its 1/tp of the model (2Ψ/tp·(dp − 1)/dp,
+    ``memory.zero_traffic_bytes_per_step``, at ``Assumptions.grad_reduce_bytes_per_elem`` for
+    ``stated.A10_FRAMEWORK``: Megatron's fp32), and the collective calls each issues (TP: 4 per
+    layer and micro-batch; DP: one per bucket)."""
+    a = Assumptions()
     cfg = preset(preset_name).with_(seq_len=seq_len)
     m = global_batch // (dp * micro_batch)
     per_layer = parallel.tp_comm_elements_per_layer(cfg, micro_batch=micro_batch, tp=tp)
-    tp_bytes = per_layer["elements_sent_per_device"] * cfg.n_layers * m * stated.A10_ACTIVATION_BYTES
+    tp_bytes = per_layer["elements_sent_per_device"] * cfg.n_layers * m * a.bytes_per_elem
+    grad_bytes = a.grad_reduce_bytes_per_elem(stated.A10_FRAMEWORK, stated.A10_DTYPE)
     dp_bytes = (
         memory.zero_traffic_bytes_per_step(
-            flops.param_count(cfg) / tp, zero_stage=0, bytes_per_elem=stated.A10_GRAD_REDUCE_BYTES
+            flops.param_count(cfg) / tp, zero_stage=0, bytes_per_elem=grad_bytes
         )
         * (dp - 1)
         / dp

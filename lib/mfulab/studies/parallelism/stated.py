@@ -11,12 +11,10 @@ from mfulab.studykit.step_error import DECISIVE_MARGIN
 # table varies model and batch).
 A10_LAYOUT = {"devices": 128, "tp": 8, "dp": 16, "devices_per_node": 8}
 A10_MODEL = {"preset": "llama2-13b", "seq_len": 4096, "micro_batch": 1, "global_batch": 512}
-# DP's gradients are reduced in fp32: Megatron-LM (and MindSpeed, which runs it) accumulates and
-# all-reduces bf16 models' gradients in fp32 unless --grad-reduce-in-bf16 is given (the bf16 branch
-# of validate_args in megatron/training/arguments.py; chapters 02 and 05 reduce them so too).
-# TP's activations travel in bf16.
-A10_GRAD_REDUCE_BYTES = 4
-A10_ACTIVATION_BYTES = 2
+# DP's gradients are reduced as Megatron-LM (which MindSpeed runs) reduces a bf16 run's: in fp32
+# (rates.Assumptions.grad_reduce_bytes_per_elem, the step model's rule); TP's activations travel in
+# bf16 (rates.Assumptions.bytes_per_elem)
+A10_FRAMEWORK, A10_DTYPE = "megatron", "bf16"
 A10_SENSITIVITY = {"presets": ("llama2-7b", "llama2-13b", "llama2-70b"), "global_batches": (128, 512, 2048)}
 # the placement is priced on the article's own card (the 910B: HCCS inside a node, its network
 # between nodes, devices.yaml) and on A100s (NVLink, InfiniBand: the step model's best-validated
