@@ -20,11 +20,13 @@
 # 1. the definitions — MFU vs HFU, *global* vs *local* MFU (claim **B1**);
 # 2. the FLOPs **conventions** that produce different MFUs for the same step;
 # 3. a **counting check**: our analytic FLOPs against PyTorch's exact FLOP counter;
-# 4. the **denominator**: datasheet peak vs the matmul ceiling measured on this device;
-# 5. a **measured training run**, split into the four losses of the source article (**B2**);
-# 6. **inside the step**: an operator profile (a trace you can open), the waterfall of losses
+# 4. **modern blocks** (grouped-query and latent attention, sliding windows, mixtures of
+#    experts): their exact count, and what six training frameworks print for the same run;
+# 5. the **denominator**: datasheet peak vs the matmul ceiling measured on this device;
+# 6. a **measured training run**, split into the four losses of the source article (**B2**);
+# 7. **inside the step**: an operator profile (a trace you can open), the waterfall of losses
 #    built from it, and the measured MFU next to published ones;
-# 7. the articles' own arithmetic (**A19**, **B15**, **A1**), checked step by step.
+# 8. the articles' own arithmetic (**A19**, **B15**, **A1**), checked step by step.
 #
 # Every number below is computed or measured by `lib/mfulab` in this run; the claims table
 # at the end derives its verdicts from those numbers.
@@ -187,7 +189,90 @@ display(
 o.tables["six_n_check"]
 
 # %% [markdown]
-# ## 4 · The denominator: datasheet peak vs measured ceiling
+# ## 4 · Modern blocks: what a token costs, and what each framework prints
+#
+# The conventions above were written for GPT blocks. The models trained now differ in four ways
+# that change the count:
+#
+# - **grouped-query attention** (Llama 3, Mistral, Qwen3): fewer key and value heads shrink the
+#   K and V projections, not the scores; QKᵀ and A·V still run once per *query* head;
+# - **sliding-window and chunked attention** (Mistral 7B, Gemma 2's local layers, Llama 4): a
+#   query sees at most w keys, so the score work per token stops growing with T;
+# - **mixtures of experts** (Mixtral, Qwen3, DeepSeek-V3): a token runs the router, its top-k
+#   routed experts and any shared ones. **Total** parameters size the memory; **active**
+#   parameters price the token. 6·N over the total prices every expert for every token;
+# - **multi-head latent attention** (DeepSeek-V2/V3): keys and values come up from a small
+#   latent; the score contracts over 192 dimensions per head and the value over 128.
+#
+# The **exact count** (`flops.exact_matmul_flops_per_token(cfg, mask="causal")`, block by block
+# in `analytic/blocks.py`) is 6 × each token's active matmul weights (router and output head
+# included) plus 3 × the forward QKᵀ and A·V over exactly the keys each query's mask leaves. No
+# kernel skips masked keys perfectly (a flash kernel skips whole blocks), so this is the model's
+# work, not any kernel's. Each preset's published configuration (sources in
+# `analytic/config.py`) reproduces its published parameter count; a test pins five of them.
+
+# %%
+o.tables["modern_presets"].round(3)
+
+# %% [markdown]
+# **The counter check.** `FlopCounterMode` counts the matmuls that run, and where it is wrong
+# for this purpose is known from its source (`torch/utils/flop_counter.py`, torch 2.13): it
+# never sees a mask. Naive attention multiplies the whole T×T; the GPU flash, efficient and
+# cuDNN attention kernels are priced by their dense shapes, causal or not (the source says it
+# does not account for causal attention); `flex_attention` only by a sparsity hint the caller
+# sets; and the CPU flash kernel has no formula at all, so it counts zero (§3). Under activation
+# checkpointing it counts the recomputed forward too: hardware FLOPs, not model FLOPs (chapter
+# 04). So the check runs
+# small instruments (`measure/modern_blocks.py`) built to be counted: attention one query row at
+# a time over exactly the keys its mask leaves, and an MoE that gathers each expert's tokens
+# (or fills each expert's padded buffer when a capacity factor is set). Their forward and
+# backward, counted, must equal the analytic count to the last FLOP, and their parameters the
+# analytic total:
+
+# %%
+o.tables["modern_block_counter_check"]
+
+# %% [markdown]
+# **Six frameworks, one token.** Each framework's formula, restated from its own source at the
+# commit named below (`studies/mfu/frameworks.py` has each restatement with its file), applied
+# to the same configuration. Two choices move the count most: whether the score term is halved
+# for the causal mask (Megatron-LM and MaxText halve it; nanoGPT, torchtitan, llm-foundry and
+# OLMo-core count the full T×T), and whether a MoE is priced by its active or total parameters.
+# Windows are counted by MaxText and OLMo-core (OLMo-core without the causal half); llm-foundry
+# and nanoGPT scale the score term by d_model rather than heads × head width.
+
+# %%
+framework_flops = o.tables["framework_flops"]
+display(o.tables["framework_sources"])
+display(framework_flops.pivot(index="preset", columns="framework", values="vs_exact").round(3))
+o.tables["framework_departures"].round(3)
+
+# %%
+fig = figures.plot_framework_departures(framework_flops)
+plots.save_figure(fig, out, "framework_flops")
+
+# %% [markdown]
+# **The same run, six reports.** Take one H100 SXM run whose exact model work is
+# `studies/mfu/frameworks.py`'s `SAME_RUN_EXACT_MFU` of the BF16 dense peak (an assumed run: every framework's figure
+# scales with it, the ratios do not). Megatron-LM and MaxText print TFLOP/s per GPU and no MFU;
+# the others divide by their own peak constant. nanoGPT divides by an A100's 312 TFLOP/s on any
+# GPU, and its formula, applied to a MoE's parameters, counts every expert:
+
+# %%
+mfu_view = framework_flops.pivot(index="preset", columns="framework", values="printed_mfu")
+tflops_view = framework_flops.pivot(index="preset", columns="framework", values="printed_TFLOPs_per_gpu")
+display(
+    Markdown(
+        f"Exact MFU of the run: **{o.values['same_run_exact_mfu']:.0%}**. MFU each framework prints "
+        "(blank: it prints no MFU):"
+    )
+)
+display(mfu_view.dropna(axis=1, how="all").round(3))
+display(Markdown("TFLOP/s per GPU each framework prints for the same run:"))
+tflops_view.round(0)
+
+# %% [markdown]
+# ## 5 · The denominator: datasheet peak vs measured ceiling
 #
 # A datasheet peak is a clock-rate product no real kernel reaches. The **measured matmul
 # ceiling** — the best median FLOP/s over a sweep of square matmuls, in the spirit of stas00's
@@ -256,7 +341,7 @@ mamf[
 ]
 
 # %% [markdown]
-# ## 5 · A measured run: where the step time goes (B2)
+# ## 6 · A measured run: where the step time goes (B2)
 #
 # The reference GPT trains on synthetic tokens. Each step is timed in three phases (device
 # synchronised before each reading): **data** (next batch to the device), **compute**
@@ -367,7 +452,7 @@ plots.save_figure(fig, out, "job_waterfall")
 # multi-process studies (02 overlap, 05 buckets) and the dataloader study (06) fill in the
 # other bars on machines where they matter; study 07 (step anatomy) measures them all in one job.
 #
-# ## 6 · Inside the step: an operator profile
+# ## 7 · Inside the step: an operator profile
 #
 # "Slow operators" above is one residual. To split it, `torch.profiler` records a few more
 # steps of the same training step after the timed run (`mfulab.measure.opprofile`). Every op the
@@ -447,7 +532,7 @@ with pd.option_context("display.max_colwidth", None):
     display(published)
 
 # %% [markdown]
-# ## 7 · The articles' arithmetic
+# ## 8 · The articles' arithmetic
 #
 # **A19** (article A §8): "13B model, global batch 32, seq 4096 → 131,072 tokens; total FLOPs
 # ≈ 6N × 3 × tokens ≈ 3.06e16; 2.4 s/step on 8 cards of 3.2e14 FLOP/s → MFU ≈ 0.497".

@@ -10,6 +10,19 @@ Sources of the presets:
 - GPT-3 175B: Brown et al. 2020, Table 2.1 (96 layers, d_model 12288, 96 heads, context 2048).
 - Llama 2: Touvron et al. 2023, Table 1 and the released ``params.json`` files
   (7B: 32 x 4096, 13B: 40 x 5120, 70B: 80 x 8192 with 8 KV heads; FFN 11008/13824/28672).
+- Llama 3 8B/70B/405B: Dubey et al. 2024 ("The Llama 3 Herd of Models"), Table 3, and the
+  ``arch_args`` of meta-llama/llama-models ``models/sku_list.py`` (FFN from its multiplier and
+  ``multiple_of``; vocabulary 128,256; pre-training sequences of 8,192, the model card).
+- Mistral 7B v0.1: Jiang et al. 2023, Table 1 (sliding window 4096 on every layer, context 8192).
+- Gemma 2 9B: Gemma Team 2024, Table 1, and google-deepmind/gemma ``gm/nn/_gemma.py`` (local
+  window 4096 on alternate layers, starting local; head_dim 256; vocabulary 256,128; tied). Its
+  GeGLU has SwiGLU's three matrices, so it counts as ``mlp="swiglu"``.
+- Mixtral 8x7B: Jiang et al. 2024, Table 1 and the released config (8 experts, top 2, no window).
+- Qwen3-30B-A3B: Qwen3 Technical Report, Table 2 (48 layers, 32/4 heads, 128 experts, 8 active,
+  no shared expert) and its config (hidden 2048, head_dim 128, expert width 768, untied).
+- DeepSeek-V3: DeepSeek-AI 2024, §4.2, and ``inference/configs/config_671B.json`` (MLA ranks
+  1536/512, head dims 128+64/128; 256 routed + 1 shared expert of 2048, top 8; the first 3
+  layers dense, 18,432 wide). The multi-token-prediction module (14B) is not counted.
 - ``article-13b``: article A §8 / A17 (40 layers, hidden 5120, 40 heads, seq 4096),
   built GPT-style (MindSpeed's GPT recipe) since the article names no vocabulary or MLP.
 - ``article-7b``: article B §5 ("7B dense model, seq 4096"), taken as Llama-2-7B.
@@ -75,6 +88,70 @@ def check_attention(kernel: str) -> None:
 
 
 NORM_KINDS = ("layernorm", "rmsnorm")
+# How a window limits attention: "sliding" lets each query see its last w positions (Mistral 7B,
+# Gemma 2's local layers); "chunked" cuts the sequence into blocks of w and attends causally
+# inside each block only (Llama 4's chunked-attention layers).
+WINDOW_KINDS = ("sliding", "chunked")
+
+
+def _positive_int(owner: str, field: str, value) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ParameterError(f"{owner}.{field} must be a positive integer, got {value!r}")
+
+
+@dataclass(frozen=True)
+class MoE:
+    """A mixture-of-experts FFN (Shazeer et al. 2017; Fedus et al. 2022, Switch Transformer).
+
+    Each token's router picks ``top_k`` of ``n_experts`` routed experts; ``n_shared_experts``
+    always run (DeepSeekMoE, Dai et al. 2024); each expert is an FFN of width ``d_ff_expert``
+    in the block's MLP kind. The first ``n_dense_layers`` blocks keep a dense FFN of width
+    ``d_ff`` (DeepSeek-V3's ``first_k_dense_replace``). ``capacity_factor``: each expert
+    processes a buffer of ceil(factor · tokens · top_k / n_experts) rows, padded or dropped
+    (Switch Transformer §2.1); ``None`` is dropless routing."""
+
+    n_experts: int
+    top_k: int
+    d_ff_expert: int
+    n_shared_experts: int = 0
+    n_dense_layers: int = 0
+    capacity_factor: float | None = None
+
+    def __post_init__(self) -> None:
+        for field in ("n_experts", "top_k", "d_ff_expert"):
+            _positive_int("moe", field, getattr(self, field))
+        for field in ("n_shared_experts", "n_dense_layers"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ParameterError(f"moe.{field} must be a non-negative integer, got {value!r}")
+        if self.top_k > self.n_experts:
+            raise ParameterError(f"moe.top_k={self.top_k} exceeds moe.n_experts={self.n_experts}")
+        if self.capacity_factor is not None and not self.capacity_factor > 0:
+            raise ParameterError(
+                f"moe.capacity_factor must be positive or None, got {self.capacity_factor!r}"
+            )
+
+
+@dataclass(frozen=True)
+class MLA:
+    """Multi-head latent attention (DeepSeek-V2, DeepSeek-AI 2024, §2.1, Eqs. 9-19).
+
+    Keys and values are up-projected from a shared latent of ``kv_lora_rank`` (plus one decoupled
+    rotary key of ``qk_rope_head_dim`` shared by all heads); queries from a latent of
+    ``q_lora_rank`` (``None``: one full-rank query projection, DeepSeek-V2-Lite). Per head the
+    score uses ``qk_nope_head_dim + qk_rope_head_dim`` dimensions and the value ``v_head_dim``."""
+
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: int | None = None
+
+    def __post_init__(self) -> None:
+        for field in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            _positive_int("mla", field, getattr(self, field))
+        if self.q_lora_rank is not None:
+            _positive_int("mla", "q_lora_rank", self.q_lora_rank)
 
 
 @dataclass(frozen=True)
@@ -95,6 +172,10 @@ class TransformerConfig:
     tied_embeddings: bool = True
     learned_positions: bool = True  # False: rotary positions (no parameters)
     name: str = "custom"
+    moe: MoE | None = None  # None: every block has a dense FFN of width d_ff
+    mla: MLA | None = None  # None: multi-head / grouped-query attention of head_dim
+    windows: tuple | None = None  # one window per layer (None in it: global); None: all global
+    window_kind: str = "sliding"  # WINDOW_KINDS
 
     def __post_init__(self) -> None:
         for field in ("n_layers", "d_model", "n_heads", "vocab_size", "seq_len"):
@@ -121,6 +202,49 @@ class TransformerConfig:
             raise ParameterError(f"mlp must be one of {MLP_KINDS}, got {self.mlp!r}")
         if self.norm not in NORM_KINDS:
             raise ParameterError(f"norm must be one of {NORM_KINDS}, got {self.norm!r}")
+        if isinstance(self.moe, dict):  # read back from a record (to_dict)
+            object.__setattr__(self, "moe", MoE(**self.moe))
+        if isinstance(self.mla, dict):
+            object.__setattr__(self, "mla", MLA(**self.mla))
+        if self.moe is not None and not isinstance(self.moe, MoE):
+            raise ParameterError(f"moe must be a MoE or None, got {self.moe!r}")
+        if self.mla is not None and not isinstance(self.mla, MLA):
+            raise ParameterError(f"mla must be an MLA or None, got {self.mla!r}")
+        if (self.moe is not None or self.mla is not None) and self.bias:
+            raise ParameterError("a MoE or MLA config has no biases: set bias=False")
+        if self.moe is not None and self.moe.n_dense_layers > self.n_layers:
+            raise ParameterError(
+                f"moe.n_dense_layers={self.moe.n_dense_layers} exceeds n_layers={self.n_layers}"
+            )
+        if self.window_kind not in WINDOW_KINDS:
+            raise ParameterError(f"window_kind must be one of {WINDOW_KINDS}, got {self.window_kind!r}")
+        if self.windows is not None:
+            windows = tuple(self.windows)
+            if len(windows) != self.n_layers:
+                raise ParameterError(
+                    f"windows needs one entry per layer ({self.n_layers}), got {len(windows)}"
+                )
+            for w in windows:
+                if w is not None and (not isinstance(w, int) or isinstance(w, bool) or w <= 0):
+                    raise ParameterError(f"each window must be a positive integer or None, got {w!r}")
+            object.__setattr__(self, "windows", windows)
+
+    def check_classic(self, what: str) -> None:
+        """Refuse a MoE, MLA or windowed config in ``what``, which models dense global-attention
+        blocks only (the reference GPT, the step and memory models, Korthikanti's formula)."""
+        modern = [name for name, v in (("moe", self.moe), ("mla", self.mla), ("windows", self.windows)) if v]
+        if modern:
+            raise ParameterError(
+                f"{what} models dense blocks with global attention; this config sets {modern}"
+            )
+
+    def layer_window(self, layer: int) -> int | None:
+        """The attention window of block ``layer`` (``None``: global attention)."""
+        return None if self.windows is None else self.windows[layer]
+
+    def layer_is_moe(self, layer: int) -> bool:
+        """Whether block ``layer`` has the MoE FFN (after the leading dense blocks)."""
+        return self.moe is not None and layer >= self.moe.n_dense_layers
 
     def with_(self, **changes) -> TransformerConfig:
         """A copy with some fields changed (e.g. ``cfg.with_(seq_len=2048)``)."""
@@ -136,7 +260,7 @@ def _gpt(name, n_layers, d_model, n_heads, seq_len=1024, vocab_size=50257):
     )
 
 
-def _llama(name, n_layers, d_model, n_heads, d_ff, n_kv_heads=None, seq_len=4096):
+def _llama(name, n_layers, d_model, n_heads, d_ff, n_kv_heads=None, seq_len=4096, **rest):
     return TransformerConfig(
         n_layers=n_layers,
         d_model=d_model,
@@ -151,7 +275,7 @@ def _llama(name, n_layers, d_model, n_heads, d_ff, n_kv_heads=None, seq_len=4096
         tied_embeddings=False,
         learned_positions=False,
         name=name,
-    )
+    ).with_(**rest)
 
 
 PRESETS: dict[str, TransformerConfig] = {
@@ -169,6 +293,65 @@ PRESETS: dict[str, TransformerConfig] = {
     "llama2-7b": _llama("llama2-7b", 32, 4096, 32, d_ff=11008),
     "llama2-13b": _llama("llama2-13b", 40, 5120, 40, d_ff=13824),
     "llama2-70b": _llama("llama2-70b", 80, 8192, 64, d_ff=28672, n_kv_heads=8),
+    # models trained now (sources in the module docstring)
+    "llama3-8b": _llama("llama3-8b", 32, 4096, 32, d_ff=14336, n_kv_heads=8, seq_len=8192, vocab_size=128256),
+    "llama3-70b": _llama(
+        "llama3-70b", 80, 8192, 64, d_ff=28672, n_kv_heads=8, seq_len=8192, vocab_size=128256
+    ),
+    "llama3-405b": _llama(
+        "llama3-405b", 126, 16384, 128, d_ff=53248, n_kv_heads=8, seq_len=8192, vocab_size=128256
+    ),
+    "mistral-7b": _llama(
+        "mistral-7b", 32, 4096, 32, d_ff=14336, n_kv_heads=8, seq_len=8192, windows=(4096,) * 32
+    ),
+    "gemma2-9b": _llama(
+        "gemma2-9b",
+        42,
+        3584,
+        16,
+        d_ff=14336,
+        n_kv_heads=8,
+        seq_len=8192,
+        vocab_size=256128,
+        head_dim=256,
+        tied_embeddings=True,
+        windows=(4096, None) * 21,
+    ),  # fmt: skip
+    "mixtral-8x7b": _llama(
+        "mixtral-8x7b",
+        32,
+        4096,
+        32,
+        d_ff=14336,
+        n_kv_heads=8,
+        seq_len=32768,
+        moe=MoE(n_experts=8, top_k=2, d_ff_expert=14336),
+    ),  # fmt: skip
+    "qwen3-30b-a3b": _llama(
+        "qwen3-30b-a3b",
+        48,
+        2048,
+        32,
+        d_ff=6144,
+        n_kv_heads=4,
+        seq_len=4096,
+        vocab_size=151936,
+        head_dim=128,
+        moe=MoE(n_experts=128, top_k=8, d_ff_expert=768),
+    ),  # fmt: skip
+    "deepseek-v3": _llama(
+        "deepseek-v3",
+        61,
+        7168,
+        128,
+        d_ff=18432,
+        seq_len=4096,
+        vocab_size=129280,
+        moe=MoE(n_experts=256, top_k=8, d_ff_expert=2048, n_shared_experts=1, n_dense_layers=3),
+        mla=MLA(
+            kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, q_lora_rank=1536
+        ),
+    ),  # fmt: skip
     # the source articles' setups
     "article-13b": _gpt("article-13b", 40, 5120, 40, seq_len=4096),
     "article-7b": _llama("article-7b", 32, 4096, 32, d_ff=11008),

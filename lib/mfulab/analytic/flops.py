@@ -36,6 +36,7 @@ Hardware FLOPs (the HFU numerator) add what recomputation runs a second time:
 
 from __future__ import annotations
 
+from mfulab.analytic import blocks
 from mfulab.analytic.config import RECOMPUTE_FLOPS, TransformerConfig, check_recompute
 from mfulab.errors import ParameterError
 
@@ -43,16 +44,10 @@ CONVENTIONS = ("6n", "palm", "causal", "megatron")
 
 
 # ---------------------------------------------------------------------------- parameters
-def layer_param_count(cfg: TransformerConfig) -> int:
-    """Parameters in one transformer block of the reference model (``gpt.Block``)."""
-    h, q, H, Hkv, f = cfg.d_model, cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.d_ff
-    attn_weights = h * H * q + 2 * h * Hkv * q + H * q * h  # W_q, W_k, W_v, W_o
-    attn_biases = (H * q + 2 * Hkv * q + h) if cfg.bias else 0
-    n_mlp_mats = 3 if cfg.mlp == "swiglu" else 2  # swiglu: gate, up, down
-    mlp_weights = n_mlp_mats * h * f
-    mlp_biases = ((n_mlp_mats - 1) * f + h) if cfg.bias else 0
-    norm_params = 2 * norm_param_count(cfg)  # pre-attention and pre-MLP norms
-    return attn_weights + attn_biases + mlp_weights + mlp_biases + norm_params
+def layer_param_count(cfg: TransformerConfig, layer: int = 0) -> int:
+    """Parameters in block ``layer`` (all blocks alike unless a MoE config keeps dense ones first);
+    for a dense GPT block, what ``gpt.Block`` registers. Counts: :mod:`blocks`."""
+    return blocks.block_counts(cfg, layer)["total_params"]
 
 
 def norm_param_count(cfg: TransformerConfig) -> int:
@@ -61,19 +56,30 @@ def norm_param_count(cfg: TransformerConfig) -> int:
     return cfg.d_model * (2 if has_bias else 1)
 
 
+def _model_param_count(cfg: TransformerConfig, block_key: str) -> int:
+    h = cfg.d_model
+    token_embedding = cfg.vocab_size * h
+    position_embedding = cfg.seq_len * h if cfg.learned_positions else 0
+    block_params = sum(blocks.block_counts(cfg, layer)[block_key] for layer in range(cfg.n_layers))
+    final_norm = norm_param_count(cfg)
+    lm_head = 0 if cfg.tied_embeddings else cfg.vocab_size * h
+    return int(token_embedding + position_embedding + block_params + final_norm + lm_head)
+
+
 def param_count(cfg: TransformerConfig) -> int:
-    """Exact parameter count of the reference model built from ``cfg`` (``gpt.GPT``).
+    """Exact parameter count of the model built from ``cfg`` (for dense GPT blocks, ``gpt.GPT``);
+    under MoE every expert: the *total* that sizes memory.
 
     For the GPT-2 style (gelu, LayerNorm with bias, tied embeddings, learned positions)
     this is 12·L·h² + 13·L·h + (V + s)·h + 2h (nanoGPT / Radford et al. 2019).
     """
-    h = cfg.d_model
-    token_embedding = cfg.vocab_size * h
-    position_embedding = cfg.seq_len * h if cfg.learned_positions else 0
-    blocks = cfg.n_layers * layer_param_count(cfg)
-    final_norm = norm_param_count(cfg)
-    lm_head = 0 if cfg.tied_embeddings else cfg.vocab_size * h
-    return token_embedding + position_embedding + blocks + final_norm + lm_head
+    return _model_param_count(cfg, "total_params")
+
+
+def active_param_count(cfg: TransformerConfig) -> int:
+    """Parameters one token uses: :func:`param_count` with only the router, ``top_k`` routed and
+    the shared experts of each MoE block (what 6·N prices; equal to it for a dense model)."""
+    return _model_param_count(cfg, "active_params")
 
 
 def param_tensors(cfg: TransformerConfig) -> list[tuple[str, int]]:
@@ -81,6 +87,7 @@ def param_tensors(cfg: TransformerConfig) -> list[tuple[str, int]]:
     in registration order (a tied head is the token embedding, listed once): the tensors DDP
     buckets and a sharded optimizer splits. Sums to :func:`param_count` (a test pins both the
     sum and the names against the model built on the meta device)."""
+    cfg.check_classic("param_tensors (the reference GPT's tensors)")
     h, q, H, Hkv, f = cfg.d_model, cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.d_ff
 
     def linear(name, n_in, n_out):
@@ -108,24 +115,30 @@ def param_tensors(cfg: TransformerConfig) -> list[tuple[str, int]]:
     return out
 
 
-def matmul_param_count(cfg: TransformerConfig) -> int:
-    """Weight elements that take part in a matmul for every token: the blocks' projection
-    weights plus the LM head. Embedding lookups, biases and norms do no matmul, which is
-    why 6·N over-counts slightly against an exact FLOP counter."""
-    h, q, H, Hkv, f = cfg.d_model, cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.d_ff
-    attn_weights = h * H * q + 2 * h * Hkv * q + H * q * h
-    mlp_weights = (3 if cfg.mlp == "swiglu" else 2) * h * f
-    lm_head = cfg.vocab_size * h
-    return cfg.n_layers * (attn_weights + mlp_weights) + lm_head
+def matmul_param_count(cfg: TransformerConfig, *, tokens_per_group: int | None = None) -> int:
+    """Weight elements that take part in a matmul for every token: the blocks' active projection
+    weights (router, ``top_k`` routed and shared experts under MoE; with ``tokens_per_group`` and
+    a capacity factor, the padded buffers' rows) plus the LM head. Embedding lookups, biases and
+    norms do no matmul, which is why 6·N over-counts slightly against an exact FLOP counter."""
+    block_weights = sum(
+        blocks.block_counts(cfg, layer, tokens_per_group=tokens_per_group)["matmul_weights_active"]
+        for layer in range(cfg.n_layers)
+    )
+    lm_head = cfg.vocab_size * cfg.d_model
+    return int(block_weights + lm_head)
 
 
 # ---------------------------------------------------------------------------- FLOPs
 def attention_flops_per_token(cfg: TransformerConfig, *, seq_len: int | None = None) -> float:
     """12·L·H·Q·T: forward + backward FLOPs of QKᵀ and A·V per token over the full T×T
-    (PaLM Appendix B). Forward is 2·T·Q for QKᵀ plus 2·T·Q for A·V per head; backward twice that."""
-    L, H, Q = cfg.n_layers, cfg.n_heads, cfg.head_dim
+    (PaLM Appendix B). Forward is 2·T·Q for QKᵀ plus 2·T·Q for A·V per head; backward twice that.
+    Under MLA, 6·L·H·(d_qk + d_v)·T (the same count with each product's own head width); windows
+    are not seen (PaLM's convention counts every layer global: :func:`exact_matmul_flops_per_token`
+    counts them)."""
+    L, H = cfg.n_layers, cfg.n_heads
+    d_qk, d_v = blocks.attention_dims(cfg)
     T = cfg.seq_len if seq_len is None else seq_len
-    return 12.0 * L * H * Q * T
+    return 6.0 * L * H * (d_qk + d_v) * T
 
 
 FLASH_BACKWARD_OVER_FORWARD = 2.5  # FlashAttention-2 (Dao 2023) §4.1: 5 matmuls back, 2 forward
@@ -156,7 +169,9 @@ def flops_per_token(
     ``recompute`` other than ``none`` the hardware FLOPs (HFU numerator) instead.
 
     Sources and formulas are in the module docstring. ``n_params`` overrides the exact
-    count (e.g. an article's rounded "N = 13e9"); ``seq_len`` overrides ``cfg.seq_len``.
+    count (e.g. an article's rounded "N = 13e9"); ``seq_len`` overrides ``cfg.seq_len``. N is
+    the *active* count (:func:`active_param_count`): 6·N with a MoE's total parameters prices
+    every expert for every token.
     """
     if convention not in CONVENTIONS:
         raise ParameterError(f"unknown FLOPs convention {convention!r}; valid: {', '.join(CONVENTIONS)}")
@@ -170,7 +185,7 @@ def flops_per_token(
     if convention == "megatron":
         return megatron_flops_per_token(cfg, recompute=recompute, seq_len=T)
 
-    N = param_count(cfg) if n_params is None else n_params
+    N = active_param_count(cfg) if n_params is None else n_params
     dense_flops = 6.0 * N  # 2N forward + 4N backward
     attn_fwd_flops = attention_flops_per_token(cfg, seq_len=T) / 3  # 4·L·H·Q·T forward
     attn_weight = {"6n": 0.0, "palm": 1.0, "causal": 0.5}[convention]
@@ -210,6 +225,7 @@ def megatron_flops_per_token(
     ``selective`` Korthikanti et al. 2022 Eq. 8 as printed, 72·l·h²(1 + s/3h + V/12hl);
     ``full`` Narayanan et al. 2021 Eq. 3, 96·l·h²(1 + s/6h + V/16lh)."""
     check_recompute(recompute, RECOMPUTE_FLOPS)
+    cfg.check_classic("the megatron convention (Korthikanti et al.'s GPT-block formula)")
     l, h, V = cfg.n_layers, cfg.d_model, cfg.vocab_size
     s = cfg.seq_len if seq_len is None else seq_len
     if recompute == "full":  # Narayanan et al. 2021, Eq. 3
@@ -237,11 +253,26 @@ def megatron_physical_flops_per_token(
     return model_flops + extra[recompute]
 
 
-def exact_matmul_flops_per_token(cfg: TransformerConfig, *, seq_len: int | None = None) -> float:
-    """What ``torch.utils.flop_counter.FlopCounterMode`` counts for one training token of the
-    reference model with naive attention: 6 × matmul weights (``matmul_param_count``) plus
-    the full-T×T attention matmuls (12·L·H·Q·T). Non-matmul ops count zero there."""
-    return 6.0 * matmul_param_count(cfg) + attention_flops_per_token(cfg, seq_len=seq_len)
+def exact_matmul_flops_per_token(
+    cfg: TransformerConfig,
+    *,
+    seq_len: int | None = None,
+    mask: str = "full",
+    tokens_per_group: int | None = None,
+) -> float:
+    """Training matmul FLOPs per token, counted block by block (:mod:`blocks`): 6 × the active
+    matmul weights (:func:`matmul_param_count`) plus QKᵀ and A·V. ``mask`` "full" is what
+    ``torch.utils.flop_counter.FlopCounterMode`` counts for the reference model with naive
+    attention (the full T×T, 12·L·H·Q·T); "causal" what a kernel that skips every masked key
+    runs: the exact count under causal, sliding-window and chunked masks. Non-matmul ops count
+    zero. ``tokens_per_group`` with a capacity factor counts the experts' padded buffers."""
+    T = cfg.seq_len if seq_len is None else seq_len
+    weight_flops = 6.0 * matmul_param_count(cfg, tokens_per_group=tokens_per_group)
+    core_flops = sum(
+        3.0 * blocks.attention_core_fwd_flops_per_token(cfg, layer, mask=mask, seq_len=T)
+        for layer in range(cfg.n_layers)
+    )
+    return weight_flops + core_flops
 
 
 def attention_flops_share(

@@ -75,6 +75,7 @@ def activation_bytes_per_layer(
     :data:`LSE_BYTES_PER_ROW` · a·s·b/t bytes, which recomputing the attention core
     (``selective``) or the layer (``full``) frees.
     """
+    cfg.check_classic("activation memory (Korthikanti et al. 2022, Table 2)")
     check_recompute(recompute, RECOMPUTE_TABLE2)
     check_attention(attention)
     s = cfg.seq_len if seq_len is None else seq_len

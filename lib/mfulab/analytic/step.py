@@ -118,10 +118,15 @@ def check_layout(
             "context parallelism is not modelled (its ring attention exchanges K and V between ranks); "
             "predict with context_parallel=1"
         )
-    if expert_parallel > 1 or (getattr(cfg, "n_experts", None) or 1) > 1:
+    if expert_parallel > 1 or cfg.moe is not None:
         raise ParameterError(
             "mixture-of-experts layers (expert parallelism, routed all-to-alls) are not modelled: the "
             "predictor prices dense blocks only"
+        )
+    if cfg.mla is not None or cfg.windows is not None:
+        raise ParameterError(
+            "latent (MLA) and windowed attention are not modelled: the predictor prices global "
+            "multi-head or grouped-query attention"
         )
     if dtype not in DTYPES:
         raise ParameterError(

@@ -191,6 +191,7 @@ class GPT(nn.Module):
     ):
         super().__init__()
         check_recompute(recompute, RECOMPUTE_GPT)
+        cfg.check_classic("the reference GPT")
         n = cfg.n_layers if recompute_layers is None else recompute_layers
         if not (isinstance(n, int) and 0 <= n <= cfg.n_layers):
             raise ParameterError(f"recompute_layers must be between 0 and n_layers={cfg.n_layers}; got {n!r}")

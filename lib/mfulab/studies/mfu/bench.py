@@ -181,7 +181,7 @@ def measure(p: Params) -> dict:
         "config": cfg.to_dict(),
         "n_params": flops.param_count(cfg),
         "benchmark_version": {**BENCHMARK_VERSION, **m.BENCHMARK_VERSION},
-        "cpu_isa": host.cpu_isa() if device == "cpu" else None,  # a CPU's peak from its ISA (§4)
+        "cpu_isa": host.cpu_isa() if device == "cpu" else None,  # a CPU's peak from its ISA (§5)
     }
     cal = calibration.get(
         p.calibration, device=device, parts=[f"matmul:{p.dtype}", "bandwidth"], num_threads=threads

@@ -8,7 +8,7 @@ import pandas as pd
 
 from mfulab.analytic.b15 import B15_MAINLY, b15_categorisations, b15_table, b15_verdict
 from mfulab.measure import opprofile
-from mfulab.studies.mfu import analysis, article_arithmetic, operator_split, time_split
+from mfulab.studies.mfu import analysis, article_arithmetic, frameworks, operator_split, time_split
 from mfulab.studies.mfu.analysis import headline_metrics
 from mfulab.studies.mfu.article_arithmetic import a19_check, b1_ideal_step_check, b1_table
 from mfulab.studies.mfu.params import Params
@@ -349,6 +349,7 @@ def tables(records, p) -> dict:
         "b15_attribution": b15_table(),
         "b15_readings": b15_categorisations(),
         "b9_text_checks": article_arithmetic.b9_text_checks(),
+        **frameworks.tables(),
     }
 
 
@@ -363,6 +364,7 @@ def outcome(records, p) -> Outcome:
         "breakdown": b,
         "nanogpt_on_this_run": analysis.nanogpt_on_this_run(records, b),
         "profile_check": operator_split.profile_check(records),
+        "same_run_exact_mfu": frameworks.SAME_RUN_EXACT_MFU,
     }
     metrics = {**headline_metrics(records, p, values), "claims": verdicts.records(claim_list)}
     return Outcome(claim_list, metrics, t, values=values)
