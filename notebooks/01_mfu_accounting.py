@@ -341,6 +341,32 @@ mamf[
 ]
 
 # %% [markdown]
+# **The denominator under FP8 and FP4.** A step trained "in FP8" runs the blocks' linear layers in
+# FP8 and the attention core and output head in BF16, so no single peak fits. torchtitan prints
+# no MFU when Float8 layers are present (its issue #560), Megatron-LM prints TFLOP/s only. Three
+# denominators are in use; the course reports all three, labelled (`analytic/precision.py`):
+#
+# - **BF16-equivalent**: every FLOP against the BF16 dense peak. It passes 100% once enough work
+#   runs at a precision faster than BF16, which is why it cannot be read as a utilisation;
+# - **low-precision peak**: every FLOP against the FP8 (or FP4) dense peak. It understates: the
+#   BF16 part could never run there;
+# - **precision-aware** (ours): the time a device at its dense peaks would need, each dtype's
+#   FLOPs at that dtype's peak, over the time taken. It is the ordinary MFU when one precision
+#   runs everything and cannot pass 100%.
+#
+# The worked example is a published run: Llama 3.1 405B pre-trained on 256 GB300 GPUs in NVFP4,
+# FP8 and MXFP8 (Megatron-Bridge's performance summary). Its tokens/s times the exact count of a
+# token reproduces the model TFLOP/s it publishes; the GB300's dense peaks come from
+# `devices.yaml`, where BF16 and FP8 rest on third-party copies of NVIDIA's rack page, so the
+# sensitivity reads them at twice the value as well:
+
+# %%
+display(o.tables["low_precision_mfu"].round(3))
+o.tables["low_precision_sensitivity"][
+    ["case", "precision", "bf16_equivalent_mfu", "low_precision_peak_mfu", "precision_aware_mfu"]
+].round(3)
+
+# %% [markdown]
 # ## 6 · A measured run: where the step time goes (B2)
 #
 # The reference GPT trains on synthetic tokens. Each step is timed in three phases (device

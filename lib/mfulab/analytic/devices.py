@@ -22,6 +22,14 @@ from mfulab.errors import ParameterError
 from mfulab.units import GB, GIB, TERA
 
 DEVICES_YAML = Path(__file__).with_name("devices.yaml")
+# The dtypes a table entry may give a dense peak for. A key outside them (``fp8_sparse``, a
+# 2:4-sparsity figure under any name) stops the table from loading: sparse peaks are refused.
+DENSE_DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp8", "fp6", "fp4")
+# Block-scaled formats run on the tensor cores' FP8 and FP4 instructions: the datasheets list one
+# FP8 rate and one FP4 rate (NVIDIA's Blackwell pages give "FP8/FP6" and "FP4"; the Blackwell Ultra
+# technical blog calls its FP4 figure "dense NVFP4"), so MXFP8 reads the FP8 peak and NVFP4 and
+# MXFP4 the FP4 peak.
+DTYPE_ALIASES = {"mxfp8": "fp8", "nvfp4": "fp4", "mxfp4": "fp4", "mxfp6": "fp6"}
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,12 @@ def _load_devices(path: Path = DEVICES_YAML) -> tuple[tuple[DeviceSpec, ...], di
     table = yaml.safe_load(path.read_text())
     specs = []
     for e in table["devices"]:
+        unknown = set(e["tflops"]) - set(DENSE_DTYPES)
+        if unknown:
+            raise ValueError(
+                f"{path.name}: {e['key']} gives peaks for {sorted(unknown)}; only dense peaks of "
+                f"{', '.join(DENSE_DTYPES)} are allowed (a sparse figure is halved, not listed)"
+            )
         mem_gb_per_s, memory_gib = e.get("mem_gb_per_s"), e.get("memory_gib")
         specs.append(
             DeviceSpec(
@@ -140,8 +154,15 @@ def device_spec(name: str) -> DeviceSpec:
 
 
 def peak_flops_per_s(device: str, dtype: str = "bf16") -> float:
-    """Dense datasheet peak FLOP/s of one ``device`` for ``dtype`` (bf16, fp16, tf32, fp32, fp8)."""
+    """Dense datasheet peak FLOP/s of one ``device`` for ``dtype`` (:data:`DENSE_DTYPES`, or a
+    block-scaled format of :data:`DTYPE_ALIASES`). A sparse figure is refused."""
+    if "sparse" in dtype.lower():
+        raise ParameterError(
+            f"{dtype!r}: sparse peaks are refused; MFU's denominator is the dense peak (ask for "
+            f"{dtype.lower().replace('_sparse', '').replace('sparse', '').strip('_-') or 'bf16'!r})"
+        )
     spec = device_spec(device)
+    dtype = DTYPE_ALIASES.get(dtype, dtype)
     if dtype not in spec.flops_per_s:
         raise ParameterError(
             f"{spec.key} has no published dense {dtype} peak; known: {', '.join(spec.flops_per_s)}"

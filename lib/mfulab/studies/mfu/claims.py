@@ -8,7 +8,14 @@ import pandas as pd
 
 from mfulab.analytic.b15 import B15_MAINLY, b15_categorisations, b15_table, b15_verdict
 from mfulab.measure import opprofile
-from mfulab.studies.mfu import analysis, article_arithmetic, frameworks, operator_split, time_split
+from mfulab.studies.mfu import (
+    analysis,
+    article_arithmetic,
+    frameworks,
+    low_precision,
+    operator_split,
+    time_split,
+)
 from mfulab.studies.mfu.analysis import headline_metrics
 from mfulab.studies.mfu.article_arithmetic import a19_check, b1_ideal_step_check, b1_table
 from mfulab.studies.mfu.params import Params
@@ -350,6 +357,7 @@ def tables(records, p) -> dict:
         "b15_readings": b15_categorisations(),
         "b9_text_checks": article_arithmetic.b9_text_checks(),
         **frameworks.tables(),
+        **low_precision.tables(),
     }
 
 
