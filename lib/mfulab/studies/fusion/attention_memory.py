@@ -240,9 +240,12 @@ def step_table():
 
 
 def a8_step_claim(table):
-    """A8's "step time −18%" on :func:`step_table`: the rows that fit the card vote
-    (``verdicts.over_scenarios``: confirmed (analysis) when each reproduces the cut, refuted when
-    none does, analytic only otherwise); readings that do not fit are shown, not voted."""
+    """A8's "step time −18%" on :func:`step_table`. The layouts that fit the card are the stated
+    case (the article names none, so each is a reading of it; ``verdicts.over_scenarios`` over
+    them: yes when each reproduces the cut, no when none does); the step model's assumed inputs
+    (HBM efficiency, backward traffic, GEMM share) vary it by ``verdicts.at_stated_case``, the
+    course's rule for unstated inputs: only an input that gives the opposite answer reverses it.
+    Readings that do not fit are shown, not voted."""
     from mfulab.studykit import verdicts
     from mfulab.studykit.verdicts import Claim
 
@@ -260,9 +263,14 @@ def a8_step_claim(table):
             "cards: assumed, the article gives no card count)",
             f"the step model on {A8_STEP_CARDS} {A8_STEP_DEVICE} cards (devices.yaml), naive against fused "
             "attention, over TP 1, 2, 8 and micro-batch 16, 2, 1, and its assumed HBM efficiency, backward "
-            f"traffic and GEMM share; the rows that fit the card vote: a cut within {A8_STEP_MARGIN:.0%} of "
-            f"{stated:.0%} reproduces it, beyond {2 * A8_STEP_MARGIN:.0%} misses it",
-            verdicts.over_scenarios(list(fitting.reproduces)),
+            "traffic and GEMM share; the layouts that fit the card are the stated case, each must "
+            f"reproduce the cut (within {A8_STEP_MARGIN:.0%} of {stated:.0%}; beyond "
+            f"{2 * A8_STEP_MARGIN:.0%} misses it), and an assumed input reverses that only with the "
+            "opposite answer",
+            verdicts.at_stated_case(
+                {"confirmed": True, "refuted": False}.get(verdicts.over_scenarios(list(readings.reproduces))),
+                list(assumed.reproduces),
+            ),
             "modelled cut "
             + ", ".join(
                 f"{r.step_cut:.0%} (TP {r.tp}, micro-batch {r.micro_batch}, {r.global_batch} sequences a "

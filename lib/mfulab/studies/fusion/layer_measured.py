@@ -86,9 +86,11 @@ def summary(records) -> str:
         # with dropout on, the eager sub-block's time is mostly its random numbers, not its bytes:
         # the bytes model then predicts nothing, and a match with it is a coincidence
         if not c["bytes_model_applies"]:
+            impl = c["candidate"].split(": ")[-1].split(" ")[0]
+            kernel = {"onepass": "the one-pass kernel", "compiled": "the compiled kernel"}.get(impl, impl)
             return (
                 f"bytes model not applicable: dropout's RNG is {c['eager_rng_share']:.0%} of eager's time, "
-                "and the compiled kernel draws cheaper random numbers"
+                f"and {kernel} draws cheaper random numbers"
             )
         return f"bytes model {c['predicted']:.2f}×" + (
             f", passes {c['predicted_by_passes']:.2f}×, with write-allocate {c['predicted_by_traffic']:.2f}×"
