@@ -56,7 +56,7 @@ def plot_ladder(ladder, total: dict):
     ax.set_title(
         f"Naive → every knob: ×{total['speedup']:.2f} [{total['speedup_lo']:.2f}, "
         f"{total['speedup_hi']:.2f}], {outcome}\n(bars: mean over ranks; above each: the ratio "
-        "over the rung before, 95% interval)",
+        "over the rung before, in brackets its interval over the few rounds, not a 95% interval)",
         fontsize=10,
     )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
