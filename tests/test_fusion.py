@@ -654,6 +654,7 @@ def test_a7_mechanism_is_tested_only_on_a_kernel_with_fewer_passes_than_eager():
                     "ratio_hi": hi,
                     "predicted_by_passes": 5 / passes,
                     "predicted_by_traffic": 7 / (passes + 2),
+                    "run_to_run_drift": 0.3,
                 }
             ]
         )
@@ -705,3 +706,19 @@ def test_the_one_pass_kernel_matches_eager_and_drops_its_share():
     with pytest.raises(ValueError, match="in \\[0, 1\\)"):
         fn(x, a, w, b, 1.0)
     assert norm_fusion.reads_writes({"ln": {}, "device": "cpu"}, "onepass", 0.1) == (2, 2)
+
+
+def test_dram_comparisons_are_widened_by_their_measured_drift_between_runs():
+    """A7's mechanism reads the DRAM comparisons: their intervals are widened by the measured
+    spread of that ratio between fresh runs (params.LN_DRAM_RATIO_DRIFT), the layer's by the
+    default; records without the parameter keep the default."""
+    from mfulab.measure.timing import RUN_TO_RUN_DRIFT
+    from mfulab.studies.fusion.params import LN_DRAM_RATIO_DRIFT
+
+    records = _fake_ln_records(0.100, 0.010, 0.005)
+    assert {c["run_to_run_drift"] for c in norm_fusion.comparisons(records)} == {RUN_TO_RUN_DRIFT}
+    records["params"] = {"ln_dram_ratio_drift": LN_DRAM_RATIO_DRIFT}
+    drifts = {(c["shape"], c["run_to_run_drift"]) for c in norm_fusion.comparisons(records)}
+    assert ("dram", LN_DRAM_RATIO_DRIFT) in drifts and all(
+        d == RUN_TO_RUN_DRIFT for shape, d in drifts if shape != "dram"
+    )

@@ -144,6 +144,17 @@ def attention_core_fwd_flops_per_token(
     return 2.0 * cfg.n_heads * (d_qk + d_v) * keys
 
 
+def layer_groups(cfg: TransformerConfig) -> list[tuple[int, int]]:
+    """(a representative layer, how many layers share its counts): layers alike in FFN kind and
+    attention window have equal counts, so a sum over layers prices each kind once (a planner
+    prices thousands of layouts of 80-layer models)."""
+    counts: dict[tuple, list[int]] = {}
+    for layer in range(cfg.n_layers):
+        key = (cfg.layer_is_moe(layer), cfg.layer_window(layer))
+        counts.setdefault(key, [layer, 0])[1] += 1
+    return [(first, n) for first, n in counts.values()]
+
+
 def block_counts(
     cfg: TransformerConfig,
     layer: int,

@@ -36,6 +36,8 @@ Hardware FLOPs (the HFU numerator) add what recomputation runs a second time:
 
 from __future__ import annotations
 
+import functools
+
 from mfulab.analytic import blocks
 from mfulab.analytic.config import RECOMPUTE_FLOPS, TransformerConfig, check_recompute
 from mfulab.errors import ParameterError
@@ -56,11 +58,14 @@ def norm_param_count(cfg: TransformerConfig) -> int:
     return cfg.d_model * (2 if has_bias else 1)
 
 
+@functools.lru_cache(maxsize=512)  # a config is frozen and hashable; planners ask for the same one often
 def _model_param_count(cfg: TransformerConfig, block_key: str) -> int:
     h = cfg.d_model
     token_embedding = cfg.vocab_size * h
     position_embedding = cfg.seq_len * h if cfg.learned_positions else 0
-    block_params = sum(blocks.block_counts(cfg, layer)[block_key] for layer in range(cfg.n_layers))
+    block_params = sum(
+        n * blocks.block_counts(cfg, layer)[block_key] for layer, n in blocks.layer_groups(cfg)
+    )
     final_norm = norm_param_count(cfg)
     lm_head = 0 if cfg.tied_embeddings else cfg.vocab_size * h
     return int(token_embedding + position_embedding + block_params + final_norm + lm_head)
@@ -115,14 +120,15 @@ def param_tensors(cfg: TransformerConfig) -> list[tuple[str, int]]:
     return out
 
 
+@functools.lru_cache(maxsize=512)
 def matmul_param_count(cfg: TransformerConfig, *, tokens_per_group: int | None = None) -> int:
     """Weight elements that take part in a matmul for every token: the blocks' active projection
     weights (router, ``top_k`` routed and shared experts under MoE; with ``tokens_per_group`` and
     a capacity factor, the padded buffers' rows) plus the LM head. Embedding lookups, biases and
     norms do no matmul, which is why 6·N over-counts slightly against an exact FLOP counter."""
     block_weights = sum(
-        blocks.block_counts(cfg, layer, tokens_per_group=tokens_per_group)["matmul_weights_active"]
-        for layer in range(cfg.n_layers)
+        n * blocks.block_counts(cfg, layer, tokens_per_group=tokens_per_group)["matmul_weights_active"]
+        for layer, n in blocks.layer_groups(cfg)
     )
     lm_head = cfg.vocab_size * cfg.d_model
     return int(block_weights + lm_head)
@@ -269,8 +275,8 @@ def exact_matmul_flops_per_token(
     T = cfg.seq_len if seq_len is None else seq_len
     weight_flops = 6.0 * matmul_param_count(cfg, tokens_per_group=tokens_per_group)
     core_flops = sum(
-        3.0 * blocks.attention_core_fwd_flops_per_token(cfg, layer, mask=mask, seq_len=T)
-        for layer in range(cfg.n_layers)
+        n * 3.0 * blocks.attention_core_fwd_flops_per_token(cfg, layer, mask=mask, seq_len=T)
+        for layer, n in blocks.layer_groups(cfg)
     )
     return weight_flops + core_flops
 

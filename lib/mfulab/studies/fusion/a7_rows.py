@@ -45,7 +45,8 @@ def a7_mechanism(t) -> Claim | None:
     }[fused]
     measured = (
         f"{name} makes {f_passes:.0f} passes over DRAM against eager's {e_passes:.0f} and runs at "
-        f"{s.ratio:.2f}× [{s.ratio_lo:.2f}, {s.ratio_hi:.2f}] eager's speed (bytes model by passes "
+        f"{s.ratio:.2f}× [{s.ratio_lo:.2f}, {s.ratio_hi:.2f}] eager's speed (the interval widened by "
+        f"±{s.run_to_run_drift:.0%}, this ratio's drift between fresh runs; bytes model by passes "
         f"{s.predicted_by_passes:.2f}×, by DRAM traffic with each write's line read first "
         f"{s.predicted_by_traffic:.2f}×)"
     )

@@ -7,6 +7,13 @@ from dataclasses import dataclass
 from mfulab.analytic.config import PRESETS
 from mfulab.studykit.params import DTYPES, OneDevice, StudyParams, calibration_param, param
 
+# The one-pass kernel's speed over eager's in DRAM (A7's mechanism row) read 1.06x, 1.30x and 1.42x
+# in fresh runs of the cpu profile on the 2-core box (make stability, 2026-12-05, 30 paired rounds
+# each: a spread of 28% of the median), far past the 5% the comparisons assume, and the row flipped
+# between shown and inconclusive: the process, not the rounds, sets it. Its interval is widened by
+# this much on each side, as chapter 05 widens its per-tensor ratio.
+LN_DRAM_RATIO_DRIFT = 0.3
+
 
 @dataclass(frozen=True)
 class Params(OneDevice, StudyParams):
@@ -31,6 +38,13 @@ class Params(OneDevice, StudyParams):
         positive=True,
     )
     ln_hidden: int = param(1024, "columns of the LayerNorm input", unit="elements", positive=True)
+    ln_dram_ratio_drift: float = param(
+        LN_DRAM_RATIO_DRIFT,
+        "A7's mechanism (in DRAM): run-to-run drift of a fused kernel's speed over eager's, on each "
+        "side of its interval (measured spread in params.py)",
+        unit="fraction",
+        non_negative=True,
+    )
     dropout_p: float = param(0.1, "the fused dropout's probability, in (0, 1) (p = 0 is also measured)")
     # 30: with 10, the one-pass kernel's 1.14x over eager in DRAM read [0.97, 1.30] and A7's
     # mechanism row flipped between fresh runs of the 2-core box (2026-12-05); a round of every

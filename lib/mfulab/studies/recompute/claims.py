@@ -70,7 +70,14 @@ def b7_claims(records, t) -> list[Claim]:
             f"{b['mfu_before_percent'] / (1 + (b['time_ratio'] - 1) * b['article_compute_share']):.1f}%; "
             f"hardware FLOPs counted here {b['counted_flops_ratio']:.2f}× "
             "(torch's non-reentrant checkpoint skips the last matmul of each region), HFU full/none "
-            f"{b['hfu_ratio']:.2f}×",
+            f"{b['hfu_ratio']:.2f}×"
+            + (
+                f"; the drift alone widens any interval to ≥ {(1 + b['run_to_run_drift']) ** 2:.2f}× top "
+                f"over bottom, wider than the band's {max(band) / min(band):.2f}×: on this machine the row "
+                "can read not shown or inconclusive, never shown"
+                if (1 + b["run_to_run_drift"]) ** 2 > max(band) / min(band)
+                else ""
+            ),
             basis=verdicts.TOY,
         )
     ]
