@@ -238,8 +238,12 @@ o.tables["modern_block_counter_check"]
 # to the same configuration. Two choices move the count most: whether the score term is halved
 # for the causal mask (Megatron-LM and MaxText halve it; nanoGPT, torchtitan, llm-foundry and
 # OLMo-core count the full T×T), and whether a MoE is priced by its active or total parameters.
-# Windows are counted by MaxText and OLMo-core (OLMo-core without the causal half); llm-foundry
-# and nanoGPT scale the score term by d_model rather than heads × head width.
+# Windows are counted by OLMo-core (without the causal half) and by MaxText only in the decoder
+# blocks it has a branch for (Gemma 2/3, GPT-OSS, Llama 4: not Mistral 7B, whose window falls
+# into its full causal branch); llm-foundry and nanoGPT scale the score term by d_model rather
+# than heads × head width. A framework that implements no such model (nanoGPT none of these;
+# llm-foundry no latent attention; torchtitan no Gemma 2 or Mistral) is shown by its formula
+# applied as written: what a user who reuses it for that model would print.
 
 # %%
 framework_flops = o.tables["framework_flops"]
@@ -352,13 +356,19 @@ mamf[
 #   BF16 part could never run there;
 # - **precision-aware** (ours): the time a device at its dense peaks would need, each dtype's
 #   FLOPs at that dtype's peak, over the time taken. It is the ordinary MFU when one precision
-#   runs everything and cannot pass 100%.
+#   runs everything and cannot pass 100%. It is a utilisation *of the recipe*, not a speed:
+#   a recipe that moves work to a faster precision raises its own ceiling, so a faster run can
+#   read lower (below, NVFP4 at 3,594 TFLOP/s reads under FP8 at 2,615). Compare runs by
+#   tokens/s or model TFLOP/s, which the table prints beside it.
 #
 # The worked example is a published run: Llama 3.1 405B pre-trained on 256 GB300 GPUs in NVFP4,
 # FP8 and MXFP8 (Megatron-Bridge's performance summary). Its tokens/s times the exact count of a
 # token reproduces the model TFLOP/s it publishes; the GB300's dense peaks come from
-# `devices.yaml`, where BF16 and FP8 rest on third-party copies of NVIDIA's rack page, so the
-# sensitivity reads them at twice the value as well:
+# `devices.yaml`, where BF16 and FP8 rest on third-party copies of NVIDIA's rack page (whose
+# figures are with sparsity, halved here); a Hot Chips table prints per-package figures twice
+# these, and the sensitivity shows what reading those as dense would do. The BF16 share is the
+# published recipe's (attention and output head in BF16, no BF16 blocks); NVIDIA's NVFP4 blog
+# keeps the last four blocks in BF16, the sensitivity's last row:
 
 # %%
 display(o.tables["low_precision_mfu"].round(3))

@@ -362,8 +362,10 @@ a8_sens
 # reading that fits. The article names no layout, so the readings that fit the card are its
 # stated case, and each must reproduce the cut: within the course's decisive margin (the line
 # below) of 18%; beyond twice that it misses. The assumed inputs vary that answer by the
-# course's rule for unstated inputs: only one that gives the opposite answer reverses it
-# (`attention_memory.a8_step_claim`; `stated.A8_STEP_MARGIN`).
+# course's rule for unstated inputs: only one that gives the opposite answer reverses it. The
+# margin is the model's error on the ratio of two modelled steps, so the row decides only when
+# the stated cut, as a naive/fused ratio (1.22× for 18%), lies beyond it; inside it the rows
+# inform and the verdict is analytic only (`attention_memory.a8_step_claim`; `stated.A8_STEP_MARGIN`).
 
 # %%
 display(Markdown(step_model_error_line()))

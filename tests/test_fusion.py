@@ -591,12 +591,12 @@ def test_b4_is_judged_on_the_stated_two_fold_and_b3_on_its_published_and_documen
     )
 
 
-def test_a8_step_time_is_priced_by_the_step_model_over_the_readings_that_fit():
+def test_a8_step_time_is_priced_by_the_step_model_over_the_readings_that_fit(monkeypatch):
     """Naive against fused attention on 8 of the 910B's cards: the readings that fit (TP 8,
-    micro-batch 1 and 2, the article's 16 sequences a step) give 18-19%, within the margin of the
-    stated 18%: the stated case reproduces it. An assumed HBM efficiency of 0.6 gives 25% (between
-    the margin and twice it), which does not reverse it: confirmed (analysis). An assumed input
-    that misses the cut reverses it (analytic only); readings that all miss refute it."""
+    micro-batch 1 and 2, the article's 16 sequences a step) give 18-19%. But an 18% cut is a
+    naive/fused step ratio of 1.22x, inside the step model's error on the ratio of two modelled
+    runs: analytic only, whatever the rows say. Were the margin 10%, the stated case would decide
+    (at_stated_case): confirmed, reversed only by an assumed input that misses the cut."""
     from mfulab.studies.fusion import attention_memory
 
     table = attention_memory.step_table()
@@ -604,14 +604,13 @@ def test_a8_step_time_is_priced_by_the_step_model_over_the_readings_that_fit():
     assert set(fitting.tp) == {8} and fitting.step_cut.between(0.144, 0.216).all()
     assert (table.global_batch >= 16).all() and (table.global_batch % 16 == 0).all()
     (row,) = attention_memory.a8_step_claim(table)
-    assert row.verdict == "confirmed (analysis)" and "0.6: 25%" in row.evidence
-    assert None in set(table[table.fits & (table.varied != "reading")].reproduces)  # the in-between row
-    reversing = table.assign(
-        reproduces=[False if v != "reading" else r for v, r in zip(table.varied, table.reproduces)]
-    )
+    assert row.verdict == "analytic only" and "0.6: 25%" in row.evidence and "1.22×" in row.evidence
+    monkeypatch.setattr(attention_memory, "A8_STEP_MARGIN", 0.1)
+    (row,) = attention_memory.a8_step_claim(table.assign(reproduces=True))
+    assert row.verdict == "confirmed (analysis)"
+    reversing = table.assign(reproduces=[v == "reading" for v in table.varied])
     assert attention_memory.a8_step_claim(reversing)[0].verdict == "analytic only"
-    outside = table.assign(reproduces=False)
-    assert attention_memory.a8_step_claim(outside)[0].verdict == "refuted (analysis)"
+    assert attention_memory.a8_step_claim(table.assign(reproduces=False))[0].verdict == "refuted (analysis)"
 
 
 def test_a7_at_scale_is_refuted_only_where_a_published_ratio_rules_the_break_even_out(monkeypatch):

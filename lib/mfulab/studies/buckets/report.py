@@ -146,11 +146,16 @@ def flag_notes(records, table) -> str:
     ]
     cost = search_cost(records)
     if cost is not None:
+        measured = (
+            "a cost beyond the noise: the most static_graph can save there"
+            if cost.ratio_lo > 1
+            else "no cost beyond the noise (the interval spans 1× or lies below it): static_graph has no "
+            "measurable search to save here"
+        )
         lines.append(
             f"* find_unused_parameters=True makes the step {cost.ratio:.3f}× [{cost.ratio_lo:.3f}, "
             f"{cost.ratio_hi:.3f}] the default flags' (its per-step graph search and the all-reduce of the "
-            f"usage bitmap, {bitmap_allreduce_s(records) * 1e6:.0f} µs by the calibration's α–β): the most "
-            "static_graph can save there."
+            f"usage bitmap, {bitmap_allreduce_s(records) * 1e6:.0f} µs by the calibration's α–β): {measured}."
         )
     bounds = ", ".join(
         f"{r.flag} {r.mechanism_bound:.3f}×"

@@ -18,7 +18,9 @@ Each framework's formula is restated (not copied) from its own source at the com
 - **MaxText** (``src/maxtext/utils/maxtext_utils.py``, ``calculate_tflops_training_per_device``):
   6 × projections, FFN (router and active experts) and logits; attention halved for causality
   (PR #1988), sliding layers 4·H·d·(w − w²/2T) forward per token, chunked layers by their blocks
-  (PRs #2009, #2030, #3592). Prints TFLOP/s per device.
+  (PRs #2009, #2030, #3592), but only in the decoder blocks with such a branch (Gemma 2/3, GPT-OSS,
+  Gemma 4, Llama 4): any other model's window is counted as full causal attention. Prints TFLOP/s
+  per device.
 - **llm-foundry** (``llmfoundry/models/mpt/modeling_mpt.py``, ``flops_per_batch``): 6·N_active +
   12·L·h·T, N_active less an untied input embedding, learned positions kept; no halving, no
   windows. MFU from Composer's ``SpeedMonitor`` peak table.
@@ -108,11 +110,18 @@ def megatron(cfg: TransformerConfig) -> float:
     return _layer_sum(cfg, layer) + 6.0 * _embedding(cfg)
 
 
+# MaxText counts windows only in the decoder blocks that have a branch for them (Gemma 2 and 3,
+# GPT-OSS and Gemma 4 sliding layers; Llama 4's chunked layers); any other model, Mistral 7B's
+# sliding window included, falls into the default branch: full causal attention.
+MAXTEXT_WINDOW_FAMILIES = ("gemma2", "gemma3", "gemma4", "gpt-oss", "llama4")
+
+
 def maxtext(cfg: TransformerConfig) -> float:
     T, (d_qk, d_v) = cfg.seq_len, blocks.attention_dims(cfg)
+    sees_windows = cfg.name.startswith(MAXTEXT_WINDOW_FAMILIES)
 
     def core(i):
-        w = cfg.layer_window(i)
+        w = cfg.layer_window(i) if sees_windows else None
         if w is None or w >= T:
             return 0.5 * _global_core(cfg, T)
         if cfg.window_kind == "sliding":
@@ -263,7 +272,8 @@ DEPARTS = {
     "nanoGPT": "every parameter (all experts, the input embedding), full T×T scores at width d_model",
     "torchtitan": "full T×T scores (no causal half), windows ignored",
     "Megatron-LM": "windows ignored; the router not counted",
-    "MaxText": "the causal half as T/2, not (T+1)/2; windows in a closed form: the exact count otherwise",
+    "MaxText": "the causal half as T/2, not (T+1)/2; windows only in the model families it has a branch "
+    "for (Gemma 2/3, GPT-OSS, Llama 4), not Mistral's",
     "llm-foundry": "full T×T scores at width d_model, windows ignored",
     "OLMo-core": "full scores over min(w, T) keys (no causal half)",
 }
