@@ -301,6 +301,7 @@ def test_machines_differ_only_beyond_the_drift_between_fresh_runs():
 
     assert drift.across_drift([1.0, 1.04], 0.05).startswith("within drift (4%")
     assert drift.across_drift([1.0, 2.0], 0.09) == "differs (67% > 9%)"
+    assert drift.across_drift([1.0, 1.052], 0.05) == "differs (5.1% > 5.0%)"  # not "5% > 5%"
     assert drift.across_drift([1.0, "missing"], 0.05) == ""  # one number: nothing to compare
     assert drift.across_drift([True, True], 0.05) == ""
     assert drift.across_drift([0.0, 0.0], 0.05) == "the same"  # not "differs (inf%)"

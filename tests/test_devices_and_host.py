@@ -92,7 +92,11 @@ def test_every_entry_has_sources_units_and_no_sparsity():
     for spec in devices.DEVICES:
         assert spec.source.startswith("https://"), spec.key
         assert spec.flops_per_s and all(v > 0 for v in spec.flops_per_s.values()), spec.key
-        assert set(spec.flops_per_s) <= {"bf16", "fp16", "tf32", "fp32", "fp8"}, spec.key
+        assert set(spec.flops_per_s) <= {"bf16", "fp16", "tf32", "fp32", "fp8", "fp6", "fp4"}, spec.key
+        # each lower precision at least as fast as the one above it (a sparse figure among dense
+        # ones, or dense among sparse, would break the ladder)
+        ladder = [spec.flops_per_s[d] for d in ("bf16", "fp8", "fp4") if d in spec.flops_per_s]
+        assert ladder == sorted(ladder), spec.key
         assert spec.memory_bytes is not None and spec.memory_bytes >= 16 * 2**30, spec.key
         # dense tf32 is about half of dense bf16 wherever both exist (one sparse figure would break it;
         # 0.51: the L40S datasheet rounds tf32 to 183 against bf16's 362.05)

@@ -53,6 +53,8 @@ def across_drift(values, drift: float) -> str:
     if not median:  # a spread relative to zero means nothing: the numbers differ, by how much is absolute
         return f"differs (around 0: {min(numbers):.3g} to {max(numbers):.3g})"
     spread = (max(numbers) - min(numbers)) / abs(median)
+    # whole percents, unless they would print a spread and a drift that read equal ("5% > 5%")
+    fmt = ".1%" if f"{spread:.0%}" == f"{drift:.0%}" else ".0%"
     if spread <= drift:
-        return f"within drift ({spread:.0%} ≤ {drift:.0%})"
-    return f"differs ({spread:.0%} > {drift:.0%})"
+        return f"within drift ({spread:{fmt}} ≤ {drift:{fmt}})"
+    return f"differs ({spread:{fmt}} > {drift:{fmt}})"
