@@ -153,7 +153,8 @@ CLUSTER = {
 
 # The planner's answers the notebook shows: the article's 13B on 8 cards (A17/A19), its A10
 # example (13B on 128 cards: what layout the planner picks against TP 8 × DP 16), and a 70B on
-# 1024 cards; global batch: one sequence per card, at least 64 (our assumption).
+# 1024 cards; global batch: one sequence per card, at least 64 (our assumption), except the A10
+# case, which keeps A10's 512 sequences (4 per card).
 PLANNER_CASES = (
     {"preset": "llama2-13b", "devices": 8, "global_batch": 64},
     {"preset": "llama2-13b", "devices": 128, "global_batch": 512},

@@ -229,8 +229,9 @@ def zero2_throughput_claim(table=None) -> Claim:
         "A12",
         "for ~10B models below a thousand cards, ZeRO-2 is usually faster than ZeRO-3",
         f"the step model (step.step_time) on {case['device']} (devices.yaml), {cfg.name} at TP {case['tp']} "
-        f"on {', '.join(map(str, case['cards']))} cards, micro-batch 1, {case['micro_batches_per_rank']} "
-        f"micro-batches per DP rank and {case['global_batch']} sequences per step (assumed), GEMMs at "
+        f"on {', '.join(map(str, case['cards']))} cards, micro-batch 1, at two assumed global batches "
+        f"({case['micro_batches_per_rank']} micro-batches per DP rank, or {case['global_batch']} sequences "
+        "per step), GEMMs at "
         f"{case['matmul_share_of_mamf']:g} of MAMF, both stages on DeepSpeed's collectives (the command's "
         "--zero-stage), unfused attention; then each assumption varied "
         "(tables/a12_throughput_sensitivity.csv); "
