@@ -35,7 +35,7 @@ The exact count beside them is :func:`mfulab.analytic.flops.exact_matmul_flops_p
 
 from __future__ import annotations
 
-from mfulab.analytic import blocks, flops
+from mfulab.analytic import blocks, flops, precision
 from mfulab.analytic.config import TransformerConfig
 
 # repository, commit read, file, and the BF16 peak (TFLOP/s) each uses for an H100 SXM;
@@ -82,10 +82,15 @@ def _embedding(cfg: TransformerConfig) -> int:
     return cfg.vocab_size * cfg.d_model
 
 
-def _global_core(cfg: TransformerConfig, T: int) -> float:
-    """6·H·(d_qk + d_v)·T per layer: both attention matmuls over every key, trained (3×)."""
-    d_qk, d_v = blocks.attention_dims(cfg)
-    return 6.0 * cfg.n_heads * (d_qk + d_v) * T
+def _global_core(cfg: TransformerConfig, keys: float) -> float:
+    """6·H·(d_qk + d_v) per key and layer: both attention matmuls over ``keys`` keys for every
+    query, trained (3 × :func:`blocks.attention_core_fwd_flops_per_token` unmasked)."""
+    return 3.0 * blocks.attention_core_fwd_flops_per_token(cfg, 0, mask="full", seq_len=keys)
+
+
+def _weight_flops(cfg: TransformerConfig, layer: int) -> float:
+    """6 × the block's active matmul weights (router included): :func:`blocks.block_counts`."""
+    return blocks.block_counts(cfg, layer)["weight_flops"]
 
 
 def nanogpt(cfg: TransformerConfig) -> float:
@@ -101,11 +106,9 @@ def torchtitan(cfg: TransformerConfig) -> float:
 
 def megatron(cfg: TransformerConfig) -> float:
     def layer(i):
-        ffn = blocks.ffn_weight_counts(cfg, i)["active"]
-        router = cfg.d_model * cfg.moe.n_experts if cfg.layer_is_moe(i) else 0
+        linear_flops = precision.flops_parts_per_token(cfg, i)["linear"]  # the router left out
         latent_norms = blocks.attention_other_params(cfg) if cfg.mla is not None else 0
-        weights = blocks.attention_weight_count(cfg) + latent_norms + ffn - router
-        return 6.0 * weights + 0.5 * _global_core(cfg, cfg.seq_len)
+        return linear_flops + 6.0 * latent_norms + 0.5 * _global_core(cfg, cfg.seq_len)
 
     return _layer_sum(cfg, layer) + 6.0 * _embedding(cfg)
 
@@ -117,7 +120,7 @@ MAXTEXT_WINDOW_FAMILIES = ("gemma2", "gemma3", "gemma4", "gpt-oss", "llama4")
 
 
 def maxtext(cfg: TransformerConfig) -> float:
-    T, (d_qk, d_v) = cfg.seq_len, blocks.attention_dims(cfg)
+    T = cfg.seq_len
     sees_windows = cfg.name.startswith(MAXTEXT_WINDOW_FAMILIES)
 
     def core(i):
@@ -125,14 +128,12 @@ def maxtext(cfg: TransformerConfig) -> float:
         if w is None or w >= T:
             return 0.5 * _global_core(cfg, T)
         if cfg.window_kind == "sliding":
-            return 3.0 * 2.0 * cfg.n_heads * (d_qk + d_v) * (w - w * w / (2 * T))
+            return _global_core(cfg, w - w * w / (2 * T))
         full_chunks, rest = divmod(T, w)
-        return 0.5 * 3.0 * 2.0 * cfg.n_heads * (d_qk + d_v) * (full_chunks * w * w + rest * rest) / T
+        return 0.5 * _global_core(cfg, (full_chunks * w * w + rest * rest) / T)
 
     def layer(i):
-        return 6.0 * (blocks.attention_weight_count(cfg) + blocks.ffn_weight_counts(cfg, i)["active"]) + core(
-            i
-        )
+        return _weight_flops(cfg, i) + core(i)
 
     return _layer_sum(cfg, layer) + 6.0 * _embedding(cfg)
 
@@ -146,8 +147,7 @@ def olmo_core(cfg: TransformerConfig) -> float:
     def layer(i):
         w = cfg.layer_window(i)
         visible = cfg.seq_len if w is None else min(w, cfg.seq_len)
-        weights = blocks.attention_weight_count(cfg) + blocks.ffn_weight_counts(cfg, i)["active"]
-        return 6.0 * weights + _global_core(cfg, visible)
+        return _weight_flops(cfg, i) + _global_core(cfg, visible)
 
     return _layer_sum(cfg, layer) + 6.0 * (_embedding(cfg) + cfg.d_model)
 
