@@ -319,9 +319,12 @@ def test_fsdp_at_large_dp_pays_per_unit_not_per_25_mib_bucket():
 
 def test_what_the_model_does_not_cover_is_refused():
     for kw, why in (
-        (dict(context_parallel=2), "context parallelism"),
-        (dict(expert_parallel=2), "mixture-of-experts"),
-        (dict(dtype="fp8"), "not modelled"),
+        (dict(context_parallel=2, attention="naive"), "fused kernel only"),
+        (dict(context_parallel=3), "2·cp"),
+        (dict(expert_parallel=2), "needs a MoE config"),
+        (dict(dtype="fp8"), "scaling recipe"),
+        (dict(dtype="fp4"), "not modelled"),
+        (dict(fp8_recipe="delayed"), "given for a bf16 step"),
         (dict(zero_stage=3, framework="megatron"), "runs ZeRO stage"),
     ):
         with pytest.raises(ParameterError, match=why):
@@ -457,7 +460,7 @@ def test_a_row_the_model_does_not_cover_is_kept_with_its_reason_and_scored_nowhe
     refused = [r for r in refused if r["refused"]]
     assert refused and all(np.isnan(r["error"]) for r in refused)
     reasons = " ".join(r["refused"] for r in refused)
-    assert "context parallelism" in reasons and "not modelled" in reasons
+    assert "not modelled" in reasons and "do not split over pp" in reasons
 
 
 def test_the_history_records_revisions_in_order():

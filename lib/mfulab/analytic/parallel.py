@@ -238,6 +238,34 @@ def moe_all_to_all_bytes_per_layer(
     return one_way_bytes * 2 * (2 if backward else 1)
 
 
+def all_to_all_call_s(
+    nbytes: float,
+    n_ranks: int,
+    *,
+    alpha_s: float,
+    link_bytes_per_s: float,
+    ranks_per_node: int | None = None,
+    inter_link_bytes_per_s: float | None = None,
+) -> float:
+    """Seconds of one all-to-all in which each of ``n_ranks`` ranks sends ``nbytes`` spread
+    evenly over the group, pairwise (Thakur et al. 2005 §4: n − 1 steps of α, (n − 1)/n of the
+    bytes on the wire). With ``ranks_per_node`` r < n the group spans nodes: the bytes for the
+    r − 1 peers in the node go over ``link_bytes_per_s``, those for the n − r others through the
+    rank's own network port at ``inter_link_bytes_per_s``, both at once."""
+    if n_ranks <= 1:
+        return 0.0
+    r = n_ranks if ranks_per_node is None else max(1, min(n_ranks, ranks_per_node))
+    if r >= n_ranks:
+        return collective_time(
+            "all_to_all", nbytes, n_ranks, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s
+        )
+    if inter_link_bytes_per_s is None:
+        raise ParameterError("an all-to-all across nodes needs inter_link_bytes_per_s")
+    intra_s = nbytes * (r - 1) / n_ranks / link_bytes_per_s
+    inter_s = nbytes * (n_ranks - r) / n_ranks / inter_link_bytes_per_s
+    return (n_ranks - 1) * alpha_s + max(intra_s, inter_s)
+
+
 def moe_all_to_all_time(
     *,
     tokens: int,
@@ -263,10 +291,7 @@ def moe_all_to_all_time(
     )
     calls = 4 if backward else 2
     per_call = nbytes / calls
-    mean_s = calls * collective_time(
-        "all_to_all", per_call, n_ranks, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s
-    )
-    slowest_s = calls * collective_time(
-        "all_to_all", per_call * imbalance, n_ranks, alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s
-    )
+    link = dict(alpha_s=alpha_s, link_bytes_per_s=link_bytes_per_s)
+    mean_s = calls * all_to_all_call_s(per_call, n_ranks, **link)
+    slowest_s = calls * all_to_all_call_s(per_call * imbalance, n_ranks, **link)
     return {"bytes": nbytes, "mean_rank_s": mean_s, "slowest_rank_s": slowest_s, "wait_s": slowest_s - mean_s}

@@ -112,6 +112,17 @@ class Assumptions:
     pp_p2p_exposed: float = 1.0
     # seconds per step the devices wait for data (0: a prefetching loader hides it)
     data_s: float = 0.0
+    # mixture of experts: the routed rows of the busiest device over the mean (1.0: balanced, as a
+    # forced-balance router or a padded capacity buffer gives; our assumption, a lower bound)
+    moe_load_imbalance: float = 1.0
+    # share of the expert-parallel all-to-alls on the critical path (1.0: none hidden, Megatron-
+    # Core's default; its --overlap-moe-expert-parallel-comm hides some under other micro-batches)
+    ep_a2a_exposed: float = 1.0
+    # FP8 GEMMs: the share of the FP8 peak they reach over the share 16-bit GEMMs reach of theirs
+    # (1.0: the same share, so the datasheet's 2× carries over; our assumption, an upper bound)
+    fp8_matmul_relative_efficiency: float = 1.0
+    # bytes moved per element cast to FP8 (None: the recipe's figure, step_modern.FP8_CAST_BYTES_PER_ELEM)
+    fp8_cast_bytes_per_elem: float | None = None
     # memory kept free for allocator fragmentation, runtime context and buffers (the recompute
     # study's fragmentation_margin; our assumption)
     memory_margin: float = 0.1

@@ -32,6 +32,12 @@ Per micro-batch and pipeline stage (a device holds L/p layers, 1/t of each; T = 
                   parallelism) of b·s·h, +2 under full recompute (``parallel``); with
                   ``tp_comm_overlap`` (Megatron --tp-comm-overlap) what the GEMMs cannot hide
     optimizer     Adam over this device's parameter shard, ``optimizer_bytes_per_param`` each
+    ep_comm       a MoE layer's four expert-parallel all-to-alls (dispatch, combine; forward
+                  and backward), ``ep_a2a_exposed`` of them on the critical path
+    cp_comm       what the context-parallel ring's K/V exchange leaves exposed past the
+                  attention blocks it overlaps
+    (MLA, windowed attention, MoE experts, context parallelism and FP8 GEMMs: the formulas are
+    in :mod:`step_modern`; memory in :mod:`step_memory`)
 
 The step (Narayanan et al. 2021 §2.2), in five named steps — :func:`check_layout`,
 :func:`stage_terms`, :func:`pipeline_terms` (the bubble from
@@ -42,28 +48,33 @@ The step (Narayanan et al. 2021 §2.2), in five named steps — :func:`check_lay
     step = m·t_mb + bubble + pp_p2p + dp_exposed + optimizer + data
 
 Every constant not measured is a field of :class:`Assumptions` with its source; a calibration
-replaces R∞, t₀, BW and the intra-node α–β by this machine's figures. Context parallelism,
-mixture-of-experts layers and FP8 GEMMs are refused, never approximated.
+replaces R∞, t₀, BW and the intra-node α–β by this machine's figures. A layout the model
+does not cover (naive attention with a latent or windowed config, MoE with TP but no sequence
+parallelism, an FP8 step without its scaling recipe, ...) is refused, never approximated.
 """
 
 from __future__ import annotations
 
 from dataclasses import fields, replace
 
-from mfulab.analytic import comm, flops, memory, parallel
+from mfulab.analytic import comm, flops, memory, parallel, step_modern
 from mfulab.analytic.config import TransformerConfig, check_attention
 from mfulab.analytic.rates import Assumptions, machine_rates
-from mfulab.analytic.step_terms import dp_group, dp_terms, memory_terms, pipeline_terms, stage_terms
+from mfulab.analytic.step_memory import memory_terms
+from mfulab.analytic.step_terms import dp_group, dp_terms, pipeline_terms, stage_terms
 from mfulab.errors import ParameterError
 
 FRAMEWORKS = ("auto", *comm.DP_FRAMEWORKS)
-DTYPES = ("bf16", "fp16", "tf32", "fp32")  # the GEMM precisions the model prices
+FP8_DTYPES = step_modern.FP8_DTYPES
+DTYPES = ("bf16", "fp16", "tf32", "fp32", *FP8_DTYPES)  # the GEMM precisions the model prices
 TERMS = (
     "matmul_s",
     "attention_s",
     "memory_bound_s",
     "recompute_s",
     "tp_comm_s",
+    "ep_comm_s",
+    "cp_comm_s",
     "pp_bubble_s",
     "pp_p2p_s",
     "dp_comm_exposed_s",
@@ -74,7 +85,7 @@ COMPUTE_TERMS = ("matmul_s", "attention_s", "memory_bound_s", "recompute_s")
 
 # the step model's own names; its figures and assumptions live in ``rates`` (``Rates``,
 # ``Assumptions``) and its terms in ``step_terms``, imported from there by every caller
-__all__ = ["COMPUTE_TERMS", "DTYPES", "FRAMEWORKS", "TERMS", "check_layout", "step_time"]
+__all__ = ["COMPUTE_TERMS", "DTYPES", "FP8_DTYPES", "FRAMEWORKS", "TERMS", "check_layout", "step_time"]
 
 
 def _check_int(**values):
@@ -102,37 +113,36 @@ def check_layout(
     uneven_end_stages: bool = False,
     context_parallel: int = 1,
     expert_parallel: int = 1,
+    expert_tensor_parallel: int = 1,
     dtype: str = "bf16",
+    fp8_recipe: str | None = None,
     shard_group: int | None = None,
 ) -> dict:
     """The layout a step runs, or :class:`ParameterError` with the reason it cannot exist or
     is not modelled: dp = n/(tp·pp), m = B/(dp·b) micro-batches, the layers of an interior and
     of an end stage, the pipeline schedule (``parallel.check_pipeline``), the DP framework
-    (``auto``: Megatron's for ZeRO 0–1, DeepSpeed's for 2, FSDP's for 3). Refused, never
-    approximated: context parallelism, mixture-of-experts layers and GEMMs below 16 bits."""
+    (``auto``: Megatron's for ZeRO 0–1, DeepSpeed's for 2, FSDP's for 3); dp = n/(tp·pp·cp)
+    with context parallelism, and expert parallelism checked by
+    ``step_modern.check_modern_layout``."""
     _check_int(n_devices=n_devices, tp=tp, pp=pp, vpp=vpp, micro_batch=micro_batch, global_batch=global_batch)
     _check_int(devices_per_node=devices_per_node, context_parallel=context_parallel)
-    _check_int(expert_parallel=expert_parallel)
-    if context_parallel > 1:
-        raise ParameterError(
-            "context parallelism is not modelled (its ring attention exchanges K and V between ranks); "
-            "predict with context_parallel=1"
-        )
-    if expert_parallel > 1 or cfg.moe is not None:
-        raise ParameterError(
-            "mixture-of-experts layers (expert parallelism, routed all-to-alls) are not modelled: the "
-            "predictor prices dense blocks only"
-        )
-    if cfg.mla is not None or cfg.windows is not None:
-        raise ParameterError(
-            "latent (MLA) and windowed attention are not modelled: the predictor prices global "
-            "multi-head or grouped-query attention"
-        )
+    _check_int(expert_parallel=expert_parallel, expert_tensor_parallel=expert_tensor_parallel)
     if dtype not in DTYPES:
-        raise ParameterError(
-            f"the step model prices GEMMs in {', '.join(DTYPES)}; {dtype!r} is not modelled (FP8 GEMMs mix "
-            "precisions per GEMM and need their own scaling kernels)"
-        )
+        raise ParameterError(f"the step model prices GEMMs in {', '.join(DTYPES)}; {dtype!r} is not modelled")
+    cp, ep, etp = context_parallel, expert_parallel, expert_tensor_parallel
+    step_modern.check_modern_layout(
+        cfg,
+        tp=tp,
+        cp=cp,
+        ep=ep,
+        etp=etp,
+        sequence_parallel=sequence_parallel,
+        attention=attention,
+        n_devices=n_devices,
+        pp=pp,
+        dtype=dtype,
+        fp8_recipe=fp8_recipe,
+    )
     memory.recompute_plan(recompute, cfg.n_layers)  # refuses a policy it does not model
     check_attention(attention)
     if framework not in FRAMEWORKS:
@@ -151,9 +161,9 @@ def check_layout(
             "DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3 with pipeline parallelism "
             "(deepspeed/runtime/pipe/engine.py, PipelineEngine.__init__; deepspeedai/DeepSpeed@03f6f75)"
         )
-    if n_devices % (tp * pp):
-        raise ParameterError(f"tp·pp = {tp * pp} does not divide {n_devices} devices")
-    dp = n_devices // (tp * pp)
+    if n_devices % (tp * pp * cp):
+        raise ParameterError(f"tp·pp·cp = {tp * pp * cp} does not divide {n_devices} devices")
+    dp = n_devices // (tp * pp * cp)
     comm.check_shard_group(shard_group, dp=dp, framework=framework)
     if cfg.n_heads % tp or cfg.n_kv_heads % tp or cfg.d_ff % tp:
         raise ParameterError(
@@ -197,6 +207,11 @@ def check_layout(
         "devices_per_node": devices_per_node,
         "n_devices": n_devices,
         "shard_group": shard_group,  # HSDP: ZeRO shards over these ranks, replicated across the rest
+        "cp": cp,
+        "ep": ep,
+        "etp": etp,
+        "dtype": dtype,
+        "fp8_recipe": fp8_recipe,
     }
 
 
@@ -226,6 +241,8 @@ def step_time(
     uneven_end_stages: bool = False,
     context_parallel: int = 1,
     expert_parallel: int = 1,
+    expert_tensor_parallel: int = 1,
+    fp8_recipe: str | None = None,
     shard_group: int | None = None,
     assumptions: Assumptions | None = None,
     **overrides,
@@ -264,11 +281,20 @@ def step_time(
         uneven_end_stages=uneven_end_stages,
         context_parallel=context_parallel,
         expert_parallel=expert_parallel,
+        expert_tensor_parallel=expert_tensor_parallel,
         dtype=dtype,
+        fp8_recipe=fp8_recipe,
         shard_group=shard_group,
     )
-    a = replace(a, grad_bytes_per_elem=a.grad_reduce_bytes_per_elem(layout["framework"], dtype))
-    rates = machine_rates(device, dtype=dtype, calibration=calibration, assumptions=a)
+    fp8 = dtype in step_modern.FP8_DTYPES
+    base_dtype = "bf16" if fp8 else dtype  # an FP8 step keeps its other work in bf16
+    a = replace(a, grad_bytes_per_elem=a.grad_reduce_bytes_per_elem(layout["framework"], base_dtype))
+    rates = machine_rates(device, dtype=base_dtype, calibration=calibration, assumptions=a)
+    if fp8:
+        gemm_rates = step_modern.fp8_rates(
+            rates, device=device, relative_efficiency=a.fp8_matmul_relative_efficiency
+        )
+        layout["fp8"] = {"rates": gemm_rates, "recipe": fp8_recipe}
     m = layout["m"]
 
     per_mb = stage_terms(
@@ -300,8 +326,14 @@ def step_time(
         overlap_param_gather=overlap_param_gather,
     )
     terms["dp_comm_exposed_s"] = dp["dp_comm_exposed_s"]
-    n_params_shard = flops.param_count(cfg) / (tp * pp)
-    shard_params = n_params_shard / ((shard_group or layout["dp"]) if zero_stage >= 1 else 1)
+    if step_modern.is_modern(cfg, cp=context_parallel, ep=expert_parallel):
+        shard = step_modern.params_per_device(cfg, layout)
+        sharded = zero_stage >= 1
+        shard_params = shard["dense"] / (shard["dense_dp"] if sharded else 1)
+        shard_params += shard["expert"] / (shard["expert_dp"] if sharded else 1)
+    else:
+        n_params_shard = flops.param_count(cfg) / (tp * pp)
+        shard_params = n_params_shard / ((shard_group or layout["dp"]) if zero_stage >= 1 else 1)
     terms["optimizer_s"] = a.optimizer_bytes_per_param * shard_params / rates.memory_bytes_per_s
     terms["data_s"] = a.data_s
     step_s = sum(terms[k] for k in TERMS)
@@ -312,7 +344,11 @@ def step_time(
     plan = memory.recompute_plan(recompute, cfg.n_layers)
     recomputed_share = plan.form_share(layout["interior_layers"])
 
+    classic = cfg.moe is None and cfg.mla is None and cfg.windows is None
+
     def util(convention, policy):
+        if convention == "megatron" and not classic:
+            return None  # Korthikanti's formula is for dense GPT blocks (flops.megatron_flops_per_token)
         form, share = (plan.table2, recomputed_share) if policy != "none" else ("none", 0.0)
         hardware = flops.recompute_flops_per_token(cfg, convention=convention, form=form, share=share)
         return hardware * tokens / peak_total

@@ -4,17 +4,17 @@
 micro-batch), :func:`stage_terms` (the slowest pipeline stage, with its TP collectives),
 :func:`pipeline_terms` (the bubble of ``parallel.pipeline_schedule_costs`` and the
 point-to-point sends), :func:`dp_terms` (the framework's DP collectives from
-``comm.dp_collectives``, each call priced by ``comm.nccl_call_s``) and :func:`memory_terms`
-(bytes per device, and whether the layout fits)."""
+``comm.dp_collectives``, each call priced by ``comm.nccl_call_s``); memory is
+:func:`step_memory.memory_terms`, and the terms of MoE, latent and windowed attention, context
+parallelism and FP8 GEMMs are :mod:`step_modern`'s."""
 
 from __future__ import annotations
 
 import math
 
-from mfulab.analytic import comm, flops, memory, parallel
+from mfulab.analytic import blocks, comm, flops, memory, parallel, step_modern
 from mfulab.analytic.config import TransformerConfig
 from mfulab.analytic.rates import Assumptions, Rates, flash_attention_share
-from mfulab.units import GIB
 
 
 def gemm_s(
@@ -50,25 +50,39 @@ def layer_terms(
     dropout: bool,
     rates: Rates,
     a: Assumptions,
+    layer: int = 0,
+    cp: int = 1,
+    ep: int = 1,
+    etp: int = 1,
+    fp8: dict | None = None,
 ) -> dict:
-    """Seconds of one layer for one micro-batch on one device: forward and backward of each
-    op class (module docstring); the forward parts a recompute policy re-runs are returned
-    as ``full_forward_s`` and ``attention_forward_s``."""
+    """Seconds of block ``layer`` for one micro-batch on one device: forward and backward of
+    each op class (module docstring of :mod:`step`; its GEMMs, experts, context split and FP8
+    casts from :mod:`step_modern`); the forward parts a recompute policy re-runs are returned
+    as ``full_forward_s``, ``attention_forward_s`` and ``mlp_forward_s``; ``a2a_bytes``: what
+    one all-to-all of its experts moves. ``fp8``: {"rates", "recipe"} for FP8 GEMMs."""
     e, s, h = a.bytes_per_elem, cfg.seq_len, cfg.d_model
-    T = micro_batch * s  # tokens of the micro-batch
-    q, H, Hkv, f = cfg.head_dim, cfg.n_heads // tp, cfg.n_kv_heads // tp, cfg.d_ff // tp
-    n_up = 2 if cfg.mlp == "swiglu" else 1
-    gemms = [(T, (H + 2 * Hkv) * q, h), (T, h, H * q), (T, n_up * f, h), (T, h, f)]
+    T = micro_batch * s / cp if cp > 1 else micro_batch * s  # tokens of the micro-batch on this rank
+    H, Hkv = cfg.n_heads // tp, cfg.n_kv_heads // tp
+    ffn = step_modern.ffn_gemms(
+        cfg, layer, tokens=T, tp=tp, ep=ep, etp=etp, load_imbalance=a.moe_load_imbalance
+    )
+    attn = [(m_, n_, k_, 1) for m_, n_, k_ in step_modern.attention_gemms(cfg, tokens=T, tp=tp)]
+    lin_rates, lin_e = (fp8["rates"], 1.0) if fp8 else (rates, e)
     mm_f = mm_b = mlp_mm_f = 0.0
-    for i, (m_, n_, k_) in enumerate(gemms):
-        fw, bw = _fwd_bwd_gemm_s(m_, n_, k_, rates, e)
+    for i, (m_, n_, k_, count) in enumerate(attn + ffn["gemms"]):
+        fw, bw = _fwd_bwd_gemm_s(m_, n_, k_, lin_rates, lin_e, count)
         mm_f, mm_b = mm_f + fw, mm_b + bw
-        mlp_mm_f += fw if i >= 2 else 0.0  # the MLP's up (and gate) and down projections
+        mlp_mm_f += fw if i >= len(attn) else 0.0  # the FFN's up (and gate) and down projections
+    if ffn["router"] is not None:  # the router stays in 16 bits
+        fw, bw = _fwd_bwd_gemm_s(*ffn["router"], rates, e)
+        mm_f, mm_b, mlp_mm_f = mm_f + fw, mm_b + bw, mlp_mm_f + fw
 
     bw_eff = rates.elementwise_rate()
     heads_in_batch = micro_batch * H
     score_elems = heads_in_batch * s * s
     if attention == "naive":
+        q = cfg.head_dim
         qk_f, qk_b = _fwd_bwd_gemm_s(s, s, q, rates, e, count=heads_in_batch)
         av_f, av_b = _fwd_bwd_gemm_s(s, q, s, rates, e, count=heads_in_batch)
         # scale + mask + softmax (read scores, write probabilities) and dropout (read, write, 1-byte
@@ -78,7 +92,7 @@ def layer_terms(
         att_f = qk_f + av_f + score_fwd_bytes / bw_eff
         att_b = qk_b + av_b + score_bwd_bytes / bw_eff
     else:
-        kernel = flops.fused_attention_flops(heads_in_batch=heads_in_batch, seq_len=s, head_dim=q)
+        kernel = step_modern.attention_kernel_flops(cfg, layer, heads_in_batch=heads_in_batch, cp=cp)
         flash_rate = rates.flash_attention_flops_per_s  # machine_rates: the device's share of its peak
         if flash_rate is None:  # Rates built by hand: no device figure
             flash_rate = flash_attention_share(a)[0] * rates.peak_flops_per_s
@@ -88,10 +102,21 @@ def layer_terms(
     rows = T / tp if sequence_parallel else T  # rows the norms, dropouts and residuals touch
     norm_bytes = 2 * 2 * rows * h * e  # two norms, each reads and writes its rows
     residual_bytes = 2 * rows * h * ((3 * e + 1) if dropout else 3 * e)  # (bias +) dropout + add
-    act_bytes = T * f * e * (3 if cfg.mlp == "swiglu" else 2)  # bias + GeLU, or SiLU(gate)·up
-    rotary_bytes = 0.0 if cfg.learned_positions else 2 * T * (H + Hkv) * q * e
-    elem_f = (norm_bytes + residual_bytes + act_bytes + rotary_bytes) / bw_eff
+    act_bytes = ffn["act_elems"] * e * (3 if cfg.mlp == "swiglu" else 2)  # bias + GeLU, or SiLU(gate)·up
+    if cfg.learned_positions:
+        rotary_bytes = 0.0
+    elif cfg.mla is not None:  # the decoupled rotary part: every query head, one shared key
+        rotary_bytes = 2 * T * (H + 1) * cfg.mla.qk_rope_head_dim * e
+    else:
+        rotary_bytes = 2 * T * (H + Hkv) * cfg.head_dim * e
+    permute_bytes = 2 * 2 * ffn["routed_rows"] * h * e  # tokens to expert order and back, read + write
+    elem_f = (norm_bytes + residual_bytes + act_bytes + rotary_bytes + permute_bytes) / bw_eff
     elem_b = a.backward_traffic_factor * elem_f
+    if fp8:
+        cast_f, cast_b = step_modern.fp8_cast_bytes(
+            attn + ffn["gemms"], recipe=fp8["recipe"], bytes_per_elem=a.fp8_cast_bytes_per_elem
+        )
+        elem_f, elem_b = elem_f + cast_f / bw_eff, elem_b + cast_b / bw_eff
     return {
         "matmul_s": mm_f + mm_b,
         "attention_s": att_f + att_b,
@@ -101,12 +126,18 @@ def layer_terms(
         "attention_forward_s": att_f if attention == "naive" else 0.0,  # a fused kernel recomputes inside
         # the MLP branch from its input: its GEMMs, its activation and the second norm
         "mlp_forward_s": mlp_mm_f + (act_bytes + norm_bytes / 2) / bw_eff,
+        "attention_kernel_f_s": att_f,
+        "attention_kernel_b_s": att_b,
+        "a2a_bytes": ffn["routed_rows"] * h * e,
     }
 
 
-def _edge_terms(cfg: TransformerConfig, *, micro_batch: int, tp: int, rates: Rates, a: Assumptions) -> dict:
-    """The first stage's embedding and the last stage's logits and loss, per micro-batch."""
-    e, T, h, V = a.bytes_per_elem, micro_batch * cfg.seq_len, cfg.d_model, cfg.vocab_size
+def _edge_terms(
+    cfg: TransformerConfig, *, micro_batch: int, tp: int, cp: int = 1, rates: Rates, a: Assumptions
+) -> dict:
+    """The first stage's embedding and the last stage's logits and loss, per micro-batch (of
+    this rank's b·s/cp tokens)."""
+    e, T, h, V = a.bytes_per_elem, micro_batch * cfg.seq_len // cp, cfg.d_model, cfg.vocab_size
     fw, bw = _fwd_bwd_gemm_s(T, V / tp, h, rates, e)
     loss_bytes = T * V / tp * a.loss_bytes_per_logit
     embedding_bytes = (1 + a.backward_traffic_factor) * 2 * T * h * e  # lookup, and its scatter-add
@@ -133,17 +164,38 @@ def stage_terms(
     the TP collectives exposed: all of them, or with ``tp_comm_overlap`` what
     ``tp_overlap_share`` of the layer's GEMM time cannot hide), plus its ``forward_s``."""
     tp, b, sp = layout["tp"], layout["micro_batch"], layout["sequence_parallel"]
-    layer = layer_terms(
+    cp, ep, etp = layout.get("cp", 1), layout.get("ep", 1), layout.get("etp", 1)
+    per_node = layout["devices_per_node"]
+    kw = dict(
+        micro_batch=b, tp=tp, sequence_parallel=sp, attention=attention, dropout=dropout, rates=rates, a=a
+    )
+    # layers alike in FFN kind and window price alike (blocks.layer_groups): a stage runs the mean
+    groups = blocks.layer_groups(cfg)
+    by_group = [
+        (n, layer_terms(cfg, layer=first, cp=cp, ep=ep, etp=etp, fp8=layout.get("fp8"), **kw))
+        for first, n in groups
+    ]
+    if len(by_group) == 1:
+        layer = by_group[0][1]
+    else:
+        layer = {k: sum(n * t[k] for n, t in by_group) / cfg.n_layers for k in by_group[0][1]}
+    # expert parallelism: dispatch + combine forward and backward, 4 all-to-alls per MoE layer
+    a2a_alpha_s = (rates.intra if ep * etp <= per_node else rates.inter).alpha_s
+    a2a_s = step_modern.all_to_all_s(
+        layer["a2a_bytes"], ep=ep, etp=etp, devices_per_node=per_node, rates=rates, alpha_s=a2a_alpha_s
+    )
+    layer["ep_comm_s"] = a.ep_a2a_exposed * 4 * a2a_s
+    layer["cp_comm_s"] = step_modern.context_ring_exposed_s(
         cfg,
         micro_batch=b,
         tp=tp,
-        sequence_parallel=sp,
-        attention=attention,
-        dropout=dropout,
-        rates=rates,
-        a=a,
+        cp=cp,
+        link=rates.link(tp * cp, per_node) if cp > 1 else None,
+        bytes_per_elem=a.bytes_per_elem,
+        attention_forward_s=layer["attention_kernel_f_s"],
+        attention_backward_s=layer["attention_kernel_b_s"],
     )
-    edge = _edge_terms(cfg, micro_batch=b, tp=tp, rates=rates, a=a)
+    edge = _edge_terms(cfg, micro_batch=b, tp=tp, cp=cp, rates=rates, a=a)
     # the recompute plan (memory.recompute_plan): the Table 2 form's forward again, on every layer
     # or on the checkpointed ones; recomputing a layer repeats its forward TP collectives too
     plan = memory.recompute_plan(recompute, cfg.n_layers)
@@ -163,7 +215,8 @@ def stage_terms(
         link_bytes_per_s=tp_link.bytes_per_s,
         sequence_parallel=sp,
         bytes_per_elem=a.bytes_per_elem,
-    )
+        seq_len=cfg.seq_len // cp,
+    ) * step_modern.tp_collectives_share(cfg, etp=etp)
 
     def exposed_tp_s(collectives_s: float) -> float:
         if not tp_comm_overlap:
@@ -172,17 +225,14 @@ def stage_terms(
 
     tp_plain_s = exposed_tp_s(tp_base_s)
     tp_recomputed_s = exposed_tp_s(tp_base_s * (1 + repeated_tp_share))
-    per_layer = {
-        "matmul_s": layer["matmul_s"],
-        "attention_s": layer["attention_s"],
-        "memory_bound_s": layer["memory_bound_s"],
-        "forward_s": layer["forward_s"],
-    }
+    names = ("matmul_s", "attention_s", "memory_bound_s", "forward_s", "ep_comm_s", "cp_comm_s")
+    per_layer = {k: layer[k] for k in names}
 
     def stage(n_layers: float, *, first: bool, last: bool) -> dict:
         out = {k: n_layers * v for k, v in per_layer.items()}
         share = plan.form_share(n_layers)
         out["recompute_s"] = n_layers * share * form_forward_s
+        out["ep_comm_s"] *= 1 + (share / 2 if plan.table2 == "full" else 0.0)  # the forward's 2 of 4 again
         out["tp_comm_s"] = n_layers * ((1 - share) * tp_plain_s + share * tp_recomputed_s)
         out["matmul_s"] += edge["logits_matmul_s"] if last else 0.0
         out["memory_bound_s"] += (edge["loss_s"] if last else 0.0) + (edge["embedding_s"] if first else 0.0)
@@ -211,9 +261,11 @@ def pipeline_terms(
     costs = parallel.pipeline_schedule_costs(p=pp, m=m, v=vpp, schedule=layout["schedule"])
     out = {"pp_bubble_s": costs["bubble_fraction"] * m * t_mb_s, "pp_p2p_s": 0.0, "schedule_costs": costs}
     if pp > 1:
-        per_node = layout["devices_per_node"]
-        link = rates.link(tp * dp * pp, per_node) if tp * dp < per_node else rates.inter
-        elements = parallel.pipeline_p2p_elements_per_step(cfg, micro_batch=layout["micro_batch"], m=m, v=vpp)
+        per_node, cp = layout["devices_per_node"], layout.get("cp", 1)
+        link = rates.link(tp * cp * dp * pp, per_node) if tp * cp * dp < per_node else rates.inter
+        elements = parallel.pipeline_p2p_elements_per_step(
+            cfg, micro_batch=layout["micro_batch"], m=m, v=vpp, seq_len=cfg.seq_len // cp
+        )
         messages = 2 * m * vpp
         out["pp_p2p_s"] = a.pp_p2p_exposed * (
             messages * link.alpha_s + elements / tp * a.bytes_per_elem / link.bytes_per_s
@@ -272,32 +324,58 @@ def dp_terms(
     ``dp_overlap``; the last call of each phase cannot hide (the pipeline's drain). Without
     ``overlap`` nothing hides; the parameter all-gather after the optimizer hides only with
     ``overlap_param_gather`` (Megatron), under the first micro-batch's forward."""
-    tp, pp, dp, m = (layout[k] for k in ("tp", "pp", "dp", "m"))
-    if dp == 1:
+    tp, pp, m = (layout[k] for k in ("tp", "pp", "m"))
+    # context-parallel ranks reduce gradients with their data-parallel peers (dp·cp ranks); the
+    # routed experts in their own expert-data-parallel group (step_modern.params_per_device)
+    shard = step_modern.params_per_device(cfg, layout) if cfg.moe is not None else None
+    dp = layout["dp"] * layout.get("cp", 1)
+    expert_dp = shard["expert_dp"] if shard else 1
+    if dp == 1 and expert_dp == 1:
         return {"dp_comm_s": 0.0, "dp_comm_exposed_s": 0.0, "dp_calls": 0, "dp_algorithms": ""}
-    n_params_shard = flops.param_count(cfg) / (tp * pp)
+    n_params_shard = shard["dense"] if shard else flops.param_count(cfg) / (tp * pp)
+    layout = {**layout, "dp": dp}
     ddp_tensors = None  # DDP buckets whole tensors: the stage's own, in the order they become ready
     if layout["framework"] == "ddp":
         blocks = math.ceil(layout["interior_layers"])
         ddp_tensors = [k for _, k in parallel.stage_grad_tensors(cfg, tp=tp, pp=pp, blocks=blocks)]
-    calls = comm.dp_collectives(
-        n_params_shard,
-        dp=dp,
-        zero_stage=layout["zero_stage"],
-        micro_batches=m,
-        framework=layout["framework"],
-        units=math.ceil(layout["interior_layers"]) + 1,  # one unit per block, and the embedding/head root
-        grad_bytes_per_elem=a.grad_bytes_per_elem,
-        param_bytes_per_elem=a.bytes_per_elem,
-        overlap=overlap,
-        ddp_bucket_bytes=a.ddp_bucket_bytes,
-        deepspeed_bucket_elems=a.deepspeed_bucket_elems,
-        deepspeed_prefetch_elems=a.deepspeed_prefetch_elems,
-        tensor_elems=ddp_tensors,
-        shard_group=layout.get("shard_group"),
+    calls = (
+        []
+        if dp == 1
+        else comm.dp_collectives(
+            n_params_shard,
+            dp=dp,
+            zero_stage=layout["zero_stage"],
+            micro_batches=m,
+            framework=layout["framework"],
+            units=math.ceil(layout["interior_layers"]) + 1,  # one unit per block, and the embedding/head root
+            grad_bytes_per_elem=a.grad_bytes_per_elem,
+            param_bytes_per_elem=a.bytes_per_elem,
+            overlap=overlap,
+            ddp_bucket_bytes=a.ddp_bucket_bytes,
+            deepspeed_bucket_elems=a.deepspeed_bucket_elems,
+            deepspeed_prefetch_elems=a.deepspeed_prefetch_elems,
+            tensor_elems=ddp_tensors,
+            shard_group=layout.get("shard_group"),
+        )
     )
+    if expert_dp > 1:
+        expert_calls = comm.dp_collectives(
+            shard["expert"],
+            dp=expert_dp,
+            zero_stage=layout["zero_stage"],
+            micro_batches=m,
+            framework=layout["framework"],
+            units=math.ceil(layout["interior_layers"]) + 1,
+            grad_bytes_per_elem=a.grad_bytes_per_elem,
+            param_bytes_per_elem=a.bytes_per_elem,
+            overlap=overlap,
+        )
+        calls += [{**c, "group": "expert"} for c in expert_calls]
     g = layout.get("shard_group") or dp
     groups = {"dp": dp_group(layout, rates=rates, a=a)}
+    if expert_dp > 1:  # expert-data-parallel ranks sit ep·etp apart
+        spread = {**layout, "tp": layout.get("ep", 1) * layout.get("etp", 1), "dp": expert_dp}
+        groups["expert"] = dp_group(spread, rates=rates, a=a)
     if g < dp:  # HSDP: the shard group inside, its replicas across
         groups["shard"] = dp_group(layout, rates=rates, a=a, size=g)
         groups["replica"] = dp_group(layout, rates=rates, a=a, size=dp // g, stride=g)
@@ -329,63 +407,4 @@ def dp_terms(
         "dp_comm_exposed_s": min(exposed_s, total_s),
         "dp_calls": n_calls,
         "dp_algorithms": ", ".join(sorted(algorithms)),
-    }
-
-
-# ---------------------------------------------------------------------------- 5. memory
-def memory_terms(
-    cfg: TransformerConfig,
-    layout: dict,
-    *,
-    rates: Rates,
-    a: Assumptions,
-    recompute: str,
-    attention: str,
-    dropout: bool,
-) -> dict:
-    """Bytes per device (``memory.memory_per_device``: ZeRO states, Korthikanti Table 2
-    activations with a flash kernel's log-sum-exp in place of the scores, the logits), the
-    activations of the stage that keeps the most layers in flight, scaled by the schedule's
-    ``activation_layers_factor``; a layout fits when that is at most (1 − ``memory_margin``)
-    of the device's memory."""
-    mem = memory.memory_per_device(
-        cfg,
-        micro_batch=layout["micro_batch"],
-        tp=layout["tp"],
-        pp=layout["pp"],
-        dp=layout.get("shard_group") or layout["dp"],  # the ranks ZeRO shards over (HSDP: its group)
-        zero_stage=layout["zero_stage"],
-        bytes_per_elem=a.bytes_per_elem,
-    )
-    costs = parallel.pipeline_schedule_costs(
-        p=layout["pp"], m=layout["m"], v=layout["vpp"], schedule=layout["schedule"]
-    )
-    # 1F1B: stage i keeps p − i micro-batches of its layers in flight (Korthikanti §4.2.3); with
-    # even stages the first holds the most, with uneven end stages the second may; the stage
-    # peaks while one micro-batch runs its backward (memory.stage_activation_bytes)
-    pp, end, interior = layout["pp"], layout["end_layers"], layout["interior_layers"]
-    plan = memory.recompute_plan(recompute, cfg.n_layers)
-    kw = dict(
-        micro_batch=layout["micro_batch"],
-        tp=layout["tp"],
-        sequence_parallel=layout["sequence_parallel"],
-        attention=attention,
-        dropout=dropout,
-        bytes_per_elem=a.bytes_per_elem,
-    )
-    candidates = [(math.ceil(end), pp)] + ([(interior, pp - 1)] if pp > 1 else [])
-    stages = [memory.stage_activation_bytes(cfg, plan, layers=n, in_flight=f, **kw) for n, f in candidates]
-    # interleaving keeps activation_layers_factor × as many stored layers in flight
-    activations_bytes = max(
-        costs["activation_layers_factor"] * st["stored_bytes"] + st["peak_one_bytes"] - st["stored_one_bytes"]
-        for st in stages
-    )
-    memory_bytes = mem["model_states_bytes"] + activations_bytes + mem["logits_bytes"]
-    capacity = rates.memory_capacity_bytes
-    return {
-        "memory_gib": memory_bytes / GIB,
-        "model_states_gib": mem["model_states_bytes"] / GIB,
-        "activations_gib": activations_bytes / GIB,
-        "device_memory_gib": None if capacity is None else capacity / GIB,
-        "fits": None if capacity is None else memory_bytes <= (1 - a.memory_margin) * capacity,
     }

@@ -77,6 +77,7 @@ def test_text(goals: dict, splits, split: str = "test", as_noted=None) -> str:
         "holdout": "Holdout set",
         "holdout-2": "Second holdout set",
         "holdout-3": "Third holdout set",
+        "holdout-4": "Fourth holdout set (MoE, context parallelism, FP8)",
     }[split]
     if not goals.get("n"):
         noted = None if as_noted is None else as_noted.set_index("split")

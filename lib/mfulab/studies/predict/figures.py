@@ -38,6 +38,7 @@ def validation(df, goal: float):
         "holdout": "D",
         "holdout-2": "*",
         "holdout-3": "P",
+        "holdout-4": "X",
     }
     for split, marker in markers.items():
         g = priced[priced.split == split]
@@ -63,7 +64,7 @@ def validation(df, goal: float):
     for i, source in enumerate(order):
         g = priced[priced.source == source]
         jitter = (np.arange(len(g)) % 7 - 3) * 0.05
-        colour = {"test": "C0", "holdout": "C2", "holdout-2": "C1", "holdout-3": "C4"}.get(
+        colour = {"test": "C0", "holdout": "C2", "holdout-2": "C1", "holdout-3": "C4", "holdout-4": "C5"}.get(
             g.split.iloc[0], "C7"
         )
         bx.scatter(g.error * 100, i + jitter, s=12, color=colour)

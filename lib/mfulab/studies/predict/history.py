@@ -1,8 +1,9 @@
 """The validation history of the step model: ``python -m mfulab.studies.predict.history
 --change "what changed"`` evaluates the published rows at the current commit and appends one
 revision to ``studies/predict/validation_history.yaml`` (commit, date, what changed, the
-fitted share, the errors of the test, holdout, holdout-2, holdout-3 and development rows). Run it after
-every change to the step model, from a clean tree, and commit the file: the test error of every
+fitted share, the errors of the test, holdout, holdout-2, holdout-3, holdout-4 and development
+rows). Run it after every change to the step model, from a clean tree, and commit the file:
+the test error of every
 revision stays on record, so a model tuned on its test rows shows as a run of revisions with
 the test error falling."""
 
@@ -60,6 +61,7 @@ def evaluate(path=PUBLISHED) -> dict:
         "holdout": pick("holdout"),
         "holdout-2": pick("holdout-2"),
         "holdout-3": pick("holdout-3"),
+        "holdout-4": pick("holdout-4"),
         "development": pick("development"),
         "fit_loo": pick("fit"),
         # rows with a feature the model lacks (refused above), priced as their notes say

@@ -35,7 +35,7 @@ from mfulab.studykit.step_error import DECISIVE_MARGIN
 
 N_BOOT = 2000  # bootstrap draws (of sources)
 SEEN = ("fit", "development", "test")  # splits the model was fitted or revised on
-BLIND = ("holdout", "holdout-2", "holdout-3")  # first evaluated after the model code was fixed
+BLIND = ("holdout", "holdout-2", "holdout-3", "holdout-4")  # first evaluated after the model code was fixed
 GROUPS = {"test": ("test",), "holdouts": BLIND, "all held out": ("test", *BLIND)}
 
 

@@ -27,7 +27,11 @@ from mfulab.errors import ParameterError
 from mfulab.studykit.step_error import HELD_OUT, HISTORY_FILE, read_history  # noqa: F401 (re-exported)
 
 FIT_PARAMETER = "matmul_share_of_mamf"  # the one free parameter (rates.Assumptions)
-SPLITS = ("fit", "development", "test", "holdout", "holdout-2", "holdout-3")
+SPLITS = ("fit", "development", "test", "holdout", "holdout-2", "holdout-3", "holdout-4")
+GRAD_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}  # a stated grad_reduce_dtype, as grad_bytes_per_elem
+# STATED RULE (holdout-4, fixed before any of its rows was priced): a SwiGLU model whose norm,
+# biases and embeddings the row does not name is the Llama shape (every model of that set is)
+LLAMA_SHAPE = {"norm": "rmsnorm", "bias": False, "tied_embeddings": False, "learned_positions": False}
 LAYOUT_KEYS = (
     "n_devices",
     "tp",
@@ -123,20 +127,42 @@ def row_inputs(row: dict, *, interleave_rule: str = "deepest") -> dict:
     what it leaves out (``unstated``) and its stated assumptions."""
     model = dict(row["model"])
     model.setdefault("name", row["id"])
+    if isinstance(model.get("windows"), dict):  # {window, layers: "alternating: ..."}
+        model["windows"] = _layer_windows(model["windows"], model["n_layers"])
+    if model.get("mlp") == "swiglu" and "norm" not in model:  # STATED RULE: a named SwiGLU model
+        model.update(LLAMA_SHAPE)
     cfg = TransformerConfig(**model)
     layout = {**row["layout"]}
     unstated = dict(row.get("unstated") or {})
+    if layout.get("vpp") == "interleaved":  # interleaving named without a depth
+        unstated["vpp"] = layout.pop("vpp")
     kw = {**{k: v for k, v in unstated.items() if k != "vpp"}, **layout}
     kw.setdefault("micro_batch", 1)
+    if kw.get("dtype") in step_model.FP8_DTYPES:  # STATED RULE: an FP8 row naming no recipe scales
+        kw.setdefault("fp8_recipe", "mxfp8" if kw["dtype"] == "mxfp8" else "current")  # per tensor, now
     if "vpp" not in layout:
         vpp = unstated.get("vpp", 1)
         if vpp == "interleaved":
-            dp = kw["n_devices"] // (kw["tp"] * kw["pp"])
+            dp = kw["n_devices"] // (kw["tp"] * kw["pp"] * kw.get("context_parallel", 1))
             m = kw["global_batch"] // (dp * kw["micro_batch"])
             stage_layers = -(-cfg.n_layers // kw["pp"])
             vpp = interleave_depth(stage_layers * kw["pp"], kw["pp"], m, rule=interleave_rule)
         kw["vpp"] = vpp
-    return {"cfg": cfg, "device": row["device"], **kw, **(row.get("stated_assumptions") or {})}
+    stated = dict(row.get("stated_assumptions") or {})
+    if "grad_reduce_dtype" in stated:  # the width gradients are reduced in
+        width = stated.pop("grad_reduce_dtype")
+        if width not in GRAD_BYTES:
+            raise ParameterError(f"row {row['id']}: grad_reduce_dtype {width!r} not in {sorted(GRAD_BYTES)}")
+        stated["grad_bytes_per_elem"] = GRAD_BYTES[width]
+    return {"cfg": cfg, "device": row["device"], **kw, **stated}
+
+
+def _layer_windows(spec: dict, n_layers: int) -> list:
+    """Per-layer windows from a row's ``{window, layers}``: "alternating" puts the window on
+    every other layer, from the first (GPT-OSS's ``layer_types``); anything else is refused."""
+    if not str(spec.get("layers", "")).startswith("alternating"):
+        raise ParameterError(f"window layout {spec.get('layers')!r} is not one the loader reads")
+    return [spec["window"] if i % 2 == 0 else None for i in range(n_layers)]
 
 
 def fitted_on(row: dict, fit_sources) -> bool:
@@ -173,9 +199,15 @@ def predict_row(
     from mfulab.analytic.devices import peak_flops_per_s
 
     tokens = inputs["global_batch"] * cfg.seq_len
+    try:
+        peak_total = inputs["n_devices"] * peak_flops_per_s(row["device"], "bf16")
+    except ParameterError:  # a device devices.yaml lacks: the row is refused below
+        peak_total = np.nan
+    if price_not_modelled and cfg.n_layers % inputs["pp"] and "uneven_end_stages" not in inputs:
+        inputs["uneven_end_stages"] = True  # priced as noted: the end stages hold what is left
     base = {
         "model_flops_per_step": flops.flops_per_token(cfg, convention="palm") * tokens,
-        "peak_flops_total": inputs["n_devices"] * peak_flops_per_s(row["device"], "bf16"),
+        "peak_flops_total": peak_total,
         "id": row["id"],
         "source": row["source"],
         "split": row.get("split", "development"),
@@ -285,9 +317,12 @@ def null_predictions(rows, utilisation: float) -> np.ndarray:
     out = []
     for row in rows:
         inputs = row_inputs(row)
-        peak = peak_flops_per_s(
-            row["device"], inputs.get("dtype", "bf16") if inputs.get("dtype") != "fp8" else "bf16"
-        )
+        dtype = inputs.get("dtype", "bf16")
+        try:  # an FP8 step's null runs at the BF16 peak too (its MFU convention)
+            peak = peak_flops_per_s(row["device"], "bf16" if dtype in step_model.FP8_DTYPES else dtype)
+        except ParameterError:  # no datasheet entry for the device
+            out.append(np.nan)
+            continue
         out.append(hardware_flops_per_step(row) / (inputs["n_devices"] * peak * utilisation))
     return np.array(out)
 
