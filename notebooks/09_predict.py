@@ -22,8 +22,12 @@
 # overlap), the pipeline bubble and messages, the data-parallel collectives the framework issues
 # (DDP with or without ZeroRedundancyOptimizer, Megatron, DeepSpeed, FSDP and its hybrid
 # sharding: bucket by bucket or unit by unit, each call priced by NCCL's own latency model on the
-# group it runs in) minus what compute hides, the optimizer and the data wait. It refuses what
-# it does not model: context parallelism, mixture-of-experts layers, FP8 GEMMs.
+# group it runs in) minus what compute hides, the optimizer and the data wait. Since the
+# revision that froze the fourth holdout it also prices mixture-of-experts layers (grouped expert
+# GEMMs, the expert-parallel all-to-alls, the experts' own data-parallel group), latent and
+# windowed attention, context parallelism (the ring's K/V exchange against the attention it
+# overlaps) and FP8 GEMMs (at the FP8 peak's rate, with each scaling recipe's cast traffic):
+# `analytic/step_modern.py`. It refuses, with the reason, what it does not model.
 #
 # Its machine figures come from a device's datasheet (`devices.yaml`) — or, with
 # `calibration=results/<machine>/calibration`, from what this project measured on the machine.
@@ -44,7 +48,7 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 # %%
 from IPython.display import Markdown, display
 
-from mfulab.studies.predict import analysis, claims, figures, uncertainty
+from mfulab.studies.predict import analysis, claims, figures, modern, uncertainty
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
 
@@ -82,7 +86,13 @@ print(f"{records['device_name']} ({records['device']}); {len(records['published_
 # - **holdout-3** — `studies/predict/published_runs_holdout3.yaml`: three more sources (NVIDIA's
 #   Nemotron-4 340B benchmarks on H100 and GB200, NVIDIA's JAX-Toolbox Pax GPT runs on A100 and
 #   H100, MaxText's Llama-2-7B on Google Cloud A3 H100s), collected by a third separate process
-#   after the fp32-gradient revision, and first evaluated at `holdout-3_frozen_at`.
+#   after the fp32-gradient revision, and first evaluated at `holdout-3_frozen_at`;
+# - **holdout-4** — `studies/predict/published_runs_holdout4.yaml`: 25 runs with mixture-of-experts
+#   models, context parallelism or FP8 GEMMs (NVIDIA's DGX Cloud benchmarks of Grok-1, DeepSeek-V3,
+#   Llama 4 and Llama 3.1; Megatron-Bridge's MoE table; the Megatron-MoE model zoo's Qwen3-235B
+#   layouts; Llama 3's 131K-token context-parallel stage; DeepSeek-V3's own report), collected by a
+#   fourth separate process before the model could price any of them, and first evaluated at
+#   `holdout-4_frozen_at`, the commit that added those terms (§ "MoE, context parallelism and FP8").
 #
 # What the record shows about the test rows, exactly. A review of the previous revision had
 # reported its errors on Narayanan et al.'s Table 2 ZeRO-3 rows and said that H100 and
@@ -110,7 +120,8 @@ display(
         "(the MAMF itself). "
         f"Model frozen for the test rows at commit `{split.get('frozen_at')}`, for the holdout rows "
         f"at `{split.get('holdout_frozen_at')}`, for the second holdout at "
-        f"`{split.get('holdout-2_frozen_at')}`, for the third at `{split.get('holdout-3_frozen_at')}`. "
+        f"`{split.get('holdout-2_frozen_at')}`, for the third at `{split.get('holdout-3_frozen_at')}`, "
+        f"for the fourth at `{split.get('holdout-4_frozen_at')}`. "
         "The null model below "
         f"(every step its hardware FLOPs at one constant share of the dense peak, fitted on the same "
         f"rows the same way) has utilisation **{m['null_utilisation']:.3f}**."
@@ -125,7 +136,7 @@ display(
 # FLOPs convention, one that publishes tokens/s per GPU through B·s/(tokens/s · devices). The
 # fit rows are scored by leave-one-out (refitted without the row; the fit source's two 1T rows,
 # which leave an input unstated and so are not fitted on, by their plain error). A row the model
-# refuses (context parallelism, FP8 GEMMs), or that the file marks as beyond it (MegaScale's
+# refuses (a layout it cannot price), or that the file marks as beyond it (MegaScale's
 # sliding-window attention), is kept with its reason and scored nowhere. Two baselines stand
 # beside the predictor: the null model (hardware FLOPs at one utilisation fitted on the fit rows
 # the same way) and an unfitted rule of thumb (every step at 40% MFU). The goals the test set is
@@ -138,7 +149,7 @@ pct = {c: "{:+.1%}" if "signed" in c else "{:.1%}" for c in splits.columns if "e
 pct["closer_than_null"] = "{:.0%}"
 display(splits.style.format(pct, na_rep="—").hide(axis="index"))
 goals = o.values["test_goals"]
-for name in goals:  # test, holdout, holdout-2, holdout-3: each against the same goals
+for name in goals:  # test and the four holdouts: each against the same goals
     display(Markdown(analysis.test_text(goals[name], splits, split=name, as_noted=t["as_noted"])))
 plots.save_figure(figures.validation(df, 0.25), out, "validation")
 
@@ -203,6 +214,62 @@ display(Markdown(uncertainty.refit_text(o.values["refit_on_seen"], m["fitted_mat
 display(t["as_noted"].style.format(pct | {"rows_within_25pct": "{:.0%}"}, na_rep="—").hide(axis="index"))
 
 # %% [markdown]
+# ## MoE, context parallelism and FP8
+#
+# The terms `analytic/step_modern.py` adds, each from its mechanism: a MoE layer runs its
+# device's share of the routed rows as one grouped GEMM per projection (n_experts/ep experts,
+# each 1/etp wide; a capacity factor pads every expert's buffer), its shared experts split like
+# a dense FFN, and four all-to-alls (dispatch and combine, forward and backward) of the rows it
+# routes, pairwise over the expert-parallel group: NVLink to peers in the node, the device's
+# own network port to the others. Context parallelism gives each rank s/cp tokens and 1/cp of
+# the causal attention, and passes K and V around a ring of cp ranks, each step hidden under
+# the attention block it overlaps. FP8 GEMMs run at R∞ times the device's dense FP8/BF16 peak
+# ratio, with the casts around every GEMM as memory traffic (4 bytes per element for delayed
+# scaling, 6 for current scaling's extra amax pass, 4.06 for MXFP8's block scales). Three
+# assumptions are new, each a named field of `rates.Assumptions` at a bound, not a fit:
+# `fp8_matmul_relative_efficiency` 1.0 (FP8 GEMMs reach the share of their peak BF16 GEMMs reach
+# of theirs), `ep_a2a_exposed` 1.0 (no all-to-all hidden) and `moe_load_imbalance` 1.0 (balanced
+# routing).
+#
+# Every row of the fourth holdout names a feature the model lacks (token dropping with padding,
+# DualPipe, CUDA graphs, ...), so the strict reading refuses every one; below they are priced as
+# their notes say, at the defaults fixed before any of them was priced. The FP8 and
+# context-parallel rows of the earlier splits, refused until this revision, are priced as they
+# stand and counted in their own splits' scores above. The sensitivity table moves each new
+# assumption after the fact: it shows which one a miss depends on, and changes no default.
+
+# %%
+modern_rows, modern_summary = t["modern_rows"], t["modern_summary"]
+share_fmt = {c: "{:.0%}" for c in modern_rows.columns if c.endswith("_share")}
+display(
+    modern_summary.style.format(
+        {"median_abs_error": "{:.1%}", "median_signed_error": "{:+.1%}", "null_median_abs_error": "{:.1%}"}
+        | {"within_25pct": "{:.0%}"}
+    ).hide(axis="index")
+)
+display(Markdown(modern.text(modern_summary, modern_rows)))
+display(
+    modern_rows.drop(columns=["refused"])
+    .style.format(
+        {
+            "published_step_s": "{:.2f}",
+            "predicted_step_s": "{:.2f}",
+            "error": "{:+.1%}",
+            "null_error": "{:+.1%}",
+        }
+        | share_fmt,
+        na_rep="—",
+    )
+    .hide(axis="index")
+)
+sens = t["modern_sensitivity"]
+display(
+    sens.style.format(
+        {c: "{:+.1%}" if "signed" in c else "{:.1%}" for c in sens.columns if "error" in c}
+    ).hide(axis="index")
+)
+
+# %% [markdown]
 # **Which way each source misses** (median signed error: a source the model is biased on), and
 # **leave-one-source-out**: the share refitted on every other source, then this source predicted
 # — how the model carries to a source it has not seen, beyond the one fixed split.
@@ -241,7 +308,7 @@ display(
 )
 
 # %% [markdown]
-# **Where the held-out rows miss** (test and the three holdouts; beyond 25%, or the five largest):
+# **Where the held-out rows miss** (test and the holdouts; beyond 25%, or the five largest):
 # the compute terms are shared by
 # every row and fitted on one subset, so a miss most likely sits in a row's largest non-compute
 # term, or in what the row's device or framework does differently. **Refused rows** are listed
@@ -478,7 +545,8 @@ display(Markdown(analysis.a19_text(a19)))
 # `--overlap-param-gather` the overlaps. A layout that
 # cannot exist or does not fit memory (by `step_terms.memory_terms`, which finds the Llama 3 rows
 # above short of 80 GB, though they ran), an unknown device, or what the model does not cover
-# (context parallelism, MoE, FP8) is refused with the reason.
+# (e.g. naive attention with context parallelism, an FP8 step without its scaling recipe) is
+# refused with the reason.
 
 # %%
 verdicts.publish_claims(out, o.claims, o.metrics)  # no claim rows: the stability note compares the numbers

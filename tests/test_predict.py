@@ -858,3 +858,48 @@ def test_per_term_check_sets_the_backward_forward_split_beside_its_null():
     full = t.setting.str.contains("Baseline with recompute")
     assert (t.rule_of_thumb_backward_over_forward[full] == 3).all()
     assert (t.rule_of_thumb_backward_over_forward[~full] == 2).all()
+
+
+def test_the_fourth_holdout_loads_by_its_stated_rules_and_is_refused_strictly():
+    from mfulab.studies.predict import validate
+
+    data = validate.load_file("studies/predict/published_runs.yaml")
+    held = [r for r in data["runs"] if r["split"] == "holdout-4"]
+    assert len(held) == 25 and data["split"]["holdout-4_frozen_at"]
+    assert all(validate.predict_row(r)["refused"].startswith("not modelled") for r in held)
+    gpt_oss = next(r for r in held if "gpt-oss" in r["id"])
+    inputs = validate.row_inputs(gpt_oss)
+    cfg = inputs["cfg"]
+    assert cfg.norm == "rmsnorm" and not cfg.bias and not cfg.tied_embeddings  # validate.LLAMA_SHAPE
+    assert cfg.windows[0] == 128 and cfg.windows[1] is None and len(cfg.windows) == cfg.n_layers
+    assert inputs["grad_bytes_per_elem"] == 2  # grad_reduce_dtype: bf16
+    fp8 = next(r for r in data["runs"] if r["id"] == "llmfoundry-h100fp8-mpt3b-s2048-8gpu")
+    assert validate.row_inputs(fp8)["fp8_recipe"] == "current"  # the stated rule for a row naming none
+    deepseek = next(r for r in held if r["id"] == "dgxc-deepseek-v3-h100-512-bf16")
+    noted = validate.predict_row(deepseek, price_not_modelled=True)  # 61 layers over 8 stages: uneven ends
+    assert not noted["refused"] and noted["ep_comm_s"] > 0
+
+
+def test_the_modern_rows_summary_is_computed_from_its_rows():
+    import pandas as pd
+
+    from mfulab.studies.predict import modern
+
+    table = pd.DataFrame(
+        {
+            "id": ["a", "b", "c"],
+            "split": ["holdout-4", "holdout-4", "test"],
+            "kind": ["MoE · BF16", "CP 2 · BF16", "FP8"],
+            "error": [0.5, -0.1, -0.3],
+            "null_error": [0.2, 0.4, 0.1],
+            "refused": ["", "", ""],
+            "matmul_share": [0.2, 0.6, 0.5],
+            "ep_comm_share": [0.7, 0.0, 0.0],
+        }
+    )
+    s = modern.summary(table).set_index("rows")
+    assert s.loc["holdout-4 (MoE, CP, FP8; as noted)", "median_abs_error"] == pytest.approx(0.3)
+    assert s.loc["holdout-4: MoE rows", "priced"] == 1
+    assert s.loc["earlier splits: FP8 rows", "null_median_abs_error"] == pytest.approx(0.1)
+    text = modern.text(modern.summary(table), table)
+    assert "a (+50%; ep_comm 70% of its step)" in text and "no better than the null model's 10.0%" in text

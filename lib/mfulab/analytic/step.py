@@ -379,7 +379,9 @@ def step_time(
         "schedule": layout["schedule"],
         **mem,
         "peak_flops_per_s": rates.peak_flops_per_s,
-        "sources": rates.sources,
+        "sources": rates.sources
+        if not fp8
+        else {**rates.sources, "fp8": step_modern.fp8_source(a, fp8_recipe)},
         # every field is a scalar: a shallow copy is asdict's result without its deep copies
         # (a planner prices thousands of layouts)
         "assumptions": {f.name: getattr(a, f.name) for f in fields(a)},

@@ -158,6 +158,15 @@ def fp8_rates(rates, *, device: str, relative_efficiency: float):
     return replace(rates, matmul_flops_per_s=rates.matmul_flops_per_s * ratio * relative_efficiency)
 
 
+def fp8_source(a, recipe: str) -> str:
+    """Where an FP8 step's GEMM rate and cast traffic come from (``step_time``'s ``sources``)."""
+    cast = a.fp8_cast_bytes_per_elem or FP8_CAST_BYTES_PER_ELEM[recipe]
+    return (
+        f"linear GEMMs at R∞ × dense fp8/bf16 peak × fp8_matmul_relative_efficiency "
+        f"{a.fp8_matmul_relative_efficiency}; {recipe} scaling casts {cast:.3g} bytes per element"
+    )
+
+
 def all_to_all_s(nbytes: float, *, ep: int, etp: int, devices_per_node: int, rates, alpha_s: float) -> float:
     """Seconds of one all-to-all of the expert-parallel group (``parallel.all_to_all_call_s``):
     its ep ranks sit etp apart (Megatron-Core's expert rank order), so a node holds

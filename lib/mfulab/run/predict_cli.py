@@ -51,12 +51,18 @@ def add_arguments(p) -> None:
         action="store_true",
         help="Megatron --tp-comm-overlap (async TP) hides TP traffic",
     )
-    p.add_argument("--context-parallel", type=int, default=1, help="refused above 1: not modelled")
-    p.add_argument("--expert-parallel", type=int, default=1, help="refused above 1: not modelled")
+    p.add_argument("--context-parallel", type=int, default=1, help="ranks one sequence is split over (ring)")
+    p.add_argument(
+        "--expert-parallel", type=int, default=1, help="ranks a MoE layer's experts are spread over"
+    )
+    p.add_argument("--expert-tensor-parallel", type=int, default=1, help="ranks each expert is split over")
+    p.add_argument(
+        "--fp8-recipe", help="with --dtype fp8/mxfp8: delayed, current, mxfp8 or blockwise scaling"
+    )
     p.add_argument(
         "--calibration", help="results/<machine>/calibration: measured figures replace datasheet ones"
     )
-    p.add_argument("--dtype", default="bf16")
+    p.add_argument("--dtype", default="bf16", help="the GEMMs' precision: bf16, fp16, tf32, fp32, fp8, mxfp8")
     p.add_argument(
         "--assume",
         action="append",
@@ -102,11 +108,17 @@ def _common(args) -> dict:
         framework=args.framework,
         context_parallel=args.context_parallel,
         expert_parallel=args.expert_parallel,
+        expert_tensor_parallel=args.expert_tensor_parallel,
+        fp8_recipe=args.fp8_recipe,
         attention=args.attention,
         dropout=args.dropout,
         uneven_end_stages=args.uneven_end_stages,
         dtype=args.dtype,
     )
+
+
+def _pct(value) -> str:
+    return "n/a (dense blocks only)" if value is None else f"{value:.1%}"
 
 
 def breakdown_text(out: dict) -> str:
@@ -120,8 +132,8 @@ def breakdown_text(out: dict) -> str:
         "",
         f"tokens/s {out['tokens_per_s']:,.0f}   "
         f"model TFLOP/s per device {out['model_tflops_per_device']:.1f}",
-        f"MFU {out['mfu_palm']:.1%} (PaLM: 6N + attention)   {out['mfu_megatron']:.1%} (Megatron)",
-        f"HFU {out['hfu_palm']:.1%} (PaLM)   {out['hfu_megatron']:.1%} (Megatron, counting recompute)",
+        f"MFU {out['mfu_palm']:.1%} (PaLM: 6N + attention)   {_pct(out['mfu_megatron'])} (Megatron)",
+        f"HFU {out['hfu_palm']:.1%} (PaLM)   {_pct(out['hfu_megatron'])} (Megatron, counting recompute)",
         f"memory {out['memory_gib']:.1f} GiB per device; fits: {fits}",
         "sources: " + "; ".join(f"{k}: {v}" for k, v in out["sources"].items() if v and k != "notes"),
     ]

@@ -6,7 +6,15 @@ of its own: its numbers are the validation's, and the stability note compares th
 from __future__ import annotations
 
 from mfulab.results import run_identity
-from mfulab.studies.predict import analysis, calibrated, scores, uncertainty, validate, worked_examples
+from mfulab.studies.predict import (
+    analysis,
+    calibrated,
+    modern,
+    scores,
+    uncertainty,
+    validate,
+    worked_examples,
+)
 from mfulab.studykit.outcome import Outcome
 
 
@@ -16,7 +24,7 @@ def tables(records, p, valid: dict) -> dict:
     df = valid["table"]
     fitted = {validate.FIT_PARAMETER: valid["fitted"]}
     held = df[df.split.isin(validate.HELD_OUT)]
-    return {
+    out = {
         "validation": df,
         "splits": scores.split_summary(df),
         "decisive_margin": scores.decisive_margin_check(df),
@@ -30,6 +38,8 @@ def tables(records, p, valid: dict) -> dict:
         "misses": analysis.misses(held[held.refused == ""], 0.25, top=5),
         "refused": df[df.refused != ""][["id", "source", "refused"]],
         "history": analysis.history_table(records, valid),
+        "modern_rows": modern.rows_table(records["published_runs"], df, valid["fitted"]),
+        "modern_sensitivity": modern.sensitivity(records["published_runs"], valid["fitted"]),
         "per_term": scores.per_term_check(records, valid["fitted"]),
         "interleave_sensitivity": analysis.interleave_sensitivity(records, p, valid["fitted"]),
         "sensitivity": analysis.sensitivity(records, p, valid["fitted"]),
@@ -38,6 +48,8 @@ def tables(records, p, valid: dict) -> dict:
         "b15_sensitivity": worked_examples.b15_sensitivity(**fitted),
         "a19_case": worked_examples.a19_case(**fitted),
     }
+    out["modern_summary"] = modern.summary(out["modern_rows"])
+    return out
 
 
 def outcome(records, p) -> Outcome:
@@ -81,6 +93,7 @@ def headline_metrics(records, p, valid: dict, t: dict) -> dict:
             for key in ("median_abs_error", "max_abs_error", "null_median_abs_error")
         },
         **{f"{name.replace('-', '')}_rows": priced_rows(name) for name in validate.HELD_OUT},
+        **_modern_metrics(t["modern_summary"]),
         "refused_rows": int((df.refused != "").sum()),
         "fitted_matmul_share_of_mamf": valid["fitted"],
         "default_matmul_share_of_mamf": valid["default"],
@@ -118,4 +131,20 @@ def _drift_metrics(records) -> dict:
     return {
         "calibration_file_over_now_matmul": d["file_matmul_flops_per_s"] / d["now_matmul_flops_per_s"],
         "calibration_file_step_error": float(d["file_step_error"]),
+    }
+
+
+def _modern_metrics(summary) -> dict:
+    """The fourth holdout priced as noted, and the earlier splits' FP8 rows (``modern.summary``)."""
+    s = summary.set_index("rows") if len(summary) else None
+
+    def pick(name, column):
+        return float(s.loc[name, column]) if s is not None and name in s.index else None
+
+    held = "holdout-4 (MoE, CP, FP8; as noted)"
+    return {
+        "holdout4_as_noted_median_abs_error": pick(held, "median_abs_error"),
+        "holdout4_as_noted_null_median_abs_error": pick(held, "null_median_abs_error"),
+        "holdout4_as_noted_rows": int(pick(held, "priced") or 0),
+        "earlier_fp8_median_abs_error": pick("earlier splits: FP8 rows", "median_abs_error"),
     }
