@@ -10,11 +10,15 @@ parallelism and FP8 GEMMs are :mod:`step_modern`'s."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 from mfulab.analytic import blocks, comm, flops, memory, parallel, step_modern
 from mfulab.analytic.config import TransformerConfig
 from mfulab.analytic.rates import Assumptions, Rates, flash_attention_share
+
+# blocks.layer_groups once per config (frozen, hashable): a validation prices ~20,000 steps
+_layer_groups = functools.lru_cache(maxsize=256)(blocks.layer_groups)
 
 
 def gemm_s(
@@ -170,7 +174,7 @@ def stage_terms(
         micro_batch=b, tp=tp, sequence_parallel=sp, attention=attention, dropout=dropout, rates=rates, a=a
     )
     # layers alike in FFN kind and window price alike (blocks.layer_groups): a stage runs the mean
-    groups = blocks.layer_groups(cfg)
+    groups = _layer_groups(cfg)
     by_group = [
         (n, layer_terms(cfg, layer=first, cp=cp, ep=ep, etp=etp, fp8=layout.get("fp8"), **kw))
         for first, n in groups
