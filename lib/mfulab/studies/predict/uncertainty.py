@@ -97,7 +97,9 @@ def pair_ratio_errors(errors) -> np.ndarray:
 
 PAIRINGS = {
     "one source": ("source",),
-    # two layouts of one model on one cluster: the pairs a chapter's layout comparison resembles
+    # two layouts of one model on one cluster in one GEMM precision: the pairs a chapter's layout
+    # comparison resembles (an FP8 run beside a BF16 one measures the FP8 term, which no chapter's
+    # layout comparison prices)
     "one source, model and device": ("source", "device", "model_key"),
 }
 
@@ -112,7 +114,10 @@ def ratio_errors(df, runs, *, margin: float = DECISIVE_MARGIN):
 
     import pandas as pd
 
-    model_key = {r["id"]: json.dumps(r["model"], sort_keys=True) for r in runs}
+    model_key = {
+        r["id"]: json.dumps(r["model"], sort_keys=True) + "/" + (r.get("layout") or {}).get("dtype", "bf16")
+        for r in runs
+    }
     rows = []
     for name, splits in GROUPS.items():
         g = _priced(df, splits)
