@@ -364,7 +364,11 @@ o.tables["a12_accumulation"]
 # DeepSpeed's flag), with four micro-batches per DP rank and the 910B's 200 Gb/s per card; then
 # each input the article does not state varied at 64 and 512 cards (`kind` assumed), and one
 # change to the command itself (micro-batch 4, `kind` configuration: reported, not voted). A
-# ratio within the decisive margin (`zero2_faster` empty) decides nothing.
+# ratio within the decisive margin (`zero2_faster` empty) decides nothing. The margin is chapter
+# 09's measured one: when the step model first priced FP8 and context-parallel runs, their pairs
+# widened it (`studies/predict/validation_history.yaml`, `docs/changelog.md`) and one stated size
+# fell inside it, so this row went from confirmed (analysis) to analytic only; its evidence names
+# the size.
 
 # %%
 o.tables["a12_throughput_sensitivity"]

@@ -27,7 +27,9 @@
 # GEMMs, the expert-parallel all-to-alls, the experts' own data-parallel group), latent and
 # windowed attention, context parallelism (the ring's K/V exchange against the attention it
 # overlaps) and FP8 GEMMs (at the FP8 peak's rate, with each scaling recipe's cast traffic):
-# `analytic/step_modern.py`. It refuses, with the reason, what it does not model.
+# `analytic/step_modern.py`. It refuses, with the reason, what it does not model; a held-out
+# file marks the rows whose runs use such a feature, and those are scored apart, priced as
+# their notes say (the as-noted tables below), never in the goals.
 #
 # Its machine figures come from a device's datasheet (`devices.yaml`) — or, with
 # `calibration=results/<machine>/calibration`, from what this project measured on the machine.
@@ -216,47 +218,101 @@ display(t["as_noted"].style.format(pct | {"rows_within_25pct": "{:.0%}"}, na_rep
 # %% [markdown]
 # ## MoE, context parallelism and FP8
 #
-# The terms `analytic/step_modern.py` adds, each from its mechanism: a MoE layer runs its
+# The terms `analytic/step_modern.py` adds, each from its mechanism. A MoE layer runs its
 # device's share of the routed rows as one grouped GEMM per projection (n_experts/ep experts,
-# each 1/etp wide; a capacity factor pads every expert's buffer), its shared experts split like
-# a dense FFN, and four all-to-alls (dispatch and combine, forward and backward) of the rows it
-# routes, pairwise over the expert-parallel group: NVLink to peers in the node, the device's
-# own network port to the others. Context parallelism gives each rank s/cp tokens and 1/cp of
-# the causal attention, and passes K and V around a ring of cp ranks, each step hidden under
-# the attention block it overlaps. FP8 GEMMs run at R∞ times the device's dense FP8/BF16 peak
-# ratio, with the casts around every GEMM as memory traffic (4 bytes per element for delayed
-# scaling, 6 for current scaling's extra amax pass, 4.06 for MXFP8's block scales). Three
-# assumptions are new, each a named field of `rates.Assumptions` at a bound, not a fit:
-# `fp8_matmul_relative_efficiency` 1.0 (FP8 GEMMs reach the share of their peak BF16 GEMMs reach
-# of theirs), `ep_a2a_exposed` 1.0 (no all-to-all hidden) and `moe_load_imbalance` 1.0 (balanced
-# routing).
+# each 1/etp wide; a capacity factor pads every expert's buffer) at the same R∞ as a dense GEMM,
+# its shared experts split like a dense FFN, the router in BF16, the permutation of tokens to
+# expert order and back as memory traffic, and four all-to-alls (dispatch and combine, forward
+# and backward) of every routed row, pairwise over the expert-parallel group: NVLink to peers
+# in the node and the device's own network port to the others, at the links' datasheet figures
+# times `link_efficiency`, like every other collective. Context parallelism gives each rank s/cp
+# tokens and 1/cp of the causal attention, and passes K and V around a ring of cp ranks (twice
+# the bytes backward, with their gradients), each step hidden under the attention block it
+# overlaps. FP8 GEMMs run at R∞ times the device's dense FP8/BF16 peak ratio, with the casts
+# around every GEMM as memory traffic at `step_modern.FP8_CAST_BYTES_PER_ELEM`, counted from
+# what each recipe reads and writes. Three assumptions are new, each a named field of
+# `rates.Assumptions` at a bound, not a fit: `fp8_matmul_relative_efficiency` 1.0 (FP8 GEMMs
+# reach the share of their peak BF16 GEMMs reach of theirs), `ep_a2a_exposed` 1.0 (no
+# all-to-all hidden) and `moe_load_imbalance` 1.0 (balanced routing).
 #
-# Every row of the fourth holdout names a feature the model lacks (token dropping with padding,
-# DualPipe, CUDA graphs, ...), so the strict reading refuses every one; below they are priced as
-# their notes say, at the defaults fixed before any of them was priced. The FP8 and
-# context-parallel rows of the earlier splits, refused until this revision, are priced as they
-# stand and counted in their own splits' scores above. The sensitivity table moves each new
-# assumption after the fact: it shows which one a miss depends on, and changes no default.
+# What the terms leave out, each a named way to miss: the per-node de-duplication of DeepEP and
+# of DeepSeek-V3's node-limited routing (a token crosses the network once per node, not once per
+# expert), all-to-all overlap (DualPipe, Megatron-Core's overlapped dispatcher), the lower
+# efficiency of grouped GEMMs with few rows per expert, the router's softmax and top-k and
+# dropless routing's host sync, rowwise FP8 scaling's slower GEMM kernel (priced as per-tensor
+# scaling, by the file's stated rule), the ring's softmax-merge traffic and its chunked kernels'
+# efficiency, Llama 3's all-gather form of context parallelism, and the NVL72 NVLink domain
+# (the GB200 rows are refused for want of its interconnect figure, so the rows left over-represent
+# expert parallelism across the network).
+#
+# The record. The model code was fixed at `holdout-4_frozen_at` (§1); the history's entry for it
+# (the first of this revision in the table below) is that code with only the split's
+# `frozen_at` filled in, and it records the as-noted scores of this split
+# (`holdout4_as_noted_median_abs_error`). Every row of the fourth holdout names a feature the
+# model lacks (token dropping with padding, DualPipe, CUDA graphs, ...), so the strict reading
+# refuses every one; below they are priced as their notes say, at the defaults fixed before any
+# of them was priced. The FP8 and context-parallel rows of the earlier splits, refused until
+# this revision, are priced as they stand and counted in their own splits' scores above (the
+# test median rose with them: 23 more rows, no change to the model's dense terms). The tables
+# that follow the summary were read after that first evaluation; none of them changed a default.
+# Llama 3's 131K-token row publishes TFLOP/s in PaLM's convention, whose attention term is not
+# halved for the causal mask: converted with the halved count instead, its error changes sign.
 
 # %%
 modern_rows, modern_summary = t["modern_rows"], t["modern_summary"]
-share_fmt = {c: "{:.0%}" for c in modern_rows.columns if c.endswith("_share")}
+pct1 = {c: "{:+.1%}" if "signed" in c or c.startswith("lead") else "{:.1%}" for c in modern_summary.columns}
 display(
     modern_summary.style.format(
-        {"median_abs_error": "{:.1%}", "median_signed_error": "{:+.1%}", "null_median_abs_error": "{:.1%}"}
-        | {"within_25pct": "{:.0%}"}
+        {k: v for k, v in pct1.items() if "error" in k}
+        | {"closer_than_null": "{:.0%}", "within_25pct": "{:.0%}"}
     ).hide(axis="index")
 )
-display(Markdown(modern.text(modern_summary, modern_rows)))
+boot = t["modern_bootstrap"]
 display(
-    modern_rows.drop(columns=["refused"])
-    .style.format(
+    boot.style.format(
         {
-            "published_step_s": "{:.2f}",
-            "predicted_step_s": "{:.2f}",
-            "error": "{:+.1%}",
-            "null_error": "{:+.1%}",
+            c: "{:+.1%}" if c.startswith("lead") else "{:.1%}"
+            for c in boot.columns
+            if "error" in c or c.endswith(("_lo", "_hi"))
         }
+        | {c: "{:.0%}" for c in boot.columns if c.startswith("draws")},
+        na_rep="—",
+    ).hide(axis="index")
+)
+display(Markdown(uncertainty.bootstrap_text(boot)))
+goal_kw = dict(median_goal=p.median_error_goal, row_goal=p.row_error_goal)
+display(Markdown(modern.text(modern_summary, t["fp8_pairs"], t["modern_ranking"], modern_rows, **goal_kw)))
+
+# %% [markdown]
+# **The ratios a planner ranks by.** An FP8 row beside its BF16 twin (same source, model,
+# device and layout) gives the FP8 speedup, the quantity an FP8 claim is about; rows of one
+# model on one cluster in one precision give the layout ratios a planner orders. Because the
+# step model ranks the one published MoE layout sweep here in reverse, `layouts.plan` (and
+# `predict --search`) refuses MoE models: price one MoE layout at a time and read its error
+# in these tables.
+
+# %%
+ratio_fmt = {"published_speedup": "{:.2f}×", "predicted_speedup": "{:.2f}×", "speedup_error": "{:+.1%}"}
+display(t["fp8_pairs"].style.format(ratio_fmt).hide(axis="index"))
+ranking_fmt = {"published_ratio": "{:.2f}×", "predicted_ratio": "{:.2f}×", "ratio_error": "{:+.1%}"}
+display(
+    t["modern_ranking"]
+    .style.format(ranking_fmt | {"group_spearman_rho": "{:+.2f}"}, na_rep="—")
+    .hide(axis="index")
+)
+
+# %% [markdown]
+# Every row, term by term (shares of the predicted step; a refused row with its reason), and the
+# three new assumptions moved one at a time (median |error| and signed error per group): how
+# much of a group's miss one assumption could hold, not a fit.
+
+# %%
+share_fmt = {c: "{:.0%}" for c in modern_rows.columns if c.endswith("_share")}
+display(
+    modern_rows.drop(columns=["model_flops_per_step", "peak_flops_total"])
+    .style.format(
+        {"published_step_s": "{:.2f}", "predicted_step_s": "{:.2f}"}
+        | {c: "{:+.1%}" for c in ("error", "null_error", "mfu40_error")}
         | share_fmt,
         na_rep="—",
     )
@@ -265,7 +321,7 @@ display(
 sens = t["modern_sensitivity"]
 display(
     sens.style.format(
-        {c: "{:+.1%}" if "signed" in c else "{:.1%}" for c in sens.columns if "error" in c}
+        {c: "{:+.1%}" if "signed" in c else "{:.1%}" for c in sens.columns if "|" in c or "signed" in c}
     ).hide(axis="index")
 )
 

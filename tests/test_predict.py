@@ -897,9 +897,15 @@ def test_the_modern_rows_summary_is_computed_from_its_rows():
             "ep_comm_share": [0.7, 0.0, 0.0],
         }
     )
+    table["mfu40_error"] = [0.3, 0.2, 0.1]
+    table["source"] = ["s1", "s2", "s3"]
     s = modern.summary(table).set_index("rows")
     assert s.loc["holdout-4 (MoE, CP, FP8; as noted)", "median_abs_error"] == pytest.approx(0.3)
     assert s.loc["holdout-4: MoE rows", "priced"] == 1
     assert s.loc["earlier splits: FP8 rows", "null_median_abs_error"] == pytest.approx(0.1)
-    text = modern.text(modern.summary(table), table)
-    assert "a (+50%; ep_comm 70% of its step)" in text and "no better than the null model's 10.0%" in text
+    table["model"] = ["m", "m", "m"]
+    table["device"] = ["d", "d", "d"]
+    empty = pd.DataFrame()
+    text = modern.text(modern.summary(table), empty, empty, table, median_goal=0.08, row_goal=0.25)
+    assert "no closer than the null model's 10.0%" in text and "it fails the goals" in text
+    assert "it meets the goals" not in text

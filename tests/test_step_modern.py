@@ -149,3 +149,10 @@ def test_moe_layers_without_shared_or_tensor_parallel_experts_drop_the_ffn_tp_co
     assert (
         step_modern.tp_collectives_share(MOE.with_(moe=MoE(8, 2, 256, n_dense_layers=1))) == 1 - 0.5 * 3 / 4
     )
+
+
+def test_the_planner_refuses_to_rank_moe_layouts():
+    from mfulab.analytic import layouts
+
+    with pytest.raises(ParameterError, match="does not rank MoE layouts"):
+        layouts.plan(preset("mixtral-8x7b"), n_devices=64, global_batch=128, device="h100-sxm")

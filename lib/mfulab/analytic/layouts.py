@@ -132,8 +132,16 @@ def plan(
     rest after them). ``step_kwargs`` go to :func:`step.step_time` (``devices_per_node``,
     ``framework``, ``attention``, ``calibration``, any ``Assumptions`` field, ...). A layout the
     step model refuses (a framework that does not run that ZeRO stage, say) is left out.
-    Refuses a batch no layout can split."""
+    Refuses a batch no layout can split, and a MoE model: the candidates have no expert
+    parallelism, and the step model ranks a published MoE layout sweep in reverse (chapter 09)."""
     import pandas as pd
+
+    if cfg.moe is not None:
+        raise ParameterError(
+            "the planner does not rank MoE layouts: its candidates have no expert parallelism, and "
+            "chapter 09 shows the step model ranking a published MoE layout sweep in reverse; price one "
+            "layout at a time (python -m mfulab predict --expert-parallel ...) and read its error there"
+        )
 
     rows = []
     candidates = list(

@@ -5,7 +5,6 @@ to are decided in chapters 01, 04, 07 and 08)."""
 
 from __future__ import annotations
 
-from mfulab.analytic import step as step_model
 from mfulab.studies.predict import calibrated, op_rates, scores, validate
 
 
@@ -35,36 +34,6 @@ def interleave_sensitivity(records, p, fitted: float):
             out[f"error_{rule}"] = r["error"]
         rows.append(out)
     return pd.DataFrame(rows)
-
-
-def likely_cause(row) -> str:
-    """The largest non-compute term of a row, named for a reader: where a miss most likely
-    comes from when the compute terms are calibrated on other rows."""
-
-    compute = ("matmul_s", "attention_s", "memory_bound_s", "recompute_s")
-    side = {k: row[k] for k in step_model.TERMS if k not in compute}
-    term, seconds = max(side.items(), key=lambda kv: kv[1])
-    return f"{term.removesuffix('_s')} ({seconds / row['predicted_step_s']:.0%} of the predicted step)"
-
-
-def misses(df, goal: float, top: int = 3):
-    """Rows beyond ``goal`` (or the ``top`` largest |errors| when none is) with the term most
-    likely responsible."""
-    import pandas as pd
-
-    ranked = df.reindex(df.error.abs().sort_values(ascending=False).index)
-    shown = ranked[ranked.error.abs() > goal]
-    shown = shown if len(shown) else ranked.head(top)
-    return pd.DataFrame(
-        {
-            "id": shown.id,
-            "source": shown.source,
-            "split": shown.split,
-            "error": shown.error,
-            "predicted": ["too fast: time the model lacks" if e < 0 else "too slow" for e in shown.error],
-            "largest non-compute term": [likely_cause(r) for _, r in shown.iterrows()],
-        }
-    )
 
 
 def test_text(goals: dict, splits, split: str = "test", as_noted=None) -> str:
@@ -153,6 +122,14 @@ def history_table(records, valid):
                 "change": rev["change"],
                 "fitted_share_of_mamf": rev.get("fitted_share_of_mamf"),
                 **columns(recorded(rev)),
+                # rows a held-out file marks as beyond the model, priced as their notes say
+                **{
+                    f"{name.replace('-', '')}_as_noted_median_abs_error": (
+                        (rev.get("as_noted") or {}).get(name) or {}
+                    ).get("median_abs_error")
+                    for name in ("holdout-3", "holdout-4")
+                },
+                "decisive_margin": (rev.get("pair_ratio_error") or {}).get("p90"),
             }
         )
     splits = scores.split_summary(valid["table"]).set_index("split")

@@ -35,7 +35,7 @@ def tables(records, p, valid: dict) -> dict:
         "leave_one_source_out": scores.leave_one_source_out(records["published_runs"], fit_grid=p.fit_grid),
         "per_device": scores.per_device(df),
         "ranking": scores.ranking(df),
-        "misses": analysis.misses(held[held.refused == ""], 0.25, top=5),
+        "misses": scores.misses(held[held.refused == ""], 0.25, top=5),
         "refused": df[df.refused != ""][["id", "source", "refused"]],
         "history": analysis.history_table(records, valid),
         "modern_rows": modern.rows_table(records["published_runs"], df, valid["fitted"]),
@@ -48,7 +48,11 @@ def tables(records, p, valid: dict) -> dict:
         "b15_sensitivity": worked_examples.b15_sensitivity(**fitted),
         "a19_case": worked_examples.a19_case(**fitted),
     }
-    out["modern_summary"] = modern.summary(out["modern_rows"])
+    rows = out["modern_rows"]
+    out["modern_summary"] = modern.summary(rows)
+    out["modern_bootstrap"] = modern.bootstrap(rows)
+    out["fp8_pairs"] = modern.fp8_pairs(records["published_runs"], rows, valid["fitted"])
+    out["modern_ranking"] = modern.layout_ranking(rows)
     return out
 
 

@@ -10,6 +10,8 @@ TERM_LABELS = {
     "memory_bound_s": "memory-bound ops",
     "recompute_s": "recompute",
     "tp_comm_s": "TP communication",
+    "ep_comm_s": "expert all-to-alls",
+    "cp_comm_s": "context-parallel ring (exposed)",
     "pp_bubble_s": "pipeline bubble",
     "pp_p2p_s": "pipeline p2p",
     "dp_comm_exposed_s": "DP communication (exposed)",
@@ -70,10 +72,15 @@ def validation(df, goal: float):
         bx.scatter(g.error * 100, i + jitter, s=12, color=colour)
         bx.scatter([g.null_error.median() * 100], [i], marker="x", color="C3", s=40)
     bx.scatter([], [], marker="x", color="C3", label="null model, median")
-    bx.scatter([], [], s=12, color="C4", label="third holdout rows (first evaluated at its freeze)")
-    bx.scatter([], [], s=12, color="C1", label="second holdout rows (first evaluated at its freeze)")
-    bx.scatter([], [], s=12, color="C2", label="holdout rows")
-    bx.scatter([], [], s=12, color="C0", label="test rows")
+    legend = {
+        "holdout-3": ("C4", "third holdout rows (first evaluated at its freeze)"),
+        "holdout-2": ("C1", "second holdout rows (first evaluated at its freeze)"),
+        "holdout": ("C2", "holdout rows"),
+        "test": ("C0", "test rows"),
+    }
+    for split, (colour, label) in legend.items():  # only the splits with a priced row
+        if (priced.split == split).any():
+            bx.scatter([], [], s=12, color=colour, label=label)
     bx.scatter([], [], s=12, color="C7", label="fit and development rows")
     bx.set_yticks(range(len(order)), order, fontsize=8)
     bx.axvline(0, color="0.5", lw=1)
@@ -96,7 +103,7 @@ def breakdown(df, label_col: str = "id", title: str = "", seconds: bool = False)
     shown = terms if seconds else terms.div(step_s, axis=0)
     shown.index = [f"{label} ({t:.3g} s)" for label, t in zip(shown.index, step_s)]
     fig, ax = plt.subplots(figsize=(10, 0.34 * len(df) + 2.2))
-    shown.rename(columns=TERM_LABELS).plot.barh(stacked=True, ax=ax, width=0.8, colormap="tab10")
+    shown.rename(columns=TERM_LABELS).plot.barh(stacked=True, ax=ax, width=0.8, colormap="tab20")
     ax.set(
         xlabel="predicted step time (s)" if seconds else "share of the predicted step",
         ylabel="",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mfulab.analytic import step as step_model
 from mfulab.analytic import step_terms
 from mfulab.analytic.config import TransformerConfig
 from mfulab.studies.predict import validate
@@ -321,3 +322,38 @@ def decisive_margin_check(df, margin: float | None = None):
             }
         )
     return pd.DataFrame(rows)
+
+
+def likely_cause(row) -> str:
+    """The largest non-compute term of a row, named for a reader: where a miss most likely
+    comes from when the compute terms are calibrated on other rows."""
+
+    compute = ("matmul_s", "attention_s", "memory_bound_s", "recompute_s")
+    side = {k: row[k] for k in step_model.TERMS if k not in compute}
+    term, seconds = max(side.items(), key=lambda kv: kv[1])
+    if seconds < 0.01 * row["predicted_step_s"]:  # nothing but compute: the miss is in a compute term
+        term, seconds = max(((k, row[k]) for k in compute), key=lambda kv: kv[1])
+        return f"a compute term: no other reaches 1% ({term.removesuffix('_s')} is the largest, " + (
+            f"{seconds / row['predicted_step_s']:.0%})"
+        )
+    return f"{term.removesuffix('_s')} ({seconds / row['predicted_step_s']:.0%} of the predicted step)"
+
+
+def misses(df, goal: float, top: int = 3):
+    """Rows beyond ``goal`` (or the ``top`` largest |errors| when none is) with the term most
+    likely responsible."""
+    import pandas as pd
+
+    ranked = df.reindex(df.error.abs().sort_values(ascending=False).index)
+    shown = ranked[ranked.error.abs() > goal]
+    shown = shown if len(shown) else ranked.head(top)
+    return pd.DataFrame(
+        {
+            "id": shown.id,
+            "source": shown.source,
+            "split": shown.split,
+            "error": shown.error,
+            "predicted": ["too fast: time the model lacks" if e < 0 else "too slow" for e in shown.error],
+            "largest non-compute term": [likely_cause(r) for _, r in shown.iterrows()],
+        }
+    )

@@ -225,6 +225,7 @@ def zero2_throughput_claim(table=None) -> Claim:
     by_scenario = t[t.kind != "stated"].groupby("scenario", sort=False).zero3_over_zero2.agg(["min", "max"])
     kinds = t[t.kind != "stated"].groupby("scenario", sort=False).kind.first()
     decision = verdicts.at_stated_case(_answer(st.zero2_faster), list(assumed.zero2_faster))
+    inside = st[st.zero2_faster.isna()]  # stated sizes within the decisive margin
     return Claim(
         "A12",
         "for ~10B models below a thousand cards, ZeRO-2 is usually faster than ZeRO-3",
@@ -238,7 +239,18 @@ def zero2_throughput_claim(table=None) -> Claim:
         f"a margin within {stated.A12_DECISIVE_MARGIN:.0%} decides nothing",
         decision,
         f"stated case: ZeRO-3's step is {lo:.2f}–{hi:.2f}× ZeRO-2's (every micro-batch of ZeRO-3 gathers "
-        "the parameters forward and backward over 200 Gb/s between nodes). Varied: "
+        "the parameters forward and backward over 200 Gb/s between nodes)"
+        + (
+            f"; {len(inside)} of its {len(st)} sizes inside the ±{stated.A12_DECISIVE_MARGIN:.1%} margin ("
+            + ", ".join(
+                f"{r.cards} cards, batch {r.global_batch}: {r.zero3_over_zero2:.3f}×"
+                for r in inside.itertuples()
+            )
+            + "), so the stated case itself does not decide"
+            if len(inside)
+            else ""
+        )
+        + ". Varied: "
         + "; ".join(
             f"{name} {r['min']:.2f}–{r['max']:.2f}×"
             + (" (the command changed: reported)" if kinds[name] != "assumed" else "")
