@@ -253,7 +253,81 @@ display(t["as_noted"].style.format(pct | {"rows_within_25pct": "{:.0%}"}, na_rep
 # refuses every one; below they are priced as their notes say, at the defaults fixed before any
 # of them was priced. The FP8 and context-parallel rows of the earlier splits, refused until
 # this revision, are priced as they stand and counted in their own splits' scores above (the
-# test median rose with them: 23 more rows, no change to the model's dense terms). The tables
+# test median moved with them, with no change to the model's dense terms). The tables
+# that follow the summary were read after that first evaluation; none of them changed a default.
+# Llama 3's 131K-token row publishes TFLOP/s in PaLM's convention, whose attention term is not
+# halved for the causal mask: converted with the halved count instead, its error changes sign.
+
+# %%
+modern_rows, modern_summary = t["modern_rows"], t["modern_summary"]
+pct1 = {c: "{:+.1%}" if "signed" in c or c.startswith("lead") else "{:.1%}" for c in modern_summary.columns}
+display(
+    modern_summary.style.format(
+        {k: v for k, v in pct1.items() if "error" in k}
+        | {"closer_than_null": "{:.0%}", "within_25pct": "{:.0%}"}
+    ).hide(axis="index")
+)
+boot = t["modern_bootstrap"]
+boot_fmt = {c: "{:.1%}" for c in boot.columns if "error" in c or c.endswith(("_lo", "_hi"))}
+boot_fmt |= {c: "{:+.1%}" for c in boot.columns if c.startswith("lead_over")}
+boot_fmt |= {c: "{:.0%}" for c in boot.columns if c.startswith("draws_leading")}
+display(boot.style.format(boot_fmt, na_rep="—").hide(axis="index"))
+display(Markdown(uncertainty.bootstrap_text(boot)))
+ratio_fmt = {c: "{:.1%}" for c in ratios.columns if "error" in c}
+ratio_fmt |= {c: "{:.0%}" for c in ratios.columns if "share" in c} | {"margin": "±{:.0%}"}
+display(ratios.style.format(ratio_fmt).hide(axis="index"))
+display(Markdown(uncertainty.ratio_text(ratios)))
+display(Markdown(uncertainty.refit_text(o.values["refit_on_seen"], m["fitted_matmul_share_of_mamf"])))
+
+# %% [markdown]
+# **Past what the model covers.** A held-out row whose file names a feature the model lacks
+# (`not_modelled`: a remat policy between `selective` and `full`, JAX/XLA sharding priced as
+# FSDP, overlapped pipeline sends, CUDA graphs) is refused above and scored nowhere. Priced as
+# its note says, it shows how far the model carries past what it models; these rows are never
+# part of the goals.
+
+# %%
+display(t["as_noted"].style.format(pct | {"rows_within_25pct": "{:.0%}"}, na_rep="—").hide(axis="index"))
+
+# %% [markdown]
+# ## MoE, context parallelism and FP8
+#
+# The terms `analytic/step_modern.py` adds, each from its mechanism. A MoE layer runs its
+# device's share of the routed rows as one grouped GEMM per projection (n_experts/ep experts,
+# each 1/etp wide; a capacity factor pads every expert's buffer) at the same R∞ as a dense GEMM,
+# its shared experts split like a dense FFN, the router in BF16, the permutation of tokens to
+# expert order and back as memory traffic, and four all-to-alls (dispatch and combine, forward
+# and backward) of every routed row, pairwise over the expert-parallel group: NVLink to peers
+# in the node and the device's own network port to the others, at the links' datasheet figures
+# times `link_efficiency`, like every other collective. Context parallelism gives each rank s/cp
+# tokens and 1/cp of the causal attention, and passes K and V around a ring of cp ranks (twice
+# the bytes backward, with their gradients), each step hidden under the attention block it
+# overlaps. FP8 GEMMs run at R∞ times the device's dense FP8/BF16 peak ratio, with the casts
+# around every GEMM as memory traffic at `step_modern.FP8_CAST_BYTES_PER_ELEM`, counted from
+# what each recipe reads and writes. Three assumptions are new, each a named field of
+# `rates.Assumptions` at a bound, not a fit: `fp8_matmul_relative_efficiency` 1.0 (FP8 GEMMs
+# reach the share of their peak BF16 GEMMs reach of theirs), `ep_a2a_exposed` 1.0 (no
+# all-to-all hidden) and `moe_load_imbalance` 1.0 (balanced routing).
+#
+# What the terms leave out, each a named way to miss: the per-node de-duplication of DeepEP and
+# of DeepSeek-V3's node-limited routing (a token crosses the network once per node, not once per
+# expert), all-to-all overlap (DualPipe, Megatron-Core's overlapped dispatcher), the lower
+# efficiency of grouped GEMMs with few rows per expert, the router's softmax and top-k and
+# dropless routing's host sync, rowwise FP8 scaling's slower GEMM kernel (priced as per-tensor
+# scaling, by the file's stated rule), the ring's softmax-merge traffic and its chunked kernels'
+# efficiency, Llama 3's all-gather form of context parallelism, and the NVL72 NVLink domain
+# (the GB200 rows are refused for want of its interconnect figure, so the rows left over-represent
+# expert parallelism across the network).
+#
+# The record. The model code was fixed at `holdout-4_frozen_at` (§1); the history's entry for it
+# (the first of this revision in the table below) is that code with only the split's
+# `frozen_at` filled in, and it records the as-noted scores of this split
+# (`holdout4_as_noted_median_abs_error`). Every row of the fourth holdout names a feature the
+# model lacks (token dropping with padding, DualPipe, CUDA graphs, ...), so the strict reading
+# refuses every one; below they are priced as their notes say, at the defaults fixed before any
+# of them was priced. The FP8 and context-parallel rows of the earlier splits, refused until
+# this revision, are priced as they stand and counted in their own splits' scores above (the
+# test median moved with them, with no change to the model's dense terms). The tables
 # that follow the summary were read after that first evaluation; none of them changed a default.
 # Llama 3's 131K-token row publishes TFLOP/s in PaLM's convention, whose attention term is not
 # halved for the causal mask: converted with the halved count instead, its error changes sign.
@@ -280,8 +354,7 @@ display(
     ).hide(axis="index")
 )
 display(Markdown(uncertainty.bootstrap_text(boot)))
-goal_kw = dict(median_goal=p.median_error_goal, row_goal=p.row_error_goal)
-display(Markdown(modern.text(modern_summary, t["fp8_pairs"], t["modern_ranking"], modern_rows, **goal_kw)))
+display(Markdown(modern.text(modern_summary, t["fp8_pairs"], t["modern_ranking"], modern_rows)))
 
 # %% [markdown]
 # **The ratios a planner ranks by.** An FP8 row beside its BF16 twin (same source, model,

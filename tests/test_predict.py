@@ -906,6 +906,6 @@ def test_the_modern_rows_summary_is_computed_from_its_rows():
     table["model"] = ["m", "m", "m"]
     table["device"] = ["d", "d", "d"]
     empty = pd.DataFrame()
-    text = modern.text(modern.summary(table), empty, empty, table, median_goal=0.08, row_goal=0.25)
+    text = modern.text(modern.summary(table), empty, empty, table)
     assert "no closer than the null model's 10.0%" in text and "it fails the goals" in text
     assert "it meets the goals" not in text
