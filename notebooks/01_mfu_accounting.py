@@ -119,7 +119,9 @@ plots.save_figure(fig, out, "attention_share")
 # head), and the denominator is a fixed 312 TFLOP/s, an A100's bf16 peak, whatever device
 # runs. The first choice lowers the numerator by a little, more for small models with long
 # contexts (the table: a model with learned positions only up to its own table, GPT-2's 1,024);
-# the second makes its number a fraction of an A100, not of the device that ran the step:
+# the second makes its number a fraction of an A100, not of the device that ran the step. (A
+# third: its attention term takes T as the model's `block_size`, not the length the batch ran
+# at, so a run at shorter sequences is credited with the longer context's attention FLOPs.)
 
 # %%
 nano = o.values["nanogpt_on_this_run"]
@@ -227,7 +229,11 @@ o.tables["modern_presets"].round(3)
 # a time over exactly the keys its mask leaves, and an MoE that gathers each expert's tokens
 # (or fills each expert's padded buffer when a capacity factor is set). Their forward and
 # backward, counted, must equal the analytic count to the last FLOP, and their parameters the
-# analytic total:
+# analytic total. With a capacity factor that count is hardware work: the padded rows are
+# multiplied and the dropped tokens are not, so it is not the model FLOPs MFU is defined on
+# (those count each token's top-k experts once, `routed_rows_per_token` without a group size).
+# Packed sequences under document masking attend fewer keys than the causal count here; no
+# framework of §4's table counts that either.
 
 # %%
 o.tables["modern_block_counter_check"]
