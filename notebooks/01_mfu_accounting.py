@@ -232,8 +232,7 @@ o.tables["modern_presets"].round(3)
 # analytic total. With a capacity factor that count is hardware work: the padded rows are
 # multiplied and the dropped tokens are not, so it is not the model FLOPs MFU is defined on
 # (those count each token's top-k experts once, `routed_rows_per_token` without a group size).
-# Packed sequences under document masking attend fewer keys than the causal count here; no
-# framework of §4's table counts that either.
+# Packed sequences under document masking attend fewer keys than the causal count here.
 
 # %%
 o.tables["modern_block_counter_check"]
