@@ -194,10 +194,7 @@ display(
 
 # %%
 boot, ratios = t["bootstrap"], t["ratio_errors"]
-share = {c: "{:.1%}" for c in boot.columns if "error" in c or c.endswith(("_lo", "_hi"))}
-share |= {c: "{:+.1%}" for c in boot.columns if c.startswith("lead_over")}
-share |= {c: "{:.0%}" for c in boot.columns if c.startswith("draws_leading")}
-display(boot.style.format(share, na_rep="—").hide(axis="index"))
+display(boot.style.format(uncertainty.bootstrap_format(boot), na_rep="—").hide(axis="index"))
 display(Markdown(uncertainty.bootstrap_text(boot)))
 ratio_fmt = {c: "{:.1%}" for c in ratios.columns if "error" in c}
 ratio_fmt |= {c: "{:.0%}" for c in ratios.columns if "share" in c} | {"margin": "±{:.0%}"}
@@ -268,10 +265,7 @@ display(
     ).hide(axis="index")
 )
 boot = t["modern_bootstrap"]
-boot_fmt = {c: "{:.1%}" for c in boot.columns if "error" in c or c.endswith(("_lo", "_hi"))}
-boot_fmt |= {c: "{:+.1%}" for c in boot.columns if c.startswith("lead_over")}
-boot_fmt |= {c: "{:.0%}" for c in boot.columns if c.startswith("draws_leading")}
-display(boot.style.format(boot_fmt, na_rep="—").hide(axis="index"))
+display(boot.style.format(uncertainty.bootstrap_format(boot), na_rep="—").hide(axis="index"))
 display(Markdown(uncertainty.bootstrap_text(boot)))
 display(Markdown(modern.text(modern_summary, t["fp8_pairs"], t["modern_ranking"], modern_rows)))
 

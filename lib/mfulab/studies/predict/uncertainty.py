@@ -200,6 +200,14 @@ def refit_text(r: dict, fitted: float) -> str:
     )
 
 
+def bootstrap_format(table) -> dict:
+    """How a :func:`clustered_bootstrap` table prints: errors and their bounds in percent, leads
+    signed, the share of leading draws in whole percent."""
+    fmt = {c: "{:.1%}" for c in table.columns if "error" in c or c.endswith(("_lo", "_hi"))}
+    fmt |= {c: "{:+.1%}" for c in table.columns if c.startswith("lead_over")}
+    return fmt | {c: "{:.0%}" for c in table.columns if c.startswith("draws_leading")}
+
+
 def bootstrap_text(table) -> str:
     """What the bootstrap says, per group: whether the predictor's lead over each baseline is
     outside its 95% interval."""
