@@ -5,7 +5,7 @@ to are decided in chapters 01, 04, 07 and 08)."""
 
 from __future__ import annotations
 
-from mfulab.studies.predict import calibrated, op_rates, scores, validate
+from mfulab.studies.predict import calibrated, history, op_rates, scores, validate
 
 
 def fit_sources(records) -> tuple:
@@ -139,8 +139,32 @@ def history_table(records, valid):
         return float(splits.loc[name, column]) if name in splits.index else None
 
     this_render = {"commit": "this render", "date": "", "change": "", "fitted_share_of_mamf": valid["fitted"]}
+    noted = scores.as_noted_summary(valid["table"]).set_index("split")
+    for name in ("holdout-3", "holdout-4"):
+        value = noted.loc[name, "median_abs_error"] if name in noted.index else None
+        this_render[f"{name.replace('-', '')}_as_noted_median_abs_error"] = value
+    margin = history.pair_ratio_error(valid["table"], records["published_runs"]) or {}
+    this_render["decisive_margin"] = margin.get("p90")
     rows.append({**this_render, **columns(cell)})
     return pd.DataFrame(rows)
+
+
+def margin_history_text(records) -> str:
+    """The decisive margin at each recorded revision where it changed, and the change that moved
+    it: every chapter that decides with the step model reads the latest."""
+    moves, last = [], None
+    for rev in records.get("validation_history") or []:
+        p90 = (rev.get("pair_ratio_error") or {}).get("p90")
+        if p90 is not None and p90 != last:
+            moves.append(f"{p90:.1%} at {rev['commit']} ({rev['change'][:90].rstrip()}…)")
+            last = p90
+    if not moves:
+        return ""
+    return (
+        "**The margin's record.** Recorded where it changed: "
+        + "; then ".join(moves)
+        + ". The chapters read the latest; a verdict that a move turned says so in its chapter."
+    )
 
 
 # every assumption a conclusion of the chapter depends on, moved ±25% one at a time

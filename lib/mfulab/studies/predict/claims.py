@@ -49,7 +49,7 @@ def tables(records, p, valid: dict) -> dict:
         "a19_case": worked_examples.a19_case(**fitted),
     }
     rows = out["modern_rows"]
-    out["modern_summary"] = modern.summary(rows)
+    out["modern_summary"] = modern.summary(rows, df)
     out["modern_bootstrap"] = modern.bootstrap(rows)
     out["fp8_pairs"] = modern.fp8_pairs(records["published_runs"], rows, valid["fitted"])
     out["modern_ranking"] = modern.layout_ranking(rows)
