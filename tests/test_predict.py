@@ -906,6 +906,7 @@ def test_the_modern_rows_summary_is_computed_from_its_rows():
     assert s.loc["holdout-4: MoE rows", "priced"] == 1
     assert s.loc["earlier splits: FP8 rows", "null_median_abs_error"] == pytest.approx(0.1)
     table["model"] = ["m", "m", "m"]
+    table["cp_comm_share"] = [0.0, 0.0, 0.0]
     table["device"] = ["d", "d", "d"]
     empty = pd.DataFrame()
     text = modern.text(modern.summary(table), empty, empty, table)
