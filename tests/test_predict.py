@@ -900,8 +900,10 @@ def test_the_modern_rows_summary_is_computed_from_its_rows():
     table["mfu40_error"] = [0.3, 0.2, 0.1]
     table["source"] = ["s1", "s2", "s3"]
     table["a2a_overlap_declared"] = [True, False, False]
+    table["cp"] = [1, 2, 1]
     s = modern.summary(table).set_index("rows")
     assert s.loc["holdout-4: MoE, all-to-all overlap declared (priced exposed)", "priced"] == 1
+    assert s.loc["CP rows of every split, cp = 2", "median_abs_error"] == pytest.approx(0.1)
     assert s.loc["holdout-4 (MoE, CP, FP8; as noted)", "median_abs_error"] == pytest.approx(0.3)
     assert s.loc["holdout-4: MoE rows", "priced"] == 1
     assert s.loc["earlier splits: FP8 rows", "null_median_abs_error"] == pytest.approx(0.1)

@@ -156,3 +156,15 @@ def test_the_planner_refuses_to_rank_moe_layouts():
 
     with pytest.raises(ParameterError, match="does not rank MoE layouts"):
         layouts.plan(preset("mixtral-8x7b"), n_devices=64, global_batch=128, device="h100-sxm")
+
+
+def test_predict_warns_on_a_moe_model():
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "mfulab", "predict", "--preset", "mixtral-8x7b", "--devices", "64"]
+    cmd += ["--device", "h100-sxm", "--global-batch", "128", "--expert-parallel", "8", "--zero-stage", "1"]
+    cmd += ["--recompute", "full"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "warning: MoE steps miss" in out.stderr and "ep_comm" in out.stdout

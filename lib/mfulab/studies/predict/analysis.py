@@ -63,7 +63,8 @@ def test_text(goals: dict, splits, split: str = "test", as_noted=None) -> str:
                 ": worse than the null model. That is the blind evidence this split gives past what "
                 "the model covers, and it is negative"
                 if worse
-                else ": better than the null model, past what the model covers"
+                else ": a median below the null model's, past what the model covers (whether the "
+                "sources tell the two apart is the bootstrap's to say)"
             )
             + "."
         )
