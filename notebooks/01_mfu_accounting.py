@@ -630,8 +630,9 @@ display(Markdown(article_arithmetic.b9_text_note(b9_text)))
 #
 # Verdicts are computed from the numbers above: arithmetic claims are confirmed when our
 # recomputation matches within 1% (an MFU stated in whole percent: within half a point, its
-# rounding). B1's row checks its FLOPs and MFU figures; its "about 5 s" ideal step (4.41 s) is a
-# rounding slip in the prose that the MFU figures do not use, a note on the row, not a claim.
+# rounding). B1's first row checks its FLOPs and MFU figures; its "about 5 s" ideal step is a row
+# of its own, decided only when every reading of "about" agrees on the exact ideal step (the
+# readings table above), and not checkable when they disagree.
 # Two more B1 rows take article B's MFU levels, neither checkable on what is published: "real
 # operating data show many jobs at 35–50%" (no fleet publishes its jobs' MFU; the large published
 # runs of the table above are the best-tuned upper tail, in the evidence), and "local MFU may read

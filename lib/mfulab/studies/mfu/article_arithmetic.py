@@ -136,7 +136,7 @@ def b1_ideal_step_readings(tolerances=(0.10, 0.20)):
     stated_s, exact_s = c["stated_s"], c["exact_s"]
     rows = [
         (
-            f"rounded to the nearest {B1_ABOUT_ROUNDING_S:g} s (the claims table's rule)",
+            f"rounded to the nearest {B1_ABOUT_ROUNDING_S:g} s",
             c["accepted_lo_s"],
             c["accepted_hi_s"],
             c["consistent"],
@@ -175,10 +175,9 @@ def b1_note() -> str:
         f"{B1_ABOUT_ROUNDING_S:g} s, {c['stated_s']:g} s stands for {c['accepted_lo_s']:g}–"
         f"{c['accepted_hi_s']:g} s, and {c['exact_s']:.2f} s is "
         f"{where}: the stated figure is {c['stated_over_exact'] - 1:.0%} above the exact one. "
-        "A rounding slip in the prose, a note on the B1 row rather than a claim of its own (other "
-        'readings of "about", up to a whole second or ±20%, accept it: `tables/b1_ideal_step_readings.csv`). '
-        "The slip does not reach "
-        "the MFU figures, which divide the FLOPs by the cluster peak × the step time directly."
+        'Other readings of "about" (up to a whole second, ±20%) accept it and some do not '
+        "(`tables/b1_ideal_step_readings.csv`), so its claims row is not checkable. The figure does not "
+        "reach the MFU figures, which divide the FLOPs by the cluster peak × the step time directly."
     )
 
 

@@ -51,15 +51,35 @@ B2_ABSENT_BECAUSE = dict(
 )
 
 
-def b1_ideal_step_note() -> str:
-    """§1.1's "about 5 s" for a step at 100% MFU, recomputed: a rounding slip in the prose (a note,
-    not a claim: the article's MFU figures divide 8.8e16 by the cluster peak × the step time and
-    do not use it)."""
+def b1_ideal_step_claim() -> Claim:
+    """§1.1's "about 5 s" for a step at 100% MFU, a sentence of its own. The article's own
+    arithmetic gives the exact ideal step; whether 4.41 s is "about 5 s" depends on the reading of
+    "about" (``article_arithmetic.b1_ideal_step_readings``): the row is decided only when every
+    reading agrees, and not checkable when they disagree (the rule of every reading-dependent row).
+    The article's MFU figures divide 8.8e16 by the cluster peak × the step time and do not use it."""
     ideal = b1_ideal_step_check()
-    return (
-        f"§1.1's 'about {ideal['stated_s']:g} s' at 100% MFU is {ideal['exact_s']:.2f} s exactly "
-        f"({1 - ideal['exact_s'] / ideal['stated_s']:.0%} less than stated; the stated figure is "
-        f"{ideal['stated_over_exact'] - 1:.0%} more), a slip in the prose that its MFU figures do not use"
+    readings = article_arithmetic.b1_ideal_step_readings()
+    answers = readings.exact_in_range.astype(bool)
+    verdict = (
+        "not checkable" if answers.nunique() > 1 else verdicts.verdict_from_agreement(bool(answers.iloc[0]))
+    )
+    reading = readings.columns[0]  # "reading of 'about 5 s'"
+    by_reading = "; ".join(
+        f"{r[reading]}: {r.accepted_from_s:g}–{r.accepted_to_s:g} s, "
+        + ("accepts it" if r.exact_in_range else "does not")
+        for _, r in readings.iterrows()
+    )
+    return Claim(
+        "B1",
+        f"a step at 100% MFU would take about {ideal['stated_s']:g} s (§1.1)",
+        "the article's own arithmetic (8.8e16 FLOPs / (64 × 312 TFLOP/s)) under each reading of 'about' "
+        "(tables/b1_ideal_step_readings.csv); decided only when the readings agree",
+        verdict,
+        f"{ideal['exact_s']:.2f} s exactly ({1 - ideal['exact_s'] / ideal['stated_s']:.0%} less than stated; "
+        f"the stated figure is {ideal['stated_over_exact'] - 1:.0%} more). {by_reading}"
+        + (": the readings disagree" if verdict == "not checkable" else "")
+        + ". The article's MFU figures do not use it",
+        basis=verdicts.ARITHMETIC,
     )
 
 
@@ -224,10 +244,11 @@ def claims(records: dict | None, p: Params | None = None, split=None, floors=Non
             f"{article.flops_per_step:.3g} FLOPs; MFU "
             + ", ".join(f"{article[f'mfu_at_{t}s']:.1%} at {t:g} s (stated {m:.0%})" for t, m in mfus.items())
             + f"; with the exact N and attention (palm) 10.2 s is {palm['mfu_at_10.2s']:.1%}; "
-            f"conventions span {lo:.1%}–{hi:.1%} at 10.2 s. Note: {b1_ideal_step_note()}",
+            f"conventions span {lo:.1%}–{hi:.1%} at 10.2 s",
             basis=verdicts.ARITHMETIC,
         )
     )
+    out.append(b1_ideal_step_claim())
     out += mfu_level_claims()
     if records is not None:
         p = p or Params()

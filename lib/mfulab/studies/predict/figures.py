@@ -21,15 +21,18 @@ TERM_LABELS = {
 
 
 def validation(df, goal: float):
-    """Predicted against published step time (log–log) by split, with the ±goal band; and each
-    source's errors (one dot a row, the null model's median beside it): the held-out sources first,
-    the latest collection at the top."""
+    """Predicted against published step time (log–log) by split, with the ±goal band, the rows a
+    held-out file marks as beyond the model hollow, priced as their notes say; and each source's
+    errors (one dot a row, the null model's median beside it): the held-out sources first, the
+    latest collection at the top."""
     import matplotlib.pyplot as plt
     import numpy as np
 
     priced = df[df.refused == ""]
+    noted = df[df.error_as_noted.notna()] if "error_as_noted" in df else df.iloc[:0]
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"width_ratios": [1, 1.3]})
-    lo, hi = priced.published_step_s.min() / 1.5, priced.published_step_s.max() * 1.5
+    shown = np.concatenate([priced.published_step_s, noted.published_step_s])
+    lo, hi = shown.min() / 1.5, shown.max() * 1.5
     x = np.geomspace(lo, hi, 50)
     ax.fill_between(x, x * (1 - goal), x * (1 + goal), color="0.9", label=f"±{goal:.0%}")
     ax.plot(x, x, color="0.5", lw=1)
@@ -48,12 +51,22 @@ def validation(df, goal: float):
             ax.scatter(
                 g.published_step_s, g.predicted_step_s, marker=marker, s=18, label=f"{split} ({len(g)})"
             )
+    for split, g in noted.groupby("split", sort=False):  # refused rows priced as their notes say
+        ax.scatter(
+            g.published_step_s,
+            g.published_step_s * (1 + g.error_as_noted),
+            marker=markers.get(split, "o"),
+            s=22,
+            facecolors="none",
+            edgecolors="0.3",
+            label=f"{split}, priced as noted ({len(g)})",
+        )
     ax.set(
         xscale="log",
         yscale="log",
         xlabel="published step time (s)",
         ylabel="predicted step time (s)",
-        title="every priced row",
+        title="every priced row (hollow: refused, priced as noted)",
     )
     ax.legend(fontsize=8)
     order = list(
