@@ -168,3 +168,12 @@ def test_predict_warns_on_a_moe_model():
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "warning: MoE steps miss" in out.stderr and "ep_comm" in out.stdout
+
+
+def test_the_planner_refuses_to_search_context_or_expert_parallel_layouts():
+    from mfulab.analytic import layouts
+
+    with pytest.raises(ParameterError, match="does not search context_parallel"):
+        layouts.plan(
+            preset("llama3-8b"), n_devices=16, global_batch=32, device="h100-sxm", context_parallel=2
+        )

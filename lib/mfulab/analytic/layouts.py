@@ -136,6 +136,15 @@ def plan(
     parallelism, and the step model ranks a published MoE layout sweep in reverse (chapter 09)."""
     import pandas as pd
 
+    split = {
+        k: step_kwargs.get(k, 1) for k in ("context_parallel", "expert_parallel", "expert_tensor_parallel")
+    }
+    if any(v != 1 for v in split.values()):
+        raise ParameterError(
+            f"the planner's candidates split the devices over tp·pp·dp only; it does not search "
+            f"{', '.join(k for k, v in split.items() if v != 1)}: price such a layout with predict "
+            "(no --search)"
+        )
     if cfg.moe is not None:
         raise ParameterError(
             "the planner does not rank MoE layouts: its candidates have no expert parallelism, and "
