@@ -106,17 +106,20 @@ plots.save_figure(fig, out, "shares_of_peak")
 # **What published training runs reach.** Chapter 09 collects published runs (papers and
 # framework benchmarks, each with its stated step time) and prices those its step model covers;
 # the rows it refuses are left out here. Their MFU, counted the same way for all
-# (PaLM's model FLOPs per step over the stated step and the cluster's dense bf16 peak), by device
-# and framework: the range a tuned job on those machines lands in, beside which this machine's
-# MFU (chapter 01 against its own ceiling; chapter 07 for a 2-rank job) can be read. Published,
-# not measured here.
+# (PaLM's model FLOPs per step over the stated step), by device, framework and the precision
+# the GEMMs ran in: the range a tuned job on those machines lands in, beside which this
+# machine's MFU (chapter 01 against its own ceiling; chapter 07 for a 2-rank job) can be read.
+# Two denominators: the cluster's dense bf16 peak (`*_mfu`, what most reports quote), and the
+# dense peak of the GEMMs' own precision (`*_mfu_own_peak`). An FP8 run's GEMMs can run at twice
+# bf16's peak, so its bf16-peak MFU can pass the best bf16 matmul's share of the peak (the
+# table of published MAMF above): only its own-peak figure can be set beside that ceiling.
+# Published, not measured here.
 
 # %%
 published_mfu = published.published_mfu_table(records.get("published_runs") or [])
 results.save_table(out, "published_mfu", published_mfu)
-published_mfu.style.format({"median_mfu": "{:.0%}", "min_mfu": "{:.0%}", "max_mfu": "{:.0%}"}).hide(
-    axis="index"
-)
+shares = ["median_mfu", "min_mfu", "max_mfu", "median_mfu_own_peak", "max_mfu_own_peak"]
+published_mfu.style.format(dict.fromkeys(shares, "{:.0%}")).hide(axis="index")
 
 # %% [markdown]
 # ## Verdicts side by side
@@ -126,7 +129,11 @@ published_mfu.style.format({"median_mfu": "{:.0%}", "min_mfu": "{:.0%}", "max_mf
 # regimes; an *analysis* verdict is the same wherever it is rendered). `differs` marks a row
 # whose verdict is not the same on every machine that has it; `flipped on` names the machines
 # whose `make stability` run saw the row change between fresh runs of the same machine: there
-# a difference between machines is no evidence of anything. `rests on the machine` marks the
+# a difference between machines is no evidence of anything; `no stability run on` names the
+# machines whose results of that study come from one run, where whether a row flips is unknown.
+# `not comparable on` names the machines whose run of the study launched more ranks than it had
+# usable cores (the ranks took turns on them): their rows that rest on a measurement are left
+# out of `differs`, since they measure an oversubscribed job. `rests on the machine` marks the
 # rows whose basis is a measurement taken on the machine (the claim's regime or a toy regime):
 # only those could read differently on a GPU or a cluster; the others (analysis, the article's
 # arithmetic, documentation, publications) read the same wherever the course is rendered.
@@ -175,7 +182,8 @@ with pd.option_context("display.max_colwidth", None, "display.max_rows", None):
 #
 # Per machine: its calibrated ceilings (matmul, memory, the all-reduce's α and B), the MFU
 # of the same reference step, and the measured effect of fusion, recompute, bucket size and
-# data format. With one machine these are that machine's numbers, not a comparison (see the
-# note at the top). To add a machine, run the studies there (`make all`, or
+# data format, with the highest over the lowest machine's value where two or more machines
+# have one (`highest ÷ lowest`). With one machine they would be that machine's numbers, not a
+# comparison (the note at the top says which holds). To add a machine, run the studies there (`make all`, or
 # `python -m mfulab measure` on a cluster and `make <study> FROM=DIR` anywhere) and re-run
 # `make compare`.

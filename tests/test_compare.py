@@ -145,6 +145,56 @@ def test_the_verdict_matrix_lines_up_claims_rows_and_marks_differences_and_flips
     )
 
 
+def test_verdict_matrix_names_unknown_flip_status_and_leaves_oversubscribed_runs_out_of_differs():
+    """A machine without a stability run of a study cannot say whether its verdicts flip; a
+    machine whose multi-rank run had more ranks than usable cores is not compared on the rows that
+    rest on its measurements, but still is on analysis rows."""
+    records = _records(
+        ["cpu-1c", "cpu-2c"],
+        anatomy={
+            "cpu-1c": {
+                "claims": [
+                    {
+                        "id": "B13",
+                        "claim": "c",
+                        "verdict": "inconclusive on this machine",
+                        "basis": "toy regime",
+                    },
+                    {"id": "B2", "claim": "d", "verdict": "shown", "basis": "the article's own arithmetic"},
+                ]
+            },
+            "cpu-2c": {
+                "claims": [
+                    {"id": "B13", "claim": "c", "verdict": "shown", "basis": "toy regime"},
+                    {"id": "B2", "claim": "d", "verdict": "refuted", "basis": "the article's own arithmetic"},
+                ]
+            },
+        },
+    )
+    table = compare.verdict_table(records).set_index("claim_id")
+    assert table.loc["B13", "differs"] and table.loc["B13", "no stability run on"] == ""  # not recorded
+    records["stability_runs"] = {"anatomy": ["cpu-2c"]}
+    records["hosts"] = {"cpu-1c": {"cpu_count": 1}, "cpu-2c": {"cpu_count": 2}}
+    records["ranks"] = {"cpu-1c": {"anatomy": 2}, "cpu-2c": {"anatomy": 2}}
+    table = compare.verdict_table(records).set_index("claim_id")
+    assert table.loc["B13", "no stability run on"] == "cpu-1c"
+    assert table.loc["B13", "not comparable on"] == "cpu-1c" and not table.loc["B13", "differs"]
+    assert table.loc["B2", "not comparable on"] == "" and table.loc["B2", "differs"]  # not a measurement
+    note = compare.verdict_note(compare.verdict_table(records), records["machines"])
+    assert "unknown on cpu-1c" in note and "1 rows measured on a machine whose run had more ranks" in note
+
+
+def test_two_machines_numbers_read_as_highest_over_lowest():
+    from mfulab.studies.compare import drift
+
+    assert drift.highest_over_lowest({"a": 1.0, "b": 1.98}) == "1.98× (b)"
+    assert drift.highest_over_lowest({"a": 2.0, "b": compare.MISSING}) == ""
+    assert drift.highest_over_lowest({"a": 0.0, "b": 1.0}) == ""  # no ratio with a zero
+    mfu = {"a": {"matmul_ceiling_flops_per_s": 1e11}, "b": {"matmul_ceiling_flops_per_s": 2e11}}
+    shown = compare.formatted(compare.comparison_table(_records(["a", "b"], mfu=mfu))).set_index("metric")
+    assert "2.00× (b)" in shown["highest ÷ lowest"].tolist()
+
+
 def test_published_references_are_read_as_shares_of_their_peak_beside_this_machine():
     """While results/ holds one machine, chapter 10 reads it against published measurements:
     every row labelled published or measured here, the share of the peak computed from the two
@@ -221,35 +271,45 @@ def test_the_mfu_gap_splits_into_parts_that_sum_to_it():
     )
 
 
-def test_published_runs_mfu_by_device_and_framework(tmp_path):
-    """Chapter 09's published runs, read from a machine's results, as MFU by device and framework
-    (model FLOPs per step over the stated step and the cluster's peak); no table, no rows."""
+def test_published_runs_mfu_by_device_framework_and_precision(tmp_path):
+    """Chapter 09's published runs, read from a machine's results, as MFU by device, framework and
+    GEMM precision (model FLOPs per step over the stated step and the cluster's peak); an FP8 run
+    is also read against its own precision's peak; no table, no rows."""
     import pandas as pd
 
+    from mfulab.analytic.devices import peak_flops_per_s
     from mfulab.studies.compare import published
 
     assert published.published_runs(tmp_path, ["m"]) == [] and published.published_mfu_table([]).empty
     path = tmp_path / "m" / published.PUBLISHED_RUNS_TABLE
     path.parent.mkdir(parents=True)
     rows = [
-        ("a", "s", "a100", "megatron", 1.0e16, 1.0e16, 2.0),  # 50%
-        ("b", "s", "a100", "megatron", 1.0e16, 1.0e16, 4.0),  # 25%
-        ("c", "s", "h100-sxm", "fsdp", 3.0e16, 1.0e17, 1.0),  # 30%
-        ("d", "s", "h100-sxm", "fsdp", 3.0e16, 1.0e17, None),  # no stated step: left out
+        ("a", "s", "a100", "megatron", "bf16", 1.0e16, 1.0e16, 2.0),  # 50%
+        ("b", "s", "a100", "megatron", "bf16", 1.0e16, 1.0e16, 4.0),  # 25%
+        ("c", "s", "h100-sxm", "fsdp", "bf16", 3.0e16, 1.0e17, 1.0),  # 30%
+        ("d", "s", "h100-sxm", "fsdp", "bf16", 3.0e16, 1.0e17, None),  # no stated step: left out
+        ("e", "s", "h100-sxm", "fsdp", "fp8", 9.0e16, 1.0e17, 1.0),  # 90% of bf16's peak
     ]
-    cols = [
-        "id",
-        "source",
-        "device",
-        "framework",
-        "model_flops_per_step",
-        "peak_flops_total",
-        "published_step_s",
-    ]
-    pd.DataFrame(rows, columns=cols).to_csv(path, index=False)
-    t = published.published_mfu_table(published.published_runs(tmp_path, ["other", "m"])).set_index("device")
-    assert t.loc["a100", "runs"] == 2 and t.loc["a100", "median_mfu"] == pytest.approx(0.375)
-    assert t.loc["h100-sxm", "runs"] == 1 and t.loc["h100-sxm", "max_mfu"] == pytest.approx(0.3)
+    cols = ["id", "source", "device", "framework", "dtype", "model_flops_per_step", "peak_flops_total"]
+    pd.DataFrame(rows, columns=[*cols, "published_step_s"]).to_csv(path, index=False)
+    t = published.published_mfu_table(published.published_runs(tmp_path, ["other", "m"]))
+    t = t.set_index(["device", "dtype"])
+    assert t.loc[("a100", "bf16"), "runs"] == 2 and t.loc[("a100", "bf16"), "median_mfu"] == pytest.approx(
+        0.375
+    )
+    assert t.loc[("h100-sxm", "bf16"), "runs"] == 1 and t.loc[
+        ("h100-sxm", "bf16"), "max_mfu"
+    ] == pytest.approx(0.3)
+    assert t.loc[("h100-sxm", "bf16"), "max_mfu_own_peak"] == pytest.approx(0.3)
+    fp8_over_bf16 = peak_flops_per_s("h100-sxm", "fp8") / peak_flops_per_s("h100-sxm", "bf16")
+    assert fp8_over_bf16 > 1.9
+    assert t.loc[("h100-sxm", "fp8"), "max_mfu"] == pytest.approx(0.9)
+    assert t.loc[("h100-sxm", "fp8"), "max_mfu_own_peak"] == pytest.approx(0.9 / fp8_over_bf16)
+    # a table from before the precision column reads as bf16
+    pd.DataFrame(
+        [r[:4] + r[5:] for r in rows[:1]], columns=[c for c in cols if c != "dtype"] + ["published_step_s"]
+    ).to_csv(path, index=False)
+    assert published.published_mfu_table(published.published_runs(tmp_path, ["m"])).dtype.tolist() == ["bf16"]
 
 
 def test_two_result_folders_of_one_host_on_other_cores_are_named_as_such(tmp_path):

@@ -46,6 +46,9 @@ def collect(p) -> dict:
         "metrics": {study: load_all(p.results_root, study) for study in studies},
         "drift": {study: drift_mod.stability_drift(p.results_root, study, names) for study in studies},
         "flips": {study: drift_mod.stability_flips(p.results_root, study, names) for study in studies},
+        "stability_runs": {
+            study: drift_mod.stability_runs(p.results_root, study, names) for study in studies
+        },
         "hosts": {n: hosts.host(p.results_root, n) for n in names},
         "ranks": {n: hosts.ranks_per_study(p.results_root, n) for n in names},
         "revisions": {n: hosts.revisions(p.results_root, n) for n in names},
@@ -80,18 +83,25 @@ def verdict_table(records):
     out = []
     for (study, label), row in rows.items():
         verdicts = {m: row.get(m, MISSING) for m in names}
-        present = {v for v in verdicts.values() if v != MISSING}
+        on_machine = row["basis"] in MACHINE_BASES
+        crowded = hosts.oversubscribed(records, study) if on_machine else []  # ranks taking turns
+        present = {v for m, v in verdicts.items() if v != MISSING and m not in crowded}
         flipped = [m for m in names if label in records.get("flips", {}).get(study, {}).get(m, [])]
+        runs = (records.get("stability_runs") or {}).get(study)
+        unknown = [] if runs is None else [m for m in names if m not in runs and verdicts[m] != MISSING]
         out.append(
             {
                 **row,
                 **verdicts,
                 "differs": len(present) > 1,
                 "flipped on": ", ".join(flipped),
-                "rests on the machine": row["basis"] in MACHINE_BASES,
+                "no stability run on": ", ".join(unknown),
+                "not comparable on": ", ".join(crowded),
+                "rests on the machine": on_machine,
             }
         )
-    columns = ["study", "claim_id", "claim", "basis", *names, "differs", "flipped on", "rests on the machine"]
+    columns = ["study", "claim_id", "claim", "basis", *names, "differs", "flipped on"]
+    columns += ["no stability run on", "not comparable on", "rests on the machine"]
     return pd.DataFrame(out, columns=columns)
 
 
@@ -121,6 +131,19 @@ def verdict_note(table, names) -> str:
     parts.append(
         f"{len(flipped)} that flipped between fresh runs of one machine" + (f": {named}" if named else "")
     )
+    unknown = sorted({m for cell in table["no stability run on"] for m in cell.split(", ") if m})
+    if unknown:
+        parts.append(
+            "whether a verdict flips is unknown on "
+            + ", ".join(unknown)
+            + " for the studies that machine ran without a stability run (column `no stability run on`)"
+        )
+    crowded = table[table["not comparable on"] != ""]
+    if len(crowded):
+        parts.append(
+            f"{len(crowded)} rows measured on a machine whose run had more ranks than usable cores "
+            "(column `not comparable on`) are left out of `differs`"
+        )
     return "; ".join(parts) + "."
 
 
@@ -286,6 +309,9 @@ def formatted(table, records=None):
         out["across machines"] = [
             drift_mod.across_drift([row[m] for m in names], max(widest_drift(st, k), RUN_TO_RUN_DRIFT))
             for (_, row), k, st in zip(table.iterrows(), table["key"], table["study"])
+        ]
+        out["highest ÷ lowest"] = [
+            drift_mod.highest_over_lowest({m: row[m] for m in names}) for _, row in table.iterrows()
         ]
     return out
 

@@ -35,6 +35,12 @@ def stability_flips(results_root, study: str, names) -> dict:
     return found
 
 
+def stability_runs(results_root, study: str, names) -> list[str]:
+    """The machines that left a stability run of ``study`` (its ``stability.json``): only there
+    is it known whether a verdict flips between fresh runs."""
+    return [m for m in names if results.load_stability(Path(results_root) / m / study)]
+
+
 def across_drift(values, drift: float) -> str:
     """Whether the machines' numbers of one key differ by more than the drift between fresh runs
     (the widest any machine's stability run saw for that key, at least the assumed run-to-run
@@ -58,3 +64,18 @@ def across_drift(values, drift: float) -> str:
     if spread <= drift:
         return f"within drift ({spread:{fmt}} ≤ {drift:{fmt}})"
     return f"differs ({spread:{fmt}} > {drift:{fmt}})"
+
+
+def highest_over_lowest(values: dict) -> str:
+    """``{machine: value}`` as the highest value over the lowest, with the machine that has the
+    highest (``"1.98× (cpu-2c)"``): what a reader asks of two machines' numbers. Empty where fewer
+    than two machines have a positive number."""
+    numbers = {
+        m: float(v)
+        for m, v in values.items()
+        if v not in (MISSING, NOT_APPLICABLE) and not isinstance(v, bool | str) and float(v) > 0
+    }
+    if len(numbers) < 2:
+        return ""
+    top = max(numbers, key=numbers.get)
+    return f"{numbers[top] / min(numbers.values()):.2f}× ({top})"

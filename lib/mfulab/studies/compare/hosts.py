@@ -22,6 +22,16 @@ def ranks_per_study(results_root, machine: str) -> dict:
     return out
 
 
+def oversubscribed(records, study: str) -> list[str]:
+    """The machines whose run of ``study`` launched more ranks than the cores it could use."""
+    hosts, ranks = records.get("hosts") or {}, records.get("ranks") or {}
+    return [
+        name
+        for name, h in hosts.items()
+        if h.get("cpu_count") and (ranks.get(name) or {}).get(study, 0) > h["cpu_count"]
+    ]
+
+
 def oversubscribed_note(records) -> str:
     """Machines whose multi-rank studies launched more processes than the cores they could use:
     those ranks took turns on the cores, so their step, overlap and communication figures are an

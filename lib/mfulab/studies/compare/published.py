@@ -158,29 +158,62 @@ PUBLISHED_RUNS_TABLE = "predict/tables/validation.csv"  # chapter 09's published
 
 def published_runs(results_root, machines) -> list[dict]:
     """Chapter 09's published training runs (the step time each source states, the model FLOPs per
-    step and the cluster's dense peak chapter 09 computed for it), from the first machine whose
-    results hold that table; [] where none does. The rows are publications, not this machine's."""
+    step, the GEMMs' precision and the cluster's dense bf16 peak chapter 09 computed for it), from
+    the first machine whose results hold that table; [] where none does. The rows are
+    publications, not this machine's. A table from before the precision column reads as bf16."""
     import pandas as pd
 
     for machine in machines:
         path = Path(results_root) / machine / PUBLISHED_RUNS_TABLE
         if path.exists():
             d = pd.read_csv(path)
-            keep = ["id", "source", "device", "framework", "model_flops_per_step", "peak_flops_total"]
+            if "dtype" not in d:
+                d["dtype"] = "bf16"
+            keep = [
+                "id",
+                "source",
+                "device",
+                "framework",
+                "dtype",
+                "model_flops_per_step",
+                "peak_flops_total",
+            ]
             return d.dropna(subset=["published_step_s"])[[*keep, "published_step_s"]].to_dict("records")
     return []
 
 
 def published_mfu_table(runs: list[dict]):
-    """MFU of the published runs by device and framework: model FLOPs per step (PaLM's count, as
-    chapter 09 prices them) over the stated step time and the cluster's dense bf16 peak; runs,
-    median, lowest and highest. Published, not measured here."""
+    """MFU of the published runs by device, framework and GEMM precision: model FLOPs per step
+    (PaLM's count, as chapter 09 prices them) over the stated step time and the cluster's dense
+    peak, twice: against the bf16 peak (``*_mfu``, the convention most reports use) and against
+    the dense peak of the precision the GEMMs ran in (``*_mfu_own_peak``: an FP8 run's GEMMs
+    can go twice as fast as bf16's, so only this one can be set beside a bf16 matmul's best).
+    Runs, median, lowest and highest. Published, not measured here."""
     import pandas as pd
 
+    from mfulab.analytic.devices import peak_flops_per_s
+
+    cols = ["device", "framework", "dtype", "runs", "median_mfu", "min_mfu", "max_mfu"]
     if not runs:
-        return pd.DataFrame(columns=["device", "framework", "runs", "median_mfu", "min_mfu", "max_mfu"])
+        return pd.DataFrame(columns=[*cols, "median_mfu_own_peak", "max_mfu_own_peak"])
     d = pd.DataFrame(runs)
+    if "dtype" not in d:
+        d["dtype"] = "bf16"
+    d["dtype"] = d["dtype"].fillna("bf16")
+    own_over_bf16 = [
+        peak_flops_per_s(dev, dt) / peak_flops_per_s(dev, "bf16") for dev, dt in zip(d.device, d.dtype)
+    ]
     d["mfu"] = d.model_flops_per_step / (d.published_step_s * d.peak_flops_total)
-    g = d.groupby(["device", "framework"]).mfu
-    out = pd.DataFrame({"runs": g.size(), "median_mfu": g.median(), "min_mfu": g.min(), "max_mfu": g.max()})
-    return out.reset_index().sort_values(["device", "framework"]).reset_index(drop=True)
+    d["mfu_own_peak"] = d.mfu / own_over_bf16
+    g = d.groupby(["device", "framework", "dtype"])
+    out = pd.DataFrame(
+        {
+            "runs": g.size(),
+            "median_mfu": g.mfu.median(),
+            "min_mfu": g.mfu.min(),
+            "max_mfu": g.mfu.max(),
+            "median_mfu_own_peak": g.mfu_own_peak.median(),
+            "max_mfu_own_peak": g.mfu_own_peak.max(),
+        }
+    )
+    return out.reset_index().sort_values(["device", "framework", "dtype"]).reset_index(drop=True)

@@ -212,6 +212,7 @@ def predict_row(
         "source": row["source"],
         "split": row.get("split", "development"),
         "device": row["device"],
+        "dtype": inputs.get("dtype", "bf16"),  # the GEMMs' precision: an FP8 row's MFU has two peaks
         "sweep": row.get("sweep", ""),
         "published": figure,
         "published_step_s": pub_s,
