@@ -345,8 +345,29 @@ def test_b2_names_the_checkpoint_period_its_scheduling_waste_rests_on():
     assert c["period_steps"] == 3 and c["step_s"] == pytest.approx(0.7 / 3)
     # the share re-derives from the printed means: write / (period · mean step)
     assert c["checkpoint_share"] == pytest.approx(0.3 / 2.1) == pytest.approx(0.1 / (3 * 0.7 / 3))
-    assert c["longest_period_at_floor"] == 50  # 0.1 / (0.01 · 0.2): whole steps, never rounded up
+    # 0.1 · 0.99 / (0.01 · 0.2) = 49.5: whole steps, never rounded up; the write counts in the period
+    assert c["longest_period_at_floor"] == 49
+    assert 0.1 / (49 * 0.2 + 0.1) >= 0.01 > 0.1 / (50 * 0.2 + 0.1)
     assert c["share_at_period"] == pytest.approx(0.1 / (1000 * 0.2 + 0.1))
     # the checkpoint was all of the scheduling waste: at 1,000 steps two losses remain
     assert c["present_at_period"] == ["slow operators", "communication wait"]
     assert c["verdict_at_period"] == "inconclusive on this machine"
+
+
+def test_b13_does_not_decide_where_the_ranks_share_a_core(smoke):
+    """A spinning straggler on a core another rank also runs on slows that rank too: not one slow
+    card among healthy ones, so B13 stays open there, whatever the figures say."""
+    import copy
+
+    _, records = smoke
+    if claims.shared_cores(records):
+        pytest.skip("this machine's smoke run already shares a core")
+    shared = copy.deepcopy(records)
+    for rank in shared["job"]["ranks"]:
+        rank["pinned_core"] = 0
+    assert claims.shared_cores(shared) == 1
+    b13 = claims.b13_claim(shared, None)
+    assert b13.verdict == "inconclusive on this machine" and "ran on 1 core(s)" in b13.evidence
+    for rank in shared["job"]["ranks"]:
+        rank["pinned_core"] = None  # a platform without an affinity call pins nothing
+    assert claims.shared_cores(shared) == 0

@@ -71,8 +71,9 @@ def b2_checkpoint_period(records, split, floor: float) -> dict | None:
         "writing_step_s": writing_step_s,
         "period_steps": params["block_steps"] * params.get("checkpoint_every_blocks", 1),
         "checkpoint_share": ckpt_share,
-        # whole steps: the last period at which one write is still ≥ the floor of the time
-        "longest_period_at_floor": int(np.floor(write_s / (floor * plain_s) + 1e-9)),
+        # whole steps: the longest period k at which one write is still ≥ the floor of the time,
+        # write / (k · plain + write) ≥ floor  ⇔  k ≤ write · (1 − floor) / (floor · plain)
+        "longest_period_at_floor": int(np.floor(write_s * (1 - floor) / (floor * plain_s) + 1e-9)),
         "share_at_period": at_period,
         "scheduling_waste_at_period": shares["scheduling waste"],
         "present_at_period": present,
@@ -98,6 +99,23 @@ def _b2_period_text(c: dict | None, floor: float) -> str:
     )
 
 
+def _profiler_comm_text(agree) -> str:
+    """The communication wait as ``torch.profiler`` reads the same rung, beside the timestamps':
+    the one boundary the two draw independently (``analysis.profiler_vs_timestamps``)."""
+    comm = agree[agree.category == "communication wait"]
+    if comm.empty:
+        return ""
+    per_rank = comm.groupby("rank")[["profiler_share", "timestamps_share"]].mean()
+    ranks = ", ".join(
+        f"rank {r} {row.profiler_share:.1%} vs {row.timestamps_share:.1%}" for r, row in per_rank.iterrows()
+    )
+    return (
+        f"; the communication wait by torch.profiler against the timestamps: {ranks} (the profiler "
+        "books autograd's gaps inside backward and the hook's dispatch as communication; the "
+        "timestamps book them as compute)"
+    )
+
+
 def b2_claim(records, p, t: dict) -> Claim:
     floor = _param(records, p, "b2_present_share")
     split = t["b2_split"]
@@ -115,7 +133,8 @@ def b2_claim(records, p, t: dict) -> Claim:
         f"{len(CATEGORIES)}. Useful compute is each rank's model FLOPs at its share of the measured "
         "matmul ceiling, the rest of its compute slow operators; the synchronous checkpoint is "
         f"scheduling waste, its share following its period (one per {block} steps here)"
-        + _b2_period_text(b2_checkpoint_period(records, split, floor), floor),
+        + _b2_period_text(b2_checkpoint_period(records, split, floor), floor)
+        + _profiler_comm_text(t["profiler_vs_timestamps"]),
         basis=verdicts.TOY,
     )
 
@@ -239,7 +258,10 @@ def b13_claim(records, p) -> Claim:
     run's interval against :data:`stated.B13_REACHED`."""
     e = b13_effect(records)
     s = records["job"]["straggler"]
-    if e["reached_lo"] >= B13_REACHED:
+    shared = shared_cores(records)
+    if shared:  # a spinning straggler takes the other rank's core: not one slow card among others
+        decision = "inconclusive on this machine"
+    elif e["reached_lo"] >= B13_REACHED:
         decision = "confirmed"
     elif e["reached_hi"] < B13_REACHED:
         decision = "refuted"
@@ -259,9 +281,26 @@ def b13_claim(records, p) -> Claim:
         f"(medians of {e['pairs']} pairs); median rise {e['rise_s'] * 1e3:.1f} ms for a "
         f"{e['delay_s'] * 1e3:.1f} ms delay: {e['reached']:.0%} of it reaches the job "
         f"[{e['reached_lo']:.0%}, {e['reached_hi']:.0%}], the job's step ×{e['slowdown']:.3f} (1 + the "
-        "median rise over the median step off: a paired figure, not the ratio of the two medians)",
+        "median rise over the median step off: a paired figure, not the ratio of the two medians)"
+        + (
+            f"; the {len(records['job']['ranks'])} ranks ran on {shared} core(s) "
+            "(more ranks than usable cores), so the spinning straggler also slowed the rank it shares a "
+            "core with: a card among healthy cards is out of reach here, and the figures above do not decide"
+            if shared
+            else ""
+        ),
         basis=verdicts.TOY,
     )
+
+
+def shared_cores(records) -> int:
+    """The number of distinct cores the job's ranks were pinned to, where that is fewer than the
+    ranks (ranks taking turns on a core); 0 where every rank had its own core or the platform
+    pins none. B13 needs each rank on a core of its own, as each GPU is its rank's own."""
+    cores = [r.get("pinned_core") for r in records["job"]["ranks"]]
+    if any(c is None for c in cores) or len(set(cores)) == len(cores):
+        return 0
+    return len(set(cores))
 
 
 def tables(records, p=None) -> dict:
