@@ -199,8 +199,9 @@ o.tables["restart"]
 #
 # The tiny reference model trains on batches from each loader (persistent workers, the
 # largest worker count) and from batches pre-loaded in memory, with a synchronous checkpoint
-# (model + AdamW state, `fsync`) every few steps. Per step: the wait for the batch (data
-# wait), compute, and the rest (scheduling waste: the checkpoint write, the loop). Compute
+# (model + AdamW state, `fsync`) every `checkpoint_every` steps where the profile sets one (the
+# `cpu` profile sets none: the line below prints it). Per step: the wait for the batch (data
+# wait), compute, and the rest (scheduling waste: a checkpoint write, the loop). Compute
 # splits at this machine's measured matmul ceiling into useful compute (the step's model FLOPs
 # at the ceiling) and B2's slow operators (the rest: `verdicts.b2_compute_split`), so three of
 # B2's four losses can appear; communication wait is zero, as one process runs no collective. A CPU step is slow
@@ -211,8 +212,13 @@ o.tables["restart"]
 
 # %%
 print(
-    f"{rp['stall_steps']} steps per run, a checkpoint every {rp['checkpoint_every']} steps; "
-    f"emulated step: a {rp['stall_emulated_step_s'] * 1e3:g} ms timed wait"
+    f"{rp['stall_steps']} steps per run, "
+    + (
+        f"a checkpoint every {rp['checkpoint_every']} steps; "
+        if rp["checkpoint_every"]
+        else "no checkpoint; "
+    )
+    + f"emulated step: a {rp['stall_emulated_step_s'] * 1e3:g} ms timed wait"
 )
 stall = o.tables["stall"]
 fig = figures.plot_stall(records)

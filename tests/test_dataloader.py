@@ -507,10 +507,12 @@ def test_b11_network_row_is_decided_at_the_case_study_job():
     assert (row.verdict, row.basis) == ("confirmed (analysis)", verdicts.ANALYSIS)
     gaining = t[t.tar_training_gain >= 1.05]
     assert set(gaining.workers) == {0} and f"{len(gaining)} of {len(t)} scenarios" in row.evidence
+    assert row.claim.endswith("(only with an inline loader, num_workers=0)")  # the verdict line says so
     assert "1.7 ms per 600 B file, inside the published 0.4–13 ms" in row.evidence  # 1.5 s / 874 opens
     assert "gives 1.18× steps/s" in row.evidence  # (8.4 + 1.5) / 8.4, the scenarios' own frame
     prefetched = training_gain.network_at_case_study(workers=(4, 12))
     assert training_gain.b11_network(None, prefetched).verdict == "refuted (analysis)"
+    assert "inline" not in training_gain.b11_network(None, prefetched).claim
     fast = training_gain.network_at_case_study(latencies_s=(0.1e-3,), file_bytes=(600, 4096))
     assert training_gain.b11_network(None, fast).verdict == "refuted (analysis)"  # inline too
 
@@ -575,7 +577,7 @@ def test_b11_latency_emulation_adds_each_opened_file():
 
 
 def test_b11_workers_not_checkable_without_a_core_per_worker():
-    row = [c for c in claims_mod.claim_rows(_records(cpus=2)) if "workers" in c.claim][0]
+    row = [c for c in claims_mod.claim_rows(_records(cpus=2)) if "workers are enough" in c.claim][0]
     # the regime (a core per worker, ≥ 18 CPUs) is out of this machine's reach
     assert (
         row.verdict == "inconclusive on this machine"
@@ -583,13 +585,15 @@ def test_b11_workers_not_checkable_without_a_core_per_worker():
         and "≥ 18" in row.evidence
     )
     assert throughput.workers_cpus_needed() == 18  # 17 workers (above 16) + the training process
-    row = [c for c in claims_mod.claim_rows(_records(cpus=17, workers=(0, 8, 16))) if "workers" in c.claim][0]
+    # beside it, the case study's demand against one loader process here: the count question's scale
+    assert "kB/s of text; one cold loader process here reads" in row.evidence
+    row = [c for c in claims_mod.claim_rows(_records(cpus=17, workers=(0, 8, 16))) if "workers are enough" in c.claim][0]
     assert row.verdict == "inconclusive on this machine" and "may use 17" in row.evidence
-    row = [c for c in claims_mod.claim_rows(_records(cpus=32)) if "workers" in c.claim][0]
+    row = [c for c in claims_mod.claim_rows(_records(cpus=32)) if "workers are enough" in c.claim][0]
     assert row.verdict == "not checkable" and "num_workers=[0, 2]" in row.evidence
-    row = [c for c in claims_mod.claim_rows(_records(cpus=32, workers=(0, 8, 32))) if "workers" in c.claim][0]
+    row = [c for c in claims_mod.claim_rows(_records(cpus=32, workers=(0, 8, 32))) if "workers are enough" in c.claim][0]
     assert row.verdict == "not checkable"  # 32 workers have no core each on 32 CPUs
-    row = [c for c in claims_mod.claim_rows(_records(cpus=40, workers=(0, 8, 32))) if "workers" in c.claim][0]
+    row = [c for c in claims_mod.claim_rows(_records(cpus=40, workers=(0, 8, 32))) if "workers are enough" in c.claim][0]
     assert row.verdict == "refuted"  # 32 workers read 33/9 ≈ 3.7× as fast as 8 here
 
 

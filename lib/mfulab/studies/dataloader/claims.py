@@ -58,7 +58,11 @@ def claim_rows(records, t=None) -> list[Claim]:
     ):
         out.append(throughput.b11_local(records))
     out.append(training_gain.b11_network(records, hiding_table=hid))
-    out += [throughput.b11_workers(records), b11_settings(records), b11_shm_claim(records)]
+    if t is None:
+        need = training_gain.required_vs_available(records, analysis.cold_table(records))
+    else:
+        need = t["required_vs_available"]
+    out += [throughput.b11_workers(records, need), b11_settings(records), b11_shm_claim(records)]
     floor = records["params"].get("nonzero_share", 0.001)
     mem = throughput.stall_runs(records, "real compute", in_memory=True)[0]
     out.append(throughput.b2_real(records, floor, throughput.stall_runs(records, "real compute"), mem))

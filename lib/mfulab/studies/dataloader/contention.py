@@ -201,6 +201,9 @@ def b12_mechanism(records) -> Claim:
         f"their time {'beside the memory writer' if reference == MEMORY else 'alone'} (widened by "
         f"±{drift:.0%}); {cpu_part}; the writer put "
         f"{table.writer_MB_per_s[DISK]:.0f} MB/s on the disk meanwhile. A background checkpoint writes the "
-        "same bytes: it takes the wait out of the step, not the disk from the loader (tables/contention.csv)",
+        "same bytes to the same disk: it takes the wait out of the step, not the disk from the loader, "
+        "unless it writes elsewhere (the article's own recipe, §4.2, writes to local NVMe and uploads in the "
+        "background: a loader reading from a network file system then shares no disk with it) "
+        "(tables/contention.csv)",
         basis=verdicts.TOY,
     )
