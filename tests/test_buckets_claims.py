@@ -264,7 +264,10 @@ def test_a6_measured_row_says_25_is_the_fastest():
     fast = 0.02 * np.ones(12)
     rec = _records({(0.0001, "default"): fast * 4, (1, "default"): fast * 1.3, (25, "default"): fast})
     (row,) = analysis.a6_measured_claim(rec, analysis.a6_measured(rec))
-    assert "25 MiB (1 bucket(s) here) is the fastest cap" in row.evidence and "1.00×" not in row.evidence
+    assert (
+        "25 MiB passed as bucket_cap_mb (1 bucket(s) here) is the fastest cap" in row.evidence
+        and "1.00×" not in row.evidence
+    )
 
 
 def test_scale_setting_text_names_the_algorithm():

@@ -248,12 +248,15 @@ def a6_measured_claim(records, m: dict | None) -> list[Claim]:
     if "default" in m:
         d = m["default"]
         if m["best"] == DEFAULT_BUCKET_CAP_MB:
-            default = f"; 25 MiB ({m['default_buckets']} bucket(s) here) is the fastest cap by the median"
+            default = (
+                f"; 25 MiB passed as bucket_cap_mb ({m['default_buckets']} bucket(s) here) is the fastest "
+                "cap by the median"
+            )
         else:
             where = "ties with the fastest" if DEFAULT_BUCKET_CAP_MB in tied else "is slower than the fastest"
             default = (
-                f"; 25 MiB ({m['default_buckets']} bucket(s) here) {where}: {d.ratio:.2f}× "
-                f"[{d.ratio_lo:.2f}, {d.ratio_hi:.2f}] its step"
+                f"; 25 MiB passed as bucket_cap_mb ({m['default_buckets']} bucket(s) here) {where}: "
+                f"{d.ratio:.2f}× [{d.ratio_lo:.2f}, {d.ratio_hi:.2f}] its step"
             )
     n = records["ddp"]["world_size"]
     rounds = paired(_default_rows(records)[m["best"]]).n
@@ -268,8 +271,9 @@ def a6_measured_claim(records, m: dict | None) -> list[Claim]:
             f"{m['smallest']:g} MiB) vs {fastest}",
             verdict,
             f"one bucket per tensor is {c.ratio:.2f}× [{c.ratio_lo:.2f}, {c.ratio_hi:.2f}] slower than the "
-            f"fastest cap over {rounds} rounds (the interval widened by ±{c.run_to_run_drift:.0%}, this "
-            f"ratio's drift between fresh runs; a 'disaster' taken as ≥ {A6_DISASTER_RATIO:g}×){default}; "
+            f"fastest cap over {rounds} rounds (this run's bootstrap interval [{c.within_lo:.2f}, "
+            f"{c.within_hi:.2f}] divided and multiplied by 1 + {c.run_to_run_drift:.0%}, this ratio's drift "
+            f"between fresh runs; a 'disaster' taken as ≥ {A6_DISASTER_RATIO:g}×){default}; "
             f"regime: {regime['tensors']} tensors, set-up latency {regime['latency_s'] * 1e6:.0f} µs vs "
             f"{regime['transfer_s'] * 1e6:.0f} µs transfer per call ({regime['ratio']:.1f}:1){why}",
             basis=verdicts.TOY,

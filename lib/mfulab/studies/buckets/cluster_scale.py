@@ -11,7 +11,7 @@ spread and the best cap's gain over 25 MiB (DDP's default) beside it.
 from __future__ import annotations
 
 from mfulab.analytic.config import preset
-from mfulab.studies.buckets import sensitivity
+from mfulab.studies.buckets import model_error, sensitivity
 from mfulab.studies.buckets.sensitivity import plausible_caps_text, spread_points
 from mfulab.studies.buckets.simulator import DEFAULT_BUCKET_CAP_MB, gpt_simulation, model_layout
 from mfulab.studies.buckets.stated import (
@@ -123,9 +123,10 @@ def a6_per_tensor_claim(table) -> list[Claim]:
     verdict = decide(A6_DISASTER_RATIO)
     # "a disaster" is our reading: the same rule at a milder and a harsher threshold
     at_other = (
-        f"the verdict reads 'a disaster' as ≥ {A6_DISASTER_RATIO:g}× (our reading; were it "
-        + " or ".join(
-            f"≥ {r:g}×, the row would read {verdicts.label(decide(r), verdicts.ANALYSIS)}" for r in (1.3, 2.0)
+        f"the verdict reads 'a disaster' as ≥ {A6_DISASTER_RATIO:g}× (our reading; "
+        + "; ".join(
+            f"read as ≥ {r:g}×, the row would read {verdicts.label(decide(r), verdicts.ANALYSIS)}"
+            for r in (1.3, 2.0)
         )
         + ")"
     )
@@ -333,6 +334,7 @@ def a6_spread_claim(records, best, sens) -> list[Claim]:
             f"difference beyond the step model's ±{DECISIVE_MARGIN:.0%}: "
             f"{int((deciding.a6_can_reach == True).sum())} of those {holds}"  # noqa: E712
             + (f" ({', '.join(yes)})" if (yes := _can_reach_names(deciding)) else "")
+            + model_error.spread_reach_text(A_REPORTED_MFU)
             + model_error_text(records),
             basis=verdicts.ANALYSIS,
         )

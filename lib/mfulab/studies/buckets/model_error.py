@@ -32,6 +32,8 @@ import functools
 import numpy as np
 
 from mfulab.studies.buckets.simulator import simulate
+from mfulab.studies.buckets.stated import A6_MFU_POINTS
+from mfulab.studykit.step_error import DECISIVE_MARGIN
 
 GRID_POINTS = 48  # per refinement of the per-bucket overhead's grid (three passes)
 
@@ -226,3 +228,25 @@ def _op_differences(sync, plain) -> list[tuple[str, str, float]]:
     a, b = per_op(sync), per_op(plain)
     diffs = [(c, n, a.get((c, n), 0.0) - b.get((c, n), 0.0)) for c, n in set(a) | set(b)]
     return sorted(diffs, key=lambda x: -x[2])
+
+
+# ---------------------------------------------------------------------------- what the margin lets decide
+def best_mfu_to_decide(points: float, margin: float = DECISIVE_MARGIN) -> float:
+    """The highest MFU at the best cap at which a spread of ``points`` MFU points is a step ratio
+    beyond ``margin``: at fixed FLOPs the step ratio is M / (M − Δ), and M / (M − Δ) − 1 ≥ m
+    ⇔ M ≤ Δ (1 + m) / m."""
+    delta = points / 100
+    return delta * (1 + margin) / margin
+
+
+def spread_reach_text(reported_mfu: float) -> str:
+    """Why the 5–8 points row can rarely decide: the spread must also be a step ratio beyond the
+    margin, which a 5–8 point spread is only on a slow cluster."""
+    lo, hi = A6_MFU_POINTS
+    at_lo, at_hi = best_mfu_to_decide(lo), best_mfu_to_decide(hi)
+    return (
+        f". A spread of {hi:g} points is a step ratio beyond ±{DECISIVE_MARGIN:.0%} only where the best "
+        f"cap's MFU is ≤ {at_hi:.0%} ({lo:g} points: ≤ {at_lo:.0%}); article A reports above "
+        f"{reported_mfu:.0%}, so at the article's MFU this row is analytic only by construction: the "
+        "step model cannot tell a 5–8 point spread from its own error there"
+    )

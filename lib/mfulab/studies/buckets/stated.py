@@ -147,7 +147,8 @@ STATED_TP_FALLBACK = 1  # a model the articles do not run: pure data parallelism
 # The sensitivity table: one assumption varied at a time from SCALE_CASE (each a field of
 # rates.Assumptions or a layout input).
 # - NCCL's per-call latencies (base, ring and tree steps inside and between nodes) all scaled
-#   by 0.25 and by 2 (at 1024 ranks NCCL picks the tree, so a ring step alone would test nothing);
+#   by 0.25, 2, 4 and 8 (at 1024 ranks NCCL picks the tree, so a ring step alone would test
+#   nothing; 4 and 8 stand for HCCL, whose per-call cost on the 910B is not published);
 # - links: NVLink 3 for every rank (300 GB/s per direction, 3 µs per step: true only for ≤ 8
 #   ranks, an upper bound on the interconnect); InfiniBand NDR 400 Gb/s (50 GB/s); one
 #   200 Gb/s port per node, as article B's two-node busbw suggests (B9);
@@ -161,7 +162,10 @@ STATED_TP_FALLBACK = 1  # a model the articles do not run: pure data parallelism
 # - the all-reduce algorithm: ring only (NCCL_ALGO=Ring).
 SENSITIVITY = {
     "algorithm": ("ring",),
-    "nccl_latency_scale": (0.25, 2.0),
+    # × 4 and × 8: a collective library with a heavier fixed cost per call than NCCL's model (article
+    # A's per-tensor "disaster" is about HCCL's set-up per call on the 910B, for which no source this
+    # course cites publishes a latency): where a heavier fixed cost would move the answer
+    "nccl_latency_scale": (0.25, 2.0, 4.0, 8.0),
     "links": {
         "NVLink (A100, all ranks)": (300e9, 3e-6),
         "InfiniBand NDR 400 Gb/s": (50e9, None),
