@@ -51,6 +51,12 @@ def a5_cause(records, g: dict | None) -> str:
             f"; single calls of those sizes, as timed in this run's benchmark, account for "
             f"{ms(g['isolated_calls_s'])} ({g['isolated_share']:.0%})"
         )
+        if g.get("isolated_calls_q1_s") is not None and g["gap_s"] > 0:
+            text += (
+                f" by their medians, {ms(g['isolated_calls_q1_s'])} "
+                f"({g['isolated_calls_q1_s'] / g['gap_s']:.0%}) by their lower quartiles, which leave out "
+                "the stalls of a shared CPU (the rule reads the medians)"
+            )
     if g["rest_s"] > 0.2 * g["gap_s"]:
         expected_b = max(predicted.values())  # k_a's median + the larger explanation
         spread = (

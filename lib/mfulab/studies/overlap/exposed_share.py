@@ -117,7 +117,8 @@ def a18_profiler_claim(p: dict) -> Claim:
         "with a profiler, the communication operators' share of the step grades the overlap",
         f"the step model at the claim's setting (the 13B on {A18_CARDS} {a['device']} cards, TP 8, DP 1): "
         "the TP all-reduces' kernel time over the step, and the exposed share, without and with TP "
-        "overlap; refuted when hiding the communication leaves the kernels' share where it was or higher",
+        "overlap; confirmed (analysis) when both shares fall as the overlap hides the communication, not "
+        "checkable when only the exposed share falls (the two readings of the profiler figure disagree)",
         decision,
         f"reading-dependent: exposed share {a['serial']:.0%} → {a['overlapped']:.0%} as TP overlap hides the "
         "all-reduces (the non-overlapped time a profiler such as MindStudio also reports: the article's own "

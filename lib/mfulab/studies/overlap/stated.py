@@ -123,6 +123,17 @@ NCCL_TESTS_PUBLISHED = (
         "the 100 GB/s of 4 HDR ports",
     },
     {
+        "system": "2 nodes × 8 A100",
+        "gpu": "A100",
+        "fabric": "InfiniBand, 4 × 200 Gb/s per node",
+        "busbw_gb_per_s": 86.0,
+        "line_gb_per_s": 100.0,
+        # the same cluster's one-node run in the same report: what B9's two-node rule divides by
+        "one_node_busbw_gb_per_s": 232.54,
+        "source": "github.com/NVIDIA/nccl issue 1048 (2023): two nodes of 8 A100 with 4 × 200 Gb/s IB each, "
+        "all_reduce_perf 86 GB/s busbw (the reporter's theoretical 96); one node of the same cluster 232.54",
+    },
+    {
         "system": "2 nodes, one 100 Gb/s NIC each",
         "gpu": "other",
         "fabric": "InfiniBand EDR 100 Gb/s",
@@ -155,17 +166,20 @@ B9_NVLINK = {
     # bottlenecked: published busbw on one fabric moves by tens of percent with the message size,
     # the algorithm and NCCL's version (the table's two H100 rows, ring 370 and NVLS 480 GB/s, are
     # 30% apart; its two A100 rows, to 1 GB and to 4 GB, 14%) and the sentence states no message
-    # size (our assumption). What a fabric reaches is its best published healthy reading; the
-    # article's own command sweeps to 8 GB, past both A100 rows' largest messages
+    # size (our assumption). A rule that flags a node must clear every healthy published reading,
+    # the weakest included, by this margin; the article's own command sweeps to 8 GB, past both
+    # A100 rows' largest messages
     "decisive_margin": 0.2,
 }
 
 # B9 — article B §3.3's two-node rule: "如果16卡两机跑出的busbw连单机的一半都不到，多半是IB网卡或GDR
 # 路径没有生效" (16 GPUs on two nodes reading under half of one node's busbw: most likely the IB NIC
-# or the GDR path is not in effect). Its test cases are published healthy runs: the article's own
-# two-node figure after its fix (B9_STATED: 21 GB/s, "close to the 25 GB/s physical limit", so
-# IB and GDR in effect) and the 4-HDR-port cluster of NCCL_TESTS_PUBLISHED, each against a healthy
-# A100 node (NCCL_TESTS_PUBLISHED's first row); a healthy path that the rule flags refutes it.
+# or the GDR path is not in effect). Its test cases are published healthy two-node paths, each
+# against a healthy A100 node: nccl issue 1048's two nodes against the same cluster's one node (the
+# article's exact configuration, 16 A100s on two nodes of 8) and the 4-HDR-port cluster of
+# NCCL_TESTS_PUBLISHED against its first row; a healthy path that the rule flags refutes it. The
+# article's own two-node figure after its fix (B9_STATED: 21 GB/s, "close to the 25 GB/s physical
+# limit", so IB and GDR in effect) is its own arithmetic, reported beside them.
 B9_TWO_NODE = {"rule_share": 0.5}
 
 # B16 — article B §3.2's NCCL environment block, "实测有效的组合" (a combination measured to work on

@@ -28,6 +28,10 @@ NVLINK3_BYTES_PER_S = (
 )
 NVLINK_CLASS_LOW_BYTES_PER_S = 100e9  # a slower intra-node fabric (a third of NVLink 3), for the table
 ALPHAS_S = (2e-6, 5e-6, 10e-6, 20e-6)  # per-step latency: NCCL-class 2 µs to a slow software path 20 µs
+# A fixed cost added to every all-reduce call, for A5 at the article's scale: no per-call figure
+# for HCCL (the article's library) is published in a source this course cites, so these are
+# illustrative, from a few times NCCL's own latency at 32 ranks to a heavy runtime's
+CALL_OVERHEADS_S = (50e-6, 100e-6)
 
 
 # The interconnect rows of A4's sensitivity table (per device and direction, before the step
@@ -244,6 +248,7 @@ def a4_sensitivity(p: dict):
                 "reading": reading,
                 "same_as_baseline": reading == baseline_reading,
                 "reproduces_article": a4_reproduces(m),
+                "consistent_with_stated_step": a4_consistent(m),
                 "fits": m["fits"],
                 "memory_gib": m["memory_gib"],
                 "kind": "stated case"
@@ -256,19 +261,39 @@ def a4_sensitivity(p: dict):
     return pd.DataFrame(rows)
 
 
-def a4_reproduces(m: dict) -> bool | None:
-    """Does the modelled step reproduce the article's 3.2 → 2.1 s? True when both the serial
-    and the overlapped step lie within ``A4_STATED["decisive_margin"]`` of the article's,
-    False when either misses by more than twice that, None between (the step model's error
-    cannot tell)."""
+def a4_consistent(m: dict) -> bool:
+    """Whether a case is a reading of the article at all: its modelled serial step lies within
+    twice the step model's margin of the article's stated 3.2 s (a case whose compute alone, or
+    whose TP over another fabric, puts the serial step far from it contradicts the article's
+    own number, and does not vote)."""
     margin = A4_STATED["decisive_margin"]
-    misses = [
-        abs(m["step_serial_s"] / A4_STATED["step_before_s"] - 1),
-        abs(m["step_overlapped_s"] / A4_STATED["step_after_s"] - 1),
-    ]
-    if max(misses) <= margin:
-        return True
-    return False if max(misses) > 2 * margin else None
+    return abs(m["step_serial_s"] / A4_STATED["step_before_s"] - 1) <= 2 * margin
+
+
+def a4_reproduces(m: dict) -> bool | None:
+    """Does the model reproduce the article's saving, on the claim's own quantity: the serial ÷
+    overlapped step, 3.2 ÷ 2.1 = 1.52× in the article? The margin (``A4_STATED["decisive_margin"]``)
+    is the step model's error on a ratio of two runs. True when the modelled ratio lies within
+    the margin of the article's *and* beyond it from 1 (the model sees a saving it can tell from
+    its own error); False when it lies beyond the margin of the article's; None otherwise (within
+    the margin of both the claim and no saving), and for a case that is not a reading of the
+    article (:func:`a4_consistent`)."""
+    if not a4_consistent(m):
+        return None
+    margin = A4_STATED["decisive_margin"]
+    claimed = A4_STATED["step_before_s"] / A4_STATED["step_after_s"]
+    modelled = m["step_serial_s"] / m["step_overlapped_s"]
+    apart = max(modelled / claimed, claimed / modelled) - 1
+    if apart > margin:
+        return False
+    return True if modelled - 1 >= margin else None
+
+
+def a4_hidden_needed(m: dict) -> float:
+    """The share of the case's communication that must be hidden for the article's saving: the
+    ≥ 1.1 s saved over the modelled communication per step (above 1: more than there is)."""
+    saved = A4_STATED["step_before_s"] - A4_STATED["step_after_s"]
+    return saved / m["total_comm_s"]
 
 
 def a4_flip_link(p: dict, **change) -> dict:
