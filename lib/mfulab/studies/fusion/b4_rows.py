@@ -26,7 +26,10 @@ from mfulab.studykit.verdicts import Claim
 def readings(ratio: float) -> dict[str, bool]:
     """Each reading of "可以翻倍" answered for a tf32/fp32 throughput ratio."""
     lo, hi = B4_DOUBLING_BAND
-    return {"can double (≥ 2×, the band's low end)": ratio >= lo, "doubles (about 2×)": lo <= ratio <= hi}
+    return {
+        f"can double (≥ {lo:g}×, the band's low end)": ratio >= lo,
+        f"doubles ({lo:g}–{hi:g}×)": lo <= ratio <= hi,
+    }
 
 
 def _decide(ratio: float) -> tuple[str, str]:

@@ -113,7 +113,8 @@ B3_SEVERAL_FOLD = 3.0
 B5_STATED_TIME_CUT = (0.08, 0.12)
 B5_STATED_SPEEDUP = tuple(1 / (1 - cut) for cut in B5_STATED_TIME_CUT)
 # The published measurement at the claim's model size: torchtitan's Llama 3 8B on H100s, FSDP
-# eager against FSDP + torch.compile (benchmarks/llama3_h100_202412_torchtitan.md, Table 1), the
+# eager against FSDP + torch.compile (benchmarks/llama3_h100_202412_torchtitan.md, Table 1 on 8 GPUs
+# and Table 3 on 128), the
 # rows of chapter 10's published-runs file (eager id, compiled id), read from there by id.
 B5_PUBLISHED_FILE = "studies/predict/published_runs.yaml"
 B5_PUBLISHED_PAIRS = (
