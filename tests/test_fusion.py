@@ -761,3 +761,23 @@ def test_b5_graph_breaks_are_a_row_of_their_own():
     )
     off_gpu = b5_rows.b5_graph_break_claim(table(0.95, 1.02), comp, False)
     assert off_gpu.verdict == "inconclusive on this machine" and "12 taken per step" in off_gpu.evidence
+
+
+def test_a7_layer_row_names_where_the_fused_gain_comes_from():
+    """With dropout on, eager's sub-block is mostly random numbers: a fused kernel's gain there is
+    its generator's, and the row says so with the p = 0 figure beside it."""
+    import pandas as pd
+
+    from mfulab.studies.fusion import claims as fusion_claims
+
+    speed = pd.DataFrame(
+        [
+            {"shape": "layer", "dropout_p": 0.1, "candidate": "layer: onepass p=0.1", "ratio": 18.6},
+            {"shape": "layer", "dropout_p": 0.0, "candidate": "layer: onepass p=0", "ratio": 0.78},
+        ]
+    ).assign(ratio_lo=lambda d: d.ratio * 0.9, ratio_hi=lambda d: d.ratio * 1.1, baseline="eager")
+    rng = pd.DataFrame([{"impl": "eager", "dropout_share_of_sub_block": 0.96}])
+    text = fusion_claims._rng_text({"ln_fusion_speedup": speed, "ln_dropout_rng": rng}, "onepass", 0.1)
+    assert "18.60× eager's speed at p = 0.1" in text and "96% of its time" in text and "0.78×" in text
+    assert fusion_claims._rng_text({"ln_fusion_speedup": speed}, "onepass", 0.1) == ""  # no RNG table
+    assert fusion_claims._rng_text({"ln_fusion_speedup": speed, "ln_dropout_rng": rng}, "onepass", 0.0) == ""

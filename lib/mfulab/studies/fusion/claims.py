@@ -236,6 +236,8 @@ def _rng_text(t, impl: str, q: float) -> str:
         for c in t["ln_fusion_speedup"].itertuples()
     }
     on, off = by.get(("layer", q, impl)), by.get(("layer", 0.0, impl))
+    if "ln_dropout_rng" not in t:
+        return ""
     rng = t["ln_dropout_rng"].set_index("impl")
     if on is None or off is None or "eager" not in rng.index or q == 0:
         return ""
