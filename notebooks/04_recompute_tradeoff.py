@@ -486,8 +486,9 @@ lines.append(
     + " what the whole attention block frees. The whole MLP is not cheap to redo: it is "
     + ", ".join(f"{r['MLP FLOP share']:.0%} ({r.config})" for _, r in naive_reasons.iterrows())
     + " of the layer's forward FLOPs. Read as MindSpeed's activation-function recompute (the GeLU "
-    "alone, no matmul) the choice wins by construction: the readings disagree, every A14 row is "
-    "not checkable."
+    "alone, no matmul) the choice wins by construction. A14's rows, in the claims table's order: "
+    + ", ".join(c.verdict for c in o.claims if c.id == "A14")
+    + "."
 )
 if len(plans):
     winners = chosen[chosen.decision]

@@ -398,6 +398,9 @@ def test_notebook_defaults_run_the_planner(tmp_path):
     assert row.verdict == "analytic only" and "45.6 GiB, fits at 0%, 10%, 20%" in row.evidence
     # the command as written recomputes nothing: 49.8 GiB fits up to a 20% margin, not at 30%
     assert "as written" in row.evidence and "49.8 GiB" in row.evidence
+    # each reading says how many margin × gradient-width cells it fits: yes, mixed or no
+    assert "fits in 8 of 8 cells" in row.evidence and "fits in 7 of 8 cells" in row.evidence
+    assert ": mixed" in row.evidence and ": no;" not in row.evidence
     assert "the article's own explanation" in row.evidence and "configuration of record" in row.measured
 
 

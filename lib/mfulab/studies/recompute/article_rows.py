@@ -102,7 +102,10 @@ def zero2_comm_claim() -> Claim:
     communication. ZeRO's own count (Rajbhandari et al. 2020 §7.2, ``memory.zero_traffic_bytes_per_step``):
     a reduce-scatter of the gradients and an all-gather of the updated parameters move what
     plain data parallelism's all-reduce moves (2Ψ) with one micro-batch per step, and more with
-    accumulation ((m + 1)Ψ). Refuted when ZeRO-2 never moves less than DDP."""
+    accumulation ((m + 1)Ψ). Two readings of "the communication": the step's data-parallel
+    traffic (the reading above: less only where ZeRO-2 moves less than DDP), or the gradient
+    reduction alone (a reduce-scatter moves Ψ where an all-reduce moves 2Ψ, by the ring's
+    definition: less). Decided where both agree, not checkable where they disagree."""
     case = stated.A_ZERO2_COMM_CASE
     cfg = preset(case["preset_name"])
     per_rank = param_count(cfg) / case["tp"]
@@ -115,6 +118,9 @@ def zero2_comm_claim() -> Claim:
         for acc in (1, m)
     }
     less = any(z2 < z0 for z0, z2 in rows.values())
+    reduction_less = True  # the reduce-scatter alone: (n − 1)/n · Ψ against the all-reduce's 2(n − 1)/n · Ψ
+    decision = ("confirmed" if less else "refuted") if less == reduction_less else "not checkable"
+    z0_one = rows[1][0]
     text = "; ".join(
         f"{acc} micro-batch{'es' if acc > 1 else ''}: DDP {z0 / GIB:.1f} GiB, ZeRO-2 {z2 / GIB:.1f} GiB"
         for acc, (z0, z2) in rows.items()
@@ -125,10 +131,14 @@ def zero2_comm_claim() -> Claim:
         f"data-parallel bytes per optimizer step per device, {cfg.name} at TP {case['tp']} × DP "
         f"{case['dp']}, {case['global_batch']} sequences per step (ZeRO's count, Rajbhandari et al. "
         "2020 §7.2)",
-        "confirmed" if less else "refuted",
-        f"{text} (a reduce-scatter per micro-batch, as DeepSpeed does; Megatron's distributed optimizer "
-        "reduces once per step: equal): the reduce-scatter and all-gather move what the all-reduce "
-        "moves; ZeRO-2 saves gradient and optimizer memory, not traffic. The article's own command "
+        decision,
+        ("readings disagree: " if decision == "not checkable" else "")
+        + f"read as the step's data-parallel traffic, {text} (a reduce-scatter per micro-batch, as "
+        "DeepSpeed does; Megatron's distributed optimizer reduces once per step: equal): the "
+        "reduce-scatter and all-gather together move what the all-reduce moves, so ZeRO-2 saves "
+        "gradient and optimizer memory, not traffic; read as the gradient reduction alone, the "
+        f"reduce-scatter moves {z0_one / 2 / GIB:.1f} GiB against the all-reduce's {z0_one / GIB:.1f} GiB "
+        "(half: the other half is the parameter all-gather that follows). The article's own command "
         "runs DP = 1, where there is no data-parallel traffic at all",
         basis=verdicts.DOCUMENTED,
     )

@@ -171,9 +171,11 @@ def a17_claims(t, p) -> list[Claim]:
         fits_any = bool(table.loc[policy, fit_columns].any())
         answers.append(True if survives else False if not fits_any else None)
         article = ", the article's own explanation" if name == stated.A17_ARTICLE_READING else ""
+        cells = table.loc[policy, fit_columns]
+        answer = "yes" if survives else "mixed" if fits_any else "no"
         parts.append(
-            f"{short[name]} ({what[name]}{article}): {r.total_gib:.1f} GiB per card, fits at every margin "
-            f"{margins} and gradient width: {'yes' if survives else 'no'}"
+            f"{short[name]} ({what[name]}{article}): {r.total_gib:.1f} GiB per card, fits in "
+            f"{int(cells.sum())} of {len(cells)} cells of margin {margins} × gradient width: {answer}"
             f"{_wider_gradients(table, policy, fit_columns)}; recompute +{r.recompute_flops_share:.0%} "
             f"FLOPs, tokens/s {(r.tokens_per_s or 0) / (none.tokens_per_s or float('inf')):.2f}× no "
             "recompute's"

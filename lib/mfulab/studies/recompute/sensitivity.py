@@ -150,11 +150,24 @@ def b7_config_scenarios(case: dict, *, assumptions: dict, fragmentation_margin: 
     import pandas as pd
 
     rows = []
-    for label, varied, assumed, margin in _scenarios([case], assumptions, fragmentation_margin):
+    scenarios = [(*s, None) for s in _scenarios([case], assumptions, fragmentation_margin)]
+    # B7's own readings of its cluster and of "the batch": the network as chapter 05 reads article
+    # B (one 200 Gb/s port per node of 8), and the batch as the global batch, doubled with the
+    # micro-batch (the same accumulation, twice the tokens per step) for the recompute policies
+    port = {**assumptions, "network_bytes_per_s": stated.B_NODE_PORT_BYTES_PER_S}
+    scenarios.append((stated.B7_NETWORK_READING, [case], port, fragmentation_margin, None))
+    doubled = {**case, "global_batch": 2 * case["global_batch"]}
+    scenarios.append((stated.B7_GLOBAL_BATCH_READING, [case], assumptions, fragmentation_margin, [doubled]))
+    for label, varied, assumed, margin, policy_cases in scenarios:
         plans = plans_table(varied, assumptions=assumed, fragmentation_margin=margin)
         base = _largest_fitting(plans, "none")
+        policy_plans = (
+            plans
+            if policy_cases is None
+            else plans_table(policy_cases, assumptions=assumed, fragmentation_margin=margin)
+        )
         for policy in stated.B7_CONFIG_POLICIES:
-            r = _largest_fitting(plans, policy)
+            r = _largest_fitting(policy_plans, policy)
             if r is None:
                 continue
             row = {

@@ -30,6 +30,14 @@ MEGATRON_FULL_RECOMPUTE_FLOPS_RATIO = 96 / 72
 # attention core) and as the article's own ("the attention module and the FFN's first layer"),
 # which frees more than the MLP alone and less than full recompute: both are priced as bounds.
 B7_CONFIG_CASE = "7B TP4 dp16 A100-80GiB"
+# Two more readings of B7's case, each a scenario that votes. "IB 200Gbps" read as one port per
+# node of 8 GPUs (article B §3.3 puts its two-node busbw's physical limit at 25 GB/s; chapter 05's
+# B8 takes it as its stated case), against the step model's A100 entry of one port per GPU. And
+# "the batch doubled" read as the global batch: the recompute policy runs twice the micro-batch at
+# twice the global batch (the same accumulation), no recompute its own largest at 512 sequences.
+B_NODE_PORT_BYTES_PER_S = 25e9 / 8
+B7_NETWORK_READING = "network: one 200 Gb/s port per node of 8 (article B §3.3, chapter 05's reading)"
+B7_GLOBAL_BATCH_READING = "the batch read as the global batch: doubled with the micro-batch"
 B7_CONFIG_POLICIES = ("selective", "mlp", "full")
 # Where a policy doubles the micro-batch, its tokens/s against no recompute decide only beyond
 # this margin: the step model's held-out error is of this order (chapter 09), as A12's margin
