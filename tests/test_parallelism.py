@@ -182,11 +182,14 @@ def test_a15_is_priced_at_article_as_own_configuration():
     # literally (10×) no pairing per card; two A100s on one DGX uplink read 19×: the readings
     # (order of magnitude, the idiom "far slower") disagree
     assert order.verdict == "not checkable" and "6.2×" in order.evidence
+    # the idiom read as "apart once rounded" (≥ √10): the 910B on PCIe 5 is 3.1×, under it
     assert (
         "19× with 2 cards on one uplink" in order.evidence
-        and "as the idiom (far slower): confirmed" in order.evidence
+        and "rounded (≥ 3.16×): refuted, under it: ascend-910b on pcie5_x16" in order.evidence
     )
     assert io_bound.verdict == "refuted (analysis)" and "13B" in io_bound.measured
+    # our 50% line and a third of the step both vote: under either line at the article's step
+    assert "33% votes beside it" in io_bound.measured and "under a 33% line too" in io_bound.evidence
     assert advice.verdict == "not checkable"
 
 
@@ -232,7 +235,7 @@ def test_a13_layer_rule_decides_only_beyond_the_margin():
 
 
 def test_a10_places_tp_inside_and_across_nodes_on_the_articles_card_and_on_a100s():
-    from mfulab.studies.parallelism import analysis, planner_at_scale, stated
+    from mfulab.studies.parallelism import a10_rows, planner_at_scale, stated
 
     placement = planner_at_scale.a10_placement()
     assert list(dict.fromkeys(placement.device)) == list(stated.A10_DEVICES)
@@ -240,6 +243,13 @@ def test_a10_places_tp_inside_and_across_nodes_on_the_articles_card_and_on_a100s
         inside, across = g.iloc[0], g.iloc[1]
         # the TP group's collectives leave the node: far slower on either card
         assert across.tp_comm_s > 3 * inside.tp_comm_s and across.step_s > inside.step_s
-    (row,) = analysis.a10_claims(planner_at_scale.a10_traffic_table(), placement)
+    premise, row, contention = a10_rows.a10_claims(planner_at_scale.a10_traffic_table(), placement)
     assert row.verdict == "confirmed (analysis)"
     assert "ascend-910b: step" in row.evidence and "a100: step" in row.evidence
+    # the article's own command's batch (32) is a case: two micro-batches per DP rank, TP still more
+    assert "at 32, the article's own command's batch, 2 micro-batches per DP rank" in row.evidence
+    # TP's all-reduces run inside every layer, on activations and their gradients: not after the backward
+    assert premise.verdict == "refuted" and premise.basis == "documented specification"
+    assert "5120 per step" in premise.evidence
+    # under the article's placement the two groups share no network link: the interference is not priced
+    assert contention.verdict == "analytic only" and "none on the network" in contention.evidence

@@ -5,7 +5,7 @@ builds from them, and the headline metrics; the notebook and ``make stability`` 
 from __future__ import annotations
 
 from mfulab.results import run_identity
-from mfulab.studies.parallelism import analysis, measured, memory_rows, offload, planner_at_scale
+from mfulab.studies.parallelism import a10_rows, analysis, measured, memory_rows, offload, planner_at_scale
 from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
 
@@ -36,7 +36,7 @@ def outcome(records, p) -> Outcome:
     each computed once."""
     t = tables(records)
     claim_list = [
-        *analysis.a10_claims(t["a10_traffic"], t["a10_placement"]),
+        *a10_rows.a10_claims(t["a10_traffic"], t["a10_placement"]),
         *analysis.a11_claims(t["tensor"]),
         *analysis.a12_claims(t["sharding"], t["a12_planner"]),
         *analysis.a13_claims(t["pipeline"], t["a13_interleaving"], t["a13_m_sweep"]),

@@ -15,7 +15,11 @@ A10_MODEL = {"preset": "llama2-13b", "seq_len": 4096, "micro_batch": 1, "global_
 # (rates.Assumptions.grad_reduce_bytes_per_elem, the step model's rule); TP's activations travel in
 # bf16 (rates.Assumptions.bytes_per_elem)
 A10_FRAMEWORK, A10_DTYPE = "megatron", "bf16"
-A10_SENSITIVITY = {"presets": ("llama2-7b", "llama2-13b", "llama2-70b"), "global_batches": (128, 512, 2048)}
+# the global batches: the article's own command's 32 (its 8-card run) to 2048
+A10_SENSITIVITY = {
+    "presets": ("llama2-7b", "llama2-13b", "llama2-70b"),
+    "global_batches": (32, 128, 512, 2048),
+}
 # the placement is priced on the article's own card (the 910B: HCCS inside a node, its network
 # between nodes, devices.yaml) and on A100s (NVLink, InfiniBand: the step model's best-validated
 # device, chapter 09)
@@ -113,6 +117,9 @@ A15_CASES = (
 # both shown. The pairings the ratio is read over: the article's card with each host link, and
 # two GPU generations for context (devices.yaml keys).
 A15_ORDER_OF_MAGNITUDE = 10.0
+# The idiom's reading: two figures are in the same order of magnitude when log10 of their ratio
+# rounds to 0, i.e. the ratio is under √10 (our reading of "not in the same order", short of 10×)
+A15_ROUNDED_ORDER = 10**0.5
 # Cards behind one host uplink when every card offloads at once: a DGX A100 hangs two A100s (and
 # two NICs) off each of its four PCIe Gen4 switches, one x16 uplink to the CPU per switch (NVIDIA
 # DGX A100 System Architecture whitepaper, 2020, system topology). The 910B's Atlas 800 topology
@@ -124,8 +131,10 @@ A15_LINK_PAIRS = (
     ("a100", "pcie4_x16", False),
     ("h100-sxm", "pcie5_x16", False),
 )
-# I/O-bound (IO 密集型): the host transfers and host work take at least half the step (our line).
+# I/O-bound (IO 密集型): the host transfers and host work take at least half the step (our line);
+# a third of the step, a milder reading, votes beside it as an assumed input.
 A15_IO_BOUND_SHARE = 0.5
+A15_IO_BOUND_SHARE_LOW = 1 / 3
 # ZeRO-Offload's host-side Adam reads and writes fp32 parameters, momentum and variance and reads
 # the fp16 gradient: 4·2 + 4·2 + 4·2 + 2 = 26 bytes per parameter, memory-bound. Host memory
 # bandwidth per card: a 2-socket host with 8 channels of DDR4-3200 per socket (2 × 204.8 GB/s)
