@@ -50,9 +50,10 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 # %%
 from IPython.display import Markdown, display
 
-from mfulab.studies.predict import analysis, claims, figures, modern, uncertainty
+from mfulab.studies.predict import analysis, claims, figures, modern, scores, uncertainty
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
+from mfulab.studykit.step_error import DECISIVE_MARGIN
 
 out, p, records = setup("predict", params, out_dir=out_dir, from_dir=from_dir)
 o = claims.outcome(records, p)  # the fit, every table below and the headline metrics, computed once
@@ -364,6 +365,7 @@ display(
         | {"predicted_mfu_spread": "{:.1%}"}
     ).hide(axis="index")
 )
+display(Markdown(scores.ranking_text(rank, DECISIVE_MARGIN)))
 
 # %% [markdown]
 # **Where the held-out rows miss** (test and the holdouts; beyond 25%, or the five largest):

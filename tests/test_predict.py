@@ -750,6 +750,11 @@ def test_the_calibrated_check_reads_the_calibration_re_timed_beside_the_step():
     d = calibrated.drift(records)
     assert d["now_matmul_flops_per_s"] == 5e10 and d["file_copy_bytes_per_s"] == 20e9
     assert d["file_step_s"] == pytest.approx(from_file.loc["step", "predicted_s"])
+    # the file's step re-derives from its classes, which the text prints
+    assert d["file_classes_s"]["matmul"] == pytest.approx(from_file.loc["matmul", "predicted_s"])
+    assert sum(d["file_classes_s"].values()) == pytest.approx(d["file_step_s"], rel=1e-6)
+    text = calibrated.drift_text(records)
+    assert "the file alone predicts" in text and f"matmul {d['file_classes_s']['matmul'] * 1e3:.1f}" in text
 
 
 def test_the_calibrated_check_pairs_each_round_and_refuses_to_score_a_moving_machine():

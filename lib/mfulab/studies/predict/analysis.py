@@ -242,34 +242,11 @@ def _calibrated_verdict(check, column: str) -> tuple[str, str]:
     return verdict, parts
 
 
-def _drift_text(records) -> str:
-    d = calibrated.drift(records)
-    if d is None:
-        return "This run did not re-time the calibration: both readings use the calibration file."
-    return (
-        f"The calibration file ({d['file']}, measured {d['file_measured_at']}) has a matmul ceiling of "
-        f"{d['file_matmul_flops_per_s'] / 1e9:.0f} GFLOP/s and a copy bandwidth of "
-        f"{d['file_copy_bytes_per_s'] / 1e9:.1f} GB/s; the same benchmarks re-timed beside the step "
-        f"({d['now_measured_at']}{_threads(d)}) reach "
-        f"**{d['now_matmul_flops_per_s'] / 1e9:.0f} GFLOP/s** and "
-        f"**{d['now_copy_bytes_per_s'] / 1e9:.1f} GB/s**. A shared machine's speed moves between hours: "
-        f"the file alone predicts {d['file_step_s'] * 1e3:.0f} ms ({d['file_step_error']:+.0%}), a "
-        "miss that says when the calibration was taken, not how the model prices a step. Both readings "
-        "below use the re-timed figures."
-    )
-
-
-def _threads(d) -> str:
-    if d.get("now_threads") is None:
-        return ""
-    return f", {d['now_threads']} torch threads on {d['now_usable_cpus']} usable cores"
-
-
 def calibrated_text(records, check) -> str:
     step = check[check["class"] == "step"].iloc[0]
     verdict, parts = _calibrated_verdict(check, "error")
     text = (
-        f"{_drift_text(records)}\n\n"
+        f"{calibrated.drift_text(records)}\n\n"
         f"Measured step **{step.measured_s * 1e3:.1f} ms** (IQR {records['step']['iqr_s'] * 1e3:.1f} ms over "
         f"{records['step']['n']} steps), predicted from the calibration **{step.predicted_s * 1e3:.1f} ms** "
         f"({verdict}; its spread over fresh runs is in the stability note at the end). "
@@ -372,6 +349,10 @@ def b15_text(ladder, sens, worst_error: float) -> str:
             "A bucket change can gain only what is exposed, so its gain stays small unless the "
             "overlap is low."
         )
+    bucket += (
+        " (The article names DDP's bucket_cap_mb, but its run is ZeRO-2: the rung is read as DeepSpeed's "
+        "reduce bucket, 25 → 50 MB, and its gain rests on the assumed `dp_overlap`.)"
+    )
     far = [
         r for r, row in dp.iterrows() if abs(row.baseline_step_s / base.article_step_s - 1) > 2 * worst_error
     ]

@@ -84,6 +84,9 @@ def drift(records: dict) -> dict | None:
         "now_copy_bytes_per_s": now["bandwidth"]["plateau_bytes_per_s"],
         "file_step_s": from_file["step_s"],
         "file_step_error": from_file["step_s"] / records["step"]["median_s"] - 1,
+        # per class, so the file's step re-derives (the matmul class follows the fitted R∞ and t₀ of
+        # the file's square matmuls, not its best ceiling alone)
+        "file_classes_s": {term.removesuffix("_s"): from_file[term] for term in CLASSES},
     }
 
 
@@ -281,3 +284,34 @@ def comparison(records: dict, **assumptions):
     df["error"] = df.predicted_s / df.measured_s - 1
     df["error_op_rates"] = df.predicted_op_rates_s / df.measured_s - 1
     return df
+
+
+def drift_text(records) -> str:
+    """The calibration file beside the benchmarks re-timed with the step, and the step the file
+    alone predicts, per class (markdown)."""
+    d = drift(records)
+    if d is None:
+        return "This run did not re-time the calibration: both readings use the calibration file."
+    return (
+        f"The calibration file ({d['file']}, measured {d['file_measured_at']}) has a matmul ceiling of "
+        f"{d['file_matmul_flops_per_s'] / 1e9:.0f} GFLOP/s and a copy bandwidth of "
+        f"{d['file_copy_bytes_per_s'] / 1e9:.1f} GB/s; the same benchmarks re-timed beside the step "
+        f"({d['now_measured_at']}{_threads(d)}) reach "
+        f"**{d['now_matmul_flops_per_s'] / 1e9:.0f} GFLOP/s** and "
+        f"**{d['now_copy_bytes_per_s'] / 1e9:.1f} GB/s**. A shared machine's speed moves between hours: "
+        f"the file alone predicts {d['file_step_s'] * 1e3:.0f} ms ({d['file_step_error']:+.0%}"
+        + (
+            ": " + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in d["file_classes_s"].items()) + " ms"
+            if d.get("file_classes_s")
+            else ""
+        )
+        + "), a "
+        "miss that says when the calibration was taken, not how the model prices a step. Both readings "
+        "below use the re-timed figures."
+    )
+
+
+def _threads(d) -> str:
+    if d.get("now_threads") is None:
+        return ""
+    return f", {d['now_threads']} torch threads on {d['now_usable_cpus']} usable cores"

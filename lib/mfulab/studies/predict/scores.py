@@ -186,6 +186,35 @@ def ranking(df, *, min_rows: int = 3):
 MEDIAN_GOAL, MAX_GOAL, SOURCE_GOAL, ROW_GOAL = 0.08, 0.20, 0.10, 0.25
 
 
+def ranking_text(rank, margin: float) -> str:
+    """What the ranking table says in two sentences: throughput order (which FLOPs per step mostly
+    set, so the null model orders it too) against the efficiency order ``rho_mfu``, counted only
+    over the sweeps whose predicted MFU spread passes the decisive margin (a ρ over a spread
+    inside the model's own ratio error is noise)."""
+    import numpy as np
+
+    if not len(rank):
+        return ""
+    wide = rank[rank.predicted_mfu_spread > margin]
+    rho = rank.rho_mfu.dropna()
+    return (
+        f"Over {len(rank)} sweeps the predicted throughput orders the published one with a median ρ of "
+        f"{np.nanmedian(rank.rho_throughput):+.2f} (the null model's "
+        f"{np.nanmedian(rank.null_rho_throughput):+.2f}, where it can rank: FLOPs per step set most of "
+        "the order). The efficiency order is the harder "
+        f"test: median `rho_mfu` {rho.median():+.2f}, ≥ +0.8 in {int((rho >= 0.8).sum())} of {len(rho)}; "
+        f"over the {len(wide)} sweeps whose predicted MFU spreads more than the ±{margin:.0%} margin, "
+        + (
+            f"median {wide.rho_mfu.median():+.2f}, lowest {wide.rho_mfu.min():+.2f} "
+            f"({wide.loc[wide.rho_mfu.idxmin(), 'source']}, {wide.loc[wide.rho_mfu.idxmin(), 'sweep']})"
+            if len(wide)
+            else "none"
+        )
+        + ". A layout search ranks candidates by efficiency, so the second number is the one that "
+        "says how far to trust the planner's order."
+    )
+
+
 def test_goals(
     df,
     *,
