@@ -50,7 +50,7 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 # %%
 from IPython.display import Markdown, display
 
-from mfulab.studies.predict import analysis, claims, figures, modern, scores, uncertainty
+from mfulab.studies.predict import ablations, analysis, claims, figures, modern, scores, uncertainty
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.step_error import DECISIVE_MARGIN
@@ -452,6 +452,20 @@ display(
         | {c: "{:.2f}" for c in terms.columns if c.endswith("_over_forward")}
     ).hide(axis="index")
 )
+
+# %% [markdown]
+# **One term out of sample.** A breakdown from the fit source tests the split in-sample; a pair
+# of published runs that differ in one switch tests that switch's term on rows the model was not
+# shaped on. Tensor-parallel communication overlap (async TP) is the switch the published runs
+# pair most often (`ablations.tp_overlap_pairs`: same source, device, model and layout; the step
+# with the overlap off over the step with it on, published against predicted).
+
+# %%
+pairs = t["tp_overlap_pairs"]
+gain_fmt = {"published_gain": "{:.3f}", "predicted_gain": "{:.3f}", "gain_error": "{:+.1%}"}
+gain_fmt |= {c: "{:.2f}" for c in pairs.columns if c.endswith("_s")}
+display(pairs.style.format(gain_fmt).hide(axis="index"))
+display(Markdown(ablations.tp_overlap_text(pairs)))
 
 # %% [markdown]
 # **Unstated interleaving depth.** Narayanan et al. (§5.1) and Llama 3 say they interleave the

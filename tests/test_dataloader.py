@@ -576,8 +576,12 @@ def test_b11_latency_emulation_adds_each_opened_file():
     assert throughput.break_even_latency_s(_records()) == 0.0  # tar already gains on this disk
 
 
+def _workers_row(records):
+    return next(c for c in claims_mod.claim_rows(records) if "workers are enough" in c.claim)
+
+
 def test_b11_workers_not_checkable_without_a_core_per_worker():
-    row = [c for c in claims_mod.claim_rows(_records(cpus=2)) if "workers are enough" in c.claim][0]
+    row = _workers_row(_records(cpus=2))
     # the regime (a core per worker, ≥ 18 CPUs) is out of this machine's reach
     assert (
         row.verdict == "inconclusive on this machine"
@@ -587,13 +591,13 @@ def test_b11_workers_not_checkable_without_a_core_per_worker():
     assert throughput.workers_cpus_needed() == 18  # 17 workers (above 16) + the training process
     # beside it, the case study's demand against one loader process here: the count question's scale
     assert "kB/s of text; one cold loader process here reads" in row.evidence
-    row = [c for c in claims_mod.claim_rows(_records(cpus=17, workers=(0, 8, 16))) if "workers are enough" in c.claim][0]
+    row = _workers_row(_records(cpus=17, workers=(0, 8, 16)))
     assert row.verdict == "inconclusive on this machine" and "may use 17" in row.evidence
-    row = [c for c in claims_mod.claim_rows(_records(cpus=32)) if "workers are enough" in c.claim][0]
+    row = _workers_row(_records(cpus=32))
     assert row.verdict == "not checkable" and "num_workers=[0, 2]" in row.evidence
-    row = [c for c in claims_mod.claim_rows(_records(cpus=32, workers=(0, 8, 32))) if "workers are enough" in c.claim][0]
+    row = _workers_row(_records(cpus=32, workers=(0, 8, 32)))
     assert row.verdict == "not checkable"  # 32 workers have no core each on 32 CPUs
-    row = [c for c in claims_mod.claim_rows(_records(cpus=40, workers=(0, 8, 32))) if "workers are enough" in c.claim][0]
+    row = _workers_row(_records(cpus=40, workers=(0, 8, 32)))
     assert row.verdict == "refuted"  # 32 workers read 33/9 ≈ 3.7× as fast as 8 here
 
 

@@ -1,6 +1,7 @@
 """A held-out split with no row priced still reports what its rows priced as noted show."""
 
 import pandas as pd
+import pytest
 
 from mfulab.studies.predict import analysis
 
@@ -47,3 +48,50 @@ def test_ranking_text_counts_the_efficiency_order_over_wide_sweeps_only():
     assert "over the 2 sweeps whose predicted MFU spreads more than the ±38% margin, median +0.55" in text
     assert "lowest +0.20 (b, s2)" in text
     assert scores.ranking_text(rank.iloc[:0], 0.38) == ""
+
+
+def test_tp_overlap_pairs_score_the_switch_alone():
+    """A row with async TP on beside its twin with it off (same source, publication, device, model,
+    layout and FP8 scaling): the gain off ÷ on, published against predicted; a rowwise row does not
+    pair with a tensorwise one, and a refused twin pairs with nothing."""
+    import pandas as pd
+
+    from mfulab.studies.predict import ablations
+
+    def run(rid, on, dtype="bf16"):
+        layout = {"n_devices": 64, "tp": 8, "dtype": dtype, "tp_comm_overlap": on}
+        return {
+            "id": rid,
+            "source": "s",
+            "citation": "repo file @ abc",
+            "device": "h100-sxm",
+            "model": {"n": 1},
+            "layout": layout,
+            "split": "test",
+        }
+
+    runs = [
+        run("a-async", True),
+        run("a-vanilla", False),
+        run("b-rowwise-async", True, "fp8"),
+        run("b-tensorwise-vanilla", False, "fp8"),
+    ]
+    table = pd.DataFrame(
+        {
+            "id": ["a-async", "a-vanilla", "b-rowwise-async", "b-tensorwise-vanilla"],
+            "refused": ["", "", "", ""],
+            "published_step_s": [10.0, 11.0, 5.0, 6.0],
+            "predicted_step_s": [8.0, 10.0, 4.0, 5.0],
+            "tp_comm_s": [0.0, 3.0, 0.5, 2.0],
+        }
+    )
+    pairs = ablations.tp_overlap_pairs(runs, table)
+    assert list(pairs.on_row) == ["a-async"]  # the rowwise row has no rowwise twin
+    row = pairs.iloc[0]
+    assert row.published_gain == pytest.approx(1.1) and row.predicted_gain == pytest.approx(1.25)
+    assert row.gain_error == pytest.approx(1.25 / 1.1 - 1) and row.tp_comm_off_s == 3.0
+    text = ablations.tp_overlap_text(pairs)
+    assert "1 published pairs" in text and "1 of 1 too large" in text and "33%–33% of the TP time" in text
+    table.loc[1, "refused"] = "not modelled"
+    assert ablations.tp_overlap_pairs(runs, table).empty
+    assert "No published pair" in ablations.tp_overlap_text(ablations.tp_overlap_pairs(runs, table))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from mfulab.results import run_identity
 from mfulab.studies.predict import (
+    ablations,
     analysis,
     calibrated,
     modern,
@@ -41,6 +42,7 @@ def tables(records, p, valid: dict) -> dict:
         "modern_rows": modern.rows_table(records["published_runs"], df, valid["fitted"]),
         "modern_sensitivity": modern.sensitivity(records["published_runs"], valid["fitted"]),
         "per_term": scores.per_term_check(records, valid["fitted"]),
+        "tp_overlap_pairs": ablations.tp_overlap_pairs(records["published_runs"], df),
         "interleave_sensitivity": analysis.interleave_sensitivity(records, p, valid["fitted"]),
         "sensitivity": analysis.sensitivity(records, p, valid["fitted"]),
         "calibrated_check": calibrated.comparison(records, **fitted),
