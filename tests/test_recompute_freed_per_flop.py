@@ -355,3 +355,28 @@ def test_the_planner_marks_a_decision_inside_the_step_models_error():
     assert chosen.loc[("a", "none"), "lead_over_next"] == pytest.approx(100 / 90 - 1)
     assert bool(chosen.loc[("a", "none"), "within_step_error"])
     assert not bool(chosen.loc[("b", "none"), "within_step_error"])  # 100 / 70: a 43% lead
+
+
+def test_a14_in_seconds_prices_each_re_run_with_the_step_model():
+    """Per FLOP the activation function wins by construction (no matmul); in seconds its memory-
+    bound re-run has a price: bytes it frees over (read + write of the activation) / bandwidth, i.e.
+    half the card's elementwise bandwidth for a GeLU; the unfused core pays its matmuls and its
+    score passes. The decision compares the two per second with the 20% margin."""
+    from mfulab.analytic import rates
+    from mfulab.studies.recompute import freed_per_second, stated
+
+    t = freed_per_second.table()
+    r = rates.machine_rates(stated.A14_DEVICE, dtype="bf16", assumptions=rates.Assumptions())
+    gelu = t[t.part == "MLP activation function"]
+    # frees 2 bytes per element, moves 4 (read the input, write the output): half the bandwidth
+    assert gelu.freed_gb_per_recompute_s.tolist() == pytest.approx(
+        [r.elementwise_rate() / 2 / 1e9] * len(gelu)
+    )
+    naive = t[(t.attention == "naive")].set_index(["config", "part"])
+    for cfg in stated.A14_CLAIM_CONFIGS:
+        core = naive.loc[(cfg.name, "attention core")]
+        assert core.recompute_s > core.bytes_freed / r.elementwise_rate()  # its matmuls cost too
+        assert naive.loc[(cfg.name, "MLP"), "freed_gb_per_recompute_s"] < core.freed_gb_per_recompute_s
+    act = freed_per_second.activation_against_core(t)
+    assert act["decision"] == ("confirmed" if (act["ratio"] > 1.2).all() else act["decision"])
+    assert set(act["ratio"].index) == {c.name for c in stated.A14_CLAIM_CONFIGS}

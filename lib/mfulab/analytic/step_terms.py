@@ -130,6 +130,7 @@ def layer_terms(
         "attention_forward_s": att_f if attention == "naive" else 0.0,  # a fused kernel recomputes inside
         # the MLP branch from its input: its GEMMs, its activation and the second norm
         "mlp_forward_s": mlp_mm_f + (act_bytes + norm_bytes / 2) / bw_eff,
+        "activation_forward_s": act_bytes / bw_eff,  # the activation function alone (memory-bound)
         "attention_kernel_f_s": att_f,
         "attention_kernel_b_s": att_b,
         "a2a_bytes": ffn["routed_rows"] * h * e,

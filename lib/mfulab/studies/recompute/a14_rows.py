@@ -5,7 +5,7 @@ Attention as article A's runs use it, and the reasons; from ``freed_per_flop``'s
 from __future__ import annotations
 
 from mfulab.analytic.config import ATTENTION_IMPLS
-from mfulab.studies.recompute import freed_per_flop, stated
+from mfulab.studies.recompute import freed_per_flop, freed_per_second, stated
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
 
@@ -66,7 +66,8 @@ def a14_claims(records, t) -> list[Claim]:
         whole_mlp = "refuted"
     else:
         whole_mlp = "analytic only"
-    choice = _with_activation_reading(whole_mlp)
+    act = freed_per_second.activation_against_core(t["a14_seconds"]) if "a14_seconds" in t else None
+    choice = _with_activation_reading(whole_mlp, act)
     reasons = t["a14_reasons"].set_index(["config", "attention"])
     break_even = ", ".join(
         f"{freed_per_flop.block_break_even_seq_len(cfg):.0f} ({cfg.name}, run at {cfg.seq_len})"
@@ -97,7 +98,7 @@ def a14_claims(records, t) -> list[Claim]:
         + " more per FLOP than the core but "
         + _per_config(fused, "MLP ÷ block", "{:.2f}×")
         + " what the whole attention block frees (it beats the block only above s = (24h + 64a)/76 "
-        f"tokens: {break_even})" + _a14_measured_text(records, t) + "; " + _activation_text(reasons),
+        f"tokens: {break_even})" + _a14_measured_text(records, t) + "; " + _activation_text(reasons, act),
         basis=verdicts.ANALYSIS,
     )
 
@@ -152,19 +153,42 @@ def a14_claims(records, t) -> list[Claim]:
         ),
         basis=verdicts.ANALYSIS,
     )
-    return [choice_row, a14_fused_claim(fused, break_even, reasons), reasons_row]
+    fused_act = (
+        freed_per_second.activation_against_core(t["a14_seconds"], "fused") if "a14_seconds" in t else None
+    )
+    return [choice_row, a14_fused_claim(fused, break_even, reasons, fused_act), reasons_row]
 
 
-def _with_activation_reading(whole_mlp: str) -> str:
+def _with_activation_reading(whole_mlp: str, act: dict | None = None) -> str:
     """A14's choice under both readings of "the MLP": the whole MLP (its two linears re-run) and
     MindSpeed's ``--recompute-activation-function`` (the GeLU alone, the one MindSpeed option that
-    recomputes part of the MLP). The second frees bytes at no matmul FLOP, so on a per-FLOP
-    yardstick it says yes by construction: the row is decided only where the whole MLP also says
-    yes, and the readings disagree otherwise (not checkable)."""
-    return "confirmed" if whole_mlp == "confirmed" else "not checkable"
+    recomputes part of the MLP). The second frees bytes at no matmul FLOP, so per FLOP it says yes
+    by construction; it is judged in seconds instead (``act``: ``freed_per_second``'s decision,
+    bytes freed per second of re-run against the core's). Decided where both readings agree, not
+    checkable otherwise. Without the seconds table the activation reading says yes (per FLOP)."""
+    act_decision = "confirmed" if act is None else act["decision"]
+    return whole_mlp if whole_mlp == act_decision else "not checkable"
 
 
-def _activation_text(reasons) -> str:
+def _seconds_text(act: dict | None) -> str:
+    if act is None:
+        return ""
+    per = act["per_second"]
+    return (
+        f"; priced in seconds on the article's {stated.A14_DEVICE} (the step model's layer terms), it frees "
+        + ", ".join(
+            f"{per.loc[c, 'MLP activation function']:.0f} GB/s of re-run against the core's "
+            f"{per.loc[c, 'attention core']:.0f} ({act['ratio'][c]:.2f}×) and the whole MLP's "
+            f"{per.loc[c, 'MLP']:.0f} ({c})"
+            for c in per.index
+        )
+        + f": {verdicts.label(act['decision'], verdicts.ANALYSIS)} on that yardstick "
+        f"(±{stated.A14_DECISIVE_MARGIN:.0%}), though it frees far fewer bytes than the core, so it "
+        "cannot stand in for it where more memory is needed"
+    )
+
+
+def _activation_text(reasons, act: dict | None = None) -> str:
     naive = reasons.xs("naive", level="attention")
     fused = reasons.xs("fused", level="attention")
     return (
@@ -177,12 +201,13 @@ def _activation_text(reasons) -> str:
         + " of the layer's bytes unfused, "
         + _per_config(fused, "MLP activation function byte share", "{:.0%}")
         + " fused, and re-runs no matmul, so per matmul FLOP it wins by construction (its cost is "
-        "memory-bound work this yardstick does not count, nor the unfused core's softmax): that "
-        "reading says yes, the whole MLP's does not decide the same, the readings disagree"
+        "memory-bound work that yardstick does not count, nor the unfused core's softmax)"
+        + _seconds_text(act)
+        + "; the whole MLP's reading does not decide the same: the readings disagree"
     )
 
 
-def a14_fused_claim(fused, break_even: str, reasons) -> Claim:
+def a14_fused_claim(fused, break_even: str, reasons, act: dict | None = None) -> Claim:
     """A14's choice with Flash Attention, which article A's own runs use (§3.2, §6.2): the scores
     are never stored, so the core frees almost nothing and the question is the MLP against the
     whole attention block. Confirmed (analysis) when the MLP frees more per FLOP than the block
@@ -196,7 +221,7 @@ def a14_fused_claim(fused, break_even: str, reasons) -> Claim:
         whole_mlp = "refuted"
     else:
         whole_mlp = "analytic only"
-    decision = _with_activation_reading(whole_mlp)
+    decision = _with_activation_reading(whole_mlp, act)
     return Claim(
         "A14",
         "for ~100B models, recompute the MLP and keep the self-attention activations (the choice, with "
@@ -210,6 +235,6 @@ def a14_fused_claim(fused, break_even: str, reasons) -> Claim:
         + " what the whole attention block frees per FLOP (near parity: the choice barely matters) and "
         + _per_config(fused, "MLP ÷ core", "{:.0f}×")
         + f" what the core frees; the MLP wins above s = (24h + 64a)/76 tokens: {break_even}; "
-        + _activation_text(reasons),
+        + _activation_text(reasons, act),
         basis=verdicts.ANALYSIS,
     )

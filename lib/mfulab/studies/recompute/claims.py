@@ -8,7 +8,15 @@ from __future__ import annotations
 import pandas as pd
 
 from mfulab.results import run_identity
-from mfulab.studies.recompute import analysis, article_rows, freed_per_flop, planner, sensitivity, stated
+from mfulab.studies.recompute import (
+    analysis,
+    article_rows,
+    freed_per_flop,
+    freed_per_second,
+    planner,
+    sensitivity,
+    stated,
+)
 from mfulab.studies.recompute.a14_rows import a14_claims
 from mfulab.studies.recompute.analysis import b7_same_batch, budget_table, planner_inputs, policy_summary
 from mfulab.studykit import verdicts
@@ -228,6 +236,7 @@ def a14_tables(records) -> dict:
         "a14_verdict": freed_per_flop.verdict_table(long),
         "a14_measured": freed_per_flop.measured_table(records),
         "a14_reasons": freed_per_flop.reasons_table(long),
+        "a14_seconds": freed_per_second.table(),
         "a14_sequence_sensitivity": freed_per_flop.verdict_table(
             freed_per_flop.analytic_table(stated.A14_CLAIM_CONFIGS, seq_lens=stated.A14_SEQ_LEN_GRID)
         ),

@@ -61,6 +61,11 @@ A14_SEQ_LEN_GRID = (1024, 2048, 4096, 8192)
 # with Flash Attention the MLP and the whole attention block free nearly the same bytes per FLOP:
 # a ratio within 20% either way decides nothing (the same margin as A12's throughput sentence)
 A14_DECISIVE_MARGIN = 0.2
+# A14 priced in seconds as well as per FLOP: what each re-run costs on the article's own card
+# (article A trains on Ascend 910B), from the course's one step model (``step_terms.layer_terms``:
+# the GEMMs at their share of the card's MAMF, the memory-bound ops at its bandwidth), one layer
+# at TP 1 as Table 2 counts it
+A14_DEVICE = "ascend-910b"
 
 # A17 — article A §6.1: the first planner case is the launch command (planner_cases.yaml).
 # ``--recompute-method uniform --recompute-num-layers 12`` has two readings:
