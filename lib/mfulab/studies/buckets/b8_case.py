@@ -141,7 +141,12 @@ def b8_claims(records, scale, sens, tails) -> list[Claim]:
             f"{r.best_cap_mb:g} MiB, cut {r.tail_cut_share:.1%}; the most any cap can cut is the last "
             f"micro-batch's {r.last_backward_s * 1e3:.0f} ms backward plus the calls' latency the "
             f"larger cap saves: {r.most_cut_share:.0%} of the tail{free}"
-            + ("" if r.fits else " (this reading does not fit an 80 GB card without recompute)")
+            + (
+                ""
+                if r.fits
+                else " (priced as DDP without ZeRO this reading does not fit an 80 GB card; the article's "
+                "ZeRO-2 shards the gradients and optimizer states, and there it fits: chapter 04's planner)"
+            )
         )
     better = max((c for c in caps if c != base), key=lambda c: d.loc[c, "mfu"])
     saved_s = d.loc[base, "step_s"] - d.loc[better, "step_s"]

@@ -374,7 +374,7 @@ def a6_megatron_default_claim(records) -> list[Claim]:
     the mechanism is the sentence's claim, confirmed by the documented rule; "for example 25 MB"
     is an example, and the default size at the article's scale is given beside it."""
     from mfulab.analytic.comm import MEGATRON_BUCKET_ELEMS_PER_RANK, MEGATRON_MIN_BUCKET_ELEMS
-    from mfulab.studies.buckets.stated import MEGATRON_BUCKET_RULE_SOURCE
+    from mfulab.studies.buckets.stated import MEGATRON_BUCKET_RULE_SOURCE, MINDSPEED_BUCKET_RULE_SOURCE
 
     tp = A6_PER_TENSOR_CASE["tp"]
     dp_article = A6_CARDS // tp
@@ -388,12 +388,11 @@ def a6_megatron_default_claim(records) -> list[Claim]:
             "A6",
             "MindSpeed's default seals a gradient bucket once it reaches a set size, in parameter order "
             "(for example 25 MB)",
-            f"{MEGATRON_BUCKET_RULE_SOURCE}, which MindSpeed runs (assumed: MindSpeed patches "
-            "Megatron-LM and documents no bucket rule of its own); fp32 gradients "
+            f"{MEGATRON_BUCKET_RULE_SOURCE}; {MINDSPEED_BUCKET_RULE_SOURCE}; fp32 gradients "
             f"({SCALE_GRAD_BYTES_PER_ELEM:g} B each, Megatron's default for bf16 runs)",
             "confirmed",
-            "the mechanism holds in Megatron-Core (buckets sealed at a size, so that each reduces while the "
-            "backward goes on), and for MindSpeed only as far as it inherits that DDP (assumed, above); "
+            "the mechanism holds in Megatron-Core and in MindSpeed's own initialiser, which keeps the rule "
+            "(buckets sealed at a size, so that each reduces while the backward goes on); "
             "its gradient buffer is laid out in reverse parameter order "
             "(the backward's), so the buckets follow the buffer's storage order, not the model's; the "
             "size is the sentence's example, not the default: "

@@ -42,6 +42,14 @@ MEGATRON_BUCKET_RULE_SOURCE = (
     "Megatron-Core DistributedDataParallel (megatron/core/distributed/distributed_data_parallel.py; "
     "DistributedDataParallelConfig.bucket_size): max(40,000,000, 1,000,000 × DP) parameters when unset"
 )
+# MindSpeed's own DDP initialiser keeps that rule: Ascend/MindSpeed
+# mindspeed/core/distributed/distributed_data_parallel.py @ 3ada125a (distributed_data_parallel_init:
+# bucket_size = max(40000000, 1000000 × DP) when unset, None when overlap_grad_reduce is off)
+MINDSPEED_BUCKET_RULE_SOURCE = (
+    "MindSpeed's own DDP initialiser (Ascend/MindSpeed mindspeed/core/distributed/"
+    "distributed_data_parallel.py @ 3ada125a, distributed_data_parallel_init): the same rule, and no "
+    "bucketing when overlap_grad_reduce is off"
+)
 # The caps a practitioner plausibly sets, over which "the bucket size moves MFU" is read
 # (max − min MFU): from DDP's 1 MiB first bucket to 400 MiB, past the simulated best
 # (200–400 MiB). Larger caps put a large share of the model in a few buckets whose
