@@ -3,7 +3,9 @@
 Conventions (never mixed silently; every table names the one it used):
 
 - ``6n``       6·N FLOPs per token: 2N forward + 4N backward for the weight matmuls
-               (Kaplan et al. 2020, Sec. 2.1, Eq. 2.2 C ≈ 6N). No attention term.
+               (Kaplan et al. 2020, Sec. 2.1: C ≈ 6N, their N the non-embedding parameters and
+               the context term of their Eq. 2.2 dropped; here N counts every parameter). No
+               attention term.
 - ``palm``     6·N + 12·L·H·Q·T (Chowdhery et al. 2022, PaLM, Appendix B): adds the
                attention score and value matmuls (QKᵀ and A·V), counted over the full T×T.
 - ``causal``   6·N + 6·L·H·Q·T: PaLM's attention term halved, since a causal mask makes

@@ -251,3 +251,16 @@ def headline_metrics(records: dict, p: Params | None = None, values: dict | None
         / flops.exact_matmul_flops_per_token(TransformerConfig(**records["config"]))
         - 1,
     }
+
+
+def headline_over_exact(records, convention: str) -> dict:
+    """How far the headline convention's FLOPs per token sit from the two exact counts of this
+    run's model: the dense-shape count (every matmul as run, the masked half of causal attention
+    included: what ``FlopCounterMode`` sees with naive attention) and the mask-aware one (a causal
+    query counts only the keys it sees: §4's exact count), as relative differences."""
+    cfg = TransformerConfig(**records["config"])
+    headline = flops.flops_per_token(cfg, convention=convention)
+    return {
+        "dense": headline / flops.exact_matmul_flops_per_token(cfg, mask="full") - 1,
+        "causal": headline / flops.exact_matmul_flops_per_token(cfg, mask="causal") - 1,
+    }

@@ -11,6 +11,7 @@ from mfulab.measure import opprofile
 from mfulab.studies.mfu import (
     analysis,
     article_arithmetic,
+    b2_rows,
     frameworks,
     low_precision,
     operator_split,
@@ -22,8 +23,6 @@ from mfulab.studies.mfu.params import Params
 from mfulab.studies.mfu.stated import (
     A19_STATED,
     B1_STATED,
-    B2_DMON_SEES,
-    B2_DMON_SOURCE,
     B_LOCAL_MFU_EXAMPLE,
     B_TYPICAL_MFU_BAND,
     KORTHIKANTI_TABLE5,
@@ -170,28 +169,6 @@ def b15_net_gain_s() -> float:
     return float(b15_table().gain_s.sum())
 
 
-def b2_dmon_claim() -> Claim:
-    """Article B §1.2's quick diagnosis: nvidia-smi dmon's utilisation (with the step times) tells
-    which of the four losses dominates. NVML defines the figure as the share of time some kernel
-    is resident (``stated.B2_DMON_SEES``): confirmed when every loss changes it, refuted when two
-    losses or more read as busy as useful compute (it cannot tell them apart)."""
-    blind = [k for k, v in B2_DMON_SEES.items() if v["kernel_resident"]]
-    return Claim(
-        "B2",
-        "nvidia-smi dmon's GPU and memory utilisation, with the step times, quickly show the dominant loss",
-        f"what the figure counts ({B2_DMON_SOURCE}) against each of the four losses: does a kernel "
-        "stay resident while it happens",
-        verdicts.verdict_from_agreement(len(blind) < 2),
-        f"with the step times it does expose {' and '.join(k for k in B2_DMON_SEES if k not in blind)} "
-        f"(utilisation drops, steps stretch), but not {' or '.join(blind)}, {len(blind)} of the four "
-        "losses: 'GPU utilisation' is the share of time one or more kernels was executing: "
-        + "; ".join(f"{k}: {v['why']}" for k, v in B2_DMON_SEES.items())
-        + f". It cannot tell {' or '.join(blind)} from useful compute; the per-SM activity counters "
-        "(DCGM's profiling metrics, e.g. SM activity and tensor-pipe activity) or a profiler's trace can",
-        basis=verdicts.DOCUMENTED,
-    )
-
-
 def claims(records: dict | None, p: Params | None = None, split=None, floors=None) -> list[Claim]:
     """The claims table of this study (A19, B1, B2, B15 and its §5 heading, B9's text, A1), verdicts
     computed from numbers; ``p`` holds B2's floor (the defaults when omitted); ``split`` and
@@ -294,7 +271,10 @@ def claims(records: dict | None, p: Params | None = None, split=None, floors=Non
             )
         )
 
-    out.append(b2_dmon_claim())
+    out.append(b2_rows.b2_dmon_claim())
+    if records is not None:
+        out.append(b2_rows.b2_few_bottlenecks_claim(split))
+        out.append(b2_rows.mfu_definition_claim(time_split.breakdown(records)))
 
     readings = b15_categorisations()
     per_reading = "; ".join(

@@ -131,15 +131,31 @@ B_LOCAL_MFU_EXAMPLE = {"global": 0.44, "local": 0.80, "step_s": 10.0}
 # Per loss of the four: whether a kernel is resident on the GPU while it happens (the NCCL
 # kernel of a collective stays resident while it waits for its peers; a slow operator is a kernel).
 B2_DMON_SEES = {
-    "slow operators": {"kernel_resident": True, "why": "a slow kernel is resident: 100% like a fast one"},
+    "slow operators": {
+        "kernel_resident": True,
+        "why": "a slow kernel is resident: 100% like a fast one",
+        # memory utilisation high beside it flags a memory-bound kernel, one kind of slow operator;
+        # a tensor-core-starved GEMM reads like a fast one on both columns
+        "memory_column": "partly: a memory-bound phase reads high on memory; a starved GEMM does not show",
+    },
     "communication wait": {
         "kernel_resident": True,
         "why": "an NCCL kernel waiting on its peers is resident: it reads as busy",
+        "memory_column": "no: a waiting kernel moves little memory, like a compute-bound GEMM",
     },
-    "data wait": {"kernel_resident": False, "why": "no kernel while the batch is awaited: utilisation drops"},
+    "data wait": {
+        "kernel_resident": False,
+        "why": "no kernel while the batch is awaited: utilisation drops",
+        "memory_column": "drops with it",
+    },
     "scheduling waste": {
         "kernel_resident": False,
         "why": "gaps between kernels drop it, when longer than the sample period resolves",
+        "memory_column": "drops with it",
     },
 }
+# The losses article B's own case study (§5.2) found leading: its ladder credits communication
+# (bucket overlap, NCCL tuning) and data IO with most of its gain (B15). The quick diagnosis holds
+# in the article's configuration only if both columns can see those.
+B2_CASE_STUDY_LOSSES = ("communication wait", "data wait")
 B2_DMON_SOURCE = "NVML API reference, nvmlUtilization_t (gpu, memory; sample period 1/6–1 s)"

@@ -1,0 +1,99 @@
+"""Article B §1's rows about reading a job's losses and its own definition of MFU: the quick
+diagnosis with nvidia-smi dmon, "usually one or two main bottlenecks", and MFU as "the share of
+time the GPU spends computing the model"."""
+
+from __future__ import annotations
+
+from mfulab.analytic.b15 import b15_table
+from mfulab.studies.mfu.stated import B2_CASE_STUDY_LOSSES, B2_DMON_SEES, B2_DMON_SOURCE
+from mfulab.studykit import verdicts
+from mfulab.studykit.verdicts import Claim
+
+
+def _b15_gross_gain_s() -> float:
+    return float(b15_table().gain_s.clip(lower=0).sum())
+
+
+def _b15_communication_s() -> float:
+    """Seconds the case study's communication steps saved (overlap and bandwidth categories)."""
+    df = b15_table()
+    return float(df[df.category.fillna("").str.startswith("communication")].gain_s.clip(lower=0).sum())
+
+
+def b2_dmon_claim() -> Claim:
+    """Article B §1.2's quick diagnosis: nvidia-smi dmon's GPU and memory utilisation (with the
+    step times) tell which of the four losses dominates. NVML defines the GPU figure as the share
+    of time some kernel is resident and the memory figure as the share in which device memory is
+    read or written (``stated.B2_DMON_SEES``). Judged in the article's configuration: refuted
+    when a loss its own case study found leading (``stated.B2_CASE_STUDY_LOSSES``) is invisible
+    on both columns, confirmed when every loss shows on at least one."""
+    blind = [
+        k for k, v in B2_DMON_SEES.items() if v["kernel_resident"] and v["memory_column"].startswith("no")
+    ]
+    leading_blind = [k for k in blind if k in B2_CASE_STUDY_LOSSES]
+    if leading_blind:
+        decision = "refuted"
+    elif not blind:
+        decision = "confirmed"
+    else:
+        decision = "not checkable"
+    return Claim(
+        "B2",
+        "nvidia-smi dmon's GPU and memory utilisation, with the step times, quickly show the dominant loss",
+        f"what each column counts ({B2_DMON_SOURCE}) against each of the four losses; refuted when a "
+        "loss the article's own case study found leading (§5.2: communication and data IO) shows on "
+        "neither column",
+        decision,
+        "per loss, GPU utilisation / memory utilisation: "
+        + "; ".join(f"{k}: {v['why']} / {v['memory_column']}" for k, v in B2_DMON_SEES.items())
+        + f". Invisible on both: {' and '.join(blind) or 'none'}"
+        + (
+            ", which the article's own case study works on: its ladder's communication steps (buckets, "
+            f"NCCL tuning) save {_b15_communication_s():.1f} s of its {_b15_gross_gain_s():.1f} s gross gain"
+            if leading_blind
+            else ""
+        )
+        + "; the per-SM activity counters (DCGM's profiling metrics, e.g. SM activity and tensor-pipe "
+        "activity) or a profiler's trace can tell them apart",
+        basis=verdicts.DOCUMENTED,
+    )
+
+
+def b2_few_bottlenecks_claim(split) -> Claim:
+    """Article B §1.2: "多数情况下，你只会遇到一到两个主要瓶颈" (in most cases you meet only one or
+    two main bottlenecks). A claim about most jobs, with no data: not checkable; this run's split
+    (``time_split.b2_split``) is one case beside it, the loss that dominates named."""
+    losses = split[split.category != verdicts.B2_USEFUL].sort_values("share_of_wall", ascending=False)
+    top = losses.iloc[0]
+    rest = losses.iloc[1:].share_of_wall.sum()
+    return Claim(
+        "B2",
+        "in most cases a job meets only one or two main bottlenecks (多数情况下，你只会遇到一到两个主要瓶颈)",
+        "the article's words: a frequency over jobs, with no data behind it; this run's losses beside it",
+        "not checkable",
+        f"one case, not most: this run's largest loss is {top.category} at {top.share_of_wall:.1%} of the "
+        f"wall clock, the other three together {rest:.1%} (one process on one device: no communication, "
+        "little data wait)",
+        basis=verdicts.STATEMENT,
+    )
+
+
+def mfu_definition_claim(b: dict) -> Claim:
+    """Article B's introduction defines MFU as "the share of time the GPU really spends computing
+    the model" (真正用于"算模型"的时间占比). PaLM (Chowdhery et al. 2022, App. B) defines it as the
+    model FLOPs the run achieves per second over the peak: a rate, not a time share. The two agree
+    only where every computing second runs at the peak. Refuted (documented specification), with
+    this run (``time_split.breakdown``) as the illustration."""
+    compute_share = b["compute_s"] / b["job_wall_s"]
+    return Claim(
+        "B1",
+        'MFU measures the share of time the GPU spends computing the model (真正用于"算模型"的时间占比)',
+        "the article's definition against PaLM's (Chowdhery et al. 2022, Appendix B: achieved model "
+        "FLOPs per second over the peak), with this run as the example",
+        "refuted",
+        f"MFU is a rate over a peak, not a time share: this run computes {compute_share:.1%} of its wall "
+        f"clock, and reaches {b['global_mfu_vs_ceiling']:.1%} of the measured matmul ceiling over it "
+        f"({b['convention']} FLOPs); a time share is what the article's 'local MFU' of 80% (§1.1) reads "
+        "as, the compute stream's occupancy, which counts a slow kernel as fully as a fast one",
+        basis=verdicts.DOCUMENTED,
+    )
