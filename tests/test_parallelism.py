@@ -169,7 +169,9 @@ def test_a15_is_priced_at_article_as_own_configuration():
     a = t[t.stated].set_index(["mode", "link"])
     shard = flops.param_count(preset("article-13b")) / 8
     case = stated.A15_CASES[0]
-    step_s = step.step_time(preset("article-13b"), **case["layout"], overlap=True)["step_s"]
+    step_s = step.step_time(
+        preset("article-13b"), **case["layout"], overlap=True, **stated.CLUSTER["assumptions"]
+    )["step_s"]
     moments = a.loc[("adam-moments", "pcie4_x16")]
     assert moments.bytes_each_way == pytest.approx(8 * shard)
     assert moments.share_of_step == pytest.approx(8 * shard / 31.5e9 / step_s)

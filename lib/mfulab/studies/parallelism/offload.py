@@ -30,7 +30,9 @@ def case_step(case: dict) -> tuple[float, float | None]:
     where its numbers are consistent (article B's 9 s)."""
     if "layout" not in case:
         return case["step_s"], None
-    modelled = step.step_time(preset(case["preset"]), **case["layout"], overlap=True)
+    # at the course's at-scale GEMM share, as the planner and chapter 04 price the same command
+    assumed = stated.CLUSTER["assumptions"]
+    modelled = step.step_time(preset(case["preset"]), **case["layout"], overlap=True, **assumed)
     implied_mfu = modelled["mfu_palm"] * modelled["step_s"] / case["article_step_s"]
     return modelled["step_s"], implied_mfu
 
