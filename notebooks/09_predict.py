@@ -588,6 +588,7 @@ plots.save_figure(fig, out, "b15_ladder")
 a19 = t["a19_case"]
 cols = [
     "attention",
+    "recompute",
     "stated_step_s",
     "stated_mfu_palm",
     "predicted_step_s",

@@ -95,3 +95,26 @@ def test_tp_overlap_pairs_score_the_switch_alone():
     table.loc[1, "refused"] = "not modelled"
     assert ablations.tp_overlap_pairs(runs, table).empty
     assert "No published pair" in ablations.tp_overlap_text(ablations.tp_overlap_pairs(runs, table))
+
+
+def test_a19_case_shows_the_command_as_parsed_and_each_recompute_reading():
+    """The command as Megatron parses it recomputes nothing (both kernels); had it set the
+    granularity, uniform:12 recomputes every layer and the article's block reading the first 12:
+    both slower, and the text's range is the parsed command's alone."""
+    from mfulab.studies.predict import worked_examples
+
+    t = worked_examples.a19_case().set_index(["attention", "recompute"])
+    assert list(t.index) == [
+        ("naive", "none"),
+        ("fused", "none"),
+        ("naive", "uniform:12"),
+        ("naive", "block:12"),
+    ]
+    none = t.loc[("naive", "none"), "predicted_step_s"]
+    assert (
+        none
+        < t.loc[("naive", "block:12"), "predicted_step_s"]
+        < t.loc[("naive", "uniform:12"), "predicted_step_s"]
+    )
+    text = analysis.a19_text(t.reset_index())
+    assert f"{t.loc[('fused', 'none'), 'predicted_step_s']:.2f}–{none:.2f} s" in text and "(block:12)" in text

@@ -381,13 +381,22 @@ def b15_text(ladder, sens, worst_error: float) -> str:
 
 
 def a19_text(a19, records=None) -> str:
-    lo, hi = a19.predicted_step_s.min(), a19.predicted_step_s.max()
+    parsed = a19[a19.recompute == "none"] if "recompute" in a19 else a19
+    lo, hi = parsed.predicted_step_s.min(), parsed.predicted_step_s.max()
     implied = a19.stated_mfu_palm.iloc[0]
     floor = a19.step_at_full_mfu_s.iloc[0]
+    readings = a19[a19.recompute != "none"] if "recompute" in a19 else a19.iloc[:0]
     return (
-        f"The stated layout predicts **{lo:.2f}–{hi:.2f} s** per step (MFU {a19.mfu_palm.min():.0%}–"
-        f"{a19.mfu_palm.max():.0%}, PaLM convention). The stated 2.4 s would mean an MFU of "
+        f"The stated layout predicts **{lo:.2f}–{hi:.2f} s** per step (MFU {parsed.mfu_palm.min():.0%}–"
+        f"{parsed.mfu_palm.max():.0%}, PaLM convention). The stated 2.4 s would mean an MFU of "
         f"**{implied:.0%}**: "
         f"even at 100% MFU the step takes {floor:.2f} s. Chapter 01 checks the article's arithmetic (its ×3 "
         "on 6N); the predictor says what the stated hardware and layout allow."
+        + (
+            " Had the command set --recompute-granularity full, its recompute flags would give "
+            + ", ".join(f"{r.predicted_step_s:.2f} s ({r.recompute})" for r in readings.itertuples())
+            + ", further from 2.4 s."
+            if len(readings)
+            else ""
+        )
     )

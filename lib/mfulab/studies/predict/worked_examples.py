@@ -120,8 +120,17 @@ def b15_sensitivity(**assumptions):
     return pd.DataFrame(rows)
 
 
+# The command's recompute flags act only with --recompute-granularity full, which it omits (the
+# stated case: nothing recomputed); had it set it, --recompute-method uniform
+# --recompute-num-layers 12 would recompute every layer in chunks of 12 (Megatron's uniform), and
+# the article's own explanation (the first 12 layers) is the block reading: both shown beside it.
+A19_RECOMPUTE_READINGS = ("uniform:12", "block:12")
+
+
 def a19_case(**assumptions):
-    """The 13B example's step under both attention kernels, with its MFU."""
+    """The 13B example's step under both attention kernels with nothing recomputed (the command
+    as parsed), then the command's own unfused attention under each reading of its recompute
+    flags (:data:`A19_RECOMPUTE_READINGS`), with its MFU."""
     import pandas as pd
 
     case = dict(A19_CASE)
@@ -130,11 +139,14 @@ def a19_case(**assumptions):
     model_flops = flops.flops_per_token(cfg, convention="palm") * tokens
     peak_total = case["n_devices"] * peak_flops_per_s(case["device"])
     rows = []
-    for attention in ATTENTION_KERNELS:
-        out = step.step_time(cfg, **case, attention=attention, **assumptions)
+    cases = [(attention, case["recompute"]) for attention in ATTENTION_KERNELS]
+    cases += [("naive", r) for r in A19_RECOMPUTE_READINGS]
+    for attention, recompute in cases:
+        out = step.step_time(cfg, **{**case, "recompute": recompute}, attention=attention, **assumptions)
         rows.append(
             {
                 "attention": attention,
+                "recompute": recompute,
                 "stated_step_s": A19_STATED_STEP_S,
                 "stated_mfu_palm": model_flops / (peak_total * A19_STATED_STEP_S),
                 "step_at_full_mfu_s": model_flops / peak_total,
