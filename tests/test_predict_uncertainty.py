@@ -90,3 +90,30 @@ def test_the_refit_never_fits_on_a_holdout_row():
     again = uncertainty.refit_on_seen(changed, changed_df, fit_grid=p.fit_grid)
     assert again["refit_value"] == r["refit_value"] and again["null_utilisation"] == r["null_utilisation"]
     assert again["after"] != r["after"]  # the holdouts themselves are scored against what changed
+
+
+def test_ratio_text_gives_the_holdouts_own_percentile_beside_the_margin():
+    import pandas as pd
+
+    from mfulab.studies.predict import uncertainty
+
+    rows = []
+    for group, p90 in (("all held out", 0.38), ("holdouts", 0.14)):
+        for within in ("one source", "one source, model and device"):
+            rows.append(
+                {
+                    "group": group,
+                    "pairs_within": within,
+                    "pairs": 50,
+                    "groups": 5,
+                    "margin": 0.3775,
+                    "median_ratio_error": 0.05,
+                    "p90_ratio_error": p90,
+                    "share_within_margin": 0.9,
+                    "group_share_within_margin": 0.9,
+                    "null_share_within_margin": 0.8,
+                }
+            )
+    text = uncertainty.ratio_text(pd.DataFrame(rows))
+    assert "On the holdouts alone" in text and "90th percentile is 14.0% over 50 pairs in 5 groups" in text
+    assert "On the holdouts alone" not in uncertainty.ratio_text(pd.DataFrame(rows[:2]))
