@@ -181,7 +181,7 @@ def test_verdict_matrix_names_unknown_flip_status_and_leaves_oversubscribed_runs
     assert table.loc["B13", "not comparable on"] == "cpu-1c" and not table.loc["B13", "differs"]
     assert table.loc["B2", "not comparable on"] == "" and table.loc["B2", "differs"]  # not a measurement
     note = compare.verdict_note(compare.verdict_table(records), records["machines"])
-    assert "unknown on cpu-1c" in note and "1 rows measured on a machine whose run had more ranks" in note
+    assert "unknown on cpu-1c" in note and "1 row measured on a machine whose run had more ranks" in note
 
 
 def test_two_machines_numbers_read_as_highest_over_lowest():

@@ -141,7 +141,8 @@ def verdict_note(table, names) -> str:
     crowded = table[table["not comparable on"] != ""]
     if len(crowded):
         parts.append(
-            f"{len(crowded)} rows measured on a machine whose run had more ranks than usable cores "
+            f"{len(crowded)} row{'s' * (len(crowded) != 1)} measured on a machine whose run had more ranks "
+            "than usable cores "
             "(column `not comparable on`) are left out of `differs`"
         )
     return "; ".join(parts) + "."
