@@ -153,8 +153,9 @@ def a12_claims(sh, planner) -> list[Claim]:
         Claim(
             "A12",
             "ZeRO-3 needs overlap to pay off",
-            "planner on the stated A100 cluster: the best layout per ZeRO family, at the assumed DP overlap "
-            "and with none, 13B on 512 and 70B on 1024 cards",
+            "planner on the stated A100 cluster (the step model's best-validated card; article A's 910B has "
+            "only approximate figures, so its sentence is read on A100s): the best layout per ZeRO family, "
+            "at the assumed DP overlap and with none, 13B on 512 and 70B on 1024 cards",
             verdicts.over_scenarios(answers),
             "; ".join(cases) + f". A margin below {stated.A12_DECISIVE_MARGIN:.0%} decides nothing (the step "
             "model's error on FSDP and DeepSpeed runs is of that order: chapter 09). Best-vs-best prices "
