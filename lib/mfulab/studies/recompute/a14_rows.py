@@ -214,13 +214,7 @@ def a14_fused_claim(fused, break_even: str, reasons, act: dict | None = None) ->
     by ``stated.A14_DECISIVE_MARGIN`` in every layer, refuted (analysis) when the block does by
     that margin in every layer, analytic only otherwise."""
     margin = stated.A14_DECISIVE_MARGIN
-    ratio = fused["MLP ÷ block"]
-    if (ratio > 1 + margin).all():
-        whole_mlp = "confirmed"
-    elif (ratio < 1 / (1 + margin)).all():
-        whole_mlp = "refuted"
-    else:
-        whole_mlp = "analytic only"
+    whole_mlp = freed_per_second.margin_decision(fused["MLP ÷ block"])
     decision = _with_activation_reading(whole_mlp, act)
     return Claim(
         "A14",
