@@ -82,9 +82,10 @@ o.tables["b1_arithmetic"]
 display(Markdown(article_arithmetic.b1_note()))
 
 # %% [markdown]
-# Only the generous readings of "about" (rounding up, or a wide tolerance) accept 5 s: a
-# rounding slip in the prose, which the article's MFU figures do not use, so it is a note on
-# B1's row (the FLOPs and MFU figures), not a claim of its own.
+# Only the generous readings of "about" (rounding up, or a wide tolerance) accept 5 s. The
+# article's MFU figures do not use it, so it cannot move B1's arithmetic row; it is a row of its
+# own in the claims table, *not checkable*, since the readings of "about" disagree (a rounding
+# slip in the prose is not refuted).
 #
 # Beyond the article's own figures, the same step time reads as a different MFU under each
 # convention: the rounded N (7e9 for 6.74e9) and the missing attention term alone move it by
@@ -643,9 +644,11 @@ display(Markdown(article_arithmetic.b9_text_note(b9_text)))
 # evidence).
 # B2 is *shown* when at least three of its four losses take at least `b2_present_share`
 # of the job's wall clock, and inconclusive on this machine otherwise (a toy regime: one process, not the
-# article's 64-GPU job). Its quick diagnosis, `nvidia-smi dmon`'s utilisation beside the step
-# times, is judged on NVML's definition of that figure (the share of time some kernel is
-# resident): refuted when two losses or more read as busy as useful compute. B15 takes "mainly" as more than half of
+# article's 64-GPU job). Its quick diagnosis, `nvidia-smi dmon`'s GPU and memory utilisation
+# beside the step times, is judged on NVML's definitions of the two columns (documented) and
+# what each loss does to them (our analysis; the step times give only each step's total, so
+# they cannot split communication from compute): refuted when a loss the article's own case
+# study works on shows on neither column. B15 takes "mainly" as more than half of
 # the gain, under each reading of the NCCL step (overlap or not); readings that disagree leave it
 # not checkable.
 # Arithmetic verdicts are deterministic; B2's count is far from its threshold on one process

@@ -53,7 +53,9 @@ def b2_dmon_claim() -> Claim:
             if leading_blind
             else ""
         )
-        + "; the per-SM activity counters (DCGM's profiling metrics, e.g. SM activity and tensor-pipe "
+        + "; the step times beside them give each step's total only, which cannot split communication "
+        "from compute. The columns' definitions are NVML's; what each loss does to them is our analysis. "
+        "The per-SM activity counters (DCGM's profiling metrics, e.g. SM activity and tensor-pipe "
         "activity) or a profiler's trace can tell them apart",
         basis=verdicts.DOCUMENTED,
     )
@@ -94,6 +96,8 @@ def mfu_definition_claim(b: dict) -> Claim:
         f"MFU is a rate over a peak, not a time share: this run computes {compute_share:.1%} of its wall "
         f"clock, and reaches {b['global_mfu_vs_ceiling']:.1%} of the measured matmul ceiling over it "
         f"({b['convention']} FLOPs); a time share is what the article's 'local MFU' of 80% (§1.1) reads "
-        "as, the compute stream's occupancy, which counts a slow kernel as fully as a fast one",
+        "as, the compute stream's occupancy, which counts a slow kernel as fully as a fast one. The "
+        "article's own formula two paragraphs on (§1.1: model FLOPs over cards × peak × seconds) is the "
+        "rate: the introduction's gloss contradicts it",
         basis=verdicts.DOCUMENTED,
     )

@@ -1,0 +1,106 @@
+"""The verdict matrix of the comparison: every claims row of every study, one column per
+machine, what differs between machines, what flipped between fresh runs of one, and which
+machines cannot be compared on a row (a run with more ranks than usable cores)."""
+
+from __future__ import annotations
+
+from mfulab.studies.compare import hosts
+from mfulab.studies.compare.drift import MISSING
+from mfulab.studykit import verdicts as verdict_rules
+from mfulab.studykit.stability_report import numbered_ids
+
+# bases another machine could change (a measurement taken there); the others read the same anywhere
+MACHINE_BASES = (verdict_rules.MEASURED, verdict_rules.TOY)
+
+
+def verdict_table(records):
+    """Every claims row of every study, one column per machine: its verdict there (*missing*
+    where the machine has no results of the study, or not that row), its basis, the claim;
+    ``differs`` marks a row whose verdict is not the same on every machine that has it, and
+    ``flipped on`` names the machines whose stability run saw it flip between fresh runs (a
+    flipped verdict on one machine is no evidence of a difference between machines)."""
+    import pandas as pd
+
+    names = records["machines"]
+    rows: dict = {}
+    for study, by_machine in records["metrics"].items():
+        for machine in names:
+            claims = (by_machine.get(machine) or {}).get("claims") or []
+            for label, c in zip(numbered_ids(x["id"] for x in claims), claims):  # as stability names them
+                row = rows.setdefault(
+                    (study, label),
+                    {"study": study, "claim_id": label, "claim": c["claim"], "basis": c.get("basis", "")},
+                )
+                row[machine] = c["verdict"]
+    out = []
+    for (study, label), row in rows.items():
+        verdicts = {m: row.get(m, MISSING) for m in names}
+        on_machine = row["basis"] in MACHINE_BASES
+        crowded = hosts.oversubscribed(records, study) if on_machine else []  # ranks taking turns
+        present = {v for m, v in verdicts.items() if v != MISSING and m not in crowded}
+        every = {v for v in verdicts.values() if v != MISSING}
+        flipped = [m for m in names if label in records.get("flips", {}).get(study, {}).get(m, [])]
+        runs = (records.get("stability_runs") or {}).get(study)
+        unknown = [] if runs is None else [m for m in names if m not in runs and verdicts[m] != MISSING]
+        out.append(
+            {
+                **row,
+                **verdicts,
+                "differs": len(present) > 1,
+                "flipped on": ", ".join(flipped),
+                "no stability run on": ", ".join(unknown),
+                "not comparable on": ", ".join(crowded),
+                "differs only where not comparable": len(present) <= 1 < len(every),
+                "rests on the machine": on_machine,
+            }
+        )
+    columns = ["study", "claim_id", "claim", "basis", *names, "differs", "flipped on"]
+    columns += ["no stability run on", "not comparable on", "differs only where not comparable"]
+    columns += ["rests on the machine"]
+    return pd.DataFrame(out, columns=columns)
+
+
+def verdict_note(table, names) -> str:
+    """What the verdict matrix says in one sentence (markdown)."""
+    if table.empty:
+        return "No study has written a claims table yet."
+    differs = table[table.differs]
+    flipped = table[table["flipped on"] != ""]
+    bound = table[table["rests on the machine"]]
+    parts = [
+        f"{len(table)} claims rows over {len(names)} machine{'s' * (len(names) != 1)}, "
+        f"{len(bound)} of them resting on a measurement taken on the machine (toy regime "
+        f"{int((bound.basis == verdict_rules.TOY).sum())}, the claim's regime "
+        f"{int((bound.basis == verdict_rules.MEASURED).sum())}): only those could change on another "
+        "machine; the rest are analysis, arithmetic, documentation or publications"
+    ]
+    if len(names) > 1:
+        named = ", ".join(f"{study} {cid}" for study, cid in zip(differs.study, differs.claim_id))
+        parts.append(
+            f"{len(differs)} with a different verdict on different machines" + (f": {named}" if named else "")
+        )
+    named = ", ".join(
+        f"{study} {cid} (on {where})"
+        for study, cid, where in zip(flipped.study, flipped.claim_id, flipped["flipped on"])
+    )
+    parts.append(
+        f"{len(flipped)} that flipped between fresh runs of one machine" + (f": {named}" if named else "")
+    )
+    unknown = sorted({m for cell in table["no stability run on"] for m in cell.split(", ") if m})
+    if unknown:
+        parts.append(
+            "whether a verdict flips is unknown on "
+            + ", ".join(unknown)
+            + " for the studies that machine ran without a stability run (column `no stability run on`)"
+        )
+    crowded = table[table["not comparable on"] != ""]
+    if len(crowded):
+        only = table[table["differs only where not comparable"]]
+        named = ", ".join(f"{study} {cid}" for study, cid in zip(only.study, only.claim_id))
+        parts.append(
+            f"{len(only)} more differ only through such a machine ({named or 'none'}); "
+            f"{len(crowded)} row{'s' * (len(crowded) != 1)} measured on a machine whose run had more ranks "
+            "than usable cores "
+            "(column `not comparable on`) are left out of `differs`"
+        )
+    return "; ".join(parts) + "."
