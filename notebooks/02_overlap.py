@@ -292,11 +292,14 @@ display(
 # which overlap the 32-card run had on, and its TP × PP sharding, which it does not state: TP 8
 # is the 8-card command's) reverses it (`verdicts.at_stated_case`); rows of kind
 # *other configuration* (another micro-batch or recompute, bf16 gradients) change what
-# was run and are named beside the verdict, not voted. A case reproduces the article when both
-# modelled steps lie within the step model's decisive margin of 3.2 and 2.1 s
-# (`studykit.step_error.DECISIVE_MARGIN`), misses it beyond twice that, and cannot tell between;
-# where the stated case cannot tell, the verdict is analytic only (the row's evidence gives each
-# case).
+# was run and are named beside the verdict, not voted. The claim's quantity is the saving, the
+# serial step over the overlapped one (3.2 ÷ 2.1 = 1.52×), and the step model's decisive margin
+# (`studykit.step_error.DECISIVE_MARGIN`) is its error on such a ratio: a case reproduces the
+# article when its modelled ratio lies within the margin of 1.52× and beyond it from 1 (a saving
+# the model can tell from its own error), misses it beyond the margin of 1.52×, and cannot tell
+# otherwise; a case whose serial step lies beyond the margin of the stated 3.2 s is not a reading
+# of the article and does not vote (`step_at_scale.a4_consistent`). Where the stated case cannot
+# tell, the verdict is analytic only (the row's evidence gives each case).
 #
 # **One queue to the GPU.** Article B's launch script exports `CUDA_DEVICE_MAX_CONNECTIONS=4`.
 # Megatron-LM refuses to start tensor parallelism with sequence parallelism or its asynchronous

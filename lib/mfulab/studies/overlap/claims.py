@@ -175,7 +175,7 @@ def _a4_claim(records, t: dict, v: dict) -> Claim:
         f"it when its modelled ratio lies within ±{margin:.0%} of 1.52× (the step model's error on a ratio) "
         f"and beyond {margin:.0%} from 1 (a saving the model can tell from its error), misses beyond "
         f"±{margin:.0%} of 1.52×, cannot tell otherwise (a4_reproduces); a case whose serial step is off "
-        f"3.2 s by more than {2 * margin:.0%} is not a reading of the article and does not vote "
+        f"3.2 s by more than {margin:.0%} is not a reading of the article and does not vote "
         "(a4_consistent); the central case (the article's 32 cards and two step "
         "times, with its TP 8, global batch and overlap read from §2 and the 8-card command: assumed, "
         "not stated for this run) decides unless another assumed input reverses it "
@@ -193,7 +193,7 @@ def _a4_claim(records, t: dict, v: dict) -> Claim:
         f"{int((assumed.reproduces_article == False).sum())}"  # noqa: E712
         + (
             "; not readings of the article (serial step off 3.2 s by more than "
-            f"{2 * margin:.0%}): " + "; ".join(f"{r.varied} {r.value}" for r in inconsistent.itertuples())
+            f"{margin:.0%}): " + "; ".join(f"{r.varied} {r.value}" for r in inconsistent.itertuples())
             if len(inconsistent)
             else ""
         )

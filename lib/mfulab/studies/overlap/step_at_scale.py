@@ -263,11 +263,11 @@ def a4_sensitivity(p: dict):
 
 def a4_consistent(m: dict) -> bool:
     """Whether a case is a reading of the article at all: its modelled serial step lies within
-    twice the step model's margin of the article's stated 3.2 s (a case whose compute alone, or
-    whose TP over another fabric, puts the serial step far from it contradicts the article's
-    own number, and does not vote)."""
+    the step model's margin of the article's stated 3.2 s (a case whose compute alone, or whose
+    TP over another fabric, puts the serial step beyond it contradicts the article's own number,
+    and does not vote)."""
     margin = A4_STATED["decisive_margin"]
-    return abs(m["step_serial_s"] / A4_STATED["step_before_s"] - 1) <= 2 * margin
+    return abs(m["step_serial_s"] / A4_STATED["step_before_s"] - 1) <= margin
 
 
 def a4_reproduces(m: dict) -> bool | None:

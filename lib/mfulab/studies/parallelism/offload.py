@@ -208,7 +208,7 @@ def _io_bound_claim(offload, copies=None) -> Claim:
         f"{stated_row.article_step_mfu_palm:.2f} by PaLM's count: impossible, see A19) the most is "
         f"{worst_article.share_of_article_step:.0%}"
         + (
-            f". Article B's 7B (states sharded over DP 8): {ctx.share_of_step:.1%} of its 9 s step"
+            f". Article B's 7B (TP 4, states sharded over DP 16): {ctx.share_of_step:.1%} of its 9 s step"
             if ctx is not None
             else ""
         )

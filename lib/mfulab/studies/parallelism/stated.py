@@ -76,7 +76,8 @@ A13_M_SWEEP = {
 # step model at that command, not from the article's 2.4 s (its MFU example, claim A19: that
 # step implies an MFU of 1.66, impossible), which is kept beside it. Host link: PCIe 4.0 x16 (our
 # assumption: the Kunpeng 920 hosts of Atlas 800T A2 servers are PCIe 4.0); 3.0 and 5.0 are its
-# sensitivity. Article B's 7B (§5.2, a 9 s step, states sharded over DP 8 on A100s) is context.
+# sensitivity. Article B's 7B (§5.1: ZeRO-2 with TP 4 on 64 A100s, so DP 16 shards the states; a
+# 9 s step) is context.
 A15_HOST_LINKS = {"pcie3_x16": 15.75e9, "pcie4_x16": 31.5e9, "pcie5_x16": 63.0e9}
 A15_STATED_HOST_LINK = "pcie4_x16"
 A15_CASES = (
@@ -102,10 +103,10 @@ A15_CASES = (
         "stated": True,
     },
     {
-        "name": "article B: 7B, A100, DP 8, 9 s step",
+        "name": "article B: 7B, 64 A100, TP 4, DP 16, 9 s step",
         "preset": "llama2-7b",
-        "tp": 1,
-        "dp": 8,
+        "tp": 4,
+        "dp": 16,
         "step_s": 9.0,
         "links": ("pcie4_x16",),
         "device": "a100",

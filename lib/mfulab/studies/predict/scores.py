@@ -196,7 +196,7 @@ def ranking_text(rank, margin: float) -> str:
     if not len(rank):
         return ""
     wide = rank[rank.predicted_mfu_spread > margin]
-    rho = rank.rho_mfu.dropna()
+    rho = rank.rho_mfu.dropna().round(6)  # a ρ of 0.7999999 is 0.8
     return (
         f"Over {len(rank)} sweeps the predicted throughput orders the published one with a median ρ of "
         f"{np.nanmedian(rank.rho_throughput):+.2f} (the null model's "
