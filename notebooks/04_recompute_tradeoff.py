@@ -437,8 +437,10 @@ o.tables["a12_throughput_sensitivity"]
 # decisive margin at every size: confirmed (analysis); ZeRO-3's: refuted (analysis)) unless an
 # assumed input of the table above turns the answer (analytic only; a row within the margin
 # turns nothing: `verdicts.at_stated_case`); its second row,
-# "ZeRO-2 slices the gradients before reducing them, which reduces communication", is refuted by
-# ZeRO's own count (§7.2: a reduce-scatter plus an all-gather move what one all-reduce moves).
+# "ZeRO-2 slices the gradients before reducing them, which reduces communication", has two
+# readings: the step's data-parallel traffic, where ZeRO's own count (§7.2: a reduce-scatter plus
+# an all-gather move what one all-reduce moves) says no, and the gradient reduction alone, where
+# the reduce-scatter moves half the all-reduce's bytes; they disagree, so it is not checkable.
 
 # %%
 claim_list = o.claims
