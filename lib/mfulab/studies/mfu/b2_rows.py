@@ -10,7 +10,8 @@ from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
 
 
-def _b15_gross_gain_s() -> float:
+def b15_gross_gain_s() -> float:
+    """The case study's gross gain: the sum of the steps that made it faster (seconds)."""
     return float(b15_table().gain_s.clip(lower=0).sum())
 
 
@@ -49,7 +50,7 @@ def b2_dmon_claim() -> Claim:
         + f". Invisible on both: {' and '.join(blind) or 'none'}"
         + (
             ", which the article's own case study works on: its ladder's communication steps (buckets, "
-            f"NCCL tuning) save {_b15_communication_s():.1f} s of its {_b15_gross_gain_s():.1f} s gross gain"
+            f"NCCL tuning) save {_b15_communication_s():.1f} s of its {b15_gross_gain_s():.1f} s gross gain"
             if leading_blind
             else ""
         )

@@ -159,11 +159,6 @@ def article_b_headline_claims() -> list[Claim]:
     ]
 
 
-def b15_gross_gain_s() -> float:
-    """The case study's gross gain: the sum of the steps that made it faster (seconds)."""
-    return float(b15_table().gain_s.clip(lower=0).sum())
-
-
 def b15_net_gain_s() -> float:
     """The case study's net gain, 10.2 s → 8.5 s (seconds)."""
     return float(b15_table().gain_s.sum())
@@ -291,7 +286,7 @@ def claims(records: dict | None, p: Params | None = None, split=None, floors=Non
             "of which steps that covers; 'mainly' = more than "
             f"{B15_MAINLY:.0%} of the gain; readings that disagree: not checkable",
             b15_verdict(readings),
-            f"{per_reading} (gross {b15_gross_gain_s():.1f} s, net {b15_net_gain_s():.1f} s); the "
+            f"{per_reading} (gross {b2_rows.b15_gross_gain_s():.1f} s, net {b15_net_gain_s():.1f} s); the "
             f"largest single step is {largest.largest_other_category} "
             f"({largest.largest_other_gain_s:.1f} s), which §5.2 itself calls the largest gain",
             basis=verdicts.ARITHMETIC,

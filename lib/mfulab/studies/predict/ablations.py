@@ -12,24 +12,16 @@ Nothing here is fitted; the pairs are scored as they are."""
 
 from __future__ import annotations
 
-import json
-
 from mfulab.analytic.rates import Assumptions
+from mfulab.studies.predict import modern
 
 SWITCH = "tp_comm_overlap"
 
 
 def _key(row: dict) -> str:
-    """Everything a pair must share: source, publication, device, model, the layout but the switch,
-    and the FP8 scaling the id names (a rowwise row and a tensorwise one share their layout)."""
-    layout = {k: v for k, v in row["layout"].items() if k != SWITCH}
-    publication = " ".join(row["citation"].split()[:2])
-    scaling = "rowwise" if "rowwise" in row["id"] else ""
-    return json.dumps(
-        [row["source"], publication, row["device"], row["model"], layout, scaling],
-        sort_keys=True,
-        default=str,
-    )
+    """Everything a pair must share (``modern._layout_key`` but the switch), and the FP8 scaling
+    the id names (a rowwise row and a tensorwise one share their layout)."""
+    return modern._layout_key(row, ignore=(SWITCH,)) + ("rowwise" if "rowwise" in row["id"] else "")
 
 
 def tp_overlap_pairs(runs, table):

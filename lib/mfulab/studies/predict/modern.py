@@ -162,8 +162,10 @@ def bootstrap(table):
     return uncertainty.clustered_bootstrap(g, groups={"holdout-4 as noted": (SPLIT,)})
 
 
-def _layout_key(row: dict) -> str:
-    layout = {k: v for k, v in row["layout"].items() if k not in ("dtype", "fp8_recipe")}
+def _layout_key(row: dict, ignore=("dtype", "fp8_recipe")) -> str:
+    """What two rows of a pair share: source, publication, device, model and the layout but the
+    ``ignore``d keys (the switch the pair differs in)."""
+    layout = {k: v for k, v in row["layout"].items() if k not in ignore}
     publication = " ".join(row["citation"].split()[:2])  # repository and file, or a paper's authors
     return json.dumps(
         [row["source"], publication, row["device"], row["model"], layout], sort_keys=True, default=str
