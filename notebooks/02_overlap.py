@@ -236,7 +236,10 @@ display(
 # k·2(n−1)·α + (bus factor)·S/B — the bandwidth part does not depend on k, the per-call
 # part grows with it. Measured here two ways: the step's all-reduces alone, and the time
 # during which communication was in flight inside the overlapped step (in real mode it includes
-# the slowdown from sharing the cores, on gloo, or the GPU, on NCCL, with compute).
+# the slowdown from sharing the cores, on gloo, or the GPU, on NCCL, with compute). The
+# all-reduces alone at k = 4 and 16 also run `a5_rounds` rounds of their own after the sweep:
+# on a shared CPU a 16-chunk step's rounds are bimodal (about a third run at the 4-chunk time),
+# and the sweep's rounds alone left the median ratio's interval touching 1 in one of three runs.
 
 # %%
 fig = figures.plot_comm_vs_k(o.tables["comm_per_step"], o.values["a5_gap"])

@@ -420,6 +420,18 @@ def test_a5_comparison_is_paired_and_pools_the_modes():
     assert analysis.comm_only_pooled(r, 4).n == 2 * r["overlap"]["rounds"]
 
 
+def test_a5_comparison_adds_its_own_rounds_and_reads_them():
+    r = _records()
+    n_sweep = analysis.a5_series(r, 4).n
+    assert n_sweep == analysis.comm_only_pooled(r, 4).n  # older records: the sweep's rounds only
+    # the A5 pass's own rounds, where k = 16 takes three times k = 4: they pull the ratio up
+    r["overlap"]["a5_comm_only_times_s"] = {"4": [0.01] * 60, "16": [0.03] * 60}
+    assert analysis.a5_series(r, 16).n == n_sweep + 60
+    comps = analysis.a5_comparisons(r)
+    assert comps["comm_only"].paired and comps["comm_only"].ratio == pytest.approx(3.0)
+    assert analysis.a5_gap(r)["gap_s"] == pytest.approx(0.02)
+
+
 def test_parameters_refuse_too_few_rounds_and_efficiency_over_one():
     with pytest.raises(ParameterError, match="rounds"):
         Params(rounds=2)

@@ -299,15 +299,25 @@ def comm_only_pooled(records, k: int, modes=None):
     return summarize(times, label=f"comm only k={k}", paired=True)
 
 
+def a5_series(records, k: int):
+    """A5's communication-only step times at k: the sweep's pooled rounds (``comm_only_pooled``)
+    followed by the A5 pass's own rounds (``a5_rounds``; absent in older records), in one paired
+    series (the same round order at every k)."""
+    own = records["overlap"].get("a5_comm_only_times_s", {}).get(str(k), [])
+    return summarize(
+        list(comm_only_pooled(records, k).times_s) + list(own), label=f"comm only k={k}", paired=True
+    )
+
+
 def a5_comparisons(records, k_a: int = 4, k_b: int = 16) -> dict:
     """Communication time per step at k_b against k_a, paired over the rounds:
-    ``comm_only`` — the step's k all-reduces alone (``comm_only_pooled``); ``<mode>:in_flight``
+    ``comm_only`` — the step's k all-reduces alone (``a5_series``); ``<mode>:in_flight``
     — communication in flight inside the overlapped step of that compute mode (gloo only).
     ``ratio`` = time(k_b) / time(k_a): above 1, k_b communicates longer."""
     modes = a5_modes(records, k_a, k_b)
     if not modes:
         return {}
-    out = {"comm_only": compare_timings(comm_only_pooled(records, k_b), comm_only_pooled(records, k_a))}
+    out = {"comm_only": compare_timings(a5_series(records, k_b), a5_series(records, k_a))}
     if has_in_flight(records):
         for m in modes:
             out[f"{m}:in_flight"] = compare_timings(
@@ -327,7 +337,7 @@ def _benchmark_time_s(records, size_bytes: float, column: str = "time_s") -> flo
 
 def a5_gap(records, k_a: int = 4, k_b: int = 16) -> dict | None:
     """How much of A5's measured gap the per-call cost explains. Per step, with the medians of
-    the pooled communication-only rounds (``comm_only_pooled``):
+    the communication-only rounds (``a5_series``):
 
         gap_s            = comm(k_b) − comm(k_a)                       measured
         alpha_part_s     = (k_b − k_a) · 2(n−1)·α                      the calibration's per-call
@@ -343,7 +353,7 @@ def a5_gap(records, k_a: int = 4, k_b: int = 16) -> dict | None:
     if not a5_modes(records, k_a, k_b):
         return None
     nbytes = records["params"]["overlap_bytes"]
-    t_a, t_b = comm_only_pooled(records, k_a), comm_only_pooled(records, k_b)
+    t_a, t_b = a5_series(records, k_a), a5_series(records, k_b)
     gap_s = t_b.median_s - t_a.median_s
     alpha_part_s = (k_b - k_a) * per_call_s(records)
     single_a, single_b = _benchmark_time_s(records, nbytes / k_a), _benchmark_time_s(records, nbytes / k_b)

@@ -325,6 +325,14 @@ def overlap_worker(spec: dict) -> dict:
             step_s, events = min(candidates, key=lambda c: abs(c[0] - median_s))
             out["timelines"][f"{mode}:{k}"] = events
             out.setdefault("timeline_step_s", {})[f"{mode}:{k}"] = step_s
+    # A5: the step's all-reduces alone at the two chunk counts it compares, in rounds of their own:
+    # the sweep's rounds spread every k over one interval, too few to read a 16-vs-4 ratio whose
+    # rounds are bimodal on a shared CPU (a 16-chunk step runs at the 4-chunk time in about a third)
+    a5_ks = [k for k in (4, 16) if k in spec["chunks"]]
+    if len(a5_ks) == 2 and spec.get("a5_rounds", 0) >= 2:
+        keys = [("comm_only", k) for k in a5_ks]
+        samples = run_interleaved("emulated", keys, spec["a5_rounds"], f"A5 k=4 vs k=16 (rank {rank})")
+        out["a5_comm_only_times_s"] = {str(k): [x[0] for x in samples[("comm_only", k)]] for k in a5_ks}
     # A18: the exposed share against compute ÷ communication, emulated compute (a timed wait costs
     # nothing of the communication), serial (k = 1) and chunked (k = a18_k), interleaved per ratio
     out["a18_rows"], measured_compute_s = [], compute_s
@@ -375,6 +383,7 @@ def measure(p: Params) -> dict:
                 "a18_ratios": list(p.a18_compute_over_comm),
                 "a18_k": p.a18_k,
                 "a18_rounds": p.a18_rounds,
+                "a5_rounds": p.a5_rounds,
             },
         ),
     ):

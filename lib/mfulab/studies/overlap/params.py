@@ -65,6 +65,13 @@ class Params(StudyParams):
     )
     a18_k: int = param(8, "A18: the chunk count of the sweep's overlapped step", unit="chunks", positive=True)
     a18_rounds: int = param(7, "A18: interleaved rounds per ratio", unit="rounds", positive=True)
+    a5_rounds: int = param(
+        40,
+        "A5: interleaved rounds of the step's all-reduces alone at k = 4 and k = 16, on top of the sweep's "
+        "(their median ratio needs more rounds than the sweep gives every k)",
+        unit="rounds",
+        positive=True,
+    )
     timeout_s: float = param(900.0, "time limit of each torchrun job", unit="s", positive=True)
     a5_mechanism_min_share: float = param(
         0.8,
@@ -154,6 +161,7 @@ class Params(StudyParams):
         self.require(
             "a18_rounds", self.a18_rounds >= 3, "at least 3 (a paired interval needs several rounds)"
         )
+        self.require("a5_rounds", self.a5_rounds >= 3, "at least 3 (a paired interval needs several rounds)")
         self.require(
             "a18_k",
             (self.overlap_bytes // 4) % self.a18_k == 0,
