@@ -254,22 +254,47 @@ def b16_env_claims() -> list[Claim]:
             "cost time: a debugging setting, not a tuning one)",
             basis=verdicts.DOCUMENTED,
         ),
+        *_b16_buffer_rows(e),
+        *_b16_network_rows(e),
+    ]
+
+
+def _b16_buffer_rows(e: dict) -> list[Claim]:
+    """The block's buffer and stream lines, one verdict per statement: NCCL_BUFFSIZE's memory (what
+    the variable sets: shown), its "more stable" (no mechanism, no measurement: not checkable), and
+    CUDA_DEVICE_MAX_CONNECTIONS (no reason given: not checkable)."""
+    times = e["nccl_buffsize_bytes"] / e["nccl_buffsize_default_bytes"]
+    return [
         Claim(
             "B16",
-            f"NCCL_BUFFSIZE={e['nccl_buffsize_bytes']}: a larger buffer makes big messages more stable "
-            "and takes more memory; CUDA_DEVICE_MAX_CONNECTIONS=4 in the same block",
+            f"NCCL_BUFFSIZE={e['nccl_buffsize_bytes']}: a larger buffer takes more memory",
+            "NCCL's environment-variable documentation",
+            "shown",
+            f"the buffer is NCCL's staging buffer per channel between two GPUs, default "
+            f"{e['nccl_buffsize_default_bytes'] / 2**20:g} MiB: {e['nccl_buffsize_bytes'] / 2**20:g} MiB "
+            f"is {times:g}× the memory per channel and peer, as the variable is documented",
+            basis=verdicts.CONSTRUCTION,
+        ),
+        Claim(
+            "B16",
+            "… and makes big messages more stable",
             "NCCL's environment-variable documentation; the article's own measurements (none shown)",
             "not checkable",
-            f"the buffer is NCCL's per-channel staging buffer between two GPUs, default "
-            f"{e['nccl_buffsize_default_bytes'] / 2**20:g} MiB: {e['nccl_buffsize_bytes'] / 2**20:g} MiB is "
-            f"{e['nccl_buffsize_bytes'] / e['nccl_buffsize_default_bytes']:g}× the memory (true as stated), "
-            "but no documented mechanism makes transfers 'more stable' and the article shows no busbw before "
-            "and after; CUDA_DEVICE_MAX_CONNECTIONS=4 comes with no reason (Megatron-LM requires 1 where "
-            "tensor-parallel communication overlaps compute); the article's own rule, that every NCCL "
-            "variable be judged by nccl-tests' busbw, is what it does not show for this block",
+            "no documented mechanism makes a transfer 'more stable' with a larger buffer, and the article "
+            "shows no busbw before and after, the test its own rule asks of every NCCL variable",
             basis=verdicts.STATEMENT,
         ),
-        *_b16_network_rows(e),
+        Claim(
+            "B16",
+            f"CUDA_DEVICE_MAX_CONNECTIONS={e['cuda_device_max_connections']} belongs in the block "
+            "(no reason given)",
+            "CUDA's and Megatron-LM's documentation",
+            "not checkable",
+            "the variable caps the hardware work queues a process's streams share; the article gives it no "
+            "reason, and Megatron-LM requires 1 where tensor-parallel communication overlaps compute (so "
+            "that kernels are queued in order): a setting that depends on the framework, not a tuning gain",
+            basis=verdicts.STATEMENT,
+        ),
     ]
 
 
