@@ -106,7 +106,10 @@ def plot_ln_bars(records, t: dict):
     fig, (ax, ax2) = plt.subplots(
         1, 2, figsize=(12, 4.4), gridspec_kw={"width_ratios": [1.3, 1]}, layout="constrained"
     )
-    x = np.arange(len(df))
+    # one group of bars per (shape, p), a gap between groups, each group named once under its bars
+    groups = list(dict.fromkeys(zip(df["shape"], df.dropout_p)))
+    group_of = [groups.index((r.shape, r.dropout_p)) for r in df.itertuples()]
+    x = np.arange(len(df)) + 0.6 * np.array(group_of)
     ns = df.ns_per_element.to_numpy()
     ln_part = np.array(
         [min(base.get((r.shape, r.impl), r.ns_per_element), r.ns_per_element) for r in df.itertuples()]
@@ -119,20 +122,41 @@ def plot_ln_bars(records, t: dict):
             if r.passes_over_memory is None or np.isnan(r.passes_over_memory)
             else f"{r.passes_over_memory:.0f} passes\n"
         )
-        ax.text(i, r.ns_per_element, f"{passes}{r.kernels} kernel(s)", ha="center", va="bottom", fontsize=8)
+        ax.text(
+            x[i],
+            r.ns_per_element,
+            f" {passes}{r.kernels} kernel(s)".replace("\n", ", "),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+            rotation=90,
+        )
     ax.set_xticks(x)
-    ax.set_xticklabels([f"{r.impl}\n{r.shape}, p={r.dropout_p:g}" for r in df.itertuples()], fontsize=9)
-    ax.set_ylim(0, ns.max() * 1.25)
+    ax.set_xticklabels(list(df.impl), fontsize=9)
+    ax.set_ylim(0, ns.max() * 1.75)
     ln = records["ln"]
     cache = norm_fusion.cache_bytes(ln)
     ws = f"{ln['working_set_bytes'] / MIB:.0f} MiB" + (
-        f", {ln['working_set_bytes'] / cache:.1f}× the {cache / MIB:.0f} MiB cache" if cache else ""
+        f" ({ln['working_set_bytes'] / cache:.1f}× the {cache / MIB:.0f} MiB cache)" if cache else ""
     )
+    shape_names = {"dram": "DRAM-sized", "layer": "one layer's\nactivations"}
+    for g, (shape, p) in enumerate(groups):
+        centre = x[[i for i, gi in enumerate(group_of) if gi == g]].mean()
+        ax.annotate(
+            f"{shape_names.get(shape, shape)}\np = {p:g}",
+            (centre, 0),
+            xycoords=("data", "axes fraction"),
+            xytext=(0, -22),
+            textcoords="offset points",
+            ha="center",
+            va="top",
+            fontsize=8,
+        )
     rng = t["ln_dropout_rng"].set_index("impl")
     share = rng.loc["eager", "dropout_share_of_sub_block"] if "eager" in rng.index else float("nan")
     label(
         ax,
-        x=f"implementation, shape (dram: {ws} working set) and p",
+        x=f"\n\n\nimplementation, per shape and p (DRAM-sized: {ws})",
         y="sub-block time per element (ns, median)",
         title=f"Dropout's RNG is {share:.0%} of the eager sub-block at p = {ln['dropout_p']:g}",
     )
