@@ -347,9 +347,11 @@ a8_sens
 # whole on every device while the a·s² terms are split) with attention dropout off, or from
 # model states counted at a small micro-batch. "Attention dropout off" keeps the hidden
 # dropouts' masks; "all dropout off" (as in Llama 2) drops them too, which shrinks the naive
-# side without touching the a·s² terms, so its cut is a little larger. Memory that both sides
-# keep and the table leaves out (the logits, allocator fragmentation, a recomputed baseline)
-# would shrink every cut further. So the −40% is plausible under some readings but does not
+# side without touching the a·s² terms, so its cut is a little larger. A baseline that already
+# recomputes the attention core (Megatron's selective recompute, Korthikanti §4.2) keeps no a·s²
+# terms, so the fused kernel cuts nothing there: the two "selective recompute" rows. Memory that
+# both sides keep and the table leaves out (the logits, allocator fragmentation) would shrink
+# every cut further. So the −40% is plausible under some readings but does not
 # pin the setup, and the row stays *analytic only* under every assumption of the table.
 
 # %% [markdown]
