@@ -247,11 +247,14 @@ o.tables["checkpoint"]
 # %% [markdown]
 # At the case study's scale (article B §5: a 7B model on 64 A100s), a checkpoint holds bf16
 # weights and AdamW's fp32 master weights, momentum and variance (ZeRO's count of bytes per
-# parameter, gradients not saved). That state does not fit one 80 GB card, so it was sharded,
-# and with a sharded checkpoint each node writes its share: the spike is that share over the
-# node's write bandwidth, an assumption (sources in `params.py`). The table sweeps the
-# bandwidth, for all nodes writing and for one writer, with this machine's `fsync` bandwidth
-# as the last row of each; `step_with_write_over_step` is (case-study step + spike) / step.
+# parameter, gradients not saved). The article states the layout, ZeRO-2 with tensor
+# parallelism 4: the optimizer states are sharded over all 64 cards, while the bf16 weights are
+# replicated over the data-parallel ranks and written once, by rank 0's tensor-parallel group of
+# 4 cards, all in one node. A synchronous write holds the step until the busiest node is done,
+# so the spike is that node's bytes over its write bandwidth, an assumption (sources in
+# `params.py`). The table sweeps the bandwidth for the stated layout, for a fully parallel save
+# (equal shares on every node) and for one writer, with this machine's `fsync` bandwidth as the
+# last row of each; `step_with_write_over_step` is (case-study step + spike) / step.
 
 # %%
 display(Markdown(magnitude_arithmetic(records)))

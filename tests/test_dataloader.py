@@ -670,23 +670,30 @@ def test_b12_magnitude_is_bytes_over_bandwidth_at_the_case_studys_scale():
     rec = _records()
     cs = checkpoint_mod.case_study_checkpoint(rec)
     assert cs["checkpoint_GB"] == pytest.approx(7e9 * 14 / 1e9)  # 98 GB
-    assert (cs["nodes"], cs["writing_nodes"]) == (8, 8)
-    assert cs["spike_s"] == pytest.approx(98 / 8 / 3.8)
+    # the stated ZeRO-2 + TP 4: 14 GB of bf16 weights from one node, plus 8 of 64 shards of 84 GB
+    assert cs["save"] == "stated layout" and cs["nodes"] == 8
+    assert cs["GB_per_node"] == pytest.approx(14 + 84 * 8 / 64)  # 24.5 GB
+    assert cs["spike_s"] == pytest.approx(24.5 / 3.8)
+    assert cs["GB_per_gpu"] == pytest.approx(14 / 4 + 84 / 64)
     rates = checkpoint_mod.implied_rates(rec)
-    assert rates["sync_write_GB_per_s"] == pytest.approx(12.25 / 3)
-    assert rates["async_GB_per_s_per_gpu"] == pytest.approx(98 / 64 / 0.3)
+    assert rates["sync_write_GB_per_s"] == pytest.approx(24.5 / 3)
+    assert rates["async_GB_per_s_per_gpu"] == pytest.approx((14 / 4 + 84 / 64) / 0.3)
     table = checkpoint_mod.magnitude_sensitivity(rec)
-    assert sorted(set(table.writing_nodes)) == [1, 8]
-    assert len(table) == 2 * (len(checkpoint_mod.CKPT_WRITE_SWEEP_GB_PER_S) + 1)
-    one = table[(table.writing_nodes == 1) & (table.write_GB_per_s == 1.0)]
+    assert list(dict.fromkeys(table.save)) == ["stated layout", "even", "one writer"]
+    assert len(table) == 3 * (len(checkpoint_mod.CKPT_WRITE_SWEEP_GB_PER_S) + 1)
+    even = table[(table.save == "even") & (table.write_GB_per_s == 3.8)]
+    assert even.GB_per_node.item() == pytest.approx(98 / 8) and even.writing_nodes.item() == 8
+    one = table[(table.save == "one writer") & (table.write_GB_per_s == 1.0)]
     assert one.spike_s.item() == pytest.approx(98.0)
     # older records: bandwidth from the checkpoint's bytes and write time; newer: the fsync probe
     assert checkpoint_mod.measured_write_bytes_per_s(rec)[0] == pytest.approx(2**20 / 0.1)
     rec["checkpoint"]["fsync_write"] = {"bytes": 2**26, "median_s": 0.5, "bytes_per_s": 2**27}
     assert checkpoint_mod.measured_write_bytes_per_s(rec)[0] == 2**27
-    assert (table.bandwidth == "this machine (fsync)").sum() == 2
-    one_writer = checkpoint_mod.case_study_checkpoint({"params": {"ckpt_writing_nodes": 1}})
-    assert one_writer["GB_per_node"] == pytest.approx(98)
+    assert (table.bandwidth == "this machine (fsync)").sum() == 3
+    params = {"ckpt_save": "even", "ckpt_writing_nodes": 1}
+    assert checkpoint_mod.case_study_checkpoint({"params": params})["GB_per_node"] == pytest.approx(98)
+    with pytest.raises(ValueError, match="save must be one of"):
+        checkpoint_mod.case_study_checkpoint(rec, save="sideways")
 
 
 def test_fsync_probe_writes_and_removes_its_file(tmp_path):

@@ -5,12 +5,21 @@ spikes, 3 s in the case study, 0.3 s once asynchronous — as two questions, two
   checkpoint write after it, paired by round (``stall.checkpoint_spike``, interleaved). The
   spike exists when the step with a write takes longer: the whole drift-widened interval of
   the ratio (step with a write / step without) above 1.
-- **magnitude** (analytic, the case study's scale): a synchronous write stops the step for
-  the bytes each node writes over its write bandwidth::
+- **magnitude** (analytic, the case study's scale): a synchronous write stops the step until
+  the busiest node has written its bytes over its write bandwidth. Under the article's stated
+  layout (ZeRO-2 + TP 4 on 8 nodes of 8) the replicated bf16 weights are written once, by
+  data-parallel rank 0's tensor-parallel group, which sits in one node; the optimizer's shards
+  by every card::
 
       checkpoint_GB   = n_params × bytes_per_param / 1e9          (7e9 × 14 B = 98 GB)
-      GB_per_node     = checkpoint_GB / writing_nodes             (8 nodes: 12.25 GB each)
-      spike_s         = GB_per_node / write_GB_per_s              (at 3.8 GB/s: 3.2 s)
+      weights_GB      = n_params × 2 B / 1e9                       (14 GB, from one node)
+      shards_GB       = checkpoint_GB − weights_GB                 (84 GB over 64 cards)
+      GB_per_node     = weights_GB · min(tp, per node) / tp
+                        + shards_GB · per node / cards             (busiest node: 24.5 GB)
+      spike_s         = GB_per_node / write_GB_per_s              (at 3.8 GB/s: 6.4 s)
+
+  A fully parallel save spreads everything evenly (``ckpt_save = "even"``: 98 / 8 = 12.25 GB a
+  node, 3.2 s); one writer writes all 98 GB.
 
   bytes per parameter, cards per node, writing nodes and write bandwidth are parameters
   with their sources (``params``); :func:`magnitude_sensitivity` sweeps the bandwidth and the
@@ -112,38 +121,58 @@ def measured_write_bytes_per_s(records) -> tuple[float, str]:
     return ck["checkpoint_bytes"] / ck["write_alone_s"], "the checkpoint's bytes / its write time"
 
 
-def case_study_checkpoint(records, *, write_gb_per_s: float | None = None, writing_nodes: int | None = None):
-    """The case study's synchronous checkpoint under the parameters' assumptions (see the
-    module docstring): bytes, bytes per writing node and the predicted spike."""
+WEIGHT_BYTES_PER_PARAM = 2  # the bf16 weights inside ckpt_bytes_per_param; the rest is the optimizer's
+SAVES = ("stated layout", "even", "one writer")
+
+
+def case_study_checkpoint(records, *, write_gb_per_s: float | None = None, save: str | None = None):
+    """The case study's synchronous checkpoint under the parameters' assumptions (module
+    docstring): bytes, the busiest node's bytes and the predicted spike, for one way of saving
+    (``SAVES``; default the ``ckpt_save`` parameter)."""
     n_params = B12_STATED["case_study_params"]
+    gpus = B12_STATED["case_study_gpus"]
     bytes_per_param = _param(records, "ckpt_bytes_per_param", CKPT_BYTES_PER_PARAM)
     gpus_per_node = _param(records, "ckpt_gpus_per_node", CKPT_GPUS_PER_NODE)
-    nodes = max(1, B12_STATED["case_study_gpus"] // gpus_per_node)
-    writing = writing_nodes or min(_param(records, "ckpt_writing_nodes", nodes), nodes)
+    nodes = max(1, gpus // gpus_per_node)
+    save = save or _param(records, "ckpt_save", "stated layout")
+    if save not in SAVES:
+        raise ValueError(f"save must be one of {SAVES}, got {save!r}")
     bandwidth = write_gb_per_s or _param(records, "ckpt_write_gb_per_s", CKPT_WRITE_GB_PER_S)
     checkpoint_gb = n_params * bytes_per_param / GB
-    gb_per_node = checkpoint_gb / writing
+    if save == "stated layout":
+        tp = B12_STATED["case_study_tp"]
+        weights_gb = n_params * WEIGHT_BYTES_PER_PARAM / GB
+        shards_gb = checkpoint_gb - weights_gb
+        gb_per_node = weights_gb * min(tp, gpus_per_node) / tp + shards_gb * gpus_per_node / gpus
+        gb_per_gpu = weights_gb / tp + shards_gb / gpus  # a GPU of that TP group
+        writing = nodes
+    else:
+        writing = 1 if save == "one writer" else min(_param(records, "ckpt_writing_nodes", nodes), nodes)
+        gb_per_node = checkpoint_gb / writing
+        gb_per_gpu = checkpoint_gb / gpus  # the state each card holds, evenly sharded
     return {
         "n_params": n_params,
         "bytes_per_param": bytes_per_param,
         "nodes": nodes,
         "gpus_per_node": gpus_per_node,
+        "save": save,
         "writing_nodes": writing,
         "checkpoint_GB": checkpoint_gb,
         "GB_per_node": gb_per_node,
+        "GB_per_gpu": gb_per_gpu,
         "write_GB_per_s": bandwidth,
         "spike_s": gb_per_node / bandwidth,
     }
 
 
 def implied_rates(records) -> dict:
-    """The stated spikes read backwards: the write bandwidth per node that 3 s implies; the
-    rate 0.3 s would need per node, and per GPU for its share of the state (evenly sharded:
-    7B × 14 B does not fit one 80 GB A100, so the state is sharded), that per-GPU rate as a
-    share of PCIe 4.0 x16 (a GPU → host copy)."""
+    """The stated spikes read backwards: the write bandwidth the busiest node needs for 3 s; the
+    rate 0.3 s would need per node, and per GPU for the busiest card's share of the state (7B ×
+    14 B does not fit one 80 GB A100, so the state is sharded), that per-GPU rate as a share of
+    PCIe 4.0 x16 (a GPU → host copy)."""
     cs = case_study_checkpoint(records)
     sync_s, async_s = B12_STATED["sync_spike_s"], B12_STATED["async_spike_s"]
-    gb_per_gpu = cs["checkpoint_GB"] / B12_STATED["case_study_gpus"]
+    gb_per_gpu = cs["GB_per_gpu"]
     return {
         "sync_write_GB_per_s": cs["GB_per_node"] / sync_s,
         "async_GB_per_s_per_node": cs["GB_per_node"] / async_s,
@@ -151,6 +180,19 @@ def implied_rates(records) -> dict:
         "async_GB_per_s_per_gpu": gb_per_gpu / async_s,
         "async_share_of_pcie": gb_per_gpu / async_s / PCIE4_X16_GB_PER_S,
     }
+
+
+def _save_text(cs: dict) -> str:
+    """How the case study's checkpoint is written, with the busiest node's arithmetic."""
+    if cs["save"] == "stated layout":
+        tp, gpus = B12_STATED["case_study_tp"], B12_STATED["case_study_gpus"]
+        weights = cs["n_params"] * WEIGHT_BYTES_PER_PARAM / GB
+        return (
+            f"the stated ZeRO-2 + TP {tp}: the bf16 weights, {weights:.0f} GB, once from data-parallel rank "
+            f"0's TP group in one node, plus {cs['gpus_per_node']} of {gpus} optimizer shards, "
+            f"{cs['checkpoint_GB'] - weights:.0f} GB × {cs['gpus_per_node']}/{gpus}"
+        )
+    return f"{cs['checkpoint_GB']:.0f} GB / {cs['writing_nodes']} writing node(s), equal shares"
 
 
 def magnitude_arithmetic(records) -> str:
@@ -163,38 +205,38 @@ def magnitude_arithmetic(records) -> str:
         [
             f"- checkpoint: {cs['n_params'] / 1e9:g}B parameters × {cs['bytes_per_param']:g} B = "
             f"**{cs['checkpoint_GB']:.0f} GB**",
-            f"- per node: {cs['checkpoint_GB']:.0f} GB / {cs['writing_nodes']} writing node(s) "
-            f"({B12_STATED['case_study_gpus']} cards, {cs['gpus_per_node']} per node) = "
-            f"**{cs['GB_per_node']:.2f} GB**",
+            f"- the busiest node ({_save_text(cs)}; {B12_STATED['case_study_gpus']} cards, "
+            f"{cs['gpus_per_node']} per node): **{cs['GB_per_node']:.2f} GB**",
             f"- spike: {cs['GB_per_node']:.2f} GB / {cs['write_GB_per_s']:g} GB/s (assumed) = "
             f"**{cs['spike_s']:.1f} s** (stated: {sync_s:g} s)",
             f"- this machine: {measured_bps / GB:.2f} GB/s ({how}) → "
             f"{cs['GB_per_node'] / (measured_bps / GB):.0f} s for the same share",
-            f"- read backwards: {sync_s:g} s ⇔ {rates['sync_write_GB_per_s']:.1f} GB/s per node; "
+            f"- read backwards: {sync_s:g} s ⇔ {rates['sync_write_GB_per_s']:.1f} GB/s on the busiest node; "
             f"{async_s:g} s ⇔ {rates['async_GB_per_s_per_node']:.0f} GB/s per node, or "
-            f"{rates['GB_per_gpu']:.2f} GB per GPU at {rates['async_GB_per_s_per_gpu']:.1f} GB/s "
+            f"{rates['GB_per_gpu']:.2f} GB on the busiest GPU at {rates['async_GB_per_s_per_gpu']:.1f} GB/s "
             f"({rates['async_share_of_pcie']:.0%} of PCIe 4.0 x16: a GPU → host copy, not a disk write)",
         ]
     )
 
 
 def magnitude_sensitivity(records):
-    """The case study's predicted spike over the assumed write bandwidth per node and the
-    writing nodes (every node / one writer), with this machine's measured fsync bandwidth as
-    the last row of each: GB per node, spike (s), and the step it makes next to 8.5 s."""
+    """The case study's predicted spike over the assumed write bandwidth per node and the way
+    the checkpoint is written (``SAVES``: the stated layout, equal shares, one writer), with this
+    machine's measured fsync bandwidth as the last row of each: the busiest node's GB, the spike
+    (s), and the step it makes next to 8.5 s."""
     import pandas as pd
 
     step_s = B12_STATED["case_study_step_s"]
     sweep = _param(records, "ckpt_write_sweep_gb_per_s", CKPT_WRITE_SWEEP_GB_PER_S)
     measured = measured_write_bytes_per_s(records)[0] / GB
-    writers = sorted({case_study_checkpoint(records)["writing_nodes"], 1}, reverse=True)
     rows = []
-    for w in writers:
+    for save in SAVES:
         for bw, source in [*((b, "assumed") for b in sweep), (measured, "this machine (fsync)")]:
-            cs = case_study_checkpoint(records, write_gb_per_s=bw, writing_nodes=w)
+            cs = case_study_checkpoint(records, write_gb_per_s=bw, save=save)
             rows.append(
                 {
-                    "writing_nodes": w,
+                    "save": save,
+                    "writing_nodes": cs["writing_nodes"],
                     "write_GB_per_s": bw,
                     "bandwidth": source,
                     "GB_per_node": cs["GB_per_node"],
@@ -210,34 +252,38 @@ def b12_magnitude(records) -> Claim:
     rates = implied_rates(records)
     table = magnitude_sensitivity(records)
     assumed = table[table.bandwidth == "assumed"]
-    sharded = assumed[assumed.writing_nodes == cs["writing_nodes"]]
-    one = assumed[assumed.writing_nodes == 1]
+
+    def spikes(save: str) -> str:
+        rows = assumed[assumed.save == save]
+        return f"{rows.GB_per_node.iloc[0]:.2f} GB, {rows.spike_s.max():.1f}–{rows.spike_s.min():.1f} s"
+
     measured_bps, how = measured_write_bytes_per_s(records)
     here_s = cs["GB_per_node"] / (measured_bps / GB)
     sync_s, async_s = B12_STATED["sync_spike_s"], B12_STATED["async_spike_s"]
     step_s = B12_STATED["case_study_step_s"]
+    others = [x for x in SAVES if x != cs["save"]]
     return Claim(
         "B12",
         f"the case study's synchronous spike: {sync_s:g} s on a {step_s:g} s step "
         f"({(step_s + sync_s) / step_s:.2f}×), {async_s:g} s once asynchronous",
-        f"checkpoint bytes / write bandwidth at the case study's scale: {cs['n_params'] / 1e9:g}B parameters "
-        f"× {cs['bytes_per_param']:g} B (bf16 weights + AdamW fp32 master, momentum, variance) = "
-        f"{cs['checkpoint_GB']:.0f} GB; {B12_STATED['case_study_gpus']} A100s = {cs['nodes']} nodes of "
-        f"{cs['gpus_per_node']}, {cs['writing_nodes']} of them writing an equal share "
-        f"({cs['GB_per_node']:.2f} GB each); "
+        f"the busiest node's checkpoint bytes / its write bandwidth at the case study's scale: "
+        f"{cs['n_params'] / 1e9:g}B parameters × {cs['bytes_per_param']:g} B (bf16 weights + AdamW fp32 "
+        f"master, momentum, variance) = {cs['checkpoint_GB']:.0f} GB, written as {_save_text(cs)}; "
         f"assumed {cs['write_GB_per_s']:g} GB/s per node (one PCIe 4.0 NVMe drive's rated write)",
         "analytic only",
         f"predicted spike {cs['spike_s']:.1f} s (stated {sync_s:g} s); over "
-        f"{sharded.write_GB_per_s.min():g}–{sharded.write_GB_per_s.max():g} GB/s: "
-        f"{sharded.spike_s.max():.1f}–{sharded.spike_s.min():.1f} s, one writer for all "
-        f"{cs['checkpoint_GB']:.0f} GB {one.spike_s.max():.0f}–{one.spike_s.min():.1f} s "
-        "(tables/b12_magnitude_sensitivity.csv); "
-        f"this machine writes {measured_bps / GB:.2f} GB/s ({how}): "
-        f"a node's share would take {here_s:.0f} s. "
-        f"Read backwards, {sync_s:g} s means {rates['sync_write_GB_per_s']:.1f} GB/s per node, one NVMe "
-        f"drive's speed; {async_s:g} s would need {rates['async_GB_per_s_per_node']:.0f} GB/s, beyond a "
-        "node's disks: 3 s → 0.3 s is not a faster write but a write moved out of the step, and 0.3 s is "
-        f"the order of what stays in it, copying each GPU's {rates['GB_per_gpu']:.2f} GB to host memory "
-        f"({rates['async_GB_per_s_per_gpu']:.1f} GB/s, {rates['async_share_of_pcie']:.0%} of PCIe 4.0 x16)",
+        f"{assumed.write_GB_per_s.min():g}–{assumed.write_GB_per_s.max():g} GB/s per node: {cs['save']} "
+        f"{spikes(cs['save'])}; "
+        + "; ".join(f"{x} {spikes(x)}" for x in others)
+        + " (tables/b12_magnitude_sensitivity.csv); "
+        f"this machine writes {measured_bps / GB:.2f} GB/s ({how}): the busiest node's share would take "
+        f"{here_s:.0f} s. Read backwards, {sync_s:g} s means {rates['sync_write_GB_per_s']:.1f} GB/s on the "
+        f"busiest node ({rates['sync_write_GB_per_s'] / CKPT_WRITE_GB_PER_S:.1f} drives at "
+        f"{CKPT_WRITE_GB_PER_S:g} GB/s); {async_s:g} s would need "
+        f"{rates['async_GB_per_s_per_node']:.0f} GB/s, beyond a node's disks: 3 s → 0.3 s is not a faster "
+        "write but a write moved out of the step, and 0.3 s is the order of what stays in it, copying the "
+        f"busiest GPU's {rates['GB_per_gpu']:.2f} GB to host "
+        f"memory ({rates['async_GB_per_s_per_gpu']:.1f} GB/s, {rates['async_share_of_pcie']:.0%} of PCIe "
+        "4.0 x16)",
         basis=verdicts.ANALYSIS,
     )

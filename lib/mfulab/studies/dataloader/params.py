@@ -170,10 +170,19 @@ class Params(StudyParams):
     ckpt_gpus_per_node: int = param(
         CKPT_GPUS_PER_NODE, "B12 at the case study's scale: A100s per node", unit="cards", positive=True
     )
+    ckpt_save: str = param(
+        "stated layout",
+        "B12 at the case study's scale: how the checkpoint is written. 'stated layout': the article's "
+        "ZeRO-2 + TP 4, the replicated bf16 weights written once by data-parallel rank 0's tensor-parallel "
+        "group (one node), the optimizer shards by every card (DeepSpeed's ZeRO checkpoint; Megatron "
+        "without fully parallel save); 'even': ckpt_writing_nodes nodes write equal shares (a fully "
+        "parallel save)",
+        choices=("stated layout", "even"),
+    )
     ckpt_writing_nodes: int = param(
         8,
-        "B12 at the case study's scale: nodes that each write an equal share of the checkpoint "
-        "(8: every node of the 64 cards, a sharded checkpoint; 1: one writer)",
+        "B12 at the case study's scale, ckpt_save = 'even': nodes that each write an equal share of the "
+        "checkpoint (8: every node of the 64 cards; 1: one writer)",
         unit="nodes",
         positive=True,
     )

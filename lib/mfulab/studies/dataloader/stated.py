@@ -35,4 +35,9 @@ B12_STATED = {
     "case_study_step_s": B15_STEPS[-1][0],
     "case_study_params": 7e9,
     "case_study_gpus": 64,
+    # §5: "ZeRO-2 加张量并行 4" (ZeRO-2 with tensor parallelism 4): the bf16 weights are replicated
+    # over the data-parallel ranks and split over 4 tensor-parallel ranks; the optimizer states are
+    # sharded over every card
+    "case_study_tp": 4,
+    "case_study_zero_stage": 2,
 }
