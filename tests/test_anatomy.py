@@ -270,10 +270,18 @@ def test_gain_shares_read_no_share_from_gains_of_both_signs():
     import pandas as pd
 
     frame = pd.DataFrame(
-        {"targets": ["communication wait", "data wait", "slow operators"], "gain_s": [0.3, 0.1, 0.4]}
+        {
+            "knob": ["buckets", "format + workers", "fused attention", "background checkpoint"],
+            "targets": ["communication wait", "data wait", "slow operators", "scheduling waste"],
+            "gain_s": [0.3, 0.1, 0.4, 0.6],
+        }
     )
     by_target, share = analysis.gain_shares(frame, "gain_s")
     assert by_target["data wait"] == pytest.approx(0.1) and share == pytest.approx(0.5)
+    # §5.3's background checkpoint came after the article's ladder: credited, not in the share
+    assert by_target["scheduling waste"] == pytest.approx(0.6)
+    ladder_frame = frame.rename(columns={"knob": "rung"}).set_index("rung")  # the ladder table's form
+    assert analysis.gain_shares(ladder_frame, "gain_s")[1] == pytest.approx(0.5)
     frame.loc[2, "gain_s"] = -0.1  # a knob that made the step slower
     _, mixed = analysis.gain_shares(frame, "gain_s")
     assert mixed != mixed  # NaN

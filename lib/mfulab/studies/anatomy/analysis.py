@@ -11,7 +11,7 @@ from mfulab.analytic import flops
 from mfulab.analytic.config import TransformerConfig
 from mfulab.measure.timing import compare_timings, summarize
 from mfulab.results import run_identity
-from mfulab.studies.anatomy.ladder import LEAVE_ONE_OUT_PREFIX
+from mfulab.studies.anatomy.ladder import ARTICLE_LADDER_KNOBS, LEAVE_ONE_OUT_PREFIX
 from mfulab.studies.anatomy.worker import STRAGGLER
 from mfulab.studykit import verdicts
 
@@ -191,6 +191,8 @@ def ladder_table(records: dict):
         if prev is not None:
             c = compare_timings(timings[prev], t)
             shrink = {k: per_cat.loc[prev, k] - per_cat.loc[rung, k] for k in CATEGORIES}
+            most = max(shrink, key=shrink.get)
+            grew = min(shrink, key=shrink.get)
             row.update(
                 speedup=c.ratio,
                 speedup_lo=c.ratio_lo,
@@ -198,10 +200,15 @@ def ladder_table(records: dict):
                 change=c.verdict,
                 gain_s=timings[prev].median_s - t.median_s,
                 targets=KNOB_TARGETS[rung],
-                # which category shrank most, only where the step's change is outside the noise
-                shrank_most=max(shrink, key=shrink.get)
-                if c.verdict != "inconclusive"
-                else "— (no clear change)",
+                # which category shrank most, only where the step's change is outside the noise and
+                # one did shrink (where every loss grew, the one that grew most)
+                shrank_most=(
+                    "— (no clear change)"
+                    if c.verdict == "inconclusive"
+                    else most
+                    if shrink[most] > 0
+                    else f"none shrank ({grew} grew most, {-shrink[grew] * 1e3:+.1f} ms)"
+                ),
             )
         rows.append(row)
         prev = rung
@@ -250,9 +257,14 @@ def leave_one_out_table(records: dict):
 
 def gain_shares(frame, column: str) -> tuple[dict, float]:
     """Each knob's gain (``column``, seconds) summed per target loss, and the communication +
-    data share of the total: NaN where the gains have both signs (a share of their sum means
-    nothing), for the ladder's credit and the leave-one-out credit alike."""
+    data share of the total over the knobs of the article's ladder (``ARTICLE_LADDER_KNOBS``: the
+    gain the article splits; a knob after it is credited in ``by_target`` only): NaN where those
+    gains have both signs (a share of their sum means nothing), for the ladder's credit and the
+    leave-one-out credit alike. ``frame``: one row per knob, named by its index (the ladder table's
+    ``rung``) or its ``knob`` column (the leave-one-out table)."""
     by_target = frame.groupby("targets")[column].sum().to_dict()
+    knobs = frame.index.to_series() if frame.index.name == "rung" else frame["knob"]
+    frame = frame[knobs.isin(ARTICLE_LADDER_KNOBS).to_numpy()]
     credited = sum(v for k, v in by_target.items() if k in ("communication wait", "data wait"))
     total = frame[column].sum()
     if total <= 0 or (frame[column] <= 0).any():

@@ -22,6 +22,11 @@ LADDER = (
 )
 
 
+# the knobs of §5.2's 10.2 → 8.5 s ladder, the gain the article splits between its causes; the
+# background checkpoint (§5.3) came after it and is credited on its own
+ARTICLE_LADDER_KNOBS = ("fused attention", "buckets", "format + workers")
+
+
 def article_bucket_caps_mib(mlp_matrix_bytes: float) -> tuple[float, float]:
     """Article B's bucket caps (§5.2 step 2: 25 → 50 MiB) scaled to a model whose largest layer
     tensor, an MLP weight matrix, holds ``mlp_matrix_bytes`` of gradient, so that a bucket holds
