@@ -104,9 +104,10 @@ t["pipeline_memory"]
 # not the bubble, dominates them; they do not enter the verdicts.
 #
 # **At the articles' scale**: the planner (`layouts.plan`, which prices every layout with the
-# course's one step model, `step.step_time`, validated in chapter 09; on the stated cluster,
-# `stated.CLUSTER`: devices.yaml's A100 with its links) for a model as wide as Llama 2 70B cut to 40 and 80
-# layers, on 512 cards with a global batch of 512 sequences: its best layout without
+# course's one step model, `step.step_time`, validated in chapter 09), on article A's own card,
+# the 910B, and on the A100 (`stated.AT_SCALE_DEVICES`: devices.yaml's figures with their links;
+# the A100 is the step model's best-validated card) for a model as wide as Llama 2 70B cut to 40
+# and 80 layers, on 512 cards with a global batch of 512 sequences: its best layout without
 # interleaving, and the same layout with v = layers per stage / 2 (the article: "not at ~40
 # layers; clearly above ~80"; 2 layers per virtual stage). Only v changes between the two.
 
@@ -148,7 +149,7 @@ plots.save_figure(fig, out, "sharding")
 t["sharding"]
 
 # %% [markdown]
-# **At scale** (planner, stated cluster): Llama 2 13B on 512 cards (inside the article's range,
+# **At scale** (planner, on the 910B and on A100s): Llama 2 13B on 512 cards (inside the article's range,
 # 百亿参数模型、千卡规模以下: a model of the ten-billion class, 10¹⁰, on fewer than a thousand
 # cards) and 70B on 1024 (past the card line), one sequence per card per step. For each:
 # the best fitting layout with ZeRO 0–2, the best with ZeRO-3, and the best ZeRO 0–2 layout
@@ -244,7 +245,8 @@ t["skew"]
 # (the article's words); **ZeRO-Offload** (Ren et al. 2021 §4.1) runs Adam on the host, so each
 # card sends its fp16 gradient shard down and receives its fp16 parameter shard back, and the
 # host's Adam takes time of its own (memory-bound: 26 bytes per parameter at a host bandwidth
-# per card we assume, `stated.A15_*`). At DP 1 nothing is sharded, so ZeRO-Offload is the most
+# per card we assume, `stated.A15_*`, and at 100%, 50% and 20% of it: a fused, vectorised CPU
+# Adam streams near the DRAM's peak, an unfused one far below it). At DP 1 nothing is sharded, so ZeRO-Offload is the most
 # an optimizer offload can move. Article B's 7B, with its states sharded over 8 data-parallel
 # cards, is context. Times are for one direction of a full-duplex link at its datasheet rate
 # (analytic on a CPU, which has no host–device link; on a GPU the run also measures pinned host ↔
@@ -259,11 +261,11 @@ t["a15_offload"].round(3)
 # %% [markdown]
 # ## Claims
 #
-# A10, A12's overlap row and A13's layer-count rule are analyses on the stated cluster
-# (this machine is not one): each is *confirmed* or *refuted (analysis)* only when every case
+# A10, A12's overlap row and A13's layer-count rule are analyses on article A's 910B with the
+# A100 beside it (this machine is neither): each is *confirmed* or *refuted (analysis)* only when every case
 # it covers gives the same answer (`verdicts.over_scenarios`), *analytic only* otherwise. A15's
 # I/O-bound row is decided at the article's own case unless an assumed input (the host link,
-# the other reading) reverses it (`verdicts.at_stated_case`); its order-of-magnitude row is a
+# the other reading, the host Adam's bandwidth) reverses it (`verdicts.at_stated_case`); its order-of-magnitude row is a
 # datasheet ratio under two readings, and its advice is the author's experience (not checkable). A12's speed rule
 # (ZeRO-2 the better value for ten-billion-class models below 1000 cards) is judged once, in
 # chapter 04, at the article's 13B on its 910B cards. A11's collective is counted here against Korthikanti et al.'s

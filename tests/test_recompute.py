@@ -254,6 +254,28 @@ def test_zero_traffic_counts_every_micro_batch():
     assert acc.traffic_ratio.iloc[0] == pytest.approx(1.5) and acc.traffic_ratio.is_monotonic_increasing
 
 
+def test_a12_design_is_shown_and_its_size_depends_on_the_tensor_parallel_width():
+    """ZeRO-3 holding less and moving more is its design (shown, by construction); "considerable"
+    is read on the saving's share of the card: at the command's TP 8 a 13B's bf16 parameters,
+    2Ψ/8 less one shard, are 3.5–4.5% of a 64 GiB card, at TP 1 over a quarter, so the readings
+    the article leaves open reverse the stated case: analytic only."""
+    from mfulab.studies.recompute import a12_rows
+
+    zero = planner.zero_comparison(**stated.A12_ZERO)
+    saving = a12_rows.saving_table()
+    design, size = a12_rows.a12_claims(zero, saving)
+    assert design.verdict == "shown" and design.basis == "by construction"
+    at8 = saving[saving.tp == 8]
+    assert at8.stated.all() and not at8.considerable.any()
+    n8 = flops.param_count(preset("article-13b")) / 8
+    dp = int(at8.dp.iloc[0])
+    assert at8.saved_gib.iloc[0] == pytest.approx(2 * n8 * (1 - 1 / dp) / 2**30)
+    assert saving[saving.tp == 1].considerable.all()
+    assert size.verdict == "analytic only" and "TP 8 (the command): 2.2–2.9 GiB" in size.evidence
+    only_stated = saving[saving.stated]
+    assert a12_rows.a12_claims(zero, only_stated)[1].verdict == "refuted (analysis)"
+
+
 def test_table2_split_matches_korthikanti():
     split = analysis.table2_split()
     assert split == {

@@ -277,10 +277,10 @@ def test_article_rows_follow_their_counts():
     )
     assert gpt3.verdict == "confirmed (analysis)"
     z = article_rows.zero2_comm_claim()
-    # the step's traffic is equal (reduce-scatter + all-gather = all-reduce), the reduction alone is
-    # half: the readings of "the communication" disagree
-    assert z.verdict == "not checkable" and "DDP 6.0 GiB, ZeRO-2 6.0 GiB" in z.evidence
-    assert "reduce-scatter moves 3.0 GiB against the all-reduce's 6.0 GiB" in z.evidence
+    # at the command's DP 1 there is nothing to reduce: no reading of "the communication" is less
+    assert z.verdict == "refuted" and "at the command's DP 1: DDP 0.0 GiB, ZeRO-2 0.0 GiB" in z.evidence
+    # wider (DP 4, reported): equal at one micro-batch, 2Ψ·(3/4) = 4.5 GiB of the 13B's eighth
+    assert "1 micro-batch: DDP 4.5 GiB, ZeRO-2 4.5 GiB" in z.evidence
     assert z.basis == "documented specification"
 
 

@@ -4,6 +4,8 @@ once and composes the rows, and is the one function the notebook and ``make stab
 
 from __future__ import annotations
 
+import math
+
 from mfulab.studies.parallelism import stated
 from mfulab.studykit import verdicts
 from mfulab.studykit.step_error import DECISIVE_MARGIN
@@ -104,13 +106,14 @@ def a12_claims(sh, planner) -> list[Claim]:
     less = zero3.peak_bytes < zero2.peak_bytes < ddp.peak_bytes
     more = zero3.traffic_elements > zero2.traffic_elements
     cases, answers, stage_wins = [], [], []
-    for (preset, devices), g in planner.groupby(["preset", "devices"], sort=False):
+    for (device, preset, devices), g in planner.groupby(["device", "preset", "devices"], sort=False):
         by = {(r.dp_overlap, r.row): r for r in g.itertuples()}
         hi, lo = max(g.dp_overlap), min(g.dp_overlap)
         margin = {o: by[(o, "best ZeRO 0–2")].step_s / by[(o, "best ZeRO-3")].step_s - 1 for o in (hi, lo)}
         answers.append(zero3_needs_overlap(margin[hi], margin[lo]))
         cases.append(
-            f"{preset} on {devices}: best ZeRO 0–2 {by[(hi, 'best ZeRO 0–2')].step_s:.2f} s vs best ZeRO-3 "
+            f"{preset} on {devices} {device}: best ZeRO 0–2 {by[(hi, 'best ZeRO 0–2')].step_s:.2f} s vs "
+            "best ZeRO-3 "
             f"{by[(hi, 'best ZeRO-3')].step_s:.2f} s at DP overlap {hi:g} (ZeRO-3 {margin[hi]:+.0%}), "
             f"{by[(lo, 'best ZeRO 0–2')].step_s:.2f} vs {by[(lo, 'best ZeRO-3')].step_s:.2f} s at {lo:g} "
             f"({margin[lo]:+.0%}); the same layout as ZeRO-3 {by[(hi, 'same layout, ZeRO-3')].step_s:.2f} s"
@@ -126,7 +129,7 @@ def a12_claims(sh, planner) -> list[Claim]:
         if (preset, devices) == tuple(stated.A12_PLANNER_CASES[0].values()) and margin[hi] > 0:
             cases[-1] += (
                 " (inside the article's range, a ten-billion-class model below 1000 cards, ZeRO-3 wins "
-                "best-vs-best here with the overlap, on A100s and at one sequence per card; chapter 04 "
+                f"best-vs-best here with the overlap, on {device} at one sequence per card; chapter 04 "
                 "judges the article's speed rule at its own 13B command on 910B cards; the one-framework "
                 "rows say whether the stage or the "
                 "frameworks make this win)"
@@ -153,9 +156,9 @@ def a12_claims(sh, planner) -> list[Claim]:
         Claim(
             "A12",
             "ZeRO-3 needs overlap to pay off",
-            "planner on the stated A100 cluster (the step model's best-validated card; article A's 910B has "
-            "only approximate figures, so its sentence is read on A100s): the best layout per ZeRO family, "
-            "at the assumed DP overlap and with none, 13B on 512 and 70B on 1024 cards",
+            "planner on article A's own card, the 910B, and on A100s (the step model's best-validated "
+            "card): the best layout per ZeRO family, at the assumed DP overlap and with none, 13B on 512 "
+            "and 70B on 1024 cards; the sentence holds where every case agrees",
             verdicts.over_scenarios(answers),
             "; ".join(cases) + f". A margin below {stated.A12_DECISIVE_MARGIN:.0%} decides nothing (the step "
             "model's error on FSDP and DeepSpeed runs is of that order: chapter 09). Best-vs-best prices "
@@ -183,10 +186,15 @@ def a13_m_text(sweep) -> str:
         return ""
     r0, margin = sweep.iloc[0], DECISIVE_MARGIN
     paying = sweep[sweep.step_gain >= margin].m.tolist()
-    gains = ", ".join(
-        f"{r.step_gain:+.0%} at m = {r.m}"
-        + (" (the 13B command's global batch of 32; the layout is ours)" if r.stated_batch else "")
-        for r in sweep.itertuples()
+    per_device = "device" in sweep and sweep.device.nunique() > 1
+    gains = "; ".join(
+        (f"{device}: " if per_device else "")
+        + ", ".join(
+            f"{r.step_gain:+.0%} at m = {r.m}"
+            + (" (the 13B command's global batch of 32; the layout is ours)" if r.stated_batch else "")
+            for r in g.itertuples()
+        )
+        for device, g in (sweep.groupby("device", sort=False) if "device" in sweep else [(None, sweep)])
     )
     where = (
         f"beyond the step model's ±{margin:.0%} only at m ≤ {max(paying)}"
@@ -238,7 +246,9 @@ def a13_claims(pipe, inter, sweep=None) -> list[Claim]:
     )
     unfit = inter[~inter.fits_interleaved]
     gains = ", ".join(
-        f"{r.model.split(',')[1].strip()} ({r.layout}, v{r.v}): {r.step_gain:+.0%}"
+        f"{r.model.split(',')[1].strip()} ({r.layout}, v{r.v}"
+        + (f", {r.device}" if "device" in inter else "")
+        + f"): {r.step_gain:+.0%}"
         for r in inter.itertuples()
     )
     return [
@@ -251,11 +261,13 @@ def a13_claims(pipe, inter, sweep=None) -> list[Claim]:
             + ", ".join(f"{r.bubble_measured:.2f} at m={r.m}" for r in deepest.itertuples())
             + " (formula "
             + ", ".join(f"{r.bubble_formula:.2f}" for r in deepest.itertuples())
-            + f"); every run within {worst:.0%} of the formula once each slot carries its fitted overhead "
+            + f"); every run within {math.ceil(worst * 100)}% of the formula once each slot carries its "
+            "fitted overhead "
             f"({emu.slot_overhead_s.min() * 1e3:.1f}–{emu.slot_overhead_s.max() * 1e3:.1f} ms: messages, "
             f"bookkeeping and the sleeps' overshoot), {len(emu)} runs"
             + (
-                f"; each m predicted by an overhead fitted on the other m values: within {worst_held_out:.0%}"
+                "; each m predicted by an overhead fitted on the other m values: within "
+                f"{math.ceil(worst_held_out * 100)}% (bounds rounded up)"
                 if worst_held_out == worst_held_out
                 else ""
             )
@@ -282,7 +294,7 @@ def a13_claims(pipe, inter, sweep=None) -> list[Claim]:
             "A13",
             "no interleaving at ~40 layers; it clearly pays above ~80",
             "planner: the same layout without and with v = layers per stage / 2, a 70B-wide model cut to 40 "
-            "and 80 layers on 512 cards",
+            "and 80 layers on 512 cards, on article A's 910B and on A100s",
             verdicts.over_scenarios(a13_layer_answers(inter)),
             f"a layer count says 'interleave' where interleaving alone gains beyond the step model's "
             f"±{DECISIVE_MARGIN:.0%}, 'do not' where it costs beyond it, and cannot tell inside; the article "

@@ -14,6 +14,8 @@ Every input is a named constant of ``stated`` (``A15_*``) or ``devices.yaml``.""
 
 from __future__ import annotations
 
+import itertools
+
 from mfulab.analytic import flops, parallel, step
 from mfulab.analytic.config import preset
 from mfulab.analytic.devices import device_spec
@@ -69,7 +71,8 @@ def offload_table():
     Adam's moments moved in and out every step (the article's words: "move the first and second
     moments out of HBM and bring them back at each update") and ZeRO-Offload (gradients down,
     parameters up, Adam on the host, whose memory-bound time is added:
-    ``A15_CPU_ADAM_BYTES_PER_PARAM`` at ``A15_HOST_MEMORY_BYTES_PER_S_PER_CARD``). A full-duplex
+    ``A15_CPU_ADAM_BYTES_PER_PARAM`` at ``A15_HOST_MEMORY_BYTES_PER_S_PER_CARD`` × each share of
+    ``A15_HOST_ADAM_BANDWIDTH_SHARES``, one row per share). A full-duplex
     link: the larger direction. ``share_of_step`` is over the step model's step;
     ``share_of_article_step`` over the step the article states, where it states one."""
     import pandas as pd
@@ -88,17 +91,20 @@ def offload_table():
         links = {k: stated.A15_HOST_LINKS[k] for k in case["links"]}
         links["card_to_card"] = device_spec(case["device"]).intra_node_bytes_per_s
         for mode in parallel.OFFLOAD_MODES:
-            for link, link_bytes_per_s in links.items():
+            # the host Adam's share of the DRAM bandwidth, varied where the host runs Adam
+            shares = stated.A15_HOST_ADAM_BANDWIDTH_SHARES if mode == "zero-offload" else (None,)
+            for (link, link_bytes_per_s), share in itertools.product(links.items(), shares):
                 o = parallel.offload_bytes_per_step(
                     shard_params, dp=case["dp"], mode=mode, host_link_bytes_per_s=link_bytes_per_s
                 )
-                host_s = cpu_adam_s if mode == "zero-offload" else 0.0
+                host_s = cpu_adam_s / share if share else 0.0
                 rows.append(
                     {
                         "case": case["name"],
                         "stated": case["stated"],
                         "mode": mode,
                         "link": link,
+                        "host_adam_bandwidth_share": share,
                         "link_gb_per_s": link_bytes_per_s / GB,
                         "bytes_each_way": o["host_to_device_bytes"],
                         "transfer_s": o["time_s"],
@@ -174,7 +180,14 @@ def _io_bound_claim(offload, copies=None) -> Claim:
         stated_row.share_of_step >= line,
         [r.share_of_step >= line for r in assumed] + [r.share_of_step >= lower for r in a.itertuples()],
     )
-    at_lower = [f"{r.mode} on {r.link}" for r in a.itertuples() if r.share_of_step >= lower]
+
+    def where(r: dict) -> str:
+        share = r["host_adam_bandwidth_share"]
+        return f"{r['mode']} on {r['link']}" + (
+            f" with host Adam at {share:.0%} of the DRAM bandwidth" if share == share and share else ""
+        )
+
+    at_lower = [where(r) for _, r in a.iterrows() if r.share_of_step >= lower]
     worst = a.loc[a.share_of_step.idxmax()]
     worst_article = a.loc[a.share_of_article_step.idxmax()]
     other = offload[~offload.stated & (offload.link == "pcie4_x16") & (offload.mode == "adam-moments")]
@@ -191,12 +204,14 @@ def _io_bound_claim(offload, copies=None) -> Claim:
         "A15",
         "overdoing optimizer offload turns training I/O-bound (开过头了会把训练变成 IO 密集型任务)",
         f"{stated_row.case}: the step model's step at the launch command; Adam's moments (8 B per parameter "
-        "of the card's shard, each way) or ZeRO-Offload (2 B each way plus host Adam) over PCIe 3.0–5.0 "
+        "of the card's shard, each way) or ZeRO-Offload (2 B each way plus host Adam at "
+        + "/".join(f"{x:.0%}" for x in stated.A15_HOST_ADAM_BANDWIDTH_SHARES)
+        + " of the host's DRAM bandwidth, assumed) over PCIe 3.0–5.0 "
         f"x16; I/O-bound = at least {line:.0%} of the step (our line; {lower:.0%} votes beside it)",
         decision,
         f"step {stated_row.step_s:.1f} s; moments {stated_row.bytes_each_way / GB:.1f} GB each way per card, "
         f"{stated_row.transfer_s:.2f} s on {stated.A15_STATED_HOST_LINK} ({stated_row.share_of_step:.1%}); "
-        f"the most, {worst['mode']} on {worst.link}: {worst.share_of_step:.1%}, "
+        f"the most, {where(worst)}: {worst.share_of_step:.1%}, "
         + (
             f"past the {lower:.0%} line only with {', '.join(at_lower)}"
             if at_lower

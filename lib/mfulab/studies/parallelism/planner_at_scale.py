@@ -7,19 +7,23 @@ argument."""
 
 from __future__ import annotations
 
+import itertools
+
 from mfulab.analytic import comm, flops, layouts, memory, parallel, step
 from mfulab.analytic.config import preset
 from mfulab.analytic.rates import Assumptions
 from mfulab.studies.parallelism import stated
 
 
-def cluster(n_devices: int, *, devices_per_node: int | None = None, **assumptions) -> dict:
+def cluster(
+    n_devices: int, *, devices_per_node: int | None = None, device: str | None = None, **assumptions
+) -> dict:
     """The step model's inputs for ``n_devices`` of the stated cluster (``stated.CLUSTER``):
     its device key, devices per node and the planner's assumptions, any of them overridden."""
     c = stated.CLUSTER
     return {
         "n_devices": n_devices,
-        "device": c["device"],
+        "device": device or c["device"],
         "devices_per_node": devices_per_node or c["devices_per_node"],
         **c["assumptions"],
         **assumptions,
@@ -131,7 +135,8 @@ def a10_placement():
 
 
 def a12_planner_table():
-    """ZeRO-2 against ZeRO-3 (planner, stated A100 cluster) for a case inside the article's range
+    """ZeRO-2 against ZeRO-3 (planner, on each card of ``stated.AT_SCALE_DEVICES``: article A's 910B,
+    then the A100) for a case inside the article's range
     (a ten-billion-class model below 1000 cards) and one outside it, at the planner's assumed DP
     overlap and with none:
     the best fitting layout of each family, and the best ZeRO 0–2 layout switched to ZeRO-3
@@ -139,60 +144,62 @@ def a12_planner_table():
     import pandas as pd
 
     rows = []
-    for case in stated.A12_PLANNER_CASES:
+    for device, case, overlap in itertools.product(
+        stated.AT_SCALE_DEVICES, stated.A12_PLANNER_CASES, stated.A12_DP_OVERLAPS
+    ):
         cfg = preset(case["preset"])
-        for overlap in stated.A12_DP_OVERLAPS:
-            kw = dict(global_batch=case["devices"], **cluster(case["devices"], dp_overlap=overlap))
-            plans = layouts.plan(cfg, top=None, **kw)
-            best2, best3 = plans[plans.zero_stage <= 2].iloc[0], plans[plans.zero_stage == 3].iloc[0]
-            layout = _layout(best2, "tp", "pp", "dp", "v", "micro_batch", "m")
-            same3 = layouts.layout_step(
-                cfg, {**layout, "zero_stage": 3, "recompute_policy": best2.recompute_policy}, **kw
-            )
-            # the stage alone, one framework's schedule for both: FSDP2 at ZeRO-2
-            # (reshard_after_forward off) on the best ZeRO-3 layout, and the best ZeRO 0–2 layout at
-            # ZeRO-3 in its own framework where that framework has a stage 3 (DeepSpeed)
-            layout3 = _layout(best3, "tp", "pp", "dp", "v", "micro_batch", "m")
-            fsdp2 = layouts.layout_step(
+        kw = dict(global_batch=case["devices"], **cluster(case["devices"], dp_overlap=overlap, device=device))
+        plans = layouts.plan(cfg, top=None, **kw)
+        best2, best3 = plans[plans.zero_stage <= 2].iloc[0], plans[plans.zero_stage == 3].iloc[0]
+        layout = _layout(best2, "tp", "pp", "dp", "v", "micro_batch", "m")
+        same3 = layouts.layout_step(
+            cfg, {**layout, "zero_stage": 3, "recompute_policy": best2.recompute_policy}, **kw
+        )
+        # the stage alone, one framework's schedule for both: FSDP2 at ZeRO-2
+        # (reshard_after_forward off) on the best ZeRO-3 layout, and the best ZeRO 0–2 layout at
+        # ZeRO-3 in its own framework where that framework has a stage 3 (DeepSpeed)
+        layout3 = _layout(best3, "tp", "pp", "dp", "v", "micro_batch", "m")
+        fsdp2 = layouts.layout_step(
+            cfg,
+            {**layout3, "zero_stage": 2, "recompute_policy": best3.recompute_policy},
+            framework=best3.framework,
+            **kw,
+        )
+        same_fw = (
+            layouts.layout_step(
                 cfg,
-                {**layout3, "zero_stage": 2, "recompute_policy": best3.recompute_policy},
-                framework=best3.framework,
+                {**layout, "zero_stage": 3, "recompute_policy": best2.recompute_policy},
+                framework=best2.framework,
                 **kw,
             )
-            same_fw = (
-                layouts.layout_step(
-                    cfg,
-                    {**layout, "zero_stage": 3, "recompute_policy": best2.recompute_policy},
-                    framework=best2.framework,
-                    **kw,
-                )
-                if 3 in comm.DP_ZERO_STAGES[best2.framework]
-                else None
+            if 3 in comm.DP_ZERO_STAGES[best2.framework]
+            else None
+        )
+        for label, r in (
+            ("best ZeRO 0–2", best2),
+            ("best ZeRO-3", best3),
+            ("same layout, ZeRO-3", same3),
+            ("best ZeRO-3's layout at ZeRO-2, same framework", fsdp2),
+            ("best ZeRO 0–2's layout at ZeRO-3, same framework", same_fw),
+        ):
+            if r is None:
+                continue
+            rows.append(
+                {
+                    "device": device,
+                    "preset": case["preset"],
+                    "devices": case["devices"],
+                    "dp_overlap": overlap,
+                    "row": label,
+                    "layout": layout_label(pd.Series(r)),
+                    "framework": r["framework"],
+                    "dp_comm_s": r["dp_comm_s"],
+                    "dp_comm_exposed_s": r["dp_comm_exposed_s"],
+                    "step_s": r["step_s"],
+                    "memory_gib": r["memory_gib"],
+                    "fits": bool(r["fits"]),
+                }
             )
-            for label, r in (
-                ("best ZeRO 0–2", best2),
-                ("best ZeRO-3", best3),
-                ("same layout, ZeRO-3", same3),
-                ("best ZeRO-3's layout at ZeRO-2, same framework", fsdp2),
-                ("best ZeRO 0–2's layout at ZeRO-3, same framework", same_fw),
-            ):
-                if r is None:
-                    continue
-                rows.append(
-                    {
-                        "preset": case["preset"],
-                        "devices": case["devices"],
-                        "dp_overlap": overlap,
-                        "row": label,
-                        "layout": layout_label(pd.Series(r)),
-                        "framework": r["framework"],
-                        "dp_comm_s": r["dp_comm_s"],
-                        "dp_comm_exposed_s": r["dp_comm_exposed_s"],
-                        "step_s": r["step_s"],
-                        "memory_gib": r["memory_gib"],
-                        "fits": bool(r["fits"]),
-                    }
-                )
     return pd.DataFrame(rows)
 
 
@@ -201,21 +208,22 @@ A13_MODEL = {"preset": "llama2-70b", "devices": 512, "global_batch": 512}  # wid
 
 def a13_interleaving_table():
     """Interleaving across layer counts: the shape of ``A13_MODEL`` with ``stated.A13_LAYERS``
-    layers on the stated cluster; for each pipeline depth p ∈ {4, 8} whose stages hold an even
-    number of layers, the planner's best layout without interleaving, and the *same* layout
-    with v = layers per stage / ``A13_LAYERS_PER_VIRTUAL_STAGE`` (the article's starting point):
+    layers on each card of ``stated.AT_SCALE_DEVICES``; for each pipeline depth p ∈ {4, 8} whose
+    stages hold an even number of layers, the planner's best layout without interleaving, and the
+    *same* layout with v = layers per stage / ``A13_LAYERS_PER_VIRTUAL_STAGE`` (the article's
+    starting point):
     what interleaving alone changes in bubble, point-to-point time and memory."""
     import pandas as pd
 
     rows = []
-    for n_layers in stated.A13_LAYERS:
+    for device, n_layers in itertools.product(stated.AT_SCALE_DEVICES, stated.A13_LAYERS):
         cfg = preset(A13_MODEL["preset"]).with_(n_layers=n_layers)
         for pp in (4, 8):
             per_stage = n_layers // pp
             if n_layers % pp or per_stage % stated.A13_LAYERS_PER_VIRTUAL_STAGE:
                 continue
             v = per_stage // stated.A13_LAYERS_PER_VIRTUAL_STAGE
-            kw = dict(global_batch=A13_MODEL["global_batch"], **cluster(A13_MODEL["devices"]))
+            kw = dict(global_batch=A13_MODEL["global_batch"], **cluster(A13_MODEL["devices"], device=device))
             plans = layouts.plan(cfg, top=None, virtual_stages=(1,), **kw)
             plans = plans[(plans.pp == pp) & (plans.m % pp == 0)]  # interleaving needs m a multiple of p
             if plans.empty:
@@ -225,6 +233,7 @@ def a13_interleaving_table():
             inter = layouts.layout_step(cfg, {**layout, "v": v}, **kw)
             rows.append(
                 {
+                    "device": device,
                     "n_layers": n_layers,
                     "model": f"{A13_MODEL['preset']} width, {n_layers} layers "
                     f"({flops.param_count(cfg) / 1e9:.0f}B)",
@@ -245,22 +254,23 @@ def a13_interleaving_table():
 
 def a13_m_sweep():
     """Interleaving at the article's own 40-layer model against the micro-batches per step:
-    ``stated.A13_M_SWEEP``'s layout on the stated cluster, without and with v = layers per stage
-    / ``A13_LAYERS_PER_VIRTUAL_STAGE``, for each m (global batch = m · DP · micro-batch). The
-    bubble (p − 1)/(v·m) of the compute shrinks with m while interleaving's extra point-to-point
-    grows with it: the gain depends on m at a fixed layer count."""
+    ``stated.A13_M_SWEEP``'s layout on each card of ``stated.AT_SCALE_DEVICES``, without and with
+    v = layers per stage / ``A13_LAYERS_PER_VIRTUAL_STAGE``, for each m (global batch = m · DP ·
+    micro-batch). The bubble (p − 1)/(v·m) of the compute shrinks with m while interleaving's extra
+    point-to-point grows with it: the gain depends on m at a fixed layer count."""
     import pandas as pd
 
     case = stated.A13_M_SWEEP
     cfg, lay = preset(case["preset"]), case["layout"]
     v = cfg.n_layers // lay["pp"] // stated.A13_LAYERS_PER_VIRTUAL_STAGE
     rows = []
-    for m in case["m"]:
-        kw = dict(global_batch=m * lay["dp"] * lay["micro_batch"], **cluster(case["devices"]))
+    for device, m in itertools.product(stated.AT_SCALE_DEVICES, case["m"]):
+        kw = dict(global_batch=m * lay["dp"] * lay["micro_batch"], **cluster(case["devices"], device=device))
         one = layouts.layout_step(cfg, {**lay, "m": m, "v": 1}, **kw)
         inter = layouts.layout_step(cfg, {**lay, "m": m, "v": v}, **kw)
         rows.append(
             {
+                "device": device,
                 "model": f"{case['preset']} ({cfg.n_layers} layers)",
                 "layout": f"TP{lay['tp']}·PP{lay['pp']}·DP{lay['dp']} mb{lay['micro_batch']}",
                 "m": m,

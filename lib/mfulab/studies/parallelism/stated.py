@@ -40,6 +40,9 @@ A12_RULE = {"min_params": 10e9, "max_params": 100e9, "max_cards": 1000}
 # overlap and with none ("ZeRO-3 needs overlap to pay off").
 A12_PLANNER_CASES = ({"preset": "llama2-13b", "devices": 512}, {"preset": "llama2-70b", "devices": 1024})
 A12_DP_OVERLAPS = (0.8, 0.0)
+# the cards A12's overlap row and A13's layer-count rows are priced on: article A's own 910B (its
+# stated cluster) first, the A100 (the step model's best-validated card) beside it
+AT_SCALE_DEVICES = A10_DEVICES
 # A planner margin (best ZeRO 0–2 step over best ZeRO-3 step) smaller than this decides nothing:
 # the step model's held-out errors on FSDP and DeepSpeed runs are of this order (chapter 09's
 # per-source table; our reading, not a fit).
@@ -142,6 +145,10 @@ A15_IO_BOUND_SHARE_LOW = 1 / 3
 # shared by 8 cards, 51.2 GB/s each (our assumption; a DGX A100's 2 × AMD EPYC 7742).
 A15_CPU_ADAM_BYTES_PER_PARAM = 26
 A15_HOST_MEMORY_BYTES_PER_S_PER_CARD = 2 * 204.8e9 / 8
+# The share of that bandwidth the host Adam reaches (assumed, varied): 1 is the bound, a fused,
+# vectorised CPU Adam streaming at the DRAM's peak; an unfused one that makes several passes over
+# its tensors, or a host whose cores cannot saturate the channels, reaches a fraction of it.
+A15_HOST_ADAM_BANDWIDTH_SHARES = (1.0, 0.5, 0.2)
 
 # B10 — article B §3.4: the all-to-all is costlier than a cross-machine all-reduce; uneven
 # routing makes cards wait for the most loaded expert. A rank waits when it finishes its

@@ -6,6 +6,7 @@ Every constant is in ``stated``."""
 
 from __future__ import annotations
 
+from mfulab.analytic.comm import bus_factor
 from mfulab.analytic.config import preset
 from mfulab.analytic.flops import param_count
 from mfulab.analytic.memory import activation_bytes_per_layer, zero_traffic_bytes_per_step
@@ -101,45 +102,47 @@ def zero2_comm_claim() -> Claim:
     """Article A on --zero-stage 2: slicing the gradients before the reduction reduces the
     communication. ZeRO's own count (Rajbhandari et al. 2020 §7.2, ``memory.zero_traffic_bytes_per_step``):
     a reduce-scatter of the gradients and an all-gather of the updated parameters move what
-    plain data parallelism's all-reduce moves (2Ψ) with one micro-batch per step, and more with
-    accumulation ((m + 1)Ψ). Two readings of "the communication": the step's data-parallel
-    traffic (the reading above: less only where ZeRO-2 moves less than DDP), or the gradient
-    reduction alone (a reduce-scatter moves Ψ where an all-reduce moves 2Ψ, by the ring's
-    definition: less). Decided where both agree, not checkable where they disagree."""
+    plain data parallelism's all-reduce moves (2Ψ·(n − 1)/n) with one micro-batch per step, and
+    more with accumulation ((m + 1)Ψ). Decided at the command's own width, DP 1
+    (``stated.A_ZERO2_COMM_CASE``), where there is no data-parallel traffic to reduce under any
+    reading of "the communication"; a wider DP is reported beside it (a change of the configuration:
+    the step's traffic equal or more, the reduce-scatter alone half an all-reduce, the all-gather
+    that follows it the other half)."""
     case = stated.A_ZERO2_COMM_CASE
     cfg = preset(case["preset_name"])
     per_rank = param_count(cfg) / case["tp"]
-    m = case["global_batch"] // (case["dp"] * case["micro_batch"])
-    rows = {
-        acc: (
-            zero_traffic_bytes_per_step(per_rank, zero_stage=0, accumulation_steps=acc),
-            zero_traffic_bytes_per_step(per_rank, zero_stage=2, accumulation_steps=acc),
+
+    def traffic(dp: int, acc: int) -> tuple[float, float]:
+        """Bytes each rank sends per step, DDP and ZeRO-2, ring collectives over dp ranks."""
+        share = bus_factor("reduce_scatter", dp)  # (n − 1)/n: the ring's share each rank sends
+        return tuple(
+            share * zero_traffic_bytes_per_step(per_rank, zero_stage=z, accumulation_steps=acc)
+            for z in (0, 2)
         )
-        for acc in (1, m)
-    }
-    less = any(z2 < z0 for z0, z2 in rows.values())
-    reduction_less = True  # the reduce-scatter alone: (n − 1)/n · Ψ against the all-reduce's 2(n − 1)/n · Ψ
-    decision = ("confirmed" if less else "refuted") if less == reduction_less else "not checkable"
-    z0_one = rows[1][0]
+
+    m_stated = case["global_batch"] // (case["dp"] * case["micro_batch"])
+    z0, z2 = traffic(case["dp"], m_stated)
+    less = z2 < z0  # DP 1: 0 and 0, no reading finds less
+    wide = stated.A_ZERO2_COMM_WIDER_DP
+    m_wide = case["global_batch"] // (wide * case["micro_batch"])
+    rows = {acc: traffic(wide, acc) for acc in (1, m_wide)}
     text = "; ".join(
-        f"{acc} micro-batch{'es' if acc > 1 else ''}: DDP {z0 / GIB:.1f} GiB, ZeRO-2 {z2 / GIB:.1f} GiB"
-        for acc, (z0, z2) in rows.items()
+        f"{acc} micro-batch{'es' if acc > 1 else ''}: DDP {a / GIB:.1f} GiB, ZeRO-2 {b / GIB:.1f} GiB"
+        for acc, (a, b) in rows.items()
     )
     return Claim(
         "A12",
         "ZeRO-2 slices the gradients before reducing them, which reduces the communication",
-        f"data-parallel bytes per optimizer step per device, {cfg.name} at TP {case['tp']} × DP "
-        f"{case['dp']}, {case['global_batch']} sequences per step (ZeRO's count, Rajbhandari et al. "
-        "2020 §7.2)",
-        decision,
-        ("readings disagree: " if decision == "not checkable" else "")
-        + f"read as the step's data-parallel traffic, {text} (a reduce-scatter per micro-batch, as "
-        "DeepSpeed does; Megatron's distributed optimizer reduces once per step: equal): the "
-        "reduce-scatter and all-gather together move what the all-reduce moves, so ZeRO-2 saves "
-        "gradient and optimizer memory, not traffic; read as the gradient reduction alone, the "
-        f"reduce-scatter moves {z0_one / 2 / GIB:.1f} GiB against the all-reduce's {z0_one / GIB:.1f} GiB "
-        "(half: the other half is the parameter all-gather that follows). The article's own command "
-        "runs DP = 1, where there is no data-parallel traffic at all",
+        f"data-parallel bytes each device sends per optimizer step (ZeRO's count, Rajbhandari et al. 2020 "
+        f"§7.2, ring collectives), {cfg.name} at the command's TP {case['tp']} on 8 cards: DP "
+        f"{case['dp']}; DP {wide} reported beside it",
+        "confirmed" if less else "refuted",
+        f"at the command's DP {case['dp']}: DDP {z0 / GIB:.1f} GiB, ZeRO-2 {z2 / GIB:.1f} GiB: one "
+        "data-parallel rank has no gradient to reduce and nothing to slice, so the flag reduces no "
+        f"communication. Wider, at DP {wide}: {text}: the reduce-scatter and all-gather together move "
+        "what the all-reduce moves (more with accumulation, as DeepSpeed reduces each micro-batch), so "
+        "ZeRO-2 saves gradient and optimizer memory, not traffic; the reduce-scatter alone is half an "
+        "all-reduce, and the parameter all-gather that follows is the other half",
         basis=verdicts.DOCUMENTED,
     )
 
@@ -291,38 +294,6 @@ def claims() -> list[Claim]:
         zero2_comm_claim(),
         zero2_throughput_claim(),
     ]
-
-
-def a12_claim(zero_df) -> list[Claim]:
-    """A12: ZeRO-3's memory saving over ZeRO-2 and its traffic per optimizer step, counted per
-    micro-batch (``memory.zero_traffic_bytes_per_step``) at the data-parallel widths of
-    ``stated.A12_ZERO``: confirmed (analysis) when ZeRO-3 needs less memory and moves more bytes
-    at every width, refuted (analysis) when either fails at every width, analytic only between."""
-    if not len(zero_df):
-        return []
-    r = zero_df.iloc[0]
-    ratios = zero_df.traffic_ratio
-    return [
-        Claim(
-            "A12",
-            "ZeRO-3 saves memory over ZeRO-2 at the cost of extra parameter all-gathers",
-            "ZeRO model-state formulas (Rajbhandari et al. 2020) and data-parallel traffic per optimizer "
-            "step with gradient accumulation: ZeRO-3 gathers the parameters twice per micro-batch",
-            _a12_verdict(zero_df),
-            f"{r.preset}, TP={r.tp}, dp={r.dp}, {r.accumulation_steps} micro-batches per step: ZeRO-2 "
-            f"{r.zero2_gib:.1f} GiB vs ZeRO-3 {r.zero3_gib:.1f} GiB per device (saves {r.saved_gib:.1f} GiB, "
-            f"{r.saved_share_of_card:.0%} of the card); traffic {r.zero2_traffic_gib:.1f} → "
-            f"{r.zero3_traffic_gib:.1f} GiB per step ({r.traffic_ratio:.2f}×; {ratios.min():.2f}-"
-            f"{ratios.max():.2f}× over dp {int(zero_df.dp.min())}-{int(zero_df.dp.max())}; 1.5× only at one "
-            "micro-batch per step)",
-            basis=verdicts.DOCUMENTED,  # ZeRO's design (Rajbhandari 2020) at the article's layout
-        )
-    ]
-
-
-def _a12_verdict(zero_df) -> str:
-    holds = (zero_df.saved_gib > 0) & (zero_df.traffic_ratio > 1)
-    return verdicts.over_scenarios(holds)
 
 
 def b7_config_claim(scenarios) -> list[Claim]:

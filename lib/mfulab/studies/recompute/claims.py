@@ -9,6 +9,7 @@ import pandas as pd
 
 from mfulab.results import run_identity
 from mfulab.studies.recompute import (
+    a12_rows,
     analysis,
     article_rows,
     freed_per_flop,
@@ -254,6 +255,7 @@ def scale_tables(p) -> dict:
             p.planner_cases, assumptions=p.step_assumptions(), fragmentation_margin=p.fragmentation_margin
         ),
         "zero2_vs_zero3": zero,
+        "a12_saving": a12_rows.saving_table(),
         "a12_accumulation": sensitivity.a12_accumulation(
             stated.A12_ZERO["preset_name"], tp=stated.A12_ZERO["tp"]
         ),
@@ -296,7 +298,7 @@ def outcome(records, p) -> Outcome:
         + a14_claims(records, t)
         + [article_rows.doubling_claim(), article_rows.gpt3_activations_claim()]
         + a17_claims(t, p)
-        + article_rows.a12_claim(t["zero2_vs_zero3"])
+        + a12_rows.a12_claims(t["zero2_vs_zero3"], t.get("a12_saving"))
         + [
             article_rows.zero2_comm_claim(),
             article_rows.zero2_throughput_claim(t["a12_throughput_sensitivity"]),
