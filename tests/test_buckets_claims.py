@@ -182,12 +182,12 @@ def test_b8_is_judged_at_article_bs_run():
     # at one sequence, on the stated network, the most any cap can cut is under a tenth of the tail
     assert tails.most_cut_share.iloc[0] < 0.10 <= tails.most_cut_share.iloc[1]
     # the stated network and both micro-batches cut under a tenth; "IB 200Gbps" read as one port
-    # per GPU (a shorter tail) cuts 10.6%: the cases disagree, the sentence stays open
+    # per GPU (a shorter tail) cuts 14.1%: the cases disagree, the sentence stays open
     voting = sens[~sens.assumption.isin(B8_CONFIG_ROWS) | (sens.assumption == "interconnect")]
     per_gpu = sens[sens.value.str.startswith("one 200 Gb/s port per GPU")].b8_tail_cut_share.iloc[0]
     assert (tails.tail_cut_share < 0.10).all() and per_gpu >= 0.10
     assert sentence.verdict == "analytic only" and "the cases disagree" in sentence.evidence
-    assert "10.6% (interconnect one 200 Gb/s port per GPU)" in sentence.evidence
+    assert "14.1% (interconnect one 200 Gb/s port per GPU)" in sentence.evidence
     assert "not voted" in sentence.evidence and "NDR 400" in sentence.evidence  # not the article's
     assert "on this network the bound alone keeps it under the line" in sentence.evidence
     assert "9.4" in sentence.evidence and "TP 4 × DP 16" in sentence.measured
@@ -206,10 +206,19 @@ def test_b8_is_judged_at_article_bs_run():
     assert share < 0.5 and step2.verdict == "analytic only"
     assert f"{share:.0%} of the stated 400 ms" in step2.evidence
     assert "(analytic only alone)" in step2.evidence and "ZeRO-2" in step2.evidence
-    assert "would allow the 0.4 s under micro-batch 8" in step2.evidence
-    # with the one-sequence reading alone the bound (160 ms + the flags' 13 ms) decides: refuted
+    assert (
+        "would allow the 0.4 s under micro-batch 1: bound" in step2.evidence
+        and "micro-batch 8" in step2.evidence
+    )
+    # with the one-sequence reading alone the bound (the last micro-batch's backward, the calls'
+    # latency the larger cap saves and the flags' copies) decides where it stays under half of 0.4 s;
+    # NCCL's latencies of tuning.cc at b6475625 put it at 204 ms, just past half: open
     one = b8_case.b8_step2_claim(d, sens, tails.iloc[:1])
-    assert one.verdict == "refuted (analysis)" and "stays under half of it" in one.evidence
+    bound_s = tails.most_cut_s.iloc[0] + flags.article_bound()["copy_s"]
+    if bound_s < 0.2:
+        assert one.verdict == "refuted (analysis)" and "stays under half of it" in one.evidence
+    else:
+        assert one.verdict == "analytic only" and f"bound {bound_s * 1e3:.0f} ms" in one.evidence
     # a faster cap change would explain it as DDP: the readings disagree, nothing is decided
     fast = case.copy()
     fast.loc[fast.bucket_cap_mb == 50, "step_s"] = d.loc[25, "step_s"] - 0.3
@@ -277,7 +286,7 @@ def test_scale_setting_text_names_the_algorithm():
     text = report.scale_setting_text(Params())
     a = rates.Assumptions()
     # the 7B at article B's TP 4 on 1024 A100s in 128 nodes of 8: DP 256, two ranks of its group per
-    # node, 2·255 ring steps, 2·127 of them between nodes (NCCL's model)
+    # node, 2·255 ring steps, 2·128 of them between nodes (NCCL's model, tuning.cc at b6475625)
     ring = comm.nccl_latency_s("all_reduce", 256, 128, **a.nccl_latencies())["ring"]
     assert "faster of NCCL's ring and tree" in text and f"{ring * 1e3:.2f} ms on the ring" in text
     assert "over 128 nodes" in text and "ascend-910b" in text and "TP 4 on 1024 cards: 256" in text
@@ -298,17 +307,18 @@ def test_a6_per_tensor_is_judged_at_the_articles_13b_layout():
     assert table.accumulation.tolist() == [8, 8, 1, 1]
     assert (table.per_tensor_calls > 600).all()  # article-13b (GPT with biases): 40 layers × 16 tensors + 4
     assert (table.slowdown > 1).all() and table.slowdown.iloc[1] > table.slowdown.iloc[0]
-    # article A's 910B (devices.yaml), fp32 gradients: at the stated batch NCCL's choice 1.13x and
-    # the ring 1.46x (both below the 1.5x "disaster"); at one micro-batch 1.47x and 2.65x (the
-    # same calls against an eighth of the compute)
-    assert table.slowdown.tolist() == pytest.approx([1.13, 1.46, 1.47, 2.65], abs=0.02)
+    # article A's 910B (devices.yaml), fp32 gradients, NCCL's latencies of tuning.cc at b6475625: at
+    # the stated batch NCCL's choice 1.07x and the ring 1.68x (past the 1.5x "disaster"); at one
+    # micro-batch 1.26x and 3.41x (the same calls against an eighth of the compute)
+    assert table.slowdown.tolist() == pytest.approx([1.07, 1.68, 1.26, 3.41], abs=0.02)
     (row,) = cluster_scale.a6_per_tensor_claim(table)
     assert row.verdict == "analytic only" and "TP 8 × DP 128, 8 micro-batches" in row.measured
     assert "global batch" in row.evidence
+    # at the stated batch alone the algorithm still decides (NCCL's choice under 1.5x, the ring past it)
     (at_stated_batch,) = cluster_scale.a6_per_tensor_claim(table[table.accumulation == 8])
-    assert at_stated_batch.verdict == "refuted (analysis)"
+    assert at_stated_batch.verdict == "analytic only"
     # the same rule at a milder and a harsher reading of "a disaster"
-    assert "≥ 1.3×, the row would read analytic only" in row.evidence  # 1.13× stays under it
+    assert "≥ 1.3×, the row would read analytic only" in row.evidence  # 1.07× stays under it
     assert "≥ 2×, the row would read analytic only" in row.evidence
     assert "reads 'a disaster' as ≥ 1.5×" in row.evidence
     mixed = table.assign(slowdown=[1.2, 2.5, 1.3, 2.6])

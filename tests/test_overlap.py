@@ -163,7 +163,7 @@ def test_sensitivity_tables_say_whether_the_reading_survives():
     ring_only = a5[a5.varied.str.startswith("algorithm: ring only")]
     assert set(ring_only.value) == {"2 µs", "5 µs", "10 µs", "20 µs"}
     # the stated case is NCCL's cost model: at 32 ranks on 4 nodes the ring's latency is 8.4 µs
-    # + 56 steps x 3.4 µs + 6 x 9.6 µs = 256 µs, against the ring-only row's 62 x 20 µs = 1.24 ms
+    # + 54 steps x 3.4 µs + 8 x 14 µs = 304 µs, against the ring-only row's 62 x 20 µs = 1.24 ms
     base = a5.iloc[0]
     assert base.latency_share_k16 < ring_only[ring_only.value == "20 µs"].latency_share_k16.iloc[0]
 
@@ -287,16 +287,16 @@ def _a5_rows(records):
 
 def test_a5_at_the_articles_scale_is_its_own_row():
     """200 MB over A4's 4 DP ranks (32 cards at TP 8, one DP rank per node) at 25 GB/s, priced by
-    NCCL's cost model: 16 chunks 1.06× the communication of 4 and a best k of 16 in the stated
-    case, where k = 4 steps 11% over it: outside the 5% the "reasonable range" reading allows; pure
-    DP over the 32 cards, half the compute or one NVLink node bring all of 4–8 within it, so the
-    sensitivity table reverses half the claim: analytic only."""
+    NCCL's cost model (tuning.cc at b6475625): 16 chunks 1.11× the communication of 4 and a best k of
+    8 in the stated case, where k = 4 steps 7% over it: outside the 5% the "reasonable range" reading
+    allows; rows of the sensitivity table bring all of 4–8 within it, so the table reverses half the
+    claim: analytic only."""
     (row,) = [c for c in _claims(_records()) if c.id == "A5" and "article's scale" in c.claim]
-    assert row.verdict == "analytic only" and "1.06×" in row.evidence and "best k 16," in row.evidence
+    assert row.verdict == "analytic only" and "1.11×" in row.evidence and "best k 8," in row.evidence
     assert "reasonable range" in row.claim and "within 5% of the best k's step" in row.measured
     assert "4 DP ranks of A4's 32 cards" in row.measured and "NCCL's cost model" in row.measured
-    assert "steps 10.6% over it" in row.evidence and "within 5% of the best in 3 of 15" in row.evidence
-    assert "the best k itself in 4–8, holds in 7 of 15" in row.evidence
+    assert "steps 7.3% over it" in row.evidence and "within 5% of the best in 4 of 15" in row.evidence
+    assert "the best k itself in 4–8, holds in 10 of 15" in row.evidence
     # a fixed cost per call (HCCL's is unpublished) moves the best k into 4–8: a sensitivity row
     assert "fixed cost per call added" in row.evidence and "HCCL" in row.measured
 

@@ -227,9 +227,7 @@ def test_a13_interleaving_gain_falls_with_the_micro_batches_at_40_layers():
     """At the article's 40-layer 13B and one pipeline layout, interleaving's modelled gain falls
     as m grows (the bubble's share shrinks, the extra messages grow), and the evidence says where
     it passes the decisive margin."""
-    from mfulab.studies.parallelism import analysis, planner_at_scale
-
-    from mfulab.studies.parallelism import stated
+    from mfulab.studies.parallelism import analysis, planner_at_scale, stated
 
     sweep = planner_at_scale.a13_m_sweep()
     # on the article's 910B and on A100s, each m once per card

@@ -136,8 +136,9 @@ def nccl_tests_table(rows) -> str:
 
 # ---------------------------------------------------------------------------- NCCL's latency model
 NCCL_TUNING_SOURCE = (
-    "NVIDIA/nccl src/graph/tuning.cc at 01afd20a: baseLat and hwLat of the Simple protocol (the one "
-    "NCCL uses for the megabyte buffers of data parallelism), ncclTopoTuneModel's step counts"
+    "NVIDIA/nccl src/graph/tuning.cc at b6475625 (until 2026-12-06 the older 01afd20a, whose network "
+    "ring step was 9.6 µs and tree step 50 µs): baseLat and hwLat of the Simple protocol (the one NCCL "
+    "uses for the megabyte buffers of data parallelism), ncclTopoTuneModel's step counts"
 )
 NCCL_ALGORITHMS = ("ring", "tree")
 
@@ -157,20 +158,22 @@ def nccl_latency_s(
     can run it with (NCCL's own cost model, :data:`NCCL_TUNING_SOURCE`):
 
     - ring: base + (steps − inter-node steps)·intra + inter-node steps·inter, with 2(n − 1)
-      steps of which 2(N − 1) cross nodes for an all-reduce, n − 1 and N − 1 for an
+      steps of which 2N cross nodes for an all-reduce over N > 1 nodes, n − 1 and N − 1 for an
       all-gather or a reduce-scatter;
     - tree (all-reduce only): 2·((n/N − 1)·intra + log₂ N·inter), up the tree and down.
 
     Returns ``{algorithm: seconds}``. Left out: PAT (NCCL ≥ 2.23: all-gather and
-    reduce-scatter with one rank per node, log₂ N steps) and NCCL's 1.9× latency correction of
-    large multi-node ring all-reduces ("plateau effect")."""
+    reduce-scatter with one rank per node, log₂ N steps), the topology's extra inter-node latency
+    (``latencyInter``), the per-step network overhead that raises an intra-node step on AMD hosts
+    (2 µs × 3 for Simple) and NCCL's 1.9× latency correction of large multi-node ring all-reduces
+    ("plateau effect")."""
     _check_n(n)
     if not (isinstance(n_nodes, int) and 1 <= n_nodes <= n):
         raise ParameterError(f"n_nodes must be a whole number between 1 and n = {n}; got {n_nodes!r}")
     if n == 1:
         return {"ring": 0.0}
     if op == "all_reduce":
-        steps, inter_steps = 2 * (n - 1), 2 * (n_nodes - 1)
+        steps, inter_steps = 2 * (n - 1), (2 * n_nodes if n_nodes > 1 else 0)
     elif op in ("all_gather", "reduce_scatter", "broadcast"):  # broadcast: a pipelined chain
         steps, inter_steps = n - 1, n_nodes - 1
     else:

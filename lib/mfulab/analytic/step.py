@@ -23,7 +23,9 @@ Per micro-batch and pipeline stage (a device holds L/p layers, 1/t of each; T = 
                   many bytes; with sequence parallelism the norms and dropouts touch T/t rows
     recompute     the forward again of what the policy recomputes (``memory.recompute_plan``:
                   ``full``: the layer; ``selective``: the attention core, Korthikanti et al.
-                  2022 §4–5; ``mlp``: the MLP branch; ``block:k``/``uniform:k``: Megatron's
+                  2022 §4–5 (nothing under a fused kernel: Megatron-LM does not checkpoint
+                  it with --use-flash-attn, and its FLOPs count none either); ``mlp``: the
+                  MLP branch; ``block:k``/``uniform:k``: Megatron's
                   --recompute-method, whole layers on k or all of a stage's layers), with the
                   forward TP collectives of what it re-runs
     pipeline      interior stages hold L/p layers; with ``uneven_end_stages`` (Llama 3, BLOOM)
@@ -350,6 +352,11 @@ def step_time(
         if convention == "megatron" and not classic:
             return None  # Korthikanti's formula is for dense GPT blocks (flops.megatron_flops_per_token)
         form, share = (plan.table2, recomputed_share) if policy != "none" else ("none", 0.0)
+        if form == "selective" and attention == "fused":
+            # a fused kernel keeps no attention core to re-run: Megatron-LM skips the checkpointed core
+            # attention under --use-flash-attn (megatron/legacy/model/transformer.py at 00caa53,
+            # ParallelAttention.forward), as step_terms prices it (no seconds): no FLOPs either
+            form, share = "none", 0.0
         hardware = flops.recompute_flops_per_token(cfg, convention=convention, form=form, share=share)
         return hardware * tokens / peak_total
 

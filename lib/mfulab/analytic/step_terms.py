@@ -127,7 +127,9 @@ def layer_terms(
         "memory_bound_s": elem_f + elem_b,
         "forward_s": mm_f + att_f + elem_f,
         "full_forward_s": mm_f + att_f + elem_f,
-        "attention_forward_s": att_f if attention == "naive" else 0.0,  # a fused kernel recomputes inside
+        # what selective recompute re-runs: the naive core; a fused kernel's is not checkpointed
+        # (Megatron-LM under --use-flash-attn), its backward recomputing the scores inside
+        "attention_forward_s": att_f if attention == "naive" else 0.0,
         # the MLP branch from its input: its GEMMs, its activation and the second norm
         "mlp_forward_s": mlp_mm_f + (act_bytes + norm_bytes / 2) / bw_eff,
         "activation_forward_s": act_bytes / bw_eff,  # the activation function alone (memory-bound)

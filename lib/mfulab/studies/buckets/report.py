@@ -246,7 +246,7 @@ def sensitivity_notes(sens) -> str:
         f"* Ties: caps within {TIE_TOLERANCE:.1%} of the fastest simulated step. NCCL's latencies (base, "
         f"ring and tree steps) scaled by {' and '.join(f'{x:g}' for x in SENSITIVITY['nccl_latency_scale'])} "
         f"(the step model's: {defaults.alpha_inter_s * 1e6:g} µs per ring step between nodes, "
-        f"{defaults.tree_alpha_inter_s * 1e6:g} µs per tree step).\n"
+        f"{defaults.tree_alpha_inter_s * 1e6:g} µs per tree step: {comm.NCCL_TUNING_SOURCE.split(':')[0]}).\n"
         f"* A6 (does the best cap lie outside 20–40 MB?): same answer in {s['a6_same']} of "
         f"{s['scenarios']} scenarios; changed under: {a6} — *best*: a model's only best cap lies in "
         "20–40 MB; *tied*: 20–40 MB ties with the best (the all-reduce hides behind the backward pass "

@@ -183,6 +183,6 @@ PLANNER_SENSITIVITY = {
     "matmul_share_of_mamf": (0.6, 0.8, 1.0),
     "dp_overlap": (0.0, 0.5, 0.8, 1.0),
     "memory_margin": (0.05, 0.1, 0.2),
-    "alpha_inter_s": (4.8e-6, 9.6e-6, 19.2e-6),
+    "alpha_inter_s": (7.0e-6, 14.0e-6, 28.0e-6),
     "link_efficiency": (0.6, 0.78, 0.9),
 }
