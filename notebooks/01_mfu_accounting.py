@@ -480,6 +480,7 @@ by_conv
 gs = o.tables["global_vs_steady"]
 display(gs)
 display(Markdown(time_split.global_vs_steady_note(gs)))
+display(Markdown(time_split.at_scale_goodput_note(gs, bd["steady_mfu_vs_ceiling"])))
 
 # %%
 fig = figures.plot_waterfall(records, o.values["breakdown"])

@@ -5,7 +5,7 @@ time the GPU spends computing the model"."""
 from __future__ import annotations
 
 from mfulab.analytic.b15 import b15_table
-from mfulab.studies.mfu.stated import B2_CASE_STUDY_LOSSES, B2_DMON_SEES, B2_DMON_SOURCE
+from mfulab.studies.mfu.stated import B2_CASE_STUDY_LOSSES, B2_DMON_PUBLISHED, B2_DMON_SEES, B2_DMON_SOURCE
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
 
@@ -25,9 +25,10 @@ def b2_dmon_claim() -> Claim:
     """Article B §1.2's quick diagnosis: nvidia-smi dmon's GPU and memory utilisation (with the
     step times) tell which of the four losses dominates. NVML defines the GPU figure as the share
     of time some kernel is resident and the memory figure as the share in which device memory is
-    read or written (``stated.B2_DMON_SEES``). Judged in the article's configuration: refuted
-    when a loss its own case study found leading (``stated.B2_CASE_STUDY_LOSSES``) is invisible
-    on both columns, confirmed when every loss shows on at least one."""
+    read or written (``stated.B2_DMON_SEES``); published reports (``stated.B2_DMON_PUBLISHED``) show
+    ranks waiting in NCCL reading 100%. Judged on the two columns the article names: refuted when a
+    loss its own case study found leading (``stated.B2_CASE_STUDY_LOSSES``) is invisible on both,
+    confirmed when every loss shows on at least one."""
     blind = [
         k for k, v in B2_DMON_SEES.items() if v["kernel_resident"] and v["memory_column"].startswith("no")
     ]
@@ -41,9 +42,9 @@ def b2_dmon_claim() -> Claim:
     return Claim(
         "B2",
         "nvidia-smi dmon's GPU and memory utilisation, with the step times, quickly show the dominant loss",
-        f"what each column counts ({B2_DMON_SOURCE}) against each of the four losses; refuted when a "
-        "loss the article's own case study found leading (§5.2: communication and data IO) shows on "
-        "neither column",
+        f"what each column counts ({B2_DMON_SOURCE}) against each of the four losses, and published "
+        "readings of ranks waiting in NCCL; refuted when a loss the article's own case study found leading "
+        "(§5.2: communication and data IO) shows on neither column",
         decision,
         "per loss, GPU utilisation / memory utilisation: "
         + "; ".join(f"{k}: {v['why']} / {v['memory_column']}" for k, v in B2_DMON_SEES.items())
@@ -54,11 +55,14 @@ def b2_dmon_claim() -> Claim:
             if leading_blind
             else ""
         )
-        + "; the step times beside them give each step's total only, which cannot split communication "
-        "from compute. The columns' definitions are NVML's; what each loss does to them is our analysis. "
-        "The per-SM activity counters (DCGM's profiling metrics, e.g. SM activity and tensor-pipe "
-        "activity) or a profiler's trace can tell them apart",
-        basis=verdicts.DOCUMENTED,
+        + ". Published: "
+        + "; ".join(B2_DMON_PUBLISHED)
+        + ": a communication wait reads as busy. The step times beside them give each step's total "
+        "only, which cannot split communication from compute. dmon's power column (on by default) does "
+        "hint at such a wait, full utilisation at low power, but the article names the two utilisation "
+        "columns; the per-SM activity counters (DCGM's profiling metrics, e.g. SM activity and tensor-pipe "
+        "activity) or a profiler's trace tell the losses apart",
+        basis=verdicts.PUBLISHED,
     )
 
 
@@ -84,21 +88,25 @@ def b2_few_bottlenecks_claim(split) -> Claim:
 def mfu_definition_claim(b: dict) -> Claim:
     """Article B's introduction defines MFU as "the share of time the GPU really spends computing
     the model" (真正用于"算模型"的时间占比). PaLM (Chowdhery et al. 2022, App. B) defines it as the
-    model FLOPs the run achieves per second over the peak: a rate, not a time share. The two agree
-    only where every computing second runs at the peak. Refuted (documented specification), with
-    this run (``time_split.breakdown``) as the illustration."""
+    model FLOPs the run achieves per second over the peak. Two readings of the gloss: the share of
+    the wall clock a kernel is busy (occupancy: false, a slow kernel counts as fully as a fast one)
+    and the time the model's FLOPs would take at the peak over the time taken (PaLM's rate
+    rearranged: true by definition). The readings disagree: not checkable, with this run
+    (``time_split.breakdown``) as the example of how far apart they are."""
     compute_share = b["compute_s"] / b["job_wall_s"]
+    mfu = b["global_mfu_vs_ceiling"]
     return Claim(
         "B1",
         'MFU measures the share of time the GPU spends computing the model (真正用于"算模型"的时间占比)',
-        "the article's definition against PaLM's (Chowdhery et al. 2022, Appendix B: achieved model "
-        "FLOPs per second over the peak), with this run as the example",
-        "refuted",
-        f"MFU is a rate over a peak, not a time share: this run computes {compute_share:.1%} of its wall "
-        f"clock, and reaches {b['global_mfu_vs_ceiling']:.1%} of the measured matmul ceiling over it "
-        f"({b['convention']} FLOPs); a time share is what the article's 'local MFU' of 80% (§1.1) reads "
-        "as, the compute stream's occupancy, which counts a slow kernel as fully as a fast one. The "
-        "article's own formula two paragraphs on (§1.1: model FLOPs over cards × peak × seconds) is the "
-        "rate: the introduction's gloss contradicts it",
+        "the article's gloss against PaLM's definition (Chowdhery et al. 2022, Appendix B: achieved model "
+        "FLOPs per second over the peak), read two ways, with this run as the example",
+        "not checkable",
+        f"read as the share of the wall clock spent computing (occupancy): false, this run computes "
+        f"{compute_share:.1%} of its wall clock and reaches {mfu:.1%} of the measured matmul ceiling over it "
+        f"({b['convention']} FLOPs), since a slow kernel occupies time as fully as a fast one (the "
+        "article's 'local MFU' of 80% in §1.1 reads this way); read as the time the model's FLOPs would "
+        "take at the peak over the time taken: true by definition, PaLM's rate rearranged, and the "
+        f"article's own formula two paragraphs on (§1.1). The readings disagree ({compute_share:.0%} "
+        f"against {mfu:.0%} here)",
         basis=verdicts.DOCUMENTED,
     )

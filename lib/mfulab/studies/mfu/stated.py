@@ -159,3 +159,21 @@ B2_DMON_SEES = {
 # in the article's configuration only if both columns can see those.
 B2_CASE_STUDY_LOSSES = ("communication wait", "data wait")
 B2_DMON_SOURCE = "NVML API reference, nvmlUtilization_t (gpu, memory; sample period 1/6–1 s)"
+# Published readings of a communication wait on nvidia-smi: ranks blocked in NCCL collectives read as
+# fully busy, at low power.
+B2_DMON_PUBLISHED = (
+    "NVIDIA/nccl#968 (a large job hung in NCCL collectives: 'GPU util is 100%', power about 70 W)",
+    "cupy/cupy#3557 (three GPUs blocked in an NCCL allGather: 100% in nvidia-smi, temperature low)",
+)
+
+# Goodput at scale (published): Llama 3 405B's pre-training on up to 16K H100s (Dubey et al. 2024,
+# "The Llama 3 Herd of Models", §3.3.4): in a 54-day snapshot, 466 job interruptions, 419 of them
+# unexpected, and "higher than 90% effective training time". What a one-process run cannot show of
+# global MFU: the wall clock lost to failures, restarts and the work redone since the last
+# checkpoint. 0.90 is the stated lower bound of the share kept.
+LLAMA3_GOODPUT = {
+    "effective_training_time_at_least": 0.90,
+    "snapshot_days": 54,
+    "interruptions": 466,
+    "unexpected_interruptions": 419,
+}

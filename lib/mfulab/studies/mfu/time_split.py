@@ -278,6 +278,46 @@ def global_vs_steady_note(factors) -> str:
     )
 
 
+def at_scale_goodput(factors) -> dict:
+    """This run's global ÷ steady factors (``global_vs_steady``) with the factor a large job adds and
+    this run cannot show: the share of the wall clock kept through failures and restarts, published
+    for Llama 3 405B (``stated.LLAMA3_GOODPUT``: at least 0.90). At that job's failure rate global ÷
+    steady lies between this run's product × 0.90 (``global_over_steady_at_llama3_failure_rate``)
+    and the product itself."""
+    from mfulab.studies.mfu.stated import LLAMA3_GOODPUT as g
+
+    kept = g["effective_training_time_at_least"]
+    here = float(factors.value["product"])
+    return {
+        "this_run_global_over_steady": here,
+        "failures_and_restarts_kept_at_least": kept,
+        "global_over_steady_at_llama3_failure_rate": here * kept,
+        "interruptions_per_day": g["interruptions"] / g["snapshot_days"],
+        "snapshot_days": g["snapshot_days"],
+        "interruptions": g["interruptions"],
+        "unexpected_interruptions": g["unexpected_interruptions"],
+    }
+
+
+def at_scale_goodput_note(factors, steady_mfu: float) -> str:
+    """One paragraph (markdown): what this run's steady MFU becomes once a large job's failures are
+    counted, with the published figure and its source."""
+    a = at_scale_goodput(factors)
+    return (
+        f"**At a cluster's scale** global MFU also pays for failures and restarts, which one process "
+        f"never meets. Llama 3 405B's pre-training saw {a['interruptions']} job interruptions in a "
+        f"{a['snapshot_days']}-day snapshot ({a['unexpected_interruptions']} unexpected, about "
+        f"{a['interruptions_per_day']:.1f} a day) and kept more than "
+        f"{a['failures_and_restarts_kept_at_least']:.0%} of its time training (Dubey et al. 2024, "
+        "§3.3.4). That is a fourth factor of global ÷ steady, between 0.90 and 1 at that failure rate: "
+        f"this run's steady MFU of {steady_mfu:.1%} with its own factors "
+        f"({a['this_run_global_over_steady']:.3f}) and that job's failure rate would report a global MFU "
+        f"between {steady_mfu * a['global_over_steady_at_llama3_failure_rate']:.1%} and "
+        f"{steady_mfu * a['this_run_global_over_steady']:.1%}. Checkpoint stalls are a fifth (chapter 06, "
+        "B12)."
+    )
+
+
 def waterfall_losses(records: dict, b: dict | None = None) -> dict:
     """FLOP/s from the top denominator down to the achieved global model FLOP/s.
 
