@@ -277,7 +277,7 @@ def test_published_runs_mfu_by_device_framework_and_precision(tmp_path):
     is also read against its own precision's peak; no table, no rows."""
     import pandas as pd
 
-    from mfulab.analytic.devices import peak_flops_per_s
+    from mfulab.analytic.devices import device_spec, peak_flops_per_s
     from mfulab.studies.compare import published
 
     assert published.published_runs(tmp_path, ["m"]) == [] and published.published_mfu_table([]).empty
@@ -305,6 +305,10 @@ def test_published_runs_mfu_by_device_framework_and_precision(tmp_path):
     assert fp8_over_bf16 > 1.9
     assert t.loc[("h100-sxm", "fp8"), "max_mfu"] == pytest.approx(0.9)
     assert t.loc[("h100-sxm", "fp8"), "max_mfu_own_peak"] == pytest.approx(0.9 / fp8_over_bf16)
+    # over the device's best measured bf16 GEMM (MAMF), the denominator this machine's own MFU uses
+    a100 = device_spec("a100")
+    over_mamf = 0.375 * peak_flops_per_s("a100", "bf16") / a100.mamf_flops_per_s["bf16"]
+    assert t.loc[("a100", "bf16"), "median_mfu_over_mamf"] == pytest.approx(over_mamf)
     # a table from before the precision column reads as bf16
     pd.DataFrame(
         [r[:4] + r[5:] for r in rows[:1]], columns=[c for c in cols if c != "dtype"] + ["published_step_s"]

@@ -188,14 +188,19 @@ def published_mfu_table(runs: list[dict]):
     peak, twice: against the bf16 peak (``*_mfu``, the convention most reports use) and against
     the dense peak of the precision the GEMMs ran in (``*_mfu_own_peak``: an FP8 run's GEMMs
     can go twice as fast as bf16's, so only this one can be set beside a bf16 matmul's best).
-    Runs, median, lowest and highest. Published, not measured here."""
+    Runs, median, lowest and highest; and the median over the device's best measured bf16 GEMM
+    (``median_mfu_over_mamf``: MFU × bf16 peak ÷ MAMF, devices.yaml's ``mamf_tflops``; NaN where
+    none is recorded), the denominator this machine's own MFU uses (its measured matmul ceiling).
+    Published, not measured here."""
     import pandas as pd
 
-    from mfulab.analytic.devices import peak_flops_per_s
+    from mfulab.analytic.devices import device_spec, peak_flops_per_s
 
     cols = ["device", "framework", "dtype", "runs", "median_mfu", "min_mfu", "max_mfu"]
     if not runs:
-        return pd.DataFrame(columns=[*cols, "median_mfu_own_peak", "max_mfu_own_peak"])
+        return pd.DataFrame(
+            columns=[*cols, "median_mfu_own_peak", "max_mfu_own_peak", "median_mfu_over_mamf"]
+        )
     d = pd.DataFrame(runs)
     if "dtype" not in d:
         d["dtype"] = "bf16"
@@ -205,6 +210,12 @@ def published_mfu_table(runs: list[dict]):
     ]
     d["mfu"] = d.model_flops_per_step / (d.published_step_s * d.peak_flops_total)
     d["mfu_own_peak"] = d.mfu / own_over_bf16
+
+    def peak_over_mamf(device: str) -> float:
+        mamf = (device_spec(device).mamf_flops_per_s or {}).get("bf16")
+        return peak_flops_per_s(device, "bf16") / mamf if mamf else float("nan")
+
+    d["mfu_over_mamf"] = d.mfu * [peak_over_mamf(dev) for dev in d.device]
     g = d.groupby(["device", "framework", "dtype"])
     out = pd.DataFrame(
         {
@@ -214,6 +225,7 @@ def published_mfu_table(runs: list[dict]):
             "max_mfu": g.mfu.max(),
             "median_mfu_own_peak": g.mfu_own_peak.median(),
             "max_mfu_own_peak": g.mfu_own_peak.max(),
+            "median_mfu_over_mamf": g.mfu_over_mamf.median(),
         }
     )
     return out.reset_index().sort_values(["device", "framework", "dtype"]).reset_index(drop=True)
