@@ -50,7 +50,7 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 # %%
 from IPython.display import Markdown, display
 
-from mfulab.studies.predict import ablations, analysis, claims, figures, modern, scores, uncertainty
+from mfulab.studies.predict import ablations, analysis, claims, domain, figures, modern, scores, uncertainty
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.step_error import DECISIVE_MARGIN
@@ -60,6 +60,8 @@ o = claims.outcome(records, p)  # the fit, every table below and the headline me
 o.save_tables(out)
 t, m = o.tables, o.metrics
 print(f"{records['device_name']} ({records['device']}); {len(records['published_runs'])} published runs")
+display(Markdown(domain.domain_text(t["validation"])))
+domain.domain_table(t["validation"])
 
 # %% [markdown]
 # ## 1 · A split fixed before anything is fitted
