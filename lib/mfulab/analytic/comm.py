@@ -162,11 +162,9 @@ def nccl_latency_s(
       all-gather or a reduce-scatter;
     - tree (all-reduce only): 2·((n/N − 1)·intra + log₂ N·inter), up the tree and down.
 
-    Returns ``{algorithm: seconds}``. Left out: PAT (NCCL ≥ 2.23: all-gather and
-    reduce-scatter with one rank per node, log₂ N steps), the topology's extra inter-node latency
-    (``latencyInter``), the per-step network overhead that raises an intra-node step on AMD hosts
-    (2 µs × 3 for Simple) and NCCL's 1.9× latency correction of large multi-node ring all-reduces
-    ("plateau effect")."""
+    Returns ``{algorithm: seconds}``. Left out: PAT (NCCL ≥ 2.23), the topology's ``latencyInter``,
+    the network overhead that raises an intra-node step on AMD hosts (2 µs × 3, Simple) and the
+    1.9× "plateau" correction of large multi-node ring all-reduces."""
     _check_n(n)
     if not (isinstance(n_nodes, int) and 1 <= n_nodes <= n):
         raise ParameterError(f"n_nodes must be a whole number between 1 and n = {n}; got {n_nodes!r}")

@@ -15,6 +15,26 @@ def interval_text(c) -> str:
     return f"{c.ratio:.2f}× [{c.ratio_lo:.2f}, {c.ratio_hi:.2f}]"
 
 
+def a5_table(comparisons: dict):
+    """A5's 16-vs-4-chunk comparisons (:func:`a5_comparisons`) as a table: the ratio, its
+    drift-widened interval, this run's own interval, and which way it points."""
+    import pandas as pd
+
+    says = {"faster": "16 slower", "slower": "16 faster", "inconclusive": "inconclusive"}
+    return pd.DataFrame(
+        [
+            {
+                "comparison": key,
+                "k=16 ÷ k=4": c.ratio,
+                "interval (widened)": f"[{c.ratio_lo:.2f}, {c.ratio_hi:.2f}]",
+                "this run only": f"[{c.within_lo:.2f}, {c.within_hi:.2f}]",
+                "verdict": says[c.verdict],
+            }
+            for key, c in comparisons.items()
+        ]
+    )
+
+
 def a5_cause(records, g: dict | None) -> str:
     """How much of A5's measured gap ``g`` (``analysis.a5_gap``) the calibration's per-call cost
     explains, and what the rest is; one sentence for the claim and the notebook."""

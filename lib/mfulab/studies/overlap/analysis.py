@@ -378,26 +378,6 @@ def a5_gap(records, k_a: int = 4, k_b: int = 16) -> dict | None:
     }
 
 
-def a5_table(comparisons: dict):
-    """A5's 16-vs-4-chunk comparisons (:func:`a5_comparisons`) as a table: the ratio, its
-    drift-widened interval, this run's own interval, and which way it points."""
-    import pandas as pd
-
-    says = {"faster": "16 slower", "slower": "16 faster", "inconclusive": "inconclusive"}
-    return pd.DataFrame(
-        [
-            {
-                "comparison": key,
-                "k=16 ÷ k=4": c.ratio,
-                "interval (widened)": f"[{c.ratio_lo:.2f}, {c.ratio_hi:.2f}]",
-                "this run only": f"[{c.within_lo:.2f}, {c.within_hi:.2f}]",
-                "verdict": says[c.verdict],
-            }
-            for key, c in comparisons.items()
-        ]
-    )
-
-
 def step_best_k_text(best: dict) -> str:
     """The k with the shortest measured step per compute mode (``best``: mode → k, from
     ``analysis.best_k``; the article's "4–8 works best" is about the step, not the

@@ -329,7 +329,7 @@ def tables(records, p, v: dict) -> dict:
         "alpha_beta_fit_check": analysis.fit_check(records).reset_index(),
         "overlap": overlap_table(records),
         "comm_per_step": analysis.comm_per_step_table(records),
-        "a5_comparison": analysis.a5_table(v["a5"]),
+        "a5_comparison": a5_rows.a5_table(v["a5"]),
         "a18_sweep": exposed_share.a18_table(records),
         "a2_collectives": tp_layout.a2_table(records),
         "a4_sensitivity": step_at_scale.a4_sensitivity(params),
