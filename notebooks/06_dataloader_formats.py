@@ -278,6 +278,22 @@ else:
     print("not measured (contention_rounds: 0, or no json_files format)")
 
 # %% [markdown]
+# ## 6 · Choosing a format
+#
+# The measurements above, per format, beside what each format allows by construction: how a
+# sample is reached (a map-style reader takes any index, an iterable one streams its shards in
+# order), how far its order can be shuffled (exactly by a `RandomSampler` over the indices, or
+# approximately by shard order and a shuffle buffer) and where a restarted job resumes mid-epoch
+# (at a sample index, or from the loader's own state). Ordered by the slower of the warm and cold
+# readings.
+
+# %%
+from mfulab.studies.dataloader import choosing
+
+display(Markdown(choosing.choice_text(o.tables["format_choice"])))
+o.tables["format_choice"]
+
+# %% [markdown]
 # ## Claims
 #
 # B11 states a gain in training throughput (steps per second), so its first two rows read

@@ -904,3 +904,35 @@ def test_shm_row_sets_the_stated_default_against_dockers():
     assert (row.verdict, row.basis) == ("refuted", verdicts.DOCUMENTED)
     assert "64 MiB, not 2 MB" in row.evidence and "1.0 GiB" in row.evidence
     assert "/dev/shm here" not in settings.b11_shm_claim({}).evidence
+
+
+def test_format_choice_orders_formats_by_their_slower_reading_and_names_the_fastest():
+    import pandas as pd
+
+    from mfulab.studies.dataloader import choosing
+
+    warm = pd.DataFrame(
+        {
+            "format": ["memmap", "tar", "json_files", "tar"],
+            "num_workers": [0, 0, 0, 2],
+            "samples_per_s": [100.0, 40.0, 60.0, 999.0],
+        }
+    )
+    cold = pd.DataFrame(
+        {
+            "format": ["memmap", "tar", "json_files"],
+            "samples_per_s": [90.0, 35.0, 10.0],
+            "files_opened_per_epoch": [0, 10, 10000],
+        }
+    )
+    written = pd.DataFrame(
+        {"format": ["memmap", "tar"], "bytes_per_sample": [1.0, 2.0], "write_s": [0.1, 0.2]}
+    )
+    t = choosing.choice_table({"warm_summary": warm, "cold": cold, "written": written})
+    # the slower of warm and cold: memmap 90, tar 35, json_files 10 (the 2-worker row is not read)
+    assert list(t.format) == ["memmap", "tar", "json_files"]
+    assert t.slowest_of_warm_and_cold.tolist() == [90.0, 35.0, 10.0]
+    assert t.shuffle[t.format == "tar"].iloc[0].startswith("approximate")
+    text = choosing.choice_text(t)
+    assert "memmap is the fastest" in text and "100 samples/s warm, 90 cold" in text and "exactly" in text
+    assert "open 10 files an epoch against the small files' 10000" in text

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from mfulab.results import run_identity
-from mfulab.studies.dataloader import analysis, contention, hiding, throughput, training_gain
+from mfulab.studies.dataloader import analysis, choosing, contention, hiding, throughput, training_gain
 from mfulab.studies.dataloader.checkpoint import b12_existence, b12_magnitude, magnitude_sensitivity
 from mfulab.studies.dataloader.settings import b11_settings, b11_shm_claim
 from mfulab.studykit import verdicts
@@ -31,6 +31,7 @@ def tables(records) -> dict[str, pd.DataFrame]:
     t["required_vs_available"] = training_gain.required_vs_available(records, t["cold"])
     t["b11_network_case_study"] = training_gain.network_at_case_study()
     t["b11_latency_hiding"] = hiding.hiding_table(records)
+    t["format_choice"] = choosing.choice_table(t)
     if "checkpoint" in records:
         t["checkpoint"] = analysis.checkpoint_table(records)
         t["b12_magnitude_sensitivity"] = magnitude_sensitivity(records)
