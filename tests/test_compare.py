@@ -309,6 +309,11 @@ def test_published_runs_mfu_by_device_framework_and_precision(tmp_path):
     a100 = device_spec("a100")
     over_mamf = 0.375 * peak_flops_per_s("a100", "bf16") / a100.mamf_flops_per_s["bf16"]
     assert t.loc[("a100", "bf16"), "median_mfu_over_mamf"] == pytest.approx(over_mamf)
+    # an FP8 run has no FP8 MAMF recorded: never divided by the bf16 ceiling (it would pass 100%)
+    assert (
+        t.loc[("h100-sxm", "fp8"), "median_mfu_over_mamf"]
+        != t.loc[("h100-sxm", "fp8"), "median_mfu_over_mamf"]
+    )
     # a table from before the precision column reads as bf16
     pd.DataFrame(
         [r[:4] + r[5:] for r in rows[:1]], columns=[c for c in cols if c != "dtype"] + ["published_step_s"]

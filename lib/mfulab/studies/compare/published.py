@@ -188,9 +188,10 @@ def published_mfu_table(runs: list[dict]):
     peak, twice: against the bf16 peak (``*_mfu``, the convention most reports use) and against
     the dense peak of the precision the GEMMs ran in (``*_mfu_own_peak``: an FP8 run's GEMMs
     can go twice as fast as bf16's, so only this one can be set beside a bf16 matmul's best).
-    Runs, median, lowest and highest; and the median over the device's best measured bf16 GEMM
-    (``median_mfu_over_mamf``: MFU × bf16 peak ÷ MAMF, devices.yaml's ``mamf_tflops``; NaN where
-    none is recorded), the denominator this machine's own MFU uses (its measured matmul ceiling).
+    Runs, median, lowest and highest; and the median over the device's best measured GEMM in the
+    run's precision (``median_mfu_over_mamf``: MFU × bf16 peak ÷ MAMF, devices.yaml's
+    ``mamf_tflops``; NaN where none is recorded for that precision), the denominator this
+    machine's own MFU uses (its measured matmul ceiling).
     Published, not measured here."""
     import pandas as pd
 
@@ -211,11 +212,17 @@ def published_mfu_table(runs: list[dict]):
     d["mfu"] = d.model_flops_per_step / (d.published_step_s * d.peak_flops_total)
     d["mfu_own_peak"] = d.mfu / own_over_bf16
 
-    def peak_over_mamf(device: str) -> float:
-        mamf = (device_spec(device).mamf_flops_per_s or {}).get("bf16")
+    def peak_over_mamf(device: str, dtype: str) -> float:
+        """bf16 peak ÷ the best measured GEMM in the run's own precision; a precision with no MAMF
+        of its own borrows bf16's only where its dense peak is bf16's (fp16 on these tensor cores),
+        else NaN (an FP8 run over a bf16 ceiling would pass 100%)."""
+        mamfs = device_spec(device).mamf_flops_per_s or {}
+        mamf = mamfs.get(dtype)
+        if mamf is None and peak_flops_per_s(device, dtype) == peak_flops_per_s(device, "bf16"):
+            mamf = mamfs.get("bf16")
         return peak_flops_per_s(device, "bf16") / mamf if mamf else float("nan")
 
-    d["mfu_over_mamf"] = d.mfu * [peak_over_mamf(dev) for dev in d.device]
+    d["mfu_over_mamf"] = d.mfu * [peak_over_mamf(dev, dt) for dev, dt in zip(d.device, d.dtype)]
     g = d.groupby(["device", "framework", "dtype"])
     out = pd.DataFrame(
         {
