@@ -47,7 +47,7 @@ def claim_rows(records, t=None) -> list[Claim]:
     part (real compute, and the emulated step when it ran), B12 (existence and magnitude, when
     the checkpoint part ran; the mechanism, when the contention part ran)."""
     hid = hiding.hiding_table(records) if t is None else t["b11_latency_hiding"]
-    out = [training_gain.b11_case_study()]
+    out = [training_gain.b11_case_study(), training_gain.b11_wait_gone()]
     training = training_gain.b11_training(records)
     if training is not None:
         out.append(training)
