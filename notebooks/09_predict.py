@@ -60,8 +60,8 @@ o = claims.outcome(records, p)  # the fit, every table below and the headline me
 o.save_tables(out)
 t, m = o.tables, o.metrics
 print(f"{records['device_name']} ({records['device']}); {len(records['published_runs'])} published runs")
-display(Markdown(domain.domain_text(t["validation"])))
-domain.domain_table(t["validation"])
+display(Markdown(domain.domain_text(t)))
+domain.domain_table(t)
 
 # %% [markdown]
 # ## 1 · A split fixed before anything is fitted

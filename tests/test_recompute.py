@@ -262,7 +262,7 @@ def test_a12_design_is_shown_and_its_size_depends_on_the_tensor_parallel_width()
     from mfulab.studies.recompute import a12_rows
 
     zero = planner.zero_comparison(**stated.A12_ZERO)
-    saving = a12_rows.saving_table()
+    saving = a12_rows.saving_table(zero)
     design, size = a12_rows.a12_claims(zero, saving)
     assert design.verdict == "shown" and design.basis == "by construction"
     at8 = saving[saving.tp == 8]

@@ -139,9 +139,9 @@ def case_study_checkpoint(records, *, write_gb_per_s: float | None = None, save:
         raise ValueError(f"save must be one of {SAVES}, got {save!r}")
     bandwidth = write_gb_per_s or _param(records, "ckpt_write_gb_per_s", CKPT_WRITE_GB_PER_S)
     checkpoint_gb = n_params * bytes_per_param / GB
+    weights_gb = n_params * WEIGHT_BYTES_PER_PARAM / GB
     if save == "stated layout":
         tp = B12_STATED["case_study_tp"]
-        weights_gb = n_params * WEIGHT_BYTES_PER_PARAM / GB
         shards_gb = checkpoint_gb - weights_gb
         gb_per_node = weights_gb * min(tp, gpus_per_node) / tp + shards_gb * gpus_per_node / gpus
         gb_per_gpu = weights_gb / tp + shards_gb / gpus  # a GPU of that TP group
@@ -158,6 +158,7 @@ def case_study_checkpoint(records, *, write_gb_per_s: float | None = None, save:
         "save": save,
         "writing_nodes": writing,
         "checkpoint_GB": checkpoint_gb,
+        "weights_GB": weights_gb,
         "GB_per_node": gb_per_node,
         "GB_per_gpu": gb_per_gpu,
         "write_GB_per_s": bandwidth,
@@ -185,8 +186,7 @@ def implied_rates(records) -> dict:
 def _save_text(cs: dict) -> str:
     """How the case study's checkpoint is written, with the busiest node's arithmetic."""
     if cs["save"] == "stated layout":
-        tp, gpus = B12_STATED["case_study_tp"], B12_STATED["case_study_gpus"]
-        weights = cs["n_params"] * WEIGHT_BYTES_PER_PARAM / GB
+        tp, gpus, weights = B12_STATED["case_study_tp"], B12_STATED["case_study_gpus"], cs["weights_GB"]
         return (
             f"the stated ZeRO-2 + TP {tp}: the bf16 weights, {weights:.0f} GB, once from data-parallel rank "
             f"0's TP group in one node, plus {cs['gpus_per_node']} of {gpus} optimizer shards, "
@@ -278,8 +278,8 @@ def b12_magnitude(records) -> Claim:
         + " (tables/b12_magnitude_sensitivity.csv); "
         f"this machine writes {measured_bps / GB:.2f} GB/s ({how}): the busiest node's share would take "
         f"{here_s:.0f} s. Read backwards, {sync_s:g} s means {rates['sync_write_GB_per_s']:.1f} GB/s on the "
-        f"busiest node ({rates['sync_write_GB_per_s'] / CKPT_WRITE_GB_PER_S:.1f} drives at "
-        f"{CKPT_WRITE_GB_PER_S:g} GB/s); {async_s:g} s would need "
+        f"busiest node ({rates['sync_write_GB_per_s'] / cs['write_GB_per_s']:.1f} drives at "
+        f"{cs['write_GB_per_s']:g} GB/s); {async_s:g} s would need "
         f"{rates['async_GB_per_s_per_node']:.0f} GB/s, beyond a node's disks: 3 s → 0.3 s is not a faster "
         "write but a write moved out of the step, and 0.3 s is the order of what stays in it, copying the "
         f"busiest GPU's {rates['GB_per_gpu']:.2f} GB to host "

@@ -16,16 +16,16 @@ from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
 
 
-def saving_table():
-    """ZeRO-3's saving over ZeRO-2 per tensor-parallel width (the command's TP 8 first) and
-    data-parallel width of ``stated.A12_ZERO``: the share of the card, and whether it reaches the
-    considerable line."""
+def saving_table(zero_df):
+    """ZeRO-3's saving over ZeRO-2 per tensor-parallel width and data-parallel width of
+    ``stated.A12_ZERO``: the command's TP 8 (``zero_df``, the chapter's ``planner.zero_comparison``
+    table) first, then ``stated.A12_TP_READINGS``; the share of the card, and whether it reaches
+    the considerable line."""
     import pandas as pd
 
     case = {k: v for k, v in stated.A12_ZERO.items() if k != "tp"}
-    frames = [
-        planner.zero_comparison(**case, tp=tp).assign(stated=tp == stated.A12_ZERO["tp"])
-        for tp in (stated.A12_ZERO["tp"], *stated.A12_TP_READINGS)
+    frames = [zero_df.assign(stated=True)] + [
+        planner.zero_comparison(**case, tp=tp).assign(stated=False) for tp in stated.A12_TP_READINGS
     ]
     table = pd.concat(frames, ignore_index=True)
     table["considerable"] = table.saved_share_of_card >= stated.A12_CONSIDERABLE_SHARE_OF_CARD
@@ -63,8 +63,7 @@ def a12_claims(zero_df, saving=None) -> list[Claim]:
         return rows
     line = stated.A12_CONSIDERABLE_SHARE_OF_CARD
     at = saving[saving.stated]
-    stated_answer = verdicts.over_scenarios(list(at.considerable))
-    stated_bool = {"confirmed": True, "refuted": False}.get(stated_answer)
+    stated_bool = True if at.considerable.all() else False if not at.considerable.any() else None
     assumed = [bool(x) for x in saving[~saving.stated].considerable]
 
     def span(g) -> str:

@@ -255,7 +255,7 @@ def scale_tables(p) -> dict:
             p.planner_cases, assumptions=p.step_assumptions(), fragmentation_margin=p.fragmentation_margin
         ),
         "zero2_vs_zero3": zero,
-        "a12_saving": a12_rows.saving_table(),
+        "a12_saving": a12_rows.saving_table(zero),
         "a12_accumulation": sensitivity.a12_accumulation(
             stated.A12_ZERO["preset_name"], tp=stated.A12_ZERO["tp"]
         ),
