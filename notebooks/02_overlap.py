@@ -297,7 +297,7 @@ display(
 # *other configuration* (another micro-batch or recompute, bf16 gradients) change what
 # was run and are named beside the verdict, not voted. The claim's quantity is the saving, the
 # serial step over the overlapped one (3.2 ÷ 2.1 = 1.52×), and the step model's decisive margin
-# (`studykit.step_error.DECISIVE_MARGIN`) is its error on such a ratio: a case reproduces the
+# (`studykit.step_error.SWITCH_MARGIN`) is its error on such a ratio: a case reproduces the
 # article when its modelled ratio lies within the margin of 1.52× and beyond it from 1 (a saving
 # the model can tell from its own error), misses it beyond the margin of 1.52×, and cannot tell
 # otherwise; a case whose serial step lies beyond the margin of the stated 3.2 s is not a reading

@@ -49,7 +49,7 @@ from IPython.display import Markdown, display
 from mfulab.studies.recompute import analysis, claims, figures
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
-from mfulab.studykit.step_error import DECISIVE_MARGIN, step_model_error_line
+from mfulab.studykit.step_error import SWITCH_MARGIN, step_model_error_line
 from mfulab.studykit.verdicts import summary_line
 from mfulab.units import MIB
 
@@ -412,7 +412,7 @@ o.tables["a12_throughput_sensitivity"]
 # attention kernel among them (§2.3 names none; §5's baseline ran the standard one, §5.2's
 # first step turned SDPA on), gives the opposite answer (analytic only). Where a policy doubles
 # the batch, its tokens/s decide only beyond the step model's decisive margin of no recompute's
-# (`studykit.step_error.DECISIVE_MARGIN`); a
+# (`studykit.step_error.SWITCH_MARGIN`); a
 # scenario inside that margin cannot tell and reverses nothing
 # (`article_rows.b7_config_claim`, `tables/b7_config_scenarios.csv`). A14's choice, by bytes freed per recomputed FLOP against the attention core and
 # the whole attention block, in the claim's own regime, unfused attention (its premise: the
@@ -510,7 +510,7 @@ if len(plans):
         f"* The planner's decisions ({plan_names}) rest on assumptions: {int(moved.sum())} of "
         f"{len(moved) - 1} one-at-a-time variations change some case's decision "
         f"({', '.join(movers) or 'none'}). {len(close)} of {len(winners)} lead the case's next policy "
-        f"by no more than the step model's ±{DECISIVE_MARGIN:.0%} (`lead_over_next`): there the planner "
+        f"by no more than the step model's ±{SWITCH_MARGIN:.0%} (`lead_over_next`): there the planner "
         "ranks the policies, it does not decide between them; read its choices as illustrations."
     )
 lines.append(summary_line(claim_list))

@@ -375,7 +375,7 @@ o.tables["a6_per_tensor"]
 # moves MFU: the article says its effect "can reach" 5–8 points (可以达到), a claim of possibility,
 # so one scenario decides (`verdicts.any_scenario`): a scenario says yes where some model's spread
 # over 1–400 MiB lies in the stated 5–8 points *and* that spread, as a step ratio (max ÷ min MFU), passes the
-# step model's decisive margin (`studykit.step_error.DECISIVE_MARGIN`; inside it the model
+# step model's decisive margin (`studykit.step_error.SWITCH_MARGIN`; inside it the model
 # cannot tell the spread from its own error: neither),
 # no where no model's spread lies in 5–8 points (`sensitivity.spread_answer`; the article names no model).
 # Every other simulator row is confirmed (analysis) when every scenario says yes, refuted

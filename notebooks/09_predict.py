@@ -50,10 +50,20 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 # %%
 from IPython.display import Markdown, display
 
-from mfulab.studies.predict import ablations, analysis, claims, domain, figures, modern, scores, uncertainty
+from mfulab.studies.predict import (
+    ablations,
+    analysis,
+    claims,
+    domain,
+    figures,
+    margins,
+    modern,
+    scores,
+    uncertainty,
+)
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
-from mfulab.studykit.step_error import DECISIVE_MARGIN
+from mfulab.studykit.step_error import LAYOUT_MARGIN
 
 out, p, records = setup("predict", params, out_dir=out_dir, from_dir=from_dir)
 o = claims.outcome(records, p)  # the fit, every table below and the headline metrics, computed once
@@ -159,26 +169,28 @@ for name in goals:  # test and the four holdouts: each against the same goals
 plots.save_figure(figures.validation(df, 0.25), out, "validation")
 
 # %% [markdown]
-# **The course's decisive margin against these errors.** Every chapter reads a modelled
-# difference as deciding a verdict only beyond the decisive margin
-# (`studykit.step_error.DECISIVE_MARGIN`): the 90th percentile of the ratio errors below, between
-# held-out runs of one model on one device, as the latest revision of the history records it.
-# It is measured, not chosen: a chapter that compares two layouts of one model on one device
-# decides on their ratio, and a modelled ratio past this margin lies outside the model's own
-# ratio error on nine such held-out pairs in ten. The table places it among the errors on single
-# rows the model was never fitted on (the share of held-out rows it covers, beside their median
-# and 90th percentile): a step time against a published one carries those larger errors.
+# **The course's decisive margins.** Every chapter that decides with this model compares two
+# modelled configurations, so it decides on their *ratio*, which cancels what the two share. How
+# far a modelled ratio strays depends on what the two differ in, so the margin is measured per
+# kind of comparison (`studies/predict/margins.py`), on held-out published pairs of one source,
+# device and model in BF16/FP16: **layout** pairs differ only in parallel degrees, DP width or
+# micro-batch; **switch** pairs differ in anything else (a recompute policy, a ZeRO stage, an
+# overlap switch, a framework, or a switch the files do not record). A chapter's comparison of a
+# kind decides only beyond that kind's 90th percentile (`studykit.step_error.LAYOUT_MARGIN`,
+# `SWITCH_MARGIN`); the median and 75th percentile show how much a verdict hangs on that choice.
+# The second table places both margins among the errors on single rows: a step time against a
+# published one carries those larger errors.
 
 # %%
+kinds = t["kind_margins"]
+display(kinds.style.format({c: "{:.1%}" for c in ("median", "p75", "p90")}).hide(axis="index"))
+display(Markdown(margins.kind_text({r["kind"]: r for r in kinds.to_dict(orient="records")})))
 margin = t["decisive_margin"]
 display(
     margin.style.format(
-        {
-            "margin": "±{:.0%}",
-            "share_within_margin": "{:.0%}",
-            "median_abs_error": "{:.1%}",
-            "p90_abs_error": "{:.1%}",
-        }
+        {c: "±{:.0%}" for c in ("layout_margin", "switch_margin")}
+        | {c: "{:.0%}" for c in ("within_layout_margin", "within_switch_margin")}
+        | {"median_abs_error": "{:.1%}", "p90_abs_error": "{:.1%}"}
     ).hide(axis="index")
 )
 display(Markdown(analysis.margin_history_text(records)))
@@ -367,7 +379,7 @@ display(
         | {"predicted_mfu_spread": "{:.1%}"}
     ).hide(axis="index")
 )
-display(Markdown(scores.ranking_text(rank, DECISIVE_MARGIN)))
+display(Markdown(scores.ranking_text(rank, LAYOUT_MARGIN)))
 
 # %% [markdown]
 # **Where the held-out rows miss** (test and the holdouts; beyond 25%, or the five largest):

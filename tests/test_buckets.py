@@ -347,7 +347,7 @@ def test_scale_heatmap_order_and_title():
     }
     assert ax.get_title() == figures.scale_title(best)
     # the best cap is a ranking inside the step model's error, said in the title
-    margin = f"inside the step model's ±{figures.DECISIVE_MARGIN:.0%}"
+    margin = f"inside the step model's ±{figures.SWITCH_MARGIN:.0%}"
     assert "20–40 MB" in ax.get_title() and margin in ax.get_title()
 
 

@@ -126,7 +126,7 @@ def test_a6_spread_row_is_judged_on_the_spread():
     assert cluster_scale.a6_spread_verdict(fitted) == "refuted"
     # 5 points at 40% MFU: 45 / 40 = 1.125, inside the margin: cannot tell; 20% → 27%: 7 points
     # and 1.35, yes; 2 points, or 12 points (past the stated 5–8), no
-    margin = sensitivity.DECISIVE_MARGIN
+    margin = sensitivity.SWITCH_MARGIN
     assert sensitivity.spread_answer({"m": {25: 0.40, 100: 0.45}}) is None
     low = 0.07 / margin * 0.9  # a 7-point spread whose ratio passes the margin
     assert sensitivity.spread_answer({"m": {25: low, 100: low + 0.07}}) is True

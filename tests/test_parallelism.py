@@ -121,7 +121,7 @@ def test_a12_overlap_row_says_yes_only_where_zero3_wins_with_overlap_alone():
 
     from mfulab.studykit.verdicts import ANALYSIS
 
-    m = analysis.DECISIVE_MARGIN  # chapter 09's measured margin: the cases sit beyond or inside it
+    m = analysis.stated.A12_DECISIVE_MARGIN  # chapter 09's measured margin: the cases sit beyond or inside it
     assert analysis.zero3_needs_overlap(m + 0.1, -(m + 0.1)) is True
     assert analysis.zero3_needs_overlap(m + 0.1, m + 0.1) is False
     assert analysis.zero3_needs_overlap(-(m + 0.1), -(m + 0.1)) is None

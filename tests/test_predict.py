@@ -844,10 +844,12 @@ def test_decisive_margin_is_placed_among_held_out_errors_only():
             "error": [0.5, 0.5, 0.1, -0.3, 0.9, 0.05],
         }
     )
-    t = scores.decisive_margin_check(df, margin=0.2).set_index("split")
-    assert t.loc["test", "scored"] == 2 and t.loc["test", "share_within_margin"] == 0.5
-    assert t.loc["all held out", "scored"] == 3
-    assert t.loc["all held out", "share_within_margin"] == pytest.approx(2 / 3)
+    t = scores.decisive_margin_check(df).set_index("split")
+    assert t.loc["test", "scored"] == 2 and t.loc["all held out", "scored"] == 3
+    for kind in ("layout", "switch"):  # each share counts the held-out rows within its own margin
+        margin = t.loc["test", f"{kind}_margin"]
+        expected = sum(abs(e) <= margin for e in (0.1, -0.3)) / 2
+        assert t.loc["test", f"within_{kind}_margin"] == pytest.approx(expected)
 
 
 def test_per_term_check_sets_the_backward_forward_split_beside_its_null():

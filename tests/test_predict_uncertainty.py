@@ -115,5 +115,39 @@ def test_ratio_text_gives_the_holdouts_own_percentile_beside_the_margin():
                 }
             )
     text = uncertainty.ratio_text(pd.DataFrame(rows))
-    assert "On the holdouts alone" in text and "90th percentile is 14.0% over 50 pairs in 5 groups" in text
+    assert "On the holdouts alone" in text and "device is 14.0% over 50 pairs in 5 groups" in text
     assert "On the holdouts alone" not in uncertainty.ratio_text(pd.DataFrame(rows[:2]))
+
+
+def test_pairs_are_sorted_by_what_their_layouts_differ_in():
+    """Two layouts that differ only in parallel degrees are a layout pair; a recompute policy, a
+    ZeRO stage or an overlap switch (alone or with the layout), or nothing recorded, a switch."""
+    from mfulab.studies.predict import margins
+
+    base = {"n_devices": 64, "tp": 8, "pp": 1, "micro_batch": 1, "recompute": "selective", "zero_stage": 1}
+    assert margins.pair_kind(base, base | {"tp": 4, "pp": 2}) == "layout"
+    assert margins.pair_kind(base, base | {"n_devices": 128, "micro_batch": 2}) == "layout"
+    assert margins.pair_kind(base, base | {"recompute": "full"}) == "switch"
+    assert margins.pair_kind(base, base | {"zero_stage": 3, "tp": 4}) == "switch"
+    assert margins.pair_kind(base, {k: v for k, v in base.items() if k != "zero_stage"}) == "switch"
+    assert margins.pair_kind(base, dict(base)) == "switch"  # a difference the file does not record
+
+
+def test_kind_margins_pair_one_model_on_one_device_in_bf16_only():
+    from mfulab.studies.predict import margins
+
+    df = _table([0.0, 0.1, 0.3, -0.2, 0.4], [0.0] * 5, ["a"] * 5)
+    df["device"] = ["a100", "a100", "a100", "a100", "h100"]
+    layout = {"n_devices": 8, "tp": 1, "recompute": "none"}
+    runs = [
+        {"id": df.id[0], "model": {"n_layers": 2}, "layout": layout},
+        {"id": df.id[1], "model": {"n_layers": 2}, "layout": layout | {"tp": 2}},  # layout pair with 0
+        {"id": df.id[2], "model": {"n_layers": 2}, "layout": layout | {"recompute": "full"}},  # switch
+        {"id": df.id[3], "model": {"n_layers": 2}, "layout": layout | {"dtype": "fp8"}},  # no FP8 pairs
+        {"id": df.id[4], "model": {"n_layers": 2}, "layout": layout},  # another device: no pair
+    ]
+    got = margins.kind_margins(df, runs)
+    assert got["layout"]["pairs"] == 1 and got["layout"]["p90"] == pytest.approx(0.1)
+    # 0 vs +30% and +10% vs +30% (recompute and tp differ): two switch pairs, 30% and 18.2% apart
+    assert got["switch"]["pairs"] == 2 and got["switch"]["one_setting"] == 1
+    assert got["switch"]["median"] == pytest.approx((0.3 + 1.3 / 1.1 - 1) / 2, abs=1e-4)

@@ -1,5 +1,6 @@
 """The step model's error line that chapters 02–05 show beside their at-scale verdicts."""
 
+import pytest
 import yaml
 
 from mfulab.studykit.step_error import read_history, step_model_error_line
@@ -45,6 +46,31 @@ def test_the_decisive_margin_is_the_latest_recorded_pair_ratio_p90(tmp_path):
         {"commit": "ccc", "date": "2026-03-01"},  # a revision that recorded no ratios: the last that did
     ]
     path.write_text(yaml.safe_dump({"revisions": revisions}))
-    assert decisive_margin(path) == 0.3
+    assert decisive_margin(path=path) == 0.3
     path.write_text(yaml.safe_dump({"revisions": revisions[2:]}))
-    assert decisive_margin(path) == FALLBACK_MARGIN
+    assert decisive_margin(path=path) == FALLBACK_MARGIN
+
+
+def test_each_kind_of_comparison_reads_its_own_recorded_margin(tmp_path):
+    """A revision that records margins per kind gives each kind its own; one that recorded only
+    the pooled figure gives that to both; an unknown kind is an error, not a silent default."""
+    from mfulab.studykit.step_error import decisive_margin
+
+    path = tmp_path / "history.yaml"
+    pooled = {
+        "commit": "aaa",
+        "date": "2026-01-01",
+        "pair_ratio_error": {"pairs": 9, "median": 0.1, "p90": 0.4},
+    }
+    by_kind = {
+        "commit": "bbb",
+        "date": "2026-02-01",
+        "pair_ratio_error": {"pairs": 12, "median": 0.05, "p90": 0.3},
+        "pair_ratio_error_by_kind": {"layout": {"p90": 0.15}, "switch": {"p90": 0.48}},
+    }
+    path.write_text(yaml.safe_dump({"revisions": [pooled, by_kind]}))
+    assert decisive_margin("layout", path=path) == 0.15 and decisive_margin("switch", path=path) == 0.48
+    path.write_text(yaml.safe_dump({"revisions": [pooled]}))
+    assert decisive_margin("layout", path=path) == decisive_margin("switch", path=path) == 0.4
+    with pytest.raises(ValueError):
+        decisive_margin("toggle", path=path)

@@ -20,7 +20,7 @@ from mfulab.studies.buckets.stated import (
     B8_VISIBLE_TAIL_CUT,
 )
 from mfulab.studykit import verdicts
-from mfulab.studykit.step_error import DECISIVE_MARGIN
+from mfulab.studykit.step_error import SWITCH_MARGIN
 from mfulab.studykit.verdicts import Claim
 
 
@@ -280,7 +280,7 @@ def b8_step2_claim(d, sens=None, tails=None) -> Claim:
             "; the bound no cap can beat would allow the 0.4 s under "
             + ", ".join(open_readings)
             + " (there only the simulator, a few percent of the step inside the step model's "
-            + f"±{DECISIVE_MARGIN:.0%}, says no)"
+            + f"±{SWITCH_MARGIN:.0%}, says no)"
             if open_readings
             else "; under every reading of the micro-batch the bound no cap can beat, with the flags', "
             "stays under half of it"

@@ -25,7 +25,7 @@ from mfulab.studies.buckets.stated import (
     SCALE_GRAD_BYTES_PER_ELEM,
 )
 from mfulab.studykit import verdicts
-from mfulab.studykit.step_error import DECISIVE_MARGIN
+from mfulab.studykit.step_error import SWITCH_MARGIN
 from mfulab.studykit.verdicts import Claim
 from mfulab.units import MB, MIB
 
@@ -216,7 +216,7 @@ def sweet_spot_text(big) -> str:
     return (
         f"under the step model, the simulated best {which}({span}) is {ratio} the article's 20–40 MB, "
         f"its step at most {step_cut:.1%} shorter than at 25 MiB: a ranking well inside the step model's "
-        f"±{DECISIVE_MARGIN:.0%} (studykit.step_error), by a simulator whose error on this machine's "
+        f"±{SWITCH_MARGIN:.0%} (studykit.step_error), by a simulator whose error on this machine's "
         "measured sweep follows, so it does not settle where a sweet spot lies"
     )
 
@@ -331,7 +331,7 @@ def a6_spread_claim(records, best, sens) -> list[Claim]:
             f"spread in MFU points: {per_model}{memory_text(big)}; some model in {lo:g}–{hi:g} points in "
             f"{holds} of {len(deciding)} scenarios (none under: {', '.join(fails) or 'none'}); the "
             "sentence says 'can reach' (可以达到), so one scenario decides, where the spread is also a step "
-            f"difference beyond the step model's ±{DECISIVE_MARGIN:.0%}: "
+            f"difference beyond the step model's ±{SWITCH_MARGIN:.0%}: "
             f"{int((deciding.a6_can_reach == True).sum())} of those {holds}"  # noqa: E712
             + (f" ({', '.join(yes)})" if (yes := _can_reach_names(deciding)) else "")
             + model_error.spread_reach_text(A_REPORTED_MFU)

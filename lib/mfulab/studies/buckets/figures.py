@@ -9,7 +9,7 @@ from mfulab.studies.buckets import model_error
 from mfulab.studies.buckets.sensitivity import plausible_caps_text
 from mfulab.studies.buckets.stated import A6_MFU_POINTS
 from mfulab.studykit.plots import median_iqr_ms
-from mfulab.studykit.step_error import DECISIVE_MARGIN
+from mfulab.studykit.step_error import SWITCH_MARGIN
 
 
 def plot_sweep(records, sweep, m: dict | None):
@@ -95,7 +95,7 @@ def scale_title(best) -> str:
     device = f" {best.device.iloc[0]}" if "device" in best else ""
     return (
         f"At {n}{device} cards (layouts that fit): {where} (a ranking inside the step model's "
-        f"±{DECISIVE_MARGIN:.0%});\nthe cap moves MFU by "
+        f"±{SWITCH_MARGIN:.0%});\nthe cap moves MFU by "
         f"{big.spread_points.min():.1f}–{big.spread_points.max():.1f} "
         f"points over {plausible_caps_text()} (article: {A6_MFU_POINTS[0]:g}–{A6_MFU_POINTS[1]:g})"
     )

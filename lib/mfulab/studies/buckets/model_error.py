@@ -33,7 +33,7 @@ import numpy as np
 
 from mfulab.studies.buckets.simulator import simulate
 from mfulab.studies.buckets.stated import A6_MFU_POINTS
-from mfulab.studykit.step_error import DECISIVE_MARGIN
+from mfulab.studykit.step_error import SWITCH_MARGIN
 
 GRID_POINTS = 48  # per refinement of the per-bucket overhead's grid (three passes)
 
@@ -231,7 +231,7 @@ def _op_differences(sync, plain) -> list[tuple[str, str, float]]:
 
 
 # ---------------------------------------------------------------------------- what the margin lets decide
-def best_mfu_to_decide(points: float, margin: float = DECISIVE_MARGIN) -> float:
+def best_mfu_to_decide(points: float, margin: float = SWITCH_MARGIN) -> float:
     """The highest MFU at the best cap at which a spread of ``points`` MFU points is a step ratio
     beyond ``margin``: at fixed FLOPs the step ratio is M / (M − Δ), and M / (M − Δ) − 1 ≥ m
     ⇔ M ≤ Δ (1 + m) / m."""
@@ -245,7 +245,7 @@ def spread_reach_text(reported_mfu: float) -> str:
     lo, hi = A6_MFU_POINTS
     at_lo, at_hi = best_mfu_to_decide(lo), best_mfu_to_decide(hi)
     return (
-        f". A spread of {hi:g} points is a step ratio beyond ±{DECISIVE_MARGIN:.0%} only where the best "
+        f". A spread of {hi:g} points is a step ratio beyond ±{SWITCH_MARGIN:.0%} only where the best "
         f"cap's MFU is ≤ {at_hi:.0%} ({lo:g} points: ≤ {at_lo:.0%}); article A reports above "
         f"{reported_mfu:.0%}, so at the article's MFU this row is analytic only by construction: the "
         "step model cannot tell a 5–8 point spread from its own error there"

@@ -31,7 +31,7 @@ from mfulab.studies.buckets.stated import (
     STATED_TP_FALLBACK,
 )
 from mfulab.studykit import verdicts
-from mfulab.studykit.step_error import DECISIVE_MARGIN
+from mfulab.studykit.step_error import SWITCH_MARGIN
 from mfulab.units import GB, MIB
 
 # Simulated steps closer than this (relative) are a tie: the simulator is exact, but no
@@ -102,7 +102,7 @@ def spread_answer(mfu_by_model: dict) -> bool | None:
             reaching.append(max(mfus) / min(mfus) - 1)
     if not reaching:
         return False
-    return True if max(reaching) >= DECISIVE_MARGIN else None
+    return True if max(reaching) >= SWITCH_MARGIN else None
 
 
 def plausible_caps_text() -> str:

@@ -2,7 +2,7 @@
 in ``docs/claims.md``). These are inputs under test, not results."""
 
 from mfulab.analytic.articles import B_RUN
-from mfulab.studykit.step_error import DECISIVE_MARGIN
+from mfulab.studykit.step_error import SWITCH_MARGIN
 
 # A7 — article A §3.1: LayerNorm + residual + dropout fused into one kernel, "a layer's forward
 # pass became about 30% faster". Read as time: −30% of the layer's forward time, a speed-up of
@@ -142,7 +142,7 @@ A8_SENSITIVITY = {"micro_batches": (2, 1), "tensor_parallel": (2, 8), "zero1_dev
 # (the step model's error on published runs is of this order: chapter 10).
 A8_STEP_DEVICE = "ascend-910b"
 A8_STEP_CARDS = 8
-A8_STEP_MARGIN = DECISIVE_MARGIN  # the course's one rule (studykit.step_error)
+A8_STEP_MARGIN = SWITCH_MARGIN  # the course's rule for a switch (studykit.step_error)
 # The step model's assumptions that price naive attention's memory-bound passes, varied at the
 # central reading that fits (rates.Assumptions: memory_efficiency 0.85, backward_traffic_factor 2,
 # the GEMMs' share of MAMF, 1.0 by default): (what, field, value)

@@ -4,7 +4,7 @@ checked against (ranks, α, link bandwidths) and what the articles leave unstate
 efficiency, global batch on 32 cards) are parameters: ``article_*`` in ``params``."""
 
 from mfulab.analytic.articles import b15_gain
-from mfulab.studykit.step_error import DECISIVE_MARGIN
+from mfulab.studykit.step_error import SWITCH_MARGIN
 
 # A4 — article A §2.1: a 13B model on 32 cards, 3.2 s → 2.1 s per step with overlap on.
 # The shape, TP degree, micro-batch and per-card peak are those of the article's 13B command
@@ -35,8 +35,8 @@ A4_STATED = {
     # article's own Flash Attention runs (§3.2) are the sensitivity row
     "attention": "naive",
     # a modelled step within this of the article's (3.2 s before, 2.1 s after) reproduces it: the
-    # course's one rule for step-model verdicts (studykit.step_error.DECISIVE_MARGIN)
-    "decisive_margin": DECISIVE_MARGIN,
+    # course's rule for a modelled switch (studykit.step_error.SWITCH_MARGIN)
+    "decisive_margin": SWITCH_MARGIN,
 }
 
 # Megatron tensor parallelism: per layer and micro-batch, 2 all-reduces of the b·s·h activations

@@ -18,6 +18,7 @@ from __future__ import annotations
 from mfulab.analytic import rates, step
 from mfulab.analytic.config import preset
 from mfulab.studies.overlap.stated import A4_STATED
+from mfulab.studykit.step_error import reproduces_ratio
 
 # Link bandwidths per card and direction for the sensitivity tables (B = bytes/s).
 IB_EDR_BYTES_PER_S = 12.5e9  # InfiniBand EDR, 100 Gb/s (IBTA roadmap)
@@ -121,7 +122,7 @@ def a4_model(
 def a4_reading(m: dict) -> str:
     """Which communication could account for the ≥ 1.1 s that overlap saved (A4); a modelled
     compute above the 2.1 s step says the inputs are inconsistent only beyond the step model's
-    error (``decisive_margin``, studykit.step_error.DECISIVE_MARGIN)."""
+    error (``decisive_margin``, studykit.step_error.SWITCH_MARGIN)."""
     saved = A4_STATED["step_before_s"] - A4_STATED["step_after_s"]
     after, margin = A4_STATED["step_after_s"], A4_STATED["decisive_margin"]
     if m["compute_s"] > after * (1 + margin):
@@ -280,13 +281,9 @@ def a4_reproduces(m: dict) -> bool | None:
     article (:func:`a4_consistent`)."""
     if not a4_consistent(m):
         return None
-    margin = A4_STATED["decisive_margin"]
     claimed = A4_STATED["step_before_s"] / A4_STATED["step_after_s"]
     modelled = m["step_serial_s"] / m["step_overlapped_s"]
-    apart = max(modelled / claimed, claimed / modelled) - 1
-    if apart > margin:
-        return False
-    return True if modelled - 1 >= margin else None
+    return reproduces_ratio(modelled, claimed, A4_STATED["decisive_margin"])
 
 
 def a4_hidden_needed(m: dict) -> float:

@@ -8,7 +8,7 @@ import math
 
 from mfulab.studies.parallelism import stated
 from mfulab.studykit import verdicts
-from mfulab.studykit.step_error import DECISIVE_MARGIN
+from mfulab.studykit.step_error import LAYOUT_MARGIN
 from mfulab.studykit.verdicts import Claim
 from mfulab.units import KIB
 
@@ -184,7 +184,7 @@ def a13_m_text(sweep) -> str:
     evidence: interleaving's step gain per m, and the m values where it passes the decisive margin."""
     if sweep is None or sweep.empty:
         return ""
-    r0, margin = sweep.iloc[0], DECISIVE_MARGIN
+    r0, margin = sweep.iloc[0], LAYOUT_MARGIN
     paying = sweep[sweep.step_gain >= margin].m.tolist()
     per_device = "device" in sweep and sweep.device.nunique() > 1
     gains = "; ".join(
@@ -218,7 +218,7 @@ def a13_layer_answers(inter) -> list:
     fewest = inter.n_layers.min()
     answers = []
     for r in inter.itertuples():
-        if abs(r.step_gain) < DECISIVE_MARGIN:
+        if abs(r.step_gain) < LAYOUT_MARGIN:
             answers.append(None)
         else:
             answers.append((r.step_gain < 0) if r.n_layers == fewest else (r.step_gain > 0))
@@ -297,7 +297,7 @@ def a13_claims(pipe, inter, sweep=None) -> list[Claim]:
             "and 80 layers on 512 cards, on article A's 910B and on A100s",
             verdicts.over_scenarios(a13_layer_answers(inter)),
             f"a layer count says 'interleave' where interleaving alone gains beyond the step model's "
-            f"±{DECISIVE_MARGIN:.0%}, 'do not' where it costs beyond it, and cannot tell inside; the article "
+            f"±{LAYOUT_MARGIN:.0%}, 'do not' where it costs beyond it, and cannot tell inside; the article "
             "states neither layout nor batch for this sentence, so no stated case decides. "
             f"Step gain of interleaving alone: {gains}"
             + (

@@ -3,7 +3,7 @@ analytic rows read them at (article ids as in ``docs/claims.md``). Inputs under 
 named assumptions, not results."""
 
 from mfulab.analytic.rates import AT_SCALE_MATMUL_SHARE_OF_MAMF
-from mfulab.studykit.step_error import DECISIVE_MARGIN
+from mfulab.studykit.step_error import SWITCH_MARGIN
 
 # A10 — article A §4.1: TP = 8 and DP = 16 on 128 cards. The article names no model for this
 # example: we read it with the 13B model of its own A17/A19 example (llama2-13b shape), 4096
@@ -46,7 +46,7 @@ AT_SCALE_DEVICES = A10_DEVICES
 # A planner margin (best ZeRO 0–2 step over best ZeRO-3 step) smaller than this decides nothing:
 # the step model's held-out errors on FSDP and DeepSpeed runs are of this order (chapter 09's
 # per-source table; our reading, not a fit).
-A12_DECISIVE_MARGIN = DECISIVE_MARGIN  # the course's one rule (studykit.step_error)
+A12_DECISIVE_MARGIN = SWITCH_MARGIN  # the course's rule for a switch (studykit.step_error)
 
 # A13 — article A §4.3: no interleaving at ~40 layers; it clearly pays above ~80; start from
 # 2 layers per virtual stage.

@@ -5,7 +5,7 @@ to are decided in chapters 01, 04, 07 and 08)."""
 
 from __future__ import annotations
 
-from mfulab.studies.predict import calibrated, history, op_rates, scores, validate
+from mfulab.studies.predict import calibrated, history, margins, op_rates, scores, validate
 
 
 def fit_sources(records) -> tuple:
@@ -130,7 +130,11 @@ def history_table(records, valid):
                     ).get("median_abs_error")
                     for name in ("holdout-3", "holdout-4")
                 },
-                "decisive_margin": (rev.get("pair_ratio_error") or {}).get("p90"),
+                "pooled_pair_p90": (rev.get("pair_ratio_error") or {}).get("p90"),
+                **{
+                    f"{kind}_margin": ((rev.get("pair_ratio_error_by_kind") or {}).get(kind) or {}).get("p90")
+                    for kind in margins.KINDS
+                },
             }
         )
     splits = scores.split_summary(valid["table"]).set_index("split")
@@ -145,26 +149,34 @@ def history_table(records, valid):
         value = noted.loc[name, "median_abs_error"] if name in noted.index else None
         this_render[f"{name.replace('-', '')}_as_noted_median_abs_error"] = value
     margin = history.pair_ratio_error(valid["table"], records["published_runs"]) or {}
-    this_render["decisive_margin"] = margin.get("p90")
+    this_render["pooled_pair_p90"] = margin.get("p90")
+    by_kind = margins.kind_margins(valid["table"], records["published_runs"])
+    this_render |= {f"{kind}_margin": (by_kind.get(kind) or {}).get("p90") for kind in margins.KINDS}
     rows.append({**this_render, **columns(cell)})
     return pd.DataFrame(rows)
 
 
 def margin_history_text(records) -> str:
-    """The decisive margin at each recorded revision where it changed, and the change that moved
-    it: every chapter that decides with the step model reads the latest."""
+    """The decisive margins at each recorded revision where they changed, and the change that
+    moved them: every chapter that decides with the step model reads the latest of its kind."""
     moves, last = [], None
     for rev in records.get("validation_history") or []:
-        p90 = (rev.get("pair_ratio_error") or {}).get("p90")
-        if p90 is not None and p90 != last:
-            moves.append(f"{p90:.1%} at {rev['commit']} ({rev['change'][:90].rstrip()}…)")
-            last = p90
+        by_kind = rev.get("pair_ratio_error_by_kind") or {}
+        now = (
+            " and ".join(f"{k} {by_kind[k]['p90']:.1%}" for k in margins.KINDS if k in by_kind)
+            if by_kind
+            else f"one pooled {(rev.get('pair_ratio_error') or {}).get('p90', float('nan')):.1%}"
+        )
+        if "nan" not in now and now != last:
+            moves.append(f"{now} at {rev['commit']} ({rev['change'][:80].rstrip()}…)")
+            last = now
     if not moves:
         return ""
     return (
-        "**The margin's record.** Recorded where it changed: "
+        "**The margins' record.** Recorded where they changed: "
         + "; then ".join(moves)
-        + ". The chapters read the latest; a verdict that a move turned says so in its chapter."
+        + ". The chapters read the latest of their comparison's kind; a verdict that a move turned says so "
+        "in its chapter."
     )
 
 

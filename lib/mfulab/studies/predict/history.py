@@ -14,7 +14,7 @@ import datetime as dt
 import subprocess
 
 from mfulab.errors import ParameterError
-from mfulab.studies.predict import scores, validate
+from mfulab.studies.predict import margins, scores, validate
 
 PUBLISHED = "studies/predict/published_runs.yaml"
 FIT_GRID = (0.5, 1.0, 0.0025)
@@ -55,8 +55,11 @@ def evaluate(path=PUBLISHED) -> dict:
         "fitted_share_of_mamf": res["fitted"],
         # the size of the model's error on a ratio of two held-out runs of one model on one device
         # (the pairs a chapter's layout comparison resembles): its 90th percentile is the course's
-        # decisive margin (studykit.step_error.DECISIVE_MARGIN)
+        # margin before the kinds were recorded (studykit.step_error reads it where no kind is)
         "pair_ratio_error": pair_ratio_error(res["table"], data["runs"]),
+        # the same, per kind of comparison (``margins``): each kind's 90th percentile is the
+        # decisive margin of a chapter comparison of that kind (studykit.step_error)
+        "pair_ratio_error_by_kind": margins.kind_margins(res["table"], data["runs"]),
         "test": pick("test"),
         "holdout": pick("holdout"),
         "holdout-2": pick("holdout-2"),

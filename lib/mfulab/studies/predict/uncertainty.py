@@ -13,7 +13,7 @@ model or its fitted value:
   there): an interval that clears 0 is weaker evidence than its width suggests, and the text
   says how many sources each rests on.
 * **Ratio errors within a source.** Every chapter that prices two layouts with the step model
-  decides on their *ratio*, beyond ``studykit.step_error.DECISIVE_MARGIN``. A ratio cancels what
+  decides on their *ratio*, beyond ``studykit.step_error.SWITCH_MARGIN``. A ratio cancels what
   two rows of one source share (the cluster, the framework's overheads), so its error is the
   quantity the margin must cover. For rows i, j of one source with errors eᵢ = predᵢ/pubᵢ − 1,
   the predicted ratio over the published one is (1 + eᵢ)/(1 + eⱼ); its size, symmetric in i
@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from mfulab.studies.predict import scores
-from mfulab.studykit.step_error import DECISIVE_MARGIN
+from mfulab.studykit.step_error import SWITCH_MARGIN
 
 N_BOOT = 2000  # bootstrap draws (of sources)
 SEEN = ("fit", "development", "test")  # splits the model was fitted or revised on
@@ -104,7 +104,7 @@ PAIRINGS = {
 }
 
 
-def ratio_errors(df, runs, *, margin: float = DECISIVE_MARGIN):
+def ratio_errors(df, runs, *, margin: float = SWITCH_MARGIN):
     """Per group of held-out splits and per pairing (:data:`PAIRINGS`): the pairs of priced
     rows, the median and 90th-percentile size of the predictor's ratio error
     (:func:`pair_ratio_errors`), the share within ±``margin``, the same for the null model, and
@@ -249,29 +249,20 @@ def ratio_text(table) -> str:
         f"{r.p90_ratio_error:.1%}; the null model's: {r.null_share_within_margin:.0%})"
         for r in pooled.itertuples(index=False)
     ]
-    pair = pooled[pooled.pairs_within == "one source, model and device"]
-    outside = (
-        f" So a modelled ratio just past ±{pair.margin.iloc[0]:.0%} between two layouts of one model on "
-        f"one device would still sit inside the predictor's own ratio error on "
-        f"{1 - pair.share_within_margin.iloc[0]:.0%} of such published pairs."
-        if len(pair)
-        else ""
-    )
     blind = table[(table.group == "holdouts") & (table.pairs_within == "one source, model and device")]
     holdouts = (
         f" On the holdouts alone (collected after the test rows; the history says which revisions came "
-        f"after each), the same pairing's 90th percentile is "
+        f"after each), the 90th percentile within one source, model and device is "
         f"{blind.p90_ratio_error.iloc[0]:.1%} over {blind.pairs.iloc[0]} pairs in {blind.groups.iloc[0]} "
-        "groups: the margin the chapters use is the wider, more cautious figure, and its definition (the "
-        "90th percentile on every held-out row, pairs within one precision) stays fixed from here on."
+        "groups."
         if len(blind)
         else ""
     )
     return (
-        "**The margin against ratio errors** (every held-out row: the test rows, which informed later "
-        "revisions, and the holdouts; the table has the holdouts alone): "
+        "**Ratio errors over every pair** (both kinds pooled, every precision; every held-out row: the test "
+        "rows, which informed later revisions, and the holdouts; the table has the holdouts alone). The "
+        "margin column is the switch margin, the wider of the two the chapters use: "
         + "; ".join(parts)
         + "."
-        + outside
         + holdouts
     )

@@ -7,7 +7,7 @@ import seaborn as sns
 
 from mfulab.studies.recompute.analysis import layer_model_summary
 from mfulab.studykit.plots import label
-from mfulab.studykit.step_error import DECISIVE_MARGIN
+from mfulab.studykit.step_error import SWITCH_MARGIN
 from mfulab.units import MIB
 
 
@@ -246,7 +246,7 @@ def plot_plans(plans, chosen):
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
     winners = chosen[chosen.decision].policy.value_counts()
     fig.suptitle(
-        f"Planner decision (illustrative: leads inside the step model's ±{DECISIVE_MARGIN:.0%} can turn): "
+        f"Planner decision (illustrative: leads inside the step model's ±{SWITCH_MARGIN:.0%} can turn): "
         f"{winners.index[0]} wins in {winners.iloc[0]} of {len(cases)} cases\n"
         "(each bar: a policy at its best micro-batch 'mb'; the step model, chapter 09)",
         fontsize=11,

@@ -17,7 +17,7 @@ from mfulab.analytic import flops, memory, step
 from mfulab.analytic.config import check_attention, preset
 from mfulab.analytic.rates import AT_SCALE_MATMUL_SHARE_OF_MAMF
 from mfulab.errors import ParameterError
-from mfulab.studykit.step_error import DECISIVE_MARGIN
+from mfulab.studykit.step_error import SWITCH_MARGIN
 from mfulab.units import GIB
 
 PLAN_KEYS = {
@@ -190,7 +190,7 @@ def chosen_plans(plans):
     out["decision"] = out.index.isin(best.values)
     # how far the decision leads the case's next distinct plan that fits (a policy that re-runs
     # nothing, "selective" under a fused kernel, is the same step as "none"), in tokens/s; a lead
-    # inside the step model's error (studykit.step_error.DECISIVE_MARGIN) ranks, it does not decide
+    # inside the step model's error (studykit.step_error.SWITCH_MARGIN) ranks, it does not decide
     lead = {}
     for case, g in fitting.groupby("case", sort=False):
         rates = g.tokens_per_s.astype(float)
@@ -199,7 +199,7 @@ def chosen_plans(plans):
     out["lead_over_next"] = [
         lead.get(c, float("nan")) if d else float("nan") for c, d in zip(out.case, out.decision)
     ]
-    out["within_step_error"] = out.lead_over_next <= DECISIVE_MARGIN
+    out["within_step_error"] = out.lead_over_next <= SWITCH_MARGIN
     return out
 
 

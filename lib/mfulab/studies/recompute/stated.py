@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from mfulab.analytic.config import preset
-from mfulab.studykit.step_error import DECISIVE_MARGIN
+from mfulab.studykit.step_error import SWITCH_MARGIN
 
 # The planner's cases (the ``planner_cases`` default), with their sources, in planner_cases.yaml.
 PLANNER_CASES = tuple(yaml.safe_load(Path(__file__).with_name("planner_cases.yaml").read_text()))
@@ -41,7 +41,7 @@ B7_GLOBAL_BATCH_READING = "the batch read as the global batch: doubled with the 
 B7_CONFIG_POLICIES = ("selective", "mlp", "full")
 # Where a policy doubles the micro-batch, its tokens/s against no recompute decide only beyond
 # this margin: the step model's held-out error is of this order (chapter 09), as A12's margin
-B7_CONFIG_DECISIVE_MARGIN = DECISIVE_MARGIN  # the course's one rule (studykit.step_error)
+B7_CONFIG_DECISIVE_MARGIN = SWITCH_MARGIN  # the course's rule for a switch (studykit.step_error)
 
 # A14 — article A §5.1: "for models around 100B parameters" recompute the MLP and keep the
 # attention activations. Its premise (the attention keeps "the attention-score intermediates")
@@ -149,7 +149,7 @@ A12_THROUGHPUT_VARIATIONS = (
 # A margin (ZeRO-3's step over ZeRO-2's) within this of 1 decides nothing: the step model's
 # held-out errors on FSDP and DeepSpeed runs are of this order (chapter 09's per-source table;
 # our reading, not a fit). Chapter 08 judges its A12 row with the same figure (a test pins them).
-A12_DECISIVE_MARGIN = DECISIVE_MARGIN  # the course's one rule (studykit.step_error)
+A12_DECISIVE_MARGIN = SWITCH_MARGIN  # the course's rule for a switch (studykit.step_error)
 
 # Memory the planner keeps free on every card: allocator fragmentation, the runtime's context
 # and communication buffers. Rajbhandari et al. 2020 (ZeRO), Sec. 3.2: fragmentation caused
