@@ -373,11 +373,13 @@ o.tables["a6_per_tensor"]
 # simulator at about a thousand cards. Each scenario of the sensitivity table (the stated case
 # first; not the two fitted-overhead rows) answers the row's question yes or no. How far the cap
 # moves MFU: the article says its effect "can reach" 5–8 points (可以达到), a claim of possibility,
-# so one scenario decides (`verdicts.any_scenario`): a scenario says yes where some model's spread
-# over 1–400 MiB lies in the stated 5–8 points *and* that spread, as a step ratio (max ÷ min MFU), passes the
-# step model's decisive margin (`studykit.step_error.SWITCH_MARGIN`; inside it the model
-# cannot tell the spread from its own error: neither),
-# no where no model's spread lies in 5–8 points (`sensitivity.spread_answer`; the article names no model).
+# so one scenario decides (`verdicts.any_scenario`). It is decided on a step ratio, the quantity
+# whose error the step model knows, both ways alike (`sensitivity.spread_answer`): per model, the
+# modelled ratio max ÷ min MFU over 1–400 MiB against the smallest ratio 5 points would be at its
+# best MFU (M ÷ (M − 5)); yes where it reaches that within the margin for a switch
+# (`studykit.step_error.SWITCH_MARGIN`: a bucket cap changes one term) and lies beyond the margin
+# from 1, no where even the margin's top stays short of it, neither otherwise. A scenario says
+# yes when some model does and no when every model does (the article names no model).
 # Every other simulator row is confirmed (analysis) when every scenario says yes, refuted
 # (analysis) when none does, and analytic only when some scenario reverses the stated answer
 # (`verdicts.over_scenarios`). Whether 20–40 MB is the sweet spot: yes when it holds some model's only best cap, no when every

@@ -124,14 +124,19 @@ def test_a6_spread_row_is_judged_on_the_spread():
     # a fitted-overhead row (re-measured every run) is reported, never deciding: B8 once flipped
     fitted = pd.DataFrame({"assumption": ["stated", sensitivity.FITTED], "a6_can_reach": [False, True]})
     assert cluster_scale.a6_spread_verdict(fitted) == "refuted"
-    # 5 points at 40% MFU: 45 / 40 = 1.125, inside the margin: cannot tell; 20% → 27%: 7 points
-    # and 1.35, yes; 2 points, or 12 points (past the stated 5–8), no
+    # decided on the step ratio both ways: 5 points at 40% MFU (45 / 40 = 1.125) and 2 points at
+    # 40% both lie inside the margin of the claim and of no spread: cannot tell
     margin = sensitivity.SWITCH_MARGIN
     assert sensitivity.spread_answer({"m": {25: 0.40, 100: 0.45}}) is None
+    assert sensitivity.spread_answer({"m": {25: 0.40, 100: 0.42}}) is None
     low = 0.07 / margin * 0.9  # a 7-point spread whose ratio passes the margin
     assert sensitivity.spread_answer({"m": {25: low, 100: low + 0.07}}) is True
-    assert sensitivity.spread_answer({"m": {25: 0.40, 100: 0.42}}) is False
-    assert sensitivity.spread_answer({"m": {25: 0.27, 100: 0.39}}) is False  # 12 points: not 5–8
+    # a 12-point spread past the margin reaches 5–8 too
+    assert sensitivity.spread_answer({"m": {25: low, 100: low + 0.12}}) is True
+    # 0.2 points at 6% MFU: 5 points would need 6 / 1 = 6×, beyond the margin of 1.03×: no
+    assert sensitivity.spread_answer({"m": {25: 0.058, 100: 0.06}}) is False
+    # one model that cannot tell keeps the scenario from a no
+    assert sensitivity.spread_answer({"m": {25: 0.058, 100: 0.06}, "n": {25: 0.40, 100: 0.42}}) is None
     assert sensitivity.summary(sens)["scenarios"] == len(sens) - (sens.assumption == sensitivity.FITTED).sum()
     assert sensitivity.spread_in_claim(4.96) and not sensitivity.spread_in_claim(4.94)
     assert spread.verdict in ("confirmed (analysis)", "refuted (analysis)", "analytic only")

@@ -295,8 +295,8 @@ def _a6_setting(records, cards: int, big) -> str:
 def a6_spread_verdict(sens) -> str:
     """The article says the bucket size's effect on MFU "can reach" 5–8 points (可以达到) and names
     no model: a claim of possibility, ``verdicts.any_scenario`` over the scenarios, each answering
-    with ``sensitivity.spread_answer`` (yes only where a spread in the stated 5–8 points is also a
-    step difference beyond the step model's decisive margin)."""
+    with ``sensitivity.spread_answer`` (the modelled step ratio against the one 5 points needs,
+    within the step model's margin for a switch, both ways alike)."""
     return verdicts.any_scenario(sensitivity.deciding(sens).a6_can_reach)
 
 
