@@ -31,9 +31,12 @@
 # the comparisons assume, the value says by how much: a difference between machines smaller
 # than that is not a difference. The last column says which it is: the machines' spread
 # (max − min over the median, as the stability report measures drift) against the widest drift
-# any machine's stability run saw for that number, at least the assumed 5%
+# any machine's stability run saw for that number, or the drift its study declares for it where
+# that study widens the number's interval past the course's 5% (`Metric.drift_param`: chapter
+# 06's cold tar / JSON ratio, chapter 05's per-tensor ratio), at least the assumed 5%
 # (`drift.across_drift`). A machine without a stability run (one run per study) borrows the
-# others' drift: its own is unknown.
+# others' drift: its own is unknown. Rows computed from published data alone (chapter 09's
+# validation) depend on no machine: they are shown once, in the block after the table.
 
 # %% tags=["parameters"]
 params = {}  # the profile's values (papermill injects them); empty: the defaults
@@ -45,7 +48,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from mfulab import results
-from mfulab.studies.compare import across, analysis, mfu_gap, published
+from mfulab.studies.compare import across, analysis, mfu_gap, published, published_data
 from mfulab.studykit import plots
 from mfulab.studykit.notebook import setup
 
@@ -54,13 +57,30 @@ display(Markdown(analysis.scope_note(records)))
 
 # %%
 table = analysis.comparison_table(records)
-results.save_table(out, "comparison", table)
+measured_rows, published_rows = published_data.split(table)
+results.save_table(out, "comparison", measured_rows)
+results.save_table(out, "published_data", published_data.published_block(published_rows))
 results.save_metrics(out, {"machines": records["machines"], "metrics": table.to_dict(orient="records")})
 with pd.option_context("display.max_colwidth", None, "display.max_rows", None):
-    display(analysis.formatted(table, records))
+    display(analysis.formatted(measured_rows, records))
 display(Markdown(mfu_gap.mfu_gap_note(table)))
 if analysis.disagreements(table):
     display(Markdown("**Two studies disagree on:** " + "; ".join(analysis.disagreements(table))))
+
+# %% [markdown]
+# **Computed from published data alone** (chapter 09: the step model against published runs).
+# These rows use no measurement of any machine, so every machine's render gives the same value;
+# `same on every machine` checks it.
+
+# %%
+display(
+    published_data.published_block(published_rows)
+    .style.format({"value": lambda v: f"{v:.4g}" if isinstance(v, int | float) else str(v)}, na_rep="—")
+    .hide(axis="index")
+)
+display(
+    Markdown(published_data.null_model_text(published_data.bootstrap(p.results_root, records["machines"])))
+)
 
 # %%
 if len(records["machines"]) > 1:  # one machine: its ceiling and peak are rows of the table above

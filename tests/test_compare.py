@@ -26,7 +26,7 @@ def test_a_property_several_studies_write_is_one_row_unless_they_disagree():
     same = {"a": {"matmul_ceiling_flops_per_s": 3e11}, "b": {"matmul_ceiling_flops_per_s": 7e14}}
     table = compare.comparison_table(_records(["a", "b"], mfu=same, fusion={"a": same["a"]}))
     rows = table[table.key == "matmul_ceiling_flops_per_s"]
-    assert len(rows) == 1 and rows.iloc[0].study == "mfu, fusion" and rows.iloc[0].b == 7e14
+    assert len(rows) == 1 and rows.iloc[0].study.startswith("mfu, fusion") and rows.iloc[0].b == 7e14
     assert not compare.disagreements(table)
     other = {"a": {"matmul_ceiling_flops_per_s": 2e11}}
     table = compare.comparison_table(_records(["a", "b"], mfu=same, fusion=other))
@@ -107,6 +107,13 @@ def test_ceilings_are_point_markers_not_bars_on_the_log_axis():
     assert not ax.patches  # no bars
     points = sorted(y for line in ax.get_lines() for y in line.get_ydata())
     assert points == [0.35, 700.0, 989.4]
+    assert ax.get_yscale() == "log"  # a CPU beside a GPU spans decades
+    cpus = {
+        m: {"matmul_ceiling_flops_per_s": c, "datasheet_peak_flops_per_s": 2 * c}
+        for m, c in (("a", 1.5e11), ("b", 3e11))
+    }
+    ax = compare.plot_ceilings(compare.comparison_table(_records(["a", "b"], mfu=cpus))).axes[0]
+    assert ax.get_yscale() == "linear" and ax.get_ylim() == (0, pytest.approx(0.75))  # no empty decades
 
 
 def test_the_verdict_matrix_lines_up_claims_rows_and_marks_differences_and_flips():
@@ -190,6 +197,7 @@ def test_two_machines_numbers_read_as_highest_over_lowest():
     assert drift.highest_over_lowest({"a": 1.0, "b": 1.98}) == "1.98× (b)"
     assert drift.highest_over_lowest({"a": 2.0, "b": compare.MISSING}) == ""
     assert drift.highest_over_lowest({"a": 0.0, "b": 1.0}) == ""  # no ratio with a zero
+    assert drift.highest_over_lowest({"a": 1.5, "b": 1.5}) == ""  # equal: no machine is the highest
     mfu = {"a": {"matmul_ceiling_flops_per_s": 1e11}, "b": {"matmul_ceiling_flops_per_s": 2e11}}
     shown = compare.formatted(compare.comparison_table(_records(["a", "b"], mfu=mfu))).set_index("metric")
     assert "2.00× (b)" in shown["highest ÷ lowest"].tolist()
@@ -248,7 +256,7 @@ def test_the_two_mfus_of_one_machine_are_explained():
     assert "gap" not in note.split(".")[1]  # without chapter 07's split: no attribution
     assert mfu_gap.mfu_gap_note(compare.comparison_table(_records(["cpu-2c"], mfu=mfu))) == ""
     # the ceiling both MFUs divide by, re-timed after chapter 07's job: its move is said
-    anatomy["cpu-2c"] |= {"ceiling_flops_per_s": 200e9, "ceiling_now_flops_per_s": 140e9}
+    anatomy["cpu-2c"] |= {"matmul_ceiling_flops_per_s": 200e9, "ceiling_now_flops_per_s": 140e9}
     note = mfu_gap.mfu_gap_note(compare.comparison_table(_records(["cpu-2c"], mfu=mfu, anatomy=anatomy)))
     assert "re-timed right after chapter 07's job reads -30% from the calibration's" in note
 
@@ -309,11 +317,10 @@ def test_published_runs_mfu_by_device_framework_and_precision(tmp_path):
     a100 = device_spec("a100")
     over_mamf = 0.375 * peak_flops_per_s("a100", "bf16") / a100.mamf_flops_per_s["bf16"]
     assert t.loc[("a100", "bf16"), "median_mfu_over_mamf"] == pytest.approx(over_mamf)
-    # an FP8 run has no FP8 MAMF recorded: never divided by the bf16 ceiling (it would pass 100%)
-    assert (
-        t.loc[("h100-sxm", "fp8"), "median_mfu_over_mamf"]
-        != t.loc[("h100-sxm", "fp8"), "median_mfu_over_mamf"]
-    )
+    # an FP8 run over the FP8 MAMF (stas00's float8_e4m3fn table), never over the bf16 ceiling
+    h100 = device_spec("h100-sxm")
+    over_fp8 = 0.9 * peak_flops_per_s("h100-sxm", "bf16") / h100.mamf_flops_per_s["fp8"]
+    assert t.loc[("h100-sxm", "fp8"), "median_mfu_over_mamf"] == pytest.approx(over_fp8)
     # a table from before the precision column reads as bf16
     pd.DataFrame(
         [r[:4] + r[5:] for r in rows[:1]], columns=[c for c in cols if c != "dtype"] + ["published_step_s"]
@@ -394,3 +401,66 @@ def test_results_of_different_code_on_two_machines_are_named(tmp_path):
     assert "dataloader (`cpu-1c` at aaaaaaa, `cpu-2c` at bbbbbbb)" in note and "mfu" not in note
     records["revisions"]["cpu-1c"]["dataloader"] = records["revisions"]["cpu-2c"]["dataloader"]
     assert hosts.revision_note(records) == ""
+
+
+def test_a_difference_between_machines_must_pass_the_drift_its_study_declares(tmp_path):
+    """A study that widens a ratio for run-to-run drift (``Metric.drift_param``) holds the
+    comparison to it: read from each machine's env.json, the widest wins over the 5% floor."""
+    import json
+
+    from mfulab.studies.compare import drift
+
+    for machine, value in (("a", 0.4), ("b", 0.25)):
+        folder = tmp_path / machine / "dataloader"
+        folder.mkdir(parents=True)
+        (folder / "env.json").write_text(json.dumps({"params": {"format_ratio_drift": value}}))
+    params = {"tar_over_json_files_cold_throughput": "format_ratio_drift"}
+    found = drift.declared_drift(tmp_path, "dataloader", ["a", "b", "c"], params)
+    assert found == {
+        "a": {"tar_over_json_files_cold_throughput": 0.4},
+        "b": {"tar_over_json_files_cold_throughput": 0.25},
+    }
+    records = _records(["a", "b"])
+    records["metrics"]["dataloader"] = {
+        "a": {"tar_over_json_files_cold_throughput": 3.6},
+        "b": {"tar_over_json_files_cold_throughput": 2.6},
+    }
+    table = compare.comparison_table(records)
+    row = table.key == "tar_over_json_files_cold_throughput"
+    records["declared_drift"] = {"dataloader": found}
+    assert (
+        compare.formatted(table, records)[row]["across machines"]
+        .iloc[0]
+        .startswith("within drift (32% ≤ 40%")
+    )
+    records["declared_drift"] = {}
+    assert compare.formatted(table, records)[row]["across machines"].iloc[0].startswith("differs")
+
+
+def test_rows_from_published_data_are_shown_once_apart_from_the_machines():
+    from mfulab.studies.compare import published_data
+
+    records = _records(["a", "b"])
+    records["metrics"]["predict"] = {
+        "a": {"test_median_abs_error": 0.18, "measured_step_s": 0.6},
+        "b": {"test_median_abs_error": 0.18, "measured_step_s": 0.3},
+    }
+    table = compare.comparison_table(records)
+    measured, published = published_data.split(table)
+    assert "test_median_abs_error" in set(published.key) and "measured_step_s" in set(measured.key)
+    assert not set(measured.key) & published_data.published_keys()
+    block = published_data.published_block(published[published.key == "test_median_abs_error"])
+    assert block.value.iloc[0] == 0.18 and bool(block["same on every machine"].iloc[0])
+    boot = [
+        {
+            "group": "test",
+            "rows": 106,
+            "sources": 7,
+            "predictor_median_abs_error": 0.179,
+            "null_median_abs_error": 0.186,
+            "lead_over_null": 0.008,
+            "lead_over_null_lo": -0.065,
+            "lead_over_null_hi": 0.092,
+        }
+    ]
+    assert "not told apart from the null model" in published_data.null_model_text(boot)

@@ -31,6 +31,13 @@ class Metric:
     label: str  # what a reader sees in the comparison and on the site
     fmt: str = "{:.3g}"  # how the site prints it
     headline: bool = False  # shown under the study on the course index
+    # the study's parameter that widens this number's interval for its run-to-run drift (a ratio
+    # the study measured to move more between fresh runs than the course's 5%); the comparison
+    # reads a difference between machines against it too
+    drift_param: str = ""
+    # computed from published data alone (chapter 09's validation): the same on every machine, so
+    # the comparison shows it once, apart from what each machine measured
+    published: bool = False
 
 
 @dataclass(frozen=True)

@@ -396,7 +396,7 @@ def headline_metrics(records: dict, p=None, t: dict | None = None) -> dict:
         "naive_mfu": table.mfu_vs_ceiling[first],
         "best_mfu": table.mfu_vs_ceiling[last],
         "best_mfu_vs_ceiling_now": table.mfu_vs_ceiling_now[last],
-        "ceiling_flops_per_s": records["ceiling"]["best_flops_per_s"],
+        "matmul_ceiling_flops_per_s": records["ceiling"]["best_flops_per_s"],
         "ceiling_now_flops_per_s": (records.get("ceiling_now") or records["ceiling"])["best_flops_per_s"],
         # the last rung's mean step over ranks, split (for the comparison's two MFUs of one box)
         "best_wait_share": sum(table[f"{c}_s"][last] for c in WAITS) / table.mean_step_s[last],

@@ -44,6 +44,12 @@ def collect(p) -> dict:
         "machines": names,
         "metrics": {study: load_all(p.results_root, study) for study in studies},
         "drift": {study: drift_mod.stability_drift(p.results_root, study, names) for study in studies},
+        "declared_drift": {
+            s.id: drift_mod.declared_drift(
+                p.results_root, s.id, names, {m.key: m.drift_param for m in s.metrics if m.drift_param}
+            )
+            for s in {s.id: s for s, _ in _compared()}.values()
+        },
         "flips": {study: drift_mod.stability_flips(p.results_root, study, names) for study in studies},
         "stability_runs": {
             study: drift_mod.stability_runs(p.results_root, study, names) for study in studies
@@ -202,9 +208,18 @@ def formatted(table, records=None):
         )
         return f" (moves {d:.0%} between fresh runs)" if d > RUN_TO_RUN_DRIFT else ""
 
+    declared = (records or {}).get("declared_drift", {})
+
     def widest_drift(study, key):
+        """The widest drift any machine's stability run saw for the number, or its study declares
+        for it (``Metric.drift_param``): a difference between machines must pass both."""
         return max(
-            (drift.get(s.strip(), {}).get(m, {}).get(key, 0.0) for s in study.split(",") for m in names),
+            (
+                source.get(s.strip(), {}).get(m, {}).get(key, 0.0)
+                for source in (drift, declared)
+                for s in study.split(",")
+                for m in names
+            ),
             default=0.0,
         )
 
@@ -318,12 +333,16 @@ def plot_ceilings(table):
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names)
     ax.set_xlim(-0.7, len(names) - 0.3)
-    ax.set_yscale("log")
-    ax.set_ylim(low, high)
     ax.grid(axis="x", visible=False)
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.set_ylabel("TFLOP/s (log scale)")
+    if numeric and max(numeric) / min(numeric) < 20:  # one kind of machine: a linear axis from 0 reads best
+        ax.set_ylim(0, max(numeric) * 1.25)
+        ax.set_ylabel("TFLOP/s")
+    else:  # a CPU beside a GPU spans decades
+        ax.set_yscale("log")
+        ax.set_ylim(low, high)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylabel("TFLOP/s (log scale)")
     ax.set_title(ceilings_takeaway(table), fontsize=10)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="upper left")

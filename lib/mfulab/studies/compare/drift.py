@@ -24,6 +24,26 @@ def stability_drift(results_root, study: str, names) -> dict:
     return found
 
 
+def declared_drift(results_root, study: str, names, params_by_key: dict) -> dict:
+    """``{machine: {key: drift}}``: the drift a study's own parameter declares for a number
+    (``params_by_key``: metric key → the study's parameter, ``Metric.drift_param``), as each
+    machine's run of it set that parameter (its ``env.json``). A study that widens a ratio's
+    interval by more than the course's 5%, because fresh runs moved it that much, holds a
+    difference between machines to the same width."""
+    import json
+
+    found = {}
+    for machine in names:
+        env = Path(results_root) / machine / study / results.ENV
+        if not env.exists() or not params_by_key:
+            continue
+        params = json.loads(env.read_text()).get("params") or {}
+        drift = {k: float(params[p]) for k, p in params_by_key.items() if params.get(p) is not None}
+        if drift:
+            found[machine] = drift
+    return found
+
+
 def stability_flips(results_root, study: str, names) -> dict:
     """``{machine: [claim label, ...]}``: the claims rows whose verdict flipped between the fresh
     runs of that machine's stability run (``stability.json`` ``flips``), where it left one."""
@@ -75,7 +95,7 @@ def highest_over_lowest(values: dict) -> str:
         for m, v in values.items()
         if v not in (MISSING, NOT_APPLICABLE) and not isinstance(v, bool | str) and float(v) > 0
     }
-    if len(numbers) < 2:
-        return ""
+    if len(numbers) < 2 or max(numbers.values()) == min(numbers.values()):
+        return ""  # equal values have no highest machine
     top = max(numbers, key=numbers.get)
     return f"{numbers[top] / min(numbers.values()):.2f}× ({top})"

@@ -84,7 +84,22 @@ def same_host_note(records) -> str:
         for (device, node), names in groups.items()
         if len(names) > 1 and len({hosts[n]["cpu_count"] for n in names}) > 1
     ]
-    return ("**Same host, other cores.** " + "; ".join(notes) + ".") if notes else ""
+    if not notes:
+        return ""
+    only_one_host = len(groups) == 1 and len(next(iter(groups.values()))) == len(hosts)
+    return (
+        "**Same host, other cores.** "
+        + "; ".join(notes)
+        + "."
+        + (
+            " So this chapter compares two core budgets of one CPU, not two machines: no accelerator "
+            "or cluster has run the course yet (`docs/first-gpu-run.md` is the first GPU run), and "
+            "until one does, what it can show across hardware is this CPU against the published "
+            "measurements of other machines (below)."
+            if only_one_host
+            else ""
+        )
+    )
 
 
 def revisions(results_root, machine: str) -> dict:

@@ -9,7 +9,8 @@ ranks, split by timestamps into useful compute, slow operators and the waits):
     one                    chapter 01's MFU (compute only, one process)
     one × (1 − waits)      the job's waits charged, its compute at chapter 01's rate
     e × (1 − waits)        its compute at the rate it ran at, e = useful / (useful + slow operators)
-    job                    chapter 07's MFU (the slowest rank's median step, not the mean)
+    job                    chapter 07's MFU (the slowest rank's median step, not the mean): the
+                           residual is the slowest rank against the mean and the denominators' mismatch
 
 The order is fixed (waits first); the points each step takes are what the note reports.
 """
@@ -25,14 +26,15 @@ def _pts(fraction: float) -> str:
 
 def mfu_gap_parts(one: float, job: float, wait_share: float, compute_efficiency: float) -> dict:
     """The gap ``one − job`` (fractions of the ceiling) in three parts that sum to it: the job's
-    waits, its compute below chapter 01's rate, and the rest (slowest rank against the mean)."""
+    waits, its compute below chapter 01's rate, and the residual (the slowest rank against the mean,
+    and the mismatch of the two steps' denominators)."""
     with_waits = one * (1.0 - wait_share)
     at_job_rate = compute_efficiency * (1.0 - wait_share)
     return {
         "gap": one - job,
         "waits": one - with_waits,
         "slower compute": with_waits - at_job_rate,
-        "slowest rank over the mean": at_job_rate - job,
+        "residual": at_job_rate - job,
     }
 
 
@@ -44,7 +46,7 @@ def mfu_gap_note(table) -> str:
     one, job = _values(rows, "steady_mfu_vs_ceiling", names), _values(rows, "best_mfu", names)
     waits = _values(rows, "best_wait_share", names)
     eff = _values(rows, "best_compute_efficiency", names)
-    ceiling_file = _values(rows, "ceiling_flops_per_s", names)
+    ceiling_file = _values(rows, "matmul_ceiling_flops_per_s", names)
     ceiling_now = _values(rows, "ceiling_now_flops_per_s", names)
     notes = []
     for n in names:
@@ -61,8 +63,9 @@ def mfu_gap_note(table) -> str:
             note += (
                 f". Of the gap, {gap}, the job's waits (communication, data, checkpoint: {waits[n]:.1%} "
                 f"of its step) take {w}, {share:.0%} of it; its compute, at {eff[n]:.1%} of the ranks' "
-                f"share of the ceiling against chapter 01's {one[n]:.1%}, takes {slower}; the slowest "
-                f"rank's step against the mean takes {rest}"
+                f"share of the ceiling against chapter 01's {one[n]:.1%}, takes {slower}; the residual, "
+                f"{rest}, is the slowest rank's step against the mean and the two steps' denominators "
+                "(it can be negative only through the latter)"
             )
         if n in ceiling_file and n in ceiling_now:
             moved = ceiling_now[n] / ceiling_file[n] - 1

@@ -104,51 +104,54 @@ def takeaway(refs) -> str:
 
 
 def plot_shares(refs):
-    """Share of the peak per machine, published (hollow) and measured here (filled), one panel per
-    quantity stacked, each as tall as its rows; a vertical line at 100% (the peak). A CPU's share
-    (over a base-clock ISA peak) stays in the table and the title, off the bars."""
+    """Share of the peak per machine, one panel per quantity stacked, each as tall as its rows;
+    a vertical line at 100% (the peak). Published bars are light blue, this machine's measured
+    ones orange; a share that is not comparable with a GPU's (a CPU's, over a base-clock ISA
+    peak that its boost clock passes) is drawn hatched grey, with the reason in its label."""
+    import textwrap
+
     import matplotlib.pyplot as plt
 
     shown = refs.dropna(subset=["share_of_peak"])
-    refs = shown[shown.comparable.astype(bool)]
-    quantities = list(dict.fromkeys(refs.quantity))
-    counts = [int((refs.quantity == q).sum()) for q in quantities]
+    quantities = list(dict.fromkeys(shown.quantity))
+    counts = [int((shown.quantity == q).sum()) for q in quantities]
     fig, axes = plt.subplots(
         len(quantities),
         1,
-        figsize=(7.5, 1.2 + 0.42 * sum(counts) + 0.6 * len(quantities)),
+        figsize=(7.5, 1.4 + 0.42 * sum(counts) + 0.6 * len(quantities)),
         squeeze=False,
         sharex=True,
         gridspec_kw={"height_ratios": counts},
     )
-    top = max(130.0, float(refs.share_of_peak.max()) * 100 + 15)
+    top = max(130.0, float(shown.share_of_peak.max()) * 100 + 15)
     for ax, quantity in zip(axes[:, 0], quantities):
-        d = refs[refs.quantity == quantity].sort_values("share_of_peak")
+        d = shown[shown.quantity == quantity].sort_values("share_of_peak")
+        labels = []
         for i, r in enumerate(d.itertuples()):
-            here = r.basis == "measured here"
-            ax.barh(
-                i,
-                r.share_of_peak * 100,
-                height=0.6,
-                color="C1" if here else "none",
-                edgecolor="C1" if here else "C0",
+            here, comparable = r.basis == "measured here", bool(r.comparable)
+            style = (
+                {"color": "C1", "edgecolor": "C1"}
+                if here and comparable
+                else {"color": "0.85", "edgecolor": "0.4", "hatch": "//"}
+                if here
+                else {"color": "#c6dbef", "edgecolor": "C0"}
             )
+            ax.barh(i, r.share_of_peak * 100, height=0.6, **style)
             ax.text(r.share_of_peak * 100 + 1, i, f"{r.share_of_peak:.0%}", va="center", fontsize=7)
+            label = textwrap.fill(f"{r.machine} ({'here' if here else 'published'})", 34)
+            labels.append(label if comparable else label + "\nnot comparable: ISA peak, base clock")
         ax.set_yticks(range(len(d)))
-        ax.set_yticklabels([f"{m} ({b})" for m, b in zip(d.machine, d.basis)], fontsize=7)
+        ax.set_yticklabels(labels, fontsize=7)
         ax.axvline(100, color="0.4", linewidth=0.8)
         ax.set_title(quantity, fontsize=9, loc="left")
         ax.set_xlim(0, top)
-    filled = bool((refs.basis == "measured here").any())
+        ax.grid(axis="y", visible=False)
     axes[-1, 0].set_xlabel(
-        "share of the peak (%)"
-        + (
-            ": filled = measured here, hollow = published"
-            if filled
-            else ": every bar published (a CPU's share, over a base-clock peak, is in the table only)"
-        )
+        "share of the peak (%): light = published, orange = measured here, hatched = measured here but "
+        "over a peak a GPU's is not comparable with",
+        fontsize=7,
     )
-    fig.suptitle(takeaway(shown), fontsize=9)
+    fig.suptitle("\n".join(textwrap.wrap(takeaway(shown), 95)), fontsize=9)
     fig.tight_layout()
     return fig
 
