@@ -161,5 +161,10 @@ def test_claims_read_as_a_verdict_sentence_and_a_list():
     )
     assert verdicts.evidence_parts(c.evidence) == ["best 400 MiB (ties: 200; 400)", "19 of 21"]
     text = verdicts.claims_markdown([c])
-    assert text.startswith("**A6 · not shown** (toy regime): the sweet spot")
+    # a summary table to scan, the key number its first clause; every row in full, folded below
+    assert text.startswith("| id | verdict | basis | the article says | key number |")
+    assert "| A6 | **not shown** | toy regime | the sweet spot | best 400 MiB (ties: 200; 400) |" in text
+    assert "**A6 · not shown** (toy regime): the sweet spot" in text.split("<details>")[1]
     assert "- best 400 MiB (ties: 200; 400)\n- 19 of 21\n- *how*: a simulator" in text
+    pipe = Claim("B1", "max |diff| is 0", "a count", "confirmed", "max |diff| 0", "by construction")
+    assert "max \\|diff\\| is 0" in verdicts.claims_markdown([pipe]).splitlines()[2]

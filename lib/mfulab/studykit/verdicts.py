@@ -161,17 +161,39 @@ def evidence_parts(evidence: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
+KEY_NUMBER_CHARS = 160  # the summary table's first clause of the evidence, cut to this
+
+
+def _cell(text: str, limit: int | None = None) -> str:
+    """Text for a markdown table cell: pipes escaped, one line, cut at ``limit`` with an ellipsis."""
+    text = " ".join(text.split()).replace("|", "\\|")
+    return text if limit is None or len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
 def claims_markdown(claims: list[Claim]) -> str:
-    """The claims as the chapter shows them: per row, the verdict sentence (id, verdict, the
-    article's sentence) with its basis, then its numbers as a list, one clause per line, and
-    what was measured or computed last. The full table is ``tables/claims.csv``."""
+    """The claims as the chapter shows them. First a summary table a reader can scan: per row
+    the id, verdict, basis, the article's sentence and the evidence's first clause (its key
+    number). Then, folded, every row in full: the verdict sentence, its numbers as a list, one
+    clause per line, and what was measured or computed last. The full table is
+    ``tables/claims.csv``."""
+    summary = ["| id | verdict | basis | the article says | key number |", "|---|---|---|---|---|"]
     blocks = []
     for c in claims:
+        parts = evidence_parts(c.evidence)
+        summary.append(
+            f"| {c.id} | **{c.verdict}** | {c.basis} | {_cell(c.claim)} | "
+            f"{_cell(parts[0] if parts else '', KEY_NUMBER_CHARS)} |"
+        )
         head = f"**{c.id} · {c.verdict}** ({c.basis}): {c.claim}"
-        lines = [f"- {part}" for part in evidence_parts(c.evidence)]
+        lines = [f"- {part}" for part in parts]
         lines.append(f"- *how*: {c.measured}")
         blocks.append(head + "\n\n" + "\n".join(lines))
-    return "\n\n".join(blocks)
+    return (
+        "\n".join(summary)
+        + "\n\n<details><summary>Every row in full: its numbers and how they were obtained</summary>\n\n"
+        + "\n\n".join(blocks)
+        + "\n\n</details>"
+    )
 
 
 def records(claims: list[Claim]) -> list[dict]:
