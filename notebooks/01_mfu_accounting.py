@@ -649,7 +649,8 @@ display(Markdown(article_arithmetic.b9_text_note(b9_text)))
 # beside the step times, is judged on NVML's definitions of the two columns (documented) and
 # what each loss does to them (our analysis; the step times give only each step's total, so
 # they cannot split communication from compute): refuted when a loss the article's own case
-# study works on shows on neither column. B15 takes "mainly" as more than half of
+# study works on reads like compute on both columns (a communication wait's memory reading, low
+# or high, matches a compute-bound or a memory-bound kernel). B15 takes "mainly" as more than half of
 # the gain, under each reading of the NCCL step (overlap or not); readings that disagree leave it
 # not checkable.
 # Arithmetic verdicts are deterministic; B2's count is far from its threshold on one process

@@ -223,7 +223,7 @@ def test_b2_is_shown_only_with_three_categories_present(tiny_records):
     # nvidia-smi's GPU utilisation counts time with a kernel resident, its memory utilisation time
     # with device memory moving: a waiting NCCL kernel reads like a compute-bound GEMM on both, and
     # communication is a loss the article's own case study works on: refuted in its configuration
-    assert dmon.verdict == "refuted" and dmon.basis == "published measurement"
+    assert dmon.verdict == "refuted" and dmon.basis == "documented specification"
     assert "NVIDIA/nccl#968" in dmon.evidence and "power column" in dmon.evidence
     assert "Invisible on both: communication wait" in dmon.evidence
     assert "partly: a memory-bound phase reads high on memory" in dmon.evidence

@@ -25,13 +25,12 @@ def b2_dmon_claim() -> Claim:
     """Article B §1.2's quick diagnosis: nvidia-smi dmon's GPU and memory utilisation (with the
     step times) tell which of the four losses dominates. NVML defines the GPU figure as the share
     of time some kernel is resident and the memory figure as the share in which device memory is
-    read or written (``stated.B2_DMON_SEES``); published reports (``stated.B2_DMON_PUBLISHED``) show
-    ranks waiting in NCCL reading 100%. Judged on the two columns the article names: refuted when a
-    loss its own case study found leading (``stated.B2_CASE_STUDY_LOSSES``) is invisible on both,
-    confirmed when every loss shows on at least one."""
-    blind = [
-        k for k, v in B2_DMON_SEES.items() if v["kernel_resident"] and v["memory_column"].startswith("no")
-    ]
+    read or written (``stated.B2_DMON_SEES``): the basis is that documented definition, and published
+    reports of hung ranks reading 100% (``stated.B2_DMON_PUBLISHED``) only illustrate it. Judged on
+    the two columns the article names: refuted when a loss its own case study found leading
+    (``stated.B2_CASE_STUDY_LOSSES``) reads like compute on both, confirmed when every loss shows on
+    at least one."""
+    blind = [k for k, v in B2_DMON_SEES.items() if v["kernel_resident"] and not v["memory_tells_apart"]]
     leading_blind = [k for k in blind if k in B2_CASE_STUDY_LOSSES]
     if leading_blind:
         decision = "refuted"
@@ -55,14 +54,15 @@ def b2_dmon_claim() -> Claim:
             if leading_blind
             else ""
         )
-        + ". Published: "
+        + ". Illustrated by published readings of ranks blocked in NCCL (hung jobs, not a step's exposed "
+        "communication): "
         + "; ".join(B2_DMON_PUBLISHED)
-        + ": a communication wait reads as busy. The step times beside them give each step's total "
+        + ". The step times beside them give each step's total "
         "only, which cannot split communication from compute. dmon's power column (on by default) does "
         "hint at such a wait, full utilisation at low power, but the article names the two utilisation "
         "columns; the per-SM activity counters (DCGM's profiling metrics, e.g. SM activity and tensor-pipe "
         "activity) or a profiler's trace tell the losses apart",
-        basis=verdicts.PUBLISHED,
+        basis=verdicts.DOCUMENTED,
     )
 
 

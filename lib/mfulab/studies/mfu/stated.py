@@ -137,21 +137,28 @@ B2_DMON_SEES = {
         # memory utilisation high beside it flags a memory-bound kernel, one kind of slow operator;
         # a tensor-core-starved GEMM reads like a fast one on both columns
         "memory_column": "partly: a memory-bound phase reads high on memory; a starved GEMM does not show",
+        "memory_tells_apart": True,
     },
     "communication wait": {
         "kernel_resident": True,
         "why": "an NCCL kernel waiting on its peers is resident: it reads as busy",
-        "memory_column": "no: a waiting kernel moves little memory, like a compute-bound GEMM",
+        # NVML's memory figure is the share of the sample in which device memory was read or
+        # written; NCCL's kernels do move memory while they transfer (unmeasured here), so the column
+        # may read low or high: either way it matches a compute phase
+        "memory_column": "no, either way: low reads like a compute-bound GEMM, high like a memory-bound kernel",
+        "memory_tells_apart": False,
     },
     "data wait": {
         "kernel_resident": False,
         "why": "no kernel while the batch is awaited: utilisation drops",
         "memory_column": "drops with it",
+        "memory_tells_apart": True,
     },
     "scheduling waste": {
         "kernel_resident": False,
         "why": "gaps between kernels drop it, when longer than the sample period resolves",
         "memory_column": "drops with it",
+        "memory_tells_apart": True,
     },
 }
 # The losses article B's own case study (§5.2) found leading: its ladder credits communication
