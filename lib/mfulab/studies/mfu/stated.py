@@ -145,7 +145,8 @@ B2_DMON_SEES = {
         # NVML's memory figure is the share of the sample in which device memory was read or
         # written; NCCL's kernels do move memory while they transfer (unmeasured here), so the column
         # may read low or high: either way it matches a compute phase
-        "memory_column": "no, either way: low reads like a compute-bound GEMM, high like a memory-bound kernel",
+        "memory_column": "no, either way: low reads like a compute-bound GEMM, high like a "
+        "memory-bound kernel",
         "memory_tells_apart": False,
     },
     "data wait": {

@@ -23,6 +23,7 @@ from mfulab.analytic.devices import device_spec
 from mfulab.errors import ParameterError
 from mfulab.studies.overlap.stated import (
     A4_STATED,
+    A5_MINDSPEED_COC,
     A5_REASONABLE_STEP_SHARE,
     A5_STATED,
     B9_STATED,
@@ -348,6 +349,9 @@ def a5_scale_claim(art: dict, sens):
         f"{int(sens.k16_slower_than_k4.sum())} of {len(sens)} rows, {lo}–{hi} within "
         f"{A5_REASONABLE_STEP_SHARE:.0%} of the best in {int(sens.range_reasonable.sum())} of {len(sens)} "
         f"(not under: {', '.join(changed) or 'none'}); the stricter reading, the best k itself in {lo}–{hi}, "
-        f"holds in {int(sens.best_k_in_4_to_8.sum())} of {len(sens)}",
+        f"holds in {int(sens.best_k_in_4_to_8.sum())} of {len(sens)}; documented beside it (not voted): the "
+        f"article's stack offers {', '.join(map(str, A5_MINDSPEED_COC['splits']))} pieces and warns that its "
+        "script-side split turns host-bound when the pieces are many, a cost of many chunks this model "
+        f"does not price ({A5_MINDSPEED_COC['source']})",
         basis=verdicts.ANALYSIS,
     )

@@ -59,6 +59,15 @@ A5_STATED = {"nbytes": 200e6, "chunks": (1, 2, 4, 8, 16, 32, 64), "best_chunks":
 # best k. Our reading: every k of the range gives a step within this share of the best k's step
 # (assumed; the row gives the gap, so a reader can apply another line).
 A5_REASONABLE_STEP_SHARE = 0.05
+# What the article's own stack documents about chunk counts (read, not measured): MindSpeed's
+# communication-over-computation feature splits a TP matmul and its collective into 2, 4 or 8
+# pieces, and its script-side implementation "is prone to host-bound problems when the matrix is
+# split into many pieces, so the expected gain is not obtained" (our translation). A cost of many
+# chunks beside the per-call latency the α–β model prices, which this model does not price.
+A5_MINDSPEED_COC = {
+    "splits": (2, 4, 8),
+    "source": "Ascend/MindSpeed-Core-MS docs/features/communication-over-computation.md at 759d3e6",
+}
 
 # B9 — article B §3.3: two-node busbw 11 → 21 GB/s against a 25 GB/s link, efficiency
 # "busbw ÷ link × 2"; the same change is B15's NCCL step (article B §5.2), 9.0 → 8.7 s.
