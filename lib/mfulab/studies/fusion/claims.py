@@ -180,6 +180,7 @@ def a7_claims(records, t) -> list[Claim]:
     mechanism = a7_rows.a7_mechanism(t)
     if mechanism is not None:
         rows.append(mechanism)
+    rows.append(a7_rows.three_accesses_to_one())
     rows.append(a7_rows.ln_two_passes())
     return rows
 

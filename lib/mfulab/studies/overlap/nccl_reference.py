@@ -201,8 +201,8 @@ def b9_two_node_claim() -> Claim:
         + f". Both read near their ports' line rate (issue 1048's at "
         f"{pair['busbw_gb_per_s'] / pair['line_gb_per_s']:.0%} of its {pair['line_gb_per_s']:.0f} GB/s of "
         f"ports, issue 119's at {ib_share:.0%}), as a working path would: a two-node all-reduce is bounded "
-        "by each node's NICs, one node's by NVLink, so the ratio is the fabrics' before the path's health. A working path "
-        f"reads under half of a healthy A100 node wherever a node's NICs carry under "
+        "by each node's NICs, one node's by NVLink, so the ratio is the fabrics' before the path's health. "
+        "A working path reads under half of a healthy A100 node wherever a node's NICs carry under "
         f"{break_even_gb_per_s:.0f} GB/s per direction (8 HDR ports carry 200); compare two-node busbw "
         "with the NICs' line rate instead",
         basis=verdicts.ARITHMETIC,
