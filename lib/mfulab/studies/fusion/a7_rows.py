@@ -50,6 +50,16 @@ def a7_mechanism(t) -> Claim | None:
         f"{s.predicted_by_passes:.2f}×, by DRAM traffic with each write's line read first "
         f"{s.predicted_by_traffic:.2f}×)"
     )
+    from mfulab.measure.timing import RUN_TO_RUN_DRIFT
+
+    within_lo, within_hi = getattr(s, "within_lo", float("nan")), getattr(s, "within_hi", float("nan"))
+    if s.run_to_run_drift > RUN_TO_RUN_DRIFT and within_lo == within_lo:  # a sensitivity, not the verdict
+        lo5, hi5 = within_lo / (1 + RUN_TO_RUN_DRIFT), within_hi * (1 + RUN_TO_RUN_DRIFT)
+        measured += (
+            f"; the ±{s.run_to_run_drift:.0%} is the spread between fresh runs on the earlier reference "
+            f"host (params.py); at the course's ±{RUN_TO_RUN_DRIFT:.0%} (this machine's spread: the "
+            f"stability note below) the interval would be [{lo5:.2f}, {hi5:.2f}]"
+        )
     roof = {i: float(at_dram.loc[i, "fraction_of_dram_roof"]) for i in ("eager", fused)}
     # where the fused kernel also writes with streaming stores (no read of each written line first),
     # part of its saving is the stores', not the fusion's: eager with such stores alone would gain

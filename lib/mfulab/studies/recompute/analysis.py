@@ -298,6 +298,9 @@ def b7_same_batch(records) -> dict:
         "time_ratio_hi": 1 / c.ratio_lo,
         "paired": c.paired,
         "run_to_run_drift": drift,
+        # this run's own interval, before the drift widens it (for the verdict at another drift)
+        "time_ratio_within_lo": 1 / c.within_hi,
+        "time_ratio_within_hi": 1 / c.within_lo,
         "rounds": len(next(r for r in records[key] if r["policy"] == "none")["times_s"]),
         "claimed_time_ratio": before / after,
         # the compute slowdown the claim implies when compute is only B7_ARTICLE_COMPUTE_SHARE of
