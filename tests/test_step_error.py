@@ -74,3 +74,15 @@ def test_each_kind_of_comparison_reads_its_own_recorded_margin(tmp_path):
     assert decisive_margin("layout", path=path) == decisive_margin("switch", path=path) == 0.4
     with pytest.raises(ValueError):
         decisive_margin("toggle", path=path)
+
+
+def test_the_at_scale_share_stays_the_order_chapter_09_fits_and_the_cli_uses_it():
+    """The share of MAMF every planner and the CLI give a step's GEMMs is a rounded value of the
+    share chapter 09 fits on published runs: a refit that moves away from it is caught here."""
+    from mfulab.analytic.rates import AT_SCALE_MATMUL_SHARE_OF_MAMF
+    from mfulab.run.predict_cli import assumptions
+
+    fitted = read_history()[-1]["fitted_share_of_mamf"]
+    assert abs(AT_SCALE_MATMUL_SHARE_OF_MAMF - fitted) <= 0.025
+    assert assumptions([])["matmul_share_of_mamf"] == AT_SCALE_MATMUL_SHARE_OF_MAMF
+    assert assumptions(["matmul_share_of_mamf=0.6"])["matmul_share_of_mamf"] == 0.6
