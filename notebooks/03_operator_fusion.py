@@ -362,8 +362,10 @@ a8_sens
 # (TP 1, 2, 8; micro-batch 16, 2, 1) and the step model's own assumptions (the HBM efficiency
 # of memory-bound kernels, the backward's traffic, the GEMMs' share of MAMF) at the central
 # reading that fits. The article names no layout, so the readings that fit the card are its
-# stated case, and each must reproduce the cut: within the course's decisive margin (the line
-# below) of 18%; beyond twice that it misses. The assumed inputs vary that answer by the
+# stated case, and each must reproduce the cut as a naive/fused step ratio (1.22× for 18%): within
+# the course's decisive margin for a switch (the line below: the attention kernel is a switch) of
+# that ratio and beyond it from 1 (`step_error.reproduces_ratio`, the rule chapter 02's A4 uses);
+# beyond the margin of 1.22× it misses. The assumed inputs vary that answer by the
 # course's rule for unstated inputs: only one that gives the opposite answer reverses it. The
 # margin is the model's error on the ratio of two modelled steps, so the row decides only when
 # the stated cut, as a naive/fused ratio (1.22× for 18%), lies beyond it; inside it the rows

@@ -369,11 +369,15 @@ o.tables["a12_saving"]
 # DeepSpeed's flag), with four micro-batches per DP rank and the 910B's 200 Gb/s per card; then
 # each input the article does not state varied at 64 and 512 cards (`kind` assumed), and one
 # change to the command itself (micro-batch 4, `kind` configuration: reported, not voted). A
-# ratio within the decisive margin (`zero2_faster` empty) decides nothing. The margin is chapter
-# 09's measured one: when the step model first priced FP8 and context-parallel runs, their pairs
-# widened it (`studies/predict/validation_history.yaml`, `docs/changelog.md`) and one stated size
-# fell inside it, so this row went from confirmed (analysis) to analytic only; its evidence names
-# the size.
+# ratio within the decisive margin (`zero2_faster` empty) decides nothing. ZeRO-2 against ZeRO-3
+# is a switch (it changes the DP collectives and what overlaps them), so the margin is chapter
+# 09's margin for a switch (`studykit.step_error.SWITCH_MARGIN`: the 90th percentile of the step
+# model's ratio error on held-out published pairs that differ in a switch), not the narrower one
+# between two parallel layouts. History: when the step model first priced FP8 and
+# context-parallel runs, their pairs widened the one pooled margin the course then used
+# (`studies/predict/validation_history.yaml`) and one stated size fell inside it, so this row went
+# from confirmed (analysis) to analytic only; the margin per kind of comparison, measured since,
+# is wider still for a switch. Its evidence names the sizes inside it.
 
 # %%
 o.tables["a12_throughput_sensitivity"]

@@ -235,7 +235,7 @@ display(
                 )
                 + f"); MFU "
                 f"{headline['naive_mfu']:.1%} → {headline['best_mfu']:.1%} of the calibration's ceiling "
-                f"({headline['ceiling_flops_per_s'] / 1e9:.0f} GFLOP/s); the last rung is "
+                f"({headline['matmul_ceiling_flops_per_s'] / 1e9:.0f} GFLOP/s); the last rung is "
                 f"{headline['best_mfu_vs_ceiling_now']:.1%} of the ceiling re-timed right after the job "
                 f"({headline['ceiling_now_flops_per_s'] / 1e9:.0f} GFLOP/s: a shared box's ceiling moves).",
                 f"* One rank slowed down by {job['straggler']['delay_s'] * 1e3:.1f} ms per step made the whole "
