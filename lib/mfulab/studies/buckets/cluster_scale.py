@@ -325,15 +325,21 @@ def a6_spread_claim(records, best, sens) -> list[Claim]:
             "A6",
             "at about a thousand cards the bucket size's effect on MFU can reach 5–8 points",
             _a6_setting(records, cards, big)
-            + f"; spread = max − min MFU over the caps {plausible_caps_text()}; holds in a scenario when "
-            "some model's spread lies in 5–8 points (the article names none)",
+            + f"; spread = max − min MFU over the caps {plausible_caps_text()}; a scenario says yes when "
+            "some model's spread reaches 5 points as a step ratio beyond the step model's margin for a "
+            "switch (a spread past 8 reaches 5–8), no when every model's falls short of 5 points even at the "
+            "margin's top (a6_spread.spread_answer; the article names no model)",
             a6_spread_verdict(sens),
-            f"spread in MFU points: {per_model}{memory_text(big)}; some model in {lo:g}–{hi:g} points in "
-            f"{holds} of {len(deciding)} scenarios (none under: {', '.join(fails) or 'none'}); the "
-            "sentence says 'can reach' (可以达到), so one scenario decides, where the spread is also a step "
-            f"difference beyond the step model's ±{SWITCH_MARGIN:.0%}: "
-            f"{int((deciding.a6_can_reach == True).sum())} of those {holds}"  # noqa: E712
-            + (f" ({', '.join(yes)})" if (yes := _can_reach_names(deciding)) else "")
+            f"spread in MFU points: {per_model}{memory_text(big)}; some model's spread lies in {lo:g}–{hi:g} "
+            f"points in {holds} of {len(deciding)} scenarios (none under: {', '.join(fails) or 'none'}); the "
+            "sentence says 'can reach' (可以达到), so one scenario decides: "
+            f"{int((deciding.a6_can_reach == True).sum())} of {len(deciding)} say yes, "  # noqa: E712
+            f"a spread beyond the step model's ±{SWITCH_MARGIN:.0%} as a step ratio"
+            + (
+                f" ({', '.join(yes)}: inputs the article does not state; the stated case says neither)"
+                if (yes := _can_reach_names(deciding))
+                else ""
+            )
             + model_error.spread_reach_text(A_REPORTED_MFU)
             + model_error_text(records),
             basis=verdicts.ANALYSIS,

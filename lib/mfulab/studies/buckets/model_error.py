@@ -240,13 +240,13 @@ def best_mfu_to_decide(points: float, margin: float = SWITCH_MARGIN) -> float:
 
 
 def spread_reach_text(reported_mfu: float) -> str:
-    """Why the 5–8 points row can rarely decide: the spread must also be a step ratio beyond the
-    margin, which a 5–8 point spread is only on a slow cluster."""
+    """Why a 5–8 point spread rarely decides: it must also be a step ratio beyond the margin, which
+    a 5–8 point spread is only on a slow cluster; a larger spread can."""
     lo, hi = A6_MFU_POINTS
     at_lo, at_hi = best_mfu_to_decide(lo), best_mfu_to_decide(hi)
     return (
         f". A spread of {hi:g} points is a step ratio beyond ±{SWITCH_MARGIN:.0%} only where the best "
         f"cap's MFU is ≤ {at_hi:.0%} ({lo:g} points: ≤ {at_lo:.0%}); article A reports above "
-        f"{reported_mfu:.0%}, so at the article's MFU this row is analytic only by construction: the "
-        "step model cannot tell a 5–8 point spread from its own error there"
+        f"{reported_mfu:.0%}, so at the article's MFU the step model cannot tell a spread of 5–8 points "
+        "from its own error: only a scenario whose spread is larger (which also reaches 5–8) can say yes"
     )
