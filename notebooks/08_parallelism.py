@@ -250,7 +250,13 @@ t["skew"]
 # an optimizer offload can move. Article B's 7B, with its states sharded over 8 data-parallel
 # cards, is context. Times are for one direction of a full-duplex link at its datasheet rate
 # (analytic on a CPU, which has no host–device link; on a GPU the run also measures pinned host ↔
-# device and device → device copies, `copy_bandwidths`).
+# device and device → device copies, `copy_bandwidths`). The offload is serial to the step (the
+# moments come back before the update; ZeRO-Offload's host step is on the critical path), so its
+# share is of the step that contains it, offload ÷ (step + offload): I/O-bound at half of that,
+# the I/O as long as the rest. Until 2026-12-06 the share was taken over the step without the
+# offload (a reader found the 179% it gave at the article's 2.4 s), which read a third of the
+# compute as a third of the step and left the row analytic only; over the right step every
+# reading stays under both lines, and the row reads refuted (analysis).
 
 # %%
 if records.get("copy_bandwidths"):

@@ -127,6 +127,7 @@ def test_a6_spread_row_is_judged_on_the_spread():
     # decided on the step ratio both ways: 5 points at 40% MFU (45 / 40 = 1.125) and 2 points at
     # 40% both lie inside the margin of the claim and of no spread: cannot tell
     from mfulab.studykit.step_error import SWITCH_MARGIN as margin
+
     assert sensitivity.spread_answer({"m": {25: 0.40, 100: 0.45}}) is None
     assert sensitivity.spread_answer({"m": {25: 0.40, 100: 0.42}}) is None
     low = 0.07 / margin * 0.9  # a 7-point spread whose ratio passes the margin

@@ -73,8 +73,10 @@ def offload_table():
     parameters up, Adam on the host, whose memory-bound time is added:
     ``A15_CPU_ADAM_BYTES_PER_PARAM`` at ``A15_HOST_MEMORY_BYTES_PER_S_PER_CARD`` × each share of
     ``A15_HOST_ADAM_BANDWIDTH_SHARES``, one row per share). A full-duplex
-    link: the larger direction. ``share_of_step`` is over the step model's step;
-    ``share_of_article_step`` over the step the article states, where it states one."""
+    link: the larger direction. The offload is serial to the step (the moments come back before the
+    update; ZeRO-Offload's host step is on the critical path, no one-step delay stated), so its
+    share is of the step that contains it: ``share_of_step`` = offload ÷ (the step model's step +
+    offload), ``share_of_article_step`` the same over the step the article states."""
     import pandas as pd
 
     rows = []
@@ -110,9 +112,10 @@ def offload_table():
                         "transfer_s": o["time_s"],
                         "host_adam_s": host_s,
                         "step_s": step_s,
-                        "share_of_step": (o["time_s"] + host_s) / step_s,
+                        "share_of_step": (o["time_s"] + host_s) / (step_s + o["time_s"] + host_s),
                         "article_step_s": article_step_s,
-                        "share_of_article_step": (o["time_s"] + host_s) / article_step_s,
+                        "share_of_article_step": (o["time_s"] + host_s)
+                        / (article_step_s + o["time_s"] + host_s),
                         "article_step_mfu_palm": implied_mfu,
                     }
                 )
@@ -207,7 +210,8 @@ def _io_bound_claim(offload, copies=None) -> Claim:
         "of the card's shard, each way) or ZeRO-Offload (2 B each way plus host Adam at "
         + "/".join(f"{x:.0%}" for x in stated.A15_HOST_ADAM_BANDWIDTH_SHARES)
         + " of the host's DRAM bandwidth, assumed) over PCIe 3.0–5.0 "
-        f"x16; I/O-bound = at least {line:.0%} of the step (our line; {lower:.0%} votes beside it)",
+        f"x16; I/O-bound = at least {line:.0%} of the step that contains the offload, the I/O at least "
+        f"the rest of the step (our line; {lower:.0%} votes beside it)",
         decision,
         f"step {stated_row.step_s:.1f} s; moments {stated_row.bytes_each_way / GB:.1f} GB each way per card, "
         f"{stated_row.transfer_s:.2f} s on {stated.A15_STATED_HOST_LINK} ({stated_row.share_of_step:.1%}); "

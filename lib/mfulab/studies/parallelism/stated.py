@@ -135,8 +135,9 @@ A15_LINK_PAIRS = (
     ("a100", "pcie4_x16", False),
     ("h100-sxm", "pcie5_x16", False),
 )
-# I/O-bound (IO 密集型): the host transfers and host work take at least half the step (our line);
-# a third of the step, a milder reading, votes beside it as an assumed input.
+# I/O-bound (IO 密集型): the host transfers and host work take at least half of the step that
+# contains them, as long as the rest of the step (our line); a third, a milder reading, votes
+# beside it as an assumed input.
 A15_IO_BOUND_SHARE = 0.5
 A15_IO_BOUND_SHARE_LOW = 1 / 3
 # ZeRO-Offload's host-side Adam reads and writes fp32 parameters, momentum and variance and reads
