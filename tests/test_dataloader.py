@@ -522,12 +522,14 @@ def test_b11_case_study_cannot_test_a_can_give_and_disagrees_with_itself():
     """Article B §5.2 step 4: 8.7 → 8.4 s for four changes together is 3.6% more steps/s. One
     bundled case cannot refute "can give 5% or more" (§4.1): not checkable. Its "the wait basically
     disappeared" is a row of its own: a 1.5 s wait gone would take at least 0.75 s off the step (our
-    half) and 1.21× steps/s; it fell 0.3 s: refuted on the article's own numbers."""
+    half) and 1.21× steps/s; it fell 0.3 s: refuted (analysis) on the article's own numbers."""
     row = training_gain.b11_case_study()
     assert (row.verdict, row.basis) == ("not checkable", verdicts.ARITHMETIC)
     assert "can give ≥5% training throughput" in row.claim
     gone = training_gain.b11_wait_gone()
-    assert (gone.verdict, gone.basis) == ("refuted", verdicts.ARITHMETIC)
+    # a critical-path reading and a line of our own: analysis, with the exposure it would need
+    assert (gone.verdict, gone.basis) == ("refuted (analysis)", verdicts.ANALYSIS)
+    assert "at most 20% of the 1.5 s was exposed" in gone.evidence
     assert "fell 0.3 s, under the 0.75 s" in gone.evidence and "1.21×" in gone.evidence
     gain = training_gain.case_study_gain()
     assert gain["throughput_gain"] == pytest.approx(8.7 / 8.4) and gain["throughput_gain"] < 1.05
