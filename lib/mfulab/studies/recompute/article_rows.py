@@ -139,7 +139,9 @@ def zero2_comm_claim() -> Claim:
         "confirmed" if less else "refuted",
         f"at the command's DP {case['dp']}: DDP {z0 / GIB:.1f} GiB, ZeRO-2 {z2 / GIB:.1f} GiB: one "
         "data-parallel rank has no gradient to reduce and nothing to slice, so the flag reduces no "
-        f"communication. Wider, at DP {wide}: {text}: the reduce-scatter and all-gather together move "
+        f"communication. Wider, at DP {wide} (bytes a rank sends, × the ring's (n − 1)/n = "
+        f"{bus_factor('reduce_scatter', wide):.2f}; the A12 table above counts ZeRO's Ψ without it, as the "
+        f"paper does): {text}: the reduce-scatter and all-gather together move "
         "what the all-reduce moves (more with accumulation, as DeepSpeed reduces each micro-batch), so "
         "ZeRO-2 saves gradient and optimizer memory, not traffic; the reduce-scatter alone is half an "
         "all-reduce, and the parameter all-gather that follows is the other half",
