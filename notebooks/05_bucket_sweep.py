@@ -380,10 +380,12 @@ o.tables["a6_per_tensor"]
 # (`studykit.step_error.SWITCH_MARGIN`: a bucket cap changes one term) and lies beyond the margin
 # from 1, no where even the margin's top stays short of it, neither otherwise. A scenario says
 # yes when some model does and no when every model does (the article names no model). A spread
-# past 8 points reaches 5–8 too. Until 2026-12-06 such a spread counted as no and a no needed no
-# margin, and the row read analytic only; read both ways alike, the scenarios whose spread passes
-# the margin as a step ratio (the row names them: inputs the article does not state) say yes,
-# while at the stated case, and at the article's reported MFU, a 5–8 point spread stays inside it.
+# past 8 points reaches 5–8 too. A row must be able to fail: at the MFU article A reports (above
+# 45%), no spread can say no within the margin (that needs a best-cap MFU under about 15%), so the
+# scenarios that say yes test nothing, and the row is analytic only; the row names them. (Until
+# 2026-12-06 a spread past 8 counted as no and a no needed no margin; read both ways alike, one
+# render confirmed the row on two such scenarios, a reader showed it could not have been refuted,
+# and the rule above was added before the row was rendered again.)
 # Every other simulator row is confirmed (analysis) when every scenario says yes, refuted
 # (analysis) when none does, and analytic only when some scenario reverses the stated answer
 # (`verdicts.over_scenarios`). Whether 20–40 MB is the sweet spot: yes when it holds some model's only best cap, no when every

@@ -557,4 +557,4 @@ def test_a6_points_decide_only_on_a_slow_cluster():
     assert top / (top - 0.08) - 1 == pytest.approx(m)
     assert model_error.best_mfu_to_decide(5, m) < top < 0.45
     text = model_error.spread_reach_text(0.45)
-    assert "analytic only by construction" in text and "above 45%" in text
+    assert "the row is analytic only" in text and "above 45%" in text

@@ -117,13 +117,20 @@ def test_a6_spread_row_is_judged_on_the_spread():
     assert "sweet spot" in sweet.claim
     # "can reach" (可以达到): a claim of possibility, one scenario decides (verdicts.any_scenario);
     # a scenario says yes only where a ≥ 5-point spread is also a step ratio past the margin
+    # a row must be able to fail: at article A's reported MFU (above 45%) no spread can say no within
+    # the margin, so whatever the scenarios say the row is analytic only
     holds = pd.DataFrame({"a6_can_reach": [None, True]})
-    assert cluster_scale.a6_spread_verdict(holds) == "confirmed"
-    assert cluster_scale.a6_spread_verdict(holds.assign(a6_can_reach=[None, False])) == "analytic only"
-    assert cluster_scale.a6_spread_verdict(holds.assign(a6_can_reach=False)) == "refuted"
-    # a fitted-overhead row (re-measured every run) is reported, never deciding: B8 once flipped
-    fitted = pd.DataFrame({"assumption": ["stated", sensitivity.FITTED], "a6_can_reach": [False, True]})
-    assert cluster_scale.a6_spread_verdict(fitted) == "refuted"
+    assert cluster_scale.a6_spread_verdict(holds) == "analytic only"
+    # on a slow cluster, where a no is possible, one scenario decides
+    import unittest.mock as mock
+
+    with mock.patch.object(cluster_scale, "A_REPORTED_MFU", 0.10):
+        assert cluster_scale.a6_spread_verdict(holds) == "confirmed"
+        assert cluster_scale.a6_spread_verdict(holds.assign(a6_can_reach=[None, False])) == "analytic only"
+        assert cluster_scale.a6_spread_verdict(holds.assign(a6_can_reach=False)) == "refuted"
+        # a fitted-overhead row (re-measured every run) is reported, never deciding: B8 once flipped
+        fitted = pd.DataFrame({"assumption": ["stated", sensitivity.FITTED], "a6_can_reach": [False, True]})
+        assert cluster_scale.a6_spread_verdict(fitted) == "refuted"
     # decided on the step ratio both ways: 5 points at 40% MFU (45 / 40 = 1.125) and 2 points at
     # 40% both lie inside the margin of the claim and of no spread: cannot tell
     from mfulab.studykit.step_error import SWITCH_MARGIN as margin

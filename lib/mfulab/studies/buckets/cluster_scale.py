@@ -296,7 +296,12 @@ def a6_spread_verdict(sens) -> str:
     """The article says the bucket size's effect on MFU "can reach" 5–8 points (可以达到) and names
     no model: a claim of possibility, ``verdicts.any_scenario`` over the scenarios, each answering
     with ``sensitivity.spread_answer`` (the modelled step ratio against the one 5 points needs,
-    within the step model's margin for a switch, both ways alike)."""
+    within the step model's margin for a switch, both ways alike). A row must be able to fail: at
+    the MFU article A reports (``A_REPORTED_MFU``), above the highest MFU at which a spread of 5
+    points is a step ratio beyond the margin (``model_error.best_mfu_to_decide``), no spread can
+    say no, so a yes is no test either: analytic only there, whatever the scenarios say."""
+    if A_REPORTED_MFU > model_error.best_mfu_to_decide(min(A6_MFU_POINTS)):
+        return "analytic only"
     return verdicts.any_scenario(sensitivity.deciding(sens).a6_can_reach)
 
 

@@ -248,5 +248,6 @@ def spread_reach_text(reported_mfu: float) -> str:
         f". A spread of {hi:g} points is a step ratio beyond ±{SWITCH_MARGIN:.0%} only where the best "
         f"cap's MFU is ≤ {at_hi:.0%} ({lo:g} points: ≤ {at_lo:.0%}); article A reports above "
         f"{reported_mfu:.0%}, so at the article's MFU the step model cannot tell a spread of 5–8 points "
-        "from its own error: only a scenario whose spread is larger (which also reaches 5–8) can say yes"
+        "from its own error either way: no spread could say no there, so the scenarios that say yes test "
+        "nothing, and the row is analytic only"
     )
