@@ -96,11 +96,12 @@ if len(records["machines"]) > 1:  # one machine: its ceiling and peak are rows o
 # the best matmul a machine reaches over its dense peak (a GPU's Maximum Achievable Matmul FLOPS
 # over its datasheet bf16 peak; this machine's calibrated fp32 ceiling over its ISA peak, chapter
 # 01), and an all-reduce's bus bandwidth over the link that carries it. Rows marked *published*
-# were measured elsewhere and are never mixed with what was measured here. Two readings are
-# kept off the bars: a CPU's share, whose ISA peak assumes the base clock that its cores boost
-# past (and whose ceiling is fp32 on square shapes, not a shape search), and the all-reduce with
-# NVLink SHARP on, which reduces inside the switch so that fewer bytes cross the links than the
-# bus-bandwidth formula counts: an algorithm's gain over the ring, not a share of the link.
+# were measured elsewhere and are never mixed with what was measured here. A CPU's share is
+# drawn hatched and labelled not comparable: its ISA peak assumes the base clock that its cores
+# boost past (so the share can pass 100%), and its ceiling is fp32 on square shapes, not a shape
+# search. The all-reduce with NVLink SHARP on is kept off the bars: it reduces inside the switch,
+# so fewer bytes cross the links than the bus-bandwidth formula counts (an algorithm's gain over
+# the ring; chapter 02 reads the same figures as healthy readings of a node, not as shares).
 
 # %%
 refs = published.reference_table(records["published"], analysis.measured_ceilings(table))
