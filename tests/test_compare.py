@@ -464,3 +464,19 @@ def test_rows_from_published_data_are_shown_once_apart_from_the_machines():
         }
     ]
     assert "not told apart from the null model" in published_data.null_model_text(boot)
+
+
+def test_a_row_measured_oversubscribed_is_not_compared_across_machines():
+    """The metric table follows the verdict matrix: a study run with more ranks than cores on one
+    machine gives no 'differs' between machines."""
+    anatomy = {"a": {"naive_step_s": 0.34}, "b": {"naive_step_s": 0.18}}
+    records = _records(["a", "b"], anatomy=anatomy)
+    records["hosts"] = {"a": {"cpu_count": 1}, "b": {"cpu_count": 2}}
+    records["ranks"] = {"a": {"anatomy": 2}, "b": {"anatomy": 2}}
+    table = compare.comparison_table(records)
+    row = (table.key == "naive_step_s").to_numpy()
+    shown = compare.formatted(table, records)[row].iloc[0]
+    assert shown["not comparable on"] == "a"
+    assert shown["across machines"] == "not compared (a oversubscribed)"
+    records["hosts"]["a"]["cpu_count"] = 2  # two ranks on two cores: compared
+    assert compare.formatted(table, records)[row].iloc[0]["across machines"].startswith("differs")

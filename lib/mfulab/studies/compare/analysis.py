@@ -244,6 +244,12 @@ def formatted(table, records=None):
                 )
                 for st in table["study"]
             ]
+            # an oversubscribed run measures a job that took turns on its cores: its difference
+            # from another machine says nothing, as the verdict matrix leaves it out of `differs`
+            out["across machines"] = [
+                f"not compared ({where} oversubscribed)" if where and verdict else verdict
+                for where, verdict in zip(out["not comparable on"], out["across machines"])
+            ]
     return out
 
 
