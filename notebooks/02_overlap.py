@@ -145,10 +145,13 @@ display(Markdown(o.values["stalled_sizes_text"]))
 
 # %% [markdown]
 # **The same benchmark on GPUs**, as published (nccl-tests' own `all_reduce_perf`; each row's
-# source in the table): NVLink reaches about two thirds to four fifths of its line rate on a
-# ring, NVLink SHARP on H100/H200 passes the per-direction line rate (the switch does the
-# reduction), and InfiniBand gets within a few percent of its ports. `times_this_machine` is each
-# figure over this run's largest all-reduce busbw.
+# source, the largest message of its sweep, its NCCL version and year in the table; the same list
+# chapter 10 reads): NVLink reaches about two thirds to four fifths of its line rate on a ring,
+# and InfiniBand gets within a few percent of its ports. NVLink SHARP (NVLS) on H100/H200 passes
+# the per-direction line rate because the switch does the reduction and fewer bytes cross each
+# link than busbw's ring formula counts: its rows are an algorithm's gain over the ring, with no
+# share of the link (`busbw_over_line` empty). `times_this_machine` is each figure over this
+# run's largest all-reduce busbw.
 
 # %%
 o.tables["nccl_tests_published"]

@@ -515,7 +515,8 @@ def test_real_cuda_compute_stays_near_its_target_at_every_chunk_count(compute_s,
 
 
 def test_b9_nvlink_rows_follow_the_datasheet_and_the_published_nodes(monkeypatch):
-    from mfulab.studies.overlap import nccl_reference, stated
+    from mfulab.analytic import nccl_published
+    from mfulab.studies.overlap import nccl_reference
 
     card, sixty = nccl_reference.b9_nvlink_claims()
     # 12 links × 25 GB/s: 300 GB/s per direction, not 25; a healthy A100 node reads 200/300 = 67%
@@ -527,10 +528,14 @@ def test_b9_nvlink_rows_follow_the_datasheet_and_the_published_nodes(monkeypatch
     # 1 − 0.6 / 0.667 = 10% under it: not checkable; each generation's best is reported beside it
     assert sixty.verdict == "not checkable" and "67% (8 × A100" in sixty.evidence
     assert "by 23% (A100)" in sixty.evidence and "sits 10% above 60%, inside the 20% margin" in sixty.evidence
+    # one NVLS rule: an in-switch reduction's busbw is no share of the link, so NVLS rows are named
+    # apart and never a generation's best (H200's best is the ring with SHARP off, 367.61 / 450)
+    assert "NVLS readings" in sixty.evidence and "to 512 MB" in sixty.evidence
     best = nccl_reference.best_per_generation()
     assert best["A100"][1] == pytest.approx(232.54 / 300) and set(best) == {"A100", "H100", "H200"}
+    assert best["H200"][1] == pytest.approx(367.61 / 450) and best["H100"][1] == pytest.approx(370 / 450)
     # were every healthy node at 75% of its line or more, 60% would sit ≥ 20% under each: confirmed
-    rows = stated.NCCL_TESTS_PUBLISHED
+    rows = nccl_published.NCCL_TESTS_PUBLISHED
     high = tuple({**r, "busbw_gb_per_s": 225.0} if "issue 149" in r["source"] else r for r in rows)
     monkeypatch.setattr(nccl_reference, "NCCL_TESTS_PUBLISHED", high)
     assert nccl_reference.b9_nvlink_claims()[1].verdict == "confirmed"

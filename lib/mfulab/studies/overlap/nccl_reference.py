@@ -1,27 +1,24 @@
-"""Published nccl-tests all-reduce figures on GPU systems (``stated.NCCL_TESTS_PUBLISHED``, each
-with its source), set beside this machine's gloo benchmark: what the same benchmark reads on
-NVLink and InfiniBand, as a share of each fabric's line rate."""
+"""Published nccl-tests all-reduce figures on GPU systems (``analytic.nccl_published``, the one list
+chapter 10 reads too, each row with its source), set beside this machine's gloo benchmark: what
+the same benchmark reads on NVLink and InfiniBand, as a share of each fabric's line rate (a ring's;
+an NVLS row is an algorithm's gain, not a share: the list's one NVLS rule)."""
 
 from __future__ import annotations
 
 from mfulab.analytic.devices import device_spec
+from mfulab.analytic.nccl_published import NCCL_TESTS_PUBLISHED, NVLS
 from mfulab.studies.overlap.analysis import collectives_table
-from mfulab.studies.overlap.stated import (
-    B9_COMMAND,
-    B9_NVLINK,
-    B9_STATED,
-    B9_TWO_NODE,
-    B16_ENV_BLOCK,
-    NCCL_TESTS_PUBLISHED,
-)
+from mfulab.studies.overlap.stated import B9_COMMAND, B9_NVLINK, B9_STATED, B9_TWO_NODE, B16_ENV_BLOCK
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
 from mfulab.units import GB, si
 
 
 def published_nccl_tests_table(records):
-    """The published rows, with the share of each fabric's line rate (``busbw_over_line``) and
-    how many times this run's largest all-reduce busbw each one is (``times_this_machine``)."""
+    """The published rows, with the share of each fabric's line rate (``busbw_over_line``: a
+    ring's; empty for an NVLS row, whose in-switch reduction is no share of a link), the largest
+    message of each sweep, its NCCL version and year, and how many times this run's largest
+    all-reduce busbw each one is (``times_this_machine``)."""
     import pandas as pd
 
     d = collectives_table(records).query("op == 'all_reduce'").sort_values("size_bytes")
@@ -29,12 +26,13 @@ def published_nccl_tests_table(records):
     rows = [
         {
             **r,
-            "busbw_over_line": r["busbw_gb_per_s"] / r["line_gb_per_s"],
+            "busbw_over_line": None if r["algorithm"] == NVLS else r["busbw_gb_per_s"] / r["line_gb_per_s"],
             "times_this_machine": r["busbw_gb_per_s"] / here_gb_per_s,
         }
         for r in NCCL_TESTS_PUBLISHED
     ]
-    columns = ["system", "fabric", "busbw_gb_per_s", "line_gb_per_s", "busbw_over_line", "times_this_machine"]
+    columns = ["system", "fabric", "algorithm", "busbw_gb_per_s", "line_gb_per_s", "busbw_over_line"]
+    columns += ["largest_message", "nccl_version", "year", "figure", "times_this_machine"]
     return pd.DataFrame(rows)[[*columns, "source"]]
 
 
@@ -56,28 +54,39 @@ def b9_command_claim() -> Claim:
 
 
 def _healthy_nvlink_rows():
-    """The published single-node NVLink rows (a healthy node of 8), as (system, busbw ÷ line)."""
+    """The published single-node NVLink ring rows (a healthy node of 8; NVLS rows are no share of
+    the link), as (system, busbw ÷ line)."""
+    return [
+        (f"{r['system']}, to {r['largest_message'].split(' (')[0]}", r["busbw_gb_per_s"] / r["line_gb_per_s"])
+        for r in NCCL_TESTS_PUBLISHED
+        if "NVLink" in r["fabric"] and r["scope"] == "node" and r["algorithm"] != NVLS
+    ]
+
+
+def _nvls_rows():
+    """The published NVLS rows, as (system, busbw ÷ line): above 100% where the switch reduces."""
     return [
         (r["system"], r["busbw_gb_per_s"] / r["line_gb_per_s"])
         for r in NCCL_TESTS_PUBLISHED
-        if "NVLink" in r["fabric"]
+        if r["algorithm"] == NVLS
     ]
 
 
 def best_per_generation() -> dict:
-    """Each GPU generation's best published healthy single-node reading, ``{gpu: (system, busbw
-    ÷ line)}``: what its NVLink reaches when nothing is wrong."""
+    """Each GPU generation's best published healthy single-node ring reading, ``{gpu: (system,
+    busbw ÷ line)}``: what its NVLink reaches when nothing is wrong."""
     best = {}
     for r in NCCL_TESTS_PUBLISHED:
         share = r["busbw_gb_per_s"] / r["line_gb_per_s"]
-        if "NVLink" in r["fabric"] and share > best.get(r["gpu"], (None, 0.0))[1]:
+        ring_node = "NVLink" in r["fabric"] and r["scope"] == "node" and r["algorithm"] != NVLS
+        if ring_node and share > best.get(r["gpu"], (None, 0.0))[1]:
             best[r["gpu"]] = (r["system"], share)
     return best
 
 
 def b9_nvlink_claims() -> list[Claim]:
     """B9's two NVLink sentences against the datasheet and published nccl-tests runs
-    (``stated.B9_NVLINK``, ``stated.NCCL_TESTS_PUBLISHED``): (1) 25 GB/s one way as an A100's
+    (``stated.B9_NVLINK``, ``nccl_published.NCCL_TESTS_PUBLISHED``): (1) 25 GB/s one way as an A100's
     NVLink figure, refuted when the card's figure (devices.yaml) is not 25 GB/s; (2) "busbw at 60%
     of the NVLink figure means an intra-node bottleneck". Its quantity has two readings: the
     article's own (busbw ÷ 25 GB/s × 2, refuted in the row before), under which 60% is 7.5 GB/s
@@ -121,8 +130,8 @@ def b9_nvlink_claims() -> list[Claim]:
         Claim(
             "B9",
             "a node of 8 whose busbw is only 60% of the theoretical NVLink has an intra-node bottleneck",
-            "busbw ÷ line rate of published healthy single-node all_reduce_perf runs (NVLink rows of the "
-            "table above), at their largest messages; decided only where 60% lies below every healthy "
+            "busbw ÷ line rate of published healthy single-node all_reduce_perf runs (the NVLink ring rows "
+            "of the table above), at their largest messages; decided only where 60% lies below every healthy "
             f"reading, the weakest included, by {c['decisive_margin']:.0%} or more (no message size stated)",
             sixty_verdict,
             ("reading-dependent: " if sixty_verdict == "not checkable" else "")
@@ -134,6 +143,8 @@ def b9_nvlink_claims() -> list[Claim]:
             + f"; the weakest healthy reading, {lowest:.0%} ({lowest_system}), sits {lowest_margin:.0%} "
             f"above 60%, {'beyond' if lowest_margin >= c['decisive_margin'] else 'inside'} the "
             f"{c['decisive_margin']:.0%} margin: a working node can read near 60% at some message size"
+            + "; NVLS readings, an in-switch reduction's gain and no share of the link, are left out: "
+            + ", ".join(f"{share:.0%} ({system})" for system, share in _nvls_rows())
             + f"; read against the card's {card_gb_per_s:.0f} GB/s. Against the article's own 25 GB/s × 2, "
             f"60% is {c['bottleneck_share'] * c['article_card_gb_per_s'] / 2:.1f} GB/s of busbw, "
             f"{c['bottleneck_share'] * c['article_card_gb_per_s'] / 2 / a100['busbw_gb_per_s']:.0%} of a "
@@ -147,18 +158,18 @@ def b9_two_node_claim() -> Claim:
     """Article B's two-node rule (``stated.B9_TWO_NODE``) against healthy published two-node paths,
     each over a healthy A100 node's busbw: nccl issue 1048's two nodes of 8 A100 over the same
     cluster's one node (the article's own configuration), and the InfiniBand cluster of
-    ``NCCL_TESTS_PUBLISHED`` over its first row. A two-node all-reduce is bounded by the NICs each
+    ``nccl_published`` over its first row. A two-node all-reduce is bounded by the NICs each
     node has, one node's by NVLink, so the ratio is the two fabrics' ratio before it is the path's
     health. Decided on the article's own figures: its two nodes after its fix (21 GB/s, 84% of its
     25 GB/s per node: a working path by the article's own account) over a healthy A100 node (the
-    weakest published one-node reading, ``NCCL_TESTS_PUBLISHED``): refuted (the article's own
+    weakest published one-node reading, ``nccl_published``): refuted (the article's own
     arithmetic) when that reads under the rule's share by ``B9_NVLINK``'s decisive margin, so the
     rule flags the path the article calls fixed; otherwise not checkable. The published two-node
     paths (issues 1048 and 119, whose health their threads leave open) are context, not voted."""
     rule, margin = B9_TWO_NODE["rule_share"], B9_NVLINK["decisive_margin"]
     decisive = rule * (1 - margin)
     node = NCCL_TESTS_PUBLISHED[0]
-    ib = next(r for r in NCCL_TESTS_PUBLISHED if "InfiniBand" in r["fabric"] and "nodes" in r["system"])
+    ib = next(r for r in NCCL_TESTS_PUBLISHED if "InfiniBand" in r["fabric"] and r["scope"] == "nodes")
     pair = next(r for r in NCCL_TESTS_PUBLISHED if "one_node_busbw_gb_per_s" in r)
     fixed_gb_per_s = B9_STATED["busbw_after_bytes_per_s"] / GB
     link_gb_per_s = B9_STATED["link_bytes_per_s"] / GB
@@ -174,7 +185,7 @@ def b9_two_node_claim() -> Claim:
     }
     flagged = {k: two / one for k, (two, one) in published.items()}
     weakest_node_gb_per_s = min(
-        r["busbw_gb_per_s"] for r in NCCL_TESTS_PUBLISHED if r["gpu"] == "A100" and "one node" in r["system"]
+        r["busbw_gb_per_s"] for r in NCCL_TESTS_PUBLISHED if r["gpu"] == "A100" and r["scope"] == "node"
     )
     own = fixed_gb_per_s / weakest_node_gb_per_s  # the article's fixed two nodes over a healthy node
     # the NIC bandwidth per node below which a path working at the IB row's share of its line

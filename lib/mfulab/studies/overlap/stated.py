@@ -74,84 +74,6 @@ A5_MINDSPEED_COC = {
 B9_STATED = {"link_bytes_per_s": 25e9, "busbw_before_bytes_per_s": 11e9, "busbw_after_bytes_per_s": 21e9}
 B9_STEP_BEFORE_S, B9_STEP_AFTER_S = b15_gain("NCCL")
 
-# Published nccl-tests all-reduce figures on GPU systems, shown beside this machine's gloo table
-# (each as its source states it: the largest message's busbw, against the fabric's line rate per
-# GPU and direction). NVLink SHARP (NVLS) reduces inside the switch, so on H100/H200 an
-# all-reduce's busbw can pass the per-direction line rate; a ring (NCCL_ALGO=Ring) cannot.
-NCCL_TESTS_PUBLISHED = (
-    {
-        "system": "8 × A100 SXM4 80GB, one node",
-        "gpu": "A100",
-        "fabric": "NVLink 3 / NVSwitch",
-        "busbw_gb_per_s": 200.0,
-        "line_gb_per_s": 300.0,
-        "source": "github.com/NVIDIA/nccl-tests issue 149 (2023): all_reduce_perf to 1 GB, busbw ~200 GB/s",
-    },
-    {
-        "system": "8 × A100, one node (to 4 GB)",
-        "gpu": "A100",
-        "fabric": "NVLink 3 / NVSwitch",
-        "busbw_gb_per_s": 232.54,
-        "line_gb_per_s": 300.0,
-        "source": "github.com/NVIDIA/nccl issue 1048 (2023): all_reduce_perf -b 8 -e 4G -f 2 -g 8 on one "
-        "node of 8 A100s, 232.54 GB/s busbw (its two nodes: 86 GB/s)",
-    },
-    {
-        "system": "8 × H100 SXM, one node (ring)",
-        "gpu": "H100",
-        "fabric": "NVLink 4 / NVSwitch",
-        "busbw_gb_per_s": 370.0,
-        "line_gb_per_s": 450.0,
-        "source": "github.com/NVIDIA/nccl-tests issue 212 (2024), NCCL maintainer: ~20% protocol overhead "
-        "leaves ~370 GB/s effective on NVLink",
-    },
-    {
-        "system": "8 × H100 SXM, one node (NVLS)",
-        "gpu": "H100",
-        "fabric": "NVLink 4 SHARP",
-        "busbw_gb_per_s": 480.0,
-        "line_gb_per_s": 450.0,
-        "source": "github.com/NVIDIA/nccl-tests issue 212 (2024), NCCL maintainer: peak all-reduce busbw "
-        "~480 GB/s on 8 GPUs with NVLink SHARP",
-    },
-    {
-        "system": "8 × H200, one node",
-        "gpu": "H200",
-        "fabric": "NVLink 4 / NVSwitch (NVLS: above the line rate)",
-        "busbw_gb_per_s": 475.0,
-        "line_gb_per_s": 450.0,
-        "source": "github.com/NVIDIA/nccl-tests issue 272 (2024): all_reduce_perf to 4 GB, peak 475 GB/s",
-    },
-    {
-        "system": "3 nodes × 8 A100 SXM4 40GB",
-        "gpu": "A100",
-        "fabric": "InfiniBand, 4 × HDR 200 Gb/s per node",
-        "busbw_gb_per_s": 96.0,
-        "line_gb_per_s": 100.0,
-        "source": "github.com/NVIDIA/nccl-tests issue 119 (2022): peak ~96 GB/s (average 84.8) against "
-        "the 100 GB/s of 4 HDR ports",
-    },
-    {
-        "system": "2 nodes × 8 A100",
-        "gpu": "A100",
-        "fabric": "InfiniBand, 4 × 200 Gb/s per node",
-        "busbw_gb_per_s": 86.0,
-        "line_gb_per_s": 100.0,
-        # the same cluster's one-node run in the same report: what B9's two-node rule divides by
-        "one_node_busbw_gb_per_s": 232.54,
-        "source": "github.com/NVIDIA/nccl issue 1048 (2023): two nodes of 8 A100 with 4 × 200 Gb/s IB each, "
-        "all_reduce_perf 86 GB/s busbw (the reporter's theoretical 96); one node of the same cluster 232.54",
-    },
-    {
-        "system": "2 nodes, one 100 Gb/s NIC each",
-        "gpu": "other",
-        "fabric": "InfiniBand EDR 100 Gb/s",
-        "busbw_gb_per_s": 12.2,
-        "line_gb_per_s": 12.5,
-        "source": "github.com/NVIDIA/nccl-tests issue 29 (2019), NCCL maintainer: 12.2 GB/s is as good as a "
-        "100 Gb/s card gets",
-    },
-)
 
 # B9 — article B §3.3's benchmark command and its reading of it: "./build/all_reduce_perf -b 128M -e
 # 8G -f 2 -g 8 -t 2 ... 用8个GPU跑2轮" (8 GPUs, 2 rounds), and "busbw是算法带宽" (busbw is the
@@ -186,7 +108,7 @@ B9_NVLINK = {
 # or the GDR path is not in effect). Its test cases are published healthy two-node paths, each
 # against a healthy A100 node: nccl issue 1048's two nodes against the same cluster's one node (the
 # article's exact configuration, 16 A100s on two nodes of 8) and the 4-HDR-port cluster of
-# NCCL_TESTS_PUBLISHED against its first row; a healthy path that the rule flags refutes it. The
+# analytic.nccl_published's list against its first row; a healthy path that the rule flags refutes it. The
 # article's own two-node figure after its fix (B9_STATED: 21 GB/s, "close to the 25 GB/s physical
 # limit", so IB and GDR in effect) is its own arithmetic, reported beside them.
 B9_TWO_NODE = {"rule_share": 0.5}
