@@ -27,16 +27,29 @@
 #
 # **Reading the values.** Shares are percentages, ratios carry their ×, and an MFU names the
 # FLOPs convention its numerator counted (notebook 01). Where a study's stability run
-# (`stability.json`) saw a number move between fresh runs by more than the run-to-run drift
-# the comparisons assume, the value says by how much: a difference between machines smaller
-# than that is not a difference. The last column says which it is: the machines' spread
-# (max − min over the median, as the stability report measures drift) against the widest drift
-# any machine's stability run saw for that number, or the drift its study declares for it where
-# that study widens the number's interval past the course's 5% (`Metric.drift_param`: chapter
-# 06's cold tar / JSON ratio, chapter 05's per-tensor ratio), at least the assumed 5%
-# (`drift.across_drift`). A machine without a stability run (one run per study) borrows the
-# others' drift: its own is unknown. Rows computed from published data alone (chapter 09's
-# validation) depend on no machine: they are shown once, in the block after the table.
+# (`stability.json`: `make stability`, N fresh processes) saw a number move between fresh runs by
+# more than the run-to-run drift the comparisons assume (5%), the value says by how much. The
+# calibration's own figures (matmul ceiling, copy bandwidth, α and B) take the calibration's
+# stability run, since every run of a study reads the one committed calibration.
+#
+# **Telling machines apart** (`drift.across_cell`): what decides depends on what the number is.
+# - *A number no fresh run moved* (a formula such as the ISA peak, a count, an exact slope): the
+#   machines differ exactly where the values are not equal; there is no drift to test.
+# - *An effect with an interval over its rounds* (the ladder's speed-up, with its `_lo`/`_hi`):
+#   the machines differ only where the intervals do not overlap, the course's rule for a ratio.
+# - *A share or a signed error*: the difference in percentage points, against the drift taken on
+#   the larger value and at least one point (the course's presence floor, chapter 07's B2: two
+#   shares under 1% of a step are not told apart).
+# - *Anything else* (rates, times, ratios): the spread (max − min over the median, as the stability
+#   report measures drift) against the widest drift any machine's stability run saw, or the drift
+#   its study declares (`Metric.drift_param`: chapter 06's cold tar / JSON ratio, chapter 05's
+#   per-tensor ratio), at least 5%.
+#
+# A machine without a stability run borrows the others' drift: its own is unknown. Where the
+# machines are one host on different core budgets, `÷ cores` gives a rate's ratio over the ratio
+# of the cores (1: linear), and the note under the table names what deviates. Rows computed from
+# published data alone (chapter 09's validation) depend on no machine: they are shown once, in the
+# block after the table.
 
 # %% tags=["parameters"]
 params = {}  # the profile's values (papermill injects them); empty: the defaults
@@ -48,7 +61,8 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from mfulab import results
-from mfulab.studies.compare import across, analysis, mfu_gap, published, published_data
+from mfulab.measure.timing import RUN_TO_RUN_DRIFT
+from mfulab.studies.compare import across, analysis, mfu_gap, published, published_data, scaling
 from mfulab.studykit import plots
 from mfulab.studykit.notebook import setup
 
@@ -61,8 +75,10 @@ measured_rows, published_rows = published_data.split(table)
 results.save_table(out, "comparison", measured_rows)
 results.save_table(out, "published_data", published_data.published_block(published_rows))
 results.save_metrics(out, {"machines": records["machines"], "metrics": table.to_dict(orient="records")})
+shown = analysis.formatted(measured_rows, records)
 with pd.option_context("display.max_colwidth", None, "display.max_rows", None):
-    display(analysis.formatted(measured_rows, records))
+    display(shown)
+display(Markdown(scaling.deviations_note(shown, records["machines"], RUN_TO_RUN_DRIFT)))
 display(Markdown(mfu_gap.mfu_gap_note(table)))
 if analysis.disagreements(table):
     display(Markdown("**Two studies disagree on:** " + "; ".join(analysis.disagreements(table))))
@@ -75,36 +91,49 @@ if analysis.disagreements(table):
 # %%
 display(
     published_data.published_block(published_rows)
+    .drop(columns="key")
     .style.format({"value": lambda v: f"{v:.4g}" if isinstance(v, int | float) else str(v)}, na_rep="—")
     .hide(axis="index")
 )
 display(
     Markdown(published_data.null_model_text(published_data.bootstrap(p.results_root, records["machines"])))
 )
+display(Markdown(published_data.excluded_holdout_text(published_data.published_block(published_rows))))
 
 # %%
 if len(records["machines"]) > 1:  # one machine: its ceiling and peak are rows of the table above
-    fig = analysis.plot_ceilings(table)
+    fig = analysis.plot_ceilings(table, records)
     plots.save_figure(fig, out, "ceilings")
 
 # %% [markdown]
-# ## This machine against published measurements
+# ## This machine against published measurements (none of them comparable yet)
 #
-# Until another machine's results sit beside this one, the reference is what others measured
-# and published (`studies/compare/published_references.yaml`, each row with its source). The
-# quantity that means the same on a 2-core CPU and on an 8-GPU node is a **share of the peak**:
-# the best matmul a machine reaches over its dense peak (a GPU's Maximum Achievable Matmul FLOPS
-# over its datasheet bf16 peak; this machine's calibrated fp32 ceiling over its ISA peak, chapter
-# 01), and an all-reduce's bus bandwidth over the link that carries it. Rows marked *published*
-# were measured elsewhere and are never mixed with what was measured here. A CPU's share is
-# drawn hatched and labelled not comparable: its ISA peak assumes the base clock that its cores
-# boost past (so the share can pass 100%), and its ceiling is fp32 on square shapes, not a shape
-# search. The all-reduce with NVLink SHARP on is kept off the bars: it reduces inside the switch,
-# so fewer bytes cross the links than the bus-bandwidth formula counts (an algorithm's gain over
-# the ring; chapter 02 reads the same figures as healthy readings of a node, not as shares).
+# **Nothing measured here is comparable with these references yet**: this machine is a CPU, and the
+# references are GPUs and their links. What the section shows is what other machines reach, as
+# others measured and published it (`studies/compare/published_references.yaml` for the matmul
+# rows; `analytic/nccl_published.py`, the list chapter 02 reads, for the all-reduces), and where
+# this machine's own figures would sit, each marked not comparable with the reason. The first GPU
+# run (`docs/first-gpu-run.md`) adds the first comparable bar.
+#
+# The quantity that means the same on any machine is a **share of the peak**: the best matmul over
+# the dense peak (a GPU's Maximum Achievable Matmul FLOPS over its datasheet bf16 peak, devices.yaml's
+# figure, one per device across the course; this machine's calibrated fp32 ceiling over its ISA
+# peak, chapter 01), and an all-reduce's bus bandwidth over the link that carries it (a GPU's NVLink
+# per direction within a node; a node's NICs together across nodes). A CPU's matmul share is
+# not comparable: its ISA peak takes the clock the kernel reports (a VM's nominal figure), which
+# the cores' boost passes, so the share can pass 100%, and its ceiling is fp32 on square shapes,
+# not a shape search. This machine's all-reduce (chapter 02's gloo run, 2 ranks on one host) is
+# set over its memory copy bandwidth, the bound of a shared-memory transport: not a link either.
+# **One NVLS rule** (as chapter 02 reads it): NVLink SHARP reduces inside the switch, so fewer bytes
+# cross each link than busbw's ring formula counts; its rows are an algorithm's gain over the ring,
+# with no share, and are left off the bars. Every all-reduce row names the largest message of its
+# sweep, its NCCL version and year where the source states them; a row marked *expected* is a
+# maintainer's statement of what a healthy system reaches, not a run.
 
 # %%
-refs = published.reference_table(records["published"], analysis.measured_ceilings(table))
+refs = published.reference_table(
+    records["published"], analysis.measured_ceilings(table), analysis.measured_gloo(table)
+)
 results.save_table(out, "published_references", refs)
 with pd.option_context("display.max_colwidth", 60, "display.max_rows", None):
     display(
@@ -122,6 +151,8 @@ display(
 )
 fig = published.plot_shares(refs)
 plots.save_figure(fig, out, "shares_of_peak")
+display(Markdown(published.takeaway(refs) + "."))
+display(Markdown(published.article_note(refs)))
 
 # %% [markdown]
 # **What published training runs reach.** Chapter 09 collects published runs (papers and
@@ -134,12 +165,17 @@ plots.save_figure(fig, out, "shares_of_peak")
 # dense peak of the GEMMs' own precision (`*_mfu_own_peak`). An FP8 run's GEMMs can run at twice
 # bf16's peak, so its bf16-peak MFU can pass the best bf16 matmul's share of the peak (the
 # table of published MAMF above): only its own-peak figure can be set beside that ceiling.
-# A third, `median_mfu_over_mamf`, divides by the device's best measured bf16 GEMM (MAMF,
-# devices.yaml) instead of its datasheet peak: the denominator this machine's own MFU uses (its
-# measured matmul ceiling, chapter 01), so it is the column to read beside this machine's
-# figure; a CPU's MFU over its ceiling beside a GPU's over its datasheet peak would flatter the
-# CPU by the GPU's MAMF ÷ peak (below 1 on every GPU with a MAMF in devices.yaml). Published, not
-# measured here.
+# A third, `median_mfu_over_mamf`, divides by the device's best measured GEMM in the run's own
+# precision (MAMF, devices.yaml's `mamf_tflops`: bf16 for a bf16 run, FP8's own figure for an FP8
+# run, H100 SXM 1402.6 and H200 1453.4 TFLOP/s from the same MAMF table, `mamf_source`; empty
+# where devices.yaml has none, as for the A800) instead of its datasheet peak: the denominator
+# this machine's own MFU uses (its measured matmul ceiling, chapter 01). `gpus` gives the range of
+# cluster sizes in a row and `sources` how many publications it pools: a row mixes models and
+# scales, so a difference between two frameworks' rows is not the frameworks' alone.
+# **Not a yardstick for this machine**: a 2-core CPU running one fp32 process of a few million
+# parameters, with no collective on its critical path, reaches a high share of its own ceiling
+# (chapter 01) for reasons a cluster does not share; its MFU beside these rows says how a toy step
+# uses one chip, not how efficient training at scale is. Published, not measured here.
 
 # %%
 published_mfu = published.published_mfu_table(records.get("published_runs") or [])
@@ -152,7 +188,7 @@ shares = [
     "max_mfu_own_peak",
     "median_mfu_over_mamf",
 ]
-published_mfu.style.format(dict.fromkeys(shares, "{:.0%}")).hide(axis="index")
+published_mfu.style.format(dict.fromkeys(shares, "{:.0%}"), na_rep="—").hide(axis="index")
 
 # %% [markdown]
 # ## Verdicts side by side
@@ -174,7 +210,7 @@ published_mfu.style.format(dict.fromkeys(shares, "{:.0%}")).hide(axis="index")
 # %%
 verdict_matrix = analysis.verdict_table(records)
 results.save_table(out, "verdicts", verdict_matrix)
-display(Markdown(analysis.verdict_note(verdict_matrix, records["machines"])))
+display(Markdown(analysis.verdict_note(verdict_matrix, records["machines"], records)))
 with pd.option_context("display.max_colwidth", 70, "display.max_rows", None):
     display(verdict_matrix)
 
@@ -208,7 +244,8 @@ with pd.option_context("display.max_colwidth", 90, "display.max_rows", None):
 
 # %%
 with pd.option_context("display.max_colwidth", None, "display.max_rows", None):
-    display(across.flagged_detail(records, claims_across))
+    flagged = across.flagged_detail(records, claims_across)
+    display(flagged if len(flagged) else Markdown("None: no two chapters disagree on one basis."))
 
 # %% [markdown]
 # ## What this comparison shows

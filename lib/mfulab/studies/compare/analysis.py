@@ -8,6 +8,7 @@ from pathlib import Path
 from mfulab.studies.compare import drift as drift_mod
 from mfulab.studies.compare import hosts
 from mfulab.studies.compare.drift import MISSING, NOT_APPLICABLE
+from mfulab.studies.compare.figures import _values, ceilings_takeaway, measured_ceilings, plot_ceilings  # noqa: F401 (mfu_gap's, the notebook's)  # noqa: F401 (the notebook's names)
 from mfulab.studies.compare.matrix import verdict_note, verdict_table  # noqa: F401 (the notebook's names)
 
 
@@ -43,7 +44,10 @@ def collect(p) -> dict:
         "params": p.to_dict(),
         "machines": names,
         "metrics": {study: load_all(p.results_root, study) for study in studies},
-        "drift": {study: drift_mod.stability_drift(p.results_root, study, names) for study in studies},
+        "drift": {
+            **{study: drift_mod.stability_drift(p.results_root, study, names) for study in studies},
+            "calibration": drift_mod.calibration_drift(p.results_root, names),
+        },
         "declared_drift": {
             s.id: drift_mod.declared_drift(
                 p.results_root, s.id, names, {m.key: m.drift_param for m in s.metrics if m.drift_param}
@@ -53,6 +57,9 @@ def collect(p) -> dict:
         "flips": {study: drift_mod.stability_flips(p.results_root, study, names) for study in studies},
         "stability_runs": {
             study: drift_mod.stability_runs(p.results_root, study, names) for study in studies
+        },
+        "stability_sizes": {
+            study: drift_mod.stability_sizes(p.results_root, study, names) for study in studies
         },
         "hosts": {n: hosts.host(p.results_root, n) for n in names},
         "ranks": {n: hosts.ranks_per_study(p.results_root, n) for n in names},
@@ -202,10 +209,13 @@ def formatted(table, records=None):
         text = fmt.get(key, "{:.3g}").format(value)
         return text if unit != "×" or text.endswith("×") else text + "×"
 
+    def studies_of(study, key):  # the studies a row's number comes from, the calibration's own first
+        return (["calibration"] if key in drift_mod.CALIBRATION_KEYS else []) + [
+            x.strip() for x in study.split(",")
+        ]
+
     def caveat(study, machine, key):
-        d = max(
-            (drift.get(s.strip(), {}).get(machine, {}).get(key, 0.0) for s in study.split(",")), default=0
-        )
+        d = max((drift.get(s, {}).get(machine, {}).get(key, 0.0) for s in studies_of(study, key)), default=0)
         return f" (moves {d:.0%} between fresh runs)" if d > RUN_TO_RUN_DRIFT else ""
 
     declared = (records or {}).get("declared_drift", {})
@@ -215,34 +225,78 @@ def formatted(table, records=None):
         for it (``Metric.drift_param``): a difference between machines must pass both."""
         return max(
             (
-                source.get(s.strip(), {}).get(m, {}).get(key, 0.0)
+                source.get(s, {}).get(m, {}).get(key, 0.0)
                 for source in (drift, declared)
-                for s in study.split(",")
+                for s in studies_of(study, key)
                 for m in names
             ),
             default=0.0,
         )
 
-    out = table[["study", "metric"]].copy()
+    def exact(study, key):
+        """No fresh run of any machine moved it (a formula, a count): every stability run that has
+        the key saw 0 drift, and it is not the calibration's (whose runs do move it)."""
+        seen = [
+            drift[s][m][key]
+            for s in studies_of(study, key)
+            for m in names
+            if key in drift.get(s, {}).get(m, {})
+        ]
+        return bool(seen) and max(seen) == 0.0 and key not in drift_mod.CALIBRATION_KEYS
+
+    keys = set(table["key"])
+    bounds = {k: (f"{k}_lo", f"{k}_hi") for k in keys if f"{k}_lo" in keys and f"{k}_hi" in keys}
+    hidden = {b for pair in bounds.values() for b in pair}
+    by_key = table.drop_duplicates("key").set_index("key")
+
+    def interval(key):
+        if key not in bounds:
+            return None
+        lo, hi = (by_key.loc[b] for b in bounds[key])
+        return [
+            (float(lo[m]), float(hi[m]))
+            for m in names
+            if lo[m] not in (MISSING, NOT_APPLICABLE) and hi[m] not in (MISSING, NOT_APPLICABLE)
+        ]
+
+    def with_interval(text, machine, key, unit):
+        if key not in bounds or by_key.loc[bounds[key][0], machine] in (MISSING, NOT_APPLICABLE):
+            return text
+        lo, hi = (show(by_key.loc[b, machine], b, unit) for b in bounds[key])
+        return f"{text} [{lo}, {hi}]"
+
+    kept = table[~table["key"].isin(hidden)].reset_index(drop=True)
+    out = kept[["study", "metric"]].copy()
     for machine in names:
         out[machine] = [
-            show(v, k, u) + ("" if v in (MISSING, NOT_APPLICABLE) else caveat(st, machine, k))
-            for v, k, u, st in zip(table[machine], table["key"], table["unit"], table["study"])
+            with_interval(show(v, k, u), machine, k, u)
+            + ("" if v in (MISSING, NOT_APPLICABLE) else caveat(st, machine, k))
+            for v, k, u, st in zip(kept[machine], kept["key"], kept["unit"], kept["study"])
         ]
     if len(names) > 1:
         out["across machines"] = [
-            drift_mod.across_drift([row[m] for m in names], max(widest_drift(st, k), RUN_TO_RUN_DRIFT))
-            for (_, row), k, st in zip(table.iterrows(), table["key"], table["study"])
+            drift_mod.across_cell(
+                [row[m] for m in names],
+                u,
+                max(widest_drift(st, k), RUN_TO_RUN_DRIFT),
+                exact(st, k),
+                interval(k),
+            )
+            for (_, row), k, u, st in zip(kept.iterrows(), kept["key"], kept["unit"], kept["study"])
         ]
         out["highest ÷ lowest"] = [
-            drift_mod.highest_over_lowest({m: row[m] for m in names}) for _, row in table.iterrows()
+            drift_mod.highest_over_lowest({m: row[m] for m in names}) for _, row in kept.iterrows()
+        ]
+        out["÷ cores"] = [
+            hosts.per_core_scaling({m: row[m] for m in names}, u, records)
+            if records and not hosts.not_comparable(records, [x.strip() for x in st.split(",")])
+            else ""
+            for (_, row), u, st in zip(kept.iterrows(), kept["unit"], kept["study"])
         ]
         if records is not None:  # a machine whose run of the study had more ranks than cores
             out["not comparable on"] = [
-                ", ".join(
-                    sorted({m for s in st.split(",") for m in hosts.oversubscribed(records, s.strip())})
-                )
-                for st in table["study"]
+                ", ".join(hosts.not_comparable(records, [x.strip() for x in st.split(",")], k))
+                for st, k in zip(kept["study"], kept["key"])
             ]
             # an oversubscribed run measures a job that took turns on its cores: its difference
             # from another machine says nothing, as the verdict matrix leaves it out of `differs`
@@ -253,103 +307,11 @@ def formatted(table, records=None):
     return out
 
 
-def _values(rows, key, names) -> dict:
-    """{machine: float} of one key, machines without a number left out."""
-    if key not in rows.index:
-        return {}
-    return {n: float(rows.loc[key, n]) for n in names if rows.loc[key, n] not in (MISSING, NOT_APPLICABLE)}
-
-
-def measured_ceilings(table) -> dict:
-    """``{machine: (matmul ceiling, peak or None)}`` in FLOP/s, from the table's
-    ``matmul_ceiling_flops_per_s`` and ``datasheet_peak_flops_per_s`` (a GPU's datasheet, a CPU's
-    ISA peak); a machine without a ceiling is left out."""
+def measured_gloo(table) -> dict:
+    """``{machine: (largest all-reduce busbw, copy bandwidth)}`` in B/s, where a machine has both:
+    chapter 02's gloo run and the calibration's memory copy that bounds a shared-memory transport."""
     names = [c for c in table.columns if c not in ("study", "metric", "unit", "key")]
     rows = table.drop_duplicates("key").set_index("key")
-    peaks = _values(rows, "datasheet_peak_flops_per_s", names)
-    return {n: (c, peaks.get(n)) for n, c in _values(rows, "matmul_ceiling_flops_per_s", names).items()}
-
-
-def ceilings_takeaway(table) -> str:
-    """The figure's title: what the measured ceilings say, machine against machine (or, with
-    one machine, against its peak: a GPU's datasheet, a CPU's ISA peak)."""
-    from mfulab.units import si
-
-    ceilings = measured_ceilings(table)
-    measured = {n: c for n, (c, _) in ceilings.items()}
-    shares = {n: c / peak for n, (c, peak) in ceilings.items() if peak}
-    of_peak = (
-        f"; {min(shares.values()):.0%}–{max(shares.values()):.0%} of the peak (datasheet or ISA)"
-        if len(shares) > 1
-        else "".join(f"; {n} reaches {v:.0%} of its peak (datasheet or ISA)" for n, v in shares.items())
-    )
-    if not measured:
-        return "No machine has a measured matmul ceiling yet"
-    if len(measured) == 1:
-        ((name, value),) = measured.items()
-        no_peak = "" if shares else " (no peak to compare with)"
-        return (
-            f"One machine only, nothing to compare:\n{name} measures {si(value, 'FLOP/s')}{no_peak}{of_peak}"
-        )
-    fast, slow = max(measured, key=measured.get), min(measured, key=measured.get)
-    ratio = measured[fast] / measured[slow]
-    shown = f"{ratio:,.0f}" if ratio >= 1000 else f"{ratio:.3g}"
-    return f"{fast}'s matmul ceiling is {shown}× {slow}'s{of_peak}"
-
-
-def plot_ceilings(table):
-    """Measured matmul ceiling next to the peak, per machine (TFLOP/s, log scale): a GPU's
-    dense datasheet peak, a CPU's fp32 peak from its ISA (mfu's ``cpu_isa_peak``), as point
-    markers: on a log axis a bar's length depends on where the axis starts, a marker's height
-    does not. A machine without a peak says so."""
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
-    names = [c for c in table.columns if c not in ("study", "metric", "unit", "key")]
-    rows = table.drop_duplicates("key").set_index("key")  # the first study that declares the key
-    series = (
-        ("matmul_ceiling_flops_per_s", "measured matmul ceiling", "C0", "o"),
-        ("datasheet_peak_flops_per_s", "peak: datasheet (GPU) or ISA (CPU)", "C1", "D"),
-    )
-    offset = 0.15
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.6 * len(names) + 2.5), 3.8))
-    numeric = [
-        float(rows.loc[key, n]) / 1e12
-        for key, *_ in series
-        for n in names
-        if rows.loc[key, n] not in (MISSING, NOT_APPLICABLE)
-    ]
-    low = 10 ** math.floor(math.log10(min(numeric) / 2)) if numeric else 0.01  # a labelled decade
-    high = 10 ** math.ceil(math.log10(max(numeric) * 2)) if numeric else 1.0
-    for i, (key, label, colour, marker) in enumerate(series):
-        drawn = False
-        for j, machine in enumerate(names):
-            value = rows.loc[key, machine]
-            x = j + (i - 0.5) * 2 * offset
-            if value in (MISSING, NOT_APPLICABLE):
-                why = "no peak" if value == NOT_APPLICABLE else "not run"
-                ax.text(x, low * 1.15, why, ha="center", va="bottom", fontsize=7, color="0.35")
-                continue
-            y = float(value) / 1e12
-            ax.plot(x, y, marker, color=colour, markersize=8, label=None if drawn else label)
-            ax.annotate(
-                f"{y:.3g}", (x, y), xytext=(7, 0), textcoords="offset points", va="center", fontsize=7
-            )
-            drawn = True
-    ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(names)
-    ax.set_xlim(-0.7, len(names) - 0.3)
-    ax.grid(axis="x", visible=False)
-    if numeric and max(numeric) / min(numeric) < 20:  # one kind of machine: a linear axis from 0 reads best
-        ax.set_ylim(0, max(numeric) * 1.25)
-        ax.set_ylabel("TFLOP/s")
-    else:  # a CPU beside a GPU spans decades
-        ax.set_yscale("log")
-        ax.set_ylim(low, high)
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.set_ylabel("TFLOP/s (log scale)")
-    ax.set_title(ceilings_takeaway(table), fontsize=10)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="upper left")
-    return fig
+    copy = _values(rows, "memory_bandwidth_bytes_per_s", names)
+    busbw = _values(rows, "all_reduce_busbw_largest_bytes_per_s", names)
+    return {n: (busbw[n], copy[n]) for n in names if n in busbw and n in copy}

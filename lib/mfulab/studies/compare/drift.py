@@ -55,6 +55,16 @@ def stability_flips(results_root, study: str, names) -> dict:
     return found
 
 
+def stability_sizes(results_root, study: str, names) -> dict:
+    """``{machine: fresh runs}`` of each machine's stability run of ``study`` (its ``runs``)."""
+    found = {}
+    for machine in names:
+        report = results.load_stability(Path(results_root) / machine / study) or {}
+        if report.get("runs"):
+            found[machine] = int(report["runs"])
+    return found
+
+
 def stability_runs(results_root, study: str, names) -> list[str]:
     """The machines that left a stability run of ``study`` (its ``stability.json``): only there
     is it known whether a verdict flips between fresh runs."""
@@ -86,6 +96,52 @@ def across_drift(values, drift: float) -> str:
     return f"differs ({spread:{fmt}} > {drift:{fmt}})"
 
 
+def _numbers(values) -> list[float]:
+    return [float(v) for v in values if v not in (MISSING, NOT_APPLICABLE) and not isinstance(v, bool | str)]
+
+
+def across_points(values, drift: float, resolution: float) -> str:
+    """Whether shares (or signed errors) of several machines differ: their difference in
+    percentage points against the drift between fresh runs taken on the largest of them
+    (``drift`` × max |value|), at least ``resolution`` (the course's presence floor, 1 point:
+    a share below it is no loss, so two below it are not told apart). A relative spread would
+    call 0.3% against 0.4% a 22% difference. Empty where fewer than two machines have a number."""
+    numbers = _numbers(values)
+    if len(numbers) < 2:
+        return ""
+    if max(numbers) == min(numbers):
+        return "the same"
+    diff_pts = 100 * (max(numbers) - min(numbers))
+    tolerance_pts = 100 * max(drift * max(abs(v) for v in numbers), resolution)
+    if diff_pts <= tolerance_pts:
+        return f"within drift ({diff_pts:.1f} pt ≤ {tolerance_pts:.1f} pt)"
+    return f"differs ({diff_pts:.1f} pt > {tolerance_pts:.1f} pt)"
+
+
+def across_intervals(intervals: list[tuple[float, float]]) -> str:
+    """Whether machines' effects differ by their own intervals (``(low, high)`` each, the study's
+    interval over its rounds, already widened for drift by its rule): they differ only where two
+    intervals do not overlap, as the course compares a ratio with a line (point values inside
+    overlapping intervals are not told apart)."""
+    if len(intervals) < 2:
+        return ""
+    highest_low = max(lo for lo, _ in intervals)
+    lowest_high = min(hi for _, hi in intervals)
+    if highest_low <= lowest_high:
+        return f"within intervals (they overlap on [{highest_low:.3g}, {lowest_high:.3g}])"
+    return f"differs (intervals apart: {lowest_high:.3g} < {highest_low:.3g})"
+
+
+def across_exact(values) -> str:
+    """A number that did not move at all between fresh runs of any machine (a formula such as an
+    ISA peak, a count, a datasheet figure): no drift to test it against, so two machines' values
+    differ exactly where they are not equal."""
+    numbers = _numbers(values)
+    if len(numbers) < 2:
+        return ""
+    return "the same" if max(numbers) == min(numbers) else "differs (exact: no drift between fresh runs)"
+
+
 def highest_over_lowest(values: dict) -> str:
     """``{machine: value}`` as the highest value over the lowest, with the machine that has the
     highest (``"1.98× (cpu-2c)"``): what a reader asks of two machines' numbers. Empty where fewer
@@ -99,3 +155,51 @@ def highest_over_lowest(values: dict) -> str:
         return ""  # equal values have no highest machine
     top = max(numbers, key=numbers.get)
     return f"{numbers[top] / min(numbers.values()):.2f}× ({top})"
+
+
+# the calibration's own figures that studies copy into their metrics (the key there ← the
+# calibration's stability entry): their drift between fresh runs is the calibration's, since every
+# fresh run of a study reads the one committed calibration (a study's own stability sees 0). The
+# matmul ceiling takes the widest of the calibration's matmul dtypes (fp32 on a CPU, bf16 on a GPU:
+# the wider is the cautious one)
+CALIBRATION_KEYS = {
+    "matmul_ceiling_flops_per_s": ("matmul:fp32 best_flops_per_s", "matmul:bf16 best_flops_per_s"),
+    # chapter 01's ceiling over its peak: the ceiling's drift (the peak is a formula)
+    "ceiling_over_datasheet": ("matmul:fp32 best_flops_per_s", "matmul:bf16 best_flops_per_s"),
+    "memory_bandwidth_bytes_per_s": ("bandwidth plateau_bytes_per_s",),
+    "link_bytes_per_s": ("collectives:gloox2 link_bytes_per_s", "collectives:nccl link_bytes_per_s"),
+    "alpha_s": ("collectives:gloox2 alpha_s", "collectives:nccl alpha_s"),
+}
+
+
+def calibration_drift(results_root, names) -> dict:
+    """``{machine: {key: drift}}`` for the calibration's figures (:data:`CALIBRATION_KEYS`), from
+    ``<machine>/calibration/stability.json`` where ``make stability STUDY=calibration`` left one."""
+    found = {}
+    for machine in names:
+        report = results.load_stability(Path(results_root) / machine / "calibration") or {}
+        entries = report.get("drift", {})
+        drift = {
+            key: max(entries[e]["drift"] for e in sources if entries.get(e, {}).get("drift") is not None)
+            for key, sources in CALIBRATION_KEYS.items()
+            if any(entries.get(e, {}).get("drift") is not None for e in sources)
+        }
+        if drift:
+            found[machine] = drift
+    return found
+
+
+def across_cell(values, unit: str, drift: float, exact: bool, interval=None) -> str:
+    """How a row's machines compare, by what the number is: a number that never moved between fresh
+    runs is compared exactly (:func:`across_exact`); one with an interval over its rounds by the
+    intervals (:func:`across_intervals`); a share or a signed error in points, against the presence
+    floor (:func:`across_points`); anything else by its relative spread (:func:`across_drift`)."""
+    from mfulab.studykit.verdicts import B2_PRESENT_SHARE
+
+    if interval:
+        return across_intervals(interval)
+    if exact:
+        return across_exact(values)
+    if unit == "fraction":
+        return across_points(values, drift, B2_PRESENT_SHARE)
+    return across_drift(values, drift)

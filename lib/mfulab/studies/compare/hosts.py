@@ -7,17 +7,28 @@ from pathlib import Path
 
 from mfulab import results
 
-RANK_PARAMS = ("nproc", "ranks")  # the studies' names for the processes a run launches
+RANK_PARAMS = ("nproc", "ranks")  # the studies' names for the processes a run launches (and any "*_ranks")
+
+
+def _rank_counts(params: dict) -> list[int]:
+    """Every process count a run's parameters name: ``nproc``, ``ranks`` and any ``*_ranks`` (a
+    list, such as the pipeline stages measured, counts each of its entries)."""
+    counts = []
+    for key, value in params.items():
+        if key in RANK_PARAMS or key.endswith("_ranks"):
+            values = value if isinstance(value, list | tuple) else [value]
+            counts += [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    return counts
 
 
 def ranks_per_study(results_root, machine: str) -> dict:
-    """``{study: processes its run launched}`` for the studies of a machine that launch several
-    (their ``env.json`` params: ``nproc`` or ``ranks``)."""
+    """``{study: the most processes one of its runs launched}`` for the studies of a machine that
+    launch several (their ``env.json`` params: ``nproc``, ``ranks``, ``*_ranks``)."""
     out = {}
     for path in sorted(Path(results_root, machine).glob("*/" + results.ENV)):
         params = results.read_json(path).get("params") or {}
-        n = next((params[k] for k in RANK_PARAMS if isinstance(params.get(k), int)), None)
-        if n and n > 1:
+        n = max(_rank_counts(params), default=0)
+        if n > 1:
             out[path.parent.name] = n
     return out
 
@@ -30,6 +41,44 @@ def oversubscribed(records, study: str) -> list[str]:
         for name, h in hosts.items()
         if h.get("cpu_count") and (ranks.get(name) or {}).get(study, 0) > h["cpu_count"]
     ]
+
+
+def not_comparable(records, studies: list[str], key: str = "") -> list[str]:
+    """The machines on which a number that ``studies`` all wrote (one value: the comparison merges
+    a key only where they agree) comes from oversubscribed runs alone: a machine where any of them
+    ran uncrowded has the number from that run."""
+    crowded = [set(oversubscribed(records, s)) for s in studies]
+    return sorted(set.intersection(*crowded)) if crowded else []
+
+
+RATES = ("FLOP/s", "B/s", "tokens/s")
+
+
+def per_core_scaling(values: dict, unit: str, records) -> str:
+    """Where every machine is one kind of host with different usable cores (an affinity mask), a
+    rate's ratio between the machine with the most cores and the one with the fewest, over the
+    ratio of their cores (a time's inverted): 1 is linear scaling, above 1 super-linear. Empty for
+    any other unit, other hosts, or fewer than two numbers."""
+    hosts = records.get("hosts") or {}
+    if unit not in (*RATES, "s") or len({h.get("device_name") for h in hosts.values()}) != 1:
+        return ""
+    numbers = {
+        m: float(v)
+        for m, v in values.items()
+        if isinstance(v, int | float)
+        and not isinstance(v, bool)
+        and v > 0
+        and hosts.get(m, {}).get("cpu_count")
+    }
+    if len(numbers) < 2:
+        return ""
+    few = min(numbers, key=lambda m: hosts[m]["cpu_count"])
+    many = max(numbers, key=lambda m: hosts[m]["cpu_count"])
+    cores = hosts[many]["cpu_count"] / hosts[few]["cpu_count"]
+    if cores == 1:
+        return ""
+    ratio = numbers[many] / numbers[few] if unit in RATES else numbers[few] / numbers[many]
+    return f"{ratio / cores:.2f}"
 
 
 def oversubscribed_note(records) -> str:
@@ -61,7 +110,14 @@ def host(results_root, machine: str) -> dict:
     for path in sorted(Path(results_root, machine).glob("*/" + results.ENV)):
         f = results.read_json(path).get("fingerprint") or {}
         if f:
-            keys = ("device_name", "cpu_model", "cpu_count", "cpu_count_node", "device_count")
+            keys = (
+                "device_name",
+                "cpu_model",
+                "cpu_count",
+                "cpu_count_node",
+                "device_count",
+                "torch_num_threads",
+            )
             return {k: f.get(k) for k in keys}
     return {}
 
@@ -79,8 +135,15 @@ def same_host_note(records) -> str:
         " and ".join(f"`{n}`" for n in names)
         + f" ran on the same kind of host ({device}, {node} cores a node) with "
         + " and ".join(str(hosts[n]["cpu_count"]) for n in names)
-        + " usable cores (an affinity mask): their differences are what the cores a run may use change, "
-        "not the hardware"
+        + " usable cores (an affinity mask)"
+        + (
+            " and "
+            + " and ".join(str(hosts[n]["torch_num_threads"]) for n in names)
+            + " torch threads per process"
+            if all(hosts[n].get("torch_num_threads") for n in names)
+            else ""
+        )
+        + ": their differences are what the cores a run may use change, not the hardware"
         for (device, node), names in groups.items()
         if len(names) > 1 and len({hosts[n]["cpu_count"] for n in names}) > 1
     ]

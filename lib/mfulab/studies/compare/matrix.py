@@ -60,8 +60,9 @@ def verdict_table(records):
     return pd.DataFrame(out, columns=columns)
 
 
-def verdict_note(table, names) -> str:
-    """What the verdict matrix says in one sentence (markdown)."""
+def verdict_note(table, names, records=None) -> str:
+    """What the verdict matrix says in one sentence (markdown); with ``records``, how many fresh
+    runs the stability runs took."""
     if table.empty:
         return "No study has written a claims table yet."
     differs = table[table.differs]
@@ -83,8 +84,18 @@ def verdict_note(table, names) -> str:
         f"{study} {cid} (on {where})"
         for study, cid, where in zip(flipped.study, flipped.claim_id, flipped["flipped on"])
     )
+    sizes = sorted(
+        {n for by_machine in (records or {}).get("stability_sizes", {}).values() for n in by_machine.values()}
+    )
+    how = (
+        " (`make stability`: " + "/".join(str(n) for n in sizes) + " fresh processes per study and machine, "
+        "a flip being any row whose verdict was not the same in all of them)"
+        if sizes
+        else ""
+    )
     parts.append(
-        f"{len(flipped)} that flipped between fresh runs of one machine" + (f": {named}" if named else "")
+        f"{len(flipped)} that flipped between fresh runs of one machine{how}"
+        + (f": {named}" if named else "")
     )
     unknown = sorted({m for cell in table["no stability run on"] for m in cell.split(", ") if m})
     if unknown:
@@ -98,7 +109,7 @@ def verdict_note(table, names) -> str:
         only = table[table["differs only where not comparable"]]
         named = ", ".join(f"{study} {cid}" for study, cid in zip(only.study, only.claim_id))
         parts.append(
-            f"{len(only)} more differ only through such a machine ({named or 'none'}); "
+            f"{len(only)} more differ only where a machine's run was oversubscribed ({named or 'none'}); "
             f"{len(crowded)} row{'s' * (len(crowded) != 1)} measured on a machine whose run had more ranks "
             "than usable cores "
             "(column `not comparable on`) are left out of `differs`"

@@ -12,7 +12,10 @@ ranks, split by timestamps into useful compute, slow operators and the waits):
     job                    chapter 07's MFU (the slowest rank's median step, not the mean): the
                            residual is the slowest rank against the mean and the denominators' mismatch
 
-The order is fixed (waits first); the points each step takes are what the note reports.
+The two middle steps can be taken in either order (compute first: one → e, then e → e × (1 −
+waits)), and the points each takes depend on the order. The note reports the Shapley split, the
+mean of the two orders (waits: one × waits in one order, e × waits in the other), with both
+orders' figures beside it.
 """
 
 from __future__ import annotations
@@ -27,14 +30,20 @@ def _pts(fraction: float) -> str:
 def mfu_gap_parts(one: float, job: float, wait_share: float, compute_efficiency: float) -> dict:
     """The gap ``one − job`` (fractions of the ceiling) in three parts that sum to it: the job's
     waits, its compute below chapter 01's rate, and the residual (the slowest rank against the mean,
-    and the mismatch of the two steps' denominators)."""
-    with_waits = one * (1.0 - wait_share)
-    at_job_rate = compute_efficiency * (1.0 - wait_share)
+    and the mismatch of the two steps' denominators). Waits and compute are the Shapley split, the
+    mean over the two orders of charging them; ``waits_first`` and ``waits_last`` are the waits'
+    points in each order."""
+    waits_first = one * wait_share  # one → one × (1 − w)
+    waits_last = compute_efficiency * wait_share  # e → e × (1 − w)
+    both = one - compute_efficiency * (1.0 - wait_share)  # waits and slower compute together
+    waits = (waits_first + waits_last) / 2
     return {
         "gap": one - job,
-        "waits": one - with_waits,
-        "slower compute": with_waits - at_job_rate,
-        "residual": at_job_rate - job,
+        "waits": waits,
+        "slower compute": both - waits,
+        "residual": compute_efficiency * (1.0 - wait_share) - job,
+        "waits_first": waits_first,
+        "waits_last": waits_last,
     }
 
 
@@ -59,10 +68,12 @@ def mfu_gap_note(table) -> str:
         if n in waits and n in eff:
             parts = mfu_gap_parts(one[n], job[n], waits[n], eff[n])
             share = parts["waits"] / parts["gap"] if parts["gap"] > 0 else float("nan")
-            gap, w, slower, rest = (_pts(parts[k]) for k in parts)
+            gap, w, slower, rest = (_pts(parts[k]) for k in ("gap", "waits", "slower compute", "residual"))
             note += (
                 f". Of the gap, {gap}, the job's waits (communication, data, checkpoint: {waits[n]:.1%} "
-                f"of its step) take {w}, {share:.0%} of it; its compute, at {eff[n]:.1%} of the ranks' "
+                f"of its step) take {w}, {share:.0%} of it ({100 * parts['waits_last']:.1f}–"
+                f"{100 * parts['waits_first']:.1f} points by the order they are charged in; the split is "
+                f"the mean of both); its compute, at {eff[n]:.1%} of the ranks' "
                 f"share of the ceiling against chapter 01's {one[n]:.1%}, takes {slower}; the residual, "
                 f"{rest}, is the slowest rank's step against the mean and the two steps' denominators "
                 "(it can be negative only through the latter)"

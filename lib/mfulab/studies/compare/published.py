@@ -20,18 +20,24 @@ QUANTITIES = {
     "matmul_bf16": ("best matmul over the dense peak", "TFLOP/s"),
     "all_reduce_busbw": ("all-reduce bus bandwidth over the link", "GB/s"),
 }
+NOT_A_SHARE = "NVLS: an in-switch reduction's gain over the ring, not a share of the link"
 
 
 def load(path: str | Path | None = None) -> dict:
     """The references file as plain data, every row checked: a known quantity, a positive
-    published value, a positive ``spec`` or none."""
+    published value, and a peak: devices.yaml's dense bf16 peak of its ``device`` (one peak per
+    device across the course), else a positive ``spec`` of its own."""
     import yaml
+
+    from mfulab.analytic.devices import peak_flops_per_s
 
     path = Path(path) if path else repo_root() / REFERENCES_FILE
     data = yaml.safe_load(path.read_text())
     for row in data["references"]:
         if row["quantity"] not in QUANTITIES:
             raise ValueError(f"{path}: unknown quantity {row['quantity']!r}; known: {sorted(QUANTITIES)}")
+        if row.get("device"):
+            row["spec"] = peak_flops_per_s(row["device"], "bf16") / 1e12
         if not row["published"] > 0 or (row.get("spec") is not None and not row["spec"] > 0):
             raise ValueError(f"{path}: {row['machine']}: published and spec must be positive")
         if row["quantity"] not in data["sources"] and not row.get("source"):
@@ -44,11 +50,37 @@ def _source(published: dict, row: dict) -> str:
     return row.get("source") or published["sources"][row["quantity"]]
 
 
-def reference_table(published: dict, ceilings: dict):
+def _busbw_rows() -> list[dict]:
+    """The published all-reduce rows (``analytic.nccl_published``, the list chapter 02 reads),
+    each a share of its link except an NVLS row (the list's one NVLS rule)."""
+    from mfulab.analytic.nccl_published import NCCL_TESTS_PUBLISHED, label, share_of_line
+
+    label_text, unit = QUANTITIES["all_reduce_busbw"]
+    return [
+        {
+            "machine": label(r),
+            "quantity": label_text,
+            "value": r["busbw_gb_per_s"],
+            "unit": unit,
+            "peak": r["line_gb_per_s"],
+            "share_of_peak": share_of_line(r),
+            "basis": "published",
+            "comparable": share_of_line(r) is not None,
+            "source": f"{r['source']}; {r['fabric']}, busbw over {r['line_gb_per_s']:g} GB/s per "
+            + ("node (its NICs together)" if r["scope"] == "nodes" else "GPU and direction")
+            + ("" if share_of_line(r) is not None else f"; {NOT_A_SHARE}"),
+        }
+        for r in NCCL_TESTS_PUBLISHED
+    ]
+
+
+def reference_table(published: dict, ceilings: dict, gloo: dict | None = None):
     """One row per published figure and one per machine measured here (``ceilings``:
-    ``analysis.measured_ceilings``, its matmul ceiling over its peak): machine, quantity, value,
-    unit, peak, share of the peak, basis (*published* or *measured here*), whether the share is
-    comparable with a GPU's, source."""
+    ``analysis.measured_ceilings``, its matmul ceiling over its peak; ``gloo``: ``{machine:
+    (largest all-reduce busbw, copy bandwidth)}`` in B/s, chapter 02's gloo run over the memory
+    copy that bounds a shared-memory transport): machine, quantity, value, unit, peak, share of
+    the peak, basis (*published* or *measured here*), whether the share is comparable with a
+    GPU's, source."""
     import pandas as pd
 
     rows = []
@@ -68,6 +100,7 @@ def reference_table(published: dict, ceilings: dict):
                 "source": f"{_source(published, r)}; {r.get('note', '')}".rstrip("; "),
             }
         )
+    rows += _busbw_rows()
     label, unit = QUANTITIES["matmul_bf16"]
     for machine, (ceiling, peak) in ceilings.items():
         rows.append(
@@ -81,8 +114,25 @@ def reference_table(published: dict, ceilings: dict):
                 "basis": "measured here",
                 "comparable": not machine.startswith("cpu-"),  # a CPU's peak is an ISA figure (cpu-<n>c)
                 "source": "this machine's calibration (matmul ceiling, fp32, square shapes) over its peak: a "
-                "GPU's datasheet; a CPU's ISA peak at its base clock (chapter 01), which a boost clock "
-                "passes, so a CPU's share is not comparable with a GPU's",
+                "GPU's datasheet; a CPU's ISA peak at its kernel-reported clock (chapter 01), which a boost "
+                "clock passes, so a CPU's share is not comparable with a GPU's",
+            }
+        )
+    label, unit = QUANTITIES["all_reduce_busbw"]
+    for machine, (busbw, copy) in (gloo or {}).items():
+        rows.append(
+            {
+                "machine": machine,
+                "quantity": label,
+                "value": busbw / 1e9,
+                "unit": unit,
+                "peak": copy / 1e9,
+                "share_of_peak": busbw / copy,
+                "basis": "measured here",
+                "comparable": False,
+                "source": "chapter 02's gloo all-reduce of 2 ranks on this host, largest message, over the "
+                "calibration's copy bandwidth (bytes read + written): the bound of a shared-memory "
+                "transport, not a link, so not comparable with a GPU's share of its NVLink",
             }
         )
     return pd.DataFrame(rows)
@@ -99,18 +149,20 @@ def takeaway(refs) -> str:
     for r in here.itertuples():
         text += f"; {r.machine} {r.share_of_peak:.0%} of its peak in fp32"
         if r.share_of_peak > 1:
-            text += " (a base-clock ISA peak: not comparable)"
+            text += " (an ISA peak at the kernel-reported clock: not comparable)"
     return text
 
 
 def plot_shares(refs):
-    """Share of the peak per machine, one panel per quantity stacked, each as tall as its rows;
-    a vertical line at 100% (the peak). Published bars are light blue, this machine's measured
-    ones orange; a share that is not comparable with a GPU's (a CPU's, over a base-clock ISA
-    peak that its boost clock passes) is drawn hatched grey, with the reason in its label."""
+    """Share of the peak per row, one panel per quantity stacked, each as tall as its rows; a
+    vertical line at 100% (the peak). Published bars light blue; a share measured here that is
+    not comparable with a GPU's (a CPU's fp32 ceiling over an ISA peak its boost clock passes; a
+    gloo all-reduce over the memory copy) hatched grey; a row with no share (NVLS) is left off
+    the bars and named in the panel. A legend says which is which."""
     import textwrap
 
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     shown = refs.dropna(subset=["share_of_peak"])
     quantities = list(dict.fromkeys(shown.quantity))
@@ -118,40 +170,50 @@ def plot_shares(refs):
     fig, axes = plt.subplots(
         len(quantities),
         1,
-        figsize=(7.5, 1.4 + 0.42 * sum(counts) + 0.6 * len(quantities)),
+        figsize=(8.0, 1.6 + 0.42 * sum(counts) + 0.6 * len(quantities)),
         squeeze=False,
         sharex=True,
         gridspec_kw={"height_ratios": counts},
     )
     top = max(130.0, float(shown.share_of_peak.max()) * 100 + 15)
+    styles = {
+        "published": {"facecolor": "#c6dbef", "edgecolor": "C0"},
+        "measured here": {"facecolor": "C1", "edgecolor": "C1"},
+        "measured here, not comparable": {"facecolor": "0.85", "edgecolor": "0.4", "hatch": "//"},
+    }
     for ax, quantity in zip(axes[:, 0], quantities):
         d = shown[shown.quantity == quantity].sort_values("share_of_peak")
-        labels = []
         for i, r in enumerate(d.itertuples()):
-            here, comparable = r.basis == "measured here", bool(r.comparable)
-            style = (
-                {"color": "C1", "edgecolor": "C1"}
-                if here and comparable
-                else {"color": "0.85", "edgecolor": "0.4", "hatch": "//"}
-                if here
-                else {"color": "#c6dbef", "edgecolor": "C0"}
+            kind = (
+                "published"
+                if r.basis == "published"
+                else "measured here"
+                if r.comparable
+                else "measured here, not comparable"
             )
-            ax.barh(i, r.share_of_peak * 100, height=0.6, **style)
+            ax.barh(i, r.share_of_peak * 100, height=0.6, **styles[kind])
             ax.text(r.share_of_peak * 100 + 1, i, f"{r.share_of_peak:.0%}", va="center", fontsize=7)
-            label = textwrap.fill(f"{r.machine} ({'here' if here else 'published'})", 34)
-            labels.append(label if comparable else label + "\nnot comparable: ISA peak, base clock")
         ax.set_yticks(range(len(d)))
-        ax.set_yticklabels(labels, fontsize=7)
+        what = (
+            "fp32 ceiling ÷ ISA peak" if quantity == QUANTITIES["matmul_bf16"][0] else "gloo ÷ copy bandwidth"
+        )
+        names = [m if b == "published" else f"{m}, here: {what}" for m, b in zip(d.machine, d.basis)]
+        ax.set_yticklabels([textwrap.fill(str(m), 48) for m in names], fontsize=6.5)
         ax.axvline(100, color="0.4", linewidth=0.8)
-        ax.set_title(quantity, fontsize=9, loc="left")
+        left_off = refs[(refs.quantity == quantity) & refs.share_of_peak.isna()]
+        title = quantity + (
+            f" ({len(left_off)} NVLS rows left off: no share of a link)" if len(left_off) else ""
+        )
+        ax.set_title(title, fontsize=9, loc="left")
         ax.set_xlim(0, top)
         ax.grid(axis="y", visible=False)
-    axes[-1, 0].set_xlabel(
-        "share of the peak (%): light = published, orange = measured here, hatched = measured here but "
-        "over a peak a GPU's is not comparable with",
-        fontsize=7,
+    axes[-1, 0].set_xlabel("share of the peak (%)")
+    axes[0, 0].legend(
+        handles=[Patch(**style, label=name) for name, style in styles.items()], fontsize=7, loc="lower right"
     )
-    fig.suptitle("\n".join(textwrap.wrap(takeaway(shown), 95)), fontsize=9)
+    fig.suptitle(
+        "Best matmul and all-reduce as a share of the peak: published machines and this one", fontsize=9
+    )
     fig.tight_layout()
     return fig
 
@@ -191,7 +253,8 @@ def published_mfu_table(runs: list[dict]):
     peak, twice: against the bf16 peak (``*_mfu``, the convention most reports use) and against
     the dense peak of the precision the GEMMs ran in (``*_mfu_own_peak``: an FP8 run's GEMMs
     can go twice as fast as bf16's, so only this one can be set beside a bf16 matmul's best).
-    Runs, median, lowest and highest; and the median over the device's best measured GEMM in the
+    Runs, sources, the GPU counts (lowest–highest: scale differs within a row), median, lowest
+    and highest; and the median over the device's best measured GEMM in the
     run's precision (``median_mfu_over_mamf``: MFU × bf16 peak ÷ MAMF, devices.yaml's
     ``mamf_tflops``; NaN where none is recorded for that precision), the denominator this
     machine's own MFU uses (its measured matmul ceiling).
@@ -200,7 +263,7 @@ def published_mfu_table(runs: list[dict]):
 
     from mfulab.analytic.devices import device_spec, peak_flops_per_s
 
-    cols = ["device", "framework", "dtype", "runs", "median_mfu", "min_mfu", "max_mfu"]
+    cols = ["device", "framework", "dtype", "runs", "sources", "gpus", "median_mfu", "min_mfu", "max_mfu"]
     if not runs:
         return pd.DataFrame(
             columns=[*cols, "median_mfu_own_peak", "max_mfu_own_peak", "median_mfu_over_mamf"]
@@ -226,10 +289,15 @@ def published_mfu_table(runs: list[dict]):
         return peak_flops_per_s(device, "bf16") / mamf if mamf else float("nan")
 
     d["mfu_over_mamf"] = d.mfu * [peak_over_mamf(dev, dt) for dev, dt in zip(d.device, d.dtype)]
+    d["gpus"] = [
+        round(total / peak_flops_per_s(dev, "bf16")) for total, dev in zip(d.peak_flops_total, d.device)
+    ]
     g = d.groupby(["device", "framework", "dtype"])
     out = pd.DataFrame(
         {
             "runs": g.size(),
+            "sources": g.source.nunique(),
+            "gpus": [f"{lo}" if lo == hi else f"{lo}–{hi}" for lo, hi in zip(g.gpus.min(), g.gpus.max())],
             "median_mfu": g.mfu.median(),
             "min_mfu": g.mfu.min(),
             "max_mfu": g.mfu.max(),
@@ -239,3 +307,33 @@ def published_mfu_table(runs: list[dict]):
         }
     )
     return out.reset_index().sort_values(["device", "framework", "dtype"]).reset_index(drop=True)
+
+
+def article_note(refs) -> str:
+    """What the references say about the articles' own cross-machine statements (markdown): the
+    spread of the published MAMF shares (article A §6: an MFU's ceiling differs by hardware), and
+    the ring shares of NVLink and of InfiniBand ports (article B §3.3: its 60% NVLink rule, its
+    two nodes at 21 of 25 GB/s). The verdicts are chapters 01's and 02's; this is the context."""
+    pub = refs[refs.basis == "published"].dropna(subset=["share_of_peak"])
+    matmul = pub[pub.quantity == QUANTITIES["matmul_bf16"][0]]
+    busbw = pub[pub.quantity == QUANTITIES["all_reduce_busbw"][0]]
+    nvlink = busbw[busbw.source.str.contains("per GPU and direction") & busbw.source.str.contains("NVLink")]
+    ib = busbw[busbw.source.str.contains("per node")]
+    if matmul.empty or nvlink.empty or ib.empty:
+        return ""
+    lo, hi = matmul.loc[matmul.share_of_peak.idxmin()], matmul.loc[matmul.share_of_peak.idxmax()]
+    return (
+        "**What these references say about the articles** (context; the verdicts are chapters 01 and "
+        "02's). Article A (§6) warns that an MFU's ceiling differs by hardware, so only a gain on one "
+        f"machine counts: the best matmul alone reaches {lo.share_of_peak:.0%} of the dense peak on "
+        f"{lo.machine} and {hi.share_of_peak:.0%} on {hi.machine}, so an MFU over the datasheet peak "
+        "differs by that much between machines before any training overhead, which is why chapter 01 "
+        "also divides by the measured ceiling (no Ascend 910B MAMF is published among these rows, so "
+        "its own comparison with the H series stays unchecked here). Article B (§3.3) flags a node whose "
+        "busbw is under 60% of its NVLink: the published ring readings of healthy NVLink systems here "
+        f"span {nvlink.share_of_peak.min():.0%}–{nvlink.share_of_peak.max():.0%}, some within a few "
+        "points of that line at the message sizes they were read at (chapter 02 decides the rule). "
+        "Its two nodes after the fix, 21 of 25 GB/s (84%, the article's figures), sit below the "
+        f"published InfiniBand paths here, {ib.share_of_peak.min():.0%}–{ib.share_of_peak.max():.0%} "
+        "of their ports."
+    )
