@@ -178,12 +178,18 @@ plots.save_figure(figures.validation(df, 0.25), out, "validation")
 # overlap switch, a framework, or a switch the files do not record). A chapter's comparison of a
 # kind decides only beyond that kind's 90th percentile (`studykit.step_error.LAYOUT_MARGIN`,
 # `SWITCH_MARGIN`); the median and 75th percentile show how much a verdict hangs on that choice.
+# The margin is itself an estimate from a handful of publications: `p90_lo`–`p90_hi` is its 95%
+# interval over a bootstrap of sources, the `one_source_out` columns the 90th percentile with one
+# source left out, and `largest_source` the publication that supplies most pairs.
 # The second table places both margins among the errors on single rows: a step time against a
 # published one carries those larger errors.
 
 # %%
 kinds = t["kind_margins"]
-display(kinds.style.format({c: "{:.1%}" for c in ("median", "p75", "p90")}).hide(axis="index"))
+shares = ("median", "p75", "p90", "p90_lo", "p90_hi", "p90_one_source_out_min", "p90_one_source_out_max")
+display(
+    kinds.style.format({c: "{:.1%}" for c in shares} | {"largest_source_share": "{:.0%}"}).hide(axis="index")
+)
 display(Markdown(margins.kind_text({r["kind"]: r for r in kinds.to_dict(orient="records")})))
 margin = t["decisive_margin"]
 display(

@@ -151,3 +151,28 @@ def test_kind_margins_pair_one_model_on_one_device_in_bf16_only():
     # 0 vs +30% and +10% vs +30% (recompute and tp differ): two switch pairs, 30% and 18.2% apart
     assert got["switch"]["pairs"] == 2 and got["switch"]["one_setting"] == 1
     assert got["switch"]["median"] == pytest.approx((0.3 + 1.3 / 1.1 - 1) / 2, abs=1e-4)
+
+
+def test_kind_margins_carry_their_own_uncertainty_over_sources():
+    """The margin (a 90th percentile of pair ratio errors) is resampled by source: one source
+    gives a degenerate interval; two sources whose pairs disagree give a wide one, and leaving
+    either out gives the other's 90th percentile."""
+    from mfulab.studies.predict import margins
+
+    errors = [0.0, 0.1, 0.0, 0.5]
+    df = _table(errors, [0.0] * 4, ["s1", "s1", "s2", "s2"])
+    df["device"] = "a100"
+    layout = {"n_devices": 8, "tp": 1}
+    runs = [
+        {"id": df.id[0], "model": {"n_layers": 2}, "layout": layout},
+        {"id": df.id[1], "model": {"n_layers": 2}, "layout": layout | {"tp": 2}},
+        {"id": df.id[2], "model": {"n_layers": 2}, "layout": layout},
+        {"id": df.id[3], "model": {"n_layers": 2}, "layout": layout | {"tp": 4}},
+    ]
+    got = margins.kind_uncertainty(df, runs, n_boot=200)["layout"]
+    # s1's pair is 10% apart, s2's 50%: the bootstrap's interval spans both, leaving one out gives the other
+    assert got["p90_lo"] == pytest.approx(0.1) and got["p90_hi"] == pytest.approx(0.5)
+    assert (got["p90_one_source_out_min"], got["p90_one_source_out_max"]) == pytest.approx((0.1, 0.5))
+    assert got["largest_source_share"] == pytest.approx(0.5)
+    table = margins.kind_table(margins.kind_margins(df, runs), {"layout": got})
+    assert table.p90_lo.iloc[0] == pytest.approx(0.1)

@@ -30,7 +30,10 @@ def tables(records, p, valid: dict) -> dict:
         "validation": df,
         "splits": scores.split_summary(df),
         "decisive_margin": scores.decisive_margin_check(df),
-        "kind_margins": margins.kind_table(margins.kind_margins(df, records["published_runs"])),
+        "kind_margins": margins.kind_table(
+            margins.kind_margins(df, records["published_runs"]),
+            margins.kind_uncertainty(df, records["published_runs"]),
+        ),
         "bootstrap": uncertainty.clustered_bootstrap(df),
         "ratio_errors": uncertainty.ratio_errors(df, records["published_runs"]),
         "as_noted": scores.as_noted_summary(df),

@@ -101,14 +101,60 @@ def kind_margins(df, runs) -> dict:
     return out
 
 
-def kind_table(margins: dict):
-    """:func:`kind_margins` as a table a notebook prints."""
+N_BOOT = 2000  # bootstrap draws of sources for the margins' intervals
+
+
+def kind_uncertainty(df, runs, *, n_boot: int = N_BOOT, seed: int = 0) -> dict:
+    """How much each kind's margin (the 90th percentile of its pairs' ratio errors) rests on which
+    publications supplied the pairs. Per kind: the 95% interval of the 90th percentile over a
+    bootstrap of sources (every pair of a drawn source enters; pairs of one source share its
+    reporting and are not independent, as ``uncertainty`` resamples them), the lowest and highest
+    90th percentile with one source left out, and the source that supplies most pairs with its
+    share of them."""
+    pairs = kind_pairs(df, runs)
+    rng = np.random.default_rng(seed)
+    out = {}
+    for kind in KINDS:
+        of_kind = pairs[pairs.kind == kind]
+        if of_kind.empty:
+            continue
+        by_source = {s: g.ratio_error.to_numpy() for s, g in of_kind.groupby("source")}
+        names = sorted(by_source)
+        draws = [
+            np.quantile(
+                np.concatenate([by_source[names[i]] for i in rng.integers(0, len(names), len(names))]), 0.9
+            )
+            for _ in range(n_boot)
+        ]
+        left_out = [
+            np.quantile(np.concatenate([by_source[s] for s in names if s != drop]), 0.9)
+            for drop in names
+            if len(names) > 1
+        ]
+        counts = of_kind.source.value_counts()
+        out[kind] = {
+            "p90_lo": round(float(np.quantile(draws, 0.025)), 4),
+            "p90_hi": round(float(np.quantile(draws, 0.975)), 4),
+            "p90_one_source_out_min": round(float(min(left_out)), 4) if left_out else None,
+            "p90_one_source_out_max": round(float(max(left_out)), 4) if left_out else None,
+            "largest_source": str(counts.index[0]),
+            "largest_source_share": round(float(counts.iloc[0] / counts.sum()), 4),
+        }
+    return out
+
+
+def kind_table(margins: dict, uncertainty: dict | None = None):
+    """:func:`kind_margins` as a table a notebook prints, with :func:`kind_uncertainty`'s columns
+    where given."""
     import pandas as pd
 
-    return pd.DataFrame(
-        [{"kind": k, "compares": KINDS[k], **v} for k, v in margins.items()],
-        columns=["kind", "compares", "pairs", "sources", "one_setting", "median", "p75", "p90"],
-    )
+    extra = ["p90_lo", "p90_hi", "p90_one_source_out_min", "p90_one_source_out_max"]
+    extra += ["largest_source", "largest_source_share"]
+    rows = [
+        {"kind": k, "compares": KINDS[k], **v, **(uncertainty or {}).get(k, {})} for k, v in margins.items()
+    ]
+    columns = ["kind", "compares", "pairs", "sources", "one_setting", "median", "p75", "p90"]
+    return pd.DataFrame(rows, columns=columns + (extra if uncertainty else []))
 
 
 def kind_text(margins: dict) -> str:
@@ -127,4 +173,34 @@ def kind_text(margins: dict) -> str:
         f"±{sw['p90']:.0%}. Only {sw['one_setting']} of the switch pairs change one recorded setting "
         "and nothing else (the rest change the layout with it, or a switch the files do not record), "
         "so the switch figure is what the published pairs can give, not a measurement of a pure toggle."
+        + _uncertainty_text(margins)
+    )
+
+
+def _uncertainty_text(margins: dict) -> str:
+    """The margins' own uncertainty (:func:`kind_uncertainty`'s columns), where the table has them."""
+    parts = []
+    for kind in ("layout", "switch"):
+        m = margins[kind]
+        if m.get("p90_lo") is None or m.get("p90_lo") != m.get("p90_lo"):  # absent or NaN
+            continue
+        loso = (
+            f"; leaving out one source moves it to {m['p90_one_source_out_min']:.0%}–"
+            f"{m['p90_one_source_out_max']:.0%}"
+            if m.get("p90_one_source_out_min") is not None
+            else ""
+        )
+        parts.append(
+            f"the {kind} margin's 95% interval over a bootstrap of sources is {m['p90_lo']:.0%}–"
+            f"{m['p90_hi']:.0%}{loso}, and its largest source ({m['largest_source']}) supplies "
+            f"{m['largest_source_share']:.0%} of its pairs"
+        )
+    if not parts:
+        return ""
+    return (
+        " **The margins are themselves uncertain:** "
+        + "; ".join(parts)
+        + ". A chapter's ratio that lies inside such an interval of the line it is judged against is "
+        "decided by where the margin is drawn, not by the data: the margin is the course's rule, fixed "
+        "before the chapters read it, and these intervals say how far to trust a verdict near it."
     )
