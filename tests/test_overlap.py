@@ -600,3 +600,17 @@ def test_stalled_sizes_are_the_bimodal_ones():
     text = nccl_reference.stalled_sizes_text(rows)
     assert "all_gather at 33.6 MB (+48.0 ms" in text and "16.8 MB" not in text
     assert "no bimodal size" in nccl_reference.stalled_sizes_text(rows[1:])
+
+
+def test_a4_gradient_overlap_alone_is_bounded_by_the_last_micro_batchs_backward():
+    """With gradient accumulation the buckets hide only under the last micro-batch's backward: at
+    8 micro-batches, ⅔ × 3.2 s / 8 = 0.27 s even if the whole serial step were compute, under the
+    1.1 s the article saved; one micro-batch would allow 2.13 s, enough. The row's power: a case
+    misses 1.52× at ±48% only below 1.52 / 1.48 = 1.03×."""
+    from mfulab.studies.overlap import step_at_scale
+
+    b = step_at_scale.a4_grad_overlap_bound({"compute_s": 2.39, "accumulation_steps": 8})
+    assert b["bound_model_free_s"] == pytest.approx(3.2 * 2 / 3 / 8) and not b["can_account"]
+    assert b["bound_modelled_s"] == pytest.approx(2.39 * 2 / 3 / 8)
+    assert step_at_scale.a4_grad_overlap_bound({"compute_s": 2.39, "accumulation_steps": 1})["can_account"]
+    assert step_at_scale.a4_power(0.48) == pytest.approx(3.2 / 2.1 / 1.48)
