@@ -100,11 +100,13 @@ gpt_layout
 # emulated backward is made as short as a sleep allows (`emulated_layer_backward_s`), so that
 # both sides of the title's trade-off can show: below some cap the calls cost more than the
 # backward can hide, above it the last bucket's all-reduce starts only when the backward is
-# over. The notes say whether each side is measured, paired against the fastest cap. On the
-# 2-core box a sleep overshoots by about 0.2 ms, so 100 layers' backward cannot go below about
-# 30 ms, while one all-reduce of all the gradients takes about 4 ms: a late start costs at most
-# about a tenth of the step there, near the interval's width, and may not separate. When several caps' steps lie within the interval of the fastest, they tie:
-# the notes list them all rather than name one best cap.
+# over. The notes say whether each side is measured, paired against the fastest cap. A sleep
+# overshoots (by about 0.2 ms on the 2-core box), so 100 layers' backward cannot be made very
+# short, while one all-reduce of all the gradients is a few milliseconds: the notes print both
+# from this run, and the share of a step a late start can cost at most. Where that share is near
+# the interval's width, the late-start side may not separate. When several caps' steps lie
+# within the interval of the fastest, they tie: the notes list them all rather than name one
+# best cap.
 
 # %%
 sweep = o.tables["sweep"]

@@ -181,7 +181,11 @@ def a6_regime(records) -> dict:
     )
     ratio = latency_s / transfer_s
     reached = len(sizes) >= A6_REGIME["min_tensors"] and ratio >= A6_REGIME["min_latency_to_transfer"]
+    one_shot_s = comm.ring_all_reduce_time(
+        float(np.sum(sizes)), n, alpha_s=fit["alpha_s"], link_bytes_per_s=fit["link_bytes_per_s"]
+    )
     return {
+        "one_shot_s": one_shot_s,  # one all-reduce of every gradient: what a late start can cost at most
         "tensors": len(sizes),
         "latency_s": latency_s,
         "transfer_s": transfer_s,

@@ -13,6 +13,7 @@ from mfulab.studies.buckets.simulator import DEFAULT_BUCKET_CAP_MB, gpt_simulati
 from mfulab.studies.buckets.stated import (
     B8_ARTICLE,
     B8_CONFIG_ROWS,
+    B8_CONTRADICTED,
     B8_MICRO_BATCH_READINGS,
     B8_NETWORK_READINGS,
     B8_STATED,
@@ -125,7 +126,12 @@ def b8_claims(records, scale, sens, tails) -> list[Claim]:
     config = deciding.assumption.isin(B8_CONFIG_ROWS) & ~network_reading
     voting, reported = deciding[~config], deciding[config]
     answers = [c >= B8_VISIBLE_TAIL_CUT for c in voting.b8_tail_cut_share]
-    answers += [c >= B8_VISIBLE_TAIL_CUT for c in tails.tail_cut_share.iloc[1:]]
+    # the other reading of the micro-batch votes where it fits the card as DDP (the claim's
+    # buckets are DDP's; under the article's ZeRO-2 the cap never reaches DeepSpeed's engine)
+    other_readings = tails.iloc[1:]
+    answers += [
+        c >= B8_VISIBLE_TAIL_CUT for c in other_readings[other_readings.fits.astype(bool)].tail_cut_share
+    ]
     ddp_reading = verdicts.over_scenarios(answers)
     decision = "refuted" if ddp_reading == "refuted" else "analytic only"  # ZeRO-2 reading: no cut
     readings = []
@@ -144,8 +150,9 @@ def b8_claims(records, scale, sens, tails) -> list[Claim]:
             + (
                 ""
                 if r.fits
-                else " (priced as DDP without ZeRO this reading does not fit an 80 GB card; the article's "
-                "ZeRO-2 shards the gradients and optimizer states, and there it fits: chapter 04's planner)"
+                else " (priced as DDP without ZeRO this reading does not fit an 80 GB card, so it does not "
+                "vote; the article's ZeRO-2 shards the gradients and optimizer states, and there it fits "
+                "(chapter 04's planner), but there bucket_cap_mb does not reach DeepSpeed's engine)"
             )
         )
     better = max((c for c in caps if c != base), key=lambda c: d.loc[c, "mfu"])
@@ -186,8 +193,8 @@ def b8_claims(records, scale, sens, tails) -> list[Claim]:
             decision,
             f"{verdict_text}; "
             + "; ".join(readings)
-            + f"; over the {len(voting)} scenarios that vary an unstated input (both readings of 'IB "
-            "200Gbps' among them) the cut is "
+            + f"; over the {len(voting)} scenarios that vary an unstated input (the stated network, one "
+            "200 Gb/s port per node, among them) the cut is "
             + ", ".join(
                 f"{r.b8_tail_cut_share:.1%} ({r.assumption} {str(r.value).split(':')[0]})"
                 for r in voting.itertuples()
@@ -218,13 +225,27 @@ def b8_claims(records, scale, sens, tails) -> list[Claim]:
 
 
 def _other_configurations(reported) -> str:
-    """The rows that change article B's configuration and would cross the line (not voted)."""
+    """The rows not voted that would cross the line: a reading the article's own numbers contradict
+    (``stated.B8_CONTRADICTED``), or another configuration than the article's."""
     over = reported[reported.b8_tail_cut_share >= B8_VISIBLE_TAIL_CUT]
     if over.empty:
         return ""
-    return "; not voted, another configuration than the article's: " + ", ".join(
-        f"{r.value.split(':')[0]} cuts {r.b8_tail_cut_share:.0%} of a shorter tail" for r in over.itertuples()
-    )
+    name = over.value.map(lambda v: str(v).split(":")[0])
+    contradicted, other = over[name.isin(B8_CONTRADICTED)], over[~name.isin(B8_CONTRADICTED)]
+    parts = [
+        f"; not voted, {B8_CONTRADICTED[r.value.split(':')[0]]}: {r.value.split(':')[0]} cuts "
+        f"{r.b8_tail_cut_share:.1%} of a shorter tail"
+        for r in contradicted.itertuples()
+    ]
+    if len(other):
+        parts.append(
+            "; not voted, another configuration than the article's: "
+            + ", ".join(
+                f"{r.value.split(':')[0]} cuts {r.b8_tail_cut_share:.0%} of a shorter tail"
+                for r in other.itertuples()
+            )
+        )
+    return "".join(parts)
 
 
 def b8_step2_claim(d, sens=None, tails=None) -> Claim:

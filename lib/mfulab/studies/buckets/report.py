@@ -50,7 +50,8 @@ def sweep_notes(records, sweep) -> str:
         f"* All-reduce on this machine (calibration): α = {fit['alpha_s'] * 1e6:.0f} µs per ring step, "
         f"B = {fit['link_bytes_per_s'] / GB:.2f} GB/s. One call's set-up latency is "
         f"{regime['latency_s'] * 1e6:.0f} µs against {regime['transfer_s'] * 1e6:.0f} µs of transfer for the "
-        f"average tensor ({regime['ratio']:.1f}:1, {regime['tensors']} tensors)."
+        f"average tensor ({regime['ratio']:.1f}:1, {regime['tensors']} tensors). One all-reduce of all "
+        f"the gradients takes {regime['one_shot_s'] * 1e3:.2f} ms: the most a late start can cost."
     ]
     default = sweep[sweep.variant == "default"]
     for mode in dict.fromkeys(default["mode"]):
@@ -87,7 +88,14 @@ def sweep_notes(records, sweep) -> str:
                         f"{what}: {cap:g} MiB takes {c.ratio:.2f}× [{c.ratio_lo:.2f}, {c.ratio_hi:.2f}] the "
                         f"fastest cap's step ({seen})"
                     )
-            lines.append(f"  Both sides of the trade-off, {label}: " + "; ".join(parts) + ".")
+            no_comm_s = float(d.no_sync_s.iloc[0])
+            lines.append(
+                f"  Both sides of the trade-off, {label}: "
+                + "; ".join(parts)
+                + f". Its step without communication (no_sync) takes {no_comm_s * 1e3:.1f} ms, so a late "
+                f"start costs at most {regime['one_shot_s'] / (no_comm_s + regime['one_shot_s']):.0%} of a "
+                "step."
+            )
     return "\n".join(lines)
 
 

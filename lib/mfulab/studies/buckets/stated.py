@@ -99,11 +99,17 @@ B8_MICRO_BATCH_READINGS = (1, 8)
 # Sensitivity rows that change article B's configuration instead of an input it leaves unstated:
 # other cards, another sharding than its TP 4, a network other than its "IB 200Gbps". For B8's
 # tail they are reported beside the verdict, not voted (verdicts.at_stated_case's rule). "IB
-# 200Gbps" itself reads two ways, and both vote: one port per node (its §3.3 puts the two-node
-# busbw's limit at 25 GB/s, one port for 8 GPUs: the stated case) and one port per GPU (a DGX
-# A100's eight).
+# 200Gbps" could read two ways, one port per node or one per GPU (a DGX A100's eight), but the
+# article's own §3.3 settles it: its two nodes' busbw rose to 21 GB/s, "close to the 25 GB/s
+# physical limit", one 200 Gb/s port for a node's 8 GPUs (with eight, 21 GB/s would be a tenth of
+# the line). So one port per node is the stated case and votes; one per GPU is reported beside it,
+# as a reading the article's own numbers contradict.
 B8_CONFIG_ROWS = ("cards", "gradient sharding", "interconnect")
-B8_NETWORK_READINGS = ("one 200 Gb/s port per node of 8 (article B)", "one 200 Gb/s port per GPU")
+B8_NETWORK_READINGS = ("one 200 Gb/s port per node of 8 (article B)",)
+B8_CONTRADICTED = {
+    "one 200 Gb/s port per GPU": "contradicted by the article's own two-node busbw (§3.3: 21 GB/s 'close "
+    "to the 25 GB/s physical limit', one port per node)"
+}
 
 # B6 — article B §2.2: gradient_as_bucket_view saves a copy, static_graph spares repeated
 # graph analysis; "这些参数对大规模训练的性能影响不算巨大，但组合起来可以省掉好几个百分点的开销"
