@@ -207,6 +207,14 @@ plots.save_figure(fig, out, "straggler")
 # **B13** (an emulated straggler on two ranks: a toy regime) is shown when at least half of the
 # straggler's delay reaches the job's step over the whole interval (closer to lockstep than to
 # the other ranks not waiting), not shown when less than half does, inconclusive otherwise.
+# B13's clock figures are checked against each other (the article's own arithmetic: its 8% may
+# not pass what the clock drop allows), and its advice to lock the SM clock against NVML's
+# documentation of the call (shown: a documented behaviour; no clock to lock here). B15's gain is
+# also given by what the timestamps measured per loss, beside the credit by each knob's target,
+# and the rungs where the two disagree are named. The bucket rung uses DDP's `bucket_cap_mb` and
+# flags as the article's step 2 does, though its run is ZeRO-2, where they do not apply (chapter
+# 05's B8 row); the format rung uses memmap, not the article's tar shards, which chapter 06 finds
+# the slowest warm reader here, so the rung cannot speak for tar.
 
 # %%
 claim_list, headline = o.claims, o.metrics

@@ -48,7 +48,7 @@ def test_smoke_runs_end_to_end_with_two_ranks(smoke):
     out, records = smoke
     assert records["job"]["world_size"] == 2 and len(records["job"]["ranks"]) == 2
     metrics = json.loads((out / "metrics.json").read_text())
-    assert {c["id"] for c in metrics["claims"]} == {"B2", "B15", "B13"}
+    assert {c["id"] for c in metrics["claims"]} == {"B2", "B15", "B13"}  # B13: the run, the clocks, the lock
     assert metrics["ladder_speedup"] > 0 and metrics["naive_step_s"] > 0
     assert {"ladder.png", "rank_split.png", "straggler.png", "steps.png"} <= {
         p.name for p in (out / "figures").iterdir()
@@ -119,7 +119,7 @@ def test_claims_and_ladder_from_the_records(smoke):
     assert list(table.rung) == [*records["ladder"], "recompute"]
     assert table.speedup.iloc[1:-1].notna().all()
     ids = [c.id for c in claims.claims(records)]
-    assert ids == ["B2", "B15", "B13"]
+    assert ids == ["B2", "B15", "B13", "B13", "B13"]
     (b15,) = [c for c in claims.claims(records) if c.id == "B15"]
     assert b15.verdict == "inconclusive on this machine" and "out of reach" in b15.evidence
     # beside it, the article's own attribution of its ladder: 39%, refuted on its own numbers
@@ -380,3 +380,17 @@ def test_b13_does_not_decide_where_the_ranks_share_a_core(smoke):
     for rank in shared["job"]["ranks"]:
         rank["pinned_core"] = None  # a platform without an affinity call pins nothing
     assert claims.shared_cores(shared) == 0
+
+
+def test_b13_article_rows_check_the_clock_figures_and_the_lock_advice(monkeypatch):
+    """The article's 8% against its clocks: 1410 / 1200 = 1.175, so a step wholly bound to the SM
+    clock would be 17.5% slower; 8% fits (46% of the step followed the clock). A stated slowdown
+    past the bound would refute it. The lock advice is NVML's documented behaviour: shown."""
+    from mfulab.studies.anatomy import b13_article
+
+    row = b13_article.b13_clock_claim()
+    assert row.verdict == "confirmed" and "17.5% slower" in row.evidence and "46% of the step" in row.evidence
+    monkeypatch.setattr(b13_article, "B13_STATED", {**b13_article.B13_STATED, "card_slowdown": 0.2})
+    assert b13_article.b13_clock_claim().verdict == "refuted"
+    lock = b13_article.b13_lock_claim()
+    assert lock.verdict == "shown" and "8.4 → 8.5 s (+1.2%)" in lock.evidence

@@ -12,6 +12,7 @@ from mfulab.studies.anatomy.analysis import (
     headline_metrics,
     ladder_table,
 )
+from mfulab.studies.anatomy.b13_article import b13_clock_claim, b13_lock_claim
 from mfulab.studies.anatomy.stated import B13_REACHED, B13_STATED, B15_STATED
 from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
@@ -146,7 +147,7 @@ def b15_claim(records, p, t: dict) -> Claim:
     share = loo if loo is not None else g["comm_data_share"]  # NaN (mixed signs): neither line below
     table = t["b15_ladder"].dropna(subset=["speedup"])
     steps = "; ".join(
-        f"{r.rung} ×{r.speedup:.2f} [{r.speedup_lo:.2f}, {r.speedup_hi:.2f}]" for r in table.itertuples()
+        f"{r.rung} {_interval(r.speedup, r.speedup_lo, r.speedup_hi)}" for r in table.itertuples()
     )
     credit = ", ".join(f"{k} {v * 1e3:+.1f} ms" for k, v in g["gain_by_target_s"].items())
     in_regime = records["device"] == "cuda" and records["params"]["nproc"] >= 8
@@ -196,7 +197,9 @@ def b15_claim(records, p, t: dict) -> Claim:
         + ("; within the noise" if g["change"] == "inconclusive" else "")
         + "); "
         + _loo_text(t, g)
-        + f"; up the ladder, per knob: {steps}; credited by target: {credit}: "
+        + f"; up the ladder, per knob: {steps}; credited by target: {credit}"
+        + _measured_credit_text(t["b15_ladder"])
+        + ": "
         + (
             f"communication + data IO {g['comm_data_share']:.0%}"
             if g["comm_data_share"] == g["comm_data_share"]
@@ -207,13 +210,42 @@ def b15_claim(records, p, t: dict) -> Claim:
     )
 
 
+def _interval(ratio: float, lo: float, hi: float) -> str:
+    """A ratio with its interval, in three decimals where an end lies within 0.005 of 1 (two would
+    print 0.9989 as 1.00 and hide that the interval spans 1)."""
+    digits = 3 if min(abs(lo - 1), abs(hi - 1)) < 0.005 else 2
+    return f"×{ratio:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def _measured_credit_text(ladder) -> str:
+    """The ladder's gain split by what the timestamps measured (each loss's time, naive rung against
+    the last knob's, mean over ranks), beside the credit by each knob's target; and the rungs whose
+    step changed beyond the noise while the loss that shrank most is not the one the knob targets
+    (the target credit then gives the gain to a loss that did not carry it)."""
+    knobs = ladder.dropna(subset=["speedup"])
+    if knobs.empty:
+        return ""
+    first, last = ladder.iloc[0], knobs.iloc[-1]
+    cats = [c for c in CATEGORIES if f"{c}_s" in ladder]
+    measured = ", ".join(f"{c} {(first[f'{c}_s'] - last[f'{c}_s']) * 1e3:+.1f} ms" for c in cats)
+    apart = [
+        f"{r.rung} (credited to {r.targets}; {r.shrank_most} shrank most)"
+        for r in knobs.itertuples()
+        if r.shrank_most in cats and r.shrank_most not in str(r.targets)
+    ]
+    return (
+        f"; by what the timestamps measured (each loss, naive rung against the last knob's; +: it "
+        f"shrank): {measured}"
+        + ("; the two credits disagree on " + "; ".join(apart) if apart else "; the two credits agree")
+    )
+
+
 def _loo_text(t: dict, g: dict) -> str:
     loo = t.get("b15_leave_one_out")
     if loo is None or not len(loo):
         return "leave-one-out not timed in this run"
     per_knob = "; ".join(
-        f"{r.knob} {r.loo_gain_s * 1e3:+.1f} ms (×{r.loo_ratio:.2f} [{r.loo_ratio_lo:.2f}, "
-        f"{r.loo_ratio_hi:.2f}])"
+        f"{r.knob} {r.loo_gain_s * 1e3:+.1f} ms ({_interval(r.loo_ratio, r.loo_ratio_lo, r.loo_ratio_hi)})"
         for r in loo.itertuples()
     )
     spanning = int((loo.change == "inconclusive").sum())
@@ -337,7 +369,13 @@ def tables(records, p=None) -> dict:
 def claims(records, p=None, t: dict | None = None) -> list[Claim]:
     """B2, B15 and B13 from the tables ``t`` (:func:`tables` of the records when omitted)."""
     t = tables(records, p) if t is None else t
-    return [b2_claim(records, p, t), b15_claim(records, p, t), b13_claim(records, p)]
+    return [
+        b2_claim(records, p, t),
+        b15_claim(records, p, t),
+        b13_claim(records, p),
+        b13_clock_claim(),
+        b13_lock_claim(),
+    ]
 
 
 def outcome(records, p) -> Outcome:

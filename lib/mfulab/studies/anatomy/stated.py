@@ -4,6 +4,21 @@ in ``docs/claims.md``). Inputs under test, not results."""
 # B13 — article B §4.2: one card throttled by heat from 1410 MHz to 1200 MHz SM clock was 8%
 # slower per step, and synchronous training ran the whole cluster at its pace.
 B13_STATED = {"card_slowdown": 0.08, "sm_clock_from_mhz": 1410, "sm_clock_to_mhz": 1200}
+# B13's clock advice (article B §4.2): "nvidia-smi -lgc 1410" locks the SM clock so that training
+# speed is stable and predictable, where temperature and power margins allow; it needs admin
+# rights. Its case study's step 5 (§5.2, analytic.articles.B15_STEPS) locked the clocks: 8.4 → 8.5
+# s per step, "stable near 8.5 s". 1410 MHz is the A100 SXM's boost clock (NVIDIA A100 datasheet).
+# What the tool does is NVML's documented behaviour: nvmlDeviceSetGpuLockedClocks (nvidia-smi
+# -lgc, --lock-gpu-clocks, whose help takes the range as a pair <minGpuClock,maxGpuClock>, e.g.
+# 1500,1500) sets the range the GPU clock runs in, "a setting to request constant performance",
+# root/admin only, reset by a reboot or a driver reload (NVML API reference; cuda-python's
+# nvml bindings, device_set_gpu_locked_clocks).
+B13_CLOCK_LOCK = {
+    "command": "nvidia-smi -lgc 1410",
+    "boost_clock_mhz": 1410,
+    "step_before_s": 8.4,
+    "step_after_s": 8.5,
+}
 # B13's rule: the claim holds when at least half of the slow card's delay reaches the job's step
 # (closer to lockstep, 1, than to the other ranks not waiting at all, 0). Ours: the article
 # gives no threshold.
