@@ -284,3 +284,22 @@ def test_a10_places_tp_inside_and_across_nodes_on_the_articles_card_and_on_a100s
     assert "5120 per step" in premise.evidence
     # under the article's placement the two groups share no network link: the interference is not priced
     assert contention.verdict == "analytic only" and "none on the network" in contention.evidence
+
+
+def test_b10_cost_at_published_moe_layouts_is_decided_beyond_the_margin():
+    """At DeepSeek-V3's and Qwen3-30B-A3B's published layouts the step model's all-to-alls per step
+    outweigh the DP reduction per step by orders of magnitude: confirmed (analysis); were any
+    layout's ratio inside the margin, the row would stay open, and below it, refuted. DeepSeek's
+    stated 1:1 computation to communication sits beside the model's."""
+    from mfulab.studies.parallelism import b10_scale
+
+    t = b10_scale.b10_scale_table()
+    assert len(t) == 2 and (t.all_to_all_over_dp > 10).all() and t.fits.all()
+    row = b10_scale.b10_scale_claim(t)
+    assert row.verdict == "confirmed (analysis)" and "about 1:1" in row.evidence
+    ds = t.iloc[0]
+    assert ds.compute_over_all_to_all == pytest.approx(ds.compute_s / ds.all_to_all_s)
+    near = t.assign(all_to_all_over_dp=[300.0, 1.2])
+    assert b10_scale.b10_scale_claim(near).verdict == "analytic only"
+    low = t.assign(all_to_all_over_dp=[0.1, 0.2])
+    assert b10_scale.b10_scale_claim(low).verdict == "refuted (analysis)"

@@ -79,11 +79,43 @@ def traffic_claim(traffic, placement, base) -> Claim:
         f"{traffic.global_batch.min()}, the article's own command's batch, "
         f"{smallest.micro_batches.iloc[0]} micro-batches per DP rank: "
         + ", ".join(f"{r.preset} {r.tp_over_dp:.2f}×" for r in smallest.itertuples())
-        + "; TP's bytes grow with the micro-batches a step accumulates, DP's do not, so at one "
-        "micro-batch per DP rank DP can send more). TP across two nodes, "
+        + "; TP's bytes grow with the micro-batches a step accumulates, DP's do not: TP ÷ DP is "
+        "linear in the micro-batches per DP rank, m)" + _below_the_article_text() + ". TP across two nodes, "
         f"{placed} (one network port per ring assumed, devices.yaml's inter-node figure: striping over "
         "several would shrink the gap up to their number)",
         basis=verdicts.ANALYSIS,
+    )
+
+
+def _below_the_article_text() -> str:
+    """Outside the article's configuration, not voted: one micro-batch per DP rank (a global batch
+    of 16, below the article's own command's 32), in Megatron's fp32 and in bf16 gradient reduction
+    (DeepSpeed's default, the command's --zero-stage 2), where DP can send more than TP; and what
+    stays true at any batch: TP's collectives block every layer, DP's reduction runs once a step."""
+    from mfulab.studies.parallelism.planner_at_scale import tp_vs_dp_traffic
+
+    L, M = stated.A10_LAYOUT, stated.A10_MODEL
+    parts = []
+    for name in stated.A10_SENSITIVITY["presets"]:
+        ratios = [
+            tp_vs_dp_traffic(
+                preset_name=name,
+                seq_len=M["seq_len"],
+                micro_batch=M["micro_batch"],
+                global_batch=L["dp"] * M["micro_batch"],
+                tp=L["tp"],
+                dp=L["dp"],
+                grad_bytes=g,
+            )["tp_over_dp"]
+            for g in (4, 2)
+        ]
+        parts.append(f"{name} {ratios[0]:.2f}× (fp32 gradients) / {ratios[1]:.2f}× (bf16)")
+    return (
+        "; not voted, below the article's batch (one micro-batch per DP rank, a global batch of "
+        f"{L['dp'] * M['micro_batch']}): " + ", ".join(parts) + ", so by bytes alone DP can be the heavier "
+        "there; what holds at any batch is the latency half: TP's collectives block every layer's "
+        "next operator, 4 per layer and micro-batch, while DP's reduction runs once a step beside the "
+        "backward"
     )
 
 

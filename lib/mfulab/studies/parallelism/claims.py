@@ -5,7 +5,15 @@ builds from them, and the headline metrics; the notebook and ``make stability`` 
 from __future__ import annotations
 
 from mfulab.results import run_identity
-from mfulab.studies.parallelism import a10_rows, analysis, measured, memory_rows, offload, planner_at_scale
+from mfulab.studies.parallelism import (
+    a10_rows,
+    analysis,
+    b10_scale,
+    measured,
+    memory_rows,
+    offload,
+    planner_at_scale,
+)
 from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
 
@@ -28,6 +36,7 @@ def tables(records) -> dict:
         "a15_link_ratios": offload.link_ratios(),
         "planner_answers": planner_at_scale.planner_answers(),
         "planner_sensitivity": planner_at_scale.planner_sensitivity(),
+        "b10_scale": b10_scale.b10_scale_table(),
     }
 
 
@@ -43,6 +52,7 @@ def outcome(records, p) -> Outcome:
         *memory_rows.pipeline_memory_claim(t["pipeline_memory"]),
         *offload.a15_claims(t["a15_offload"], t["a15_link_ratios"], records.get("copy_bandwidths")),
         *analysis.b10_claims(t["exchange"], t["skew"]),
+        b10_scale.b10_scale_claim(t["b10_scale"]),
     ]
     return Outcome(claim_list, headline_metrics(records, t, claim_list), t)
 

@@ -41,7 +41,14 @@ def _layout(row, *int_keys) -> dict:
 
 
 def tp_vs_dp_traffic(
-    *, preset_name: str, seq_len: int, micro_batch: int, global_batch: int, tp: int, dp: int
+    *,
+    preset_name: str,
+    seq_len: int,
+    micro_batch: int,
+    global_batch: int,
+    tp: int,
+    dp: int,
+    grad_bytes: float | None = None,
 ):
     """Bytes each device sends per optimizer step: TP's collectives over every layer and
     micro-batch (``parallel.tp_comm_elements_per_layer``, ``Assumptions.bytes_per_elem``) against
@@ -54,7 +61,8 @@ def tp_vs_dp_traffic(
     m = global_batch // (dp * micro_batch)
     per_layer = parallel.tp_comm_elements_per_layer(cfg, micro_batch=micro_batch, tp=tp)
     tp_bytes = per_layer["elements_sent_per_device"] * cfg.n_layers * m * a.bytes_per_elem
-    grad_bytes = a.grad_reduce_bytes_per_elem(stated.A10_FRAMEWORK, stated.A10_DTYPE)
+    if grad_bytes is None:  # a reduction dtype of its own (bf16: DeepSpeed's default) where given
+        grad_bytes = a.grad_reduce_bytes_per_elem(stated.A10_FRAMEWORK, stated.A10_DTYPE)
     dp_bytes = (
         memory.zero_traffic_bytes_per_step(
             flops.param_count(cfg) / tp, zero_stage=0, bytes_per_elem=grad_bytes

@@ -187,3 +187,56 @@ PLANNER_SENSITIVITY = {
     "alpha_inter_s": (7.0e-6, 14.0e-6, 28.0e-6),
     "link_efficiency": (0.6, 0.78, 0.9),
 }
+
+# B10 at published MoE configurations (article B §3.4 states none: "每轮迭代都伴随着大量的all-to-all
+# 通信，这比多机间的allreduce还要昂贵", every iteration carries a lot of all-to-all traffic, costlier than a
+# cross-node all-reduce). Each case is a published training layout, run on the course's one step
+# model (step.step_time, chapter 09) in BF16, nothing overlapped, so each term is what it costs:
+# the expert-parallel all-to-alls per step against the data-parallel gradient reduction per step.
+# - DeepSeek-V3 on 2048 H800s (DeepSeek-AI 2024, arXiv:2412.19437v2, §3.1-3.2): 16-way PP, 64-way
+#   EP over 8 nodes, ZeRO-1 DP (128), no TP; global batch 15360 sequences of 4096 (§4.2); micro-batch
+#   1 (our assumption), selective recompute (§3.4.1's RMSNorm and MLA up-projections); 61 layers
+#   over 16 stages with fewer on the end stages. Its §3.2.1 states the measured consequence: cross-node
+#   EP gives "an inefficient computation-to-communication ratio of approximately 1:1".
+# - Qwen3-30B-A3B on 16 H100s, two nodes (NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive
+#   "26.04.01 NeMo Container", DGX-H100 16 GPUs; its workload config QWEN3_30B_A3B_PRETRAIN_CONFIG_H100):
+#   TP 1, PP 1, EP 16, global batch 1024, micro-batch 1, no recompute, Megatron's distributed optimizer.
+B10_SCALE_CASES = (
+    {
+        "name": "DeepSeek-V3, 2048 H800 (PP 16, EP 64, DP 128)",
+        "preset": "deepseek-v3",
+        "layout": {
+            "n_devices": 2048,
+            "tp": 1,
+            "pp": 16,
+            "expert_parallel": 64,
+            "global_batch": 15360,
+            "micro_batch": 1,
+            "device": "h800",
+            "devices_per_node": 8,
+            "recompute": "selective",
+            "framework": "megatron",
+            "zero_stage": 1,
+            "uneven_end_stages": True,
+        },
+        "published_compute_over_comm": 1.0,  # §3.2.1, "approximately 1:1"
+    },
+    {
+        "name": "Qwen3-30B-A3B, 16 H100 on two nodes (EP 16)",
+        "preset": "qwen3-30b-a3b",
+        "layout": {
+            "n_devices": 16,
+            "tp": 1,
+            "pp": 1,
+            "expert_parallel": 16,
+            "global_batch": 1024,
+            "micro_batch": 1,
+            "device": "h100-sxm",
+            "devices_per_node": 8,
+            "recompute": "none",
+            "framework": "megatron",
+            "zero_stage": 1,
+        },
+        "published_compute_over_comm": None,
+    },
+)
