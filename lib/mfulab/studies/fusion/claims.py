@@ -133,8 +133,10 @@ def a7_claims(records, t) -> list[Claim]:
     # judged on the fusion the claim describes (the bytes model's fused sub-block, 3 → 1 launches);
     # a free sub-block is the ceiling beside it, not the claim
     fused_below = bool(sens.fused_below_claim.all())
-    published_low = A7_EAGER_RATIO_PUBLISHED_LOW.get(A7_ARTICLE_DEVICE)
-    ratio_ruled_out = published_low is not None and published_low > central.break_even_eager_ratio
+    own_low = A7_EAGER_RATIO_PUBLISHED_LOW.get(A7_ARTICLE_DEVICE)
+    # the article's card has no published pair: the lowest of any device stands in (assumed)
+    published_low = own_low if own_low is not None else min(A7_EAGER_RATIO_PUBLISHED_LOW.values())
+    ratio_ruled_out = published_low > central.break_even_eager_ratio
     free_over = sens[~sens.below_claim]
     from mfulab.analytic.devices import device_spec
 
@@ -154,10 +156,11 @@ def a7_claims(records, t) -> list[Claim]:
             f"whole sub-block and 1/{central.tp} of the matmuls), matmul efficiency "
             f"{A7_ASSUMED_MATMUL_EFFICIENCY:.0%} and bandwidth efficiency "
             f"{A7_ASSUMED_BANDWIDTH_EFFICIENCY:.0%} (assumed: {A7_BANDWIDTH_EFFICIENCY_SOURCE}; {card}); "
-            "judged on the fused sub-block in every row of the sensitivity table: refuted when below 1.43× "
-            "in all and a published eager/fused bandwidth ratio for the article's card rules out the "
-            "break-even, analytic only otherwise",
-            "refuted" if fused_below and ratio_ruled_out else "analytic only",
+            "judged on the fused sub-block in every row of the sensitivity table: refuted (analysis) when "
+            "below 1.43× in all and the lowest published eager/fused bandwidth ratio rules out the "
+            "break-even (the article's card has none: the GPU pairs stand in, assumed), analytic only "
+            "otherwise",
+            "refuted (analysis)" if fused_below and ratio_ruled_out else "analytic only",
             f"sub-block share {central.sub_block_share:.1%} of the layer (its bytes "
             f"{central.bytes_share:.1%}, its {A7_ARTICLE_KERNELS[0]} launches at "
             f"{central.launch_s * 1e6:g} µs {central.launch_share:.2%}): layer "
@@ -165,7 +168,14 @@ def a7_claims(records, t) -> list[Claim]:
             f"{A7_ARTICLE_KERNELS[1]} launches), ≤ {sens.layer_speedup.max():.2f}× over the sensitivity "
             f"table; 1.43× needs the eager kernels at ≤ {central.break_even_eager_ratio:.0%} of the fused "
             f"kernel's bandwidth ({_reached_by(sens)}; {A7_EAGER_RATIO_SOURCE}"
-            + ("" if published_low is not None else f"; none for the {A7_ARTICLE_DEVICE}: it stays open")
+            + (
+                ""
+                if own_low is not None
+                else f"; none for the {A7_ARTICLE_DEVICE}: the lowest published pair, {published_low:.0%}, "
+                "stands in for it, so the break-even needs its eager kernels "
+                f"{published_low / central.break_even_eager_ratio:.1f}× worse against its fused one than any "
+                "published GPU pair"
+            )
             + "); a free sub-block: "
             f"{central.layer_speedup_ceiling:.3f}×"
             + (

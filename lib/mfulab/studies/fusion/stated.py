@@ -48,8 +48,9 @@ A7_ARTICLE_KERNELS = (3, 1)  # (unfused, fused) launches per sub-block
 # github.com/NVIDIA/apex pull 1037 (B 32, S 512). Slower over faster: 0.47-0.91 (one backward
 # pair has eager faster).
 A7_EAGER_RATIO_SOURCE = "published A100 LayerNorm kernel pairs: 47-91% (allenai/OLMo #258, NVIDIA/apex #1037)"
-# The lowest published eager/fused ratio per device (the pairs above); a device absent here (the
-# 910B: no figure is published) cannot have its break-even ratio ruled out
+# The lowest published eager/fused ratio per device (the pairs above). A device absent here (the
+# 910B: no figure is published) takes the lowest published pair of any device in its place (an
+# assumed input, named in the row: the break-even must lie below every published kernel pair)
 A7_EAGER_RATIO_PUBLISHED_LOW = {"a100": 0.47}
 A7_ASSUMED_LAUNCH_S = 5e-6
 A7_TOKENS_PER_CALL = 4096 * 1
