@@ -180,7 +180,13 @@ plots.save_figure(figures.validation(df, 0.25), out, "validation")
 # `SWITCH_MARGIN`); the median and 75th percentile show how much a verdict hangs on that choice.
 # The margin is itself an estimate from a handful of publications: `p90_lo`–`p90_hi` is its 95%
 # interval over a bootstrap of sources, the `one_source_out` columns the 90th percentile with one
-# source left out, and `largest_source` the publication that supplies most pairs.
+# source left out, and `largest_source` the publication that supplies most pairs. Every pair,
+# with the two rows and the settings they differ in, is in `tables/margin_pairs.csv`, so the sort
+# can be audited. Two limits the chapters inherit: the pool holds no pair that differs only in
+# interleaving depth and almost no pure toggle, and no published run on article A's Ascend 910B
+# (none is public in a form this course could price), so every 910B verdict in chapters 02–08
+# carries GPU-derived margins and a GPU-fitted GEMM share to a card the model was never tested
+# on: an extrapolation, whatever its basis label says.
 # The second table places both margins among the errors on single rows: a step time against a
 # published one carries those larger errors.
 

@@ -30,6 +30,7 @@ def tables(records, p, valid: dict) -> dict:
         "validation": df,
         "splits": scores.split_summary(df),
         "decisive_margin": scores.decisive_margin_check(df),
+        "margin_pairs": margins.kind_pairs(df, records["published_runs"]),  # every pair, auditable
         "kind_margins": margins.kind_table(
             margins.kind_margins(df, records["published_runs"]),
             margins.kind_uncertainty(df, records["published_runs"]),

@@ -71,12 +71,16 @@ def kind_pairs(df, runs, *, splits=GROUPS["all held out"]):
             rows.append(
                 {
                     "source": source,
+                    "a": a,
+                    "b": b,
+                    "differ_in": ", ".join(sorted(differing(la, lb))) or "nothing the files record",
                     "kind": pair_kind(la, lb),
                     "settings_differing": len(differing(la, lb)),
                     "ratio_error": float(pair_ratio_errors([error[a], error[b]])[0]),
                 }
             )
-    return pd.DataFrame(rows, columns=["source", "kind", "settings_differing", "ratio_error"])
+    columns = ["source", "a", "b", "differ_in", "kind", "settings_differing", "ratio_error"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def kind_margins(df, runs) -> dict:
