@@ -295,8 +295,8 @@ def formatted(table, records=None):
         ]
         if records is not None:  # a machine whose run of the study had more ranks than cores
             out["not comparable on"] = [
-                ", ".join(hosts.not_comparable(records, [x.strip() for x in st.split(",")], k))
-                for st, k in zip(kept["study"], kept["key"])
+                ", ".join(hosts.not_comparable(records, [x.strip() for x in st.split(",")]))
+                for st in kept["study"]
             ]
             # an oversubscribed run measures a job that took turns on its cores: its difference
             # from another machine says nothing, as the verdict matrix leaves it out of `differs`

@@ -43,7 +43,7 @@ def oversubscribed(records, study: str) -> list[str]:
     ]
 
 
-def not_comparable(records, studies: list[str], key: str = "") -> list[str]:
+def not_comparable(records, studies: list[str]) -> list[str]:
     """The machines on which a number that ``studies`` all wrote (one value: the comparison merges
     a key only where they agree) comes from oversubscribed runs alone: a machine where any of them
     ran uncrowded has the number from that run."""
