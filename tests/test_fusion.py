@@ -446,14 +446,14 @@ def test_a7_layer_verdict(block_s, eager_p_s, compiled_p_s, verdict):
     assert ("cannot reach that regime" in measured.evidence) == (block_s == 0.100)
     # the 13B layer at TP 8 without SP, judged on the fused sub-block the claim describes: below
     # 1.43x in every row, the eager kernels down to half the fused kernel's bandwidth (published
-    # A100 LayerNorm pairs: the slower at 47-91% of the faster); 1.43x would need them at <= 36%,
-    # below every published pair, which stands in for the 910B's (none published): refuted (analysis)
-    assert analytic.verdict == "refuted (analysis)" and "bandwidth efficiency 0.2" in analytic.evidence
+    # A100 LayerNorm pairs: the slower at 47-91% of the faster, standing in for the 910B's, none
+    # published); at the central case 1.43x would need them at <= 36%, below every published pair,
+    # but rows of the table (matmul efficiency 1.0, bandwidth efficiency 0.2 and 0.5) break even
+    # inside the published range: analytic only
+    assert analytic.verdict == "analytic only" and "bandwidth efficiency 0.2" in analytic.evidence
     assert "needs the eager kernels at ≤ 36% of the fused kernel's bandwidth" in analytic.evidence
-    assert (
-        "OLMo #258" in analytic.evidence
-        and "none for the ascend-910b: the lowest published pair, 47%" in (analytic.evidence)
-    )
+    assert "none for the ascend-910b: the lowest published pair, 47%" in analytic.evidence
+    assert "rows whose break-even lies at or above it" in analytic.evidence and "(74%)" in analytic.evidence
     sens = t["a7_article_sensitivity"]
     assert sens.fused_below_claim.all() and sens.eager_ratio.min() == 0.5
 
@@ -629,17 +629,18 @@ def test_a8_step_time_is_priced_by_the_step_model_over_the_readings_that_fit(mon
 
 def test_a7_at_scale_is_refuted_only_where_a_published_ratio_rules_the_break_even_out(monkeypatch):
     """No published eager/fused figure for the 910B: the lowest published pair of any device (47%)
-    stands in, above the 36% the claim needs, so every row below 1.43x refutes it. Were the lowest
-    published pair below the break-even, the row would stay open."""
+    stands in. It must lie above every row's break-even, not only the central one's (36%): rows
+    that break even at 48-74% leave the row open. Were the lowest published pair above all of
+    them, every row below 1.43x would refute it."""
     records = _fake_ln_records(0.100, 0.010, 0.005)
     t = {
         "ln_fusion_speedup": pd.DataFrame(norm_fusion.comparisons(records)),
         "ln_layer_share": layer_measured.layer_table(records),
         "a7_article_sensitivity": norm_fusion.article_sensitivity(),
     }
-    assert claims.a7_claims(records, t)[1].verdict == "refuted (analysis)"
-    monkeypatch.setattr(claims, "A7_EAGER_RATIO_PUBLISHED_LOW", {"a100": 0.30})
     assert claims.a7_claims(records, t)[1].verdict == "analytic only"
+    monkeypatch.setattr(claims, "A7_EAGER_RATIO_PUBLISHED_LOW", {"a100": 0.80})
+    assert claims.a7_claims(records, t)[1].verdict == "refuted (analysis)"
 
 
 def test_a7_mechanism_is_tested_only_on_a_kernel_with_fewer_passes_than_eager():
