@@ -197,21 +197,23 @@ def test_b8_is_judged_at_article_bs_run():
     # the stated network and the micro-batch that fits cut under a tenth; "IB 200Gbps" read as one
     # port per GPU (a shorter tail) would cut 14.1%, but the article's own two-node busbw (21 of a
     # 25 GB/s limit) says one port per node: that reading is reported, not voted, and so is the
-    # micro-batch of 8, which does not fit an 80 GB card as DDP: every voting case says no, refuted
+    # micro-batch of 8, which does not fit an 80 GB card as DDP. A cut decides only beyond the step
+    # model's ±48% of the 10% line (its tail could be that much shorter): NCCL's latencies × 8
+    # cut 8.6%, within it, so the row stays open
     voting = sens[~sens.assumption.isin(B8_CONFIG_ROWS) | (sens.assumption == "interconnect")]
     per_gpu = sens[sens.value.str.startswith("one 200 Gb/s port per GPU")].b8_tail_cut_share.iloc[0]
     assert (tails.tail_cut_share < 0.10).all() and per_gpu >= 0.10
-    assert sentence.verdict == "refuted (analysis)" and "both readings agree" in sentence.evidence
+    assert sentence.verdict == "analytic only" and "within it: latency per step" in sentence.evidence
     assert "contradicted by the article's own two-node busbw" in sentence.evidence
     assert "one 200 Gb/s port per GPU cuts 14.1%" in sentence.evidence
     assert "NDR 400" in sentence.evidence  # another configuration than the article's, not voted
-    assert "on this network the bound alone keeps it under the line" in sentence.evidence
+    assert "under the line, but within the step model's margin of it" in sentence.evidence
     assert "9.4" in sentence.evidence and "TP 4 × DP 16" in sentence.measured
     assert len(voting)
-    # were the stated network's own tail cut past the line, the cases would disagree: open
-    loud = sens.copy()
-    loud.loc[loud.assumption == "stated", "b8_tail_cut_share"] = 0.2
-    assert b8_case.b8_claims(rec, case, loud, tails)[0].verdict == "analytic only"
+    # with every voting cut under the line by the margin, both readings of the configuration agree
+    quiet = sens.copy()
+    quiet["b8_tail_cut_share"] = quiet.b8_tail_cut_share.clip(upper=0.05)
+    assert b8_case.b8_claims(rec, case, quiet, tails)[0].verdict == "refuted (analysis)"
     # step 2: the cap's simulated saving plus the flags' bound against the stated 0.4 s
     d = case.set_index("bucket_cap_mb")
     cap_s = d.loc[25, "step_s"] - d.loc[50, "step_s"]
