@@ -12,9 +12,10 @@ from mfulab.studykit.verdicts import Claim
 def b13_clock_claim() -> Claim:
     """Article B §4.2's own numbers, checked against each other: an SM clock from 1410 to 1200 MHz
     and a step 8% slower. A step wholly bound to the SM clock would take 1410 / 1200 as long; the
-    8% may not pass that (refuted where it does), and the share of the step that followed the
-    clock is 0.08 over that bound's excess (the rest, HBM and communication, does not follow the
-    SM clock)."""
+    8% may not pass that (refuted where it does). Below it the figures are consistent, but the
+    arithmetic cannot confirm a measured 8%: not checkable, with the share of the step that must
+    have followed the clock (0.08 over that bound's excess; the rest, HBM and communication, does
+    not follow the SM clock)."""
     s = B13_STATED
     bound = s["sm_clock_from_mhz"] / s["sm_clock_to_mhz"] - 1
     share = s["card_slowdown"] / bound
@@ -24,11 +25,11 @@ def b13_clock_claim() -> Claim:
         f"step {s['card_slowdown']:.0%} slower",
         "the article's own figures against each other: a step wholly bound to the SM clock takes the "
         "clocks' ratio as long; the stated slowdown may not pass it",
-        "confirmed" if s["card_slowdown"] <= bound else "refuted",
+        "not checkable" if s["card_slowdown"] <= bound else "refuted",
         f"{s['sm_clock_from_mhz']} / {s['sm_clock_to_mhz']} = {1 + bound:.3f}: a step wholly bound to the SM "
         f"clock would be {bound:.1%} slower; {s['card_slowdown']:.0%} means {share:.0%} of the step followed "
         "the SM clock and the rest (HBM traffic, communication, the host) did not, a plausible split for a "
-        "training step; consistent, not a measurement of it",
+        "training step; consistent with the clocks, which can only rule it out, not confirm it",
         basis=verdicts.ARITHMETIC,
     )
 
@@ -49,9 +50,10 @@ def b13_lock_claim() -> Claim:
         "the call sets the range the GPU clock runs in, documented as 'a setting to request constant "
         "performance', for root/admin only and reset by a reboot or a driver reload, as the article says; "
         "nvidia-smi's help takes the range as a pair <minGpuClock,maxGpuClock> (1410,1410 pins it). "
-        f"{c['boost_clock_mhz']} MHz is the A100 SXM's boost clock, so a locked card gives up boosting "
-        f"past it for a steady clock: the case study's step went {c['step_before_s']:g} → "
+        f"{c['boost_clock_mhz']} MHz is the A100 SXM's maximum boost clock, so the lock pins the card at its "
+        "top clock, where the boost algorithm no longer moves it (power or thermal limits still can, the "
+        f"article's caveat): the case study's step went {c['step_before_s']:g} → "
         f"{c['step_after_s']:g} s ({change:+.1%}) when clocks were locked, steadier by the article's "
-        "account, not faster; the margins caveat is the article's own, and no run here has a GPU clock",
+        "account, not faster; no run here has a GPU clock",
         basis=verdicts.CONSTRUCTION,
     )

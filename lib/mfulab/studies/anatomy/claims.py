@@ -236,7 +236,12 @@ def _measured_credit_text(ladder) -> str:
     return (
         f"; by what the timestamps measured (each loss, naive rung against the last knob's; +: it "
         f"shrank): {measured}"
-        + ("; the two credits disagree on " + "; ".join(apart) if apart else "; the two credits agree")
+        + (
+            "; the two credits disagree on " + "; ".join(apart)
+            if apart
+            else "; on every rung the loss that shrank most is the one its knob targets (the two credits "
+            "still differ in size and sign)"
+        )
     )
 
 
