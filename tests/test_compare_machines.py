@@ -207,3 +207,24 @@ def test_the_ceilings_figure_adds_a_per_core_panel_and_drift_whiskers_for_one_ho
     # b's ceiling carries a whisker of ± half its 10% drift: 335 ± 16.75 GFLOP/s on the first panel
     tops = [y for line in fig.axes[0].get_lines() for y in line.get_ydata()]
     assert max(tops) == pytest.approx(0.335 * 1.05)
+
+
+def test_the_mfu_gap_is_not_split_on_an_oversubscribed_job_and_an_mfu_carries_the_ceilings_drift():
+    from mfulab.studies.compare import mfu_gap
+
+    mfu = {m: {"steady_mfu_vs_ceiling": v} for m, v in (("a", 0.574), ("b", 0.618))}
+    anatomy = {
+        m: {"best_mfu": 0.35, "best_wait_share": 0.1, "best_compute_efficiency": 0.39} for m in ("a", "b")
+    }
+    table = compare.comparison_table(_records(["a", "b"], mfu=mfu, anatomy=anatomy))
+    note = mfu_gap.mfu_gap_note(table, crowded=["a"])
+    assert "`a`" in note and "not split" in note.split("`b`")[0] and "Of the gap" in note.split("`b`")[1]
+    # 57.4% vs 61.8%: 4.4 points; at 5% drift it differs (3.1 pt), at the ceiling's 11% it does not
+    records = _records(["a", "b"], mfu=mfu)
+    shown = compare.formatted(compare.comparison_table(records), records)
+    row = shown[shown.metric.str.startswith("MFU of the reference step")].iloc[0]
+    assert row["across machines"].startswith("differs")
+    records["drift"] = {"calibration": {"b": {"matmul_ceiling_flops_per_s": 0.11}}}
+    shown = compare.formatted(compare.comparison_table(records), records)
+    row = shown[shown.metric.str.startswith("MFU of the reference step")].iloc[0]
+    assert row["across machines"].startswith("within drift")

@@ -222,14 +222,24 @@ def formatted(table, records=None):
 
     def widest_drift(study, key):
         """The widest drift any machine's stability run saw for the number, or its study declares
-        for it (``Metric.drift_param``): a difference between machines must pass both."""
+        for it (``Metric.drift_param``): a difference between machines must pass both. An MFU
+        divides by the calibration's matmul ceiling, which every fresh run of a study reads fixed:
+        the ceiling's own drift (the calibration's stability run) counts too."""
+        ceiling = (
+            [drift.get("calibration", {}).get(m, {}).get("matmul_ceiling_flops_per_s", 0.0) for m in names]
+            if "mfu" in key.split("_")
+            else []
+        )
         return max(
-            (
-                source.get(s, {}).get(m, {}).get(key, 0.0)
-                for source in (drift, declared)
-                for s in studies_of(study, key)
-                for m in names
-            ),
+            [
+                *(
+                    source.get(s, {}).get(m, {}).get(key, 0.0)
+                    for source in (drift, declared)
+                    for s in studies_of(study, key)
+                    for m in names
+                ),
+                *ceiling,
+            ],
             default=0.0,
         )
 

@@ -47,9 +47,11 @@ def mfu_gap_parts(one: float, job: float, wait_share: float, compute_efficiency:
     }
 
 
-def mfu_gap_note(table) -> str:
+def mfu_gap_note(table, crowded=()) -> str:
     """The note under the comparison table (see the module's docstring). Empty where a machine
-    lacks either MFU; without chapter 07's split it gives the two numbers and their ratio."""
+    lacks either MFU; without chapter 07's split it gives the two numbers and their ratio; on a
+    machine in ``crowded`` (chapter 07's job ran more ranks than usable cores) the split is not
+    made: the job's figures are an oversubscribed run's."""
     names = [c for c in table.columns if c not in ("study", "metric", "unit", "key")]
     rows = table.drop_duplicates("key").set_index("key")
     one, job = _values(rows, "steady_mfu_vs_ceiling", names), _values(rows, "best_mfu", names)
@@ -65,7 +67,12 @@ def mfu_gap_note(table) -> str:
             f"`{n}`: {one[n]:.1%} for one process (chapter 01) against {job[n]:.1%} for the two-rank "
             f"DDP job with every knob on (chapter 07), {job[n] / one[n]:.2f}× of it"
         )
-        if n in waits and n in eff:
+        if n in crowded:
+            note += (
+                " (not split: chapter 07's job ran more ranks than usable cores here, so its waits and "
+                "compute are an oversubscribed run's)"
+            )
+        elif n in waits and n in eff:
             parts = mfu_gap_parts(one[n], job[n], waits[n], eff[n])
             share = parts["waits"] / parts["gap"] if parts["gap"] > 0 else float("nan")
             gap, w, slower, rest = (_pts(parts[k]) for k in ("gap", "waits", "slower compute", "residual"))

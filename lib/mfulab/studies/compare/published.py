@@ -263,7 +263,8 @@ def published_mfu_table(runs: list[dict]):
 
     from mfulab.analytic.devices import device_spec, peak_flops_per_s
 
-    cols = ["device", "framework", "dtype", "runs", "sources", "gpus", "median_mfu", "min_mfu", "max_mfu"]
+    cols = ["device", "framework", "dtype", "runs", "sources", "source_ids", "gpus", "median_mfu", "min_mfu"]
+    cols += ["max_mfu"]
     if not runs:
         return pd.DataFrame(
             columns=[*cols, "median_mfu_own_peak", "max_mfu_own_peak", "median_mfu_over_mamf"]
@@ -297,6 +298,7 @@ def published_mfu_table(runs: list[dict]):
         {
             "runs": g.size(),
             "sources": g.source.nunique(),
+            "source_ids": g.source.agg(lambda x: ", ".join(sorted(set(x)))),
             "gpus": [f"{lo}" if lo == hi else f"{lo}–{hi}" for lo, hi in zip(g.gpus.min(), g.gpus.max())],
             "median_mfu": g.mfu.median(),
             "min_mfu": g.mfu.min(),
