@@ -206,6 +206,8 @@ published_mfu.style.format(dict.fromkeys(shares, "{:.0%}"), na_rep="—").hide(a
 # rows whose basis is a measurement taken on the machine (the claim's regime or a toy regime):
 # only those could read differently on a GPU or a cluster; the others (analysis, the article's
 # arithmetic, documentation, publications) read the same wherever the course is rendered.
+# `evidence` is the start of what the row rests on, from the first machine that has it (each
+# study's `tables/claims.csv` has the whole text).
 #
 # **A zero is conditional.** Some settings of the cpu profile were chosen after a stability run
 # on the 2-core box saw a verdict flip: the widening of chapter 03's DRAM ratio

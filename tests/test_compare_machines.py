@@ -228,3 +228,14 @@ def test_the_mfu_gap_is_not_split_on_an_oversubscribed_job_and_an_mfu_carries_th
     shown = compare.formatted(compare.comparison_table(records), records)
     row = shown[shown.metric.str.startswith("MFU of the reference step")].iloc[0]
     assert row["across machines"].startswith("within drift")
+
+
+def test_the_verdict_matrix_carries_each_rows_evidence_cut_at_a_word():
+    from mfulab.studies.compare import matrix
+
+    long = "word " * 100
+    claims = [{"id": "A1", "claim": "c", "verdict": "shown", "basis": "toy regime", "evidence": long}]
+    records = {"machines": ["m"], "metrics": {"s": {"m": {"claims": claims}}}}
+    table = matrix.verdict_table(records)
+    text = table.evidence.iloc[0]
+    assert text.endswith(" …") and len(text) <= matrix.EVIDENCE_CHARS + 2 and "wor …" not in text

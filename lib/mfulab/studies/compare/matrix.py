@@ -29,7 +29,15 @@ def verdict_table(records):
             for label, c in zip(numbered_ids(x["id"] for x in claims), claims):  # as stability names them
                 row = rows.setdefault(
                     (study, label),
-                    {"study": study, "claim_id": label, "claim": c["claim"], "basis": c.get("basis", "")},
+                    {
+                        "study": study,
+                        "claim_id": label,
+                        "claim": c["claim"],
+                        "basis": c.get("basis", ""),
+                        # what the row rests on, from the first machine that has it (the full text is
+                        # the study's tables/claims.csv)
+                        "evidence": _short(c.get("evidence", "")),
+                    },
                 )
                 row[machine] = c["verdict"]
     out = []
@@ -56,8 +64,19 @@ def verdict_table(records):
         )
     columns = ["study", "claim_id", "claim", "basis", *names, "differs", "flipped on"]
     columns += ["no stability run on", "not comparable on", "differs only where not comparable"]
-    columns += ["rests on the machine"]
+    columns += ["rests on the machine", "evidence"]
     return pd.DataFrame(out, columns=columns)
+
+
+EVIDENCE_CHARS = 200  # the evidence column's excerpt; the full text is in each study's claims.csv
+
+
+def _short(text: str) -> str:
+    """The first :data:`EVIDENCE_CHARS` characters of a row's evidence, cut at a word."""
+    text = str(text)
+    if len(text) <= EVIDENCE_CHARS:
+        return text
+    return text[:EVIDENCE_CHARS].rsplit(" ", 1)[0] + " …"
 
 
 def verdict_note(table, names, records=None) -> str:
