@@ -62,7 +62,7 @@ from IPython.display import Markdown, display
 
 from mfulab import results
 from mfulab.measure.timing import RUN_TO_RUN_DRIFT
-from mfulab.studies.compare import across, analysis, hosts, mfu_gap, published, published_data, scaling
+from mfulab.studies.compare import across, analysis, mfu_gap, published, published_data, scaling
 from mfulab.studykit import plots
 from mfulab.studykit.notebook import setup
 
@@ -79,7 +79,7 @@ shown = analysis.formatted(measured_rows, records)
 with pd.option_context("display.max_colwidth", None, "display.max_rows", None):
     display(shown)
 display(Markdown(scaling.deviations_note(shown, records["machines"], RUN_TO_RUN_DRIFT)))
-display(Markdown(mfu_gap.mfu_gap_note(table, crowded=hosts.oversubscribed(records, "anatomy"))))
+display(Markdown(mfu_gap.mfu_gap_note(table, records)))
 if analysis.disagreements(table):
     display(Markdown("**Two studies disagree on:** " + "; ".join(analysis.disagreements(table))))
 

@@ -216,8 +216,10 @@ def test_the_mfu_gap_is_not_split_on_an_oversubscribed_job_and_an_mfu_carries_th
     anatomy = {
         m: {"best_mfu": 0.35, "best_wait_share": 0.1, "best_compute_efficiency": 0.39} for m in ("a", "b")
     }
-    table = compare.comparison_table(_records(["a", "b"], mfu=mfu, anatomy=anatomy))
-    note = mfu_gap.mfu_gap_note(table, crowded=["a"])
+    records = _records(["a", "b"], mfu=mfu, anatomy=anatomy)
+    records["hosts"] = {"a": {"cpu_count": 1}, "b": {"cpu_count": 2}}
+    records["ranks"] = {"a": {"anatomy": 2}, "b": {"anatomy": 2}}
+    note = mfu_gap.mfu_gap_note(compare.comparison_table(records), records)
     assert "`a`" in note and "not split" in note.split("`b`")[0] and "Of the gap" in note.split("`b`")[1]
     # 57.4% vs 61.8%: 4.4 points; at 5% drift it differs (3.1 pt), at the ceiling's 11% it does not
     records = _records(["a", "b"], mfu=mfu)

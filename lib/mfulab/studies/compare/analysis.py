@@ -8,7 +8,7 @@ from pathlib import Path
 from mfulab.studies.compare import drift as drift_mod
 from mfulab.studies.compare import hosts
 from mfulab.studies.compare.drift import MISSING, NOT_APPLICABLE
-from mfulab.studies.compare.figures import _values, ceilings_takeaway, measured_ceilings, plot_ceilings  # noqa: F401 (mfu_gap's, the notebook's)  # noqa: F401 (the notebook's names)
+from mfulab.studies.compare.figures import _values, ceilings_takeaway, measured_ceilings, plot_ceilings  # noqa: F401 (all but _values: the notebook's names)
 from mfulab.studies.compare.matrix import verdict_note, verdict_table  # noqa: F401 (the notebook's names)
 
 

@@ -11,13 +11,18 @@ MISSING = "missing"  # the machine has no results of this study
 NOT_APPLICABLE = "n/a"  # the study ran and wrote null (e.g. no peak for a CPU run in bf16)
 
 
+def _stability_reports(results_root, study: str, names) -> dict:
+    """``{machine: report}`` of the machines that left a stability run of ``study`` (its
+    ``stability.json``), in ``names``' order."""
+    reports = {m: results.load_stability(Path(results_root) / m / study) for m in names}
+    return {m: r for m, r in reports.items() if r}
+
+
 def stability_drift(results_root, study: str, names) -> dict:
     """``{machine: {key: drift}}`` from ``<machine>/<study>/stability.json`` where a stability
     run left one: (max − min) ÷ |median| of each headline number over fresh runs."""
-
     found = {}
-    for machine in names:
-        report = results.load_stability(Path(results_root) / machine / study) or {}
+    for machine, report in _stability_reports(results_root, study, names).items():
         drift = {k: v["drift"] for k, v in report.get("drift", {}).items() if v.get("drift") is not None}
         if drift:
             found[machine] = drift
@@ -47,28 +52,20 @@ def declared_drift(results_root, study: str, names, params_by_key: dict) -> dict
 def stability_flips(results_root, study: str, names) -> dict:
     """``{machine: [claim label, ...]}``: the claims rows whose verdict flipped between the fresh
     runs of that machine's stability run (``stability.json`` ``flips``), where it left one."""
-    found = {}
-    for machine in names:
-        report = results.load_stability(Path(results_root) / machine / study) or {}
-        if report.get("flips"):
-            found[machine] = list(report["flips"])
-    return found
+    reports = _stability_reports(results_root, study, names)
+    return {m: list(r["flips"]) for m, r in reports.items() if r.get("flips")}
 
 
 def stability_sizes(results_root, study: str, names) -> dict:
     """``{machine: fresh runs}`` of each machine's stability run of ``study`` (its ``runs``)."""
-    found = {}
-    for machine in names:
-        report = results.load_stability(Path(results_root) / machine / study) or {}
-        if report.get("runs"):
-            found[machine] = int(report["runs"])
-    return found
+    reports = _stability_reports(results_root, study, names)
+    return {m: int(r["runs"]) for m, r in reports.items() if r.get("runs")}
 
 
 def stability_runs(results_root, study: str, names) -> list[str]:
     """The machines that left a stability run of ``study`` (its ``stability.json``): only there
     is it known whether a verdict flips between fresh runs."""
-    return [m for m in names if results.load_stability(Path(results_root) / m / study)]
+    return list(_stability_reports(results_root, study, names))
 
 
 def across_drift(values, drift: float) -> str:

@@ -20,7 +20,8 @@ orders' figures beside it.
 
 from __future__ import annotations
 
-from mfulab.studies.compare.analysis import _values
+from mfulab.studies.compare import hosts
+from mfulab.studies.compare.figures import _values
 
 
 def _pts(fraction: float) -> str:
@@ -47,11 +48,13 @@ def mfu_gap_parts(one: float, job: float, wait_share: float, compute_efficiency:
     }
 
 
-def mfu_gap_note(table, crowded=()) -> str:
+def mfu_gap_note(table, records=None) -> str:
     """The note under the comparison table (see the module's docstring). Empty where a machine
-    lacks either MFU; without chapter 07's split it gives the two numbers and their ratio; on a
-    machine in ``crowded`` (chapter 07's job ran more ranks than usable cores) the split is not
-    made: the job's figures are an oversubscribed run's."""
+    lacks either MFU; without chapter 07's split it gives the two numbers and their ratio; with
+    ``records``, on a machine where chapter 07's job ran more ranks than usable cores
+    (``hosts.oversubscribed``) the split is not made: the job's figures are an oversubscribed
+    run's."""
+    crowded = hosts.oversubscribed(records, "anatomy") if records else []
     names = [c for c in table.columns if c not in ("study", "metric", "unit", "key")]
     rows = table.drop_duplicates("key").set_index("key")
     one, job = _values(rows, "steady_mfu_vs_ceiling", names), _values(rows, "best_mfu", names)

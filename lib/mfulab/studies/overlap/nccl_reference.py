@@ -53,13 +53,18 @@ def b9_command_claim() -> Claim:
     )
 
 
+def _ring_nvlink_node(r: dict) -> bool:
+    """A published single-node NVLink ring row: a healthy node of 8 whose busbw is a share of its
+    link (an NVLS row is not: the list's one NVLS rule)."""
+    return "NVLink" in r["fabric"] and r["scope"] == "node" and r["algorithm"] != NVLS
+
+
 def _healthy_nvlink_rows():
-    """The published single-node NVLink ring rows (a healthy node of 8; NVLS rows are no share of
-    the link), as (system, busbw ÷ line)."""
+    """The published single-node NVLink ring rows, as (system and largest message, busbw ÷ line)."""
     return [
         (f"{r['system']}, to {r['largest_message'].split(' (')[0]}", r["busbw_gb_per_s"] / r["line_gb_per_s"])
         for r in NCCL_TESTS_PUBLISHED
-        if "NVLink" in r["fabric"] and r["scope"] == "node" and r["algorithm"] != NVLS
+        if _ring_nvlink_node(r)
     ]
 
 
@@ -76,10 +81,9 @@ def best_per_generation() -> dict:
     """Each GPU generation's best published healthy single-node ring reading, ``{gpu: (system,
     busbw ÷ line)}``: what its NVLink reaches when nothing is wrong."""
     best = {}
-    for r in NCCL_TESTS_PUBLISHED:
+    for r in filter(_ring_nvlink_node, NCCL_TESTS_PUBLISHED):
         share = r["busbw_gb_per_s"] / r["line_gb_per_s"]
-        ring_node = "NVLink" in r["fabric"] and r["scope"] == "node" and r["algorithm"] != NVLS
-        if ring_node and share > best.get(r["gpu"], (None, 0.0))[1]:
+        if share > best.get(r["gpu"], (None, 0.0))[1]:
             best[r["gpu"]] = (r["system"], share)
     return best
 

@@ -50,10 +50,7 @@ def b10_scale_claim(table, margin: float = SWITCH_MARGIN) -> Claim:
         True if x >= 1 + margin else False if x <= 1 / (1 + margin) else None
         for x in table.all_to_all_over_dp
     ]
-    verdict = verdicts.over_scenarios(answers)
-    verdict = {"confirmed": "confirmed (analysis)", "refuted": "refuted (analysis)"}.get(
-        verdict, "analytic only"
-    )
+    verdict = verdicts.over_scenarios(answers)  # the Claim marks an analysis's decision "(analysis)"
     cases = "; ".join(
         f"{r.case}: all-to-all {r.all_to_all_s:.2f} s vs DP reduction {r.dp_reduction_s:.3f} s per "
         f"step ({r.all_to_all_over_dp:,.0f}×; the DP group spans {r.dp_nodes} nodes), beside "
