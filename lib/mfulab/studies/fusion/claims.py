@@ -163,7 +163,7 @@ def a7_claims(records, t) -> list[Claim]:
             "below 1.43× in all and the lowest published eager/fused bandwidth ratio rules out every row's "
             "break-even (the article's card has none: the GPU pairs stand in, assumed), analytic only "
             "otherwise",
-            "refuted (analysis)" if fused_below and ratio_ruled_out else "analytic only",
+            "refuted" if fused_below and ratio_ruled_out else "analytic only",  # the Claim marks "(analysis)"
             f"sub-block share {central.sub_block_share:.1%} of the layer (its bytes "
             f"{central.bytes_share:.1%}, its {A7_ARTICLE_KERNELS[0]} launches at "
             f"{central.launch_s * 1e6:g} µs {central.launch_share:.2%}): layer "
