@@ -56,22 +56,25 @@ def _busbw_rows() -> list[dict]:
     from mfulab.analytic.nccl_published import NCCL_TESTS_PUBLISHED, label, share_of_line
 
     label_text, unit = QUANTITIES["all_reduce_busbw"]
-    return [
-        {
-            "machine": label(r),
-            "quantity": label_text,
-            "value": r["busbw_gb_per_s"],
-            "unit": unit,
-            "peak": r["line_gb_per_s"],
-            "share_of_peak": share_of_line(r),
-            "basis": "published",
-            "comparable": share_of_line(r) is not None,
-            "source": f"{r['source']}; {r['fabric']}, busbw over {r['line_gb_per_s']:g} GB/s per "
-            + ("node (its NICs together)" if r["scope"] == "nodes" else "GPU and direction")
-            + ("" if share_of_line(r) is not None else f"; {NOT_A_SHARE}"),
-        }
-        for r in NCCL_TESTS_PUBLISHED
-    ]
+    rows = []
+    for r in NCCL_TESTS_PUBLISHED:
+        share = share_of_line(r)
+        rows.append(
+            {
+                "machine": label(r),
+                "quantity": label_text,
+                "value": r["busbw_gb_per_s"],
+                "unit": unit,
+                "peak": r["line_gb_per_s"],
+                "share_of_peak": share,
+                "basis": "published",
+                "comparable": share is not None,
+                "source": f"{r['source']}; {r['fabric']}, busbw over {r['line_gb_per_s']:g} GB/s per "
+                + ("node (its NICs together)" if r["scope"] == "nodes" else "GPU and direction")
+                + ("" if share is not None else f"; {NOT_A_SHARE}"),
+            }
+        )
+    return rows
 
 
 def reference_table(published: dict, ceilings: dict, gloo: dict | None = None):

@@ -6,7 +6,7 @@ an NVLS row is an algorithm's gain, not a share: the list's one NVLS rule)."""
 from __future__ import annotations
 
 from mfulab.analytic.devices import device_spec
-from mfulab.analytic.nccl_published import NCCL_TESTS_PUBLISHED, NVLS
+from mfulab.analytic.nccl_published import NCCL_TESTS_PUBLISHED, NVLS, share_of_line
 from mfulab.studies.overlap.analysis import collectives_table
 from mfulab.studies.overlap.stated import B9_COMMAND, B9_NVLINK, B9_STATED, B9_TWO_NODE, B16_ENV_BLOCK
 from mfulab.studykit import verdicts
@@ -24,11 +24,7 @@ def published_nccl_tests_table(records):
     d = collectives_table(records).query("op == 'all_reduce'").sort_values("size_bytes")
     here_gb_per_s = float(d.busbw_bytes_per_s.iloc[-1]) / GB
     rows = [
-        {
-            **r,
-            "busbw_over_line": None if r["algorithm"] == NVLS else r["busbw_gb_per_s"] / r["line_gb_per_s"],
-            "times_this_machine": r["busbw_gb_per_s"] / here_gb_per_s,
-        }
+        {**r, "busbw_over_line": share_of_line(r), "times_this_machine": r["busbw_gb_per_s"] / here_gb_per_s}
         for r in NCCL_TESTS_PUBLISHED
     ]
     columns = ["system", "fabric", "algorithm", "busbw_gb_per_s", "line_gb_per_s", "busbw_over_line"]

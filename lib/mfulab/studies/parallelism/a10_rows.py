@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from mfulab.analytic.rates import Assumptions
 from mfulab.studies.parallelism import stated
+from mfulab.studies.parallelism.planner_at_scale import tp_vs_dp_traffic
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
 
@@ -92,8 +93,6 @@ def _below_the_article_text() -> str:
     of 16, below the article's own command's 32), in Megatron's fp32 and in bf16 gradient reduction
     (DeepSpeed's default, the command's --zero-stage 2), where DP can send more than TP; and what
     stays true at any batch: TP's collectives block every layer, DP's reduction runs once a step."""
-    from mfulab.studies.parallelism.planner_at_scale import tp_vs_dp_traffic
-
     L, M = stated.A10_LAYOUT, stated.A10_MODEL
     parts = []
     for name in stated.A10_SENSITIVITY["presets"]:
