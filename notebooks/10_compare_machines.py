@@ -78,7 +78,7 @@ results.save_metrics(out, {"machines": records["machines"], "metrics": table.to_
 shown = analysis.formatted(measured_rows, records)
 with pd.option_context("display.max_colwidth", None, "display.max_rows", None):
     display(shown)
-display(Markdown(scaling.deviations_note(shown, records["machines"], RUN_TO_RUN_DRIFT)))
+display(Markdown(scaling.deviations_note(measured_rows, shown, records["machines"], RUN_TO_RUN_DRIFT)))
 display(Markdown(mfu_gap.mfu_gap_note(table, records)))
 if analysis.disagreements(table):
     display(Markdown("**Two studies disagree on:** " + "; ".join(analysis.disagreements(table))))

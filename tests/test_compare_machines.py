@@ -118,12 +118,20 @@ def test_the_deviations_note_names_nonlinear_rates_and_reversed_effects():
         ]
     )
     shown["not comparable on"] = ""
-    note = scaling.deviations_note(shown, ["a", "b"], 0.05)
+    table = pd.DataFrame(
+        [
+            {"metric": "tokens/s", "unit": "tokens/s", "a": 3370.0, "b": 7190.0},
+            {"metric": "bandwidth", "unit": "B/s", "a": 13.5e9, "b": 26e9},
+            {"metric": "fusion speed-up", "unit": "×", "a": 0.73, "b": 1.41},
+            {"metric": "recompute", "unit": "×", "a": 1.41, "b": 1.38},
+        ]
+    )
+    note = scaling.deviations_note(table, shown, ["a", "b"], 0.05)
     assert "tokens/s (1.07, super-linear)" in note and "bandwidth" not in note.split("Effects")[0]
     assert "fusion speed-up (0.73× on `a`, 1.41× on `b`)" in note and "recompute" not in note
     shown.loc[0, "not comparable on"] = "a"  # an oversubscribed run says nothing per core
-    assert "tokens/s" not in scaling.deviations_note(shown, ["a", "b"], 0.05)
-    assert scaling.deviations_note(shown, ["a"], 0.05) == ""
+    assert "tokens/s" not in scaling.deviations_note(table, shown, ["a", "b"], 0.05)
+    assert scaling.deviations_note(table, shown, ["a"], 0.05) == ""
 
 
 def test_ranks_count_every_process_a_study_launches_and_merged_rows_need_every_study_crowded(tmp_path):

@@ -6,22 +6,15 @@ reader sees what the core count changes beyond the expected ×2 (``hosts.per_cor
 from __future__ import annotations
 
 
-def _ratio(cell: str) -> float | None:
-    """The number at the start of a formatted ratio cell (``"1.41×"``, ``"0.73× (moves …)"``)."""
-    head = str(cell).split("×")[0].split(" ")[0]
-    try:
-        return float(head)
-    except ValueError:
-        return None
-
-
-def deviations_note(shown, names: list[str], drift: float) -> str:
-    """One paragraph (markdown) on ``shown`` (``analysis.formatted``'s table): the rows whose
-    per-core scaling (column ``÷ cores``) is off 1 by more than ``drift``, and the ratio rows whose
-    value is below 1 on one machine and above it on another. Rows of machines that were
-    oversubscribed are left out (``not comparable on``). Empty with one machine."""
+def deviations_note(table, shown, names: list[str], drift: float) -> str:
+    """One paragraph (markdown): the rows of ``shown`` (``analysis.formatted``'s table) whose
+    per-core scaling (column ``÷ cores``) is off 1 by more than ``drift``, and the ratio rows of
+    ``table`` (the raw values, unit ×) below 1 on one machine and above it on another. Rows of
+    machines that were oversubscribed are left out (``not comparable on``). Empty with one
+    machine."""
     if len(names) < 2 or "÷ cores" not in shown:
         return ""
+    raw = table.drop_duplicates("metric").set_index("metric")
     crowded = shown.get("not comparable on", [""] * len(shown))
     off, reversed_rows = [], []
     for (_, row), where in zip(shown.iterrows(), crowded):
@@ -32,14 +25,18 @@ def deviations_note(shown, names: list[str], drift: float) -> str:
             if abs(scale - 1) > drift:
                 kind = "super-linear" if scale > 1 else "sub-linear"
                 off.append(f"{row['metric']} ({scale:.2f}, {kind})")
-        ratios = {m: _ratio(row[m]) for m in names if str(row[m]).split(" ")[0].endswith("×")}
-        if len(ratios) == len(names) and all(v is not None for v in ratios.values()):
-            below = [m for m, v in ratios.items() if v < 1]
-            above = [m for m, v in ratios.items() if v > 1]
-            if below and above:
-                reversed_rows.append(
-                    f"{row['metric']} (" + ", ".join(f"{ratios[m]:.2f}× on `{m}`" for m in names) + ")"
-                )
+        values = raw.loc[row["metric"]] if row["metric"] in raw.index else None
+        if values is None or values["unit"] != "×":
+            continue
+        ratios = {
+            m: values[m]
+            for m in names
+            if isinstance(values[m], int | float) and not isinstance(values[m], bool)
+        }
+        if len(ratios) == len(names) and min(ratios.values()) < 1 < max(ratios.values()):
+            reversed_rows.append(
+                f"{row['metric']} (" + ", ".join(f"{ratios[m]:.2f}× on `{m}`" for m in names) + ")"
+            )
     if not off and not reversed_rows:
         return (
             "**Per core.** Every rate measured on both core budgets scales with the cores within the "
