@@ -146,7 +146,7 @@ def test_kind_margins_pair_one_model_on_one_device_in_bf16_only():
         {"id": df.id[3], "model": {"n_layers": 2}, "layout": layout | {"dtype": "fp8"}},  # no FP8 pairs
         {"id": df.id[4], "model": {"n_layers": 2}, "layout": layout},  # another device: no pair
     ]
-    got = margins.kind_margins(df, runs)
+    got = margins.kind_margins(margins.kind_pairs(df, runs))
     assert got["layout"]["pairs"] == 1 and got["layout"]["p90"] == pytest.approx(0.1)
     # 0 vs +30% and +10% vs +30% (recompute and tp differ): two switch pairs, 30% and 18.2% apart
     assert got["switch"]["pairs"] == 2 and got["switch"]["one_setting"] == 1
@@ -169,10 +169,11 @@ def test_kind_margins_carry_their_own_uncertainty_over_sources():
         {"id": df.id[2], "model": {"n_layers": 2}, "layout": layout},
         {"id": df.id[3], "model": {"n_layers": 2}, "layout": layout | {"tp": 4}},
     ]
-    got = margins.kind_uncertainty(df, runs, n_boot=200)["layout"]
+    pairs = margins.kind_pairs(df, runs)
+    got = margins.kind_uncertainty(pairs, n_boot=200)["layout"]
     # s1's pair is 10% apart, s2's 50%: the bootstrap's interval spans both, leaving one out gives the other
     assert got["p90_lo"] == pytest.approx(0.1) and got["p90_hi"] == pytest.approx(0.5)
     assert (got["p90_one_source_out_min"], got["p90_one_source_out_max"]) == pytest.approx((0.1, 0.5))
     assert got["largest_source_share"] == pytest.approx(0.5)
-    table = margins.kind_table(margins.kind_margins(df, runs), {"layout": got})
+    table = margins.kind_table(margins.kind_margins(pairs), {"layout": got})
     assert table.p90_lo.iloc[0] == pytest.approx(0.1)

@@ -100,8 +100,9 @@ def test_text(goals: dict, splits, split: str = "test", as_noted=None) -> str:
     )
 
 
-def history_table(records, valid):
-    """The recorded revisions (``validation_history.yaml``) and this render as the last line."""
+def history_table(records, valid, pairs):
+    """The recorded revisions (``validation_history.yaml``) and this render as the last line;
+    ``pairs``: this render's ``margins.kind_pairs``."""
     import pandas as pd
 
     scored = (*validate.HELD_OUT, "development")
@@ -150,7 +151,7 @@ def history_table(records, valid):
         this_render[f"{name.replace('-', '')}_as_noted_median_abs_error"] = value
     margin = history.pair_ratio_error(valid["table"], records["published_runs"]) or {}
     this_render["pooled_pair_p90"] = margin.get("p90")
-    by_kind = margins.kind_margins(valid["table"], records["published_runs"])
+    by_kind = margins.kind_margins(pairs)  # margins.kind_pairs of this render's table
     this_render |= {f"{kind}_margin": (by_kind.get(kind) or {}).get("p90") for kind in margins.KINDS}
     rows.append({**this_render, **columns(cell)})
     return pd.DataFrame(rows)

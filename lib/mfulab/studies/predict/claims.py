@@ -26,15 +26,13 @@ def tables(records, p, valid: dict) -> dict:
     df = valid["table"]
     fitted = {validate.FIT_PARAMETER: valid["fitted"]}
     held = df[df.split.isin(validate.HELD_OUT)]
+    pairs = margins.kind_pairs(df, records["published_runs"])  # the margins' pairs, built once
     out = {
         "validation": df,
         "splits": scores.split_summary(df),
         "decisive_margin": scores.decisive_margin_check(df),
-        "margin_pairs": margins.kind_pairs(df, records["published_runs"]),  # every pair, auditable
-        "kind_margins": margins.kind_table(
-            margins.kind_margins(df, records["published_runs"]),
-            margins.kind_uncertainty(df, records["published_runs"]),
-        ),
+        "margin_pairs": pairs,  # every pair, auditable
+        "kind_margins": margins.kind_table(margins.kind_margins(pairs), margins.kind_uncertainty(pairs)),
         "bootstrap": uncertainty.clustered_bootstrap(df),
         "ratio_errors": uncertainty.ratio_errors(df, records["published_runs"]),
         "as_noted": scores.as_noted_summary(df),
@@ -44,7 +42,7 @@ def tables(records, p, valid: dict) -> dict:
         "ranking": scores.ranking(df),
         "misses": scores.misses(held[held.refused == ""], 0.25, top=5),
         "refused": df[df.refused != ""][["id", "source", "refused"]],
-        "history": analysis.history_table(records, valid),
+        "history": analysis.history_table(records, valid, pairs),
         "modern_rows": modern.rows_table(records["published_runs"], df, valid["fitted"]),
         "modern_sensitivity": modern.sensitivity(records["published_runs"], valid["fitted"]),
         "per_term": scores.per_term_check(records, valid["fitted"]),

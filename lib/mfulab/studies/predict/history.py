@@ -59,7 +59,7 @@ def evaluate(path=PUBLISHED) -> dict:
         "pair_ratio_error": pair_ratio_error(res["table"], data["runs"]),
         # the same, per kind of comparison (``margins``): each kind's 90th percentile is the
         # decisive margin of a chapter comparison of that kind (studykit.step_error)
-        "pair_ratio_error_by_kind": margins.kind_margins(res["table"], data["runs"]),
+        "pair_ratio_error_by_kind": margins.kind_margins(margins.kind_pairs(res["table"], data["runs"])),
         "test": pick("test"),
         "holdout": pick("holdout"),
         "holdout-2": pick("holdout-2"),

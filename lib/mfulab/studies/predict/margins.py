@@ -83,10 +83,9 @@ def kind_pairs(df, runs, *, splits=GROUPS["all held out"]):
     return pd.DataFrame(rows, columns=columns)
 
 
-def kind_margins(df, runs) -> dict:
-    """Per kind: pairs, sources, and the median, 75th and 90th percentile of the ratio errors
-    (the 90th is the kind's decisive margin)."""
-    pairs = kind_pairs(df, runs)
+def kind_margins(pairs) -> dict:
+    """Per kind of :func:`kind_pairs`' ``pairs``: pairs, sources, and the median, 75th and 90th
+    percentile of the ratio errors (the 90th is the kind's decisive margin)."""
     out = {}
     for kind in KINDS:
         of_kind = pairs[pairs.kind == kind]
@@ -108,14 +107,13 @@ def kind_margins(df, runs) -> dict:
 N_BOOT = 2000  # bootstrap draws of sources for the margins' intervals
 
 
-def kind_uncertainty(df, runs, *, n_boot: int = N_BOOT, seed: int = 0) -> dict:
+def kind_uncertainty(pairs, *, n_boot: int = N_BOOT, seed: int = 0) -> dict:
     """How much each kind's margin (the 90th percentile of its pairs' ratio errors) rests on which
     publications supplied the pairs. Per kind: the 95% interval of the 90th percentile over a
     bootstrap of sources (every pair of a drawn source enters; pairs of one source share its
     reporting and are not independent, as ``uncertainty`` resamples them), the lowest and highest
     90th percentile with one source left out, and the source that supplies most pairs with its
-    share of them."""
-    pairs = kind_pairs(df, runs)
+    share of them. ``pairs``: :func:`kind_pairs`."""
     rng = np.random.default_rng(seed)
     out = {}
     for kind in KINDS:
