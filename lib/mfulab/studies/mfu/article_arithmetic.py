@@ -68,6 +68,35 @@ def a19_check() -> dict:
     }
 
 
+A19_QUANTITY_NOTES = {
+    "implied_mfu_palm_article_13b": "the palm count of the article's 13B shape (its exact N, not 13e9, "
+    "plus the attention term) over the same 8 × 3.2e14 FLOP/s and 2.4 s"
+}
+
+
+def a19_table():
+    """``a19_check`` as one quantity per row: the per-SKU implied MFUs one row each with the SKU's
+    cube peak and its source (devices.yaml), a note where a row needs one."""
+    import pandas as pd
+
+    rows = []
+    for key, value in a19_check().items():
+        if key != "implied_mfu_6n_by_sku":
+            rows.append({"quantity": key, "value": value, "note": A19_QUANTITY_NOTES.get(key, "")})
+            continue
+        for sku, mfu in value.items():
+            spec = devices.device_spec(sku)
+            rows.append(
+                {
+                    "quantity": f"implied_mfu_6n_on_{sku}",
+                    "value": mfu,
+                    "note": f"at its bf16 cube peak {spec.flops_per_s['bf16'] / 1e12:.2f} TFLOP/s "
+                    f"({spec.source})",
+                }
+            )
+    return pd.DataFrame(rows)
+
+
 def b1_table():
     """B1's arithmetic under the article's 6·7e9 and under each convention for Llama-2-7B."""
     import pandas as pd
@@ -124,40 +153,6 @@ def b1_ideal_step_check() -> dict:
     }
 
 
-def b1_ideal_step_readings(tolerances=(0.10, 0.20)):
-    """B1's "about 5 s" under other readings of "about" (rounding up to a whole second, within
-    ± each of ``tolerances`` of 5 s) beside the rule of the claims table (nearest second): the
-    range each reading accepts and whether the exact ideal step falls in it."""
-    import math
-
-    import pandas as pd
-
-    c = b1_ideal_step_check()
-    stated_s, exact_s = c["stated_s"], c["exact_s"]
-    rows = [
-        (
-            f"rounded to the nearest {B1_ABOUT_ROUNDING_S:g} s",
-            c["accepted_lo_s"],
-            c["accepted_hi_s"],
-            c["consistent"],
-        ),
-        ("rounded up to a whole second", stated_s - 1, stated_s, math.ceil(exact_s) == stated_s),
-    ]
-    rows += [
-        (
-            f"within ±{tol:.0%} of 5 s",
-            (1 - tol) * stated_s,
-            (1 + tol) * stated_s,
-            abs(exact_s / stated_s - 1) <= tol,
-        )
-        for tol in tolerances
-    ]
-    columns = ["reading of 'about 5 s'", "accepted_from_s", "accepted_to_s", "exact_in_range"]
-    df = pd.DataFrame(rows, columns=columns)
-    df.insert(3, "exact_s", exact_s)
-    return df
-
-
 def b1_note() -> str:
     """What B1's recomputation says about the article's figures, in words (markdown)."""
     s, c = B1_STATED, b1_ideal_step_check()
@@ -175,8 +170,7 @@ def b1_note() -> str:
         f"{B1_ABOUT_ROUNDING_S:g} s, {c['stated_s']:g} s stands for {c['accepted_lo_s']:g}–"
         f"{c['accepted_hi_s']:g} s, and {c['exact_s']:.2f} s is "
         f"{where}: the stated figure is {c['stated_over_exact'] - 1:.0%} above the exact one. "
-        'Other readings of "about" (up to a whole second, ±20%) accept it and some do not '
-        "(`tables/b1_ideal_step_readings.csv`), so its claims row is not checkable. The figure does not "
+        "A rounding in the prose, and a note rather than a claims row: the figure does not "
         "reach the MFU figures, which divide the FLOPs by the cluster peak × the step time directly."
     )
 

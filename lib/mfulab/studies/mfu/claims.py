@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from mfulab.analytic.b15 import B15_MAINLY, b15_categorisations, b15_table, b15_verdict
+from mfulab.analytic.devices import device_spec, peak_flops_per_s
 from mfulab.measure import opprofile
 from mfulab.studies.mfu import (
     analysis,
@@ -36,51 +37,6 @@ from mfulab.studykit.verdicts import Claim
 # an MFU stated in whole percent matches our recomputation when within half a point (its rounding)
 B1_MFU_TOLERANCE = 0.005
 
-# why a B2 category can be absent from this study's run (one process, synthetic batches)
-B2_ABSENT_BECAUSE = dict(
-    zip(
-        verdicts.B2_CATEGORIES,
-        (
-            "slow operators below the floor: kernels near the matmul ceiling",
-            "communication wait 0: one process, no collectives",
-            "data wait tiny: synthetic batches made in memory",
-            "scheduling waste small: start-up and loss read-back only",
-        ),
-    )
-)
-
-
-def b1_ideal_step_claim() -> Claim:
-    """§1.1's "about 5 s" for a step at 100% MFU, a sentence of its own. The article's own
-    arithmetic gives the exact ideal step; whether 4.41 s is "about 5 s" depends on the reading of
-    "about" (``article_arithmetic.b1_ideal_step_readings``): the row is decided only when every
-    reading agrees, and not checkable when they disagree (the rule of every reading-dependent row).
-    The article's MFU figures divide 8.8e16 by the cluster peak × the step time and do not use it."""
-    ideal = b1_ideal_step_check()
-    readings = article_arithmetic.b1_ideal_step_readings()
-    answers = readings.exact_in_range.astype(bool)
-    verdict = (
-        "not checkable" if answers.nunique() > 1 else verdicts.verdict_from_agreement(bool(answers.iloc[0]))
-    )
-    reading = readings.columns[0]  # "reading of 'about 5 s'"
-    by_reading = "; ".join(
-        f"{r[reading]}: {r.accepted_from_s:g}–{r.accepted_to_s:g} s, "
-        + ("accepts it" if r.exact_in_range else "does not")
-        for _, r in readings.iterrows()
-    )
-    return Claim(
-        "B1",
-        f"a step at 100% MFU would take about {ideal['stated_s']:g} s (§1.1)",
-        "the article's own arithmetic (8.8e16 FLOPs / (64 × 312 TFLOP/s)) under each reading of 'about' "
-        "(tables/b1_ideal_step_readings.csv); decided only when the readings agree",
-        verdict,
-        f"{ideal['exact_s']:.2f} s exactly ({1 - ideal['exact_s'] / ideal['stated_s']:.0%} less than stated; "
-        f"the stated figure is {ideal['stated_over_exact'] - 1:.0%} more). {by_reading}"
-        + (": the readings disagree" if verdict == "not checkable" else "")
-        + ". The article's MFU figures do not use it",
-        basis=verdicts.ARITHMETIC,
-    )
-
 
 def mfu_level_claims() -> list[Claim]:
     """Two of article B's sentences on MFU levels, neither checkable on what is published. (1)
@@ -99,6 +55,9 @@ def mfu_level_claims() -> list[Claim]:
 
     ex = B_LOCAL_MFU_EXAMPLE
     busy = ex["global"] / ex["local"]
+    a100 = device_spec("a100")
+    mamf_share_of_peak = a100.mamf_flops_per_s["bf16"] / peak_flops_per_s("a100", "bf16")
+    best_a100 = max((r for r in PUBLISHED_MFU if "A100" in r["system"]), key=lambda r: r["mfu"])
     return [
         Claim(
             "B1",
@@ -120,7 +79,10 @@ def mfu_level_claims() -> list[Claim]:
             f"read as local MFU {ex['local']:.0%}, the compute stream is busy {busy:.0%} of the wall clock: "
             f"{(1 - busy) * ex['step_s']:.1f} s of a {ex['step_s']:g} s step in communication, data and "
             f"scheduling waits; read as the pipeline busy {ex['local']:.0%} of the time (占用率, occupancy), "
-            f"local MFU is {ex['global'] / ex['local']:.0%}; an illustration ('may'), with no run behind it",
+            f"local MFU is {ex['global'] / ex['local']:.0%}. Read as an MFU, {ex['local']:.0%} would sit at "
+            f"{ex['local'] / mamf_share_of_peak:.0%} of the A100's best measured GEMM (MAMF, "
+            f"{mamf_share_of_peak:.0%} of its bf16 peak) and above every published A100 training MFU (best: "
+            f"{best_a100['mfu']:.0%}, {best_a100['system']}); an illustration ('may'), with no run behind it",
             basis=verdicts.STATEMENT,
         ),
     ]
@@ -164,11 +126,10 @@ def b15_net_gain_s() -> float:
     return float(b15_table().gain_s.sum())
 
 
-def claims(records: dict | None, p: Params | None = None, split=None, floors=None) -> list[Claim]:
+def claims(records: dict | None, p: Params | None = None, split=None) -> list[Claim]:
     """The claims table of this study (A19, B1, B2, B15 and its §5 heading, B9's text, A1), verdicts
-    computed from numbers; ``p`` holds B2's floor (the defaults when omitted); ``split`` and
-    ``floors`` are ``time_split.b2_split`` and ``time_split.b2_floor_sensitivity`` of the records
-    when the caller has them already (the chapter's tables)."""
+    computed from numbers; ``p`` holds B2's floor (the defaults when omitted); ``split`` is
+    ``time_split.b2_split`` of the records when the caller has it already (the chapter's table)."""
     out = []
     a = a19_check()
     s = A19_STATED
@@ -204,6 +165,7 @@ def claims(records: dict | None, p: Params | None = None, split=None, floors=Non
         abs(article[f"mfu_at_{t}s"] - m) <= B1_MFU_TOLERANCE for t, m in mfus.items()
     )
     palm = b1[b1.flops_convention.str.startswith("palm")].iloc[0]
+    ideal = b1_ideal_step_check()
     lo, hi = b1["mfu_at_10.2s"].min(), b1["mfu_at_10.2s"].max()
     out.append(
         Claim(
@@ -216,58 +178,17 @@ def claims(records: dict | None, p: Params | None = None, split=None, floors=Non
             f"{article.flops_per_step:.3g} FLOPs; MFU "
             + ", ".join(f"{article[f'mfu_at_{t}s']:.1%} at {t:g} s (stated {m:.0%})" for t, m in mfus.items())
             + f"; with the exact N and attention (palm) 10.2 s is {palm['mfu_at_10.2s']:.1%}; "
-            f"conventions span {lo:.1%}–{hi:.1%} at 10.2 s",
+            f"conventions span {lo:.1%}–{hi:.1%} at 10.2 s. Note: the ideal step at 100% MFU is "
+            f"{ideal['exact_s']:.2f} s, which §1.1 rounds to 'about {ideal['stated_s']:g} s' "
+            "(the MFU figures do not use it)",
             basis=verdicts.ARITHMETIC,
         )
     )
-    out.append(b1_ideal_step_claim())
     out += mfu_level_claims()
+    out.append(b2_rows.b2_dmon_claim())
     if records is not None:
         p = p or Params()
         split = b2_split(records, present_share=p.b2_present_share) if split is None else split
-        present = split[split.present]
-        shares = ", ".join(f"{r.category} {r.share_of_wall:.2%}" for r in split.itertuples())
-        verdict = verdicts.b2_verdict(present.category)
-        losses = split[split.category != verdicts.B2_USEFUL]
-        absent = [B2_ABSENT_BECAUSE[k] for k in losses[~losses.present].category]
-        # the floor is our reading: say where another floor of the sweep would change the row
-        if floors is None:
-            floors = time_split.b2_floor_sensitivity(records, p.b2_floor_sweep)
-        other = floors[floors.present_share_floor != p.b2_present_share]
-        differ = other[other.verdict != verdict]
-        floor_note = (
-            "; the floor decides: at "
-            + ", ".join(
-                f"{100 * r.present_share_floor:g}% the row would read {r.verdict}"
-                for r in differ.itertuples()
-            )
-            if len(differ)
-            else "; every floor of the sweep ("
-            + ", ".join(f"{100 * f:g}%" for f in p.b2_floor_sweep)
-            + ") reads the same"
-        )
-        why = (
-            f"{verdicts.B2_MIN_PRESENT} or more are present: the run shows the split"
-            if verdict == "shown"
-            else f"fewer than {verdicts.B2_MIN_PRESENT} are present ({'; '.join(absent)}), so this run "
-            "cannot show the split; the anatomy chapter (notebook 07) measures a run with every category"
-        )
-        out.append(
-            Claim(
-                "B2",
-                "step time splits into slow operators, communication wait, data wait and scheduling waste",
-                f"{records['train']['steps'] + records['train']['warmup_steps']} training steps timed by "
-                f"phase on {records['device_name']}; a category is present at ≥ {p.b2_present_share:.0%} "
-                "of the job's wall clock",
-                verdict,
-                f"of {records['train']['job_wall_s']:.2f} s wall: {shares}; {len(present)} of 4 present "
-                f"({', '.join(present.category) or 'none'}): {why}{floor_note}",
-                basis=verdicts.TOY,  # one process on one device: not the article's multi-GPU job
-            )
-        )
-
-    out.append(b2_rows.b2_dmon_claim())
-    if records is not None:
         out.append(b2_rows.b2_few_bottlenecks_claim(split))
         out.append(b2_rows.mfu_definition_claim(time_split.breakdown(records)))
 
@@ -325,11 +246,9 @@ def tables(records, p) -> dict:
     """Every table the chapter shows, computed once (saved as ``tables/<name>.csv``): the
     articles' arithmetic, the FLOPs conventions, the counting checks, the measured run's time
     split and MFU under every convention, and the operator profile."""
-    a19 = a19_check()
     op = records["op_profile"]
     return {
         "b1_arithmetic": b1_table(),
-        "b1_ideal_step_readings": article_arithmetic.b1_ideal_step_readings(),
         "conventions": analysis.conventions_table(p.convention_presets, p.convention_seq_lens),
         "nanogpt_estimate_mfu": analysis.nanogpt_table(p.convention_presets, p.convention_seq_lens),
         "megatron_selective_hfu": article_arithmetic.megatron_selective_table(),
@@ -341,14 +260,13 @@ def tables(records, p) -> dict:
         ],
         "steps": pd.DataFrame(records["train"]["rows"]),
         "time_split": b2_split(records, present_share=p.b2_present_share),
-        "b2_floor_sensitivity": time_split.b2_floor_sensitivity(records, p.b2_floor_sweep),
         "mfu_by_convention": analysis.mfu_by_convention(records),
         "global_vs_steady": time_split.global_vs_steady(records),
         "operator_categories": operator_split.category_table(records),
         "operator_steps": opprofile.step_table(op),
         "top_ops": opprofile.top_ops(op),
         "published_mfu": operator_split.published_table(records),
-        "a19_arithmetic": pd.DataFrame([{"quantity": k, "value": v} for k, v in a19.items()]),
+        "a19_arithmetic": article_arithmetic.a19_table(),
         "b15_attribution": b15_table(),
         "b15_readings": b15_categorisations(),
         "b9_text_checks": article_arithmetic.b9_text_checks(),
@@ -361,7 +279,7 @@ def outcome(records, p) -> Outcome:
     """The tables, the claims rows and the headline metrics, each computed once; the notebook
     shows them and ``make stability`` reads the claims and metrics."""
     t = tables(records, p)
-    claim_list = claims(records, p, split=t["time_split"], floors=t["b2_floor_sensitivity"])
+    claim_list = claims(records, p, split=t["time_split"])
     b = time_split.breakdown(records)
     values = {  # what the notebook's text quotes
         "datasheet_peak": time_split.datasheet_peak(records),

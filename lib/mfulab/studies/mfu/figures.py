@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from mfulab.studies.mfu.time_split import waterfall_losses
+from mfulab.studies.mfu.time_split import exact_count_ratio, waterfall_losses
 
 
 def plot_attention_share(conventions_df):
@@ -43,7 +43,8 @@ def plot_waterfall(records, b: dict):
     )
     ax.set_title(
         f"{first}; the whole job reaches {b['global_mfu_vs_ceiling']:.0%} of the measured ceiling\n"
-        f"(global MFU, {b['convention']} FLOPs)"
+        f"(global MFU, {b['convention']} FLOPs; "
+        f"{b['global_mfu_vs_ceiling'] / exact_count_ratio(records, b['convention']):.0%} by the exact count)"
     )
     return fig
 
@@ -117,7 +118,7 @@ def plot_operator_steps(records):
         bottom = [b + v for b, v in zip(bottom, vals)]
     top = max(shares, key=shares.get)
     ax.set_ylabel("time (ms)")
-    ax.set_xlabel(f"profiled step ({prof['source']})")
+    ax.set_xlabel(f"profiled step ({prof['source'].replace(' (', ', ').removesuffix(')')})")
     ax.set_title(
         f"{top.capitalize()} takes {shares[top]:.0%} of a profiled step; the bars sum to its wall time"
     )
@@ -143,6 +144,7 @@ def plot_operator_waterfall(records, b: dict):
         else f"The two largest losses, {name1} and {name2}, trade places between profiled steps "
         f"({v1 / share:.0%} and {v2 / share:.0%} of {top})"
     )
+    exact = b["global_mfu_vs_ceiling"] / exact_count_ratio(records, b["convention"])
     fig, ax = plt.subplots(figsize=(10, 5.2))
     waterfall(
         ax,
@@ -154,7 +156,7 @@ def plot_operator_waterfall(records, b: dict):
     )
     ax.set_title(
         f"{lead}; the job reaches {b['global_mfu_vs_ceiling']:.0%} of the measured ceiling\n(global MFU, "
-        f"{b['convention']} FLOPs; losses from the operator profile)"
+        f"{b['convention']} FLOPs, {exact:.0%} by the exact count; losses from the operator profile)"
     )
     return fig
 

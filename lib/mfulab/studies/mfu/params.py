@@ -45,12 +45,6 @@ class Params(OneDevice, PresetModel, StudyParams):
         unit="fraction of the wall clock",
         positive=True,
     )
-    b2_floor_sweep: tuple[float, ...] = param(
-        [0.0, 0.0001, 0.001, 0.01, 0.05],
-        "B2's sensitivity table: the floors on a category's share of the wall clock",
-        unit="fraction of the wall clock",
-        non_negative=True,
-    )
     convention_presets: tuple[str, ...] = param(
         ["gpt2-124m", "gpt2-1.5b", "llama2-7b", "llama2-70b", "gpt3-175b"],
         "presets of the FLOPs-convention table",
@@ -70,7 +64,6 @@ class Params(OneDevice, PresetModel, StudyParams):
             "convention_presets", len(self.convention_presets) > 0, "a non-empty list of preset names"
         )
         self.require("b2_present_share", self.b2_present_share < 1, "a fraction of the wall clock below 1")
-        self.require("b2_floor_sweep", all(f < 1 for f in self.b2_floor_sweep), "fractions below 1")
         self.require_choice("dtype", DTYPES)
         self.require_choice("attn_impl", tuple(ATTENTION_IMPLS))
 

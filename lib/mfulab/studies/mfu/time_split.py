@@ -185,6 +185,15 @@ def b2_category_seconds(records: dict) -> dict[str, float]:
     }
 
 
+def exact_count_ratio(records: dict, convention: str = HEADLINE_CONVENTION) -> float:
+    """The headline convention's FLOPs per token over the mask-aware exact count of the run's
+    model (``flops.exact_matmul_flops_per_token``, causal: a query counts only the keys it sees):
+    an MFU under the convention divided by it is the MFU under the exact count."""
+    cfg = TransformerConfig(**records["config"])
+    headline_flops = flops.flops_per_token(cfg, convention=convention)
+    return headline_flops / flops.exact_matmul_flops_per_token(cfg, mask="causal")
+
+
 def b2_split(records: dict, *, present_share: float):
     """B2's useful compute and four losses with their share of the wall; a loss is ``present``
     when its share is above zero and at least ``present_share`` (a loss below it is too small for
@@ -202,25 +211,6 @@ def b2_split(records: dict, *, present_share: float):
     loss = df.category != verdicts.B2_USEFUL
     df["present"] = loss & (df.share_of_wall > 0) & (df.share_of_wall >= present_share)
     return df
-
-
-def b2_floor_sensitivity(records: dict, floors):
-    """B2's verdict for each floor on a category's share of the wall (0: any non-zero reading)."""
-    import pandas as pd
-
-    rows = []
-    for floor in floors:
-        split = b2_split(records, present_share=floor)
-        present = split[split.present]
-        rows.append(
-            {
-                "present_share_floor": floor,
-                "categories_present": len(present),
-                "which": ", ".join(present.category),
-                "verdict": verdicts.b2_verdict(present.category),
-            }
-        )
-    return pd.DataFrame(rows)
 
 
 def global_vs_steady(records: dict):
