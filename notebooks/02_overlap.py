@@ -334,6 +334,16 @@ display(Markdown(step_model_error_line()))
 art = o.values["article_scale"]
 o.tables["article_scale"]
 
+# %% [markdown]
+# Every input of the stated case's communication, per collective: the link the step model uses is
+# `link_efficiency` × the table's figure, and a ring all-reduce pays 2(n − 1) steps of α plus its
+# bus bytes over that link (`comm.ring_all_reduce_time`); the last columns are the step model's own
+# seconds, which these re-derive. (`alpha_s` among the parameters is A5's sensitivity input; the
+# step model's α per ring step is `rates.Assumptions`', NCCL's own latency model.)
+
+# %%
+o.tables["a4_collectives"].round(3)
+
 # %%
 a4_sens = o.tables["a4_sensitivity"]
 with pd.option_context("display.max_colwidth", None):
@@ -438,10 +448,11 @@ o.tables["a2_collectives"]
 # selection) with the serial step — "toward max(compute, comm)" is shown when overlap shortens
 # the step (inconclusive on this machine otherwise: a toy regime cannot refute it), and how far
 # it goes is the recovered share, with the midpoint between serial and the bound beside it
-# (beating it means more than half the possible saving). On a CPU the emulated compute decides:
-# it leaves the cores to gloo, as a GPU's kernels leave the host to NCCL; real compute on the
-# same two cores, where gloo's threads and the matmuls compete, is the rider. On a GPU real
-# compute decides. A5's effect from the paired comparison of the communication time
+# (beating it means more than half the possible saving). Real compute decides on every device:
+# the claim's effect is overlap with compute and communication sharing the machine. The emulated
+# compute (a timed wait that leaves the cores to gloo, as a GPU's kernels leave the host to NCCL)
+# is the ideal engine beside it, an upper bound on what overlap can recover; on this host's two
+# cores gloo's threads and the matmuls compete, so the real line can sit far below it. A5's effect from the paired comparison of the communication time
 # per step at k = 16 and k = 4, its mechanism from the share of that gap the per-call cost
 # explains — two estimates, the calibration's α and this run's single calls: shown when both
 # lie within `a5_mechanism_min_share` and its inverse of it (80%–125%) and a 16-chunk call is in the article's regime,

@@ -205,6 +205,7 @@ def a5_sensitivity(p: dict):
 
     node = p["article_gpus_per_node"]
     base = a5_baseline(p)
+    hccs_bytes_per_s = device_spec("ascend-910b").intra_node_bytes_per_s
     cases = [("baseline", "", {})]
     cases += [
         ("algorithm: ring only (NCCL_ALGO=Ring), per-step latency α", f"{a * 1e6:.0f} µs", {"alpha_s": a})
@@ -217,6 +218,11 @@ def a5_sensitivity(p: dict):
             "link",
             f"NVLink 3, 300 GB/s ({node} ranks, one node)",
             {"link_bytes_per_s": NVLINK3_BYTES_PER_S, "n": node, "n_nodes": 1},
+        ),
+        (  # §2.2's own setting: TP inside one 910B node, over HCCS (devices.yaml, approximate)
+            "link",
+            f"HCCS {hccs_bytes_per_s / 1e9:.0f} GB/s, Ascend 910B ({node} ranks, one node; approximate)",
+            {"link_bytes_per_s": hccs_bytes_per_s, "n": node, "n_nodes": 1},
         ),
     ]
     cases += [

@@ -163,8 +163,10 @@ def a18_claim(table, overlap_table, p: dict | None = None) -> Claim | None:
             f"{a['overlapped']:.0%} with the TP all-reduces overlapped (§2.2; "
             f"{share_class(a['overlapped'])}), the step model hiding them under up to "
             f"{a['tp_overlap_share']:.0%} of the GEMM time; "
-            + ", ".join(f"{v:.0%} at {k:.0%}" for k, v in a["overlapped_by_tp_overlap_share"].items())
-            + " of it"
+            + "; with the TP all-reduces hidden under "
+            + ", ".join(f"{k:.0%}" for k in a["overlapped_by_tp_overlap_share"])
+            + " of the GEMM time: "
+            + ", ".join(f"{v:.0%}" for v in a["overlapped_by_tp_overlap_share"].values())
         )
     return Claim(
         "A18",

@@ -32,7 +32,7 @@ def plot_busbw(df, fit: dict, crossover_bytes: float, llc_bytes: int | None = No
             color="grey",
             linestyle=":",
             linewidth=1,
-            label="last-level cache (cache-resident left)",
+            label="host-reported last-level cache (a VM's share is smaller)",
         )
     ax.axhline(
         fit["link_bytes_per_s"] / GB,

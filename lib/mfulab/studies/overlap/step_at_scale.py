@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from mfulab.analytic import rates, step
 from mfulab.analytic.config import preset
-from mfulab.studies.overlap.stated import A4_STATED
+from mfulab.studies.overlap.stated import A4_STATED, TP_ALLREDUCES_PER_LAYER
 from mfulab.studykit.step_error import reproduces_ratio
 
 # Link bandwidths per card and direction for the sensitivity tables (B = bytes/s).
@@ -345,3 +345,67 @@ def a4_power(margin: float) -> float:
     only where the model finds a saving that small."""
     claimed = A4_STATED["step_before_s"] / A4_STATED["step_after_s"]
     return claimed / (1 + margin)
+
+
+def a4_collectives(p: dict):
+    """Every input of the stated case's communication, per collective, so that a reader can
+    re-derive its seconds: the TP all-reduce's message, calls per step, ranks, the link the step
+    model uses (``link_efficiency`` × the devices.yaml figure) and its per-step latency α, split
+    into the ring's latency and bandwidth time per call (``comm.ring_all_reduce_time``), beside
+    the step model's own seconds per call; the gradient buckets' calls and mean seconds per call
+    from the step model. The study parameter ``alpha_s`` is A5's sensitivity input, not used here."""
+    import pandas as pd
+
+    from mfulab.analytic.comm import ring_all_reduce_time
+
+    base = a4_baseline(p)
+    assumption_keys = set(rates.Assumptions.__dataclass_fields__)
+    assumed = {k: v for k, v in base.items() if k in assumption_keys}
+    model_keys = {
+        "device",
+        "cards",
+        "tp",
+        "pp",
+        "gpus_per_node",
+        "global_batch",
+        "tp_comm_overlap",
+        "attention",
+    }
+    m = a4_model(**{k: v for k, v in base.items() if k in model_keys}, **assumed)
+    r = rates.machine_rates(base["device"], dtype="bf16", assumptions=rates.Assumptions(**assumed))
+    tp_link = r.link(base["tp"], base["gpus_per_node"])
+    layers = preset(A4_STATED["preset"]).n_layers // base["pp"]
+    tp_calls = TP_ALLREDUCES_PER_LAYER * layers * m["accumulation_steps"]
+    n = base["tp"]
+    latency_s = ring_all_reduce_time(0.0, n, alpha_s=tp_link.alpha_s, link_bytes_per_s=tp_link.bytes_per_s)
+    per_call_s = ring_all_reduce_time(
+        m["tp_message_bytes"], n, alpha_s=tp_link.alpha_s, link_bytes_per_s=tp_link.bytes_per_s
+    )
+    rows = [
+        {
+            "collective": "TP all-reduce (activations, bf16)",
+            "message_MB": m["tp_message_bytes"] / 1e6,
+            "calls_per_step": tp_calls,
+            "ranks": n,
+            "link_GB_per_s_used": tp_link.bytes_per_s / 1e9,
+            "alpha_per_ring_step_us": tp_link.alpha_s * 1e6,
+            "latency_per_call_us": latency_s * 1e6,
+            "bandwidth_time_per_call_us": (per_call_s - latency_s) * 1e6,
+            "model_seconds_per_call_us": m["tp_comm_s"] / tp_calls * 1e6,
+            "seconds_per_step": m["tp_comm_s"],
+        },
+        {
+            "collective": "DP gradient buckets (fp32)",
+            "message_MB": float("nan"),
+            "calls_per_step": m["dp_calls"],
+            "ranks": m["dp"],
+            "link_GB_per_s_used": r.link(base["tp"] * base["pp"] * m["dp"], base["gpus_per_node"]).bytes_per_s
+            / 1e9,
+            "alpha_per_ring_step_us": float("nan"),
+            "latency_per_call_us": float("nan"),
+            "bandwidth_time_per_call_us": float("nan"),
+            "model_seconds_per_call_us": m["dp_comm_s"] / max(m["dp_calls"], 1) * 1e6,
+            "seconds_per_step": m["dp_comm_s"],
+        },
+    ]
+    return pd.DataFrame(rows)
