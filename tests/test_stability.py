@@ -168,3 +168,23 @@ def test_claims_read_as_a_verdict_sentence_and_a_list():
     assert "- best 400 MiB (ties: 200; 400)\n- 19 of 21\n- *how*: a simulator" in text
     pipe = Claim("B1", "max |diff| is 0", "a count", "confirmed", "max |diff| 0", "by construction")
     assert "max \\|diff\\| is 0" in verdicts.claims_markdown([pipe]).splitlines()[2]
+
+
+def test_a_key_number_is_cut_at_a_word_boundary():
+    from mfulab.studykit import verdicts
+
+    long = "reaches 60.7% of the measured matmul ceiling " * 6
+    cell = verdicts._cell(long, verdicts.KEY_NUMBER_CHARS)
+    assert cell.endswith(" …") and len(cell) <= verdicts.KEY_NUMBER_CHARS + 1
+    # the text before the ellipsis is whole words of the original
+    assert long.startswith(cell.removesuffix(" …")) and long[len(cell) - 2] == " "
+
+
+def test_an_analysis_at_assumed_configurations_is_labelled_as_an_analysis():
+    from mfulab.studykit import verdicts
+
+    assert verdicts.label("confirmed", verdicts.ASSUMED) == "confirmed (analysis)"
+    row = Claim("B10", "a cost", "a model", "analytic only", "x", verdicts.ASSUMED)
+    assert row.verdict == "analytic only"
+    with pytest.raises(ValueError):
+        Claim("B10", "a cost", "a model", "shown", "x", verdicts.ASSUMED)

@@ -30,11 +30,15 @@ MEASURED = "measured here"  # the claim's effect, measured on this machine in th
 PUBLISHED = "published measurement"  # a cited figure from a run the source describes
 DOCUMENTED = "documented specification"  # a datasheet, a paper's stated design, a tool's documentation
 ANALYSIS = "analysis at the article's configuration"  # the article's stated TP, SP, kernel, cluster
+# an analysis where the article states no configuration of its own: published layouts, a range
+# the sentence covers, inputs the row names (labelled as ANALYSIS is: "(analysis)")
+ASSUMED = "analysis at assumed configurations"
 ARITHMETIC = "the article's own arithmetic"  # its stated numbers, recomputed
 TOY = "toy regime"  # a mechanism measured here outside the claim's regime (2 ranks, emulation, tiny sizes)
 CONSTRUCTION = "by construction"  # a documented behaviour or an identity, counted exactly
 STATEMENT = "the article's words alone"  # nothing to recompute or measure: an anecdote, a rule of thumb
-BASES = (MEASURED, PUBLISHED, DOCUMENTED, ANALYSIS, ARITHMETIC, TOY, CONSTRUCTION, STATEMENT)
+BASES = (MEASURED, PUBLISHED, DOCUMENTED, ANALYSIS, ASSUMED, ARITHMETIC, TOY, CONSTRUCTION, STATEMENT)
+ANALYSES = (ANALYSIS, ASSUMED)
 
 
 def over_scenarios(answers) -> str:
@@ -99,7 +103,7 @@ def label(decision: str, basis: str) -> str:
         return "shown"
     if basis == TOY and decision == "refuted":
         return "not shown"
-    if basis == ANALYSIS and decision in ("confirmed", "refuted"):
+    if basis in ANALYSES and decision in ("confirmed", "refuted"):
         return f"{decision} (analysis)"
     return decision
 
@@ -121,7 +125,7 @@ class Claim:
             raise ValueError(f"verdict must be one of {VERDICTS}; got {self.verdict!r}")
         object.__setattr__(self, "verdict", label(self.verdict, self.basis))
         analytic = self.verdict in ("confirmed (analysis)", "refuted (analysis)", "analytic only")
-        if analytic != (self.basis == ANALYSIS) and self.verdict != "not checkable":
+        if analytic != (self.basis in ANALYSES) and self.verdict != "not checkable":
             raise ValueError(f"{self.id}: verdict {self.verdict!r} does not go with basis {self.basis!r}")
 
 
@@ -165,9 +169,15 @@ KEY_NUMBER_CHARS = 160  # the summary table's first clause of the evidence, cut 
 
 
 def _cell(text: str, limit: int | None = None) -> str:
-    """Text for a markdown table cell: pipes escaped, one line, cut at ``limit`` with an ellipsis."""
+    """Text for a markdown table cell: pipes escaped, one line, cut at ``limit`` with an ellipsis,
+    at the last word boundary before it (a cut never splits a word or a number)."""
     text = " ".join(text.split()).replace("|", "\\|")
-    return text if limit is None or len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    if limit is None or len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    if " " in cut:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:(") + " …"
 
 
 def claims_markdown(claims: list[Claim]) -> str:
