@@ -191,6 +191,9 @@ t["tensor"]
 # layer's activations for every micro-batch; DP's carry each card's 1/8 of the gradients once per
 # step. Bytes per device per step, and the planner with the TP group inside a node and spread
 # over two nodes, on the article's 910B (HCCS inside a node) and on A100s (NVLink, InfiniBand).
+# "Heaviest" (bytes) and "most latency-sensitive" (placement) are two rows: TP's bytes grow with
+# the micro-batches a step accumulates and DP's do not, so the bytes half depends on a batch the
+# 128-card case does not state, while the latency half holds at any batch.
 
 # %%
 display(t["a10_traffic"].round(2))
@@ -269,7 +272,11 @@ t["b10_scale"]
 # the I/O as long as the rest. Until 2026-12-06 the share was taken over the step without the
 # offload (a reader found the 179% it gave at the article's 2.4 s), which read a third of the
 # compute as a third of the step and left the row analytic only; over the right step every
-# reading stays under both lines, and the row reads refuted (analysis).
+# reading at the command's batch stays under both lines. But the sentence is conditional
+# ("overdoing" it), and the offload's weight depends on the step it joins, which shrinks with the
+# global batch: the row is also read at batches of 16 and 8 on the same command
+# (`stated.A15_GLOBAL_BATCHES`), each batch answered by the stated-case rule and all of them
+# together by `verdicts.over_scenarios`.
 
 # %%
 if records.get("copy_bandwidths"):
