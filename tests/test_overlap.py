@@ -313,7 +313,9 @@ def test_verdicts_follow_the_synthetic_truth():
     # real compute decides on every device, at the k fixed in advance; the emulated compute (the
     # ideal engine) is the bound beside it, both in the key number
     assert good["A3"].measured.startswith("real compute") and "k=4 (fixed in advance)" in good["A3"].measured
-    assert good["A3"].evidence.startswith("real compute recovers") and "an ideal engine" in good["A3"].evidence
+    assert (
+        good["A3"].evidence.startswith("real compute recovers") and "an ideal engine" in good["A3"].evidence
+    )
     on_cuda = {**_records(), "overlap": {**_records()["overlap"], "device": "cuda"}}
     assert [c for c in _claims(on_cuda) if c.id == "A3"][0].measured.startswith("real compute")
     bad = {c.id: c for c in _claims(_records(overlap_good=False))}
@@ -527,7 +529,11 @@ def test_b9_nvlink_rows_follow_the_datasheet_and_the_published_nodes(monkeypatch
     # weakest, an A100 node to 1 GB (nccl-tests issue 149), reads 200 / 300 = 67%, and 60% lies only
     # 1 − 0.6 / 0.667 = 10% under it: not checkable; each generation's best is reported beside it
     assert sixty.verdict == "not checkable" and "67% (8 × A100" in sixty.evidence
-    assert "by 23% (A100)" in sixty.evidence and "60% lies 10% below the weakest healthy reading, 67%" in sixty.evidence and "inside the 20% margin" in sixty.evidence
+    assert (
+        "by 23% (A100)" in sixty.evidence
+        and "60% lies 10% below the weakest healthy reading, 67%" in sixty.evidence
+        and "inside the 20% margin" in sixty.evidence
+    )
     # one NVLS rule: an in-switch reduction's busbw is no share of the link, so NVLS rows are named
     # apart and never a generation's best (H200's best is the ring with SHARP off, 367.61 / 450)
     assert "NVLS readings" in sixty.evidence and "to 512 MB" in sixty.evidence
