@@ -139,6 +139,10 @@ def test_claims_and_ladder_from_the_records(smoke):
     high_p = smoke_params(b2_present_share=0.99)
     high = claims.b2_claim(records, high_p, claims.tables(records, high_p))
     assert high.verdict == "inconclusive on this machine"
+    # decided at a published checkpoint period, the run's own period beside it
+    (b2,) = [c for c in claims.claims(records) if c.id == "B2"]
+    assert "at one checkpoint per 500 steps (Hugging Face Trainer's default)" in b2.evidence
+    assert "at this run's one per" in b2.evidence
 
 
 def test_too_many_ranks_are_refused_before_any_work():
@@ -357,8 +361,9 @@ def test_b2_names_the_checkpoint_period_its_scheduling_waste_rests_on():
     # 0.1 · 0.99 / (0.01 · 0.2) = 49.5: whole steps, never rounded up; the write counts in the period
     assert c["longest_period_at_floor"] == 49
     assert 0.1 / (49 * 0.2 + 0.1) >= 0.01 > 0.1 / (50 * 0.2 + 0.1)
-    assert c["share_at_period"] == pytest.approx(0.1 / (1000 * 0.2 + 0.1))
-    # the checkpoint was all of the scheduling waste: at 1,000 steps two losses remain
+    period = claims.CHECKPOINT_PERIOD_STEPS  # Hugging Face Trainer's default save_steps
+    assert period == 500 and c["share_at_period"] == pytest.approx(0.1 / (period * 0.2 + 0.1))
+    # the checkpoint was all of the scheduling waste: at 500 steps two losses remain
     assert c["present_at_period"] == ["slow operators", "communication wait"]
     assert c["verdict_at_period"] == "inconclusive on this machine"
 

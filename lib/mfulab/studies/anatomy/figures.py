@@ -22,7 +22,13 @@ def _stacked(ax, labels, table, colors):
     return bottom
 
 
-def plot_ladder(ladder, total: dict):
+def _change_text(c: dict) -> str:
+    if c["change"] == "inconclusive":
+        return "within the noise: no gain shown"
+    return f"{'faster' if c['change'] == 'faster' else 'slower'} beyond the noise"
+
+
+def plot_ladder(ladder, total: dict, article: dict | None = None):
     """The B15 ladder (the outcome's ``b15_ladder`` table): each rung as a stacked bar of its
     useful compute and four losses (means over ranks and steps, summing to ``mean_step_s``),
     with the slowest rank's median step, the quantity every ratio is taken on, marked on it, and
@@ -48,16 +54,17 @@ def plot_ladder(ladder, total: dict):
     ax.set_ylim(0, max(tops + medians) * 1.3)
     ax.set_ylabel("time per step (ms)")
     ax.set_xlabel("rung of the ladder (each adds one knob to the one before)")
-    outcome = (
-        "within the noise: no gain shown"
-        if total["change"] == "inconclusive"
-        else f"{'faster' if total['change'] == 'faster' else 'slower'} beyond the noise"
+    first = (
+        f"The article's §5.2 knobs (naive → {article['last']}): ×{article['speedup']:.2f} "
+        f"[{article['speedup_lo']:.2f}, {article['speedup_hi']:.2f}], {_change_text(article)}; "
+        if article
+        else ""
     )
     ax.set_title(
-        f"Naive → every knob: ×{total['speedup']:.2f} [{total['speedup_lo']:.2f}, "
-        f"{total['speedup_hi']:.2f}], {outcome}\n(bars: mean over ranks; above each: the ratio "
+        f"{first}every knob: ×{total['speedup']:.2f} [{total['speedup_lo']:.2f}, "
+        f"{total['speedup_hi']:.2f}], {_change_text(total)}\n(bars: mean over ranks; above each: the ratio "
         "over the rung before, in brackets its interval over the few rounds, not a 95% interval)",
-        fontsize=10,
+        fontsize=9,
     )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return fig
