@@ -16,7 +16,7 @@ from mfulab.studykit import verdicts
 
 def plot_throughput(records, sw, best):
     """Samples/s per format and loader setting (the outcome's ``loader_sweep`` table ``sw``),
-    warm and cold (log scale): bars are the median over epochs (rounds), whiskers their range
+    warm and cold (log scale): points are the median over epochs (rounds), whiskers their range
     (min–max; with the few epochs a run has, a quartile range would be an interpolation between
     two or three values); titled with ``best`` (``analysis.best_warm_setting``)."""
     sw = sw.assign(
@@ -28,7 +28,8 @@ def plot_throughput(records, sw, best):
     warm = sw[sw.cache == "warm"].sort_values(["num_workers", "persistent_workers"]).setting.unique()
     order = [f for f in records["params"]["formats"] if f in set(sw.format)]
     fig, ax = plt.subplots(figsize=(8, 4))
-    sns.barplot(
+    # points with whiskers on the log axis (a bar's length from an arbitrary floor means nothing there)
+    sns.pointplot(
         data=sw,
         x="format",
         y="samples_per_s",
@@ -37,6 +38,10 @@ def plot_throughput(records, sw, best):
         hue_order=[*warm, *sw[sw.cache == "cold"].setting.unique()],
         estimator=np.median,
         errorbar=("pi", 100),
+        dodge=0.6,
+        linestyle="none",
+        markers="o",
+        capsize=0.05,
         ax=ax,
     )
     ax.set_yscale("log")
@@ -93,7 +98,9 @@ def plot_latency(table):
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xlabel("assumed latency per file opened (ms; 0 = this local disk, cold)")
     ax.set_ylabel("throughput ratio, tar / JSON files (×)")
-    ax.set_title("Every file open that costs time favours tar shards", fontweight="bold")
+    ax.set_title(
+        "The loader alone, inline: every file open that costs time favours tar shards", fontweight="bold"
+    )
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     return fig
