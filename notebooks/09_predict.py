@@ -70,6 +70,7 @@ o = claims.outcome(records, p)  # the fit, every table below and the headline me
 o.save_tables(out)
 t, m = o.tables, o.metrics
 print(f"{records['device_name']} ({records['device']}); {len(records['published_runs'])} published runs")
+display(Markdown(margins.may_decide_text(t)))
 display(Markdown(domain.domain_text(t)))
 domain.domain_table(t)
 
@@ -597,7 +598,13 @@ display(ladder[cols].style.format(fmt, na_rep="—").hide(axis="index"))
 display(Markdown(analysis.b15_text(ladder, b15_sens, m["published_max_abs_error"])))
 secs = ["baseline_step_s", "dp_comm_s", "dp_comm_exposed_s"]
 display(b15_sens.style.format({**dict.fromkeys(secs, "{:.2f}"), "dp_overlap": "{:.1f}"}).hide(axis="index"))
-fig = figures.breakdown(ladder, label_col="rung", title="B15 ladder: predicted step per term", seconds=True)
+fig = figures.breakdown(
+    ladder,
+    label_col="rung",
+    title="B15 ladder: predicted step per term (◆ the article's step)",
+    seconds=True,
+    marks=ladder.article_step_s,
+)
 plots.save_figure(fig, out, "b15_ladder")
 
 # %% [markdown]

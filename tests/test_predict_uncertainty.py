@@ -177,3 +177,24 @@ def test_kind_margins_carry_their_own_uncertainty_over_sources():
     assert got["largest_source_share"] == pytest.approx(0.5)
     table = margins.kind_table(margins.kind_margins(pairs), {"layout": got})
     assert table.p90_lo.iloc[0] == pytest.approx(0.1)
+
+
+def test_the_null_model_is_scored_on_the_same_pairs_as_the_margins():
+    """Each pair carries the null model's ratio error beside the model's; per kind, the null's
+    90th percentile and the share of pairs the model gets closer, and the chapter's opening says
+    what the model may decide from them."""
+    from mfulab.studies.predict import margins
+
+    df = _table([0.0, 0.1, 0.3], [0.0, 0.5, -0.3], ["a"] * 3)
+    layout = {"n_devices": 8, "tp": 1, "recompute": "none"}
+    runs = [
+        {"id": df.id[0], "model": {"n_layers": 2}, "layout": layout},
+        {"id": df.id[1], "model": {"n_layers": 2}, "layout": layout | {"tp": 2}},
+        {"id": df.id[2], "model": {"n_layers": 2}, "layout": layout | {"tp": 4}},
+    ]
+    pairs = margins.kind_pairs(df, runs)
+    assert list(pairs.null_ratio_error) == pytest.approx([0.5, 1 / 0.7 - 1, 1.5 / 0.7 - 1])
+    null = margins.kind_null(pairs)["layout"]
+    assert null["model_closer_share"] == 1.0 and null["null_p90"] > null["null_median"]
+    table = margins.kind_table(margins.kind_margins(pairs), None, margins.kind_null(pairs))
+    assert {"null_p90", "model_closer_share"} <= set(table.columns)

@@ -32,7 +32,9 @@ def tables(records, p, valid: dict) -> dict:
         "splits": scores.split_summary(df),
         "decisive_margin": scores.decisive_margin_check(df),
         "margin_pairs": pairs,  # every pair, auditable
-        "kind_margins": margins.kind_table(margins.kind_margins(pairs), margins.kind_uncertainty(pairs)),
+        "kind_margins": margins.kind_table(
+            margins.kind_margins(pairs), margins.kind_uncertainty(pairs), margins.kind_null(pairs)
+        ),
         "bootstrap": uncertainty.clustered_bootstrap(df),
         "ratio_errors": uncertainty.ratio_errors(df, records["published_runs"]),
         "as_noted": scores.as_noted_summary(df),

@@ -30,7 +30,7 @@ def validation(df, goal: float):
 
     priced = df[df.refused == ""]
     noted = df[df.error_as_noted.notna()] if "error_as_noted" in df else df.iloc[:0]
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"width_ratios": [1, 1.3]})
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(15, 5.6), gridspec_kw={"width_ratios": [1, 1.3]})
     shown = np.concatenate([priced.published_step_s, noted.published_step_s])
     lo, hi = shown.min() / 1.5, shown.max() * 1.5
     x = np.geomspace(lo, hi, 50)
@@ -86,6 +86,7 @@ def validation(df, goal: float):
         bx.scatter([g.null_error.median() * 100], [i], marker="x", color="C3", s=40)
     bx.scatter([], [], marker="x", color="C3", label="null model, median")
     legend = {
+        "holdout-4": ("C5", "fourth holdout rows (first evaluated at its freeze)"),
         "holdout-3": ("C4", "third holdout rows (first evaluated at its freeze)"),
         "holdout-2": ("C1", "second holdout rows (first evaluated at its freeze)"),
         "holdout": ("C2", "holdout rows"),
@@ -100,15 +101,19 @@ def validation(df, goal: float):
     for v in (-goal * 100, goal * 100):
         bx.axvline(v, color="0.5", ls="--", lw=1)
     bx.invert_yaxis()
-    bx.set(xlabel="error of the predicted step time (%)", title="errors by source")
-    bx.legend(fontsize=8, loc="lower right")
+    bx.set(
+        xlabel="error of the predicted step time (%)",
+        title="errors by source (priced rows; rows priced as noted: left panel only)",
+    )
+    bx.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     return fig
 
 
-def breakdown(df, label_col: str = "id", title: str = "", seconds: bool = False):
+def breakdown(df, label_col: str = "id", title: str = "", seconds: bool = False, marks=None):
     """Each row's predicted step, term by term: shares of the step (rows labelled with their
-    step time), or seconds (``seconds``: rows of one case, where the fall of the step shows)."""
+    step time), or seconds (``seconds``: rows of one case, where the fall of the step shows);
+    ``marks`` (seconds per row, with ``seconds``) draws a stated step beside each bar (◆)."""
     import matplotlib.pyplot as plt
 
     terms = df.set_index(label_col)[list(step.TERMS)]
@@ -116,14 +121,21 @@ def breakdown(df, label_col: str = "id", title: str = "", seconds: bool = False)
     shown = terms if seconds else terms.div(step_s, axis=0)
     shown.index = [f"{label} ({t:.3g} s)" for label, t in zip(shown.index, step_s)]
     fig, ax = plt.subplots(figsize=(10, 0.34 * len(df) + 2.2))
-    shown.rename(columns=TERM_LABELS).plot.barh(stacked=True, ax=ax, width=0.8, colormap="tab20")
+    # one clearly different colour per term (tab20 pairs near-identical shades: optimizer and data)
+    colours = [*plt.cm.tab10.colors, *plt.cm.Dark2.colors, *plt.cm.Set1.colors][: shown.shape[1]]
+    shown.rename(columns=TERM_LABELS).plot.barh(stacked=True, ax=ax, width=0.8, color=colours)
     ax.set(
         xlabel="predicted step time (s)" if seconds else "share of the predicted step",
         ylabel="",
         title=title,
         xlim=(0, None) if seconds else (0, 1),
     )
+    if marks is not None and seconds:
+        ax.scatter(
+            list(marks), range(len(shown)), marker="D", color="black", s=24, zorder=5, label="article's step"
+        )
     ax.invert_yaxis()
+    ax.grid(axis="y", visible=False)
     ax.tick_params(axis="y", labelsize=7)
     ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     fig.tight_layout()
@@ -136,6 +148,7 @@ def calibrated(df):
 
     fig, ax = plt.subplots(figsize=(8, 4.2))
     d = df.set_index("class")[["predicted_s", "predicted_op_rates_s", "measured_s"]] * 1e3
+    d.index = [c if len(c) <= 40 else "other" for c in d.index]  # a long residual class label
     d.columns = [
         "predicted from the calibration",
         "predicted with the ops' own rates (timed alone)",
@@ -143,7 +156,11 @@ def calibrated(df):
     ]
     d.plot.barh(ax=ax)
     ax.legend(fontsize=8)
-    ax.set(xlabel="time per step (ms)", ylabel="")
+    ax.set(
+        xlabel="time per step (ms)",
+        ylabel="",
+        title="This machine: predicted vs measured time per operator class",
+    )
     ax.tick_params(axis="y", labelsize=8)
     fig.tight_layout()
     return fig

@@ -62,6 +62,7 @@ def kind_pairs(df, runs, *, splits=GROUPS["all held out"]):
     rows = []
     for (source, _device), x in g.groupby(["source", "device"], sort=False):
         error = dict(zip(x.id, x.error))
+        null_error = dict(zip(x.id, x.null_error))
         for a, b in itertools.combinations(list(x.id), 2):
             ra, rb = by_id[a], by_id[b]
             la, lb = ra.get("layout") or {}, rb.get("layout") or {}
@@ -77,9 +78,21 @@ def kind_pairs(df, runs, *, splits=GROUPS["all held out"]):
                     "kind": pair_kind(la, lb),
                     "settings_differing": len(differing(la, lb)),
                     "ratio_error": float(pair_ratio_errors([error[a], error[b]])[0]),
+                    # the null model (one utilisation for every run) on the same pair: the ratio a
+                    # model with no layout or switch terms at all would give
+                    "null_ratio_error": float(pair_ratio_errors([null_error[a], null_error[b]])[0]),
                 }
             )
-    columns = ["source", "a", "b", "differ_in", "kind", "settings_differing", "ratio_error"]
+    columns = [
+        "source",
+        "a",
+        "b",
+        "differ_in",
+        "kind",
+        "settings_differing",
+        "ratio_error",
+        "null_ratio_error",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -100,6 +113,24 @@ def kind_margins(pairs) -> dict:
             "median": round(float(p50), 4),
             "p75": round(float(p75), 4),
             "p90": round(float(p90), 4),
+        }
+    return out
+
+
+def kind_null(pairs) -> dict:
+    """Per kind, the null model's ratio errors on the same pairs (median and 90th percentile)
+    and the share of pairs the step model gets closer than the null: what the model's layout and
+    switch terms add over a constant utilisation, which cannot tell two layouts apart by design."""
+    out = {}
+    for kind in KINDS:
+        of_kind = pairs[pairs.kind == kind]
+        if of_kind.empty:
+            continue
+        null = of_kind.null_ratio_error.to_numpy()
+        out[kind] = {
+            "null_median": round(float(np.median(null)), 4),
+            "null_p90": round(float(np.quantile(null, 0.9)), 4),
+            "model_closer_share": round(float((of_kind.ratio_error < of_kind.null_ratio_error).mean()), 4),
         }
     return out
 
@@ -145,18 +176,21 @@ def kind_uncertainty(pairs, *, n_boot: int = N_BOOT, seed: int = 0) -> dict:
     return out
 
 
-def kind_table(margins: dict, uncertainty: dict | None = None):
-    """:func:`kind_margins` as a table a notebook prints, with :func:`kind_uncertainty`'s columns
-    where given."""
+def kind_table(margins: dict, uncertainty: dict | None = None, null: dict | None = None):
+    """:func:`kind_margins` as a table a notebook prints, with :func:`kind_null`'s and
+    :func:`kind_uncertainty`'s columns where given."""
     import pandas as pd
 
-    extra = ["p90_lo", "p90_hi", "p90_one_source_out_min", "p90_one_source_out_max"]
-    extra += ["largest_source", "largest_source_share"]
+    extra = ["null_median", "null_p90", "model_closer_share"] if null else []
+    if uncertainty:
+        extra += ["p90_lo", "p90_hi", "p90_one_source_out_min", "p90_one_source_out_max"]
+        extra += ["largest_source", "largest_source_share"]
     rows = [
-        {"kind": k, "compares": KINDS[k], **v, **(uncertainty or {}).get(k, {})} for k, v in margins.items()
+        {"kind": k, "compares": KINDS[k], **v, **(null or {}).get(k, {}), **(uncertainty or {}).get(k, {})}
+        for k, v in margins.items()
     ]
     columns = ["kind", "compares", "pairs", "sources", "one_setting", "median", "p75", "p90"]
-    return pd.DataFrame(rows, columns=columns + (extra if uncertainty else []))
+    return pd.DataFrame(rows, columns=columns + extra)
 
 
 def kind_text(margins: dict) -> str:
@@ -175,8 +209,38 @@ def kind_text(margins: dict) -> str:
         f"±{sw['p90']:.0%}. Only {sw['one_setting']} of the switch pairs change one recorded setting "
         "and nothing else (the rest change the layout with it, or a switch the files do not record), "
         "so the switch figure is what the published pairs can give, not a measurement of a pure toggle."
+        + _null_text(margins)
         + _uncertainty_text(margins)
     )
+
+
+def _null_text(margins: dict) -> str:
+    """The null model's margins beside the step model's, where the table has them."""
+    if margins["layout"].get("null_p90") is None:
+        return ""
+    parts = [
+        f"{kind} {margins[kind]['null_p90']:.0%} (the step model's {margins[kind]['p90']:.0%}, closer on "
+        f"{margins[kind]['model_closer_share']:.0%} of the pairs)"
+        for kind in ("layout", "switch")
+    ]
+    return (
+        " **The null model on the same pairs** (one utilisation for every run: no layout or switch "
+        "term at all) has 90th percentiles of "
+        + " and ".join(parts)
+        + ". "
+        + " ".join(
+            f"On {kind} pairs the two are close: the pairs mostly differ in what a constant utilisation "
+            "already captures (DP width, global batch), and the margin says little about the model's "
+            "skill at the terms a chapter's comparison turns on."
+            if margins[kind]["null_p90"] < CLOSE_TO_NULL * margins[kind]["p90"]
+            else f"On {kind} pairs the model's terms carry what a constant utilisation lacks."
+            for kind in ("layout", "switch")
+        )
+    )
+
+
+# the null's 90th percentile within this factor of the model's: the pairs barely test the terms
+CLOSE_TO_NULL = 1.25
 
 
 def _uncertainty_text(margins: dict) -> str:
@@ -205,4 +269,59 @@ def _uncertainty_text(margins: dict) -> str:
         + ". A chapter's ratio that lies inside such an interval of the line it is judged against is "
         "decided by where the margin is drawn, not by the data: the margin is the course's rule, fixed "
         "before the chapters read it, and these intervals say how far to trust a verdict near it."
+    )
+
+
+def may_decide_text(tables: dict) -> str:
+    """What the model may and may not decide, from this render's tables, before any of them is
+    shown: its blind lead over the null model on step times (``uncertainty.clustered_bootstrap``),
+    its signed bias on the test and holdout rows, each kind's margin beside the null's on the same
+    pairs, and the one switch the chapters lean on that published pairs test alone (async TP)."""
+    import numpy as np
+
+    boot = tables["bootstrap"].set_index("group")
+    splits = tables["splits"].set_index("split")
+    kinds = tables["kind_margins"].set_index("kind")
+    tp = tables["tp_overlap_pairs"]
+    parts = []
+    if "holdouts" in boot.index:
+        h = boot.loc["holdouts"]
+        beats = h.lead_over_null_lo > 0
+        parts.append(
+            f"on blind step times it {'beats' if beats else 'does not beat'} a constant utilisation: "
+            f"holdouts {h.predictor_median_abs_error:.1%} against the null's "
+            f"{h.null_median_abs_error:.1%}, a lead of {100 * h.lead_over_null:+.1f} points "
+            f"[{100 * h.lead_over_null_lo:+.1f}, "
+            f"{100 * h.lead_over_null_hi:+.1f}] over a bootstrap of sources"
+        )
+    signed = [
+        f"{s} {splits.loc[s, 'median_signed_error']:+.1%}" for s in ("test", "holdout") if s in splits.index
+    ]
+    if signed:
+        parts.append("its steps run fast (median signed error " + ", ".join(signed) + ")")
+    if {"layout", "switch"} <= set(kinds.index) and "null_p90" in kinds:
+        parts.append(
+            "its ratios, which the chapters decide on, miss by a 90th percentile of "
+            + " and ".join(
+                f"{kinds.loc[k, 'p90']:.0%} ({k}; the null {kinds.loc[k, 'null_p90']:.0%})"
+                for k in ("layout", "switch")
+            )
+        )
+    if len(tp):
+        over = int((tp.predicted_gain > tp.published_gain).sum())
+        parts.append(
+            f"on the {len(tp)} async-TP pairs it over-predicts the gain "
+            + ("every time" if over == len(tp) else f"in {over}")
+            + f" ({over} of {len(tp)}; median "
+            f"{np.median(tp.predicted_gain):.2f}× against {np.median(tp.published_gain):.2f}× published)"
+        )
+    text = "; ".join(parts)
+    return (
+        "**What this model may and may not decide.** "
+        + text[:1].upper()
+        + text[1:]
+        + ". So it may decide a comparison whose modelled ratio lies beyond the margin of its kind, "
+        "read as that: a ratio, not a step time; it may not decide one inside the margin, one that turns "
+        "on TP overlap's size, or a step time on its own, and a verdict near the line is decided by where "
+        "the margin is drawn (its bootstrap interval below)."
     )
