@@ -689,6 +689,15 @@ def test_a7_mechanism_is_tested_only_on_a_kernel_with_fewer_passes_than_eager():
     # a fused kernel far from its DRAM roof (one core cannot pull its bytes) says so beside its time
     slow = a7_rows.a7_mechanism(tables("onepass", 4, 0.79, 0.91, roof=0.41))
     assert slow.verdict == "not shown" and "the fused kernel at 41%" in slow.evidence
+    # a widening so wide that no ratio the bytes model allows could clear the line says so up front:
+    # one pass of 4 against 5 (streaming stores alone 1.4x) at ±30% needs a point ratio of 1.4 x 1.45/1.1
+    t = tables("onepass", 4, 1.1, 1.8)
+    t["ln_fusion_speedup"] = t["ln_fusion_speedup"].assign(predicted_by_passes=1.25, predicted_by_traffic=1.75)
+    t["ln_fusion"]["reads_writes"] = ["3+2", "2+2"]
+    wide = a7_rows.a7_mechanism(t)
+    assert wide.verdict == "inconclusive on this machine"
+    assert wide.evidence.startswith("this row cannot be shown on this machine")
+    assert not a7_rows.a7_mechanism(tables("triton", 2, 1.6, 1.9)).evidence.startswith("this row cannot")
 
 
 def test_the_one_pass_kernel_matches_eager_and_drops_its_share():

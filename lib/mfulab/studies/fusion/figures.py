@@ -77,7 +77,7 @@ def plot_roofline(records, pts):
         title=f"LayerNorm-type kernels sit far left of the ridge ({peak / bw:.0f} FLOP/B): memory-bound",
         legend_fontsize=None,
     )
-    ax.legend(fontsize=7, loc="lower right")  # below the flat roof, right of the small kernels
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # clear of the points
     ax.text(
         0.01,
         0.98,
@@ -128,11 +128,11 @@ def plot_ln_bars(records, t: dict):
             f" {passes}{r.kernels} kernel(s)".replace("\n", ", "),
             ha="center",
             va="bottom",
-            fontsize=7,
+            fontsize=8,
             rotation=90,
         )
     ax.set_xticks(x)
-    ax.set_xticklabels(list(df.impl), fontsize=9)
+    ax.set_xticklabels(list(df.impl), fontsize=8, rotation=45, ha="right")
     ax.set_ylim(0, ns.max() * 1.75)
     ln = records["ln"]
     cache = norm_fusion.cache_bytes(ln)
@@ -146,7 +146,7 @@ def plot_ln_bars(records, t: dict):
             f"{shape_names.get(shape, shape)}\np = {p:g}",
             (centre, 0),
             xycoords=("data", "axes fraction"),
-            xytext=(0, -22),
+            xytext=(0, -34),
             textcoords="offset points",
             ha="center",
             va="top",
@@ -156,7 +156,7 @@ def plot_ln_bars(records, t: dict):
     share = rng.loc["eager", "dropout_share_of_sub_block"] if "eager" in rng.index else float("nan")
     label(
         ax,
-        x=f"\n\n\nimplementation, per shape and p (DRAM-sized: {ws})",
+        x=f"\n\n\n\nimplementation, per shape and p (DRAM-sized: {ws})",
         y="sub-block time per element (ns, median)",
         title=f"Dropout's RNG is {share:.0%} of the eager sub-block at p = {ln['dropout_p']:g}",
     )
@@ -189,6 +189,7 @@ def plot_ln_bars(records, t: dict):
         title=f"A free sub-block saves {lt.sub_block_share:.0%}; the claim needs "
         f"{A7_STATED_TIME_REDUCTION:.0%}",
     )
+    ax2.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # clear of the bars
     return fig
 
 
