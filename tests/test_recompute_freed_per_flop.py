@@ -279,7 +279,7 @@ def test_article_rows_follow_their_counts():
     z = article_rows.zero2_comm_claim()
     # at the command's DP 1 there is nothing to reduce: no reading of "the communication" is less
     assert z.verdict == "refuted" and "at the command's DP 1: DDP 0.0 GiB, ZeRO-2 0.0 GiB" in z.evidence
-    # wider (DP 4, reported): equal at one micro-batch, 2Ψ·(3/4) = 4.5 GiB of the 13B's eighth
+    # wider (DP 4, voting too): equal at one micro-batch, 2Ψ·(3/4) = 4.5 GiB of the 13B's eighth
     assert "1 micro-batch: DDP 4.5 GiB, ZeRO-2 4.5 GiB" in z.evidence
     assert z.basis == "documented specification"
 

@@ -87,7 +87,8 @@ def a14_claims(records, t) -> list[Claim]:
         + "; unfused: confirmed when the MLP frees more than both in every layer, refuted when the core "
         "frees more than the MLP in every layer, analytic only otherwise; two readings of 'the MLP'",
         choice,
-        f"read as the whole MLP ({verdicts.label(whole_mlp, verdicts.ANALYSIS)} alone): "
+        _readings_lead(whole_mlp, "confirmed" if act is None else act["decision"])
+        + f"read as the whole MLP ({verdicts.label(whole_mlp, verdicts.ANALYSIS)} alone): "
         "without a fused kernel the attention core frees "
         + _per_config(1 / naive[["MLP ÷ core"]], "MLP ÷ core", "{:.0f}×")
         + " more per FLOP than the MLP (Korthikanti's selective recompute takes the core: the opposite "
@@ -124,7 +125,9 @@ def a14_claims(records, t) -> list[Claim]:
         "activation bytes it frees, " + regime_text + "; refuted when in every layer the MLP re-runs "
         "more FLOPs than the attention block or the attention frees fewer bytes than the MLP",
         because,
-        f"read as the whole MLP ({verdicts.label(whole_because, verdicts.ANALYSIS)} alone): the MLP re-runs "
+        _readings_lead(whole_because, act_because)
+        + f"read as the whole MLP ({verdicts.label(whole_because, verdicts.ANALYSIS)} alone): "
+        "the MLP re-runs "
         + _per_config(naive_r, "MLP FLOP share", "{:.0%}")
         + " of the layer's forward FLOPs, the whole attention block "
         + _per_config(naive_r, "attention block FLOP share", "{:.0%}")
@@ -157,6 +160,15 @@ def a14_claims(records, t) -> list[Claim]:
         freed_per_second.activation_against_core(t["a14_seconds"], "fused") if "a14_seconds" in t else None
     )
     return [choice_row, a14_fused_claim(fused, break_even, reasons, fused_act), reasons_row]
+
+
+def _readings_lead(whole_mlp: str, act_decision: str) -> str:
+    """Both readings' answers first, and which one the article's words favour."""
+    return (
+        f"whole MLP: {verdicts.label(whole_mlp, verdicts.ANALYSIS)}; GeLU alone (MindSpeed's option): "
+        f"{verdicts.label(act_decision, verdicts.ANALYSIS)}; the advice names the MLP part (把 MLP 部分设置"
+        "为不保存), which favours the whole MLP, its reason the MLP's intermediate activation; "
+    )
 
 
 def _with_activation_reading(whole_mlp: str, act: dict | None = None) -> str:
@@ -224,7 +236,8 @@ def a14_fused_claim(fused, break_even: str, reasons, act: dict | None = None) ->
         "of " + ", ".join(fused.index) + f" with a fused kernel; decided by a {margin:.0%} margin either way "
         "in every layer, analytic only otherwise",
         decision,
-        f"read as the whole MLP ({verdicts.label(whole_mlp, verdicts.ANALYSIS)} alone): the MLP frees "
+        _readings_lead(whole_mlp, "confirmed" if act is None else act["decision"])
+        + f"read as the whole MLP ({verdicts.label(whole_mlp, verdicts.ANALYSIS)} alone): the MLP frees "
         + _per_config(fused, "MLP ÷ block", "{:.2f}×")
         + " what the whole attention block frees per FLOP (near parity: the choice barely matters) and "
         + _per_config(fused, "MLP ÷ core", "{:.0f}×")
