@@ -430,7 +430,7 @@ def test_ties_are_named_not_a_best_cap():
     assert "1 and 25 MiB tie" in row.measured
 
 
-def test_static_graph_with_find_unused_is_bounded_by_the_search():
+def test_static_graph_with_find_unused_is_bounded_by_the_search(monkeypatch):
     rng = np.random.default_rng(0)
     base = 0.020 * (1 + 0.01 * rng.standard_normal(24))
     times = {(25, "default"): base, (25, "find_unused"): base * 1.02, (25, "find_unused+static_graph"): base}
@@ -455,7 +455,13 @@ def test_static_graph_with_find_unused_is_bounded_by_the_search():
         0.004 / 2673
     )
     at_scale = next(c for c in flags.b6_claims(rec, flags.flag_table(rec)) if c.claim.endswith("at scale"))
-    assert "2,673 autograd nodes" in at_scale.evidence and at_scale.verdict == "refuted (analysis)"
+    # at the §5 run's 32 micro-batches the bound is far under 3%; with one micro-batch a step, the
+    # same saving over a step scaled down with its compute is an upper bound past it: open
+    assert "2,673 autograd nodes" in at_scale.evidence and at_scale.verdict == "analytic only"
+    assert "micro-batches per step (upper bounds" in at_scale.evidence
+    monkeypatch.setattr(flags, "B6_MICRO_BATCH_SCENARIOS", (32,))  # the §5 run alone: refuted
+    at_scale = next(c for c in flags.b6_claims(rec, flags.flag_table(rec)) if c.claim.endswith("at scale"))
+    assert at_scale.verdict == "refuted (analysis)"
     rec["graph_nodes"]["article"]["walk_s"] = 0.5  # a search of 5.6% of the step: not refuted
     at_scale = next(c for c in flags.b6_claims(rec, flags.flag_table(rec)) if c.claim.endswith("at scale"))
     assert at_scale.verdict == "analytic only"

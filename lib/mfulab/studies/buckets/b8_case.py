@@ -212,6 +212,13 @@ def b8_claims(records, scale, sens, tails) -> list[Claim]:
                 else ""
             )
             + f"at most {voting.b8_tail_cut_share.max():.1%}"
+            + (
+                " (the accumulation rows repeat the stated tail exactly: only the last micro-batch's "
+                "backward overlaps the reduction, so the tail does not depend on how many come before it; "
+                "they move the step, not the tail)"
+                if (voting.assumption == "accumulation").any()
+                else ""
+            )
             + _other_configurations(reported)
             + "; the step at 25 / 50 / 100 MiB: "
             + " / ".join(f"{d.loc[c, 'step_s']:.3f} s" for c in caps)

@@ -12,6 +12,7 @@ from mfulab.studies.buckets import (
     cluster_scale,
     flags,
     grad_memory,
+    mindspeed_rule,
     model_error,
     sensitivity,
 )
@@ -55,7 +56,7 @@ def outcome(records, p) -> Outcome:
         + cluster_scale.a6_per_tensor_claim(t["a6_per_tensor"])
         + cluster_scale.a6_spread_claim(records, best, sens)
         + cluster_scale.a6_sweet_spot_claim(records, best, sens)
-        + cluster_scale.a6_megatron_default_claim(records)
+        + mindspeed_rule.a6_megatron_default_claims(records)
         + b8_case.b8_claims(records, t["b8_case"], sens, t["b8_tail"])
         + flags.b6_claims(records, t["flags"])
     )

@@ -27,7 +27,7 @@ from mfulab.studies.buckets.stated import (
 from mfulab.studykit import verdicts
 from mfulab.studykit.step_error import SWITCH_MARGIN
 from mfulab.studykit.verdicts import Claim
-from mfulab.units import MB, MIB
+from mfulab.units import MIB
 
 
 def scale_table(records):
@@ -133,7 +133,8 @@ def a6_per_tensor_claim(table) -> list[Claim]:
     return [
         Claim(
             "A6",
-            "one all-reduce per parameter tensor is a disaster (the article's 13B at about a thousand cards)",
+            "one all-reduce per parameter tensor is a disaster (the article's 13B at about a thousand cards, "
+            "our choice of scale: the sentence names none)",
             f"simulator: {stated.preset} at TP {stated.tp} × DP {stated.dp}, {stated.accumulation} "
             f"micro-batches per step (A6's stated global batch), one bucket per tensor "
             f"({stated.per_tensor_calls} all-reduces per step) vs the fastest cap; a disaster read as "
@@ -158,7 +159,7 @@ def a6_per_tensor_claim(table) -> list[Claim]:
                 else ""
             )
             + f"; {at_other}",
-            basis=verdicts.ANALYSIS,
+            basis=verdicts.ASSUMED,  # the sentence names no scale: a thousand cards is our choice
         )
     ]
 
@@ -374,46 +375,5 @@ def a6_sweet_spot_claim(records, best, sens) -> list[Claim]:
             + sensitivity.fitted_text(sens, "a6")
             + model_error_text(records),
             basis=verdicts.ANALYSIS,
-        )
-    ]
-
-
-def a6_megatron_default_claim(records) -> list[Claim]:
-    """Article A's "MindSpeed's default strategy: in parameter order, seal a bucket once the
-    gradients reach a set size (for example 25 MB)" against the DDP MindSpeed runs
-    (``stated.MEGATRON_BUCKET_RULE_SOURCE``, the rule ``comm.dp_collectives`` prices Megatron with):
-    the mechanism is the sentence's claim, confirmed by the documented rule; "for example 25 MB"
-    is an example, and the default size at the article's scale is given beside it."""
-    from mfulab.analytic.comm import MEGATRON_BUCKET_ELEMS_PER_RANK, MEGATRON_MIN_BUCKET_ELEMS
-    from mfulab.studies.buckets.stated import MEGATRON_BUCKET_RULE_SOURCE, MINDSPEED_BUCKET_RULE_SOURCE
-
-    tp = A6_PER_TENSOR_CASE["tp"]
-    dp_article = A6_CARDS // tp
-
-    def default_mb(dp: int) -> float:
-        elems = max(MEGATRON_MIN_BUCKET_ELEMS, MEGATRON_BUCKET_ELEMS_PER_RANK * dp)
-        return elems * SCALE_GRAD_BYTES_PER_ELEM / MB
-
-    return [
-        Claim(
-            "A6",
-            "MindSpeed's default seals a gradient bucket once it reaches a set size, in parameter order "
-            "(for example 25 MB)",
-            f"{MEGATRON_BUCKET_RULE_SOURCE}; {MINDSPEED_BUCKET_RULE_SOURCE}; fp32 gradients "
-            f"({SCALE_GRAD_BYTES_PER_ELEM:g} B each, Megatron's default for bf16 runs)",
-            "confirmed",
-            "the mechanism holds in Megatron-Core and in MindSpeed's own initialiser, which keeps the rule "
-            "(buckets sealed at a size, so that each reduces while the backward goes on); "
-            "its gradient buffer is laid out in reverse parameter order "
-            "(the backward's), so the buckets follow the buffer's storage order, not the model's; the "
-            "size is the sentence's example, not the default: "
-            f"the default bucket is {default_mb(1):.0f} MB of fp32 gradient up to DP 40, "
-            f"{default_mb(dp_article):.0f} MB at the article's about a thousand cards "
-            f"(TP {tp} × DP {dp_article}): {default_mb(1) / 25:.1f}–{default_mb(dp_article) / 25:.0f}× "
-            "the 25 MB; the size grows with DP so that calls stay bandwidth-bound, the same direction "
-            "as the simulated best caps below; with --overlap-grad-reduce off there is one bucket; the "
-            "article's --gradient-bucket-size (MB) is no Megatron-LM flag: Megatron's is --ddp-bucket-size, "
-            "counted in parameters",
-            basis=verdicts.DOCUMENTED,
         )
     ]
