@@ -171,7 +171,8 @@ display(Markdown(published.article_note(refs)))
 # where devices.yaml has none, as for the A800) instead of its datasheet peak: the denominator
 # this machine's own MFU uses (its measured matmul ceiling, chapter 01). `gpus` gives the range of
 # cluster sizes in a row and `sources` how many publications it pools: a row mixes models and
-# scales, so a difference between two frameworks' rows is not the frameworks' alone.
+# scales, so a difference between two frameworks' rows is not the frameworks' alone; every run
+# behind a row, with its source, GPU count, step time and MFU, is in `tables/published_mfu_rows.csv`.
 # **Not a yardstick for this machine**: a 2-core CPU running one fp32 process of a few million
 # parameters, with no collective on its critical path, reaches a high share of its own ceiling
 # (chapter 01) for reasons a cluster does not share; its MFU beside these rows says how a toy step
@@ -180,6 +181,10 @@ display(Markdown(published.article_note(refs)))
 # %%
 published_mfu = published.published_mfu_table(records.get("published_runs") or [])
 results.save_table(out, "published_mfu", published_mfu)
+# every run behind each pooled row, one row each: tables/published_mfu_rows.csv
+results.save_table(
+    out, "published_mfu_rows", published.published_mfu_rows(records.get("published_runs") or [])
+)
 shares = [
     "median_mfu",
     "min_mfu",

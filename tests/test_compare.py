@@ -333,6 +333,10 @@ def test_published_runs_mfu_by_device_framework_and_precision(tmp_path):
     assert fp8_over_bf16 > 1.9
     assert t.loc[("h100-sxm", "fp8"), "max_mfu"] == pytest.approx(0.9)
     assert t.loc[("h100-sxm", "fp8"), "max_mfu_own_peak"] == pytest.approx(0.9 / fp8_over_bf16)
+    # every run behind the pooled rows, one row each, to audit them
+    each = published.published_mfu_rows(published.published_runs(tmp_path, ["m"])).set_index("id")
+    assert sorted(each.index) == ["a", "b", "c", "e"] and each.loc["a", "mfu"] == pytest.approx(0.5)
+    assert published.published_mfu_rows([]).empty
     # over the device's best measured bf16 GEMM (MAMF), the denominator this machine's own MFU uses
     a100 = device_spec("a100")
     over_mamf = 0.375 * peak_flops_per_s("a100", "bf16") / a100.mamf_flops_per_s["bf16"]

@@ -314,6 +314,24 @@ def published_mfu_table(runs: list[dict]):
     return out.reset_index().sort_values(["device", "framework", "dtype"]).reset_index(drop=True)
 
 
+def published_mfu_rows(runs: list[dict]):
+    """Every run behind :func:`published_mfu_table`, one row each (its id, source, device,
+    framework, precision, GPU count, stated step time and MFU over the dense bf16 peak), so that a
+    pooled row can be audited. Published, not measured here."""
+    import pandas as pd
+
+    from mfulab.analytic.devices import peak_flops_per_s
+
+    cols = ["id", "source", "device", "framework", "dtype", "gpus", "published_step_s", "mfu"]
+    if not runs:
+        return pd.DataFrame(columns=cols)
+    d = pd.DataFrame(runs)
+    d["dtype"] = d["dtype"].fillna("bf16") if "dtype" in d else "bf16"
+    d["gpus"] = [round(t / peak_flops_per_s(dev, "bf16")) for t, dev in zip(d.peak_flops_total, d.device)]
+    d["mfu"] = d.model_flops_per_step / (d.published_step_s * d.peak_flops_total)
+    return d[cols].sort_values(["device", "framework", "source", "gpus"]).reset_index(drop=True)
+
+
 def article_note(refs) -> str:
     """What the references say about the articles' own cross-machine statements (markdown): the
     spread of the published MAMF shares (article A §6: an MFU's ceiling differs by hardware), and
