@@ -741,6 +741,7 @@ def test_without_cold_rounds_b11_keeps_its_workers_row_and_the_tables_stay_empty
         training_gain.b11_network(None).claim,  # nor does the analysis at its job
         "on ordinary SSDs 8–16 DataLoader workers are enough",
         settings_mod.CLAIM,
+        settings_mod.b11_prefetch_claim(rec).claim,  # documented: no run
         settings_mod.b11_pin_memory_claim().claim,  # documented: no run
         *(c.claim for c in settings_mod.b11_shm_claims(rec)),  # documented defaults: no run
     ]
@@ -920,6 +921,8 @@ def test_shm_row_sets_the_stated_default_against_dockers():
     assert advice.verdict == "confirmed" and "--ipc=host" in advice.evidence
     assert pinned.verdict == "refuted" and "page-locked" in pinned.evidence
     assert settings.b11_pin_memory_claim().verdict == "confirmed"
+    prefetch = settings.b11_prefetch_claim({"params": {"prefetch_factor": 2}})
+    assert prefetch.verdict == "not checkable" and "W × prefetch_factor batches" in prefetch.evidence
 
 
 def test_format_choice_orders_formats_by_their_slower_reading_and_names_the_fastest():

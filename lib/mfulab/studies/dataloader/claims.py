@@ -10,7 +10,12 @@ import pandas as pd
 from mfulab.results import run_identity
 from mfulab.studies.dataloader import analysis, choosing, contention, hiding, throughput, training_gain
 from mfulab.studies.dataloader.checkpoint import b12_existence, b12_magnitude, magnitude_sensitivity
-from mfulab.studies.dataloader.settings import b11_pin_memory_claim, b11_settings, b11_shm_claims
+from mfulab.studies.dataloader.settings import (
+    b11_pin_memory_claim,
+    b11_prefetch_claim,
+    b11_settings,
+    b11_shm_claims,
+)
 from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
 from mfulab.studykit.verdicts import Claim
@@ -63,7 +68,8 @@ def claim_rows(records, t=None) -> list[Claim]:
         need = training_gain.required_vs_available(records, analysis.cold_table(records))
     else:
         need = t["required_vs_available"]
-    out += [throughput.b11_workers(records, need), b11_settings(records), b11_pin_memory_claim()]
+    out += [throughput.b11_workers(records, need), b11_settings(records), b11_prefetch_claim(records)]
+    out.append(b11_pin_memory_claim())
     out += b11_shm_claims(records)
     floor = records["params"].get("nonzero_share", 0.001)
     mem = throughput.stall_runs(records, "real compute", in_memory=True)[0]

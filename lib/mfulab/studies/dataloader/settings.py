@@ -160,6 +160,29 @@ def b11_shm_claims(records) -> list[Claim]:
     ]
 
 
+def b11_prefetch_claim(records) -> Claim:
+    """ "A larger prefetch_factor hides I/O": PyTorch documents ``prefetch_factor`` as the number
+    of batches each worker loads in advance (2 by default), so W workers keep up to W ×
+    prefetch_factor batches ready. Two readings: it hides a burst of slow reads up to that
+    slack (true by construction of a buffer), or it hides a loader slower on average than the
+    step (false: a buffer drains at the loader's mean rate, so the wait returns once it is empty).
+    The readings disagree: not checkable, with this run's value beside them (never compared)."""
+    value = records["params"].get("prefetch_factor", 2)
+    return Claim(
+        "B11",
+        "a larger prefetch_factor hides I/O",
+        "PyTorch's DataLoader documentation (prefetch_factor: batches loaded in advance by each worker), "
+        "under both readings",
+        "not checkable",
+        "read as hiding bursts: true by construction, W workers keep up to W × prefetch_factor batches "
+        "ready, so a burst of slow reads shorter than that slack never reaches the step; read as hiding "
+        "a loader slower on average than the step: false, the buffer drains at the loader's mean rate "
+        f"and the wait returns once it is empty. The readings disagree. This run: prefetch_factor={value} "
+        "in every setting, not compared",
+        basis=verdicts.DOCUMENTED,
+    )
+
+
 def b11_pin_memory_claim() -> Claim:
     """ "pin_memory=True speeds host-to-device copies": PyTorch's documentation (host-to-GPU
     copies are faster from pinned, page-locked memory, and only pinned memory allows an
