@@ -195,9 +195,14 @@ plots.save_figure(figures.validation(df, 0.25), out, "validation")
 kinds = t["kind_margins"]
 shares = ("median", "p75", "p90", "p90_lo", "p90_hi", "p90_one_source_out_min", "p90_one_source_out_max")
 display(
-    kinds.style.format({c: "{:.1%}" for c in shares} | {"largest_source_share": "{:.0%}"}).hide(axis="index")
+    kinds.style.format(
+        {c: "{:.1%}" for c in (*shares, "null_median", "null_p90")}
+        | {"largest_source_share": "{:.0%}", "model_closer_share": "{:.0%}"}
+    ).hide(axis="index")
 )
 display(Markdown(margins.kind_text({r["kind"]: r for r in kinds.to_dict(orient="records")})))
+# the layout pairs by what they change: a layout ranking turns on the first group
+display(t["layout_term_margins"].style.format({"p90": "{:.1%}", "null_p90": "{:.1%}"}).hide(axis="index"))
 margin = t["decisive_margin"]
 display(
     margin.style.format(

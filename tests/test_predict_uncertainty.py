@@ -198,3 +198,6 @@ def test_the_null_model_is_scored_on_the_same_pairs_as_the_margins():
     assert null["model_closer_share"] == 1.0 and null["null_p90"] > null["null_median"]
     table = margins.kind_table(margins.kind_margins(pairs), None, margins.kind_null(pairs))
     assert {"null_p90", "model_closer_share"} <= set(table.columns)
+    # every pair here changes TP: the split group holds them all, the DP-only group none
+    by_term = margins.layout_term_margins(pairs).set_index("layout pairs that change")
+    assert by_term.loc["TP, PP or virtual stages", "pairs"] == 3 and len(by_term) == 1

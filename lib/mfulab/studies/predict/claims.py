@@ -35,6 +35,7 @@ def tables(records, p, valid: dict) -> dict:
         "kind_margins": margins.kind_table(
             margins.kind_margins(pairs), margins.kind_uncertainty(pairs), margins.kind_null(pairs)
         ),
+        "layout_term_margins": margins.layout_term_margins(pairs),
         "bootstrap": uncertainty.clustered_bootstrap(df),
         "ratio_errors": uncertainty.ratio_errors(df, records["published_runs"]),
         "as_noted": scores.as_noted_summary(df),

@@ -135,6 +135,36 @@ def kind_null(pairs) -> dict:
     return out
 
 
+# the layout settings that split the model differently (what a layout ranking turns on), against
+# the data-parallel width and batch, which a constant utilisation already tracks
+SPLIT_SETTINGS = frozenset({"tp", "pp", "vpp", "sequence_parallel"})
+
+
+def layout_term_margins(pairs):
+    """The layout pairs in two groups: those that change how the model is split (TP, PP,
+    virtual stages, sequence parallelism: :data:`SPLIT_SETTINGS`) and those that change only the
+    data-parallel width or the batch; per group, pairs, sources and the 90th percentile of the
+    model's ratio errors beside the null's. A layout ranking turns on the first group."""
+    import pandas as pd
+
+    lay = pairs[pairs.kind == "layout"]
+    split = lay.differ_in.map(lambda d: bool(set(d.split(", ")) & SPLIT_SETTINGS))
+    rows = []
+    for name, g in (("TP, PP or virtual stages", lay[split]), ("DP width or batch only", lay[~split])):
+        if g.empty:
+            continue
+        rows.append(
+            {
+                "layout pairs that change": name,
+                "pairs": len(g),
+                "sources": g.source.nunique(),
+                "p90": float(np.quantile(g.ratio_error, 0.9)),
+                "null_p90": float(np.quantile(g.null_ratio_error, 0.9)),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 N_BOOT = 2000  # bootstrap draws of sources for the margins' intervals
 
 
