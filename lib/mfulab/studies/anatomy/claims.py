@@ -116,7 +116,8 @@ def _profiler_comm_text(agree) -> str:
     return (
         f"; the communication wait by torch.profiler against the timestamps: {ranks} (the profiler "
         "books autograd's gaps inside backward and the hook's dispatch as communication; the "
-        "timestamps book them as compute)"
+        "timestamps book them as compute). On ranks that share the machine's cores a rank's wait "
+        "holds the other rank's late arrival (arrival skew) as well as the transfer itself"
     )
 
 
