@@ -349,7 +349,7 @@ a8_sens
 # tensor parallelism without sequence parallelism (the LayerNorm and dropout activations stay
 # whole on every device while the a·s² terms are split) with attention dropout off, or from
 # model states counted at a small micro-batch. "Attention dropout off" keeps the hidden
-# dropouts' masks; "all dropout off" (as in Llama 2) drops them too, which shrinks the naive
+# dropouts' masks; "all dropout off" (as Llama 2 trains, read on Table 2's GPT layer) drops them too, which shrinks the naive
 # side without touching the a·s² terms, so its cut is a little larger. A baseline that already
 # recomputes the attention core (Megatron's selective recompute, Korthikanti §4.2) keeps no a·s²
 # terms, so the fused kernel cuts nothing there: the two "selective recompute" rows. Memory that

@@ -211,12 +211,12 @@ def test_a8_sensitivity_by_hand():
         (64 - lse) / (98 + d)
     )
     # no dropout at all: the two 1-byte hidden masks go too, 32 + 64 vs 32
-    assert df.loc["all dropout off (e.g. Llama 2)"].reduction == pytest.approx((64 - lse) / (96 + d))
+    assert df.loc["all dropout off (GPT layer, Table 2)"].reduction == pytest.approx((64 - lse) / (96 + d))
     # TP 8 without SP: s·b·h·(10 + 24/8) + a·s²·b·2/8 with hidden dropout → 8 of 21 per s·b·h;
     # with no dropout at all the sequence-parallel part is 8, not 10: 8 of 19
     tp8 = "TP 8, no sequence parallelism, "
     assert df.loc[tp8 + "attention dropout off"].reduction == pytest.approx((8 - lse / 8) / (21 + d / 8))
-    assert df.loc[tp8 + "all dropout off (e.g. Llama 2)"].reduction == pytest.approx(
+    assert df.loc[tp8 + "all dropout off (GPT layer, Table 2)"].reduction == pytest.approx(
         (8 - lse / 8) / (19 + d / 8)
     )
     # micro-batch 1 with 16 B/param of model states on one device: 32 layers × 194 vs 34 B per s·b·h
@@ -692,7 +692,9 @@ def test_a7_mechanism_is_tested_only_on_a_kernel_with_fewer_passes_than_eager():
     # a widening so wide that no ratio the bytes model allows could clear the line says so up front:
     # one pass of 4 against 5 (streaming stores alone 1.4x) at ±30% needs a point ratio of 1.4 x 1.45/1.1
     t = tables("onepass", 4, 1.1, 1.8)
-    t["ln_fusion_speedup"] = t["ln_fusion_speedup"].assign(predicted_by_passes=1.25, predicted_by_traffic=1.75)
+    t["ln_fusion_speedup"] = t["ln_fusion_speedup"].assign(
+        predicted_by_passes=1.25, predicted_by_traffic=1.75
+    )
     t["ln_fusion"]["reads_writes"] = ["3+2", "2+2"]
     wide = a7_rows.a7_mechanism(t)
     assert wide.verdict == "inconclusive on this machine"

@@ -10,7 +10,8 @@ only a 4-byte log-sum-exp per row and head (``memory.activation_bytes_per_layer`
 ``attention="fused"``). Without
 attention dropout the a·s² term is 2·a·s/h (the softmax output only) and the hidden dropouts
 (after the attention projection and the MLP) keep their masks: 34 + 2·a·s/h. With *all*
-dropout off (e.g. Llama 2) the two 1-byte hidden masks go as well: 32 + 2·a·s/h. Model states:
+dropout off (Table 2's GPT layer: GeLU MLP, LayerNorm; a SwiGLU layer keeps other bytes) the
+two 1-byte hidden masks go as well: 32 + 2·a·s/h. Model states:
 (2 + 2 + 12)·Ψ bytes for mixed-precision Adam (ZeRO, Rajbhandari et al. 2020, Fig. 1).
 """
 
@@ -129,7 +130,7 @@ def sensitivity():
     big_tp = max(A8_SENSITIVITY["tensor_parallel"])
     cases = [("central: Table 2 as printed, activations only", {"micro_batch": batch})]
     cases += [("attention dropout off, hidden dropout on", {"micro_batch": batch, "dropout": "hidden only"})]
-    cases += [("all dropout off (e.g. Llama 2)", {"micro_batch": batch, "dropout": "none"})]
+    cases += [("all dropout off (GPT layer, Table 2)", {"micro_batch": batch, "dropout": "none"})]
     cases += [
         (f"TP {t}, no sequence parallelism", {"micro_batch": batch, "tp": t})
         for t in A8_SENSITIVITY["tensor_parallel"]
@@ -147,7 +148,7 @@ def sensitivity():
         )
         for what, setting in (
             ("attention dropout off", "hidden only"),
-            ("all dropout off (e.g. Llama 2)", "none"),
+            ("all dropout off (GPT layer, Table 2)", "none"),
         )
     ]
     # a baseline that already recomputes the attention core (Megatron's selective recompute) keeps
