@@ -304,6 +304,18 @@ def test_a5_at_the_articles_scale_is_its_own_row():
     assert "fixed cost per call added" in row.evidence and "HCCL" in row.measured
 
 
+def test_a5_mechanism_is_not_read_where_the_ranks_take_turns_on_fewer_cores():
+    """Two ranks on one core time their calls with each other's slices in them: the per-call
+    share read there is the scheduler's as much as the collective's, so the mechanism row stays
+    inconclusive, whatever the figures say; with a core per rank the rule decides as before."""
+    records = _records()
+    own = [c for c in _claims({**records, "usable_cpus": 2}) if c.id == "A5"][1]
+    crowded = [c for c in _claims({**records, "usable_cpus": 1}) if c.id == "A5"][1]
+    assert crowded.verdict == "inconclusive on this machine"
+    assert "2 ranks take turns on 1 core (oversubscribed)" in crowded.evidence
+    assert "oversubscribed" not in own.evidence
+
+
 def test_verdicts_follow_the_synthetic_truth():
     good = {c.id: c for c in _claims(_records())}
     effect, _ = _a5_rows(_records())

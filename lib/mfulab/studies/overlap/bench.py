@@ -396,4 +396,6 @@ def measure(p: Params) -> dict:
     rec["alpha_beta"], rec["calibration"] = cal[key], cal["_meta"]
     # the host's last-level cache: below it a call's buffers stay cache-resident (the busbw figure)
     rec["last_level_cache_bytes"] = calibration.last_level_cache_bytes("cpu")
+    # the cores the ranks could use: more ranks than cores take turns on them (oversubscribed)
+    rec["usable_cpus"] = host.usable_cpus()
     return rec
