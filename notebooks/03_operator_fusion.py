@@ -446,8 +446,9 @@ o.tables["matmul_dtypes"]
 # *analytic only* otherwise (a free sub-block is the ceiling beside it, with the rows where it
 # would pass). A7's mechanism, fewer
 # passes over DRAM in less time, is its own row, on the fused kernel with the fewest passes that
-# ran here: *shown* / *not shown* when that kernel makes fewer passes than eager and its interval
-# clears 1× either way (the row gives how close each kernel came to its DRAM roof: one far below
+# ran here: *shown* when that kernel makes fewer passes than eager and its interval lies above what
+# its streaming stores alone would give (1.40× for the one-pass CPU kernel; 1× for a kernel without
+# them), *not shown* when it lies below 1× (the row gives how close each kernel came to its DRAM roof: one far below
 # it is not limited by its bytes, as on one core, where the one-pass kernel cannot pull them); *inconclusive on this machine* when no fused kernel here makes fewer
 # passes, since then the mechanism is not tested (inductor's CPU kernel makes more, above: on a
 # CPU the hand-written one-pass kernel is the one that tests it).

@@ -253,15 +253,25 @@ def _measured_credit_text(ladder) -> str:
         for r in knobs.itertuples()
         if r.shrank_most in cats and r.shrank_most not in str(r.targets)
     ]
+    # a rung names the loss that shrank most only where its step changed beyond the noise
+    clear = [r for r in knobs.itertuples() if r.shrank_most in cats]
+    if apart:
+        agreement = "; the two credits disagree on " + "; ".join(apart)
+    elif not clear:
+        agreement = (
+            "; no rung's step changed beyond the noise, so no rung names the loss that shrank (the two "
+            "credits differ in size and sign)"
+        )
+    else:
+        agreement = (
+            "; on "
+            + ", ".join(r.rung for r in clear)
+            + ", the rungs whose step changed beyond the noise, the loss that shrank most is the one the "
+            "knob targets (the two credits still differ in size and sign)"
+        )
     return (
         f"; by what the timestamps measured (each loss, naive rung against the last knob's; +: it "
-        f"shrank): {measured}"
-        + (
-            "; the two credits disagree on " + "; ".join(apart)
-            if apart
-            else "; on every rung the loss that shrank most is the one its knob targets (the two credits "
-            "still differ in size and sign)"
-        )
+        f"shrank): {measured}" + agreement
     )
 
 
