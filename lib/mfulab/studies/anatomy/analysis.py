@@ -371,23 +371,6 @@ def _total_comparison(records: dict, last: str | None = None):
     return compare_timings(timings[records["ladder"][0]], timings[last or records["ladder"][-1]])
 
 
-def article_ladder_comparison(records: dict) -> dict | None:
-    """Naive → the last knob of the article's §5.2 ladder (``ARTICLE_LADDER_KNOBS``; the
-    background checkpoint of §5.3 came after it): the ratio with its interval and verdict, or
-    None where the run has no such rung."""
-    last = [k for k in records["ladder"] if k in ARTICLE_LADDER_KNOBS]
-    if not last:
-        return None
-    c = _total_comparison(records, last[-1])
-    return {
-        "last": last[-1],
-        "speedup": c.ratio,
-        "speedup_lo": c.ratio_lo,
-        "speedup_hi": c.ratio_hi,
-        "change": c.verdict,
-    }
-
-
 def headline_metrics(records: dict, p=None, t: dict | None = None) -> dict:
     """What ``metrics.json`` carries for comparisons across machines (units in the names), from
     the outcome's tables ``t`` (the ladder, the naive step's split) where given."""
