@@ -632,3 +632,24 @@ def test_a4_gradient_overlap_alone_is_bounded_by_the_last_micro_batchs_backward(
     assert b["bound_modelled_s"] == pytest.approx(2.39 * 2 / 3 / 8)
     assert step_at_scale.a4_grad_overlap_bound({"compute_s": 2.39, "accumulation_steps": 1})["can_account"]
     assert step_at_scale.a4_power(0.48) == pytest.approx(3.2 / 2.1 / 1.48)
+
+
+def test_a4_collectives_rederive_the_step_models_seconds():
+    """Every input of the stated case's TP all-reduces is printed, and they re-derive the step
+    model's own seconds: latency + bandwidth time per call = its seconds per call, × calls = its
+    seconds per step; the link is link_efficiency × the table's figure."""
+    from mfulab.analytic.devices import device_spec
+    from mfulab.analytic.rates import Assumptions
+    from mfulab.studies.overlap import step_at_scale
+    from mfulab.studies.overlap.params import Params
+
+    p = Params().to_dict()
+    t = step_at_scale.a4_collectives(p).set_index("collective")
+    tp = t.loc["TP all-reduce (activations, bf16)"]
+    assert tp.latency_per_call_us + tp.bandwidth_time_per_call_us == pytest.approx(
+        tp.model_seconds_per_call_us
+    )
+    assert tp.model_seconds_per_call_us * tp.calls_per_step / 1e6 == pytest.approx(tp.seconds_per_step)
+    link = Assumptions().link_efficiency * device_spec(p["article_device"]).intra_node_bytes_per_s
+    assert tp.link_GB_per_s_used == pytest.approx(link / 1e9)
+    assert tp.latency_per_call_us == pytest.approx(2 * (tp.ranks - 1) * tp.alpha_per_ring_step_us)
