@@ -14,6 +14,7 @@ from mfulab.measure.launch import LaunchError
 from mfulab.studies.anatomy import analysis, bench, claims
 from mfulab.studies.anatomy.params import Params
 from mfulab.studies.anatomy.worker import LADDER, STRAGGLER
+from mfulab.studykit import verdicts
 
 from conftest import ROOT
 
@@ -119,7 +120,7 @@ def test_claims_and_ladder_from_the_records(smoke):
     assert list(table.rung) == [*records["ladder"], "recompute"]
     assert table.speedup.iloc[1:-1].notna().all()
     ids = [c.id for c in claims.claims(records)]
-    assert ids == ["B2", "B15", "B13", "B13", "B13"]
+    assert ids == ["B2", "B15", "B13", "B13", "B13", "B13"]
     (b15,) = [c for c in claims.claims(records) if c.id == "B15"]
     assert b15.verdict == "inconclusive on this machine" and "out of reach" in b15.evidence
     # beside it, the article's own attribution of its ladder: 39%, refuted on its own numbers
@@ -135,14 +136,17 @@ def test_claims_and_ladder_from_the_records(smoke):
     assert claims._few_rounds_note(claims.FEW_ROUNDS) == ""
     g = analysis.b15_gain_shares(records)
     assert g["loo_comm_data_share"] is not None
-    # B2's floor decides "shown": at 0 every non-zero category is present, above 1 none is
+    # B2 is a taxonomy: not checkable whatever the split, the article's own case study beside it
+    (b2,) = [c for c in claims.claims(records) if c.id == "B2"]
+    assert b2.verdict == "not checkable" and b2.basis == verdicts.ARITHMETIC
+    assert "slow operators +0.8 s, communication wait +0.7 s, data wait +0.3 s, scheduling waste -0.1 s" in (
+        b2.evidence
+    )
+    # the floor still decides which losses the descriptive split counts as present
     high_p = smoke_params(b2_present_share=0.99)
     high = claims.b2_claim(records, high_p, claims.tables(records, high_p))
-    assert high.verdict == "inconclusive on this machine"
-    # decided at a published checkpoint period, the run's own period beside it
-    (b2,) = [c for c in claims.claims(records) if c.id == "B2"]
-    assert "at one checkpoint per 500 steps (Hugging Face Trainer's default)" in b2.evidence
-    assert "at this run's one per" in b2.evidence
+    assert high.verdict == "not checkable" and "0 of 4 losses take ≥ 99%" in high.evidence
+    assert "with the checkpoint at one write per 500 steps (Hugging Face Trainer's default)" in b2.evidence
 
 
 def test_too_many_ranks_are_refused_before_any_work():
@@ -314,8 +318,6 @@ def test_the_ladder_follows_the_articles_order_with_its_bucket_count():
 
 
 def test_b2_splits_compute_at_the_ceiling():
-    from mfulab.studykit import verdicts
-
     split = verdicts.b2_compute_split(0.1, 6e7, 1e9)  # 60 ms of model FLOPs at the ceiling
     assert split == {"useful compute": pytest.approx(0.06), "slow operators": pytest.approx(0.04)}
     # compute faster than the ceiling allows (a stale ceiling): all useful, no negative loss
@@ -391,7 +393,8 @@ def test_b13_article_rows_check_the_clock_figures_and_the_lock_advice(monkeypatc
     """The article's 8% against its clocks: 1410 / 1200 = 1.175, so a step wholly bound to the SM
     clock would be 17.5% slower; 8% fits (46% of the step followed the clock), which the clocks
     cannot confirm (not checkable); a stated slowdown past the bound would refute it. The lock
-    advice is NVML's documented behaviour: shown."""
+    advice is NVML's documented behaviour (confirmed, documented specification); the stable speed it
+    promises shows no spread (not checkable)."""
     from mfulab.studies.anatomy import b13_article
 
     row = b13_article.b13_clock_claim()
@@ -403,4 +406,6 @@ def test_b13_article_rows_check_the_clock_figures_and_the_lock_advice(monkeypatc
     monkeypatch.setattr(b13_article, "B13_STATED", {**b13_article.B13_STATED, "card_slowdown": 0.2})
     assert b13_article.b13_clock_claim().verdict == "refuted"
     lock = b13_article.b13_lock_claim()
-    assert lock.verdict == "shown" and "8.4 → 8.5 s (+1.2%)" in lock.evidence
+    assert lock.verdict == "confirmed" and lock.basis == verdicts.DOCUMENTED
+    stable = b13_article.b13_stable_claim()
+    assert stable.verdict == "not checkable" and "8.4 → 8.5 s (+1.2%)" in stable.evidence

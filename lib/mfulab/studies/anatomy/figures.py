@@ -14,10 +14,14 @@ def _colors():
 
 
 def _stacked(ax, labels, table, colors):
+    """Stacked bars in ms; useful compute hatched and labelled as computed (model FLOPs at the
+    measured ceiling, the same on every rung and rank), not timed."""
     bottom = [0.0] * len(labels)
     for c in table:
         vals = [v * 1e3 for v in table[c]]
-        ax.bar(labels, vals, bottom=bottom, color=colors[c], label=c)
+        computed = c == SPLIT[0]
+        label = f"{c} (computed: model FLOPs at the ceiling)" if computed else c
+        ax.bar(labels, vals, bottom=bottom, color=colors[c], label=label, hatch="//" if computed else None)
         bottom = [b + v for b, v in zip(bottom, vals)]
     return bottom
 
@@ -28,12 +32,14 @@ def _change_text(c: dict) -> str:
     return f"{'faster' if c['change'] == 'faster' else 'slower'} beyond the noise"
 
 
-def plot_ladder(ladder, total: dict, article: dict | None = None):
+def plot_ladder(ladder, total: dict, article: dict | None = None, checkpoint: dict | None = None):
     """The B15 ladder (the outcome's ``b15_ladder`` table): each rung as a stacked bar of its
     useful compute and four losses (means over ranks and steps, summing to ``mean_step_s``),
     with the slowest rank's median step, the quantity every ratio is taken on, marked on it, and
     the speed-up over the rung before above it; ``total``: ``b15_gain_shares`` (naive → last
-    rung with its interval) for the title."""
+    rung with its interval) for the title; ``article``: the article's §5.2 knobs alone, the
+    title's lead; ``checkpoint``: §5.3's background checkpoint at this run's period and at a
+    published one (``credit.checkpoint_knob_at_period``)."""
     table = ladder.dropna(subset=["step_s"])
     fig, ax = plt.subplots(figsize=(10, 4.4))
     labels = [r.replace(" + ", " +\n").replace(" ", "\n", 1) if len(r) > 12 else r for r in table.rung]
@@ -53,19 +59,26 @@ def plot_ladder(ladder, total: dict, article: dict | None = None):
         ax.text(x, max(top, medians[x]) * 1.02, text, ha="center", va="bottom", fontsize=8)
     ax.set_ylim(0, max(tops + medians) * 1.3)
     ax.set_ylabel("time per step (ms)")
-    ax.set_xlabel("rung of the ladder (each adds one knob to the one before)")
-    first = (
-        f"The article's §5.2 knobs (naive → {article['last']}): ×{article['speedup']:.2f} "
-        f"[{article['speedup_lo']:.2f}, {article['speedup_hi']:.2f}], {_change_text(article)}; "
-        if article
-        else ""
-    )
-    ax.set_title(
-        f"{first}every knob: ×{total['speedup']:.2f} [{total['speedup_lo']:.2f}, "
-        f"{total['speedup_hi']:.2f}], {_change_text(total)}\n(bars: mean over ranks; above each: the ratio "
-        "over the rung before, in brackets its interval over the few rounds, not a 95% interval)",
+    ax.set_xlabel(
+        "rung of the ladder (each adds one knob to the one before)\nbars: mean over ranks; above each: the "
+        "ratio over the rung before, in brackets its interval over the few rounds (not a 95% interval)",
         fontsize=9,
     )
+    first = (
+        f"The article's §5.2 knobs (naive → {article['last']}): ×{article['speedup']:.2f} "
+        f"[{article['speedup_lo']:.2f}, {article['speedup_hi']:.2f}], {_change_text(article)}"
+        if article
+        else f"Every knob: ×{total['speedup']:.2f} [{total['speedup_lo']:.2f}, {total['speedup_hi']:.2f}], "
+        f"{_change_text(total)}"
+    )
+    second = (
+        f"§5.3's background checkpoint: {checkpoint['gain_s'] * 1e3:.1f} ms per step at this run's one write "
+        f"per {checkpoint['run_period_steps']} steps, {checkpoint['gain_at_period_s'] * 1e3:.2f} ms "
+        f"(×{checkpoint['speedup_at_period']:.3f}) at one per {checkpoint['period_steps']}"
+        if checkpoint
+        else ""
+    )
+    ax.set_title(f"{first}\n{second}", fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return fig
 

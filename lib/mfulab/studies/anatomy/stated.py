@@ -24,6 +24,13 @@ B13_CLOCK_LOCK = {
 # gives no threshold.
 B13_REACHED = 0.5
 
+# B2 — article B §1.2: lost time is eaten by four kinds of problem (slow operators, communication
+# wait, data wait, scheduling waste). Its own case study names a loss of each kind: §5.2's ladder
+# (analytic.articles.B15_STEPS: attention/TF32, buckets and NCCL, data IO, clocks), §5.1's data wait
+# (the batch reached the GPU 1.5 s after the step began) and §5.3's checkpoint spike (3 s, a
+# synchronous write every N steps).
+B2_CASE_STUDY = {"data_wait_s": 1.5, "checkpoint_spike_s": 3.0}
+
 # B15 — article B §5.2: the case study's ladder on a 7B model, 64 A100s, 10.2 s → 8.5 s per step;
 # "the gain comes mainly from communication overlap and data IO".
 B15_STATED = {
