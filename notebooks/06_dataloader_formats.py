@@ -21,7 +21,7 @@
 # 2. read throughput per format and `DataLoader` setting with a warm page cache;
 # 3. cold-cache throughput, and a file system where every file opened costs time (**B11**);
 # 4. time to the first batch and the cost of a new epoch with and without persistent workers;
-# 5. where a training step's time goes, and the spike of a synchronous checkpoint (**B2**, **B12**).
+# 5. where a training step's time goes, and the spike of a synchronous checkpoint (B2's split, described; **B12**).
 #
 # Every epoch is checked against the corpus: same number of samples, same checksum.
 
@@ -210,7 +210,9 @@ o.tables["restart"]
 # next to loading, so the wait is small: that is the measured result. **Emulated compute**
 # runs replace the step with a short timed wait (an accelerator-speed step: no core busy) and
 # load inline (`num_workers=0`): there the wait at the start of each step is there by
-# construction, and shows only where such a wait would sit.
+# construction, and shows only where such a wait would sit. The split is a description, not a
+# verdict: B2 (the four losses) is judged once, in chapter 07, as a taxonomy no split can
+# contradict; one process here has no communication and, on the `cpu` profile, no checkpoint.
 
 # %%
 print(
@@ -318,11 +320,8 @@ o.tables["format_choice"]
 # persistent workers (*shown* when the later epochs' first batch is shorter, its interval above 1:
 # not restarting kept workers is the option's documented behaviour, so the timing gives its size;
 # `prefetch_factor` and `pin_memory` have rows of their own, judged on PyTorch's documentation,
-# as the three statements of the /dev/shm sentence are). B2: *shown* where a
-# real training loop has at least three of the four losses above a small share of its
-# time (printed below), *inconclusive on this machine* where none has (`verdicts.b2_verdict`,
-# the course's one rule); the emulated stall is true by construction, so *shown* (a toy that
-# places the wait, never confirmed). B12 in
+# as the three statements of the /dev/shm sentence are). B2 has no row here (chapter 07 judges
+# it; §5's split is descriptive). B12 in
 # three rows: the spike exists when the step with a write is longer (interval above 1); its
 # size at the case study's scale is *analytic only* (the arithmetic above); its mechanism, the
 # write taking the loader's disk bandwidth, is *shown* when the disk writer's reads are slower
@@ -330,7 +329,7 @@ o.tables["format_choice"]
 # beside a node's NVMe array and its shards.
 
 # %%
-print(f"B2: a loss counts as non-zero above {rp['nonzero_share']:.1%} of a run's time")
+print(f"§5's split: a loss counts as non-zero above {rp['nonzero_share']:.1%} of a run's time")
 claim_list = o.claims
 verdicts.publish_claims(out, o.claims, o.metrics)  # tables/claims.csv: the full table
 display(Markdown(verdicts.claims_markdown(o.claims)))

@@ -1,9 +1,11 @@
-"""The claims of the ``dataloader`` study: B11 and B2's data part (``throughput``; B11's
+"""The claims of the ``dataloader`` study: B11 (``throughput``, ``training_gain``; B11's
 persistent workers in ``settings``) and B12 (``checkpoint``). :func:`outcome` builds the tables the
 notebook shows once, composes the rows (:func:`claim_rows`) and the headline metrics; the notebook
 and ``make stability`` call it."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pandas as pd
 
@@ -48,8 +50,8 @@ def tables(records) -> dict[str, pd.DataFrame]:
 def claim_rows(records, t=None) -> list[Claim]:
     """B11 (training throughput: the article's own case study, then this machine's training loop; the
     loader alone on a local disk, when both formats ran cold; training throughput behind a
-    network file system at the case study's job; worker count; persistent workers), B2's data
-    part (real compute, and the emulated step when it ran), B12 (existence and magnitude, when
+    network file system at the case study's job; worker count; persistent workers), B12
+    (existence and magnitude, when
     the checkpoint part ran; the mechanism, when the contention part ran)."""
     hid = hiding.hiding_table(records) if t is None else t["b11_latency_hiding"]
     out = [training_gain.b11_case_study(), training_gain.b11_wait_gone()]
@@ -71,14 +73,10 @@ def claim_rows(records, t=None) -> list[Claim]:
     out += [throughput.b11_workers(records, need), b11_settings(records), b11_prefetch_claim(records)]
     out.append(b11_pin_memory_claim())
     out += b11_shm_claims(records)
-    floor = records["params"].get("nonzero_share", 0.001)
-    mem = throughput.stall_runs(records, "real compute", in_memory=True)[0]
-    out.append(throughput.b2_real(records, floor, throughput.stall_runs(records, "real compute"), mem))
-    emulated = throughput.stall_runs(records, "emulated compute")
-    if emulated:
-        out.append(throughput.b2_emulated(records, floor, emulated))
     if "checkpoint" in records:
-        out += [b12_existence(records), b12_magnitude(records)]
+        magnitude = b12_magnitude(records)
+        spike = contention.contention_spike_text(records)  # §5.3's stated cause, a second reading
+        out += [b12_existence(records), replace(magnitude, evidence=magnitude.evidence + spike)]
     if "contention" in records:
         out.append(contention.b12_mechanism(records))
     return out

@@ -6,10 +6,6 @@ from mfulab.analytic.articles import B15_STEPS
 # B11 — article B §4.1 (and step 4 of §5.2): packing many small files into webdataset tar
 # shards gains "5% or more" throughput; on ordinary SSDs 8–16 DataLoader workers are enough.
 B11_STATED = {"min_throughput_gain": 1.05, "workers_enough": (8, 16), "workers_per_gpu": 12}
-# §5.2 step 4: "每步开始前的数据等待基本消失" (the data wait before each step basically disappeared).
-# A wait that disappears shortens the step by about itself; the sentence is read as consistent with
-# the article's own step times when the step fell by at least this share of the stated wait (ours)
-B11_WAIT_GONE_SHARE = 0.5
 
 # The case study's job (article B §1.3's worked example and §5.2: a 7B dense model on 64 A100s
 # with ZeRO-2 and tensor parallelism 4, so 16 data-parallel ranks, sequences of 4096 tokens, a

@@ -21,7 +21,7 @@ from mfulab.errors import ParameterError
 from mfulab.measure.timing import Timing, compare_timings, summarize
 from mfulab.studies.dataloader import disk
 from mfulab.studies.dataloader.params import FORMAT_RATIO_DRIFT, PER_FILE_LATENCY_SWEEP_S
-from mfulab.studies.dataloader.stated import B2_STATED, B11_STATED
+from mfulab.studies.dataloader.stated import B11_STATED
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
 from mfulab.units import MIB
@@ -308,62 +308,6 @@ def nonzero_categories(run, floor: float) -> list[str]:
     split = step_split(run)
     total = sum(split.values())
     return [k for k in CATEGORIES if split[k] > floor * total]
-
-
-def b2_real(records, floor: float, runs, mem) -> Claim:
-    shown = {r["format"]: nonzero_categories(r, floor) for r in runs}
-    n_shown = sum(verdicts.b2_verdict(v) == "shown" for v in shown.values())
-    worst = max(runs, key=lambda r: step_split(r)["data wait"] / sum(step_split(r).values()))
-    split = step_split(worst)
-    total = sum(split.values())
-    mem_split = step_split(mem)
-    every = _param(records, "checkpoint_every", 0)
-    return Claim(
-        "B2",
-        "lost step time splits into slow operators, communication wait, data wait (at the start of "
-        f"each step; {B2_STATED['case_study_wait_s']} s in the case study) and scheduling waste",
-        f"per-step split of a real training loop per loader (num_workers={worst['num_workers']}, "
-        + (
-            f"a synchronous checkpoint every {every} steps"
-            if every
-            else "no checkpoint: a production period writes one in hundreds of steps, below the floor"
-        )
-        + f", one process); non-zero: above {floor:.1%} "
-        "of the run's time",
-        verdicts.b2_verdict(max(shown.values(), key=len)),  # the run with the most categories
-        f"≥ {verdicts.B2_MIN_PRESENT} of the 4 losses non-zero in {n_shown} of {len(runs)} loader runs; "
-        f"{worst['format']}: "
-        + ", ".join(f"{k} {split[k] / total:.1%}" for k in (verdicts.B2_USEFUL, *CATEGORIES))
-        + f"; in-memory batches: data wait {mem_split['data wait'] / sum(mem_split.values()):.2%} "
-        "(a list lookup); communication is zero by construction (no collective in one process)"
-        + (
-            ""
-            if every
-            else f"; with no collective and no checkpoint at most 2 of the 4 losses can be non-zero here, "
-            f"fewer than the {verdicts.B2_MIN_PRESENT} a shown row needs: this row cannot read shown, and "
-            "B2 is judged on chapter 07's 2-rank job"
-        ),
-        basis=verdicts.TOY,
-    )
-
-
-def b2_emulated(records, floor: float, runs) -> Claim:
-    worst = max(runs, key=lambda r: step_split(r)["data wait"] / sum(step_split(r).values()))
-    split = step_split(worst)
-    counts = sorted({len(nonzero_categories(r, floor)) for r in runs})
-    return Claim(
-        "B2",
-        "data wait shows up as time at the start of each step "
-        f"({B2_STATED['case_study_wait_s']} s in the case study)",
-        f"emulated compute: each step a timed wait of {_param(records, 'stall_emulated_step_s', 0)} s "
-        "(an accelerator-speed step), batches loaded inline (num_workers=0)",
-        "shown",
-        "true by construction: with no worker the batch is loaded inside the loop just before the step, "
-        f"so every step starts with the load (worst {worst['format']}: "
-        f"{split['data wait'] / sum(split.values()):.0%} of step time); it shows where the wait sits on "
-        f"a fast step, not that a real job has it; {'/'.join(map(str, counts))} of the 4 losses non-zero",
-        basis=verdicts.CONSTRUCTION,  # the emulation places the wait: true by construction, at most shown
-    )
 
 
 def stall_runs(records, compute: str, *, in_memory: bool = False) -> list[dict]:
