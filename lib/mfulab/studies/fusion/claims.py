@@ -119,7 +119,7 @@ def a7_claims(records, t) -> list[Claim]:
             f"({lt.sub_block_share.iloc[-1]:.0%} at DRAM speed); layer {here.layer_speedup:.2f}× "
             f"[{here.layer_speedup_lo:.2f}, {here.layer_speedup_hi:.2f}] with the "
             f"{layer_measured.layer_fused_impl(records)} sub-block (the fused kernel the mechanism row "
-            "reads); "
+            "reads; charged eager's dropout random numbers, so only bytes and launches differ); "
             f"even a free sub-block: {worst.ceiling:.2f}× (interval top {worst.ceiling_hi:.2f}×) "
             f"(needs a share ≥ {here.share_needed_for_claim:.0%}"
             + ("; this machine's layer cannot reach that regime" if out_of_reach else "")
@@ -193,7 +193,7 @@ def a7_claims(records, t) -> list[Claim]:
                 if len(free_over)
                 else ""
             ),
-            basis=verdicts.ANALYSIS,
+            basis=verdicts.ASSUMED,  # TP, SP and where −30% was measured: the article does not say
         )
     )
     # the mechanism, then the article's LayerNorm sentence (after the measured and analytic rows)
@@ -242,7 +242,7 @@ def a8_claims(t, v: dict) -> list[Claim]:
             + "; which activation-only reading applies depends on the article's unstated setup: "
             "tensor parallelism, sequence parallelism and dropout (attention matmuls "
             f"{a8['attention_flops_share_palm']:.0%} of the model FLOPs at this length)",
-            basis=verdicts.ANALYSIS,
+            basis=verdicts.ASSUMED,  # TP, SP and dropout: the article states none of them
         ),
         *attention_memory.a8_step_claim(t["a8_step"]),
     ]
@@ -357,6 +357,12 @@ def texts(records, t) -> dict[str, str]:
     }
 
 
+def _mechanism_ratio(t) -> float | None:
+    """The ratio A7's mechanism row reads (``a7_rows.mechanism_speedup``), or None."""
+    s = a7_rows.mechanism_speedup(t)
+    return float(s.ratio) if s is not None else None
+
+
 def headline_metrics(records, t, v: dict, claim_list) -> dict:
     """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
     slopes = v["attention_slopes"]
@@ -371,6 +377,9 @@ def headline_metrics(records, t, v: dict, claim_list) -> dict:
         "ln_rows": t["ln_fusion"].to_dict(orient="records"),
         "ln_working_set_bytes": records["ln"]["working_set_bytes"],
         "ln_fusion_speedup_largest_p": float(largest_p.ratio) if largest_p is not None else None,
+        # A7's mechanism ratio (the fewest-passes fused kernel over eager in DRAM, p = 0), so that
+        # make stability measures its drift between fresh runs on each box
+        "ln_mechanism_dram_speedup": _mechanism_ratio(t),
         "ln_layer_share": float(layer.sub_block_share.iloc[0]),  # the same row, so that
         "ln_layer_speedup_ceiling": float(layer.ceiling.iloc[0]),  # ceiling = 1/(1 − share)
         "ln_article_layer_speedup_ceiling": float(t["a7_article_sensitivity"].layer_speedup_ceiling.iloc[0]),
