@@ -247,9 +247,11 @@ display(
 # recomputes part of the MLP, `--recompute-activation-function`, re-runs the GeLU alone: it frees
 # the GeLU's 4h-wide output (8·s·b·h of the MLP's 19) and re-runs no matmul. Per matmul FLOP it
 # wins by construction: its cost is memory-bound work this yardstick does not count (nor does it
-# count the unfused core's softmax and dropout). That reading says yes where the whole MLP says
-# no, so each A14 row is decided only where both readings agree (*not checkable* otherwise); the
-# per-FLOP table above carries the whole MLP, the reasons table below both. The reasons in
+# count the unfused core's softmax and dropout). The article's own words favour the whole MLP
+# ("把 MLP 部分设置为不保存", the MLP part; it asks whether the MLP layer takes
+# `recompute_granularity`, a layer-level switch), so the whole MLP decides each A14 row and the
+# GeLU reading is context beside it; the per-FLOP table above carries the whole MLP, the reasons
+# table below both. The reasons in
 # numbers, as shares of the layer's forward FLOPs (matmuls) and of its activation bytes:
 
 # %%
@@ -394,18 +396,20 @@ o.tables["a12_throughput_sensitivity"]
 #
 # Verdicts are computed from the numbers above. B7's 50% → 40% is global MFU (the article says
 # so), and recompute stretches only the compute, a share c of the step: a compute slowdown r
-# makes the step 1 + (r − 1)·c. Article B's own pair (local MFU 80%, global 44%) gives c = 0.55.
+# makes the step 1 + (r − 1)·c. The anecdote's global 50% puts c at 0.50 or more (local MFU
+# cannot pass 100%); article B's only local figure, §1.1's 80%, gives c = 0.50 / 0.80 = 0.625.
 # B7 (same batch, this machine): one process times compute only, so the measured ratio is r; the
-# claim implies r between 1.25 (c = 1) and 1 + 0.25/0.55 = 1.45 (c = 0.55), and the FLOP count's
+# claim implies r between 1.25 (c = 1) and 1 + 0.25/0.50 = 1.50 (c = 0.50), and the FLOP count's
 # 1.33 lies inside: shown when the interval, widened by this ratio's own run-to-run drift
-# (`b7_ratio_drift`: it moved 1.21–1.57× between fresh runs of this box), lies inside that band,
+# (`b7_ratio_drift`, set per profile from the box's spread between fresh runs: the cpu profile's
+# yaml gives this box's), lies inside that band,
 # not shown when it misses it, inconclusive on this machine otherwise (a toy regime; full and
 # none are timed alone for several rounds). The policy sweep above times full against none in
 # its own rounds, so its full/none ratio and B7's paired one differ by the run-to-run spread,
 # well inside that drift. B7 (published): Korthikanti et al.'s Table 4 gives r = 1.39 for
-# one 22B layer on A100s; over c from 0.55 to 1 the step stretches 1.21–1.39×. The claim's 1.25×
-# lies in that range at one c, but 0.55 is read off an illustration and the article states no
-# compute share for this run, so the analysis cannot decide: analytic only (refuted (analysis)
+# one 22B layer on A100s; at c = 0.625 the step stretches 1.24×, MFU 50% → 40.2%, the article's
+# 40%; over c from 0.50 to 1 it stretches 1.19–1.39×. The article states no local MFU for this
+# run, so the analysis cannot decide: analytic only (refuted (analysis)
 # if 1.25× fell outside the range). B7 (budget): refuted by the identity
 # MFU ∝ tokens/s (by construction: the article's own §1.1 definition). B7 (configuration): the planner prices article B's own §5 cluster (7B, 64
 # A100s, TP 4, ZeRO-2, flash attention) under Megatron's selective, the MLP and full recompute,
@@ -426,8 +430,8 @@ o.tables["a12_throughput_sensitivity"]
 # Attention, as article A's own runs use it: the MLP against the whole attention block, decided
 # only by a 20% margin either way in every layer (`stated.A14_DECISIVE_MARGIN`). Its reasons, by FLOP and byte shares (refuted (analysis) when the MLP
 # is the costlier part to redo, or the attention frees fewer bytes than the MLP, in every layer).
-# Each of these three rules reads "the MLP" as the whole MLP; MindSpeed's activation-function
-# reading (section 4) votes beside it, and where the two disagree the row is not checkable.
+# Each of these three rules reads "the MLP" as the whole MLP, the reading the article's words
+# favour; MindSpeed's activation-function reading (section 4) is context beside it.
 # Two more A14 rows take article A's framing sentences: "one-fold" (一倍) of wasted compute has
 # two readings, the forward done twice (true of full recompute) and the step doubled (96/72 =
 # 1.33×, false): not checkable, both in the evidence; GPT-3 175B's "several hundred GB" of
@@ -439,7 +443,9 @@ o.tables["a12_throughput_sensitivity"]
 # and with the gradients in 2 bytes (the memory model's 16 B/param) and in 4 (Megatron's fp32
 # `main_grad`, which chapters 02 and 05 reduce: 18 B/param), no when it fits at none;
 # confirmed (analysis) when every reading says yes, refuted when every one says no, analytic
-# only otherwise. A12: ZeRO-3 needing less memory and moving more bytes at every data-parallel
+# only otherwise. A second A17 row takes "照着走一遍基本能跑通" on the command itself: refuted
+# (documented specification) when a flag is defined by neither Megatron-LM's parser nor
+# MindSpeed's additions (argparse stops there). A12: ZeRO-3 needing less memory and moving more bytes at every data-parallel
 # width is its design, shown (by construction); how much it saves, "considerable", is read as at
 # least 10% of the card (our line) at the command's TP 8, the other widths voting
 # (`verdicts.at_stated_case`); its throughput
@@ -506,14 +512,25 @@ lines.append(
 )
 if len(plans):
     winners = chosen[chosen.decision]
-    moved = decisions.set_index("assumption varied").apply(lambda r: r.str.endswith("*").any(), axis=1)
-    movers = sorted({label.split("=")[0] for label in moved[moved].index})
+    by_label = decisions.set_index("assumption varied")
+    moved = by_label.apply(lambda r: r.str.endswith("*").any(), axis=1)
+    stated_plans = by_label.iloc[0]
+
+    def policy_of(cell: str) -> str:
+        return cell.removesuffix(" *").split("@")[0]
+
+    # a changed policy against a changed micro-batch only (the same policy, a neighbouring size)
+    policy_moved = by_label.apply(
+        lambda r: any(policy_of(v) != policy_of(stated_plans[c]) for c, v in r.items()), axis=1
+    )
+    movers = sorted({label.split("=")[0] for label in policy_moved[policy_moved].index})
     plan_names = ", ".join(winners.policy + "@" + winners.micro_batch.astype(int).astype(str))
     close = winners[winners.within_step_error]
     lines.append(
-        f"* The planner's decisions ({plan_names}) rest on assumptions: {int(moved.sum())} of "
-        f"{len(moved) - 1} one-at-a-time variations change some case's decision "
-        f"({', '.join(movers) or 'none'}). {len(close)} of {len(winners)} lead the case's next policy "
+        f"* The planner's decisions ({plan_names}) rest on assumptions: of {len(moved) - 1} one-at-a-time "
+        f"variations, {int(policy_moved.sum())} change some case's recompute policy "
+        f"({', '.join(movers) or 'none'}) and {int(moved.sum() - policy_moved.sum())} more only its "
+        f"micro-batch. {len(close)} of {len(winners)} lead the case's next policy "
         f"by no more than the step model's ±{SWITCH_MARGIN:.0%} (`lead_over_next`): there the planner "
         "ranks the policies, it does not decide between them; read its choices as illustrations."
     )

@@ -8,6 +8,7 @@ from mfulab.analytic import flops
 from mfulab.analytic.config import TransformerConfig
 from mfulab.errors import ParameterError
 from mfulab.studies.recompute import bench, claims, freed_per_flop, stated
+from mfulab.studykit import verdicts
 
 CFG = TransformerConfig(n_layers=3, d_model=64, n_heads=4, vocab_size=128, seq_len=32, name="t3")
 
@@ -41,24 +42,27 @@ def test_a14_closed_forms_and_verdict():
 
 
 def test_a14_choice_is_refuted_in_its_own_unfused_regime_and_reasons_are_refuted():
-    """Read as the whole MLP the choice is refuted unfused and open fused, the reasons refuted;
-    read as MindSpeed's --recompute-activation-function (the GeLU alone) it frees bytes at no
-    matmul FLOP: the readings disagree, so every A14 row is not checkable."""
+    """Decided on the whole MLP, the reading the article's words favour ("the MLP part", a
+    layer-level switch): the choice is refuted unfused and open fused, the reasons refuted;
+    MindSpeed's --recompute-activation-function (the GeLU alone) is context beside it."""
     choice, fused, reasons = claims.a14_claims({}, claims.a14_tables({}))
     # unfused (the article keeps the attention scores: the claim's premise) the core frees 20·a/19
     # times more per FLOP than the MLP: 101× at a = 96, 42× at a = 40; with Flash Attention (context)
     # the MLP beats the core by 19·s/16·a (25×) and is 0.93× / 1.21× the whole block
-    assert choice.verdict == "not checkable" and "101×" in choice.evidence and "42×" in choice.evidence
-    assert "read as the whole MLP (refuted (analysis) alone)" in choice.evidence
+    assert choice.verdict == "refuted (analysis)" and choice.basis == verdicts.ASSUMED
+    assert "101×" in choice.evidence and "42×" in choice.evidence
+    assert "decided on the whole MLP" in choice.evidence and "switch): refuted (analysis)" in choice.evidence
     assert "25×" in choice.evidence and "0.93×" in choice.evidence and "1.21×" in choice.evidence
-    assert "--recompute-activation-function" in choice.evidence
+    assert "--recompute-activation-function" in choice.evidence and "(MindSpeed's option, context)" in (
+        choice.evidence
+    )
     # with Flash Attention, as article A runs it: 0.93x and 1.21x, not beyond the 20% margin in both
-    # layers (analytic only as the whole MLP); the activation reading says yes: not checkable
-    assert fused.verdict == "not checkable" and "(analytic only alone)" in fused.evidence
+    # layers: analytic only
+    assert fused.verdict == "analytic only" and "switch): analytic only" in fused.evidence
     assert "0.93×" in fused.evidence and "Flash" in fused.claim
     # the MLP is 16h/(24h + 4s) of the layer's forward FLOPs: 65% and 59%
-    assert reasons.verdict == "not checkable" and "65%" in reasons.evidence and "59%" in reasons.evidence
-    assert "(refuted (analysis) alone)" in reasons.evidence and "large: holds" in reasons.evidence
+    assert reasons.verdict == "refuted (analysis)" and "65%" in reasons.evidence and "59%" in reasons.evidence
+    assert "large: holds" in reasons.evidence
     assert "0.09%" in reasons.evidence  # what recomputing the fused core frees
 
 
@@ -85,16 +89,16 @@ def test_a14_choice_rule_follows_both_alternatives_unfused_only(monkeypatch):
 
         return table
 
-    # the whole MLP's answer decides only where the activation-function reading agrees (yes)
-    for core, block, verdict, whole in (
-        (30, 1.5, "confirmed (analysis)", "confirmed (analysis)"),
-        (0.5, 0.9, "not checkable", "refuted (analysis)"),
-        (0.5, 1.5, "not checkable", "refuted (analysis)"),  # the core frees more per FLOP than the MLP
-        (30, 0.9, "not checkable", "analytic only"),
+    # the whole MLP's answer decides; the activation-function reading is context
+    for core, block, verdict in (
+        (30, 1.5, "confirmed (analysis)"),
+        (0.5, 0.9, "refuted (analysis)"),
+        (0.5, 1.5, "refuted (analysis)"),  # the core frees more per FLOP than the MLP
+        (30, 0.9, "analytic only"),
     ):
         monkeypatch.setattr(freed_per_flop, "verdict_table", with_ratios(core, block))
         row = claims.a14_claims({}, claims.a14_tables({}))[0]
-        assert row.verdict == verdict and f"({whole} alone)" in row.evidence
+        assert row.verdict == verdict and f"switch): {verdict}" in row.evidence
 
 
 def test_b7_budget_row_separates_the_hardware_flops_ratio_from_hfu():
@@ -227,11 +231,12 @@ def test_article_rows_follow_their_counts():
     from mfulab.studies.recompute import article_rows
 
     b7 = article_rows.b7_published_claim()
-    # a 1.39x compute slowdown on a step that is 55% compute (article B's own 44/80) stretches it
-    # 1.21x, all compute 1.39x: the claimed 1.25x lies between, at a share the article does not
-    # state for its run (0.55 is read off an illustration), so the analysis cannot decide
-    assert b7.verdict == "analytic only" and "1.21× at c = 0.55" in b7.evidence
-    assert "consistent at c = 0.64" in b7.evidence
+    # a 1.39x compute slowdown on a step that is 50/80 = 62.5% compute (the anecdote's 50% over
+    # article B's only local figure, 80%) stretches it 1.242x: MFU 50% -> 40.2%, the article's 40%;
+    # over c = 0.50 (local MFU 100%) to 1 it is 1.19-1.39x, and the run's own c is not stated
+    assert b7.verdict == "analytic only" and b7.basis == verdicts.ASSUMED
+    assert "= 0.625 Table 4 gives a 1.242× step, MFU 50% → 40.2%" in b7.evidence
+    assert "the step is 1.19× to 1.39×" in b7.evidence
     # ZeRO-3's per-micro-batch gathers over 200 Gb/s between nodes: ZeRO-2 faster at every size of
     # the stated case (the command: DeepSpeed for both stages, unfused attention), by more than the
     # decisive margin; no assumed input reverses it (a faster network closes the margin, it does not
@@ -380,3 +385,12 @@ def test_a14_in_seconds_prices_each_re_run_with_the_step_model():
     act = freed_per_second.activation_against_core(t)
     assert act["decision"] == ("confirmed" if (act["ratio"] > 1.2).all() else act["decision"])
     assert set(act["ratio"].index) == {c.name for c in stated.A14_CLAIM_CONFIGS}
+
+
+def test_a17_command_as_written_stops_at_flags_no_parser_defines():
+    row = claims.a17_runs_as_written()
+    # --zero-stage, --gradient-bucket-size and --overlap-grad-allreduce are not Megatron-LM flags
+    assert (row.verdict, row.basis) == ("refuted", verdicts.DOCUMENTED)
+    assert "--gradient-bucket-size: Megatron-LM's is --ddp-bucket-size" in row.evidence
+    assert "--overlap-grad-allreduce: Megatron-LM's is --overlap-grad-reduce" in row.evidence
+    assert "unrecognized arguments" in row.evidence

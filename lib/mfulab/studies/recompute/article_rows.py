@@ -19,36 +19,39 @@ from mfulab.units import GB, GIB
 def b7_published_claim() -> Claim:
     """B7's size, 50% → 40% global MFU at the same batch (a 1.25× step), from the one published
     measurement of full recompute against none (Korthikanti et al. 2022, Table 4: a 22B layer's
-    forward + backward on A100s, compute only) and article B's own compute share c = 0.55
-    (``stated.B7_ARTICLE_COMPUTE_SHARE``, read off an illustration, not a measured run): the step
-    stretches by 1 + (r − 1)·c, from c = 0.55 to c = 1 (all compute). The article states no
-    compute share for the run it describes, and the claimed 1.25× needs one particular c inside
-    that range, so the analysis cannot decide: analytic only when 1.25× lies in the range (the
-    published measurement is consistent with the claim at that c), refuted (analysis) outside."""
+    forward + backward on A100s, compute only) on a step whose compute is a share c of it: the
+    step stretches by 1 + (r − 1)·c. The anecdote's global 50% puts c in [0.50, 1] (local MFU at
+    most 100%), and article B's only local figure, §1.1's 80%, gives c = 0.625
+    (``stated.B7_ARTICLE_COMPUTE_SHARE``), at which Table 4 reproduces the 40%; but the anecdote
+    states no local MFU for its own run, so the analysis cannot decide: analytic only when 1.25×
+    lies in the range, refuted (analysis) outside."""
     before, after = stated.B7_MFU_PERCENT
     claimed = before / after
     ms = stated.KORTHIKANTI_TABLE4_22B_LAYER_MS
     r = ms["full"] / ms["none"]
-    c = stated.B7_ARTICLE_COMPUTE_SHARE
-    lo, hi = 1 + (r - 1) * c, r
+    c_min, c = stated.B7_MIN_COMPUTE_SHARE, stated.B7_ARTICLE_COMPUTE_SHARE
+    lo, hi = 1 + (r - 1) * c_min, r
+    at_c = 1 + (r - 1) * c
     needed_c = (claimed - 1) / (r - 1)
     return Claim(
         "B7",
         f"full recompute lowers MFU from {before}% to {after}% (global MFU; at the same batch, which "
         f"the article does not say: a {claimed:.2f}× step)",
         "Korthikanti et al. 2022, Table 4 (one 22B layer on A100s, full recompute against none: compute "
-        f"only) applied to a step whose compute is c of it, c from article B's own {c:.2f} (local 80%, "
-        f"global 44%, an illustration) to 1; consistent when {claimed:.2f}× lies in the range, but the "
-        "run's own c is not stated: analytic only",
+        f"only) applied to a step whose compute is c of it: c ≥ {c_min:.2f} (global {before}%, local MFU "
+        f"≤ 100%) up to 1, and c = {c:.3f} at article B's only local figure "
+        f"({stated.B7_ARTICLE_LOCAL_MFU:.0%}, §1.1); consistent when the claim's step lies in the range, "
+        "but the run's own c is not stated: analytic only",
         "analytic only" if lo <= claimed <= hi else "refuted",
-        f"compute {ms['full']:g} vs {ms['none']:g} ms: r = {r:.2f}×; step 1 + (r − 1)·c = {lo:.2f}× at c = "
-        f"{c:.2f} to {hi:.2f}× at c = 1, so MFU {before}% → {before / lo:.1f}% to {before / hi:.1f}% "
-        f"(article: {after}%; consistent at c = {needed_c:.2f}, which the article does not state for "
-        "this run); the FLOP count alone gives "
-        f"{stated.MEGATRON_FULL_RECOMPUTE_FLOPS_RATIO:.2f}× on compute; selective recompute "
+        f"at c = {before / 100:.2f} / {stated.B7_ARTICLE_LOCAL_MFU:.2f} = {c:.3f} Table 4 gives a "
+        f"{at_c:.3f}× step, MFU {before}% → {before / at_c:.1f}% (the article: {after}%); compute "
+        f"{ms['full']:g} vs {ms['none']:g} ms: r = {r:.2f}×; over c = {c_min:.2f} to 1 the step is "
+        f"{lo:.2f}× to {hi:.2f}×, MFU "
+        f"{before / lo:.1f}% to {before / hi:.1f}% ({claimed:.2f}× at c = {needed_c:.2f}); the FLOP count "
+        f"alone gives {stated.MEGATRON_FULL_RECOMPUTE_FLOPS_RATIO:.2f}× on compute; selective recompute "
         f"{ms['selective'] / ms['none']:.2f}×, with sequence parallelism "
         f"{ms['selective+sp'] / ms['none']:.2f}×",
-        basis=verdicts.ANALYSIS,
+        basis=verdicts.ASSUMED,  # a published layer measurement on a step whose compute share is read
     )
 
 

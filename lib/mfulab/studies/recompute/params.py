@@ -18,9 +18,8 @@ ATTN_IMPLS = tuple(ATTENTION_IMPLS)  # the study measures both implementations
 # the 2-core box (make stability, 2026-12-04, 12 paired rounds each), while each run's own interval
 # was about ±7%: the process, not the rounds, sets the spread. Its interval is widened by this much
 # on each side, so a single run cannot claim a precision the next run would not repeat. That was the
-# AMD EPYC VM, the reference box until 2026-12-05; the Intel Xeon VM that replaced it spreads about
-# 5% (its stability.json), and the row prints its reading at the course's 5% beside the verdict. The
-# wider figure stays, so that one rule holds on either host.
+# AMD EPYC VM, the reference box until 2026-12-05; the Intel Xeon VM that replaced it spreads less
+# (its stability.json), and its cpu profile sets its own figure (studies/recompute/cpu.yaml).
 B7_RATIO_DRIFT = 0.3
 
 

@@ -15,10 +15,14 @@ PLANNER_CASES = tuple(yaml.safe_load(Path(__file__).with_name("planner_cases.yam
 # B7 — article B §2.3 (and §6.3): full recompute took MFU from 50% to 40% (an anecdote), in
 # global MFU ("在全局MFU的公式里"): the whole step, of which recompute stretches only the compute.
 B7_MFU_PERCENT = (50, 40)
-# The compute stream's share of article B's step, from its own pair (§1.1): global MFU 44% where
-# local MFU (compute-busy time only) reads 80%, so compute is busy 44/80 = 55% of the step. A
-# compute slowdown r stretches the step by 1 + (r − 1)·c for a compute share c in [0.55, 1].
-B7_ARTICLE_COMPUTE_SHARE = 0.44 / 0.80
+# The compute stream's share c of the anecdote's step (global MFU = local MFU × c). The anecdote
+# states its global 50% but no local MFU, so c lies in [0.50, 1]: at least 0.50, since local MFU
+# cannot pass 100%. Article B's only local figure, §1.1's illustration (local 80% where global
+# reads 44%), read at the anecdote's own 50% gives c = 0.50 / 0.80 = 0.625: a reading, not a
+# stated share. A compute slowdown r stretches the step by 1 + (r − 1)·c.
+B7_ARTICLE_LOCAL_MFU = 0.80
+B7_MIN_COMPUTE_SHARE = B7_MFU_PERCENT[0] / 100  # local MFU ≤ 100%
+B7_ARTICLE_COMPUTE_SHARE = B7_MFU_PERCENT[0] / 100 / B7_ARTICLE_LOCAL_MFU
 # What full recompute costs in FLOPs by Megatron's count: 96·B·s·l·h²(…) per iteration with
 # full recompute (Narayanan et al. 2021, Eq. 3) against 72·B·s·l·h²(…) without (Korthikanti
 # et al. 2022, Sec. 6): one more forward pass of every layer, +33% FLOPs. At equal hardware
