@@ -192,8 +192,14 @@ def a5_baseline(p: dict) -> dict:
     return {
         "n": max(2, p["article_n"] // A4_STATED["tp"]),
         "n_nodes": max(1, p["article_n"] // p["article_gpus_per_node"]),
-        "link_bytes_per_s": p["article_link_bytes_per_s"],
+        # the step model's achieved share of a link's line rate, as A4 prices the same port
+        "link_bytes_per_s": LINK_EFFICIENCY * p["article_link_bytes_per_s"],
     }
+
+
+# the step model's link efficiency (rates.Assumptions: NCCL busbw over line rate), applied to every
+# link A5 prices, as A4 does; the raw line rate is a sensitivity row
+LINK_EFFICIENCY = rates.Assumptions().link_efficiency
 
 
 def a5_sensitivity(p: dict):
@@ -212,17 +218,18 @@ def a5_sensitivity(p: dict):
         for a in sorted({*ALPHAS_S, p["article_alpha_s"]})
     ]
     cases += [
-        ("link", "InfiniBand HDR 25 GB/s", {"link_bytes_per_s": IB_HDR_BYTES_PER_S}),
-        ("link", "InfiniBand EDR 12.5 GB/s", {"link_bytes_per_s": IB_EDR_BYTES_PER_S}),
+        ("link efficiency", "1.0 (the raw line rate)", {"link_bytes_per_s": p["article_link_bytes_per_s"]}),
+        ("link", "InfiniBand HDR 25 GB/s", {"link_bytes_per_s": LINK_EFFICIENCY * IB_HDR_BYTES_PER_S}),
+        ("link", "InfiniBand EDR 12.5 GB/s", {"link_bytes_per_s": LINK_EFFICIENCY * IB_EDR_BYTES_PER_S}),
         (
             "link",
             f"NVLink 3, 300 GB/s ({node} ranks, one node)",
-            {"link_bytes_per_s": NVLINK3_BYTES_PER_S, "n": node, "n_nodes": 1},
+            {"link_bytes_per_s": LINK_EFFICIENCY * NVLINK3_BYTES_PER_S, "n": node, "n_nodes": 1},
         ),
         (  # §2.2's own setting: TP inside one 910B node, over HCCS (devices.yaml, approximate)
             "link",
             f"HCCS {hccs_bytes_per_s / 1e9:.0f} GB/s, Ascend 910B ({node} ranks, one node; approximate)",
-            {"link_bytes_per_s": hccs_bytes_per_s, "n": node, "n_nodes": 1},
+            {"link_bytes_per_s": LINK_EFFICIENCY * hccs_bytes_per_s, "n": node, "n_nodes": 1},
         ),
     ]
     cases += [
@@ -346,8 +353,9 @@ def a5_scale_claim(art: dict, sens):
         f"{A5_STATED['nbytes'] / 1e6:.0f} MB over the {art['a5_dp']} DP ranks of A4's {art['n']} cards at "
         f"its TP {A4_STATED['tp']} (the article calls it a gradient tensor in §2.2's TP context; read as DP "
         "gradients), "
-        f"{art['link_bytes_per_s'] / GB:.0f} GB/s per direction (the 910B's 200 Gb/s RoCE per card, "
-        "devices.yaml), compute equal to the one-shot all-reduce (assumed); a ring alone with 2–20 µs "
+        f"{LINK_EFFICIENCY:g} × {art['link_bytes_per_s'] / GB:.0f} GB/s per direction (the step model's link "
+        "efficiency × the 910B's 200 Gb/s RoCE per card, devices.yaml, as A4 prices it), compute equal "
+        "to the one-shot all-reduce (assumed); a ring alone with 2–20 µs "
         "per step, a fixed cost of 50 and 100 µs added to every call, the links and the compute varied "
         "in the sensitivity rows; reasonable: every k of "
         f"{lo}–{hi} steps within {A5_REASONABLE_STEP_SHARE:.0%} of the best k's step",
@@ -363,5 +371,5 @@ def a5_scale_claim(art: dict, sens):
         f"article's stack offers {', '.join(map(str, A5_MINDSPEED_COC['splits']))} pieces and warns that its "
         "script-side split turns host-bound when the pieces are many, a cost of many chunks this model "
         f"does not price ({A5_MINDSPEED_COC['source']})",
-        basis=verdicts.ANALYSIS,
+        basis=verdicts.ASSUMED,  # DP group, library, compute and "reasonable": the article states none
     )

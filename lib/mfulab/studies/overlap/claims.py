@@ -9,6 +9,7 @@ import pandas as pd
 
 from mfulab.results import run_identity
 from mfulab.studies.overlap import (
+    a4_bound,
     a5_rows,
     ab_regime,
     alpha_beta,
@@ -154,9 +155,11 @@ def _a4_claim(records, t: dict, v: dict) -> Claim:
         else ""
     )
     modelled_saving = art["a4_step_serial_s"] / art["a4_step_overlapped_s"]
-    bound = step_at_scale.a4_grad_overlap_bound(
+    bound = a4_bound.a4_grad_overlap_bound(
         {"compute_s": art["a4_compute_s"], "accumulation_steps": art["a4_accumulation_steps"]}
     )
+    batch = records["params"]["article_global_batch"]
+    over_batches = a4_bound.a4_bound_text(records["params"]["article_n"], batch)
     grad_only = (
         tp_off.step_serial_s.iloc[0] / tp_off.step_overlapped_s.iloc[0] if len(tp_off) else float("nan")
     )
@@ -178,7 +181,8 @@ def _a4_claim(records, t: dict, v: dict) -> Claim:
     )
     key_text = (
         f"gradient overlap alone hides ≤ {bound['bound_model_free_s']:.2f} s of the {bound['saved_s']:.1f} s "
-        "saved (model-free)"
+        f"saved at global batch {batch} (model-free; the batch is the 8-card command's, unstated for "
+        f"this run: {over_batches})"
         + (
             "; the rest needs TP overlap"
             + (f", which the step model cannot decide at ±{margin:.0%}" if stated is None else "")

@@ -32,7 +32,9 @@ def plot_busbw(df, fit: dict, crossover_bytes: float, llc_bytes: int | None = No
             color="grey",
             linestyle=":",
             linewidth=1,
-            label="host-reported last-level cache (a VM's share is smaller)",
+            label="host-reported last-level cache (a VM's share is smaller; beyond the largest message)"
+            if llc_bytes > df.size_bytes.max()
+            else "host-reported last-level cache (a VM's share is smaller)",
         )
     ax.axhline(
         fit["link_bytes_per_s"] / GB,
@@ -48,7 +50,7 @@ def plot_busbw(df, fit: dict, crossover_bytes: float, llc_bytes: int | None = No
         f"bandwidth-bound above (α = {fit['alpha_s'] * 1e6:.0f} µs)",
         fontsize=10,
     )
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return fig
 
 

@@ -215,9 +215,11 @@ def b9_two_node_claim() -> Claim:
         "by each node's NICs, one node's by NVLink, so the ratio is the fabrics' before the path's health. "
         "(The article's 25 GB/s per node reads as one 200 Gb/s NIC per node.) "
         "A working path reads under half of a healthy A100 node wherever a node's NICs carry under "
-        f"{break_even_gb_per_s:.0f} GB/s per direction (8 HDR ports carry 200); compare two-node busbw "
-        "with the NICs' line rate instead",
-        basis=verdicts.ARITHMETIC,
+        f"{break_even_gb_per_s:.0f} GB/s per direction; with 8 HDR ports per node (200 GB/s, DGX-class) a "
+        f"path at issue 119's share reads {ib_share * 200 / node['busbw_gb_per_s']:.0%} of a healthy node, "
+        "and the rule holds there: the verdict rests on the article's own 25 GB/s per node (one NIC), an "
+        "input read, not stated. Compare two-node busbw with the NICs' line rate instead",
+        basis=verdicts.PUBLISHED,  # published node and path figures, at the article's NIC reading
     )
 
 

@@ -315,30 +315,6 @@ def a4_flip_link(p: dict, **change) -> dict:
     return {"baseline_reading": reading, "flip_bytes_per_s": hi, "below": reads(lo), "above": reads(hi)}
 
 
-BACKWARD_SHARE_OF_COMPUTE = 2 / 3  # a layer's backward does twice its forward's FLOPs (no recompute)
-
-
-def a4_grad_overlap_bound(m: dict) -> dict:
-    """What gradient overlap alone (``--overlap-grad-reduce``, the one overlap flag the article's
-    command prints) can save at most, with few assumptions: under gradient accumulation the buckets
-    are reduced during the last micro-batch's backward only, so the most they can hide is that
-    backward, ``BACKWARD_SHARE_OF_COMPUTE`` of one micro-batch's compute: at the modelled compute,
-    and with the article's whole 3.2 s serial step taken as compute (an upper bound that needs no
-    step model). Either against the ≥ 1.1 s the article saved says whether the saving can come
-    from gradient overlap at all."""
-    m_steps = m["accumulation_steps"]
-    modelled_s = m["compute_s"] * BACKWARD_SHARE_OF_COMPUTE / m_steps
-    model_free_s = A4_STATED["step_before_s"] * BACKWARD_SHARE_OF_COMPUTE / m_steps
-    saved_s = A4_STATED["step_before_s"] - A4_STATED["step_after_s"]
-    return {
-        "micro_batches": m_steps,
-        "bound_modelled_s": modelled_s,
-        "bound_model_free_s": model_free_s,
-        "saved_s": saved_s,
-        "can_account": model_free_s >= saved_s,
-    }
-
-
 def a4_power(margin: float) -> float:
     """The smallest modelled saving (serial ÷ overlapped) that does not miss the article's 1.52×
     at ``margin`` (``step_error.reproduces_ratio``): below it a case misses, so the row can fail
