@@ -670,7 +670,8 @@ display(
                 f"({bd['convention']} FLOPs; by the mask-aware exact count "
                 f"{bd['steady_mfu_vs_ceiling'] / time_split.exact_count_ratio(records, bd['convention']):.0%} and "
                 f"{bd['global_mfu_vs_ceiling'] / time_split.exact_count_ratio(records, bd['convention']):.0%}); "
-                f"the measured ceiling is {si(bd['ceiling_flops_per_s'], 'FLOP/s')}.",
+                f"the measured ceiling is {si(bd['ceiling_flops_per_s'], 'FLOP/s')}: fractions of a measured "
+                "ceiling (MAMF-relative), not MFUs against a datasheet peak like the published ones of §7.",
                 f"* The FLOPs convention alone moves the reported MFU from {by_conv.mfu_vs_ceiling.min():.0%} to "
                 f"{by_conv.mfu_vs_ceiling.max():.0%} for this same run; at {conv.seq_len.max():,} tokens attention is "
                 f"{conv[(conv.convention == 'palm') & (conv.seq_len == conv.seq_len.max())].attention_share.max():.0%} of the FLOPs "

@@ -25,11 +25,12 @@ def b2_dmon_claim() -> Claim:
     """Article B §1.2's quick diagnosis: nvidia-smi dmon's GPU and memory utilisation (with the
     step times) tell which of the four losses dominates. NVML defines the GPU figure as the share
     of time some kernel is resident and the memory figure as the share in which device memory is
-    read or written (``stated.B2_DMON_SEES``): the basis is that documented definition, and published
-    reports of hung ranks reading 100% (``stated.B2_DMON_PUBLISHED``) only illustrate it. Judged on
-    the two columns the article names: refuted when a loss its own case study found leading
-    (``stated.B2_CASE_STUDY_LOSSES``) reads like compute on both, confirmed when every loss shows on
-    at least one."""
+    read or written (``stated.B2_DMON_SEES``); what each loss then reads on them is the course's
+    analysis of those definitions at the article's configuration (A100s, NCCL, whose collectives
+    are kernels resident while they wait), and published reports of hung ranks reading 100%
+    (``stated.B2_DMON_PUBLISHED``) only illustrate it. Judged on the two columns the article names:
+    refuted (analysis) when a loss its own case study works on (``stated.B2_CASE_STUDY_LOSSES``)
+    reads like compute on both, confirmed (analysis) when every loss shows on at least one."""
     blind = [k for k, v in B2_DMON_SEES.items() if v["kernel_resident"] and not v["memory_tells_apart"]]
     leading_blind = [k for k in blind if k in B2_CASE_STUDY_LOSSES]
     if leading_blind:
@@ -42,7 +43,7 @@ def b2_dmon_claim() -> Claim:
         "B2",
         "nvidia-smi dmon's GPU and memory utilisation, with the step times, quickly show the dominant loss",
         f"what each column counts ({B2_DMON_SOURCE}) against each of the four losses, and published "
-        "readings of ranks waiting in NCCL; refuted when a loss the article's own case study found leading "
+        "readings of ranks waiting in NCCL; refuted when a loss the article's own case study works on "
         "(§5.2: communication and data IO) shows on neither column",
         decision,
         "per loss, GPU utilisation / memory utilisation: "
@@ -62,7 +63,8 @@ def b2_dmon_claim() -> Claim:
         "hint at such a wait, full utilisation at low power, but the article names the two utilisation "
         "columns; the per-SM activity counters (DCGM's profiling metrics, e.g. SM activity and tensor-pipe "
         "activity) or a profiler's trace tell the losses apart",
-        basis=verdicts.DOCUMENTED,
+        # NVML's definitions are documented; what a loss reads on them is the course's inference
+        basis=verdicts.ANALYSIS,
     )
 
 

@@ -64,7 +64,8 @@ def mfu_level_claims() -> list[Claim]:
             f"real operating data show many training jobs at {lo:.0%}–{hi:.0%} MFU",
             "what is published: no fleet's MFU distribution; the large runs of the table above as context",
             "not checkable",
-            "no compute centre publishes its jobs' MFU; the best-tuned large runs published read "
+            "no fleet MFU distribution is published (utilisation studies exist, but report SM activity, "
+            "not MFU); the best-tuned large runs published read "
             + "; ".join(f"{r['system']} {model_flops_mfu(r)}" for r in large)
             + "; the same 1T with sequence parallelism and selective recompute (Korthikanti et al. 2022, "
             f"Table 5) {KORTHIKANTI_TABLE5['1T'][3]:.1%}: the band's upper end and past it, an upper tail "

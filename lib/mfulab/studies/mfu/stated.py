@@ -162,7 +162,7 @@ B2_DMON_SEES = {
         "memory_tells_apart": True,
     },
 }
-# The losses article B's own case study (§5.2) found leading: its ladder credits communication
+# The losses article B's own case study (§5.2) works on: its ladder credits communication
 # (bucket overlap, NCCL tuning) and data IO with most of its gain (B15). The quick diagnosis holds
 # in the article's configuration only if both columns can see those.
 B2_CASE_STUDY_LOSSES = ("communication wait", "data wait")

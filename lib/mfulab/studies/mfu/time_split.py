@@ -209,7 +209,9 @@ def b2_split(records: dict, *, present_share: float):
         ]
     )
     loss = df.category != verdicts.B2_USEFUL
-    df["present"] = loss & (df.share_of_wall > 0) & (df.share_of_wall >= present_share)
+    present = loss & (df.share_of_wall > 0) & (df.share_of_wall >= present_share)
+    # blank for useful compute: the flag says whether a loss shows, and useful compute is none
+    df["present"] = present.astype(object).where(loss, None)
     return df
 
 
@@ -296,8 +298,8 @@ def at_scale_goodput_note(factors, steady_mfu: float) -> str:
     return (
         f"**At a cluster's scale** global MFU also pays for failures and restarts, which one process "
         f"never meets. Llama 3 405B's pre-training saw {a['interruptions']} job interruptions in a "
-        f"{a['snapshot_days']}-day snapshot ({a['unexpected_interruptions']} unexpected, about "
-        f"{a['interruptions_per_day']:.1f} a day) and kept more than "
+        f"{a['snapshot_days']}-day snapshot (about {a['interruptions_per_day']:.1f} a day; "
+        f"{a['unexpected_interruptions']} of them unexpected) and kept more than "
         f"{a['failures_and_restarts_kept_at_least']:.0%} of its time training (Dubey et al. 2024, "
         f"§3.3.4). That is a fourth factor of global ÷ steady, between "
         f"{a['failures_and_restarts_kept_at_least']:.2f} and 1 at that failure rate: "
