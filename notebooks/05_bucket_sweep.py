@@ -361,7 +361,7 @@ o.tables["a6_per_tensor"]
 # shown* for a mechanism in a toy regime; *inconclusive on this machine*; *not checkable* when
 # nothing can be tested or two readings of the sentence disagree. Each row names its basis.
 #
-# A6 has six rows. Its premise, "with native DDP every parameter tensor triggers its own
+# A6 has eight rows. Its premise, "with native DDP every parameter tensor triggers its own
 # all-reduce", is refuted by construction: DDP's documented bucketing, counted exactly in the
 # layout it recorded for the reference GPT at its defaults (`tables/gpt_layouts.csv`: tensors against buckets; Li et al. 2020 §3.2.3). The measured per-tensor row shows the mechanism on this machine (one bucket
 # per tensor vs the fastest cap over the interleaved rounds; a toy regime, so *shown* at most,

@@ -163,8 +163,10 @@ def test_megatron_default_bucket_row_reads_the_documented_rule():
     to DP 40 and 512 MB at the article's TP 8 on 1024 cards (DP 128), not the example's 25 MB."""
     from mfulab.studies.buckets import mindspeed_rule
 
-    mechanism, size = mindspeed_rule.a6_megatron_default_claims({})
+    mechanism, size, flag = mindspeed_rule.a6_megatron_default_claims({})
     assert mechanism.verdict == "confirmed"  # the mechanism: the documented rule
+    # the flag the article names is in neither parser: Megatron-LM's is --ddp-bucket-size
+    assert flag.verdict == "refuted" and "--ddp-bucket-size, counted in parameters" in flag.evidence
     # the size read as the default's is false, read as an example nothing: the readings disagree
     assert size.verdict == "not checkable" and "25 MB" in size.claim
     assert "160 MB" in size.evidence and "512 MB" in size.evidence and "DP 128" in size.evidence

@@ -1,6 +1,7 @@
 """Article A's sentence on MindSpeed's default gradient buckets, against the DDP that MindSpeed
 runs (Megatron-Core's ``DistributedDataParallel``, ``stated.MEGATRON_BUCKET_RULE_SOURCE``, the
-rule ``comm.dp_collectives`` prices Megatron with): one row for the mechanism, one for the size."""
+rule ``comm.dp_collectives`` prices Megatron with): one row for the mechanism, one for the size,
+one for the flag the article names."""
 
 from __future__ import annotations
 
@@ -59,8 +60,20 @@ def a6_megatron_default_claims(records) -> list[Claim]:
             f"(TP {tp} × DP {dp_article}), {default_bucket_mb(1) / EXAMPLE_MB:.1f}–"
             f"{default_bucket_mb(dp_article) / EXAMPLE_MB:.0f}× the {EXAMPLE_MB} MB (it grows with DP so "
             "that calls stay bandwidth-bound); read as an example of a set size ('比如'): nothing to refute. "
-            "The readings disagree. The article's --gradient-bucket-size (MB) is no Megatron-LM flag: "
-            "Megatron's is --ddp-bucket-size, counted in parameters",
+            "The readings disagree",
+            basis=verdicts.DOCUMENTED,
+        ),
+        Claim(
+            "A6",
+            "MindSpeed's flag for the bucket size is --gradient-bucket-size, in MB (对应的配置项是 "
+            "--gradient-bucket-size，单位是 MB)",
+            "Megatron-LM's argument parser (megatron/training/arguments.py) and MindSpeed's additions to "
+            "it (Ascend/MindSpeed mindspeed/arguments.py, MindSpeed-LLM's training/arguments.py)",
+            "refuted",
+            "neither defines --gradient-bucket-size (the course's search of their sources, 2026-12-06); "
+            "Megatron-LM's flag is --ddp-bucket-size, counted in parameters, not MB, and MindSpeed keeps "
+            "Megatron-Core's rule above; argparse would stop the command at the unknown flag (chapter 04's "
+            "A17 row on the same command)",
             basis=verdicts.DOCUMENTED,
         ),
     ]
