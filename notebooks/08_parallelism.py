@@ -272,11 +272,11 @@ t["b10_scale"]
 # the I/O as long as the rest. Until 2026-12-06 the share was taken over the step without the
 # offload (a reader found the 179% it gave at the article's 2.4 s), which read a third of the
 # compute as a third of the step and left the row analytic only; over the right step every
-# reading at the command's batch stays under both lines. But the sentence is conditional
-# ("overdoing" it), and the offload's weight depends on the step it joins, which shrinks with the
-# global batch: the row is also read at batches of 16 and 8 on the same command
-# (`stated.A15_GLOBAL_BATCHES`), each batch answered by the stated-case rule and all of them
-# together by `verdicts.over_scenarios`.
+# reading at the command's batch stays under both lines. The offload's weight depends on the
+# step it joins, which shrinks with the global batch, so the row is also read at batches of 16
+# and 8 on the same command (`stated.A15_GLOBAL_BATCHES`); those change the command's own flag,
+# and the article offloads when "the batch must not shrink", so they are reported beside the
+# command's batch, which decides, and do not vote.
 
 # %%
 if records.get("copy_bandwidths"):

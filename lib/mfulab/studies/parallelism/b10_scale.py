@@ -97,6 +97,9 @@ def b10_scale_claim(table, margin: float = SWITCH_MARGIN) -> Claim:
             f"{r.all_to_all_over_dp / r.micro_batches:,.1f}× (of {r.micro_batches} micro-batches)"
             for r in table.itertuples()
         )
-        + ", more still, by less",
+        + ", more still, by less. Chapter 09 warns that the model's MoE steps agree with published ones "
+        "only by compensation (its compute too fast, its all-to-all too slow) and says to read no MoE "
+        "breakdown from it: this row reads the breakdown only after the over-pricing correction above, "
+        "and only for a gap of orders of magnitude, which no such error closes",
         basis=verdicts.ASSUMED,  # published MoE layouts: the article states none
     )

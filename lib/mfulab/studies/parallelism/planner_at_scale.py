@@ -95,7 +95,8 @@ def a10_traffic_table():
             dp=L["dp"],
         )
         for name in S["presets"]
-        for gb in S["global_batches"]
+        # one micro-batch per DP rank first (the 128-card case states no batch), then the table's
+        for gb in sorted({L["dp"] * M["micro_batch"], *S["global_batches"]})
     ]
     return pd.DataFrame(rows)
 
