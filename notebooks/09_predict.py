@@ -651,9 +651,11 @@ display(Markdown(analysis.a19_text(a19)))
 # ```
 #
 # prints the breakdown and MFU of one layout; `--search` ranks every layout the planner finds
-# (`layouts.candidate_layouts`) by the predictor's step time. It runs at the datasheet-only
-# defaults unless told otherwise: `--assume matmul_share_of_mamf=<the value fitted above>` (any
-# field of `Assumptions`, repeatable) puts this chapter's fit in; `--framework` names what issues
+# (`layouts.candidate_layouts`) by the predictor's step time. It runs with the GEMMs at the
+# course's at-scale share of MAMF (`rates.AT_SCALE_MATMUL_SHARE_OF_MAMF`, 0.8: the share every
+# chapter's planner uses, within 0.025 of the value fitted above, and printed in its output) unless
+# told otherwise: `--assume matmul_share_of_mamf=<the value fitted above>` (any
+# field of `Assumptions`, repeatable) puts this chapter's exact fit in; `--framework` names what issues
 # the DP collectives (`--shard-group` for FSDP's hybrid sharding), `--tp-comm-overlap` and
 # `--overlap-param-gather` the overlaps. A layout that
 # cannot exist or does not fit memory (by `step_terms.memory_terms`, which finds the Llama 3 rows

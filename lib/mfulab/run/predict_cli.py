@@ -140,6 +140,8 @@ def breakdown_text(out: dict) -> str:
         f"MFU {out['mfu_palm']:.1%} (PaLM: 6N + attention)   {_pct(out['mfu_megatron'])} (Megatron)",
         f"HFU {out['hfu_palm']:.1%} (PaLM)   {_pct(out['hfu_megatron'])} (Megatron, counting recompute)",
         f"memory {out['memory_gib']:.1f} GiB per device; fits: {fits}",
+        f"assumed: the GEMMs at {out['assumptions']['matmul_share_of_mamf']:g} of the device's MAMF "
+        "(chapter 09 fits this share on published runs; --assume matmul_share_of_mamf=... sets it)",
         "sources: " + "; ".join(f"{k}: {v}" for k, v in out["sources"].items() if v and k != "notes"),
     ]
     return "\n".join(lines)

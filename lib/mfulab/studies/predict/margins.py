@@ -297,8 +297,11 @@ def _uncertainty_text(margins: dict) -> str:
         " **The margins are themselves uncertain:** "
         + "; ".join(parts)
         + ". A chapter's ratio that lies inside such an interval of the line it is judged against is "
-        "decided by where the margin is drawn, not by the data: the margin is the course's rule, fixed "
-        "before the chapters read it, and these intervals say how far to trust a verdict near it."
+        "decided by where the margin is drawn, not by the data. The margin is the course's rule, but it "
+        "was not fixed before the chapters read it: its value changed five times in two days (pooled "
+        "31.9%, 40.2%, 37.8%, 39.5%, then split by kind into layout 14.9% and switch 47.6%, 2026-12-04 "
+        "to 06) while chapter verdicts were revised, and these intervals say how far to trust a verdict "
+        "near it."
     )
 
 
