@@ -157,7 +157,9 @@ display(Markdown(published.article_note(refs)))
 # %% [markdown]
 # **What published training runs reach.** Chapter 09 collects published runs (papers and
 # framework benchmarks, each with its stated step time) and prices those its step model covers;
-# the rows it refuses are left out here. Their MFU, counted the same way for all
+# the runs it refuses (MoE, FP8 and layouts it does not cover, among them some of the highest
+# MFUs published) are kept here as their own framework group, "not priced", so the pooled ranges
+# are not selected by the model's coverage. Their MFU, counted the same way for all
 # (PaLM's model FLOPs per step over the stated step), by device, framework and the precision
 # the GEMMs ran in: the range a tuned job on those machines lands in, beside which this
 # machine's MFU (chapter 01 against its own ceiling; chapter 07 for a 2-rank job) can be read.
