@@ -304,9 +304,9 @@ o.tables["format_choice"]
 # that: the article's own case study recomputed (its step 4 changed the format, the worker
 # count, persistence and pinning together; one bundled case cannot test a "can give 5% or
 # more"), the same step's "the wait basically disappeared" against its own step times (a wait
-# at the start of each step on the critical path that disappears shortens the step by about
-# itself: the sentence fits where the step fell by at least half the 1.5 s wait, an analysis with
-# a line of our own, the exposure the article would need printed beside it), and this machine's
+# that disappears shortens the step by its exposed part, and how much of the 1.5 s was exposed
+# the article does not state: *analytic only* unless the step's fall covers the whole wait or
+# the step did not fall, the break-even exposed share printed), and this machine's
 # training loop, where a loader can raise steps/s by at most the data wait it removes,
 # step / (step − wait): *inconclusive on this machine* (where even the small files' whole wait
 # is below the 1.05×, the claim's regime is out of reach: it says nothing of a GPU step, where
