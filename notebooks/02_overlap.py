@@ -105,7 +105,7 @@ display(
         f"B = **{si(fit['link_bytes_per_s'], 'B/s')}**\n"
         f"* against this run's all-reduce times that model is off by {ab.model_error.min():+.0%} to "
         f"{ab.model_error.max():+.0%} (median {ab.model_error.median():+.0%}), size by size below\n"
-        f"* where the model applies (the bandwidth regime), {ab_regime.regime_sentence(o.values['ab_regime'])}\n"
+        f"* where a cluster's messages live (beyond the cache), {ab_regime.regime_sentence(o.values['ab_regime'])}\n"
         f"* *check: this run's fit vs the calibration*: fitted the same way, this run's times give α "
         f"{diff.iloc[0]:+.0%} and B {diff.iloc[2]:+.0%} relative to the calibration (table below); "
         "the calibration stands for the machine, this run is one job."

@@ -79,7 +79,11 @@ def regime_fit(records, rows, calibration: dict) -> dict | None:
 def regime_sentence(fit: dict | None) -> str:
     """What the regime fit says, for the chapter's text."""
     if fit is None:
-        return "fewer than three all-reduce sizes reach the bandwidth regime here: no fit to show"
+        return (
+            "fewer than three all-reduce sizes lie beyond the last-level cache here (buffers served from "
+            "DRAM, the regime a cluster's messages live in): no fit to show; the latency/bandwidth "
+            "crossover of the busbw figure is another line, the α–β model's"
+        )
     describes = fit["held_out_median_abs_error"] <= FORM_FITS_RESIDUAL
     return (
         f"from {fit['floor_bytes'] / 2**20:g} MiB up ({fit['sizes']} sizes: the buffers spill out of the "

@@ -207,8 +207,9 @@ def plot_comm_vs_k(d, g: dict | None):
     ax.set_ylabel("communication time per step (ms, median)")
     if g and g["gap_s"] > 0:
         title = (
-            f"{g['k_a']} → {g['k_b']} chunks: +{g['gap_s'] * 1e3:.1f} ms of communication per step;\n"
-            f"the per-call cost 2(n−1)α explains {g['alpha_share']:.0%} of it"
+            f"A5's own paired rounds, {g['k_a']} → {g['k_b']} chunks: +{g['gap_s'] * 1e3:.1f} ms per step, "
+            f"{g['alpha_share']:.0%} of it the per-call cost 2(n−1)α;\nthe lines: the sweep's own rounds "
+            "(pooled medians, other rounds of the same job)"
         )
     else:
         title = "Communication per step vs chunks: measured and the α–β model"
