@@ -36,7 +36,7 @@ def consistent_with_band(lo: float, hi: float, band: tuple[float, float]) -> str
 
 def _at_course_drift(b: dict, band) -> str:
     """B7's same-batch row at the course's 5% drift instead of ``b7_ratio_drift`` (the spread
-    measured on the earlier reference host): a sensitivity, never the verdict."""
+    measured between fresh runs, set per profile): a sensitivity, never the verdict."""
     from mfulab.measure.timing import RUN_TO_RUN_DRIFT
 
     if b.get("time_ratio_within_lo") is None or b["run_to_run_drift"] <= RUN_TO_RUN_DRIFT:
@@ -49,10 +49,10 @@ def _at_course_drift(b: dict, band) -> str:
         consistent_with_band(lo, hi, band), "inconclusive"
     )
     return (
-        f"; the {b['run_to_run_drift']:.0%} drift is this ratio's spread between fresh runs on the AMD EPYC "
-        f"VM that was the reference box until 2026-12-05 (params.py); at the course's {RUN_TO_RUN_DRIFT:.0%} "
-        "(this machine's spread: the "
-        f"stability note below) the interval would be [{lo:.2f}, {hi:.2f}] and the row would read {reads}"
+        f"; the {b['run_to_run_drift']:.0%} drift is set per profile from this ratio's spread between fresh "
+        "runs (the cpu profile's yaml: this Intel VM's, 11.4% on two cores; params.py: the AMD EPYC VM's "
+        f"30%); at the course's generic {RUN_TO_RUN_DRIFT:.0%}, narrower than that spread, the interval "
+        f"would be [{lo:.2f}, {hi:.2f}] and the row would read {reads}"
     )
 
 
