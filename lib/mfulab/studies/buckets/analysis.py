@@ -290,16 +290,16 @@ def _article_13b_buckets_text() -> str:
     fewer all-reduces than tensors, but hundreds, since most weight matrices fill a bucket alone."""
     from mfulab.analytic.config import preset
     from mfulab.studies.buckets import simulator
-    from mfulab.studies.buckets.stated import A6_PER_TENSOR_CASE
+    from mfulab.studies.buckets.stated import A6_PER_TENSOR_CASE, SCALE_GRAD_BYTES_PER_ELEM
 
     case = A6_PER_TENSOR_CASE
     layout = simulator.sharded_layout(preset(case["preset"]), tp=case["tp"])
-    grad_bytes = [4 * n for _, n in layout]  # fp32 gradients, as DDP keeps them
-    buckets = simulator.form_buckets(grad_bytes, bucket_cap_mb=25, default_cap=True)
+    grad_bytes = [SCALE_GRAD_BYTES_PER_ELEM * n for _, n in layout]  # fp32, as DDP keeps them
+    buckets = form_buckets(grad_bytes, bucket_cap_mb=DEFAULT_BUCKET_CAP_MB, default_cap=True)
     return (
         f"the article's 13B ({case['preset']}) at TP {case['tp']}: {len(layout)} gradient tensors per rank "
-        f"in {len(buckets)} buckets at DDP's default 25 MiB, fewer all-reduces than tensors but hundreds "
-        "(most weight matrices fill a bucket alone)"
+        f"in {len(buckets)} buckets at DDP's default {DEFAULT_BUCKET_CAP_MB:g} MiB, fewer all-reduces than "
+        "tensors but hundreds (most weight matrices fill a bucket alone)"
     )
 
 

@@ -17,6 +17,8 @@ def mechanism_speedup(t):
 
 
 def _mechanism_pick(t):
+    """(its ``ln_fusion_speedup`` row, the kernel, the DRAM rows at p = 0 by impl) of the fused
+    kernel with the fewest counted passes, or None."""
     lnt = t.get("ln_fusion")
     if lnt is None:
         return None
@@ -40,7 +42,7 @@ def _mechanism_pick(t):
     if not counted or e_passes is None or e_passes != e_passes:
         return None
     fused = min(counted, key=passes)
-    return speedups[fused], fused
+    return speedups[fused], fused, at_dram
 
 
 def a7_mechanism(t) -> Claim | None:
@@ -50,9 +52,7 @@ def a7_mechanism(t) -> Claim | None:
     picked = _mechanism_pick(t)
     if picked is None:
         return None  # a kernel whose passes were not counted: the mechanism has no row here
-    s, fused = picked
-    lnt = t["ln_fusion"]
-    at_dram = lnt[(lnt["shape"] == "dram") & (lnt.dropout_p == 0)].set_index("impl")
+    s, fused, at_dram = picked
     e_passes = at_dram.loc["eager", "passes_over_memory"]
     f_passes = float(at_dram.loc[fused, "passes_over_memory"])
     name = {

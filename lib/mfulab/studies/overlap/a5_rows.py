@@ -183,8 +183,7 @@ def a5_claims(records, t: dict, v: dict, min_share: float) -> list[Claim]:
         decision = "inconclusive on this machine"
     shares = sens.latency_share_k16
     # the calibration's α varies between its fresh jobs: the same estimate at each job's α
-    jobs = [j["alpha_s"] for j in (records.get("alpha_beta") or {}).get("jobs") or []]
-    alpha_now = (records.get("alpha_beta") or {}).get("alpha_s")
+    jobs, alpha_now = jobs_alpha, alpha_at
     spread = (
         f"; at the α of each of the calibration's {len(jobs)} fresh jobs ({min(jobs) * 1e6:.0f}–"
         f"{max(jobs) * 1e6:.0f} µs) the α estimate explains {g['alpha_share'] * min(jobs) / alpha_now:.0%}–"

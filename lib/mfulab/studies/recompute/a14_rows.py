@@ -67,7 +67,10 @@ def a14_claims(records, t) -> list[Claim]:
     else:
         whole_mlp = "analytic only"
     act = freed_per_second.activation_against_core(t["a14_seconds"]) if "a14_seconds" in t else None
-    choice = _with_activation_reading(whole_mlp, act)
+    # the whole MLP decides, the reading the article's words favour (它把 MLP 部分设置为不保存, "the MLP
+    # part"; its check of whether the MLP layer takes recompute_granularity, a layer-level switch);
+    # MindSpeed's --recompute-activation-function (the GeLU alone) is context, judged in seconds
+    choice = whole_mlp
     reasons = t["a14_reasons"].set_index(["config", "attention"])
     break_even = ", ".join(
         f"{freed_per_flop.block_break_even_seq_len(cfg):.0f} ({cfg.name}, run at {cfg.seq_len})"
@@ -166,15 +169,6 @@ def _readings_lead(whole_mlp: str, act_decision: str) -> str:
     )
 
 
-def _with_activation_reading(whole_mlp: str, act: dict | None = None) -> str:
-    """A14's decision: the whole MLP (its two linears re-run), the reading the article's words
-    favour (它把 MLP 部分设置为不保存, "the MLP part", and its check of whether the MLP layer takes a
-    ``recompute_granularity`` argument: a layer-level switch). MindSpeed's
-    ``--recompute-activation-function`` (the GeLU alone) is the second reading, given beside it
-    as context (``act``): per FLOP it says yes by construction, so it is judged in seconds."""
-    return whole_mlp
-
-
 def _seconds_text(act: dict | None) -> str:
     if act is None:
         return ""
@@ -220,7 +214,7 @@ def a14_fused_claim(fused, break_even: str, reasons, act: dict | None = None) ->
     that margin in every layer, analytic only otherwise."""
     margin = stated.A14_DECISIVE_MARGIN
     whole_mlp = freed_per_second.margin_decision(fused["MLP ÷ block"])
-    decision = _with_activation_reading(whole_mlp, act)
+    decision = whole_mlp  # the favoured reading decides, as for the choice row
     return Claim(
         "A14",
         "for ~100B models, recompute the MLP and keep the self-attention activations (the choice, with "
