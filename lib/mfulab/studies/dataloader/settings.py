@@ -5,17 +5,19 @@ What the warm sweep measures of it is ``persistent_workers``: a loader without i
 worker processes at every epoch, one with it keeps them, so the first batch of every epoch
 after the first is the restart's cost (or its absence). The warm sweep runs one epoch of every
 setting per round in a shuffled order, so the first-batch times of the two settings of one
-format and worker count in one round are paired samples. The claim states no size, so the
-test is its direction: confirmed when the whole drift-widened interval of new / kept workers
-is above 1 (as B12's existence row). ``prefetch_factor`` is one value in the sweep (not
-compared), and ``pin_memory`` only acts on a copy to a CUDA device (never compared either).
+format and worker count in one round are paired samples. That kept workers are not restarted
+is the option's documented behaviour, so the row is true by construction (*shown*) and the
+timing gives its size: the drift-widened interval of new / kept workers, with the whole epoch's
+throughput beside it (a restart saved is not an epoch made faster). ``prefetch_factor`` is one
+value in the sweep (not compared), and ``pin_memory`` only acts on a copy to a CUDA device
+(never compared either).
 """
 
 from __future__ import annotations
 
 from mfulab.measure.timing import compare_timings, summarize
 from mfulab.studykit import verdicts
-from mfulab.studykit.verdicts import Claim, verdict_from_comparison
+from mfulab.studykit.verdicts import Claim
 
 CLAIM = (
     "persistent_workers=True hides the workers' restart at each new epoch (part of: a larger "
@@ -45,6 +47,27 @@ def restart_comparison(records):
     workers, so ``ratio`` > 1 means persistent workers start an epoch sooner; None with fewer
     than two pairs."""
     pairs = restart_pairs(records)
+    if len(pairs) < 2:
+        return None
+    new = summarize([a for a, _ in pairs], label="new workers each epoch", paired=True)
+    kept = summarize([b for _, b in pairs], label="persistent workers", paired=True)
+    return compare_timings(new, kept)
+
+
+def epoch_comparison(records):
+    """Paired comparison of whole warm epochs (every round, workers > 0): new workers each epoch
+    (baseline) over persistent ones, so ``ratio`` > 1 means the persistent loader's epochs are
+    shorter; None with fewer than two pairs."""
+    epochs = {
+        (r["format"], r["num_workers"], r["epoch"], r["persistent_workers"]): r["epoch_s"]
+        for r in records["sweep"]
+        if r["cache"] == "warm" and r["num_workers"] > 0
+    }
+    pairs = [
+        (s, epochs[(fmt, w, e, True)])
+        for (fmt, w, e, pers), s in sorted(epochs.items())
+        if not pers and (fmt, w, e, True) in epochs
+    ]
     if len(pairs) < 2:
         return None
     new = summarize([a for a, _ in pairs], label="new workers each epoch", paired=True)
@@ -89,20 +112,33 @@ def b11_settings(records) -> Claim:
     if first:
         f_new, f_kept = (summarize([p[i] for p in first]).median_s * 1e3 for i in (0, 1))
         first_text = f"; first round, where both start workers: {f_new:.0f} vs {f_kept:.0f} ms"
+    e = epoch_comparison(records)
+    whole = (
+        f"; whole warm epochs, new over persistent workers, {e.ratio:.2f}× "
+        f"[{e.ratio_lo:.2f}, {e.ratio_hi:.2f}] "
+        + {"faster": "(persistent epochs shorter", "slower": "(persistent epochs longer"}.get(
+            e.verdict, "(no difference resolved"
+        )
+        + ": a saved restart is not a faster epoch)"
+        if e is not None
+        else ""
+    )
+    # kept workers are not restarted: the option's documented behaviour, so the row is shown by
+    # construction; a timing against it leaves the row open on this machine, never refutes it
+    decision = "confirmed" if c.verdict == "faster" else "inconclusive on this machine"
     return Claim(
         "B11",
         CLAIM,
         "first batch of warm epochs after the first, new workers each epoch vs persistent workers, "
-        f"paired by format × worker count × round ({len(pairs)} pairs, settings interleaved)",
-        verdict_from_comparison(c, claimed="faster"),
+        f"paired by format × worker count × round ({len(pairs)} pairs, settings interleaved): the size "
+        "of a documented behaviour (kept workers are not restarted)",
+        decision,
         f"median first batch {new_ms:.0f} ms with new workers vs {kept_ms:.0f} ms with persistent ones: "
         f"{c.ratio:.1f}× [{c.ratio_lo:.1f}, {c.ratio_hi:.1f}] (widened by ±{c.run_to_run_drift:.0%} "
-        f"drift); shown when the interval is above 1 (the claim states no size; that kept workers are "
-        "not restarted is the option's documented behaviour, so the timing shows its size, it cannot "
-        f"fail the claim); the restart is {(new_ms - kept_ms) / 1e3 / epoch_s:.0%} of a warm epoch "
+        f"drift); the restart is {(new_ms - kept_ms) / 1e3 / epoch_s:.0%} of a warm epoch "
         f"here ({epoch_s:.2f} s), a share that vanishes where an epoch takes hours, as in pretraining"
-        f"{first_text}; " + settings + _pin_memory_text(records),
-        basis=verdicts.TOY,  # timed here, a few epochs of a small corpus: shown or not shown, never refuted
+        f"{whole}{first_text}; " + settings + _pin_memory_text(records),
+        basis=verdicts.CONSTRUCTION,
     )
 
 
