@@ -121,8 +121,8 @@ ops.groupby("category")[["seconds", "share_of_step"]].mean()
 # ## 3 · The B15 ladder, measured here
 #
 # Each rung turns on one knob over the one before, in article B §5.2's order: **fused
-# attention** (its step 1: SDPA; with `compile: true` also `torch.compile`; TF32 has no CPU
-# counterpart), **buckets** (its step 2: the cap doubled, 25 → 50 MiB, with
+# attention** (its step 1: SDPA; TF32 has no CPU counterpart; the `node` profile's
+# `compile: true` adds `torch.compile`, an extra knob the article's step 1 does not have), **buckets** (its step 2: the cap doubled, 25 → 50 MiB, with
 # `gradient_as_bucket_view` and `static_graph`), **format + workers** (its step 4, webdataset
 # tar with 12 workers, persistent workers and pinned memory; here packed uint16 tokens, chapter
 # 06's fastest reader, read by one persistent worker per rank, as a 2-core box allows: two knobs
@@ -203,17 +203,22 @@ plots.save_figure(fig, out, "straggler")
 #
 # **B2** is a taxonomy: every lost second is booked to one of four kinds, the last (scheduling
 # waste) taking what the other three leave, so no split of a step can contradict it; it is judged
-# on the article's own case study, which names a loss of each kind (*not checkable*, the article's
-# own arithmetic), and this run's split is descriptive. This run writes a synchronous checkpoint
+# on the article's own case study, which names a loss of each kind (*not checkable*: the
+# article's words give nothing to pass), and this run's split is descriptive (chapter 01 takes
+# its "one or two main bottlenecks in most cases" as a row of its own). This run writes a synchronous checkpoint
 # once per block of steps so that the write is timed; no real job writes that often, so the split
 # and the ladder's checkpoint knob are also given at one write per 500 steps (Hugging Face
 # Trainer's default `save_steps`). **B15** is the ladder: the gain of the article's §5.2 knobs
 # split by what the timestamps measured shrinking, each knob's leave-one-out gain (capped at the
 # loss it targets) and the ladder-order credit beside it; the article's regime (7B on 64 A100s) is
-# out of reach of a CPU box, so its verdict is inconclusive here.
-# **B13** (an emulated straggler on two ranks: a toy regime) is shown when at least half of the
-# straggler's delay reaches the job's step over the whole interval (closer to lockstep than to
-# the other ranks not waiting), not shown when less than half does, inconclusive otherwise.
+# out of reach of a CPU box, so its verdict is inconclusive here. On a CPU each rank owns one
+# core, and its loader worker and the background writer run on it too: those two knobs take
+# compute from their own rank, which a GPU's host-side loader and writer would not.
+# **B13** (an emulated straggler on two ranks) measures the share of the straggler's delay that
+# reaches the job's step. A synchronous all-reduce waits for every rank (DDP's documented
+# semantics), so the row is true by construction: *shown* when at least half of the delay
+# reaches the job over the whole interval, the timing its size; a timing below leaves it open
+# on this machine, never refutes the semantics.
 # B13's clock figures are checked against each other (the article's own arithmetic: its 8% may
 # not pass what the clock drop allows), its advice to lock the SM clock against NVML's
 # documentation of the call (documented specification), and the stable speed it promises is not

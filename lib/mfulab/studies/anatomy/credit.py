@@ -119,7 +119,9 @@ def _loo_text(t: dict, g: dict) -> str:
         for r in loo.itertuples()
     )
     spanning = int((loo.change == "inconclusive").sum())
-    if g["loo_comm_data_share"] != g["loo_comm_data_share"]:  # NaN: gains of both signs
+    if spanning == len(loo):  # no knob's gain is resolved: a share of their sum would be noise's
+        share = f"all {spanning} intervals span 1, so no share of their sum is read"
+    elif g["loo_comm_data_share"] != g["loo_comm_data_share"]:  # NaN: gains of both signs
         share = (
             f"the gains have both signs ({spanning} of {len(loo)} intervals span 1), so no share of "
             "their sum is read"
@@ -135,6 +137,25 @@ def _loo_text(t: dict, g: dict) -> str:
             if capped_share == capped_share:
                 share += f" ({capped_share:.0%} with each gain capped at its target loss)"
     return f"leave-one-out, the last rung without each knob: {per_knob}; {share}"
+
+
+def replicate_text(ladder, loo) -> str:
+    """The last knob's leave-one-out run is the rung before it again (the same configuration, timed
+    in its own blocks of the same rounds): the two medians side by side, a measured
+    same-configuration spread beside the drift the intervals assume. Empty without both."""
+    if loo is None or not len(loo) or len(ladder) < 3:
+        return ""
+    rungs = list(ladder.rung)
+    last = loo.knob.iloc[-1]
+    if last not in rungs or rungs.index(last) < 1:
+        return ""
+    before = rungs[rungs.index(last) - 1]
+    a_s = float(ladder.set_index("rung").loc[before, "step_s"])
+    b_s = float(loo.set_index("knob").loc[last, "step_without_s"])
+    return (
+        f"; the same configuration timed twice, the '{before}' rung and 'all but {last}': "
+        f"{a_s * 1e3:.1f} vs {b_s * 1e3:.1f} ms ({abs(a_s / b_s - 1):.1%} apart)"
+    )
 
 
 def article_ladder_comparison(records: dict) -> dict | None:

@@ -100,9 +100,10 @@ def plot_rank_split(df):
     ax.set_ylabel("time per profiled step (ms)")
     ax.set_xlabel("rank and how the step was split (naive rung)")
     ax.set_title(
-        "Every loss in one step. Data and checkpoint are the same spans in both; at the compute ↔ "
-        f"communication boundary\nthe two differ by up to {boundary:.1%} of the step (the profiler books "
-        "autograd's gaps as communication)"
+        "Each loss, mean per profiled step (naive rung, checkpoint steps included)\n"
+        "Data and checkpoint are the same spans in both; at the compute ↔ communication boundary the two "
+        f"differ by up to {boundary:.1%}\nof the step (the profiler books autograd's gaps as communication)",
+        fontsize=10,
     )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return fig
@@ -136,7 +137,9 @@ def plot_steps(records):
     df = pd.DataFrame(rows).sort_values("start_s")
     df = df[~df.record.isin(["warmup", "profiled"])]
     df["step_ms"] = df.step_s * 1e3
-    labels = list(dict.fromkeys([*records["ladder"], *df.record]))
+    # the ladder's rungs, then the leave-one-out runs in the knobs' order, then the rest (straggler)
+    loo = [f"all but {k}" for k in records["ladder"][1:] if f"all but {k}" in set(df.record)]
+    labels = list(dict.fromkeys([*records["ladder"], *loo, *df.record]))
     cols = 4
     nrows = -(-len(labels) // cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(11, 2.6 * nrows), sharey=True, squeeze=False)
@@ -160,9 +163,11 @@ def plot_steps(records):
         ax.set_ylabel("step time (ms)")
     for ax in list(axes.flat)[len(labels) :]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=7, frameon=False)
+    handles, names = axes.flat[0].get_legend_handles_labels()
     fig.suptitle(
-        "Every rank's steps, rung by rung (the rungs interleaved through the rounds); × wrote a checkpoint"
+        "Every rank's steps, rung by rung (the rungs interleaved through the rounds); × wrote a checkpoint\n"
+        "(a background write's cost lands in the steps after its ×)"
     )
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=8, frameon=False)
     return fig

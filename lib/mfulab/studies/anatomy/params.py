@@ -45,7 +45,8 @@ class Params(PresetModel, StudyParams):
     )
     block_steps: int = param(
         4,
-        "steps per block of one rung in a round; each block writes one checkpoint, after its middle step",
+        "steps per block of one rung in a round; each block writes one checkpoint, after step "
+        "max(1, block_steps // 2) of the block",
         unit="steps",
         positive=True,
     )

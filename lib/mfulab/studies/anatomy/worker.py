@@ -10,8 +10,9 @@ same seed on every rank. A block's time is the slowest rank's (``launch.reduce_s
 
 Per step and per rank, explicit timestamps split the step into data wait (the batch from the
 loader, to the device), compute (forward, backward, optimizer), communication wait and other (the
-checkpoint and the rest). Each block writes one checkpoint, after its middle step: a background
-write then has steps to hide behind, and the block's timer waits for it before it stops. In the
+checkpoint and the rest). Each block writes one checkpoint, after step max(1, ⌊block_steps / 2⌋)
+of the block (the first of 3, the second of 4): a background write then has steps to hide
+behind, and the block's timer waits for it before it stops. In the
 B13 straggler's blocks every second step (counted across its blocks, the same on every rank) has
 the last rank spin on its core before its forward (busy, as a throttled card's slower kernels are:
 a sleep would free the core for the other rank), so the other ranks wait for it inside the same
