@@ -191,13 +191,15 @@ def test_a15_is_priced_at_article_as_own_configuration():
     r = offload.link_ratios().set_index(["device", "host_link"])
     assert r.loc[("ascend-910b", "pcie4_x16"), "card_over_host"] == pytest.approx(196 / 31.5)
     order, io_bound, advice = offload.a15_claims(t, offload.link_ratios())
-    # literally (10×) no pairing per card; two A100s on one DGX uplink read 19×: the readings
-    # (order of magnitude, the idiom "far slower") disagree
-    assert order.verdict == "not checkable" and "6.2×" in order.evidence
-    # the idiom read as "apart once rounded" (≥ √10): the 910B on PCIe 5 is 3.1×, under it
+    # decided on the article's 910B: literally (10×) no host link reaches it (refuted); rounded
+    # (≥ √10) the assumed PCIe 4 does (6.22×) and PCIe 5 does not (3.11×, 1.6% under): the link's
+    # generation decides the idiom, so the readings disagree: not checkable
+    assert order.verdict == "not checkable" and "pcie4_x16 6.22×" in order.evidence
+    assert "Literally (≥ 10×): refuted; rounded (≥ 3.16×): analytic only" in order.evidence
+    assert "pcie5_x16 3.11× (-1.6% against √10)" in order.evidence
+    # the GPUs are context, not voted (two A100s on one DGX uplink read 19×)
     assert (
-        "19× with 2 cards on one uplink" in order.evidence
-        and "rounded (≥ 3.16×): refuted, under it: ascend-910b on pcie5_x16" in order.evidence
+        "GPUs as context, not voted" in order.evidence and "19× with 2 cards on one uplink" in order.evidence
     )
     # at the command's global batch every reading stays under both lines, the worst (ZeRO-Offload
     # on PCIe 3 with host Adam at 20% of the DRAM bandwidth) at 26%: refuted (analysis); a smaller
@@ -286,9 +288,12 @@ def test_a10_places_tp_inside_and_across_nodes_on_the_articles_card_and_on_a100s
     # DP sends more for the 70B, and TP ÷ DP, linear in m, passes 1 above it: analytic only
     assert traffic.verdict == "analytic only" and "DP sends more" in traffic.evidence
     assert "llama2-70b below m ≈ 1.7" in traffic.evidence
-    # TP's all-reduces run inside every layer, on activations and their gradients: not after the backward
-    assert premise.verdict == "refuted" and premise.basis == "documented specification"
-    assert "5120 per step" in premise.evidence
+    # TP's all-reduces run inside every layer, on activations and their gradients; read as weight
+    # gradients after the backward no (but SP's LayerNorm weights), as TP's backward all-reduces beside
+    # DP's yes: two readings that disagree
+    assert premise.verdict == "not checkable" and premise.basis == "documented specification"
+    assert "5120 per step" in premise.evidence and "The readings disagree" in premise.evidence
+    assert row.basis == "analysis at assumed configurations"  # the 128-card case states no batch
     # under the article's placement the two groups share no network link: the interference is not priced
     assert contention.verdict == "analytic only" and "none on the network" in contention.evidence
 
@@ -308,5 +313,9 @@ def test_b10_cost_at_published_moe_layouts_is_decided_beyond_the_margin():
     assert ds.compute_over_all_to_all == pytest.approx(ds.compute_s / ds.all_to_all_s)
     near = t.assign(all_to_all_over_dp=[300.0, 1.2])
     assert b10_scale.b10_scale_claim(near).verdict == "analytic only"
+    # "every iteration" read per micro-batch votes too: at ten times the micro-batches per step one
+    # micro-batch's all-to-alls no longer clear the margin
+    assert "after the over-pricing correction" in row.evidence
+    assert b10_scale.b10_scale_claim(t.assign(micro_batches=t.micro_batches * 10)).verdict == "analytic only"
     low = t.assign(all_to_all_over_dp=[0.1, 0.2])
     assert b10_scale.b10_scale_claim(low).verdict == "refuted (analysis)"

@@ -254,8 +254,10 @@ def a13_claims(pipe, inter, sweep=None) -> list[Claim]:
     return [
         Claim(
             "A13",
-            "micro-batches fill the pipeline: bubble = (p − 1)/(v·m) of the compute",
-            "torch.distributed.pipelining GPipe / 1F1B / interleaved, emulated stage compute, p and m swept",
+            "split the batch into micro-batches fed into the pipeline, so that stages work at once "
+            "(把 batch 切成多个 micro batch 送入流水线)",
+            "torch.distributed.pipelining GPipe / 1F1B / interleaved, emulated stage compute, p and m swept; "
+            "the test: the bubble follows (p − 1)/(v·m) of the compute (Narayanan et al. 2021 §2.2)",
             "shown",
             f"p = {int(deepest.ranks.iloc[0])}, GPipe: bubble "
             + ", ".join(f"{r.bubble_measured:.2f} at m={r.m}" for r in deepest.itertuples())
@@ -377,7 +379,9 @@ def takeaways(t: dict) -> str:
             f"and kept {tp.loc['tp+sp', 'saved_bytes'] / tp.loc['tp', 'saved_bytes']:.2f}× TP's "
             "activation bytes.",
             "* **At scale**: TP sends "
-            f"{t['a10_traffic'].tp_over_dp.min():.0f}–{t['a10_traffic'].tp_over_dp.max():.0f}× "
-            "DP's bytes per step, which is why it stays inside a node.",
+            f"{t['a10_traffic'].tp_over_dp.min():.1f}–{t['a10_traffic'].tp_over_dp.max():.0f}× "
+            "DP's bytes per step over the table's batches (at one micro-batch per DP rank DP can send "
+            "more: A10's traffic row); TP stays inside a node because its collectives block every "
+            "layer's next operator, not by bytes alone.",
         ]
     )
