@@ -29,8 +29,8 @@ def b13_clock_claim() -> Claim:
         "not checkable" if s["card_slowdown"] <= bound else "refuted",
         f"{s['sm_clock_from_mhz']} / {s['sm_clock_to_mhz']} = {1 + bound:.3f}: a step wholly bound to the SM "
         f"clock would be {bound:.1%} slower; {s['card_slowdown']:.0%} means {share:.0%} of the step followed "
-        "the SM clock and the rest (HBM traffic, communication, the host) did not, a plausible split for a "
-        "training step; consistent with the clocks, which can only rule it out, not confirm it",
+        "the SM clock and the rest (HBM traffic, communication, the host) did not; consistent with the "
+        "clocks, which can only rule it out, not confirm it",
         basis=verdicts.ARITHMETIC,
     )
 
@@ -52,7 +52,8 @@ def b13_lock_claim() -> Claim:
         "single value the article writes is in common use, and which driver versions accept it was not "
         f"checked here. {c['boost_clock_mhz']} MHz is the A100 SXM's maximum boost clock, so the lock pins "
         "the card at its top clock, where the boost algorithm no longer moves it; power or thermal limits "
-        "still can (the article's caveat)",
+        "still can (the article's caveat): a lock at the top clock removes the boost's variation, it does "
+        "not stop the thermal drop to 1200 MHz of the article's own anecdote",
         basis=verdicts.DOCUMENTED,
     )
 
@@ -72,4 +73,22 @@ def b13_stable_claim() -> Claim:
         "clocks were locked, 'stable near 8.5 s' by its account; no spread before or after is shown, and no "
         "run here has a GPU clock to lock",
         basis=verdicts.STATEMENT,
+    )
+
+
+def symptom_text(per_rank, records) -> str:
+    """The split books a loss by its symptom on each rank, not by its cause: B13's straggler (the
+    article files a throttled card under scheduling waste) shows as communication wait on every
+    healthy rank (``analysis.straggler_table``)."""
+    if per_rank is None or not len(per_rank):
+        return ""
+    slow = records["job"]["straggler"]["rank"]
+    t = per_rank.set_index(["straggler", "rank"])["communication wait"]
+    healthy = [r for r in sorted(per_rank["rank"].unique()) if r != slow]
+    waits = ", ".join(f"rank {r} {t[('off', r)] * 1e3:.1f} → {t[('on', r)] * 1e3:.1f} ms" for r in healthy)
+    return (
+        ". The split books a loss by its symptom on each rank, not by its cause: B13's straggler (the "
+        "article files a throttled card under scheduling waste) raises the healthy ranks' communication "
+        f"wait ({waits} per step), so a communication wait is read beside the ranks' arrival skew before the "
+        "network is blamed"
     )

@@ -13,7 +13,7 @@ from mfulab.studies.anatomy.analysis import (
     headline_metrics,
     ladder_table,
 )
-from mfulab.studies.anatomy.b13_article import b13_clock_claim, b13_lock_claim, b13_stable_claim
+from mfulab.studies.anatomy.b13_article import b13_clock_claim, b13_lock_claim, b13_stable_claim, symptom_text
 from mfulab.studies.anatomy.credit import (
     CHECKPOINT_PERIOD_STEPS,
     _interval,
@@ -21,6 +21,8 @@ from mfulab.studies.anatomy.credit import (
     _measured_credit_text,
     article_ladder_comparison,
     checkpoint_knob_at_period,
+    cpu_contention_note,
+    knobs_lead,
     loo_bounds,
     measured_comm_data_share,
     replicate_text,
@@ -142,7 +144,8 @@ def _case_study_losses() -> str:
     ladder = ", ".join(f"{k} {v:+.1f} s" for k, v in gains.items())
     return (
         f"its §5.2 ladder, each rung's gain booked to the loss its knob targets: {ladder} (the clock lock "
-        f"made the step steadier, not faster); §5.1's data wait of {c['data_wait_s']:g} s and §5.3's "
+        "made the step steadier, not faster, by the article's account); "
+        f"§5.1's data wait of {c['data_wait_s']:g} s and §5.3's "
         f"{c['checkpoint_spike_s']:g} s checkpoint spike (scheduling waste)"
     )
 
@@ -182,7 +185,8 @@ def b2_claim(records, p, t: dict) -> Claim:
         + "useful compute is each rank's model FLOPs at its share of the measured matmul ceiling, the "
         "rest of its compute slow operators; the checkpoint and the untimed rest are scheduling waste"
         + _b2_period_text(period, floor)
-        + _profiler_comm_text(t["profiler_vs_timestamps"]),
+        + _profiler_comm_text(t["profiler_vs_timestamps"])
+        + symptom_text(t.get("b13_per_rank"), records),
         basis=verdicts.STATEMENT,
     )
 
@@ -251,8 +255,9 @@ def b15_claim(records, p, t: dict) -> Claim:
         f"shown at ≥ {B15_MAINLY + 0.1:.0%}, not shown at ≤ {B15_REFUTED:.0%} (a margin for the "
         "attribution's noise)",
         verdict,
-        f"naive → last rung ×{g['speedup']:.2f} [{g['speedup_lo']:.2f}, {g['speedup_hi']:.2f}] "
-        f"({g['gain_s'] * 1e3:.1f} ms per step"
+        knobs_lead(records, t["b15_ladder"])
+        + f"every knob at this run's period ×{g['speedup']:.2f} [{g['speedup_lo']:.2f}, "
+        f"{g['speedup_hi']:.2f}] ({g['gain_s'] * 1e3:.1f} ms per step"
         + ("; within the noise" if g["change"] == "inconclusive" else "")
         + f"); {measured_share}"
         + _measured_credit_text(t["b15_ladder"])
@@ -261,23 +266,8 @@ def b15_claim(records, p, t: dict) -> Claim:
         + _loo_text(t, g)
         + replicate_text(t["b15_ladder"], t.get("b15_leave_one_out"))
         + f"; up the ladder, per knob: {steps}; credited by each knob's target in the ladder's order: "
-        f"{credit}: {ladder_share}" + _cpu_contention_note(records) + why,
+        f"{credit}: {ladder_share}" + cpu_contention_note(records) + why,
         basis=verdicts.TOY,
-    )
-
-
-def _cpu_contention_note(records) -> str:
-    """On a CPU run each rank is pinned to one core and what it starts (its loader worker, the
-    background writer thread) inherits the pin: the format + workers and background-checkpoint
-    knobs take compute time from their own rank, which a GPU's loader and writer do not."""
-    pinned = [r.get("pinned_core") for r in records["job"]["ranks"]]
-    if records["device"] != "cpu" or any(c is None for c in pinned):
-        return ""
-    return (
-        ". On this CPU run each rank owns one core and its loader worker and background writer run on "
-        "it too, so those two knobs also take compute from their own rank (slow operators and "
-        "scheduling waste move with them); on a GPU the step's compute is the card's, and they "
-        "would not"
     )
 
 

@@ -199,3 +199,39 @@ def checkpoint_knob_at_period(records: dict, ladder) -> dict | None:
         "gain_at_period_s": gain_at_period_s,
         "speedup_at_period": before_s / (before_s - gain_at_period_s),
     }
+
+
+def knobs_lead(records: dict, ladder) -> str:
+    """B15's key number: §5.2's knobs (naive → its last knob) with their interval, then §5.3's
+    background checkpoint at this run's period and at a published one (its gain scales with how
+    often the write happens), before the whole ladder at this run's period."""
+    art = article_ladder_comparison(records)
+    ck = checkpoint_knob_at_period(records, ladder)
+    lead = (
+        f"§5.2's knobs, naive → {art['last']}: ×{art['speedup']:.2f} [{art['speedup_lo']:.2f}, "
+        f"{art['speedup_hi']:.2f}]" + ("; no gain shown" if art["change"] == "inconclusive" else "") + "; "
+        if art
+        else ""
+    )
+    if ck:
+        lead += (
+            f"§5.3's background checkpoint {ck['gain_s'] * 1e3:+.1f} ms per step at one write per "
+            f"{ck['run_period_steps']} steps, {ck['gain_at_period_s'] * 1e3:+.2f} ms at one per "
+            f"{ck['period_steps']}; "
+        )
+    return lead
+
+
+def cpu_contention_note(records: dict) -> str:
+    """On a CPU run each rank is pinned to one core and what it starts (its loader worker, the
+    background writer thread) inherits the pin: the format + workers and background-checkpoint
+    knobs take compute time from their own rank, which a GPU's loader and writer do not."""
+    pinned = [r.get("pinned_core") for r in records["job"]["ranks"]]
+    if records["device"] != "cpu" or any(c is None for c in pinned):
+        return ""
+    return (
+        ". On this CPU run each rank owns one core and its loader worker and background writer run on "
+        "it too, so those two knobs also take compute from their own rank (slow operators and "
+        "scheduling waste move with them); on a GPU the step's compute is the card's, and they "
+        "would not"
+    )
