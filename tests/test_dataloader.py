@@ -538,7 +538,7 @@ def test_b11_case_study_cannot_test_a_can_give_and_disagrees_with_itself():
     gain = training_gain.case_study_gain()
     assert gain["throughput_gain"] == pytest.approx(8.7 / 8.4) and gain["throughput_gain"] < 1.05
     assert gain["gain_if_wait_removed"] == pytest.approx(8.7 / 7.2)
-    assert "1.036× steps/s" in row.evidence and "share of a bundled change" in row.evidence
+    assert "1.036× steps/s" in row.evidence and "at most 1.036× if the" in row.evidence
 
 
 def test_b11_training_row_bounds_the_gain_by_the_wait_a_loader_removes():
@@ -609,7 +609,8 @@ def test_b11_workers_not_checkable_without_a_core_per_worker():
     row = _workers_row(_records(cpus=32, workers=(0, 8, 32)))
     assert row.verdict == "not checkable"  # 32 workers have no core each on 32 CPUs
     row = _workers_row(_records(cpus=40, workers=(0, 8, 32)))
-    assert row.verdict == "refuted"  # 32 workers read 33/9 ≈ 3.7× as fast as 8 here
+    # 32 workers read 33/9 ≈ 3.7× as fast as 8 here: a toy corpus, so "not shown", never refuted
+    assert (row.verdict, row.basis) == ("not shown", verdicts.TOY)
 
 
 def _settings_row(records):
