@@ -274,9 +274,9 @@ t["b10_scale"]
 # compute as a third of the step and left the row analytic only; over the right step every
 # reading at the command's batch stays under both lines. The offload's weight depends on the
 # step it joins, which shrinks with the global batch, so the row is also read at batches of 16
-# and 8 on the same command (`stated.A15_GLOBAL_BATCHES`); those change the command's own flag,
-# and the article offloads when "the batch must not shrink", so they are reported beside the
-# command's batch, which decides, and do not vote.
+# and 8 on the same command (`stated.A15_GLOBAL_BATCHES`). §5.2's sentence states no
+# configuration, and the §6.1 command it is priced at neither offloads nor shards (DP 1), so
+# the command is borrowed, not the sentence's own: every batch is an assumed scenario and votes.
 
 # %%
 if records.get("copy_bandwidths"):
@@ -290,9 +290,10 @@ t["a15_offload"].round(3)
 # A10, A12's overlap row and A13's layer-count rule are analyses on article A's 910B with the
 # A100 beside it (this machine is neither): each is *confirmed* or *refuted (analysis)* only when every case
 # it covers gives the same answer (`verdicts.over_scenarios`), *analytic only* otherwise. A15's
-# I/O-bound row is decided at the article's own case unless an assumed input (the host link,
-# the other reading, the host Adam's bandwidth) reverses it (`verdicts.at_stated_case`); its order-of-magnitude row is a
-# datasheet ratio under two readings, and its advice is the author's experience (not checkable). A12's speed rule
+# I/O-bound row is answered at each global batch unless an assumed input (the host link, the
+# other reading, the host Adam's bandwidth) reverses it (`verdicts.at_stated_case`), and the
+# batches vote as A10's cases do; its order-of-magnitude row is a datasheet ratio under two
+# readings on the article's 910B, and its advice is the author's experience (not checkable). A12's speed rule
 # (ZeRO-2 the better value for ten-billion-class models below 1000 cards) is judged once, in
 # chapter 04, at the article's 13B on its 910B cards. A11's collective is counted here against Korthikanti et al.'s
 # published design (all-gather + reduce-scatter, the bytes of the all-reduce they replace); A11's

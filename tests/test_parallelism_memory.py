@@ -22,7 +22,7 @@ def test_peak_counts_forwards_not_yet_backwarded():
     assert measured.peak_layers_in_flight(_spans(one_f_one_b, L=2)) == 4  # p = 2 of them
 
 
-def test_memory_row_is_shown_only_when_every_run_matches_and_interleaving_holds_more():
+def test_memory_row_is_an_exact_count_of_whether_interleaving_holds_more():
     def row(schedule, m, v, peak, model):
         return {
             "ranks": 4,
@@ -41,9 +41,13 @@ def test_memory_row_is_shown_only_when_every_run_matches_and_interleaving_holds_
     )
     (claim,) = memory_rows.pipeline_memory_claim(good)
     assert claim.verdict == "shown" and "1.38× 1F1B's" in claim.evidence
+    assert claim.basis == "by construction"  # an exact count, as A11's and A12's memory rows
     bad = good.copy()
     bad.loc[1, ["first_rank_peak_layers", "matches_step_model"]] = [20, False]
-    assert memory_rows.pipeline_memory_claim(bad)[0].verdict == "not shown"
+    assert memory_rows.pipeline_memory_claim(bad)[0].verdict == "shown"  # 22 > 20: the count decides
+    fewer = good.copy()
+    fewer.loc[2, ["first_rank_peak_layers", "matches_step_model"]] = [16, False]
+    assert memory_rows.pipeline_memory_claim(fewer)[0].verdict == "refuted"  # interleaving keeps no more
     assert (
         "it misses 1f1b p = 4, m = 16 (20 held, 16 modelled)"
         in memory_rows.pipeline_memory_claim(bad)[0].evidence

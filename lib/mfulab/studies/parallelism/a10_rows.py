@@ -164,5 +164,5 @@ def contention_claim(placement) -> Claim:
         "switches queue DP's messages only; where TP crosses nodes they do share the NICs, and how much "
         "unordered collectives then cost needs a real network (no figure published for HCCL): the model "
         "prices each group's time, not their interference",
-        basis=verdicts.ANALYSIS,
+        basis=verdicts.ASSUMED,
     )
