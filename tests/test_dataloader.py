@@ -7,6 +7,7 @@ import copy
 import json
 import os
 import pickle
+import statistics
 
 import pytest
 import torch.utils.data as tud
@@ -627,6 +628,20 @@ def test_b11_persistent_workers_row_compares_later_epochs_first_batch():
     # a documented behaviour: shown by construction, the timing its size
     assert (row.verdict, row.basis) == ("shown", verdicts.CONSTRUCTION) and "6.0×" in row.evidence
     assert "whole warm epochs, new over persistent workers" in row.evidence  # not a faster epoch
+    e = settings_mod.epoch_ratios(rec)  # per-pair ratios, never pooled over formats
+    pairs = [
+        (a["epoch_s"], b["epoch_s"])
+        for a in rec["sweep"]
+        for b in rec["sweep"]
+        if a["cache"] == b["cache"] == "warm"
+        and a["num_workers"] == b["num_workers"] > 0
+        and (a["format"], a["epoch"]) == (b["format"], b["epoch"])
+        and not a["persistent_workers"]
+        and b["persistent_workers"]
+    ]
+    assert e["pairs"] == len(pairs) and e["median"] == pytest.approx(
+        statistics.median([a / b for a, b in pairs])
+    )
     assert "first round, where both start workers: 30 vs 30 ms" in row.evidence
     assert "pin_memory: not checkable here" in row.evidence and "prefetch_factor=" in row.evidence
     for r in rec["sweep"]:  # persistent workers no faster: a tie, the interval straddles 1
