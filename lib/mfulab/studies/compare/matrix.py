@@ -9,8 +9,10 @@ from mfulab.studies.compare.drift import MISSING
 from mfulab.studykit import verdicts as verdict_rules
 from mfulab.studykit.stability_report import numbered_ids
 
-# bases another machine could change (a measurement taken there); the others read the same anywhere
-MACHINE_BASES = (verdict_rules.MEASURED, verdict_rules.TOY)
+# bases another machine could change (a measurement taken there, including the timing that sizes
+# a documented behaviour, by construction, and leaves it open where it disagrees); the others
+# read the same anywhere
+MACHINE_BASES = (verdict_rules.MEASURED, verdict_rules.TOY, verdict_rules.CONSTRUCTION)
 
 
 def verdict_table(records):
@@ -91,7 +93,8 @@ def verdict_note(table, names, records=None) -> str:
         f"{len(table)} claims rows over {len(names)} machine{'s' * (len(names) != 1)}, "
         f"{len(bound)} of them resting on a measurement taken on the machine (toy regime "
         f"{int((bound.basis == verdict_rules.TOY).sum())}, the claim's regime "
-        f"{int((bound.basis == verdict_rules.MEASURED).sum())}): only those could change on another "
+        f"{int((bound.basis == verdict_rules.MEASURED).sum())}, by construction "
+        f"{int((bound.basis == verdict_rules.CONSTRUCTION).sum())}): only those could change on another "
         "machine; the rest are analysis, arithmetic, documentation or publications"
     ]
     if len(names) > 1:
