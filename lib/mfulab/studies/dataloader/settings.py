@@ -25,21 +25,27 @@ CLAIM = (
 )
 
 
+def setting_pairs(records, field: str) -> list[tuple[int, float, float]]:
+    """(round, new workers, kept workers) values of ``field`` (``first_batch_s``, ``epoch_s``) for
+    one format and worker count in one round of the warm sweep, where both settings ran, ordered
+    by format, worker count and round."""
+    values = {
+        (r["format"], r["num_workers"], r["epoch"], r["persistent_workers"]): r[field]
+        for r in records["sweep"]
+        if r["cache"] == "warm" and r["num_workers"] > 0 and r.get(field) is not None
+    }
+    return [
+        (e, new, values[(fmt, w, e, True)])
+        for (fmt, w, e, pers), new in sorted(values.items())
+        if not pers and (fmt, w, e, True) in values
+    ]
+
+
 def restart_pairs(records, *, later: bool = True) -> list[tuple[float, float]]:
     """(new workers, kept workers) first-batch seconds of one format, worker count and round of
     the warm sweep; ``later``: rounds after the first (a persistent loader's workers exist
     already), else the first round (both start theirs)."""
-    first = {}
-    for r in records["sweep"]:
-        if r["cache"] != "warm" or r["num_workers"] == 0 or r.get("first_batch_s") is None:
-            continue
-        if (r["epoch"] > 0) == later:
-            first[(r["format"], r["num_workers"], r["epoch"], r["persistent_workers"])] = r["first_batch_s"]
-    return [
-        (new, first[(fmt, w, e, True)])
-        for (fmt, w, e, pers), new in sorted(first.items())
-        if not pers and (fmt, w, e, True) in first
-    ]
+    return [(new, kept) for e, new, kept in setting_pairs(records, "first_batch_s") if (e > 0) == later]
 
 
 def restart_comparison(records):
@@ -62,16 +68,7 @@ def epoch_ratios(records) -> dict | None:
     the pairs are compared as ratios, never pooled into medians of seconds. None without pairs."""
     import numpy as np
 
-    epochs = {
-        (r["format"], r["num_workers"], r["epoch"], r["persistent_workers"]): r["epoch_s"]
-        for r in records["sweep"]
-        if r["cache"] == "warm" and r["num_workers"] > 0
-    }
-    pairs = [
-        (e, s / epochs[(fmt, w, e, True)])
-        for (fmt, w, e, pers), s in sorted(epochs.items())
-        if not pers and (fmt, w, e, True) in epochs
-    ]
+    pairs = [(e, new / kept) for e, new, kept in setting_pairs(records, "epoch_s")]
     if not pairs:
         return None
     ratios = np.array([x for _, x in pairs])

@@ -119,10 +119,6 @@ def latency_sensitivity(records, latencies_s=None):
     return pd.DataFrame(rows, columns=columns)
 
 
-def _format_verdict(c) -> str:
-    return verdicts.verdict_from_interval(c.ratio_lo, c.ratio_hi, threshold=B11_STATED["min_throughput_gain"])
-
-
 def _regime(records) -> str:
     corpus, written = records["corpus"], records["written"]
     on_disk = (
