@@ -394,7 +394,11 @@ o.tables["b9_check"]
 # (`exposed_share.a18_profiler_claim`, at the article's 8 cards, TP 8: not checkable when the
 # readings disagree, both in the evidence). The run repeats the serial step and one chunked step with
 # emulated compute at several ratios (`a18_compute_over_comm`): the overlap engine and k do not
-# change, only how much compute there is to hide behind.
+# change, only how much compute there is to hide behind. How much of the serial step's exposed
+# time the chunked step removes is not the same at every ratio (the claims row gives it per
+# ratio), so the sweep mixes two things: the overlap's quality and the ratio, which alone sets the
+# no-overlap share at 1/(1 + ratio). The thresholds are therefore judged where the article states
+# them (`exposed_share.a18_rule_decision`), and the sweep shows why they travel badly.
 
 # %%
 fig = figures.plot_a18_sweep(o.tables["a18_sweep"])
@@ -468,15 +472,18 @@ o.tables["a2_collectives"]
 # datasheet (12 NVLink 3 links of 25 GB/s per direction: 300 GB/s) and the published healthy
 # nodes of the table above (60% of the line rate is a bottleneck only if it lies below what each
 # GPU generation's NVLink reaches, its best published healthy node, by a margin a message size
-# the sentence leaves out could not erase: 20%); A4 from the step model at the article's configuration; A18 is a rule of thumb, not
-# checkable because one overlap gives a different share at every compute ÷ communication ratio,
-# shown against the ratio sweep and priced at the article's configuration; its profiler figure
+# the sentence leaves out could not erase: 20%); A4 from the step model at the article's configuration; A18's
+# thresholds at the configuration the article states them for (one machine, 8 cards, TP 8: right
+# when a step without overlap never reads good and the overlapped one does, at every hidden share
+# of the sensitivity rows), the ratio sweep beside it showing that away from that configuration a
+# share's class moves with compute ÷ communication (1/(1 + ratio) with no overlap); its profiler figure
 # is not checkable when its two readings (operators' total time, non-overlapped time) disagree.
 # B16, article B's NCCL environment block, line by line against the documentation of what reads
 # each variable: a variable no library reads (`TORCH_DISTRIBUTED_DETAIL`; PyTorch's is
 # `TORCH_DISTRIBUTED_DEBUG`) is refuted; a line that describes its variable as the library
-# documents it (the IB timeout, the queue pairs per connection) is *shown*, a documented
-# behaviour and never a measured gain; lines whose stated gain the article measures nowhere
+# documents it (the buffer's memory, the IB timeout, the queue pairs per connection) is confirmed
+# on the documentation alone (documented specification: what the variable does, never a measured
+# gain; docs/claims.md states why documentation confirms and refutes alike); lines whose stated gain the article measures nowhere
 # (the buffer size, GPUDirect RDMA) or that carry no reason (the GID index, the interface name)
 # are not checkable.
 

@@ -58,11 +58,20 @@ from_dir = ""  # unused: the comparison reads results_root
 
 # %%
 import pandas as pd
-from IPython.display import Markdown, display
+from IPython.display import HTML, Markdown, display
 
 from mfulab import results
 from mfulab.measure.timing import RUN_TO_RUN_DRIFT
-from mfulab.studies.compare import across, analysis, mfu_gap, published, published_data, scaling
+from mfulab.studies.compare import (
+    across,
+    analysis,
+    balance,
+    hosts,
+    mfu_gap,
+    published,
+    published_data,
+    scaling,
+)
 from mfulab.studykit import plots
 from mfulab.studykit.notebook import setup
 
@@ -106,14 +115,13 @@ if len(records["machines"]) > 1:  # one machine: its ceiling and peak are rows o
     plots.save_figure(fig, out, "ceilings")
 
 # %% [markdown]
-# ## This machine against published measurements (none of them comparable yet)
+# ## This machine against published measurements
 #
-# **Nothing measured here is comparable with these references yet**: this machine is a CPU, and the
-# references are GPUs and their links. What the section shows is what other machines reach, as
-# others measured and published it (`studies/compare/published_references.yaml` for the matmul
-# rows; `analytic/nccl_published.py`, the list chapter 02 reads, for the all-reduces), and where
-# this machine's own figures would sit, each marked not comparable with the reason. The first GPU
-# run (`docs/first-gpu-run.md`) adds the first comparable bar.
+# What the section shows is what other machines reach, as others measured and published it
+# (`studies/compare/published_references.yaml` for the matmul rows; `analytic/nccl_published.py`,
+# the list chapter 02 reads, for the all-reduces), and where each machine measured here sits: a
+# GPU's bars are comparable with them; a CPU's are drawn hatched, marked not comparable with the
+# reason (the first GPU run, `docs/first-gpu-run.md`, adds the first comparable bar).
 #
 # The quantity that means the same on any machine is a **share of the peak**: the best matmul over
 # the dense peak (a GPU's Maximum Achievable Matmul FLOPS over its datasheet bf16 peak, devices.yaml's
@@ -123,7 +131,9 @@ if len(records["machines"]) > 1:  # one machine: its ceiling and peak are rows o
 # not comparable: its ISA peak takes the clock the kernel reports (a VM's nominal figure), which
 # the cores' boost passes, so the share can pass 100%, and its ceiling is fp32 on square shapes,
 # not a shape search. This machine's all-reduce (chapter 02's gloo run, 2 ranks on one host) is
-# set over its memory copy bandwidth, the bound of a shared-memory transport: not a link either.
+# set over its memory copy bandwidth: gloo has no shared-memory transport, and on one host it runs
+# over TCP on the loopback interface, copying every byte through the kernel, so the copy bandwidth
+# bounds it from above; it is not a link either.
 # **One NVLS rule** (as chapter 02 reads it): NVLink SHARP reduces inside the switch, so fewer bytes
 # cross each link than busbw's ring formula counts; its rows are an algorithm's gain over the ring,
 # with no share, and are left off the bars. Every all-reduce row names the largest message of its
@@ -132,7 +142,10 @@ if len(records["machines"]) > 1:  # one machine: its ceiling and peak are rows o
 
 # %%
 refs = published.reference_table(
-    records["published"], analysis.measured_ceilings(table), analysis.measured_gloo(table)
+    records["published"],
+    analysis.measured_ceilings(table),
+    analysis.measured_gloo(table),
+    crowded=hosts.oversubscribed(records, "overlap"),  # chapter 02's gloo run
 )
 results.save_table(out, "published_references", refs)
 with pd.option_context("display.max_colwidth", 60, "display.max_rows", None):
@@ -153,6 +166,17 @@ fig = published.plot_shares(refs)
 plots.save_figure(fig, out, "shares_of_peak")
 display(Markdown(published.takeaway(refs) + "."))
 display(Markdown(published.article_note(refs)))
+balance_table = balance.machine_balance(
+    records["published"], analysis.measured_ceilings(table), analysis.measured_copy(table)
+)
+results.save_table(out, "machine_balance", balance_table)
+display(
+    balance_table.style.format(
+        {"memory_TB_per_s": "{:.3g}", "peak_flop_per_byte": "{:.0f}", "best_matmul_flop_per_byte": "{:.0f}"},
+        na_rep="—",
+    ).hide(axis="index")
+)
+display(Markdown(balance.balance_note(balance_table)))
 
 # %% [markdown]
 # **What published training runs reach.** Chapter 09 collects published runs (papers and
@@ -230,14 +254,14 @@ verdict_matrix = analysis.verdict_table(records)
 results.save_table(out, "verdicts", verdict_matrix)
 display(Markdown(analysis.verdict_note(verdict_matrix, records["machines"], records)))
 with pd.option_context("display.max_colwidth", 70, "display.max_rows", None):
-    display(verdict_matrix)
+    display(analysis.machine_bound(verdict_matrix))
+display(HTML(analysis.other_rows_html(verdict_matrix)))
 
 # %% [markdown]
 # ## One claim, several chapters
 #
-# Some claims are judged in more than one chapter: B2's split of lost time in 01, 06 and 07,
-# A12's ZeRO-2 against ZeRO-3 in 04 and 08, B15's ladder in 01 and 07. Their rows are listed
-# side by side, per machine. Rows on different bases answer different questions (a toy regime
+# Some claims are judged in more than one chapter (the note below names them, from the claims
+# tables themselves). Their rows are listed side by side, per machine. Rows on different bases answer different questions (a toy regime
 # shows a mechanism; the article's own arithmetic checks its numbers) and may differ. Two rows
 # on the same basis with different verdicts are marked in `disagrees_with`: the same kind of
 # evidence about one claim should tell the same, so each marked pair is either two sentences of

@@ -251,9 +251,58 @@ def test_published_references_are_read_as_shares_of_their_peak_beside_this_machi
     assert not here.comparable and refs[refs.basis == "published"].share_of_peak.isna().sum() == 3
     assert (
         "of their dense bf16 peak" in published.takeaway(refs)
-        and "cpu-2c 115% of its peak in fp32 (an ISA peak at the kernel-reported clock: not comparable)"
+        and "cpu-2c 115% of its peak in fp32 (an ISA peak at the kernel-reported clock: the cores ran at least"
         in published.takeaway(refs)
     )
+
+
+def test_machine_balance_sets_each_machine_against_its_memory(monkeypatch):
+    """FLOP per byte of memory traffic: a published device's datasheet peak and MAMF over its
+    datasheet bandwidth (A100 SXM: 312 / 2.039 TB/s = 153), this machine's ceiling over its
+    measured copy; an oversubscribed gloo run is named on its reference row."""
+    from mfulab.studies.compare import balance, published
+
+    data = published.load()
+    table = balance.machine_balance(data, {"cpu-2c": (3.3e11, 3.3e11)}, {"cpu-2c": 25.4e9})
+    a100 = table[table.machine == "NVIDIA A100 SXM"].iloc[0]
+    assert a100.peak_flop_per_byte == pytest.approx(312 / 2.039, rel=1e-3)
+    assert a100.best_matmul_flop_per_byte == pytest.approx(271.2 / 2.039, rel=1e-3)
+    here = table[table.machine == "cpu-2c"].iloc[0]
+    assert here.best_matmul_flop_per_byte == pytest.approx(3.3e11 / 25.4e9) and here["dtype"] == "fp32"
+    note = balance.balance_note(table)
+    assert "cpu-2c 13 at its ceiling" in note and "memory-bound" in note
+    # no copy bandwidth measured: the machine has no balance row
+    assert "cpu-2c" not in set(balance.machine_balance(data, {"cpu-2c": (1.0, 1.0)}, {}).machine)
+    refs = published.reference_table(data, {}, gloo={"cpu-1c": (1e9, 1e10)}, crowded=["cpu-1c"])
+    assert refs[refs.basis == "measured here"].machine.iloc[0].startswith("cpu-1c (oversubscribed")
+
+
+def test_the_matrix_shows_the_machine_bound_rows_and_folds_the_rest():
+    import pandas as pd
+
+    from mfulab.studies.compare import matrix
+
+    table = pd.DataFrame(
+        {
+            "study": ["a", "b"],
+            "claim_id": ["A1", "B1"],
+            "claim": ["x", "y"],
+            "basis": ["toy regime", "the article's own arithmetic"],
+            "cpu-2c": ["shown", "refuted"],
+            "differs": [False, False],
+            "flipped on": ["", ""],
+            "no stability run on": ["", ""],
+            "not comparable on": ["", ""],
+            "differs only where not comparable": [False, False],
+            "rests on the machine": [True, False],
+            "evidence": ["e", "f"],
+        }
+    )
+    bound = matrix.machine_bound(table)
+    assert list(bound.claim_id) == ["A1"] and "evidence" not in bound.columns
+    html = matrix.other_rows_html(table)
+    assert html.startswith("<details>") and "The other 1 rows" in html and ">B1<" in html
+    assert matrix.other_rows_html(table[table["rests on the machine"]]) == ""
 
 
 def test_a_published_reference_without_a_source_or_with_a_bad_value_is_refused(tmp_path):

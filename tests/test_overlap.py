@@ -592,10 +592,23 @@ def test_b9_two_node_rule_flags_the_articles_own_fixed_path(monkeypatch):
 
 def test_a18_prices_the_claims_setting():
     row, profiler = [c for c in _claims(_records()) if c.id == "A18"]
-    assert row.verdict == "not checkable" and "8 ascend-910b cards, TP 8" in row.evidence
+    # judged where the article states it (8 cards, TP 8): the step without overlap does not read
+    # good, the overlapped one does at every hidden share of the sensitivity rows
+    a = exposed_share.article_shares(Params().to_dict())
+    assert (
+        row.basis == "analysis at the article's configuration" and "8 ascend-910b cards, TP 8" in row.evidence
+    )
+    assert row.verdict.startswith(exposed_share.a18_rule_decision(a))
+    base = {"serial": 0.22, "overlapped": 0.04, "overlapped_by_tp_overlap_share": {0.5: 0.06, 0.3: 0.08}}
+    assert exposed_share.a18_rule_decision(base) == "confirmed"
+    # a sensitivity row that no longer reads good leaves it open; a misgraded stated case refutes
+    assert exposed_share.a18_rule_decision({**base, "overlapped_by_tp_overlap_share": {0.3: 0.15}}) == (
+        "analytic only"
+    )
+    assert exposed_share.a18_rule_decision({**base, "serial": 0.08}) == "refuted"
+    assert exposed_share.a18_rule_decision({**base, "overlapped": 0.3}) == "refuted"
     # the profiler's figure: hiding the TP all-reduces shortens the step, so the same kernels take
     # a larger share of it while the exposed share falls; the two readings disagree
-    a = exposed_share.article_shares(Params().to_dict())
     assert a["overlapped"] < a["serial"] and a["kernel_share_overlapped"] > a["kernel_share_serial"]
     assert profiler.verdict == "not checkable" and "operators' share" in profiler.evidence
 

@@ -401,5 +401,6 @@ def outcome(records, p) -> Outcome:
         "b15_total": b15_gain_shares(records),
         "article_ladder": article_ladder_comparison(records),
         "checkpoint_knob": checkpoint_knob_at_period(records, t["b15_ladder"]),
+        "b13": b13_effect(records),
     }
     return Outcome(claim_list, metrics, t, values=values)

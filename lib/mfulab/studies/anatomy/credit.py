@@ -171,6 +171,9 @@ def article_ladder_comparison(records: dict) -> dict | None:
         "speedup": c.ratio,
         "speedup_lo": c.ratio_lo,
         "speedup_hi": c.ratio_hi,
+        "within_lo": c.within_lo,
+        "within_hi": c.within_hi,
+        "drift": c.run_to_run_drift,
         "change": c.verdict,
     }
 
@@ -209,7 +212,10 @@ def knobs_lead(records: dict, ladder) -> str:
     ck = checkpoint_knob_at_period(records, ladder)
     lead = (
         f"§5.2's knobs, naive → {art['last']}: ×{art['speedup']:.2f} [{art['speedup_lo']:.2f}, "
-        f"{art['speedup_hi']:.2f}]" + ("; no gain shown" if art["change"] == "inconclusive" else "") + "; "
+        f"{art['speedup_hi']:.2f}] (this run's rounds alone [{art['within_lo']:.2f}, "
+        f"{art['within_hi']:.2f}], widened by the assumed {art['drift']:.0%} run-to-run drift)"
+        + ("; no gain beyond the drift shown" if art["change"] == "inconclusive" else "")
+        + "; "
         if art
         else ""
     )

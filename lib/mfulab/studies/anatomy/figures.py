@@ -28,7 +28,7 @@ def _stacked(ax, labels, table, colors):
 
 def _change_text(c: dict) -> str:
     if c["change"] == "inconclusive":
-        return "within the noise: no gain shown"
+        return "no gain beyond the assumed drift"
     return f"{'faster' if c['change'] == 'faster' else 'slower'} beyond the noise"
 
 

@@ -9,7 +9,7 @@ from mfulab.studies.compare import drift as drift_mod
 from mfulab.studies.compare import hosts
 from mfulab.studies.compare.drift import MISSING, NOT_APPLICABLE
 from mfulab.studies.compare.figures import _values, ceilings_takeaway, measured_ceilings, plot_ceilings  # noqa: F401 (all but _values: the notebook's names)
-from mfulab.studies.compare.matrix import verdict_note, verdict_table  # noqa: F401 (the notebook's names)
+from mfulab.studies.compare.matrix import machine_bound, other_rows_html, verdict_note, verdict_table  # noqa: F401 (the notebook's names)
 
 
 def _compared():
@@ -319,9 +319,19 @@ def formatted(table, records=None):
 
 def measured_gloo(table) -> dict:
     """``{machine: (largest all-reduce busbw, copy bandwidth)}`` in B/s, where a machine has both:
-    chapter 02's gloo run and the calibration's memory copy that bounds a shared-memory transport."""
+    chapter 02's gloo run and the calibration's memory copy. Gloo on one host runs over TCP on the
+    loopback interface (it has no shared-memory transport), which copies every byte through the
+    kernel at least once, so the copy bandwidth is an upper bound on it, not its link."""
     names = [c for c in table.columns if c not in ("study", "metric", "unit", "key")]
     rows = table.drop_duplicates("key").set_index("key")
     copy = _values(rows, "memory_bandwidth_bytes_per_s", names)
     busbw = _values(rows, "all_reduce_busbw_largest_bytes_per_s", names)
     return {n: (busbw[n], copy[n]) for n in names if n in busbw and n in copy}
+
+
+def measured_copy(table) -> dict:
+    """``{machine: copy bandwidth}`` in B/s (the calibration's large tensor copy, bytes read +
+    written), where a machine has one."""
+    names = [c for c in table.columns if c not in ("study", "metric", "unit", "key")]
+    rows = table.drop_duplicates("key").set_index("key")
+    return _values(rows, "memory_bandwidth_bytes_per_s", names)

@@ -137,3 +137,29 @@ def verdict_note(table, names, records=None) -> str:
             "(column `not comparable on`) are left out of `differs`"
         )
     return "; ".join(parts) + "."
+
+
+def machine_bound(table):
+    """The rows that rest on a measurement taken on the machine (the only ones another machine
+    could change), without the column that says so and the evidence excerpt: the matrix a reader
+    compares machines on."""
+    bound = table[table["rests on the machine"]]
+    return bound.drop(columns=["rests on the machine", "evidence"]).reset_index(drop=True)
+
+
+def other_rows_html(table) -> str:
+    """The rows whose basis reads the same wherever the course is rendered (analysis, the
+    article's arithmetic, documentation, publications), collapsed: a ``<details>`` block with
+    their table, the full matrix being ``tables/verdicts.csv``."""
+    rest = table[~table["rests on the machine"]]
+    if rest.empty:
+        return ""
+    keep = [c for c in rest.columns if c not in ("rests on the machine", "evidence", "not comparable on")]
+    keep = [c for c in keep if c != "differs only where not comparable"]
+    return (
+        f"<details><summary>The other {len(rest)} rows (analysis, the article's arithmetic, "
+        "documentation, publications: the same on every machine by their basis; all rows with their "
+        "evidence are in <code>tables/verdicts.csv</code>)</summary>"
+        + rest[keep].to_html(index=False, escape=True)
+        + "</details>"
+    )

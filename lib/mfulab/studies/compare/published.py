@@ -20,6 +20,7 @@ QUANTITIES = {
     "matmul_bf16": ("best matmul over the dense peak", "TFLOP/s"),
     "all_reduce_busbw": ("all-reduce bus bandwidth over the link", "GB/s"),
 }
+CROWDED_NOTE = " (oversubscribed: ranks took turns on its cores)"
 NOT_A_SHARE = "NVLS: an in-switch reduction's gain over the ring, not a share of the link"
 
 
@@ -77,13 +78,14 @@ def _busbw_rows() -> list[dict]:
     return rows
 
 
-def reference_table(published: dict, ceilings: dict, gloo: dict | None = None):
+def reference_table(published: dict, ceilings: dict, gloo: dict | None = None, crowded=()):
     """One row per published figure and one per machine measured here (``ceilings``:
     ``analysis.measured_ceilings``, its matmul ceiling over its peak; ``gloo``: ``{machine:
     (largest all-reduce busbw, copy bandwidth)}`` in B/s, chapter 02's gloo run over the memory
-    copy that bounds a shared-memory transport): machine, quantity, value, unit, peak, share of
+    copy, an upper bound on gloo's TCP loopback): machine, quantity, value, unit, peak, share of
     the peak, basis (*published* or *measured here*), whether the share is comparable with a
-    GPU's, source."""
+    GPU's, source. ``crowded``: the machines whose gloo run had more ranks than usable cores (the
+    ranks took turns on them), named so on their row."""
     import pandas as pd
 
     rows = []
@@ -125,7 +127,7 @@ def reference_table(published: dict, ceilings: dict, gloo: dict | None = None):
     for machine, (busbw, copy) in (gloo or {}).items():
         rows.append(
             {
-                "machine": machine,
+                "machine": machine + (CROWDED_NOTE if machine in crowded else ""),
                 "quantity": label,
                 "value": busbw / 1e9,
                 "unit": unit,
@@ -134,8 +136,10 @@ def reference_table(published: dict, ceilings: dict, gloo: dict | None = None):
                 "basis": "measured here",
                 "comparable": False,
                 "source": "chapter 02's gloo all-reduce of 2 ranks on this host, largest message, over the "
-                "calibration's copy bandwidth (bytes read + written): the bound of a shared-memory "
-                "transport, not a link, so not comparable with a GPU's share of its NVLink",
+                "calibration's copy bandwidth (bytes read + written). Gloo has no shared-memory transport: "
+                "on one host it runs over TCP on the loopback interface, which copies each byte through "
+                "the kernel, so the copy bandwidth bounds it from above; not a link, so not comparable "
+                "with a GPU's share of its NVLink",
             }
         )
     return pd.DataFrame(rows)
@@ -152,8 +156,18 @@ def takeaway(refs) -> str:
     for r in here.itertuples():
         text += f"; {r.machine} {r.share_of_peak:.0%} of its peak in fp32"
         if r.share_of_peak > 1:
-            text += " (an ISA peak at the kernel-reported clock: not comparable)"
+            text += (
+                f" (an ISA peak at the kernel-reported clock: the cores ran at least {r.share_of_peak:.2f}× "
+                "that clock under the matmul, so the share is not an efficiency and not comparable)"
+            )
     return text
+
+
+def _kind(r) -> str:
+    """A reference row's bar style: published, measured here, or measured here but not comparable."""
+    if r.basis == "published":
+        return "published"
+    return "measured here" if r.comparable else "measured here, not comparable"
 
 
 def plot_shares(refs):
@@ -187,14 +201,7 @@ def plot_shares(refs):
     for ax, quantity in zip(axes[:, 0], quantities):
         d = shown[shown.quantity == quantity].sort_values("share_of_peak")
         for i, r in enumerate(d.itertuples()):
-            kind = (
-                "published"
-                if r.basis == "published"
-                else "measured here"
-                if r.comparable
-                else "measured here, not comparable"
-            )
-            ax.barh(i, r.share_of_peak * 100, height=0.6, **styles[kind])
+            ax.barh(i, r.share_of_peak * 100, height=0.6, **styles[_kind(r)])
             ax.text(r.share_of_peak * 100 + 1, i, f"{r.share_of_peak:.0%}", va="center", fontsize=7)
         ax.set_yticks(range(len(d)))
         what = (
@@ -211,8 +218,11 @@ def plot_shares(refs):
         ax.set_xlim(0, top)
         ax.grid(axis="y", visible=False)
     axes[-1, 0].set_xlabel("share of the peak (%)")
+    used = {_kind(r) for r in shown.itertuples()}
     axes[0, 0].legend(
-        handles=[Patch(**style, label=name) for name, style in styles.items()], fontsize=7, loc="lower right"
+        handles=[Patch(**style, label=name) for name, style in styles.items() if name in used],
+        fontsize=7,
+        loc="lower right",
     )
     fig.suptitle(
         "Best matmul and all-reduce as a share of the peak: published machines and this one", fontsize=9

@@ -6,8 +6,9 @@
     exposed_s   = median over rounds of (overlapped step − compute-only step)   paired rounds
     share       = exposed_s ÷ median overlapped step
 
-The same overlap (the same k, the same engine) gives a different share at every ratio, so the
-share alone cannot grade an overlap.
+Without overlap the share is 1/(1 + ratio), so away from the configuration the article states
+(one machine, 8 cards, TP 8) a share's class moves with the ratio; the thresholds are judged at
+that configuration with the step model (:func:`a18_claim`).
 """
 
 from __future__ import annotations
@@ -130,49 +131,80 @@ def a18_profiler_claim(p: dict) -> Claim:
     )
 
 
+def a18_rule_decision(a: dict) -> str:
+    """A18's thresholds judged where the article states them (one machine, 8 cards, TP 8): they
+    grade rightly when a step without overlap never reads *good* and the step with the TP
+    all-reduces overlapped reads *good*, at the step model's hidden share and at every lower one
+    (``A18_TP_OVERLAP_SHARES``). Refuted (analysis) when the stated case misgrades (the serial
+    step reads good, or the overlapped one reads room left); analytic only when only a
+    sensitivity row does; confirmed (analysis) otherwise. ``a``: :func:`article_shares`."""
+    serial_good = a["serial"] < GOOD_SHARE
+    overlapped = [a["overlapped"], *a["overlapped_by_tp_overlap_share"].values()]
+    if serial_good or a["overlapped"] > ROOM_SHARE:
+        return "refuted"
+    return "confirmed" if all(x < GOOD_SHARE for x in overlapped) else "analytic only"
+
+
 def a18_claim(table, overlap_table, p: dict | None = None) -> Claim | None:
-    """A18: not checkable (a rule of thumb with nothing to pass or fail: the same overlap gives a
-    different share at every compute ÷ communication ratio, so no share grades an overlap); the
-    evidence is the exposed share of one chunk count across that sweep, and the shares the step
-    model gives at the article's configuration with and without overlap."""
+    """A18 at the article's configuration (:func:`a18_rule_decision`, the step model for the 13B on
+    one machine of ``A18_CARDS`` cards at TP 8); the emulated sweep over compute ÷ communication
+    beside it, outside that configuration: without overlap the exposed share is 1/(1 + ratio), so
+    a share's class moves with the ratio before it says anything about the overlap, and the
+    thresholds hold only near the configuration they were stated for. Without ``p`` (no step
+    model inputs) the row is not checkable."""
     emulated = overlap_table[overlap_table["mode"] == "emulated"]
     if not len(emulated):
         return None
     shares = emulated.comm_share_of_step
-    evidence = f"emulated sweep over k: exposed share {shares.min():.0%}–{shares.max():.0%}"
+    sweep = f"emulated sweep over k: exposed share {shares.min():.0%}–{shares.max():.0%}"
     if table is not None and len(table):
         k = int(table.k.max())
         chunked = table[table.k == k].sort_values("compute_over_comm")
-        lo, hi = chunked.iloc[0], chunked.iloc[-1]
-        classes = {share_class(x) for x in chunked.exposed_share}
-        reading = (
-            f"the same overlap falls in {len(classes)} of the article's classes as the ratio moves"
-            if len(classes) > 1
-            else f"'{classes.pop()}' at every ratio"
+        serial = table[table.k == table.k.min()].set_index("compute_over_comm").exposed_share
+        recovered = ", ".join(
+            f"{r.compute_over_comm:g}: {1 - r.exposed_share / serial[r.compute_over_comm]:.0%}"
+            for r in chunked.itertuples()
+            if r.compute_over_comm in serial.index and serial[r.compute_over_comm] > 0
         )
-        evidence += (
-            f"; at k={k}, compute ÷ comm {lo.compute_over_comm:g} → {hi.compute_over_comm:g}: "
-            f"{lo.exposed_share:.0%} → {hi.exposed_share:.0%}: {reading}"
+        no_overlap = ", ".join(f"{1 / (1 + r):.0%}" for r in chunked.compute_over_comm)
+        sweep += (
+            f"; outside the stated configuration (compute ÷ comm {chunked.compute_over_comm.min():g} → "
+            f"{chunked.compute_over_comm.max():g}), at k={k} the exposed share runs "
+            f"{chunked.exposed_share.iloc[0]:.0%} → {chunked.exposed_share.iloc[-1]:.0%}; the share of the "
+            f"serial step's exposed time k={k} removes, per ratio: {recovered}; with no overlap at all the "
+            f"share is 1/(1 + ratio): {no_overlap}, so away from the stated configuration a share's class "
+            "moves with the ratio before it says anything about the overlap"
         )
-    if p:
-        a = article_shares(p)
-        evidence += (
-            f"; at the claim's setting (step model, the 13B on {A18_CARDS} {a['device']} cards, TP 8): "
-            f"{a['serial']:.0%} without overlap ({share_class(a['serial'])}; overlap saves "
-            f"{a['saved_s']:.2f} s), "
-            f"{a['overlapped']:.0%} with the TP all-reduces overlapped (§2.2; "
-            f"{share_class(a['overlapped'])}), the step model hiding them under up to "
-            f"{a['tp_overlap_share']:.0%} of the GEMM time; "
-            + "; with the TP all-reduces hidden under "
-            + ", ".join(f"{k:.0%}" for k in a["overlapped_by_tp_overlap_share"])
-            + " of the GEMM time: "
-            + ", ".join(f"{v:.0%}" for v in a["overlapped_by_tp_overlap_share"].values())
+    if not p:
+        return Claim(
+            "A18",
+            "communication under 10% of the step is good overlap; over 25% leaves room",
+            "exposed communication share per k, and per compute ÷ comm ratio at one k (emulated compute)",
+            "not checkable",
+            sweep + "; no step model inputs to judge the article's configuration",
+            basis=verdicts.STATEMENT,
         )
+    a = article_shares(p)
+    decision = a18_rule_decision(a)
+    evidence = (
+        f"at the claim's setting (step model, the 13B on {A18_CARDS} {a['device']} cards, TP 8): "
+        f"{a['serial']:.0%} without overlap ({share_class(a['serial'])}), "
+        f"{a['overlapped']:.0%} with the TP all-reduces overlapped (§2.2; {share_class(a['overlapped'])}), "
+        f"the step model hiding them under up to {a['tp_overlap_share']:.0%} of the GEMM time; hidden under "
+        + ", ".join(f"{k:.0%}" for k in a["overlapped_by_tp_overlap_share"])
+        + ": "
+        + ", ".join(f"{v:.0%} ({share_class(v)})" for v in a["overlapped_by_tp_overlap_share"].values())
+        + f" (overlap saves {a['saved_s']:.2f} s); "
+        + sweep
+    )
     return Claim(
         "A18",
-        "communication under 10% of the step is good overlap; over 25% leaves room",
-        "exposed communication share per k, and per compute ÷ comm ratio at one k (emulated compute)",
-        "not checkable",
-        evidence + "; a rule of thumb: nothing to pass or fail",
-        basis=verdicts.STATEMENT,
+        "communication under 10% of the step is good overlap; over 25% leaves room "
+        "(single machine, 8 cards, TP 8)",
+        "the step model at the article's stated configuration, without and with the TP all-reduces "
+        "overlapped and at lower hidden shares: right when no step without overlap reads good and the "
+        "overlapped step reads good; the emulated sweep over compute ÷ comm beside it",
+        decision,
+        evidence,
+        basis=verdicts.ANALYSIS,
     )
