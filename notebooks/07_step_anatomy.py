@@ -261,6 +261,13 @@ display(
                     else "* The article's §5.2 knobs were not run"
                 )
                 + (
+                    f"; §5.3's checkpoint spike (a block's slowest job step over its median) "
+                    f"{sp['synchronous']['spike_s'] * 1e3:.1f} ms synchronous → "
+                    f"{sp['background']['spike_s'] * 1e3:.1f} ms in the background (the article's 3 s → 0.3 s)"
+                    if (sp := o.values["checkpoint_spike"])
+                    else ""
+                )
+                + (
                     f"; §5.3's background checkpoint saves {ck['gain_s'] * 1e3:.1f} ms per step at this run's "
                     f"one write per {ck['run_period_steps']} steps, {ck['gain_at_period_s'] * 1e3:.2f} ms at one "
                     f"per {ck['period_steps']} (Hugging Face Trainer's default)"
