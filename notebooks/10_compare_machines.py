@@ -66,17 +66,27 @@ from mfulab.studies.compare import (
     across,
     analysis,
     balance,
+    drift,
     hosts,
     mfu_gap,
     published,
     published_data,
     scaling,
+    summary,
 )
 from mfulab.studykit import plots
 from mfulab.studykit.notebook import setup
 
 out, p, records = setup("compare", params, out_dir=out_dir, from_dir=from_dir)
 display(Markdown(analysis.scope_note(records)))
+_table = analysis.comparison_table(records)  # the summary reads the tables shown below
+_refs = published.reference_table(
+    records["published"], analysis.measured_ceilings(_table), analysis.measured_gloo(_table)
+)
+_balance = balance.machine_balance(
+    records["published"], analysis.measured_ceilings(_table), analysis.measured_copy(_table)
+)
+display(Markdown(summary.summary(_table, _refs, _balance, analysis.verdict_table(records), records)))
 
 # %%
 table = analysis.comparison_table(records)
@@ -88,6 +98,7 @@ shown = analysis.formatted(measured_rows, records)
 with pd.option_context("display.max_colwidth", None, "display.max_rows", None):
     display(shown)
 display(Markdown(scaling.deviations_note(measured_rows, shown, records["machines"], RUN_TO_RUN_DRIFT)))
+display(Markdown(drift.plain_drift_note(shown, RUN_TO_RUN_DRIFT) if len(records["machines"]) > 1 else ""))
 display(Markdown(mfu_gap.mfu_gap_note(table, records)))
 if analysis.disagreements(table):
     display(Markdown("**Two studies disagree on:** " + "; ".join(analysis.disagreements(table))))

@@ -556,3 +556,51 @@ def test_a_row_measured_oversubscribed_is_not_compared_across_machines():
     assert shown["across machines"] == "not compared (a oversubscribed)"
     records["hosts"]["a"]["cpu_count"] = 2  # two ranks on two cores: compared
     assert _shown(table, records, row)["across machines"].startswith("differs")
+
+
+def test_plain_drift_note_names_the_rows_a_widened_drift_keeps_within():
+    import pandas as pd
+
+    from mfulab.studies.compare import drift
+
+    shown = pd.DataFrame(
+        {
+            "metric": ["cold tar / JSON", "ceiling", "fusion"],
+            "across machines": ["within drift (22% ≤ 40%)", "within drift (3% ≤ 5%)", "differs (9% > 5%)"],
+        }
+    )
+    note = drift.plain_drift_note(shown, 0.05)
+    assert "1 of the 2 rows" in note and "cold tar / JSON (22% against 40%)" in note and "ceiling" not in note
+    assert "no row" in drift.plain_drift_note(shown.iloc[1:], 0.05)
+    assert drift.plain_drift_note(shown.drop(columns="across machines"), 0.05) == ""
+
+
+def test_summary_reads_each_machine_and_the_published_ranges():
+    import pandas as pd
+
+    from mfulab.studies.compare import summary
+
+    line = summary.machine_line("cpu-2c", (3.3e11, 3.25e11), 2.54e10, (1.2e9, 2.54e10))
+    assert (
+        "330 GFLOP/s (102% of its peak)" in line and "copy 25.4 GB/s" in line and "13 FLOP per byte" in line
+    )
+    assert "busbw 1.20 GB/s (5% of the copy)" in line
+    assert summary.machine_line("x", None, None, None) == "`x`: no calibration"
+    assert (
+        summary._range([0.5, 0.87, float("nan")], ".0%") == "50%–87%" and summary._range([], ".0f") == "none"
+    )
+    matrix = pd.DataFrame(
+        {"rests on the machine": [True, False], "flipped on": ["", "cpu-2c"], "differs": [False, False]}
+    )
+    refs = pd.DataFrame(
+        {
+            "basis": ["published", "published"],
+            "quantity": ["best matmul over the dense peak", "all-reduce bus bandwidth over the link"],
+            "share_of_peak": [0.87, 0.78],
+        }
+    )
+    bal = pd.DataFrame({"basis": ["datasheet / published MAMF"], "best_matmul_flop_per_byte": [133.0]})
+    table = pd.DataFrame(columns=["study", "metric", "unit", "key"])
+    text = summary.summary(table, refs, bal, matrix, {"machines": []})
+    assert "87% of the dense peak (1 GPUs)" in text and "133 FLOP per byte" in text
+    assert "2 claims rows, 1 resting" in text and "1 flipped" in text

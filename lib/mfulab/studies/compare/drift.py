@@ -200,3 +200,34 @@ def across_cell(values, unit: str, drift: float, exact: bool, interval=None) -> 
     if unit == "fraction":
         return across_points(values, drift, B2_PRESENT_SHARE)
     return across_drift(values, drift)
+
+
+def plain_drift_note(shown, drift: float) -> str:
+    """How much of "within drift" rests on a widened drift: the rows of ``shown``
+    (``analysis.formatted``'s table, its ``across machines`` column) read within a drift wider than
+    the course's generic ``drift`` (a study's declared or measured one) whose spread between machines
+    passes ``drift``: at the generic drift they would read *differs*. Empty with one machine or
+    where none does."""
+    import re
+
+    if "across machines" not in shown:
+        return ""
+    pattern = re.compile(r"within drift \((\d+(?:\.\d+)?)% ≤ (\d+(?:\.\d+)?)%\)")
+    widened = []
+    for metric, cell in zip(shown["metric"], shown["across machines"]):
+        found = pattern.search(str(cell))
+        if found and float(found.group(2)) / 100 > drift and float(found.group(1)) / 100 > drift:
+            widened.append(f"{metric} ({found.group(1)}% against {found.group(2)}%)")
+    total = sum(bool(pattern.search(str(c))) for c in shown["across machines"])
+    if not widened:
+        return (
+            f"**At the generic {drift:.0%} drift** no row that reads within drift would differ ({total} "
+            "rows read within drift)."
+        )
+    return (
+        f"**At the generic {drift:.0%} drift** {len(widened)} of the {total} rows that read within drift "
+        "would differ, each resting on a drift its study measured or declared wider: "
+        + "; ".join(widened)
+        + ". A verdict's flips between fresh runs are counted under the profile's own settings only "
+        "(the stability runs did not try the generic drift)."
+    )
