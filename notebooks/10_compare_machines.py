@@ -253,12 +253,13 @@ published_mfu.style.format(dict.fromkeys(shares, "{:.0%}"), na_rep="—").hide(a
 #
 # **A zero is conditional.** Some settings of the cpu profile were chosen after a stability run
 # on the 2-core box saw a verdict flip: the widening of chapter 03's DRAM ratio
-# (`ln_dram_ratio_drift`, 30%) and its 30 interleaved rounds, chapter 05's per-tensor ratio
-# (`per_tensor_ratio_drift`, 50%), chapter 06's cold tar / JSON ratio (`format_ratio_drift`,
-# 40%), chapter 07's straggler size on this profile (`straggler_slowdown`, 0.24) and its rank
-# pinning. Each is a named parameter with the spread it was set from and its date in the
-# study's `params.py`, and the change is in `docs/changelog.md`. "0 flipped" says the verdicts
-# are stable under those settings on these machines; an untried machine may need its own.
+# (`ln_dram_ratio_drift`) and its interleaved rounds, chapter 05's per-tensor ratio
+# (`per_tensor_ratio_drift`), chapter 06's cold tar / JSON ratio (`format_ratio_drift`),
+# chapter 07's straggler size on this profile (`straggler_slowdown`) and its rank pinning. Each is
+# a named parameter whose value per profile is in the study's `params.py` and `<profile>.yaml`,
+# with the spread it was set from and its date, and the change is in `docs/changelog.md`.
+# "0 flipped" says the verdicts are stable under those settings on these machines, over 3 fresh
+# runs each (a rare flip can pass three runs unseen); an untried machine may need its own.
 
 # %%
 verdict_matrix = analysis.verdict_table(records)
