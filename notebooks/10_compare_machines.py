@@ -79,17 +79,21 @@ from mfulab.studykit.notebook import setup
 
 out, p, records = setup("compare", params, out_dir=out_dir, from_dir=from_dir)
 display(Markdown(analysis.scope_note(records)))
-_table = analysis.comparison_table(records)  # the summary reads the tables shown below
-_refs = published.reference_table(
-    records["published"], analysis.measured_ceilings(_table), analysis.measured_gloo(_table)
+# the tables the chapter shows, built once; the summary reads them
+table = analysis.comparison_table(records)
+refs = published.reference_table(
+    records["published"],
+    analysis.measured_ceilings(table),
+    analysis.measured_gloo(table),
+    crowded=hosts.oversubscribed(records, "overlap"),  # chapter 02's gloo run
 )
-_balance = balance.machine_balance(
-    records["published"], analysis.measured_ceilings(_table), analysis.measured_copy(_table)
+balance_table = balance.machine_balance(
+    records["published"], analysis.measured_ceilings(table), analysis.measured_copy(table)
 )
-display(Markdown(summary.summary(_table, _refs, _balance, analysis.verdict_table(records), records)))
+verdict_matrix = analysis.verdict_table(records)
+display(Markdown(summary.summary(refs, balance_table, verdict_matrix, records)))
 
 # %%
-table = analysis.comparison_table(records)
 measured_rows, published_rows = published_data.split(table)
 results.save_table(out, "comparison", measured_rows)
 results.save_table(out, "published_data", published_data.published_block(published_rows))
@@ -152,12 +156,6 @@ if len(records["machines"]) > 1:  # one machine: its ceiling and peak are rows o
 # maintainer's statement of what a healthy system reaches, not a run.
 
 # %%
-refs = published.reference_table(
-    records["published"],
-    analysis.measured_ceilings(table),
-    analysis.measured_gloo(table),
-    crowded=hosts.oversubscribed(records, "overlap"),  # chapter 02's gloo run
-)
 results.save_table(out, "published_references", refs)
 with pd.option_context("display.max_colwidth", 60, "display.max_rows", None):
     display(
@@ -177,9 +175,6 @@ fig = published.plot_shares(refs)
 plots.save_figure(fig, out, "shares_of_peak")
 display(Markdown(published.takeaway(refs) + "."))
 display(Markdown(published.article_note(refs)))
-balance_table = balance.machine_balance(
-    records["published"], analysis.measured_ceilings(table), analysis.measured_copy(table)
-)
 results.save_table(out, "machine_balance", balance_table)
 display(
     balance_table.style.format(
@@ -262,7 +257,6 @@ published_mfu.style.format(dict.fromkeys(shares, "{:.0%}"), na_rep="—").hide(a
 # runs each (a rare flip can pass three runs unseen); an untried machine may need its own.
 
 # %%
-verdict_matrix = analysis.verdict_table(records)
 results.save_table(out, "verdicts", verdict_matrix)
 display(Markdown(analysis.verdict_note(verdict_matrix, records["machines"], records)))
 with pd.option_context("display.max_colwidth", 70, "display.max_rows", None):

@@ -580,11 +580,16 @@ def test_summary_reads_each_machine_and_the_published_ranges():
 
     from mfulab.studies.compare import summary
 
-    line = summary.machine_line("cpu-2c", (3.3e11, 3.25e11), 2.54e10, (1.2e9, 2.54e10))
+    matmul = {"value": 0.33, "share_of_peak": 330 / 325}
+    bal = {"memory_TB_per_s": 0.0254, "best_matmul_flop_per_byte": 3.3e11 / 2.54e10}
+    gloo = {"machine": "cpu-2c", "value": 1.2, "share_of_peak": 1.2 / 25.4}
+    line = summary.machine_line("cpu-2c", matmul, bal, gloo)
     assert (
         "330 GFLOP/s (102% of its peak)" in line and "copy 25.4 GB/s" in line and "13 FLOP per byte" in line
     )
-    assert "busbw 1.20 GB/s (5% of the copy)" in line
+    assert "busbw 1.20 GB/s (5% of the copy)" in line and "oversubscribed" not in line
+    crowded = summary.machine_line("cpu-1c", None, None, {**gloo, "machine": "cpu-1c (oversubscribed: …)"})
+    assert crowded.endswith("of the copy) (oversubscribed)")
     assert summary.machine_line("x", None, None, None) == "`x`: no calibration"
     assert (
         summary._range([0.5, 0.87, float("nan")], ".0%") == "50%–87%" and summary._range([], ".0f") == "none"
@@ -594,13 +599,26 @@ def test_summary_reads_each_machine_and_the_published_ranges():
     )
     refs = pd.DataFrame(
         {
-            "basis": ["published", "published"],
-            "quantity": ["best matmul over the dense peak", "all-reduce bus bandwidth over the link"],
-            "share_of_peak": [0.87, 0.78],
+            "machine": ["A100", "node", "cpu-2c"],
+            "basis": ["published", "published", "measured here"],
+            "quantity": [
+                "best matmul over the dense peak",
+                "all-reduce bus bandwidth over the link",
+                "best matmul over the dense peak",
+            ],
+            "value": [271.2, 200.0, 0.33],
+            "share_of_peak": [0.87, 0.78, 330 / 325],
         }
     )
-    bal = pd.DataFrame({"basis": ["datasheet / published MAMF"], "best_matmul_flop_per_byte": [133.0]})
-    table = pd.DataFrame(columns=["study", "metric", "unit", "key"])
-    text = summary.summary(table, refs, bal, matrix, {"machines": []})
+    balance_table = pd.DataFrame(
+        {
+            "machine": ["A100", "cpu-2c"],
+            "basis": ["datasheet / published MAMF", "measured here (copy, ceiling); ISA peak"],
+            "memory_TB_per_s": [2.039, 0.0254],
+            "best_matmul_flop_per_byte": [133.0, 13.0],
+        }
+    )
+    text = summary.summary(refs, balance_table, matrix, {"machines": ["cpu-2c"]})
     assert "87% of the dense peak (1 GPUs)" in text and "133 FLOP per byte" in text
     assert "2 claims rows, 1 resting" in text and "1 flipped" in text
+    assert "`cpu-2c`: matmul ceiling 330 GFLOP/s (102% of its peak), copy 25.4 GB/s, 13 FLOP per byte" in text

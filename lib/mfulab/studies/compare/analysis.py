@@ -324,7 +324,7 @@ def measured_gloo(table) -> dict:
     kernel at least once, so the copy bandwidth is an upper bound on it, not its link."""
     names = [c for c in table.columns if c not in ("study", "metric", "unit", "key")]
     rows = table.drop_duplicates("key").set_index("key")
-    copy = _values(rows, "memory_bandwidth_bytes_per_s", names)
+    copy = measured_copy(table)
     busbw = _values(rows, "all_reduce_busbw_largest_bytes_per_s", names)
     return {n: (busbw[n], copy[n]) for n in names if n in busbw and n in copy}
 

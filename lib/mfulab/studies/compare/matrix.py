@@ -154,8 +154,8 @@ def other_rows_html(table) -> str:
     rest = table[~table["rests on the machine"]]
     if rest.empty:
         return ""
-    keep = [c for c in rest.columns if c not in ("rests on the machine", "evidence", "not comparable on")]
-    keep = [c for c in keep if c != "differs only where not comparable"]
+    dropped = ("rests on the machine", "evidence", "not comparable on", "differs only where not comparable")
+    keep = [c for c in rest.columns if c not in dropped]
     return (
         f"<details><summary>The other {len(rest)} rows (analysis, the article's arithmetic, "
         "documentation, publications: the same on every machine by their basis; all rows with their "

@@ -13,32 +13,48 @@ def _range(values, fmt: str) -> str:
     return format(lo, fmt) if lo == hi else f"{format(lo, fmt)}–{format(hi, fmt)}"
 
 
-def machine_line(machine: str, ceiling, copy, gloo) -> str:
-    """One machine's measured figures: its matmul ceiling (and share of its peak), its copy
-    bandwidth, its balance, and its all-reduce over the copy where it has them."""
+def machine_line(machine: str, matmul=None, balance=None, gloo=None) -> str:
+    """One machine's measured figures, as the chapter's tables hold them: its matmul ceiling and
+    share of its peak (``matmul``: its reference-table row), its copy bandwidth and balance
+    (``balance``: its machine-balance row), its all-reduce over the copy (``gloo``: its
+    reference-table row, named oversubscribed there where it was)."""
     parts = []
-    if ceiling:
-        c, peak = ceiling
+    if matmul is not None:
+        share = matmul["share_of_peak"]
         parts.append(
-            f"matmul ceiling {c / 1e9:,.0f} GFLOP/s" + (f" ({c / peak:.0%} of its peak)" if peak else "")
+            f"matmul ceiling {matmul['value'] * 1e3:,.0f} GFLOP/s"
+            + (f" ({share:.0%} of its peak)" if share == share and share is not None else "")
         )
-    if copy:
-        parts.append(f"copy {copy / 1e9:.1f} GB/s")
-    if ceiling and copy:
-        parts.append(f"{ceiling[0] / copy:.0f} FLOP per byte")
-    if gloo:
-        busbw, copy_bw = gloo
-        parts.append(f"all-reduce busbw {busbw / 1e9:.2f} GB/s ({busbw / copy_bw:.0%} of the copy)")
+    if balance is not None:
+        parts.append(f"copy {balance['memory_TB_per_s'] * 1e3:.1f} GB/s")
+        parts.append(f"{balance['best_matmul_flop_per_byte']:.0f} FLOP per byte")
+    if gloo is not None:
+        crowded = " (oversubscribed)" if gloo["machine"] != machine else ""
+        parts.append(
+            f"all-reduce busbw {gloo['value']:.2f} GB/s ({gloo['share_of_peak']:.0%} of the copy){crowded}"
+        )
     return f"`{machine}`: " + (", ".join(parts) if parts else "no calibration")
 
 
-def summary(table, refs, balance_table, matrix, records) -> str:
-    """Markdown bullets: one per machine, one for the published references, one for the verdicts."""
-    from mfulab.studies.compare.analysis import measured_ceilings, measured_copy, measured_gloo
+def _row(frame, machine: str):
+    """The first row of ``frame`` for ``machine`` (its label may carry a note after the name)."""
+    hit = frame[(frame.machine == machine) | frame.machine.str.startswith(machine + " (")]
+    return hit.iloc[0].to_dict() if len(hit) else None
+
+
+def summary(refs, balance_table, matrix, records) -> str:
+    """Markdown bullets: one per machine, one for the published references, one for the verdicts,
+    read from the chapter's reference table (``published.reference_table``), its machine-balance
+    table (``balance.machine_balance``) and its verdict matrix (``matrix.verdict_table``)."""
     from mfulab.studies.compare.published import QUANTITIES
 
-    ceilings, copies, gloo = measured_ceilings(table), measured_copy(table), measured_gloo(table)
-    lines = [machine_line(m, ceilings.get(m), copies.get(m), gloo.get(m)) for m in records["machines"]]
+    here = refs[refs.basis == "measured here"]
+    matmul_here = here[here.quantity == QUANTITIES["matmul_bf16"][0]]
+    gloo_here = here[here.quantity == QUANTITIES["all_reduce_busbw"][0]]
+    lines = [
+        machine_line(m, _row(matmul_here, m), _row(balance_table, m), _row(gloo_here, m))
+        for m in records["machines"]
+    ]
     pub = refs[refs.basis == "published"]
     matmul = pub[pub.quantity == QUANTITIES["matmul_bf16"][0]].share_of_peak
     busbw = pub[pub.quantity == QUANTITIES["all_reduce_busbw"][0]].share_of_peak.dropna()
