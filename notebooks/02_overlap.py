@@ -30,6 +30,21 @@
 #    chapter 01's row under the same id, docs/claims.md);
 # 5. counts where tensor parallelism's all-reduce sits in an MLP under PyTorch's own TP (**A2**).
 #
+# **The one formula.** Split a compute of C seconds that produces S bytes into k chunks, each
+# chunk's all-reduce starting when its chunk is ready and the previous call has finished (one
+# channel). With c = C/k per chunk and m = t(S/k) per call (the ring's 2(n−1)α latency plus its
+# bandwidth term), the step is
+#
+#     T(k) = c + (k − 1)·max(c, m) + m,     and the communication per step is M(k) = k·m.
+#
+# Worked with article A's own numbers (§2.2: 20 ms of compute, 10 ms of communication per layer,
+# 30 ms serial) and, for illustration, 0.5 ms of latency per call: at k = 4, c = 5 ms and
+# m = 2.5 + 0.5 = 3 ms, so T = 5 + 3·5 + 3 = 23 ms (the ideal is max(20, 10) = 20 ms) and
+# M = 12 ms; at k = 16, c = 1.25 ms and m = 0.625 + 0.5 = 1.125 ms, so T = 1.25 + 15·1.25 +
+# 1.125 = 21.1 ms while M = 18 ms. More chunks hide more (A3), and each call's latency makes the
+# communication itself longer (A5): both sentences of the article come out of the one formula,
+# which `alpha_beta.chunked_overlap` computes (with the measured c and the calibrated α–β).
+#
 # Every rank runs under `torchrun` (gloo on CPU, NCCL on GPUs), started by `mfulab.measure.launch`
 # with a timeout that kills the whole process group. Every (variant, k) is timed
 # **interleaved**: each round runs all of them once in a shuffled order, so drift hits all
@@ -394,7 +409,11 @@ o.tables["b9_check"]
 # (`exposed_share.a18_profiler_claim`, at the article's 8 cards, TP 8: not checkable when the
 # readings disagree, both in the evidence). The run repeats the serial step and one chunked step with
 # emulated compute at several ratios (`a18_compute_over_comm`): the overlap engine and k do not
-# change, only how much compute there is to hide behind.
+# change, only how much compute there is to hide behind. How much of the serial step's exposed
+# time the chunked step removes is not the same at every ratio (the claims row gives it per
+# ratio), so the sweep mixes two things: the overlap's quality and the ratio, which alone sets the
+# no-overlap share at 1/(1 + ratio). The thresholds are therefore judged where the article states
+# them (`exposed_share.a18_rule_decision`), and the sweep shows why they travel badly.
 
 # %%
 fig = figures.plot_a18_sweep(o.tables["a18_sweep"])
@@ -468,15 +487,21 @@ o.tables["a2_collectives"]
 # datasheet (12 NVLink 3 links of 25 GB/s per direction: 300 GB/s) and the published healthy
 # nodes of the table above (60% of the line rate is a bottleneck only if it lies below what each
 # GPU generation's NVLink reaches, its best published healthy node, by a margin a message size
-# the sentence leaves out could not erase: 20%); A4 from the step model at the article's configuration; A18 is a rule of thumb, not
-# checkable because one overlap gives a different share at every compute ÷ communication ratio,
-# shown against the ratio sweep and priced at the article's configuration; its profiler figure
+# the sentence leaves out could not erase: 20%); A4 from the step model at the article's configuration; A18's
+# two thresholds, each at the configuration the article states them for (one machine, 8 cards, TP 8):
+# under 10% is right when a step without overlap never reads good and the overlapped one does, at
+# every hidden share of the sensitivity rows and with the last chunk of a dependent chunked
+# all-reduce left exposed; over 25% can flag only where the step with nothing overlapped reads over
+# it, so it is judged on that step, with slower TP links beside it; the ratio sweep shows that away
+# from that configuration a share's class moves with compute ÷ communication (1/(1 + ratio) with
+# no overlap); its profiler figure
 # is not checkable when its two readings (operators' total time, non-overlapped time) disagree.
 # B16, article B's NCCL environment block, line by line against the documentation of what reads
 # each variable: a variable no library reads (`TORCH_DISTRIBUTED_DETAIL`; PyTorch's is
 # `TORCH_DISTRIBUTED_DEBUG`) is refuted; a line that describes its variable as the library
-# documents it (the IB timeout, the queue pairs per connection) is *shown*, a documented
-# behaviour and never a measured gain; lines whose stated gain the article measures nowhere
+# documents it (the buffer's memory, the IB timeout, the queue pairs per connection) is confirmed
+# on the documentation alone (documented specification: what the variable does, never a measured
+# gain; docs/claims.md states why documentation confirms and refutes alike); lines whose stated gain the article measures nowhere
 # (the buffer size, GPUDirect RDMA) or that carry no reason (the GID index, the interface name)
 # are not checkable.
 

@@ -591,11 +591,35 @@ def test_b9_two_node_rule_flags_the_articles_own_fixed_path(monkeypatch):
 
 
 def test_a18_prices_the_claims_setting():
-    row, profiler = [c for c in _claims(_records()) if c.id == "A18"]
-    assert row.verdict == "not checkable" and "8 ascend-910b cards, TP 8" in row.evidence
+    good, room, profiler = [c for c in _claims(_records()) if c.id == "A18"]
+    # each threshold judged where the article states it (8 cards, TP 8): under 10% is good when the
+    # step without overlap does not read good and the overlapped one does, its last chunk exposed
+    a = exposed_share.article_shares(Params().to_dict())
+    assert good.basis == room.basis == "analysis at the article's configuration"
+    assert "8 ascend-910b cards, TP 8" in good.evidence and "at k = 4" in good.evidence
+    assert good.verdict.startswith(exposed_share.a18_rule_decision(a))
+    assert room.verdict.startswith(exposed_share.a18_room_decision(a)) and "α 20 µs" in room.evidence
+    base = {
+        "serial": 0.22,
+        "overlapped": 0.04,
+        "overlapped_by_tp_overlap_share": {0.5: 0.06, 0.3: 0.08},
+        "last_chunk_floor": {4: 0.05, 8: 0.025},
+    }
+    assert exposed_share.a18_rule_decision(base) == "confirmed"
+    # a sensitivity row that no longer reads good leaves it open; a misgraded stated case refutes,
+    # and so does a last chunk that alone reads past 10%
+    assert exposed_share.a18_rule_decision({**base, "overlapped_by_tp_overlap_share": {0.3: 0.15}}) == (
+        "analytic only"
+    )
+    assert exposed_share.a18_rule_decision({**base, "serial": 0.08}) == "refuted"
+    assert exposed_share.a18_rule_decision({**base, "overlapped": 0.3}) == "refuted"
+    assert exposed_share.a18_rule_decision({**base, "last_chunk_floor": {4: 0.12}}) == "refuted"
+    # over 25% can flag only where the step with nothing hidden reads over it
+    assert exposed_share.a18_room_decision({"serial": 0.22, "serial_by_link": {"x": 0.24}}) == "refuted"
+    assert exposed_share.a18_room_decision({"serial": 0.22, "serial_by_link": {"x": 0.29}}) == "analytic only"
+    assert exposed_share.a18_room_decision({"serial": 0.3, "serial_by_link": {"x": 0.4}}) == "confirmed"
     # the profiler's figure: hiding the TP all-reduces shortens the step, so the same kernels take
     # a larger share of it while the exposed share falls; the two readings disagree
-    a = exposed_share.article_shares(Params().to_dict())
     assert a["overlapped"] < a["serial"] and a["kernel_share_overlapped"] > a["kernel_share_serial"]
     assert profiler.verdict == "not checkable" and "operators' share" in profiler.evidence
 

@@ -39,12 +39,14 @@ def test_regime_fit_describes_times_that_follow_the_model_and_names_a_slower_cal
 def test_b16_refutes_the_variable_nothing_reads():
     detail, memory, stable, connections, timeout, qps, gdr, site = nccl_reference.b16_env_claims()
     assert detail.verdict == "refuted" and "TORCH_DISTRIBUTED_DEBUG" in detail.evidence
-    # one verdict per statement: the buffer's memory is what the variable sets; "more stable" is not
-    assert memory.verdict == "shown" and "4× the memory" in memory.evidence
+    # one verdict per statement: the buffer's memory is what the variable sets (documentation alone:
+    # it confirms as it refutes); "more stable" is not checkable
+    assert memory.verdict == "confirmed" and memory.basis == detail.basis == "documented specification"
+    assert "4× the memory" in memory.evidence
     assert stable.verdict == "not checkable" and "busbw" in stable.evidence
     assert connections.verdict == "not checkable" and "Megatron-LM requires 1" in connections.evidence
     # one row per InfiniBand line: 4.096 µs × 2^20 = 4.3 s by default, × 2^22 = 17.2 s
-    assert timeout.verdict == "shown" and "4.3 s" in timeout.evidence and "17.2 s" in timeout.evidence
-    assert qps.verdict == "shown" and "default 1" in qps.evidence
+    assert timeout.verdict == "confirmed" and "4.3 s" in timeout.evidence and "17.2 s" in timeout.evidence
+    assert qps.verdict == "confirmed" and "default 1" in qps.evidence
     assert gdr.verdict == "not checkable" and "PHB" in gdr.evidence
     assert site.verdict == "not checkable" and "RoCE" in site.evidence

@@ -265,10 +265,10 @@ def claims(records, t: dict, v: dict) -> list[Claim]:
     out += a5_rows.a5_claims(
         records, t, v, records["params"].get("a5_mechanism_min_share", Params.a5_mechanism_min_share)
     )
+    out += exposed_share.a18_claim(t.get("a18_sweep"), t["overlap"], records["params"])
     out += [
         c
         for c in (
-            exposed_share.a18_claim(t.get("a18_sweep"), t["overlap"], records["params"]),
             exposed_share.a18_profiler_claim(records["params"]),
             tp_layout.a2_claim(records),
             pseudo_code.pseudo_code_claim(),

@@ -6,8 +6,9 @@
     exposed_s   = median over rounds of (overlapped step − compute-only step)   paired rounds
     share       = exposed_s ÷ median overlapped step
 
-The same overlap (the same k, the same engine) gives a different share at every ratio, so the
-share alone cannot grade an overlap.
+Without overlap the share is 1/(1 + ratio), so away from the configuration the article states
+(one machine, 8 cards, TP 8) a share's class moves with the ratio; the thresholds are judged at
+that configuration with the step model (:func:`a18_claim`).
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ A18_CARDS = 8  # the claim's setting (article A §8): 8 cards at TP 8, the launc
 
 
 A18_TP_OVERLAP_SHARES = (0.5, 0.3)  # sensitivity of the overlapped share: GEMM time the TP calls hide under
+# sensitivity of the serial share: the TP link's per-step latency and its share of the line rate
+# (rates.Assumptions' alpha_intra_s and link_efficiency; a reader's 20 µs, half the line rate)
+A18_LINK_READINGS = {"α 20 µs": {"alpha_intra_s": 20e-6}, "link efficiency 0.5": {"link_efficiency": 0.5}}
+# the article's chunk counts (§2.2: 4–8 chunks): a dependent chunked all-reduce leaves its last
+# chunk exposed, a floor under the overlapped share the step model's hiding share does not keep
+A18_CHUNKS = (4, 8)
 
 
 def article_shares(p: dict) -> dict:
@@ -79,7 +86,14 @@ def article_shares(p: dict) -> dict:
     by_hidden_share = {
         share: exposed(a4_model(**case, tp_overlap_share=share)) for share in A18_TP_OVERLAP_SHARES
     }
+    serial_by_link = {}
+    for name, assumed in A18_LINK_READINGS.items():
+        mm = a4_model(**case, **assumed)
+        serial_by_link[name] = mm["total_comm_s"] / mm["step_serial_s"]
     return {
+        "serial_by_link": serial_by_link,
+        # the last chunk's all-reduce exposed: the TP kernels' time ÷ k over the overlapped step
+        "last_chunk_floor": {k: m["total_comm_s"] / k / m["step_overlapped_s"] for k in A18_CHUNKS},
         "tp_overlap_share": default_share,
         "overlapped_by_tp_overlap_share": by_hidden_share,
         "serial": serial,
@@ -130,49 +144,105 @@ def a18_profiler_claim(p: dict) -> Claim:
     )
 
 
-def a18_claim(table, overlap_table, p: dict | None = None) -> Claim | None:
-    """A18: not checkable (a rule of thumb with nothing to pass or fail: the same overlap gives a
-    different share at every compute ÷ communication ratio, so no share grades an overlap); the
-    evidence is the exposed share of one chunk count across that sweep, and the shares the step
-    model gives at the article's configuration with and without overlap."""
+def a18_rule_decision(a: dict) -> str:
+    """A18's lower threshold (under 10% is good overlap) judged where the article states it (one
+    machine, 8 cards, TP 8): right when a step without overlap does not read *good* and the step
+    with the TP all-reduces overlapped does, at the step model's hidden share, at every lower one
+    (``A18_TP_OVERLAP_SHARES``) and with the last of the article's 4–8 chunks left exposed (a
+    dependent chunked all-reduce cannot hide its last chunk: ``last_chunk_floor``). Refuted
+    (analysis) when the stated case misgrades (the serial step reads good, or the overlapped one
+    does not); analytic only when only a sensitivity row does; confirmed (analysis) otherwise.
+    ``a``: :func:`article_shares`."""
+    floors = list(a.get("last_chunk_floor", {}).values())
+    stated = max([a["overlapped"], *floors])
+    overlapped = [max([x, *floors]) for x in a["overlapped_by_tp_overlap_share"].values()]
+    if a["serial"] < GOOD_SHARE or stated >= GOOD_SHARE:
+        return "refuted"
+    return "confirmed" if all(x < GOOD_SHARE for x in overlapped) else "analytic only"
+
+
+def a18_room_decision(a: dict) -> str:
+    """A18's upper threshold (over 25% leaves room) at the same configuration: it can grade only
+    if a step with nothing overlapped, the most room there is, reads over 25%. Confirmed
+    (analysis) when the serial share does in the stated case and every link reading
+    (``A18_LINK_READINGS``), refuted (analysis) when it does in none (the band never flags the
+    step with nothing hidden), analytic only otherwise."""
+    shares = [a["serial"], *a.get("serial_by_link", {}).values()]
+    return verdicts.over_scenarios([x > ROOM_SHARE for x in shares])
+
+
+def a18_claim(table, overlap_table, p: dict | None = None) -> list[Claim]:
+    """A18 at the article's configuration (:func:`a18_rule_decision`, the step model for the 13B on
+    one machine of ``A18_CARDS`` cards at TP 8); the emulated sweep over compute ÷ communication
+    beside it, outside that configuration: without overlap the exposed share is 1/(1 + ratio), so
+    a share's class moves with the ratio before it says anything about the overlap, and the
+    thresholds hold only near the configuration they were stated for. Without ``p`` (no step
+    model inputs) the row is not checkable."""
     emulated = overlap_table[overlap_table["mode"] == "emulated"]
     if not len(emulated):
-        return None
+        return []
     shares = emulated.comm_share_of_step
-    evidence = f"emulated sweep over k: exposed share {shares.min():.0%}–{shares.max():.0%}"
+    sweep = f"emulated sweep over k: exposed share {shares.min():.0%}–{shares.max():.0%}"
     if table is not None and len(table):
         k = int(table.k.max())
         chunked = table[table.k == k].sort_values("compute_over_comm")
-        lo, hi = chunked.iloc[0], chunked.iloc[-1]
-        classes = {share_class(x) for x in chunked.exposed_share}
-        reading = (
-            f"the same overlap falls in {len(classes)} of the article's classes as the ratio moves"
-            if len(classes) > 1
-            else f"'{classes.pop()}' at every ratio"
+        serial = table[table.k == table.k.min()].set_index("compute_over_comm").exposed_share
+        recovered = ", ".join(
+            f"{r.compute_over_comm:g}: {1 - r.exposed_share / serial[r.compute_over_comm]:.0%}"
+            for r in chunked.itertuples()
+            if r.compute_over_comm in serial.index and serial[r.compute_over_comm] > 0
         )
-        evidence += (
-            f"; at k={k}, compute ÷ comm {lo.compute_over_comm:g} → {hi.compute_over_comm:g}: "
-            f"{lo.exposed_share:.0%} → {hi.exposed_share:.0%}: {reading}"
+        no_overlap = ", ".join(f"{1 / (1 + r):.0%}" for r in chunked.compute_over_comm)
+        sweep += (
+            f"; outside the stated configuration (compute ÷ comm {chunked.compute_over_comm.min():g} → "
+            f"{chunked.compute_over_comm.max():g}), at k={k} the exposed share runs "
+            f"{chunked.exposed_share.iloc[0]:.0%} → {chunked.exposed_share.iloc[-1]:.0%}; the share of the "
+            f"serial step's exposed time k={k} removes, per ratio: {recovered}; with no overlap at all the "
+            f"share is 1/(1 + ratio): {no_overlap}, so away from the stated configuration a share's class "
+            "moves with the ratio before it says anything about the overlap"
         )
-    if p:
-        a = article_shares(p)
-        evidence += (
-            f"; at the claim's setting (step model, the 13B on {A18_CARDS} {a['device']} cards, TP 8): "
-            f"{a['serial']:.0%} without overlap ({share_class(a['serial'])}; overlap saves "
-            f"{a['saved_s']:.2f} s), "
-            f"{a['overlapped']:.0%} with the TP all-reduces overlapped (§2.2; "
-            f"{share_class(a['overlapped'])}), the step model hiding them under up to "
-            f"{a['tp_overlap_share']:.0%} of the GEMM time; "
-            + "; with the TP all-reduces hidden under "
-            + ", ".join(f"{k:.0%}" for k in a["overlapped_by_tp_overlap_share"])
-            + " of the GEMM time: "
-            + ", ".join(f"{v:.0%}" for v in a["overlapped_by_tp_overlap_share"].values())
-        )
-    return Claim(
+    if not p:
+        return [
+            Claim(
+                "A18",
+                "communication under 10% of the step is good overlap; over 25% leaves room",
+                "exposed communication share per k, and per compute ÷ comm ratio at one k (emulated compute)",
+                "not checkable",
+                sweep + "; no step model inputs to judge the article's configuration",
+                basis=verdicts.STATEMENT,
+            )
+        ]
+    a = article_shares(p)
+    setting = f"at the claim's setting (step model, the 13B on {A18_CARDS} {a['device']} cards, TP 8)"
+    floors = ", ".join(f"{v:.1%} at k = {k}" for k, v in a["last_chunk_floor"].items())
+    good = Claim(
         "A18",
-        "communication under 10% of the step is good overlap; over 25% leaves room",
-        "exposed communication share per k, and per compute ÷ comm ratio at one k (emulated compute)",
-        "not checkable",
-        evidence + "; a rule of thumb: nothing to pass or fail",
-        basis=verdicts.STATEMENT,
+        "communication under 10% of the step is good overlap (single machine, 8 cards, TP 8)",
+        "the step model at the article's stated configuration, without and with the TP all-reduces "
+        "overlapped, at lower hidden shares and with the last chunk left exposed: right when the step "
+        "without overlap does not read good and the overlapped step does; the emulated sweep beside it",
+        a18_rule_decision(a),
+        f"{setting}: {a['serial']:.0%} without overlap ({share_class(a['serial'])}), "
+        f"{a['overlapped']:.0%} with the TP all-reduces overlapped (§2.2), the step model hiding them under "
+        f"up to {a['tp_overlap_share']:.0%} of the GEMM time; hidden under "
+        + ", ".join(f"{k:.0%}" for k in a["overlapped_by_tp_overlap_share"])
+        + ": "
+        + ", ".join(f"{v:.0%}" for v in a["overlapped_by_tp_overlap_share"].values())
+        + f"; the last chunk of a dependent chunked all-reduce stays exposed, a floor of {floors} "
+        f"(overlap saves {a['saved_s']:.2f} s); " + sweep,
+        basis=verdicts.ANALYSIS,
     )
+    links = ", ".join(f"{name}: {v:.0%}" for name, v in a["serial_by_link"].items())
+    room = Claim(
+        "A18",
+        "communication over 25% of the step leaves room in scheduling or chunking (single machine, 8 "
+        "cards, TP 8)",
+        "the step model's step with nothing overlapped, the most room there is, at the stated "
+        "configuration and with a slower TP link: the band can flag only if that step reads over 25%",
+        a18_room_decision(a),
+        f"{setting}, nothing overlapped: {a['serial']:.0%} of the step; with a slower TP link "
+        f"(rates.Assumptions): {links}; where the step with nothing hidden reads under 25%, the band "
+        "never flags a step at this configuration, whatever its overlap",
+        basis=verdicts.ANALYSIS,
+    )
+    return [good, room]

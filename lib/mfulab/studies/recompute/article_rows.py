@@ -97,7 +97,7 @@ def gpt3_activations_claim() -> Claim:
         "confirmed" if holds else "refuted",
         f"{per_layer / GB:.2f} GB per layer × {cfg.n_layers} = {total / GB:.0f} GB "
         f"({total / GIB:.0f} GiB), {total / case['card_bytes']:.1f}× an 80 GB card",
-        basis=verdicts.ANALYSIS,
+        basis=verdicts.ASSUMED,  # micro-batch, precision and no parallelism: the sentence states none
     )
 
 
@@ -290,7 +290,7 @@ def zero2_throughput_claim(table=None) -> Claim:
         + ". The step model's ZeRO-3 errors on published runs are chapter 09's; chapter 08 asks another "
         "question of A12 (the best layout per ZeRO stage on an A100 cluster, where ZeRO-3 may pick a "
         "layout ZeRO-2 cannot fit), this row the article's own layout",
-        basis=verdicts.ANALYSIS,
+        basis=verdicts.ASSUMED,  # a general sentence: the 910B, TP 8 and DeepSpeed are our readings
     )
 
 
@@ -373,6 +373,6 @@ def b7_config_claim(scenarios) -> list[Claim]:
             f"stated: no recompute already fits micro-batch {int(base.none_micro_batch)} "
             f"({base.none_total_gib:.1f} of {base.usable_gib:.0f} usable GiB, {base.none_tokens_per_s:,.0f} "
             "tokens/s); " + "; ".join(parts) + where_yes,
-            basis=verdicts.ANALYSIS,
+            basis=verdicts.ASSUMED,  # §2.3's sentence states no run: §5's case study is our reading
         )
     ]

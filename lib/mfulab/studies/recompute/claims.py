@@ -49,9 +49,10 @@ def _at_course_drift(b: dict, band) -> str:
         consistent_with_band(lo, hi, band), "inconclusive"
     )
     return (
-        f"; the {b['run_to_run_drift']:.0%} drift is set per profile from this ratio's spread between fresh "
-        "runs (the cpu profile's yaml: this Intel VM's, 11.4% on two cores; params.py: the AMD EPYC VM's "
-        f"30%); at the course's generic {RUN_TO_RUN_DRIFT:.0%}, narrower than that spread, the interval "
+        f"; the {b['run_to_run_drift']:.0%} drift is set per profile from the widest spread of this ratio "
+        "seen between fresh runs of that profile's machine (each profile's yaml and params.py name the "
+        "spread and its date; this render's own stability runs print theirs below the claims table); at "
+        f"the course's generic {RUN_TO_RUN_DRIFT:.0%}, narrower than that spread, the interval "
         f"would be [{lo:.2f}, {hi:.2f}] and the row would read {reads}"
     )
 
