@@ -466,9 +466,9 @@ def test_static_graph_with_find_unused_is_bounded_by_the_search(monkeypatch):
     at_scale = next(c for c in flags.b6_claims(rec, flags.flag_table(rec)) if c.claim.endswith("at scale"))
     assert at_scale.verdict == "analytic only"
     first = flags.static_graph_first_iteration()  # the article's "first forward and backward"
-    assert first.verdict == "not checkable" and first.basis == "documented specification"
+    assert first.verdict == "refuted" and first.basis == "documented specification"
     assert "read as a saving in the first forward and backward: false" in first.evidence
-    assert "not being repeated: true" in first.evidence
+    assert "leaves it at False" in first.evidence and "Both readings false" in first.evidence
 
 
 def test_the_analytic_tensor_list_is_the_reference_models():

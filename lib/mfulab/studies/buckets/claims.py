@@ -57,6 +57,7 @@ def outcome(records, p) -> Outcome:
         + cluster_scale.a6_spread_claim(records, best, sens)
         + cluster_scale.a6_sweet_spot_claim(records, best, sens)
         + mindspeed_rule.a6_megatron_default_claims(records)
+        + [mindspeed_rule.a6_merge_count_claim()]
         + b8_case.b8_claims(records, t["b8_case"], sens, t["b8_tail"])
         + flags.b6_claims(records, t["flags"])
     )

@@ -9,23 +9,30 @@ from mfulab.studykit.verdicts import Claim
 
 def static_graph_first_iteration() -> Claim:
     """Article B §2.2's wording, "static_graph=True ... 减少DDP第一次前向反向时对autograd图的重复分析开销",
-    against DDP's documentation. The sentence reads two ways: the saving happens *in* DDP's first
-    forward and backward (false: the first iteration is where static_graph records the graph),
-    or the analysis DDP does at its first forward and backward is not *repeated* afterwards (true
-    where find_unused_parameters=True would search every iteration). The readings disagree: not
-    checkable, both in the evidence."""
+    against DDP's documentation, at the article's own call (§2.2 and §5.2: ``gradient_as_bucket_view``
+    and ``static_graph``, no ``find_unused_parameters``, so DDP's default False). The sentence reads
+    two ways: the saving happens *in* DDP's first forward and backward (false: the first iteration
+    is where static_graph records the graph), or the analysis DDP does at its first forward and
+    backward is not *repeated* afterwards (the documented saving, but only where
+    find_unused_parameters=True searches the graph every iteration; with the default there is no
+    search to repeat). At the article's call both readings are false: refuted (documented
+    specification); where find_unused_parameters=True, the second reading holds (the timed row
+    beside it)."""
     return Claim(
         "B6",
         "static_graph reduces the repeated analysis of the autograd graph at DDP's first forward and "
-        "backward (第一次前向反向时)",
-        "PyTorch's DistributedDataParallel documentation (static_graph) and its reducer, under both "
-        "readings of the sentence",
-        "not checkable",
+        "backward (第一次前向反向时), in the article's DDP call",
+        "PyTorch's DistributedDataParallel documentation (static_graph, find_unused_parameters) and its "
+        "reducer, under both readings of the sentence, at the article's call (no find_unused_parameters: "
+        "DDP's default False)",
+        "refuted",
         "read as a saving in the first forward and backward: false, the first iteration is where "
         "static_graph records which parameters the graph uses (its all-reduce delayed to the end of "
         "that backward), so nothing is spared there; read as the first iteration's analysis not being "
-        "repeated: true, the documented saving is that DDP 'will not search graph in each iteration to "
-        "detect unused parameters', every iteration after the first, where find_unused_parameters=True "
-        "would search. The readings disagree",
+        "repeated: the documented saving is that DDP 'will not search graph in each iteration to detect "
+        "unused parameters', which it does only with find_unused_parameters=True; the article's call "
+        "(§2.2, §5.2 step 2) leaves it at False, where DDP searches nothing after the first iteration, "
+        "so there is no repeated analysis to reduce. Both readings false at the article's call; with "
+        "find_unused_parameters=True the second would hold (the timed row beside it)",
         basis=verdicts.DOCUMENTED,
     )
