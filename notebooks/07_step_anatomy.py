@@ -253,10 +253,19 @@ display(
                 f"wait **{headline['naive_data_wait_share']:.1%}** of the step.",
                 (
                     f"* The article's §5.2 knobs, one at a time (naive → {art['last']}): ×{art['speedup']:.2f} "
-                    f"[{art['speedup_lo']:.2f}, {art['speedup_hi']:.2f}]"
-                    + (": within the noise, no gain shown" if art["change"] == "inconclusive" else "")
+                    f"[{art['speedup_lo']:.2f}, {art['speedup_hi']:.2f}] (this run's rounds alone "
+                    f"[{art['within_lo']:.2f}, {art['within_hi']:.2f}]; the wider interval adds the assumed "
+                    f"{art['drift']:.0%} run-to-run drift)"
+                    + (": no gain beyond the drift shown" if art["change"] == "inconclusive" else "")
                     if (art := o.values["article_ladder"])
                     else "* The article's §5.2 knobs were not run"
+                )
+                + (
+                    f"; §5.3's checkpoint spike (a block's slowest job step over its median) "
+                    f"{sp['synchronous']['spike_s'] * 1e3:.1f} ms synchronous → "
+                    f"{sp['background']['spike_s'] * 1e3:.1f} ms in the background (the article's 3 s → 0.3 s)"
+                    if (sp := o.values["checkpoint_spike"])
+                    else ""
                 )
                 + (
                     f"; §5.3's background checkpoint saves {ck['gain_s'] * 1e3:.1f} ms per step at this run's "
@@ -273,8 +282,10 @@ display(
                 f"({headline['matmul_ceiling_flops_per_s'] / 1e9:.0f} GFLOP/s); the last rung is "
                 f"{headline['best_mfu_vs_ceiling_now']:.1%} of the ceiling re-timed right after the job "
                 f"({headline['ceiling_now_flops_per_s'] / 1e9:.0f} GFLOP/s: a shared box's ceiling moves).",
-                f"* One rank slowed down by {job['straggler']['delay_s'] * 1e3:.1f} ms per step made the whole "
-                f"job's step ×{headline['straggler_slowdown']:.3f} longer.",
+                f"* One rank slowed down by {job['straggler']['delay_s'] * 1e3:.1f} ms on every second step "
+                f"({(b13 := o.values['b13'])['delay_share']:.0%} of the median step without it) made the whole job's step "
+                f"×{headline['straggler_slowdown']:.3f} longer on those steps ({b13['reached']:.0%} of the "
+                "delay reached the job: 1 + the median rise over the step before, over the median step off).",
                 summary_line(claim_list),
             ]
         )

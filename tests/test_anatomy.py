@@ -416,3 +416,31 @@ def test_b13_article_rows_check_the_clock_figures_and_the_lock_advice(monkeypatc
     assert lock.verdict == "confirmed" and lock.basis == verdicts.DOCUMENTED
     stable = b13_article.b13_stable_claim()
     assert stable.verdict == "not checkable" and "8.4 → 8.5 s (+1.2%)" in stable.evidence
+
+
+def test_checkpoint_spike_reads_each_blocks_slowest_job_step_over_its_median():
+    """§5.3's quantity, the spike: per block of three steps, the slowest rank's step at each step,
+    the block's slowest over its median; a background write's cost, landing a step later, counts."""
+    from mfulab.studies.anatomy import credit
+
+    def rows(label, steps):
+        return [
+            {"record": label, "step": i, "step_s": t + 0.001 * rank, "rank": rank, "checkpoint": i % 3 == 0}
+            for i, t in enumerate(steps)
+            for rank in (0, 1)
+        ]
+
+    sync = [0.40, 0.10, 0.10] * 4  # the write in each block's first step: +0.3 s
+    background = [0.10, 0.13, 0.10] * 4  # its cost a step later: +0.03 s
+    records = {
+        "params": {"block_steps": 3},
+        "job": {
+            "ranks": [{"rows": rows("format + workers", sync) + rows("background checkpoint", background)}]
+        },
+    }
+    spike = credit.checkpoint_spike(records)
+    assert spike["synchronous"]["spike_s"] == pytest.approx(0.30) and spike["synchronous"]["blocks"] == 4
+    assert spike["background"]["spike_s"] == pytest.approx(0.03)
+    text = credit.spike_text(spike)
+    assert "300.0 ms" in text and "30.0 ms" in text and "(÷10.0)" in text and "3 → 0.3 s" in text
+    assert credit.checkpoint_spike({**records, "job": {"ranks": [{"rows": rows("naive", sync)}]}}) is None

@@ -240,10 +240,10 @@ def test_a8_sensitivity_by_hand():
     sentence = attention_memory.sensitivity_sentence()
     nearest = sentence.split("is nearest under ")[1].split(";")[0]
     assert "model states" not in nearest and "another quantity, context only" in sentence
-    # article A's fused operator keeps dropout on: a dropout-off reading is named, never nearest
-    assert "dropout off" not in nearest and "readings with dropout off, which contradict" in sentence
-    assert df.loc["attention dropout off, hidden dropout on"].contradicts_article
-    assert not df.loc["TP 8, no sequence parallelism"].contradicts_article
+    # whether the 7B trained with dropout is not stated: dropout-off readings count like the others
+    assert "with dropout off (the article does not say" in sentence
+    assert df.loc["attention dropout off, hidden dropout on"].dropout_off
+    assert not df.loc["TP 8, no sequence parallelism"].dropout_off
 
 
 def test_sdpa_saved_bytes_by_hand():
@@ -587,7 +587,7 @@ def test_b5_published_row_reads_the_cited_rows_by_id():
     from mfulab.studies.fusion import published
 
     (row,) = published.b5_published_claim()
-    assert row.verdict == "not checkable" and row.basis == "published measurement"
+    assert row.verdict == "not checkable" and row.basis == "the article's words alone"
     assert "13.6%" in row.evidence and "14.0%" in row.evidence and "past its top" in row.evidence
 
 

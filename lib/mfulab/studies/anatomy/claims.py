@@ -21,6 +21,7 @@ from mfulab.studies.anatomy.credit import (
     _measured_credit_text,
     article_ladder_comparison,
     checkpoint_knob_at_period,
+    checkpoint_spike,
     cpu_contention_note,
     knobs_lead,
     loo_bounds,
@@ -401,5 +402,7 @@ def outcome(records, p) -> Outcome:
         "b15_total": b15_gain_shares(records),
         "article_ladder": article_ladder_comparison(records),
         "checkpoint_knob": checkpoint_knob_at_period(records, t["b15_ladder"]),
+        "b13": b13_effect(records),
+        "checkpoint_spike": checkpoint_spike(records),
     }
     return Outcome(claim_list, metrics, t, values=values)

@@ -28,7 +28,7 @@ def _stacked(ax, labels, table, colors):
 
 def _change_text(c: dict) -> str:
     if c["change"] == "inconclusive":
-        return "within the noise: no gain shown"
+        return "no gain beyond the assumed drift"
     return f"{'faster' if c['change'] == 'faster' else 'slower'} beyond the noise"
 
 
@@ -61,7 +61,8 @@ def plot_ladder(ladder, total: dict, article: dict | None = None, checkpoint: di
     ax.set_ylabel("time per step (ms)")
     ax.set_xlabel(
         "rung of the ladder (each adds one knob to the one before)\nbars: mean over ranks; above each: the "
-        "ratio over the rung before, in brackets its interval over the few rounds (not a 95% interval)",
+        "ratio over the rung before, in brackets its bootstrap interval over whole rounds\n(95%, "
+        "widened by the assumed run-to-run drift)",
         fontsize=9,
     )
     first = (

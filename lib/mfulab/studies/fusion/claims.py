@@ -237,8 +237,9 @@ def a8_claims(t, v: dict) -> list[Claim]:
             "the unstated setup (sensitivity table; readings with model states are context, another "
             "quantity); attention share of FLOPs",
             "analytic only",
-            f"activations per layer −{a8['activation_reduction']:.0%} by Table 2 as printed; "
-            f"over the readings of the sensitivity table ({v['a8_sensitivity_sentence']}): "
+            f"over the readings of the sensitivity table ({v['a8_sensitivity_sentence']}); at the central "
+            "reading (Table 2 as printed, TP 1, dropout on, no recompute) "
+            f"−{a8['activation_reduction']:.0%}, far from the stated cut"
             + "; which activation-only reading applies depends on the article's unstated setup: "
             "tensor parallelism, sequence parallelism and dropout (attention matmuls "
             f"{a8['attention_flops_share_palm']:.0%} of the model FLOPs at this length)",
