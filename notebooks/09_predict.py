@@ -53,6 +53,7 @@ from IPython.display import Markdown, display
 from mfulab.studies.predict import (
     ablations,
     analysis,
+    case_texts,
     claims,
     domain,
     figures,
@@ -600,7 +601,7 @@ cols = [
 fmt = {"article_step_s": "{:.1f}", "article_gain_s": "{:.1f}", "predicted_step_s": "{:.2f}"}
 fmt |= {"predicted_gain_s": "{:+.2f}", "mfu_palm": "{:.1%}"}
 display(ladder[cols].style.format(fmt, na_rep="—").hide(axis="index"))
-display(Markdown(analysis.b15_text(ladder, b15_sens, m["published_max_abs_error"])))
+display(Markdown(case_texts.b15_text(ladder, b15_sens, m["published_max_abs_error"])))
 secs = ["baseline_step_s", "dp_comm_s", "dp_comm_exposed_s"]
 display(b15_sens.style.format({**dict.fromkeys(secs, "{:.2f}"), "dp_overlap": "{:.1f}"}).hide(axis="index"))
 fig = figures.breakdown(
@@ -640,7 +641,7 @@ display(
     .style.format({"stated_step_s": "{:.1f}", "predicted_step_s": "{:.2f}", **pct})
     .hide(axis="index")
 )
-display(Markdown(analysis.a19_text(a19)))
+display(Markdown(case_texts.a19_text(a19)))
 
 # %% [markdown]
 # ## 7 · Your own layout

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from mfulab.studies.predict import analysis
+from mfulab.studies.predict import analysis, case_texts
 
 
 def test_an_unpriced_split_reports_its_as_noted_rows_against_the_null_model():
@@ -116,7 +116,7 @@ def test_a19_case_shows_the_command_as_parsed_and_each_recompute_reading():
         < t.loc[("naive", "block:12"), "predicted_step_s"]
         < t.loc[("naive", "uniform:12"), "predicted_step_s"]
     )
-    text = analysis.a19_text(t.reset_index())
+    text = case_texts.a19_text(t.reset_index())
     assert f"{t.loc[('fused', 'none'), 'predicted_step_s']:.2f}–{none:.2f} s" in text and "(block:12)" in text
 
 
@@ -124,11 +124,11 @@ def test_b15_text_says_no_rung_is_decided_inside_the_switch_margin():
     """Every rung of the article's ladder changes its step by less than the course's switch margin,
     so the text sets the predicted gains beside the article's as sizes, never verdicts; readings of
     the network are screened by that margin, not called unlikely."""
-    from mfulab.studies.predict import analysis, worked_examples
+    from mfulab.studies.predict import worked_examples
     from mfulab.studykit.step_error import SWITCH_MARGIN
 
     ladder, sens = worked_examples.b15_ladder(), worked_examples.b15_sensitivity()
-    text = analysis.b15_text(ladder, sens, 0.2)
+    text = case_texts.b15_text(ladder, sens, 0.2)
     steps = list(ladder.article_step_s)
     assert all(abs(a / b - 1) <= SWITCH_MARGIN for a, b in zip(steps, steps[1:]))
     assert "No rung is decided here" in text and f"×{steps[0] / steps[1]:.3f}" in text
