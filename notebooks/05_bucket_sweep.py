@@ -379,7 +379,10 @@ o.tables["a6_per_tensor"]
 # whose error the step model knows, both ways alike (`a6_spread.spread_answer`): per model, the
 # modelled ratio max ÷ min MFU over 1–400 MiB against the smallest ratio 5 points would be at its
 # best MFU (M ÷ (M − 5)); yes where it reaches that within the margin for a switch
-# (`studykit.step_error.SWITCH_MARGIN`: a bucket cap changes one term) and lies beyond the margin
+# (`studykit.step_error.SWITCH_MARGIN`: a bucket cap changes one term; chapter 09's pool of
+# published pairs holds no two runs that differ by a bucket cap alone, so the margin is borrowed
+# from the switch pairs it holds, a recompute policy, a ZeRO stage, an overlap flag, as the
+# course's rule allows for a kind the pool lacks) and lies beyond the margin
 # from 1, no where even the margin's top stays short of it, neither otherwise. A scenario says
 # yes when some model does and no when every model does (the article names no model). A spread
 # past 8 points reaches 5–8 too. A row must be able to fail: at the MFU article A reports (above

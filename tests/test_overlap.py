@@ -11,7 +11,7 @@ from mfulab.analytic import flops
 from mfulab.analytic import step as step_model
 from mfulab.analytic.config import preset
 from mfulab.errors import ParameterError
-from mfulab.studies.overlap import a4_bound, alpha_beta, analysis, exposed_share, step_at_scale
+from mfulab.studies.overlap import a3_rows, a4_bound, alpha_beta, analysis, exposed_share, step_at_scale
 from mfulab.studies.overlap.analysis import collectives_table, overlap_table
 from mfulab.studies.overlap.bench import union_length_s
 from mfulab.studies.overlap.claims import claims, derived, headline_metrics
@@ -33,6 +33,7 @@ def _tables(records) -> dict:
         "overlap": overlap_table(records),
         "a4_sensitivity": step_at_scale.a4_sensitivity(records["params"]),
         "a5_sensitivity": alpha_beta.a5_sensitivity(records["params"]),
+        "a3_duty": a3_rows.duty_table(records),
     }
 
 
@@ -691,3 +692,87 @@ def test_a4_collectives_rederive_the_step_models_seconds():
     link = Assumptions().link_efficiency * device_spec(p["article_device"]).intra_node_bytes_per_s
     assert tp.link_GB_per_s_used == pytest.approx(link / 1e9)
     assert tp.latency_per_call_us == pytest.approx(2 * (tp.ranks - 1) * tp.alpha_per_ring_step_us)
+
+
+def test_a5_mechanism_is_decided_by_the_padded_calls_when_the_run_has_them():
+    """The intervention: k=4 plus 12 one-element calls. Where it costs the whole 4 → 16 gap the
+    mechanism row reads shown whatever the α estimates predict; where it costs nothing the row
+    reads not shown; the share and its interval are in the evidence."""
+    from mfulab.studies.overlap import a5_intervention
+
+    rng = np.random.default_rng(3)
+    r = _records()
+    k4 = 0.010 + rng.normal(0, 2e-4, 40)
+    k16 = k4 + 0.008 + rng.normal(0, 2e-4, 40)
+    r["overlap"]["a5_comm_only_times_s"] = {"4": list(k4), "16": list(k16)}
+    r["overlap"]["a5_padded_calls"] = 12
+    r["overlap"]["a5_padded_times_s"] = list(k4 + 0.008 + rng.normal(0, 2e-4, 40))
+    iv = a5_intervention.a5_intervention(r)
+    assert iv["share"] == pytest.approx(1, abs=0.1) and iv["lo"] < iv["share"] < iv["hi"]
+    assert iv["per_call_s"] == pytest.approx(0.008 / 12, rel=0.15)
+    assert a5_intervention.decision(iv, 0.8) == (True, False)
+    mechanism = _a5_rows(r)[1]
+    assert "the intervention: k=4 followed by 12 calls of one element" in mechanism.evidence
+    assert "they do not vote" in mechanism.evidence
+    # the calls cost nothing: the gap is not theirs
+    r["overlap"]["a5_padded_times_s"] = list(k4 + rng.normal(0, 2e-4, 40))
+    iv = a5_intervention.a5_intervention(r)
+    assert iv["hi"] < 0.2 and a5_intervention.decision(iv, 0.8) == (False, True)
+    # older records (no padded rounds) keep the estimates' rule
+    del r["overlap"]["a5_padded_times_s"]
+    assert a5_intervention.a5_intervention(r) is None
+    assert "they do not vote" not in _a5_rows(r)[1].evidence
+
+
+@pytest.mark.slow
+def test_the_overlap_job_runs_the_contention_sweep_and_the_padded_calls(tmp_path, monkeypatch):
+    """Two gloo ranks, tiny sizes: the sweep at one duty cycle (serial and k = 4, every variant, the
+    rounds asked for) and A5's padded step (k = 4 plus 12 one-element calls) come back, every
+    all-reduce, the padded calls' included, summed right (``wrong`` is 0); the table and the A3
+    row read them."""
+    import yaml
+
+    from mfulab.paths import repo_root
+    from mfulab.studies.overlap import a3_rows, bench
+    from mfulab.studies.overlap.stated import A3_K
+
+    monkeypatch.setenv("MFULAB_RESULTS_ROOT", str(tmp_path))
+    smoke = yaml.safe_load((repo_root() / "studies" / "overlap" / "smoke.yaml").read_text())
+    p = Params.from_dict(
+        {**smoke, "a3_duty_cycles": [0.5], "a18_compute_over_comm": [1.0], "modes": ["emulated"]}
+    )
+    rec = bench.measure(p)
+    o = rec["overlap"]
+    assert o["wrong"] == 0
+    (row,) = o["a3_duty_rows"]
+    assert row["duty"] == 0.5
+    for k in (1, A3_K):
+        for v in bench.VARIANTS:
+            assert len(row[f"{v}:{k}"]) == p.rounds and all(t > 0 for t in row[f"{v}:{k}"])
+    assert o["a5_padded_calls"] == 12 and len(o["a5_padded_times_s"]) == p.a5_rounds
+    table = a3_rows.duty_table(rec)
+    assert list(table.duty) == [0.5] and "recovered" in a3_rows.duty_text(table)
+
+
+def test_a3_duty_row_reads_the_recovered_share_as_a3_does():
+    """Article A §2.1's own numbers per round (20 ms compute, 10 ms comm): serial 30 ms; an
+    overlapped step of 25 ms recovers half the saving, one of 30 ms none of it."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+
+    def rounds(ms):
+        return list(ms / 1e3 + rng.normal(0, 1e-5, 12))
+
+    times = {
+        "overlapped:1": rounds(30),
+        "compute_only:4": rounds(20),
+        "comm_only:1": rounds(10),
+        "overlapped:4": rounds(25),
+    }
+    half = a3_rows.duty_row(0.5, times)
+    assert half["recovered_share"] == pytest.approx(0.5, abs=0.02) and half["moves_toward_bound"]
+    times["overlapped:4"] = rounds(30)
+    none = a3_rows.duty_row(0.5, times)
+    assert abs(none["recovered_share"]) < 0.02 and not none["moves_toward_bound"]
+    assert "at no duty cycle" in a3_rows.duty_text(pd.DataFrame([none]))

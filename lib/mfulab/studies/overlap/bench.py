@@ -44,15 +44,15 @@ import numpy as np
 
 from mfulab.measure import calibration, collectives, host
 from mfulab.studies.overlap import tp_layout
+from mfulab.studies.overlap.cuda_bench import CUDA_MM_SIZE, calibrate_matmul_sizes_cuda, cuda_step
 from mfulab.studies.overlap.params import Params
+from mfulab.studies.overlap.stated import A3_K
 
 BENCHMARK_VERSION = {"overlap": 5}  # 5: A2's TP MLP collectives and A18's compute ÷ comm sweep
 VARIANTS = ("overlapped", "compute_only", "comm_only")
+DUTY = "duty:"  # A3's contention sweep: "duty:0.5" computes for half of each interval, then waits
+PADDED = "comm_padded"  # A5's intervention: the k chunks' all-reduces plus pad_calls one-element calls
 MM_SIZE = 128  # real compute's matmul on CPU: small, so that a chunk's compute is a whole number of them
-CUDA_MM_SIZE = 4096  # on CUDA: large bf16 matmuls keep the tensor cores busy (not launch-bound)
-# on CUDA a chunk's compute is matmuls of the largest of these sizes that fits its share: whole
-# 4096² matmuls (~0.2 ms on an H100) overshot shares below that, 3-40× at k = 16-64
-CUDA_MM_SIZES = (256, 512, 1024, 2048, CUDA_MM_SIZE)
 TIMELINE_CANDIDATES = 3  # extra overlapped steps per (mode, k), the drawn one nearest the median
 
 
@@ -68,28 +68,6 @@ def _calibrate_matmul(size: int = MM_SIZE) -> float:
     return (time.perf_counter() - t0) / 20
 
 
-def calibrate_matmul_cuda(size: int = CUDA_MM_SIZE) -> float:
-    """Seconds per bf16 ``size``² matmul on this GPU, from CUDA events over 20 back-to-back calls."""
-    import torch
-
-    a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
-    for _ in range(3):
-        a @ a
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(20):
-        a @ a
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / 20
-
-
-def calibrate_matmul_sizes_cuda(sizes=CUDA_MM_SIZES) -> dict[int, float]:
-    """Seconds per bf16 matmul at each of ``sizes`` on this GPU (:func:`calibrate_matmul_cuda`)."""
-    return {size: calibrate_matmul_cuda(size) for size in sizes}
-
-
 def matmul_plan(seconds: float, per_size_s: dict[int, float]) -> tuple[int, int]:
     """(size, count): matmuls of the largest size whose one call fits in ``seconds`` (the
     smallest size when none does), as many as make up ``seconds``: a chunk's compute stays near
@@ -97,58 +75,6 @@ def matmul_plan(seconds: float, per_size_s: dict[int, float]) -> tuple[int, int]
     fitting = [size for size, t in per_size_s.items() if t <= seconds]
     size = max(fitting) if fitting else min(per_size_s)
     return size, max(1, round(seconds / per_size_s[size]))
-
-
-def cuda_step(chunks, compute, with_compute: bool, with_comm: bool, comm_stream):
-    """The chunked-overlap step on CUDA, timed with events: ``(step, read)``. ``step()`` enqueues
-    it (compute i on the current stream; all-reduce i on ``comm_stream`` once compute i is done,
-    between two events that mark the collective's start and completion); after the device has
-    synchronised, ``read()`` returns the timeline (seconds from the step's start)."""
-    import torch
-    import torch.distributed as dist
-
-    def event():
-        return torch.cuda.Event(enable_timing=True)
-
-    marks = []
-
-    def step():
-        marks.clear()
-        origin = event()
-        origin.record()
-        t_start = time.perf_counter()
-        for i, chunk in enumerate(chunks):
-            c0, c1 = event(), event()
-            c0.record()
-            if with_compute:
-                compute(t_start, i)
-            c1.record()
-            mark = {"chunk": i, "origin": origin, "c0": c0, "c1": c1}
-            if with_comm:
-                comm_stream.wait_event(c1)
-                with torch.cuda.stream(comm_stream):
-                    mark["m0"], mark["m1"] = event(), event()
-                    mark["m0"].record()
-                    dist.all_reduce(chunk)  # completion is enqueued on comm_stream: m1 marks it
-                    mark["m1"].record()
-            marks.append(mark)
-        torch.cuda.current_stream().wait_stream(comm_stream)
-
-    def read():
-        timeline = []
-        for m in marks:
-            at = m["origin"].elapsed_time
-            ev = {
-                "chunk": m["chunk"],
-                "compute_start_s": at(m["c0"]) / 1e3,
-                "compute_end_s": at(m["c1"]) / 1e3,
-            }
-            if "m0" in m:
-                ev["comm_start_s"], ev["comm_end_s"] = at(m["m0"]) / 1e3, at(m["m1"]) / 1e3
-            timeline.append(ev)
-        return timeline
-
-    return step, read
 
 
 def union_length_s(spans) -> float:
@@ -183,12 +109,18 @@ def overlap_worker(spec: dict) -> dict:
         mm, t_mm, comm_stream = torch.randn(MM_SIZE, MM_SIZE), _calibrate_matmul(), None
         per_size, mats = {MM_SIZE: t_mm}, {MM_SIZE: mm}
     in_flight_measured = True  # gloo: futures complete when the work does; CUDA: events
+    pad_calls = 0  # set for A5's intervention below
     out = {"world_size": n, "device": device, "rounds": spec["rounds"], "rows": [], "timelines": {}}
     out["tp_mlp"] = tp_layout.tp_mlp_collectives(device)  # A2: where tensor parallelism's all-reduce sits
     out["in_flight_measured"], wrong, compute_s = in_flight_measured, 0, 0.0
     out["matmul_s"], out["matmul_s_per_size"] = t_mm, {str(k): v for k, v in per_size.items()}
 
     def compute(mode, seconds, deadline):
+        if mode.startswith(DUTY):  # A3's contention sweep: real matmuls for a share, then the wait
+            size, count = matmul_plan(float(mode[len(DUTY) :]) * seconds, per_size)
+            for _ in range(count):
+                mats[size] @ mats[size]
+            mode = "emulated"
         if mode == "emulated":
             # occupies time, not a core: the ideal accelerator's kernels. Sleeping until a
             # deadline (chunk i ends at i·C/k) keeps k oversleeps from adding up, and lets the
@@ -201,8 +133,10 @@ def overlap_worker(spec: dict) -> dict:
 
     def one_step(mode, k, variant, record=None):
         """One step; returns (slowest-rank step time, this rank's comm time in flight, wrong)."""
-        with_compute, with_comm = variant != "comm_only", variant != "compute_only"
+        with_compute, with_comm = variant not in ("comm_only", PADDED), variant != "compute_only"
         chunks = [torch.full((numel // k,), float(rank + 1), device=device) for _ in range(k)]
+        if variant == PADDED:  # A5's intervention: k chunks, then calls that carry one element each
+            chunks += [torch.full((1,), float(rank + 1), device=device) for _ in range(pad_calls)]
         events = []
         if device == "cuda":
             step, read = cuda_step(
@@ -325,14 +259,30 @@ def overlap_worker(spec: dict) -> dict:
             step_s, events = min(candidates, key=lambda c: abs(c[0] - median_s))
             out["timelines"][f"{mode}:{k}"] = events
             out.setdefault("timeline_step_s", {})[f"{mode}:{k}"] = step_s
+    # A3's contention sweep (CPU only): serial and k = A3_K at each duty cycle, interleaved
+    out["a3_duty_rows"] = []
+    for share in spec.get("a3_duty_cycles", []) if device == "cpu" else []:
+        keys = [(v, k) for k in (1, A3_K) for v in VARIANTS]
+        samples = run_interleaved(
+            f"{DUTY}{share:g}", keys, spec["rounds"], f"A3 duty {share:g} (rank {rank})"
+        )
+        out["a3_duty_rows"].append(
+            {"duty": share, **{f"{v}:{k}": [x[0] for x in s] for (v, k), s in samples.items()}}
+        )
     # A5: the step's all-reduces alone at the two chunk counts it compares, in rounds of their own:
     # the sweep's rounds spread every k over one interval, too few to read a 16-vs-4 ratio whose
-    # rounds are bimodal on a shared CPU (a 16-chunk step runs at the 4-chunk time in about a third)
+    # rounds are bimodal on a shared CPU (a 16-chunk step runs at the 4-chunk time in about a third).
+    # The intervention rides in the same rounds: k=4 followed by 12 calls of one element
+    # each (PADDED), the extra calls' fixed cost with none of their bytes: if the per-call cost is
+    # why 16 chunks take longer, it takes as long as k=16 (article A §6.3's mechanism, tested)
     a5_ks = [k for k in (4, 16) if k in spec["chunks"]]
     if len(a5_ks) == 2 and spec.get("a5_rounds", 0) >= 2:
-        keys = [("comm_only", k) for k in a5_ks]
+        pad_calls = a5_ks[1] - a5_ks[0]
+        keys = [("comm_only", k) for k in a5_ks] + [(PADDED, a5_ks[0])]
         samples = run_interleaved("emulated", keys, spec["a5_rounds"], f"A5 k=4 vs k=16 (rank {rank})")
         out["a5_comm_only_times_s"] = {str(k): [x[0] for x in samples[("comm_only", k)]] for k in a5_ks}
+        out["a5_padded_times_s"] = [x[0] for x in samples[(PADDED, a5_ks[0])]]
+        out["a5_padded_calls"] = pad_calls
     # A18: the exposed share against compute ÷ communication, emulated compute (a timed wait costs
     # nothing of the communication), serial (k = 1) and chunked (k = a18_k), interleaved per ratio
     out["a18_rows"], measured_compute_s = [], compute_s
@@ -384,6 +334,7 @@ def measure(p: Params) -> dict:
                 "a18_k": p.a18_k,
                 "a18_rounds": p.a18_rounds,
                 "a5_rounds": p.a5_rounds,
+                "a3_duty_cycles": list(p.a3_duty_cycles),
             },
         ),
     ):

@@ -9,7 +9,9 @@ import pandas as pd
 
 from mfulab.results import run_identity
 from mfulab.studies.overlap import (
+    a3_rows,
     a4_bound,
+    a5_intervention,
     a5_rows,
     ab_regime,
     alpha_beta,
@@ -20,7 +22,6 @@ from mfulab.studies.overlap import (
     step_at_scale,
     tp_layout,
 )
-from mfulab.studies.overlap.a5_rows import interval_text
 from mfulab.studies.overlap.analysis import (
     a3_outcome,
     a5_comparisons,
@@ -44,73 +45,6 @@ from mfulab.units import GB, MB
 
 
 # ---------------------------------------------------------------------------- claims and metrics
-def _a3_claim(records, outcomes: dict) -> Claim | None:
-    modes = records["params"]["modes"]
-    # real compute decides on every device (the issue's rule: the effect in the claim's regime,
-    # compute and communication sharing the machine); the emulated compute, a sleep that leaves
-    # the cores to gloo as a GPU's kernels leave the host to NCCL, is the ideal engine beside it:
-    # an upper bound on what overlap can recover, never the decider
-    order = ("real", "emulated")
-    decider = next((m for m in order if m in modes and outcomes.get(m)), None)
-    if decider is None:
-        return None
-    o = outcomes[decider]
-    c = o["vs_serial"]
-
-    def line(o):
-        return (
-            f"{o['mode']} compute: serial {o['serial_s'] * 1e3:.1f} ms → {o['overlapped_s'] * 1e3:.1f} ms "
-            f"at k={o['k']} (serial ÷ overlapped {interval_text(o['vs_serial'])}) against max(compute, comm) "
-            f"{o['bound_s'] * 1e3:.1f} ms: {o['recovered_text']} ((serial − overlapped) ÷ (serial − bound), "
-            f"medians; the per-round midpoint (serial + bound)/2 ÷ overlapped "
-            f"{interval_text(o['comparison'])})"
-        )
-
-    # shown: overlap shortens the step (toward the bound); otherwise inconclusive on this machine
-    # (with real compute the midpoint test sits on its threshold: "not shown" flipped with it)
-    verdict = verdicts.verdict_from_comparison(c, claimed="faster")
-    if verdict == "refuted":
-        verdict = "inconclusive on this machine"  # a toy regime cannot refute the claim
-    others = [line(outcomes[m]) for m in modes if m != decider and outcomes.get(m)]
-    stretch = [
-        f"{m} {interval_text(outcomes[m]['comm_stretch'])}"
-        for m in modes
-        if outcomes.get(m) and outcomes[m]["comm_stretch"] is not None
-    ]
-    caveat = (
-        "; the all-reduces in flight inside the overlapped step take, over their time alone, "
-        + ", ".join(stretch)
-        + " (measured): real compute slows the communication it overlaps (here both cores are "
-        "busy with matmuls and gloo's threads; on GPUs NCCL's kernels take SMs, not the host's cores); "
-        "the emulated line is the ideal engine, an upper bound on what overlap can recover"
-        if others and stretch
-        else ""
-    )
-    # the key number names both engines: what real compute recovers here, what the ideal one does
-    ideal = [outcomes[m] for m in modes if m != decider and outcomes.get(m)]
-    lead = (
-        f"{decider} compute recovers {o['recovered_text']} (serial ÷ overlapped {interval_text(c)}), "
-        f"an ideal engine ({ideal[0]['mode']} compute) {ideal[0]['recovered_text']}: "
-        if ideal
-        else ""
-    )
-    return Claim(
-        "A3",
-        "compute 20 ms + comm 10 ms = 30 ms serially; overlap takes the step toward max(compute, comm)",
-        f"{decider} compute, {records['overlap']['world_size']} ranks, comm ÷ compute "
-        f"{o['comm_over_compute']:.2f} (claim: 0.5): interleaved serial (k=1), k={o['k']} (fixed in "
-        "advance), compute only, "
-        "comm only" + ("; the other compute mode beside it" if others else ""),
-        verdict,
-        lead + f"{line(o)}; shown when the overlapped step is shorter than the serial one (the step moves "
-        f"toward the bound; interval widened by {c.run_to_run_drift:.0%} run-to-run drift), otherwise "
-        "inconclusive on this machine; how far it moves is the recovered share"
-        + "".join(f"; {x}" for x in others)
-        + caveat,
-        basis=verdicts.TOY,
-    )
-
-
 def _a4_claim(records, t: dict, v: dict) -> Claim:
     art, sens, flip = v["article_scale"], t["a4_sensitivity"], v["a4_flip_link"]
     runs = sens[sens.fits != False]  # noqa: E712 (None: no memory figure, kept)
@@ -181,8 +115,10 @@ def _a4_claim(records, t: dict, v: dict) -> Claim:
     )
     key_text = (
         f"gradient overlap alone hides ≤ {bound['bound_model_free_s']:.2f} s of the {bound['saved_s']:.1f} s "
-        f"saved at global batch {batch} (model-free; the batch is the 8-card command's, unstated for "
-        f"this run: {over_batches})"
+        f"saved at global batch {batch} (model-free given Megatron's one gradient reduction per step; a "
+        f"reduction per micro-batch, as DeepSpeed's ZeRO-2 does, could hide up to "
+        f"{bound['bound_model_free_s'] * bound['micro_batches']:.2f} s, a reading only the step model's "
+        f"consistency excludes; the batch is the 8-card command's, unstated for this run: {over_batches})"
         + (
             "; the rest needs TP overlap"
             + (f", which the step model cannot decide at ±{margin:.0%}" if stated is None else "")
@@ -261,7 +197,14 @@ def _a4_claim(records, t: dict, v: dict) -> Claim:
 def claims(records, t: dict, v: dict) -> list[Claim]:
     """The claims table of this study (A2, A3, A4, A5, A18, B9), verdicts computed from numbers
     (``t``: :func:`tables`; ``v``: the values :func:`outcome` derives once)."""
-    out = [c for c in (_a3_claim(records, v["a3"]), _a4_claim(records, t, v)) if c is not None]
+    out = [
+        c
+        for c in (
+            a3_rows.a3_claim(records, v["a3"], a3_rows.duty_text(t["a3_duty"])),
+            _a4_claim(records, t, v),
+        )
+        if c is not None
+    ]
     out += a5_rows.a5_claims(
         records, t, v, records["params"].get("a5_mechanism_min_share", Params.a5_mechanism_min_share)
     )
@@ -342,6 +285,8 @@ def headline_metrics(records, claim_list, t: dict, v: dict) -> dict:
         metrics["a3_midpoint_over_overlapped_emulated"] = a3["emulated"]["comparison"].ratio
     if comps:
         metrics["a5_comm_ratio_16_over_4"] = comps["comm_only"].ratio
+    if (iv := v["a5_intervention"]) is not None:  # A5's mechanism, measured
+        metrics["a5_padded_calls_share_of_gap"] = iv["share"]
     return metrics
 
 
@@ -368,6 +313,7 @@ def tables(records, p, v: dict) -> dict:
         "overlap": overlap_table(records),
         "comm_per_step": analysis.comm_per_step_table(records),
         "a5_comparison": a5_rows.a5_table(v["a5"]),
+        "a3_duty": a3_rows.duty_table(records, v["a3"]),
         "a18_sweep": exposed_share.a18_table(records),
         "a2_collectives": tp_layout.a2_table(records),
         "a4_sensitivity": step_at_scale.a4_sensitivity(params),
@@ -377,11 +323,10 @@ def tables(records, p, v: dict) -> dict:
 
 
 def derived(records) -> dict:
-    """The values derived once from the records, read by the tables, the claims, the metrics
-    and the notebook: nccl-tests' printout of the collectives, the machine's α–β (the
-    calibration), its per-call cost and crossover size, the articles' scale, A3 per compute
-    mode, the best k per mode, A5's comparisons, its gap and what explains it, where A4's
-    reading flips, B9's arithmetic."""
+    """The values derived once from the records, read by the tables, the claims, the metrics and
+    the notebook: nccl-tests' printout, the machine's α–β (the calibration), its per-call cost and
+    crossover size, the articles' scale, A3 per compute mode, the best k per mode, A5's
+    comparisons, its gap and what explains it, where A4's reading flips, B9's arithmetic."""
     modes = records["params"]["modes"]
     best = {m: best_k(records, m) for m in modes}
     g = a5_gap(records)
@@ -401,6 +346,7 @@ def derived(records) -> dict:
         "a5": a5_comparisons(records),
         "a5_gap": g,
         "a5_cause": a5_rows.a5_cause(records, g),
+        "a5_intervention": a5_intervention.a5_intervention(records),
         "a4_flip_link": step_at_scale.a4_flip_link(records["params"]),
         "b9_check": alpha_beta.b9_check(records),
     }

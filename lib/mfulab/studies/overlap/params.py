@@ -63,6 +63,14 @@ class Params(StudyParams):
         unit="×",
         positive=True,
     )
+    a3_duty_cycles: tuple[float, ...] = param(
+        [0.25, 0.5, 0.75],
+        "A3 on a CPU: shares of each chunk's compute interval spent in real matmuls (the rest a timed "
+        "wait), between the emulated engine (0) and real compute (1): how much overlap recovers as the "
+        "compute takes more of the cores gloo needs (empty: no sweep)",
+        unit="fraction",
+        positive=True,
+    )
     a18_k: int = param(8, "A18: the chunk count of the sweep's overlapped step", unit="chunks", positive=True)
     a18_rounds: int = param(7, "A18: interleaved rounds per ratio", unit="rounds", positive=True)
     a5_rounds: int = param(
