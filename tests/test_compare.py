@@ -622,3 +622,31 @@ def test_summary_reads_each_machine_and_the_published_ranges():
     assert "87% of the dense peak (1 GPUs)" in text and "133 FLOP per byte" in text
     assert "2 claims rows, 1 resting" in text and "1 flipped" in text
     assert "`cpu-2c`: matmul ceiling 330 GFLOP/s (102% of its peak), copy 25.4 GB/s, 13 FLOP per byte" in text
+
+
+def test_a_verdict_that_differs_where_the_study_ran_other_code_is_not_a_machine_difference():
+    """Machines whose results of a study came from different library code (``hosts.revisions``'
+    digest): a verdict that differs there may be the code's doing, so the row reads `other code`
+    (each machine with its commit), is left out of `differs`, and the note counts it apart."""
+    records = _records(
+        ["cpu", "gpu"],
+        mfu={
+            "cpu": {"claims": [{"id": "A5", "claim": "c", "verdict": "shown", "basis": "measured here"}]},
+            "gpu": {"claims": [{"id": "A5", "claim": "c", "verdict": "confirmed", "basis": "measured here"}]},
+        },
+    )
+    records["revisions"] = {
+        "cpu": {"mfu": {"digest": "a", "commit": "1111111"}},
+        "gpu": {"mfu": {"digest": "a", "commit": "2222222"}},  # another commit, the same code
+    }
+    row = compare.verdict_table(records).iloc[0]
+    assert row["differs"] and row["other code"] == ""
+    records["revisions"]["gpu"]["mfu"]["digest"] = "b"
+    table = compare.verdict_table(records)
+    row = table.iloc[0]
+    assert not row["differs"] and row["other code"] == "cpu at 1111111, gpu at 2222222"
+    note = compare.verdict_note(table, records["machines"])
+    assert (
+        "0 with a different verdict" in note
+        and "1 row of studies whose machines ran different code (mfu" in note
+    )

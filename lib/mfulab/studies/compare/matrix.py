@@ -52,11 +52,14 @@ def verdict_table(records):
         flipped = [m for m in names if label in records.get("flips", {}).get(study, {}).get(m, [])]
         runs = (records.get("stability_runs") or {}).get(study)
         unknown = [] if runs is None else [m for m in names if m not in runs and verdicts[m] != MISSING]
+        code = other_code(records, study, [m for m in names if verdicts[m] != MISSING])
         out.append(
             {
                 **row,
                 **verdicts,
-                "differs": len(present) > 1,
+                # a verdict that differs where the study's code differs may be the code's doing
+                "differs": len(present) > 1 and not code,
+                "other code": code,
                 "flipped on": ", ".join(flipped),
                 "no stability run on": ", ".join(unknown),
                 "not comparable on": ", ".join(crowded),
@@ -64,10 +67,20 @@ def verdict_table(records):
                 "rests on the machine": on_machine,
             }
         )
-    columns = ["study", "claim_id", "claim", "basis", *names, "differs", "flipped on"]
+    columns = ["study", "claim_id", "claim", "basis", *names, "differs", "other code", "flipped on"]
     columns += ["no stability run on", "not comparable on", "differs only where not comparable"]
     columns += ["rests on the machine", "evidence"]
     return pd.DataFrame(out, columns=columns)
+
+
+def other_code(records, study: str, machines: list[str]) -> str:
+    """The machines whose results of ``study`` ran at other code than the rest (``hosts.revisions``:
+    the library and notebook digest), each with its commit; empty where all ran one revision."""
+    revs = {m: ((records.get("revisions") or {}).get(m) or {}).get(study) for m in machines}
+    digests = {r["digest"] for r in revs.values() if r}
+    if len(digests) <= 1:
+        return ""
+    return ", ".join(f"{m} at {r['commit']}" for m, r in revs.items() if r)
 
 
 EVIDENCE_CHARS = 200  # the evidence column's excerpt; the full text is in each study's claims.csv
@@ -102,6 +115,14 @@ def verdict_note(table, names, records=None) -> str:
         parts.append(
             f"{len(differs)} with a different verdict on different machines" + (f": {named}" if named else "")
         )
+        code = table[table["other code"] != ""]
+        if len(code):
+            studies = ", ".join(sorted(set(code.study)))
+            parts.append(
+                f"{len(code)} row{'s' * (len(code) != 1)} of studies whose machines ran different code "
+                f"({studies}; column `other "
+                "code`) are left out of `differs`: a verdict there may differ because the code did"
+            )
     named = ", ".join(
         f"{study} {cid} (on {where})"
         for study, cid, where in zip(flipped.study, flipped.claim_id, flipped["flipped on"])

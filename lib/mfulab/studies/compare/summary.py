@@ -69,7 +69,16 @@ def summary(refs, balance_table, matrix, records) -> str:
     flipped = int((matrix["flipped on"] != "").sum())
     lines.append(
         f"verdicts: {len(matrix)} claims rows, {len(bound)} resting on a measurement taken on the machine; "
-        + (f"{int(matrix.differs.sum())} differ between machines, " if len(records["machines"]) > 1 else "")
+        + (
+            f"{int(matrix.differs.sum())} differ between machines that ran the same code"
+            + (
+                f" ({int((matrix['other code'] != '').sum())} more ran at other code, not compared), "
+                if "other code" in matrix and (matrix["other code"] != "").any()
+                else ", "
+            )
+            if len(records["machines"]) > 1
+            else ""
+        )
         + f"{flipped} flipped between fresh runs of one machine"
     )
     return "**In brief.**\n\n" + "\n".join(f"- {line}" for line in lines)
