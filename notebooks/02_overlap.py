@@ -274,7 +274,7 @@ display(duty if not duty.empty else Markdown("No contention sweep in this run (C
 # and the sweep's rounds alone left the median ratio's interval touching 1 in one of three runs.
 
 # %%
-fig = figures.plot_comm_vs_k(o.tables["comm_per_step"], o.values["a5_gap"])
+fig = figures.plot_comm_vs_k(o.tables["comm_per_step"], o.values["a5_gap"], o.values["a5_intervention"])
 plots.save_figure(fig, out, "comm_vs_k")
 a5 = o.values["a5"]
 o.tables["a5_comparison"]
@@ -560,7 +560,10 @@ if "comm_only" in a5:
     lines.append(
         f"* communication per step: k = 16 takes {a5['comm_only'].ratio:.2f}× the time of k = 4"
         + (
-            f"; the calibration's per-call cost explains {g['alpha_share']:.0%} of the gap"
+            f"; {iv['calls']} calls of one element each cost {iv['share']:.0%} [{iv['lo']:.0%}, {iv['hi']:.0%}] of "
+            f"the gap (measured), the calibration's per-call cost predicts {g['alpha_share']:.0%}"
+            if iv and g["gap_s"] > 0
+            else f"; the calibration's per-call cost predicts {g['alpha_share']:.0%} of the gap"
             if g["gap_s"] > 0
             else ""
         )

@@ -429,10 +429,13 @@ o.tables["a6_per_tensor"]
 # (analysis: both copies the flag avoids, DDP's into the bucket and back, at TP 4 on an A100 80G,
 # and, should the run have set `find_unused_parameters=True`, the graph search `static_graph`
 # skips, bounded by a Python walk over the 7B's autograd graph timed here (DDP's walk is C++):
-# refuted when the two together are under 3% of the step). The article's "at DDP's *first*
+# refuted when the two together are under 3% of the step at every number of micro-batches per
+# step read, the step taken at least as long as its compute scaled down and as the gradient
+# reduction left exposed after the last micro-batch). The article's "at DDP's *first*
 # forward and backward" is its own row, against DDP's documentation: read as a saving in the
-# first iteration it is false, read as the first iteration's analysis not being repeated it is
-# true, so it is not checkable. Article B's case runs ZeRO-2, where DDP's `bucket_cap_mb`
+# first iteration it is false; read as the first iteration's analysis not being repeated, it is
+# false at the article's own call too, which sets no `find_unused_parameters` and so has no
+# search to repeat: refuted (documented specification). Article B's case runs ZeRO-2, where DDP's `bucket_cap_mb`
 # and flags do not set the gradient buckets (DeepSpeed's `reduce_bucket_size` does): B8 and B6 at
 # scale price the DDP the claims' sentences name.
 

@@ -465,6 +465,16 @@ def test_static_graph_with_find_unused_is_bounded_by_the_search(monkeypatch):
     rec["graph_nodes"]["article"]["walk_s"] = 0.5  # a search of 5.6% of the step: not refuted
     at_scale = next(c for c in flags.b6_claims(rec, flags.flag_table(rec)) if c.claim.endswith("at scale"))
     assert at_scale.verdict == "analytic only"
+    # the step also holds the reduction left exposed after the last micro-batch: with 1.68 s of it
+    # at every count (the simulator's 2.5 s at the low end of the margin) one micro-batch's share
+    # falls under 3% too, and the row is refuted
+    monkeypatch.setattr(flags, "B6_MICRO_BATCH_SCENARIOS", (32, 4, 1))
+    rec["graph_nodes"]["article"]["walk_s"] = 0.004
+    exposed = {32: 1.68, 4: 1.68, 1: 1.68}
+    at_scale = next(
+        c for c in flags.b6_claims(rec, flags.flag_table(rec), exposed) if c.claim.endswith("at scale")
+    )
+    assert at_scale.verdict == "refuted (analysis)" and "1.68 s at 1" in at_scale.evidence
     first = flags.static_graph_first_iteration()  # the article's "first forward and backward"
     assert first.verdict == "refuted" and first.basis == "documented specification"
     assert "read as a saving in the first forward and backward: false" in first.evidence

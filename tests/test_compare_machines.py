@@ -101,8 +101,12 @@ def test_one_host_on_two_core_budgets_is_read_per_core():
     assert hosts.per_core_scaling({"a": 100.0, "b": 213.0}, "tokens/s", records) == "1.06"  # super-linear
     assert hosts.per_core_scaling({"a": 0.6, "b": 0.325}, "s", records) == "0.92"  # a time: inverted
     assert hosts.per_core_scaling({"a": 1.0, "b": 2.0}, "×", records) == ""  # a ratio has no per core
+    # a third machine of another kind of host is left out; the two of one host still scale
+    records["hosts"]["c"] = {"device_name": "cpu z", "cpu_count": 2}
+    assert hosts.per_core_scaling({"a": 100.0, "b": 213.0, "c": 50.0}, "tokens/s", records) == "1.06"
     records["hosts"]["b"]["device_name"] = "gpu y"
     assert hosts.per_core_scaling({"a": 100.0, "b": 213.0}, "tokens/s", records) == ""  # two kinds
+    assert hosts.per_core_scaling({"a": 100.0, "b": 213.0, "c": 50.0}, "tokens/s", records) == ""
 
 
 def test_the_deviations_note_names_nonlinear_rates_and_reversed_effects():
@@ -251,3 +255,18 @@ def test_the_verdict_matrix_carries_each_rows_evidence_cut_at_a_word():
     table = matrix.verdict_table(records)
     text = table.evidence.iloc[0]
     assert text.endswith(" …") and len(text) <= matrix.EVIDENCE_CHARS + 2 and "wor …" not in text
+
+
+def test_a_number_of_a_study_run_at_other_code_names_the_code():
+    """The comparison table's `other code` column names, per row, the studies whose machines ran
+    other code (each machine with its commit); empty where all ran one revision."""
+    mfu = {"a": {"matmul_ceiling_flops_per_s": 1.6e11}, "b": {"matmul_ceiling_flops_per_s": 3.2e11}}
+    records = _records(["a", "b"], mfu=mfu)
+    records["revisions"] = {
+        "a": {"mfu": {"digest": "x", "commit": "1111111"}},
+        "b": {"mfu": {"digest": "x", "commit": "2222222"}},
+    }
+    assert compare.formatted(compare.comparison_table(records), records).iloc[0]["other code"] == ""
+    records["revisions"]["b"]["mfu"]["digest"] = "y"
+    shown = compare.formatted(compare.comparison_table(records), records)
+    assert shown.iloc[0]["other code"] == "mfu: a at 1111111, b at 2222222"

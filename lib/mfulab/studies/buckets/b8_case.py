@@ -340,3 +340,29 @@ def b8_step2_claim(d, sens=None, tails=None) -> Claim:
         ),
         basis=verdicts.ASSUMED,  # micro-batch assumed, network inferred, ZeRO-2 priced as DDP
     )
+
+
+def b6_exposed_reduction(records, accumulations) -> dict:
+    """B6 at scale: the gradient reduction left exposed after the last micro-batch's backward in
+    article B's 7B run at 25 MiB (the stated setting, micro-batch 1), at each number of
+    micro-batches per step in ``accumulations``, divided by 1 + the step model's margin for a
+    switch: a lower bound on what the step holds besides its compute (``flags.b6_claims``). Empty
+    where the run has no 7B at scale."""
+    p = records["params"]
+    seven_b = [m for m in p["scale_presets"] if "7b" in m]
+    if not seven_b:
+        return {}
+    stated = sensitivity.b8_scenario(sensitivity.scenarios(p)[0], seven_b[0])
+    tp, cards = sensitivity.stated_tp(seven_b[0]), B8_STATED["ranks"]
+    out = {}
+    for m in accumulations:
+        (row,) = gpt_simulation(
+            preset(seven_b[0]),
+            n=cards // tp,
+            tp=tp,
+            bucket_caps_mb=[B8_STATED["default_cap_mb"]],
+            accumulation=m,
+            **stated["setting"],
+        )
+        out[m] = row["exposed_comm_s"] / (1 + SWITCH_MARGIN)
+    return out

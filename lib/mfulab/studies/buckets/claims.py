@@ -59,7 +59,9 @@ def outcome(records, p) -> Outcome:
         + mindspeed_rule.a6_megatron_default_claims(records)
         + [mindspeed_rule.a6_merge_count_claim()]
         + b8_case.b8_claims(records, t["b8_case"], sens, t["b8_tail"])
-        + flags.b6_claims(records, t["flags"])
+        + flags.b6_claims(
+            records, t["flags"], b8_case.b6_exposed_reduction(records, flags.B6_MICRO_BATCH_SCENARIOS)
+        )
     )
     return Outcome(claim_list, headline_metrics(records, claim_list, t, values), t, values=values)
 

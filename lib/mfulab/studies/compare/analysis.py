@@ -7,6 +7,7 @@ from pathlib import Path
 
 from mfulab.studies.compare import drift as drift_mod
 from mfulab.studies.compare import hosts
+from mfulab.studies.compare import matrix as matrix_mod
 from mfulab.studies.compare.drift import MISSING, NOT_APPLICABLE
 from mfulab.studies.compare.figures import _values, ceilings_takeaway, measured_ceilings, plot_ceilings  # noqa: F401 (all but _values: the notebook's names)
 from mfulab.studies.compare.matrix import machine_bound, other_rows_html, verdict_note, verdict_table  # noqa: F401 (the notebook's names)
@@ -303,6 +304,15 @@ def formatted(table, records=None):
             else ""
             for (_, row), u, st in zip(kept.iterrows(), kept["unit"], kept["study"])
         ]
+        if records is not None:  # the studies whose machines ran different code (hosts.revisions)
+            out["other code"] = [
+                "; ".join(
+                    f"{x}: {c}"
+                    for x in (y.strip() for y in st.split(","))
+                    if (c := matrix_mod.other_code(records, x, names))
+                )
+                for st in kept["study"]
+            ]
         if records is not None:  # a machine whose run of the study had more ranks than cores
             out["not comparable on"] = [
                 ", ".join(hosts.not_comparable(records, [x.strip() for x in st.split(",")]))

@@ -55,12 +55,12 @@ RATES = ("FLOP/s", "B/s", "tokens/s")
 
 
 def per_core_scaling(values: dict, unit: str, records) -> str:
-    """Where every machine is one kind of host with different usable cores (an affinity mask), a
-    rate's ratio between the machine with the most cores and the one with the fewest, over the
-    ratio of their cores (a time's inverted): 1 is linear scaling, above 1 super-linear. Empty for
-    any other unit, other hosts, or fewer than two numbers."""
+    """Among machines of one kind of host with different usable cores (an affinity mask), a rate's
+    ratio between the machine with the most cores and the one with the fewest, over the ratio of
+    their cores (a time's inverted): 1 is linear scaling, above 1 super-linear. Machines of other
+    hosts are left out. Empty for any other unit or fewer than two numbers of one host."""
     hosts = records.get("hosts") or {}
-    if unit not in (*RATES, "s") or len({h.get("device_name") for h in hosts.values()}) != 1:
+    if unit not in (*RATES, "s"):
         return ""
     numbers = {
         m: float(v)
@@ -70,6 +70,13 @@ def per_core_scaling(values: dict, unit: str, records) -> str:
         and v > 0
         and hosts.get(m, {}).get("cpu_count")
     }
+    # only machines of one kind of host (one device model and node size) scale by their cores;
+    # with several kinds, the kind that has two or more of the numbers (the first such)
+    kinds: dict = {}
+    for m in numbers:
+        kinds.setdefault((hosts[m].get("device_name"), hosts[m].get("cpu_count_node")), []).append(m)
+    group = next((ms for ms in kinds.values() if len(ms) >= 2), [])
+    numbers = {m: numbers[m] for m in group}
     if len(numbers) < 2:
         return ""
     few = min(numbers, key=lambda m: hosts[m]["cpu_count"])

@@ -83,7 +83,8 @@ def text(iv: dict) -> str:
         f"{ms(iv['padded_step_s'])} against k=4's {ms(iv['k4_s'])} and k=16's {ms(iv['k16_s'])} "
         f"(medians of {iv['rounds']} interleaved rounds): the extra calls alone cost "
         f"{ms(iv['padded_s'])} ({iv['per_call_s'] * 1e3:.2f} ms a call), "
-        f"{iv['share']:.0%} [{iv['lo']:.0%}, {iv['hi']:.0%}] of the {ms(iv['gap_s'])} gap (bootstrap over "
+        f"{iv['share']:.0%} [{iv['lo']:.0%}, {iv['hi']:.0%}] of the {ms(iv['gap_s'])} gap in these rounds "
+        "(bootstrap over "
         f"rounds, this run's [{iv['within_lo']:.0%}, {iv['within_hi']:.0%}] widened by {iv['drift']:.0%} "
         "drift of the padded step)"
     )

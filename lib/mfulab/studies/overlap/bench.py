@@ -48,7 +48,8 @@ from mfulab.studies.overlap.cuda_bench import CUDA_MM_SIZE, calibrate_matmul_siz
 from mfulab.studies.overlap.params import Params
 from mfulab.studies.overlap.stated import A3_K
 
-BENCHMARK_VERSION = {"overlap": 5}  # 5: A2's TP MLP collectives and A18's compute ÷ comm sweep
+# 5: A2's TP MLP collectives and A18's ratio sweep; 6: A3's duty cycles and A5's padded calls
+BENCHMARK_VERSION = {"overlap": 6}
 VARIANTS = ("overlapped", "compute_only", "comm_only")
 DUTY = "duty:"  # A3's contention sweep: "duty:0.5" computes for half of each interval, then waits
 PADDED = "comm_padded"  # A5's intervention: the k chunks' all-reduces plus pad_calls one-element calls

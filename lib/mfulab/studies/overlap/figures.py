@@ -179,10 +179,11 @@ def plot_step_vs_k(ot, a3: dict):
     return fig
 
 
-def plot_comm_vs_k(d, g: dict | None):
+def plot_comm_vs_k(d, g: dict | None, iv: dict | None = None):
     """Communication time per step vs k (the outcome's ``comm_per_step`` table): measured, and
     this run's α–β split into the per-call part k·2(n−1)α and the bandwidth part, titled with
-    A5's gap ``g`` (``analysis.a5_gap``)."""
+    A5's gap ``g`` (``analysis.a5_gap``) and, where the run has it, what the intervention measured
+    (``iv``: ``a5_intervention.a5_intervention``)."""
     first = d[d["mode"] == d["mode"].iloc[0]].sort_values("k")
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
     ax.plot(first.k, first.comm_only_pooled_s * 1e3, "o-", color="C0", label="measured: all-reduces alone")
@@ -207,9 +208,15 @@ def plot_comm_vs_k(d, g: dict | None):
     ax.set_ylabel("communication time per step (ms, median)")
     if g and g["gap_s"] > 0:
         title = (
-            f"A5's own paired rounds, {g['k_a']} → {g['k_b']} chunks: +{g['gap_s'] * 1e3:.1f} ms per step, "
-            f"{g['alpha_share']:.0%} of it the per-call cost 2(n−1)α;\nthe lines: the sweep's own rounds "
-            "(pooled medians, other rounds of the same job)"
+            f"{g['k_a']} → {g['k_b']} chunks: +{g['gap_s'] * 1e3:.1f} ms per step; "
+            + (
+                f"{iv['calls']} one-element calls cost {iv['share']:.0%} of the gap in A5's rounds "
+                "(measured), "
+                f"2(n−1)α predicts {g['alpha_share']:.0%}"
+                if iv
+                else f"{g['alpha_share']:.0%} of it the per-call cost 2(n−1)α"
+            )
+            + ";\nthe lines: the sweep's own rounds (pooled medians, other rounds of the same job)"
         )
     else:
         title = "Communication per step vs chunks: measured and the α–β model"
