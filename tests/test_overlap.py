@@ -725,32 +725,35 @@ def test_a5_mechanism_is_decided_by_the_padded_calls_when_the_run_has_them():
 
 
 @pytest.mark.slow
-def test_the_overlap_job_runs_the_contention_sweep_and_the_padded_calls(tmp_path, monkeypatch):
-    """Two gloo ranks, tiny sizes: the sweep at one duty cycle (serial and k = 4, every variant, the
-    rounds asked for) and A5's padded step (k = 4 plus 12 one-element calls) come back, every
-    all-reduce, the padded calls' included, summed right (``wrong`` is 0); the table and the A3
-    row read them."""
-    import yaml
-
-    from mfulab.paths import repo_root
-    from mfulab.studies.overlap import a3_rows, bench
+def test_the_overlap_job_runs_the_contention_sweep_and_the_padded_calls():
+    """The overlap job alone on two gloo ranks, tiny sizes: the sweep at one duty cycle (serial and
+    k = 4, every variant, the rounds asked for) and A5's padded step (k = 4 plus 12 one-element
+    calls) come back, every all-reduce, the padded calls' included, summed right (``wrong`` is 0);
+    the table and the A3 row's clause read them."""
+    from mfulab.measure.launch import run
+    from mfulab.studies.overlap import bench
     from mfulab.studies.overlap.stated import A3_K
 
-    monkeypatch.setenv("MFULAB_RESULTS_ROOT", str(tmp_path))
-    smoke = yaml.safe_load((repo_root() / "studies" / "overlap" / "smoke.yaml").read_text())
-    p = Params.from_dict(
-        {**smoke, "a3_duty_cycles": [0.5], "a18_compute_over_comm": [1.0], "modes": ["emulated"]}
-    )
-    rec = bench.measure(p)
-    o = rec["overlap"]
+    spec = {
+        "device": "cpu",
+        "overlap_bytes": 1 << 20,
+        "compute_over_comm": 2.0,
+        "chunks": [1, 4, 16],
+        "modes": ["emulated"],
+        "rounds": 3,
+        "seed": 0,
+        "a5_rounds": 3,
+        "a3_duty_cycles": [0.5],
+    }
+    o = run("mfulab.studies.overlap.bench:overlap_worker", spec, nproc=2, device="cpu", timeout_s=300)
     assert o["wrong"] == 0
     (row,) = o["a3_duty_rows"]
     assert row["duty"] == 0.5
     for k in (1, A3_K):
         for v in bench.VARIANTS:
-            assert len(row[f"{v}:{k}"]) == p.rounds and all(t > 0 for t in row[f"{v}:{k}"])
-    assert o["a5_padded_calls"] == 12 and len(o["a5_padded_times_s"]) == p.a5_rounds
-    table = a3_rows.duty_table(rec)
+            assert len(row[f"{v}:{k}"]) == spec["rounds"] and all(t > 0 for t in row[f"{v}:{k}"])
+    assert o["a5_padded_calls"] == 12 and len(o["a5_padded_times_s"]) == spec["a5_rounds"]
+    table = a3_rows.duty_table({"overlap": o})
     assert list(table.duty) == [0.5] and "recovered" in a3_rows.duty_text(table)
 
 
