@@ -298,26 +298,21 @@ def formatted(table, records=None):
         out["highest ÷ lowest"] = [
             drift_mod.highest_over_lowest({m: row[m] for m in names}) for _, row in kept.iterrows()
         ]
+        studies = [[x.strip() for x in st.split(",")] for st in kept["study"]]  # a row's studies
         out["÷ cores"] = [
             hosts.per_core_scaling({m: row[m] for m in names}, u, records)
-            if records and not hosts.not_comparable(records, [x.strip() for x in st.split(",")])
+            if records and not hosts.not_comparable(records, ss)
             else ""
-            for (_, row), u, st in zip(kept.iterrows(), kept["unit"], kept["study"])
+            for (_, row), u, ss in zip(kept.iterrows(), kept["unit"], studies)
         ]
-        if records is not None:  # the studies whose machines ran different code (hosts.revisions)
+        if records is not None:
+            # the studies whose machines ran different code (hosts.revisions)
             out["other code"] = [
-                "; ".join(
-                    f"{x}: {c}"
-                    for x in (y.strip() for y in st.split(","))
-                    if (c := matrix_mod.other_code(records, x, names))
-                )
-                for st in kept["study"]
+                "; ".join(f"{x}: {c}" for x in ss if (c := matrix_mod.other_code(records, x, names)))
+                for ss in studies
             ]
-        if records is not None:  # a machine whose run of the study had more ranks than cores
-            out["not comparable on"] = [
-                ", ".join(hosts.not_comparable(records, [x.strip() for x in st.split(",")]))
-                for st in kept["study"]
-            ]
+            # a machine whose run of the study had more ranks than cores
+            out["not comparable on"] = [", ".join(hosts.not_comparable(records, ss)) for ss in studies]
             # an oversubscribed run measures a job that took turns on its cores: its difference
             # from another machine says nothing, as the verdict matrix leaves it out of `differs`
             out["across machines"] = [

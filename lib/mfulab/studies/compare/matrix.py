@@ -120,8 +120,8 @@ def verdict_note(table, names, records=None) -> str:
             studies = ", ".join(sorted(set(code.study)))
             parts.append(
                 f"{len(code)} row{'s' * (len(code) != 1)} of studies whose machines ran different code "
-                f"({studies}; column `other "
-                "code`) are left out of `differs`: a verdict there may differ because the code did"
+                f"({studies}; column `other code`) are left out of `differs`: a verdict there may differ "
+                "because the code did"
             )
     named = ", ".join(
         f"{study} {cid} (on {where})"

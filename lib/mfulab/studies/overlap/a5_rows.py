@@ -137,7 +137,8 @@ def a5_cause(records, g: dict | None) -> str:
 def a5_claims(records, t: dict, v: dict, min_share: float) -> list[Claim]:
     """A5 as two rows: the effect (communication per step longer at 16 than at 4 chunks,
     measured: ``v["a5"]``, ``analysis.a5_comparisons``) and the mechanism (the per-call cost
-    explains that gap ``v["a5_gap"]``, ``analysis.a5_gap``, in the article's regime)."""
+    explains that gap, in the article's regime), decided by the intervention where the run has it
+    (``v["a5_intervention"]``), else by the estimates of ``v["a5_gap"]`` (``analysis.a5_gap``)."""
     art, comps, g = v["article_scale"], v["a5"], v["a5_gap"]
     if not comps:
         return []
