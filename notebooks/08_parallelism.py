@@ -236,7 +236,10 @@ t["skew"]
 # all-to-alls per step against the data-parallel gradient reduction per step
 # (`b10_scale.b10_scale_table`). DeepSeek-V3's report states the all-to-all's weight itself
 # (computation to communication about 1:1 under cross-node EP), which checks the model's
-# all-to-all term on a figure it was not shaped on.
+# all-to-all term on a figure it was not shaped on. The row stays *analytic only* whatever the
+# gap: chapter 09 shows the model's split of an MoE step into all-to-all and reduction is not
+# validated (it ranks Qwen3-235B's published layouts in reverse), and one anchor does not
+# validate a split.
 
 # %%
 t["b10_scale"]
