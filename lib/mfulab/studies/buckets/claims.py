@@ -9,6 +9,7 @@ from mfulab.results import run_identity
 from mfulab.studies.buckets import (
     analysis,
     b8_case,
+    b8_consistency,
     cluster_scale,
     flags,
     grad_memory,
@@ -37,6 +38,7 @@ def tables(records) -> dict:
         "a6_per_tensor": cluster_scale.per_tensor_table(records),
         "b8_case": b8_case.b8_table(records),
         "b8_tail": b8_case.b8_tail_table(records),
+        "b8_consistency": b8_consistency.consistency_table(records),
     }
 
 
@@ -58,7 +60,14 @@ def outcome(records, p) -> Outcome:
         + cluster_scale.a6_sweet_spot_claim(records, best, sens)
         + mindspeed_rule.a6_megatron_default_claims(records)
         + [mindspeed_rule.a6_merge_count_claim()]
-        + b8_case.b8_claims(records, t["b8_case"], sens, t["b8_tail"])
+        + b8_case.b8_claims(
+            records,
+            t["b8_case"],
+            sens,
+            t["b8_tail"],
+            t["b8_consistency"],
+            b8_consistency.gated_rows(records, t["b8_consistency"]),
+        )
         + flags.b6_claims(
             records, t["flags"], b8_case.b6_exposed_reduction(records, flags.B6_MICRO_BATCH_SCENARIOS)
         )
