@@ -374,7 +374,8 @@ o.tables["a12_saving"]
 # ratio within the decisive margin (`zero2_faster` empty) decides nothing. ZeRO-2 against ZeRO-3
 # is a switch (it changes the DP collectives and what overlaps them), so the margin is chapter
 # 09's margin for a switch (`studykit.step_error.SWITCH_MARGIN`: the 90th percentile of the step
-# model's ratio error on held-out published pairs that differ in a switch), not the narrower one
+# model's ratio error on held-out published pairs that differ in a switch, at its largest with
+# one source left out), not the narrower one
 # between two parallel layouts. History: when the step model first priced FP8 and
 # context-parallel runs, their pairs widened the one pooled margin the course then used
 # (`studies/predict/validation_history.yaml`) and one stated size fell inside it, so this row went

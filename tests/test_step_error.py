@@ -76,6 +76,28 @@ def test_each_kind_of_comparison_reads_its_own_recorded_margin(tmp_path):
         decisive_margin("toggle", path=path)
 
 
+def test_the_decisive_line_is_where_no_single_source_places_it(tmp_path):
+    """Where a revision recorded the 90th percentile with each source left out, the decisive line
+    is the largest of them (never below the point 90th percentile): one publication's pairs
+    cannot move a verdict across it."""
+    from mfulab.studykit.step_error import decisive_margin, margin_figures
+
+    path = tmp_path / "history.yaml"
+    kinds = {
+        "layout": {"p90": 0.149, "p90_one_source_out_max": 0.174},
+        "switch": {"p90": 0.476, "p90_one_source_out_max": 0.40},  # every source left out lowers it
+    }
+    rev = {"commit": "ccc", "date": "2026-03-01", "pair_ratio_error_by_kind": kinds}
+    path.write_text(yaml.safe_dump({"revisions": [rev]}))
+    assert decisive_margin("layout", path=path) == 0.174
+    assert decisive_margin("switch", path=path) == 0.476
+    assert margin_figures("layout", path=path) == {
+        "p90": 0.149,
+        "one_source_out_max": 0.174,
+        "decisive": 0.174,
+    }
+
+
 def test_the_at_scale_share_stays_the_order_chapter_09_fits_and_the_cli_uses_it():
     """The share of MAMF every planner and the CLI give a step's GEMMs is a rounded value of the
     share chapter 09 fits on published runs: a refit that moves away from it is caught here."""
@@ -86,3 +108,24 @@ def test_the_at_scale_share_stays_the_order_chapter_09_fits_and_the_cli_uses_it(
     assert abs(AT_SCALE_MATMUL_SHARE_OF_MAMF - fitted) <= 0.025
     assert assumptions([])["matmul_share_of_mamf"] == AT_SCALE_MATMUL_SHARE_OF_MAMF
     assert assumptions(["matmul_share_of_mamf=0.6"])["matmul_share_of_mamf"] == 0.6
+
+
+def test_a_revision_records_how_far_one_source_moves_each_margin():
+    """The history records, per kind, the point 90th percentile beside the largest one with a
+    source left out, the figure the decisive line is read from."""
+    import pandas as pd
+
+    from mfulab.studies.predict import history
+
+    pairs = pd.DataFrame(
+        {
+            "kind": ["switch"] * 6,
+            "source": ["a", "a", "a", "b", "b", "c"],
+            "ratio_error": [0.1, 0.2, 0.3, 0.9, 1.0, 0.05],
+            "settings_differing": [1, 2, 2, 1, 2, 2],
+        }
+    )
+    fig = history.kind_figures(pairs)["switch"]
+    left_out = [pairs[pairs.source != s].ratio_error.quantile(0.9) for s in "abc"]
+    assert fig["p90_one_source_out_max"] == pytest.approx(max(left_out), abs=1e-4)
+    assert fig["p90_one_source_out_max"] >= fig["p90"] and fig["p90_lo"] <= fig["p90_hi"]

@@ -59,7 +59,9 @@ def evaluate(path=PUBLISHED) -> dict:
         "pair_ratio_error": pair_ratio_error(res["table"], data["runs"]),
         # the same, per kind of comparison (``margins``): each kind's 90th percentile is the
         # decisive margin of a chapter comparison of that kind (studykit.step_error)
-        "pair_ratio_error_by_kind": margins.kind_margins(margins.kind_pairs(res["table"], data["runs"])),
+        # with how far one source moves it (``margins.kind_uncertainty``): the decisive line is the
+        # largest 90th percentile with one source left out (studykit.step_error.decisive_margin)
+        "pair_ratio_error_by_kind": kind_figures(margins.kind_pairs(res["table"], data["runs"])),
         "test": pick("test"),
         "holdout": pick("holdout"),
         "holdout-2": pick("holdout-2"),
@@ -70,6 +72,16 @@ def evaluate(path=PUBLISHED) -> dict:
         # rows with a feature the model lacks (refused above), priced as their notes say
         "as_noted": {name: pick_noted(name) for name in validate.HELD_OUT if pick_noted(name)},
     }
+
+
+def kind_figures(pairs) -> dict:
+    """:func:`margins.kind_margins` per kind, with the bootstrap interval of its 90th percentile
+    and the lowest and highest 90th percentile with one source left out
+    (:func:`margins.kind_uncertainty`)."""
+    by_kind = margins.kind_margins(pairs)
+    unc = margins.kind_uncertainty(pairs)
+    keys = ("p90_lo", "p90_hi", "p90_one_source_out_min", "p90_one_source_out_max")
+    return {k: {**v, **{f: unc[k][f] for f in keys if k in unc}} for k, v in by_kind.items()}
 
 
 def pair_ratio_error(table, runs) -> dict | None:

@@ -300,8 +300,10 @@ def _uncertainty_text(margins: dict) -> str:
         "decided by where the margin is drawn, not by the data. The margin is the course's rule, but it "
         "was not fixed before the chapters read it: its value changed five times in two days (pooled "
         "31.9%, 40.2%, 37.8%, 39.5%, then split by kind into layout 14.9% and switch 47.6%, 2026-12-04 "
-        "to 06) while chapter verdicts were revised, and these intervals say how far to trust a verdict "
-        "near it."
+        "to 06) while chapter verdicts were revised. So since 2026-12-07 a chapter decides only beyond "
+        "the largest 90th percentile that leaving out one source gives (the line no single publication "
+        "places; `studykit.step_error.decisive_margin`), and these intervals say how far to trust a "
+        "verdict near even that line."
     )
 
 
