@@ -374,7 +374,7 @@ a8_sens
 # the stated cut, as a naive/fused ratio (1.22× for 18%), lies beyond it; inside it the rows
 # inform and the verdict is analytic only (`attention_memory.a8_step_claim`; `stated.A8_STEP_MARGIN`).
 # **Plainly: this model cannot decide a switch claim smaller than its margin.** A cut of 18% is a
-# 1.22× ratio, inside the switch margin (about ±48%, with its own uncertainty: chapter 09), so
+# 1.22× ratio, inside the switch margin (about ±52%, taken where no one source places it: chapter 09), so
 # whatever the readings give, the row can say only whether the model's answer is consistent with
 # the article's, not decide it; the readings' modelled cuts are printed as that answer.
 
