@@ -61,6 +61,7 @@ from mfulab.studies.predict import (
     modern,
     scores,
     uncertainty,
+    worked_examples,
 )
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
@@ -586,10 +587,13 @@ display(Markdown(analysis.calibrated_text(records, check)))
 #
 # **B15 — the 64 × A100 ladder.** The predictor for the stated cluster and model, with each
 # rung's change applied in turn (`worked_examples.B15_CHANGES`). Our reading of what the article leaves
-# out is in `worked_examples.B15_CASE`. Two rungs get no change: GPUDirect RDMA would raise the
-# inter-node bandwidth, for which the article gives no figure; locked clocks have no term.
+# out is `worked_examples.B15_CASE`, printed first (the article states the model, the 64 A100s, TP 4,
+# ZeRO-2 and the 512 sequences; the micro-batch of 1 is ours). Two rungs get no change: GPUDirect
+# RDMA would raise the inter-node bandwidth, for which the article gives no per-port figure for its
+# cluster; locked clocks have no term.
 
 # %%
+print("B15_CASE:", worked_examples.B15_CASE)
 ladder, b15_sens = t["b15_ladder"], t["b15_sensitivity"]
 cols = [
     "rung",

@@ -44,8 +44,11 @@ def b15_text(ladder, sens, worst_error: float) -> str:
     network = (
         f" The readings {', '.join(far)} put the baseline farther from the article's "
         f"{base.article_step_s:.1f} s than the course's switch margin (±{SWITCH_MARGIN:.0%}); the others lie "
-        "inside it, so the table cannot say which network the cluster had (article B's own two-node busbw, "
-        "21 of 25 GB/s, points to one port per node: claim B9)."
+        "inside it, so the table cannot say which network the cluster had (article B's two-node busbw, 21 "
+        "of 25 GB/s, is one port's figure whether a node has one port or eight, if its test ran one GPU per "
+        "node; chapter 05's B8 holds each reading against the article's own step times and finds that one "
+        "port per node would make step 3's tuning save about 2 s, not 0.3 s, where one port per GPU gives "
+        "both)."
         if far
         else " Every reading puts the baseline within the course's switch margin "
         f"(±{SWITCH_MARGIN:.0%}) of the article's {base.article_step_s:.1f} s: the table cannot tell them "
@@ -72,10 +75,9 @@ def b15_text(ladder, sens, worst_error: float) -> str:
         "the step), not evidence: had the wait been the rung's 0.3 s, the predicted baseline would be "
         f"{dp.loc['data wait 0.3 s', 'baseline_step_s']:.2f} s. {bucket} GPUDirect RDMA raises the "
         "inter-node "
-        "bandwidth, which the predictor does model; the article's busbw figures (11 → 21 GB/s, claim B9) "
-        "come with "
-        "its nccl-tests example, not with this cluster, so the table shows the baseline at several network "
-        f"rates instead.{network}{decides}"
+        "bandwidth, which the predictor does model; the article measured what it did on its own cluster "
+        "(§3.3: a two-node busbw of 11 → 21 GB/s, claim B9), but not how many ports a node has, so the table "
+        f"shows the baseline at several network rates.{network}{decides}"
     )
 
 
