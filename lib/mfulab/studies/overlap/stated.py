@@ -98,9 +98,11 @@ B9_NVLINK = {
     # the algorithm and NCCL's version (the table's two H100 rows, ring 370 and NVLS 480 GB/s, are
     # 30% apart; its two A100 rows, to 1 GB and to 4 GB, 14%) and the sentence states no message
     # size (our assumption). A rule that flags a node must clear every healthy published reading,
-    # the weakest included, by this margin; the article's own command sweeps to 8 GB, past both
-    # A100 rows' largest messages
+    # the weakest included, by this margin
     "decisive_margin": 0.2,
+    # article B §3.3's own command sweeps -b 128M -e 8G: a published sweep that stopped below 1 GB
+    # reads a busbw still rising with the message, a lower bound at the article's sizes
+    "article_min_bytes": 1e9,
 }
 
 # B9 — article B §3.3's two-node rule: "如果16卡两机跑出的busbw连单机的一半都不到，多半是IB网卡或GDR
