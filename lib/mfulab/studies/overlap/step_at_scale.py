@@ -315,6 +315,29 @@ def a4_flip_link(p: dict, **change) -> dict:
     return {"baseline_reading": reading, "flip_bytes_per_s": hi, "below": reads(lo), "above": reads(hi)}
 
 
+def a4_saving_frontier(p: dict, **change) -> dict:
+    """The feasibility frontier the article's saving needs (round thirteen's reader): the fastest
+    intra-node (TP) link, per direction, at which the modelled overlap still saves the article's
+    seconds (serial − overlapped ≥ 3.2 − 2.1 s), by bisection between 10 GB/s and 1 TB/s (a
+    slower link gives more communication to hide); beside it the saving at the device's own
+    figure. ``None`` where even 10 GB/s does not save that much, or where 1 TB/s already does."""
+    base = {**a4_baseline(p), **change}
+    needed_s = A4_STATED["step_before_s"] - A4_STATED["step_after_s"]
+
+    def saved(bw=None):
+        m = a4_model(**base, **({} if bw is None else {"intra_node_bytes_per_s": bw}))
+        return m["step_serial_s"] - m["step_overlapped_s"]
+
+    lo, hi = 10e9, 1e12
+    out = {"needed_s": needed_s, "saved_at_device_s": saved(), "frontier_bytes_per_s": None}
+    if saved(lo) < needed_s or saved(hi) >= needed_s:
+        return out
+    for _ in range(40):
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if saved(mid) >= needed_s else (lo, mid)
+    return {**out, "frontier_bytes_per_s": lo}
+
+
 def a4_power(margin: float) -> float:
     """The smallest modelled saving (serial ÷ overlapped) that does not miss the article's 1.52×
     at ``margin`` (``step_error.reproduces_ratio``): below it a case misses, so the row can fail
