@@ -96,17 +96,17 @@ gpt_layout
 # spreads gradient readiness over it in proportion to the bytes behind each tensor, and costs
 # each bucket with the α–β of this machine's calibration (the same all-reduce fit study 02
 # uses). With real compute on a CPU, gloo's threads compete with the backward pass for the
-# cores; the emulated mode's backward sleeps, so the all-reduce can run beside it. The
-# emulated backward is made as short as a sleep allows (`emulated_layer_backward_s`), so that
-# both sides of the title's trade-off can show: below some cap the calls cost more than the
-# backward can hide, above it the last bucket's all-reduce starts only when the backward is
-# over. The notes say whether each side is measured, paired against the fastest cap. A sleep
-# overshoots (by about 0.2 ms on the 2-core box), so 100 layers' backward cannot be made very
-# short, while one all-reduce of all the gradients is a few milliseconds: the notes print both
-# from this run, and the share of a step a late start can cost at most. Where that share is near
-# the interval's width, the late-start side may not separate. When several caps' steps lie
-# within the interval of the fastest, they tie: the notes list them all rather than name one
-# best cap.
+# cores; the emulated mode's backward sleeps, so the all-reduce can run beside it. The two
+# modes measure different things on different stacks. The real mode keeps 100 small layers
+# (200 tensors whose calls are latency-bound: the too-many-calls side of the title's trade-off,
+# and the regime of A6's per-tensor row). The emulated mode is sized for the other side, a late
+# start: 16 layers of 1024 × 1024 (64 MiB of gradients, one all-reduce of which takes about 50 ms
+# here) whose backward sleeps 8 ms a layer (`emulated_layer_backward_s`), so gloo has free cores
+# to overlap with, while one bucket's all-reduce can only start when the backward is over. On two
+# cores neither sweep shows both sides: the real backward leaves gloo no core, and the sleeping
+# one hides even per-tensor calls. The notes say whether each side is measured, paired against
+# the fastest cap, and print the most a late start can add. When several caps' steps lie within the interval of the fastest, they tie: the notes
+# list them all rather than name one best cap.
 
 # %%
 sweep = o.tables["sweep"]
@@ -373,12 +373,17 @@ o.tables["a6_per_tensor"]
 # shown* for a mechanism in a toy regime; *inconclusive on this machine*; *not checkable* when
 # nothing can be tested or two readings of the sentence disagree. Each row names its basis.
 #
-# A6 has eight rows. Its premise, "with native DDP every parameter tensor triggers its own
+# A6 has ten rows. Its premise, "with native DDP every parameter tensor triggers its own
 # all-reduce", is refuted by construction: DDP's documented bucketing, counted exactly in the
 # layout it recorded for the reference GPT at its defaults (`tables/gpt_layouts.csv`: tensors against buckets; Li et al. 2020 §3.2.3). The measured per-tensor row shows the mechanism on this machine (one bucket
 # per tensor vs the fastest cap over the interleaved rounds; a toy regime, so *shown* at most,
 # and only where its calls are latency-bound: hundreds of tensors whose set-up latency exceeds
-# their transfer time). The claim itself is judged at the article's configuration: its 13B at
+# their transfer time). The title's trade-off (§2.3: too large a bucket waits and overlaps worse,
+# too small makes too many calls) is measured each side where this machine shows it: *shown*
+# when the real sweep's smallest cap and the emulated sweep's largest are both slower than their
+# sweep's fastest cap beyond the drift-widened interval, *not shown* where either is itself the
+# fastest (`tradeoff.tradeoff_claim`). The per-tensor claim
+# itself is judged at the article's configuration: its 13B at
 # TP 8 on about a thousand cards, one bucket per tensor against the fastest cap in the simulator,
 # under NCCL's own choice of algorithm per call and with the ring forced, each at the stated
 # global batch and at one micro-batch per step — confirmed (analysis) when all four are at

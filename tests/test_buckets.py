@@ -84,8 +84,13 @@ def test_ddp_layout_matches_rules_and_gradients_match_reference():
         "bucket_caps_mb": [0.0001, 0.005, 1],
         "flags_bucket_cap_mb": 1,
         "variants": ["default", "bucket_view", "static_graph", "find_unused", "find_unused+static_graph"],
-        "modes": ["real"],
+        # the emulated mode on its own stack and caps (buckets.tradeoff: both sides of the trade-off)
+        "modes": ["real", "emulated"],
         "emulated_layer_backward_s": 0.001,
+        "emulated_stack_layers": 2,
+        "emulated_stack_hidden": 64,
+        "emulated_batch": 2,
+        "emulated_bucket_caps_mb": [0.0001, 0.02],
         "rounds": 3,
         "emulated_rounds": 2,
         "seed": 0,
@@ -93,14 +98,17 @@ def test_ddp_layout_matches_rules_and_gradients_match_reference():
         "count_memory": True,
     }
     out = launch.launch(bench.WORKER, spec, nproc=2, timeout_s=300)
-    records = {"params": {"stack_layers": 4, "stack_hidden": 32}, "ddp": out}
+    records = {"params": spec, "ddp": out}
     check = analysis.layout_check(records)
     assert all(v["equal"] for v in check.values()), check
     assert check["real:0.0001:default"]["actual"] == [32 * 4, 32 * 32 * 4] * 4  # every tensor alone
     assert check["real:0.005:default"]["actual"] == [2 * (32 * 4 + 32 * 32 * 4)] * 2  # closes past the cap
+    assert check["emulated:0.0001:default"]["actual"] == [64 * 4, 64 * 64 * 4] * 2  # its own stack
+    assert {r["bucket_cap_mb"] for r in out["rows"] if r["mode"] == "emulated"} == {0.0001, 0.02}
+    assert set(out["sync_profile"]) == {"real", "emulated"}  # each mode's profile at its baseline cap
     assert max(out["gradient_gate"].values()) < 1e-6  # the flag variants' gradients too
     # every configuration timed in the same interleaved rounds, no_sync beside it
-    assert {(r["bucket_cap_mb"], r["variant"]) for r in out["rows"]} == {
+    assert {(r["bucket_cap_mb"], r["variant"]) for r in out["rows"] if r["mode"] == "real"} == {
         (0.0001, "default"),
         (0.005, "default"),
         (1, "default"),
@@ -109,7 +117,9 @@ def test_ddp_layout_matches_rules_and_gradients_match_reference():
         (1, "find_unused"),
         (1, "find_unused+static_graph"),
     }
-    assert all(len(r["step_times_s"]) == len(r["no_sync_times_s"]) == 3 for r in out["rows"])
+    assert all(
+        len(r["step_times_s"]) == len(r["no_sync_times_s"]) == 3 for r in out["rows"] if r["mode"] == "real"
+    )
     assert out["ddp_flags"]["real:1:static_graph"]["static_graph"] == 1
     assert out["ddp_flags"]["real:1:default"]["find_unused_parameters"] == 0
     both = out["ddp_flags"]["real:1:find_unused+static_graph"]

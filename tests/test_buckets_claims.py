@@ -368,7 +368,7 @@ def test_sweet_spot_text_names_one_cap_once():
     assert "at most 2.8% shorter than at 25 MiB" in text and "does not settle" in text
 
 
-def test_the_merge_count_is_counted_at_the_articles_configuration(monkeypatch):
+def test_the_merge_count_is_counted_at_an_assumed_configuration(monkeypatch):
     """§2.3's title, a thousand-plus calls merged into a few tens: the 13B at TP 8 holds 644
     gradient tensors per device (a few hundred); at the recommended 20–40 MB DDP's rule forms
     162/122 buckets of fp32 gradients and 122/62 of bf16: tens only at 40 MB in bf16, so the
@@ -378,6 +378,10 @@ def test_the_merge_count_is_counted_at_the_articles_configuration(monkeypatch):
     row = mindspeed_rule.a6_merge_count_claim()
     assert row.verdict == "analytic only" and "644 calls per step" in row.evidence
     assert "162 at 20 MB with fp32" in row.evidence and "62 at 40 MB with bf16" in row.evidence
+    # §2.3 states no configuration; MindSpeed's own default bucket is printed, not voted
+    assert (
+        row.basis == "analysis at assumed configurations" and "MindSpeed's own default bucket" in row.evidence
+    )
     monkeypatch.setattr(mindspeed_rule, "TENS", 1000)
     assert mindspeed_rule.a6_merge_count_claim().verdict == "confirmed (analysis)"
     monkeypatch.setattr(mindspeed_rule, "TENS", 50)

@@ -16,6 +16,7 @@ from mfulab.analytic import comm
 from mfulab.measure.timing import RUN_TO_RUN_DRIFT, compare_timings, summarize
 from mfulab.studies.buckets import model_error
 from mfulab.studies.buckets.model_error import stack_param_bytes
+from mfulab.studies.buckets.params import stack_dims
 from mfulab.studies.buckets.simulator import DEFAULT_BUCKET_CAP_MB, form_buckets
 from mfulab.studies.buckets.stated import A6_DISASTER_RATIO, A6_REGIME
 from mfulab.studykit import verdicts
@@ -90,10 +91,11 @@ def layout_table(records):
 def layout_check(records) -> dict:
     """DDP's actual bucket sizes vs the simulator's formation rules for the same stack."""
     p = records["params"]
-    pb = stack_param_bytes(p["stack_layers"], p["stack_hidden"])
     out = {}
     for key, actual in records["ddp"]["layouts"].items():
-        cap = float(key.split(":")[1])
+        mode, cap = key.split(":")[0], float(key.split(":")[1])
+        layers, hidden, _ = stack_dims(p, mode)
+        pb = stack_param_bytes(layers, hidden)
         predicted = [sum(pb[i] for i in b) for b in form_buckets(pb, bucket_cap_mb=cap)]
         out[key] = {"actual": actual, "predicted": predicted, "equal": actual == predicted}
     return out
@@ -213,6 +215,17 @@ def a6_measured(records) -> dict | None:
         )
         out["default_buckets"] = rows[DEFAULT_BUCKET_CAP_MB]["buckets"]
     return out
+
+
+def one_shot_s(records, mode: str = "real") -> float:
+    """One all-reduce of every gradient of ``mode``'s stack at the calibration's α–β: the most a
+    late start can add to a step (its all-reduce begins when the backward ends)."""
+    fit, n = records["ddp"]["allreduce_fit"], records["ddp"]["world_size"]
+    layers, hidden, _ = stack_dims(records["params"], mode)
+    total = float(np.sum(stack_param_bytes(layers, hidden)))
+    return comm.ring_all_reduce_time(
+        total, n, alpha_s=fit["alpha_s"], link_bytes_per_s=fit["link_bytes_per_s"]
+    )
 
 
 def both_sides(records, mode: str) -> dict | None:

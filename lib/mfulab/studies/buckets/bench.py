@@ -29,10 +29,10 @@ import time
 
 from mfulab.measure import calibration, collectives, host
 from mfulab.studies.buckets import grad_memory, graph_nodes
-from mfulab.studies.buckets.params import Params, configurations
+from mfulab.studies.buckets.params import Params, baseline_cap, configurations, stack_dims
 from mfulab.studies.buckets.stated import B6_ARTICLE
 
-BENCHMARK_VERSION = {"ddp_sweep": 5}  # 5: the synchronised and no_sync steps profiled
+BENCHMARK_VERSION = {"ddp_sweep": 6}  # 6: the emulated mode on its own stack (both sides of the trade-off)
 DDP_FLAG_KEYS = ("find_unused_parameters", "unused_parameter_size", "static_graph", "gradient_as_bucket_view")
 WORKER = "mfulab.studies.buckets.bench:ddp_worker"
 
@@ -168,13 +168,19 @@ def ddp_worker(spec: dict) -> dict:
         torch.tanh(ref_model(xi)).pow(2).mean().div(n).backward()
     ref = [p.grad.clone() for p in ref_model.parameters()]
 
-    def loss(ddp):
-        return torch.tanh(ddp(x)).pow(2).mean()
+    inputs = {"real": x}
+    if "emulated" in spec["modes"]:  # the emulated stack's own width and rows
+        _, hidden, batch = stack_dims(spec, "emulated")
+        inputs["emulated"] = torch.randn(batch, hidden, generator=gen).to(device)
+
+    def mode_loss(ddp, mode):
+        return torch.tanh(ddp(inputs[mode])).pow(2).mean()
 
     steps = {}
     for mode, cap, variant in configurations(spec):
         emulated = spec["emulated_layer_backward_s"] if mode == "emulated" else None
-        model = build_stack(spec["stack_layers"], spec["stack_hidden"], emulated_backward_s=emulated)
+        layers, hidden, _ = stack_dims(spec, mode)
+        model = build_stack(layers, hidden, emulated_backward_s=emulated)
         ddp = DDP(
             model.to(device),
             bucket_cap_mb=cap,
@@ -182,7 +188,7 @@ def ddp_worker(spec: dict) -> dict:
             static_graph="static_graph" in variant,
             find_unused_parameters="find_unused" in variant,
         )
-        step = functools.partial(_ddp_step, ddp, loss, device)
+        step = functools.partial(_ddp_step, ddp, functools.partial(mode_loss, mode=mode), device)
         step()
         if mode == "real":
             out["gradient_gate"][f"{cap}:{variant}"] = _gradient_gate(ddp, ref)
@@ -194,9 +200,8 @@ def ddp_worker(spec: dict) -> dict:
 
     for i, mode in enumerate(spec["modes"]):
         fns = {label(*key): steps[key] for key in steps if key[0] == mode}
-        fns[label(mode, None, "")] = functools.partial(
-            steps[(mode, spec["flags_bucket_cap_mb"], "default")], sync=False
-        )
+        base = steps[(mode, baseline_cap(spec, mode), "default")]  # the no_sync baseline
+        fns[label(mode, None, "")] = functools.partial(base, sync=False)
         rounds = spec["rounds"] if mode == "real" else spec["emulated_rounds"]
         # number=1: one step per block on every rank (a per-rank block length would let
         # the ranks disagree on how many all-reduces to run)
@@ -248,7 +253,7 @@ def _sync_profile(spec, steps, rank, device) -> dict:
 
     out = {}
     for mode in spec["modes"]:
-        step = steps[(mode, spec["flags_bucket_cap_mb"], "default")]
+        step = steps[(mode, baseline_cap(spec, mode), "default")]
         kinds = {}
         for kind in ("sync", "no_sync"):
             prof = opprofile.profile_steps(
@@ -331,6 +336,10 @@ SPEC_KEYS = (
     "variants",
     "modes",
     "emulated_layer_backward_s",
+    "emulated_stack_layers",
+    "emulated_stack_hidden",
+    "emulated_batch",
+    "emulated_bucket_caps_mb",
     "rounds",
     "emulated_rounds",
     "reps",

@@ -16,6 +16,7 @@ from mfulab.studies.buckets import (
     mindspeed_rule,
     model_error,
     sensitivity,
+    tradeoff,
 )
 from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
@@ -55,6 +56,7 @@ def outcome(records, p) -> Outcome:
     claim_list = (
         analysis.a6_ddp_default_claim(records, t["gpt_layouts"])
         + analysis.a6_measured_claim(records, values["a6_measured"])
+        + tradeoff.tradeoff_claim(records)
         + cluster_scale.a6_per_tensor_claim(t["a6_per_tensor"])
         + cluster_scale.a6_spread_claim(records, best, sens)
         + cluster_scale.a6_sweet_spot_claim(records, best, sens)

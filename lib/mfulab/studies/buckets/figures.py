@@ -6,6 +6,7 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from mfulab.studies.buckets import model_error
+from mfulab.studies.buckets.params import stack_dims
 from mfulab.studies.buckets.sensitivity import plausible_caps_text
 from mfulab.studies.buckets.stated import A6_MFU_POINTS
 from mfulab.studykit.plots import median_iqr_ms
@@ -41,7 +42,8 @@ def plot_sweep(records, sweep, m: dict | None):
         ax.set_ylim(bottom=0)
         ax.set_xlabel("bucket_cap_mb (MiB)")
         ax.set_ylabel("step time (ms; median, IQR bars)")
-        ax.set_title(label)
+        layers, hidden, rows = stack_dims(records["params"], d["mode"].iloc[0])
+        ax.set_title(f"{label}: {layers} layers of {hidden}², {rows} rows", fontsize=10)
         for column, marker, fill in (("residual", "o", "none"), ("residual_fitted", "s", color)):
             res_ax.plot(
                 d.bucket_cap_mb,

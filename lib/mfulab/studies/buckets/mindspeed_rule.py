@@ -41,13 +41,16 @@ def a6_megatron_default_claims(records) -> list[Claim]:
     return [
         Claim(
             "A6",
-            "MindSpeed's default seals a gradient bucket once it reaches a set size, in parameter order",
+            "MindSpeed's default seals a gradient bucket once it reaches a set size, in the parameters' "
+            "storage order (按照参数的存储顺序)",
             sources,
             "confirmed",
             "the mechanism holds in Megatron-Core and in MindSpeed's own initialiser, which keeps the rule "
             "(buckets sealed at a size, so that each reduces while the backward goes on); its gradient "
             "buffer is laid out in reverse parameter order (the backward's), so the buckets follow the "
-            "buffer's storage order, not the model's; with --overlap-grad-reduce off there is one bucket",
+            "buffer's storage order, as the article says, not the model's order; the sealing holds with "
+            "--overlap-grad-reduce on (article A's command asks for it, under a misspelt name): with it off "
+            "there is one bucket",
             basis=verdicts.DOCUMENTED,
         ),
         Claim(
@@ -85,13 +88,14 @@ TENS = 100  # "几十次", a few tens: fewer than a hundred calls
 
 def a6_merge_count_claim() -> Claim:
     """The section title, "把上千次小通信合并成几十次" (a thousand-plus small calls merged into a few
-    tens), counted at the article's configuration: its 13B at its command's TP 8, one device's
-    gradient tensors (``simulator.sharded_layout``) bucketed by DDP's rule (``form_buckets``, the
-    cap in MiB) at both ends of the bucket size the same section recommends (20–40 MB). The
-    gradient buffer's element size is not stated: Megatron keeps fp32 gradients for a bf16 run by
-    default (the stated case), a bf16 buffer is the other reading. Confirmed (analysis) when every
-    count is under a hundred, refuted (analysis) when none is, analytic only otherwise; the
-    per-tensor count ("上千") and TP 1 (a change of the command) beside it."""
+    tens), counted at an assumed configuration (the section states none): the article's 13B at
+    its command's TP 8, one device's gradient tensors (``simulator.sharded_layout``) bucketed by DDP's rule
+    (``form_buckets``, the cap in MiB) at both ends of the bucket size the same section
+    recommends (20–40 MB). The gradient buffer's element size is not stated: Megatron keeps fp32
+    gradients for a bf16 run by default (the stated case), a bf16 buffer is the other reading.
+    Confirmed (analysis) when every count is under a hundred, refuted (analysis) when none is,
+    analytic only otherwise; the per-tensor count ("上千") and TP 1 (a change of the command)
+    beside it."""
     from mfulab.analytic.config import preset
     from mfulab.studies.buckets.simulator import form_buckets, sharded_layout
 
@@ -128,6 +132,10 @@ def a6_merge_count_claim() -> Claim:
         + "); bucketed: "
         + ", ".join(f"{n} at {names(r)}" for r, n in readings.items())
         + f"; at TP 1 (a change of the command, not voted) {tp1[lo]} and {tp1[hi]} (fp32); fewer than a "
-        f"hundred: {', '.join(names(r) for r, n in readings.items() if n < TENS) or 'none'}",
-        basis=verdicts.ANALYSIS,
+        f"hundred: {', '.join(names(r) for r, n in readings.items() if n < TENS) or 'none'}; at MindSpeed's "
+        f"own default bucket (Megatron-Core's rule above, fp32) {calls(default_bucket_mb(1), 4)} calls up to "
+        f"DP 40 and {calls(default_bucket_mb(A6_CARDS // tp), 4)} at about a thousand cards (not voted: the "
+        "title's merge is the section's own 20–40 MB)",
+        # §2.3 states no configuration: the 13B and its TP 8 are borrowed from the §6.1 command
+        basis=verdicts.ASSUMED,
     )

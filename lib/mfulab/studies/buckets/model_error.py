@@ -31,6 +31,7 @@ import functools
 
 import numpy as np
 
+from mfulab.studies.buckets.params import stack_dims
 from mfulab.studies.buckets.simulator import simulate
 from mfulab.studies.buckets.stated import A6_MFU_POINTS
 from mfulab.studykit.step_error import SWITCH_MARGIN
@@ -64,10 +65,11 @@ def _simulate(key: tuple, cap: float, backward_s: float, per_bucket_overhead_s: 
     return sim["step_s"]
 
 
-def _machine(records) -> tuple:
+def _machine(records, mode: str = "real") -> tuple:
     p, d = records["params"], records["ddp"]
     fit = d["allreduce_fit"]
-    return (p["stack_layers"], p["stack_hidden"], d["world_size"], fit["alpha_s"], fit["link_bytes_per_s"])
+    layers, hidden, _ = stack_dims(p, mode)
+    return (layers, hidden, d["world_size"], fit["alpha_s"], fit["link_bytes_per_s"])
 
 
 def simulated_step_s(records, row, per_bucket_overhead_s: float = 0.0) -> float:
@@ -75,7 +77,8 @@ def simulated_step_s(records, row, per_bucket_overhead_s: float = 0.0) -> float:
     backward, gradient readiness spread over it in proportion to the bytes behind each
     tensor, each bucket costed with the calibration's α–β (plus the per-bucket overhead)."""
     backward_s = float(np.median(row["no_sync_times_s"]))
-    return _simulate(_machine(records), row["bucket_cap_mb"], backward_s, per_bucket_overhead_s)
+    machine = _machine(records, row.get("mode", "real"))
+    return _simulate(machine, row["bucket_cap_mb"], backward_s, per_bucket_overhead_s)
 
 
 def _best_constant(measured, simulated) -> float:
@@ -127,7 +130,7 @@ def fit_mode(records, mode: str) -> dict | None:
         )
         for r in rows
     )
-    machine = _machine(records)
+    machine = _machine(records, mode)
     o, c, before, after = _fit(machine, key)
     return {
         "mode": mode,

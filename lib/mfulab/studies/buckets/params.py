@@ -69,12 +69,27 @@ class Params(StudyParams):
     modes: tuple[str, ...] = param(
         list(MODES), "real | emulated (emulated: each layer's backward also sleeps, no core busy)"
     )
+    # The emulated mode measures the late-start side of the title's trade-off (the real mode's 200
+    # small tensors measure the too-many-calls side), so its stack is sized for it (round
+    # thirteen's reader): 16 layers of 1024 × 1024 carry 64 MiB of fp32 gradients, one all-reduce
+    # of which takes about 50 ms at the 2-core box's gloo α–β, and each layer's backward sleeps
+    # 8 ms, so gloo has free cores to overlap with (at 3 ms the real backward's compute left it
+    # none: every cap exposed about as much as one bucket did).
+    emulated_stack_layers: int = param(
+        16, "Linear layers of the emulated-mode stack (two tensors each)", unit="layers", positive=True
+    )
+    emulated_stack_hidden: int = param(1024, "their width", unit="features", positive=True)
+    emulated_batch: int = param(8, "rows per rank in emulated mode", unit="rows", positive=True)
+    emulated_bucket_caps_mb: tuple[float, ...] = param(
+        [0.0001, 4, 8, 16, 64],
+        "bucket_cap_mb values swept in emulated mode (at 1024 wide: 32, 16, 8, 4 and 1 buckets)",
+        unit="MiB",
+        positive=True,
+    )
     emulated_layer_backward_s: float = param(
-        0.00001,
-        "sleep of each layer's backward in emulated mode: as short as a sleep goes, so the emulated "
-        "backward is as close as this host allows to one whole all-reduce of the gradients (each sleep "
-        "overshoots by about 0.2 ms on the 2-core box: 100 layers take about 30 ms against about 4 ms "
-        "for the all-reduce), and both sides of the trade-off can show",
+        0.008,
+        "sleep of each emulated layer's backward (an accelerator kernel as the host sees it: time passes, "
+        "no core is busy); a sleep overshoots by about 0.2 ms on the 2-core box",
         unit="s",
         positive=True,
     )
@@ -201,8 +216,12 @@ class Params(StudyParams):
         from mfulab.analytic.flops import param_count
         from mfulab.analytic.memory import activation_bytes_per_layer
 
-        replicas = len(configurations(self.to_dict())) + 1
-        stack = replicas * 3 * 4 * self.stack_layers * (self.stack_hidden**2 + self.stack_hidden)
+        spec = self.to_dict()
+        stack = 0
+        for mode in self.modes:
+            layers, hidden, _ = stack_dims(spec, mode)
+            replicas = sum(1 for c in configurations(spec) if c[0] == mode) + (mode == "real")
+            stack += replicas * 3 * 4 * layers * (hidden**2 + hidden)
         if not self.gpt_preset:
             return stack
         cfg = preset(self.gpt_preset).with_(seq_len=self.gpt_seq_len)
@@ -220,12 +239,39 @@ class Params(StudyParams):
             raise ParameterError(f"{name}: {err}") from None
 
 
+def stack_dims(p: dict, mode: str) -> tuple[int, int, int]:
+    """(layers, hidden, batch) of the stack measured in ``mode``: the emulated mode has its own
+    (records from before it had one used the real stack's)."""
+    if mode == "emulated":
+        return (
+            p.get("emulated_stack_layers", p["stack_layers"]),
+            p.get("emulated_stack_hidden", p["stack_hidden"]),
+            p.get("emulated_batch", p["batch"]),
+        )
+    return p["stack_layers"], p["stack_hidden"], p["batch"]
+
+
+def mode_caps(p: dict, mode: str) -> list[float]:
+    """The caps swept in ``mode``."""
+    if mode == "emulated":
+        return list(p.get("emulated_bucket_caps_mb", p["bucket_caps_mb"]))
+    return list(p["bucket_caps_mb"])
+
+
+def baseline_cap(p: dict, mode: str) -> float:
+    """The cap whose DDP gives ``mode``'s no_sync baseline and its profile: the flags' cap in real
+    mode (where the flag variants run), the largest cap in emulated mode."""
+    if mode == "real" or p["flags_bucket_cap_mb"] in mode_caps(p, mode):
+        return p["flags_bucket_cap_mb"]
+    return max(mode_caps(p, mode))
+
+
 def configurations(spec) -> list[tuple[str, float, str]]:
-    """(mode, cap, variant) of every DDP the job builds: each cap with the default flags, per
-    mode, and the flag variants at ``flags_bucket_cap_mb`` (real compute)."""
+    """(mode, cap, variant) of every DDP the job builds: each of the mode's caps with the default
+    flags, per mode, and the flag variants at ``flags_bucket_cap_mb`` (real compute)."""
     out = []
     for mode in spec["modes"]:
-        for cap in spec["bucket_caps_mb"]:
+        for cap in mode_caps(spec, mode):
             out.append((mode, cap, "default"))
             if mode == "real" and cap == spec["flags_bucket_cap_mb"]:
                 out += [(mode, cap, v) for v in spec["variants"] if v != "default"]
