@@ -291,8 +291,8 @@ def test_a10_places_tp_inside_and_across_nodes_on_the_articles_card_and_on_a100s
     # TP's all-reduces run inside every layer, on activations and their gradients; read as weight
     # gradients after the backward no (but SP's LayerNorm weights), as TP's backward all-reduces beside
     # DP's yes: two readings that disagree
-    assert premise.verdict == "not checkable" and premise.basis == "documented specification"
-    assert "5120 per step" in premise.evidence and "The readings disagree" in premise.evidence
+    assert premise.verdict == "refuted" and premise.basis == "documented specification"
+    assert "5120 per step" in premise.evidence and "*during* the backward" in premise.evidence
     assert row.basis == "analysis at assumed configurations"  # the 128-card case states no batch
     # under the article's placement the two groups share no network link: the interference is not priced
     assert contention.verdict == "analytic only" and "none on the network" in contention.evidence

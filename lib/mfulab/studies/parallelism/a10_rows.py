@@ -34,11 +34,12 @@ def premise_claim(base) -> Claim:
     operators) the all-reduces are of activations in the forward and of activation gradients in
     the backward, inside every layer and micro-batch, each blocking the next operator; the
     weights are sharded, so their gradients need no TP all-reduce after the backward, except
-    LayerNorm's under sequence parallelism. The sentence reads two ways that disagree: weight
-    gradients reduced in the TP group after the backward (false but for SP's LayerNorm weights, a
-    sliver of the bytes) and TP's activation-gradient all-reduces running during the backward
-    while DP's buckets are in flight (true, the contention the article goes on to describe): not
-    checkable (documented specification), each reading's answer in the evidence."""
+    LayerNorm's under sequence parallelism. The sentence's own words, "每次反向传播完" (each time the
+    backward has finished) and "梯度 AllReduce" (gradient all-reduce), name weight gradients reduced
+    after the backward, which is false but for SP's LayerNorm weights, a sliver of the bytes:
+    refuted (documented specification). TP's activation-gradient all-reduces do run *during* the
+    backward while DP's buckets are in flight, the contention the article goes on to describe:
+    that reading is the contention row's, set beside this one."""
     cfg = preset(base.preset)
     params_per_norm = cfg.d_model * (2 if cfg.norm == "layernorm" else 1)  # RMSNorm has no bias
     layer_norm_bytes = 2 * params_per_norm * 4  # two norms per layer, fp32 gradients
@@ -47,15 +48,15 @@ def premise_claim(base) -> Claim:
         "after each backward pass TP's gradient all-reduce runs in the TP group, as DP's in the DP group",
         "when and on what tensor parallelism's collectives run, against Megatron-LM's design (Shoeybi et "
         "al. 2019 §3, Fig. 3: the f and g operators; Korthikanti et al. 2022 for sequence parallelism), "
-        "read two ways: weight gradients after the backward, or TP's backward all-reduces beside DP's",
-        "not checkable",
-        "read as weight gradients reduced after the backward: no, TP shards the weights, so their "
+        "as the sentence's words read: weight gradients all-reduced after the backward (每次反向传播完)",
+        "refuted",
+        "weight gradients reduced after the backward: no, TP shards the weights, so their "
         "gradients need no TP all-reduce, except the norms' weights under sequence parallelism, "
-        f"{layer_norm_bytes / 1e3:.0f} kB per layer for {base.preset} (fp32), a sliver of DP's bytes. Read "
-        "as TP's own backward all-reduces (activation gradients, 2 per layer in each pass, inside the "
-        f"layer and on its critical path: {base.tp_calls_per_step} per step for {base.preset} at "
-        f"{base.micro_batches} micro-batches) running while DP's buckets overlap the backward: yes, the "
-        "contention the article goes on to describe. The readings disagree",
+        f"{layer_norm_bytes / 1e3:.0f} kB per layer for {base.preset} (fp32), a sliver of DP's bytes. TP's "
+        "own all-reduces are of activation gradients, 2 per layer in each pass, inside the layer and on "
+        f"its critical path ({base.tp_calls_per_step} per step for {base.preset} at {base.micro_batches} "
+        "micro-batches), *during* the backward, not after it: they do run while DP's buckets overlap the "
+        "backward, the contention the article goes on to describe (the contention row)",
         basis=verdicts.DOCUMENTED,
     )
 

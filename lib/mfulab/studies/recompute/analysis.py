@@ -313,7 +313,9 @@ def b7_same_batch(records) -> dict:
         "counted_flops_ratio": counted,
         "mfu_before_percent": before,
         "mfu_claimed_percent": after,
-        "mfu_implied_percent": before / time_ratio,
+        "mfu_implied_percent": before / time_ratio,  # were the whole step compute
+        # were compute only B7_MIN_COMPUTE_SHARE of the step (the rest unchanged by recompute)
+        "mfu_implied_min_share_percent": before / (1 + (time_ratio - 1) * B7_MIN_COMPUTE_SHARE),
         "mfu_implied_lo_percent": before * c.ratio_lo,
         "mfu_implied_hi_percent": before * c.ratio_hi,
         "mfu_megatron_percent": before / MEGATRON_FULL_RECOMPUTE_FLOPS_RATIO,

@@ -74,7 +74,7 @@ def doubling_claim() -> Claim:
         f"reading-dependent: the forward runs twice (2× the forward FLOPs: holds); the step's FLOPs go "
         f"96/72 = {full:.2f}× (+{full - 1:.0%}), not 2× (fails); the published step costs "
         f"{table4['full'] / table4['none']:.2f}× (Korthikanti Table 4)",
-        basis=verdicts.STATEMENT,  # the article's words, read two ways: nothing else to test
+        basis=verdicts.ARITHMETIC,  # both readings computed (FLOP counts), and they disagree
     )
 
 

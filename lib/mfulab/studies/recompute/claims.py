@@ -140,7 +140,7 @@ def b7_claims(records, t) -> list[Claim]:
                 "two can part: recompute lengthens the busy time per token while a larger batch cuts "
                 "the per-token communication and data waits; but §2.3 frames this anecdote in global "
                 "MFU ('在全局MFU的公式里'), and the refutation holds for that reading",
-                basis=verdicts.CONSTRUCTION,  # an identity of the article's own MFU definition (§1.1)
+                basis=verdicts.ARITHMETIC,  # an identity of the article's own MFU definition (§1.1)
             )
         )
     return out
