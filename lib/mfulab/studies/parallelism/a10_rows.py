@@ -87,7 +87,9 @@ def traffic_claim(traffic, base) -> Claim:
     m = 1 ÷ (the ratio at one micro-batch): the row names where."""
     grad_bytes = Assumptions().grad_reduce_bytes_per_elem(stated.A10_FRAMEWORK, stated.A10_DTYPE)
     at_one = _one_micro_batch_ratios(grad_bytes)
-    answers = [*(traffic.tp_over_dp > 1), *(r > 1 for r in at_one.values())]
+    tokens = traffic.global_batch * stated.A10_MODEL["seq_len"]
+    voting = traffic[tokens >= stated.A10_MIN_TOKENS_PER_STEP]
+    answers = list(voting.tp_over_dp > 1)
     below = [f"{name} below m ≈ {1 / r:.2f}" for name, r in at_one.items() if r < 1]
     crossing = "DP sends more " + ", ".join(below) if below else "TP sends more at every m ≥ 1"
     bf16 = _one_micro_batch_ratios(2)
@@ -95,10 +97,13 @@ def traffic_claim(traffic, base) -> Claim:
         "A10",
         "TP traffic is the heaviest (TP 的通信量最大)",
         "bytes each device sends per step, TP vs DP, at TP 8 × DP 16 on 128 cards (the step model's "
-        "collectives), over 7B–70B, the batches of the table and one micro-batch per DP rank (the "
-        "128-card case states no batch); confirmed (analysis) when every case says TP sends more",
+        "collectives), over 7B–70B and the batches of the table a published run of such a model trained "
+        f"at (≥ {stated.A10_MIN_TOKENS_PER_STEP / 1e6:g}M tokens per step; the 128-card case states no "
+        "batch); confirmed (analysis) when every such case says TP sends more",
         verdicts.over_scenarios(answers),
-        "at one micro-batch per DP rank: "
+        f"voting ({len(voting)} cases, batches {voting.global_batch.min()}–{voting.global_batch.max()}): "
+        f"TP sends {voting.tp_over_dp.min():.1f}–{voting.tp_over_dp.max():.0f}× DP's bytes; not voted, "
+        "below published batches: at one micro-batch per DP rank "
         + ", ".join(f"{name} {r:.2f}×" for name, r in at_one.items())
         + f" ({grad_bytes:g}-B gradients, Megatron's default; bf16: "
         + ", ".join(f"{r:.2f}×" for r in bf16.values())
