@@ -2,6 +2,7 @@
 analytic rows read them at (article ids as in ``docs/claims.md``). Inputs under test or
 named assumptions, not results."""
 
+from mfulab.analytic.published_batches import MIN_TOKENS_PER_STEP_7B_70B
 from mfulab.analytic.rates import AT_SCALE_MATMUL_SHARE_OF_MAMF
 from mfulab.studykit.step_error import SWITCH_MARGIN
 
@@ -24,12 +25,10 @@ A10_SENSITIVITY = {
 # between nodes, devices.yaml) and on A100s (NVLink, InfiniBand: the step model's best-validated
 # device, chapter 09)
 A10_DEVICES = ("ascend-910b", "a100")
-# The smallest global batch, in tokens, a published run of a 7B–70B model trained at: GPT-3's
-# 6.7B and 13B took 2M tokens per step (Brown et al. 2020, Table 2.1; Llama 2's 4M). A10's traffic
-# row votes only the batches at or above it; the smaller ones (the article's 8-card command's 32
-# sequences, one micro-batch per DP rank on 128 cards) are printed, not voted, as a rule of
-# scenarios in published ranges asks.
-A10_MIN_TOKENS_PER_STEP = 2e6
+# A10's traffic row votes only the batches at or above the published floor for a 7B–70B model
+# (analytic.published_batches, GPT-3's 2M tokens); the smaller ones (the article's
+# 8-card command's 32 sequences, one micro-batch per DP rank on 128 cards) are printed, not voted.
+A10_MIN_TOKENS_PER_STEP = MIN_TOKENS_PER_STEP_7B_70B
 
 # A11 — article A §4.2: sequence parallelism splits LayerNorm and dropout along the sequence
 # and (the article says) one all-reduce joins the slices. Korthikanti et al. 2022 §4.2.2:
