@@ -430,8 +430,11 @@ o.tables["a6_per_tensor"]
 # 0.4 s, and no only where even the bound no cap can beat (with the flags') stays under half of
 # it. The article's configuration reads two ways (ZeRO-2 in §5.1, DDP's cap and flags in §5.2,
 # which a ZeRO-2 engine never sees): read as ZeRO-2 they do nothing, so each B8 row is *refuted
-# (analysis)* where the
-# DDP reading also says no in every scenario, *analytic only* otherwise. B6: `gradient_as_bucket_view` is judged on the memory it
+# (analysis)* where the DDP reading also says no in every scenario, *analytic only* otherwise.
+# §5.2's reason for step 2, "this step made the gradient communication start earlier", is its own
+# row, against the first bucket DDP recorded here: passing `bucket_cap_mb` drops DDP's 1 MiB first
+# bucket, so a 50 MB cap's first all-reduce waits for 50 MiB of gradients (refuted by
+# construction where the passed cap's first bucket is the larger). B6: `gradient_as_bucket_view` is judged on the memory it
 # saves (its documented benefit, a property by construction: shown when the counted saving
 # equals the gradients' bytes); `static_graph` is judged against `find_unused_parameters=True`, the
 # only flags under which DDP analyses the graph every step (against the default flags it has
@@ -441,8 +444,10 @@ o.tables["a6_per_tensor"]
 # and, should the run have set `find_unused_parameters=True`, the graph search `static_graph`
 # skips, bounded by a Python walk over the 7B's autograd graph timed here (DDP's walk is C++):
 # refuted when the two together are under 3% of the step at every number of micro-batches per
-# step read, the step taken at least as long as its compute scaled down and as the gradient
-# reduction left exposed after the last micro-batch). The article's "at DDP's *first*
+# step whose global batch a published 7B run trained at, ≥ 2M tokens: the run's own 32; fewer
+# are printed, not voted. The step is taken at least as long as its compute scaled down and as
+# the gradient reduction left exposed after the last micro-batch, under the reading of the run B8
+# keeps). The article's "at DDP's *first*
 # forward and backward" is its own row, against DDP's documentation: read as a saving in the
 # first iteration it is false; read as the first iteration's analysis not being repeated, it is
 # false at the article's own call too, which sets no `find_unused_parameters` and so has no

@@ -158,13 +158,15 @@ def test_a6_spread_row_is_judged_on_the_spread():
 
 
 def test_megatron_default_bucket_row_reads_the_documented_rule():
-    """The sentence's mechanism (a bucket sealed at a size, in parameter order) is Megatron-Core's
-    documented rule; its default size, max(40M, 1M × DP) parameters of fp32 gradient, is 160 MB up
-    to DP 40 and 512 MB at the article's TP 8 on 1024 cards (DP 128), not the example's 25 MB."""
+    """The sentence's mechanism (a bucket sealed at a size) is Megatron-Core's documented rule with
+    --overlap-grad-reduce on; as a default it is false (one bucket without the flag, which the
+    article's command misspells): the readings disagree. Its default size, max(40M, 1M × DP)
+    parameters of fp32 gradient, is 160 MB up to DP 40 and 512 MB at the article's TP 8 on 1024
+    cards (DP 128), not the example's 25 MB."""
     from mfulab.studies.buckets import mindspeed_rule
 
     mechanism, size, flag = mindspeed_rule.a6_megatron_default_claims({})
-    assert mechanism.verdict == "confirmed"  # the mechanism: the documented rule
+    assert mechanism.verdict == "not checkable" and "--overlap-grad-allreduce" in mechanism.evidence
     # the flag the article names is in neither parser: Megatron-LM's is --ddp-bucket-size
     assert flag.verdict == "refuted" and "--ddp-bucket-size, counted in parameters" in flag.evidence
     # the size read as the default's is false, read as an example nothing: the readings disagree
@@ -222,9 +224,8 @@ def test_b8_is_decided_on_the_readings_that_hold_the_articles_own_step_times():
     gated = b8_consistency.gated_rows(rec, gate)
     assert set(gated.reading) == {"one port per GPU"} and "stated" in set(gated.scenario)
     assert (gated.tail_cut_share <= gated.most_cut_share + 1e-9).all()
-    sens = sensitivity.sensitivity_table(rec)
     case, tails = b8_case.b8_table(rec), b8_case.b8_tail_table(rec)
-    sentence, step2 = b8_case.b8_claims(rec, case, sens, tails, gate, gated)
+    sentence, step2 = b8_case.b8_claims(rec, case, tails, gate, gated)
     # the stated scenario cuts under the line by the margin, a heavier NCCL latency past it: open
     answers = [b8_case._tail_answer(c) for c in gated.tail_cut_share]
     assert False in answers and True in answers and sentence.verdict == "analytic only"
@@ -232,10 +233,10 @@ def test_b8_is_decided_on_the_readings_that_hold_the_articles_own_step_times():
     assert "fails (the tuning's saving)" in sentence.evidence and "untuned network" in sentence.measured
     # every case under the line by the margin: both readings of the configuration agree
     quiet = gated.assign(tail_cut_share=0.05)
-    assert b8_case.b8_claims(rec, case, sens, tails, gate, quiet)[0].verdict == "refuted (analysis)"
+    assert b8_case.b8_claims(rec, case, tails, gate, quiet)[0].verdict == "refuted (analysis)"
     # no reading holds: the article's figures do not hold together
     none = gate.assign(holds=False)
-    row = b8_case.b8_claims(rec, case, sens, tails, none, b8_consistency.gated_rows(rec, none))[0]
+    row = b8_case.b8_claims(rec, case, tails, none, b8_consistency.gated_rows(rec, none))[0]
     assert row.verdict == "not checkable" and "no reading of the run holds" in row.evidence
     # step 2: the cap's saving with the flags' against half of 0.4 s, the bound beside it
     flags_s = flags.article_bound()["copy_s"]
@@ -386,3 +387,23 @@ def test_the_merge_count_is_counted_at_an_assumed_configuration(monkeypatch):
     assert mindspeed_rule.a6_merge_count_claim().verdict == "confirmed (analysis)"
     monkeypatch.setattr(mindspeed_rule, "TENS", 50)
     assert mindspeed_rule.a6_merge_count_claim().verdict == "refuted (analysis)"
+
+
+def test_step_2_starts_the_communication_later_not_earlier():
+    """§5.2: "this step made the gradient communication start earlier". With bucket_cap_mb passed
+    DDP's first bucket is the cap, not its default's 1 MiB, so a 50 MB cap's first all-reduce
+    waits for 50 MiB of gradients: refuted by construction, from the layouts DDP recorded."""
+    import pandas as pd
+
+    gpt = pd.DataFrame(
+        {
+            "bucket_cap_mb": ["default (25, first bucket 1 MiB)", 0.001, 4],
+            "first_bucket_bytes": [1_051_648, 2048, 4_210_688],
+        }
+    )
+    (row,) = b8_case.b8_earlier_claim(gpt)
+    assert row.verdict == "refuted" and row.basis == "by construction"
+    assert "bucket_cap_mb=4 passed: 4.02 MiB" in row.evidence and "later, not earlier" in row.evidence
+    same = gpt.assign(first_bucket_bytes=[1_051_648, 2048, 1_000_000])
+    assert b8_case.b8_earlier_claim(same)[0].verdict == "shown"
+    assert b8_case.b8_earlier_claim(gpt.iloc[:2]) == []  # no passed cap of 1 MiB or more

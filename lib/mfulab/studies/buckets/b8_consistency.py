@@ -54,10 +54,12 @@ def network_bytes_per_s(busbw_gbps: float, ports_per_node: int) -> float:
     return per_gpu_delivered / Assumptions().link_efficiency
 
 
-def _steps(records, reading: dict, busbw_gbps: float, caps, scenario: dict | None = None) -> dict:
+def _steps(
+    records, reading: dict, busbw_gbps: float, caps, scenario: dict | None = None, accumulation=None
+) -> dict:
     """``{cap: simulator row}`` of article B's 7B run under ``reading`` on a network of
     ``busbw_gbps``, the other inputs from ``scenario`` (``sensitivity.scenarios``; the stated
-    one by default)."""
+    one by default), at the article's global batch unless ``accumulation`` is given."""
     p = records["params"]
     (seven_b,) = [m for m in p["scale_presets"] if "7b" in m][:1]
     stated = sensitivity.b8_scenario(scenario or sensitivity.scenarios(p)[0], seven_b)
@@ -70,7 +72,7 @@ def _steps(records, reading: dict, busbw_gbps: float, caps, scenario: dict | Non
         "grad_bytes_per_elem": reading.get("grad_bytes_per_elem", stated["setting"]["grad_bytes_per_elem"]),
         "network_bytes_per_s": network_bytes_per_s(busbw_gbps, reading.get("ports_per_node", 1)),
     }
-    accumulation = max(1, B8_ARTICLE["global_batch"] // (dp * micro_batch))
+    accumulation = accumulation or max(1, B8_ARTICLE["global_batch"] // (dp * micro_batch))
     rows = gpt_simulation(
         preset(seven_b), n=dp, tp=tp, bucket_caps_mb=list(caps), accumulation=accumulation, **setting
     )
@@ -211,3 +213,18 @@ def per_reading(gated, value: str, fmt: str) -> str:
         f"{reading}: " + ", ".join(f"{fmt.format(getattr(r, value))} ({r.scenario})" for r in g.itertuples())
         for reading, g in gated.groupby("reading", sort=False)
     )
+
+
+def exposed_reduction(records, table, accumulations) -> dict:
+    """The gradient reduction left exposed after the last micro-batch's backward at 25 MiB, at
+    each number of micro-batches per step in ``accumulations``, under the first reading that holds
+    the article's step times (the stated one where none does), on the untuned network step 2 ran
+    on: ``{"reading", "exposed_s": {m: seconds}}`` (B6 at scale reads it, ``flags.b6_claims``)."""
+    holding = [r for r in READINGS if r["reading"] in set(table[table.holds].reading)] if len(table) else []
+    reading = (holding or READINGS[:1])[0]
+    base = B8_STATED["default_cap_mb"]
+    exposed = {
+        m: _steps(records, reading, B8_BUSBW_GBPS["before"], (base,), accumulation=m)[base]["exposed_comm_s"]
+        for m in accumulations
+    }
+    return {"reading": reading["reading"], "exposed_s": exposed}

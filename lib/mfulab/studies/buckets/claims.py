@@ -65,11 +65,11 @@ def outcome(records, p) -> Outcome:
         + b8_case.b8_claims(
             records,
             t["b8_case"],
-            sens,
             t["b8_tail"],
             t["b8_consistency"],
             b8_consistency.gated_rows(records, t["b8_consistency"]),
         )
+        + b8_case.b8_earlier_claim(t["gpt_layouts"])
         + flags.b6_claims(
             records, t["flags"], b8_case.b6_exposed_reduction(records, flags.B6_MICRO_BATCH_SCENARIOS)
         )

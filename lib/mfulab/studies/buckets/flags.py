@@ -22,16 +22,12 @@ The mechanisms (PyTorch ``DistributedDataParallel`` docs and ``reducer.cpp``):
   1.00×. With ``find_unused_parameters=True`` (variants ``find_unused`` and
   ``find_unused+static_graph``, timed in the same rounds) it saves at most what the search
   costs: the step with ``find_unused_parameters=True`` over the default flags' — its median
-  ratio is the bound (the top of its interval is noise, not the search; the usage bitmap's
-  all-reduce alone is ~2α by the calibration). Against the default flags the claim's
-  mechanism is absent: that row is timed and shown in the flags table, with no claims row of its
-  own (its reading is in the evidence of the find_unused_parameters=True row).
+  ratio is the bound (the usage bitmap's all-reduce alone is ~2α by the calibration). Against the
+  default flags the mechanism is absent: that row is timed in the flags table only.
 
-A measured effect outside ``[1, bound]`` is noise or another effect, never the mechanism, so
-it cannot confirm the claim. Confirmation needs the whole drift-widened interval inside
-``[claimed, bound]``; its width is at least ``(1 + drift)²``, so where the bound is below
-``claimed · (1 + drift)²`` no run can confirm, and the verdict is *inconclusive on this machine*
-by construction: the same in every fresh run.
+An effect outside ``[1, bound]`` is never the mechanism. Confirmation needs the whole
+drift-widened interval (width ≥ ``(1 + drift)²``) inside ``[claimed, bound]``: where the bound
+is below ``claimed · (1 + drift)²`` the verdict is *inconclusive on this machine* in every run.
 
 "gradient_as_bucket_view saves a gradient copy" is judged on memory, the documented benefit
 (``grad_memory``: confirmed when the gradient storage counted as saved equals the gradients'
@@ -42,8 +38,10 @@ from __future__ import annotations
 
 import math
 
+from mfulab.analytic.articles import B_RUN
 from mfulab.analytic.comm import ring_all_reduce_time
 from mfulab.analytic.config import preset
+from mfulab.analytic.published_batches import MIN_TOKENS_PER_STEP_7B_70B
 from mfulab.measure.timing import compare_timings, summarize
 from mfulab.studies.buckets.grad_memory import memory_table, memory_verdict, saved_text
 from mfulab.studies.buckets.simulator import model_layout
@@ -344,15 +342,20 @@ def b6_claims(records, table, exposed_s: dict | None = None) -> list[Claim]:
     saved_s = a["copy_s"] + (search["share"] * a["step_s"] if search else 0.0)
     # "can save" over micro-batches per step: the §5 run's 32 and fewer. The step is at least its
     # compute scaled down with them and at least the gradient reduction left exposed after the
-    # last micro-batch (the simulator's, at the low end of the model's margin), so each share is
-    # an upper bound: a bound under "several percent" answers no, one over it cannot answer
-    exposed_s = exposed_s or {}
+    # last micro-batch (the simulator's, at the low end of the model's margin, under the reading of
+    # the run B8 keeps), so each share is an upper bound: a bound under "several percent" answers
+    # no, one over it cannot answer. Only batches in published ranges vote (a 7B's global batch at
+    # or above MIN_TOKENS_PER_STEP_7B_70B: the run's own 32 micro-batches, 2.1M tokens)
+    exposed = exposed_s or {}
+    reading, exposed_s = exposed.get("reading"), exposed.get("exposed_s", {})
     floor_s = {
         m: max(a["step_s"] * m / B6_ARTICLE_MICRO_BATCHES, exposed_s.get(m, 0.0))
         for m in B6_MICRO_BATCH_SCENARIOS
     }
     per_m = {m: saved_s / floor_s[m] for m in B6_MICRO_BATCH_SCENARIOS}
-    decision = verdicts.over_scenarios([False if v < several else None for v in per_m.values()])
+    tokens = {m: B_RUN["tokens_per_step"] * m / B6_ARTICLE_MICRO_BATCHES for m in B6_MICRO_BATCH_SCENARIOS}
+    voting = {m: v for m, v in per_m.items() if tokens[m] >= MIN_TOKENS_PER_STEP_7B_70B}
+    decision = verdicts.over_scenarios([False if v < several else None for v in voting.values()])
     out.append(
         Claim(
             "B6",
@@ -376,14 +379,21 @@ def b6_claims(records, table, exposed_s: dict | None = None) -> list[Claim]:
                 else " (the bound assumes False)"
             )
             + ". With fewer micro-batches per step the same saving weighs more: at most "
-            + ", ".join(f"{v:.1%} at {m}" for m, v in per_m.items())
-            + " micro-batches per step (upper bounds: the step at least its compute scaled down"
+            + ", ".join(
+                f"{v:.1%} at {m}"
+                + ("" if m in voting else f" ({tokens[m] / 1e3:.0f}k tokens a step: not voted)")
+                for m, v in per_m.items()
+            )
+            + " micro-batches per step (only a global batch a published 7B run trained at votes, ≥ "
+            f"{MIN_TOKENS_PER_STEP_7B_70B / 1e6:g}M tokens; upper bounds: the step at least its compute "
+            "scaled down"
             + (
                 ", and at least the gradient reduction left exposed after the last micro-batch, "
                 + ", ".join(
                     f"{exposed_s[m]:.2f} s at {m}" for m in B6_MICRO_BATCH_SCENARIOS if m in exposed_s
                 )
-                + " (the simulator's at 25 MiB, divided by 1 + the step model's margin)"
+                + f" (the simulator's at 25 MiB under the reading B8 keeps, {reading}, on the untuned "
+                "network, divided by 1 + the step model's margin)"
                 if exposed_s
                 else ""
             )

@@ -44,13 +44,13 @@ def a6_megatron_default_claims(records) -> list[Claim]:
             "MindSpeed's default seals a gradient bucket once it reaches a set size, in the parameters' "
             "storage order (按照参数的存储顺序)",
             sources,
-            "confirmed",
-            "the mechanism holds in Megatron-Core and in MindSpeed's own initialiser, which keeps the rule "
-            "(buckets sealed at a size, so that each reduces while the backward goes on); its gradient "
-            "buffer is laid out in reverse parameter order (the backward's), so the buckets follow the "
-            "buffer's storage order, as the article says, not the model's order; the sealing holds with "
-            "--overlap-grad-reduce on (article A's command asks for it, under a misspelt name): with it off "
-            "there is one bucket",
+            "not checkable",
+            "reading-dependent: with --overlap-grad-reduce on, the mechanism holds in Megatron-Core and in "
+            "MindSpeed's own initialiser (buckets sealed at a size, so that each reduces while the backward "
+            "goes on; the buffer is laid out in reverse parameter order, the backward's, and the buckets "
+            "follow it); as a default, false: without that flag there is one bucket, and article A's command "
+            "asks for it under a misspelt name (--overlap-grad-allreduce) that argparse would refuse. The "
+            "readings disagree",
             basis=verdicts.DOCUMENTED,
         ),
         Claim(
