@@ -127,16 +127,20 @@ def b9_nvlink_claims() -> list[Claim]:
     truncated = _healthy_nvlink_rows(at_article_range=False)
     best = best_per_generation()
     article_reading = a100["busbw_gb_per_s"] / c["article_card_gb_per_s"] * 2
-    below_all = all(share > c["bottleneck_share"] for _, share in healthy)
+    below_all = all(share > c["bottleneck_share"] for _, share in healthy + truncated)
     margins = {g: 1 - c["bottleneck_share"] / share for g, (_, share) in best.items()}
     lowest_system, lowest = min(healthy, key=lambda row: row[1])
     lowest_margin = 1 - c["bottleneck_share"] / lowest
+    # the other reading: any size of the article's sweep (-b 128M upward), where a sweep that
+    # stopped below 1 GB still read inside it (nccl-tests issue 149's A100 node, 67% at 512 MB)
+    in_sweep_system, in_sweep = min(healthy + truncated, key=lambda row: row[1])
+    in_sweep_margin = 1 - c["bottleneck_share"] / in_sweep
     if not below_all:
         sixty_verdict = "refuted"
-    elif lowest_margin >= c["decisive_margin"]:
+    elif min(lowest_margin, in_sweep_margin) >= c["decisive_margin"]:
         sixty_verdict = "confirmed"
     else:
-        sixty_verdict = "not checkable"
+        sixty_verdict = "not checkable"  # the plateau's reading and the sweep's disagree
     return [
         Claim(
             "B9",
@@ -155,9 +159,10 @@ def b9_nvlink_claims() -> list[Claim]:
             "B9",
             "a node of 8 whose busbw is only 60% of the theoretical NVLink has an intra-node bottleneck",
             "busbw ÷ line rate of published healthy single-node all_reduce_perf runs (the NVLink ring rows "
-            "of the table above) at the sizes article B's own command sweeps (-b 128M -e 8G: sweeps that "
-            "reached 1 GB or more; one that stopped below is a lower bound, not voted); decided only where "
-            f"60% lies below every such reading, the weakest included, by {c['decisive_margin']:.0%} or more",
+            "of the table above) at the sizes article B's own command sweeps (-b 128M -e 8G), read two "
+            "ways: at the sweep's plateau (only sweeps that reached 1 GB; one that stopped below is a lower "
+            "bound there) and at any size of it (128 MB up); decided only where 60% lies below every "
+            f"reading of both, the weakest included, by {c['decisive_margin']:.0%} or more",
             sixty_verdict,
             ("reading-dependent: " if sixty_verdict == "not checkable" else "")
             + "healthy nodes read "
@@ -167,13 +172,9 @@ def b9_nvlink_claims() -> list[Claim]:
             + ", ".join(f"{margins[g]:.0%} ({g})" for g in best)
             + f"; 60% lies {lowest_margin:.0%} below the weakest healthy reading, {lowest:.0%} "
             f"({lowest_system}), {'beyond' if lowest_margin >= c['decisive_margin'] else 'inside'} the "
-            f"{c['decisive_margin']:.0%} margin"
-            + (
-                "; not voted, sweeps that stopped below the article's sizes (lower bounds): "
-                + ", ".join(f"{share:.0%} ({system})" for system, share in truncated)
-                if truncated
-                else ""
-            )
+            f"{c['decisive_margin']:.0%} margin, at the plateau; at any size of the article's sweep the "
+            f"weakest is {in_sweep:.0%} ({in_sweep_system}), 60% lies {in_sweep_margin:.0%} below it, "
+            f"{'beyond' if in_sweep_margin >= c['decisive_margin'] else 'inside'} the margin"
             + "; NVLS readings, an in-switch reduction's gain and no share of the link, are left out: "
             + ", ".join(f"{share:.0%} ({system})" for system, share in _nvls_rows())
             + f"; read against the card's {card_gb_per_s:.0f} GB/s. Against the article's own 25 GB/s × 2, "
