@@ -191,9 +191,12 @@ t["tensor"]
 # layer's activations for every micro-batch; DP's carry each card's 1/8 of the gradients once per
 # step. Bytes per device per step, and the planner with the TP group inside a node and spread
 # over two nodes, on the article's 910B (HCCS inside a node) and on A100s (NVLink, InfiniBand).
-# "Heaviest" (bytes) and "most latency-sensitive" (placement) are two rows: TP's bytes grow with
-# the micro-batches a step accumulates and DP's do not, so the bytes half depends on a batch the
-# 128-card case does not state, while the latency half holds at any batch.
+# "Heaviest" (bytes) and "most latency-sensitive" are two rows: TP's bytes grow with the
+# micro-batches a step accumulates and DP's do not, so the bytes half depends on a batch the
+# 128-card case does not state. "Latency-sensitive" is read on its own quantity, the seconds each
+# group's communication gains when every per-call latency doubles (`tp_added_by_latency_s`,
+# `dp_added_by_latency_s`), beside the placement (across two nodes the TP time is mostly
+# bandwidth).
 
 # %%
 display(t["a10_traffic"].round(2))

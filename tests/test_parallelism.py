@@ -281,6 +281,11 @@ def test_a10_places_tp_inside_and_across_nodes_on_the_articles_card_and_on_a100s
         inside, across = g.iloc[0], g.iloc[1]
         # the TP group's collectives leave the node: far slower on either card
         assert across.tp_comm_s > 3 * inside.tp_comm_s and across.step_s > inside.step_s
+        # "latency-sensitive" on its own quantity: doubling every per-call latency adds far more to
+        # TP's blocking collectives than to DP's once-a-step reduction
+        assert inside.tp_added_by_latency_s > 5 * inside.dp_added_by_latency_s > 0
+    insensitive = placement.assign(tp_added_by_latency_s=0.0)
+    assert a10_rows.placement_claim(insensitive).verdict == "analytic only"
     premise, traffic, row, contention = a10_rows.a10_claims(planner_at_scale.a10_traffic_table(), placement)
     assert row.verdict == "confirmed (analysis)"
     assert "ascend-910b: step" in row.evidence and "a100: step" in row.evidence

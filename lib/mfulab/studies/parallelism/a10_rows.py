@@ -117,13 +117,32 @@ def traffic_claim(traffic, base) -> Claim:
 
 
 def placement_claim(placement) -> Claim:
-    """ "TP is the most latency-sensitive: TP inside a node, DP may cross nodes": TP's collectives
-    block every layer's next operator, DP's reduction runs once a step beside the backward; the
-    planner with the TP group inside a node against across two, on both cards."""
+    """ "TP is the most latency-sensitive: TP inside a node, DP may cross nodes", on both its
+    quantities and both cards: the latency sensitivity, the seconds each group's communication
+    gains when every per-call latency of NCCL's model doubles (TP's collectives block every
+    layer's next operator, DP's reduction runs once a step), and the placement, the planner with
+    the TP group inside a node against across two. Confirmed (analysis) when TP gains more than DP
+    and across is slower, on both cards (round fourteen's reader: the placement alone is mostly a
+    bandwidth effect)."""
     pairs = {
         device: (g.iloc[0], g.iloc[1]) for device, g in placement.groupby("device", sort=False)
     }  # (inside, across) per device
     answers = [across.step_s > inside.step_s for inside, across in pairs.values()]
+    if "tp_added_by_latency_s" in placement:
+        answers += [i.tp_added_by_latency_s > i.dp_added_by_latency_s for i, _ in pairs.values()]
+    latency = (
+        "doubling every per-call latency adds "
+        + "; ".join(
+            f"{device}: {i.tp_added_by_latency_s:.3f} s to TP's communication against "
+            f"{i.dp_added_by_latency_s:.3f} s to DP's "
+            f"({i.tp_added_by_latency_s / i.dp_added_by_latency_s:.0f}×; "
+            f"{a.tp_added_by_latency_s:.2f} s to TP's across two nodes)"
+            for device, (i, a) in pairs.items()
+        )
+        + ". "
+        if "tp_added_by_latency_s" in placement
+        else ""
+    )
     placed = "; ".join(
         f"{device}: step {across.step_s:.1f} s vs {inside.step_s:.1f} s inside one (TP comm "
         f"{across.tp_comm_s:.1f} vs {inside.tp_comm_s:.1f} s)"
@@ -132,13 +151,14 @@ def placement_claim(placement) -> Claim:
     return Claim(
         "A10",
         "TP traffic is the most latency-sensitive: TP inside a node, DP may cross nodes",
-        "planner with the TP group inside a node vs across two, on the article's 910B (HCCS inside a node) "
-        "and on A100s (NVLink and InfiniBand: the step model's best-validated device); confirmed "
-        "(analysis) when TP across nodes is slower on both",
+        "each group's added communication when every per-call latency doubles, and the planner with the "
+        "TP group inside a node vs across two, on the article's 910B (HCCS inside a node) and on A100s "
+        "(NVLink and InfiniBand: the step model's best-validated device); confirmed (analysis) when TP "
+        "gains more and across is slower, on both",
         verdicts.over_scenarios(answers),
-        f"TP across two nodes, {placed}; TP's collectives block every layer's next operator, 4 per layer "
-        "and micro-batch (8 with sequence parallelism), while DP's reduction runs once a step beside "
-        "the backward (one network port per ring assumed, devices.yaml's inter-node figure: striping "
+        f"{latency}TP across two nodes, {placed}; TP's collectives block every layer's next operator, 4 "
+        "per layer and micro-batch (8 with sequence parallelism), while DP's reduction runs once a step "
+        "beside the backward (one network port per ring assumed, devices.yaml's inter-node figure: striping "
         "over several would shrink the gap up to their number); the batch is assumed (the 128-card "
         "case states none)",
         basis=verdicts.ASSUMED,

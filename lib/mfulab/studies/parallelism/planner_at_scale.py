@@ -121,26 +121,46 @@ def a10_placement():
         "zero_stage": 1,
         "recompute_policy": "selective",
     }
+    # the latency sensitivity: every per-call latency of NCCL's model doubled, each group's added
+    # seconds (the calls on its path times the added latency)
+    base = Assumptions()
+    doubled = {f: 2 * getattr(base, f) for f in A10_LATENCY_FIELDS}
     rows = []
     for device in stated.A10_DEVICES:
         for where, per_node in (
             ("TP inside a node (8 per node)", 8),
             ("TP across two nodes (4 per node)", 4),
         ):
-            t = layouts.layout_step(
-                cfg,
-                layout,
-                global_batch=M["global_batch"],
-                **cluster(L["devices"], devices_per_node=per_node, device=device),
+            t, slow = (
+                layouts.layout_step(
+                    cfg,
+                    layout,
+                    global_batch=M["global_batch"],
+                    **cluster(L["devices"], devices_per_node=per_node, device=device, **extra),
+                )
+                for extra in ({}, doubled)
             )
             rows.append(
                 {
                     "device": device,
                     "placement": where,
-                    **{k: t[k] for k in ("tp_comm_s", "dp_comm_exposed_s", "step_s", "mfu_palm")},
+                    **{
+                        k: t[k] for k in ("tp_comm_s", "dp_comm_s", "dp_comm_exposed_s", "step_s", "mfu_palm")
+                    },
+                    "tp_added_by_latency_s": slow["tp_comm_s"] - t["tp_comm_s"],
+                    "dp_added_by_latency_s": slow["dp_comm_s"] - t["dp_comm_s"],
                 }
             )
     return pd.DataFrame(rows)
+
+
+A10_LATENCY_FIELDS = (
+    "nccl_base_latency_s",
+    "alpha_intra_s",
+    "alpha_inter_s",
+    "tree_alpha_intra_s",
+    "tree_alpha_inter_s",
+)
 
 
 def a12_planner_table():
