@@ -615,7 +615,7 @@ def test_a18_prices_the_claims_setting():
     # each threshold judged where the article states it (8 cards, TP 8): under 10% is good when the
     # step without overlap does not read good and the overlapped one does, its last chunk exposed
     a = exposed_share.article_shares(Params().to_dict())
-    assert good.basis == room.basis == "analysis at the article's configuration"
+    assert good.basis == room.basis == "analysis at assumed configurations"  # no model or batch stated
     assert "8 ascend-910b cards, TP 8" in good.evidence and "at k = 4" in good.evidence
     assert good.verdict.startswith(exposed_share.a18_rule_decision(a))
     assert room.verdict.startswith(exposed_share.a18_room_decision(a)) and "α 20 µs" in room.evidence
