@@ -252,7 +252,7 @@ def _step2_answer(r, flags_s: float, line_s: float) -> bool | None:
     return False if r.most_cut_s + flags_s < line_s else None
 
 
-def b6_exposed_reduction(records, accumulations) -> dict:
+def b6_exposed_reduction(records, accumulations, gate=None) -> dict:
     """B6 at scale: the gradient reduction left exposed after the last micro-batch's backward in
     article B's 7B run at 25 MiB, under the reading of the run that holds its step times
     (``b8_consistency.exposed_reduction``: the same reading B8 is decided on, on the untuned
@@ -262,7 +262,7 @@ def b6_exposed_reduction(records, accumulations) -> dict:
     has no 7B at scale."""
     if not any("7b" in m for m in records["params"]["scale_presets"]):
         return {}
-    gate = b8_consistency.consistency_table(records)
+    gate = b8_consistency.consistency_table(records) if gate is None else gate
     found = b8_consistency.exposed_reduction(records, gate, accumulations)
     return {
         "reading": found["reading"],

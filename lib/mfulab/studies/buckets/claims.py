@@ -71,7 +71,9 @@ def outcome(records, p) -> Outcome:
         )
         + b8_case.b8_earlier_claim(t["gpt_layouts"])
         + flags.b6_claims(
-            records, t["flags"], b8_case.b6_exposed_reduction(records, flags.B6_MICRO_BATCH_SCENARIOS)
+            records,
+            t["flags"],
+            b8_case.b6_exposed_reduction(records, flags.B6_MICRO_BATCH_SCENARIOS, t["b8_consistency"]),
         )
     )
     return Outcome(claim_list, headline_metrics(records, claim_list, t, values), t, values=values)

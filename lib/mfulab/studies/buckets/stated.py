@@ -102,13 +102,10 @@ B8_VISIBLE_TAIL_CUT = 0.10
 # The micro-batch reads two ways: one sequence (assumed, the stated case: 32 micro-batches per DP
 # rank) or the 8 of §4's DataLoader(batch_size=8) (512 / (16 x 8) = 4 micro-batches per rank).
 B8_MICRO_BATCH_READINGS = (1, 8)
-# Sensitivity rows that change article B's configuration instead of an input it leaves unstated:
-# other cards, another sharding than its TP 4, a network other than its "IB 200Gbps". "IB 200Gbps"
-# reads two ways, one port per node or one per GPU (a DGX A100's eight): §3.3's two-node busbw
-# (21 GB/s, "close to the 25 GB/s physical limit") is one port's figure either way if its test ran
-# one GPU per node, so it does not settle the count; §5.2's own step times do
+# "IB 200Gbps" reads two ways, one port per node or one per GPU (a DGX A100's eight): §3.3's
+# two-node busbw (21 GB/s, "close to the 25 GB/s physical limit") is one port's figure either way
+# if its test ran one GPU per node, so it does not settle the count; §5.2's own step times do
 # (``b8_consistency``), and B8 is decided on the readings that hold them.
-B8_CONFIG_ROWS = ("cards", "gradient sharding", "interconnect")
 
 # B6 — article B §2.2: gradient_as_bucket_view saves a copy, static_graph spares repeated
 # graph analysis; "这些参数对大规模训练的性能影响不算巨大，但组合起来可以省掉好几个百分点的开销"
