@@ -191,7 +191,11 @@ plots.save_figure(figures.validation(df, 0.25), out, "validation")
 # interleaving depth and almost no pure toggle, and no published run on article A's Ascend 910B
 # (none is public in a form this course could price), so every 910B verdict in chapters 02–08
 # carries GPU-derived margins and a GPU-fitted GEMM share to a card the model was never tested
-# on: an extrapolation, whatever its basis label says.
+# on: an extrapolation. The course's rule (`docs/claims.md`) labels every such row *analysis at
+# assumed configurations*, and one that decides must keep its answer in each reading of the card
+# (`analytic.extrapolated.device_readings`: its SKUs' peaks 295 and 374 TFLOP/s, the GEMMs at 0.6
+# and 0.9 of MAMF, HBM at 1.2 TB/s, every collective latency × 0.5 and × 4): since 2026-12-07
+# chapter 02's A18 and chapter 08's A10 do, and A17's memory row uses only the article's own 64 GB.
 # The second table places both margins among the errors on single rows: a step time against a
 # published one carries those larger errors.
 

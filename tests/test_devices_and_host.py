@@ -268,3 +268,28 @@ def test_cpu_isa_reads_what_a_peak_needs():
     assert set(isa["matmul_flags"]) <= set(host.MATMUL_ISA_FLAGS)
     if isa["physical_cores"] is not None:
         assert 1 <= isa["physical_cores"] <= (os.cpu_count() or 1)
+
+
+def test_an_extrapolated_device_has_readings_and_a_validated_one_none():
+    """The 910B (devices.yaml approximate: no vendor datasheet, no published run in chapter 09's
+    validation) is priced in readings that can reverse a verdict: its SKUs' peaks with the
+    family's links, the GEMM share, a lower HBM and NCCL's latencies scaled."""
+    from mfulab.analytic import extrapolated
+    from mfulab.analytic.rates import Assumptions
+
+    assert extrapolated.device_readings("a100") == {} and not extrapolated.is_extrapolated("a100")
+    r = extrapolated.device_readings("ascend-910b", matmul_share_of_mamf=0.8)
+    assert len(r) == 7
+    peaks = [v for k, v in r.items() if k.startswith("peak")]
+    assert [p["device"] for p in peaks] == ["ascend-910b3", "ascend-910b1"]
+    # a SKU entry has no interconnect of its own: the family's HCCS and RoCE carry over
+    assert all(p["intra_node_bytes_per_s"] == 196e9 and p["network_bytes_per_s"] == 25e9 for p in peaks)
+    assert (
+        r["GEMMs at 0.6 of MAMF"]["matmul_share_of_mamf"] == 0.6 and peaks[0]["matmul_share_of_mamf"] == 0.8
+    )
+    base = Assumptions()
+    assert r["HBM 1.2 TB/s"]["memory_efficiency"] == pytest.approx(base.memory_efficiency * 0.75)
+    assert r["collective latency × 4"]["alpha_inter_s"] == pytest.approx(4 * base.alpha_inter_s)
+    assert r["collective latency × 0.5"]["nccl_base_latency_s"] == pytest.approx(
+        0.5 * base.nccl_base_latency_s
+    )

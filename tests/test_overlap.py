@@ -634,6 +634,15 @@ def test_a18_prices_the_claims_setting():
     assert exposed_share.a18_rule_decision({**base, "serial": 0.08}) == "refuted"
     assert exposed_share.a18_rule_decision({**base, "overlapped": 0.3}) == "refuted"
     assert exposed_share.a18_rule_decision({**base, "last_chunk_floor": {4: 0.12}}) == "refuted"
+    # the 910B, a card the step model was never validated on: each of its readings is an assumed
+    # input, and one whose overlapped step no longer reads good (or whose serial one does) leaves
+    # the row open
+    assert len(a["by_device_reading"]) == 7 and "collective latency × 4" in good.evidence
+    fine = {"peak x": {"serial": 0.2, "overlapped": 0.05}}
+    assert exposed_share.a18_rule_decision({**base, "by_device_reading": fine}) == "confirmed"
+    for bad in ({"serial": 0.2, "overlapped": 0.11}, {"serial": 0.09, "overlapped": 0.05}):
+        open_ = {**base, "by_device_reading": {**fine, "latency y": bad}}
+        assert exposed_share.a18_rule_decision(open_) == "analytic only"
     # over 25% can flag only where the step with nothing hidden reads over it
     assert exposed_share.a18_room_decision({"serial": 0.22, "serial_by_link": {"x": 0.24}}) == "refuted"
     assert exposed_share.a18_room_decision({"serial": 0.22, "serial_by_link": {"x": 0.29}}) == "analytic only"

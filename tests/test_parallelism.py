@@ -277,7 +277,10 @@ def test_a10_places_tp_inside_and_across_nodes_on_the_articles_card_and_on_a100s
 
     placement = planner_at_scale.a10_placement()
     assert list(dict.fromkeys(placement.device)) == list(stated.A10_DEVICES)
-    for _, g in placement.groupby("device"):
+    # the 910B, never validated (chapter 09), is priced in each of its readings too; the A100 is not
+    readings = placement[placement.reading != "stated"]
+    assert set(readings.device) == {"ascend-910b"} and readings.reading.nunique() == 7
+    for _, g in placement.groupby(["device", "reading"]):
         inside, across = g.iloc[0], g.iloc[1]
         # the TP group's collectives leave the node: far slower on either card
         assert across.tp_comm_s > 3 * inside.tp_comm_s and across.step_s > inside.step_s
@@ -289,6 +292,11 @@ def test_a10_places_tp_inside_and_across_nodes_on_the_articles_card_and_on_a100s
     premise, traffic, row, contention = a10_rows.a10_claims(planner_at_scale.a10_traffic_table(), placement)
     assert row.verdict == "confirmed (analysis)"
     assert "ascend-910b: step" in row.evidence and "a100: step" in row.evidence
+    assert "7 of 7 keep both answers" in row.evidence
+    # one reading of the extrapolated card that reverses the answer leaves the row open
+    slow = (placement.reading == "collective latency × 4") & placement.placement.str.contains("inside")
+    reversed_reading = placement.assign(step_s=placement.step_s.where(~slow, 1e9))
+    assert a10_rows.placement_claim(reversed_reading).verdict == "analytic only"
     # by bytes, only batches a published run of such a model trained at vote (≥ 2M tokens: 512 and
     # 2048 sequences of 4096): TP sends 18.6–152× DP's bytes there, confirmed (analysis); one
     # micro-batch per DP rank (65k tokens on 128 cards), where DP sends more for the 70B, is printed

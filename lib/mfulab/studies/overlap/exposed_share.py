@@ -70,6 +70,7 @@ def article_shares(p: dict) -> dict:
     all-reduces), with the command's global batch; without overlap all communication is exposed,
     with it (the TP collectives under the GEMMs, the overlap the article describes in §2.1–2.2:
     at DP 1 a gradient overlap has nothing to hide) what the step adds over the compute."""
+    from mfulab.analytic import extrapolated
     from mfulab.analytic.rates import Assumptions
     from mfulab.studies.overlap.step_at_scale import a4_baseline, a4_model
 
@@ -90,7 +91,19 @@ def article_shares(p: dict) -> dict:
     for name, assumed in A18_LINK_READINGS.items():
         mm = a4_model(**case, **assumed)
         serial_by_link[name] = mm["total_comm_s"] / mm["step_serial_s"]
+    # a card the step model was never validated on (the 910B, chapter 09): each of its readings
+    # (extrapolated.device_readings) is an assumed input, the serial and the overlapped share (the
+    # last chunk's floor kept) in each
+    by_device_reading = {}
+    for name, reading in extrapolated.device_readings(case["device"]).items():
+        mm = a4_model(**{**case, **reading})
+        floor = max(mm["total_comm_s"] / k / mm["step_overlapped_s"] for k in A18_CHUNKS)
+        by_device_reading[name] = {
+            "serial": mm["total_comm_s"] / mm["step_serial_s"],
+            "overlapped": max(exposed(mm), floor),
+        }
     return {
+        "by_device_reading": by_device_reading,
         "serial_by_link": serial_by_link,
         # the last chunk's all-reduce exposed: the TP kernels' time ÷ k over the overlapped step
         "last_chunk_floor": {k: m["total_comm_s"] / k / m["step_overlapped_s"] for k in A18_CHUNKS},
@@ -144,6 +157,20 @@ def a18_profiler_claim(p: dict) -> Claim:
     )
 
 
+def _readings_note(a: dict) -> str:
+    """The extrapolated card's readings in one clause: the serial and overlapped shares' ranges."""
+    readings = a.get("by_device_reading", {})
+    if not readings:
+        return ""
+    serial = [r["serial"] for r in readings.values()]
+    overlapped = [r["overlapped"] for r in readings.values()]
+    return (
+        f"; the {a['device']}, a card the step model was never validated on (chapter 09), in {len(readings)} "
+        f"readings ({', '.join(readings)}): {min(serial):.0%}–{max(serial):.0%} without overlap, "
+        f"{min(overlapped):.1%}–{max(overlapped):.1%} overlapped (last chunk's floor kept)"
+    )
+
+
 def a18_rule_decision(a: dict) -> str:
     """A18's lower threshold (under 10% is good overlap) judged where the article states it (one
     machine, 8 cards, TP 8): right when a step without overlap does not read *good* and the step
@@ -151,23 +178,29 @@ def a18_rule_decision(a: dict) -> str:
     (``A18_TP_OVERLAP_SHARES``) and with the last of the article's 4–8 chunks left exposed (a
     dependent chunked all-reduce cannot hide its last chunk: ``last_chunk_floor``). Refuted
     (analysis) when the stated case misgrades (the serial step reads good, or the overlapped one
-    does not); analytic only when only a sensitivity row does; confirmed (analysis) otherwise.
+    does not); analytic only when only a sensitivity row does, a reading of the extrapolated
+    card among them (``by_device_reading``: the serial step must still not read good and the
+    overlapped one must); confirmed (analysis) otherwise.
     ``a``: :func:`article_shares`."""
     floors = list(a.get("last_chunk_floor", {}).values())
     stated = max([a["overlapped"], *floors])
     overlapped = [max([x, *floors]) for x in a["overlapped_by_tp_overlap_share"].values()]
     if a["serial"] < GOOD_SHARE or stated >= GOOD_SHARE:
         return "refuted"
-    return "confirmed" if all(x < GOOD_SHARE for x in overlapped) else "analytic only"
+    readings = a.get("by_device_reading", {}).values()
+    graded = all(r["serial"] >= GOOD_SHARE and r["overlapped"] < GOOD_SHARE for r in readings)
+    return "confirmed" if graded and all(x < GOOD_SHARE for x in overlapped) else "analytic only"
 
 
 def a18_room_decision(a: dict) -> str:
     """A18's upper threshold (over 25% leaves room) at the same configuration: it can grade only
     if a step with nothing overlapped, the most room there is, reads over 25%. Confirmed
-    (analysis) when the serial share does in the stated case and every link reading
+    (analysis) when the serial share does in the stated case, every link reading and every reading
+    of the extrapolated card
     (``A18_LINK_READINGS``), refuted (analysis) when it does in none (the band never flags the
     step with nothing hidden), analytic only otherwise."""
-    shares = [a["serial"], *a.get("serial_by_link", {}).values()]
+    readings = [r["serial"] for r in a.get("by_device_reading", {}).values()]
+    shares = [a["serial"], *a.get("serial_by_link", {}).values(), *readings]
     return verdicts.over_scenarios([x > ROOM_SHARE for x in shares])
 
 
@@ -230,7 +263,7 @@ def a18_claim(table, overlap_table, p: dict | None = None) -> list[Claim]:
         + ": "
         + ", ".join(f"{v:.0%}" for v in a["overlapped_by_tp_overlap_share"].values())
         + f"; the last chunk of a dependent chunked all-reduce stays exposed, a floor of {floors} "
-        f"(overlap saves {a['saved_s']:.2f} s); " + sweep,
+        f"(overlap saves {a['saved_s']:.2f} s){_readings_note(a)}; " + sweep,
         basis=verdicts.ASSUMED,  # §8 states the 8 cards and TP 8, not the model or the batch
     )
     links = ", ".join(f"{name}: {v:.0%}" for name, v in a["serial_by_link"].items())
@@ -242,7 +275,8 @@ def a18_claim(table, overlap_table, p: dict | None = None) -> list[Claim]:
         "configuration and with a slower TP link: the band can flag only if that step reads over 25%",
         a18_room_decision(a),
         f"{setting}, nothing overlapped: {a['serial']:.0%} of the step; with a slower TP link "
-        f"(rates.Assumptions): {links}; where the step with nothing hidden reads under 25%, the band "
+        f"(rates.Assumptions): {links}{_readings_note(a)}; where the step with nothing hidden reads under "
+        "25%, the band "
         "never flags a step at this configuration, whatever its overlap",
         basis=verdicts.ASSUMED,  # §8 states the 8 cards and TP 8, not the model or the batch
     )

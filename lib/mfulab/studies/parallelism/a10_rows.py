@@ -123,13 +123,14 @@ def placement_claim(placement) -> Claim:
     layer's next operator, DP's reduction runs once a step), and the placement, the planner with
     the TP group inside a node against across two. Confirmed (analysis) when TP gains more than DP
     and across is slower, on both cards (round fourteen's reader: the placement alone is mostly a
-    bandwidth effect)."""
-    pairs = {
-        device: (g.iloc[0], g.iloc[1]) for device, g in placement.groupby("device", sort=False)
-    }  # (inside, across) per device
-    answers = [across.step_s > inside.step_s for inside, across in pairs.values()]
+    bandwidth effect). A device the step model was never validated on (the 910B) votes in each of
+    its readings too (``extrapolated.device_readings``: its SKUs' peaks, the GEMM share, HBM and
+    the collective latency), so no reading of the card may reverse the answer."""
+    every = {key: (g.iloc[0], g.iloc[1]) for key, g in placement.groupby(_reading_key(placement), sort=False)}
+    answers = [across.step_s > inside.step_s for inside, across in every.values()]
     if "tp_added_by_latency_s" in placement:
-        answers += [i.tp_added_by_latency_s > i.dp_added_by_latency_s for i, _ in pairs.values()]
+        answers += [i.tp_added_by_latency_s > i.dp_added_by_latency_s for i, _ in every.values()]
+    pairs = _stated_pairs(placement)
     latency = (
         "doubling every per-call latency adds "
         + "; ".join(
@@ -148,6 +149,7 @@ def placement_claim(placement) -> Claim:
         f"{across.tp_comm_s:.1f} vs {inside.tp_comm_s:.1f} s)"
         for device, (inside, across) in pairs.items()
     )
+    readings = _readings_note(placement)
     return Claim(
         "A10",
         "TP traffic is the most latency-sensitive: TP inside a node, DP may cross nodes",
@@ -160,9 +162,42 @@ def placement_claim(placement) -> Claim:
         "per layer and micro-batch (8 with sequence parallelism), while DP's reduction runs once a step "
         "beside the backward (one network port per ring assumed, devices.yaml's inter-node figure: striping "
         "over several would shrink the gap up to their number); the batch is assumed (the 128-card "
-        "case states none)",
+        f"case states none){readings}",
         basis=verdicts.ASSUMED,
     )
+
+
+def _reading_key(placement) -> list[str]:
+    """The columns that name one priced card: its device and, where present, its reading."""
+    return ["device", "reading"] if "reading" in placement else ["device"]
+
+
+def _stated_pairs(placement) -> dict:
+    """(inside, across) per device as stated (the readings of an extrapolated card left out)."""
+    if "reading" in placement:
+        placement = placement[placement.reading == "stated"]
+    return {device: (g.iloc[0], g.iloc[1]) for device, g in placement.groupby("device", sort=False)}
+
+
+def _readings_note(placement) -> str:
+    """The extrapolated card's readings in one clause: how many keep both answers, and the range of
+    TP's and DP's added latency and of the across/inside step ratio over them."""
+    if "reading" not in placement or not (placement.reading != "stated").any():
+        return ""
+    notes = []
+    for device, g in placement[placement.reading != "stated"].groupby("device", sort=False):
+        inside = g[g.placement.str.contains("inside")].set_index("reading")
+        across = g[~g.placement.str.contains("inside")].set_index("reading")
+        ratio = across.step_s / inside.step_s
+        tp, dp = inside.tp_added_by_latency_s, inside.dp_added_by_latency_s
+        keep = int(((ratio > 1) & (inside.tp_added_by_latency_s > inside.dp_added_by_latency_s)).sum())
+        notes.append(
+            f"{device}, a card the step model was never validated on (chapter 09), in {len(inside)} readings "
+            f"({', '.join(inside.index)}): {keep} of {len(inside)} keep both answers; TP gains "
+            f"{tp.min():.3f}–{tp.max():.3f} s against DP's {dp.min():.3f}–{dp.max():.3f} s, across two "
+            f"nodes is {ratio.min():.2f}–{ratio.max():.2f}× the step inside one"
+        )
+    return "; " + "; ".join(notes)
 
 
 def contention_claim(placement) -> Claim:
@@ -172,8 +207,7 @@ def contention_claim(placement) -> Claim:
     crosses nodes. How much unordered collectives cost where they share links needs a real
     network: analytic only, with the links each placement shares."""
     rows = []
-    for device, g in placement.groupby("device", sort=False):
-        inside, across = g.iloc[0], g.iloc[1]
+    for device, (inside, across) in _stated_pairs(placement).items():
         rows.append(
             f"{device}: TP inside a node puts {inside.tp_comm_s:.1f} s of TP traffic on the in-node "
             f"fabric and none on the network; across two nodes {across.tp_comm_s:.1f} s of it shares the "

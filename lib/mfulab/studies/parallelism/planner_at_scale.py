@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 
-from mfulab.analytic import comm, flops, layouts, memory, parallel, step
+from mfulab.analytic import comm, extrapolated, flops, layouts, memory, parallel, step
 from mfulab.analytic.config import preset
 from mfulab.analytic.rates import Assumptions
 from mfulab.studies.parallelism import stated
@@ -124,9 +124,9 @@ def a10_placement():
     # the latency sensitivity: every per-call latency of NCCL's model doubled, each group's added
     # seconds (the calls on its path times the added latency)
     base = Assumptions()
-    doubled = {f: 2 * getattr(base, f) for f in A10_LATENCY_FIELDS}
     rows = []
-    for device in stated.A10_DEVICES:
+    for device, reading, inputs in _device_readings(stated.A10_DEVICES):
+        doubled = {f: 2 * inputs.get(f, getattr(base, f)) for f in A10_LATENCY_FIELDS}
         for where, per_node in (
             ("TP inside a node (8 per node)", 8),
             ("TP across two nodes (4 per node)", 4),
@@ -136,13 +136,14 @@ def a10_placement():
                     cfg,
                     layout,
                     global_batch=M["global_batch"],
-                    **cluster(L["devices"], devices_per_node=per_node, device=device, **extra),
+                    **cluster(L["devices"], devices_per_node=per_node, **{**inputs, **extra}),
                 )
                 for extra in ({}, doubled)
             )
             rows.append(
                 {
                     "device": device,
+                    "reading": reading,
                     "placement": where,
                     **{
                         k: t[k] for k in ("tp_comm_s", "dp_comm_s", "dp_comm_exposed_s", "step_s", "mfu_palm")
@@ -154,13 +155,16 @@ def a10_placement():
     return pd.DataFrame(rows)
 
 
-A10_LATENCY_FIELDS = (
-    "nccl_base_latency_s",
-    "alpha_intra_s",
-    "alpha_inter_s",
-    "tree_alpha_intra_s",
-    "tree_alpha_inter_s",
-)
+def _device_readings(devices):
+    """(device, reading, the step model's inputs) for each device as stated ("stated") and, for a
+    device the step model was never validated on, each reading of it (``extrapolated``)."""
+    for device in devices:
+        yield device, "stated", {"device": device}
+        for name, inputs in extrapolated.device_readings(device, **stated.CLUSTER["assumptions"]).items():
+            yield device, name, inputs
+
+
+A10_LATENCY_FIELDS = extrapolated.LATENCY_FIELDS  # every per-call latency of NCCL's model
 
 
 def a12_planner_table():
