@@ -331,11 +331,14 @@ sens
 # (the caps, 9.4 → 9.0 s) ran *before* step 3 (NCCL's tuning, 9.0 → 8.7 s), which §3.3 says took
 # the two-node busbw from 11 to 21 GB/s. So the tail B8 describes was on the untuned network, and
 # a reading of the run (how many 200 Gb/s ports a node has, the micro-batch, the gradients'
-# precision) is kept only if it gives both the 9.4 s at 25 MiB and step 3's 0.3 s
-# (`b8_consistency.consistency_table`: `holds`). One port per node, the reading §3.3's busbw first
-# suggests, saves about 2 s when the network is tuned, seven times the article's 0.3 s: the 2.6 s
-# reduction it prices cannot hide under one micro-batch's backward. One port per GPU gives both
-# figures (§3.3's two-node test gives one port's busbw either way if it ran one GPU per node).
+# precision) is kept if it gives step 3's 0.3 s within the model's error and fits the card
+# (`b8_consistency.consistency_table`: `holds`). A saving is the difference of two ~9–13 s modelled
+# steps, each off by up to the switch margin, so the error on it is ± margin × the step
+# (`b8_consistency.saving_within`), and a single step's 9.4 s is printed, not gated: chapter 09
+# lets the model decide a ratio, never a step on its own. One port per node, the reading §3.3's
+# busbw first suggests, saves about 2 s when the network is tuned against the article's 0.3 s,
+# one port per GPU 0.27 s: the model cannot tell them apart, so both vote (until 2026-12-07 the
+# first was dropped on a precision the model does not have).
 
 # %%
 o.tables["b8_consistency"]
@@ -419,7 +422,7 @@ o.tables["a6_per_tensor"]
 # (the one the step model prices Megatron's buckets with), whose default size, max(40M, 1M × DP)
 # parameters, is given beside it; the 25 MB is the sentence's example. B8 is judged
 # at article B's own run on the network its step 2 ran on (busbw 11 GB/s), under the readings of
-# the run that hold the article's own step times (above). Its sentence is what the article saw on
+# the run that hold the article's own figures (above). Its sentence is what the article saw on
 # a timeline, so it is judged on the tail (the all-reduce still running after the backward): yes
 # when 50–100 MiB cuts 25 MiB's tail by at least a tenth of it (assumed: a change a timeline
 # shows) by the step model's margin, in every case (each reading that holds, over the rows that

@@ -202,9 +202,10 @@ def test_b8_is_judged_at_article_bs_run():
 
 def test_b8_is_decided_on_the_readings_that_hold_the_articles_own_step_times():
     """Step 2 ran before step 3's NCCL tuning (busbw 11 → 21 GB/s, 9.0 → 8.7 s): a reading of the
-    run must give 9.4 s at 25 MiB on the untuned network and step 3's 0.3 s. One port per node
-    (the reading §3.3's busbw once seemed to settle) saves ~2 s there, not 0.3 s; one port per GPU
-    holds both. B8 and step 2 are decided on the readings that hold, on the untuned network."""
+    run must give step 3's 0.3 s within the model's error on a difference of two ~9 s steps
+    (±margin × the step), and a single step gates nothing (chapter 09's rule). One port per node
+    saves ~2 s, one port per GPU 0.27 s: both within that error, so no reading that fits is
+    dropped. B8 and step 2 are decided on the readings that hold, on the untuned network."""
     from mfulab.studies.buckets import b8_consistency
 
     rec = _records({(25, "default"): [0.02, 0.02]})
@@ -216,21 +217,31 @@ def test_b8_is_decided_on_the_readings_that_hold_the_articles_own_step_times():
     assert gate.reading.iloc[0].startswith("stated") and len(gate) == len(b8_consistency.READINGS)
     by = gate.set_index("reading")
     stated = by.iloc[0]
-    # the stated reading: its tuning saving is several times the article's 0.3 s
-    assert not stated.holds and stated.step3_saved_s > 0.3 * 1.48 and stated.holds_step
-    assert by.loc["one port per GPU"].holds and list(gate[gate.holds].reading) == ["one port per GPU"]
+    # the stated reading: its tuning saving is several times the article's 0.3 s, yet within the
+    # model's error on a difference of two ~13 s steps; a 0.3 s miss on 9 s steps is too
+    assert stated.holds and stated.step3_saved_s > 0.3 * 1.48
+    assert b8_consistency.saving_within(2.19, 0.3, 13.1) and not b8_consistency.saving_within(8.0, 0.3, 9.4)
+    assert by.loc["one port per GPU"].holds
+    # a reading that does not fit the card does not hold (the DataLoader's micro-batch 8)
+    assert list(gate[gate.holds].reading) == list(gate[gate.fits].reading)
     # a faster network cannot save more: the saving falls as ports are added
     assert by.loc["one port per GPU"].step3_saved_s < stated.step3_saved_s
     gated = b8_consistency.gated_rows(rec, gate)
-    assert set(gated.reading) == {"one port per GPU"} and "stated" in set(gated.scenario)
+    assert {"one port per GPU", stated.name} <= set(gated.reading) and "stated" in set(gated.scenario)
+    # B6 at scale takes the holding reading that leaves the least exposed (the highest share)
+    least = b8_consistency.exposed_reduction(rec, gate, (1,))
+    assert least["reading"] in set(gate[gate.holds].reading)
     assert (gated.tail_cut_share <= gated.most_cut_share + 1e-9).all()
     case, tails = b8_case.b8_table(rec), b8_case.b8_tail_table(rec)
     sentence, step2 = b8_case.b8_claims(rec, case, tails, gate, gated)
     # the stated scenario cuts under the line by the margin, a heavier NCCL latency past it: open
     answers = [b8_case._tail_answer(c) for c in gated.tail_cut_share]
     assert False in answers and True in answers and sentence.verdict == "analytic only"
-    assert "one port per GPU: 9.10 s and 0.27 s saved, holds" in sentence.evidence
-    assert "fails (the tuning's saving)" in sentence.evidence and "untuned network" in sentence.measured
+    assert "one port per GPU: 9.10 s (0.97× the article's) and 0.27 s saved, holds" in sentence.evidence
+    assert (
+        "a single modelled step decides nothing" in sentence.evidence
+        and "untuned network" in sentence.measured
+    )
     # every case under the line by the margin: both readings of the configuration agree
     quiet = gated.assign(tail_cut_share=0.05)
     assert b8_case.b8_claims(rec, case, tails, gate, quiet)[0].verdict == "refuted (analysis)"

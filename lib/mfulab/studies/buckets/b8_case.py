@@ -84,7 +84,7 @@ def b8_tail_table(records):
 def b8_claims(records, scale, tails, gate=None, gated=None) -> list[Claim]:
     """B8's sentence on its own quantity, the tail a timeline shows: "smoother" holds in a case
     when 50-100 MiB cuts 25 MiB's tail by at least ``stated.B8_VISIBLE_TAIL_CUT`` of itself.
-    The cases are the readings of article B's run that hold its own step times
+    The cases are the readings of article B's run that hold its own figures
     (``b8_consistency.consistency_table``: 9.4 s before step 2, 0.3 s saved by step 3's network
     tuning), each on the untuned network step 2 ran on, over the sensitivity rows of an input no
     reading states (``b8_consistency.gated_rows``; ``verdicts.over_scenarios``). Where no reading
@@ -197,7 +197,7 @@ def _tail_answer(cut_share: float) -> bool | None:
 
 def b8_step2_claim(gate, gated) -> Claim:
     """Article B §5.2 step 2 (the cap 25 → 50 MB with gradient_as_bucket_view and static_graph:
-    9.4 → 9.0 s), on the readings of the run that hold the article's own step times
+    9.4 → 9.0 s), on the readings of the run that hold the article's own figures
     (``b8_consistency``), on the untuned network it ran on: a case explains the 0.4 s when the
     simulated saving of the cap plus the most the flags can save (``flags.article_bound``: the two
     gradient copies at HBM bandwidth; static_graph nothing without unused parameters) reaches
@@ -234,7 +234,7 @@ def b8_step2_claim(gate, gated) -> Claim:
         f"§5.2 step 2: the cap 25 → {cap} MB and both DDP flags took the step from "
         f"{a['step_before_s']:.1f} s to {a['step_after_s']:.1f} s",
         f"simulated saving of the cap plus the flags' bound on the untuned network, under the readings of "
-        f"the run that hold the article's own step times, against the stated {stated_s:.1f} s (explained: "
+        f"the run that hold the article's own figures, against the stated {stated_s:.1f} s (explained: "
         f"≥ {B8_STEP2_EXPLAINED_SHARE:.0%} of it)",
         decision,
         (f"read as DDP, {cases}" if cases else "no reading of the run holds the article's own step times")
@@ -254,7 +254,8 @@ def _step2_answer(r, flags_s: float, line_s: float) -> bool | None:
 
 def b6_exposed_reduction(records, accumulations, gate=None) -> dict:
     """B6 at scale: the gradient reduction left exposed after the last micro-batch's backward in
-    article B's 7B run at 25 MiB, under the reading of the run that holds its step times
+    article B's 7B run at 25 MiB, under the reading of the run that holds its figures and leaves
+    the least exposed
     (``b8_consistency.exposed_reduction``: the same reading B8 is decided on, on the untuned
     network of the 9.0 s step), at each number of micro-batches per step in ``accumulations``,
     divided by 1 + the step model's margin for a switch: a lower bound on what the step holds

@@ -341,10 +341,10 @@ def b6_claims(records, table, exposed_s: dict | None = None) -> list[Claim]:
     search = search_bound_at_scale(records)
     saved_s = a["copy_s"] + (search["share"] * a["step_s"] if search else 0.0)
     # "can save" over micro-batches per step: the §5 run's 32 and fewer. The step is at least its
-    # compute scaled down with them and at least the gradient reduction left exposed after the
-    # last micro-batch (the simulator's, at the low end of the model's margin, under the reading of
-    # the run B8 keeps), so each share is an upper bound: a bound under "several percent" answers
-    # no, one over it cannot answer. Only batches in published ranges vote (a 7B's global batch at
+    # compute scaled down with them and at least the gradient reduction left exposed after the last
+    # micro-batch (the simulator's, at the low end of the model's margin, under the reading B8 keeps
+    # that leaves the least), so each share is an upper bound: under "several percent" answers no,
+    # over it cannot answer. Only batches in published ranges vote (a 7B's global batch at
     # or above MIN_TOKENS_PER_STEP_7B_70B: the run's own 32 micro-batches, 2.1M tokens)
     exposed = exposed_s or {}
     reading, exposed_s = exposed.get("reading"), exposed.get("exposed_s", {})
@@ -392,8 +392,8 @@ def b6_claims(records, table, exposed_s: dict | None = None) -> list[Claim]:
                 + ", ".join(
                     f"{exposed_s[m]:.2f} s at {m}" for m in B6_MICRO_BATCH_SCENARIOS if m in exposed_s
                 )
-                + f" (the simulator's at 25 MiB under the reading B8 keeps, {reading}, on the untuned "
-                "network, divided by 1 + the step model's margin)"
+                + f" (the simulator's at 25 MiB under the reading B8 keeps that leaves the least, {reading}, "
+                "on the untuned network, divided by 1 + the step model's margin)"
                 if exposed_s
                 else ""
             )
