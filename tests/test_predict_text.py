@@ -118,6 +118,10 @@ def test_a19_case_shows_the_command_as_parsed_and_each_recompute_reading():
     )
     text = case_texts.a19_text(t.reset_index())
     assert f"{t.loc[('fused', 'none'), 'predicted_step_s']:.2f}–{none:.2f} s" in text and "(block:12)" in text
+    # the stated 2.4 s in both conventions: PaLM's (attention counted) above the article's own 6N
+    mfu_palm, mfu_6n = t.stated_mfu_palm.iloc[0], t.stated_mfu_6n.iloc[0]
+    assert 1 < mfu_6n < mfu_palm and f"({mfu_6n:.0%} in the article's own 6N convention)" in text
+    assert "is 4.98, not the 0.497 it prints" in text
 
 
 def test_b15_text_says_no_rung_is_decided_inside_the_switch_margin():

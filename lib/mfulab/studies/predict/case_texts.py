@@ -90,9 +90,15 @@ def a19_text(a19, records=None) -> str:
     return (
         f"The stated layout predicts **{lo:.2f}–{hi:.2f} s** per step (MFU {parsed.mfu_palm.min():.0%}–"
         f"{parsed.mfu_palm.max():.0%}, PaLM convention). The stated 2.4 s would mean an MFU of "
-        f"**{implied:.0%}**: "
-        f"even at 100% MFU the step takes {floor:.2f} s. Chapter 01 checks the article's arithmetic (its ×3 "
-        "on 6N); the predictor says what the stated hardware and layout allow."
+        f"**{implied:.0%}**"
+        + (
+            f" ({a19.stated_mfu_6n.iloc[0]:.0%} in the article's own 6N convention)"
+            if "stated_mfu_6n" in a19
+            else ""
+        )
+        + f": even at 100% MFU the step takes {floor:.2f} s. The article's own division, "
+        "3.06e16 / (2.56e15 × 2.4), is 4.98, not the 0.497 it prints (chapter 01 checks that slip and its "
+        "×3 on 6N). The predictor says what the stated hardware and layout allow."
         + (
             " Had the command set --recompute-granularity full, its recompute flags would give "
             + ", ".join(f"{r.predicted_step_s:.2f} s ({r.recompute})" for r in readings.itertuples())

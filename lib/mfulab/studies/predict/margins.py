@@ -232,16 +232,23 @@ def kind_text(margins: dict) -> str:
         "**The margin per kind of comparison.** Between two parallel layouts of one model on one "
         f"cluster ({lay['pairs']} held-out pairs from {lay['sources']} sources), the model's ratio error "
         f"has a median of {lay['median']:.1%} and a 90th percentile of {lay['p90']:.1%}: a layout "
-        f"ranking decides beyond ±{lay['p90']:.0%}. Across a switch ({sw['pairs']} pairs from "
-        f"{sw['sources']} sources) the median is {sw['median']:.1%} and the 90th percentile "
-        f"{sw['p90']:.1%}: a switch turns a term on or off, and the ratio keeps that term's whole "
-        "error, so a recompute policy, a ZeRO stage or an overlap switch decides only beyond "
-        f"±{sw['p90']:.0%}. Only {sw['one_setting']} of the switch pairs change one recorded setting "
-        "and nothing else (the rest change the layout with it, or a switch the files do not record), "
+        f"ranking decides beyond ±{_decisive(lay):.0%} (the decisive line below). Across a switch "
+        f"({sw['pairs']} pairs from {sw['sources']} sources) the median is {sw['median']:.1%} and the "
+        f"90th percentile {sw['p90']:.1%}: a switch turns a term on or off, and the ratio keeps that "
+        "term's whole error, so a recompute policy, a ZeRO stage or an overlap switch decides only "
+        f"beyond ±{_decisive(sw):.0%}. Only {sw['one_setting']} of the switch pairs change one recorded "
+        "setting and nothing else (the rest change the layout with it, or a switch the files do not record), "
         "so the switch figure is what the published pairs can give, not a measurement of a pure toggle."
         + _null_text(margins)
         + _uncertainty_text(margins)
     )
+
+
+def _decisive(m) -> float:
+    """The line a kind's verdicts are decided beyond (``step_error.decisive_margin``'s rule): the
+    largest one-source-out 90th percentile where recorded, else the point 90th percentile."""
+    loso = m.get("p90_one_source_out_max")
+    return max(float(m["p90"]), float(loso) if loso is not None and loso == loso else 0.0)
 
 
 def _null_text(margins: dict) -> str:
@@ -336,9 +343,10 @@ def may_decide_text(tables: dict) -> str:
         parts.append("its steps run fast (median signed error " + ", ".join(signed) + ")")
     if {"layout", "switch"} <= set(kinds.index) and "null_p90" in kinds:
         parts.append(
-            "its ratios, which the chapters decide on, miss by a 90th percentile of "
+            "its ratios, which the chapters decide on, are decided beyond "
             + " and ".join(
-                f"{kinds.loc[k, 'p90']:.0%} ({k}; the null {kinds.loc[k, 'null_p90']:.0%})"
+                f"±{_decisive(kinds.loc[k]):.0%} ({k}: the point 90th percentile {kinds.loc[k, 'p90']:.0%}, "
+                f"the null's {kinds.loc[k, 'null_p90']:.0%})"
                 for k in ("layout", "switch")
             )
         )
@@ -357,6 +365,8 @@ def may_decide_text(tables: dict) -> str:
         + text[1:]
         + ". So it may decide a comparison whose modelled ratio lies beyond the margin of its kind, "
         "read as that: a ratio, not a step time; it may not decide one inside the margin, one that turns "
-        "on TP overlap's size, or a step time on its own, and a verdict near the line is decided by where "
+        "on TP overlap's size, a step time on its own, a difference of two steps to better than the "
+        "margin times the steps, or a card outside its validation (the 910B) unless no reading of the "
+        "card reverses it, and a verdict near the line is decided by where "
         "the margin is drawn (its bootstrap interval below)."
     )
