@@ -514,7 +514,10 @@ o.tables["a2_collectives"]
 # under 10% is right when a step without overlap never reads good and the overlapped one does, at
 # every hidden share of the sensitivity rows and with the last chunk of a dependent chunked
 # all-reduce left exposed; over 25% can flag only where the step with nothing overlapped reads over
-# it, so it is judged on that step, with slower TP links beside it; the ratio sweep shows that away
+# it, so it is judged on that step. Both thresholds take one sensitivity set (since 2026-12-07,
+# after round fourteen's reader): the slower TP links (20 µs per ring step, half the line rate)
+# and each reading of the 910B, a card the step model was never validated on (chapter 09:
+# its SKUs' peaks, the GEMM share, HBM, the collective latency); the ratio sweep shows that away
 # from that configuration a share's class moves with compute ÷ communication (1/(1 + ratio) with
 # no overlap); its profiler figure
 # is not checkable when its two readings (operators' total time, non-overlapped time) disagree.

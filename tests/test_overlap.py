@@ -638,6 +638,10 @@ def test_a18_prices_the_claims_setting():
     # input, and one whose overlapped step no longer reads good (or whose serial one does) leaves
     # the row open
     assert len(a["by_device_reading"]) == 7 and "collective latency × 4" in good.evidence
+    # so is a slower TP link whose last chunk alone reads past 10% (α 20 µs at k = 4 does)
+    assert a["overlapped_by_link"]["α 20 µs"] > 0.1 and good.verdict == "analytic only"
+    slow = {**base, "serial_by_link": {"x": 0.3}, "overlapped_by_link": {"x": 0.11}}
+    assert exposed_share.a18_rule_decision(slow) == "analytic only"
     fine = {"peak x": {"serial": 0.2, "overlapped": 0.05}}
     assert exposed_share.a18_rule_decision({**base, "by_device_reading": fine}) == "confirmed"
     for bad in ({"serial": 0.2, "overlapped": 0.11}, {"serial": 0.09, "overlapped": 0.05}):
