@@ -58,6 +58,7 @@ from mfulab.studies.predict import (
     domain,
     figures,
     margins,
+    memory_check,
     modern,
     scores,
     uncertainty,
@@ -470,6 +471,11 @@ if len(short):
             "layout; the validation prices it anyway, and says so here."
         )
     )
+
+# %%
+memory = t["memory_check"]
+display(Markdown(memory_check.memory_text(memory)))
+memory.round(2)
 
 # %% [markdown]
 # ## 3 · The decomposition against a published breakdown

@@ -137,3 +137,35 @@ def test_b15_text_says_no_rung_is_decided_inside_the_switch_margin():
     assert all(abs(a / b - 1) <= SWITCH_MARGIN for a, b in zip(steps, steps[1:]))
     assert "No rung is decided here" in text and f"×{steps[0] / steps[1]:.3f}" in text
     assert "unlikely" not in text and f"±{SWITCH_MARGIN:.0%}" in text
+
+
+def test_the_memory_model_is_checked_one_sided_against_published_peak_reserved_memory():
+    """torchtitan prints the allocator's peak reserved GiB: at least what a run allocated, so a
+    model above it overstates by at least the ratio, and a model below it says nothing."""
+    import pandas as pd
+
+    from mfulab.studies.predict import memory_check
+
+    runs = [
+        {"id": "a", "published": {"peak_memory_gib": 80.0}},
+        {"id": "b", "published": {"peak_memory_gib": 80.0}},
+        {"id": "c", "published": {"tokens_per_s_per_gpu": 1.0}},
+        {"id": "d", "published": {"peak_memory_gib": 50.0}},
+    ]
+    df = pd.DataFrame(
+        {
+            "id": ["a", "b", "c", "d"],
+            "source": "s",
+            "split": "test",
+            "device": "h100-sxm",
+            "refused": ["", "", "", "beyond the model"],
+            "memory_gib": [96.0, 40.0, 70.0, 90.0],
+        }
+    )
+    t = memory_check.memory_table(df, runs)
+    # no published figure (c) or refused (d): not checked
+    assert list(t.id) == ["a", "b"] and list(t.overstates) == [True, False]
+    assert t.modelled_over_published.iloc[0] == pytest.approx(1.2)
+    text = memory_check.memory_text(t)
+    assert "by at least 20%" in text and "nothing follows" in text
+    assert "never states more" in memory_check.memory_text(t[~t.overstates])
