@@ -57,6 +57,7 @@ from mfulab.studies.predict import (
     claims,
     domain,
     figures,
+    margin_types,
     margins,
     memory_check,
     modern,
@@ -212,6 +213,12 @@ display(
 display(Markdown(margins.kind_text({r["kind"]: r for r in kinds.to_dict(orient="records")})))
 # the layout pairs by what they change: a layout ranking turns on the first group
 display(t["layout_term_margins"].style.format({"p90": "{:.1%}", "null_p90": "{:.1%}"}).hide(axis="index"))
+# the switch pairs by type of switch, and both kinds on the holdouts' pairs alone (blind)
+types, blind = t["switch_type_margins"], t["blind_margins"]
+share = {c: "{:.1%}" for c in ("median", "p90", "null_p90")} | {"largest_source_share": "{:.0%}"}
+display(types.style.format(share).hide(axis="index"))
+display(blind.style.format({"p90": "{:.1%}", "null_p90": "{:.1%}"}, na_rep="—").hide(axis="index"))
+display(Markdown(margin_types.types_text(types, blind)))
 margin = t["decisive_margin"]
 display(
     margin.style.format(

@@ -169,3 +169,35 @@ def test_the_memory_model_is_checked_one_sided_against_published_peak_reserved_m
     text = memory_check.memory_text(t)
     assert "by at least 20%" in text and "nothing follows" in text
     assert "never states more" in memory_check.memory_text(t[~t.overstates])
+
+
+def test_switch_pairs_are_sorted_by_type_and_blind_pairs_kept_apart():
+    """The pooled switch margin taken apart: a pair's type is the first switch it differs in, and
+    the text says when one type carries the pool or when no blind switch pair exists."""
+    import pandas as pd
+
+    from mfulab.studies.predict import margin_types as mt
+
+    assert mt.switch_type("framework, pp, tp, zero_stage") == "ZeRO stage or framework"
+    assert mt.switch_type("global_batch, recompute") == "recompute policy"
+    assert mt.switch_type("tp_comm_overlap") == "TP communication overlap"
+    assert mt.switch_type("nothing the files record") == mt.UNRECORDED
+    assert mt.switch_type("dtype") == mt.OTHER
+    pairs = pd.DataFrame(
+        {
+            "source": ["n", "n", "n", "t", "x"],
+            "kind": ["switch", "switch", "switch", "switch", "layout"],
+            "differ_in": ["zero_stage, tp", "framework", "zero_stage", "tp_comm_overlap", "tp"],
+            "settings_differing": [2, 1, 1, 1, 1],
+            "ratio_error": [0.5, 0.4, 0.6, 0.2, 0.1],
+            "null_ratio_error": [2.0, 1.0, 1.5, 0.3, 0.2],
+        }
+    )
+    types = mt.switch_type_margins(pairs)
+    assert list(types["switch type"]) == ["ZeRO stage or framework", "TP communication overlap"]
+    assert list(types.pairs) == [3, 1] and types.largest_source_share.iloc[0] == 1.0
+    no_blind = mt.blind_margins(pairs[pairs.kind == "layout"])
+    assert list(no_blind.blind_pairs) == [1, 0]
+    text = mt.types_text(types, no_blind)
+    assert "3 (75%) are 'ZeRO stage or framework'" in text and "No blind switch pair exists" in text
+    assert "2 of 2 types rest on fewer than five pairs" in text

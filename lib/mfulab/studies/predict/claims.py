@@ -10,6 +10,7 @@ from mfulab.studies.predict import (
     ablations,
     analysis,
     calibrated,
+    margin_types,
     margins,
     memory_check,
     modern,
@@ -37,6 +38,10 @@ def tables(records, p, valid: dict) -> dict:
             margins.kind_margins(pairs), margins.kind_uncertainty(pairs), margins.kind_null(pairs)
         ),
         "layout_term_margins": margins.layout_term_margins(pairs),
+        "switch_type_margins": margin_types.switch_type_margins(pairs),
+        "blind_margins": margin_types.blind_margins(
+            margins.kind_pairs(df, records["published_runs"], splits=uncertainty.GROUPS["holdouts"])
+        ),
         "bootstrap": uncertainty.clustered_bootstrap(df),
         "ratio_errors": uncertainty.ratio_errors(df, records["published_runs"]),
         "as_noted": scores.as_noted_summary(df),
