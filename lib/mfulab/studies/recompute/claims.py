@@ -14,6 +14,7 @@ from mfulab.studies.recompute import (
     article_rows,
     freed_per_flop,
     freed_per_second,
+    layout_search,
     planner,
     sensitivity,
     stated,
@@ -312,6 +313,10 @@ def scale_tables(p) -> dict:
     t = {
         "planner": plans,
         "planner_chosen": planner.chosen_plans(plans),
+        # each policy with the layout searched too (how recompute usually pays): context, not voted
+        "layout_search": layout_search.layout_search(
+            p.planner_cases, assumptions=p.step_assumptions(), fragmentation_margin=p.fragmentation_margin
+        ),
         "planner_sensitivity": sensitivity.decisions(
             p.planner_cases, assumptions=p.step_assumptions(), fragmentation_margin=p.fragmentation_margin
         ),
