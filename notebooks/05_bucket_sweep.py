@@ -39,7 +39,7 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 # %%
 from IPython.display import Markdown, display
 
-from mfulab.studies.buckets import claims, figures, report, simulator
+from mfulab.studies.buckets import claims, figures, lesson, report, simulator
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.step_error import step_model_error_line
@@ -53,6 +53,11 @@ print(
     f"{p.stack_layers} layers of {p.stack_hidden}×{p.stack_hidden} ({2 * p.stack_layers} tensors); "
     f"{records['ddp'].get('jobs', 1)} fresh torchrun job(s)"
 )
+
+# %%
+lesson_table = lesson.lesson_table()  # NCCL's latency model (comm.nccl_latency_s), one port per GPU
+display(Markdown(lesson.lesson_text(lesson_table)))
+lesson_table.round(1)
 
 # %% [markdown]
 # ## 1 · The layout DDP built

@@ -588,3 +588,19 @@ def test_a6_points_decide_only_on_a_slow_cluster():
     assert model_error.best_mfu_to_decide(5, m) < top < 0.45
     text = model_error.spread_reach_text(0.45)
     assert "the row is analytic only" in text and "above 45%" in text
+
+
+def test_the_lesson_sizes_a_bucket_from_nccls_latency_model():
+    """The bucket at which a call's latency is a tenth of its transfer, S = L·B ÷ (0.1·f), from
+    the course's NCCL latency model: a ring's grows with the DP width, a tree's barely."""
+    from mfulab.analytic import comm
+    from mfulab.studies.buckets import lesson
+
+    out = lesson.latency_bound_bytes(128, link_bytes_per_s=20e9)
+    lat, nbytes = out["ring"]
+    assert nbytes == pytest.approx(lat * 20e9 / (0.1 * comm.bus_factor("all_reduce", 128)))
+    t = lesson.lesson_table()
+    ring = t[t.algorithm == "ring"].bucket_for_10pct_latency_mb.to_numpy()
+    tree = t[t.algorithm == "tree"].bucket_for_10pct_latency_mb.to_numpy()
+    assert (ring[1:] > ring[:-1]).all() and ring[-1] > 5 * tree[-1]
+    assert "S ≳ L·B ÷ (0.1·f)" in lesson.lesson_text(t)
