@@ -249,8 +249,10 @@ def b9_two_node_claim() -> Claim:
         "A working path reads under half of a healthy A100 node wherever a node's NICs carry under "
         f"{break_even_gb_per_s:.0f} GB/s per direction; with 8 HDR ports per node (200 GB/s, DGX-class) a "
         f"path at issue 119's share reads {ib_share * 200 / node['busbw_gb_per_s']:.0%} of a healthy node, "
-        "and the rule holds there: the verdict rests on the article's own 25 GB/s per node (one NIC), an "
-        "input read, not stated. Compare two-node busbw with the NICs' line rate instead",
+        "and the rule holds there. The verdict rests on the article's own words: its fixed path reads "
+        "21 GB/s 'close to the 25 GB/s physical limit' (接近25GB/s的物理上限), which sets the node's network "
+        "at 25 GB/s whatever its port count, so the rule flags the article's own working path. Compare "
+        "two-node busbw with the NICs' line rate instead",
         basis=verdicts.PUBLISHED,  # published node and path figures, at the article's NIC reading
     )
 
