@@ -126,8 +126,9 @@ def test_a19_case_shows_the_command_as_parsed_and_each_recompute_reading():
 
 def test_b15_text_says_no_rung_is_decided_inside_the_switch_margin():
     """Every rung of the article's ladder changes its step by less than the course's switch margin,
-    so the text sets the predicted gains beside the article's as sizes, never verdicts; readings of
-    the network are screened by that margin, not called unlikely."""
+    so the text sets the predicted gains beside the article's as sizes, never verdicts; the network
+    readings' single steps decide nothing either. The baseline's exposed data wait is the data
+    rung's own 0.3 s, the trace's 1.5 s a sensitivity row."""
     from mfulab.studies.predict import worked_examples
     from mfulab.studykit.step_error import SWITCH_MARGIN
 
@@ -137,6 +138,8 @@ def test_b15_text_says_no_rung_is_decided_inside_the_switch_margin():
     assert all(abs(a / b - 1) <= SWITCH_MARGIN for a, b in zip(steps, steps[1:]))
     assert "No rung is decided here" in text and f"×{steps[0] / steps[1]:.3f}" in text
     assert "unlikely" not in text and f"±{SWITCH_MARGIN:.0%}" in text
+    assert "a single modelled step decides nothing" in text and "data wait 1.5 s" in set(sens.reading)
+    assert worked_examples.B15_CHANGES[0]["data_s"] == 0.3
 
 
 def test_the_memory_model_is_checked_one_sided_against_published_peak_reserved_memory():
