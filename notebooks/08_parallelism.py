@@ -204,7 +204,8 @@ t["a10_placement"].round(3)
 
 # %% [markdown]
 # **The planner's answers** (stated cluster; global batch one sequence per card, at
-# least 64, except the A10 case, which keeps A10's 512 sequences, 4 per card): the article's
+# least 64, except the A10 case at 512 sequences, 4 per card: the course's reading, since the
+# article states no batch for A10): the article's
 # 13B on 8 cards, its A10 case (13B on 128 cards: the planner's pick
 # against TP 8 × DP 16), and a 70B on 1024 cards — each best layout with the step model's
 # terms. The unmeasured assumptions a ranking depends on (the GEMMs' share of the device's

@@ -53,7 +53,8 @@ def pipeline_memory_claim(mem) -> list[Claim]:
                 for m in sorted(int(x) for x in deep.m.unique())
                 if ("interleaved", m) in by and ("1f1b", m) in by
             )
-            + " (the extra appears once a step has more micro-batches than stages)"
+            + " (on the first, binding rank the extra appears once a step has more micro-batches than "
+            "stages; the later ranks already hold more at m = p)"
             + (
                 "; it misses "
                 + ", ".join(
