@@ -2,13 +2,12 @@
 under ``DistributedDataParallel``, on every rank under torchrun (``launch.run``).
 
 A stack of Linear layers (the tensor count and sizes are parameters) under DDP, one DDP per
-cap (default flags) and per flag variant at ``flags_bucket_cap_mb``. All of them, and the
-step under ``no_sync()`` (no communication), are timed **interleaved**
-(``timing.interleaved``): each round runs every configuration for one step, in an order
-shuffled per round with a generator seeded alike on every rank (so that every rank issues
-the same all-reduces in the same order), and the rounds are split over ``jobs`` fresh
-torchrun jobs (fresh processes). The step minus ``no_sync`` is the communication DDP could
-not hide. *Emulated compute* inserts a layer whose backward sleeps a stated time (an
+cap (default flags) and per flag variant at ``flags_bucket_cap_mb``. All of them, the step under
+``no_sync()`` (no communication) and the forward alone are timed **interleaved**
+(``timing.interleaved``: each round runs each once, in an order shuffled per round by a generator
+seeded alike on every rank, so every rank issues the same all-reduces in the same order), the
+rounds split over ``jobs`` fresh torchrun jobs. The step minus ``no_sync`` is the communication
+DDP could not hide. *Emulated compute* inserts a layer whose backward sleeps a stated time (an
 accelerator kernel as the host sees it: time passes, no core is busy), so overlap can show on
 the 2-core box; it is labelled everywhere. The flag variants (``params.VARIANTS``) set
 ``gradient_as_bucket_view``, ``static_graph`` and ``find_unused_parameters`` (with which DDP
@@ -32,7 +31,7 @@ from mfulab.studies.buckets import grad_memory, graph_nodes
 from mfulab.studies.buckets.params import Params, baseline_cap, configurations, stack_dims
 from mfulab.studies.buckets.stated import B6_ARTICLE
 
-BENCHMARK_VERSION = {"ddp_sweep": 6}  # 6: the emulated mode on its own stack (both sides of the trade-off)
+BENCHMARK_VERSION = {"ddp_sweep": 7}  # 7: the forward timed apart (the simulator's backward window)
 DDP_FLAG_KEYS = ("find_unused_parameters", "unused_parameter_size", "static_graph", "gradient_as_bucket_view")
 WORKER = "mfulab.studies.buckets.bench:ddp_worker"
 
@@ -99,14 +98,17 @@ def _bucket_sizes(ddp) -> list[int]:
     return [int(x) for x in str(raw).split(",") if x.strip()] if raw else []
 
 
-def _ddp_step(ddp, loss_fn, device: str, sync: bool = True) -> None:
+def _ddp_step(ddp, loss_fn, device: str, sync: bool = True, backward: bool = True) -> None:
     """One forward + backward of ``ddp`` (``loss_fn(ddp)`` is the loss), with gradient
-    all-reduce or under ``no_sync()``, then a device synchronise."""
+    all-reduce or under ``no_sync()``, then a device synchronise; ``backward=False``: the forward
+    alone, under ``no_sync()`` (DDP prepares no reduction), its graph dropped."""
     from mfulab.measure.timing import synchronize
 
     ddp.zero_grad(set_to_none=True)
-    with contextlib.nullcontext() if sync else ddp.no_sync():
-        loss_fn(ddp).backward()
+    with contextlib.nullcontext() if sync and backward else ddp.no_sync():
+        loss = loss_fn(ddp)
+        if backward:
+            loss.backward()
     synchronize(device)
 
 
@@ -202,6 +204,7 @@ def ddp_worker(spec: dict) -> dict:
         fns = {label(*key): steps[key] for key in steps if key[0] == mode}
         base = steps[(mode, baseline_cap(spec, mode), "default")]  # the no_sync baseline
         fns[label(mode, None, "")] = functools.partial(base, sync=False)
+        fns[f"{mode}:forward"] = functools.partial(base, backward=False)
         rounds = spec["rounds"] if mode == "real" else spec["emulated_rounds"]
         # number=1: one step per block on every rank (a per-rank block length would let
         # the ranks disagree on how many all-reduces to run)
@@ -214,7 +217,7 @@ def ddp_worker(spec: dict) -> dict:
             seed=spec["seed"] + i,
             desc=f"ddp {mode} (interleaved)",
         )
-        no_sync = timings.pop(label(mode, None, ""))
+        no_sync, forward = timings.pop(label(mode, None, "")), timings.pop(f"{mode}:forward")
         for key in steps:
             if key[0] != mode:
                 continue
@@ -227,6 +230,7 @@ def ddp_worker(spec: dict) -> dict:
                     "buckets": len(out["layouts"][label(*key)]),
                     "step_times_s": t.times_s,
                     "no_sync_times_s": no_sync.times_s,
+                    "forward_times_s": forward.times_s,
                 }
             )
     if spec.get("count_memory"):  # the first job only

@@ -48,9 +48,16 @@ def stack_param_bytes(layers: int, hidden: int) -> list[int]:
     return out
 
 
-def _simulate(key: tuple, cap: float, backward_s: float, per_bucket_overhead_s: float) -> float:
+def _simulate(
+    key: tuple, cap: float, no_sync_s: float, per_bucket_overhead_s: float, forward_s: float = 0.0
+) -> float:
+    """The simulated step: the forward (``forward_s``, timed apart), then the rest of the
+    ``no_sync`` step as the backward, gradients ready over it in proportion to the bytes behind
+    each tensor (until 2026-12-07 over the whole no_sync step from its start, forward included,
+    which put readiness early and left the fit's per-bucket overhead to absorb the difference)."""
     layers, hidden, n, alpha_s, link_bytes_per_s = key
     pb = stack_param_bytes(layers, hidden)
+    backward_s = max(no_sync_s - forward_s, 0.0)
     ready = (np.cumsum(pb) / sum(pb) * backward_s).tolist()
     sim = simulate(
         pb,
@@ -61,8 +68,16 @@ def _simulate(key: tuple, cap: float, backward_s: float, per_bucket_overhead_s: 
         alpha_s=alpha_s,
         link_bytes_per_s=link_bytes_per_s,
         per_bucket_overhead_s=per_bucket_overhead_s,
+        forward_s=min(forward_s, no_sync_s),
     )
     return sim["step_s"]
+
+
+def _forward_s(row) -> float:
+    """The row's median forward alone (``bench``: timed interleaved with the steps; 0 for records
+    without it, where readiness spreads over the whole no_sync step)."""
+    times = row.get("forward_times_s") or [0.0]
+    return float(np.median(times))
 
 
 def _machine(records, mode: str = "real") -> tuple:
@@ -73,12 +88,12 @@ def _machine(records, mode: str = "real") -> tuple:
 
 
 def simulated_step_s(records, row, per_bucket_overhead_s: float = 0.0) -> float:
-    """The simulator's step for one sweep row: the row's measured ``no_sync`` median as the
-    backward, gradient readiness spread over it in proportion to the bytes behind each
-    tensor, each bucket costed with the calibration's α–β (plus the per-bucket overhead)."""
-    backward_s = float(np.median(row["no_sync_times_s"]))
+    """The simulator's step for one sweep row: the row's measured ``no_sync`` median less its
+    forward as the backward, gradient readiness spread over it in proportion to the bytes behind
+    each tensor, each bucket costed with the calibration's α–β (plus the per-bucket overhead)."""
+    no_sync_s = float(np.median(row["no_sync_times_s"]))
     machine = _machine(records, row.get("mode", "real"))
-    return _simulate(machine, row["bucket_cap_mb"], backward_s, per_bucket_overhead_s)
+    return _simulate(machine, row["bucket_cap_mb"], no_sync_s, per_bucket_overhead_s, _forward_s(row))
 
 
 def _best_constant(measured, simulated) -> float:
@@ -93,11 +108,11 @@ def _rms(measured, model) -> float:
 
 @functools.lru_cache(maxsize=16)
 def _fit(machine: tuple, rows: tuple) -> tuple:
-    """``rows``: (cap, buckets, median step, median no_sync) per cap of one mode."""
-    caps, buckets, measured, backward = (np.array(x, dtype=float) for x in zip(*rows))
+    """``rows``: (cap, buckets, median step, median no_sync, median forward) per cap of one mode."""
+    caps, buckets, measured, no_sync, forward = (np.array(x, dtype=float) for x in zip(*rows))
 
     def simulated(o: float) -> np.ndarray:
-        return np.array([_simulate(machine, c, b, o) for c, b in zip(caps, backward)])
+        return np.array([_simulate(machine, c, b, o, f) for c, b, f in zip(caps, no_sync, forward)])
 
     def loss(o: float) -> float:
         sim = simulated(o)
@@ -127,6 +142,7 @@ def fit_mode(records, mode: str) -> dict | None:
             r["buckets"],
             float(np.median(r["step_times_s"])),
             float(np.median(r["no_sync_times_s"])),
+            _forward_s(r),
         )
         for r in rows
     )
@@ -150,9 +166,9 @@ def _held_out_rms(machine: tuple, key: tuple) -> float | None:
     if len(key) < 4:
         return None
     errors = []
-    for i, (cap, _, measured, backward) in enumerate(key):
+    for i, (cap, _, measured, no_sync, forward) in enumerate(key):
         o, c, _, _ = _fit(machine, key[:i] + key[i + 1 :])
-        errors.append((_simulate(machine, cap, backward, o) + c) / measured - 1)
+        errors.append((_simulate(machine, cap, no_sync, o, forward) + c) / measured - 1)
     return float(np.sqrt(np.mean(np.square(errors))))
 
 
