@@ -97,8 +97,9 @@ gpt_layout
 #
 # For every cap: the DDP step (median and quartiles over the interleaved rounds), the step
 # under `no_sync()` (no communication, timed in the same rounds), and the difference — the
-# communication DDP could not hide. The simulator takes the measured no-communication time,
-# spreads gradient readiness over it in proportion to the bytes behind each tensor, and costs
+# communication DDP could not hide. The simulator takes the measured no-communication time less
+# the forward (timed alone in the same rounds), spreads gradient readiness over that backward in
+# proportion to the bytes behind each tensor, and costs
 # each bucket with the α–β of this machine's calibration (the same all-reduce fit study 02
 # uses). With real compute on a CPU, gloo's threads compete with the backward pass for the
 # cores; the emulated mode's backward sleeps, so the all-reduce can run beside it. The two
