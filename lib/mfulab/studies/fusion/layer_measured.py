@@ -26,8 +26,8 @@ def _layer_series(records, dram_scale: bool):
     layer). Each sub-block is its p = 0 time (bytes and launches) plus dropout's random numbers as
     eager draws them, the same for both, so a cheaper generator in the fused kernel does not count
     as fusion. ``dram_scale``: the p = 0 part per element as in the DRAM run, scaled to the
-    layer's elements (slower per element than the cache-resident sub-block: a larger share, which
-    favours the claim)."""
+    layer's elements (a second reading of the sub-block's cost at the layer's size; the notebook
+    prints which of the two gives the larger share)."""
     ln, rows = records["ln"], ln_rows(records)
     q = ln["dropout_p"]
     scale = ln["layer"]["tokens"] / ln["tokens"]
