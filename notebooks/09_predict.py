@@ -472,7 +472,9 @@ if len(short):
     display(
         Markdown(
             f"`step_terms.memory_terms` finds {len(short)} published rows short of memory ({', '.join(short.id[:6])}"
-            f"{', …' if len(short) > 6 else ''}; up to {short.memory_gib.max():.0f} GiB per device): those runs "
+            f"{', …' if len(short) > 6 else ''}; up to {short.memory_gib.max():.0f} GiB per device; a row fits "
+            "when its modelled memory is at most 90% of the card's, `rates.Assumptions.memory_margin` 0.1): "
+            "those runs "
             "did fit, so the memory model overstates them (Korthikanti's Table 2 count of every activation a "
             "layer keeps, for the stage with the most micro-batches in flight). The CLI refuses such a "
             "layout; the validation prices it anyway, and says so here."

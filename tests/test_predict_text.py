@@ -140,6 +140,9 @@ def test_b15_text_says_no_rung_is_decided_inside_the_switch_margin():
     assert "unlikely" not in text and f"±{SWITCH_MARGIN:.0%}" in text
     assert "a single modelled step decides nothing" in text and "data wait 1.5 s" in set(sens.reading)
     assert worked_examples.B15_CHANGES[0]["data_s"] == 0.3
+    # one port per node: ZeRO-2's 32 reductions alone outlast the article's whole step (a bound)
+    assert "one 200 Gb/s port per GPU" in text and "cannot hold at micro-batch 1" in text
+    assert {"micro-batch 8", "micro-batch 8, network 200 Gb/s per node"} <= set(sens.reading)
 
 
 def test_the_memory_model_is_checked_one_sided_against_published_peak_reserved_memory():

@@ -41,7 +41,27 @@ def b15_text(ladder, sens, worst_error: float) -> str:
         for r, row in dp.iterrows()
         if r.startswith("network")
     )
-    network = (
+    from mfulab.analytic.rates import Assumptions
+
+    per_node = dp.loc["network 200 Gb/s per node"]
+    line_rate_s = per_node.dp_comm_s * Assumptions().link_efficiency
+    bound = (
+        f" The baseline prices one 200 Gb/s port per GPU (devices.yaml's A100 inter-node figure, 25 GB/s). "
+        f"At one port per node the DP term alone is {per_node.dp_comm_s:.1f} s (about {line_rate_s:.1f} s "
+        "even at the full line rate): ZeRO-2 reduces every micro-batch's gradients, 32 of them at "
+        "micro-batch 1, and a step cannot be shorter than its own communication, so "
+        + (
+            f"that reading cannot hold at micro-batch 1 against the article's {base.article_step_s:.1f} s "
+            "(a bound, not a step estimate)"
+            if line_rate_s > base.article_step_s
+            else "the bound does not exclude it"
+        )
+        + "; at §4's DataLoader batch of 8 (4 micro-batches) it reads "
+        f"{dp.loc['micro-batch 8, network 200 Gb/s per node', 'baseline_step_s']:.2f} s."
+        if "micro-batch 8, network 200 Gb/s per node" in dp.index
+        else ""
+    )
+    network = bound + (
         f" By network reading the baseline reads {readings} against the article's "
         f"{base.article_step_s:.1f} s; "
         "a single modelled step decides nothing (the rule above: the model may decide a ratio beyond its "
