@@ -37,10 +37,11 @@ def premise_claim(base) -> Claim:
     weights are sharded, so their gradients need no TP all-reduce after the backward, except
     LayerNorm's under sequence parallelism. The sentence's own words, "每次反向传播完" (each time the
     backward has finished) and "梯度 AllReduce" (gradient all-reduce), name weight gradients reduced
-    after the backward, which is false but for SP's LayerNorm weights, a sliver of the bytes:
-    refuted (documented specification). TP's activation-gradient all-reduces do run *during* the
-    backward while DP's buckets are in flight, the contention the article goes on to describe:
-    that reading is the contention row's, set beside this one."""
+    after the backward, which is false at the sentence's configuration (TP 8 × DP 16, no SP): refuted
+    (documented specification); with SP, another flag (reported, not voted), SP's LayerNorm weights
+    are all-reduced after the backward, a sliver of the bytes. TP's activation-gradient all-reduces
+    do run *during* the backward while DP's buckets are in flight, the contention the article goes
+    on to describe: that reading is the contention row's, set beside this one."""
     cfg = preset(base.preset)
     params_per_norm = cfg.d_model * (2 if cfg.norm == "layernorm" else 1)  # RMSNorm has no bias
     layer_norm_bytes = 2 * params_per_norm * 4  # two norms per layer, fp32 gradients
@@ -51,8 +52,11 @@ def premise_claim(base) -> Claim:
         "al. 2019 §3, Fig. 3: the f and g operators; Korthikanti et al. 2022 for sequence parallelism), "
         "as the sentence's words read: weight gradients all-reduced after the backward (每次反向传播完)",
         "refuted",
-        "weight gradients reduced after the backward: no, TP shards the weights, so their "
-        "gradients need no TP all-reduce, except the norms' weights under sequence parallelism, "
+        "at the configuration the sentence states (TP 8 and DP 16, §4.1: no sequence parallelism), weight "
+        "gradients reduced after the backward: no, TP shards the weights, so their gradients need no TP "
+        "all-reduce. With sequence parallelism, another flag (§4.2 recommends it; reported, not voted: "
+        "a change to the stated configuration), Megatron does all-reduce the norms' weight gradients in "
+        "the TP group after the backward (its finalize step), "
         f"{layer_norm_bytes / 1e3:.0f} kB per layer for {base.preset} (fp32), a sliver of DP's bytes. TP's "
         "own all-reduces are of activation gradients, 2 per layer in each pass, inside the layer and on "
         f"its critical path ({base.tp_calls_per_step} per step for {base.preset} at {base.micro_batches} "

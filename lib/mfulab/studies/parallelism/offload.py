@@ -180,8 +180,9 @@ def _order_claim(ratios) -> Claim:
         "A15",
         "the host link's bandwidth is not in the same order of magnitude as card-to-card links "
         "(完全不在一个量级)",
-        f"card-to-card ÷ host-link bandwidth per direction on the article's {card}, datasheet figures "
-        f"(devices.yaml, PCI-SIG), at the host link we assume ({stated_link}) with the other generations "
+        f"card-to-card ÷ host-link bandwidth per direction on the article's {card} (devices.yaml's figure: "
+        "approximate for the 910B, no vendor datasheet; PCI-SIG's for PCIe), at the host link we assume "
+        f"({stated_link}) with the other generations "
         f"as its sensitivity; read literally (≥ {order:.0f}×) and as the idiom, orders of magnitude apart "
         f"once rounded (≥ √10 = {rounded:.2f}×)",
         decision,
