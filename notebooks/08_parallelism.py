@@ -276,10 +276,8 @@ t["b10_scale"]
 # device and device → device copies, `copy_bandwidths`). The offload is serial to the step (the
 # moments come back before the update; ZeRO-Offload's host step is on the critical path), so its
 # share is of the step that contains it, offload ÷ (step + offload): I/O-bound at half of that,
-# the I/O as long as the rest. Until 2026-12-06 the share was taken over the step without the
-# offload (a reader found the 179% it gave at the article's 2.4 s), which read a third of the
-# compute as a third of the step and left the row analytic only; over the right step every
-# reading at the command's batch stays under both lines. The offload's weight depends on the
+# the I/O as long as the rest (the share over the step without the offload, used until
+# 2026-12-06, is in docs/changelog.md). The offload's weight depends on the
 # step it joins, which shrinks with the global batch, so the row is also read at batches of 16
 # and 8 on the same command (`stated.A15_GLOBAL_BATCHES`). §5.2's sentence states no
 # configuration, and the §6.1 command it is priced at neither offloads nor shards (DP 1), so
