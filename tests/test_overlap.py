@@ -638,6 +638,11 @@ def test_a18_prices_the_claims_setting():
     # input, and one whose overlapped step no longer reads good (or whose serial one does) leaves
     # the row open
     assert len(a["by_device_reading"]) == 7 and "collective latency × 4" in good.evidence
+    # the last chunk pays a whole call's latency and 1/k of the transfer: more than TP time ÷ k
+    case = {**step_at_scale.a4_baseline(Params().to_dict()), "cards": 8, "tp_comm_overlap": True}
+    m = step_at_scale.a4_model(**case)
+    assert exposed_share.last_chunk_s(case, m, 4) > m["tp_comm_s"] / 4
+    assert exposed_share.last_chunk_s(case, m, 1) == pytest.approx(m["tp_comm_s"])
     # so is a slower TP link whose last chunk alone reads past 10% (α 20 µs at k = 4 does)
     assert a["overlapped_by_link"]["α 20 µs"] > 0.1 and good.verdict == "analytic only"
     slow = {**base, "serial_by_link": {"x": 0.3}, "overlapped_by_link": {"x": 0.11}}

@@ -64,6 +64,21 @@ A18_LINK_READINGS = {"α 20 µs": {"alpha_intra_s": 20e-6}, "link efficiency 0.5
 A18_CHUNKS = (4, 8)
 
 
+def last_chunk_s(inputs: dict, m: dict, k: int) -> float:
+    """Seconds per step of the last chunk of every TP all-reduce when each is split into ``k``:
+    a chunk is a call of its own, so it pays the call's whole latency and 1/k of its transfer.
+    The latency part of the step model's TP time is what it loses with every per-call latency
+    set to zero (``extrapolated.LATENCY_FIELDS``; the one model, priced twice):
+    latency + (TP time − latency) ÷ k. Until 2026-12-07 the floor was TP time ÷ k over the
+    overlapped step, which divided the latency by k too (round fifteen's reader of chapter 02)."""
+    from mfulab.analytic.extrapolated import LATENCY_FIELDS
+    from mfulab.studies.overlap.step_at_scale import a4_model
+
+    no_latency = a4_model(**{**inputs, **{f: 0.0 for f in LATENCY_FIELDS}})
+    latency_s = m["tp_comm_s"] - no_latency["tp_comm_s"]
+    return latency_s + (m["tp_comm_s"] - latency_s) / k
+
+
 def article_shares(p: dict) -> dict:
     """The exposed share at the claim's setting: the step model (``step_at_scale.a4_model``) for
     the article's 13B on one machine of ``A18_CARDS`` cards at TP 8 (DP 1: only the TP
@@ -88,9 +103,16 @@ def article_shares(p: dict) -> dict:
         share: exposed(a4_model(**case, tp_overlap_share=share)) for share in A18_TP_OVERLAP_SHARES
     }
 
-    def overlapped_with_floor(mm):
+    def floor_share(inputs: dict, mm: dict, k: int) -> float:
+        """The last chunk of every TP all-reduce left exposed, as a share of the step that then
+        contains it: each chunk pays a whole call's latency and 1/k of the bytes' transfer
+        (``last_chunk_s``), and the step grows by what is exposed."""
+        floor_s = last_chunk_s(inputs, mm, k)
+        return floor_s / (mm["step_overlapped_s"] + floor_s)
+
+    def overlapped_with_floor(inputs: dict, mm: dict) -> float:
         """The overlapped share with the last of the article's chunks left exposed."""
-        return max(exposed(mm), *(mm["total_comm_s"] / k / mm["step_overlapped_s"] for k in A18_CHUNKS))
+        return max(exposed(mm), *(floor_share(inputs, mm, k) for k in A18_CHUNKS))
 
     # the slower TP links are assumed inputs of both thresholds (one sensitivity set for both,
     # round fourteen's reader of chapter 02): the serial share and the overlapped one in each
@@ -98,7 +120,7 @@ def article_shares(p: dict) -> dict:
     for name, assumed in A18_LINK_READINGS.items():
         mm = a4_model(**case, **assumed)
         serial_by_link[name] = mm["total_comm_s"] / mm["step_serial_s"]
-        overlapped_by_link[name] = overlapped_with_floor(mm)
+        overlapped_by_link[name] = overlapped_with_floor({**case, **assumed}, mm)
     # a card the step model was never validated on (the 910B, chapter 09): each of its readings
     # (extrapolated.device_readings) is an assumed input, the serial and the overlapped share (the
     # last chunk's floor kept) in each
@@ -107,14 +129,14 @@ def article_shares(p: dict) -> dict:
         mm = a4_model(**{**case, **reading})
         by_device_reading[name] = {
             "serial": mm["total_comm_s"] / mm["step_serial_s"],
-            "overlapped": overlapped_with_floor(mm),
+            "overlapped": overlapped_with_floor({**case, **reading}, mm),
         }
     return {
         "by_device_reading": by_device_reading,
         "serial_by_link": serial_by_link,
         "overlapped_by_link": overlapped_by_link,
         # the last chunk's all-reduce exposed: the TP kernels' time ÷ k over the overlapped step
-        "last_chunk_floor": {k: m["total_comm_s"] / k / m["step_overlapped_s"] for k in A18_CHUNKS},
+        "last_chunk_floor": {k: floor_share(case, m, k) for k in A18_CHUNKS},
         "tp_overlap_share": default_share,
         "overlapped_by_tp_overlap_share": by_hidden_share,
         "serial": serial,
