@@ -377,92 +377,49 @@ o.tables["a6_per_tensor"]
 #
 # Verdict words (the rule is `docs/claims.md`): *confirmed* / *refuted* when a measurement in the
 # claim's regime, a cited figure, a specification, an exact count or the article's own arithmetic
-# decides; *(analysis)* when an analysis at the article's configuration decides, and *analytic
-# only* when it cannot (a sensitivity row reverses it, or the reading does); *shown* / *not
-# shown* for a mechanism in a toy regime; *inconclusive on this machine*; *not checkable* when
-# nothing can be tested or two readings of the sentence disagree. Each row names its basis.
+# decides; *(analysis)* when an analysis decides and *analytic only* when it cannot (a sensitivity
+# row reverses it); *shown* / *not shown* for a mechanism in a toy regime; *not checkable* when
+# nothing can be tested or two readings of the sentence disagree. Each row names its basis. How
+# each row decides:
 #
-# A6 has ten rows. Its premise, "with native DDP every parameter tensor triggers its own
-# all-reduce", is refuted by construction: DDP's documented bucketing, counted exactly in the
-# layout it recorded for the reference GPT at its defaults (`tables/gpt_layouts.csv`: tensors against buckets; Li et al. 2020 §3.2.3). The measured per-tensor row shows the mechanism on this machine (one bucket
-# per tensor vs the fastest cap over the interleaved rounds; a toy regime, so *shown* at most,
-# and only where its calls are latency-bound: hundreds of tensors whose set-up latency exceeds
-# their transfer time). The title's trade-off (§2.3: too large a bucket waits and overlaps worse,
-# too small makes too many calls) is measured each side where this machine shows it: *shown*
-# when the real sweep's smallest cap and the emulated sweep's largest are both slower than their
-# sweep's fastest cap beyond the drift-widened interval, *not shown* where either is itself the
-# fastest (`tradeoff.tradeoff_claim`). The per-tensor claim
-# itself is judged at the article's configuration: its 13B at
-# TP 8 on about a thousand cards, one bucket per tensor against the fastest cap in the simulator,
-# under NCCL's own choice of algorithm per call and with the ring forced, each at the stated
-# global batch and at one micro-batch per step — confirmed (analysis) when all four are at
-# ≥ 1.5× the step, refuted (analysis) when all are below, analytic only when the algorithm or
-# the batch (neither stated by the article) decides. Two more rows come from the
-# simulator at about a thousand cards. Each scenario of the sensitivity table (the stated case
-# first; not the two fitted-overhead rows) answers the row's question yes or no. How far the cap
-# moves MFU: the article says its effect "can reach" 5–8 points (可以达到), a claim of possibility,
-# so one scenario decides (`verdicts.any_scenario`). It is decided on a step ratio, the quantity
-# whose error the step model knows, both ways alike (`a6_spread.spread_answer`): per model, the
-# modelled ratio max ÷ min MFU over 1–400 MiB against the smallest ratio 5 points would be at its
-# best MFU (M ÷ (M − 5)); yes where it reaches that within the margin for a switch
-# (`studykit.step_error.SWITCH_MARGIN`: a bucket cap changes one term; chapter 09's pool of
-# published pairs holds no two runs that differ by a bucket cap alone, so the margin is borrowed
-# from the switch pairs it holds, a recompute policy, a ZeRO stage, an overlap flag, as the
-# course's rule allows for a kind the pool lacks) and lies beyond the margin
-# from 1, no where even the margin's top stays short of it, neither otherwise. A scenario says
-# yes when some model does and no when every model does (the article names no model). A spread
-# past 8 points reaches 5–8 too. A row must be able to fail: at the MFU article A reports (above
-# 45%), no spread can say no within the margin (that needs a best-cap MFU under about 15%), so the
-# scenarios that say yes test nothing, and the row is analytic only; the row names them. (Until
-# 2026-12-06 a spread past 8 counted as no and a no needed no margin; read both ways alike, one
-# render confirmed the row on two such scenarios, a reader showed it could not have been refuted,
-# and the rule above was added before the row was rendered again.)
-# Every other simulator row is confirmed (analysis) when every scenario says yes, refuted
-# (analysis) when none does, and analytic only when some scenario reverses the stated answer
-# (`verdicts.over_scenarios`). Whether 20–40 MB is the sweet spot: yes when it holds some model's only best cap, no when every
-# model's best caps lie outside it; a tie with the best (there the cap barely matters) contradicts
-# neither, so a scenario with a tie leaves the row analytic only. Headline ranges count only the
-# layouts that fit their cards. Each row also gives the simulator's own error on this machine's
-# sweep. The article's "MindSpeed seals a bucket once the gradients reach a set size (for example
-# 25 MB)" is a mechanism, read against the DDP MindSpeed runs: Megatron-Core's documented rule
-# (the one the step model prices Megatron's buckets with), whose default size, max(40M, 1M × DP)
-# parameters, is given beside it; the 25 MB is the sentence's example. B8 is judged
-# at article B's own run on the network its step 2 ran on (busbw 11 GB/s), under the readings of
-# the run that hold the article's own figures (above). Its sentence is what the article saw on
-# a timeline, so it is judged on the tail (the all-reduce still running after the backward): yes
-# when 50–100 MiB cuts 25 MiB's tail by at least a tenth of it (assumed: a change a timeline
-# shows) by the step model's margin, in every case (each reading that holds, over the rows that
-# vary NCCL's latency, the GEMMs' efficiency and the algorithm); not checkable where no reading
-# holds. No cap can cut more than the last micro-batch's backward plus the calls' latency it
-# saves. Its §5.2 figure (the cap and both flags took the step from 9.4 s to 9.0 s): yes when the
-# simulated saving of the cap plus the most the two flags can save explains at least half of the
-# 0.4 s, and no only where even the bound no cap can beat (with the flags') stays under half of
-# it. The article's configuration reads two ways (ZeRO-2 in §5.1, DDP's cap and flags in §5.2,
-# which a ZeRO-2 engine never sees): read as ZeRO-2 they do nothing, so each B8 row is *refuted
-# (analysis)* where the DDP reading also says no in every scenario, *analytic only* otherwise.
-# §5.2's reason for step 2, "this step made the gradient communication start earlier", is its own
-# row, against the first bucket DDP recorded here: passing `bucket_cap_mb` drops DDP's 1 MiB first
-# bucket, so a 50 MB cap's first all-reduce waits for 50 MiB of gradients (refuted by
-# construction where the passed cap's first bucket is the larger). B6: `gradient_as_bucket_view` is judged on the memory it
-# saves (its documented benefit, a property by construction: shown when the counted saving
-# equals the gradients' bytes); `static_graph` is judged against `find_unused_parameters=True`, the
-# only flags under which DDP analyses the graph every step (against the default flags it has
-# nothing to spare: the flags table shows that reading, expected 1.00×); the two flags
-# together on speed, with the mechanism's bound; and the bound at the article's scale
-# (analysis: both copies the flag avoids, DDP's into the bucket and back, at TP 4 on an A100 80G,
-# and, should the run have set `find_unused_parameters=True`, the graph search `static_graph`
-# skips, bounded by a Python walk over the 7B's autograd graph timed here (DDP's walk is C++):
-# refuted when the two together are under 3% of the step at every number of micro-batches per
-# step whose global batch a published 7B run trained at, ≥ 2M tokens: the run's own 32; fewer
-# are printed, not voted. The step is taken at least as long as its compute scaled down and as
-# the gradient reduction left exposed after the last micro-batch, under the reading of the run B8
-# keeps). The article's "at DDP's *first*
-# forward and backward" is its own row, against DDP's documentation: read as a saving in the
-# first iteration it is false; read as the first iteration's analysis not being repeated, it is
-# false at the article's own call too, which sets no `find_unused_parameters` and so has no
-# search to repeat: refuted (documented specification). Article B's case runs ZeRO-2, where DDP's `bucket_cap_mb`
-# and flags do not set the gradient buckets (DeepSpeed's `reduce_bucket_size` does): B8 and B6 at
-# scale price the DDP the claims' sentences name.
+# - **A6, native DDP calls per tensor**: refuted by construction (the layout DDP recorded for the
+#   reference GPT: tensors against buckets, `tables/gpt_layouts.csv`; Li et al. 2020).
+# - **A6, per-tensor calls are a disaster**: on this machine one bucket per tensor against the
+#   fastest cap (toy regime: *shown* at most, where the calls are latency-bound); at the article's
+#   13B, TP 8, about a thousand cards, in the simulator under NCCL's algorithm choice and the ring,
+#   at the stated batch and at one micro-batch: confirmed (analysis) when all four are ≥ 1.5× the
+#   step, refuted when all are below, analytic only otherwise.
+# - **A6, the title's trade-off**: shown when the real sweep's smallest cap and the emulated
+#   sweep's largest are both slower than their sweep's fastest beyond the drift-widened interval
+#   (`tradeoff.tradeoff_claim`).
+# - **A6, "can reach 5–8 MFU points"** (a possibility: one scenario decides,
+#   `verdicts.any_scenario`): per model, the modelled max ÷ min step ratio over 1–400 MiB against
+#   the ratio 5 points need at its best MFU, M ÷ (M − 5), within the switch margin
+#   (`SWITCH_MARGIN`, borrowed: chapter 09 holds no bucket-cap pair) and beyond it from 1. A row
+#   must be able to fail; at the MFU article A reports no spread can say no within the margin, so
+#   the row is analytic only and names the scenarios that say yes.
+# - **A6, 20–40 MB is the sweet spot; bucketing merges a thousand calls into tens**: every
+#   scenario of the sensitivity table votes (`verdicts.over_scenarios`); a tie with the best cap
+#   contradicts neither. **MindSpeed's sealing rule**: not checkable (with `--overlap-grad-reduce`
+#   the documented rule holds, as a default it does not).
+# - **B8**, at article B's run on the untuned network its step 2 ran on (busbw 11 GB/s), under
+#   every reading of the run that holds the article's figures (above): its sentence is judged on
+#   the tail a timeline shows (a cut of at least a tenth of 25 MiB's tail, by the margin, in every
+#   case); §5.2's 9.4 → 9.0 s on whether the cap and the flags explain half of the 0.4 s. Read as
+#   §5.1's ZeRO-2 the cap and flags do nothing, so a B8 row is refuted (analysis) only where the
+#   DDP reading also says no everywhere. "This step made the communication start earlier" is
+#   refuted by construction: a passed cap drops DDP's 1 MiB first bucket.
+# - **B6**: `gradient_as_bucket_view` on the memory it saves (shown when the counted saving equals
+#   the gradients' bytes); `static_graph` against `find_unused_parameters=True`, the only flags
+#   under which DDP searches the graph every step; the two together on speed beside their
+#   mechanism's bound; "at DDP's first forward and backward": refuted (documented specification).
+#   **At scale** (§2's sentence on large-scale training, "can save": a possibility): the copies the
+#   flag avoids and the graph search, bounded, over the step at each micro-batch count a published
+#   batch reaches at enough DP ranks; refuted (analysis) only when every bound is under 3%.
+#
+# Article B's case runs ZeRO-2, where DDP's `bucket_cap_mb` and flags do not set the gradient
+# buckets (DeepSpeed's `reduce_bucket_size` does): B8 and B6 at scale price the DDP the sentences
+# name. The rules' history is in `docs/changelog.md`.
 
 # %%
 claim_list = o.claims
