@@ -428,7 +428,7 @@ o.tables["a12_throughput_sensitivity"]
 # 40%; over c from 0.50 to 1 it stretches 1.19–1.39×. The article states no local MFU for this
 # run, so the analysis cannot decide: analytic only (refuted (analysis)
 # if 1.25× fell outside the range). B7 (budget): refuted by the identity
-# MFU ∝ tokens/s (by construction: the article's own §1.1 definition). B7 (configuration): the planner prices article B's own §5 cluster (7B, 64
+# MFU ∝ tokens/s (the article's own arithmetic: its §1.1 definition). B7 (configuration): the planner prices article B's own §5 cluster (7B, 64
 # A100s, TP 4, ZeRO-2, flash attention) under Megatron's selective, the MLP and full recompute,
 # which bound the article's own "attention module and FFN's first layer". The claim is stated
 # at one configuration, so its stated case decides (`verdicts.at_stated_case`): yes if some
@@ -453,7 +453,8 @@ o.tables["a12_throughput_sensitivity"]
 # two readings, the forward done twice (true of full recompute) and the step doubled (96/72 =
 # 1.33×, false): not checkable, both in the evidence; GPT-3 175B's "several hundred GB" of
 # activations (Table 2 at its configuration, ≥ 200 GB and above an 80 GB card: confirmed
-# (analysis)). A17, one row whose readings of the flag vote (Megatron's uniform chunks, the
+# (analysis)). A17 (analysis at assumed configurations: the card's 64 GiB is devices.yaml's
+# approximate 910B figure; the article states no memory or precision), one row whose readings of the flag vote (Megatron's uniform chunks, the
 # article's block explanation, and the command with the flags Megatron-LM does not know dropped,
 # the configuration of record: as written, Megatron-LM's parser would refuse them and not start):
 # a reading says yes when the setting fits at every fragmentation margin of the grid
@@ -464,8 +465,9 @@ o.tables["a12_throughput_sensitivity"]
 # procedure, on the command it shows: a flag neither Megatron-LM's parser nor MindSpeed's
 # additions define stops argparse, so read as a step of the procedure the command is refuted
 # (documented specification), read as §6.1's "key launch configuration, for reference" nothing
-# is claimed of it as written; the readings disagree: not checkable. A12: ZeRO-3 needing less memory and moving more bytes at every data-parallel
-# width is its design, shown (by construction); how much it saves, "considerable", is read as at
+# is claimed of it as written; the readings disagree: not checkable. A12: ZeRO-3 needing less
+# memory and moving more bytes at every data-parallel width is its published design (ZeRO §5,
+# §7: confirmed, documented specification); how much it saves, "considerable", is read as at
 # least 10% of the card (our line) at the command's TP 8, the other widths voting
 # (`verdicts.at_stated_case`); its throughput
 # sentence (for ~10B models below a thousand cards ZeRO-2 is usually faster) by the step model at

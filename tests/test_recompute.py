@@ -506,5 +506,8 @@ def test_the_layout_search_lets_a_policy_buy_another_layout():
     assert by.loc["none", "layout"].startswith("TP8") and not by.loc["selective", "layout"].startswith("TP8")
     assert by.loc["selective", "tokens_per_s"] > by.loc["none", "tokens_per_s"]
     plans = planner.plans_table([case], assumptions=planner.STATED_ASSUMPTIONS, fragmentation_margin=0.1)
+    # priced alike: at the case's own layout the search gives the planner's tokens/s
+    fixed = plans[(plans.policy == "none") & (plans.micro_batch == 1)].tokens_per_s.iloc[0]
+    assert by.loc["none", "tokens_per_s"] == pytest.approx(fixed)
     text = layout_search.compare_text(searched, planner.chosen_plans(plans))
     assert "at its fixed layout none wins; searched, selective" in text and "switch margin" in text

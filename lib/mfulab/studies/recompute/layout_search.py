@@ -5,8 +5,9 @@ larger micro-batch. In Megatron practice (Narayanan et al. 2021 §3.5; Korthikan
 §5) the memory recompute frees more often buys less model parallelism: a smaller TP (fewer
 blocking all-reduces), fewer pipeline stages (a smaller bubble), a wider DP. Here every policy of
 a case gets the course's layout search (``layouts.plan``: every TP · PP · DP, virtual stages and
-micro-batch of the case's cards and global batch, at its ZeRO stage, kernel and card, ranked by
-the one step model), and its best fitting layout is set beside the fixed layout's best.
+micro-batch of the case's cards and global batch, at its ZeRO stage, kernel, sequence parallelism
+and card, ranked by the one step model), and its best fitting layout is set beside the fixed
+layout's best (priced alike: at the case's own layout the two agree).
 Context for the B7 and A12 rows, which are judged at the articles' own layouts: not voted.
 """
 
@@ -36,6 +37,8 @@ def layout_search(cases, *, assumptions: dict, fragmentation_margin: float):
                 zero_stages=(case["zero_stage"],),
                 recomputes=(policy,),
                 attention=case.get("attention", "naive"),
+                # the case's own sequence parallelism (the planner's), so that only the layout moves
+                sequence_parallel=case.get("sequence_parallel", False),
                 dropout=True,
                 memory_margin=fragmentation_margin,
                 **assumptions,
