@@ -74,8 +74,10 @@ def a7_mechanism(t) -> Claim | None:
         lo5, hi5 = within_lo / (1 + RUN_TO_RUN_DRIFT), within_hi * (1 + RUN_TO_RUN_DRIFT)
         measured += (
             f"; the ±{s.run_to_run_drift:.0%} is set per profile from this ratio's spread between fresh "
-            "runs (params.py: 28% on the AMD EPYC VM; the cpu profile's yaml: this Intel VM's; the "
-            "stability note below gives this run's, ln_mechanism_dram_speedup); at the course's "
+            "fresh runs on either 2-core VM the cpu profile runs on (28%, the widest measured, on the AMD "
+            "EPYC VM: params.py; at the Intel VM's 10% one AMD render read 1.47× and the next 1.59×, a "
+            "flip); each render's own three stability runs spread far less, as the stability note below "
+            "gives (ln_mechanism_dram_speedup); at the course's "
             f"±{RUN_TO_RUN_DRIFT:.0%} the interval would be [{lo5:.2f}, {hi5:.2f}]"
         )
     roof = {i: float(at_dram.loc[i, "fraction_of_dram_roof"]) for i in ("eager", fused)}
