@@ -401,9 +401,9 @@ def test_the_merge_count_is_counted_at_an_assumed_configuration(monkeypatch):
 
 
 def test_step_2_starts_the_communication_later_not_earlier():
-    """§5.2: "this step made the gradient communication start earlier". With bucket_cap_mb passed
-    DDP's first bucket is the cap, not its default's 1 MiB, so a 50 MB cap's first all-reduce
-    waits for 50 MiB of gradients: refuted by construction, from the layouts DDP recorded."""
+    """§5.2: "this step made the gradient communication start earlier". Decided at article B's 7B,
+    where the untied output layer fills the first bucket alone at any cap; the reference GPT's
+    recorded layouts (a passed cap drops DDP's 1 MiB first bucket) show the rule here."""
     import pandas as pd
 
     gpt = pd.DataFrame(
@@ -414,7 +414,18 @@ def test_step_2_starts_the_communication_later_not_earlier():
     )
     (row,) = b8_case.b8_earlier_claim(gpt)
     assert row.verdict == "refuted" and row.basis == "by construction"
-    assert "bucket_cap_mb=4 passed: 4.02 MiB" in row.evidence and "later, not earlier" in row.evidence
+    assert "bucket_cap_mb=4 passed 4.02 MiB" in row.evidence
     same = gpt.assign(first_bucket_bytes=[1_051_648, 2048, 1_000_000])
     assert b8_case.b8_earlier_claim(same)[0].verdict == "shown"
     assert b8_case.b8_earlier_claim(gpt.iloc[:2]) == []  # no passed cap of 1 MiB or more
+    # at article B's 7B (TP 4, untied output layer): the output layer's 125 MiB fp32 shard is the
+    # first gradient ready and fills the first bucket alone at the default, 25 and 50 MB: the same
+    # start, not an earlier one: refuted (analysis), the reference GPT's count beside it
+    article = b8_case.article_first_buckets(_records({(25, "default"): [0.02, 0.02]}))
+    assert article["first_tensor"] == "lm_head.weight" and article["tp"] == 4
+    assert article["default"] == article[25] == article[50] == 4 * 32000 * 4096 // 4
+    (row,) = b8_case.b8_earlier_claim(gpt, article)
+    assert row.verdict == "refuted (analysis)" and "fills it alone at every cap" in row.evidence
+    assert "reference GPT" in row.evidence
+    smaller = {**article, 50: article[25] // 2}
+    assert b8_case.b8_earlier_claim(gpt, smaller)[0].verdict == "confirmed (analysis)"

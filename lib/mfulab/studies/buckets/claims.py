@@ -69,7 +69,7 @@ def outcome(records, p) -> Outcome:
             t["b8_consistency"],
             b8_consistency.gated_rows(records, t["b8_consistency"]),
         )
-        + b8_case.b8_earlier_claim(t["gpt_layouts"])
+        + b8_case.b8_earlier_claim(t["gpt_layouts"], b8_case.article_first_buckets(records))
         + flags.b6_claims(
             records,
             t["flags"],
