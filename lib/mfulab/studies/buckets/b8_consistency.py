@@ -106,11 +106,6 @@ def tail_cut(rows_by_cap: dict) -> dict:
     }
 
 
-def within(modelled: float, stated: float, margin: float = SWITCH_MARGIN) -> bool:
-    """The modelled figure within the step model's margin of the article's, either way."""
-    return stated / (1 + margin) <= modelled <= stated * (1 + margin)
-
-
 def saving_within(modelled_s: float, stated_s: float, step_s: float, margin: float = SWITCH_MARGIN) -> bool:
     """A modelled saving (the difference of two modelled steps of about ``step_s``) within the
     model's error of the article's: each step may be off by ``margin`` of itself, so the
@@ -142,8 +137,6 @@ def consistency_table(records):
                 "reading": reading["reading"],
                 "step_25_untuned_s": step_s,
                 "step3_saved_s": saved_s,
-                # printed, not a gate: a single modelled step decides nothing (chapter 09)
-                "holds_step": within(step_s, B8_ARTICLE["step_before_s"]),
                 "holds_step3": saving_within(saved_s, step3_saved_s, step_s),
                 **tail_cut(untuned),
                 "step2_cap_saved_s": step_s - untuned[step2_cap]["step_s"],

@@ -16,11 +16,13 @@ with the DP width for that reason; the article's 20–40 MB does not.
 from __future__ import annotations
 
 from mfulab.analytic import comm
+from mfulab.analytic.devices import device_spec
 from mfulab.analytic.rates import Assumptions
 
 LATENCY_SHARE = 0.1  # the latency at most a tenth of the transfer (our line)
 GPUS_PER_NODE = 8
-LINK_GB_PER_S = 25.0  # A100 / H100 class: one 200 Gb/s port per GPU (devices.yaml's inter-node figure)
+# one 200 Gb/s port per GPU: devices.yaml's A100 inter-node figure (25 GB/s)
+LINK_GB_PER_S = device_spec("a100").inter_node_bytes_per_s / 1e9
 DP_WIDTHS = (16, 64, 128, 256, 1024)
 GRAD_BYTES = 4  # fp32 gradient buckets (DDP under autocast, Megatron's default for bf16 runs)
 
@@ -28,16 +30,8 @@ GRAD_BYTES = 4  # fp32 gradient buckets (DDP under autocast, Megatron's default 
 def latency_bound_bytes(n: int, *, link_bytes_per_s: float, share: float = LATENCY_SHARE) -> dict:
     """``{algorithm: (latency_s, bytes)}``: NCCL's per-call latency of an all-reduce over ``n``
     ranks (``GPUS_PER_NODE`` a node) and the bucket size at which it is ``share`` of the transfer."""
-    a = Assumptions()
     latency = comm.nccl_latency_s(
-        "all_reduce",
-        n,
-        max(1, n // GPUS_PER_NODE),
-        base_s=a.nccl_base_latency_s,
-        intra_step_s=a.alpha_intra_s,
-        inter_step_s=a.alpha_inter_s,
-        tree_intra_step_s=a.tree_alpha_intra_s,
-        tree_inter_step_s=a.tree_alpha_inter_s,
+        "all_reduce", n, max(1, n // GPUS_PER_NODE), **Assumptions().nccl_latencies()
     )
     factor = {"ring": comm.bus_factor("all_reduce", n), "tree": 2.0}
     return {algo: (lat, lat * link_bytes_per_s / (share * factor[algo])) for algo, lat in latency.items()}
