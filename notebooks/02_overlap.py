@@ -44,6 +44,10 @@
 # 1.125 = 21.1 ms while M = 18 ms. More chunks hide more (A3), and each call's latency makes the
 # communication itself longer (A5): both sentences of the article come out of the one formula,
 # which `alpha_beta.chunked_overlap` computes (with the measured c and the calibrated α–β).
+# The same numbers say more than the article does: while m < c the step is 20 + 10/k + 0.5 ms,
+# so it keeps shrinking up to k = 20, where m reaches c. Longer communication (A5, §6.3) is not
+# a slower step (§2.2's "反而会拖慢速度", *ends up slowing things down*) until the calls' latency
+# outgrows the chunk of compute that hides them.
 #
 # Every rank runs under `torchrun` (gloo on CPU, NCCL on GPUs), started by `mfulab.measure.launch`
 # with a timeout that kills the whole process group. Every (variant, k) is timed
@@ -69,7 +73,7 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import pandas as pd
 from IPython.display import Markdown, display
 
-from mfulab.studies.overlap import a5_intervention, ab_regime, claims, figures
+from mfulab.studies.overlap import a4_bound, a5_intervention, ab_regime, claims, figures
 from mfulab.studies.overlap.stated import A3_K, A5_REASONABLE_STEP_SHARE
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
@@ -105,7 +109,11 @@ print(o.values["nccl_tests_text"])
 # (`comm.fit_alpha_beta`) of this run's times. The verdicts of A3 and A5 rest on this run's
 # measured steps, not on either fit. B is the all-reduce's *effective* bandwidth: on a CPU it
 # includes gloo's copies and the reduction itself, which likely explains why a broadcast
-# (nothing to add) reaches a higher busbw in the figure below.
+# (nothing to add) reaches a higher busbw in the figure below. The bus factors assume a
+# bandwidth-optimal ring, as NCCL runs: gloo's all-gather and reduce-scatter fall well below its
+# all-reduce's busbw here (a reduce-scatter can take longer than the all-reduce that contains it),
+# so on gloo busbw compares ops only loosely; why, gloo's implementation of those two ops, is not
+# measured in this run.
 
 # %%
 fit, n_ranks = o.values["alpha_beta"], records["collectives"]["world_size"]
@@ -204,7 +212,8 @@ if fig is not None:
 # ## 3 · Step time vs k: measurement and model
 #
 # The model (`alpha_beta.chunked_overlap`) takes the measured compute-only time, the tensor size
-# and the calibrated α–β. Exposed communication = overlapped − compute only (per round).
+# and the calibrated α–β. Exposed communication is the median over rounds of overlapped − compute
+# only in the same round, not the difference of the two medians, so the columns need not subtract.
 
 # %%
 ot = o.tables["overlap"]
@@ -255,6 +264,11 @@ display(
 # interleaved (`a3_rows.duty_table`; duty 0 and 1 are the two modes above). Where on this axis
 # a given GPU's overlap falls is that device's to measure (`make check-gpu` runs the real mode
 # on NCCL); the sweep shows how fast the recovered share falls as compute takes the cores.
+#
+# **So A3 is two rows.** The mechanism (overlap takes the step toward max(compute, comm)) is shown
+# by the ideal engine, with the sweep beside it. How much an accelerator recovers is inconclusive
+# on this machine: the two ends of the sweep are its bracket, and where a GPU falls between them is
+# the GPU's to measure.
 
 # %%
 duty = o.tables["a3_duty"]
@@ -305,6 +319,23 @@ display(
 # %% [markdown]
 # ## 5 · The articles' scale (A4, A5, A18, B9)
 #
+# **A4 first without the step model.** Overlap saves only the communication it hides. Two bounds
+# need no step model's compute or hidden shares, only the links' α–β prices:
+# * the gradient buckets hide only under the last micro-batch's backward, at most ⅔ of its
+#   compute, even were the whole 3.2 s step compute (`a4_bound.a4_grad_overlap_bound`);
+# * a chunked TP all-reduce that the next layer waits for cannot hide its last chunk, a whole
+#   call's latency plus 1/k of its transfer (`exposed_share.last_chunk_s`), at the article's
+#   largest k = 8.
+#
+# Their sum (`a4_bound.a4_saving_bound`) is the most the article's overlap can save, against the
+# 3.2 − 2.1 = 1.1 s it reports. Where it stays under 1.1 s in every reading, A4 is refuted by
+# analysis; where a reading lets it through, the step model below decides. The table gives each
+# reading in seconds per step.
+
+# %%
+a4_bound.a4_bound_table(o.values["a4_bound"]).round(3)
+
+# %% [markdown]
 # **A4** is priced by the course's one step model (`step.step_time`, chapter 09) on the
 # article's own cards (`article_device`: the 910B's `devices.yaml` entry, its peak, HBM, HCCS
 # inside a node and 200 Gb/s RoCE between nodes): the 13B run with TP = 8 on 32 cards, once with
@@ -385,7 +416,19 @@ o.tables["a4_collectives"].round(3)
 a4_sens = o.tables["a4_sensitivity"]
 with pd.option_context("display.max_colwidth", None):
     display(a4_sens)
-o.values["a4_flip_link"]
+flip = o.values["a4_flip_link"]
+display(
+    Markdown(
+        f"The reading (*{flip['baseline_reading']}*) "
+        + (
+            f"changes at a TP link of {flip['flip_bytes_per_s'] / 1e9:.0f} GB/s per direction."
+            if flip["flip_bytes_per_s"]
+            else "does not change at any TP link between 10 GB/s and 1 TB/s per direction (a4_flip_link); "
+            "the link at which the step model's saving reaches 1.1 s is the feasibility frontier of "
+            "the A4 row, a different question."
+        )
+    )
+)
 
 # %%
 a5_sens = o.tables["a5_sensitivity"]
@@ -477,58 +520,39 @@ o.tables["a2_collectives"]
 # %% [markdown]
 # ## Claims
 #
-# Verdict words (the rule is `docs/claims.md`): *confirmed* / *refuted* when a measurement in the
-# claim's regime, a cited figure, a specification, an exact count or the article's own arithmetic
-# decides; *(analysis)* when an analysis at the article's configuration decides, and *analytic
-# only* when it cannot (a sensitivity row reverses it, or the reading does); *shown* / *not
-# shown* for a mechanism in a toy regime; *inconclusive on this machine*; *not checkable* when
-# nothing can be tested or two readings of the sentence disagree. Each row names its basis.
-#
-# Verdicts are computed from this run's interleaved rounds: A3 from the paired comparison
-# of the overlapped step at k = 4 (fixed before any timing, `stated.A3_K`: no best-of-k
-# selection) with the serial step — "toward max(compute, comm)" is shown when overlap shortens
-# the step (inconclusive on this machine otherwise: a toy regime cannot refute it), and how far
-# it goes is the recovered share, with the midpoint between serial and the bound beside it
-# (beating it means more than half the possible saving). Real compute decides on every device:
-# the claim's effect is overlap with compute and communication sharing the machine. The emulated
-# compute (a timed wait that leaves the cores to gloo, as a GPU's kernels leave the host to NCCL)
-# is the ideal engine beside it, an upper bound on what overlap can recover; on this host's two
-# cores gloo's threads and the matmuls compete, so the real line can sit far below it. A5's effect from the paired comparison of the communication time
-# per step at k = 16 and k = 4, its mechanism from the share of that gap the per-call cost
-# explains — two estimates, the calibration's α and this run's single calls: shown when both
-# lie within `a5_mechanism_min_share` and its inverse of it (80%–125%) and a 16-chunk call is in the article's regime,
-# not shown when both explain under 1 − that share, inconclusive otherwise; A5 at the article's
-# scale (200 MB over A4's 4 DP ranks, NCCL's cost model): every row of its sensitivity table answers "16 chunks
-# take longer than 4 and 4–8 chunks are a reasonable range" (the article's words, 比较合理的范围:
-# every k of 4–8 steps within 5% of the best k's, `stated.A5_REASONABLE_STEP_SHARE`, assumed;
-# the best k itself in 4–8 is the stricter reading beside it; the first half holds by
-# construction in an α–β model):
-# confirmed (analysis) when all say yes, refuted (analysis) when none does, analytic only
-# otherwise; A2
-# from the exact count of collectives (§6); B9 from the nccl-tests definitions, the A100
-# datasheet (12 NVLink 3 links of 25 GB/s per direction: 300 GB/s) and the published healthy
-# nodes of the table above (60% of the line rate is a bottleneck only if it lies below what each
-# GPU generation's NVLink reaches, its best published healthy node, by a margin a message size
-# the sentence leaves out could not erase: 20%); A4 from the step model at the article's configuration; A18's
-# two thresholds, each at the configuration the article states them for (one machine, 8 cards, TP 8):
-# under 10% is right when a step without overlap never reads good and the overlapped one does, at
-# every hidden share of the sensitivity rows and with the last chunk of a dependent chunked
-# all-reduce left exposed; over 25% can flag only where the step with nothing overlapped reads over
-# it, so it is judged on that step. Both thresholds take one sensitivity set (since 2026-12-07,
-# after round fourteen's reader): the slower TP links (20 µs per ring step, half the line rate)
-# and each reading of the 910B, a card the step model was never validated on (chapter 09:
-# its SKUs' peaks, the GEMM share, HBM, the collective latency); the ratio sweep shows that away
-# from that configuration a share's class moves with compute ÷ communication (1/(1 + ratio) with
-# no overlap); its profiler figure
-# is not checkable when its two readings (operators' total time, non-overlapped time) disagree.
-# B16, article B's NCCL environment block, line by line against the documentation of what reads
-# each variable: a variable no library reads (`TORCH_DISTRIBUTED_DETAIL`; PyTorch's is
-# `TORCH_DISTRIBUTED_DEBUG`) is refuted; a line that describes its variable as the library
-# documents it (the buffer's memory, the IB timeout, the queue pairs per connection) is confirmed
-# on the documentation alone (documented specification: what the variable does, never a measured
-# gain; docs/claims.md states why documentation confirms and refutes alike); lines whose stated gain the article measures nowhere
-# (the buffer size, GPUDirect RDMA) or that carry no reason (the GID index, the interface name)
-# are not checkable.
+# Verdict words and bases: `docs/claims.md`. Each row's rule, once:
+# * **A3, mechanism**: the overlapped step at k = 4 (fixed before any timing, `stated.A3_K`)
+#   against the serial step, paired rounds: shown when it is shorter, inconclusive on this machine
+#   otherwise (a toy regime cannot refute). On a CPU the ideal engine decides; on a GPU, real
+#   compute (measured).
+# * **A3, how much**: the recovered share, (serial − overlapped) ÷ (serial − bound), at the ideal
+#   engine and at real compute: inconclusive on this machine, the two ends its bracket.
+# * **A4**: first the bound without the step model (`a4_bound.a4_saving_bound`, section 5):
+#   refuted (analysis) when it stays under the 1.1 s saved in every reading; otherwise the step
+#   model's stated case decides within its error on a ratio (section 5's rule).
+# * **A5, effect**: communication per step at k = 16 over k = 4, paired rounds: shown when the
+#   drift-widened interval lies above 1.
+# * **A5, mechanism**: the intervention (k = 4 plus 12 one-element calls): shown when the calls'
+#   share of the gap lies within `a5_mechanism_min_share` and its inverse over its whole interval
+#   and a 16-chunk call is in the article's regime; not shown when it lies under 1 − that share;
+#   inconclusive otherwise.
+# * **A5, at scale**: NCCL's cost model at 200 MB over A4's 4 DP ranks: confirmed (analysis) when
+#   every sensitivity row finds 16 chunks slower than 4 and every k of 4–8 within 5% of the best
+#   k's step (`stated.A5_REASONABLE_STEP_SHARE`, assumed), refuted when none does, analytic only
+#   otherwise.
+# * **A18**: each threshold where the article states it (one machine, 8 cards, TP 8), over one
+#   sensitivity set (slower TP links, each reading of the 910B). Under 10% is right when the step
+#   without overlap never reads good and the overlapped step, its last chunk exposed, does; over
+#   25% can flag only where the step with nothing overlapped reads over it. The profiler figure is
+#   not checkable when its two readings disagree.
+# * **A2**: the exact count of collectives (section 6).
+# * **B9**: nccl-tests' definitions, the A100 datasheet (12 NVLink 3 links of 25 GB/s per
+#   direction) and the published healthy nodes above: 60% of the line rate is a bottleneck only
+#   below each generation's best healthy node by more than 20%.
+# * **B16**: each line of article B's NCCL block against the documentation of what reads the
+#   variable: refuted when nothing reads it; confirmed when the line describes the variable as
+#   documented (what it does, never a measured gain); not checkable when its stated gain is
+#   measured nowhere or it gives no reason.
 
 # %%
 claim_list = o.claims

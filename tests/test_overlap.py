@@ -121,6 +121,28 @@ def test_a4_feasibility_frontier_is_the_fastest_link_that_still_saves_the_articl
     assert f["saved_at_device_s"] < 1.1  # the 910B's figure lies above the frontier
 
 
+def test_a4_saving_bound_is_the_communication_that_can_hide():
+    """The bound without the step model: the gradient reduction up to ⅔ of the last micro-batch's
+    backward, plus the TP all-reduces less their last chunk; more chunks, a larger bound; a slower
+    TP link, more to hide; it refutes only when every reading stays under the 1.1 s saved."""
+    p = Params().to_dict()
+    b4, b8 = (a4_bound.a4_saving_bound(p, k) for k in (4, 8))
+    assert b8["bound_s"] == pytest.approx(b8["dp_hideable_s"] + b8["tp_comm_s"] - b8["tp_floor_s"])
+    assert b8["dp_hideable_s"] <= b8["dp_comm_s"] and b4["bound_s"] < b8["bound_s"]
+    slow = a4_bound.a4_saving_bound(p, 8, link_efficiency=0.25)
+    assert slow["bound_s"] > b8["bound_s"] and slow["can_save"]
+    readings = a4_bound.a4_bound_readings(p)
+    assert "stated case" in readings["rows"] and readings["k"] == 8
+    opened = {"k": 8, "rows": {"a": {**b8, "can_save": False}, "b": {**b8, "can_save": True}}}
+    assert a4_bound.a4_bound_decision(opened) is None
+    closed = {"k": 8, "rows": {"a": {**b8, "can_save": False}}}
+    assert a4_bound.a4_bound_decision(closed) == "refuted"
+    bw = readings["frontier_bytes_per_s"]
+    if bw is not None:  # at the frontier the bound reaches the saving, above it it does not
+        assert a4_bound.a4_saving_bound(p, 8, intra_node_bytes_per_s=bw * 0.98)["can_save"]
+        assert not a4_bound.a4_saving_bound(p, 8, intra_node_bytes_per_s=bw * 1.02)["can_save"]
+
+
 def test_sensitivity_tables_say_whether_the_reading_survives():
     sens = step_at_scale.a4_sensitivity(Params().to_dict())
     assert sens.iloc[0].varied == "baseline" and sens.iloc[0].same_as_baseline
@@ -336,23 +358,22 @@ def test_a5_mechanism_is_not_read_where_the_ranks_take_turns_on_fewer_cores():
 
 
 def test_verdicts_follow_the_synthetic_truth():
-    good = {c.id: c for c in _claims(_records())}
+    mechanism, how_much = [c for c in _claims(_records()) if c.id == "A3"]
     effect, _ = _a5_rows(_records())
     assert effect.verdict == "shown"  # a toy regime (2 CPU ranks): 12 more calls of 0.3 ms on ~8 ms
-    assert good["A3"].verdict == "shown"  # only the last chunk's all-reduce is exposed
-    assert "real compute" in good["A3"].evidence and "in flight" in effect.evidence
-    # real compute decides on every device, at the k fixed in advance; the emulated compute (the
-    # ideal engine) is the bound beside it, both in the key number
-    assert good["A3"].measured.startswith("real compute") and "k=4 (fixed in advance)" in good["A3"].measured
-    assert (
-        good["A3"].evidence.startswith("real compute recovers") and "an ideal engine" in good["A3"].evidence
-    )
-    on_cuda = {**_records(), "overlap": {**_records()["overlap"], "device": "cuda"}}
-    assert [c for c in _claims(on_cuda) if c.id == "A3"][0].measured.startswith("real compute")
-    bad = {c.id: c for c in _claims(_records(overlap_good=False))}
-    # overlap hid nothing: a toy regime cannot refute the claim, and the midpoint test that once
-    # gave "not shown" flipped between fresh runs with real compute deciding
-    assert bad["A3"].verdict == "inconclusive on this machine"
+    assert mechanism.verdict == "shown"  # only the last chunk's all-reduce is exposed
+    assert "in flight" in effect.evidence
+    # on a CPU the ideal engine decides the mechanism, at the k fixed in advance; how much an
+    # accelerator recovers lies between the two engines: inconclusive here, both ends its bracket
+    assert mechanism.measured.startswith("emulated compute") and "k=4" in mechanism.measured
+    assert how_much.verdict == "inconclusive on this machine"
+    assert "real compute" in how_much.evidence and "emulated" in how_much.evidence
+    on_cuda = {**_records(), "device": "cuda"}  # on a GPU real compute decides, one row
+    a3_cuda = [c for c in _claims(on_cuda) if c.id == "A3"]
+    assert len(a3_cuda) == 1 and a3_cuda[0].measured.startswith("real compute")
+    bad = [c for c in _claims(_records(overlap_good=False)) if c.id == "A3"]
+    # overlap hid nothing: a toy regime cannot refute the claim
+    assert [c.verdict for c in bad] == ["inconclusive on this machine"] * 2
     on_gpus = {**_records(), "device": "cuda"}  # NCCL between GPUs: A5's own regime
     assert _a5_rows(on_gpus)[0].verdict == "confirmed"
     r = _records()

@@ -58,3 +58,106 @@ def a4_bound_text(cards: int, stated_batch: int) -> str:
         + (" (the command's)" if r["global_batch"] == stated_batch else "")
         for r in rows
     )
+
+
+def a4_saving_bound(p: dict, k: int, **change) -> dict:
+    """The most the article's overlap can save without the step model's hiding assumptions
+    (round fifteen's reader of chapter 02): the saving is the communication hidden, and of it
+
+        dp_hideable_s = min(DP comm, ⅔ of the last micro-batch's compute, whole 3.2 s step as compute)
+        tp_hideable_s = TP comm − the last chunk of every TP all-reduce (``exposed_share.last_chunk_s``)
+        bound_s       = dp_hideable_s + tp_hideable_s
+
+    at ``k`` chunks per TP all-reduce: a chunked all-reduce that the next layer depends on cannot
+    hide its last chunk, which pays a whole call's latency and 1/k of its transfer. The TP and DP
+    seconds are the link model's (α–β per call, ``step_at_scale.a4_model``'s own terms), nothing of
+    the step model's compute or hidden shares. ``change``: assumed inputs of a sensitivity reading
+    (a slower link, a reading of the extrapolated card), applied to the baseline."""
+    from mfulab.studies.overlap.exposed_share import last_chunk_s
+    from mfulab.studies.overlap.step_at_scale import a4_baseline, a4_model
+
+    case = {**a4_baseline(p), **change}
+    m = a4_model(**case)
+    grad = a4_grad_overlap_bound({"compute_s": m["compute_s"], "accumulation_steps": m["accumulation_steps"]})
+    dp_hideable_s = min(m["dp_comm_s"], grad["bound_model_free_s"])
+    tp_floor_s = last_chunk_s(case, m, k)
+    tp_hideable_s = m["tp_comm_s"] - tp_floor_s
+    needed_s = A4_STATED["step_before_s"] - A4_STATED["step_after_s"]
+    bound_s = dp_hideable_s + tp_hideable_s
+    return {
+        "k": k,
+        "tp_comm_s": m["tp_comm_s"],
+        "tp_floor_s": tp_floor_s,
+        "tp_hideable_s": tp_hideable_s,
+        "dp_comm_s": m["dp_comm_s"],
+        "dp_hideable_s": dp_hideable_s,
+        "bound_s": bound_s,
+        "needed_s": needed_s,
+        "model_saved_s": m["saved_s"],
+        "can_save": bound_s >= needed_s,
+    }
+
+
+A4_BOUND_K = 8  # the most chunks of the article's 4–8 (§2.2): the largest saving the bound allows
+
+
+def a4_bound_readings(p: dict, k: int = A4_BOUND_K) -> dict:
+    """:func:`a4_saving_bound` in the stated case and in every assumed reading that moves it: the
+    slower TP links of A18 (``exposed_share.A18_LINK_READINGS``) and each reading of the
+    extrapolated card (``extrapolated.device_readings``); with the fastest TP link at which the
+    bound still reaches the article's saving (``step_at_scale.a4_saving_frontier``)."""
+    from mfulab.analytic import extrapolated
+    from mfulab.studies.overlap.exposed_share import A18_LINK_READINGS
+    from mfulab.studies.overlap.step_at_scale import a4_saving_frontier
+
+    readings = {"stated case": {}, **A18_LINK_READINGS, **extrapolated.device_readings(p["article_device"])}
+    rows = {name: a4_saving_bound(p, k, **change) for name, change in readings.items()}
+    frontier = a4_saving_frontier(p, saved_fn=lambda change: a4_saving_bound(p, k, **change)["bound_s"])
+    return {"k": k, "rows": rows, "frontier_bytes_per_s": frontier["frontier_bytes_per_s"]}
+
+
+def a4_bound_decision(b: dict) -> str | None:
+    """The bound's own answer: refuted (analysis) when it stays under the article's saving in every
+    reading (no overlap of the kind described can save 1.1 s); None (the step model decides)
+    where any reading lets it."""
+    return None if any(r["can_save"] for r in b["rows"].values()) else "refuted"
+
+
+def a4_bound_lead(b: dict) -> str:
+    """The chain in one sentence, for the head of A4's evidence."""
+    s = b["rows"]["stated case"]
+    open_ = [name for name, r in b["rows"].items() if r["can_save"]]
+    frontier = b["frontier_bytes_per_s"]
+    return (
+        f"bound without the step model: the overlap saves only the communication it hides, at most "
+        f"{s['dp_hideable_s']:.2f} s of the gradient reduction (⅔ of the last micro-batch's backward) plus "
+        f"{s['tp_hideable_s']:.2f} s of the TP all-reduces ({s['tp_comm_s']:.2f} s less the last of "
+        f"{b['k']} chunks, {s['tp_floor_s']:.2f} s, which the next layer waits for): {s['bound_s']:.2f} s "
+        f"against the {s['needed_s']:.1f} s saved (the step model, which keeps no last chunk, saves "
+        f"{s['model_saved_s']:.2f} s)"
+        + (
+            f"; the bound reaches it only where the TP link's table figure is ≤ {frontier / 1e9:.0f} GB/s "
+            "per direction (before the link efficiency)"
+            if frontier
+            else ""
+        )
+        + (
+            f"; it reaches it in the reading{'s' if len(open_) > 1 else ''} {', '.join(open_)}, so the "
+            "bound does not decide"
+            if open_
+            else f"; it stays under it in all {len(b['rows'])} readings"
+        )
+    )
+
+
+def a4_bound_table(b: dict):
+    """:func:`a4_bound_readings` as a table, one row per reading (seconds per step)."""
+    import pandas as pd
+
+    cols = ("tp_comm_s", "tp_floor_s", "tp_hideable_s", "dp_comm_s", "dp_hideable_s", "bound_s", "needed_s")
+    return pd.DataFrame(
+        [
+            {"reading": name, **{c: r[c] for c in cols}, "can_save": r["can_save"]}
+            for name, r in b["rows"].items()
+        ]
+    )

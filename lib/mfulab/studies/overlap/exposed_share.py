@@ -201,6 +201,27 @@ def _readings_note(a: dict) -> str:
     )
 
 
+def _implication_note(a: dict) -> str:
+    """The lower threshold read as an implication alone (under 10% ⇒ good overlap, round fifteen's
+    reader): a false positive would be a step with nothing hidden reading under 10%; the verdict
+    asks more, that the overlapped step can be pushed under it (the article's 能压到)."""
+    serial = [
+        a["serial"],
+        *a["serial_by_link"].values(),
+        *(r["serial"] for r in a["by_device_reading"].values()),
+    ]
+    holds = min(serial) >= GOOD_SHARE
+    return (
+        "read as an implication alone (under 10% ⇒ good), "
+        + ("no reading grades" if holds else "some reading grades")
+        + f" a step with nothing hidden good (serial {min(serial):.0%}–{max(serial):.0%}), so that half "
+        + ("holds in every reading" if holds else "fails")
+        + "; the "
+        "article says the share 'can be pushed' under 10% (能压到), so the row also asks the overlapped "
+        "step to get there, which decides it; "
+    )
+
+
 def a18_rule_decision(a: dict) -> str:
     """A18's lower threshold (under 10% is good overlap) judged where the article states it (one
     machine, 8 cards, TP 8): right when a step without overlap does not read *good* and the step
@@ -307,6 +328,7 @@ def a18_claim(table, overlap_table, p: dict | None = None) -> list[Claim]:
             for name, v in a["overlapped_by_link"].items()
         )
         + f"{_readings_note(a)}; "
+        + _implication_note(a)
         + sweep,
         basis=verdicts.ASSUMED,  # §8 states the 8 cards and TP 8, not the model or the batch
     )

@@ -318,17 +318,22 @@ def a4_flip_link(p: dict, **change) -> dict:
     return {"baseline_reading": reading, "flip_bytes_per_s": hi, "below": reads(lo), "above": reads(hi)}
 
 
-def a4_saving_frontier(p: dict, **change) -> dict:
+def a4_saving_frontier(p: dict, saved_fn=None, **change) -> dict:
     """The feasibility frontier the article's saving needs (round thirteen's reader): the fastest
     intra-node (TP) link, per direction, at which the modelled overlap still saves the article's
     seconds (serial − overlapped ≥ 3.2 − 2.1 s), by bisection between 10 GB/s and 1 TB/s (a
     slower link gives more communication to hide); beside it the saving at the device's own
-    figure. ``None`` where even 10 GB/s does not save that much, or where 1 TB/s already does."""
+    figure. ``None`` where even 10 GB/s does not save that much, or where 1 TB/s already does.
+    ``saved_fn`` (inputs changed from the baseline → seconds) replaces the step model's saving
+    (``a4_bound.a4_saving_bound``'s bound reads its frontier here)."""
     base = {**a4_baseline(p), **change}
     needed_s = A4_STATED["step_before_s"] - A4_STATED["step_after_s"]
 
     def saved(bw=None):
-        m = a4_model(**base, **({} if bw is None else {"intra_node_bytes_per_s": bw}))
+        link = {} if bw is None else {"intra_node_bytes_per_s": bw}
+        if saved_fn is not None:
+            return saved_fn({**change, **link})
+        m = a4_model(**base, **link)
         return m["step_serial_s"] - m["step_overlapped_s"]
 
     lo, hi = 10e9, 1e12
