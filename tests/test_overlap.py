@@ -770,8 +770,24 @@ def test_a5_mechanism_is_decided_by_the_padded_calls_when_the_run_has_them():
     assert iv["per_call_s"] == pytest.approx(0.008 / 12, rel=0.15)
     assert a5_intervention.decision(iv, 0.8) == (True, False)
     mechanism = _a5_rows(r)[1]
-    assert "the intervention: k=4 followed by 12 calls of one element" in mechanism.evidence
+    assert "k=4 followed by 12 calls of one element" in mechanism.evidence
     assert "they do not vote" in mechanism.evidence
+    # the same intervention in the article's regime (a bandwidth-dominated tensor) decides when the
+    # run has it: there the calls cost nothing of the gap, so the mechanism is not shown (a gap of
+    # a third of the step: the drift widening, 5% of the padded step, must leave room to decide)
+    big4 = 0.120 + rng.normal(0, 2e-4, 40)
+    r["overlap"]["a5_regime"] = {
+        "bytes": 160 << 20,
+        "comm_only_times_s": {"4": list(big4), "16": list(big4 + 0.040 + rng.normal(0, 2e-4, 40))},
+        "padded_times_s": list(big4 + rng.normal(0, 2e-4, 40)),
+        "padded_calls": 12,
+    }
+    ivr = a5_intervention.a5_intervention(r, regime=True)
+    assert ivr["bytes"] == 160 << 20 and ivr["share"] == pytest.approx(0, abs=0.1)
+    in_regime = _a5_rows(r)[1]
+    assert "In the article's regime (160 MiB" in in_regime.evidence
+    assert in_regime.verdict == "not shown"  # the toy regime's "refuted"
+    del r["overlap"]["a5_regime"]
     # the calls cost nothing: the gap is not theirs
     r["overlap"]["a5_padded_times_s"] = list(k4 + rng.normal(0, 2e-4, 40))
     iv = a5_intervention.a5_intervention(r)
@@ -801,6 +817,7 @@ def test_the_overlap_job_runs_the_contention_sweep_and_the_padded_calls():
         "rounds": 3,
         "seed": 0,
         "a5_rounds": 3,
+        "a5_regime_bytes": 1 << 21,
         "a3_duty_cycles": [0.5],
     }
     o = run("mfulab.studies.overlap.bench:overlap_worker", spec, nproc=2, device="cpu", timeout_s=300)
@@ -811,6 +828,7 @@ def test_the_overlap_job_runs_the_contention_sweep_and_the_padded_calls():
         for v in bench.VARIANTS:
             assert len(row[f"{v}:{k}"]) == spec["rounds"] and all(t > 0 for t in row[f"{v}:{k}"])
     assert o["a5_padded_calls"] == 12 and len(o["a5_padded_times_s"]) == spec["a5_rounds"]
+    assert o["a5_regime"]["bytes"] == 1 << 21 and len(o["a5_regime"]["padded_times_s"]) == spec["a5_rounds"]
     table = a3_rows.duty_table({"overlap": o})
     assert list(table.duty) == [0.5] and "recovered" in a3_rows.duty_text(table)
 

@@ -20,11 +20,28 @@ from mfulab.measure.timing import RUN_TO_RUN_DRIFT
 
 
 def a5_intervention(
-    records, *, n_boot: int = 2000, seed: int = 0, drift: float = RUN_TO_RUN_DRIFT, confidence: float = 0.95
+    records,
+    *,
+    regime: bool = False,
+    n_boot: int = 2000,
+    seed: int = 0,
+    drift: float = RUN_TO_RUN_DRIFT,
+    confidence: float = 0.95,
 ) -> dict | None:
-    """The padded step against k = 4 and k = 16 (module docstring); None where the run has no
-    padded rounds (older records) or the three series differ in length."""
+    """The padded step against k = 4 and k = 16 (module docstring), on ``overlap_bytes`` or, with
+    ``regime``, on the pass at ``a5_regime_bytes`` (the article's regime); None where the run has
+    no such rounds (older records) or the three series differ in length."""
     o = records.get("overlap") or {}
+    if regime:
+        r = o.get("a5_regime") or {}
+        o = {
+            "a5_comm_only_times_s": r.get("comm_only_times_s"),
+            "a5_padded_times_s": r.get("padded_times_s"),
+            "a5_padded_calls": r.get("padded_calls", 12),
+            "bytes": r.get("bytes"),
+        }
+    else:
+        o = {**o, "bytes": (records.get("params") or {}).get("overlap_bytes")}
     own, padded = o.get("a5_comm_only_times_s") or {}, o.get("a5_padded_times_s")
     if not padded or "4" not in own or "16" not in own:
         return None
@@ -46,6 +63,7 @@ def a5_intervention(
     within_lo, within_hi = (float(x) for x in np.percentile(boots, [tail, 100 - tail]))
     widen = drift * mp / gap_s if gap_s > 0 else float("inf")
     return {
+        "bytes": o["bytes"],
         "calls": int(o.get("a5_padded_calls", 12)),
         "rounds": len(k4),
         "k4_s": m4,
@@ -78,8 +96,9 @@ def text(iv: dict) -> str:
     def ms(x):
         return f"{x * 1e3:.1f} ms"
 
+    size = f" on {iv['bytes'] / 2**20:.0f} MiB" if iv.get("bytes") else ""
     return (
-        f"the intervention: k=4 followed by {iv['calls']} calls of one element each took "
+        f"the intervention{size}: k=4 followed by {iv['calls']} calls of one element each took "
         f"{ms(iv['padded_step_s'])} against k=4's {ms(iv['k4_s'])} and k=16's {ms(iv['k16_s'])} "
         f"(medians of {iv['rounds']} interleaved rounds): the extra calls alone cost "
         f"{ms(iv['padded_s'])} ({iv['per_call_s'] * 1e3:.2f} ms a call), "

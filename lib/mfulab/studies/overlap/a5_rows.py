@@ -60,6 +60,18 @@ def sweep_slope_s(records, k_max: int = 32) -> dict | None:
     return {"slope_s": float(slope), "ks": ks}
 
 
+def per_call_share(records, nbytes: float, per_call: float, k: int = 16) -> float:
+    """The per-call share of one of ``k`` chunk calls of an ``nbytes`` all-reduce on the machine's
+    α–β (the calibration): 2(n−1)α ÷ (2(n−1)α + bus factor · nbytes/k ÷ B)."""
+    from mfulab.analytic import comm
+
+    n = records["collectives"]["world_size"]
+    bandwidth_s = (
+        comm.bus_factor("all_reduce", n) * nbytes / k / fitted_alpha_beta(records)["link_bytes_per_s"]
+    )
+    return per_call / (per_call + bandwidth_s)
+
+
 def a5_cause(records, g: dict | None) -> str:
     """How much of A5's measured gap ``g`` (``analysis.a5_gap``) the calibration's per-call cost
     explains, and what the rest is; one sentence for the claim and the notebook."""
@@ -216,6 +228,29 @@ def a5_claims(records, t: dict, v: dict, min_share: float) -> list[Claim]:
         )
         explained = ", ".join(f"{who} {x:.0%}" for who, x in estimates.items())
         why = [] if explains or excluded else [f"the per-call cost explains {explained} of the gap"]
+    ivr = v.get("a5_intervention_regime")
+    regime_text = ""
+    if ivr is not None:  # the intervention again in the article's regime decides (round fifteen)
+        share_r = per_call_share(records, ivr["bytes"], v["per_call_s"])
+        regime = {**regime, "matches": (share_r >= 0.5) == (regime["share_article"] >= 0.5)}
+        explains, excluded = a5_intervention.decision(ivr, min_share)
+        why = (
+            []
+            if explains or excluded
+            else [
+                f"in the article's regime the calls' share of the gap, [{ivr['lo']:.0%}, {ivr['hi']:.0%}], "
+                "straddles a line"
+            ]
+        )
+        regime_text = (
+            f"In the article's regime ({ivr['bytes'] / MIB:.0f} MiB, a5_regime_bytes: a 16-chunk call's "
+            f"per-call share {share_r:.0%} here, {side[share_r >= 0.5]}): {a5_intervention.text(ivr)}; "
+            f"this run's drift of {ivr['drift']:.0%} on a {ivr['padded_step_s'] * 1e3:.0f} ms step is "
+            f"{ivr['drift'] * ivr['padded_step_s'] / ivr['gap_s']:.0%} of the gap"
+            if ivr["gap_s"] > 0
+            else f"In the article's regime ({ivr['bytes'] / MIB:.0f} MiB): no gap between k=4 and k=16 "
+            f"({ivr['k4_s'] * 1e3:.1f} vs {ivr['k16_s'] * 1e3:.1f} ms)"
+        ) + ". Per-call-dominated illustration (the sweep's tensor): "
     if not regime["matches"]:
         why.append("the regimes differ")
     effect_held = effect.verdict in ("confirmed", "shown")  # the effect's decision, on either basis
@@ -251,18 +286,23 @@ def a5_claims(records, t: dict, v: dict, min_share: float) -> list[Claim]:
         (
             "share of the measured 4 → 16 gap that 12 one-element calls added to k=4 cost (interleaved "
             "with both, an intervention)"
+            + (", on a tensor in the article's regime (a5_regime_bytes) and on the sweep's" if ivr else "")
             if iv is not None
             else "share of the measured 4 → 16 gap explained by 12 more calls × 2(n−1)α (calibration)"
         )
         + ", beside 12 × 2(n−1)α (calibration) and single calls timed in this run's benchmark; the regime: "
         "per-call share of one 16-chunk call (α–β model) here and at the article's scale",
         decision,
-        (f"{a5_intervention.text(iv)}; predicted: " if iv is not None else "")
-        + f"{v['a5_cause']}. Regime: per-call share of one 16-chunk call "
+        regime_text
+        + (f"{a5_intervention.text(iv)}; predicted: " if iv is not None else "")
+        + f"{v['a5_cause']}. Regime of the illustration: per-call share of one 16-chunk call "
         f"{regime['share_here']:.0%} here, "
         f"{side[regime['share_here'] >= 0.5]}; {regime['share_article']:.0%} at the article's scale, "
         f"{side[regime['share_article'] >= 0.5]} ({shares.min():.0%}–{shares.max():.0%} over the "
-        f"sensitivity rows){spread}. Rule: {rule}" + (f"; here {', '.join(why)}" if why else ""),
+        f"sensitivity rows){spread}. Rule: "
+        + ("the intervention in the article's regime decides, by the illustration's rule: " if ivr else "")
+        + rule
+        + (f"; here {', '.join(why)}" if why else ""),
         basis=verdicts.MEASURED if records["device"] == "cuda" else verdicts.TOY,
     )
     return [effect, mechanism, alpha_beta.a5_scale_claim(art, sens)]

@@ -49,7 +49,7 @@ from mfulab.studies.overlap.params import Params
 from mfulab.studies.overlap.stated import A3_K
 
 # 5: A2's TP MLP collectives and A18's ratio sweep; 6: A3's duty cycles and A5's padded calls
-BENCHMARK_VERSION = {"overlap": 6}
+BENCHMARK_VERSION = {"overlap": 7}  # 7: A5's intervention also at a5_regime_bytes
 VARIANTS = ("overlapped", "compute_only", "comm_only")
 DUTY = "duty:"  # A3's contention sweep: "duty:0.5" computes for half of each interval, then waits
 PADDED = "comm_padded"  # A5's intervention: the k chunks' all-reduces plus pad_calls one-element calls
@@ -284,6 +284,23 @@ def overlap_worker(spec: dict) -> dict:
         out["a5_comm_only_times_s"] = {str(k): [x[0] for x in samples[("comm_only", k)]] for k in a5_ks}
         out["a5_padded_times_s"] = [x[0] for x in samples[(PADDED, a5_ks[0])]]
         out["a5_padded_calls"] = pad_calls
+        # the same three in the article's regime (a5_regime_bytes: a 16-chunk call's per-call
+        # share near the article's scale's, bandwidth-dominated), in rounds of their own
+        if spec.get("a5_regime_bytes"):
+            numel = spec["a5_regime_bytes"] // 4  # the chunks of one_step are cut from numel
+            samples = run_interleaved(
+                "emulated",
+                keys,
+                spec["a5_rounds"],
+                f"A5 at {spec['a5_regime_bytes'] >> 20} MiB (rank {rank})",
+            )
+            out["a5_regime"] = {
+                "bytes": spec["a5_regime_bytes"],
+                "comm_only_times_s": {str(k): [x[0] for x in samples[("comm_only", k)]] for k in a5_ks},
+                "padded_times_s": [x[0] for x in samples[(PADDED, a5_ks[0])]],
+                "padded_calls": pad_calls,
+            }
+            numel = spec["overlap_bytes"] // 4
     # A18: the exposed share against compute ÷ communication, emulated compute (a timed wait costs
     # nothing of the communication), serial (k = 1) and chunked (k = a18_k), interleaved per ratio
     out["a18_rows"], measured_compute_s = [], compute_s
@@ -335,6 +352,7 @@ def measure(p: Params) -> dict:
                 "a18_k": p.a18_k,
                 "a18_rounds": p.a18_rounds,
                 "a5_rounds": p.a5_rounds,
+                "a5_regime_bytes": p.a5_regime_bytes,
                 "a3_duty_cycles": list(p.a3_duty_cycles),
             },
         ),

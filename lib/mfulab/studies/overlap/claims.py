@@ -354,6 +354,7 @@ def derived(records) -> dict:
         "a5_gap": g,
         "a5_cause": a5_rows.a5_cause(records, g),
         "a5_intervention": a5_intervention.a5_intervention(records),
+        "a5_intervention_regime": a5_intervention.a5_intervention(records, regime=True),
         "a4_flip_link": step_at_scale.a4_flip_link(records["params"]),
         "a4_saving_frontier": step_at_scale.a4_saving_frontier(records["params"]),
         "a4_bound": a4_bound.a4_bound_readings(records["params"]),

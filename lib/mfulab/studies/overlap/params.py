@@ -28,10 +28,10 @@ class Params(StudyParams):
     iters: int = param(21, "timed calls per collective and size", unit="calls", positive=True)
     overlap_bytes: int = param(
         16777216,
-        "the tensor all-reduced in chunks (float32); default: at 16 chunks about a quarter of each call is "
-        "per-call latency on the 2-core box (the calibration's α–β), enough to measure the per-call cost "
-        "near the article-scale model's ≈21% (NCCL's cost model; latency_share_k16 in "
-        "tables/a5_sensitivity.csv, 8–56% over its rows): A5's mechanism row says whether the regimes match",
+        "the tensor all-reduced in chunks (float32); default: at 16 chunks about half of each call is "
+        "per-call latency on the 2-core box (the calibration's α–β), where the per-call cost is large "
+        "enough to measure; the article's scale is bandwidth-dominated (about 11%: latency_share_k16 in "
+        "tables/a5_sensitivity.csv), which a5_regime_bytes reaches",
         unit="bytes",
         positive=True,
     )
@@ -81,6 +81,14 @@ class Params(StudyParams):
         positive=True,
     )
     timeout_s: float = param(900.0, "time limit of each torchrun job", unit="s", positive=True)
+    a5_regime_bytes: int = param(
+        167772160,
+        "A5's intervention again on a tensor this large (float32; 0 skips it), chosen so that a 16-chunk "
+        "call's per-call share on the 2-core box's α–β (about 10% at 160 MiB) is near the article's scale's "
+        "(about 11%, NCCL's cost model at 200 MB over 4 DP ranks): the mechanism in the article's regime",
+        unit="bytes",
+        non_negative=True,
+    )
     a5_mechanism_min_share: float = param(
         0.8,
         "A5's mechanism: each estimate of the per-call cost (12 more calls × 2(n−1)α with the "
@@ -128,14 +136,15 @@ class Params(StudyParams):
     def predicted_peak_bytes(self) -> float | None:
         """Per GPU: the sweep's largest message in and out (an all-gather's output is the whole
         message, its input a share of it: at most twice the message), or the overlapped step's
-        ``overlap_bytes`` of fp32 gradients with a copy, beside the bf16 matmul operands the
-        CUDA compute calibrates (``bench.CUDA_MM_SIZE`` and smaller: a few × 4096² × 2 bytes).
+        ``overlap_bytes`` (or A5's ``a5_regime_bytes``) of fp32 gradients with a copy, beside the
+        bf16 matmul operands the CUDA compute calibrates (``bench.CUDA_MM_SIZE`` and smaller: a few
+        × 4096² × 2 bytes).
         ``None`` on the host's gloo ranks."""
         if self.device == "cpu":
             return None
         largest_message_bytes = 2**self.max_size_log2
         sweep_bytes = 2 * largest_message_bytes
-        overlap_step_bytes = 2 * self.overlap_bytes
+        overlap_step_bytes = 2 * max(self.overlap_bytes, self.a5_regime_bytes)
         matmul_operand_bytes = 8 * 4096**2 * 2
         return max(sweep_bytes, overlap_step_bytes) + matmul_operand_bytes
 
@@ -170,6 +179,11 @@ class Params(StudyParams):
             "a18_rounds", self.a18_rounds >= 3, "at least 3 (a paired interval needs several rounds)"
         )
         self.require("a5_rounds", self.a5_rounds >= 3, "at least 3 (a paired interval needs several rounds)")
+        self.require(
+            "a5_regime_bytes",
+            (self.a5_regime_bytes // 4) % 16 == 0,
+            "a size whose float32 elements split into 4 and 16 equal chunks (0 skips the pass)",
+        )
         self.require(
             "a18_k",
             (self.overlap_bytes // 4) % self.a18_k == 0,
