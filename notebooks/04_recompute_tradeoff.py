@@ -321,7 +321,12 @@ chosen[
 
 # %%
 if "a17_readings" in o.tables:
+    display(Markdown("A17's readings, unfused attention (the command passes no `--use-flash-attn`):"))
     display(o.tables["a17_readings"])
+    display(
+        Markdown("The same with a fused attention kernel (§6.2 ran this setup with Flash Attention added):")
+    )
+    display(o.tables["a17_readings_fused"])
 
 # %% [markdown]
 # **With the layout searched.** The planner above holds each case's TP, PP and DP and lets a

@@ -117,7 +117,7 @@ gpt_layout
 # %%
 sweep = o.tables["sweep"]
 display(Markdown(report.sweep_notes(records, sweep)))
-fig = figures.plot_sweep(records, sweep, o.values["a6_measured"])
+fig = figures.plot_sweep(records, sweep, o.values["a6_measured"], o.tables["a6_per_tensor"])
 plots.save_figure(fig, out, "sweep")
 sweep[sweep.variant == "default"][
     [
@@ -316,7 +316,10 @@ best[
 # on the backward's path (as fitted) and once also on the communication channel (the
 # pessimistic reading: there it costs even when the communication is the bottleneck). Their
 # input is re-measured on every run and moves between fresh runs, so these two rows are
-# reported beside each verdict and never decide one (`sensitivity.deciding`). Caps
+# reported beside each verdict and never decide one (`sensitivity.deciding`). Nor do the rows
+# that are no reading of the article (`reading` False): the probe that puts every one of a
+# thousand ranks on NVLink, and a scenario in which no model's layout fits its card; within a
+# scenario only the models whose layout fits answer (`a6_models_that_fit`). Caps
 # whose simulated steps are within a tie tolerance of the fastest are shown as a range.
 # `a6_conclusion_same`: whether "a best cap lies in 20–40 MB" comes out as in the stated
 # setting; `a6_spread_points`: how far the cap moves MFU over 1–400 MiB per model (smallest
@@ -343,8 +346,7 @@ sens
 # (`b8_consistency.saving_within`), and a single step's 9.4 s is printed, not gated: chapter 09
 # lets the model decide a ratio, never a step on its own. One port per node, the reading §3.3's
 # busbw first suggests, saves about 2 s when the network is tuned against the article's 0.3 s,
-# one port per GPU 0.27 s: the model cannot tell them apart, so both vote (until 2026-12-07 the
-# first was dropped on a precision the model does not have).
+# one port per GPU 0.27 s: the model cannot tell them apart, so both vote.
 
 # %%
 o.tables["b8_consistency"]
@@ -376,9 +378,10 @@ o.tables["a6_per_tensor"]
 # ## Claims
 #
 # Verdict words (the rule is `docs/claims.md`): *confirmed* / *refuted* when a measurement in the
-# claim's regime, a cited figure, a specification, an exact count or the article's own arithmetic
-# decides; *(analysis)* when an analysis decides and *analytic only* when it cannot (a sensitivity
-# row reverses it); *shown* / *not shown* for a mechanism in a toy regime; *not checkable* when
+# claim's regime, a cited figure, a specification or the article's own arithmetic decides (an
+# exact count or a property true by construction shows or refutes, never confirms);
+# *(analysis)* when an analysis decides and *analytic only* when it cannot (a sensitivity row
+# reverses it); *shown* / *not shown* for a mechanism in a toy regime; *not checkable* when
 # nothing can be tested or two readings of the sentence disagree. Each row names its basis. How
 # each row decides:
 #
@@ -408,7 +411,8 @@ o.tables["a6_per_tensor"]
 #   case); §5.2's 9.4 → 9.0 s on whether the cap and the flags explain half of the 0.4 s. Read as
 #   §5.1's ZeRO-2 the cap and flags do nothing, so a B8 row is refuted (analysis) only where the
 #   DDP reading also says no everywhere. "This step made the communication start earlier" is
-#   refuted by construction: a passed cap drops DDP's 1 MiB first bucket.
+#   decided at article B's 7B at TP 4: refuted (analysis) when the first bucket, in the order the
+#   backward makes gradients ready, is the same at 25 MiB as at the larger caps.
 # - **B6**: `gradient_as_bucket_view` on the memory it saves (shown when the counted saving equals
 #   the gradients' bytes); `static_graph` against `find_unused_parameters=True`, the only flags
 #   under which DDP searches the graph every step; the two together on speed beside their

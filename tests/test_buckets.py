@@ -326,7 +326,15 @@ def test_sensitivity_table():
         "gradient sharding",
         "accumulation",
     } <= set(df.assumption)
-    assert set(df.a6_20_40_mb) <= {"best", "tied", "outside"}
+    assert set(df.a6_20_40_mb) <= {"best", "tied", "outside", "none fits"}
+    # only readings vote: the probe link and a scenario where no model's layout fits are reported
+    probe = df[df.value.str.startswith("NVLink (A100, all ranks)")].iloc[0]
+    assert not probe.reading and df.reading.iloc[0]
+    assert ((df.a6_20_40_mb == "none fits") <= ~df.reading).all()
+    deciding = sensitivity.deciding(df)
+    assert deciding.reading.all() and len(deciding) < len(df)
+    # within a scenario only the models whose layout fits answer
+    assert (df.a6_models_that_fit.str.len() > 0).all()
     sharded = df[df.value.str.startswith("TP 8 × PP 4")].iloc[0]
     assert sharded.a6_layouts.split(" / ")[0] == f"TP 8 × DP {1024 // 32}"
     # the stated row runs each model at the articles' TP; pure data parallelism is a row of its own

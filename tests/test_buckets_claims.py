@@ -87,7 +87,8 @@ def test_sensitivity_has_a_ring_only_row_and_the_spread():
     assert "faster of NCCL's ring and tree" in df.value.iloc[0]
     # ring only: every call pays 2(n−1) steps of latency, so small caps lose many MFU points
     assert ring.a6_max_spread_points.iloc[0] > df.a6_max_spread_points.iloc[0]
-    assert (df.a6_max_spread_grid_points >= df.a6_max_spread_points - 1e-9).all()
+    fit = df.a6_max_spread_points.notna()  # a scenario where no model fits has no spread
+    assert (df.a6_max_spread_grid_points[fit] >= df.a6_max_spread_points[fit] - 1e-9).all()
     assert (df.a6_spread_reaches_claim == (df.a6_max_spread_points >= A6_MFU_POINTS[0])).all()
 
 
@@ -145,7 +146,8 @@ def test_a6_spread_row_is_judged_on_the_spread():
     assert sensitivity.spread_answer({"m": {25: 0.058, 100: 0.06}}) is False
     # one model that cannot tell keeps the scenario from a no
     assert sensitivity.spread_answer({"m": {25: 0.058, 100: 0.06}, "n": {25: 0.40, 100: 0.42}}) is None
-    assert sensitivity.summary(sens)["scenarios"] == len(sens) - (sens.assumption == sensitivity.FITTED).sum()
+    voted = (sens.assumption != sensitivity.FITTED) & sens.reading
+    assert sensitivity.summary(sens)["scenarios"] == voted.sum() < len(sens)
     assert sensitivity.spread_in_claim(4.96) and not sensitivity.spread_in_claim(4.94)
     assert spread.verdict in ("confirmed (analysis)", "refuted (analysis)", "analytic only")
     assert sweet.verdict in ("confirmed (analysis)", "refuted (analysis)", "analytic only")

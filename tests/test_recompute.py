@@ -428,6 +428,9 @@ def test_notebook_defaults_run_the_planner(tmp_path):
     assert "fits in 8 of 8 cells" in row.evidence and "fits in 7 of 8 cells" in row.evidence
     assert ": mixed" in row.evidence and ": no;" not in row.evidence
     assert "the article's own explanation" in row.evidence and "configuration of record" in row.measured
+    # §6.2 ran this setup with Flash Attention: under a fused kernel every reading fits everywhere,
+    # so the kernel decides the row and says so
+    assert "with a fused attention kernel" in row.evidence and "the kernel decides the row" in row.evidence
 
 
 def test_no_planner_cases_give_an_empty_table(tmp_path):

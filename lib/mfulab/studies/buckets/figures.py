@@ -13,12 +13,16 @@ from mfulab.studykit.plots import median_iqr_ms
 from mfulab.studykit.step_error import SWITCH_MARGIN
 
 
-def plot_sweep(records, sweep, m: dict | None):
+def plot_sweep(records, sweep, m: dict | None, at_scale=None):
     """Step time vs bucket_cap_mb per compute mode (the outcome's ``sweep`` table: interleaved
     rounds, default flags) with no_sync and the simulator with and without the fitted
     overheads; a third panel shows the simulator's residual per cap. One legend, below the
     panels (no data point under it); the title quotes A6 measured here (``m``,
-    ``analysis.a6_measured``)."""
+    ``analysis.a6_measured``) with its regime, set-up latency over the average tensor's transfer
+    (``analysis.a6_regime``), and the modelled slowdown at the article's 13B beside it where
+    ``at_scale`` (``cluster_scale.per_tensor_table``) is given: a toy ratio never headlines alone."""
+    from mfulab.studies.buckets.analysis import a6_regime
+
     st = sweep[sweep.variant == "default"]
     modes = list(dict.fromkeys(st.compute))
     fig, axes = plt.subplots(
@@ -67,9 +71,18 @@ def plot_sweep(records, sweep, m: dict | None):
     fits = model_error.fits(records)
     title = []
     if m:
-        title.append(
-            f"One bucket per tensor: {m['per_tensor'].ratio:.1f}× the step of the fastest cap (real compute)"
+        regime = a6_regime(records)
+        line = (
+            f"One bucket per tensor: {m['per_tensor'].ratio:.1f}× the fastest cap's step here (real "
+            f"compute), where a call's set-up latency is {regime['ratio']:.0f}× its transfer"
         )
+        if at_scale is not None and len(at_scale):
+            stated = at_scale[at_scale.accumulation == at_scale.accumulation.iloc[0]]
+            line += (
+                f";\nat the article's 13B (TP {stated.tp.iloc[0]}, DP {stated.dp.iloc[0]}), modelled: "
+                + ", ".join(f"{r.slowdown:.2f}× ({r.algorithm})" for r in stated.itertuples())
+            )
+        title.append(line)
     if fits:
         title.append(
             "the α–β simulator misses DDP's work per bucket, fitted: "
@@ -93,7 +106,7 @@ def scale_title(best) -> str:
         lo, hi = big.bucket_cap_mb.min(), big.bucket_cap_mb.max()
         caps = f"{lo:g} MiB" if lo == hi else f"{lo:g}–{hi:g} MiB"
     where = (
-        f"the simulator's best caps {caps}, not the article's 20–40 MB"
+        f"the simulator's best caps {caps}, outside the article's 20–40 MB in this case"
         if not big.in_20_40_mb.any()
         else f"a best cap in the article's 20–40 MB for {', '.join(big.preset[big.in_20_40_mb])}"
     )

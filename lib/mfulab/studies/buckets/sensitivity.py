@@ -26,6 +26,7 @@ from mfulab.studies.buckets.stated import (
     B8_STEP2_EXPLAINED_SHARE,
     B8_VISIBLE_SHARE,
     B8_VISIBLE_TAIL_CUT,
+    PROBE_LINKS,
     SCALE_GRAD_BYTES_PER_ELEM,
     SCALE_TP,
     SENSITIVITY,
@@ -261,10 +262,14 @@ def sensitivity_table(records):
     for s in scenarios(p, model_error.carried_overhead(records)):
         a6_device = s.get("a6_device", stated_setting(p, "a6")["device"])
         a6 = {m: _run(m, A6_CARDS, caps, s, device=a6_device) for m in models}
+        # only a layout that fits its card answers for its model (a step it cannot run is no reading)
+        voting = [m for m in models if all(x.get("fits") is not False for x in a6[m].values())]
+        probe = s["assumption"] == "interconnect" and s["value"].startswith(PROBE_LINKS)
         tied = {m: tied_best({c: x["step_s"] for c, x in r.items()}) for m, r in a6.items()}
         gains = {m: a6[m][tied[m][0]]["mfu"] - a6[m][DEFAULT_BUCKET_CAP_MB]["mfu"] for m in models}
         mfu = {m: {c: x["mfu"] for c, x in r.items()} for m, r in a6.items()}
         spreads = [spread_points(mfu[m], A6_PLAUSIBLE_CAPS_MIB) for m in models]
+        voting_spreads = [spread_points(mfu[m], A6_PLAUSIBLE_CAPS_MIB) for m in voting] or [float("nan")]
         b8 = _run(seven_b, B8_STATED["ranks"], caps, b8_scenario(s, seven_b))
         b8_at_25 = b8[B8_STATED["default_cap_mb"]]["mfu"]
         b8_gain = max(b8[c]["mfu"] for c in B8_STATED["better_caps_mb"]) - b8_at_25
@@ -275,11 +280,15 @@ def sensitivity_table(records):
                 "value": s["value"],
                 "a6_layouts": " / ".join("TP {} × DP {}".format(*_layout(m, A6_CARDS, s)) for m in models),
                 "a6_best_caps_mib": " / ".join(caps_label(tied[m]) for m in models),
-                "a6_20_40_mb": sweet_spot_status([tied[m] for m in models]),
+                "reading": bool(voting) and not probe,
+                "a6_models_that_fit": " / ".join(voting) or "none",
+                "a6_20_40_mb": sweet_spot_status([tied[m] for m in voting]) if voting else "none fits",
                 "a6_max_gain_vs_25_points": max(gains.values()) * 100,
                 "a6_spread_points": " / ".join(f"{x:.1f}" for x in spreads),
-                "a6_max_spread_points": max(spreads),
-                "a6_max_spread_grid_points": max(spread_points(mfu[m]) for m in models),
+                "a6_max_spread_points": max(voting_spreads),
+                "a6_max_spread_grid_points": max(
+                    (spread_points(mfu[m]) for m in voting), default=float("nan")
+                ),
                 "a6_article_spread_points": spread_points(mfu[article], A6_PLAUSIBLE_CAPS_MIB)
                 if article in mfu
                 else float("nan"),
@@ -287,8 +296,8 @@ def sensitivity_table(records):
                 "b8_outcome": b8_outcome(b8_gain, b8_at_25),
                 "b8_step2_share": (step2_s + flags_s) / stated_step2_s,
                 "b8_tail_cut_share": b8_tail_cut_share(b8),
-                "a6_any_model_in_claim": any(spread_in_claim(x) for x in spreads),
-                "a6_can_reach": spread_answer(mfu),
+                "a6_any_model_in_claim": any(spread_in_claim(x) for x in voting_spreads),
+                "a6_can_reach": spread_answer({m: mfu[m] for m in voting}) if voting else None,
             }
         )
     df = pd.DataFrame(rows)
@@ -334,9 +343,14 @@ def fitted_text(df, claim: str) -> str:
 def deciding(df):
     """The scenarios that decide a verdict: every row but the fitted per-bucket overhead's
     (:data:`FITTED`), whose input is re-measured on every run and moves between fresh runs (it
-    once turned B8's answer in one run of three). Those rows are reported beside the verdict
-    (:func:`fitted_text`), never counted in it."""
-    return df[df.assumption != FITTED] if "assumption" in df else df
+    once turned B8's answer in one run of three), and but the rows that are no reading of the
+    article (``reading`` False: a probe link no such cluster has, or a scenario in which no A6
+    model's layout fits its card). Those rows are reported beside the verdict
+    (:func:`fitted_text`, the table), never counted in it."""
+    if "assumption" not in df:
+        return df
+    keep = df.assumption != FITTED
+    return df[keep & df.reading.astype(bool)] if "reading" in df else df[keep]
 
 
 def summary(df) -> dict:

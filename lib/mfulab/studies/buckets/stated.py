@@ -190,3 +190,6 @@ SENSITIVITY = {
     "accumulation": (1, 4, 16),
     "grad_bytes_per_elem": (2,),
 }
+# sensitivity rows that probe the model rather than read the article: no cluster of about a thousand
+# cards puts every rank on NVLink. Reported, never voted (round sixteen's reader of chapter 05)
+PROBE_LINKS = ("NVLink (A100, all ranks)",)
