@@ -432,7 +432,10 @@ o.tables["a12_throughput_sensitivity"]
 # one 22B layer on A100s; at c = 0.625 the step stretches 1.24×, MFU 50% → 40.2%, the article's
 # 40%; over c from 0.50 to 1 it stretches 1.19–1.39×. The article states no local MFU for this
 # run, so the analysis cannot decide: analytic only (refuted (analysis)
-# if 1.25× fell outside the range). B7 (budget): refuted by the identity
+# if 1.25× fell outside the range). B7 (the misjudgement): the anecdote's two figures under the
+# article's global MFU, where MFU moves by exactly the factor tokens/s moves: 50% → 40% is 0.80×
+# the throughput, which rolling back recovers; refuted (the article's own arithmetic), whatever
+# the batch. B7 (budget): refuted by the identity
 # MFU ∝ tokens/s (the article's own arithmetic: its §1.1 definition). B7 (configuration): the planner prices article B's own §5 cluster (7B, 64
 # A100s, TP 4, ZeRO-2, flash attention) under Megatron's selective, the MLP and full recompute,
 # which bound the article's own "attention module and FFN's first layer". The claim is stated

@@ -124,8 +124,12 @@ def test_b7_budget_row_separates_the_hardware_flops_ratio_from_hfu():
     assert full.mfu_vs_none == pytest.approx(0.8) and full.hfu_vs_none == pytest.approx(1.0)
     t = {"b7_same_batch": pd.DataFrame([analysis.b7_same_batch(records)])}
     t["budget"] = analysis.budget_table(records)
-    row = claims.b7_claims(records, t)[1]
+    misjudgement, row = claims.b7_claims(records, t)[1:3]
     assert row.verdict == "refuted" and "0.800 × 1.250 = 1.000×" in row.evidence
+    # the anecdote's rollback under the same identity: 50% → 40% is 0.80× the tokens/s, recovered
+    assert misjudgement.verdict == "refuted" and misjudgement.basis == verdicts.ARITHMETIC
+    assert "误判" in misjudgement.claim and "0.80× the tokens/s" in misjudgement.evidence
+    assert "recovers 1.25× the throughput" in misjudgement.evidence
 
 
 def test_a14_measured_sdpa_keeps_only_logsumexp_beyond_table2():

@@ -60,7 +60,8 @@ def _at_course_drift(b: dict, band) -> str:
 
 
 def b7_claims(records, t) -> list[Claim]:
-    """B7 as two rows.
+    """B7's measured rows (the misjudgement between them: the anecdote's two figures under the
+    article's global MFU, a 1.25× throughput loss that rolling back recovers).
 
     1. Same micro-batch: the claim's size is 50% → 40% global MFU, a 1.25× step. Recompute
        stretches only the compute, a share c of the step: the compute slowdown the claim implies
@@ -117,6 +118,26 @@ def b7_claims(records, t) -> list[Claim]:
             basis=verdicts.TOY,
         )
     ]
+    before, after = b["mfu_before_percent"], b["mfu_claimed_percent"]
+    out.append(
+        Claim(
+            "B7",
+            f"rolling back after MFU fell {before}% → {after}% is a misjudgement from not understanding the "
+            "metric (误判)",
+            "the article's own numbers under its §1.1 definition, global MFU (the frame §2.3 sets: "
+            "'在全局MFU的公式里'): at the same model and cards MFU moves by exactly the factor tokens/s "
+            "moves, whatever the batch",
+            "refuted",
+            f"{before}% → {after}% global MFU is {after / before:.2f}× the tokens/s, so rolling back "
+            f"recovers {before / after:.2f}× the throughput: the metric read right, not misread. "
+            "A larger batch bought with the freed memory would show in MFU as much as in tokens/s; the "
+            "one case where recompute is worth a lower MFU is a run that does not fit without it, "
+            "and there is no configuration to roll back to. Under local MFU (§1.1: compute-busy time "
+            "alone) the figure falls further than tokens/s, since recompute lengthens only the compute; "
+            "§2.3 frames the anecdote in global MFU",
+            basis=verdicts.ARITHMETIC,  # the anecdote's two figures under the article's own MFU formula
+        )
+    )
     bt = t["budget"].set_index("policy")
     # the anecdote's own policy, selective, where the budget table has it; else full
     policy = "selective" if "selective" in bt.index and bt.loc["selective", "fits"] else "full"
