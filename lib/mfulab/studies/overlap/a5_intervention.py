@@ -9,8 +9,12 @@ padded step takes as long as k = 16:
     share     = padded_s / gap_s                        1: the calls' fixed cost is the whole gap
 
 The interval is a bootstrap over whole rounds (the three series are paired), widened on each side
-by the assumed run-to-run drift of the padded step's median, carried through the division
-(± drift × median(padded) / gap)."""
+by the assumed run-to-run drift of the share itself (× (1 ± drift)): a drift common to the three
+series, a box that runs slower or faster as a whole between fresh runs, cancels in the share, so
+only the share's own relative drift is left. Until 2026-12-07 the padded step's whole median
+drift was carried through the division (± drift × median(padded) / gap), which on a
+bandwidth-dominated tensor is wider than the rule's whole window, so the row could never
+decide (round seventeen's reader of chapter 02)."""
 
 from __future__ import annotations
 
@@ -61,7 +65,10 @@ def a5_intervention(
     boots = boots[np.isfinite(boots)]
     tail = (1 - confidence) / 2 * 100
     within_lo, within_hi = (float(x) for x in np.percentile(boots, [tail, 100 - tail]))
-    widen = drift * mp / gap_s if gap_s > 0 else float("inf")
+    if gap_s > 0:
+        lo, hi = within_lo - drift * abs(within_lo), within_hi + drift * abs(within_hi)
+    else:
+        lo, hi = float("-inf"), float("inf")
     return {
         "bytes": o["bytes"],
         "calls": int(o.get("a5_padded_calls", 12)),
@@ -75,8 +82,8 @@ def a5_intervention(
         "share": padded_s / gap_s if gap_s > 0 else float("nan"),
         "within_lo": within_lo,
         "within_hi": within_hi,
-        "lo": within_lo - widen,
-        "hi": within_hi + widen,
+        "lo": lo,
+        "hi": hi,
         "drift": drift,
     }
 
@@ -104,6 +111,6 @@ def text(iv: dict) -> str:
         f"{ms(iv['padded_s'])} ({iv['per_call_s'] * 1e3:.2f} ms a call), "
         f"{iv['share']:.0%} [{iv['lo']:.0%}, {iv['hi']:.0%}] of the {ms(iv['gap_s'])} gap in these rounds "
         "(bootstrap over "
-        f"rounds, this run's [{iv['within_lo']:.0%}, {iv['within_hi']:.0%}] widened by {iv['drift']:.0%} "
-        "drift of the padded step)"
+        f"rounds, this run's [{iv['within_lo']:.0%}, {iv['within_hi']:.0%}] widened by the share's own "
+        f"{iv['drift']:.0%} drift: a drift common to the three series cancels in it)"
     )

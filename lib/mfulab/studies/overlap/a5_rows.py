@@ -244,9 +244,7 @@ def a5_claims(records, t: dict, v: dict, min_share: float) -> list[Claim]:
         )
         regime_text = (
             f"In the article's regime ({ivr['bytes'] / MIB:.0f} MiB, a5_regime_bytes: a 16-chunk call's "
-            f"per-call share {share_r:.0%} here, {side[share_r >= 0.5]}): {a5_intervention.text(ivr)}; "
-            f"this run's drift of {ivr['drift']:.0%} on a {ivr['padded_step_s'] * 1e3:.0f} ms step is "
-            f"{ivr['drift'] * ivr['padded_step_s'] / ivr['gap_s']:.0%} of the gap"
+            f"per-call share {share_r:.0%} here, {side[share_r >= 0.5]}): {a5_intervention.text(ivr)}"
             if ivr["gap_s"] > 0
             else f"In the article's regime ({ivr['bytes'] / MIB:.0f} MiB): no gap between k=4 and k=16 "
             f"({ivr['k4_s'] * 1e3:.1f} vs {ivr['k16_s'] * 1e3:.1f} ms)"

@@ -201,65 +201,56 @@ def _readings_note(a: dict) -> str:
     )
 
 
-def _implication_note(a: dict) -> str:
-    """The lower threshold read as an implication alone (under 10% ⇒ good overlap, round fifteen's
-    reader): a false positive would be a step with nothing hidden reading under 10%; the verdict
-    asks more, that the overlapped step can be pushed under it (the article's 能压到)."""
-    serial = [
+def _serial_shares(a: dict) -> list[float]:
+    """The step with nothing overlapped, in the stated case and every assumed reading (a slower TP
+    link, each reading of the extrapolated card): the exposed share and the operators' share are
+    one number there (nothing is hidden)."""
+    return [
         a["serial"],
         *a["serial_by_link"].values(),
         *(r["serial"] for r in a["by_device_reading"].values()),
     ]
-    holds = min(serial) >= GOOD_SHARE
-    return (
-        "read as an implication alone (under 10% ⇒ good), "
-        + ("no reading grades" if holds else "some reading grades")
-        + f" a step with nothing hidden good (serial {min(serial):.0%}–{max(serial):.0%}), so that half "
-        + ("holds in every reading" if holds else "fails")
-        + "; the "
-        "article says the share 'can be pushed' under 10% (能压到), so the row also asks the overlapped "
-        "step to get there, which decides it; "
-    )
+
+
+def _floors(a: dict) -> list[float]:
+    """The least exposed share any overlap reaches (the last chunk left exposed), in the stated case
+    and every assumed reading."""
+    return [
+        *a["last_chunk_floor"].values(),
+        *a["overlapped_by_link"].values(),
+        *(r["overlapped"] for r in a["by_device_reading"].values()),
+    ]
 
 
 def a18_rule_decision(a: dict) -> str:
-    """A18's lower threshold (under 10% is good overlap) judged where the article states it (one
-    machine, 8 cards, TP 8): right when a step without overlap does not read *good* and the step
-    with the TP all-reduces overlapped does, at the step model's hidden share, at every lower one
-    (``A18_TP_OVERLAP_SHARES``) and with the last of the article's 4–8 chunks left exposed (a
-    dependent chunked all-reduce cannot hide its last chunk: ``last_chunk_floor``). Refuted
-    (analysis) when the stated case misgrades (the serial step reads good, or the overlapped one
-    does not); analytic only when only a sensitivity row does, a slower TP link
-    (``A18_LINK_READINGS``, the last chunk's floor kept) or a reading of the extrapolated card
-    among them (``by_device_reading``: the serial step must still not read good and the
-    overlapped one must); confirmed (analysis) otherwise.
-    ``a``: :func:`article_shares`."""
-    floors = list(a.get("last_chunk_floor", {}).values())
-    stated = max([a["overlapped"], *floors])
-    overlapped = [max([x, *floors]) for x in a["overlapped_by_tp_overlap_share"].values()]
-    if a["serial"] < GOOD_SHARE or stated >= GOOD_SHARE:
+    """A18's lower threshold as the conditional the article states ("如果通信占比能压到10%以下，说明
+    通信计算重叠做得不错": *if* the share can be pushed under 10%, the overlap is good; round
+    seventeen's reader of chapter 02: a conditional, not a claim that 10% is reachable), judged
+    where the article states it (one machine, 8 cards, TP 8). It misgrades when a step with
+    nothing overlapped reads under 10% (good overlap where there is none); under both readings
+    of the profiler figure that step's share is the same number. Refuted (analysis) when the stated
+    case misgrades, analytic only when only an assumed reading (a slower TP link, a reading of the
+    extrapolated card) does, confirmed (analysis) otherwise. ``a``: :func:`article_shares`."""
+    if a["serial"] < GOOD_SHARE:
         return "refuted"
-    readings = [
-        *a.get("by_device_reading", {}).values(),
-        *(
-            {"serial": a["serial_by_link"][k], "overlapped": v}
-            for k, v in a.get("overlapped_by_link", {}).items()
-        ),
-    ]
-    graded = all(r["serial"] >= GOOD_SHARE and r["overlapped"] < GOOD_SHARE for r in readings)
-    return "confirmed" if graded and all(x < GOOD_SHARE for x in overlapped) else "analytic only"
+    return "confirmed" if all(x >= GOOD_SHARE for x in _serial_shares(a)) else "analytic only"
 
 
 def a18_room_decision(a: dict) -> str:
-    """A18's upper threshold (over 25% leaves room) at the same configuration: it can grade only
-    if a step with nothing overlapped, the most room there is, reads over 25%. Confirmed
-    (analysis) when the serial share does in the stated case, every link reading and every reading
-    of the extrapolated card
-    (``A18_LINK_READINGS``), refuted (analysis) when it does in none (the band never flags the
-    step with nothing hidden), analytic only otherwise."""
-    readings = [r["serial"] for r in a.get("by_device_reading", {}).values()]
-    shares = [a["serial"], *a.get("serial_by_link", {}).values(), *readings]
-    return verdicts.over_scenarios([x > ROOM_SHARE for x in shares])
+    """A18's upper threshold as the conditional it states (over 25% ⇒ room left in scheduling or
+    chunking), under both readings of "the communication operators' share of the step". Exposed
+    time: a step over 25% has room when the least any overlap leaves exposed (the last chunk's
+    floor, in every assumed reading) lies under 25%. The operators' total time: a well-overlapped
+    step must not read over 25% (a false flag: its kernels run as long hidden as exposed, in a
+    shorter step). Confirmed (analysis) when both readings hold, refuted (analysis) when neither
+    does, not checkable when they disagree."""
+    exposed_holds = all(x < ROOM_SHARE for x in _floors(a))
+    operators_holds = a["kernel_share_overlapped"] <= ROOM_SHARE
+    if exposed_holds and operators_holds:
+        return "confirmed"
+    if not exposed_holds and not operators_holds:
+        return "refuted"
+    return "not checkable"
 
 
 def a18_claim(table, overlap_table, p: dict | None = None) -> list[Claim]:
@@ -311,9 +302,10 @@ def a18_claim(table, overlap_table, p: dict | None = None) -> list[Claim]:
         "A18",
         "communication under 10% of the step is good overlap (single machine, 8 cards, TP 8)",
         "the step model at the article's stated configuration, without and with the TP all-reduces "
-        "overlapped, at lower hidden shares, with the last chunk left exposed, slower TP links and each "
-        "reading of the 910B: right when the step "
-        "without overlap does not read good and the overlapped step does; the emulated sweep beside it",
+        "overlapped, with slower TP links and each reading of the 910B; the sentence is a conditional "
+        "(如果…能压到10%以下: if the share can be pushed under 10%), so it misgrades only where a step with "
+        "nothing overlapped reads under 10% (the same number under both readings of the profiler "
+        "figure); the overlapped shares and the emulated sweep beside it",
         a18_rule_decision(a),
         f"{setting}: {a['serial']:.0%} without overlap ({share_class(a['serial'])}), "
         f"{a['overlapped']:.0%} with the TP all-reduces overlapped (§2.2), the step model hiding them under "
@@ -327,9 +319,9 @@ def a18_claim(table, overlap_table, p: dict | None = None) -> list[Claim]:
             f"{name}: {v:.1%} (serial {a['serial_by_link'][name]:.0%})"
             for name, v in a["overlapped_by_link"].items()
         )
-        + f"{_readings_note(a)}; "
-        + _implication_note(a)
-        + sweep,
+        + f"{_readings_note(a)}; no step with nothing overlapped reads under 10% in any reading "
+        f"({min(_serial_shares(a)):.0%}–{max(_serial_shares(a)):.0%}), so the 10% line grades no "
+        "serial step good; whether an overlapped step gets under it is the floor's (above): " + sweep,
         basis=verdicts.ASSUMED,  # §8 states the 8 cards and TP 8, not the model or the batch
     )
     links = ", ".join(f"{name}: {v:.0%}" for name, v in a["serial_by_link"].items())
@@ -337,13 +329,18 @@ def a18_claim(table, overlap_table, p: dict | None = None) -> list[Claim]:
         "A18",
         "communication over 25% of the step leaves room in scheduling or chunking (single machine, 8 "
         "cards, TP 8)",
-        "the step model's step with nothing overlapped, the most room there is, at the stated "
-        "configuration and with a slower TP link: the band can flag only if that step reads over 25%",
+        "the conditional (over 25% ⇒ room) under both readings of the profiler figure, at the stated "
+        "configuration, with slower TP links and each reading of the 910B: exposed time holds when the "
+        "least any overlap leaves exposed (the last chunk's floor) lies under 25%; the operators' total "
+        "time holds when a well-overlapped step does not read over 25%; not checkable when they disagree",
         a18_room_decision(a),
-        f"{setting}, nothing overlapped: {a['serial']:.0%} of the step; with a slower TP link "
-        f"(rates.Assumptions): {links}{_readings_note(a)}; where the step with nothing hidden reads under "
-        "25%, the band "
-        "never flags a step at this configuration, whatever its overlap",
+        f"{setting}: exposed time: the floor {min(_floors(a)):.1%}–{max(_floors(a)):.1%} over the readings, "
+        "so a step over 25% has room in every one; the operators' total time: "
+        f"{a['kernel_share_serial']:.0%} with nothing overlapped, {a['kernel_share_overlapped']:.0%} with "
+        "the TP all-reduces overlapped (the same kernels in a shorter step), so the band flags the "
+        "well-overlapped step as room; nothing overlapped: "
+        f"{a['serial']:.0%} of the step, with a slower TP link (rates.Assumptions): {links}"
+        + _readings_note(a),
         basis=verdicts.ASSUMED,  # §8 states the 8 cards and TP 8, not the model or the batch
     )
     return [good, room]
