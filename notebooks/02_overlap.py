@@ -244,6 +244,13 @@ if stretch:
 display(
     Markdown(
         "\n".join(lines)
+        + (
+            f"\n\nEach rank's matmuls run on {records['overlap']['intra_op_threads']} intra-op thread "
+            f"(`torch.set_num_threads`) of the {records['overlap']['usable_cores']} cores the job may use; "
+            "gloo's own threads come on top, on the same cores."
+            if "intra_op_threads" in records["overlap"]
+            else ""
+        )
         + "\n\nWhere real compute recovers much less than emulated compute, the cause is "
         + (
             "the cores: every rank's matmuls and gloo's send/receive threads share the host's cores, "

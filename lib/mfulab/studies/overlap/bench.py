@@ -37,6 +37,7 @@ emulated number is labelled as such. ``measure`` returns plain records (JSON) th
 
 from __future__ import annotations
 
+import os
 import time
 from functools import partial
 
@@ -112,6 +113,9 @@ def overlap_worker(spec: dict) -> dict:
     in_flight_measured = True  # gloo: futures complete when the work does; CUDA: events
     pad_calls = 0  # set for A5's intervention below
     out = {"world_size": n, "device": device, "rounds": spec["rounds"], "rows": [], "timelines": {}}
+    # the CPU budget of real compute, printed with A3 (round seventeen's reader): one intra-op thread
+    # per rank for the matmuls; gloo's own threads are on top of it, on the same cores
+    out["intra_op_threads"], out["usable_cores"] = torch.get_num_threads(), len(os.sched_getaffinity(0))
     out["tp_mlp"] = tp_layout.tp_mlp_collectives(device)  # A2: where tensor parallelism's all-reduce sits
     out["in_flight_measured"], wrong, compute_s = in_flight_measured, 0, 0.0
     out["matmul_s"], out["matmul_s_per_size"] = t_mm, {str(k): v for k, v in per_size.items()}
