@@ -21,7 +21,8 @@
 #
 # 1. reads the bucket layout DDP actually built and checks it against the formation rules;
 # 2. sweeps `bucket_cap_mb` for real (gloo on CPU, NCCL on GPUs) — with real compute and with
-#    **emulated** accelerator compute (a backward that sleeps, occupying no core) — timing every
+#    **emulated** accelerator compute (each layer's backward also sleeps, a wait that keeps no
+#    core busy, beside its real gradient matmuls, which still run) — timing every
 #    cap *interleaved* (each round runs every configuration once, in a shuffled order, over
 #    fresh torchrun jobs), and compares a simulator calibrated on this machine with it — with
 #    the per-bucket overhead the calibration's bare all-reduce misses, fitted to the sweep;
@@ -179,10 +180,10 @@ fits
 # which `static_graph` is documented to speed DDP up). Next to each speed-up stands the
 # largest one its mechanism allows:
 #
-# * `gradient_as_bucket_view` makes each `.grad` a view into its bucket; DDP no longer copies
-#   each gradient into its bucket before the all-reduce nor the result back after
-#   (`copy_grad_to_bucket`, `copy_bucket_to_grad`). Saved per step: two reads and two writes of
-#   every gradient byte — at most that many bytes at the calibrated DRAM bandwidth, shared by the
+# * `gradient_as_bucket_view` makes each `.grad` a view into its bucket: DDP's scaled copy into
+#   the bucket before the all-reduce becomes an in-place division of the same bytes, and the copy
+#   of the result back to `.grad` goes (`copy_bucket_to_grad`, reducer.cpp). Saved per step: one
+#   read and one write of every gradient byte, at the calibrated DRAM bandwidth shared by the
 #   ranks of one CPU host.
 # * `static_graph` changes a steady-state step only where DDP would search the autograd graph
 #   every iteration: with `find_unused_parameters=True` DDP walks the graph from the outputs

@@ -230,16 +230,16 @@ def test_merge_jobs_keeps_rounds_paired():
 
 
 def test_copy_bound_and_flag_table():
-    # two copies (into the bucket, back to .grad), each 2 · bytes (read + write), at the bandwidth
-    # shared by 2 ranks
-    assert flags.copy_bound_s(1e6, 1e9, 2) == pytest.approx(8e-3)
+    # one copy (back to .grad; the copy in becomes an in-place division of the same bytes), 2 · bytes
+    # (read + write), at the bandwidth shared by 2 ranks
+    assert flags.copy_bound_s(1e6, 1e9, 2) == pytest.approx(4e-3)
     rng = np.random.default_rng(0)
     base = 0.020 * (1 + 0.01 * rng.standard_normal(24))
     times = {(25, "default"): base, (25, "bucket_view"): base * 0.5, (25, "static_graph"): base / 1.001}
     rec = _records(times)
     table = flags.flag_table(rec).set_index("flag")
     grad_bytes = 100 * (128 * 128 + 128) * 4
-    copy_s = 2 * (2 * grad_bytes) * 2 / 26e9  # two copies, each a read and a write, 2 ranks
+    copy_s = (2 * grad_bytes) * 2 / 26e9  # one copy, a read and a write, 2 ranks
     view = table.loc["gradient_as_bucket_view"]
     assert view.copy_avoided_bound_s == pytest.approx(copy_s)
     assert view.mechanism_bound == pytest.approx(0.020 / (0.020 - copy_s), rel=0.02)
@@ -272,7 +272,7 @@ def test_article_bound_is_small():
     assert a["params"] == pytest.approx(6.74e9, rel=0.01)
     # two copies (into the bucket and back), each a read and a write, of a TP-4 quarter of the
     # fp32 gradients, at the A100 80G's 2.039 TB/s
-    assert a["copy_s"] == pytest.approx(2 * 2 * (a["params"] / 4) * 4 / 2.039e12)
+    assert a["copy_s"] == pytest.approx(2 * (a["params"] / 4) * 4 / 2.039e12)  # one copy, read + write
     assert a["share"] < 0.01  # far below "several percent"
 
 

@@ -73,15 +73,19 @@ def gradient_bytes(records) -> int:
     return p["stack_layers"] * (p["stack_hidden"] ** 2 + p["stack_hidden"]) * 4
 
 
-COPIES_AVOIDED = 2  # DDP without the flag: copy_grad_to_bucket before the all-reduce, and back after
+COPIES_AVOIDED = (
+    1  # the copy back (copy_bucket_to_grad); the copy in becomes an in-place division (reducer.cpp)
+)
 
 
 def copy_bound_s(grad_bytes: float, bandwidth_bytes_per_s: float, ranks_sharing: int) -> float:
-    """The most time the gradient copies ``gradient_as_bucket_view`` avoids can take: without it
-    DDP copies each gradient into its bucket before the all-reduce and the result back to
-    ``.grad`` after (reducer.cpp, ``copy_grad_to_bucket`` / ``copy_bucket_to_grad``), each copy a
+    """The time of the gradient copy ``gradient_as_bucket_view`` avoids: without it DDP scales each
+    gradient into its bucket before the all-reduce (``mul_out``) and copies the result back to
+    ``.grad`` after (``copy_bucket_to_grad``); with it the first pass becomes an in-place division
+    of the same bytes (``bucket_view.div_``) and the copy back goes (reducer.cpp). One copy, a
     read and a write of ``grad_bytes``, at ``bandwidth / ranks_sharing`` (the ranks of one host
-    share its memory bandwidth)."""
+    share its memory bandwidth). Until 2026-12-07 two copies were counted (round sixteen's and
+    seventeen's readers of chapter 05)."""
     moved_bytes = COPIES_AVOIDED * 2.0 * grad_bytes
     bandwidth_per_rank = bandwidth_bytes_per_s / ranks_sharing
     return moved_bytes / bandwidth_per_rank
@@ -363,7 +367,8 @@ def b6_claims(records, table, exposed_s: dict | None = None) -> list[Claim]:
             f"percent' read as ≥ {several:.0%}; a possibility (可以): refuted (analysis) where every "
             "bound is under it",
             decision,
-            f"the {COPIES_AVOIDED} gradient copies gradient_as_bucket_view avoids: {a['per_gpu'] / 1e9:.2f} "
+            f"the gradient copy gradient_as_bucket_view avoids (the copy back to .grad; the copy in becomes "
+            f"an in-place division): {a['per_gpu'] / 1e9:.2f} "
             f"billion fp32 gradients per GPU "
             f"({a['per_gpu'] * B6_ARTICLE['grad_bytes_per_param'] / GB:.1f} GB), "
             f"each read and written, at {a['hbm_bytes_per_s'] / TERA:.3f} TB/s: {a['copy_s'] * 1e3:.0f} ms, "

@@ -114,9 +114,9 @@ B8_MICRO_BATCH_READINGS = (1, 8)
 B6_SEVERAL_PERCENT_RATIO = 1.03
 # The mechanism's bound at the article's scale (article B §5.2: 7B on 64 × A100 80G at TP 4, 9.0 s
 # per step after the DDP change, articles.B15_STEPS): each GPU holds a quarter of the gradients
-# (TP 4), in fp32 (the larger case under mixed precision); both copies the flag avoids (DDP's
-# copy_grad_to_bucket before the all-reduce and its copy back to .grad after) at the card's HBM
-# bandwidth (devices.yaml ``a100``, the 80 GB SXM's 2.039 TB/s): the largest saving they allow.
+# (TP 4), in fp32 (the larger case under mixed precision); the copy the flag avoids (DDP's copy
+# back to .grad; the copy in becomes an in-place division) at the card's HBM bandwidth
+# (devices.yaml ``a100``, the 80 GB SXM's 2.039 TB/s).
 B6_ARTICLE = {"preset": "llama2-7b", "grad_bytes_per_param": 4, "device": "a100", "tp": 4, "step_s": 9.0}
 
 # The case the simulator is run at scale (the study's ``scale_*`` defaults): article B's A100s
