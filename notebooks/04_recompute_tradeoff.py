@@ -178,9 +178,11 @@ budget
 # recomputation show up as lost throughput. On a GPU a larger micro-batch can pay for them
 # where a small one under-fills the device; the planner below asks the course's step model
 # (chapter 09) whether it does at the articles' scale. Either way, the article's "MFU dipped while
-# tokens/s rose" cannot describe one model on one cluster: neither MFU nor HFU can fall
-# while tokens/s rises. An MFU that dips has changed its FLOPs count (a different formula
-# or sequence length) or its device count between the two runs.
+# tokens/s rose" cannot describe one model on one cluster in global MFU: neither MFU nor HFU
+# can fall while tokens/s rises. An MFU that dips has changed its FLOPs count (a different
+# formula or sequence length), its device count, or its convention: local MFU (article B
+# §1.1, the compute-busy time alone) can fall while tokens/s rises, since recompute lengthens
+# the busy time while a larger batch cuts the waits.
 #
 # ## 4 · Which part to recompute (A14)
 #
@@ -374,7 +376,8 @@ if "b7_config_scenarios" in o.tables:
 # updated parameters once per optimizer step. With m micro-batches accumulated per step the
 # traffic is (m + 1)Ψ against 3mΨ: 1.5× only at m = 1. The first table takes the article's
 # global batch (32 sequences, micro-batch 1) at several data-parallel widths; the second
-# varies m alone. That ZeRO-3 holds less and moves more is its design (*shown*); how much it
+# varies m alone. That ZeRO-3 holds less and moves more is its published design (*confirmed*,
+# documented specification: ZeRO §5, §7); how much it
 # saves is the article's claim ("确实很可观", indeed considerable): the third table gives the
 # saving as a share of the 64 GiB card at the command's TP 8 and at the narrower widths the
 # article leaves open. The saving is the bf16 parameters ZeRO-2 still replicates, 2Ψ/tp less

@@ -236,7 +236,7 @@ def budget_table(records):
                 "tokens_per_s_vs_none": c.ratio if c else None,
                 "ratio_lo": c.ratio_lo if c else None,
                 "ratio_hi": c.ratio_hi if c else None,
-                "verdict": c.verdict if c else None,
+                "verdict": "reference" if q == "none" else c.verdict if c else None,
                 # MFU ∝ model FLOPs × tokens/s (model FLOPs are the same for every policy);
                 # HFU ∝ hardware FLOPs × tokens/s
                 "mfu_vs_none": c.ratio if c else None,
