@@ -128,6 +128,10 @@ def test_a4_saving_bound_is_the_communication_that_can_hide():
     p = Params().to_dict()
     b4, b8 = (a4_bound.a4_saving_bound(p, k) for k in (4, 8))
     assert b8["bound_s"] == pytest.approx(b8["dp_hideable_s"] + b8["tp_comm_s"] - b8["tp_floor_s"])
+    # the floor is the forward's last chunks alone: half the TP all-reduces leave one exposed
+    case = {**step_at_scale.a4_baseline(p)}
+    m = step_at_scale.a4_model(**case)
+    assert b8["tp_floor_s"] == pytest.approx(exposed_share.last_chunk_s(case, m, 8) / 2)
     assert b8["dp_hideable_s"] <= b8["dp_comm_s"] and b4["bound_s"] < b8["bound_s"]
     slow = a4_bound.a4_saving_bound(p, 8, link_efficiency=0.25)
     assert slow["bound_s"] > b8["bound_s"] and slow["can_save"]
@@ -768,19 +772,21 @@ def test_a5_mechanism_is_decided_by_the_padded_calls_when_the_run_has_them():
     assert "k=4 followed by 12 calls of one element" in mechanism.evidence
     assert "they do not vote" in mechanism.evidence
     # the same intervention in the article's regime (a bandwidth-dominated tensor) decides when the
-    # run has it: there the calls cost nothing of the gap, so the mechanism is not shown, though the
-    # gap is a fifteenth of the step (the drift widens the share, in which a common drift cancels)
+    # run has it (4 → 64 chunks there): the calls cost nothing of the gap, so the mechanism is not
+    # shown (the drift widens the share, in which a drift common to the three series cancels)
     big4 = 0.120 + rng.normal(0, 2e-4, 40)
     r["overlap"]["a5_regime"] = {
         "bytes": 160 << 20,
-        "comm_only_times_s": {"4": list(big4), "16": list(big4 + 0.008 + rng.normal(0, 2e-4, 40))},
+        "k_hi": 64,
+        "comm_only_times_s": {"4": list(big4), "64": list(big4 + 0.008 + rng.normal(0, 2e-4, 40))},
         "padded_times_s": list(big4 + rng.normal(0, 2e-4, 40)),
-        "padded_calls": 12,
+        "padded_calls": 60,
     }
     ivr = a5_intervention.a5_intervention(r, regime=True)
     assert ivr["bytes"] == 160 << 20 and ivr["share"] == pytest.approx(0, abs=0.1)
     in_regime = _a5_rows(r)[1]
-    assert "In the article's regime (160 MiB" in in_regime.evidence
+    assert "In the article's regime (160 MiB" in in_regime.evidence and "4 → 64 chunks" in in_regime.evidence
+    assert "k=64's" in in_regime.evidence
     assert in_regime.verdict == "not shown"  # the toy regime's "refuted"
     del r["overlap"]["a5_regime"]
     # the calls cost nothing: the gap is not theirs

@@ -60,12 +60,21 @@ def a4_bound_text(cards: int, stated_batch: int) -> str:
     )
 
 
+# of the 4 TP all-reduces per layer and micro-batch (Shoeybi et al. 2019, Fig. 4), the 2 of the
+# forward feed the next layer, which waits for their last chunk; the 2 of the backward, the input
+# gradient's before each column-parallel GEMM, Megatron overlaps with that GEMM's weight-gradient
+# computation (its asynchronous TP all-reduce, LinearWithGradAccumulationAndAsyncCommunication),
+# so none need leave a chunk exposed: the floor counts the forward's alone (round eighteen's reader)
+FORWARD_TP_SHARE = 2 / 4
+
+
 def a4_saving_bound(p: dict, k: int, **change) -> dict:
     """The most the article's overlap can save without the step model's hiding assumptions
     (round fifteen's reader of chapter 02): the saving is the communication hidden, and of it
 
         dp_hideable_s = min(DP comm, ⅔ of the last micro-batch's compute, whole 3.2 s step as compute)
-        tp_hideable_s = TP comm − the last chunk of every TP all-reduce (``exposed_share.last_chunk_s``)
+        tp_hideable_s = TP comm − the last chunk of every forward TP all-reduce
+                        (``exposed_share.last_chunk_s`` × ``FORWARD_TP_SHARE``)
         bound_s       = dp_hideable_s + tp_hideable_s
 
     at ``k`` chunks per TP all-reduce: a chunked all-reduce that the next layer depends on cannot
@@ -80,7 +89,7 @@ def a4_saving_bound(p: dict, k: int, **change) -> dict:
     m = a4_model(**case)
     grad = a4_grad_overlap_bound({"compute_s": m["compute_s"], "accumulation_steps": m["accumulation_steps"]})
     dp_hideable_s = min(m["dp_comm_s"], grad["bound_model_free_s"])
-    tp_floor_s = last_chunk_s(case, m, k)
+    tp_floor_s = last_chunk_s(case, m, k) * FORWARD_TP_SHARE
     tp_hideable_s = m["tp_comm_s"] - tp_floor_s
     needed_s = A4_STATED["step_before_s"] - A4_STATED["step_after_s"]
     bound_s = dp_hideable_s + tp_hideable_s
@@ -132,7 +141,8 @@ def a4_bound_lead(b: dict) -> str:
         f"bound without the step model: the overlap saves only the communication it hides, at most "
         f"{s['dp_hideable_s']:.2f} s of the gradient reduction (⅔ of the last micro-batch's backward) plus "
         f"{s['tp_hideable_s']:.2f} s of the TP all-reduces ({s['tp_comm_s']:.2f} s less the last of "
-        f"{b['k']} chunks, {s['tp_floor_s']:.2f} s, which the next layer waits for): {s['bound_s']:.2f} s "
+        f"{b['k']} chunks of the forward's, {s['tp_floor_s']:.2f} s, which the next layer waits for; the "
+        f"backward's hide under the weight-gradient GEMMs): {s['bound_s']:.2f} s "
         f"against the {s['needed_s']:.1f} s saved (the step model, which keeps no last chunk, saves "
         f"{s['model_saved_s']:.2f} s)"
         + (

@@ -43,13 +43,15 @@ def a5_intervention(
             "a5_padded_times_s": r.get("padded_times_s"),
             "a5_padded_calls": r.get("padded_calls", 12),
             "bytes": r.get("bytes"),
+            "k_hi": r.get("k_hi", 16),
         }
     else:
-        o = {**o, "bytes": (records.get("params") or {}).get("overlap_bytes")}
+        o = {**o, "bytes": (records.get("params") or {}).get("overlap_bytes"), "k_hi": 16}
     own, padded = o.get("a5_comm_only_times_s") or {}, o.get("a5_padded_times_s")
-    if not padded or "4" not in own or "16" not in own:
+    k_hi = str(o["k_hi"])
+    if not padded or "4" not in own or k_hi not in own:
         return None
-    k4, k16, pad = (np.asarray(x, dtype=float) for x in (own["4"], own["16"], padded))
+    k4, k16, pad = (np.asarray(x, dtype=float) for x in (own["4"], own[k_hi], padded))
     if not (len(k4) == len(k16) == len(pad)) or len(k4) < 3:
         return None
 
@@ -71,6 +73,7 @@ def a5_intervention(
         lo, hi = float("-inf"), float("inf")
     return {
         "bytes": o["bytes"],
+        "k_hi": int(k_hi),
         "calls": int(o.get("a5_padded_calls", 12)),
         "rounds": len(k4),
         "k4_s": m4,
@@ -106,7 +109,8 @@ def text(iv: dict) -> str:
     size = f" on {iv['bytes'] / 2**20:.0f} MiB" if iv.get("bytes") else ""
     return (
         f"the intervention{size}: k=4 followed by {iv['calls']} calls of one element each took "
-        f"{ms(iv['padded_step_s'])} against k=4's {ms(iv['k4_s'])} and k=16's {ms(iv['k16_s'])} "
+        f"{ms(iv['padded_step_s'])} against k=4's {ms(iv['k4_s'])} and k={iv.get('k_hi', 16)}'s "
+        f"{ms(iv['k16_s'])} "
         f"(medians of {iv['rounds']} interleaved rounds): the extra calls alone cost "
         f"{ms(iv['padded_s'])} ({iv['per_call_s'] * 1e3:.2f} ms a call), "
         f"{iv['share']:.0%} [{iv['lo']:.0%}, {iv['hi']:.0%}] of the {ms(iv['gap_s'])} gap in these rounds "

@@ -231,7 +231,7 @@ def a5_claims(records, t: dict, v: dict, min_share: float) -> list[Claim]:
     ivr = v.get("a5_intervention_regime")
     regime_text = ""
     if ivr is not None:  # the intervention again in the article's regime decides (round fifteen)
-        share_r = per_call_share(records, ivr["bytes"], v["per_call_s"])
+        share_r = per_call_share(records, ivr["bytes"], v["per_call_s"], k=ivr["k_hi"])
         regime = {**regime, "matches": (share_r >= 0.5) == (regime["share_article"] >= 0.5)}
         explains, excluded = a5_intervention.decision(ivr, min_share)
         why = (
@@ -243,11 +243,12 @@ def a5_claims(records, t: dict, v: dict, min_share: float) -> list[Claim]:
             ]
         )
         regime_text = (
-            f"In the article's regime ({ivr['bytes'] / MIB:.0f} MiB, a5_regime_bytes: a 16-chunk call's "
+            f"In the article's regime ({ivr['bytes'] / MIB:.0f} MiB, a5_regime_bytes, 4 → {ivr['k_hi']} "
+            f"chunks: a {ivr['k_hi']}-chunk call's "
             f"per-call share {share_r:.0%} here, {side[share_r >= 0.5]}): {a5_intervention.text(ivr)}"
             if ivr["gap_s"] > 0
-            else f"In the article's regime ({ivr['bytes'] / MIB:.0f} MiB): no gap between k=4 and k=16 "
-            f"({ivr['k4_s'] * 1e3:.1f} vs {ivr['k16_s'] * 1e3:.1f} ms)"
+            else f"In the article's regime ({ivr['bytes'] / MIB:.0f} MiB): no gap between k=4 and "
+            f"k={ivr['k_hi']} ({ivr['k4_s'] * 1e3:.1f} vs {ivr['k16_s'] * 1e3:.1f} ms)"
         ) + ". Per-call-dominated illustration (the sweep's tensor): "
     if not regime["matches"]:
         why.append("the regimes differ")

@@ -50,7 +50,7 @@ from mfulab.studies.overlap.params import Params
 from mfulab.studies.overlap.stated import A3_K
 
 # 5: A2's TP MLP collectives and A18's ratio sweep; 6: A3's duty cycles and A5's padded calls
-BENCHMARK_VERSION = {"overlap": 7}  # 7: A5's intervention also at a5_regime_bytes
+BENCHMARK_VERSION = {"overlap": 8}  # 8: A5's regime pass compares k = 4 with a5_regime_chunks
 VARIANTS = ("overlapped", "compute_only", "comm_only")
 DUTY = "duty:"  # A3's contention sweep: "duty:0.5" computes for half of each interval, then waits
 PADDED = "comm_padded"  # A5's intervention: the k chunks' all-reduces plus pad_calls one-element calls
@@ -292,16 +292,20 @@ def overlap_worker(spec: dict) -> dict:
         # share near the article's scale's, bandwidth-dominated), in rounds of their own
         if spec.get("a5_regime_bytes"):
             numel = spec["a5_regime_bytes"] // 4  # the chunks of one_step are cut from numel
+            regime_ks = [a5_ks[0], spec.get("a5_regime_chunks", a5_ks[1])]
+            pad_calls = regime_ks[1] - regime_ks[0]
+            regime_keys = [("comm_only", k) for k in regime_ks] + [(PADDED, regime_ks[0])]
             samples = run_interleaved(
                 "emulated",
-                keys,
+                regime_keys,
                 spec["a5_rounds"],
                 f"A5 at {spec['a5_regime_bytes'] >> 20} MiB (rank {rank})",
             )
             out["a5_regime"] = {
                 "bytes": spec["a5_regime_bytes"],
-                "comm_only_times_s": {str(k): [x[0] for x in samples[("comm_only", k)]] for k in a5_ks},
-                "padded_times_s": [x[0] for x in samples[(PADDED, a5_ks[0])]],
+                "k_hi": regime_ks[1],
+                "comm_only_times_s": {str(k): [x[0] for x in samples[("comm_only", k)]] for k in regime_ks},
+                "padded_times_s": [x[0] for x in samples[(PADDED, regime_ks[0])]],
                 "padded_calls": pad_calls,
             }
             numel = spec["overlap_bytes"] // 4
@@ -357,6 +361,7 @@ def measure(p: Params) -> dict:
                 "a18_rounds": p.a18_rounds,
                 "a5_rounds": p.a5_rounds,
                 "a5_regime_bytes": p.a5_regime_bytes,
+                "a5_regime_chunks": p.a5_regime_chunks,
                 "a3_duty_cycles": list(p.a3_duty_cycles),
             },
         ),
