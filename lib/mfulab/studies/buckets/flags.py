@@ -79,13 +79,9 @@ COPIES_AVOIDED = (
 
 
 def copy_bound_s(grad_bytes: float, bandwidth_bytes_per_s: float, ranks_sharing: int) -> float:
-    """The time of the gradient copy ``gradient_as_bucket_view`` avoids: without it DDP scales each
-    gradient into its bucket before the all-reduce (``mul_out``) and copies the result back to
-    ``.grad`` after (``copy_bucket_to_grad``); with it the first pass becomes an in-place division
-    of the same bytes (``bucket_view.div_``) and the copy back goes (reducer.cpp). One copy, a
-    read and a write of ``grad_bytes``, at ``bandwidth / ranks_sharing`` (the ranks of one host
-    share its memory bandwidth). Until 2026-12-07 two copies were counted (round sixteen's and
-    seventeen's readers of chapter 05)."""
+    """The gradient copy ``gradient_as_bucket_view`` avoids (the copy back, ``copy_bucket_to_grad``;
+    the scaled copy in becomes an in-place division of the same bytes, reducer.cpp): a read and a
+    write of ``grad_bytes`` at ``bandwidth / ranks_sharing`` (a host's ranks share its memory)."""
     moved_bytes = COPIES_AVOIDED * 2.0 * grad_bytes
     bandwidth_per_rank = bandwidth_bytes_per_s / ranks_sharing
     return moved_bytes / bandwidth_per_rank
