@@ -372,6 +372,15 @@ def test_verdicts_follow_the_synthetic_truth():
     assert mechanism.measured.startswith("emulated compute") and "k=4" in mechanism.measured
     assert how_much.verdict == "inconclusive on this machine"
     assert "real compute" in how_much.evidence and "emulated" in how_much.evidence
+    assert "against the step k = 4 can reach" in how_much.evidence
+    # the k-chunk schedule with the run's own compute and calls: c = 20/4, m = 10/4 ms at k = 4
+    rec = {
+        "overlap": {
+            "rows": [{"mode": "x", "k": 4, "compute_only_times_s": [0.02], "comm_only_times_s": [0.01]}]
+        }
+    }
+    assert a3_rows.reachable_step_s(rec, "x", 4) == pytest.approx(0.005 + 3 * 0.005 + 0.0025)
+    assert a3_rows.reachable_step_s(rec, "x", 1) is None
     on_cuda = {**_records(), "device": "cuda"}  # on a GPU real compute decides, one row
     a3_cuda = [c for c in _claims(on_cuda) if c.id == "A3"]
     assert len(a3_cuda) == 1 and a3_cuda[0].measured.startswith("real compute")

@@ -94,6 +94,20 @@ def duty_text(table) -> str:
     )
 
 
+def reachable_step_s(records, mode: str, k: int) -> float | None:
+    """The step the k-chunk schedule can reach with this run's own compute and calls (the chapter's
+    one formula, T(k) = c + (k − 1)·max(c, m) + m, with c = the compute-only median ÷ k and m = the
+    communication-only median ÷ k at that k): the saving overlap at k can recover is serial − T(k),
+    not serial − max(compute, comm), which needs infinitely many free chunks (round nineteen's
+    reader of chapter 02). None where the run lacks the rows."""
+    rows = [r for r in records["overlap"]["rows"] if r["mode"] == mode and r["k"] == k]
+    if not rows or not rows[0].get("comm_only_times_s"):
+        return None
+    c = float(np.median(rows[0]["compute_only_times_s"])) / k
+    m = float(np.median(rows[0]["comm_only_times_s"])) / k
+    return c + (k - 1) * max(c, m) + m
+
+
 def _line(o) -> str:
     """One compute mode's A3 reading in words."""
     return (
@@ -151,6 +165,18 @@ def a3_claim(records, outcomes: dict, duty_table_=None) -> list[Claim]:
         if x["comm_stretch"] is not None
     ]
     lo, hi = min(shares.values()), max(shares.values())
+    reach = {}
+    for x in (o, *others):
+        t = reachable_step_s(records, x["mode"], x["k"])
+        if t is not None and x["serial_s"] > t:
+            reach[x["mode"]] = (x["serial_s"] - x["overlapped_s"]) / (x["serial_s"] - t)
+    reach_text = (
+        f"; against the step k = {o['k']} can reach with this run's own compute and calls (T({o['k']}) = "
+        f"c + {o['k'] - 1}·max(c, m) + m, section 3's formula), "
+        + ", ".join(f"{m} {x:.0%}" for m, x in reach.items())
+        if reach
+        else ""
+    )
     magnitude = Claim(
         "A3",
         "… on an accelerator the step comes near max(compute, comm) (how much overlap recovers)",
@@ -161,7 +187,7 @@ def a3_claim(records, outcomes: dict, duty_table_=None) -> list[Claim]:
         "inconclusive on this machine",
         f"recovered {lo:.0%}–{hi:.0%} of the possible saving ("
         + ", ".join(f"{m} {x:.0%}" for m, x in shares.items())
-        + "); "
+        + f", against max(compute, comm){reach_text}); "
         + "; ".join(_line(x) for x in others)
         + (
             "; the all-reduces in flight inside the overlapped step take, over their time alone, "
