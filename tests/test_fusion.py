@@ -739,7 +739,7 @@ def test_the_one_pass_kernel_matches_eager_and_drops_its_share():
     h2, _ = fn(x, a, w, b, 0.25)
     assert not torch.equal(h, h2)  # a fresh mask per call
     if fn.streaming_store_bits:  # torch's 64-byte aligned rows of 256 floats: every row streamed
-        assert fn.rows_streamed == 96
+        assert fn.streamed_share == 1.0
         assert not onepass.write_allocate({"ln": {"onepass_streamed_share": 1.0}}, "onepass")
     assert onepass.write_allocate({"ln": {"onepass_streamed_share": 0.5}}, "onepass")
     assert onepass.write_allocate({"ln": {}}, "eager")
@@ -749,6 +749,81 @@ def test_the_one_pass_kernel_matches_eager_and_drops_its_share():
     with pytest.raises(ValueError, match="in \\[0, 1\\)"):
         fn(x, a, w, b, 1.0)
     assert norm_fusion.reads_writes({"ln": {}, "device": "cpu"}, "onepass", 0.1) == (2, 2)
+
+
+def test_the_controls_compute_the_same_sub_block_with_their_own_passes_and_stores():
+    """The 2 x 2 of C variants (fused or eager's two passes, ordinary or streaming stores) all
+    equal eager at p = 0, drop p of a's entries at p > 0, stream exactly where asked, and carry
+    their own pass counts."""
+    from mfulab.studies.fusion import onepass
+
+    if onepass.compiler() is None:
+        pytest.skip("no C compiler on this machine")
+    x, a, w, b = torch.randn(64, 512), torch.randn(64, 512), torch.randn(512), torch.randn(512)
+    ref_h, ref_y = kernels.ln_eager(x, a, w, b, 0.0)
+    for impl, (fused, streaming) in onepass.VARIANTS.items():
+        fn, why = onepass.build("cpu", "fp32", impl=impl)
+        assert why is None, why
+        h, y = fn(x, a, w, b, 0.0)
+        assert torch.equal(h, ref_h) and torch.allclose(y, ref_y, atol=1e-5), impl
+        if fn.streaming_store_bits:
+            assert fn.streamed_share == 1.0
+        assert fn.streamed_share == (1.0 if streaming and fn.streaming_store_bits else 0.0), impl
+        h, y = fn(x, a, w, b, 0.3)
+        assert abs(float(((h - x) == 0).float().mean()) - 0.3) < 0.03, impl
+        assert torch.allclose(y, torch.nn.functional.layer_norm(h, (512,), w, b), atol=1e-5), impl
+        assert onepass.reads_writes(impl) == ((2, 2) if fused else (3, 2))
+        assert onepass.kernel_count(impl)["count"] == (1 if fused else 2)
+    with pytest.raises(ValueError, match="impl must be one of"):
+        onepass.build("cpu", "fp32", impl="threepass")
+    # a streaming variant that streamed all its rows reads no line before a write; ordinary never
+    rec = {"ln": {"streamed_share": {"twopass_nt": 1.0, "onepass_plain": 1.0}}}
+    assert not onepass.write_allocate(rec, "twopass_nt")
+    assert onepass.write_allocate(rec, "onepass_plain") and onepass.write_allocate(rec, "eager")
+
+
+def _control_records(times: dict, drift: float = 0.08) -> dict:
+    rows = [
+        {"shape": "dram", "dropout_p": 0.0, "impl": impl, "label": f"dram: {impl} p=0", "times_s": list(ts)}
+        for impl, ts in times.items()
+    ]
+    shares = {i: 1.0 for i in ("onepass", "twopass_nt")}
+    return {"ln": {"rows": rows, "streamed_share": shares}, "params": {"ln_control_ratio_drift": drift}}
+
+
+def test_a7_mechanism_is_decided_by_fusion_at_equal_stores_not_by_the_streaming_stores():
+    """The controls' pairs carry the bytes model's traffic ratios (7/6, 5/4, 7/5, 6/4); the row
+    is shown only where one pass beats two with either store, and a fused kernel that wins over
+    eager only through its streaming stores is not shown."""
+    import numpy as np
+
+    from mfulab.studies.fusion import a7_controls
+
+    rng = np.random.default_rng(0)
+
+    def series(ms):
+        return ms * 1e-3 * (1 + 0.01 * rng.standard_normal(30))
+
+    real = {"eager": 40, "onepass": 26, "onepass_plain": 41, "twopass_nt": 35, "twopass_plain": 48}
+    table = a7_controls.controls_table(_control_records({k: series(v) for k, v in real.items()}))
+    predicted = dict(zip(table.reading, table.predicted_by_traffic))
+    assert predicted[a7_controls.FUSION] == pytest.approx(7 / 6)
+    assert predicted["one pass over two, streaming stores"] == pytest.approx(5 / 4)
+    assert predicted["streaming over ordinary stores, two passes"] == pytest.approx(7 / 5)
+    assert predicted["streaming over ordinary stores, one pass"] == pytest.approx(6 / 4)
+    verdict, evidence = a7_controls.fusion_decision(table)
+    assert verdict == "shown" and "±8%" in evidence
+    # the fused kernel beats eager by its stores alone: one pass no faster than two with either store
+    stores_only = {"eager": 40, "onepass": 35, "onepass_plain": 48, "twopass_nt": 35, "twopass_plain": 48}
+    table = a7_controls.controls_table(_control_records({k: series(v) for k, v in stores_only.items()}))
+    assert a7_controls.fusion_decision(table)[0] == "inconclusive on this machine"
+    slower = {**stores_only, "onepass_plain": 60}
+    table = a7_controls.controls_table(_control_records({k: series(v) for k, v in slower.items()}))
+    assert a7_controls.fusion_decision(table)[0] == "not shown"
+    # a wide drift leaves a small real effect undecided
+    table = a7_controls.controls_table(_control_records({k: series(v) for k, v in real.items()}, 0.3))
+    assert a7_controls.fusion_decision(table)[0] == "inconclusive on this machine"
+    assert a7_controls.fusion_decision(a7_controls.controls_table(_control_records({}))) is None
 
 
 def test_dram_comparisons_are_widened_by_their_measured_drift_between_runs():

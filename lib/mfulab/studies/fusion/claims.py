@@ -12,6 +12,7 @@ import pandas as pd
 
 from mfulab.results import run_identity
 from mfulab.studies.fusion import (
+    a7_controls,
     a7_rows,
     analysis,
     attention_memory,
@@ -49,6 +50,7 @@ def tables(records, v: dict) -> dict[str, pd.DataFrame]:
         "roofline_points": analysis.roofline_points(records),
         "ln_fusion": norm_fusion.ln_table(records),
         "ln_fusion_speedup": pd.DataFrame(norm_fusion.comparisons(records)),
+        "ln_controls": a7_controls.controls_table(records),
         "ln_dropout_rng": norm_fusion.rng_table(records),
         "ln_layer_share": layer_measured.layer_table(records),
         "a7_article_sensitivity": norm_fusion.article_sensitivity(norm_fusion.measured_launch_s(records)),
@@ -364,6 +366,13 @@ def _mechanism_ratio(t) -> float | None:
     return float(s.ratio) if s is not None else None
 
 
+def _controls_ratio(t, reading: str) -> float | None:
+    """A reading of the controls' table (``a7_controls.PAIRS``), or None where it did not run."""
+    c = t.get("ln_controls")
+    hit = c[c.reading == reading] if c is not None and len(c) else []
+    return float(hit.ratio.iloc[0]) if len(hit) else None
+
+
 def headline_metrics(records, t, v: dict, claim_list) -> dict:
     """What ``metrics.json`` carries for comparisons across machines (units in the names)."""
     slopes = v["attention_slopes"]
@@ -381,6 +390,8 @@ def headline_metrics(records, t, v: dict, claim_list) -> dict:
         # A7's mechanism ratio (the fewest-passes fused kernel over eager in DRAM, p = 0), so that
         # make stability measures its drift between fresh runs on each box
         "ln_mechanism_dram_speedup": _mechanism_ratio(t),
+        # fusion's own effect (one C pass over two, ordinary stores), the ratio the row now reads
+        "ln_fusion_own_dram_speedup": _controls_ratio(t, a7_controls.FUSION),
         "ln_layer_share": float(layer.sub_block_share.iloc[0]),  # the same row, so that
         "ln_layer_speedup_ceiling": float(layer.ceiling.iloc[0]),  # ceiling = 1/(1 − share)
         "ln_article_layer_speedup_ceiling": float(t["a7_article_sensitivity"].layer_speedup_ceiling.iloc[0]),

@@ -48,12 +48,12 @@ def eager_cpu_passes(dropout: bool) -> int:
 
 def reads_writes(records, impl: str, q: float) -> tuple[int, int] | None:
     """(reads, writes) of tensor passes: ATen's source for eager on CPU, inductor's generated
-    source for compiled, the hand-written kernel's source for onepass; None where not counted."""
+    source for compiled, the hand-written kernels' source for the C variants; None where not counted."""
     gen = (records["ln"].get("generated") or {}).get(_key(q))
     if impl == "eager" and records["device"] == "cpu":
         return eager_cpu_reads_writes(q > 0)
-    if impl == "onepass":
-        return onepass.READS_WRITES
+    if impl in onepass.VARIANTS:
+        return onepass.reads_writes(impl)
     if impl == "compiled" and gen:
         return tuple(int(sum(col)) for col in zip(*gen["per_nest"]))
     return None

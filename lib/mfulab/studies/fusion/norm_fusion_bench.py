@@ -15,7 +15,11 @@ the sub-block's share of one GPT layer's forward, all timed **interleaved** (one
 - One GPT layer (``gpt.Block``, hidden = ``ln_hidden``) timed forward in the same rounds:
   the sub-block's share of the layer, per round, for Amdahl's bound (``layer_share``).
 - ``onepass``: a hand-written one-pass C kernel (CPU, fp32; ``onepass``), the fused kernel
-  that crosses DRAM once per tensor, where inductor's CPU kernel does not.
+  that crosses DRAM once per tensor, where inductor's CPU kernel does not; in DRAM with its
+  controls (``onepass.CONTROLS``: the same pass with ordinary stores, and the unfused two passes
+  with either store), so that fusion's own effect is timed apart from the stores'.
+- The DRAM rounds cycle through ``ln_input_sets`` copies of x and a (every variant of a round
+  reads the same copy): where the inputs' pages sit moved the ratios between fresh runs.
 - Inductor's generated C++ source is kept as counts (loop nests, passes over the tensor:
   ``kernels.inductor_tensor_passes``), the evidence for why compiled can be slower.
 """
@@ -41,6 +45,7 @@ from mfulab.studies.fusion.params import Params
 
 TENSORS_IN_WORKING_SET = 4  # x, a, h, y: what one fused pass must read and write
 TENSORS_ALIVE_AT_PEAK = 8  # inputs, eager and compiled outputs, the references of the gates
+# (plus x and a again for each further copy of the inputs: ln_shape's input_sets)
 MEMORY_SHARE = 0.5  # of the available memory the sub-block's tensors may take
 
 
@@ -75,9 +80,8 @@ def ln_shape(
             raise RuntimeError("ln_tokens = 0 needs the last-level cache size from the calibration")
         tokens = 64 * math.ceil(p.ln_llc_multiple * cache_bytes / (TENSORS_IN_WORKING_SET * row_bytes) / 64)
         if device == "cpu":
-            fit = (
-                int(MEMORY_SHARE * available_memory_bytes() / (TENSORS_ALIVE_AT_PEAK * row_bytes)) // 64 * 64
-            )
+            alive = TENSORS_ALIVE_AT_PEAK + 2 * (p.ln_input_sets - 1)
+            fit = int(MEMORY_SHARE * available_memory_bytes() / (alive * row_bytes)) // 64 * 64
             if fit < tokens:
                 note = f"memory allows {fit} of the {tokens} tokens asked for"
                 tokens = fit
@@ -129,6 +133,8 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None, cache_floor_bytes
 
     w, b = rand(hid), rand(hid)
     big = (rand(n_tok, hid), rand(n_tok, hid), w, b)
+    # further copies of x and a at other pages: the DRAM rounds cycle through them
+    big_sets = [big] + [(big[0].clone(), big[1].clone(), w, b) for _ in range(p.ln_input_sets - 1)]
     small = (rand(layer_tokens, hid), rand(layer_tokens, hid), w, b)
     cfg = TransformerConfig(
         n_layers=1, d_model=hid, n_heads=p.layer_heads, vocab_size=256, seq_len=p.layer_seq_len, name="layer"
@@ -155,6 +161,8 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None, cache_floor_bytes
     one_pass, one_pass_why = onepass.build(device, p.dtype)
     if one_pass is not None:  # the hand-written one-pass kernel (CPU, fp32): A7's mechanism
         impls["onepass"] = one_pass
+        for control in onepass.CONTROLS:  # and its controls, in DRAM at p = 0
+            impls[control] = onepass.build(device, p.dtype, impl=control)[0]
     tol = {"fp32": 1e-4, "bf16": 3e-2, "fp16": 1e-2}[p.dtype]
     refs = {"dram": ln_eager(*big, 0.0), "layer": ln_eager(*small, 0.0)}
     inputs = {"dram": big, "layer": small}
@@ -164,15 +172,25 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None, cache_floor_bytes
     variants, rows = {}, []
     for where, q in cases:
         for name, fn in impls.items():
-            if name == "triton" and (q or where != "dram"):
+            if name in ("triton", *onepass.CONTROLS) and (q or where != "dram"):
                 continue
             label = f"{where}: {name} p={q:g}"
             args = (*inputs[where], q)
-            variants[label] = lambda fn=fn, args=args: fn(*args)
+            if where == "dram":  # a variant's call i reads copy i mod ln_input_sets (one call a
+                # round where a call outlasts interleaved's block: the round's variants share a copy)
+                calls = [0]
+
+                def call(fn=fn, q=q, calls=calls):
+                    calls[0] += 1
+                    return fn(*big_sets[calls[0] % len(big_sets)], q)
+
+                variants[label] = call
+            else:
+                variants[label] = lambda fn=fn, args=args: fn(*args)
             kernels = (
                 ln_kernel_count(lambda fn=fn, q=q: fn(*small, q), device, layer_tokens * hid)
-                if name != "onepass"
-                else onepass.KERNEL_COUNT  # one C call: the profiler sees no aten op in it
+                if name not in onepass.VARIANTS
+                else onepass.kernel_count(name)  # C calls: the profiler sees no aten op in them
             )
             tokens = n_tok if where == "dram" else layer_tokens
             rows.append(
@@ -205,10 +223,11 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None, cache_floor_bytes
     for r in rows:
         r.update(timings[r["label"]].to_dict(with_samples=True))
         r["achieved_bytes_per_s"] = r["min_bytes"] / r["median_s"]
-    streamed_share = None
-    if one_pass is not None:
-        one_pass(*big, 0.0)
-        streamed_share = one_pass.rows_streamed / n_tok
+    streamed_share = {}  # per C variant, the share of its DRAM-sized call's row stores that streamed
+    for name, fn in impls.items():
+        if name in onepass.VARIANTS:
+            fn(*big, 0.0)
+            streamed_share[name] = fn.streamed_share
     layer = {
         "batch": p.layer_batch,
         "seq_len": p.layer_seq_len,
@@ -233,7 +252,9 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None, cache_floor_bytes
         "onepass_skipped": one_pass_why,
         # the share of the DRAM-sized call's rows whose h and y the one-pass kernel streamed past
         # the cache (non-temporal stores: no line read before it is written)
-        "onepass_streamed_share": streamed_share,
+        "onepass_streamed_share": streamed_share.get("onepass"),
+        "streamed_share": streamed_share,
+        "input_sets": len(big_sets),
         "onepass_streaming_store_bits": one_pass.streaming_store_bits if one_pass is not None else None,
         "generated": generated,
         "predicted": {f"p={q:g}": predicted_fusion_speedup(dtype_bytes=e, dropout=q > 0) for q in (0.0, P)},

@@ -37,6 +37,38 @@ KERNEL_COUNT = {
     "small": [],
     "what": "one C call over the tensor (the hand-written one-pass kernel)",
 }
+# A7's mechanism with its controls, a 2 x 2 of the same C code: impl -> (fused, streaming stores).
+# Fusion's own effect is a fused kernel over the unfused one with the same stores; the stores'
+# effect, the same passes with and without streaming stores.
+VARIANTS = {
+    "onepass": (True, True),  # the fused kernel: 2 reads + 2 writes, no line read before a write
+    "onepass_plain": (True, False),  # the same pass with ordinary stores: each write reads its line
+    "twopass_nt": (False, True),  # eager's passes (add, then LayerNorm: 3 + 2), streaming stores
+    "twopass_plain": (False, False),  # eager's passes and ordinary stores: ATen eager's C twin
+}
+CONTROLS = tuple(v for v in VARIANTS if v != "onepass")  # timed in DRAM at p = 0 only
+
+
+def reads_writes(impl: str) -> tuple[int, int]:
+    """Tensor reads and writes of a C variant: fused, x and a in, h and y out; unfused, the add
+    (x, a -> h) then LayerNorm (h -> y), h crossing memory between them (eager's 3 + 2)."""
+    fused, _ = VARIANTS[impl]
+    return READS_WRITES if fused else (3, 2)
+
+
+def kernel_count(impl: str) -> dict:
+    """What the profiler would see of a C variant: one call (fused) or two passes in one call."""
+    fused, streaming = VARIANTS[impl]
+    stores = "streaming" if streaming else "ordinary"
+    if fused:
+        return {**KERNEL_COUNT, "what": f"one C pass over the tensor ({stores} stores)"}
+    return {
+        "count": 2,
+        "names": ["residual_dropout (C)", "layer_norm (C)"],
+        "small": [],
+        "what": f"two C passes over the tensor, as eager's add and layer_norm ({stores} stores)",
+    }
+
 
 SOURCE = r"""
 #include <math.h>
@@ -63,16 +95,17 @@ int streaming_store_bits(void) {
 #endif
 }
 
-/* a row from the thread's buffer to memory, bypassing the cache (no read of the line first)
-   where the vector unit and the alignment allow; a plain copy otherwise */
-static inline int stream_row(float *dst, const float *src, int64_t n) {
+/* a row from the thread's buffer to memory: with streaming (non-temporal) stores, bypassing the
+   cache (no read of the line first), where asked and the vector unit and the alignment allow;
+   a plain copy, whose every line is read before it is written, otherwise */
+static inline int store_row(float *dst, const float *src, int64_t n, int streaming) {
 #if defined(__AVX512F__)
-    if ((uintptr_t)dst % 64 == 0 && n % 16 == 0) {
+    if (streaming && (uintptr_t)dst % 64 == 0 && n % 16 == 0) {
         for (int64_t c = 0; c < n; c += 16) _mm512_stream_ps(dst + c, _mm512_loadu_ps(src + c));
         return 1;
     }
 #elif defined(__AVX__)
-    if ((uintptr_t)dst % 32 == 0 && n % 8 == 0) {
+    if (streaming && (uintptr_t)dst % 32 == 0 && n % 8 == 0) {
         for (int64_t c = 0; c < n; c += 8) _mm256_stream_ps(dst + c, _mm256_loadu_ps(src + c));
         return 1;
     }
@@ -81,60 +114,117 @@ static inline int stream_row(float *dst, const float *src, int64_t n) {
     return 0;
 }
 
-/* returns the rows written with streaming stores */
+/* two row buffers of the thread, 1088 B past a page boundary: rows of x and a start on one
+   (torch's large tensors are page-aligned, rows of 1024 floats are 4 KiB), and a buffer at a
+   malloc-chosen offset could alias them modulo 4 KiB, which stalls the loads behind the stores by
+   a different amount in every process; free(*raw) when done */
+static float *row_buffers(int64_t cols, char **raw) {
+    const size_t skew = 1088, row_bytes = (size_t)cols * sizeof(float);
+    *raw = (char *)aligned_alloc(4096, ((2 * (row_bytes + skew) + 4095) / 4096 + 1) * 4096);
+    return (float *)(*raw + skew);
+}
+
+static inline float residual_dropout_row(const float *xr, const float *ar, float *hb, int64_t cols,
+                                         float p, float scale, uint64_t threshold, uint64_t first) {
+    float sum = 0.0f;
+    if (p > 0.0f) {
+        #pragma omp simd reduction(+:sum)
+        for (int64_t c = 0; c < cols; c++) {
+            uint64_t u = splitmix64(first + (uint64_t)c);
+            float v = xr[c] + (u >= threshold ? ar[c] * scale : 0.0f);
+            hb[c] = v;
+            sum += v;
+        }
+    } else {
+        #pragma omp simd reduction(+:sum)
+        for (int64_t c = 0; c < cols; c++) {
+            float v = xr[c] + ar[c];
+            hb[c] = v;
+            sum += v;
+        }
+    }
+    return sum;
+}
+
+/* y's row from h's (in the thread's cache), its sum given */
+static inline void layer_norm_row(const float *hr, float sum, const float *w, const float *b, float *yb,
+                                  int64_t cols, float eps) {
+    const float mean = sum / (float)cols;
+    float sq = 0.0f;
+    #pragma omp simd reduction(+:sq)
+    for (int64_t c = 0; c < cols; c++) {
+        float d = hr[c] - mean;
+        sq += d * d;
+    }
+    const float rstd = 1.0f / sqrtf(sq / (float)cols + eps);
+    #pragma omp simd
+    for (int64_t c = 0; c < cols; c++) {
+        yb[c] = (hr[c] - mean) * rstd * w[c] + b[c];
+    }
+}
+
+/* the fused sub-block, one pass; returns the row stores (h's and y's) that streamed */
 int64_t ln_residual_dropout(const float *x, const float *a, const float *w, const float *b,
                             float *h, float *y, int64_t rows, int64_t cols, float p,
-                            uint64_t seed, float eps, int threads) {
+                            uint64_t seed, float eps, int streaming, int threads) {
     const float scale = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
     const uint64_t threshold = (uint64_t)((double)p * 18446744073709551616.0);
     int64_t streamed = 0;
     #pragma omp parallel num_threads(threads) reduction(+:streamed)
     {
-        /* the row lives in the thread's cache: h and y are built here, then streamed out. The
-           buffers sit 1088 B past a page boundary: rows of x and a start on one (torch's
-           large tensors are page-aligned, rows of 1024 floats are 4 KiB), and a buffer at a
-           malloc-chosen offset could alias them modulo 4 KiB, which stalls the loads behind
-           the stores by a different amount in every process */
-        const size_t skew = 1088, row_bytes = (size_t)cols * sizeof(float);
-        char *raw = (char *)aligned_alloc(4096, ((2 * (row_bytes + skew) + 4095) / 4096 + 1) * 4096);
-        float *hb = (float *)(raw + skew);
-        float *yb = (float *)(raw + skew + row_bytes + skew);
+        /* the row lives in the thread's cache: h and y are built here, then stored */
+        char *raw;
+        float *hb = row_buffers(cols, &raw), *yb = hb + cols + 1088 / sizeof(float);
         #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; r++) {
-            const float *xr = x + r * cols, *ar = a + r * cols;
-            float sum = 0.0f;
-            if (p > 0.0f) {
-                #pragma omp simd reduction(+:sum)
-                for (int64_t c = 0; c < cols; c++) {
-                    uint64_t u = splitmix64(seed + (uint64_t)(r * cols + c));
-                    float v = xr[c] + (u >= threshold ? ar[c] * scale : 0.0f);
-                    hb[c] = v;
-                    sum += v;
-                }
-            } else {
-                #pragma omp simd reduction(+:sum)
-                for (int64_t c = 0; c < cols; c++) {
-                    float v = xr[c] + ar[c];
-                    hb[c] = v;
-                    sum += v;
-                }
-            }
-            const float mean = sum / (float)cols;
-            float sq = 0.0f;
-            #pragma omp simd reduction(+:sq)
-            for (int64_t c = 0; c < cols; c++) {
-                float d = hb[c] - mean;
-                sq += d * d;
-            }
-            const float rstd = 1.0f / sqrtf(sq / (float)cols + eps);
-            #pragma omp simd
-            for (int64_t c = 0; c < cols; c++) {
-                yb[c] = (hb[c] - mean) * rstd * w[c] + b[c];
-            }
-            streamed += stream_row(h + r * cols, hb, cols) & stream_row(y + r * cols, yb, cols);
+            float sum = residual_dropout_row(x + r * cols, a + r * cols, hb, cols, p, scale, threshold,
+                                             seed + (uint64_t)(r * cols));
+            layer_norm_row(hb, sum, w, b, yb, cols, eps);
+            streamed += store_row(h + r * cols, hb, cols, streaming);
+            streamed += store_row(y + r * cols, yb, cols, streaming);
         }
 #if defined(__AVX__)
         _mm_sfence(); /* the streamed lines are visible before the call returns */
+#endif
+        free(raw);
+    }
+    return streamed;
+}
+
+/* the same sub-block unfused, as eager runs it: h = x + dropout(a) over every row, then y =
+   LayerNorm(h) over every row, h crossing memory between the two; returns the row stores (h's and
+   y's) that streamed */
+int64_t ln_residual_dropout_two_pass(const float *x, const float *a, const float *w, const float *b,
+                                     float *h, float *y, int64_t rows, int64_t cols, float p,
+                                     uint64_t seed, float eps, int streaming, int threads) {
+    const float scale = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
+    const uint64_t threshold = (uint64_t)((double)p * 18446744073709551616.0);
+    int64_t streamed = 0;
+    #pragma omp parallel num_threads(threads) reduction(+:streamed)
+    {
+        char *raw;
+        float *hb = row_buffers(cols, &raw), *yb = hb + cols + 1088 / sizeof(float);
+        #pragma omp for schedule(static) nowait
+        for (int64_t r = 0; r < rows; r++) {
+            residual_dropout_row(x + r * cols, a + r * cols, hb, cols, p, scale, threshold,
+                                 seed + (uint64_t)(r * cols));
+            streamed += store_row(h + r * cols, hb, cols, streaming);
+        }
+#if defined(__AVX__)
+        _mm_sfence(); /* this thread's streamed rows of h are visible ... */
+#endif
+        #pragma omp barrier /* ... before any thread reads h */
+        #pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            const float *hr = h + r * cols;
+            float sum = 0.0f;
+            #pragma omp simd reduction(+:sum)
+            for (int64_t c = 0; c < cols; c++) sum += hr[c];
+            layer_norm_row(hr, sum, w, b, yb, cols, eps);
+            streamed += store_row(y + r * cols, yb, cols, streaming);
+        }
+#if defined(__AVX__)
+        _mm_sfence();
 #endif
         free(raw);
     }
@@ -147,9 +237,12 @@ EPS = 1e-5  # torch.nn.functional.layer_norm's default
 
 
 def write_allocate(records, impl: str) -> bool:
-    """Whether a kernel's writes read their lines first: every kernel of the sub-block but this one
-    where it streamed its rows (the records' ``onepass_streamed_share``)."""
-    return not (impl == "onepass" and (records["ln"].get("onepass_streamed_share") or 0) >= 1)
+    """Whether a kernel's writes read their lines first: every kernel of the sub-block but a C
+    variant with streaming stores that streamed all its rows (the records' ``streamed_share`` per
+    variant; older records: ``onepass_streamed_share``)."""
+    ln = records["ln"]
+    shares = ln.get("streamed_share") or {"onepass": ln.get("onepass_streamed_share")}
+    return not (impl in VARIANTS and VARIANTS[impl][1] and (shares.get(impl) or 0) >= 1)
 
 
 def compiler() -> str | None:
@@ -204,24 +297,30 @@ def _library(cache_dir: Path | None = None) -> tuple[ctypes.CDLL | None, str | N
         so = ctypes.CDLL(str(lib))
     except OSError as err:  # a missing compiler named by CC, a folder we may not write
         return None, f"the one-pass kernel could not be built: {err}"
-    so.ln_residual_dropout.restype = ctypes.c_int64
     so.streaming_store_bits.restype = ctypes.c_int
-    so.ln_residual_dropout.argtypes = [ctypes.c_void_p] * 6 + [
-        ctypes.c_int64,
-        ctypes.c_int64,
-        ctypes.c_float,
-        ctypes.c_uint64,
-        ctypes.c_float,
-        ctypes.c_int,
-    ]
+    for kernel in (so.ln_residual_dropout, so.ln_residual_dropout_two_pass):
+        kernel.restype = ctypes.c_int64
+        kernel.argtypes = [ctypes.c_void_p] * 6 + [
+            ctypes.c_int64,
+            ctypes.c_int64,
+            ctypes.c_float,
+            ctypes.c_uint64,
+            ctypes.c_float,
+            ctypes.c_int,  # streaming stores
+            ctypes.c_int,  # threads
+        ]
     return so, None
 
 
-def build(device: str, dtype: str, cache_dir: Path | None = None):
+def build(device: str, dtype: str, cache_dir: Path | None = None, impl: str = "onepass"):
     """``(fn, None)`` with ``fn(x, a, w, b, p) -> (h, y)`` like ``kernels.ln_eager``, or
-    ``(None, why)`` where the kernel cannot run here. Every call draws a fresh dropout mask: the
+    ``(None, why)`` where the kernel cannot run here; ``impl`` one of :data:`VARIANTS` (the fused
+    kernel with streaming stores by default). Every call draws a fresh dropout mask: the
     hash's counter runs on across calls (an offset of rows · cols a call), from a base taken
-    from torch's generator (``torch.manual_seed`` makes it repeat)."""
+    from torch's generator (``torch.manual_seed`` makes it repeat). ``fn.streamed_share`` is the
+    last call's share of row stores that bypassed the cache."""
+    if impl not in VARIANTS:
+        raise ValueError(f"impl must be one of {sorted(VARIANTS)}, got {impl!r}")
     if device != "cpu" or dtype != "fp32":
         return None, f"a CPU fp32 kernel ({device}, {dtype} here)"
     so, why = _library(cache_dir)
@@ -247,13 +346,15 @@ def build(device: str, dtype: str, cache_dir: Path | None = None):
         rows, cols = x.shape
         seed = counter[0]
         counter[0] = (seed + rows * cols) % 2**64  # the next call's elements draw new numbers
-        streamed = so.ln_residual_dropout(
+        streamed = kernel(
             x.data_ptr(), a.data_ptr(), w.data_ptr(), b.data_ptr(), h.data_ptr(), y.data_ptr(),
-            rows, cols, float(p), seed, EPS, torch.get_num_threads(),
+            rows, cols, float(p), seed, EPS, int(streaming), torch.get_num_threads(),
         )  # fmt: skip
-        fn.rows_streamed = int(streamed)  # rows whose h and y bypassed the cache (see streaming)
+        fn.streamed_share = int(streamed) / (2 * rows) if rows else 0.0  # h's and y's row stores
         return h, y
 
-    fn.streaming_store_bits = int(so.streaming_store_bits())
-    fn.rows_streamed = 0
+    fused, streaming = VARIANTS[impl]
+    kernel = so.ln_residual_dropout if fused else so.ln_residual_dropout_two_pass
+    fn.streaming_store_bits = int(so.streaming_store_bits()) if streaming else 0
+    fn.streamed_share = 0.0
     return fn, None

@@ -16,6 +16,15 @@ from mfulab.studykit.params import DTYPES, OneDevice, StudyParams, calibration_p
 # stability.json), and the row prints its interval at the course's 5% beside the verdict. The wider
 # figure stays, so that one rule holds on either host.
 LN_DRAM_RATIO_DRIFT = 0.3
+# Fusion's own effect, the C kernels against each other in DRAM (one pass over two with the same
+# stores, and the stores' effect at the same passes): over 8 fresh processes of the bench on the
+# AMD EPYC 2-core VM (2026-12-07, 32 rounds cycling 4 copies of the inputs), one pass over two read
+# 1.11-1.19x with ordinary stores and 1.29-1.40x with streaming stores, streaming stores alone
+# 1.28-1.37x: the widest range, 8% of its median, is each side's widening. Without the copies
+# (one x and a per process) the first ratio read 1.09-1.27x over 12 processes, and 1.10-1.22x
+# between 4 copies in one process: where the inputs' pages sit moves it, so the rounds cycle the
+# copies (ln_input_sets) and each ratio is a median over several placements.
+LN_CONTROL_RATIO_DRIFT = 0.08
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,20 @@ class Params(OneDevice, StudyParams):
         "side of its interval (measured spread in params.py)",
         unit="fraction",
         non_negative=True,
+    )
+    ln_control_ratio_drift: float = param(
+        LN_CONTROL_RATIO_DRIFT,
+        "A7's mechanism with its controls (the C kernels against each other in DRAM): run-to-run "
+        "drift of their ratios, on each side of an interval (measured spread in params.py)",
+        unit="fraction",
+        non_negative=True,
+    )
+    ln_input_sets: int = param(
+        4,
+        "copies of the DRAM-sized inputs (x, a) the sub-block's rounds cycle through, so that a "
+        "ratio is a median over several placements of the inputs in memory (params.py)",
+        unit="copies",
+        positive=True,
     )
     dropout_p: float = param(0.1, "the fused dropout's probability, in (0, 1) (p = 0 is also measured)")
     # 30: with 10, the one-pass kernel's 1.14x over eager in DRAM read [0.97, 1.30] and A7's
