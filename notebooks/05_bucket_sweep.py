@@ -211,7 +211,10 @@ flag_table
 # be equal to the total gradients size" (PyTorch docs). Without it every gradient exists
 # twice, in `.grad` and in DDP's flat bucket; with it `.grad` is a view of the bucket. On one
 # rank, after a step, the storages behind the parameters' `.grad` are counted, and the bucket
-# buffers DDP hands to its communication hook (`grad_memory`):
+# buffers DDP hands to its communication hook (`grad_memory`). The article's words are "saves a
+# copy" (省一次拷贝), so the copy is counted too: that step runs under the profiler, and the bytes
+# of every `aten::copy_` in it (DDP's reducer copies into and out of its buckets with it) are summed
+# with and without the flag. B6's row is judged on the copy; the memory is its documented benefit:
 
 # %%
 memory = o.tables["grad_memory"]
@@ -414,8 +417,8 @@ o.tables["a6_per_tensor"]
 #   DDP reading also says no everywhere. "This step made the communication start earlier" is
 #   decided at article B's 7B at TP 4: refuted (analysis) when the first bucket, in the order the
 #   backward makes gradients ready, is the same at 25 MiB as at the larger caps.
-# - **B6**: `gradient_as_bucket_view` on the memory it saves (shown when the counted saving equals
-#   the gradients' bytes); `static_graph` against `find_unused_parameters=True`, the only flags
+# - **B6**: `gradient_as_bucket_view` on the copy it saves (shown when the `aten::copy_` bytes one
+#   profiled step spares equal one copy of the gradients, the memory saved beside it); `static_graph` against `find_unused_parameters=True`, the only flags
 #   under which DDP searches the graph every step; the two together on speed beside their
 #   mechanism's bound; "at DDP's first forward and backward": refuted (documented specification).
 #   **At scale** (§2's sentence on large-scale training, "can save": a possibility): the copies the

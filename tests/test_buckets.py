@@ -131,6 +131,8 @@ def test_ddp_layout_matches_rules_and_gradients_match_reference():
     assert memory["bucket_view"]["separate_grad_bytes"] == 0 and memory["bucket_view"]["grad_storages"] == 1
     table = grad_memory.memory_table({"ddp": out}).set_index("setting")
     assert table.loc["gradient_as_bucket_view"].saved_bytes == param_bytes
+    # and the copy: one profiled step moves one gradient's worth of bytes fewer through aten::copy_
+    assert table.loc["gradient_as_bucket_view"].copy_bytes_avoided == param_bytes
 
 
 def test_worker_target_is_the_package():

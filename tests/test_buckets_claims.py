@@ -301,6 +301,19 @@ def test_bucket_view_row_is_judged_on_memory_not_speed():
     assert flags.flag_table(rec).set_index("flag").loc["static_graph"].speed_verdict == "not checkable"
     rec["ddp"]["grad_memory"] = _memory(0.5)
     assert grad_memory.memory_verdict(rec)[0] == "refuted"
+    # with the profiled copies the row is judged on them: one copy of the gradients spared
+    copied = _memory(1.0)
+    copied["default"].update(copy_calls=420, copy_bytes=2 * 6_604_800 + 1000)
+    copied["bucket_view"].update(copy_calls=220, copy_bytes=6_604_800 + 1000)
+    rec["ddp"]["grad_memory"] = copied
+    view = {c.claim: c for c in flags.b6_claims(rec, flags.flag_table(rec))}[
+        "gradient_as_bucket_view saves a gradient copy"
+    ]
+    assert (
+        view.verdict == "shown" and "aten::copy_" in view.measured and "1.00× the gradients'" in view.evidence
+    )
+    copied["bucket_view"]["copy_bytes"] = 2 * 6_604_800  # nothing spared
+    assert grad_memory.copy_verdict(rec, flags.COPIES_AVOIDED)[0] == "refuted"
     del rec["ddp"]["grad_memory"]
     assert grad_memory.memory_verdict(rec)[0] == "not checkable"
 

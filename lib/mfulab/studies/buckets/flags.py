@@ -29,9 +29,10 @@ An effect outside ``[1, bound]`` is never the mechanism. Confirmation needs the 
 drift-widened interval (width ≥ ``(1 + drift)²``) inside ``[claimed, bound]``: where the bound
 is below ``claimed · (1 + drift)²`` the verdict is *inconclusive on this machine* in every run.
 
-"gradient_as_bucket_view saves a gradient copy" is judged on memory, the documented benefit
-(``grad_memory``: confirmed when the gradient storage counted as saved equals the gradients'
-bytes); its speed effect stays in the flags table and in the "together" row.
+"gradient_as_bucket_view saves a gradient copy" is judged on the copy (``grad_memory``: confirmed
+when the ``aten::copy_`` bytes one profiled step spares equal one copy of the gradients), with
+the memory it saves, its documented benefit, beside it; its speed effect stays in the flags table
+and in the "together" row.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from mfulab.analytic.comm import ring_all_reduce_time
 from mfulab.analytic.config import preset
 from mfulab.analytic.published_batches import MIN_TOKENS_PER_STEP_7B_70B
 from mfulab.measure.timing import compare_timings, summarize
-from mfulab.studies.buckets.grad_memory import memory_table, memory_verdict, saved_text
+from mfulab.studies.buckets.grad_memory import copy_row, memory_table
 from mfulab.studies.buckets.simulator import model_layout
 from mfulab.studies.buckets.stated import B6_ARTICLE, B6_SEVERAL_PERCENT_RATIO
 from mfulab.studies.buckets.static_graph_doc import static_graph_first_iteration, with_default_reading
@@ -286,17 +287,15 @@ def _evidence(records, r, drift: float) -> str:
 
 
 def _memory_claim(records, r, cap: float, drift: float) -> Claim:
-    """gradient_as_bucket_view saves a gradient copy: judged on the memory it saves (its
-    documented benefit), with the speed reading beside it."""
-    verdict, why = memory_verdict(records)
+    """gradient_as_bucket_view saves a gradient copy: judged on the copy (``grad_memory.copy_row``),
+    with the memory it saves and the speed beside it."""
+    verdict, method, evidence = copy_row(records, cap, COPIES_AVOIDED)
     return Claim(
         "B6",
         "gradient_as_bucket_view saves a gradient copy",
-        f"gradient storage on one rank after a step at bucket_cap_mb={cap:g}, with and without the flag, "
-        "against the analytic saving (the gradients' bytes)",
+        method,
         verdict,
-        f"{(saved_text(records) + why).lstrip('; ')}; speed, not the verdict (bound by the copy's bytes): "
-        + _evidence(records, r, drift),
+        f"{evidence}; speed, not the verdict (bound by the copy's bytes): " + _evidence(records, r, drift),
         basis=verdicts.CONSTRUCTION,
     )
 
