@@ -229,6 +229,18 @@ if len(layer) == 2:
     )
 
 # %% [markdown]
+# **The model that prices the article's layer, checked on this one.** Before it is used at the
+# article's scale, the same model (matmul FLOPs 24·h²·(1 + s/6h) per token at a ceiling, the
+# sub-block's minimum bytes at a bandwidth, 3 kernels per call at a cost per launch;
+# `layer_share`) is applied to the layer timed above, with this machine's measured matmul
+# ceiling, copy bandwidth and eager dispatch per op as its inputs. It leaves out the layer's
+# softmax and everything else but the matmuls, and it has no term for dropout's random numbers,
+# which on this CPU are most of the eager sub-block's time (the table above):
+
+# %%
+o.tables["a7_model_check"]
+
+# %% [markdown]
 # **The article's 13B layer**, analytically: one layer's forward matmuls, 24·h²·(1 + s/6h)
 # FLOPs per token, at the datasheet peak of the article's cards × an assumed matmul
 # efficiency, against the sub-block's bytes (twice per layer) at the datasheet bandwidth × an
@@ -384,8 +396,15 @@ a8_sens
 # recomputes the attention core (Megatron's selective recompute, Korthikanti §4.2) keeps no a·s²
 # terms, so the fused kernel cuts nothing there: the two "selective recompute" rows. Memory that
 # both sides keep and the table leaves out (the logits, allocator fragmentation) would shrink
-# every cut further. So the −40% is plausible under some readings but does not
-# pin the setup, and the row stays *analytic only* under every assumption of the table.
+# every cut further. Only layouts that can hold one sequence on the card vote (the `fits_card`
+# column: one sequence's naive activations plus the model states at that TP, the optimizer's
+# sharded over the data-parallel ranks, within the 910B's 64 GiB): TP 1 and TP 2 cannot, so their
+# cuts (−65% to −82%) are context. "About 40%" is a figure rounded to tens of percent, so a reading
+# reproduces it within 5 points (35–45%); each fitting reading answers yes or no, and the row
+# follows the course's rule over scenarios (`attention_memory.memory_answers`,
+# `verdicts.over_scenarios`): the −40% is what TP 8 without sequence parallelism gives with dropout
+# off, and far from what it gives with dropout on or with sequence parallelism, so which setting
+# the article's 7B trained with decides, and the article does not say.
 
 # %% [markdown]
 # **The −18% step time** needs a model of time, not of memory: the course's step model
@@ -445,6 +464,23 @@ for variant, why in records["compile"].get("skipped", {}).items():
     print(f"{variant} skipped: {why}")
 ct[[c for c in cols if c in ct]]
 
+# %% [markdown]
+# **Where inductor's fuser wins on a CPU, and what graph breaks cost (B5's mechanism).** The model
+# step above gains nothing from compiling here, and the LayerNorm sub-block (§2) loses, because
+# inductor's CPU kernel for a reduction makes more passes than ATen's. A chain of pointwise ops
+# with no reduction, y = gelu(a + b)·c + a (`fusion/pointwise_chain.py`), is where the fuser can
+# show its gain: eager runs 4 kernels, 7 tensor reads and 4 writes; inductor one loop, 3 reads and
+# 1 write, so DRAM traffic (an ordinary write counted twice) predicts 15/5 = 3×. The same chain is
+# also compiled with a `graph_break()` after every op, four graphs each holding one op again:
+# in DRAM it should fall back to eager's passes (the fusion lost), and on a small tensor, where a
+# call's fixed cost dominates, each graph's entry (guards, the compiled function's call) should
+# make it slower than eager, which is what the article's "性能反而下降" says. All three at both
+# sizes in the same interleaved rounds, each gated against eager's output:
+
+# %%
+chain = o.tables["pointwise_chain"]
+chain if len(chain) else print("no pointwise chain in these records")
+
 # %%
 display(Markdown(o.values["dtype_note"]))
 o.tables["matmul_dtypes"]
@@ -484,12 +520,18 @@ o.tables["matmul_dtypes"]
 # machine* when no fused kernel here makes fewer passes (inductor's CPU kernel makes more).
 # The article's "LayerNorm alone moves the data twice" is checked against the kernels: whether
 # the second traversal of a row is a second trip to DRAM depends on the kernel, and the article
-# names none, so it is not checkable. B5 from the
+# names none, so it is not checkable. B5's mechanism on the pointwise chain (toy regime): the
+# fuser's gain *shown* when the compiled loop makes fewer passes than eager and runs faster beyond
+# its interval, *not shown* when slower; "many graph breaks make performance fall" *shown* when
+# the chain broken after every op is slower than eager at the dispatch-bound size and slower than
+# the whole compiled chain in DRAM (the fusion lost), *not shown* when it is faster than eager
+# there or as fast as the whole chain in DRAM. B5 from the
 # interval of the step speed-up against 1.087× (an 8% shorter step; on a GPU only: a CPU is not
 # its regime); beside it the published measurement at the claim's model size, torchtitan's
 # Llama 3 8B on H100s eager against compiled (`published.b5_published_claim`): context, not a
 # test, since the article's 8–12% is its own run on a setup it does not state (not checkable). A8 from the log-log slopes of exact saved bytes (> 1.7 and < 1.3); its article-scale
-# memory row is analytic only (the sensitivity table above); its step time from the step model
+# memory row over the readings that hold one sequence on the card, each within 5 points of −40% or
+# not (`verdicts.over_scenarios`); its step time from the step model
 # over the readings that fit and its assumptions. B3 from the kernel SDPA picked on this
 # device; for CUDA, PyTorch's flash-eligibility rules at the article's inputs (bf16, head dim
 # 128, causal, on an A100): *confirmed (documented specification)* when eligible; `enable_flash_sdp` from

@@ -3,7 +3,7 @@ of graph breaks (a forced break in every block), each a toy regime off an 8B mod
 
 from __future__ import annotations
 
-from mfulab.studies.fusion import analysis
+from mfulab.studies.fusion import analysis, pointwise_chain
 from mfulab.studies.fusion.stated import B5_STATED_SPEEDUP
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
@@ -23,6 +23,8 @@ def b5_claims(records, t) -> list[Claim]:
         gain += f"; {recompiled} graph(s) recompiled during the timed rounds"
     comp = records["compile"]
     on_gpu = records["device"] == "cuda"
+    # where the profile did not compile the model with breaks, the chain's row tests the sentence
+    chain_only = "compiled, graph break per block" not in ct.index and len(t.get("pointwise_chain", [])) > 0
     verdict = (
         verdicts.verdict_from_interval(r.speedup_lo, r.speedup_hi, threshold=B5_STATED_SPEEDUP[0])
         if on_gpu
@@ -40,8 +42,17 @@ def b5_claims(records, t) -> list[Claim]:
             f"(threshold {B5_STATED_SPEEDUP[0]:.2f}×); {gain}{why}",
             basis=verdicts.TOY,
         ),
-        b5_graph_break_claim(ct, comp, on_gpu),
+        *_chain_rows(records, t),
+        *([] if chain_only else [b5_graph_break_claim(ct, comp, on_gpu)]),
     ]
+
+
+def _chain_rows(records, t) -> list[Claim]:
+    """B5's mechanism sentences on the pointwise chain (``pointwise_chain``): the fuser's gain and
+    the cost of many graph breaks, where this machine can show them; none without the chain."""
+    chain = t.get("pointwise_chain")
+    rows = [pointwise_chain.fuser_claim(chain, records), pointwise_chain.graph_break_claim(chain, records)]
+    return [r for r in rows if r is not None]
 
 
 def b5_graph_break_claim(ct, comp: dict, on_gpu: bool) -> Claim:

@@ -23,9 +23,17 @@ from mfulab.studies.fusion.kernels import (
 )
 from mfulab.studies.fusion.norm_fusion_bench import measure_launch_overhead, measure_ln_fusion
 from mfulab.studies.fusion.params import Params
+from mfulab.studies.fusion.pointwise_chain import measure_pointwise_chain
 from mfulab.units import MIB
 
-BENCHMARK_VERSION = {"ln_fusion": 3, "attention": 2, "model_compile": 4, "matmul_dtypes": 1, "launch": 1}
+BENCHMARK_VERSION = {
+    "ln_fusion": 4,
+    "attention": 2,
+    "model_compile": 4,
+    "matmul_dtypes": 1,
+    "launch": 1,
+    "pointwise_chain": 1,
+}
 PEAK_WORKER = "mfulab.studies.fusion.kernels:attn_peak_worker"
 
 
@@ -193,6 +201,10 @@ def measure(p: Params) -> dict:
         p, cal["bandwidth"].get("last_level_cache_bytes"), setting.get("cache_floor_bytes", 0)
     )
     rec["launch"] = measure_launch_overhead(device)
+    # B5's fuser and graph breaks on a pointwise chain, at the LN sub-block's DRAM shape
+    rec["pointwise_chain"] = measure_pointwise_chain(
+        rec["ln"]["tokens"], p.ln_hidden, device=device, dtype=torch_dtype(p.dtype), rounds=p.ln_rounds
+    )
     # B3's "enable_flash_sdp(True) forces flash": the SDPA backend switches as this torch starts
     backends = torch.backends.cuda
     rec["sdp_backends_enabled"] = {

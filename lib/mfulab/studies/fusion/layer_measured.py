@@ -116,3 +116,54 @@ def summary(records) -> str:
         f"of one layer's forward here, so even a free one would make the layer at most "
         f"{lt.ceiling_hi.max():.2f}× faster; the claim needs {A7_LAYER_SPEEDUP:.2f}×."
     )
+
+
+def model_check_table(records):
+    """The model that prices the article's 13B layer (``layer_share``: matmul FLOPs at a ceiling,
+    the sub-block's minimum bytes at a bandwidth, its kernels at a cost per launch) applied to the
+    layer timed here, with this machine's measured ceiling, copy bandwidth and dispatch per op as
+    its inputs, against what the same run measured: the rest of the layer (block − 2 eager
+    sub-blocks at p = 0), the two sub-blocks at p = 0 and at p, and the share at p."""
+    import numpy as np
+    import pandas as pd
+
+    from mfulab.studies.fusion.bytes_model import ln_residual_dropout_bytes
+
+    ln, rows = records["ln"], ln_rows(records)
+    q, hidden, e = ln["dropout_p"], ln["hidden"], ln["dtype_bytes"]
+    tokens, seq = ln["layer"]["tokens"], ln["layer"]["seq_len"]
+    launch_s = (records.get("launch") or {}).get("per_op_s") or 0.0
+    matmul_s = (
+        layer_share.layer_forward_flops_per_token(hidden, seq)
+        * tokens
+        / records["ceiling"]["best_flops_per_s"]
+    )
+
+    def sub_s(dropout: bool) -> float:  # the two sub-blocks of a layer, unfused: bytes and 3 launches each
+        b = ln_residual_dropout_bytes(
+            tokens=tokens, hidden=hidden, dtype_bytes=e, fused=False, dropout=dropout
+        )
+        return layer_share.SUB_BLOCKS_PER_LAYER * (
+            b / records["bandwidth"]["plateau_bytes_per_s"] + 3 * launch_s
+        )
+
+    two_at = {p: 2 * float(np.median(_times(rows[("layer", "eager", p)]))) for p in (0.0, q)}
+    rest = float(np.median(_times(ln["layer"]["forward"]) - 2 * _times(rows[("layer", "eager", 0.0)])))
+    share_measured = two_at[q] / (rest + two_at[q])
+    out = [
+        ("matmuls (the rest of the layer, measured)", matmul_s, rest),
+        ("two sub-blocks at p = 0", sub_s(False), two_at[0.0]),
+        (
+            f"two sub-blocks at p = {q:g} (the model has no term for dropout's random numbers)",
+            sub_s(True),
+            two_at[q],
+        ),
+        (
+            f"sub-block share of the layer at p = {q:g}",
+            sub_s(True) / (matmul_s + sub_s(True)),
+            share_measured,
+        ),
+    ]
+    df = pd.DataFrame(out, columns=["quantity", "modelled", "measured"])
+    df["modelled_over_measured"] = df.modelled / df.measured
+    return df
