@@ -299,6 +299,13 @@ display(
 # kernel that keeps only a per-row log-sum-exp. Bytes kept for backward are counted exactly
 # (the same saved-tensor hooks as study 04, inputs excluded). Naive attention is skipped with
 # the reason where its s×s tensors would exceed `p.naive_memory_limit_mib`.
+#
+# The times (forward + backward, `median_s`) compare more than memory traffic: naive attention
+# computes all s×s scores and then masks the upper triangle, while a causal flash kernel skips
+# the key blocks above the diagonal, about half the QKᵀ and PV matmul FLOPs at long sequences. Part
+# of SDPA's lead at 2048 tokens is therefore work it does not do, not bytes it does not move; the
+# course's step model prices both kernels' attention matmuls alike, which understates the fused
+# step's gain (the A8 step row below).
 
 # %%
 attn = o.tables["attention"]
@@ -423,7 +430,9 @@ a8_sens
 # the stated cut, as a naive/fused ratio (1.22× for 18%), lies beyond it; inside it the rows
 # inform and the verdict is analytic only (`attention_memory.a8_step_claim`; `stated.A8_STEP_MARGIN`).
 # **Plainly: this model cannot decide a switch claim smaller than its margin.** A cut of 18% is a
-# 1.22× ratio, inside the switch margin (about ±52%, taken where no one source places it: chapter 09), so
+# 1.22× ratio, inside the switch margin (about ±52%, taken where no one source places it: chapter 09;
+# its pool of published switch pairs holds no attention-kernel pair, so here it is borrowed
+# unvalidated), so
 # whatever the readings give, the row can say only whether the model's answer is consistent with
 # the article's, not decide it; the readings' modelled cuts are printed as that answer.
 
@@ -520,7 +529,10 @@ o.tables["matmul_dtypes"]
 # machine* when no fused kernel here makes fewer passes (inductor's CPU kernel makes more).
 # The article's "LayerNorm alone moves the data twice" is checked against the kernels: whether
 # the second traversal of a row is a second trip to DRAM depends on the kernel, and the article
-# names none, so it is not checkable. B5's mechanism on the pointwise chain (toy regime): the
+# names none, so it is not checkable. "Three memory accesses become one" counts round trips beside
+# launches: three kernels each reading and writing once become one, *shown* by construction, with
+# the bytes (which fall 15 → 9 per element, not 3×) as the bound on the sub-block's own gain.
+# B5's mechanism on the pointwise chain (toy regime): the
 # fuser's gain *shown* when the compiled loop makes fewer passes than eager and runs faster beyond
 # its interval, *not shown* when slower; "many graph breaks make performance fall" *shown* when
 # the chain broken after every op is slower than eager at the dispatch-bound size and slower than
@@ -528,17 +540,19 @@ o.tables["matmul_dtypes"]
 # there or as fast as the whole chain in DRAM. B5 from the
 # interval of the step speed-up against 1.087× (an 8% shorter step; on a GPU only: a CPU is not
 # its regime); beside it the published measurement at the claim's model size, torchtitan's
-# Llama 3 8B on H100s eager against compiled (`published.b5_published_claim`): context, not a
-# test, since the article's 8–12% is its own run on a setup it does not state (not checkable). A8 from the log-log slopes of exact saved bytes (> 1.7 and < 1.3); its article-scale
+# Llama 3 8B on H100s eager against compiled (`published.b5_published_claim`, basis *published
+# measurement*): context, not a test, since the article's 8–12% is its own run on a setup it does
+# not state (not checkable). A8 from the log-log slopes of exact saved bytes (> 1.7 and < 1.3, by
+# construction); its article-scale
 # memory row over the readings that hold one sequence on the card, each within 5 points of −40% or
 # not (`verdicts.over_scenarios`); its step time from the step model
 # over the readings that fit and its assumptions. B3 from the kernel SDPA picked on this
 # device; for CUDA, PyTorch's flash-eligibility rules at the article's inputs (bf16, head dim
 # 128, causal, on an A100): *confirmed (documented specification)* when eligible; `enable_flash_sdp` from
-# PyTorch's documentation and the switches recorded here, under both readings of "强制启用":
-# "force SDPA to use flash" is false (the switch only enables a backend that is on by default);
-# "explicitly enable" is true but a no-op, and the sentence's own warning to watch for a fallback
-# to the ordinary kernel fits it: the readings disagree, *not checkable*. The article's
+# PyTorch's documentation and the switches recorded here: the switch only enables a backend that is
+# on by default, so it forces nothing and at the defaults changes nothing (forcing is `sdpa_kernel`,
+# which raises rather than falls back): *refuted (documented specification)*; read as "explicitly
+# enable" it is true of a no-op, said in the evidence. The article's
 # FlashAttention sentence ("HBM reads and writes cut several-fold") from the published
 # measurement in the FlashAttention paper (Figure 2: 40.3 → 4.4 GB): *confirmed* at 3× or more.
 # B4's "吞吐可以翻倍" says throughput *can* double: confirmed where the measured tf32/fp32 ratio

