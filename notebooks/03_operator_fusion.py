@@ -35,7 +35,7 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 from IPython.display import Markdown, display
 
 from mfulab.measure import calibration
-from mfulab.studies.fusion import claims, figures, sdpa_rules
+from mfulab.studies.fusion import claims, figures, onepass, sdpa_rules
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.step_error import step_model_error_line
@@ -152,6 +152,9 @@ comparisons[
 # between fresh runs of this box (`ln_control_ratio_drift`, params.py):
 
 # %%
+print(onepass.kernel_source())  # the fused kernel: per row, one read of x and a, h and y stored once
+
+# %%
 controls = o.tables["ln_controls"]
 controls if len(controls) else print("no controls ran here (they are CPU fp32 C kernels)")
 
@@ -248,7 +251,11 @@ o.tables["a7_model_check"]
 # trains this model at tensor parallelism 8 without sequence parallelism, so each card runs
 # 1/8 of the matmuls but LayerNorm, dropout and the residual add on the whole sequence (the
 # article's own §4.2 point). Everything else in the layer is left out, so the share is too
-# large and the speed-up an upper bound. The article's second mechanism, **kernel launches**
+# large and the speed-up an upper bound on bytes and launches. One cost works the other way and is
+# left out too: eager's dropout random numbers (its mask's bytes are counted, the drawing is not),
+# which a fused kernel may draw more cheaply; on this CPU they are most of the eager sub-block (the
+# check above), on an accelerator they are cheap next to the bytes, but where they are not, the
+# fused layer could gain more than this bound. The article's second mechanism, **kernel launches**
 # ("three launches become one"), is a term of its own: each call of the sub-block (one 4096-token
 # sequence here) launches 3 kernels unfused and 1 fused, each at an assumed 5 µs of exposed time
 # (a GPU's launch path; Ascend publishes none; exposed only when the device waits for the host,
@@ -475,15 +482,19 @@ ct[[c for c in cols if c in ct]]
 
 # %% [markdown]
 # **Where inductor's fuser wins on a CPU, and what graph breaks cost (B5's mechanism).** The model
-# step above gains nothing from compiling here, and the LayerNorm sub-block (§2) loses, because
+# step above shows no gain from compiling beyond its interval here, and the LayerNorm sub-block (§2)
+# loses, because
 # inductor's CPU kernel for a reduction makes more passes than ATen's. A chain of pointwise ops
 # with no reduction, y = gelu(a + b)·c + a (`fusion/pointwise_chain.py`), is where the fuser can
 # show its gain: eager runs 4 kernels, 7 tensor reads and 4 writes; inductor one loop, 3 reads and
 # 1 write, so DRAM traffic (an ordinary write counted twice) predicts 15/5 = 3×. The same chain is
 # also compiled with a `graph_break()` after every op, four graphs each holding one op again:
-# in DRAM it should fall back to eager's passes (the fusion lost), and on a small tensor, where a
-# call's fixed cost dominates, each graph's entry (guards, the compiled function's call) should
-# make it slower than eager, which is what the article's "性能反而下降" says. All three at both
+# in DRAM it should fall back to eager's passes (the fusion lost), and on a small tensor in cache,
+# where a compiled graph's fixed cost per call (guards, the compiled function's entry) is of the
+# order of its work, each extra graph should make it slower than eager, which is what the
+# article's "性能反而下降" says. The article names a second source of compile's gain beside the
+# fuser, shape specialisation; the chain tests the fuser's mechanism, not its share of a model's
+# gain (this model shows no gain to share out). All three at both
 # sizes in the same interleaved rounds, each gated against eager's output:
 
 # %%
@@ -529,13 +540,14 @@ o.tables["matmul_dtypes"]
 # machine* when no fused kernel here makes fewer passes (inductor's CPU kernel makes more).
 # The article's "LayerNorm alone moves the data twice" is checked against the kernels: whether
 # the second traversal of a row is a second trip to DRAM depends on the kernel, and the article
-# names none, so it is not checkable. "Three memory accesses become one" counts round trips beside
-# launches: three kernels each reading and writing once become one, *shown* by construction, with
-# the bytes (which fall 15 → 9 per element, not 3×) as the bound on the sub-block's own gain.
+# names none, so it is not checkable. "Three memory accesses become one" has two readings: per
+# kernel (three round trips and launches become one, true by construction) and by the bytes the
+# sentence offers as the reason for the time saved (15 → 9 per element with dropout, not 3×, false):
+# they disagree, so it is not checkable, both in the evidence.
 # B5's mechanism on the pointwise chain (toy regime): the
 # fuser's gain *shown* when the compiled loop makes fewer passes than eager and runs faster beyond
 # its interval, *not shown* when slower; "many graph breaks make performance fall" *shown* when
-# the chain broken after every op is slower than eager at the dispatch-bound size and slower than
+# the chain broken after every op is slower than eager at the small size and slower than
 # the whole compiled chain in DRAM (the fusion lost), *not shown* when it is faster than eager
 # there or as fast as the whole chain in DRAM. B5 from the
 # interval of the step speed-up against 1.087× (an 8% shorter step; on a GPU only: a CPU is not
@@ -551,8 +563,8 @@ o.tables["matmul_dtypes"]
 # 128, causal, on an A100): *confirmed (documented specification)* when eligible; `enable_flash_sdp` from
 # PyTorch's documentation and the switches recorded here: the switch only enables a backend that is
 # on by default, so it forces nothing and at the defaults changes nothing (forcing is `sdpa_kernel`,
-# which raises rather than falls back): *refuted (documented specification)*; read as "explicitly
-# enable" it is true of a no-op, said in the evidence. The article's
+# which raises rather than falls back), so its effect as the sentence implies it (SDPA uses flash
+# where it otherwise would not) does not happen: *refuted (documented specification)*. The article's
 # FlashAttention sentence ("HBM reads and writes cut several-fold") from the published
 # measurement in the FlashAttention paper (Figure 2: 40.3 → 4.4 GB): *confirmed* at 3× or more.
 # B4's "吞吐可以翻倍" says throughput *can* double: confirmed where the measured tf32/fp32 ratio

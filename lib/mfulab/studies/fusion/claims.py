@@ -300,7 +300,8 @@ def b3_claims(records, v: dict) -> list[Claim]:
         rows.append(
             Claim(
                 "B3",
-                "torch.backends.cuda.enable_flash_sdp(True) can force-enable (强制启用) flash",
+                "torch.backends.cuda.enable_flash_sdp(True) can force-enable (强制启用) flash: after the "
+                "call SDPA uses flash where it otherwise would not",
                 "what the switch does (PyTorch docs: it enables a backend, it does not select one) and "
                 "the switches' state as torch starts here",
                 "refuted",
@@ -308,10 +309,10 @@ def b3_claims(records, v: dict) -> list[Claim]:
                 f"{on}), and SDPA still picks among the enabled backends by its rules, so the call forces "
                 "nothing and, at the defaults, changes nothing; forcing one is "
                 "torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION), which raises where flash is "
-                "not eligible instead of falling back. Read as 'explicitly enable' the sentence is true but "
-                "describes a no-op; the rest of it (some GPU architectures and half-precision "
-                "combinations cannot use flash, so watch for a fallback) is PyTorch's eligibility rule: "
-                "flash needs sm80 or newer and fp16/bf16 inputs (sdp_utils.cpp)",
+                "not eligible instead of falling back. The sentence's caution (some GPU architectures and "
+                "half-precision combinations cannot use flash, so watch for a fallback) is PyTorch's "
+                "eligibility rule, flash needing sm80 or newer and fp16/bf16 inputs (sdp_utils.cpp), and "
+                "holds with or without the call",
                 basis=verdicts.DOCUMENTED,
             )
         )

@@ -236,6 +236,15 @@ FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-x", "c")  # t
 EPS = 1e-5  # torch.nn.functional.layer_norm's default
 
 
+def kernel_source(fused: bool = True) -> str:
+    """The C function of the fused sub-block (or of its unfused twin), from :data:`SOURCE`: what the
+    one-pass kernel does per row, for the notebook to show."""
+    start = "/* the fused sub-block" if fused else "/* the same sub-block unfused"
+    end = "/* the same sub-block unfused" if fused else None
+    text = SOURCE[SOURCE.index(start) :]
+    return (text[: text.index(end)] if end else text).strip()
+
+
 def write_allocate(records, impl: str) -> bool:
     """Whether a kernel's writes read their lines first: every kernel of the sub-block but a C
     variant with streaming stores that streamed all its rows (the records' ``streamed_share`` per
