@@ -202,9 +202,10 @@ def measure(p: Params) -> dict:
     )
     rec["launch"] = measure_launch_overhead(device)
     # B5's fuser and graph breaks on a pointwise chain, at the LN sub-block's DRAM shape
-    rec["pointwise_chain"] = measure_pointwise_chain(
-        rec["ln"]["tokens"], p.ln_hidden, device=device, dtype=torch_dtype(p.dtype), rounds=p.ln_rounds
-    )
+    if p.pointwise_chain:
+        rec["pointwise_chain"] = measure_pointwise_chain(
+            rec["ln"]["tokens"], p.ln_hidden, device=device, dtype=torch_dtype(p.dtype), rounds=p.ln_rounds
+        )
     # B3's "enable_flash_sdp(True) forces flash": the SDPA backend switches as this torch starts
     backends = torch.backends.cuda
     rec["sdp_backends_enabled"] = {

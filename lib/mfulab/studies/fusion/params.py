@@ -70,6 +70,11 @@ class Params(OneDevice, StudyParams):
         unit="copies",
         positive=True,
     )
+    pointwise_chain: bool = param(
+        True,
+        "B5's mechanism: time a pointwise chain eager, compiled and compiled with a graph break after "
+        "every op (pointwise_chain.py; ten graphs to compile, about 16 s cold on the 2-core box)",
+    )
     dropout_p: float = param(0.1, "the fused dropout's probability, in (0, 1) (p = 0 is also measured)")
     # 30: with 10, the one-pass kernel's 1.14x over eager in DRAM read [0.97, 1.30] and A7's
     # mechanism row flipped between fresh runs of the 2-core box (2026-12-05); a round of every
