@@ -100,7 +100,8 @@ plots.save_figure(fig, out, "roofline")
 #    and as eager's two passes (the add, then LayerNorm) with either store, so that fusion's own
 #    effect (one pass against two, same stores) is timed apart from the streaming stores'. The
 #    rounds cycle through copies of x and a: where a run's one copy sat in memory moved its
-#    ratios by up to ±8% (the fused pass over two read 1.09–1.27× over 12 fresh runs);
+#    ratios by up to ±8% (one pass over two with ordinary stores read 1.09–1.27× over 12 fresh
+#    runs with one copy, 1.11–1.19× over 8 cycling four);
 # 2. `layer`: the sub-block at the shape of one layer's activations, at p = 0 and at p:
 #    the difference is dropout's random numbers, which cost the same per element at any
 #    size on a CPU (they are compute, not bytes), so they are not re-timed on the large
@@ -531,9 +532,10 @@ o.tables["matmul_dtypes"]
 # efficiency decides: the table's rows cover only the ratios published for other cards),
 # *analytic only* otherwise (a free sub-block is the ceiling beside it, with the rows where it
 # would pass). A7's mechanism, fewer passes over DRAM in less time, is its own row. On a CPU
-# it reads the controls (above): *shown* when one C pass beats the same code's two passes with
-# ordinary stores and with streaming stores (both intervals above 1×), *not shown* when it loses
-# with either, *inconclusive on this machine* otherwise; the one-pass kernel against ATen's eager
+# it reads the controls (above), decided on one C pass against the same code's two passes with
+# eager's ordinary stores: *shown* when that interval lies above 1× and the streaming-store pair's
+# does not lie below it, *not shown* when either lies below 1×, *inconclusive on this machine*
+# otherwise; the one-pass kernel against ATen's eager
 # is its context (fusion and stores together). Without the controls (a GPU's Triton kernel), it
 # reads the fused kernel with the fewest passes against eager: *shown* above what streaming stores
 # alone would give (1× for a kernel without them), *not shown* below 1×, *inconclusive on this

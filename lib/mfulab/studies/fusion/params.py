@@ -19,11 +19,12 @@ LN_DRAM_RATIO_DRIFT = 0.12
 # stores, and the stores' effect at the same passes): over 8 fresh processes of the bench on the
 # AMD EPYC 2-core VM (2026-12-07, 32 rounds cycling 4 copies of the inputs), one pass over two read
 # 1.11-1.19x with ordinary stores and 1.29-1.40x with streaming stores, streaming stores alone
-# 1.28-1.37x: the widest range, 8% of its median, is each side's widening. Without the copies
+# 1.28-1.37x: the widest range, 8% of its median; the first read 1.16-1.27x (8.9%) over the three
+# stability runs of one render that day, so 9% is each side's widening. Without the copies
 # (one x and a per process) the first ratio read 1.09-1.27x over 12 processes, and 1.10-1.22x
 # between 4 copies in one process: where the inputs' pages sit moves it, so the rounds cycle the
 # copies (ln_input_sets) and each ratio is a median over several placements.
-LN_CONTROL_RATIO_DRIFT = 0.08
+LN_CONTROL_RATIO_DRIFT = 0.09
 
 
 @dataclass(frozen=True)
