@@ -344,10 +344,13 @@ attn[
 
 # %% [markdown]
 # The slopes of log(time) and log(saved bytes) against log(length): 2 is O(n²), 1 is O(n). The
-# flash kernel still does O(n²) work (every query meets every earlier key): its *time* slope
-# below 2 at these short lengths comes from costs that grow slower than n² (the kernel's set-up,
-# the per-row work), whose share shrinks as n grows, not from a faster algorithm. Only its
-# *memory* is O(n).
+# flash kernel still does O(n²) work (every query meets every earlier key), so its *time* is
+# O(n²) too; its fitted slope below 2 at these lengths is not a faster algorithm. Costs that grow
+# slower than n² (set-up, per-row work) would push the slope *up* toward 2 as n grows, and the
+# local slopes between lengths in the table above do not rise; a causal kernel that skips the key
+# blocks above the diagonal does a share of the full s² work that falls toward one half as the
+# blocks multiply (with nb blocks per row, (nb + 1)/(2·nb): the diagonal blocks, computed whole, are
+# a larger share of few blocks), which fits them. Only its *memory* is O(n) by construction.
 
 # %%
 fig = figures.plot_attention(attn, o.values["attention_slopes"])
@@ -392,8 +395,11 @@ o.tables["a8_article_scale"]
 # That −82% rests on a reading the article does not state: Table 2 as printed (attention
 # dropout on, no tensor parallelism), activations only, "batch 16" as one device's micro-batch.
 # That reading cannot be the article's setup: 32 layers would keep about 1.7 TB on one device
-# without flash (the `naive_GB_per_device` column). The table varies each assumption (and the
-# combination with the smallest cut); `vs_stated` is the cut minus the stated 40%:
+# without flash (the `naive_GB_per_device` column). The article's only words on dropout are
+# that MindSpeed's fused operator "also fuses dropout, mask and the like" (还把 Dropout、Mask
+# 之类的操作一并融进去了): an operator that can fuse attention dropout, not a statement that its
+# 7B trained with it. The table varies each assumption (and the combination with the smallest
+# cut); `vs_stated` is the cut minus the stated 40%:
 
 # %%
 a8_sens = o.tables["a8_article_sensitivity"]
@@ -495,7 +501,9 @@ ct[[c for c in cols if c in ct]]
 # order of its work, each extra graph should make it slower than eager, which is what the
 # article's "性能反而下降" says. The article names a second source of compile's gain beside the
 # fuser, shape specialisation; the chain tests the fuser's mechanism, not its share of a model's
-# gain (this model shows no gain to share out). All three at both
+# gain (this model shows no gain to share out). `fraction_of_dram_roof` is counted as for the
+# LayerNorm rows (1.0: as fast as DRAM allows; the 64-row tensors sit in cache and are not
+# bounded by it): a loop far below its roof is limited by something other than its bytes. All three at both
 # sizes in the same interleaved rounds, each gated against eager's output:
 
 # %%

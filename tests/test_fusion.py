@@ -948,6 +948,15 @@ def test_pointwise_chain_counts_one_loop_and_the_breaks_and_decides_b5s_mechanis
     r = records(ms)
     t = pc.chain_table(r)
     assert pc.fuser_claim(t, r).verdict == "shown" and pc.graph_break_claim(t, r).verdict == "shown"
+    # with the calibrated bandwidth, how close each loop came to its DRAM roof, counted as the LN
+    # rows are: eager's 7 + 4 passes of 10 four-byte elements in its median time (90 here), over the
+    # copy bandwidth times its roof factor (11 / 15 traffic passes, × 3/2)
+    r |= {"bandwidth": {"plateau_bytes_per_s": 1e-5}, "ln": {"dtype_bytes": 4}}
+    t = pc.chain_table(r).set_index(["size", "impl"])
+    assert t.loc[("dram", "eager")].fraction_of_dram_roof == pytest.approx(
+        11 * 10 * 4 / 90 / 1e-5 / (11 / 15 * 1.5)
+    )
+    assert "of its DRAM roof" in pc.fuser_claim(t.reset_index(), r).evidence
     keeps = records({**ms, ("small", pc.IMPLS[2]): 0.01, ("dram", pc.IMPLS[2]): 36})
     t = pc.chain_table(keeps)
     assert pc.graph_break_claim(t, keeps).verdict == "not shown"
