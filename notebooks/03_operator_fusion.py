@@ -345,12 +345,12 @@ attn[
 # %% [markdown]
 # The slopes of log(time) and log(saved bytes) against log(length): 2 is O(n²), 1 is O(n). The
 # flash kernel still does O(n²) work (every query meets every earlier key), so its *time* is
-# O(n²) too; its fitted slope below 2 at these lengths is not a faster algorithm. Costs that grow
-# slower than n² (set-up, per-row work) would push the slope *up* toward 2 as n grows, and the
-# local slopes between lengths in the table above do not rise; a causal kernel that skips the key
-# blocks above the diagonal does a share of the full s² work that falls toward one half as the
-# blocks multiply (with nb blocks per row, (nb + 1)/(2·nb): the diagonal blocks, computed whole, are
-# a larger share of few blocks), which fits them. Only its *memory* is O(n) by construction.
+# O(n²) too; its fitted slope below 2 at these lengths is not a faster algorithm. Two things pull
+# a short-length slope below 2, and both fade toward 2 as n grows: costs that grow slower than n²
+# (set-up, per-row work), and a causal kernel's skipped key blocks above the diagonal (with nb
+# blocks per row it does (nb + 1)/(2·nb) of the full s² work: the diagonal blocks, computed whole,
+# are a larger share of few blocks). Which of the two dominates here is not measured (timing SDPA
+# with `is_causal` off beside on would separate them). Only its *memory* is O(n), by construction.
 
 # %%
 fig = figures.plot_attention(attn, o.values["attention_slopes"])
@@ -489,8 +489,8 @@ ct[[c for c in cols if c in ct]]
 
 # %% [markdown]
 # **Where inductor's fuser wins on a CPU, and what graph breaks cost (B5's mechanism).** The model
-# step above shows no gain from compiling beyond its interval here, and the LayerNorm sub-block (§2)
-# loses, because
+# step above gains little or nothing from compiling here (its interval in the table, which varies
+# between runs around 1×), and the LayerNorm sub-block (§2) loses, because
 # inductor's CPU kernel for a reduction makes more passes than ATen's. A chain of pointwise ops
 # with no reduction, y = gelu(a + b)·c + a (`fusion/pointwise_chain.py`), is where the fuser can
 # show its gain: eager runs 4 kernels, 7 tensor reads and 4 writes; inductor one loop, 3 reads and
@@ -501,7 +501,7 @@ ct[[c for c in cols if c in ct]]
 # order of its work, each extra graph should make it slower than eager, which is what the
 # article's "性能反而下降" says. The article names a second source of compile's gain beside the
 # fuser, shape specialisation; the chain tests the fuser's mechanism, not its share of a model's
-# gain (this model shows no gain to share out). `fraction_of_dram_roof` is counted as for the
+# gain (this model shows little gain to share out). `fraction_of_dram_roof` is counted as for the
 # LayerNorm rows (1.0: as fast as DRAM allows; the 64-row tensors sit in cache and are not
 # bounded by it): a loop far below its roof is limited by something other than its bytes. All three at both
 # sizes in the same interleaved rounds, each gated against eager's output:
