@@ -127,25 +127,26 @@ def model_check_table(records):
     import numpy as np
     import pandas as pd
 
-    from mfulab.studies.fusion.bytes_model import ln_residual_dropout_bytes
-
     ln, rows = records["ln"], ln_rows(records)
-    q, hidden, e = ln["dropout_p"], ln["hidden"], ln["dtype_bytes"]
-    tokens, seq = ln["layer"]["tokens"], ln["layer"]["seq_len"]
-    launch_s = (records.get("launch") or {}).get("per_op_s") or 0.0
-    matmul_s = (
-        layer_share.layer_forward_flops_per_token(hidden, seq)
-        * tokens
-        / records["ceiling"]["best_flops_per_s"]
-    )
+    q, tokens = ln["dropout_p"], ln["layer"]["tokens"]
 
-    def sub_s(dropout: bool) -> float:  # the two sub-blocks of a layer, unfused: bytes and 3 launches each
-        b = ln_residual_dropout_bytes(
-            tokens=tokens, hidden=hidden, dtype_bytes=e, fused=False, dropout=dropout
+    def model(dropout: bool) -> dict:  # the layer's seconds, one call of all its tokens
+        per_token = layer_share.layer_times_per_token(
+            hidden=ln["hidden"],
+            seq_len=ln["layer"]["seq_len"],
+            dtype_bytes=ln["dtype_bytes"],
+            matmul_flops_per_s=records["ceiling"]["best_flops_per_s"],
+            bandwidth_bytes_per_s=records["bandwidth"]["plateau_bytes_per_s"],
+            dropout=dropout,
+            launch_s=(records.get("launch") or {}).get("per_op_s") or 0.0,
+            tokens_per_call=tokens,
         )
-        return layer_share.SUB_BLOCKS_PER_LAYER * (
-            b / records["bandwidth"]["plateau_bytes_per_s"] + 3 * launch_s
-        )
+        return {k: v * tokens for k, v in per_token.items()}
+
+    matmul_s = model(False)["matmul_s"]
+
+    def sub_s(dropout: bool) -> float:  # the two sub-blocks of a layer, unfused
+        return model(dropout)["unfused_s"]
 
     two_at = {p: 2 * float(np.median(_times(rows[("layer", "eager", p)]))) for p in (0.0, q)}
     rest = float(np.median(_times(ln["layer"]["forward"]) - 2 * _times(rows[("layer", "eager", 0.0)])))

@@ -63,6 +63,48 @@ def layer_forward_flops_per_token(hidden: int, seq_len: int) -> float:
     return 24.0 * hidden**2 * (1 + seq_len / (6 * hidden))
 
 
+def layer_times_per_token(
+    *,
+    hidden: int,
+    seq_len: int,
+    dtype_bytes: int,
+    matmul_flops_per_s: float,
+    bandwidth_bytes_per_s: float,
+    dropout: bool = True,
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    launch_s: float = 0.0,
+    kernels: tuple[int, int] = (3, 1),
+    tokens_per_call: int | None = None,
+    eager_ratio: float = 1.0,
+) -> dict:
+    """Per token and card (module docstring): the layer's forward matmul FLOPs and time at
+    ``matmul_flops_per_s``, the sub-block's bytes unfused and fused, and its time at
+    ``bandwidth_bytes_per_s`` (the unfused kernels at ``eager_ratio`` of it) with ``kernels``
+    (unfused, fused) launches per call of ``tokens_per_call`` tokens (default: one sequence) at
+    ``launch_s`` each. The rates are whatever the caller reads them from: a datasheet × assumed
+    efficiencies (:func:`article_layer`), or a machine's measured ceiling, copy bandwidth and
+    dispatch (``layer_measured.model_check_table``)."""
+    if not (isinstance(tp, int) and tp >= 1):
+        raise ParameterError(f"tp must be a whole number ≥ 1, got {tp!r}")
+    flops = layer_forward_flops_per_token(hidden, seq_len) / tp  # each card: 1/t of the matmuls
+    sub_block_cards = tp if sequence_parallel else 1  # without SP every card runs the whole sub-block
+    kw = dict(tokens=1, hidden=hidden, dtype_bytes=dtype_bytes, dropout=dropout)
+    unfused_bytes = SUB_BLOCKS_PER_LAYER * ln_residual_dropout_bytes(fused=False, **kw) / sub_block_cards
+    fused_bytes = SUB_BLOCKS_PER_LAYER * ln_residual_dropout_bytes(fused=True, **kw) / sub_block_cards
+    tokens = tokens_per_call or seq_len
+    unfused_launch_s, fused_launch_s = (SUB_BLOCKS_PER_LAYER * k * launch_s / tokens for k in kernels)
+    return {
+        "flops": flops,
+        "unfused_bytes": unfused_bytes,
+        "fused_bytes": fused_bytes,
+        "matmul_s": flops / matmul_flops_per_s,
+        "unfused_s": unfused_bytes / (bandwidth_bytes_per_s * eager_ratio) + unfused_launch_s,
+        "fused_s": fused_bytes / bandwidth_bytes_per_s + fused_launch_s,
+        "unfused_launch_s": unfused_launch_s,
+    }
+
+
 def article_layer(
     *,
     preset_name: str,
@@ -87,21 +129,23 @@ def article_layer(
     eager kernels add casts, layout copies or dispatch the fused one avoids)."""
     cfg = preset(preset_name)
     spec = device_spec(device)
-    dtype_bytes = {"bf16": 2, "fp16": 2, "fp32": 4}[dtype]
-    peak_flops_per_s = spec.flops_per_s[dtype] * matmul_efficiency
-    bandwidth_bytes_per_s = spec.mem_bytes_per_s * bandwidth_efficiency
-    if not (isinstance(tp, int) and tp >= 1):
-        raise ParameterError(f"tp must be a whole number ≥ 1, got {tp!r}")
-    flops = layer_forward_flops_per_token(cfg.d_model, cfg.seq_len) / tp  # each card: 1/t of the matmuls
-    sub_block_cards = tp if sequence_parallel else 1  # without SP every card runs the whole sub-block
-    kw = dict(tokens=1, hidden=cfg.d_model, dtype_bytes=dtype_bytes, dropout=dropout)
-    unfused_bytes = SUB_BLOCKS_PER_LAYER * ln_residual_dropout_bytes(fused=False, **kw) / sub_block_cards
-    fused_bytes = SUB_BLOCKS_PER_LAYER * ln_residual_dropout_bytes(fused=True, **kw) / sub_block_cards
-    tokens = tokens_per_call or cfg.seq_len
-    unfused_launch_s, fused_launch_s = (SUB_BLOCKS_PER_LAYER * k * launch_s / tokens for k in kernels)
-    matmul_s = flops / peak_flops_per_s
-    unfused_s = unfused_bytes / (bandwidth_bytes_per_s * eager_ratio) + unfused_launch_s
-    fused_s = fused_bytes / bandwidth_bytes_per_s + fused_launch_s
+    times = layer_times_per_token(
+        hidden=cfg.d_model,
+        seq_len=cfg.seq_len,
+        dtype_bytes={"bf16": 2, "fp16": 2, "fp32": 4}[dtype],
+        matmul_flops_per_s=spec.flops_per_s[dtype] * matmul_efficiency,
+        bandwidth_bytes_per_s=spec.mem_bytes_per_s * bandwidth_efficiency,
+        dropout=dropout,
+        tp=tp,
+        sequence_parallel=sequence_parallel,
+        launch_s=launch_s,
+        kernels=kernels,
+        tokens_per_call=tokens_per_call,
+        eager_ratio=eager_ratio,
+    )
+    flops, unfused_bytes, fused_bytes = times["flops"], times["unfused_bytes"], times["fused_bytes"]
+    matmul_s, unfused_s, fused_s = times["matmul_s"], times["unfused_s"], times["fused_s"]
+    unfused_launch_s = times["unfused_launch_s"]
     share = unfused_s / (matmul_s + unfused_s)
     return {
         "preset": cfg.name,

@@ -109,14 +109,15 @@ def ln_table(records):
 
 def comparisons(records) -> list[dict]:
     """Every fused variant vs eager at the same shape and p (paired rounds), with the
-    bytes-model prediction and, on CPU, the prediction from the passes actually made."""
+    bytes-model prediction and, on CPU, the prediction from the passes actually made; the one-pass
+    kernel's controls are compared with each other in ``a7_controls``, not here."""
     ln, rows = records["ln"], ln_rows(records)
     rng = rng_table(records)
     eager_rng = rng[rng.impl == "eager"].dropout_share_of_sub_block if len(rng) else []
     rng_share = float(eager_rng.iloc[0]) if len(eager_rng) else None
     out = []
     for (where, impl, q), r in rows.items():
-        if impl == "eager":
+        if impl == "eager" or impl in onepass.CONTROLS:  # the controls: a7_controls, against each other
             continue
         base = rows[(where, "eager", q)]
         # in DRAM the ratio drifts between fresh runs far more than the default (params.py)

@@ -223,7 +223,7 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None, cache_floor_bytes
     for r in rows:
         r.update(timings[r["label"]].to_dict(with_samples=True))
         r["achieved_bytes_per_s"] = r["min_bytes"] / r["median_s"]
-    streamed_share = {}  # per C variant, the share of its DRAM-sized call's row stores that streamed
+    streamed_share = {}
     for name, fn in impls.items():
         if name in onepass.VARIANTS:
             fn(*big, 0.0)
@@ -250,9 +250,9 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None, cache_floor_bytes
         },
         "triton_skipped": None if ok else why,
         "onepass_skipped": one_pass_why,
-        # the share of the DRAM-sized call's rows whose h and y the one-pass kernel streamed past
-        # the cache (non-temporal stores: no line read before it is written)
-        "onepass_streamed_share": streamed_share.get("onepass"),
+        # per C variant, the share of the DRAM-sized call's row stores that streamed past the cache
+        # (non-temporal stores: no line read before it is written); records before 2026-12-07 carry
+        # the one-pass kernel's alone as onepass_streamed_share (onepass.write_allocate reads both)
         "streamed_share": streamed_share,
         "input_sets": len(big_sets),
         "onepass_streaming_store_bits": one_pass.streaming_store_bits if one_pass is not None else None,
