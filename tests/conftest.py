@@ -27,6 +27,13 @@ def pytest_configure(config):
     import tempfile
 
     os.environ.setdefault("MFULAB_RESULTS_ROOT", tempfile.mkdtemp(prefix="mfulab-test-results-"))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # make test runs one worker per core: a worker's own torch ops on every core would contend
+        # with the other worker's (small ops under OpenMP slow down many times over). Studies and
+        # ranks the tests start run in their own processes with their own thread settings.
+        import torch
+
+        torch.set_num_threads(1)
     config.addinivalue_line("markers", "cuda: needs one CUDA GPU (skipped, with the reason, elsewhere)")
     config.addinivalue_line("markers", "multigpu: needs two or more CUDA GPUs on this node (NCCL)")
     config.addinivalue_line(
