@@ -238,10 +238,14 @@ def b15_claim(records, p, t: dict) -> Claim:
     def which(reading: str) -> str:
         return "NCCL tuning counted as overlap" if "counts as" in reading else "NCCL tuning apart"
 
-    shares = " or ".join(f"{r.share_of_gross_gain:.0%} ({which(r.reading)})" for r in readings.itertuples())
+    shares = " or ".join(
+        f"{r.share_of_gross_gain:.0%} ({which(r.reading)}; {r.share_lo_rounding:.0%}–"
+        f"{r.share_hi_rounding:.0%} within the step times' rounding)"
+        for r in readings.itertuples()
+    )
     why += (
         f". The article's own arithmetic credits overlap + data IO with {shares} of its gross gain "
-        f"by the reading, one on each side of half: {b15_verdict(readings)} on its own numbers (chapter 01)"
+        f"by the reading: {b15_verdict(readings)} on its own numbers (chapter 01)"
     )
     return Claim(
         "B15",

@@ -271,3 +271,62 @@ def megatron_selective_table():
             }
         )
     return pd.DataFrame(rows)
+
+
+# B1's "local MFU may show the compute pipeline 80% busy" (§1.1) priced at the case study's own
+# layout (§5.1: 7B on 64 A100s, ZeRO-2 + TP 4, 512 × 4096 tokens per step), every GEMM at the
+# A100's best measured GEMM (MAMF) so that each local MFU is an upper bound; attention unfused
+# (the §5.1 baseline, before its SDPA step) and fused. The micro-batch is not stated.
+B1_LOCAL_CASE = {"preset": "llama2-7b", "tp": 4, "micro_batches": (1, 4), "attentions": ("naive", "fused")}
+
+
+def b1_local_mfu_readings():
+    """Both readings of "local MFU ... 80%" at the case study's layout, by the course's one step
+    model (``step.step_time``, chapter 09): *local MFU* (§1.1's own definition: the model's FLOPs,
+    the article's 6 × 7e9 per token, over the compute stream's busy time at the peak) and
+    *occupancy* (占用率: the share of the step the compute stream is busy). Each scenario answers
+    whether 80% is reached: yes or no only beyond the step model's margin for a modelled figure
+    against an article's (``step_error.SWITCH_MARGIN``), otherwise it cannot tell (None)."""
+    import pandas as pd
+
+    from mfulab.analytic import step
+    from mfulab.studies.mfu.stated import B_LOCAL_MFU_EXAMPLE
+    from mfulab.studykit.step_error import SWITCH_MARGIN
+
+    s, case, target = B1_STATED, B1_LOCAL_CASE, B_LOCAL_MFU_EXAMPLE["local"]
+    model_flops_per_device = 6 * s["n_params"] * s["tokens_per_step"] / s["n_devices"]
+    ideal_s = model_flops_per_device / s["peak_flops_per_s"]  # the step's model FLOPs at the peak
+
+    def answer(value: float):
+        if value * (1 + SWITCH_MARGIN) < target:
+            return False
+        return True if value / (1 + SWITCH_MARGIN) >= target else None
+
+    rows = []
+    for attention in case["attentions"]:
+        for micro_batch in case["micro_batches"]:
+            terms = step.step_time(
+                preset(case["preset"]),
+                n_devices=s["n_devices"],
+                tp=case["tp"],
+                global_batch=s["sequences_per_step"],
+                micro_batch=micro_batch,
+                device="a100",
+                attention=attention,
+                matmul_share_of_mamf=1.0,
+            )
+            busy_s = sum(terms[k] for k in step.COMPUTE_TERMS)
+            local_mfu, occupancy = ideal_s / busy_s, busy_s / terms["step_s"]
+            rows.append(
+                {
+                    "attention": attention,
+                    "micro_batch": micro_batch,
+                    "modelled_step_s": terms["step_s"],
+                    "compute_stream_busy_s": busy_s,
+                    "local_mfu_upper_bound": local_mfu,
+                    "occupancy": occupancy,
+                    "local_mfu_reaches_80": answer(local_mfu),
+                    "occupancy_reaches_80": answer(occupancy),
+                }
+            )
+    return pd.DataFrame(rows)

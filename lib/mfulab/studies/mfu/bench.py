@@ -22,7 +22,7 @@ from mfulab.analytic.config import ATTENTION_IMPLS, TransformerConfig
 from mfulab.measure import calibration, host
 from mfulab.studies.mfu.params import Params
 
-BENCHMARK_VERSION = {"train_run": 1, "flop_count": 2, "op_profile": 1}
+BENCHMARK_VERSION = {"train_run": 2, "flop_count": 2, "op_profile": 1}
 
 
 def flop_count(cfg: TransformerConfig, *, device: str, micro_batch: int = 1) -> dict:
@@ -59,6 +59,30 @@ def flop_count(cfg: TransformerConfig, *, device: str, micro_batch: int = 1) -> 
     return out
 
 
+def ceiling_probe(size: int, *, device: str, dtype: str, reps: int = 15, warmup: int = 3) -> dict:
+    """The calibration's best square matmul timed again inside this process (``reps`` calls after
+    ``warmup``, each synchronised): the ceiling as the training run meets it, read just before the
+    job starts and just after it ends, so the headline's denominator carries its own drift."""
+    import statistics
+
+    import torch
+
+    from mfulab.measure.timing import synchronize, torch_dtype
+
+    a = torch.randn(size, size, device=device, dtype=torch_dtype(dtype))
+    b = torch.randn(size, size, device=device, dtype=torch_dtype(dtype))
+    times_s = []
+    for i in range(warmup + reps):
+        synchronize(device)
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        synchronize(device)
+        if i >= warmup:
+            times_s.append(time.perf_counter() - t0)
+    median_s = statistics.median(times_s)
+    return {"size": size, "reps": reps, "median_s": median_s, "flops_per_s": 2.0 * size**3 / median_s}
+
+
 def train_run(
     cfg: TransformerConfig,
     *,
@@ -68,18 +92,25 @@ def train_run(
     steps: int,
     warmup_steps: int,
     attn_impl: str,
+    probe_size: int | None = None,
+    data_delay_s: float = 0.0,
 ) -> dict:
-    """Train the reference model on synthetic tokens and time each step's phases."""
+    """Train the reference model on synthetic tokens and time each step's phases; with
+    ``probe_size``, the matmul ceiling probed just before the job and just after it
+    (:func:`ceiling_probe`, outside the job's wall clock)."""
     import torch
 
     from mfulab.measure.timing import progress, synchronize
     from mfulab.measure.train import reference_model, synthetic_batch, train_step
 
+    probe_before = ceiling_probe(probe_size, device=device, dtype=dtype) if probe_size else None
     job_start = time.perf_counter()
     model, optimizer = reference_model(cfg, attn_impl=attn_impl, device=device)
     generator = torch.Generator().manual_seed(1)
 
     def next_batch():
+        if data_delay_s:
+            time.sleep(data_delay_s)  # a loader that keeps the step waiting (the waits demo)
         return synthetic_batch(generator, cfg, micro_batch, device)
 
     rows = []
@@ -106,6 +137,7 @@ def train_run(
             }
         )
     job_wall_s = time.perf_counter() - job_start
+    probe_after = ceiling_probe(probe_size, device=device, dtype=dtype) if probe_size else None
     for i, row in enumerate(rows):  # period: from this step's start to the next one's (or job end)
         end = rows[i + 1]["start_s"] if i + 1 < len(rows) else job_wall_s
         row["period_s"] = end - row["start_s"]
@@ -118,9 +150,11 @@ def train_run(
         "steps": steps,
         "dtype": dtype,
         "attn_impl": attn_impl,
+        "data_delay_s": data_delay_s,
         "job_wall_s": job_wall_s,
         "setup_s": rows[0]["start_s"],
         "rows": rows,
+        "ceiling_probe": {"before": probe_before, "after": probe_after} if probe_size else None,
         # correctness gate: finite losses, and the first one near ln(V) as for a uniform guess
         "initial_loss": losses[0],
         "expected_initial_loss": math.log(cfg.vocab_size),
@@ -197,7 +231,27 @@ def measure(p: Params) -> dict:
         steps=p.steps,
         warmup_steps=p.warmup_steps,
         attn_impl=p.attn_impl,
+        probe_size=records["ceiling"]["best_size"],
     )
+    if p.wait_steps:
+        # global and local MFU pulled apart on purpose: the same steps again, once as they are and
+        # once behind a loader that sleeps ``wait_over_compute`` × the run's median compute time
+        import statistics
+
+        compute_s = statistics.median(r["compute_s"] for r in records["train"]["rows"] if not r["warmup"])
+        records["waits"] = [
+            train_run(
+                cfg,
+                device=device,
+                dtype=p.dtype,
+                micro_batch=p.micro_batch,
+                steps=p.wait_steps,
+                warmup_steps=1,
+                attn_impl=p.attn_impl,
+                data_delay_s=delay_s,
+            )
+            for delay_s in (0.0, p.wait_over_compute * compute_s)
+        ]
     records["op_profile"] = op_profile(
         cfg, device=device, dtype=p.dtype, micro_batch=p.micro_batch, attn_impl=p.attn_impl, p=p
     )

@@ -36,6 +36,18 @@ class Params(OneDevice, PresetModel, StudyParams):
         unit="bytes",
         positive=True,
     )
+    wait_steps: int = param(
+        5,
+        "steps of the waits demo (the run again without and with a sleeping loader; 0: none)",
+        unit="steps",
+        non_negative=True,
+    )
+    wait_over_compute: float = param(
+        0.5,
+        "the waits demo's loader sleeps this many times the run's median compute time per step",
+        unit="× compute time",
+        positive=True,
+    )
     num_threads: int = param(0, "torch threads (0: torch's default)", unit="threads", non_negative=True)
     calibration: str = calibration_param()
     b2_present_share: float = param(

@@ -122,6 +122,11 @@ PUBLISHED_MFU = (
 B_TYPICAL_MFU_BAND = (0.35, 0.50)
 B_LOCAL_MFU_EXAMPLE = {"global": 0.44, "local": 0.80, "step_s": 10.0}
 
+# Article B §5.1: in the case study's trace the batch reached the GPU 1.5 s after each step
+# began (数据加载在每步开始后1.5秒才把数据送到GPU); §5.2's data step (8.7 → 8.4 s) says that wait
+# "basically disappeared" (基本消失). B15's row sets the two side by side.
+B_CASE_DATA_WAIT_S = 1.5
+
 # Article B §1.2: "even just logging GPU utilisation and memory utilisation with nvidia-smi dmon,
 # and printing each step's time, you can quickly tell which of the four losses dominates". What
 # nvidia-smi reports (NVML, nvmlUtilization_t; the same figure torch.cuda.utilization returns):

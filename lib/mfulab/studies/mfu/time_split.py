@@ -20,7 +20,7 @@ B2_TIMED = dict(
     zip(
         (verdicts.B2_USEFUL, *verdicts.B2_CATEGORIES),
         (
-            "model FLOPs at the measured matmul ceiling",
+            "model FLOPs (mask-aware exact count) at the measured matmul ceiling",
             "forward + backward + optimizer beyond that (kernels below the ceiling)",
             "collective waits (none in one process)",
             "next batch to the device",
@@ -172,11 +172,12 @@ def breakdown(records: dict, *, convention: str = HEADLINE_CONVENTION) -> dict:
 
 def b2_category_seconds(records: dict) -> dict[str, float]:
     """The job's wall clock as B2's useful compute and four losses (seconds; they sum to the
-    wall): the compute phases split at the measured ceiling (``verdicts.b2_compute_split``)."""
+    wall): the compute phases split at the measured ceiling (``verdicts.b2_compute_split``), the
+    useful part the model's work by the mask-aware exact count (a causal query counts only the
+    keys it sees), not the headline convention's more generous count."""
     b = breakdown(records)
-    compute = verdicts.b2_compute_split(
-        b["compute_s"], b["local_flops_per_s"] * b["compute_s"], b["ceiling_flops_per_s"]
-    )
+    model_work_flops = b["model_flops"] / exact_count_ratio(records, b["convention"])  # mask-aware exact
+    compute = verdicts.b2_compute_split(b["compute_s"], model_work_flops, b["ceiling_flops_per_s"])
     return {
         **compute,
         "communication wait": b["communication_s"],
@@ -344,3 +345,59 @@ def waterfall_losses(records: dict, b: dict | None = None) -> dict:
         "end": ("achieved (global)", b["global_flops_per_s"]),
         "residual_flops_per_s": start[1] - sum(v for _, v in losses) - b["global_flops_per_s"],
     }
+
+
+def ceiling_drift(records: dict, b: dict | None = None) -> dict | None:
+    """The matmul ceiling as the training process met it (``bench.ceiling_probe``, the
+    calibration's best size timed just before the job and just after it) against the calibration's
+    figure, and the steady-state MFU's range once both the steps' spread (their middle half) and
+    the ceiling's spread (the lowest to the highest of the three readings) are carried into it.
+    None for records measured before the probe existed."""
+    probe = records["train"].get("ceiling_probe")
+    if not probe:
+        return None
+    b = breakdown(records) if b is None else b
+    calibrated = records["ceiling"]["best_flops_per_s"]
+    before, after = probe["before"]["flops_per_s"], probe["after"]["flops_per_s"]
+    ceilings = (calibrated, before, after)
+    fast_flops_per_s = b["flops_per_step"] / b["steady_step_q1_s"]  # a step at the first quartile
+    slow_flops_per_s = b["flops_per_step"] / b["steady_step_q3_s"]
+    return {
+        "size": probe["before"]["size"],
+        "calibrated_flops_per_s": calibrated,
+        "before_flops_per_s": before,
+        "after_flops_per_s": after,
+        "drift_over_run": after / before - 1,
+        "in_process_over_calibrated": (before + after) / 2 / calibrated,
+        "steady_mfu_vs_in_process": b["steady_flops_per_s"] / ((before + after) / 2),
+        "steady_mfu_lo": slow_flops_per_s / max(ceilings),
+        "steady_mfu_hi": fast_flops_per_s / min(ceilings),
+    }
+
+
+def waits_table(records: dict):
+    """The waits demo (``bench``: the same steps without and with a sleeping loader): each run's
+    data share of the wall clock and its global, local and steady-state MFU against the measured
+    ceiling (headline convention), as ``breakdown`` computes them for the main run. Local MFU
+    leaves the wait out by its definition, global takes it in: the gap is the wait. None where
+    the records have no demo."""
+    import pandas as pd
+
+    runs = records.get("waits")
+    if not runs:
+        return None
+    rows = []
+    for run in runs:
+        b = breakdown({**records, "train": run})
+        rows.append(
+            {
+                "loader_sleep_ms": run["data_delay_s"] * 1e3,
+                "steady_step_ms": b["steady_step_s"] * 1e3,
+                "data_share_of_wall": b["data_s"] / b["job_wall_s"],
+                "global_mfu": b["global_mfu_vs_ceiling"],
+                "local_mfu": b["local_mfu_vs_ceiling"],
+                "steady_mfu": b["steady_mfu_vs_ceiling"],
+                "global_over_local": b["global_mfu_vs_ceiling"] / b["local_mfu_vs_ceiling"],
+            }
+        )
+    return pd.DataFrame(rows)
