@@ -186,6 +186,26 @@ else:
     display(hid)
 
 # %% [markdown]
+# **Does a larger `prefetch_factor` hide I/O?** The article says it does (§4.1, layer 2) and
+# reaches for it when loading is uniformly slow (layer 3). The same harness decides both
+# readings (`prefetch`): two workers, a step that is a timed wait, and two loaders behind
+# injected sleeps: a *bursty* one (one batch in `prefetch_burst_every` takes several steps to
+# load, the rest almost nothing; its mean stays below what the workers can supply) and a
+# *uniformly slow* one (every batch takes longer than the workers can supply). `DataLoader`
+# keeps up to W × prefetch_factor batches in flight, in order, so a slow batch starts about that
+# many steps before the loop needs it: the bursty loader's wait per burst is
+# max(0, burst − W · prefetch_factor · step), while a buffer drains at the loader's mean rate and
+# the uniform one waits max(0, load / W − step) whatever the prefetch_factor. Every case × value
+# once per round, shuffled; each batch must hold exactly the indices the sampler asked for.
+
+# %%
+pf = o.tables["b11_prefetch"]
+if pf.empty:
+    print("not measured (prefetch_factors empty)")
+else:
+    display(pf.round(2))
+
+# %% [markdown]
 # ## 4 · Time to first batch and epoch restarts
 #
 # With worker processes, every new epoch starts new workers unless `persistent_workers`

@@ -22,6 +22,7 @@ from mfulab.studies.dataloader import (
     contention,
     disk,
     hiding,
+    prefetch,
     throughput,
     training_gain,
 )
@@ -925,7 +926,7 @@ def test_shm_row_sets_the_stated_default_against_dockers():
     assert advice.verdict == "confirmed" and "--ipc=host" in advice.evidence
     assert pinned.verdict == "refuted" and "page-locked" in pinned.evidence
     assert settings.b11_pin_memory_claim().verdict == "confirmed"
-    prefetch = settings.b11_prefetch_claim({"params": {"prefetch_factor": 2}})
+    prefetch = settings_mod.b11_prefetch_claim({"params": {"prefetch_factor": 2}})
     assert prefetch.verdict == "not checkable" and "W × prefetch_factor batches" in prefetch.evidence
 
 
@@ -967,3 +968,60 @@ def test_b12_contention_reading_prices_the_stated_cause_with_the_measured_slowdo
     text = contention.contention_spike_text(_contention(disk_s=(2.0, 2.0, 2.0)))
     assert "slow by this run's 2.00×" in text and "adds 1.5 s" in text and "reads 3× slower" in text
     assert contention.contention_spike_text({"params": {}}) == ""
+
+
+def test_prefetch_model_hides_a_burst_from_enough_batches_ahead_but_not_a_slow_mean():
+    setup = {"workers": 2, "batch": 4, "step_s": 0.02, "base_s": 0.002, "burst_s": 0.12, "burst_every": 8}
+    setup["uniform_s"] = 0.06
+    # a 120 ms burst started 2 × prefetch_factor steps of 20 ms ahead: 80, 40, 0 ms left, per 8 steps
+    waits = [prefetch.predicted_wait_s(setup, "bursty", f) for f in (1, 2, 4, 8)]
+    assert waits == pytest.approx([0.010, 0.005, 0.0, 0.0])
+    # 60 ms per batch on 2 workers is 30 ms per step against a 20 ms step, at every prefetch_factor
+    assert [prefetch.predicted_wait_s(setup, "uniform", f) for f in (1, 8)] == pytest.approx([0.010, 0.010])
+
+
+def _prefetch_records(bursty_waits, uniform_waits, intact=True):
+    runs = [
+        {"round": r, "case": case, "prefetch_factor": f, "mean_wait_s": w, "intact": intact}
+        for case, by_factor in (("bursty", bursty_waits), ("uniform", uniform_waits))
+        for f, per_round in by_factor.items()
+        for r, w in enumerate(per_round)
+    ]
+    setup = {"workers": 2, "batch": 4, "step_s": 0.02, "base_s": 0.002, "burst_s": 0.12, "burst_every": 8}
+    return {"params": {}, "prefetch": {"setup": {**setup, "uniform_s": 0.06}, "runs": runs}}
+
+
+def test_prefetch_rows_read_each_reading_on_its_paired_ratio():
+    hidden_burst = {1: [0.010, 0.011, 0.009], 8: [0.001, 0.0005, 0.002]}
+    slow_mean = {1: [0.010, 0.012, 0.011], 8: [0.0105, 0.011, 0.012]}
+    rec = _prefetch_records(hidden_burst, slow_mean)
+    assert prefetch.hides(rec, "bursty")["hides"] is True and prefetch.hides(rec, "uniform")["hides"] is False
+    row, uniform_row = settings_mod.b11_prefetch_claim(rec), settings_mod.b11_uniform_prefetch_claim(rec)
+    assert row.verdict == "not checkable" and row.basis == verdicts.TOY  # the readings disagree
+    assert uniform_row.verdict == "not shown" and "no effect" in uniform_row.evidence
+    # one round that halves the uniform wait leaves the toy unable to tell
+    rec = _prefetch_records(hidden_burst, {1: [0.010, 0.012, 0.011], 8: [0.0105, 0.005, 0.012]})
+    assert prefetch.hides(rec, "uniform")["hides"] is None
+    assert settings_mod.b11_prefetch_claim(rec).verdict == "inconclusive on this machine"
+    # both hide: shown (a toy regime cannot confirm)
+    rec = _prefetch_records(hidden_burst, {1: [0.010] * 3, 8: [0.001] * 3})
+    assert settings_mod.b11_prefetch_claim(rec).verdict == "shown"
+    # a batch out of order is named in the evidence
+    assert (
+        "FAILED ITS GATE"
+        in settings_mod.b11_prefetch_claim(_prefetch_records(hidden_burst, slow_mean, False)).evidence
+    )
+    # not measured: the documented analysis alone, and no layer-3 row
+    assert settings_mod.b11_prefetch_claim({"params": {}}).basis == verdicts.DOCUMENTED
+    assert settings_mod.b11_uniform_prefetch_claim({"params": {}}) is None
+    t = prefetch.prefetch_table(rec).set_index(["case", "prefetch_factor"])
+    assert t.loc[("bursty", 1), "predicted_wait_ms"] == pytest.approx(10.0)
+
+
+def test_prefetch_harness_delivers_every_batch_in_order():
+    p = Params(prefetch_factors=(1, 2), prefetch_rounds=1, prefetch_steps=3, prefetch_warmup_steps=1)
+    out = prefetch.prefetch_rounds(p)
+    assert len(out["runs"]) == 4 and all(r["intact"] for r in out["runs"])
+    assert {(r["case"], r["prefetch_factor"]) for r in out["runs"]} == {
+        (c, f) for c in prefetch.CASES for f in (1, 2)
+    }

@@ -244,8 +244,8 @@ def b15_claim(records, p, t: dict) -> Claim:
         for r in readings.itertuples()
     )
     why += (
-        f". The article's own arithmetic credits overlap + data IO with {shares} of its gross gain "
-        f"by the reading: {b15_verdict(readings)} on its own numbers (chapter 01)"
+        f". The article's own arithmetic credits overlap + data IO with {shares} of the MFU points it "
+        f"gained, by the reading: {b15_verdict(readings)} on its own numbers (chapter 01)"
     )
     return Claim(
         "B15",

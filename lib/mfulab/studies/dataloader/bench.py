@@ -33,6 +33,7 @@ from mfulab.studies.dataloader.disk import probe as disk_probe
 from mfulab.studies.dataloader.formats import loader_for
 from mfulab.studies.dataloader.hiding import hiding_rounds
 from mfulab.studies.dataloader.params import Params
+from mfulab.studies.dataloader.prefetch import prefetch_rounds
 from mfulab.studies.dataloader.stall import checkpoint_spike, stall_run
 from mfulab.units import MIB
 
@@ -42,7 +43,7 @@ STUDY = "dataloader"
 # stall 2: checkpoints in every real-compute run, checkpoint A/B interleaved (B12); stall 3: the
 # A/B on a short step (checkpoint_batch_rows), and the fsync write bandwidth (B12's magnitude);
 # stall 4: each step's model FLOPs and the calibration's ceiling (B2's useful compute)
-BENCHMARK_VERSION = {"loader": 4, "stall": 4, "hiding": 1}
+BENCHMARK_VERSION = {"loader": 4, "stall": 4, "hiding": 1, "prefetch": 1}
 
 
 def mib_per_s(n_bytes: float, seconds: float) -> float:
@@ -227,4 +228,6 @@ def measure(p: Params) -> dict:
         rec["contention"] = contention_rounds(p, root)
     if p.hiding_workers and "json_files" in p.formats:
         rec["hiding"] = hiding_rounds(p, root)
+    if p.prefetch_factors:
+        rec["prefetch"] = prefetch_rounds(p)
     return rec

@@ -10,13 +10,22 @@ from dataclasses import replace
 import pandas as pd
 
 from mfulab.results import run_identity
-from mfulab.studies.dataloader import analysis, choosing, contention, hiding, throughput, training_gain
+from mfulab.studies.dataloader import (
+    analysis,
+    choosing,
+    contention,
+    hiding,
+    prefetch,
+    throughput,
+    training_gain,
+)
 from mfulab.studies.dataloader.checkpoint import b12_existence, b12_magnitude, magnitude_sensitivity
 from mfulab.studies.dataloader.settings import (
     b11_pin_memory_claim,
     b11_prefetch_claim,
     b11_settings,
     b11_shm_claims,
+    b11_uniform_prefetch_claim,
 )
 from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
@@ -38,6 +47,7 @@ def tables(records) -> dict[str, pd.DataFrame]:
     t["required_vs_available"] = training_gain.required_vs_available(records, t["cold"])
     t["b11_network_case_study"] = training_gain.network_at_case_study()
     t["b11_latency_hiding"] = hiding.hiding_table(records)
+    t["b11_prefetch"] = prefetch.prefetch_table(records)
     t["format_choice"] = choosing.choice_table(t)
     if "checkpoint" in records:
         t["checkpoint"] = analysis.checkpoint_table(records)
@@ -64,6 +74,8 @@ def claim_rows(records, t=None) -> list[Claim]:
         out.append(training)
     out.append(training_gain.b11_network(records, hiding_table=hid))
     out += [throughput.b11_workers(records, need), b11_settings(records), b11_prefetch_claim(records)]
+    if (uniform_row := b11_uniform_prefetch_claim(records)) is not None:
+        out.append(uniform_row)
     out.append(b11_pin_memory_claim())
     out += b11_shm_claims(records)
     if "checkpoint" in records:

@@ -266,6 +266,53 @@ class Params(StudyParams):
     hiding_rounds: int = param(
         3, "B11's network model checked: rounds, every worker count once per round", unit="rounds"
     )
+    prefetch_factors: tuple[int, ...] = param(
+        [1, 2, 4, 8],
+        "B11's prefetch_factor: the values compared, smallest and largest decide (empty: not measured)",
+        unit="batches per worker",
+    )
+    prefetch_workers: int = param(
+        2, "B11's prefetch_factor: DataLoader workers", unit="processes", positive=True
+    )
+    prefetch_batch: int = param(4, "B11's prefetch_factor: samples per batch", unit="samples", positive=True)
+    prefetch_step_s: float = param(
+        0.02, "B11's prefetch_factor: the emulated step (a timed wait)", unit="s", positive=True
+    )
+    prefetch_base_s: float = param(
+        0.002, "B11's prefetch_factor, bursty loader: an ordinary batch's load time", unit="s", positive=True
+    )
+    prefetch_burst_s: float = param(
+        0.12,
+        "B11's prefetch_factor, bursty loader: a slow batch's load time (6 steps: hidden from 4 "
+        "batches ahead per worker with 2 workers, by the model)",
+        unit="s",
+        positive=True,
+    )
+    prefetch_burst_every: int = param(
+        8,
+        "B11's prefetch_factor, bursty loader: one slow batch in this many (the mean load stays "
+        "below the workers' time)",
+        unit="batches",
+        positive=True,
+    )
+    prefetch_uniform_s: float = param(
+        0.06,
+        "B11's prefetch_factor, uniformly slow loader: every batch's load time (above workers × step)",
+        unit="s",
+        positive=True,
+    )
+    prefetch_steps: int = param(
+        48, "B11's prefetch_factor: steps timed per run, after the warm-up", unit="steps", positive=True
+    )
+    prefetch_warmup_steps: int = param(
+        8,
+        "B11's prefetch_factor: steps left out at the start of each run (the queue's first fill)",
+        unit="steps",
+        non_negative=True,
+    )
+    prefetch_rounds: int = param(
+        3, "B11's prefetch_factor: rounds, every case × value once per round", unit="rounds", positive=True
+    )
     nonzero_share: float = param(
         verdicts.B2_PRESENT_SHARE,
         "B2: a category of step time counts as non-zero above this share of the run's time "
@@ -300,6 +347,12 @@ class Params(StudyParams):
         )
         self.require_choice("formats", FORMATS)
         self.require("hiding_rounds", self.hiding_rounds >= 1, "an integer ≥ 1")
+        self.require(
+            "prefetch_factors",
+            not self.prefetch_factors
+            or (len(set(self.prefetch_factors)) >= 2 and min(self.prefetch_factors) >= 1),
+            "empty, or two or more distinct values ≥ 1 (the smallest and the largest are compared)",
+        )
         self.require(
             "hiding_workers",
             all(w >= 0 for w in self.hiding_workers),

@@ -16,6 +16,7 @@ value in the sweep (not compared), and ``pin_memory`` only acts on a copy to a C
 from __future__ import annotations
 
 from mfulab.measure.timing import compare_timings, summarize
+from mfulab.studies.dataloader import prefetch
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
 
@@ -93,7 +94,10 @@ def _pin_memory_text(records) -> str:
 def b11_settings(records) -> Claim:
     rp = records["params"]
     c = restart_comparison(records)
-    settings = f"prefetch_factor={rp.get('prefetch_factor', 2)} in every setting (not compared); "
+    settings = (
+        f"prefetch_factor={rp.get('prefetch_factor', 2)} in every setting of the loader sweep (compared "
+        "in the prefetch rows, on a bursty and a uniformly slow loader); "
+    )
     if c is None:
         return Claim(
             "B11",
@@ -202,26 +206,80 @@ def b11_shm_claims(records) -> list[Claim]:
     ]
 
 
+def _prefetch_text(h: dict, case: str) -> str:
+    ratios = ", ".join(f"{r:.2f}" for r in h["ratios"])
+    said = {True: "hides it", False: "no effect", None: "cannot tell"}[h["hides"]]
+    return (
+        f"{case} loader: mean wait per step at prefetch_factor {h['largest']} over {h['smallest']}, per "
+        f"round, {ratios} ({said}; hides below {prefetch.HIDES_BELOW:g}, no effect above "
+        f"{prefetch.NO_EFFECT_ABOVE:g})"
+    )
+
+
 def b11_prefetch_claim(records) -> Claim:
-    """ "A larger prefetch_factor hides I/O": PyTorch documents ``prefetch_factor`` as the number
-    of batches each worker loads in advance (2 by default), so W workers keep up to W ×
-    prefetch_factor batches ready. Two readings: it hides a burst of slow reads up to that
-    slack (true by construction of a buffer), or it hides a loader slower on average than the
-    step (false: a buffer drains at the loader's mean rate, so the wait returns once it is empty).
-    The readings disagree: not checkable, with this run's value beside them (never compared)."""
-    value = records["params"].get("prefetch_factor", 2)
+    """ "A larger prefetch_factor hides I/O" (§4.1, layer 2): PyTorch documents ``prefetch_factor``
+    as the number of batches each worker loads in advance (2 by default), so W workers keep up to
+    W × prefetch_factor batches ready. Two readings: it hides a burst of slow reads up to that
+    slack, or it hides a loader slower on average than the step. Each is measured here
+    (``prefetch``: a bursty and a uniformly slow loader, toy regime); readings that disagree
+    leave the sentence not checkable. Without the measurement, the documented analysis alone."""
+    bursty, uniform = prefetch.hides(records, "bursty"), prefetch.hides(records, "uniform")
+    if bursty is None or uniform is None:
+        value = records["params"].get("prefetch_factor", 2)
+        return Claim(
+            "B11",
+            "a larger prefetch_factor hides I/O",
+            "PyTorch's DataLoader documentation (prefetch_factor: batches loaded in advance by each worker), "
+            "under both readings",
+            "not checkable",
+            "read as hiding bursts: true by construction, W workers keep up to W × prefetch_factor batches "
+            "ready, so a burst of slow reads shorter than that slack never reaches the step; read as hiding "
+            "a loader slower on average than the step: false, the buffer drains at the loader's mean rate "
+            "and the wait returns once it is empty. The readings disagree. This run: "
+            f"prefetch_factor={value} in every setting, not measured apart",
+            basis=verdicts.DOCUMENTED,
+        )
+    answers = [bursty["hides"], uniform["hides"]]
+    if None in answers:
+        decision = "inconclusive on this machine"
+    elif answers[0] == answers[1]:
+        decision = "confirmed" if answers[0] else "refuted"
+    else:
+        decision = "not checkable"
+    gate = "" if bursty["intact"] and uniform["intact"] else "; A BATCH FAILED ITS GATE"
     return Claim(
         "B11",
-        "a larger prefetch_factor hides I/O",
-        "PyTorch's DataLoader documentation (prefetch_factor: batches loaded in advance by each worker), "
-        "under both readings",
-        "not checkable",
-        "read as hiding bursts: true by construction, W workers keep up to W × prefetch_factor batches "
-        "ready, so a burst of slow reads shorter than that slack never reaches the step; read as hiding "
-        "a loader slower on average than the step: false, the buffer drains at the loader's mean rate "
-        f"and the wait returns once it is empty. The readings disagree. This run: prefetch_factor={value} "
-        "in every setting, not compared",
-        basis=verdicts.DOCUMENTED,
+        "a larger prefetch_factor hides I/O (§4.1, layer 2)",
+        "the mean wait per step at the smallest and largest prefetch_factor, a bursty and a uniformly slow "
+        "loader (the two readings), paired by round; readings that disagree: not checkable",
+        decision,
+        "; ".join(_prefetch_text(h, case) for h, case in ((bursty, "bursty"), (uniform, "uniformly slow")))
+        + ": a deeper buffer starts a slow batch earlier, and drains at the loader's mean rate"
+        + gate,
+        basis=verdicts.TOY,
+    )
+
+
+def b11_uniform_prefetch_claim(records) -> Claim | None:
+    """§4.1, layer 3: 「如果是均匀地慢，优先改格式和prefetch」 (if loading is uniformly slow, change the
+    format and prefetch first). Its prefetch half, measured on the uniformly slow loader
+    (``prefetch``, toy regime): shown where the larger prefetch_factor hides the wait, not shown
+    where it has no effect. None where not measured."""
+    uniform = prefetch.hides(records, "uniform")
+    if uniform is None:
+        return None
+    decision = {True: "confirmed", False: "refuted", None: "inconclusive on this machine"}[uniform["hides"]]
+    return Claim(
+        "B11",
+        "a uniformly slow loader: raise prefetch_factor first (§4.1, layer 3; its format half: the rows "
+        "above)",
+        "the mean wait per step of a loader slower on average than the step, at the smallest and largest "
+        "prefetch_factor, paired by round",
+        decision,
+        _prefetch_text(uniform, "uniformly slow")
+        + ": a buffer filled no faster than it empties; more workers or a faster format shorten each load"
+        + ("" if uniform["intact"] else "; A BATCH FAILED ITS GATE"),
+        basis=verdicts.TOY,
     )
 
 

@@ -13,24 +13,48 @@ from mfulab.studies.mfu.time_split import breakdown, datasheet_peak, exact_count
 IDEAL_CATEGORIES = ("matmul", "attention core")
 
 
+def category_flops_per_step(records: dict) -> dict[str, float]:
+    """The model's work per step in the two categories that do it, by the mask-aware exact count:
+    the weight GEMMs (6 · N_matmul per token: forward 2, backward 4) and the attention core (what
+    a causal kernel computes, forward and backward: the exact count less the GEMMs)."""
+    from mfulab.analytic import flops
+    from mfulab.analytic.config import TransformerConfig
+
+    cfg = TransformerConfig(**records["config"])
+    tokens = records["train"]["tokens_per_step"]
+    gemm_flops = 6 * flops.matmul_param_count(cfg) * tokens
+    exact_flops = flops.exact_matmul_flops_per_token(cfg, mask="causal") * tokens
+    return {"matmul": gemm_flops, "attention core": exact_flops - gemm_flops}
+
+
 def category_table(records: dict):
     """Each operator category: seconds per profiled step (median over the steps), its share of
-    the profiled steps' wall time, and the same share of the timed run's steady step."""
+    the profiled steps' wall time, the same share of the timed run's steady step, and for the two
+    categories that do the model's work (``category_flops_per_step``) the FLOP/s they reach in it,
+    against the measured ceiling."""
     import numpy as np
     import pandas as pd
 
     prof = records["op_profile"]
     shares = opprofile.category_shares(prof)
-    steady_s = breakdown(records)["steady_step_s"]
-    rows = [
-        {
-            "category": c,
-            "median_s_per_profiled_step": float(np.median([s["categories_s"][c] for s in prof["steps"]])),
-            "share_of_profiled_steps": shares[c],
-            "estimated_s_in_steady_step": shares[c] * steady_s,
-        }
-        for c in prof["categories"]
-    ]
+    b = breakdown(records)
+    steady_s, ceiling = b["steady_step_s"], b["ceiling_flops_per_s"]
+    work = category_flops_per_step(records)
+    rows = []
+    for c in prof["categories"]:
+        seconds = shares[c] * steady_s
+        rate = work[c] / seconds if c in work and seconds > 0 else None
+        rows.append(
+            {
+                "category": c,
+                "median_s_per_profiled_step": float(np.median([s["categories_s"][c] for s in prof["steps"]])),
+                "share_of_profiled_steps": shares[c],
+                "estimated_s_in_steady_step": seconds,
+                "model_flops_per_step": work.get(c),
+                "achieved_flops_per_s": rate,
+                "share_of_ceiling": rate / ceiling if rate else None,
+            }
+        )
     return pd.DataFrame(rows)
 
 
