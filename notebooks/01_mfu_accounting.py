@@ -563,9 +563,11 @@ else:
     )
 
 # %%
-fig = figures.plot_waterfall(records, o.values["breakdown"])
+fig = figures.plot_waterfall(records, time_split.exact_breakdown(records, bd))  # B2's count
 plots.save_figure(fig, out, "job_waterfall")
 # %% [markdown]
+# Both waterfalls count the model's work by the mask-aware exact count, as B2's split above does
+# (the headline's `palm` would credit the masked half of the score matrix as useful work).
 # This job-level waterfall starts at the top denominator this device has (a GPU's datasheet
 # peak, a CPU's ISA peak where it is at least the ceiling, else the measured ceiling). **Slow operators** is the gap between the best
 # square matmul and the local FLOP/s: what the model's mix of smaller matmuls, softmax, norms,
@@ -657,7 +659,7 @@ o.tables["top_ops"]
 # Steady → global is the rest of the job: start-up, warm-up, the spread of the steps.
 
 # %%
-fig = figures.plot_operator_waterfall(records, o.values["breakdown"])
+fig = figures.plot_operator_waterfall(records, time_split.exact_breakdown(records, bd))
 plots.save_figure(fig, out, "waterfall")
 
 # %% [markdown]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from mfulab.studies.mfu.time_split import exact_count_ratio, waterfall_losses
+from mfulab.studies.mfu.time_split import EXACT, exact_count_ratio, waterfall_losses
 
 
 def plot_attention_share(conventions_df):
@@ -43,8 +43,13 @@ def plot_waterfall(records, b: dict):
     )
     ax.set_title(
         f"{first}; the whole job reaches {b['global_mfu_vs_ceiling']:.0%} of the measured ceiling\n"
-        f"(global MFU, {b['convention']} FLOPs; "
-        f"{b['global_mfu_vs_ceiling'] / exact_count_ratio(records, b['convention']):.0%} by the exact count)"
+        f"(global MFU, {b['convention']} FLOPs"
+        + (
+            f"; {b['global_mfu_vs_ceiling'] / exact_count_ratio(records, b['convention']):.0%} by the "
+            "exact count)"
+            if b["convention"] != EXACT
+            else ")"
+        )
     )
     return fig
 
@@ -156,7 +161,9 @@ def plot_operator_waterfall(records, b: dict):
     )
     ax.set_title(
         f"{lead}; the job reaches {b['global_mfu_vs_ceiling']:.0%} of the measured ceiling\n(global MFU, "
-        f"{b['convention']} FLOPs, {exact:.0%} by the exact count; losses from the operator profile)"
+        f"{b['convention']} FLOPs"
+        + (f", {exact:.0%} by the exact count" if b["convention"] != EXACT else "")
+        + "; losses from the operator profile)"
     )
     return fig
 

@@ -13,6 +13,7 @@ from mfulab.errors import ParameterError
 from mfulab.studykit import verdicts
 
 HEADLINE_CONVENTION = "palm"
+EXACT = "mask-aware exact"  # the model's work: flops.exact_matmul_flops_per_token(mask="causal")
 
 # what this run times under B2's useful compute and each of its four losses
 # (studykit.verdicts.B2_USEFUL, B2_CATEGORIES)
@@ -189,10 +190,31 @@ def b2_category_seconds(records: dict) -> dict[str, float]:
 def exact_count_ratio(records: dict, convention: str = HEADLINE_CONVENTION) -> float:
     """The headline convention's FLOPs per token over the mask-aware exact count of the run's
     model (``flops.exact_matmul_flops_per_token``, causal: a query counts only the keys it sees):
-    an MFU under the convention divided by it is the MFU under the exact count."""
+    an MFU under the convention divided by it is the MFU under the exact count (1 for
+    :data:`EXACT` itself)."""
+    if convention == EXACT:
+        return 1.0
     cfg = TransformerConfig(**records["config"])
     headline_flops = flops.flops_per_token(cfg, convention=convention)
     return headline_flops / flops.exact_matmul_flops_per_token(cfg, mask="causal")
+
+
+def exact_breakdown(records: dict, b: dict | None = None) -> dict:
+    """``breakdown`` with the model's work counted by the mask-aware exact count instead of the
+    headline convention: every model-FLOPs figure and MFU divided by ``exact_count_ratio``, the
+    times and denominators unchanged (the waterfalls draw it, so that their slow operators match
+    B2's split)."""
+    b = breakdown(records) if b is None else b
+    ratio = exact_count_ratio(records, b["convention"])
+    fixed = ("ceiling_", "datasheet_", "peak_below_")
+    scaled = {
+        k: v / ratio
+        for k, v in b.items()
+        if v is not None
+        and (k in ("flops_per_step", "model_flops") or "_mfu_vs_" in k or k.endswith("_flops_per_s"))
+        and not k.startswith(fixed)
+    }
+    return {**b, **scaled, "convention": EXACT}
 
 
 def b2_split(records: dict, *, present_share: float):
