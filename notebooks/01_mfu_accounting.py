@@ -43,7 +43,7 @@ from IPython.display import Markdown, display
 from mfulab import results
 from mfulab.analytic import flops
 from mfulab.measure import calibration, opprofile
-from mfulab.studies.mfu import analysis, article_arithmetic, claims, figures, time_split
+from mfulab.studies.mfu import analysis, article_arithmetic, claims, figures, run_checks, time_split
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.verdicts import summary_line
@@ -460,7 +460,7 @@ headline_over_count = count.loc[
     count.source.str.startswith(f"convention {bd['convention']}"), "relative_difference_vs_counter"
 ].iloc[0]
 over_exact = analysis.headline_over_exact(records, bd["convention"])
-drift = time_split.ceiling_drift(records, bd)
+drift = run_checks.ceiling_drift(records, bd)
 exact = 1 + over_exact["causal"]  # the headline convention's FLOPs over the model's work
 display(
     Markdown(

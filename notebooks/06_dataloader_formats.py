@@ -187,9 +187,10 @@ else:
 
 # %% [markdown]
 # **Does a larger `prefetch_factor` hide I/O?** The article says it does (§4.1, layer 2) and
-# reaches for it when loading is uniformly slow (layer 3). The same harness decides both
-# readings (`prefetch`): two workers, a step that is a timed wait, and two loaders behind
-# injected sleeps: a *bursty* one (one batch in `prefetch_burst_every` takes several steps to
+# reaches for it when loading is uniformly slow (layer 3). The same harness measures both cases
+# (`prefetch`): layer 2's mechanism on a bursty loader, and layer 3's case, which flow
+# conservation decides, on a uniformly slow one. Two workers, a step that is a timed wait, and
+# two loaders behind injected sleeps: a *bursty* one (one batch in `prefetch_burst_every` takes several steps to
 # load, the rest almost nothing; its mean stays below what the workers can supply) and a
 # *uniformly slow* one (every batch takes longer than the workers can supply). `DataLoader`
 # keeps up to W × prefetch_factor batches in flight, in order, so a slow batch starts about that

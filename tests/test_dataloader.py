@@ -997,20 +997,20 @@ def test_prefetch_rows_read_each_reading_on_its_paired_ratio():
     rec = _prefetch_records(hidden_burst, slow_mean)
     assert prefetch.hides(rec, "bursty")["hides"] is True and prefetch.hides(rec, "uniform")["hides"] is False
     row, uniform_row = settings_mod.b11_prefetch_claim(rec), settings_mod.b11_uniform_prefetch_claim(rec)
-    assert row.verdict == "not checkable" and row.basis == verdicts.TOY  # the readings disagree
-    assert uniform_row.verdict == "not shown" and "no effect" in uniform_row.evidence
-    # one round that halves the uniform wait leaves the toy unable to tell
-    rec = _prefetch_records(hidden_burst, {1: [0.010, 0.012, 0.011], 8: [0.0105, 0.005, 0.012]})
-    assert prefetch.hides(rec, "uniform")["hides"] is None
+    # layer 2's mechanism on the bursty loader (a toy: shown at most); layer 3's uniformly slow case
+    # refuted by flow conservation, the uniform loader's measurement agreeing with it
+    assert (row.verdict, row.basis) == ("shown", verdicts.TOY)
+    assert uniform_row.verdict == "refuted (analysis)" and "no effect" in uniform_row.evidence
+    # one round that halves the bursty wait only a little leaves the toy unable to tell
+    rec = _prefetch_records({1: [0.010, 0.011, 0.009], 8: [0.001, 0.007, 0.002]}, slow_mean)
+    assert prefetch.hides(rec, "bursty")["hides"] is None
     assert settings_mod.b11_prefetch_claim(rec).verdict == "inconclusive on this machine"
-    # both hide: shown (a toy regime cannot confirm)
+    # a deeper buffer that did hide a uniformly slow loader would contradict the analysis
     rec = _prefetch_records(hidden_burst, {1: [0.010] * 3, 8: [0.001] * 3})
-    assert settings_mod.b11_prefetch_claim(rec).verdict == "shown"
+    assert settings_mod.b11_uniform_prefetch_claim(rec).verdict == "analytic only"
     # a batch out of order is named in the evidence
-    assert (
-        "FAILED ITS GATE"
-        in settings_mod.b11_prefetch_claim(_prefetch_records(hidden_burst, slow_mean, False)).evidence
-    )
+    broken = _prefetch_records(hidden_burst, slow_mean, False)
+    assert "FAILED ITS GATE" in settings_mod.b11_prefetch_claim(broken).evidence
     # not measured: the documented analysis alone, and no layer-3 row
     assert settings_mod.b11_prefetch_claim({"params": {}}).basis == verdicts.DOCUMENTED
     assert settings_mod.b11_uniform_prefetch_claim({"params": {}}) is None

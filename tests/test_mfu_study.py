@@ -8,7 +8,7 @@ import yaml
 from mfulab.analytic import b15 as b15_arithmetic
 from mfulab.analytic.config import preset
 from mfulab.errors import ParameterError
-from mfulab.studies.mfu import analysis, article_arithmetic, bench, operator_split, time_split
+from mfulab.studies.mfu import analysis, article_arithmetic, bench, operator_split, run_checks, time_split
 from mfulab.studies.mfu import claims as claims_mod
 from mfulab.studies.mfu.params import Params
 
@@ -220,24 +220,24 @@ def test_the_ceiling_is_probed_in_process_and_a_sleeping_loader_pulls_global_fro
     r = tiny_records
     probe = r["train"]["ceiling_probe"]
     assert probe["before"]["size"] == probe["after"]["size"] == r["ceiling"]["best_size"]
-    b, d = time_split.breakdown(r), time_split.ceiling_drift(r)
+    b, d = time_split.breakdown(r), run_checks.ceiling_drift(r)
     # the headline's range holds the figure against the calibration and against the probe
     assert d["steady_mfu_lo"] <= b["steady_mfu_vs_ceiling"] <= d["steady_mfu_hi"]
     assert d["steady_mfu_lo"] <= d["steady_mfu_vs_in_process"] <= d["steady_mfu_hi"]
     slower = copy.deepcopy(r)
     slower["train"]["ceiling_probe"]["after"]["flops_per_s"] = 0.9 * probe["before"]["flops_per_s"]
-    assert time_split.ceiling_drift(slower)["drift_over_run"] == pytest.approx(-0.1)
+    assert run_checks.ceiling_drift(slower)["drift_over_run"] == pytest.approx(-0.1)
     older = copy.deepcopy(r)
     older["train"].pop("ceiling_probe")
-    assert time_split.ceiling_drift(older) is None  # records measured before the probe existed
+    assert run_checks.ceiling_drift(older) is None  # records measured before the probe existed
     # the waits demo: a run as it is, then one whose loader sleeps before every batch
     quiet, slow = r["waits"]
     assert quiet["data_delay_s"] == 0 < slow["data_delay_s"]
     assert all(row["data_s"] >= slow["data_delay_s"] for row in slow["rows"])
-    w = time_split.waits_table(r)
+    w = run_checks.waits_table(r)
     assert list(w.loader_sleep_ms) == [0.0, slow["data_delay_s"] * 1e3]
     assert (w.global_mfu <= w.local_mfu).all() and w.data_share_of_wall.iloc[1] > w.data_share_of_wall.iloc[0]
-    assert time_split.waits_table({**r, "waits": None}) is None
+    assert run_checks.waits_table({**r, "waits": None}) is None
     (gap,) = [c for c in claims_mod.claims(r) if "天壤之别" in c.claim]
     assert gap.verdict == "not checkable" and gap.basis == "by construction"  # two readings of the 80%
     # the waterfalls draw the exact count: every model-FLOPs figure scaled, the ceiling kept

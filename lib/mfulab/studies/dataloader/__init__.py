@@ -15,6 +15,8 @@ training loop to measure the data stall and the checkpoint spike.
   stall, checkpoint spike); ``contention``: cold reads beside a checkpoint writer (B12's
   mechanism), measured and judged; ``hiding``: prefetching workers against an injected per-file
   latency with an emulated step (the overlap model of B11's network row, checked here);
+  ``prefetch``: a bursty and a uniformly slow loader at several prefetch_factor values (B11's
+  prefetch rows);
 - ``training_gain``: B11 on training throughput (the article's own case study; the bound a
   loader's wait sets here) and the case study's tokens/s per GPU against this machine's loaders;
   ``throughput``: the B11 (loader alone: format and workers) and B2 (data part) rows and the

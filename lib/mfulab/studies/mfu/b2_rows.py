@@ -136,7 +136,7 @@ def waits_gap_claim(waits) -> Claim:
     """Article B §1.1: "the vast difference between these two numbers [44% and 80%] is exactly
     where communication, IO and scheduling waste sit". Two readings, as for the 80% itself: with
     80% a local MFU, the gap is the waits by construction (local MFU leaves every wait out of its
-    denominator), which the waits demo (``time_split.waits_table``) shows with a sleeping loader;
+    denominator), which the waits demo (``run_checks.waits_table``) shows with a sleeping loader;
     with 80% an occupancy (the sentence's 占用率), the gap also holds the busy time's slow kernels,
     so it is not the waits alone. The readings disagree: not checkable, where the demo shows the
     first; inconclusive on this machine where it does not."""

@@ -17,6 +17,7 @@ from mfulab.studies.mfu import (
     frameworks,
     low_precision,
     operator_split,
+    run_checks,
     time_split,
 )
 from mfulab.studies.mfu.analysis import headline_metrics
@@ -212,7 +213,7 @@ def claims(records: dict | None, p: Params | None = None, split=None) -> list[Cl
         split = b2_split(records, present_share=p.b2_present_share) if split is None else split
         out.append(b2_rows.b2_few_bottlenecks_claim(split))
         out.append(b2_rows.mfu_definition_claim(time_split.breakdown(records)))
-        if (waits := time_split.waits_table(records)) is not None:
+        if (waits := run_checks.waits_table(records)) is not None:
             out.append(b2_rows.waits_gap_claim(waits))
 
     readings = b15_categorisations()
@@ -300,7 +301,7 @@ def tables(records, p) -> dict:
         "b15_readings": b15_categorisations(),
         "b1_local_mfu": article_arithmetic.b1_local_mfu_readings(),
         "b9_text_checks": article_arithmetic.b9_text_checks(),
-        **({"waits_demo": waits} if (waits := time_split.waits_table(records)) is not None else {}),
+        **({"waits_demo": waits} if (waits := run_checks.waits_table(records)) is not None else {}),
         **frameworks.tables(),
         **low_precision.tables(),
     }
