@@ -22,7 +22,7 @@ from mfulab.analytic.config import ATTENTION_IMPLS, TransformerConfig
 from mfulab.measure import calibration, host
 from mfulab.studies.mfu.params import Params
 
-BENCHMARK_VERSION = {"train_run": 2, "flop_count": 2, "op_profile": 1}
+BENCHMARK_VERSION = {"train_run": 3, "flop_count": 2, "op_profile": 1}
 
 
 def flop_count(cfg: TransformerConfig, *, device: str, micro_batch: int = 1) -> dict:
@@ -59,28 +59,17 @@ def flop_count(cfg: TransformerConfig, *, device: str, micro_batch: int = 1) -> 
     return out
 
 
-def ceiling_probe(size: int, *, device: str, dtype: str, reps: int = 15, warmup: int = 3) -> dict:
-    """The calibration's best square matmul timed again inside this process (``reps`` calls after
-    ``warmup``, each synchronised): the ceiling as the training run meets it, read just before the
-    job starts and just after it ends, so the headline's denominator carries its own drift."""
-    import statistics
+def ceiling_probe(size: int, *, device: str, dtype: str, min_run_time_s: float = 0.2) -> dict:
+    """The calibration's best square matmul timed again inside this process, the same way the
+    calibration times it (``timing.matmul_ceiling`` at that one size): the ceiling as the training
+    run meets it, read just before the job starts and just after it ends, so the headline's
+    denominator carries its own drift."""
+    from mfulab.measure import timing
 
-    import torch
-
-    from mfulab.measure.timing import synchronize, torch_dtype
-
-    a = torch.randn(size, size, device=device, dtype=torch_dtype(dtype))
-    b = torch.randn(size, size, device=device, dtype=torch_dtype(dtype))
-    times_s = []
-    for i in range(warmup + reps):
-        synchronize(device)
-        t0 = time.perf_counter()
-        torch.mm(a, b)
-        synchronize(device)
-        if i >= warmup:
-            times_s.append(time.perf_counter() - t0)
-    median_s = statistics.median(times_s)
-    return {"size": size, "reps": reps, "median_s": median_s, "flops_per_s": 2.0 * size**3 / median_s}
+    (row,) = timing.matmul_ceiling(device=device, dtype=dtype, sizes=(size,), min_run_time_s=min_run_time_s)[
+        "rows"
+    ]
+    return {"size": size, "median_s": row["median_s"], "flops_per_s": row["achieved_flops_per_s"]}
 
 
 def train_run(
