@@ -9,8 +9,8 @@ format and worker count in one round are paired samples. That kept workers are n
 is the option's documented behaviour, so the row is true by construction (*shown*) and the
 timing gives its size: the drift-widened interval of new / kept workers, with the whole epoch's
 throughput beside it (a restart saved is not an epoch made faster). ``prefetch_factor`` is one
-value in the sweep (not compared), and ``pin_memory`` only acts on a copy to a CUDA device
-(never compared either).
+value in the sweep, compared in its own rows on the ``prefetch`` harness's loaders, and
+``pin_memory`` only acts on a copy to a CUDA device (never compared).
 """
 
 from __future__ import annotations
