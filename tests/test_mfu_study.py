@@ -1,6 +1,7 @@
 """The mfu study's library: the articles' arithmetic, validation, and the analysis of a tiny run."""
 
 import copy
+import statistics
 
 import pytest
 import yaml
@@ -71,9 +72,10 @@ def test_b1_about_5_s_is_a_note_on_the_arithmetic_row():
     b1 = [c for c in claims_mod.claims(None) if c.id == "B1"]
     assert not any("about 5 s" in row.claim for row in b1)
     assert b1[0].verdict == "confirmed" and "4.41 s, which §1.1 rounds to 'about 5 s'" in b1[0].evidence
-    # read as an MFU, the local 80% would sit above the A100's MAMF share of its peak allows
+    # read as an MFU, the local 80% is bounded by the GEMMs at MAMF; FA2's 72% restated in 6N
     (local,) = [row for row in b1 if "占用率" in row.claim]
-    assert "92% of the A100's best GEMM" in local.evidence and "72%" in local.evidence
+    assert "at most 79.2% with §5.1's unfused" in local.evidence and "72%" in local.evidence
+    assert "≈ 48%" in local.evidence  # 0.72 × 16.2 / (16.2 + 12·32·2560·8192 / 1e9)
     assert local.basis == "analysis at assumed configurations"
 
 
@@ -88,6 +90,18 @@ def test_b1_local_80_reads_occupancy_and_local_mfu_apart():
     by = t.groupby("attention").local_mfu_upper_bound.max()
     assert by["fused"] > by["naive"]
     assert set(t.local_mfu_reaches_80) == {None} and set(t.occupancy_reaches_80) == {None}
+    # the model-free bound: GEMMs at MAMF and nothing else; skipping the masked keys raises it
+    bound = article_arithmetic.b1_local_mfu_bound().set_index("attention")
+    unfused, fused = bound.iloc[0], bound.iloc[1]
+    assert unfused.gemm_flops_per_token > fused.gemm_flops_per_token > unfused.article_flops_per_token
+    assert unfused.local_mfu_bound == pytest.approx(
+        unfused.mamf_share_of_peak * 6 * 7e9 / unfused.gemm_flops_per_token
+    )
+    assert unfused.local_mfu_bound < 0.80 < fused.local_mfu_bound  # out of reach unfused only
+    assert unfused.reaches_80 is False and fused.reaches_80 is None
+    assert fused.max_non_gemm_share_of_busy == pytest.approx(1 - 0.80 / fused.local_mfu_bound)
+    (row,) = [c for c in claims_mod.claims(None) if "占用率" in c.claim]
+    assert row.verdict == "analytic only" and "out of reach" in row.evidence
     # the §5 heading's "38% → 52%" is a row of its own, refuted by B1's arithmetic at 10.2 s
     (heading,) = [c for c in claims_mod.claims(None) if c.id == "B15" and "§5 heading" in c.claim]
     assert heading.verdict == "refuted" and "43.2%" in heading.evidence
@@ -218,18 +232,36 @@ def test_measure_records_and_analysis(tiny_records):
 
 def test_the_ceiling_is_probed_in_process_and_a_sleeping_loader_pulls_global_from_local(tiny_records):
     r = tiny_records
-    probe = r["train"]["ceiling_probe"]
-    assert probe["before"]["size"] == probe["after"]["size"] == r["ceiling"]["best_size"]
+    probes = r["train"]["ceiling_probes"]
+    every, steps = r["params"]["ceiling_probe_every"], r["params"]["warmup_steps"] + r["params"]["steps"]
+    assert len(probes) == 2 + (len(range(every, steps, every)) if every else 0)  # before, between, after
+    assert {q["size"] for q in probes} == {r["ceiling"]["best_size"]} == {r["fresh_process_probe"]["size"]}
     b, d = time_split.breakdown(r), run_checks.ceiling_drift(r)
-    # the headline's range holds the figure against the calibration and against the probe
+    # the headline divides by the probes' median, not the cached calibration
+    assert b["ceiling_source"] == "in-process"
+    assert b["ceiling_flops_per_s"] == pytest.approx(statistics.median(q["flops_per_s"] for q in probes))
     assert d["steady_mfu_lo"] <= b["steady_mfu_vs_ceiling"] <= d["steady_mfu_hi"]
-    assert d["steady_mfu_lo"] <= d["steady_mfu_vs_in_process"] <= d["steady_mfu_hi"]
+    # the probes are off the job's clock: the steps' periods tile the wall without them
+    assert sum(row["period_s"] for row in r["train"]["rows"]) + r["train"]["setup_s"] == pytest.approx(
+        r["train"]["job_wall_s"]
+    )
+    # a device slower than its calibration gets its own bar, and slow operators shrink by as much
     slower = copy.deepcopy(r)
-    slower["train"]["ceiling_probe"]["after"]["flops_per_s"] = 0.9 * probe["before"]["flops_per_s"]
-    assert run_checks.ceiling_drift(slower)["drift_over_run"] == pytest.approx(-0.1)
+    slower["ceiling"]["best_flops_per_s"] = 1.25 * b["ceiling_flops_per_s"]
+    bars = dict(time_split.waterfall_losses(slower)["losses"])
+    assert bars["device below its calibration"] == pytest.approx(0.25 * b["ceiling_flops_per_s"])
+    plain = dict(time_split.waterfall_losses(r)["losses"])
+    assert bars["slow operators"] == pytest.approx(plain["slow operators"])
+    assert ("device below its calibration" in plain) == (
+        r["ceiling"]["best_flops_per_s"] > b["ceiling_flops_per_s"]
+    )
+    drifted = copy.deepcopy(r)
+    drifted["train"]["ceiling_probes"][-1]["flops_per_s"] = 0.9 * probes[0]["flops_per_s"]
+    assert run_checks.ceiling_drift(drifted)["drift_over_run"] == pytest.approx(-0.1)
     older = copy.deepcopy(r)
-    older["train"].pop("ceiling_probe")
-    assert run_checks.ceiling_drift(older) is None  # records measured before the probe existed
+    older["train"].pop("ceiling_probes")
+    assert run_checks.ceiling_drift(older) is None  # records measured before the probes existed
+    assert time_split.breakdown(older)["ceiling_flops_per_s"] == r["ceiling"]["best_flops_per_s"]
     # the waits demo: a run as it is, then one whose loader sleeps before every batch
     quiet, slow = r["waits"]
     assert quiet["data_delay_s"] == 0 < slow["data_delay_s"]
@@ -324,21 +356,26 @@ def test_waterfall_labels_are_legible_and_do_not_overlap(tiny_records):
     matplotlib.use("Agg")
     from mfulab.studies.mfu import figures
 
-    fig = figures.plot_waterfall(tiny_records, time_split.breakdown(tiny_records))
-    ax = fig.axes[0]
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    texts = [t for t in ax.texts if t.get_text()]
-    names = [t.get_text() for t in ax.get_yticklabels()]
-    assert len(texts) == len(names) == len(time_split.waterfall_losses(tiny_records)["losses"]) + 3
-    assert min(t.get_fontsize() for t in texts + ax.get_yticklabels()) >= 9
-    boxes = [t.get_window_extent(renderer) for t in texts]
-    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
-    assert all(
-        ax.get_window_extent(renderer).contains(bx.x1 - 1, bx.y0 + 1) for bx in boxes
-    )  # inside the axes
-    assert "scheduling" not in names  # the loss is start-up + loss read-back, not B2's scheduling waste
-    assert all("e-" not in t.get_text() and "e+" not in t.get_text() for t in texts)  # SI prefixes
+    run = time_split.run_ceiling(tiny_records)["flops_per_s"]
+    for calibrated in (0.9 * run, 1.2 * run):  # without and with the device-below-calibration bar
+        r = copy.deepcopy(tiny_records)
+        r["ceiling"]["best_flops_per_s"] = calibrated
+        fig = figures.plot_waterfall(r, time_split.breakdown(r))
+        ax = fig.axes[0]
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        texts = [t for t in ax.texts if t.get_text()]
+        names = [t.get_text() for t in ax.get_yticklabels()]
+        assert len(texts) == len(names) == len(time_split.waterfall_losses(r)["losses"]) + 3
+        assert ("device below its calibration" in names) == (calibrated > run)
+        assert min(t.get_fontsize() for t in texts + ax.get_yticklabels()) >= 9
+        boxes = [t.get_window_extent(renderer) for t in texts]
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+        assert all(
+            ax.get_window_extent(renderer).contains(bx.x1 - 1, bx.y0 + 1) for bx in boxes
+        )  # inside the axes
+        assert "scheduling" not in names  # the loss is start-up + loss read-back, not B2's scheduling waste
+        assert all("e-" not in t.get_text() and "e+" not in t.get_text() for t in texts)  # SI prefixes
 
 
 def test_step_timeline_legend_names_only_drawn_phases(tiny_records):
@@ -382,6 +419,7 @@ def test_nanogpt_estimate_mfu_is_palm_without_position_embeddings():
 def test_a_cpu_run_gets_a_peak_from_its_isa(tiny_records):
     r = copy.deepcopy(tiny_records)
     r["device"], r["params"]["dtype"], r["num_threads"] = "cpu", "fp32", 2
+    r["train"].pop("ceiling_probes")  # the run divides by the calibration's ceiling, set below
     r["cpu_isa"] = {
         "matmul_flags": ["fma", "avx2"],
         "vendor": "AuthenticAMD",

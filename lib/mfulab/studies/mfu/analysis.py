@@ -215,6 +215,9 @@ def headline_metrics(records: dict, p: Params | None = None, values: dict | None
         "n_params": records["n_params"],
         "flops_convention": b["convention"],
         "matmul_ceiling_flops_per_s": records["ceiling"]["best_flops_per_s"],
+        "in_process_ceiling_flops_per_s": b["ceiling_flops_per_s"]
+        if b["ceiling_source"] == "in-process"
+        else None,
         "memory_bandwidth_bytes_per_s": records["bandwidth"]["plateau_bytes_per_s"],
         "peak": {
             "datasheet_flops_per_s": sheet["flops_per_s"],
@@ -231,6 +234,7 @@ def headline_metrics(records: dict, p: Params | None = None, values: dict | None
         "steady_step_iqr_s": b["steady_step_q3_s"] - b["steady_step_q1_s"],
         "steady_tokens_per_s": b["steady_tokens_per_s"],
         "steady_mfu_vs_ceiling": b["steady_mfu_vs_ceiling"],
+        "steady_mfu_vs_calibration": b["steady_flops_per_s"] / b["calibrated_ceiling_flops_per_s"],
         "steady_mfu_vs_datasheet": b["steady_mfu_vs_datasheet"],
         "global_mfu_vs_ceiling": b["global_mfu_vs_ceiling"],
         "local_mfu_vs_ceiling": b["local_mfu_vs_ceiling"],

@@ -6,7 +6,7 @@ from __future__ import annotations
 from mfulab.analytic import devices, flops
 from mfulab.analytic.articles import b15_gain
 from mfulab.analytic.config import preset
-from mfulab.studies.mfu.stated import A19_SKUS, A19_STATED, B1_STATED
+from mfulab.studies.mfu.stated import A19_SKUS, A19_STATED, B1_STATED, B_LOCAL_MFU_EXAMPLE
 from mfulab.units import GB
 
 
@@ -329,4 +329,41 @@ def b1_local_mfu_readings():
                     "occupancy_reaches_80": answer(occupancy),
                 }
             )
+    return pd.DataFrame(rows)
+
+
+def b1_local_mfu_bound():
+    """The model-free bound on "local MFU ... 80%" (§1.1's definition: the article's 6 × 7e9
+    FLOPs per token over the compute stream's busy time at the peak): the busy time is at least
+    the step's GEMM FLOPs at the A100's MAMF, and every other operator adds to it, so
+
+        local MFU ≤ (MAMF / peak) × (6 · 7e9) / (exact GEMM FLOPs per token)
+
+    with the exact count (``flops.exact_matmul_flops_per_token``) of the case study's model at its
+    4,096 tokens: the full T×T score matrix where attention is unfused (§5.1's baseline, before
+    its SDPA step), the keys each query sees where a fused kernel skips the masked half. Each row
+    says whether 80% is out of reach (False) or left possible (None: a bound cannot confirm), and
+    the most time every non-GEMM operator together may take for 80% to hold."""
+    import pandas as pd
+
+    s, case, target = B1_STATED, B1_LOCAL_CASE, B_LOCAL_MFU_EXAMPLE["local"]
+    cfg = preset(case["preset"])
+    a100 = devices.device_spec("a100")
+    mamf_share_of_peak = a100.mamf_flops_per_s["bf16"] / devices.peak_flops_per_s("a100", "bf16")
+    article_flops_per_token = 6 * s["n_params"]
+    rows = []
+    for kernel, mask in (("unfused (full T×T computed)", "full"), ("fused, causal keys only", "causal")):
+        gemm_flops_per_token = flops.exact_matmul_flops_per_token(cfg, mask=mask)
+        bound = mamf_share_of_peak * article_flops_per_token / gemm_flops_per_token
+        rows.append(
+            {
+                "attention": kernel,
+                "gemm_flops_per_token": gemm_flops_per_token,
+                "article_flops_per_token": article_flops_per_token,
+                "mamf_share_of_peak": mamf_share_of_peak,
+                "local_mfu_bound": bound,
+                "reaches_80": False if bound < target else None,
+                "max_non_gemm_share_of_busy": max(0.0, 1 - target / bound),
+            }
+        )
     return pd.DataFrame(rows)

@@ -22,7 +22,7 @@ from mfulab.analytic.config import ATTENTION_IMPLS, TransformerConfig
 from mfulab.measure import calibration, host
 from mfulab.studies.mfu.params import Params
 
-BENCHMARK_VERSION = {"train_run": 3, "flop_count": 2, "op_profile": 1}
+BENCHMARK_VERSION = {"train_run": 4, "flop_count": 2, "op_profile": 1}
 
 
 def flop_count(cfg: TransformerConfig, *, device: str, micro_batch: int = 1) -> dict:
@@ -72,6 +72,24 @@ def ceiling_probe(size: int, *, device: str, dtype: str, min_run_time_s: float =
     return {"size": size, "median_s": row["median_s"], "flops_per_s": row["achieved_flops_per_s"]}
 
 
+def fresh_process_probe(size: int, *, device: str, dtype: str, num_threads: int) -> dict:
+    """:func:`ceiling_probe` in a fresh Python process (same torch threads), run just before the
+    job: beside the probes inside the training process and the cached calibration it tells a
+    machine that got slower since it was calibrated (the fresh process reads low too) from a
+    process that runs slower than a fresh one (only the in-process probes read low)."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        f"import json, torch; torch.set_num_threads({num_threads}); "
+        "from mfulab.studies.mfu.bench import ceiling_probe; "
+        f"print(json.dumps(ceiling_probe({size}, device={device!r}, dtype={dtype!r})))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def train_run(
     cfg: TransformerConfig,
     *,
@@ -82,17 +100,30 @@ def train_run(
     warmup_steps: int,
     attn_impl: str,
     probe_size: int | None = None,
+    probe_every: int = 0,
     data_delay_s: float = 0.0,
 ) -> dict:
     """Train the reference model on synthetic tokens and time each step's phases; with
-    ``probe_size``, the matmul ceiling probed just before the job and just after it
-    (:func:`ceiling_probe`, outside the job's wall clock)."""
+    ``probe_size``, the matmul ceiling probed just before the job, after every ``probe_every``
+    steps (0: never) and just after it (:func:`ceiling_probe`): the ceiling as this process meets
+    it, interleaved with the steps. The probes are outside the job's clock: the time they take
+    is taken off every later step's start and off the job's wall."""
     import torch
 
     from mfulab.measure.timing import progress, synchronize
     from mfulab.measure.train import reference_model, synthetic_batch, train_step
 
-    probe_before = ceiling_probe(probe_size, device=device, dtype=dtype) if probe_size else None
+    probes = []
+
+    def probe(after_step: int | None) -> float:
+        """One ceiling probe; returns the seconds it took (to take off the job's clock)."""
+        t_start = time.perf_counter()
+        probes.append({"after_step": after_step, **ceiling_probe(probe_size, device=device, dtype=dtype)})
+        return time.perf_counter() - t_start
+
+    if probe_size:
+        probe(None)
+    paused_s = 0.0  # seconds spent in probes inside the job: off its clock
     job_start = time.perf_counter()
     model, optimizer = reference_model(cfg, attn_impl=attn_impl, device=device)
     generator = torch.Generator().manual_seed(1)
@@ -105,6 +136,8 @@ def train_run(
     rows = []
     synchronize(device)
     for step in progress(range(warmup_steps + steps), "mfu train"):
+        if probe_size and probe_every and step > 0 and step % probe_every == 0:
+            paused_s += probe(step - 1)
         t0 = time.perf_counter()
         x, y = next_batch()
         synchronize(device)
@@ -118,15 +151,16 @@ def train_run(
             {
                 "step": step,
                 "warmup": step < warmup_steps,
-                "start_s": t0 - job_start,
+                "start_s": t0 - job_start - paused_s,
                 "data_s": t1 - t0,
                 "compute_s": t2 - t1,
                 "other_s": t3 - t2,
                 "loss": loss_value,
             }
         )
-    job_wall_s = time.perf_counter() - job_start
-    probe_after = ceiling_probe(probe_size, device=device, dtype=dtype) if probe_size else None
+    job_wall_s = time.perf_counter() - job_start - paused_s
+    if probe_size:
+        probe(len(rows) - 1)
     for i, row in enumerate(rows):  # period: from this step's start to the next one's (or job end)
         end = rows[i + 1]["start_s"] if i + 1 < len(rows) else job_wall_s
         row["period_s"] = end - row["start_s"]
@@ -143,7 +177,8 @@ def train_run(
         "job_wall_s": job_wall_s,
         "setup_s": rows[0]["start_s"],
         "rows": rows,
-        "ceiling_probe": {"before": probe_before, "after": probe_after} if probe_size else None,
+        # before the job, between steps (after_step), after it: off the job's clock
+        "ceiling_probes": probes or None,
         # correctness gate: finite losses, and the first one near ln(V) as for a uniform guess
         "initial_loss": losses[0],
         "expected_initial_loss": math.log(cfg.vocab_size),
@@ -212,6 +247,9 @@ def measure(p: Params) -> dict:
     records["ceiling"], records["bandwidth"] = cal[f"matmul:{p.dtype}"], cal["bandwidth"]
     records["calibration"] = cal["_meta"]
     records["flop_count"] = flop_count(cfg, device=device)
+    records["fresh_process_probe"] = fresh_process_probe(
+        records["ceiling"]["best_size"], device=device, dtype=p.dtype, num_threads=threads
+    )
     records["train"] = train_run(
         cfg,
         device=device,
@@ -221,6 +259,7 @@ def measure(p: Params) -> dict:
         warmup_steps=p.warmup_steps,
         attn_impl=p.attn_impl,
         probe_size=records["ceiling"]["best_size"],
+        probe_every=p.ceiling_probe_every,
     )
     if p.wait_steps:
         # global and local MFU pulled apart on purpose: the same steps again, once as they are and

@@ -8,7 +8,6 @@ import pandas as pd
 
 from mfulab.analytic.articles import b15_gain
 from mfulab.analytic.b15 import B15_MAINLY, B15_STEP_ROUNDING_S, b15_categorisations, b15_table, b15_verdict
-from mfulab.analytic.devices import device_spec, peak_flops_per_s
 from mfulab.measure import opprofile
 from mfulab.studies.mfu import (
     analysis,
@@ -29,6 +28,7 @@ from mfulab.studies.mfu.stated import (
     B_CASE_DATA_WAIT_S,
     B_LOCAL_MFU_EXAMPLE,
     B_TYPICAL_MFU_BAND,
+    FA2_BEST_CASE,
     KORTHIKANTI_TABLE5,
     PUBLISHED_MFU,
 )
@@ -48,8 +48,9 @@ def mfu_level_claims() -> list[Claim]:
     publishes; the large published runs of ``stated.PUBLISHED_MFU`` are its best-tuned upper tail
     (the hardware-FLOPs figure converted to model FLOPs by the FLOP count of recompute, 72/96).
     (2) "Local MFU may show the compute pipeline itself 80% busy" at 44% global: read as local MFU
-    (§1.1's definition) and as occupancy (占用率, the word the sentence uses), both at the case
-    study's layout by the step model (``article_arithmetic.b1_local_mfu_readings``), a possibility
+    (§1.1's definition: bounded with no model, ``article_arithmetic.b1_local_mfu_bound``) and as
+    occupancy (占用率, the word the sentence uses: the step model at the case study's layout,
+    ``article_arithmetic.b1_local_mfu_readings``), a possibility
     ("may") over the readings and scenarios (``verdicts.any_scenario``), at assumed configurations
     (§1.1 states no TP, micro-batch or kernel: §5.1's TP 4 is borrowed)."""
     lo, hi = B_TYPICAL_MFU_BAND
@@ -61,11 +62,16 @@ def mfu_level_claims() -> list[Claim]:
         return f"≈ {r['mfu'] * 72 / 96:.0%} ({r['mfu']:.0%} with the recomputed forward counted, × 72/96)"
 
     ex = B_LOCAL_MFU_EXAMPLE
-    busy = ex["global"] / ex["local"]
     local = article_arithmetic.b1_local_mfu_readings()
-    a100 = device_spec("a100")
-    mamf_share_of_peak = a100.mamf_flops_per_s["bf16"] / peak_flops_per_s("a100", "bf16")
-    best_a100 = max((r for r in PUBLISHED_MFU if "A100" in r["system"]), key=lambda r: r["mfu"])
+    bound = article_arithmetic.b1_local_mfu_bound()
+    unfused, fused = bound.iloc[0], bound.iloc[1]
+    fa2 = FA2_BEST_CASE  # its 72% counts the full T×T attention term; restated in the article's 6N
+    fa2_six_n = (
+        fa2["mfu"]
+        * 6
+        * fa2["n_params"]
+        / (6 * fa2["n_params"] + 12 * fa2["n_layers"] * fa2["d_model"] * fa2["seq_len"])
+    )
     return [
         Claim(
             "B1",
@@ -84,23 +90,19 @@ def mfu_level_claims() -> list[Claim]:
             "B1",
             f"at {ex['global']:.0%} global MFU, local MFU may show the compute pipeline itself "
             f"{ex['local']:.0%} busy (占用率, occupancy) (§1.1)",
-            "both readings at the case study's layout (7B, 64 A100s, TP 4 borrowed from §5.1), the step "
-            "model with every GEMM at MAMF",
-            verdicts.any_scenario(list(local.local_mfu_reaches_80) + list(local.occupancy_reaches_80)),
-            f"the sentence names an occupancy and calls it local MFU: at the case study's layout the "
-            f"compute stream is busy {local.occupancy.min():.0%}–{local.occupancy.max():.0%} of the modelled "
-            f"step while local MFU (§1.1's own definition: 6 × 7e9 FLOPs per token over the busy time) is at "
-            f"most {local.local_mfu_upper_bound.min():.0%}–{local.local_mfu_upper_bound.max():.0%} "
-            f"(unfused–fused attention, micro-batch 1–4). Read as local MFU, {ex['local']:.0%} would put the "
-            f"whole compute stream at {ex['local'] / mamf_share_of_peak:.0%} of the A100's best GEMM (MAMF, "
-            f"{mamf_share_of_peak:.0%} of its bf16 peak), above every published A100 training MFU (best "
-            f"{best_a100['mfu']:.0%}, {best_a100['system']}), and beside {ex['global']:.0%} global it "
-            f"leaves the stream busy {busy:.0%} of a {ex['step_s']:g} s step "
-            f"({(1 - busy) * ex['step_s']:.1f} s of waits). Both "
-            f"80% lines lie inside the step model's ±{SWITCH_MARGIN:.0%} for a modelled figure against an "
-            "article's, so the analysis cannot decide either reading; the one hard bound, local MFU ≤ the "
-            f"GEMMs' best share of the peak ({mamf_share_of_peak:.0%}), leaves 80% possible but "
-            "unprecedented (tables/b1_local_mfu.csv)",
+            "local MFU: a bound with every GEMM at the A100's MAMF and nothing else; occupancy: the step "
+            "model at the case study's layout (7B, 64 A100s, TP 4 borrowed from §5.1)",
+            verdicts.any_scenario(list(bound.reaches_80) + list(local.occupancy_reaches_80)),
+            f"the sentence names an occupancy and calls it local MFU. As local MFU (§1.1: 6 × 7e9 FLOPs "
+            f"per token over the busy time), with every GEMM at MAMF ({unfused.mamf_share_of_peak:.0%} of "
+            f"peak) and no other operator, it is at most {unfused.local_mfu_bound:.1%} with §5.1's unfused "
+            f"attention, so 80% is out of reach there, and {fused.local_mfu_bound:.1%} with a fused causal "
+            f"kernel, where 80% needs every non-GEMM operator together under "
+            f"{fused.max_non_gemm_share_of_busy:.0%} of the busy time. As occupancy, the step model puts the "
+            f"compute stream busy {local.occupancy.min():.0%}–{local.occupancy.max():.0%} of the step "
+            f"(micro-batch 1–4), inside its ±{SWITCH_MARGIN:.0%}: it cannot decide. In the article's 6N "
+            f"count the best published A100 MFU, FlashAttention-2's {fa2['mfu']:.0%} (counted with the full "
+            f"T×T attention), is ≈ {fa2_six_n:.0%} (tables/b1_local_mfu_bound.csv, b1_local_mfu.csv)",
             # "may": a possibility (verdicts.any_scenario); §1.1 states no TP, micro-batch or kernel
             basis=verdicts.ASSUMED,
         ),
@@ -124,7 +126,9 @@ def article_b_headline_claims() -> list[Claim]:
             verdicts.verdict_from_agreement(abs(baseline - 0.38) <= 0.005),
             f"10.2 s is {baseline:.1%} global MFU by the article's own arithmetic (§5.1 says 43%), not 38%, "
             f"and no FLOPs convention gives 38% at 10.2 s (they span {spans.min():.1%}–{spans.max():.1%}); "
-            "the 52% end (8.5 s) holds",
+            "the 52% end (8.5 s) holds. 38% as a job-level figure with stalls outside the step (≈ "
+            f"{10.2 * baseline / 0.38:.1f} s a step) is ruled out by §5.1's own words: the 10.2 s "
+            "already includes synchronisation, on the global wall-clock measure (全局墙钟口径)",
             basis=verdicts.ARITHMETIC,
         ),
         Claim(
@@ -300,6 +304,7 @@ def tables(records, p) -> dict:
         "b15_attribution": b15_table(),
         "b15_readings": b15_categorisations(),
         "b1_local_mfu": article_arithmetic.b1_local_mfu_readings(),
+        "b1_local_mfu_bound": article_arithmetic.b1_local_mfu_bound(),
         "b9_text_checks": article_arithmetic.b9_text_checks(),
         **({"waits_demo": waits} if (waits := run_checks.waits_table(records)) is not None else {}),
         **frameworks.tables(),

@@ -32,7 +32,14 @@ def plot_waterfall(records, b: dict):
     w = waterfall_losses(records, b)
     slow_share = dict(w["losses"])["slow operators"] / w["start"][1]
     fig, ax = plt.subplots(figsize=(10, 4.4))
-    top = "the peak" if b["datasheet_flops_per_s"] else "the ceiling"
+    below_calibration = b["calibrated_ceiling_flops_per_s"] > b["ceiling_flops_per_s"]
+    top = (
+        "the peak"
+        if b["datasheet_flops_per_s"]
+        else "the calibration"
+        if below_calibration
+        else "the ceiling"
+    )
     waterfall(
         ax, w["start"], w["losses"], w["end"][0], totals={"slow operators": "achieved (local)"}, share_of=top
     )
@@ -42,8 +49,9 @@ def plot_waterfall(records, b: dict):
         else f"The model computes {-slow_share:.0%} faster than {top} (not a ceiling: too small a sweep)"
     )
     ax.set_title(
-        f"{first}; the whole job reaches {b['global_mfu_vs_ceiling']:.0%} of the measured ceiling\n"
-        f"(global MFU, {b['convention']} FLOPs"
+        f"{first}; the whole job reaches {b['global_mfu_vs_ceiling']:.0%} of the ceiling "
+        + ("timed in this process\n" if b["ceiling_source"] == "in-process" else "measured\n")
+        + f"(global MFU, {b['convention']} FLOPs"
         + (
             f"; {b['global_mfu_vs_ceiling'] / exact_count_ratio(records, b['convention']):.0%} by the "
             "exact count)"
@@ -139,7 +147,14 @@ def plot_operator_waterfall(records, b: dict):
     from mfulab.studykit.plots import waterfall
 
     w = operator_waterfall_losses(records, b=b)
-    top = "the peak" if b["datasheet_flops_per_s"] else "the ceiling"
+    below_calibration = b["calibrated_ceiling_flops_per_s"] > b["ceiling_flops_per_s"]
+    top = (
+        "the peak"
+        if b["datasheet_flops_per_s"]
+        else "the calibration"
+        if below_calibration
+        else "the ceiling"
+    )
     big = largest_losses(records, b)
     (name1, v1), (name2, v2) = big["first"], big["second"]
     share = w["start"][1]
@@ -160,7 +175,9 @@ def plot_operator_waterfall(records, b: dict):
         share_of=top,
     )
     ax.set_title(
-        f"{lead}; the job reaches {b['global_mfu_vs_ceiling']:.0%} of the measured ceiling\n(global MFU, "
+        f"{lead}; the job reaches {b['global_mfu_vs_ceiling']:.0%} of the ceiling "
+        + ("timed in this process" if b["ceiling_source"] == "in-process" else "measured")
+        + "\n(global MFU, "
         f"{b['convention']} FLOPs"
         + (f", {exact:.0%} by the exact count" if b["convention"] != EXACT else "")
         + "; losses from the operator profile)"

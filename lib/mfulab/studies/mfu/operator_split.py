@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from mfulab.measure import opprofile
 from mfulab.studies.mfu.stated import PUBLISHED_MFU
-from mfulab.studies.mfu.time_split import breakdown, datasheet_peak, exact_count_ratio, peak_label
+from mfulab.studies.mfu.time_split import (
+    breakdown,
+    datasheet_peak,
+    exact_count_ratio,
+    peak_label,
+    waterfall_top,
+)
 
 # the compute categories whose time is set against the ideal step (model FLOPs at the ceiling)
 IDEAL_CATEGORIES = ("matmul", "attention core")
@@ -99,11 +105,7 @@ def operator_waterfall_losses(records: dict, shares: dict | None = None, *, b: d
             excess[c if c != "idle" else "idle (outside every op)"] = shares[c] * steady_s
     total_loss = ceiling - b["steady_flops_per_s"]
     excess_s = steady_s - ideal_s
-    losses = []
-    start = ("measured matmul ceiling", ceiling)
-    if b["datasheet_flops_per_s"]:
-        start = (peak_label(records), b["datasheet_flops_per_s"])
-        losses.append((f"ceiling below {peak_label(records)}", b["datasheet_flops_per_s"] - ceiling))
+    start, losses = waterfall_top(records, b)
     losses += [(name, total_loss * t / excess_s) for name, t in excess.items()]
     losses.append(("start-up, warm-up, step spread", b["steady_flops_per_s"] - b["global_flops_per_s"]))
     return {

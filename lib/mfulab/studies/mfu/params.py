@@ -36,6 +36,14 @@ class Params(OneDevice, PresetModel, StudyParams):
         unit="bytes",
         positive=True,
     )
+    ceiling_probe_every: int = param(
+        5,
+        "the calibration's best matmul is timed again in the training process before the job, "
+        "after every this many steps and after the job, off the job's clock: the headline's "
+        "denominator (0: before and after only)",
+        unit="steps",
+        non_negative=True,
+    )
     wait_steps: int = param(
         5,
         "steps of the waits demo (the run again without and with a sleeping loader; 0: none)",

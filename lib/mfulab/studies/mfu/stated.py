@@ -117,6 +117,11 @@ PUBLISHED_MFU = (
     },
 )
 
+# FlashAttention-2's best case (Dao 2023, §4.2: GPT3-2.7B at 8k context), its shape from the GPT-3
+# paper (Brown et al. 2020, Table 2.1: 32 layers, d_model 2560): to restate its 72% (6N plus the
+# full T×T attention term) in another count.
+FA2_BEST_CASE = {"n_params": 2.7e9, "n_layers": 32, "d_model": 2560, "seq_len": 8192, "mfu": 0.72}
+
 # Article B, introduction: "real operating data show many training jobs stuck at 35% to 50% MFU";
 # §1.1: at 10 s a step (44% global MFU), "local MFU may show the compute pipeline 80% busy".
 B_TYPICAL_MFU_BAND = (0.35, 0.50)

@@ -109,14 +109,44 @@ def datasheet_peak(records: dict) -> dict:
         return {"flops_per_s": None, "source": None, "why_none": str(err)}
 
 
-def breakdown(records: dict, *, convention: str = HEADLINE_CONVENTION) -> dict:
+def run_ceiling(records: dict) -> dict:
+    """The matmul ceiling this run divides by: the median of the probes timed in the training
+    process, interleaved with its steps (``bench.train_run``), where the run has them, else the
+    calibration's figure (records measured before the probes existed). The calibration's figure is
+    kept beside it: the gap between the two is the device's, not the step's."""
+    import numpy as np
+
+    calibrated = records["ceiling"]["best_flops_per_s"]
+    probes = [p["flops_per_s"] for p in records["train"].get("ceiling_probes") or []]
+    if not probes:
+        return {
+            "flops_per_s": calibrated,
+            "source": "calibration",
+            "calibrated_flops_per_s": calibrated,
+            "lo_flops_per_s": calibrated,
+            "hi_flops_per_s": calibrated,
+            "probes": 0,
+        }
+    return {
+        "flops_per_s": float(np.median(probes)),
+        "source": "in-process",
+        "calibrated_flops_per_s": calibrated,
+        "lo_flops_per_s": min(probes),
+        "hi_flops_per_s": max(probes),
+        "probes": len(probes),
+    }
+
+
+def breakdown(records: dict, *, convention: str = HEADLINE_CONVENTION, ceiling: dict | None = None) -> dict:
     """Job-level time split (B2's four categories) and global vs local MFU.
 
     Global MFU: model FLOPs of every step / (wall clock of the whole job × peak).
     Local MFU: the same FLOPs / (time inside forward+backward+optimizer × peak).
     Steady-state numbers use the median step after warm-up. The datasheet (or ISA) peak is a
     denominator only where it is at least the measured ceiling (``peak_below_ceiling_flops_per_s``
-    keeps one that is not, for the text that says why it is not used).
+    keeps one that is not, for the text that says why it is not used). The ceiling is the one
+    timed in the training process (:func:`run_ceiling`; ``ceiling``: another run's, for the waits
+    demo's runs, which are not probed).
     """
     import numpy as np
 
@@ -134,12 +164,15 @@ def breakdown(records: dict, *, convention: str = HEADLINE_CONVENTION) -> dict:
     steady_periods_s = [r["period_s"] for r in rows if not r["warmup"]]
     steady_period_s = float(np.median(steady_periods_s))
     steady_compute_s = float(np.median([r["compute_s"] for r in rows if not r["warmup"]]))
-    ceiling = records["ceiling"]["best_flops_per_s"]
+    run = run_ceiling(records) if ceiling is None else ceiling
+    ceiling, calibrated = run["flops_per_s"], run["calibrated_flops_per_s"]
     sheet = datasheet_peak(records)
     # a peak is a denominator only if it bounds what the device measurably does: a CPU's ISA
     # peak at the kernel's reported clock can sit below the matmul ceiling (the cores turbo
     # higher), and an MFU over it would overstate; the ceiling is then the top denominator
-    peak_bounds_ceiling = sheet["flops_per_s"] is not None and sheet["flops_per_s"] >= ceiling
+    peak_bounds_ceiling = sheet["flops_per_s"] is not None and sheet["flops_per_s"] >= max(
+        ceiling, calibrated
+    )
     out = {
         "convention": convention,
         "flops_per_step": flops_per_step,
@@ -162,6 +195,8 @@ def breakdown(records: dict, *, convention: str = HEADLINE_CONVENTION) -> dict:
         "steady_flops_per_s": flops_per_step / steady_period_s,
         "steady_local_flops_per_s": flops_per_step / steady_compute_s,
         "ceiling_flops_per_s": ceiling,
+        "ceiling_source": run["source"],
+        "calibrated_ceiling_flops_per_s": calibrated,
         "datasheet_flops_per_s": sheet["flops_per_s"] if peak_bounds_ceiling else None,
         "peak_below_ceiling_flops_per_s": None if peak_bounds_ceiling else sheet["flops_per_s"],
     }
@@ -206,7 +241,7 @@ def exact_breakdown(records: dict, b: dict | None = None) -> dict:
     B2's split)."""
     b = breakdown(records) if b is None else b
     ratio = exact_count_ratio(records, b["convention"])
-    fixed = ("ceiling_", "datasheet_", "peak_below_")
+    fixed = ("ceiling_", "calibrated_", "datasheet_", "peak_below_")
     scaled = {
         k: v / ratio
         for k, v in b.items()
@@ -334,10 +369,30 @@ def at_scale_goodput_note(factors, steady_mfu: float) -> str:
     )
 
 
+def waterfall_top(records: dict, b: dict) -> tuple[tuple[str, float], list[tuple[str, float]]]:
+    """Both waterfalls' first bar and the losses down to the ceiling the run divides by: the
+    device's peak where it bounds the ceiling (then *ceiling below* it), and *device below its
+    calibration* where the training process met a slower ceiling than the calibration did."""
+    run, calibrated = b["ceiling_flops_per_s"], b["calibrated_ceiling_flops_per_s"]
+    top = max(run, calibrated)
+    losses = []
+    start = ("calibrated matmul ceiling" if calibrated > run else "measured matmul ceiling", top)
+    if b["datasheet_flops_per_s"]:
+        peak = peak_label(records)
+        start = (peak, b["datasheet_flops_per_s"])
+        losses.append((f"ceiling below {peak}", b["datasheet_flops_per_s"] - top))
+    if calibrated > run:  # the device ran slower in this process than when it was calibrated
+        losses.append(("device below its calibration", calibrated - run))
+    return start, losses
+
+
 def waterfall_losses(records: dict, b: dict | None = None) -> dict:
     """FLOP/s from the top denominator down to the achieved global model FLOP/s.
 
-    ceiling − local = *slow operators* (kernels below the matmul ceiling: small shapes,
+    calibration − ceiling in this process = *device below its calibration* (the same matmul
+    timed slower in the training process than in the calibration: a slower clock, a busier
+    host, or another machine of the same name; B2's throttling, not the step's; only where it is
+    slower); ceiling − local = *slow operators* (kernels below the matmul ceiling: small shapes,
     non-matmul ops, launch overhead); local − global = local × (wall − compute) / wall splits
     exactly, in proportion to time, into *communication wait* (zero here: one process), *data
     wait*, *start-up + loss read-back* (building the model before the first step, reading the
@@ -348,12 +403,7 @@ def waterfall_losses(records: dict, b: dict | None = None) -> dict:
     """
     b = breakdown(records) if b is None else b
     local, wall = b["local_flops_per_s"], b["job_wall_s"]
-    losses = []
-    start = ("measured matmul ceiling", b["ceiling_flops_per_s"])
-    if b["datasheet_flops_per_s"]:
-        peak = peak_label(records)
-        start = (peak, b["datasheet_flops_per_s"])
-        losses.append((f"ceiling below {peak}", b["datasheet_flops_per_s"] - b["ceiling_flops_per_s"]))
+    start, losses = waterfall_top(records, b)
     losses += [
         ("slow operators", b["ceiling_flops_per_s"] - local),
         ("communication wait", local * b["communication_s"] / wall),
