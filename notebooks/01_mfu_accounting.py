@@ -123,7 +123,7 @@ for name, per_token in by_hand.items():
     assert per_token == flops.flops_per_token(cfg, convention=name), name
 step_tokens = records["train"]["tokens_per_step"]
 steady_step_s = o.values["breakdown"]["steady_step_s"]
-ceiling_flops_per_s = records["ceiling"]["best_flops_per_s"]  # this machine's best matmul (§5)
+ceiling_flops_per_s = o.values["breakdown"]["ceiling_flops_per_s"]  # best matmul, timed in the run (§6)
 for name, per_token in by_hand.items():
     mfu = per_token * step_tokens / steady_step_s / ceiling_flops_per_s
     print(
@@ -131,9 +131,16 @@ for name, per_token in by_hand.items():
         f"/ {ceiling_flops_per_s / 1e9:.1f} GFLOP/s = {mfu:.1%} of the ceiling"
     )
 
+# %% [markdown]
+# Each convention over `6n`, for the presets at sequence lengths up to 32k. A preset keeps its
+# shape at every T; where it has a learned position table (the GPT-2 and GPT-3 presets) the table
+# grows to T rows, so its N grows with T too (GPT-2 124M at 32,768 tokens: N = 148.8 M; with its
+# real 1,024-row table, `palm` ÷ `6n` would read 5.85 there, not 5.06):
+
 # %%
 conv = o.tables["conventions"]
-conv.pivot_table(index=["preset", "seq_len"], columns="convention", values="relative_to_6n").round(3)
+over_6n = conv.pivot_table(index=["preset", "seq_len"], columns="convention", values="relative_to_6n")
+over_6n.round(3).reset_index()  # flat columns: one row per preset and length
 
 # %%
 fig = figures.plot_attention_share(conv)
@@ -683,6 +690,28 @@ fig = figures.plot_operator_waterfall(records, bd_exact)
 plots.save_figure(fig, out, "waterfall")
 
 # %% [markdown]
+# **The same step at other shapes.** One configuration cannot show how the losses move with the
+# shapes, so the step is profiled again at other widths (at the run's sequence length) and
+# sequence lengths (at the run's width), the tokens per step fixed (`bench.shape_sweep`,
+# `shape_sweep.sweep_table`). Narrower layers make smaller GEMMs, further from the best square
+# matmul, and leave the fixed per-op costs (norms, elementwise ops, the optimizer) a larger share;
+# a longer sequence moves work into the attention core, whose share of the time is measured here,
+# beside its share of the work (§2 only counts it). Each shape's step is a profiled step (a few
+# per cent slower than a timed one, the check above); a CPU shows the shapes' effect, not a GPU's
+# size of it: no tensor cores, no HBM, no launch gaps.
+
+# %%
+sweep = o.tables.get("shape_sweep")
+if sweep is None:
+    print(
+        "no shape sweep in these measurements (empty sweep_d_models and sweep_seq_lens, or measured before it)"
+    )
+else:
+    fig = figures.plot_shape_sweep(sweep, d_model=cfg.d_model, seq_len=cfg.seq_len)
+    plots.save_figure(fig, out, "shape_sweep")
+    display(sweep.round(3))
+
+# %% [markdown]
 # **Published MFU, each with its convention.** An MFU compares only with one counted the same
 # way: which FLOPs (model or hardware, attention included or not) over which peak (the dense
 # datasheet peak; a CPU run's row is over its ISA peak, or over the measured ceiling where the
@@ -844,7 +873,22 @@ display(
                     .items()
                     if v >= 0.005
                 )
-                + " of the wall time (torch.profiler; trace in `traces/`).",
+                + " of the wall time (torch.profiler; trace in `traces/`)."
+                + (
+                    " At other shapes (the same tokens per step): MFU "
+                    + " → ".join(
+                        f"{r.mfu_exact:.0%} (d_model {r.d_model})"
+                        for r in sweep[sweep.seq_len == cfg.seq_len].sort_values("d_model").itertuples()
+                    )
+                    + "; the attention core's share of the time "
+                    + " → ".join(
+                        f"{r.attention_share_of_time:.0%} (T {r.seq_len})"
+                        for r in sweep[sweep.d_model == cfg.d_model].sort_values("seq_len").itertuples()
+                    )
+                    + "."
+                    if sweep is not None
+                    else ""
+                ),
                 f"* The analytic FLOP count matches PyTorch's counter within {abs(exact_gap):.3%}; "
                 + (
                     "SDPA's flash kernel on CPU is invisible to the counter."

@@ -480,3 +480,25 @@ def test_the_headline_is_read_against_both_exact_counts(tiny_records):
     palm = flops.flops_per_token(cfg, convention="palm")
     assert over["dense"] == pytest.approx(palm / flops.exact_matmul_flops_per_token(cfg, mask="full") - 1)
     assert over["causal"] > over["dense"]
+
+
+def test_the_shape_sweep_keeps_the_tokens_and_counts_more_attention_at_longer_sequences(tiny_records):
+    from mfulab.studies.mfu import shape_sweep
+
+    r, p = tiny_records, smoke_params()
+    t = shape_sweep.sweep_table(r)
+    shapes = [(d, p.seq_len) for d in p.sweep_d_models] + [(64, s) for s in p.sweep_seq_lens]
+    assert list(zip(t.d_model, t.seq_len)) == shapes
+    assert (t.micro_batch * t.seq_len == p.micro_batch * p.seq_len).all()  # tokens per step kept
+    assert ((t.mfu_exact > 0) & (t.step_s > 0)).all()
+    at_64 = t[t.d_model == 64].sort_values("seq_len")
+    assert at_64.attention_share_of_flops.is_monotonic_increasing and len(at_64) == 2
+    # the exact count of each shape: the weight GEMMs and the attention core, nothing else
+    row = t.iloc[0]
+    cfg = preset("tiny").with_(d_model=32, n_heads=2, n_kv_heads=2, d_ff=128, seq_len=p.seq_len)
+    assert {
+        k: row_cfg for k, row_cfg in r["shape_sweep"][0]["config"].items() if k in ("d_ff", "head_dim")
+    } == {"d_ff": 128, "head_dim": 16}
+    expected = analysis.flops.exact_matmul_flops_per_token(cfg, mask="causal") * p.micro_batch * p.seq_len
+    assert row.exact_flops_per_step == pytest.approx(expected)
+    assert shape_sweep.sweep_table({**r, "shape_sweep": []}) is None

@@ -188,7 +188,14 @@ def train_run(
 
 
 def op_profile(
-    cfg: TransformerConfig, *, device: str, dtype: str, micro_batch: int, attn_impl: str, p
+    cfg: TransformerConfig,
+    *,
+    device: str,
+    dtype: str,
+    micro_batch: int,
+    attn_impl: str,
+    p,
+    keep_trace: bool = True,
 ) -> dict:
     """A few steady steps of the same training step under ``torch.profiler``
     (:mod:`mfulab.measure.opprofile`): seconds per operator category per step, and the trace, gzipped,
@@ -210,7 +217,7 @@ def op_profile(
             x, y = synthetic_batch(generator, cfg, micro_batch, device)
         train_step(model, optimizer, x, y, device=device, dtype=dtype).item()
 
-    trace = Path(tempfile.mkdtemp(prefix="mfulab-trace-")) / "mfu_train_step.json.gz"
+    trace = Path(tempfile.mkdtemp(prefix="mfulab-trace-")) / "mfu_train_step.json.gz" if keep_trace else None
     with native_stderr_filtered():  # kineto's "USDT:" start/stop lines would fill the notebook
         out = opprofile.profile_steps(
             step, steps=p.profile_steps, device=device, trace_path=trace, max_trace_bytes=p.trace_max_bytes
@@ -283,4 +290,45 @@ def measure(p: Params) -> dict:
     records["op_profile"] = op_profile(
         cfg, device=device, dtype=p.dtype, micro_batch=p.micro_batch, attn_impl=p.attn_impl, p=p
     )
+    records["shape_sweep"] = shape_sweep(cfg, p, device=device)
     return records
+
+
+def shape_sweep(cfg: TransformerConfig, p: Params, *, device: str) -> list[dict]:
+    """The same training step at other widths (``p.sweep_d_models``, at the run's seq_len) and
+    sequence lengths (``p.sweep_seq_lens``, at the preset's width), the tokens per step and the
+    head width kept, each profiled as the main run is
+    (:func:`op_profile`, ``p.sweep_profile_steps`` steps, no trace kept): what the step's time
+    and the attention core's share of it do as the GEMMs shrink or T grows. Every shape's step
+    is timed under the profiler (its overhead is in §7's profiled-vs-timed check)."""
+    from types import SimpleNamespace
+
+    from mfulab.measure.timing import progress
+
+    tokens = p.micro_batch * p.seq_len
+    head_width = cfg.d_model // cfg.n_heads
+    sweep_p = SimpleNamespace(profile_steps=p.sweep_profile_steps, trace_max_bytes=p.trace_max_bytes)
+    shapes = [(d, cfg.seq_len) for d in p.sweep_d_models]
+    shapes += [(cfg.d_model, t) for t in p.sweep_seq_lens if (cfg.d_model, t) not in shapes]
+    rows = []
+    for d_model, seq_len in progress(shapes, "mfu shape sweep"):
+        n_heads = max(1, d_model // head_width)
+        shape = cfg.with_(
+            d_model=d_model,
+            n_heads=n_heads,
+            n_kv_heads=max(1, n_heads * cfg.n_kv_heads // cfg.n_heads),  # the same grouping
+            d_ff=cfg.d_ff * d_model // cfg.d_model,  # the same MLP ratio
+            seq_len=seq_len,
+        )
+        micro_batch = max(1, tokens // seq_len)
+        prof = op_profile(
+            shape,
+            device=device,
+            dtype=p.dtype,
+            micro_batch=micro_batch,
+            attn_impl=p.attn_impl,
+            p=sweep_p,
+            keep_trace=False,
+        )
+        rows.append({"config": shape.to_dict(), "micro_batch": micro_batch, "op_profile": prof})
+    return rows

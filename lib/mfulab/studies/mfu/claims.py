@@ -17,6 +17,7 @@ from mfulab.studies.mfu import (
     low_precision,
     operator_split,
     run_checks,
+    shape_sweep,
     time_split,
 )
 from mfulab.studies.mfu.analysis import headline_metrics
@@ -307,6 +308,7 @@ def tables(records, p) -> dict:
         "b1_local_mfu_bound": article_arithmetic.b1_local_mfu_bound(),
         "b9_text_checks": article_arithmetic.b9_text_checks(),
         **({"waits_demo": waits} if (waits := run_checks.waits_table(records)) is not None else {}),
+        **({"shape_sweep": sweep} if (sweep := shape_sweep.sweep_table(records)) is not None else {}),
         **frameworks.tables(),
         **low_precision.tables(),
     }

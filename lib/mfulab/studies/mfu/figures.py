@@ -203,3 +203,43 @@ def plot_framework_departures(framework_df):
         f"({worst.framework}, {worst.preset})"
     )
     return fig
+
+
+def plot_shape_sweep(table, *, d_model: int, seq_len: int):
+    """The shape sweep (``shape_sweep.sweep_table``): left, MFU and the weight GEMMs' rate against
+    the width at the run's sequence length; right, the attention core's share of the work and of
+    the time against the sequence length at the run's width. Both over the ceiling timed in the
+    training process, the model's work by the mask-aware exact count."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.0))
+    wide = table[table.seq_len == seq_len].sort_values("d_model")
+    left.plot(wide.d_model, 100 * wide.mfu_exact, "o-", label="MFU of the step")
+    left.plot(wide.d_model, 100 * wide.gemm_share_of_ceiling, "s--", label="weight GEMMs alone")
+    left.set_xscale("log", base=2)
+    left.set_xticks(list(wide.d_model), [str(v) for v in wide.d_model])
+    left.set_xlabel(f"d_model (seq_len {seq_len}, tokens per step fixed)")
+    left.set_ylabel("% of the ceiling timed in this process")
+    left.set_ylim(0, 110)
+    left.legend(loc="lower right")
+    long = table[table.d_model == d_model].sort_values("seq_len")
+    right.plot(
+        long.seq_len, 100 * long.attention_share_of_flops, "o-", label="attention core: share of the work"
+    )
+    right.plot(
+        long.seq_len, 100 * long.attention_share_of_time, "s--", label="attention core: share of the time"
+    )
+    right.plot(long.seq_len, 100 * long.mfu_exact, "^:", label="MFU of the step")
+    right.set_xscale("log", base=2)
+    right.set_xticks(list(long.seq_len), [str(v) for v in long.seq_len])
+    right.set_xlabel(f"seq_len (d_model {d_model}, tokens per step fixed)")
+    right.set_ylabel("%")
+    right.set_ylim(0, 110)
+    right.legend(loc="upper left", fontsize=9)
+    first, last = wide.iloc[0], wide.iloc[-1]
+    short, longest = long.iloc[0], long.iloc[-1]
+    fig.suptitle(
+        f"MFU {100 * first.mfu_exact:.0f}% at d_model {first.d_model} → {100 * last.mfu_exact:.0f}% at "
+        f"{last.d_model}; the attention core's share of the time {100 * short.attention_share_of_time:.0f}% "
+        f"at seq_len {short.seq_len} → {100 * longest.attention_share_of_time:.0f}% at {longest.seq_len}"
+    )
+    fig.tight_layout()
+    return fig

@@ -56,6 +56,20 @@ class Params(OneDevice, PresetModel, StudyParams):
         unit="× compute time",
         positive=True,
     )
+    sweep_d_models: tuple[int, ...] = param(
+        [128, 256, 512],
+        "the shape sweep's widths, at the run's seq_len (the tokens per step and the head width kept)",
+        unit="d_model",
+        positive=True,
+    )
+    sweep_seq_lens: tuple[int, ...] = param(
+        [1024, 2048],
+        "the shape sweep's sequence lengths, at the preset's d_model (the tokens per step kept: fewer "
+        "sequences)",
+        unit="tokens",
+        positive=True,
+    )
+    sweep_profile_steps: int = param(2, "steps profiled per shape of the sweep", unit="steps", positive=True)
     num_threads: int = param(0, "torch threads (0: torch's default)", unit="threads", non_negative=True)
     calibration: str = calibration_param()
     b2_present_share: float = param(
@@ -84,6 +98,12 @@ class Params(OneDevice, PresetModel, StudyParams):
             "convention_presets", len(self.convention_presets) > 0, "a non-empty list of preset names"
         )
         self.require("b2_present_share", self.b2_present_share < 1, "a fraction of the wall clock below 1")
+        head_width = preset(self.preset).d_model // preset(self.preset).n_heads
+        self.require(
+            "sweep_d_models",
+            all(d % head_width == 0 for d in self.sweep_d_models),
+            f"multiples of the preset's head width {head_width}",
+        )
         self.require_choice("dtype", DTYPES)
         self.require_choice("attn_impl", tuple(ATTENTION_IMPLS))
 
