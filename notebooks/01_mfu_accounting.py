@@ -566,8 +566,9 @@ display(Markdown(time_split.at_scale_goodput_note(gs, bd["steady_mfu_vs_ceiling"
 # figures sit close. The same steps run again below, once as they are and once behind a loader
 # that sleeps half of a step's median compute time before each batch (`wait_over_compute`): local
 # MFU, which leaves the wait out by definition, stays; global MFU falls by the wait's share of
-# the wall clock. A mechanism in a toy regime (a sleep stands for a slow loader; one process, so
-# no communication): what the two conventions do, not how large the gap is on a cluster.
+# the wall clock. That is an identity (true by construction of the two definitions); the run
+# illustrates it with a sleep standing for a slow loader (one process, so no communication): what
+# the two conventions do, not how large the gap is on a cluster.
 
 # %%
 waits = o.tables.get("waits_demo")
