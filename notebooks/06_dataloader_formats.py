@@ -31,6 +31,7 @@ out_dir = ""  # set by the runner; empty: scratch/dataloader
 from_dir = ""  # analyse measurements from this folder instead of measuring
 
 # %%
+import numpy as np
 from IPython.display import Markdown, display
 
 from mfulab.studies.dataloader import claims, disk, figures
@@ -154,11 +155,11 @@ o.tables["required_vs_available"]
 # files × latency / W beside the step and cost nothing until they outlast it:
 # L* = 1.05 · step · W / files. The article raised its workers to 12 in the same change as tar,
 # so the small-file loader's count is unstated; the table runs 0, 2, 4 and 12 workers at the
-# published latencies (0.4, 2, 13 ms) and 600 B to 64 KiB per file. The worker count and the
-# file size are the course's readings of inputs the article leaves unstated (its own loader ran
-# 12 workers), so the row is decided only where every scenario agrees: *confirmed (analysis)*
-# when all gain 5%, *refuted (analysis)* when none does, *analytic only* otherwise
-# (`verdicts.over_scenarios`); the row names the scenarios that gain.
+# published latencies (0.4, 2, 13 ms) and 600 B to 64 KiB per file. "Can give" (可以获得) is a
+# possibility: one scenario whose inputs are all stated, published or measured that gains 5%
+# confirms it (`verdicts.any_scenario`), and the row names the scenarios that gain, so a reader
+# can judge them. A text job is the hard case for the claim (a rank needs 62 kB/s); the CV job
+# §4.1 names is below.
 
 # %%
 o.tables["b11_network_case_study"]
@@ -184,6 +185,36 @@ else:
     fig = figures.plot_hiding(hid)
     plots.save_figure(fig, out, "latency_hiding")
     display(hid)
+
+# %% [markdown]
+# **The CV job §4.1 speaks of** (`image_job`). The section opens on CV and multimodal corpora of
+# many small files, where a sample is an image: a decode and an augmentation on a CPU core, not a
+# few hundred bytes of text. NVIDIA publishes ResNet-50 v1.5 on a DGX A100 (DeepLearningExamples:
+# 2,470 img/s on one GPU with mixed precision, 2,078 per GPU on eight, 906 with TF32; 256 images
+# per GPU step; 10 loader workers per GPU, of the 16 cores a DGX A100 has per GPU). The per-image
+# CPU cost is measured here: a JPEG of ImageNet's mean size (about 108 kB) decoded, cropped and
+# resized to 224², flipped and normalised with PIL and NumPy on one core, rounds of the same seeded
+# crops (a checksum per round). A GPU then needs rate × cost workers; with each image its own file
+# on a network file system each worker also waits one open per image, and the same overlap model
+# as above gives each case's wait per step and tar's training gain. The decode runs on this box's
+# core, not a DGX's, and real pipelines differ (Pillow-SIMD, DALI on the GPU): the measured cost
+# is one input, shown with its spread.
+
+# %%
+if "image_job" in o.tables:
+    decode = records["image_decode"]
+    display(
+        Markdown(
+            f"Decode + augment, one core: {1e3 * np.median(decode['per_image_s']):.2f} ms per image "
+            f"(rounds {', '.join(f'{1e3 * v:.2f}' for v in decode['per_image_s'])} ms; "
+            f"{decode['jpeg_bytes'] / 1e3:.0f} kB JPEG; checksums "
+            + ("agree" if decode["checksums_agree"] else "DISAGREE")
+            + ")."
+        )
+    )
+    display(o.tables["image_job"].round(3))
+else:
+    print("not measured (decode_images: 0)")
 
 # %% [markdown]
 # **Does a larger `prefetch_factor` hide I/O?** The article says it does (§4.1, layer 2) and
@@ -325,39 +356,33 @@ o.tables["format_choice"]
 # %% [markdown]
 # ## Claims
 #
-# B11 states a gain in training throughput (steps per second), so its first two rows read
-# that: the article's own case study recomputed (its step 4 changed the format, the worker
-# count, persistence and pinning together, so its step times cannot give the format's own
-# share), the same step's "the wait basically disappeared" against its own step times (a wait
-# that disappears shortens the step by its exposed part, and how much of the 1.5 s was exposed
-# the article does not state: *analytic only* unless the step's fall covers the whole wait; a
-# smaller fall fits a partly hidden wait, so the step times never refute it; the break-even
-# exposed share printed), and this machine's
-# training loop, where a loader can raise steps/s by at most the data wait it removes,
-# step / (step − wait): *inconclusive on this machine* (where even the small files' whole wait
-# is below the 1.05×, the claim's regime is out of reach: it says nothing of a GPU step, where
-# the same loader is a larger share); the loader alone (tar vs small files on this local disk,
-# cold: samples/s, not steps/s) is that row's second reading, in its evidence, not a verdict. Then
-# the format behind a network file system at the case study's job, by analysis. "Can give"
-# (可以获得) is a possibility, and the course reads every possibility one way: over scenarios
-# whose inputs are all stated or published, one scenario that gains confirms it
-# (`verdicts.any_scenario`); where some inputs are the course's own readings (here the small-file
-# loader's worker count and the bytes per file, which the article never states), every reading
-# must agree (`verdicts.over_scenarios`): *confirmed (analysis)* when every scenario gains 5%,
-# *refuted (analysis)* when none does, *analytic only* otherwise (the emulation on this corpus,
-# a toy regime, in its evidence); the worker count (inconclusive on this machine without a core per
-# worker beside the training process, for a count in 8–16 and one above: ≥ 18 usable CPUs); and
-# persistent workers (*shown*, by construction: not restarting kept workers is the option's
-# documented behaviour; the timing gives its size, the later epochs' first batch and whole epochs;
-# `prefetch_factor` and `pin_memory` have rows of their own, judged on PyTorch's documentation,
-# as the three statements of the /dev/shm sentence are). B2 has no row here (chapter 07 judges
-# it; §5's split is descriptive). B12 in
-# three rows: the spike exists (*shown*, by construction: a synchronous write is inside its
-# step; the timing gives its size); its size at the case study's scale is *analytic only* (the
-# arithmetic above); its mechanism, the write taking the loader's disk bandwidth, is *shown* when
-# the disk writer's reads are slower than the memory writer's (interval above 1): one local disk
-# and a few MB of latency-bound reads are a toy beside a node's NVMe array and its shards, and
-# what such a slow-down shows is I/O contention, not the bandwidth share alone.
+# Each row's rule, in the table's order:
+#
+# * **B11, tar shards, on training throughput** (steps per second, the quantity the article
+#   states). The case study's own step times cannot give the format's share: its step 4 changed
+#   the format, the worker count, persistence and pinning together (*not checkable*). Its "the data
+#   wait basically disappeared" is the article's arithmetic with one unstated input, the share of
+#   the 1.5 s wait that was exposed: *analytic only* unless the step's fall covers the whole wait.
+#   On this machine's training loop a loader can raise steps/s by at most step / (step − wait):
+#   *inconclusive on this machine* where even the small files' whole wait stays under 1.05× (the
+#   loader alone, samples/s, is that row's second reading). Behind a network file system, "can
+#   give" is a possibility over scenarios whose inputs are stated, published or measured, the
+#   text job and the CV job (`verdicts.any_scenario`).
+# * **B11, the worker count**: analysis at the article's configuration (its 12 workers on the
+#   case study's text job) decides; the CV job at published A100 rates and this box's decode cost
+#   is the sensitivity that can reverse it (`verdicts.at_stated_case`). The sweep on two cores is a
+#   toy line in the evidence.
+# * **B11, the settings**: `persistent_workers`, `pin_memory` and the /dev/shm statements are judged
+#   on PyTorch's and Docker's documentation (*documented specification*; a timing, where there is
+#   one, gives the size here). `prefetch_factor`'s mechanism is *shown* on a bursty loader (a toy);
+#   layer 3's "uniformly slow: change the format and prefetch" reads two ways, a deeper buffer or
+#   loading ahead in workers, which disagree (*not checkable*, each reading in the evidence).
+# * **B12**: the spike exists (*shown*, by construction: a synchronous write sits inside its step);
+#   its size if the 3 s were the synchronous write itself (*analytic only*, at an assumed write
+#   rate); the cause §5.3 states, the write slowing the loader's reads (*shown* when a disk writer
+#   slows the reads more than a memory writer, a toy).
+#
+# B2 has no row here (chapter 07 judges it; §5's split is descriptive).
 
 # %%
 print(f"§5's split: a loss counts as non-zero above {rp['nonzero_share']:.1%} of a run's time")

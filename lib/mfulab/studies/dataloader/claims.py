@@ -15,6 +15,7 @@ from mfulab.studies.dataloader import (
     choosing,
     contention,
     hiding,
+    image_job,
     prefetch,
     throughput,
     training_gain,
@@ -46,6 +47,8 @@ def tables(records) -> dict[str, pd.DataFrame]:
     }
     t["required_vs_available"] = training_gain.required_vs_available(records, t["cold"])
     t["b11_network_case_study"] = training_gain.network_at_case_study()
+    if (decode_s := image_job.median_decode_s(records)) is not None:
+        t["image_job"] = image_job.image_job_table(decode_s)
     t["b11_latency_hiding"] = hiding.hiding_table(records)
     t["b11_prefetch"] = prefetch.prefetch_table(records)
     t["format_choice"] = choosing.choice_table(t)
@@ -72,7 +75,8 @@ def claim_rows(records, t=None) -> list[Claim]:
     training = training_gain.b11_training(records, need)  # the loader alone: its second reading
     if training is not None:
         out.append(training)
-    out.append(training_gain.b11_network(records, hiding_table=hid))
+    images = None if t is None else t.get("image_job")
+    out.append(training_gain.b11_network(records, hiding_table=hid, image_table=images))
     out += [throughput.b11_workers(records, need), b11_settings(records), b11_prefetch_claim(records)]
     if (uniform_row := b11_uniform_prefetch_claim(records)) is not None:
         out.append(uniform_row)

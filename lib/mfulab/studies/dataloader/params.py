@@ -313,6 +313,13 @@ class Params(StudyParams):
     prefetch_rounds: int = param(
         3, "B11's prefetch_factor: rounds, every case × value once per round", unit="rounds", positive=True
     )
+    decode_images: int = param(
+        40,
+        "B11's image job: JPEGs decoded and augmented per round on one core (0: not measured)",
+        unit="images",
+        non_negative=True,
+    )
+    decode_rounds: int = param(5, "B11's image job: rounds of the decode probe", unit="rounds", positive=True)
     nonzero_share: float = param(
         verdicts.B2_PRESENT_SHARE,
         "B2: a category of step time counts as non-zero above this share of the run's time "

@@ -41,3 +41,21 @@ B12_STATED = {
     "case_study_tp": 4,
     "case_study_zero_stage": 2,
 }
+
+# The CV job the loader advice of §4.1 speaks to, as NVIDIA publishes it: ResNet-50 v1.5 trained
+# on a DGX A100 (8 × A100 80GB), DeepLearningExamples at commit 729963dd,
+# PyTorch/Classification/ConvNets/resnet50v1.5/README.md ("Training performance: NVIDIA DGX A100
+# (8x A100 80GB)"): 2,470 img/s on 1 GPU and 16,621 on 8 with mixed precision, 938 and 7,248 with
+# TF32 (per GPU at 8 GPUs: 2,078 and 906); its configs.yml: 256 images per GPU, 10 loader workers
+# per GPU with prefetch 4 on the DGXA100 platform. A DGX A100 has 2 × 64-core AMD EPYC 7742 for
+# its 8 GPUs: 16 cores per GPU (NVIDIA DGX A100 datasheet).
+A100_RESNET50 = {
+    "images_per_s_per_gpu": {"amp, 1 GPU": 2470.0, "amp, 8 GPUs": 16621.0 / 8, "tf32, 8 GPUs": 7248.0 / 8},
+    "batch_per_gpu": 256,
+    "workers_per_gpu": 10,
+    "cpu_cores_per_gpu": 16,
+}
+# ImageNet-1k's training JPEGs: 1,281,167 images in the archive image-net.org lists as 138 GB
+# (ILSVRC2012_img_train.tar), about 108 kB each (116 kB if that figure is GiB); a JPEG of that
+# size is what the decode probe times.
+IMAGENET_MEAN_JPEG_BYTES = 108_000

@@ -229,61 +229,75 @@ def _headroom_text(need) -> str:
     )
 
 
-def b11_workers(records, need=None) -> Claim:
-    """Checkable only with worker counts that each get a core beside the training process
-    (``w + 1 ≤`` usable CPUs): one in 8–16 and one above 16, so at least 18 usable CPUs. Even
-    then the corpus is a toy (short text samples, no per-sample decoding), where one process
-    already reads far more than a rank needs, so more workers gaining nothing is shown at most,
-    never confirmed (a toy regime). ``need`` (``training_gain.required_vs_available``) adds the
-    case study's demand beside it."""
+def _toy_sweep_text(records) -> str:
+    """The worker sweep on this box, a toy line for the workers row's evidence."""
     lo, hi = B11_STATED["workers_enough"]
     cpus = usable_cpus(records)
     counts = list(records["params"]["num_workers"])
-    fits = [w for w in counts if 0 < w and w + 1 <= cpus]
-    in_range = [w for w in fits if lo <= w <= hi]
-    beyond = [w for w in fits if w > hi]
-    claim = f"on ordinary SSDs {lo}–{hi} DataLoader workers are enough"
-    measured = f"warm epochs of tar shards, persistent workers, worker counts {counts} on {cpus} usable CPUs"
-    needed = workers_cpus_needed(hi)
-    if cpus < needed:  # this machine cannot reach the regime, and no analysis decides it
-        return Claim(
-            "B11",
-            claim,
-            measured,
-            "inconclusive on this machine",
-            f"'enough' means a count above {hi} gains < 1.05×: {hi + 1} or more workers, each on a core "
-            f"beside the training process, need ≥ {needed} usable CPUs; this process may use {cpus} (its "
-            "affinity mask), so extra workers only take turns on the same cores; the sweep's counts are in "
-            "tables/loader_sweep.csv" + _headroom_text(need),
-            basis=verdicts.TOY,
-        )
-    if not in_range or not beyond:
-        return Claim(
-            "B11",
-            claim,
-            measured,
-            "not checkable",
-            f"the sweep needs a worker count in {lo}–{hi} and one above {hi}, each with a core beside the "
-            f"training process (count + 1 ≤ {cpus} usable CPUs; num_workers={counts})",
-            basis=verdicts.TOY,
-        )
-    best_in = min(in_range, key=lambda w: _warm_timing(records, SHARDS, w, True).median_s)
-    best_out = min(beyond, key=lambda w: _warm_timing(records, SHARDS, w, True).median_s)
-    c = compare_timings(
-        _warm_timing(records, SHARDS, best_in, True), _warm_timing(records, SHARDS, best_out, True)
+    fits = sorted(w for w in counts if 0 < w and w + 1 <= cpus)
+    text = (
+        f". On this box (a toy: short text samples, no decode) the sweep ran {counts} workers on {cpus} "
+        f"usable CPUs; a count above {hi} beside the training process needs ≥ {workers_cpus_needed(hi)}"
     )
-    gain = B11_STATED["min_throughput_gain"]
-    verdict = verdicts.verdict_below(c.ratio_lo, c.ratio_hi, threshold=gain)
+    if len(fits) >= 2:
+        slow, fast = (_warm_timing(records, SHARDS, w, True) for w in (fits[0], fits[-1]))
+        c = compare_timings(slow, fast)
+        text += f"; {fits[-1]} over {fits[0]} workers, warm tar: {c.ratio:.2f}× "
+        text += f"[{c.ratio_lo:.2f}, {c.ratio_hi:.2f}]"
+    return text
+
+
+def b11_workers(records, need=None) -> Claim:
+    """ "On ordinary SSDs 8-16 DataLoader workers are enough", decided by analysis
+    (``verdicts.at_stated_case``). The stated case is the article's own job, the case study's
+    text loader (its DataLoader has 12 workers): enough when one loader process already reads
+    what a rank needs (``need``: ``training_gain.required_vs_available``). The sensitivity is the
+    CV job §4.1 speaks of (``image_job``): a GPU at each published A100 ResNet-50 rate needs
+    rate × the decode cost measured here workers (a local SSD's per-file latency left out); more
+    than 16 reverses the stated case. The sweep on this box is a toy, in the evidence."""
+    from mfulab.studies.dataloader.image_job import median_decode_s, workers_needed
+    from mfulab.studies.dataloader.stated import A100_RESNET50
+
+    lo, hi = B11_STATED["workers_enough"]
+    claim = f"on ordinary SSDs {lo}–{hi} DataLoader workers are enough"
+    h = headroom(need)
+    stated = None if h is None else h["lo"] >= 1  # one worker process keeps a rank fed
+    decode_s = median_decode_s(records)
+    rates = A100_RESNET50["images_per_s_per_gpu"]
+    needed = {k: workers_needed(v, decode_s) for k, v in rates.items()} if decode_s else {}
+    decision = verdicts.at_stated_case(stated, [n <= hi for n in needed.values()])
+    text = (
+        "not computed (no cold loader table)"
+        if h is None
+        else f"the case study's rank needs {h['text_bytes_per_s'] / 1e3:.0f} kB/s of text and one cold "
+        f"loader process here reads {h['lo']:.0f}–{h['hi']:.0f}× that, so one worker keeps up and the "
+        "article's 12 are more than enough"
+    )
+    image = (
+        f". The CV job §4.1 speaks of: a {records['image_decode']['jpeg_bytes'] / 1e3:.0f} kB JPEG decoded, "
+        f"cropped, flipped and normalised takes {decode_s * 1e3:.1f} ms on one core here, so a GPU at "
+        "NVIDIA's published ResNet-50 rates needs "
+        + ", ".join(f"{n:.1f} workers ({k}, {rates[k]:,.0f} img/s)" for k, n in needed.items())
+        + f"; NVIDIA runs {A100_RESNET50['workers_per_gpu']} per GPU on a DGX A100's "
+        f"{A100_RESNET50['cpu_cores_per_gpu']} cores per GPU, and its mixed-precision run scales 6.72× on 8 "
+        "GPUs where TF32 scales 7.72× (DeepLearningExamples): "
+        + (
+            "every rate within 16"
+            if all(n <= hi for n in needed.values())
+            else f"a rate needing more than {hi}"
+        )
+        if needed
+        else ". The CV job is not computed (no decode probe in these measurements)"
+    )
     return Claim(
         "B11",
         claim,
-        measured,
-        verdict,
-        f"{best_out} workers over {best_in}: {c.ratio:.2f}× [{c.ratio_lo:.2f}, {c.ratio_hi:.2f}]; "
-        f"'enough' when more workers gain < {gain:.2f}× (on this corpus of short text samples with no "
-        "per-sample decoding: the CV and multimodal loaders §4.1 speaks of do more work per sample)"
-        + _headroom_text(need),
-        basis=verdicts.TOY,
+        "the article's job (the case study's text loader, 12 workers): what a rank needs against one loader "
+        "process; the CV job §4.1 names: workers a GPU needs at published A100 ResNet-50 rates, at the "
+        "decode cost measured here",
+        decision,
+        f"text: {text}{image} (tables/image_job.csv){_toy_sweep_text(records)}",
+        basis=verdicts.ANALYSIS,
     )
 
 

@@ -115,7 +115,9 @@ def b11_wait_gone() -> Claim:
         f"{c['step_before_s'] / (c['step_before_s'] - wait_s / 2):.2f}×. The sentence fits only if at most "
         f"{exposed_break_even:.0%} of the {wait_s} s was exposed (the rest overlapped other start-of-step "
         "work); a loader that set the pace would have made the wait longer, not shorter, as steps 1–3 "
-        "sped the compute up",
+        "sped the compute up. The natural reading, a batch needed before the forward starts and so a wait "
+        "wholly exposed, is the one the article's own step times contradict. The article's numbers with "
+        "one assumed input, the exposed share: no other configuration enters",
         basis=verdicts.ASSUMED,
     )
 
@@ -275,21 +277,27 @@ def network_at_case_study(
     return pd.DataFrame(rows)
 
 
-def b11_network(records, table=None, hiding_table=None) -> Claim:
-    """B11 behind a network file system, on training throughput at the case study's job: each
-    (workers, bytes per file, published latency) scenario answers whether tar gains ≥ 5% there;
-    the worker count and file size are readings of inputs the article leaves unstated, so the row
-    is decided only where every scenario agrees (``verdicts.over_scenarios``) and names the
-    scenarios that gain; the emulation on this disk
-    (the loader alone, a toy regime) is the evidence's second reading, where both formats ran
-    cold; ``hiding_table`` (when measured, ``hiding.hiding_table``) checks the model's worker
-    overlap on this machine."""
+def b11_network(records, table=None, hiding_table=None, image_table=None) -> Claim:
+    """B11 behind a network file system, on training throughput, in two jobs: the case study's
+    text job (each (workers, bytes per file, published latency) scenario) and the CV job §4.1
+    names (``image_job.image_job_table``: published A100 ResNet-50 rates, the decode cost
+    measured here, 8-16 workers per GPU, published latencies). "Can give" (可以获得) is a
+    possibility: one scenario whose inputs are all stated, published or measured that gains ≥ 5%
+    confirms it (``verdicts.any_scenario``); the evidence names the scenarios that gain. The
+    emulation on this disk (the loader alone, a toy regime) is the evidence's second reading;
+    ``hiding_table`` (``hiding.hiding_table``) checks the model's worker overlap here."""
+    from mfulab.studies.dataloader import image_job
+
     t = network_at_case_study() if table is None else table
     gain = B11_STATED["min_throughput_gain"]
-    # the scenarios' worker counts and file sizes are the course's readings of inputs the article
-    # leaves unstated (its loader ran 12 workers with tar, and it recommends 8-16): a possibility
-    # read over unstated inputs is decided only where every reading agrees (over_scenarios)
-    decision = verdicts.over_scenarios(list(t.tar_training_gain >= gain))
+    decode_s = image_job.median_decode_s(records)
+    if image_table is None and decode_s is not None:
+        image_table = image_job.image_job_table(decode_s)
+    images = image_table if image_table is not None else t.iloc[0:0]
+    decision = verdicts.any_scenario(
+        list(t.tar_training_gain >= gain)
+        + (list(images.tar_training_gain >= gain) if image_table is not None else [])
+    )
     be = t[t.bytes_per_file == t.bytes_per_file.min()].groupby("workers").break_even_latency_ms.first()
     smallest = t.loc[t.bytes_per_file.idxmin()]
     wait_s = B2_STATED["case_study_wait_s"]
@@ -324,15 +332,27 @@ def b11_network(records, table=None, hiding_table=None) -> Claim:
         )
     inline_only = len(crossing) and set(crossing.workers) == {0}
     before_s = b15_gain("webdataset")[0]
+    image_text = ""
+    if image_table is not None:
+        gains = images[images.tar_training_gain >= gain]
+        at_own = images[images.workers_per_gpu == B11_STATED["workers_per_gpu"]]
+        image_text = (
+            f". The CV job (published A100 ResNet-50 rates, {decode_s * 1e3:.1f} ms of decode per image "
+            f"measured here, {', '.join(str(w) for w in images.workers_per_gpu.unique())} workers per GPU): "
+            f"tar gains ≥ 5% in {len(gains)} of {len(images)} scenarios; at the article's 12 workers "
+            f"{at_own.tar_training_gain.min():.2f}–{at_own.tar_training_gain.max():.2f}× over "
+            f"{at_own.latency_ms.min():g}–{at_own.latency_ms.max():g} ms per file (tables/image_job.csv)"
+        )
     return Claim(
         "B11",
         "tar shards instead of many small files give ≥5% training throughput — network/parallel file "
-        "system, at the case study's job",
+        "system: the case study's text job and the CV job §4.1 names",
         f"the case study's job (16 data-parallel ranks, 32 sequences each per 8.4 s step): one sample per "
         f"file of {', '.join(f'{b:,}' for b in t.bytes_per_file.unique())} B, opened at the published "
         f"{', '.join(f'{v:g}' for v in t.latency_ms.unique())} ms per file, by a small-file loader of "
         f"{', '.join(str(w) for w in t.workers.unique())} workers (unstated: the article raised them to 12 "
-        "with tar); inline the opens add to the step, prefetching workers hide them until they outlast it",
+        "with tar); inline the opens add to the step, prefetching workers hide them until they outlast it; "
+        "and the CV job (image_job)",
         decision,
         f"break-even latency at {t.bytes_per_file.min():,} B per file: "
         f"{', '.join(f'{v:.2f} ms with {w} workers' for w, v in be.items())}{which} "
@@ -351,7 +371,7 @@ def b11_network(records, table=None, hiding_table=None) -> Claim:
         f"{case_gain:.2f}× steps/s (the {float(smallest.step_tar_s):g} s tar step against it plus the wait), "
         f"which the article's own steps contradict: its step before tar was {before_s:g} s, "
         f"{before_s - float(smallest.step_tar_s):.1f} s above tar's, not {wait_s} s "
-        f"(tables/b11_network_case_study.csv){emulated}"
+        f"(tables/b11_network_case_study.csv){image_text}{emulated}"
         f"{'' if hiding_table is None else hiding_summary(hiding_table)}",
         basis=verdicts.ASSUMED,  # §4.1 states no job: workers, file size, latency are readings
     )

@@ -237,9 +237,10 @@ def plot_shape_sweep(table, *, d_model: int, seq_len: int):
     first, last = wide.iloc[0], wide.iloc[-1]
     short, longest = long.iloc[0], long.iloc[-1]
     fig.suptitle(
-        f"MFU {100 * first.mfu_exact:.0f}% at d_model {first.d_model} → {100 * last.mfu_exact:.0f}% at "
-        f"{last.d_model}; the attention core's share of the time {100 * short.attention_share_of_time:.0f}% "
-        f"at seq_len {short.seq_len} → {100 * longest.attention_share_of_time:.0f}% at {longest.seq_len}"
+        f"MFU {100 * first.mfu_exact:.0f}% at d_model {int(first.d_model)} → {100 * last.mfu_exact:.0f}% at "
+        f"{int(last.d_model)}; the attention core's share of the time "
+        f"{100 * short.attention_share_of_time:.0f}% at seq_len {int(short.seq_len)} → "
+        f"{100 * longest.attention_share_of_time:.0f}% at {int(longest.seq_len)}"
     )
     fig.tight_layout()
     return fig
