@@ -207,7 +207,9 @@ display(
     Markdown(
         f"Analytic vs counter: **{exact_gap:+.3%}** (target: within 0.5%). The named conventions differ "
         "from the counter by what they include: `6n` drops attention; `palm` counts every parameter "
-        "(embeddings included) as matmul work."
+        "as matmul work, so beside the counter it adds 6 FLOPs per token for each weight that enters no "
+        "matmul (here the learned position table, the biases and the norms; the tied token embedding "
+        "does enter one, as the LM head)."
     )
 )
 
@@ -216,8 +218,9 @@ display(
 # token in the forward pass: a multiply and an add, **2 FLOPs per weight**, so the forward pass
 # costs **2N** FLOPs per token (N: the weights that enter a matmul). The backward pass runs two
 # matmuls of the same size per weight matrix: the **input gradients** (∂L/∂x = ∂L/∂y · Wᵀ, 2N,
-# passed on to the layer below; skipped where the input needs no gradient, as for the first
-# layer's token embeddings) and the **weight gradients** (∂L/∂W = xᵀ · ∂L/∂y, 2N, for the
+# passed on to the layer below; skipped where the input needs no gradient, as for a first
+# linear layer fed raw features: here every projection's input comes from the embedding, which
+# is trained, so none is skipped) and the **weight gradients** (∂L/∂W = xᵀ · ∂L/∂y, 2N, for the
 # optimizer): **4N**. Forward + backward = **6N** per token (Kaplan et al. 2020, §2.1). The attention matmuls
 # QKᵀ and A·V have no weights, so 6N misses them: they follow the same 1 : 2 rule on top. The
 # FLOP counter, run on the forward and the backward pass separately, shows the rule:
@@ -327,12 +330,16 @@ tflops_view.round(0)
 # shown with one unit as well, and the clock is the one the kernel reports (a core that turbos
 # higher can beat the "peak"; the ceiling's implied clock says by how much). The FMA width comes
 # from the ISA flags and the vendor's family and model numbers; a virtual machine may report a
-# generic model, so the width is checked against the ceiling, which no kernel can beat
-# (`devices.cpu_fma_width_checked`: a ceiling that would need a clock no such core reaches means
-# the wider pipes). A peak that stays below the ceiling even then is not an upper bound: the
-# course drops it as a denominator, and every MFU below is over the measured ceiling (the MFU
-# over the true, unknown peak is at most that). Memory bandwidth
-# (a copy: bytes read + written, of buffers several times the last-level cache so that DRAM
+# generic model, so the width is checked against the ceiling, since no kernel beats the true
+# peak (`devices.cpu_fma_width_checked`: a ceiling that would need a clock no such core reaches
+# means the wider pipes). The ceiling itself is the best *measured* square matmul, not a bound:
+# another shape or BLAS path can pass it. Two vCPUs may be two cores or two SMT threads of one
+# core, and a hypervisor's topology does not say which: one 256-bit core with two FMA units gives
+# the same product as two 128-bit cores. The same matmul on one thread and on two tells them
+# apart (about 2× for two cores, 1.0–1.3× for two threads of one). A peak that stays below the
+# ceiling even then is not an upper bound: the course drops it as a denominator, and every MFU
+# below is over the measured ceiling (the MFU over the true, unknown peak is at most that).
+# Memory bandwidth (a copy: bytes read + written, of buffers several times the last-level cache so that DRAM
 # serves it) comes with it. Both are this machine's *calibration*, measured once and read by
 # every study (study 03's roofline uses the same numbers).
 
@@ -353,6 +360,18 @@ isa_lines = (
     if sheet.get("cores")
     else ""
 )
+threads = records.get("thread_scaling")
+if threads:
+    one, many = threads["flops_per_s"]
+    isa_lines += (
+        f"\n* the {threads['size']}³ matmul on 1 thread: {si(one, 'FLOP/s')}, on {threads['threads'][1]}: "
+        f"{si(many, 'FLOP/s')} (**{many / one:.2f}×**): "
+        + (
+            "two threads of one core (SMT), so the peak's factors are one core's, its product unchanged"
+            if many / one < 1.4
+            else "separate cores"
+        )
+    )
 display(
     Markdown(
         calibration.describe(records) + f"\n* {time_split.peak_label(records)}: "
@@ -442,10 +461,10 @@ o.tables["time_split"]
 # operators), 通信等待 (communication wait), 数据等待 (data wait) and 调度浪费 (scheduling waste).
 # Compute is not a loss: its useful part is the model FLOPs (the mask-aware exact count) at the
 # matmul ceiling timed in the training process, the rest of it slow operators
-# (`verdicts.b2_compute_split`, the waterfall's "slow operators" bar in seconds; a ceiling below
-# the calibration's is the device's, its own bar in the waterfall). This chapter measures the split but does not judge it: one process has no
-# communication, and synthetic in-memory batches barely wait, so no run of it could show more
-# than two or three of the four losses whatever the sentence's truth. A test that cannot fail is
+# (`verdicts.b2_compute_split`, the waterfall's "slow operators" bar in seconds). This chapter
+# measures the split but does not judge it: one process has no communication, and synthetic
+# in-memory batches barely wait, so no run of it could show more than two or three of the four
+# losses whatever the sentence's truth. A test that cannot fail is
 # not a verdict; B2's four-way split is judged in chapter 07, on a two-rank job that has every
 # category. The table above is the measurement; the waterfalls below draw it.
 
@@ -514,9 +533,9 @@ display(
                     if drift["fresh_over_calibrated"] and drift["fresh_over_calibrated"] < 0.95
                     else ": the fresh process keeps the calibration's pace, so this process is the slower one"
                 )
-                + f". Over the calibration, steady-state MFU would read {drift['steady_mfu_vs_calibration']:.1%}; "
-                "the waterfall below books the gap as its own bar, *device below its calibration*, not as "
-                "slow operators."
+                + f". Over the calibration, steady-state MFU would read {drift['steady_mfu_vs_calibration']:.1%}: "
+                "a denominator timed on another day would have charged the machine's own slowdown to the "
+                "step's operators. The waterfalls below start at the ceiling this process met."
                 if drift["in_process_over_calibrated"] < 0.95
                 else "."
             )
@@ -593,18 +612,16 @@ plots.save_figure(fig, out, "job_waterfall")
 # Both waterfalls count the model's work by the mask-aware exact count, as B2's split above does
 # (the headline's `palm` would credit the masked half of the score matrix as useful work).
 # This job-level waterfall starts at the top denominator this device has (a GPU's datasheet
-# peak, a CPU's ISA peak where it is at least the ceiling, else the higher of the calibration's
-# ceiling and the one timed in the training process). Where the training process met a slower
-# ceiling than the calibration, the gap is its own bar, **device below its calibration**: the same
-# matmul, slower; B2 files it under scheduling waste (偶发降频, occasional throttling), and it is
-# the machine's, not the step's. **Slow operators** is the gap between the best square matmul as
-# this process met it and the local FLOP/s: what the model's mix of smaller matmuls, softmax, norms,
+# peak, a CPU's ISA peak where it is at least the ceiling, else the matmul ceiling timed in the
+# training process; a calibration from another day is no loss of this job, and the text above
+# gives its gap). **Slow operators** is the gap between the best square matmul as this process
+# met it and the local FLOP/s: what the model's mix of smaller matmuls, softmax, norms,
 # GELU and the optimizer achieves while computing. The drop from local to global is the time
 # outside forward+backward+optimizer, split in proportion to its parts: **communication
 # wait** (none: one process), **data wait**, **start-up + loss read-back** (building the model
 # and optimizer, `loss.item()`) and **untimed loop overhead**. The last two are what this run
-# has of B2's fourth loss, scheduling waste, beside the device bar; B2's synchronous checkpoints
-# and poor CPU pinning do not occur in it. The
+# has of B2's fourth loss, scheduling waste; B2's synchronous checkpoints, throttled cards and
+# poor CPU pinning do not occur in it. The
 # multi-process studies (02 overlap, 05 buckets) and the dataloader study (06) fill in the
 # other bars on machines where they matter; study 07 (step anatomy) measures them all in one job.
 #
@@ -666,6 +683,16 @@ if cats.loc[["matmul", "attention core"], "share_of_ceiling"].notna().all():
     )
 o.tables["operator_categories"]
 
+# %% [markdown]
+# **From this CPU to a GPU.** The shares above are this CPU's, whose matmul rate is only a few
+# FLOPs per byte of memory bandwidth; an A100 does about 150. The same model and batch priced by
+# the course's one step model (`analytic.step.step_time`, chapters 08–09; bf16 on one GPU,
+# standard and fused attention) shows how the split moves: a projection, not a measurement
+# (`operator_split.gpu_projection`; each column's four terms sum to 1):
+
+# %%
+o.tables["gpu_projection"].round(3)
+
 # %%
 fig = figures.plot_operator_steps(records)
 plots.save_figure(fig, out, "operator_steps")
@@ -700,7 +727,8 @@ plots.save_figure(fig, out, "waterfall")
 # beside its share of the work (§2 only counts it). Each shape's step is a profiled step (a few
 # per cent slower than a timed one, the check above); a CPU shows the shapes' effect, not a GPU's
 # size of it: no tensor cores, no HBM, no launch gaps. The ceiling is the best square matmul of
-# the calibration's sweep, not a bound: the widest layers' rectangular GEMMs can pass it.
+# the calibration's sweep timed in this process, not a bound: the widest layers' rectangular
+# GEMMs can pass it.
 
 # %%
 sweep = o.tables.get("shape_sweep")
@@ -766,21 +794,25 @@ o.tables["b15_attribution"]
 o.tables["b15_readings"]
 
 # %% [markdown]
-# **B1's "local MFU ... 80%"** (§1.1) read both ways. As local MFU (§1.1's own definition: the
-# article's 6 × 7e9 FLOPs per token over the compute stream's busy time at the peak) no model is
-# needed for a bound: the busy time holds at least the step's GEMMs, each at best at the A100's
-# MAMF, so local MFU ≤ (MAMF ÷ peak) × 6 × 7e9 ÷ the exact GEMM FLOPs per token, with the full
-# T×T score matrix where attention is unfused and only the keys each query sees where a fused
-# kernel skips them (`article_arithmetic.b1_local_mfu_bound`). A bound can rule 80% out, never in:
+# **B1's "local MFU ... 80%"** (§1.1) read both ways, at §5.1's configuration: §1.1's example is
+# the same 64 A100s, 7B model and ~10 s step, and §5.1 states the rest (TP 4, 512 × 4096 tokens,
+# "注意力计算用的是标准实现", the standard attention implementation). As local MFU (§1.1's own
+# definition: the article's 6 × 7e9 FLOPs per token over the compute stream's busy time at the
+# peak) no model is needed for a bound: the busy time holds at least the step's GEMMs, each at
+# best at the A100's MAMF, and under standard attention at least the T×T score matrices' passes
+# through HBM (11 per layer and head, forward and backward, from FlashAttention's Algorithm 0) at
+# the datasheet bandwidth (`article_arithmetic.b1_local_mfu_bound`). The fused kernel of §5.2's
+# first change is the last row, a sensitivity outside §5.1's configuration. A bound can rule 80%
+# out, never in:
 
 # %%
 o.tables["b1_local_mfu_bound"].round(3)
 
 # %% [markdown]
 # As occupancy (the sentence's 占用率: the share of the step the compute stream is busy) a bound
-# does not help; the step model at the case study's layout (7B, 64 A100s, TP 4, 512 × 4096
-# tokens, every GEMM at MAMF) gives the busy share of the modelled step and, beside it, the local
-# MFU it implies:
+# does not help; the step model at the same configuration (every GEMM at MAMF) gives the busy
+# share of the modelled step and, beside it, the local MFU it implies. Its margin for a modelled
+# figure against an article's is ±52%, so these figures cannot decide the 80% either way:
 
 # %%
 o.tables["b1_local_mfu"].round(3)
@@ -797,34 +829,35 @@ display(Markdown(article_arithmetic.b9_text_note(b9_text)))
 # %% [markdown]
 # ## Claims
 #
-# Verdict words (the rule is `docs/claims.md`): *confirmed* / *refuted* when a measurement in the
-# claim's regime, a cited figure, a specification, an exact count or the article's own arithmetic
-# decides; *(analysis)* when an analysis at the article's configuration decides, and *analytic
-# only* when it cannot (a sensitivity row reverses it, or the reading does); *shown* / *not
-# shown* for a mechanism in a toy regime; *inconclusive on this machine*; *not checkable* when
-# nothing can be tested or two readings of the sentence disagree. Each row names its basis.
+# Verdict words (the rule is `docs/claims.md`, enforced by `verdicts.label`):
 #
-# Verdicts are computed from the numbers above: arithmetic claims are confirmed when our
-# recomputation matches within 1% (an MFU stated in whole percent: within half a point, its
-# rounding). B1's first row checks its FLOPs and MFU figures, with the "about 5 s" ideal step
-# as a note.
-# Two more B1 rows take article B's MFU levels: "real operating data show many jobs at 35–50%" is
-# not checkable (no fleet publishes its jobs' MFU; the large published runs of the table above are
-# the best-tuned upper tail, in the evidence); "local MFU may show the compute pipeline itself 80%
-# busy" is read as local MFU and as occupancy (占用率, the sentence's word) at the case study's
-# layout by the course's step model with every GEMM at MAMF (the table below), and decided over
-# both readings as a possibility ("may": `verdicts.any_scenario`), each only beyond the step
-# model's margin, at assumed configurations (§1.1 states no TP or kernel; §5.1's TP 4 is borrowed).
-# B2's four-way split is judged in chapter 07 (above). Its quick diagnosis, `nvidia-smi dmon`'s GPU and memory utilisation
-# beside the step times, is judged on NVML's definitions of the two columns (documented) and
-# what each loss does to them (our analysis; the step times give only each step's total, so
-# they cannot split communication from compute): refuted when a loss the article's own case
-# study works on reads like compute on both columns (a communication wait's memory reading, low
-# or high, matches a compute-bound or a memory-bound kernel). B15 takes "mainly" as more than half
-# of the MFU points gained (∝ 1 / step time), under each reading of the NCCL step (overlap or
-# not), each step time anywhere within its ±0.05 s rounding (`b15.share_range`); a reading decides
-# only where its whole range lies on one side of half, and readings that disagree or cannot tell
-# leave the sentence not checkable.
+# * *confirmed* / *refuted*: a measurement in the claim's regime, a cited figure, a
+#   specification or the article's own arithmetic decides; an exact count or an identity can
+#   refute but only *shows* what it confirms;
+# * *(analysis)*: an analysis decides, at the article's configuration or at assumed ones (the
+#   basis says which); *analytic only* when it cannot (a sensitivity row reverses it, or a
+#   reading does);
+# * *shown* / *not shown*: a mechanism in a toy regime, or a property true by construction;
+# * *inconclusive on this machine*: the regime is out of reach and no analysis decides;
+# * *not checkable*: nothing can be tested, or two readings of the sentence disagree.
+#
+# The rows:
+#
+# * arithmetic claims are confirmed when the recomputation matches within 1% (an MFU stated in
+#   whole percent: within half a point, its rounding); B1's first row checks its FLOPs and MFU
+#   figures, the "about 5 s" ideal step a note;
+# * "many jobs at 35–50%" is not checkable (no fleet publishes its jobs' MFU);
+# * "local MFU may show the compute pipeline itself 80% busy" is read as local MFU and as
+#   occupancy (占用率) at §5.1's configuration, a possibility over both readings
+#   (`verdicts.any_scenario`): local MFU by the bound above, occupancy by the step model, which
+#   decides only beyond its margin;
+# * B2's `nvidia-smi dmon` diagnosis is judged on NVML's documented definitions of the two
+#   columns and NCCL's collectives running as kernels (documented specification): refuted when a
+#   loss the case study works on reads like compute on both columns;
+# * B15's "mainly" is more than half of the MFU points gained (∝ 1 / step time), under each
+#   reading of the NCCL step, each step time anywhere within its ±0.05 s rounding
+#   (`b15.share_range`); readings that disagree or cannot tell leave it not checkable.
+#
 # Arithmetic verdicts are deterministic.
 
 # %%

@@ -69,10 +69,10 @@ def b2_dmon_claim() -> Claim:
         "hint at such a wait, full utilisation at low power, but the article names the two utilisation "
         "columns; the per-SM activity counters (DCGM's profiling metrics, e.g. SM activity and tensor-pipe "
         "activity) or a profiler's trace tell the losses apart",
-        # NVML's definitions are documented; what a loss reads on them is the course's inference,
-        # on A100s with NCCL: §1.2 states no configuration for this sentence (until 2026-12-07
-        # labelled the article's configuration; round twenty-four's reader of chapter 01)
-        basis=verdicts.ASSUMED,
+        # decided by NVML's documented definitions of the two columns and NCCL's documented
+        # collectives running as kernels: no model and no configuration enters (round twenty-seven's
+        # and twenty-eight's readers of chapter 01; before, analysis at assumed configurations)
+        basis=verdicts.DOCUMENTED,
     )
 
 
@@ -127,7 +127,8 @@ def mfu_definition_claim(b: dict) -> Claim:
         "article's 'local MFU' of 80% in §1.1 reads this way); read as the time the model's FLOPs would "
         "take at the peak over the time taken: true by definition, PaLM's rate rearranged, and the "
         f"article's own formula two paragraphs on (§1.1). The readings disagree ({compute_share:.0%} "
-        f"against {mfu:.0%} here)",
+        f"against {mfu:.0%} here). Bases: PaLM's definition (documented) for the second reading, this "
+        "run (measured here) against the first",
         basis=verdicts.DOCUMENTED,
     )
 

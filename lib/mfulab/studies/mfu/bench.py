@@ -72,6 +72,19 @@ def ceiling_probe(size: int, *, device: str, dtype: str, min_run_time_s: float =
     return {"size": size, "median_s": row["median_s"], "flops_per_s": row["achieved_flops_per_s"]}
 
 
+def thread_scaling(size: int, *, dtype: str, threads: int) -> dict:
+    """:func:`ceiling_probe` on one CPU thread and on ``threads``: about ``threads``× for separate
+    cores, 1.0-1.3× for SMT threads of one core (the ISA peak's factorisation, §5)."""
+    import torch
+
+    out = []
+    for n in (1, threads):
+        torch.set_num_threads(n)
+        out.append(ceiling_probe(size, device="cpu", dtype=dtype)["flops_per_s"])
+    torch.set_num_threads(threads)
+    return {"size": size, "threads": [1, threads], "flops_per_s": out}
+
+
 def fresh_process_probe(size: int, *, device: str, dtype: str, num_threads: int) -> dict:
     """:func:`ceiling_probe` in a fresh Python process (same torch threads), run just before the
     job: beside the probes inside the training process and the cached calibration it tells a
@@ -254,6 +267,10 @@ def measure(p: Params) -> dict:
     records["ceiling"], records["bandwidth"] = cal[f"matmul:{p.dtype}"], cal["bandwidth"]
     records["calibration"] = cal["_meta"]
     records["flop_count"] = flop_count(cfg, device=device)
+    if device == "cpu" and threads > 1:  # two cores, or two SMT threads of one (§5)
+        records["thread_scaling"] = thread_scaling(
+            records["ceiling"]["best_size"], dtype=p.dtype, threads=threads
+        )
     records["fresh_process_probe"] = fresh_process_probe(
         records["ceiling"]["best_size"], device=device, dtype=p.dtype, num_threads=threads
     )

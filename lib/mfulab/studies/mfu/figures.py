@@ -32,14 +32,7 @@ def plot_waterfall(records, b: dict):
     w = waterfall_losses(records, b)
     slow_share = dict(w["losses"])["slow operators"] / w["start"][1]
     fig, ax = plt.subplots(figsize=(10, 4.4))
-    below_calibration = b["calibrated_ceiling_flops_per_s"] > b["ceiling_flops_per_s"]
-    top = (
-        "the peak"
-        if b["datasheet_flops_per_s"]
-        else "the calibration"
-        if below_calibration
-        else "the ceiling"
-    )
+    top = "the peak" if b["datasheet_flops_per_s"] else "the ceiling"
     waterfall(
         ax, w["start"], w["losses"], w["end"][0], totals={"slow operators": "achieved (local)"}, share_of=top
     )
@@ -147,14 +140,7 @@ def plot_operator_waterfall(records, b: dict):
     from mfulab.studykit.plots import waterfall
 
     w = operator_waterfall_losses(records, b=b)
-    below_calibration = b["calibrated_ceiling_flops_per_s"] > b["ceiling_flops_per_s"]
-    top = (
-        "the peak"
-        if b["datasheet_flops_per_s"]
-        else "the calibration"
-        if below_calibration
-        else "the ceiling"
-    )
+    top = "the peak" if b["datasheet_flops_per_s"] else "the ceiling"
     big = largest_losses(records, b)
     (name1, v1), (name2, v2) = big["first"], big["second"]
     share = w["start"][1]

@@ -209,3 +209,52 @@ def published_table(records: dict):
         }
     )
     return pd.DataFrame(rows)
+
+
+# the profile's categories beside the one step model's terms (``analytic.step``)
+PROJECTED_TERMS = {
+    "matmul": "matmul_s",
+    "attention core": "attention_s",
+    "norm / elementwise": "memory_bound_s",
+    "optimizer": "optimizer_s",
+}
+PROJECTION_DEVICES = ("a100", "h100-sxm")
+
+
+def gpu_projection(records: dict):
+    """The measured step's share of time per category beside the same model and batch priced on
+    GPUs by the course's one step model (``analytic.step.step_time``, one device, standard and
+    fused attention): a projection, not a measurement. The CPU's ratio of compute to memory
+    bandwidth is far below a GPU's, so its shares do not carry over: the GEMMs' share falls and
+    the memory-bound ops' rises on a GPU. Each column's shares sum to 1 over the four terms
+    (the profile's other and idle time, the model's zero terms left out)."""
+    import pandas as pd
+
+    from mfulab.analytic import step
+    from mfulab.analytic.config import TransformerConfig
+
+    cfg = TransformerConfig(**records["config"])
+    micro_batch = records["train"]["micro_batch"]
+    shares = opprofile.category_shares(records["op_profile"])
+    measured = {c: shares.get(c, 0.0) for c in PROJECTED_TERMS}
+    columns = {"this CPU (measured)": {c: v / sum(measured.values()) for c, v in measured.items()}}
+    exact_flops_per_step = sum(category_flops_per_step(records).values())
+    mfu = {"this CPU (measured)": None}
+    for device in PROJECTION_DEVICES:
+        for attention in ("naive", "fused"):
+            t = step.step_time(
+                cfg,
+                n_devices=1,
+                tp=1,
+                global_batch=micro_batch,
+                micro_batch=micro_batch,
+                device=device,
+                attention=attention,
+            )
+            terms = {c: t[key] for c, key in PROJECTED_TERMS.items()}
+            name = f"{device}, {'standard' if attention == 'naive' else 'fused'} attention (model)"
+            columns[name] = {c: v / sum(terms.values()) for c, v in terms.items()}
+            mfu[name] = exact_flops_per_step / t["step_s"] / t["peak_flops_per_s"]
+    table = pd.DataFrame(columns)
+    table.loc["MFU (exact count, of the peak)"] = pd.Series(mfu)
+    return table

@@ -371,28 +371,25 @@ def at_scale_goodput_note(factors, steady_mfu: float) -> str:
 
 def waterfall_top(records: dict, b: dict) -> tuple[tuple[str, float], list[tuple[str, float]]]:
     """Both waterfalls' first bar and the losses down to the ceiling the run divides by: the
-    device's peak where it bounds the ceiling (then *ceiling below* it), and *device below its
-    calibration* where the training process met a slower ceiling than the calibration did."""
-    run, calibrated = b["ceiling_flops_per_s"], b["calibrated_ceiling_flops_per_s"]
-    top = max(run, calibrated)
-    losses = []
-    start = ("calibrated matmul ceiling" if calibrated > run else "measured matmul ceiling", top)
+    device's peak where it bounds the ceiling (then *ceiling below* it), else the ceiling itself,
+    timed in the training process where the run has it. A calibration timed on another day is no
+    loss of this job: where it differs, the chapter says so beside the waterfall, not in it."""
+    ceiling = b["ceiling_flops_per_s"]
+    name = (
+        "matmul ceiling (this process)" if b["ceiling_source"] == "in-process" else "measured matmul ceiling"
+    )
+    start, losses = (name, ceiling), []
     if b["datasheet_flops_per_s"]:
         peak = peak_label(records)
         start = (peak, b["datasheet_flops_per_s"])
-        losses.append((f"ceiling below {peak}", b["datasheet_flops_per_s"] - top))
-    if calibrated > run:  # the device ran slower in this process than when it was calibrated
-        losses.append(("device below its calibration", calibrated - run))
+        losses.append((f"ceiling below {peak}", b["datasheet_flops_per_s"] - ceiling))
     return start, losses
 
 
 def waterfall_losses(records: dict, b: dict | None = None) -> dict:
     """FLOP/s from the top denominator down to the achieved global model FLOP/s.
 
-    calibration − ceiling in this process = *device below its calibration* (the same matmul
-    timed slower in the training process than in the calibration: a slower clock, a busier
-    host, or another machine of the same name; B2's throttling, not the step's; only where it is
-    slower); ceiling − local = *slow operators* (kernels below the matmul ceiling: small shapes,
+    ceiling − local = *slow operators* (kernels below the matmul ceiling: small shapes,
     non-matmul ops, launch overhead); local − global = local × (wall − compute) / wall splits
     exactly, in proportion to time, into *communication wait* (zero here: one process), *data
     wait*, *start-up + loss read-back* (building the model before the first step, reading the
