@@ -508,8 +508,20 @@ def test_b11_network_row_is_decided_at_the_case_study_job():
     assert twelve.loc[13.0, "tar_training_gain"] == 1.0
     assert twelve.loc[13.0, "break_even_latency_ms"] == pytest.approx(1.05 * 8.4 * 12 / files * 1e3)
     row = training_gain.b11_network(_records(), t)
-    # "can give": a possibility, one scenario that gains confirms it (the inline loader here)
-    assert (row.verdict, row.basis) == ("confirmed (analysis)", verdicts.ASSUMED)
+    # "can give": a possibility, but only the article's own 12 workers vote; the text job's gains
+    # are all inline (reported), so without the CV job the row is refuted
+    assert (row.verdict, row.basis) == ("refuted (analysis)", verdicts.ASSUMED)
+    # the CV job at 12 workers per GPU: 4 ms of decode keeps a tar loader at 3,000 img/s, above
+    # every published rate; 2 ms opens per image outrun it: tar gains, and the row is confirmed
+    cv = {**_records(), "image_decode": {"jpeg_bytes": 108_000, "per_image_s": [0.004] * 3}}
+    row_cv = training_gain.b11_network(cv, t)
+    assert (
+        row_cv.verdict == "confirmed (analysis)"
+        and "The CV job at the article's 12 workers" in row_cv.evidence
+    )
+    # a decode too slow for tar's loader to keep up with a published rate leaves that rate out
+    slow = {**_records(), "image_decode": {"jpeg_bytes": 108_000, "per_image_s": [0.02] * 3}}
+    assert "0 of 3 here" in training_gain.b11_network(slow, t).evidence
     # the case study's own steps (8.7 s before tar, 8.4 s after) contradict a 1.5 s wait that tar removes
     assert "its step before tar was 8.7 s, 0.3 s above tar's, not 1.5 s" in row.evidence
     gaining = t[t.tar_training_gain >= 1.05]
@@ -1024,22 +1036,25 @@ def test_prefetch_rows_read_each_reading_on_its_paired_ratio():
     rec = _prefetch_records(hidden_burst, slow_mean)
     assert prefetch.hides(rec, "bursty")["hides"] is True and prefetch.hides(rec, "uniform")["hides"] is False
     row, uniform_row = settings_mod.b11_prefetch_claim(rec), settings_mod.b11_uniform_prefetch_claim(rec)
-    # layer 2's mechanism on the bursty loader (a toy: shown at most); layer 3 reads two ways: a
-    # deeper buffer does not help a loader slower on average (flow conservation, measured), loading
-    # ahead in workers does help an inline one: the readings disagree
+    # layer 2's mechanism on the bursty loader (a toy: shown at most); layer 3's prefetch read as
+    # layer 2 defines it, prefetch_factor: refuted by flow conservation, the uniform loader agreeing;
+    # loading ahead in workers, the lower-ranked reading, in the evidence
     assert (row.verdict, row.basis) == ("shown", verdicts.TOY)
-    assert uniform_row.verdict == "not checkable" and "no effect" in uniform_row.evidence
-    assert "(b) loading ahead in workers" in uniform_row.evidence and "format half" in uniform_row.evidence
+    assert uniform_row.verdict == "refuted (analysis)" and "no effect" in uniform_row.evidence
+    assert "lower-ranked reading" in uniform_row.evidence and "format half" in uniform_row.claim
     # one round that halves the bursty wait only a little leaves the toy unable to tell
     rec = _prefetch_records({1: [0.010, 0.011, 0.009], 8: [0.001, 0.007, 0.002]}, slow_mean)
     assert prefetch.hides(rec, "bursty")["hides"] is None
     assert settings_mod.b11_prefetch_claim(rec).verdict == "inconclusive on this machine"
-    # the hiding runs, where measured, give reading (b) its numbers
+    # the hiding runs, where measured, give the lower-ranked reading its numbers
     hid = {**rec, **_hiding_records()}
     assert (
         "with 2 workers (tables/b11_latency_hiding.csv)"
         in settings_mod.b11_uniform_prefetch_claim(hid).evidence
     )
+    # a deeper buffer that did hide a uniformly slow loader would contradict the analysis
+    rec = _prefetch_records(hidden_burst, {1: [0.010] * 3, 8: [0.001] * 3})
+    assert settings_mod.b11_uniform_prefetch_claim(rec).verdict == "analytic only"
     # a batch out of order is named in the evidence
     broken = _prefetch_records(hidden_burst, slow_mean, False)
     assert "FAILED ITS GATE" in settings_mod.b11_prefetch_claim(broken).evidence

@@ -43,7 +43,7 @@ STUDY = "dataloader"
 # stall 2: checkpoints in every real-compute run, checkpoint A/B interleaved (B12); stall 3: the
 # A/B on a short step (checkpoint_batch_rows), and the fsync write bandwidth (B12's magnitude);
 # stall 4: each step's model FLOPs and the calibration's ceiling (B2's useful compute)
-BENCHMARK_VERSION = {"loader": 4, "stall": 4, "hiding": 1, "prefetch": 1, "image_decode": 1}
+BENCHMARK_VERSION = {"loader": 4, "stall": 5, "hiding": 1, "prefetch": 1, "image_decode": 1}
 
 
 def mib_per_s(n_bytes: float, seconds: float) -> float:

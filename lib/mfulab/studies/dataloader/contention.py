@@ -251,6 +251,10 @@ def contention_spike_text(records) -> str:
         f"loader change was (the spikes came on day ten, after it). This box's toy (small cold JSON files on "
         f"one virtio disk, not the tar shards the case study read by then) slowed {ratio:.2f}× beside a "
         "writer: a toy factor, not a measure of an NVMe array under a checkpoint, so it decides neither "
-        "reading. An asynchronous write to the same disk would leave such contention where it was; §4.2's "
+        "reading. Both slowdowns assume reads on the step's critical path (an inline loader); the "
+        "article's 12 prefetching workers, 48 batches ahead, hide any slowdown smaller than their "
+        "headroom over the step (one loader process here reads tens of times what a rank needs, §3), "
+        "so under its own DataLoader the stated cause needs far more. An asynchronous write to the same "
+        "disk would leave such contention where it was; §4.2's "
         "recipe writes to local NVMe and uploads in the background, off the loader's disk"
     )

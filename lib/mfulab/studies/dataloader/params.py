@@ -65,11 +65,12 @@ CKPT_BYTES_PER_PARAM = 14.0
 CKPT_GPUS_PER_NODE = 8
 # - Write bandwidth per node: 3.8 GB/s, the rated sequential write of one PCIe 4.0 datacentre U.2
 #   NVMe drive (Samsung PM1733/PM1735 U.2: 6.4 GB/s read, 3.8 GB/s write; Hardwareluxx, November
-#   2019). A DGX A100 carries 15 TB of NVMe data drives (4 × 3.84 TB U.2; Microway, "DGX A100
-#   review"): up to 4 × 3.8 = 15.2 GB/s striped; a shared parallel file system gives each client a
-#   share of its aggregate, often less. Hence the sweep.
+#   2019). A DGX A100 320GB carries 15 TB of NVMe data drives (4 × 3.84 TB U.2; Microway, "DGX A100
+#   review"), the 640GB one (A100 80GB, the case study's cards) 30 TB (8 × 3.84 TB, NVIDIA's DGX
+#   A100 datasheet): up to 8 × 3.8 = 30.4 GB/s striped; a shared parallel file system gives each
+#   client a share of its aggregate, often less. Hence the sweep.
 CKPT_WRITE_GB_PER_S = 3.8
-CKPT_WRITE_SWEEP_GB_PER_S = (1.0, 2.0, 3.8, 7.6, 15.2)
+CKPT_WRITE_SWEEP_GB_PER_S = (1.0, 2.0, 3.8, 7.6, 15.2, 30.4)
 # PCIe 4.0 x16, one direction: 16 GT/s × 16 lanes × 128/130 (encoding) / 8 bits = 31.5 GB/s (PCI-SIG
 # PCIe 4.0 base specification): the GPU → host copy an asynchronous checkpoint still waits for.
 PCIE4_X16_GB_PER_S = 31.5

@@ -293,9 +293,9 @@ def b11_workers(records, need=None) -> Claim:
     return Claim(
         "B11",
         claim,
-        "the article's job (the case study's text loader, 12 workers): what a rank needs against one loader "
-        "process; the CV job §4.1 names: workers a GPU needs at published A100 ResNet-50 rates, at the "
-        "decode cost measured here",
+        "the article's own DataLoader (§4.1's snippet: num_workers=12, batch 8) on its own job (§5's 7B "
+        "text model): what a rank needs against one loader process; the CV job §4.1 names: workers a GPU "
+        "needs at published A100 ResNet-50 rates, at the decode cost measured here",
         decision,
         f"text: {text}{image} (tables/image_job.csv){_toy_sweep_text(records)}",
         basis=verdicts.ANALYSIS,
