@@ -794,16 +794,17 @@ o.tables["b15_attribution"]
 o.tables["b15_readings"]
 
 # %% [markdown]
-# **B1's "local MFU ... 80%"** (§1.1) read both ways, at §5.1's configuration: §1.1's example is
-# the same 64 A100s, 7B model and ~10 s step, and §5.1 states the rest (TP 4, 512 × 4096 tokens,
-# "注意力计算用的是标准实现", the standard attention implementation). As local MFU (§1.1's own
-# definition: the article's 6 × 7e9 FLOPs per token over the compute stream's busy time at the
-# peak) no model is needed for a bound: the busy time holds at least the step's GEMMs, each at
-# best at the A100's MAMF, and under standard attention at least the T×T score matrices' passes
-# through HBM (11 per layer and head, forward and backward, from FlashAttention's Algorithm 0) at
-# the datasheet bandwidth (`article_arithmetic.b1_local_mfu_bound`). The fused kernel of §5.2's
-# first change is the last row, a sensitivity outside §5.1's configuration. A bound can rule 80%
-# out, never in:
+# **B1's "local MFU ... 80%"** (§1.1) read both ways. §1.1 is a hypothetical on the same 64
+# A100s, 7B model and ~10 s step as the case study, so the rest is borrowed from §5.1 (TP 4,
+# 512 × 4096 tokens, "注意力计算用的是标准实现", the standard attention implementation): assumed
+# configurations. As local MFU (§1.1's own definition: the article's 6 × 7e9 FLOPs per token over
+# the compute stream's busy time at the peak) no model is needed for a bound: the busy time holds
+# at least the step's GEMMs at the A100's datasheet peak (no kernel beats it; at MAMF, the best
+# measured GEMM, is a tighter figure beside it, not a bound), and under standard attention at
+# least the T×T score matrices' passes through HBM (11 per layer and head, forward and backward,
+# from FlashAttention's Algorithm 0) at the datasheet bandwidth
+# (`article_arithmetic.b1_local_mfu_bound`). The fused kernel of §5.2's first change is the last
+# row, a sensitivity. A bound can rule 80% out, never in:
 
 # %%
 o.tables["b1_local_mfu_bound"].round(3)
@@ -848,9 +849,9 @@ display(Markdown(article_arithmetic.b9_text_note(b9_text)))
 #   figures, the "about 5 s" ideal step a note;
 # * "many jobs at 35–50%" is not checkable (no fleet publishes its jobs' MFU);
 # * "local MFU may show the compute pipeline itself 80% busy" is read as local MFU and as
-#   occupancy (占用率) at §5.1's configuration, a possibility over both readings
-#   (`verdicts.any_scenario`): local MFU by the bound above, occupancy by the step model, which
-#   decides only beyond its margin;
+#   occupancy (占用率) at the configuration borrowed from §5.1 (assumed configurations), a
+#   possibility over both readings (`verdicts.any_scenario`): local MFU by the bound above,
+#   occupancy by the step model, which decides only beyond its margin;
 # * B2's `nvidia-smi dmon` diagnosis is judged on NVML's documented definitions of the two
 #   columns and NCCL's collectives running as kernels (documented specification): refuted when a
 #   loss the case study works on reads like compute on both columns;
