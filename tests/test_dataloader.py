@@ -1072,3 +1072,17 @@ def test_prefetch_harness_delivers_every_batch_in_order():
     assert {(r["case"], r["prefetch_factor"]) for r in out["runs"]} == {
         (c, f) for c in prefetch.CASES for f in (1, 2)
     }
+
+
+def test_the_decode_range_for_tars_gain_follows_the_hiding_model():
+    from mfulab.studies.dataloader import image_job
+
+    lo, hi = image_job.decode_range_for_gain(2000.0, 12, 2e-3, 1.05)
+    assert hi == pytest.approx(12 / 2000) and lo == pytest.approx(1.05 * 12 / 2000 - 2e-3)
+    # at that decode the image job's table reads exactly the gain threshold
+    t = image_job.image_job_table(lo, latencies_s=(2e-3,), workers=[12]).set_index("precision")
+    rate = t.images_per_s_per_gpu.iloc[0]
+    lo_r, _ = image_job.decode_range_for_gain(rate, 12, 2e-3, 1.05)
+    row = image_job.image_job_table(lo_r, latencies_s=(2e-3,), workers=[12]).iloc[0]
+    assert row.tar_training_gain == pytest.approx(1.05)
+    assert image_job.decode_range_for_gain(2000.0, 12, 13e-3, 1.05)[0] == 0.0  # any decode gains

@@ -141,6 +141,18 @@ def image_job_table(decode_s: float, *, latencies_s=PUBLISHED_FILE_LATENCIES_S, 
     return pd.DataFrame(rows)
 
 
+def decode_range_for_gain(
+    images_per_s: float, workers: int, latency_s: float, gain: float
+) -> tuple[float, float]:
+    """The per-image decode costs (s) for which tar gains at least ``gain`` over small files while
+    tar's own loader keeps the GPU at ``images_per_s`` (the hiding model's steady state: small files
+    take rate · (decode + latency) / workers of the step, tar none): from
+    max(0, gain · workers / rate − latency) to workers / rate (empty where the first exceeds the
+    second). The decode measured here is one point in it; the range says how much rides on it."""
+    keeps_up_s = workers / images_per_s
+    return max(0.0, gain * keeps_up_s - latency_s), keeps_up_s
+
+
 def median_decode_s(records) -> float | None:
     """The probe's per-image seconds (median over rounds); None where it was not measured."""
     import statistics

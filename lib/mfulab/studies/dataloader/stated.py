@@ -47,8 +47,9 @@ B12_STATED = {
 # PyTorch/Classification/ConvNets/resnet50v1.5/README.md ("Training performance: NVIDIA DGX A100
 # (8x A100 80GB)"): 2,470 img/s on 1 GPU and 16,621 on 8 with mixed precision, 938 and 7,248 with
 # TF32 (per GPU at 8 GPUs: 2,078 and 906); its configs.yml: 256 images per GPU, 10 loader workers
-# per GPU with prefetch 4 on the DGXA100 platform. A DGX A100 has 2 × 64-core AMD EPYC 7742 for
-# its 8 GPUs: 16 cores per GPU (NVIDIA DGX A100 datasheet).
+# per GPU with prefetch 4 on the DGXA100 platform, and data_backend: pytorch for the ResNet recipes
+# (torchvision's ImageFolder: JPEGs decoded with PIL on the CPU, not DALI). A DGX A100 has 2 ×
+# 64-core AMD EPYC 7742 for its 8 GPUs: 16 cores per GPU (NVIDIA DGX A100 datasheet).
 A100_RESNET50 = {
     "images_per_s_per_gpu": {"amp, 1 GPU": 2470.0, "amp, 8 GPUs": 16621.0 / 8, "tf32, 8 GPUs": 7248.0 / 8},
     "batch_per_gpu": 256,
