@@ -303,7 +303,7 @@ def test_compare_two_machines(run_cli, tmp_path):
         == compare.MISSING
     )
     shown = compare.formatted(table).set_index("metric")
-    assert shown.loc["measured matmul ceiling", "fake-h100-x8"] == "700 TFLOP/s"
+    assert shown.loc["measured matmul ceiling (calibration)", "fake-h100-x8"] == "700 TFLOP/s"
     shown_share = "n/a" if committed_share is None else f"{committed_share:.2f}×"  # a ratio, not a share
     assert shown.loc["ceiling / peak", COMMITTED] == shown_share
     proc = run_cli(
