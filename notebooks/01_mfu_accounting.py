@@ -798,12 +798,12 @@ o.tables["b15_readings"]
 # A100s, 7B model and ~10 s step as the case study, so the rest is borrowed from §5.1 (TP 4,
 # 512 × 4096 tokens, "注意力计算用的是标准实现", the standard attention implementation): assumed
 # configurations. As local MFU (§1.1's own definition: the article's 6 × 7e9 FLOPs per token over
-# the compute stream's busy time at the peak) no model is needed for a bound: the busy time holds
-# at least the step's GEMMs at the A100's datasheet peak (no kernel beats it; at MAMF, the best
-# measured GEMM, is a tighter figure beside it, not a bound), and under standard attention at
-# least the T×T score matrices' passes through HBM (11 per layer and head, forward and backward,
-# from FlashAttention's Algorithm 0) at the datasheet bandwidth
-# (`article_arithmetic.b1_local_mfu_bound`). The fused kernel of §5.2's first change is the last
+# the compute stream's busy time at the peak) no model is needed for a bound: each kernel takes at
+# least the larger of its FLOPs at the A100's datasheet peak (no kernel beats it; MAMF, the best
+# measured GEMM, gives a tighter figure beside it, not a bound) and its bytes at the datasheet
+# bandwidth. Under standard attention the T×T score matrices make 11 passes through HBM per layer
+# and head (FlashAttention's Algorithm 0): six are the attention GEMMs' own operands, five the
+# softmax kernels' (`article_arithmetic.b1_local_mfu_bound`). The fused kernel of §5.2's first change is the last
 # row, a sensitivity. A bound can rule 80% out, never in:
 
 # %%

@@ -75,7 +75,7 @@ def test_b1_about_5_s_is_a_note_on_the_arithmetic_row():
     assert b1[0].verdict == "confirmed" and "4.41 s, which §1.1 rounds to 'about 5 s'" in b1[0].evidence
     # read as an MFU, the local 80% is bounded by the GEMMs at MAMF; FA2's 72% restated in 6N
     (local,) = [row for row in b1 if "占用率" in row.claim]
-    assert "bound it at 69.8%" in local.evidence and "62.6% with the GEMMs at" in local.evidence
+    assert "bound it at 78.1%" in local.evidence and "70.3% with the weight GEMMs at" in local.evidence
     assert "72%" in local.evidence
     assert "≈ 48%" in local.evidence  # 0.72 × 16.2 / (16.2 + 12·32·2560·8192 / 1e9)
     assert local.basis == "analysis at assumed configurations"
@@ -101,7 +101,11 @@ def test_b1_local_80_reads_occupancy_and_local_mfu_apart():
         ideal_s / (4.608492e10 * 4096 * 512 / 64 / 312e12), rel=1e-4
     )
     assert scores.score_bytes_per_device == pytest.approx(11 * 8 * 4096**2 * 2 * 32 * 32)
-    assert scores.local_mfu_bound == pytest.approx(ideal_s / (gemms.gemm_s_at_peak + scores.score_traffic_s))
+    # the weight GEMMs at the peak; the attention GEMMs bound by their 6 of the 11 passes (their FLOPs
+    # time is shorter), the softmax kernels' 5 passes added
+    weight_s = (4.608492e10 - 12 * 32 * 4096 * 4096) * 4096 * 512 / 64 / 312e12  # 6·N_matmul per token
+    assert scores.local_mfu_bound == pytest.approx(ideal_s / (weight_s + scores.score_traffic_s), rel=1e-4)
+    assert scores.busy_s_at_peak == pytest.approx(weight_s + scores.score_traffic_s, rel=1e-4)
     assert scores.local_mfu_bound < 0.80 < gemms.local_mfu_bound  # the score traffic decides it
     assert scores.with_gemms_at_mamf < scores.local_mfu_bound  # MAMF: tighter, not a bound
     assert list(bound.articles_configuration) == [True, True, False]  # the fused kernel is §5.2's
