@@ -34,7 +34,7 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 import numpy as np
 from IPython.display import Markdown, display
 
-from mfulab.studies.dataloader import claims, disk, figures
+from mfulab.studies.dataloader import claims, disk, figures, text_job
 from mfulab.studies.dataloader.checkpoint import magnitude_arithmetic
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
@@ -116,6 +116,18 @@ cold = o.tables["cold"]
 cold
 
 # %% [markdown]
+# **With the pages cached, what a tar member costs is its reader's.** The study's tar loader is
+# webdataset over Python's streaming `tarfile`, which decodes every 512-byte header in Python.
+# To tell that reader from the format, the same shards are read four ways, warm, bytes and text
+# only, interleaved (`tar_readers`): small files (open, read, JSON parse), webdataset, `tarfile`
+# in stream mode, and an *indexed* reader that reads each shard's member offsets once and then
+# issues one `pread` per member (webdataset's `wids` keeps such an index beside each shard).
+# Every reader must return the same samples (count and checksum) before its time counts.
+
+# %%
+o.tables.get("tar_readers")
+
+# %% [markdown]
 # On a network or parallel file system (NFS, Lustre) each file opened costs metadata round
 # trips before its first byte: about 0.4–2 ms per operation for one Lustre client, up to
 # ~13 ms per small file on an older Lustre (sources in `params.py`). That cost is not measured
@@ -138,13 +150,23 @@ o.tables["b11_latency_sensitivity"]
 # text per second at an assumed 4 bytes per BPE token (`stated.BYTES_PER_TOKEN`, with its
 # source). The table sets that beside the bytes of text one loader process reads here, cold,
 # for each format, and beside the case study's 12 workers had each a core. Reading bytes is
-# far from the limit. A data wait of 1.5 s per step has to come from what a loader does beyond
-# reading (a tokenizer, decompression, augmentation: CPU time per sample that this corpus does
-# not have), from a file system whose every open costs milliseconds (the table above), from
+# far from the limit, and so is tokenizing: a byte-level BPE (Hugging Face `tokenizers`, the
+# scheme of GPT-2) trained here on this corpus encodes it one document at a time on one thread,
+# and the last column reads and tokenizes on the same core (`text_job`; memmap holds tokens
+# already). A data wait of 1.5 s per step has to come from what a loader does beyond reading
+# and tokenizing (decompression, augmentation: CPU time per sample that text does not
+# have), from a file system whose every open costs milliseconds (the table above), from
 # workers that restart or starve (§4, and a CPU shared with the training processes), or from a
 # loader that is not running ahead when the step asks.
 
 # %%
+tok = text_job.tokenize_rate(records.get("tokenizer"))
+if tok:
+    print(
+        f"BPE of {records['tokenizer']['vocab_size']:,} tokens, one thread: {tok['text_bytes_per_s'] / 1e6:.1f} MB/s "
+        f"of text, {tok['tokens_per_s']:,.0f} tokens/s ({tok['bytes_per_token']:.1f} B per token on this "
+        f"synthetic corpus; the rounds within {tok['spread'][0]:.2f}–{tok['spread'][1]:.2f}× the median)"
+    )
 o.tables["required_vs_available"]
 
 # %% [markdown]

@@ -43,7 +43,15 @@ STUDY = "dataloader"
 # stall 2: checkpoints in every real-compute run, checkpoint A/B interleaved (B12); stall 3: the
 # A/B on a short step (checkpoint_batch_rows), and the fsync write bandwidth (B12's magnitude);
 # stall 4: each step's model FLOPs and the calibration's ceiling (B2's useful compute)
-BENCHMARK_VERSION = {"loader": 4, "stall": 5, "hiding": 1, "prefetch": 1, "image_decode": 1}
+BENCHMARK_VERSION = {
+    "loader": 4,
+    "stall": 5,
+    "hiding": 1,
+    "prefetch": 1,
+    "image_decode": 1,
+    "tar_readers": 1,
+    "tokenizer": 1,
+}
 
 
 def mib_per_s(n_bytes: float, seconds: float) -> float:
@@ -201,6 +209,12 @@ def measure(p: Params) -> dict:
     rec["written"] = {
         fmt: write_format(fmt, samples, root, shard_samples=p.shard_samples) for fmt in p.formats
     }
+    if p.tokenizer_rounds:
+        from mfulab.studies.dataloader.text_job import tokenizer_probe
+
+        rec["tokenizer"] = tokenizer_probe(
+            [s["text"] for s in samples], vocab_size=p.tokenizer_vocab, rounds=p.tokenizer_rounds, seed=p.seed
+        )
     del samples
     if p.disk_probe_mib:
         rec["disk"] = disk_probe(
@@ -226,6 +240,10 @@ def measure(p: Params) -> dict:
     rec["checkpoint"] = checkpoint_spike(p, root)
     if p.contention_rounds and "json_files" in p.formats:
         rec["contention"] = contention_rounds(p, root)
+    if p.tar_reader_rounds and {"json_files", "tar"} <= set(p.formats):
+        from mfulab.studies.dataloader.tar_readers import reader_rounds
+
+        rec["tar_readers"] = reader_rounds(root, rounds=p.tar_reader_rounds, seed=p.seed)
     if p.hiding_workers and "json_files" in p.formats:
         rec["hiding"] = hiding_rounds(p, root)
     if p.prefetch_factors:

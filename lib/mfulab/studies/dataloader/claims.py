@@ -17,6 +17,8 @@ from mfulab.studies.dataloader import (
     hiding,
     image_job,
     prefetch,
+    tar_readers,
+    text_job,
     throughput,
     training_gain,
 )
@@ -45,7 +47,7 @@ def tables(records) -> dict[str, pd.DataFrame]:
         "restart": analysis.restart_table(sweep),
         "stall": analysis.stall_table(records),
     }
-    t["required_vs_available"] = training_gain.required_vs_available(records, t["cold"])
+    t["required_vs_available"] = text_job.required_vs_available(records, t["cold"])
     t["b11_network_case_study"] = training_gain.network_at_case_study()
     if (decode_s := image_job.median_decode_s(records)) is not None:
         t["image_job"] = image_job.image_job_table(decode_s)
@@ -57,6 +59,8 @@ def tables(records) -> dict[str, pd.DataFrame]:
         t["b12_magnitude_sensitivity"] = magnitude_sensitivity(records)
     if "contention" in records:
         t["contention"] = contention.contention_table(records)
+    if records.get("tar_readers"):
+        t["tar_readers"] = tar_readers.reader_table(records["tar_readers"])
     return t
 
 
@@ -68,7 +72,7 @@ def claim_rows(records, t=None) -> list[Claim]:
     the checkpoint part ran; the mechanism, when the contention part ran)."""
     hid = hiding.hiding_table(records) if t is None else t["b11_latency_hiding"]
     if t is None:
-        need = training_gain.required_vs_available(records, analysis.cold_table(records))
+        need = text_job.required_vs_available(records, analysis.cold_table(records))
     else:
         need = t["required_vs_available"]
     out = [training_gain.b11_case_study(), training_gain.b11_wait_gone()]

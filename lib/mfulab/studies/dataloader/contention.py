@@ -9,7 +9,8 @@ three conditions:
   checkpoint does (a background checkpoint writes the same bytes, only the step no longer
   waits for them);
 - ``memory writer``: the same process writing into memory (``/dev/shm``), which costs the
-  readers the writer's CPU time but no disk.
+  readers the writer's CPU time but no disk, paced at the disk writer's own rate (timed alone
+  before the rounds) so that both writers copy the same bytes per second.
 
 The disk's part of the slowdown is the reads beside the disk writer over the reads beside the
 memory writer, paired by round; the memory writer over ``alone`` is the CPU's part.
@@ -35,11 +36,12 @@ ALONE, DISK, MEMORY = "alone", "disk writer", "memory writer"
 SHM = Path("/dev/shm")
 
 # The writer: writes a random chunk and fsync-s it, again and again (starting over past
-# ``limit`` bytes so the file stays bounded), until SIGTERM; then prints the bytes it wrote. It
-# says "ready" once its first chunk is on the disk, so the reads start with the writing underway.
+# ``limit`` bytes so the file stays bounded), at most ``rate`` bytes/s (0: as fast as it can),
+# until SIGTERM; then prints the bytes it wrote. It says "ready" once its first chunk is on the
+# disk, so the reads start with the writing underway.
 _WRITER = r"""
-import os, signal, sys
-path, chunk, limit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+import os, signal, sys, time
+path, chunk, limit, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 stop = []
 signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
 buf, total, size = os.urandom(chunk), 0, 0
@@ -47,10 +49,13 @@ with open(path, "wb", buffering=0) as f:
     while not stop:
         if total == chunk:
             print("ready", flush=True)
+            t0 = time.perf_counter()
         if size >= limit:
             f.seek(0)
             f.truncate()
             size = 0
+        if rate and total > chunk:  # paced: the chunks after the first at most `rate` bytes/s
+            time.sleep(max(0.0, (total - chunk) / rate - (time.perf_counter() - t0)))
         f.write(buf)
         os.fsync(f.fileno())
         total, size = total + chunk, size + chunk
@@ -69,6 +74,11 @@ def _read_files(paths) -> float:
     return time.perf_counter() - t0
 
 
+def _sleep(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
 def _file_bound(folder: Path, chunk_bytes: int) -> int:
     """Bytes the writer's file may grow to in ``folder``: 64 chunks, at most half its free space
     (a container's /dev/shm can be 64 MB); 0 where not even one chunk fits."""
@@ -77,18 +87,20 @@ def _file_bound(folder: Path, chunk_bytes: int) -> int:
     return int(chunks * chunk_bytes)
 
 
-def _reads_beside_writer(paths, target: Path, chunk_bytes: int) -> tuple[float, int]:
-    """The reads while a writer process writes into ``target``: (seconds, bytes it wrote then)."""
+def _reads_beside_writer(paths, target: Path, chunk_bytes: int, rate: float = 0.0) -> tuple[float, int]:
+    """The reads while a writer process writes into ``target`` at most ``rate`` bytes/s (0: as
+    fast as it can): (seconds, bytes it wrote then). Without ``paths``, one second of writing
+    alone (the disk writer's own rate)."""
     bound = max(_file_bound(target.parent, chunk_bytes), chunk_bytes)
     writer = subprocess.Popen(
-        [sys.executable, "-c", _WRITER, str(target), str(chunk_bytes), str(bound)],
+        [sys.executable, "-c", _WRITER, str(target), str(chunk_bytes), str(bound), str(rate)],
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
         if writer.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the checkpoint writer did not start (exit code {writer.poll()})")
-        seconds = _read_files(paths)
+        seconds = _read_files(paths) if paths else _sleep(1.0)
         writer.terminate()
         out, _ = writer.communicate(timeout=60)
         return seconds, int(out.split()[-1]) - chunk_bytes  # the first chunk went before the reads
@@ -118,6 +130,8 @@ def contention_rounds(p: Params, root: Path) -> dict:
     if SHM.is_dir() and os.access(SHM, os.W_OK) and _file_bound(SHM, chunk):
         targets[MEMORY] = SHM / f"mfulab-contention-{os.getpid()}.bin"
     conditions = [ALONE, *targets]
+    seconds, written = _reads_beside_writer([], targets[DISK], chunk)  # the disk writer alone
+    rates = {DISK: 0.0, MEMORY: written / seconds}  # the memory writer paced at the disk's rate
     rng = np.random.default_rng(p.seed + 2)
     evict(paths, flush=True)  # once: clean pages can be dropped before every read below
     rows, dropped = [], []
@@ -129,11 +143,12 @@ def contention_rounds(p: Params, root: Path) -> dict:
             if condition == ALONE:
                 seconds, written = _read_files(paths), 0
             else:
-                seconds, written = _reads_beside_writer(paths, targets[condition], chunk)
+                seconds, written = _reads_beside_writer(paths, targets[condition], chunk, rates[condition])
             rows.append({"condition": condition, "round": rnd, "seconds": seconds, "written_bytes": written})
     return {
         "files": len(paths),
         "chunk_bytes": chunk,
+        "memory_writer_pace_bytes_per_s": rates[MEMORY],
         "metadata_dropped": bool(dropped) and all(dropped),
         "rows": rows,
     }
@@ -211,11 +226,7 @@ def b12_mechanism(records) -> Claim:
         f"their time {'beside the memory writer' if reference == MEMORY else 'alone'} (widened by "
         f"±{drift:.0%}); {cpu_part}; the writer put "
         f"{table.writer_MB_per_s[DISK]:.0f} MB/s on the disk meanwhile"
-        + (
-            f" (the memory writer {table.writer_MB_per_s[MEMORY]:.0f} MB/s: the two writers are not matched)"
-            if MEMORY in t
-            else ""
-        )
+        + (_pace_text(c, table) if MEMORY in t else "")
         + ". What a slow-down shows is I/O contention of some kind: these reads are small and bound by "
         "latency, and a disk writer also costs the kernel's writeback and the disk's interrupts, which "
         "this run does not separate from the bandwidth the claim names. A background checkpoint writes the "
@@ -224,6 +235,18 @@ def b12_mechanism(records) -> Claim:
         "background: a loader reading from a network file system then shares no disk with it) "
         "(tables/contention.csv)",
         basis=verdicts.TOY,
+    )
+
+
+def _pace_text(c: dict, table) -> str:
+    """How closely the memory writer's bytes matched the disk writer's (older records: unpaced)."""
+    pace = c.get("memory_writer_pace_bytes_per_s")
+    memory = table.writer_MB_per_s[MEMORY]
+    if not pace:
+        return f" (the memory writer {memory:.0f} MB/s: the two writers are not matched)"
+    return (
+        f" (the memory writer {memory:.0f} MB/s, paced at the disk writer's {pace / MB:.0f} MB/s timed alone "
+        f"before the rounds: {memory / table.writer_MB_per_s[DISK]:.2f}× its bytes during the reads)"
     )
 
 

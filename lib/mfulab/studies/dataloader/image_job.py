@@ -1,7 +1,7 @@
 """The regime article B §4.1 names for its loader advice: CV and multimodal jobs, whose samples
 are images in many small files ("尤其是CV和多模态任务用的海量小文件数据"). A text loader is no test
 of it: at the case study's job one loader process reads 51-300× what a rank needs
-(``training_gain.required_vs_available``). An image costs a decode and an augmentation on a CPU
+(``text_job.required_vs_available``). An image costs a decode and an augmentation on a CPU
 core, so the worker count and the file format can decide the GPU's rate.
 
 The job: ResNet-50 v1.5 on A100s as NVIDIA publishes it (DeepLearningExamples, stated in

@@ -321,6 +321,23 @@ class Params(StudyParams):
         non_negative=True,
     )
     decode_rounds: int = param(5, "B11's image job: rounds of the decode probe", unit="rounds", positive=True)
+    tokenizer_vocab: int = param(
+        8192,
+        "B11's text job: vocabulary of the byte-level BPE trained on the corpus",
+        unit="tokens",
+        positive=True,
+    )
+    tokenizer_rounds: int = param(
+        3,
+        "B11's text job: timed passes of the BPE over the corpus, one thread (0: not measured)",
+        unit="rounds",
+    )
+    tar_reader_rounds: int = param(
+        5,
+        "B11's tar readers apart (tar_readers): warm interleaved rounds of small files, webdataset, "
+        "tarfile streaming and an indexed tar reader (0: not measured)",
+        unit="rounds",
+    )
     nonzero_share: float = param(
         verdicts.B2_PRESENT_SHARE,
         "B2: a category of step time counts as non-zero above this share of the run's time "

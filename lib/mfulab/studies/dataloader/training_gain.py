@@ -37,6 +37,7 @@ from mfulab.studies.dataloader.params import (
     SMALL_FILE_WORKERS,
 )
 from mfulab.studies.dataloader.stated import B2_STATED, B11_STATED, BYTES_PER_TOKEN, CASE_STUDY_JOB
+from mfulab.studies.dataloader.tar_readers import reader_text
 from mfulab.studies.dataloader.throughput import (
     SHARDS,
     SMALL_FILES,
@@ -46,6 +47,7 @@ from mfulab.studies.dataloader.throughput import (
     loader_alone_text,
     stall_runs,
     step_split,
+    tokenizing_text,
 )
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
@@ -168,12 +170,12 @@ def b11_training(records, need=None) -> Claim | None:
             f"; beside an emulated step (a timed wait: the loader has the cores), JSON files wait "
             f"{json_wait:.0%} and tar {tar_wait:.0%} of the run"
             + (
-                ": on this local disk, with the pages cached, Python tarfile's per-member parsing costs "
-                "more than a small file's open, so tar is not the faster loader here"
+                ": on this local disk, with the pages cached, tar is not the faster loader here"
                 if tar_wait > json_wait
                 else ""
             )
         )
+    shared += reader_text(records.get("tar_readers"))
     gain = B11_STATED["min_throughput_gain"]
     decision = "inconclusive on this machine"
     reach = (
@@ -202,45 +204,9 @@ def _step_headroom_text(need) -> str:
         return ""
     return (
         f". One cold loader process here reads {h['lo']:,.0f}–{h['hi']:,.0f}× the text a case-study rank "
-        f"needs ({h['tokens_per_s']:,.0f} tokens/s, tables/required_vs_available.csv): a loader that far "
-        "ahead of its step moves no step, so its own speed-up is no training gain"
+        f"needs ({h['tokens_per_s']:,.0f} tokens/s, tables/required_vs_available.csv){tokenizing_text(h)}: "
+        "a loader that far ahead of its step moves no step, so its own speed-up is no training gain"
     )
-
-
-def required_tokens_per_s_per_rank() -> float:
-    """The case study's job after its loader change: tokens each data-parallel rank's loader
-    must deliver per second (the TP group shares one batch), global batch × sequence length /
-    step / (GPUs / TP)."""
-    job = CASE_STUDY_JOB
-    step_s = b15_gain("webdataset")[1]
-    tokens_per_step = job["global_batch"] * job["seq_len"]
-    data_parallel_ranks = job["gpus"] // job["tp"]
-    return tokens_per_step / step_s / data_parallel_ranks
-
-
-def required_vs_available(records, cold_table, bytes_per_token: float = BYTES_PER_TOKEN):
-    """Per format (its cold rounds, ``num_workers=0``): bytes of text per second one loader
-    process reads here, the case study's per data-parallel rank (its tokens/s × the assumed
-    bytes per token), and the headroom (read / required) for one process and for the case
-    study's 12 workers (if each had a core)."""
-    import pandas as pd
-
-    required_tokens = required_tokens_per_s_per_rank()
-    required_bytes = required_tokens * bytes_per_token
-    bytes_per_sample = records["corpus"]["bytes_of_text"] / records["corpus"]["count"]
-    workers = B11_STATED["workers_per_gpu"]
-    rows = [
-        {
-            "format": r.format,
-            "read_text_bytes_per_s": r.samples_per_s * bytes_per_sample,
-            "required_tokens_per_s_per_rank": required_tokens,
-            "required_text_bytes_per_s_per_rank": required_bytes,
-            "headroom_one_process": r.samples_per_s * bytes_per_sample / required_bytes,
-            f"headroom_{workers}_workers": workers * r.samples_per_s * bytes_per_sample / required_bytes,
-        }
-        for r in cold_table.itertuples()
-    ]
-    return pd.DataFrame(rows)
 
 
 def network_at_case_study(
