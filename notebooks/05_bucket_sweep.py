@@ -422,8 +422,10 @@ o.tables["a6_per_tensor"]
 #   under which DDP searches the graph every step; the two together on speed beside their
 #   mechanism's bound; "at DDP's first forward and backward": refuted (documented specification).
 #   **At scale** (§2's sentence on large-scale training, "can save": a possibility): the copies the
-#   flag avoids and the graph search, bounded, over the step at each micro-batch count a published
-#   batch reaches at enough DP ranks; refuted (analysis) only when every bound is under 3%.
+#   flag avoids over the step at each micro-batch count a published batch reaches at enough DP
+#   ranks; refuted (analysis) only when every bound is under 3%. The article's call sets no
+#   `find_unused_parameters`, so there is no search for `static_graph` to skip; the search a run
+#   with it would save is printed beside the bound, not voted.
 #
 # Article B's case runs ZeRO-2, where DDP's `bucket_cap_mb` and flags do not set the gradient
 # buckets (DeepSpeed's `reduce_bucket_size` does): B8 and B6 at scale price the DDP the sentences

@@ -7,6 +7,7 @@ with the time a Python walk over it takes here (an upper bound on DDP's C++ walk
 from __future__ import annotations
 
 from mfulab.analytic.config import preset
+from mfulab.studies.buckets.stated import B6_ARTICLE
 
 GRAPH_WIDTH = {"d_model": 64, "n_heads": 4, "n_kv_heads": 4, "d_ff": 176, "seq_len": 16, "vocab_size": 256}
 
@@ -59,4 +60,21 @@ def gpt_nodes(preset_name: str) -> dict:
         "rest": counts[1] - per_layer,
         "total": counts[base.n_layers],
         "walk_s": statistics.median(walks),
+    }
+
+
+def search_bound_at_scale(records) -> dict | None:
+    """What static_graph could save in article B's 7B step with ``find_unused_parameters=True``:
+    DDP's per-step search is a C++ walk over every autograd node (reducer.cpp), and a Python walk
+    over the 7B's graph (``graph_nodes.gpt_nodes``: its layer structure at a small width, the
+    same nodes; TP keeps the graph's shape), timed here, bounds it from above. None without the
+    walk (records from before it)."""
+    article = (records.get("graph_nodes") or {}).get("article") or {}
+    if "walk_s" not in article:
+        return None
+    return {
+        "article_nodes": article["total"],
+        "walk_s": article["walk_s"],
+        "per_node_s": article["walk_s"] / article["total"],
+        "share": article["walk_s"] / B6_ARTICLE["step_s"],
     }
