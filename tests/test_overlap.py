@@ -683,6 +683,10 @@ def test_a18_prices_the_claims_setting():
     m = step_at_scale.a4_model(**case)
     assert exposed_share.last_chunk_s(case, m, 4) > m["tp_comm_s"] / 4
     assert exposed_share.last_chunk_s(case, m, 1) == pytest.approx(m["tp_comm_s"])
+    # A18 keeps A4's floor: the forward's last chunks alone (the backward's hide under the wgrad GEMMs)
+    floor = exposed_share.tp_floor_s(case, m, 4)
+    assert floor == pytest.approx(exposed_share.last_chunk_s(case, m, 4) / 2)
+    assert a["last_chunk_floor"][4] == pytest.approx(floor / (m["step_overlapped_s"] + floor))
     # at the article's configuration no serial step reads good, and the floors lie under 25%
     assert good.verdict == "confirmed (analysis)" and room.verdict == "not checkable"
     # the profiler's figure: hiding the TP all-reduces shortens the step, so the same kernels take

@@ -60,21 +60,13 @@ def a4_bound_text(cards: int, stated_batch: int) -> str:
     )
 
 
-# of the 4 TP all-reduces per layer and micro-batch (Shoeybi et al. 2019, Fig. 4), the 2 of the
-# forward feed the next layer, which waits for their last chunk; the 2 of the backward, the input
-# gradient's before each column-parallel GEMM, Megatron overlaps with that GEMM's weight-gradient
-# computation (its asynchronous TP all-reduce, LinearWithGradAccumulationAndAsyncCommunication),
-# so none need leave a chunk exposed: the floor counts the forward's alone (round eighteen's reader)
-FORWARD_TP_SHARE = 2 / 4
-
-
 def a4_saving_bound(p: dict, k: int, **change) -> dict:
     """The most the article's overlap can save without the step model's hiding assumptions
     (round fifteen's reader of chapter 02): the saving is the communication hidden, and of it
 
         dp_hideable_s = min(DP comm, ⅔ of the last micro-batch's compute, whole 3.2 s step as compute)
         tp_hideable_s = TP comm − the last chunk of every forward TP all-reduce
-                        (``exposed_share.last_chunk_s`` × ``FORWARD_TP_SHARE``)
+                        (``exposed_share.tp_floor_s``, the floor A18 keeps too)
         bound_s       = dp_hideable_s + tp_hideable_s
 
     at ``k`` chunks per TP all-reduce: a chunked all-reduce that the next layer depends on cannot
@@ -82,14 +74,14 @@ def a4_saving_bound(p: dict, k: int, **change) -> dict:
     seconds are the link model's (α–β per call, ``step_at_scale.a4_model``'s own terms), nothing of
     the step model's compute or hidden shares. ``change``: assumed inputs of a sensitivity reading
     (a slower link, a reading of the extrapolated card), applied to the baseline."""
-    from mfulab.studies.overlap.exposed_share import last_chunk_s
+    from mfulab.studies.overlap.exposed_share import tp_floor_s as forward_floor_s
     from mfulab.studies.overlap.step_at_scale import a4_baseline, a4_model
 
     case = {**a4_baseline(p), **change}
     m = a4_model(**case)
     grad = a4_grad_overlap_bound({"compute_s": m["compute_s"], "accumulation_steps": m["accumulation_steps"]})
     dp_hideable_s = min(m["dp_comm_s"], grad["bound_model_free_s"])
-    tp_floor_s = last_chunk_s(case, m, k) * FORWARD_TP_SHARE
+    tp_floor_s = forward_floor_s(case, m, k)
     tp_hideable_s = m["tp_comm_s"] - tp_floor_s
     needed_s = A4_STATED["step_before_s"] - A4_STATED["step_after_s"]
     bound_s = dp_hideable_s + tp_hideable_s

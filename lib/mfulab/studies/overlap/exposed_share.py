@@ -79,6 +79,22 @@ def last_chunk_s(inputs: dict, m: dict, k: int) -> float:
     return latency_s + (m["tp_comm_s"] - latency_s) / k
 
 
+# of the 4 TP all-reduces per layer and micro-batch (Shoeybi et al. 2019, Fig. 4), the 2 of the
+# forward feed the next layer, which waits for their last chunk; the 2 of the backward, the input
+# gradient's before each column-parallel GEMM, Megatron overlaps with that GEMM's weight-gradient
+# computation (its asynchronous TP all-reduce, LinearWithGradAccumulationAndAsyncCommunication),
+# so none need leave a chunk exposed: the floor counts the forward's alone (round eighteen's reader)
+FORWARD_TP_SHARE = 2 / 4
+
+
+def tp_floor_s(inputs: dict, m: dict, k: int) -> float:
+    """Seconds per step no overlap can hide at ``k`` chunks: the last chunk of every forward TP
+    all-reduce (:func:`last_chunk_s` × ``FORWARD_TP_SHARE``). The one floor A4's bound and A18's
+    shares keep (until 2026-12-07 A18 counted the backward's last chunks too: round thirty-one's
+    reader of chapter 02)."""
+    return last_chunk_s(inputs, m, k) * FORWARD_TP_SHARE
+
+
 def article_shares(p: dict) -> dict:
     """The exposed share at the claim's setting: the step model (``step_at_scale.a4_model``) for
     the article's 13B on one machine of ``A18_CARDS`` cards at TP 8 (DP 1: only the TP
@@ -104,10 +120,9 @@ def article_shares(p: dict) -> dict:
     }
 
     def floor_share(inputs: dict, mm: dict, k: int) -> float:
-        """The last chunk of every TP all-reduce left exposed, as a share of the step that then
-        contains it: each chunk pays a whole call's latency and 1/k of the bytes' transfer
-        (``last_chunk_s``), and the step grows by what is exposed."""
-        floor_s = last_chunk_s(inputs, mm, k)
+        """The last chunk of every forward TP all-reduce left exposed (:func:`tp_floor_s`), as a
+        share of the step that then contains it: the step grows by what is exposed."""
+        floor_s = tp_floor_s(inputs, mm, k)
         return floor_s / (mm["step_overlapped_s"] + floor_s)
 
     def overlapped_with_floor(inputs: dict, mm: dict) -> float:
@@ -135,7 +150,7 @@ def article_shares(p: dict) -> dict:
         "by_device_reading": by_device_reading,
         "serial_by_link": serial_by_link,
         "overlapped_by_link": overlapped_by_link,
-        # the last chunk's all-reduce exposed: the TP kernels' time ÷ k over the overlapped step
+        # the last chunk of every forward TP all-reduce exposed, over the step that contains it
         "last_chunk_floor": {k: floor_share(case, m, k) for k in A18_CHUNKS},
         "tp_overlap_share": default_share,
         "overlapped_by_tp_overlap_share": by_hidden_share,
@@ -313,8 +328,10 @@ def a18_claim(table, overlap_table, p: dict | None = None) -> list[Claim]:
         + ", ".join(f"{k:.0%}" for k in a["overlapped_by_tp_overlap_share"])
         + ": "
         + ", ".join(f"{v:.0%}" for v in a["overlapped_by_tp_overlap_share"].values())
-        + f"; the last chunk of a dependent chunked all-reduce stays exposed, a floor of {floors} "
-        f"(overlap saves {a['saved_s']:.2f} s); with a slower TP link, overlapped with that floor: "
+        + f"; the last chunk of every forward TP all-reduce stays exposed (the next layer waits for it; "
+        f"the backward's hide under the weight-gradient GEMMs, as A4's bound counts), a floor of {floors} "
+        f"(overlap saves {a['saved_s']:.2f} s); with a slower TP link, overlapped with the larger "
+        f"(k = {min(A18_CHUNKS)}) floor: "
         + ", ".join(
             f"{name}: {v:.1%} (serial {a['serial_by_link'][name]:.0%})"
             for name, v in a["overlapped_by_link"].items()
