@@ -251,7 +251,11 @@ o.tables["a7_model_check"]
 # assumed bandwidth efficiency, per card in the article's own layout: its launch command
 # trains this model at tensor parallelism 8 without sequence parallelism, so each card runs
 # 1/8 of the matmuls but LayerNorm, dropout and the residual add on the whole sequence (the
-# article's own §4.2 point). Everything else in the layer is left out, so the share is too
+# article's own §4.2 point). The same layout puts two TP all-reduces of the sequence's
+# activations in every layer's forward, on its critical path (the next GEMM waits for them):
+# they are in the layer's time, priced as the step model prices them (the card's HCCS link;
+# the `tp_comm_share` column), and the bound without them is a row reported below the table.
+# Everything else in the layer is left out, so the share is too
 # large and the speed-up an upper bound on bytes and launches. One cost works the other way and is
 # left out too: eager's dropout random numbers (its mask's bytes are counted, the drawing is not),
 # which a fused kernel may draw more cheaply; on this CPU they are most of the eager sub-block (the
@@ -417,7 +421,7 @@ a8_sens
 # recomputes the attention core (Megatron's selective recompute, Korthikanti §4.2) keeps no a·s²
 # terms, so the fused kernel cuts nothing there: the two "selective recompute" rows. Memory that
 # both sides keep and the table leaves out (the logits, allocator fragmentation) would shrink
-# every cut further. Only layouts that can hold one sequence on the card vote (the `fits_card`
+# every cut further. Only layouts that can hold one sequence on the card vote (the `one_sequence_fits_card`
 # column: one sequence's naive activations plus the model states at that TP, the optimizer's
 # sharded over the data-parallel ranks, within the 910B's 64 GiB): TP 1 and TP 2 cannot, so their
 # cuts (−65% to −82%) are context. "About 40%" is a figure rounded to tens of percent, so a reading
@@ -584,7 +588,7 @@ o.tables["matmul_dtypes"]
 # that row, from the article's own arithmetic, takes TF32 in B15's first step (the article turns
 # it on beside SDPA and credits the gain to attention, so there is no claim of its own to judge):
 # TF32 acts only on fp32 matmuls, and the baseline's stated FLOPs over 64 A100s in 10.2 s are
-# several times the fp32 peak per GPU, so the matmuls were already bf16 (or TF32).
+# several times the fp32 peak per GPU and most of the dense TF32 peak, so the matmuls were already bf16.
 
 # %%
 claim_list = o.claims

@@ -87,7 +87,8 @@ def _reading(
         )
     naive_total, fused_total = naive_bytes + states_bytes, fused_bytes + states_bytes
     return {
-        "fits_card": fits_card(naive_bytes / micro_batch, tp),
+        "one_sequence_fits_card": fits_card(naive_bytes / micro_batch, tp),
+        "naive_GB_per_sequence": naive_bytes / micro_batch / GB,
         "micro_batch": micro_batch,
         "tp": tp,
         "sequence_parallel": sequence_parallel,
@@ -202,11 +203,11 @@ def _cut(reduction: float) -> str:
 
 
 def memory_answers(df) -> list:
-    """Per activation-only reading whose layout can hold one sequence on the card (``fits_card``):
-    whether its cut reproduces the stated one within ``A8_MEMORY_TOLERANCE`` (the answers
-    ``verdicts.over_scenarios`` decides A8's memory row on)."""
+    """Per activation-only reading whose layout can hold one sequence on the card
+    (``one_sequence_fits_card``): whether its cut reproduces the stated one within
+    ``A8_MEMORY_TOLERANCE`` (the answers ``verdicts.over_scenarios`` decides A8's memory row on)."""
     stated = A8_STATED["activation_reduction"]
-    voting = df[(df.model_states == "none") & df.fits_card]
+    voting = df[(df.model_states == "none") & df.one_sequence_fits_card]
     return [abs(r - stated) <= A8_MEMORY_TOLERANCE for r in voting.reduction]
 
 
@@ -218,7 +219,7 @@ def sensitivity_sentence(df=None) -> str:
     df = sensitivity() if df is None else df
     stated = A8_STATED["activation_reduction"]
     acts = df[df.model_states == "none"]
-    voting, unfit = acts[acts.fits_card], acts[~acts.fits_card]
+    voting, unfit = acts[acts.one_sequence_fits_card], acts[~acts.one_sequence_fits_card]
     with_states = df[df.model_states != "none"]
     near = voting[(voting.reduction - stated).abs() <= A8_MEMORY_TOLERANCE]
     far = voting.drop(near.index)

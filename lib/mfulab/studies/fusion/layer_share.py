@@ -30,19 +30,61 @@ For the article's 13B layer (GPT block, hidden h, sequence s, bf16), per token:
   once per call of ``tokens_per_call`` tokens: 2·k·launch_s / tokens per layer and token. A
   launch is exposed only when the device waits for the host, so this is an upper bound.
 
+- the forward's tensor-parallel all-reduces (Shoeybi et al. 2019 §3, Fig. 4: after the
+  attention's output projection and after the MLP's second GEMM, each of the sequence's s·h
+  activations; the same bytes as a reduce-scatter + all-gather with SP): on the layer's critical
+  path (the next GEMM needs them), priced as the course's step model prices them
+  (``parallel.tp_comm_time_per_layer`` on the device's intra-node link, ``rates.machine_rates``),
+  half of its forward + backward time. Round thirty-one's reader of chapter 03: left out, they
+  inflated ``f`` under the article's TP 8.
+
 Everything else in the layer (softmax or flash attention, GELU, biases, their launches) is left
 out of the layer's time, which makes ``f`` too large: the speed-up computed here is an upper bound.
 """
 
 from __future__ import annotations
 
+from mfulab.analytic import parallel
 from mfulab.analytic.config import preset
 from mfulab.analytic.devices import device_spec
+from mfulab.analytic.rates import Assumptions, machine_rates
 from mfulab.errors import ParameterError
 from mfulab.studies.fusion.bytes_model import ln_residual_dropout_bytes
 
 LAYOUT_KEYS = ("device", "tp", "sequence_parallel", "matmul_efficiency", "bandwidth_efficiency", "launch_s")
 SUB_BLOCKS_PER_LAYER = 2  # after attention and after the MLP (Megatron's bias-dropout-add + LN)
+DEVICES_PER_NODE = 8  # the article's machine: 8 cards (its TP 8 group inside one node)
+FORWARD_SHARE_OF_TP_COMM = 2 / 4  # 2 of a layer's 4 TP all-reduces run in its forward
+TP_COMM_LEFT_OUT = "TP all-reduces left out"  # a sensitivity row reported beside the table, not voted
+
+
+def tp_forward_comm_s_per_token(*, preset_name: str, device: str, dtype: str, tp: int, sp: bool) -> float:
+    """Seconds per token and card of one layer's forward TP collectives (module docstring): the
+    step model's ``parallel.tp_comm_time_per_layer`` for one sequence on the device's link at the
+    course's assumptions, its forward half, over the sequence's tokens; 0 at ``tp`` = 1."""
+    if tp == 1:
+        return 0.0
+    cfg = preset(preset_name)
+    link = machine_rates(device, dtype=dtype, assumptions=Assumptions()).link(tp, DEVICES_PER_NODE)
+    layer_s = parallel.tp_comm_time_per_layer(
+        cfg,
+        micro_batch=1,
+        tp=tp,
+        alpha_s=link.alpha_s,
+        link_bytes_per_s=link.bytes_per_s,
+        sequence_parallel=sp,
+        bytes_per_elem={"bf16": 2, "fp16": 2, "fp32": 4}[dtype],
+    )
+    return layer_s * FORWARD_SHARE_OF_TP_COMM / cfg.seq_len
+
+
+def card_text(device: str, dtype: str) -> str:
+    """The card's datasheet figures the bound runs on, as a row's method names them."""
+    spec = device_spec(device)
+    return (
+        f"{device}: {spec.flops_per_s[dtype] / 1e12:g} TFLOP/s {dtype}, {spec.mem_bytes_per_s / 1e9:g} GB/s "
+        f"HBM ({'approximate, ' if spec.approximate else ''}devices.yaml)"
+    )
 
 
 def amdahl_speedup(share: float, sub_speedup: float) -> float:
@@ -119,6 +161,7 @@ def article_layer(
     kernels: tuple[int, int] = (3, 1),
     tokens_per_call: int | None = None,
     eager_ratio: float = 1.0,
+    tp_comm: bool = True,
 ) -> dict:
     """The sub-block's share of one layer's forward and the layer speed-ups that follow, for a
     preset's layer on a datasheet device (module docstring), per token and card, with the
@@ -126,7 +169,8 @@ def article_layer(
     ``kernels`` (unfused, fused) launches per sub-block call at ``launch_s`` each, one call per
     ``tokens_per_call`` tokens (default: one sequence). ``eager_ratio``: the unfused (eager)
     kernels' bandwidth efficiency as a fraction of the fused kernel's (1: the same; below 1 when
-    eager kernels add casts, layout copies or dispatch the fused one avoids)."""
+    eager kernels add casts, layout copies or dispatch the fused one avoids). ``tp_comm``: the
+    forward's TP collectives in the layer's time (:func:`tp_forward_comm_s_per_token`)."""
     cfg = preset(preset_name)
     spec = device_spec(device)
     times = layer_times_per_token(
@@ -146,7 +190,15 @@ def article_layer(
     flops, unfused_bytes, fused_bytes = times["flops"], times["unfused_bytes"], times["fused_bytes"]
     matmul_s, unfused_s, fused_s = times["matmul_s"], times["unfused_s"], times["fused_s"]
     unfused_launch_s = times["unfused_launch_s"]
-    share = unfused_s / (matmul_s + unfused_s)
+    comm_s = (
+        tp_forward_comm_s_per_token(
+            preset_name=preset_name, device=device, dtype=dtype, tp=tp, sp=sequence_parallel
+        )
+        if tp_comm
+        else 0.0
+    )
+    rest_s = matmul_s + comm_s  # the layer but the sub-block
+    share = unfused_s / (rest_s + unfused_s)
     return {
         "preset": cfg.name,
         "device": spec.key,
@@ -161,10 +213,11 @@ def article_layer(
         "sub_block_fused_bytes_per_token": fused_bytes,
         "launch_s": launch_s,
         "matmul_s_per_token": matmul_s,
+        "tp_comm_s_per_token": comm_s,
         "sub_block_s_per_token": unfused_s,
         "sub_block_launch_s_per_token": unfused_launch_s,
         "sub_block_share": share,
-        "layer_speedup": (matmul_s + unfused_s) / (matmul_s + fused_s),
+        "layer_speedup": (rest_s + unfused_s) / (rest_s + fused_s),
         "layer_speedup_ceiling": amdahl_speedup(share, float("inf")),
     }
 
@@ -176,7 +229,8 @@ def break_even_bandwidth_efficiency(target_speedup: float, **kw) -> float:
     alone reach it)."""
     row = article_layer(bandwidth_efficiency=1.0, **kw)
     memory_s = row["sub_block_s_per_token"] - row["sub_block_launch_s_per_token"]
-    room_s = (target_speedup - 1) * row["matmul_s_per_token"] - row["sub_block_launch_s_per_token"]
+    rest_s = row["matmul_s_per_token"] + row["tp_comm_s_per_token"]
+    room_s = (target_speedup - 1) * rest_s - row["sub_block_launch_s_per_token"]
     return memory_s / room_s if room_s > 0 else float("inf")
 
 
@@ -185,10 +239,10 @@ def break_even_eager_ratio(target_speedup: float, **kw) -> float:
     the layer with the fused sub-block reaches ``target_speedup``: solves
     (matmul + unfused(r)) / (matmul + fused) = target for r (inf: reached at r = 1 already)."""
     row = article_layer(eager_ratio=1.0, **kw)
-    matmul_s = row["matmul_s_per_token"]
+    rest_s = row["matmul_s_per_token"] + row["tp_comm_s_per_token"]
     unfused_memory_s = row["sub_block_s_per_token"] - row["sub_block_launch_s_per_token"]
-    fused_s = (matmul_s + row["sub_block_s_per_token"]) / row["layer_speedup"] - matmul_s
-    room_s = target_speedup * (matmul_s + fused_s) - matmul_s - row["sub_block_launch_s_per_token"]
+    fused_s = (rest_s + row["sub_block_s_per_token"]) / row["layer_speedup"] - rest_s
+    room_s = target_speedup * (rest_s + fused_s) - rest_s - row["sub_block_launch_s_per_token"]
     return unfused_memory_s / room_s if room_s > 0 else float("inf")
 
 
@@ -239,6 +293,8 @@ def sensitivity(
     ]
     cases += [(label, {**central, "launch_s": x}) for label, x in launches if x != launch_s]
     cases += [("eager ÷ fused bandwidth", {**central, "eager_ratio": r}) for r in eager_ratios]
+    if tp > 1:  # the bound before round thirty-one's reader of chapter 03, for comparison
+        cases += [(TP_COMM_LEFT_OUT, {**central, "tp_comm": False})]
     rows = []
     for varied, kw in cases:
         fixed = dict(kernels=kernels, tokens_per_call=tokens_per_call)
@@ -256,8 +312,10 @@ def sensitivity(
             tp=kw["tp"],
             sequence_parallel=kw["sequence_parallel"],
             launch_s=kw["launch_s"],
+            tp_comm=kw.get("tp_comm", True),
             **fixed,
         )
+        layer_s = row["matmul_s_per_token"] + row["tp_comm_s_per_token"] + row["sub_block_s_per_token"]
         rows.append(
             {
                 "varied": varied,
@@ -275,10 +333,9 @@ def sensitivity(
                 },
                 # the sub-block's share of the layer = its bytes' share + its launches' share
                 "sub_block_share": row["sub_block_share"],
-                "bytes_share": (row["sub_block_s_per_token"] - row["sub_block_launch_s_per_token"])
-                / (row["matmul_s_per_token"] + row["sub_block_s_per_token"]),
-                "launch_share": row["sub_block_launch_s_per_token"]
-                / (row["matmul_s_per_token"] + row["sub_block_s_per_token"]),
+                "bytes_share": (row["sub_block_s_per_token"] - row["sub_block_launch_s_per_token"]) / layer_s,
+                "launch_share": row["sub_block_launch_s_per_token"] / layer_s,
+                "tp_comm_share": row["tp_comm_s_per_token"] / layer_s,
                 "layer_speedup": row["layer_speedup"],
                 "layer_speedup_ceiling": row["layer_speedup_ceiling"],
                 "break_even_bandwidth_efficiency": even,
