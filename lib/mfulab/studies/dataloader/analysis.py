@@ -89,6 +89,33 @@ def stall_table(records):
     return pd.DataFrame(rows)
 
 
+def contention_note(records, stall) -> str:
+    """The real-compute runs' median step with loader workers against the one with batches in
+    memory (``stall``: :func:`stall_table`): the workers run on the step's own cores here, so the
+    step's compute slows and B2's split files it under slow operators; it is host CPU contention,
+    not a kernel's inefficiency (round thirty-two's reader of chapter 06). Empty without both."""
+    real = stall[stall.compute == "real compute"]
+    memory, loaders = (
+        real[real.loader == "in-memory"],
+        real[(real.loader != "in-memory") & (real.num_workers > 0)],
+    )
+    if memory.empty or loaders.empty:
+        return ""
+    base = float(memory.median_step_s.iloc[0])
+    lo, hi = float(loaders.median_step_s.min()), float(loaders.median_step_s.max())
+    return (
+        f"**Host CPU contention.** The median real-compute step takes {base * 1e3:.0f} ms with the batches "
+        f"in memory and {lo * 1e3:.0f}–{hi * 1e3:.0f} ms beside {int(loaders.num_workers.max())} loader "
+        f"workers ({lo / base:.1f}–{hi / base:.1f}×): the workers share this box's "
+        f"{records.get('usable_cpus', '?')} usable CPUs with the step, whose compute slows, and B2's split "
+        f"counts that as slow operators ({loaders.slow_operators_share.min():.0%}–"
+        f"{loaders.slow_operators_share.max():.0%} of the step with workers, "
+        f"{float(memory.slow_operators_share.iloc[0]):.0%} without; the data wait at most "
+        f"{loaders.data_wait_share.max():.1%}). It is CPU contention, not a slow kernel: on a GPU node the "
+        "workers run on host cores the accelerator's step does not use."
+    )
+
+
 def checkpoint_table(records):
     """B12: the step with and without a synchronous checkpoint, medians and quartiles (ms)."""
     import pandas as pd

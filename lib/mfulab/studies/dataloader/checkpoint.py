@@ -279,15 +279,17 @@ def b12_magnitude(records) -> Claim:
         f"master, momentum, variance) = {cs['checkpoint_GB']:.0f} GB, written as {_save_text(cs)}; "
         f"assumed {cs['write_GB_per_s']:g} GB/s per node (one PCIe 4.0 NVMe drive's rated write)",
         "analytic only",
-        f"predicted spike {cs['spike_s']:.1f} s (stated {sync_s:g} s); over "
+        f"{sync_s:g} s means {rates['sync_write_GB_per_s']:.1f} GB/s on the busiest node "
+        f"({rates['sync_write_GB_per_s'] / cs['write_GB_per_s']:.1f} drives at {cs['write_GB_per_s']:g} "
+        f"GB/s), a plausible node; at one drive's rate, the low end, the spike would be "
+        f"{cs['spike_s']:.1f} s; over "
         f"{assumed.write_GB_per_s.min():g}–{assumed.write_GB_per_s.max():g} GB/s per node: {cs['save']} "
         f"{spikes(cs['save'])}; "
         + "; ".join(f"{x} {spikes(x)}" for x in others)
-        + " (tables/b12_magnitude_sensitivity.csv); "
+        + " (tables/b12_magnitude_sensitivity.csv): the write rate, which the article does not state, "
+        "decides; "
         f"this machine writes {measured_bps / GB:.2f} GB/s ({how}): the busiest node's share would take "
-        f"{here_s:.0f} s. Read backwards, {sync_s:g} s means {rates['sync_write_GB_per_s']:.1f} GB/s on the "
-        f"busiest node ({rates['sync_write_GB_per_s'] / cs['write_GB_per_s']:.1f} drives at "
-        f"{cs['write_GB_per_s']:g} GB/s); {async_s:g} s would need "
+        f"{here_s:.0f} s. {async_s:g} s would need "
         f"{rates['async_GB_per_s_per_node']:.0f} GB/s, beyond a node's disks: 3 s → 0.3 s is not a faster "
         "write but a write moved out of the step, and 0.3 s is the order of what stays in it, copying the "
         f"busiest GPU's {rates['GB_per_gpu']:.2f} GB to host "
