@@ -232,8 +232,12 @@ published_mfu.style.format(dict.fromkeys(shares, "{:.0%}"), na_rep="—").hide(a
 #
 # Every claims row of every chapter, one column per machine: its verdict there, with the basis
 # it names (a verdict *measured here* on a laptop and one on a GPU test the same claim in two
-# regimes; an *analysis* verdict is the same wherever it is rendered). `differs` marks a row
-# whose verdict is not the same on every machine that has it; `flipped on` names the machines
+# regimes; an *analysis* verdict is the same wherever it is rendered). A row is one claim,
+# joined across machines on its id and its words (not its position in a study's table: a row
+# that newer code added would shift every row after it), and where the machines' bases differ
+# the `basis` cell names each. `differs` marks a row whose verdict is not the same on every
+# machine that has it, and reads *n/a (other code)* where the machines ran the study at
+# different code (column `other code`): not compared, which is not the same. `flipped on` names the machines
 # whose `make stability` run saw the row change between fresh runs of the same machine: there
 # a difference between machines is no evidence of anything; `no stability run on` names the
 # machines whose results of that study come from one run, where whether a row flips is unknown.

@@ -159,7 +159,8 @@ def test_the_verdict_matrix_lines_up_claims_rows_and_marks_differences_and_flips
         .set_index(["study", "claim_id"])
         .loc[("mfu", "B1"), "rests on the machine"]
     )
-    records["metrics"]["mfu"]["cpu"]["claims"][2]["basis"] = "analysis at the article's configuration"
+    for machine in ("cpu", "gpu"):  # a row rests on the machine where any machine measured it
+        records["metrics"]["mfu"][machine]["claims"][2]["basis"] = "analysis at the article's configuration"
     assert (
         not compare.verdict_table(records)
         .set_index(["study", "claim_id"])
@@ -252,7 +253,7 @@ def test_published_references_are_read_as_shares_of_their_peak_beside_this_machi
     assert not here.comparable and refs[refs.basis == "published"].share_of_peak.isna().sum() == 3
     assert (
         "of their dense bf16 peak" in published.takeaway(refs)
-        and "cpu-2c 115% of its peak in fp32 (an ISA peak at the kernel-reported clock: the cores ran"
+        and "cpu-2c 115% of its peak in fp32 (above its ISA peak, a failed check of that peak, not an efficiency"
         in published.takeaway(refs)
     )
 
@@ -645,9 +646,67 @@ def test_a_verdict_that_differs_where_the_study_ran_other_code_is_not_a_machine_
     records["revisions"]["gpu"]["mfu"]["digest"] = "b"
     table = compare.verdict_table(records)
     row = table.iloc[0]
-    assert not row["differs"] and row["other code"] == "cpu at 1111111, gpu at 2222222"
+    # not compared, which is not "the same": the row reads n/a, not False
+    assert row["differs"] == "n/a (other code)" and row["other code"] == "cpu at 1111111, gpu at 2222222"
     note = compare.verdict_note(table, records["machines"])
     assert (
         "0 with a different verdict" in note
         and "1 row of studies whose machines ran different code (mfu" in note
     )
+
+
+def test_the_verdict_matrix_joins_rows_on_the_claims_words_not_their_position():
+    """A row one machine's newer code added before others shifts every "B11 (n)" after it: the
+    matrix joins on the claim's id and words (round thirty-one's reader of chapter 11), so each
+    row holds the same claim on every machine, a flip is read under each machine's own label and
+    a basis that differs between machines is shown per machine."""
+
+    def row(i, claim, verdict, basis="toy regime"):
+        return {"id": i, "claim": claim, "verdict": verdict, "basis": basis}
+
+    records = _records(
+        ["old", "new"],
+        mfu={
+            "old": {
+                "claims": [
+                    row("B11", "x", "shown"),
+                    row("B11", "shm 2 MB", "refuted", "documented specification"),
+                ]
+            },
+            "new": {
+                "claims": [
+                    row("B11", "x", "shown"),
+                    row("B11", "added", "confirmed", "documented specification"),
+                    row("B11", "shm 2 MB", "refuted", "documented specification"),
+                ]
+            },
+        },
+    )
+    records["flips"] = {"mfu": {"new": ["B11 (3)"]}}  # the new machine's label of the shm row
+    table = compare.verdict_table(records).set_index("claim")
+    assert list(table.index) == ["x", "shm 2 MB", "added"]
+    assert table.loc["shm 2 MB", "old"] == table.loc["shm 2 MB", "new"] == "refuted"
+    assert table.loc["added", "old"] == compare.MISSING and table.loc["shm 2 MB", "flipped on"] == "new"
+    records["metrics"]["mfu"]["new"]["claims"][0]["basis"] = "by construction"
+    basis = compare.verdict_table(records).set_index("claim").loc["x", "basis"]
+    assert basis == "old: toy regime | new: by construction"
+
+
+def test_shares_differ_by_each_machines_own_spread_in_points():
+    """A share or signed error's tolerance is the widest absolute spread a machine's fresh runs
+    saw (its relative drift × its own value), not a near-zero value's relative drift scaled to
+    another machine's value (round thirty-one's reader of chapter 11)."""
+    from mfulab.studies.compare import drift
+
+    # −2.7% moving 265% between fresh runs spans 7.2 points; 10.4% against it is 13.1 points apart
+    spreads = [2.65 * 0.027, 0.05 * 0.104]
+    assert drift.across_points([-0.027, 0.104], 2.65, 0.01, spreads).startswith("differs (13.1 pt > 7.2 pt)")
+    # without the spreads, the old rule scaled 265% to 10.4%: 27.6 points
+    assert drift.across_points([-0.027, 0.104], 2.65, 0.01) == "within drift (13.1 pt ≤ 27.6 pt)"
+    # a tolerance wider than the generic drift's names it, and the note counts the row
+    cell = drift.across_points([0.10, 0.14], 0.5, 0.01, [0.05, 0.07], generic=0.05)
+    assert cell == "within drift (4.0 pt ≤ 7.0 pt; 1.0 pt at the generic 5%)"
+    import pandas as pd
+
+    shown = pd.DataFrame({"metric": ["wait share"], "across machines": [cell]})
+    assert "1 of the 1 rows that read within drift would differ" in drift.plain_drift_note(shown, 0.05)

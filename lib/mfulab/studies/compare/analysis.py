@@ -244,6 +244,26 @@ def formatted(table, records=None):
             default=0.0,
         )
 
+    def spreads(study, key, row) -> list[float]:
+        """Each machine's max − min between its fresh runs of the number, absolute: its own
+        relative drift (at least the assumed one; an MFU's also its calibration's ceiling's, as
+        :func:`widest_drift`) × its own value (for shares, in points)."""
+        ceiling = "mfu" in key.split("_")
+        return [
+            max(
+                [
+                    source.get(s, {}).get(m, {}).get(key, 0.0)
+                    for source in (drift, declared)
+                    for s in studies_of(study, key)
+                ]
+                + [RUN_TO_RUN_DRIFT]
+                + [drift.get("calibration", {}).get(m, {}).get("matmul_ceiling_flops_per_s", 0.0)] * ceiling
+            )
+            * abs(float(row[m]))
+            for m in names
+            if row[m] not in (MISSING, NOT_APPLICABLE) and not isinstance(row[m], bool | str)
+        ]
+
     def exact(study, key):
         """No fresh run of any machine moved it (a formula, a count): every stability run that has
         the key saw 0 drift, and it is not the calibration's (whose runs do move it)."""
@@ -292,6 +312,7 @@ def formatted(table, records=None):
                 max(widest_drift(st, k), RUN_TO_RUN_DRIFT),
                 exact(st, k),
                 interval(k),
+                spreads(st, k, row) if u == "fraction" else None,
             )
             for (_, row), k, u, st in zip(kept.iterrows(), kept["key"], kept["unit"], kept["study"])
         ]

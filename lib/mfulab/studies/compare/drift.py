@@ -98,21 +98,29 @@ def _numbers(values) -> list[float]:
     return [float(v) for v in values if v not in (MISSING, NOT_APPLICABLE) and not isinstance(v, bool | str)]
 
 
-def across_points(values, drift: float, resolution: float) -> str:
+def across_points(values, drift: float, resolution: float, spreads=None, generic: float | None = None) -> str:
     """Whether shares (or signed errors) of several machines differ: their difference in
-    percentage points against the drift between fresh runs taken on the largest of them
-    (``drift`` × max |value|), at least ``resolution`` (the course's presence floor, 1 point:
+    percentage points against the widest spread between fresh runs any machine saw, in points
+    (``spreads``: each machine's relative drift × its own |value|, the absolute max − min its
+    stability run measured; round thirty-one's reader of chapter 11: a relative drift of a value
+    near zero, scaled to another machine's larger value, gave a tolerance of tens of points),
+    else ``drift`` × max |value|; at least ``resolution`` (the course's presence floor, 1 point:
     a share below it is no loss, so two below it are not told apart). A relative spread would
-    call 0.3% against 0.4% a 22% difference. Empty where fewer than two machines have a number."""
+    call 0.3% against 0.4% a 22% difference. With ``generic`` (the course's run-to-run drift), a
+    tolerance wider than that drift's names the generic one too. Empty where fewer than two
+    machines have a number."""
     numbers = _numbers(values)
     if len(numbers) < 2:
         return ""
     if max(numbers) == min(numbers):
         return "the same"
     diff_pts = 100 * (max(numbers) - min(numbers))
-    tolerance_pts = 100 * max(drift * max(abs(v) for v in numbers), resolution)
+    widest = max(spreads) if spreads else drift * max(abs(v) for v in numbers)
+    tolerance_pts = 100 * max(widest, resolution)
+    plain_pts = 100 * max(generic * max(abs(v) for v in numbers), resolution) if generic else tolerance_pts
+    at_generic = f"; {plain_pts:.1f} pt at the generic {generic:.0%}" if plain_pts < tolerance_pts else ""
     if diff_pts <= tolerance_pts:
-        return f"within drift ({diff_pts:.1f} pt ≤ {tolerance_pts:.1f} pt)"
+        return f"within drift ({diff_pts:.1f} pt ≤ {tolerance_pts:.1f} pt{at_generic})"
     return f"differs ({diff_pts:.1f} pt > {tolerance_pts:.1f} pt)"
 
 
@@ -189,7 +197,7 @@ def calibration_drift(results_root, names) -> dict:
     return found
 
 
-def across_cell(values, unit: str, drift: float, exact: bool, interval=None) -> str:
+def across_cell(values, unit: str, drift: float, exact: bool, interval=None, spreads=None) -> str:
     """How a row's machines compare, by what the number is: a number that never moved between fresh
     runs is compared exactly (:func:`across_exact`); one with an interval over its rounds by the
     intervals (:func:`across_intervals`); a share or a signed error in points, against the presence
@@ -201,7 +209,9 @@ def across_cell(values, unit: str, drift: float, exact: bool, interval=None) -> 
     if exact:
         return across_exact(values)
     if unit == "fraction":
-        return across_points(values, drift, B2_PRESENT_SHARE)
+        from mfulab.measure.timing import RUN_TO_RUN_DRIFT
+
+        return across_points(values, drift, B2_PRESENT_SHARE, spreads, generic=RUN_TO_RUN_DRIFT)
     return across_drift(values, drift)
 
 
@@ -216,12 +226,18 @@ def plain_drift_note(shown, drift: float) -> str:
     if "across machines" not in shown:
         return ""
     pattern = re.compile(r"within drift \((\d+(?:\.\d+)?)% ≤ (\d+(?:\.\d+)?)%\)")
+    # a share in points names the generic drift's tolerance where its own is wider (across_points)
+    points = re.compile(r"within drift \((\d+(?:\.\d+)?) pt ≤ (\d+(?:\.\d+)?) pt(?:; (\d+(?:\.\d+)?) pt at)?")
     widened = []
     for metric, cell in zip(shown["metric"], shown["across machines"]):
-        found = pattern.search(str(cell))
+        found, pts = pattern.search(str(cell)), points.search(str(cell))
         if found and float(found.group(2)) / 100 > drift and float(found.group(1)) / 100 > drift:
             widened.append(f"{metric} ({found.group(1)}% against {found.group(2)}%)")
-    total = sum(bool(pattern.search(str(c))) for c in shown["across machines"])
+        elif pts and pts.group(3) and float(pts.group(1)) > float(pts.group(3)):
+            widened.append(
+                f"{metric} ({pts.group(1)} pt against {pts.group(2)} pt; {pts.group(3)} pt at {drift:.0%})"
+            )
+    total = sum(bool(pattern.search(str(c)) or points.search(str(c))) for c in shown["across machines"])
     if not widened:
         return (
             f"**At the generic {drift:.0%} drift** no row that reads within drift would differ ({total} "

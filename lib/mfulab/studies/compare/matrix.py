@@ -28,37 +28,51 @@ def verdict_table(records):
     for study, by_machine in records["metrics"].items():
         for machine in names:
             claims = (by_machine.get(machine) or {}).get("claims") or []
+            seen: dict = {}
             for label, c in zip(numbered_ids(x["id"] for x in claims), claims):  # as stability names them
+                # joined on the claim's own words, not its position (round thirty-one's reader of
+                # chapter 11: a row added at other code shifted every "B11 (n)" after it)
+                words = (c["id"], c["claim"])
+                seen[words] = seen.get(words, 0) + 1
                 row = rows.setdefault(
-                    (study, label),
+                    (study, *words, seen[words]),
                     {
                         "study": study,
                         "claim_id": label,
                         "claim": c["claim"],
-                        "basis": c.get("basis", ""),
                         # what the row rests on, from the first machine that has it (the full text is
                         # the study's tables/claims.csv)
                         "evidence": _short(c.get("evidence", "")),
+                        "labels": {},
+                        "bases": {},
                     },
                 )
-                row[machine] = c["verdict"]
+                row[machine], row["labels"][machine] = c["verdict"], label
+                row["bases"][machine] = c.get("basis", "")
     out = []
-    for (study, label), row in rows.items():
+    for (study, *_), row in rows.items():
+        labels, bases = row.pop("labels"), row.pop("bases")
         verdicts = {m: row.get(m, MISSING) for m in names}
-        on_machine = row["basis"] in MACHINE_BASES
+        # each machine's verdict under its own basis (they differ only where the code did)
+        basis = " | ".join(f"{m}: {b}" for m, b in bases.items()) if len(set(bases.values())) > 1 else ""
+        basis = basis or next(iter(bases.values()))
+        on_machine = any(b in MACHINE_BASES for b in bases.values())
         crowded = hosts.oversubscribed(records, study) if on_machine else []  # ranks taking turns
         present = {v for m, v in verdicts.items() if v != MISSING and m not in crowded}
         every = {v for v in verdicts.values() if v != MISSING}
-        flipped = [m for m in names if label in records.get("flips", {}).get(study, {}).get(m, [])]
+        flips = records.get("flips", {}).get(study, {})
+        flipped = [m for m in labels if labels[m] in flips.get(m, [])]
         runs = (records.get("stability_runs") or {}).get(study)
         unknown = [] if runs is None else [m for m in names if m not in runs and verdicts[m] != MISSING]
         code = other_code(records, study, [m for m in names if verdicts[m] != MISSING])
         out.append(
             {
                 **row,
+                "basis": basis,
                 **verdicts,
-                # a verdict that differs where the study's code differs may be the code's doing
-                "differs": len(present) > 1 and not code,
+                # a verdict that differs where the study's code differs may be the code's doing: such a
+                # row is not compared ("n/a"), which is not "the same"
+                "differs": "n/a (other code)" if code and len(every) > 1 else len(present) > 1 and not code,
                 "other code": code,
                 "flipped on": ", ".join(flipped),
                 "no stability run on": ", ".join(unknown),
@@ -99,7 +113,7 @@ def verdict_note(table, names, records=None) -> str:
     runs the stability runs took."""
     if table.empty:
         return "No study has written a claims table yet."
-    differs = table[table.differs]
+    differs = table[table.differs.apply(lambda x: x is True)]
     flipped = table[table["flipped on"] != ""]
     bound = table[table["rests on the machine"]]
     parts = [

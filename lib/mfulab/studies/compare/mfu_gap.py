@@ -106,7 +106,11 @@ def mfu_gap_note(table, records=None) -> str:
     return (
         "**Two MFUs of one machine.** "
         + "; ".join(notes)
-        + ". Both count the palm FLOPs against the same measured ceiling. Chapter 01's step is one "
+        + ". Both count the palm FLOPs against the machine's calibrated matmul ceiling: chapter 01's "
+        "`steady_mfu_vs_calibration` (its headline, `steady_mfu_vs_ceiling`, divides by the ceiling "
+        "timed in its own process since 2026-12-07; results from before then have only that key, "
+        "which divided by the calibration too, so a machine's two rows in the table above can hold "
+        "different denominators where its results ran at other code). Chapter 01's step is one "
         "process computing on every core; chapter 07's is a job of two ranks that share the cores, "
         "one thread each, each on fewer tokens per step than chapter 01's process (the two chapters' "
         "configurations), and its step also holds the waits chapter 07 splits out. Where compute "

@@ -157,8 +157,10 @@ def takeaway(refs) -> str:
         text += f"; {r.machine} {r.share_of_peak:.0%} of its peak in fp32"
         if r.share_of_peak > 1:
             text += (
-                f" (an ISA peak at the kernel-reported clock: the cores ran at least {r.share_of_peak:.2f}× "
-                "that clock under the matmul, so the share is not an efficiency and not comparable)"
+                " (above its ISA peak, a failed check of that peak, not an efficiency: one of its inputs "
+                "understates the host, the kernel-reported clock (a boost clock), the FMA units per core, "
+                "or the SIMD width the guest's flags expose; none of them is measured here (no clock under "
+                "the matmul, no threads-per-core check), so the share is not comparable)"
             )
     return text
 

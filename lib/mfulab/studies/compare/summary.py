@@ -67,10 +67,11 @@ def summary(refs, balance_table, matrix, records) -> str:
     )
     bound = matrix[matrix["rests on the machine"]]
     flipped = int((matrix["flipped on"] != "").sum())
+    same_code_differ = int(matrix.differs.apply(lambda x: x is True).sum())
     lines.append(
         f"verdicts: {len(matrix)} claims rows, {len(bound)} resting on a measurement taken on the machine; "
         + (
-            f"{int(matrix.differs.sum())} differ between machines that ran the same code"
+            f"{same_code_differ} differ between machines that ran the same code"
             + (
                 f" ({int((matrix['other code'] != '').sum())} more ran at other code, not compared), "
                 if "other code" in matrix and (matrix["other code"] != "").any()
