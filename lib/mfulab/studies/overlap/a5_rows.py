@@ -146,6 +146,17 @@ def a5_cause(records, g: dict | None) -> str:
     return text
 
 
+def _where(iv: dict, min_share: float) -> str:
+    """Where an intervention's interval of the calls' share lies against the two lines: wholly
+    between them (the calls explain part of the gap: neither shown nor ruled out) or across one."""
+    if iv["lo"] >= 1 - min_share and iv["hi"] < min_share:
+        return (
+            f"lies wholly between the lines ({1 - min_share:.0%} and {min_share:.0%}): the per-call cost "
+            f"explains part of the gap, about {(iv['lo'] + iv['hi']) / 2:.0%}, neither all of it nor little"
+        )
+    return "straddles a line"
+
+
 def a5_claims(records, t: dict, v: dict, min_share: float) -> list[Claim]:
     """A5 as two rows: the effect (communication per step longer at 16 than at 4 chunks,
     measured: ``v["a5"]``, ``analysis.a5_comparisons``) and the mechanism (the per-call cost
@@ -214,7 +225,7 @@ def a5_claims(records, t: dict, v: dict, min_share: float) -> list[Claim]:
         why = (
             []
             if explains or excluded
-            else [f"the calls' share of the gap, [{iv['lo']:.0%}, {iv['hi']:.0%}], straddles a line"]
+            else [f"the calls' share of the gap, [{iv['lo']:.0%}, {iv['hi']:.0%}], {_where(iv, min_share)}"]
         )
     else:
         rule = (
@@ -239,7 +250,7 @@ def a5_claims(records, t: dict, v: dict, min_share: float) -> list[Claim]:
             if explains or excluded
             else [
                 f"in the article's regime the calls' share of the gap, [{ivr['lo']:.0%}, {ivr['hi']:.0%}], "
-                "straddles a line"
+                + _where(ivr, min_share)
             ]
         )
         regime_text = (
