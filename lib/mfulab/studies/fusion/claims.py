@@ -298,7 +298,8 @@ def b3_claims(records, v: dict) -> list[Claim]:
             "inputs that change the choice",
             verdicts.verdict_from_agreement(fused),
             f"dispatched to {backend}" + (f"; {cases}" if cases else ""),
-            basis=verdicts.CONSTRUCTION,  # the dispatch recorded on this CPU: a documented behaviour
+            # the dispatch observed: on a GPU in the claim's regime; on a CPU a toy (round thirty-one)
+            basis=verdicts.MEASURED if records["device"] == "cuda" else verdicts.TOY,
         )
     ]
     enabled = records.get("sdp_backends_enabled")
