@@ -100,6 +100,7 @@ def plot_budget(records, bt):
 
     from mfulab.measure.timing import RUN_TO_RUN_DRIFT
 
+    drift = records["params"].get("b7_ratio_drift", RUN_TO_RUN_DRIFT)
     bt = bt[bt.fits & bt.tokens_per_s_vs_none.notna()].reset_index(drop=True)
     metrics = {
         "tokens/s": ("tokens_per_s_vs_none", 1.0),
@@ -142,7 +143,7 @@ def plot_budget(records, bt):
         0.01,
         0.01,
         "Whiskers: the tokens/s ratio's interval (paired rounds, widened by the "
-        f"{RUN_TO_RUN_DRIFT:.0%} run-to-run drift); HFU's is it × the hardware-FLOPs ratio.\n"
+        f"{drift:.0%} run-to-run drift, b7_ratio_drift); HFU's is it × the hardware-FLOPs ratio.\n"
         "Hardware FLOPs are FlopCounterMode's count, which counts matmuls only." + sac,
         fontsize=7.5,
         ha="left",
