@@ -5,9 +5,10 @@ Three sentences, one row each:
 - the host link is "not in the same order of magnitude" as the card-to-card link: the datasheet
   ratio card-to-card ÷ host link per pairing (:func:`link_ratios`), a documented specification;
 - overdoing offload turns training I/O-bound: the share of the article's 13B step (the course's
-  step model at its launch command, ``step.step_time``) that the host transfers and host work
-  take, for both readings of "offload the optimizer" over each host link
-  (:func:`offload_table`), an analysis at the article's configuration;
+  step model at its launch command, ``step.step_time``) that the host transfers take (the I/O the
+  sentence names: "搬运带宽和延迟"), for both readings of "offload the optimizer" over each host
+  link (:func:`offload_table`), the host's Adam (CPU and DRAM work, not I/O) on a line of its own;
+  an analysis at assumed configurations;
 - "use it only when memory is just short": the author's own experience, not checkable.
 
 Every input is a named constant of ``stated`` (``A15_*``) or ``devices.yaml``."""
@@ -90,11 +91,15 @@ def offload_table():
     moments out of HBM and bring them back at each update") and ZeRO-Offload (gradients down,
     parameters up, Adam on the host, whose memory-bound time is added:
     ``A15_CPU_ADAM_BYTES_PER_PARAM`` at ``A15_HOST_MEMORY_BYTES_PER_S_PER_CARD`` × each share of
-    ``A15_HOST_ADAM_BANDWIDTH_SHARES``, one row per share). A full-duplex
-    link: the larger direction. The offload is serial to the step (the moments come back before the
-    update; ZeRO-Offload's host step is on the critical path, no one-step delay stated), so its
-    share is of the step that contains it: ``share_of_step`` = offload ÷ (the step model's step +
-    offload), ``share_of_article_step`` the same over the step the article states."""
+    ``A15_HOST_ADAM_BANDWIDTH_SHARES``, one row per share). The two directions run one after the
+    other: the moments come back before the update and go out after it; ZeRO-Offload's gradients
+    go down before the host's Adam and its parameters come up after it (no pipelining or one-step
+    delay stated; until round thirty-one's reader of chapter 09 the larger direction alone was
+    counted, as on a full-duplex link). The offload is serial to the step, so each share is of the
+    step that contains it: ``io_share_of_step`` = transfers ÷ (the step model's step + transfers +
+    host Adam), the quantity the sentence names; ``host_adam_share_of_step`` the host's Adam on
+    the same step; ``share_of_step`` both together; ``io_share_of_article_step`` the transfers
+    over the step the article states."""
     import pandas as pd
 
     rows = []
@@ -118,6 +123,8 @@ def offload_table():
                     shard_params, dp=case["dp"], mode=mode, host_link_bytes_per_s=link_bytes_per_s
                 )
                 host_s = cpu_adam_s / share if share else 0.0
+                io_s = 2 * o["time_s"]  # out and back, one after the other
+                with_offload_s = step_s + io_s + host_s
                 rows.append(
                     {
                         "case": case["name"],
@@ -128,13 +135,14 @@ def offload_table():
                         "host_adam_bandwidth_share": share,
                         "link_gb_per_s": link_bytes_per_s / GB,
                         "bytes_each_way": o["host_to_device_bytes"],
-                        "transfer_s": o["time_s"],
+                        "transfer_s": io_s,
                         "host_adam_s": host_s,
                         "step_s": step_s,
-                        "share_of_step": (o["time_s"] + host_s) / (step_s + o["time_s"] + host_s),
+                        "io_share_of_step": io_s / with_offload_s,
+                        "host_adam_share_of_step": host_s / with_offload_s,
+                        "share_of_step": (io_s + host_s) / with_offload_s,
                         "article_step_s": article_step_s,
-                        "share_of_article_step": (o["time_s"] + host_s)
-                        / (article_step_s + o["time_s"] + host_s),
+                        "io_share_of_article_step": io_s / (article_step_s + io_s + host_s),
                         "article_step_mfu_palm": implied_mfu,
                     }
                 )
@@ -208,8 +216,9 @@ def _batch_answer(rows, line: float, lower: float) -> str:
     ]
     # our line is an assumed input too: the lower line votes with every row beside the stated one's
     return verdicts.at_stated_case(
-        stated_row.share_of_step >= line,
-        [r.share_of_step >= line for r in assumed] + [r.share_of_step >= lower for r in rows.itertuples()],
+        stated_row.io_share_of_step >= line,
+        [r.io_share_of_step >= line for r in assumed]
+        + [r.io_share_of_step >= lower for r in rows.itertuples()],
     )
 
 
@@ -229,7 +238,7 @@ def _io_bound_claim(offload, copies=None) -> Claim:
     decision = verdicts.over_scenarios(
         [{"confirmed": True, "refuted": False}.get(answer) for answer in by_batch.values()]
     )
-    worst_by_batch = article_a.groupby("global_batch", sort=False).share_of_step.max()
+    worst_by_batch = article_a.groupby("global_batch", sort=False).io_share_of_step.max()
     batch_text = "the most any reading takes, by global batch of the borrowed command: " + (
         ", ".join(
             f"{int(g)}: {s:.0%} ({by_batch[int(g)]}"
@@ -244,9 +253,10 @@ def _io_bound_claim(offload, copies=None) -> Claim:
             f" with host Adam at {share:.0%} of the DRAM bandwidth" if share == share and share else ""
         )
 
-    at_lower = [where(r) for _, r in a.iterrows() if r.share_of_step >= lower]
-    worst = a.loc[a.share_of_step.idxmax()]
-    worst_article = a.loc[a.share_of_article_step.idxmax()]
+    at_lower = [where(r) for _, r in a.iterrows() if r.io_share_of_step >= lower]
+    worst = a.loc[a.io_share_of_step.idxmax()]
+    worst_article = a.loc[a.io_share_of_article_step.idxmax()]
+    host = article_a.loc[article_a.host_adam_share_of_step.idxmax()]
     other = offload[
         offload.global_batch.isna() & (offload.link == "pcie4_x16") & (offload.mode == "adam-moments")
     ]
@@ -263,18 +273,20 @@ def _io_bound_claim(offload, copies=None) -> Claim:
         "A15",
         "overdoing optimizer offload turns training I/O-bound (开过头了会把训练变成 IO 密集型任务)",
         f"{stated_row.case}: the step model's step at the launch command; Adam's moments (8 B per parameter "
-        "of the card's shard, each way) or ZeRO-Offload (2 B each way plus host Adam at "
+        "of the card's shard, out and back, one after the other) or ZeRO-Offload (2 B down and 2 B up, "
+        "with host Adam between them at "
         + "/".join(f"{x:.0%}" for x in stated.A15_HOST_ADAM_BANDWIDTH_SHARES)
         + " of the host's DRAM bandwidth, assumed) over PCIe 3.0–5.0 "
-        f"x16; I/O-bound = at least {line:.0%} of the step that contains the offload, the I/O at least "
-        f"the rest of the step (our line; {lower:.0%} votes beside it); §5.2 states no configuration and "
+        f"x16; I/O-bound = the host transfers at least {line:.0%} of the step that contains them, the I/O "
+        f"at least the rest of the step (our line; {lower:.0%} votes beside it; the host's Adam is not "
+        "I/O); §5.2 states no configuration and "
         "the borrowed command neither offloads nor shards (DP 1), so each global batch is an assumed "
         "scenario and the row is decided only where every one agrees (verdicts.over_scenarios)",
         decision,
         f"{batch_text}; at the command's batch, step {stated_row.step_s:.1f} s; moments "
         f"{stated_row.bytes_each_way / GB:.1f} GB each way per card, "
-        f"{stated_row.transfer_s:.2f} s on {stated.A15_STATED_HOST_LINK} ({stated_row.share_of_step:.1%}); "
-        f"the most, {where(worst)}: {worst.share_of_step:.1%}, "
+        f"{stated_row.transfer_s:.2f} s out and back on {stated.A15_STATED_HOST_LINK} "
+        f"({stated_row.io_share_of_step:.1%}); the most, {where(worst)}: {worst.io_share_of_step:.1%}, "
         + (
             f"past the {lower:.0%} line only with {', '.join(at_lower)}"
             if at_lower
@@ -284,9 +296,11 @@ def _io_bound_claim(offload, copies=None) -> Claim:
         "so ZeRO-Offload (the whole optimizer on the host) is the most optimizer offload can move. "
         f"Even at the article's {stated_row.article_step_s:.1f} s (an MFU of "
         f"{stated_row.article_step_mfu_palm:.2f} by PaLM's count: impossible, see A19) the most is "
-        f"{worst_article.share_of_article_step:.0%}"
+        f"{worst_article.io_share_of_article_step:.0%}. The host's Adam is CPU and DRAM work, not I/O: "
+        f"at most {host.host_adam_share_of_step:.0%} of a step ({where(host)}, global batch "
+        f"{int(host.global_batch)}), a CPU-bound step where it is slow, not an I/O-bound one"
         + (
-            f". Article B's 7B (TP 4, states sharded over DP 16): {ctx.share_of_step:.1%} of its 9 s step"
+            f". Article B's 7B (TP 4, states sharded over DP 16): {ctx.io_share_of_step:.1%} of its 9 s step"
             if ctx is not None
             else ""
         )
