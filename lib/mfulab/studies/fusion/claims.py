@@ -201,7 +201,7 @@ def a7_claims(records, t) -> list[Claim]:
                 else ""
             )
             + "".join(
-                f". Without the TP all-reduces (the bound until round thirty-one's reader; reported, not "
+                f". Without the TP all-reduces (the bound this chapter gave until 2026-12-07; reported, not "
                 f"voted): share {r.sub_block_share:.1%}, layer {r.layer_speedup:.3f}×, break-even "
                 f"{r.break_even_eager_ratio:.0%}"
                 for r in left_out.itertuples()
