@@ -221,45 +221,31 @@ def formatted(table, records=None):
 
     declared = (records or {}).get("declared_drift", {})
 
-    def widest_drift(study, key):
-        """The widest drift any machine's stability run saw for the number, or its study declares
-        for it (``Metric.drift_param``): a difference between machines must pass both. An MFU
-        divides by the calibration's matmul ceiling, which every fresh run of a study reads fixed:
-        the ceiling's own drift (the calibration's stability run) counts too."""
-        ceiling = (
-            [drift.get("calibration", {}).get(m, {}).get("matmul_ceiling_flops_per_s", 0.0) for m in names]
-            if "mfu" in key.split("_")
-            else []
-        )
+    def machine_drift(study, key, machine) -> float:
+        """The drift one machine's stability run saw for the number, or its study declares for it
+        (``Metric.drift_param``). An MFU divides by the calibration's matmul ceiling, which every
+        fresh run of a study reads fixed: the ceiling's own drift (the calibration's stability
+        run) counts too."""
+        ceiling = drift.get("calibration", {}).get(machine, {}).get("matmul_ceiling_flops_per_s", 0.0)
         return max(
             [
-                *(
-                    source.get(s, {}).get(m, {}).get(key, 0.0)
-                    for source in (drift, declared)
-                    for s in studies_of(study, key)
-                    for m in names
-                ),
-                *ceiling,
-            ],
-            default=0.0,
+                source.get(s, {}).get(machine, {}).get(key, 0.0)
+                for source in (drift, declared)
+                for s in studies_of(study, key)
+            ]
+            + [ceiling if "mfu" in key.split("_") else 0.0]
         )
 
+    def widest_drift(study, key):
+        """The widest drift any machine saw for the number (:func:`machine_drift`): a difference
+        between machines must pass it."""
+        return max((machine_drift(study, key, m) for m in names), default=0.0)
+
     def spreads(study, key, row) -> list[float]:
-        """Each machine's max − min between its fresh runs of the number, absolute: its own
-        relative drift (at least the assumed one; an MFU's also its calibration's ceiling's, as
-        :func:`widest_drift`) × its own value (for shares, in points)."""
-        ceiling = "mfu" in key.split("_")
+        """Each machine's max − min between its fresh runs of the number, absolute: its own drift
+        (:func:`machine_drift`, at least the assumed one) × its own value (for shares, in points)."""
         return [
-            max(
-                [
-                    source.get(s, {}).get(m, {}).get(key, 0.0)
-                    for source in (drift, declared)
-                    for s in studies_of(study, key)
-                ]
-                + [RUN_TO_RUN_DRIFT]
-                + [drift.get("calibration", {}).get(m, {}).get("matmul_ceiling_flops_per_s", 0.0)] * ceiling
-            )
-            * abs(float(row[m]))
+            max(machine_drift(study, key, m), RUN_TO_RUN_DRIFT) * abs(float(row[m]))
             for m in names
             if row[m] not in (MISSING, NOT_APPLICABLE) and not isinstance(row[m], bool | str)
         ]

@@ -87,6 +87,12 @@ def verdict_table(records):
     return pd.DataFrame(out, columns=columns)
 
 
+def differing(table):
+    """The rows whose verdict differs between machines that ran the same code (``differs`` is
+    True; "n/a (other code)" and False are not)."""
+    return table.differs.apply(lambda x: x is True)
+
+
 def other_code(records, study: str, machines: list[str]) -> str:
     """The machines whose results of ``study`` ran at other code than the rest (``hosts.revisions``:
     the library and notebook digest), each with its commit; empty where all ran one revision."""
@@ -113,7 +119,7 @@ def verdict_note(table, names, records=None) -> str:
     runs the stability runs took."""
     if table.empty:
         return "No study has written a claims table yet."
-    differs = table[table.differs.apply(lambda x: x is True)]
+    differs = table[differing(table)]
     flipped = table[table["flipped on"] != ""]
     bound = table[table["rests on the machine"]]
     parts = [

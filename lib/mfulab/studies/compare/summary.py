@@ -4,6 +4,8 @@ the chapter shows below."""
 
 from __future__ import annotations
 
+from mfulab.studies.compare.matrix import differing
+
 
 def _range(values, fmt: str) -> str:
     values = [v for v in values if v == v]
@@ -67,7 +69,7 @@ def summary(refs, balance_table, matrix, records) -> str:
     )
     bound = matrix[matrix["rests on the machine"]]
     flipped = int((matrix["flipped on"] != "").sum())
-    same_code_differ = int(matrix.differs.apply(lambda x: x is True).sum())
+    same_code_differ = int(differing(matrix).sum())
     lines.append(
         f"verdicts: {len(matrix)} claims rows, {len(bound)} resting on a measurement taken on the machine; "
         + (

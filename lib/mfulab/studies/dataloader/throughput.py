@@ -248,15 +248,18 @@ def _toy_sweep_text(records) -> str:
     return text
 
 
-def _range_ends_text(needed: dict, rates: dict) -> str:
-    """How many published rates the range's two ends keep fed, and the decode cost per image at
-    which its lower end would keep up with the fastest rate."""
+def _range_ends_text(needed: dict, rates: dict, *, edge: bool = True) -> str:
+    """How many published rates the range's two ends keep fed, and (``edge``) the decode cost per
+    image at which its lower end would keep up with the fastest rate."""
     lo, hi = B11_STATED["workers_enough"]
     fastest = max(rates.values())
-    return "; ".join(
+    ends = "; ".join(
         f"{sum(n <= end for n in needed.values())} of {len(needed)} rates within {end} workers"
         for end in (hi, lo)
-    ) + (
+    )
+    if not edge:
+        return ends
+    return ends + (
         f" ({lo} keep up with {fastest:,.0f} img/s only where an image costs ≤ {lo / fastest * 1e3:.1f} ms "
         "of CPU: the count rides on the host's per-sample cost, which the sentence leaves to the reader)"
     )
@@ -316,7 +319,7 @@ def b11_workers(records, need=None) -> Claim:
         + _range_ends_text(needed, rates)
         + f". A host whose decode takes NVIDIA's whole per-worker budget, {budget_decode_s() * 1e3:.1f} ms "
         f"({A100_RESNET50['workers_per_gpu']} workers for {max(rates.values()):,.0f} img/s): "
-        + _range_ends_text(budget, rates).split(" (")[0]
+        + _range_ends_text(budget, rates, edge=False)
         if needed
         else ". The CV job is not computed (no decode probe in these measurements)"
     )

@@ -55,6 +55,7 @@ LAYOUT_KEYS = ("device", "tp", "sequence_parallel", "matmul_efficiency", "bandwi
 SUB_BLOCKS_PER_LAYER = 2  # after attention and after the MLP (Megatron's bias-dropout-add + LN)
 DEVICES_PER_NODE = 8  # the article's machine: 8 cards (its TP 8 group inside one node)
 FORWARD_SHARE_OF_TP_COMM = 2 / 4  # 2 of a layer's 4 TP all-reduces run in its forward
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}  # bytes per element of the layer's activations
 TP_COMM_LEFT_OUT = "TP all-reduces left out"  # a sensitivity row reported beside the table, not voted
 
 
@@ -73,7 +74,7 @@ def tp_forward_comm_s_per_token(*, preset_name: str, device: str, dtype: str, tp
         alpha_s=link.alpha_s,
         link_bytes_per_s=link.bytes_per_s,
         sequence_parallel=sp,
-        bytes_per_elem={"bf16": 2, "fp16": 2, "fp32": 4}[dtype],
+        bytes_per_elem=DTYPE_BYTES[dtype],
     )
     return layer_s * FORWARD_SHARE_OF_TP_COMM / cfg.seq_len
 
@@ -176,7 +177,7 @@ def article_layer(
     times = layer_times_per_token(
         hidden=cfg.d_model,
         seq_len=cfg.seq_len,
-        dtype_bytes={"bf16": 2, "fp16": 2, "fp32": 4}[dtype],
+        dtype_bytes=DTYPE_BYTES[dtype],
         matmul_flops_per_s=spec.flops_per_s[dtype] * matmul_efficiency,
         bandwidth_bytes_per_s=spec.mem_bytes_per_s * bandwidth_efficiency,
         dropout=dropout,
