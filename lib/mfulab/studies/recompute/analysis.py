@@ -191,6 +191,12 @@ def _per_token_timing(records, policy, micro_batch, key="timing"):
     )
 
 
+def ratio_drift(records) -> float:
+    """The one run-to-run drift of the chapter's recompute ratios: ``b7_ratio_drift``, set per
+    profile from the box's spread between fresh runs (the generic drift where unset)."""
+    return records.get("params", {}).get("b7_ratio_drift", RUN_TO_RUN_DRIFT)
+
+
 def budget_table(records):
     """B7: each policy at the largest micro-batch that fits the memory budget; tokens/s, MFU
     and HFU relative to ``none`` at its own largest micro-batch (ratios with intervals).
@@ -200,9 +206,8 @@ def budget_table(records):
 
     none_mb = records["chosen_micro_batch"]["none"]
     ref = _per_token_timing(records, "none", none_mb) if none_mb else None
-    # one drift for the chapter's recompute ratios (b7_ratio_drift, the profile's measured spread;
-    # until round thirty-one's reader of chapter 04 this table used the course's generic 5%)
-    drift = records.get("params", {}).get("b7_ratio_drift", RUN_TO_RUN_DRIFT)
+    # until round thirty-one's reader of chapter 04 this table used the course's generic 5%
+    drift = ratio_drift(records)
     fl_none = records["hardware_flops_per_token"]["none"]
     rows = []
     for q in records["policies"]:
@@ -286,7 +291,7 @@ def b7_same_batch(records) -> dict:
     96/72 FLOPs (a 1.33× step, 50% → 37.5%), plus the hardware FLOPs counted here."""
     base_mb = records["base_micro_batch"]
     key = "b7_timing" if records.get("b7_timing") else "timing"  # its own longer timing, when run
-    drift = records.get("params", {}).get("b7_ratio_drift", RUN_TO_RUN_DRIFT)
+    drift = ratio_drift(records)
     c = compare_timings(
         _per_token_timing(records, "none", base_mb, key),
         _per_token_timing(records, "full", base_mb, key),

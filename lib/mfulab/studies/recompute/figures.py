@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from mfulab.studies.recompute.analysis import layer_model_summary
+from mfulab.studies.recompute.analysis import layer_model_summary, ratio_drift
 from mfulab.studykit.plots import label
 from mfulab.studykit.step_error import SWITCH_MARGIN
 from mfulab.units import MIB
@@ -98,9 +98,7 @@ def plot_budget(records, bt):
     is it times the hardware-FLOPs ratio) and each policy's timing verdict under its name."""
     import numpy as np
 
-    from mfulab.measure.timing import RUN_TO_RUN_DRIFT
-
-    drift = records["params"].get("b7_ratio_drift", RUN_TO_RUN_DRIFT)
+    drift = ratio_drift(records)
     bt = bt[bt.fits & bt.tokens_per_s_vs_none.notna()].reset_index(drop=True)
     metrics = {
         "tokens/s": ("tokens_per_s_vs_none", 1.0),
