@@ -148,9 +148,9 @@ def a7_mechanism(t) -> Claim | None:
 
 
 def _with_controls(t, s, fused: str, at_dram) -> Claim | None:
-    """The row decided by the controls (``a7_controls``: one C pass against the same code's two,
-    with the same stores), the one-pass kernel against ATen's eager beside it; None where the
-    controls did not run."""
+    """The row decided by the controls (``a7_controls``: one C pass against the same code's three
+    with dropout, and its two at p = 0, with the same stores), the one-pass kernel against ATen's
+    eager beside it; None where the controls did not run."""
     decided = a7_controls.fusion_decision(t.get("ln_controls"))
     if decided is None:
         return None
@@ -163,12 +163,14 @@ def _with_controls(t, s, fused: str, at_dram) -> Claim | None:
         + (f" (our two passes run at {code:.2f}× eager's speed)" if code is not None else "")
         + f"; eager at {roof['eager']:.0%} of its DRAM roof, the one-pass kernel at {roof[fused]:.0%}"
     )
+    p = float(t["ln_controls"].set_index("reading").dropout_p.get(a7_controls.FUSION, 0.0))
     return Claim(
         "A7",
         STATEMENT,
-        "the sub-block at p = 0 in DRAM (x, a, h, y several times the last-level cache): one C pass "
-        "against the same code's two passes with the same stores, ordinary then streaming, "
-        "interleaved over copies of the inputs",
+        f"the sub-block in DRAM (x, a, h, y several times the last-level cache): at p = {p:g}, one C "
+        "pass of dropout, residual add and LayerNorm against the same code's three passes (the "
+        "article's three kernels), same stores and random numbers; at p = 0, one pass against two "
+        "(add, LayerNorm), ordinary then streaming stores; interleaved over copies of the inputs",
         verdict,
         evidence,
         basis=verdicts.TOY,

@@ -27,7 +27,7 @@ from mfulab.studies.fusion.pointwise_chain import measure_pointwise_chain
 from mfulab.units import MIB
 
 BENCHMARK_VERSION = {
-    "ln_fusion": 4,
+    "ln_fusion": 5,  # 5: the three-pass control with dropout, the roofs in the same rounds
     "attention": 2,
     "model_compile": 4,
     "matmul_dtypes": 1,

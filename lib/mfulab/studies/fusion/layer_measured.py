@@ -7,7 +7,7 @@ from __future__ import annotations
 from mfulab.measure.timing import compare_timings, summarize
 from mfulab.studies.fusion import layer_share
 from mfulab.studies.fusion.a7_rows import FUSED
-from mfulab.studies.fusion.norm_fusion import _times, comparisons, ln_rows
+from mfulab.studies.fusion.norm_fusion import _times, comparisons, ln_rows, roofs
 from mfulab.studies.fusion.stated import A7_LAYER_SPEEDUP
 
 
@@ -118,6 +118,11 @@ def summary(records) -> str:
     )
 
 
+# the matmul term's tolerance, declared before the check was first run on in-round rates
+# (2026-12-07): the one-step-model issue's "calibrate here" bar for a predicted term
+MODEL_CHECK_TOLERANCE = 0.15
+
+
 def model_check_table(records):
     """The model that prices the article's 13B layer (``layer_share``: matmul FLOPs at a ceiling,
     the sub-block's minimum bytes at a bandwidth, its kernels at a cost per launch) applied to the
@@ -129,14 +134,15 @@ def model_check_table(records):
 
     ln, rows = records["ln"], ln_rows(records)
     q, tokens = ln["dropout_p"], ln["layer"]["tokens"]
+    roof = roofs(records)  # the layer's GEMM and the copy, timed in the same rounds
 
     def model(dropout: bool) -> dict:  # the layer's seconds, one call of all its tokens
         per_token = layer_share.layer_times_per_token(
             hidden=ln["hidden"],
             seq_len=ln["layer"]["seq_len"],
             dtype_bytes=ln["dtype_bytes"],
-            matmul_flops_per_s=records["ceiling"]["best_flops_per_s"],
-            bandwidth_bytes_per_s=records["bandwidth"]["plateau_bytes_per_s"],
+            matmul_flops_per_s=roof["layer_matmul_flops_per_s"],
+            bandwidth_bytes_per_s=roof["bandwidth_bytes_per_s"],
             dropout=dropout,
             launch_s=(records.get("launch") or {}).get("per_op_s") or 0.0,
             tokens_per_call=tokens,
@@ -167,4 +173,11 @@ def model_check_table(records):
     ]
     df = pd.DataFrame(out, columns=["quantity", "modelled", "measured"])
     df["modelled_over_measured"] = df.modelled / df.measured
+    matmul_ok = abs(df.modelled_over_measured.iloc[0] - 1) <= MODEL_CHECK_TOLERANCE
+    df["test"] = [
+        f"{'passes' if matmul_ok else 'fails'} (±{MODEL_CHECK_TOLERANCE:.0%}, declared before the run)",
+        "no test: at the layer's shape the tensors sit in cache, the model prices DRAM bytes",
+        "no test: no term for dropout's random numbers (ATen's, most of the eager sub-block here)",
+        "no test: follows from the two rows above",
+    ]
     return df

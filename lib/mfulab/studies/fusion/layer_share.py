@@ -6,8 +6,9 @@ faster, the layer becomes::
 
     layer_speedup = 1 / (1 − f + f / s)          (Amdahl 1967)
 
-and even a sub-block that costs nothing (s → ∞) gives at most 1 / (1 − f). A "30% faster"
-layer (time × 0.7, a 1.43× speed-up) therefore needs f ≥ 0.3 with a free sub-block.
+and even a sub-block that costs nothing (s → ∞) gives at most 1 / (1 − f). An "about 30%
+faster" layer (time × 0.75 at the least, a 1.33× speed-up) therefore needs f ≥ 0.25 with a free
+sub-block.
 
 For the article's 13B layer (GPT block, hidden h, sequence s, bf16), per token:
 
@@ -35,8 +36,8 @@ For the article's 13B layer (GPT block, hidden h, sequence s, bf16), per token:
   activations; the same bytes as a reduce-scatter + all-gather with SP): on the layer's critical
   path (the next GEMM needs them), priced as the course's step model prices them
   (``parallel.tp_comm_time_per_layer`` on the device's intra-node link, ``rates.machine_rates``),
-  half of its forward + backward time. Round thirty-one's reader of chapter 03: left out, they
-  inflated ``f`` under the article's TP 8.
+  half of its forward + backward time. Left out (until 2026-12-07), they inflated ``f`` under
+  the article's TP 8.
 
 Everything else in the layer (softmax or flash attention, GELU, biases, their launches) is left
 out of the layer's time, which makes ``f`` too large: the speed-up computed here is an upper bound.
@@ -294,7 +295,7 @@ def sensitivity(
     ]
     cases += [(label, {**central, "launch_s": x}) for label, x in launches if x != launch_s]
     cases += [("eager ÷ fused bandwidth", {**central, "eager_ratio": r}) for r in eager_ratios]
-    if tp > 1:  # the bound before round thirty-one's reader of chapter 03, for comparison
+    if tp > 1:  # the bound without the TP all-reduces (until 2026-12-07), for comparison
         cases += [(TP_COMM_LEFT_OUT, {**central, "tp_comm": False})]
     rows = []
     for varied, kw in cases:

@@ -4,7 +4,7 @@ memory that explain eager vs compiled, the sub-block's share of a layer measured
 Amdahl's bound for the article's 13B layer with its sensitivity.
 
 The verdicts are about the **layer** (the claim's unit), with the threshold the claim's own
-"−30% time" implies, 1 / (1 − 0.30) = 1.43× (``stated.A7_LAYER_SPEEDUP``).
+"about −30% time" implies at its low end, 1 / (1 − 0.25) = 1.33× (``stated.A7_LAYER_SPEEDUP``).
 """
 
 from __future__ import annotations
@@ -75,6 +75,48 @@ def _times(row):
     return np.array(row["times_s"])
 
 
+def roofs(records) -> dict:
+    """The DRAM bandwidth and matmul rates the chapter's roofline and model check use: the copy
+    and the layer's MLP matmul timed in the sub-block's own rounds (``norm_fusion_bench.roof_controls``),
+    beside the machine's calibration, taken once at another hour. On the 2-core VM the two drifted
+    apart by 2× (a calibration at 18 GB/s and 80 GFLOP/s, this study's kernels later at 34 GB/s and
+    187 GFLOP/s), so a kernel is held to the roof measured beside it. The ceiling is the higher of
+    the calibrated square matmul and the layer's GEMM: a ceiling no measured matmul beats. Records
+    without in-round roofs (before 2026-12-07) fall back on the calibration."""
+    calibrated_bw = (records.get("bandwidth") or {}).get("plateau_bytes_per_s")
+    calibrated_mm = (records.get("ceiling") or {}).get("best_flops_per_s")
+    measured = records["ln"].get("roofs") or {}
+    copy, gemm = measured.get("roof: copy"), measured.get("roof: layer matmul")
+    layer_mm = gemm["flops"] / gemm["median_s"] if gemm else calibrated_mm
+    return {
+        "bandwidth_bytes_per_s": copy["moved_bytes"] / copy["median_s"] if copy else calibrated_bw,
+        "layer_matmul_flops_per_s": layer_mm,
+        "ceiling_flops_per_s": max(x for x in (calibrated_mm, layer_mm, 0.0) if x is not None),
+        "calibrated_bandwidth_bytes_per_s": calibrated_bw,
+        "calibrated_ceiling_flops_per_s": calibrated_mm,
+        "calibrated_at": (records.get("bandwidth") or {}).get("measured_at"),
+        "in_round": bool(copy and gemm),
+    }
+
+
+def roofs_table(records):
+    """:func:`roofs` as the chapter prints it: each roof measured in this run's rounds beside the
+    calibration's figure and their ratio."""
+    import pandas as pd
+
+    r = roofs(records)
+    rows = [
+        ("DRAM copy bandwidth (GB/s, read + write)", r["bandwidth_bytes_per_s"] / 1e9,
+         r["calibrated_bandwidth_bytes_per_s"] / 1e9),
+        ("fp32 matmul (GFLOP/s): layer's MLP GEMM here, best square in the calibration",
+         r["layer_matmul_flops_per_s"] / 1e9, r["calibrated_ceiling_flops_per_s"] / 1e9),
+    ]  # fmt: skip
+    df = pd.DataFrame(rows, columns=["roof", "this_run", "calibration"])
+    df["this_run_over_calibration"] = df.this_run / df.calibration
+    df["calibrated_at"] = r["calibrated_at"]
+    return df
+
+
 def ln_table(records):
     """The sub-block per shape, implementation and p: time, time per element, minimum bytes,
     kernels over the tensor, passes over memory, and the achieved fraction of the measured
@@ -87,16 +129,13 @@ def ln_table(records):
     ln = records["ln"]
     df = pd.DataFrame(ln["rows"]).drop(columns=["times_s", "kernel_names", "small_kernels"], errors="ignore")
     df["ns_per_element"] = df.median_s / (df.tokens * ln["hidden"]) * 1e9
-    df["fraction_of_measured_bandwidth"] = (
-        df.achieved_bytes_per_s / records["bandwidth"]["plateau_bytes_per_s"]
-    )
+    bandwidth = roofs(records)["bandwidth_bytes_per_s"]  # the copy timed in the same rounds
+    df["fraction_of_measured_bandwidth"] = df.achieved_bytes_per_s / bandwidth
     rw = [reads_writes(records, r.impl, r.dropout_p) for r in df.itertuples()]
     df["passes_over_memory"] = [sum(x) if x else None for x in rw]
     df["reads_writes"] = [f"{x[0]} + {x[1]}" if x else None for x in rw]
     counted_bytes = df.passes_over_memory.astype(float) * df.tokens * ln["hidden"] * ln["dtype_bytes"]
-    df["fraction_of_bandwidth_by_passes"] = (
-        counted_bytes / df.median_s / records["bandwidth"]["plateau_bytes_per_s"]
-    )
+    df["fraction_of_bandwidth_by_passes"] = counted_bytes / df.median_s / bandwidth
     df["dram_roof_vs_copy"] = [
         copy_roof_factor(reads=x[0], writes=x[1], write_allocate=onepass.write_allocate(records, impl))
         if x

@@ -30,6 +30,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from mfulab.studies.fusion.onepass_c import SOURCE
+
 READS_WRITES = (2, 2)  # x, a read; h, y written: each row's second and third traversal hit the cache
 KERNEL_COUNT = {
     "count": 1,
@@ -37,200 +39,47 @@ KERNEL_COUNT = {
     "small": [],
     "what": "one C call over the tensor (the hand-written one-pass kernel)",
 }
-# A7's mechanism with its controls, a 2 x 2 of the same C code: impl -> (fused, streaming stores).
-# Fusion's own effect is a fused kernel over the unfused one with the same stores; the stores'
-# effect, the same passes with and without streaming stores.
+# A7's mechanism with its controls, all the same C code: impl -> (passes over memory, streaming
+# stores). Fusion's own effect is a fused kernel over an unfused one with the same stores; the
+# stores' effect, the same passes with and without streaming stores. The three-pass variant is the
+# article's three kernels (dropout, residual add, LayerNorm) with ordinary stores, its dropout
+# drawing the same numbers as the one-pass kernel's: at p > 0 the pair differs in passes only.
 VARIANTS = {
-    "onepass": (True, True),  # the fused kernel: 2 reads + 2 writes, no line read before a write
-    "onepass_plain": (True, False),  # the same pass with ordinary stores: each write reads its line
-    "twopass_nt": (False, True),  # eager's passes (add, then LayerNorm: 3 + 2), streaming stores
-    "twopass_plain": (False, False),  # eager's passes and ordinary stores: ATen eager's C twin
+    "onepass": (1, True),  # the fused kernel: 2 reads + 2 writes, no line read before a write
+    "onepass_plain": (1, False),  # the same pass with ordinary stores: each write reads its line
+    "twopass_nt": (2, True),  # eager's passes at p = 0 (add, then LayerNorm: 3 + 2), streaming stores
+    "twopass_plain": (2, False),  # eager's passes at p = 0 and ordinary stores: ATen eager's C twin
+    "threepass_plain": (3, False),  # dropout, add, LayerNorm (4 + 3), ordinary stores
 }
-CONTROLS = tuple(v for v in VARIANTS if v != "onepass")  # timed in DRAM at p = 0 only
+CONTROLS = tuple(v for v in VARIANTS if v != "onepass")  # timed in DRAM at p = 0
+DROPOUT_CONTROLS = ("onepass_plain", "threepass_plain")  # also timed in DRAM at the study's p
+PASS_READS_WRITES = {1: READS_WRITES, 2: (3, 2), 3: (4, 3)}
 
 
 def reads_writes(impl: str) -> tuple[int, int]:
-    """Tensor reads and writes of a C variant: fused, x and a in, h and y out; unfused, the add
-    (x, a -> h) then LayerNorm (h -> y), h crossing memory between them (eager's 3 + 2)."""
-    fused, _ = VARIANTS[impl]
-    return READS_WRITES if fused else (3, 2)
+    """Tensor reads and writes of a C variant: one pass, x and a in, h and y out; two, the
+    residual add (x, a -> h) then LayerNorm (h -> y); three, dropout (a -> d), the add (x, d -> h)
+    then LayerNorm; every intermediate crossing memory between passes."""
+    return PASS_READS_WRITES[VARIANTS[impl][0]]
 
 
 def kernel_count(impl: str) -> dict:
-    """What the profiler would see of a C variant: one call (fused) or two passes in one call."""
-    fused, streaming = VARIANTS[impl]
+    """What the profiler would see of a C variant: one call of one, two or three passes."""
+    passes, streaming = VARIANTS[impl]
     stores = "streaming" if streaming else "ordinary"
-    if fused:
+    if passes == 1:
         return {**KERNEL_COUNT, "what": f"one C pass over the tensor ({stores} stores)"}
+    names = ["residual_dropout (C)", "layer_norm (C)"]
+    if passes == 3:
+        names = ["dropout (C)", "residual_add (C)", "layer_norm (C)"]
+    unfused = "eager's add and layer_norm" if passes == 2 else "the article's three kernels"
     return {
-        "count": 2,
-        "names": ["residual_dropout (C)", "layer_norm (C)"],
+        "count": passes,
+        "names": names,
         "small": [],
-        "what": f"two C passes over the tensor, as eager's add and layer_norm ({stores} stores)",
+        "what": f"{passes} C passes over the tensor, as {unfused} ({stores} stores)",
     }
 
-
-SOURCE = r"""
-#include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-#include <immintrin.h>
-
-static inline uint64_t splitmix64(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ULL;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-/* the vector width of the streaming (non-temporal) stores this build makes; 0: plain stores */
-int streaming_store_bits(void) {
-#if defined(__AVX512F__)
-    return 512;
-#elif defined(__AVX__)
-    return 256;
-#else
-    return 0;
-#endif
-}
-
-/* a row from the thread's buffer to memory: with streaming (non-temporal) stores, bypassing the
-   cache (no read of the line first), where asked and the vector unit and the alignment allow;
-   a plain copy, whose every line is read before it is written, otherwise */
-static inline int store_row(float *dst, const float *src, int64_t n, int streaming) {
-#if defined(__AVX512F__)
-    if (streaming && (uintptr_t)dst % 64 == 0 && n % 16 == 0) {
-        for (int64_t c = 0; c < n; c += 16) _mm512_stream_ps(dst + c, _mm512_loadu_ps(src + c));
-        return 1;
-    }
-#elif defined(__AVX__)
-    if (streaming && (uintptr_t)dst % 32 == 0 && n % 8 == 0) {
-        for (int64_t c = 0; c < n; c += 8) _mm256_stream_ps(dst + c, _mm256_loadu_ps(src + c));
-        return 1;
-    }
-#endif
-    memcpy(dst, src, (size_t)n * sizeof(float));
-    return 0;
-}
-
-/* two row buffers of the thread, 1088 B past a page boundary: rows of x and a start on one
-   (torch's large tensors are page-aligned, rows of 1024 floats are 4 KiB), and a buffer at a
-   malloc-chosen offset could alias them modulo 4 KiB, which stalls the loads behind the stores by
-   a different amount in every process; free(*raw) when done */
-static float *row_buffers(int64_t cols, char **raw) {
-    const size_t skew = 1088, row_bytes = (size_t)cols * sizeof(float);
-    *raw = (char *)aligned_alloc(4096, ((2 * (row_bytes + skew) + 4095) / 4096 + 1) * 4096);
-    return (float *)(*raw + skew);
-}
-
-static inline float residual_dropout_row(const float *xr, const float *ar, float *hb, int64_t cols,
-                                         float p, float scale, uint64_t threshold, uint64_t first) {
-    float sum = 0.0f;
-    if (p > 0.0f) {
-        #pragma omp simd reduction(+:sum)
-        for (int64_t c = 0; c < cols; c++) {
-            uint64_t u = splitmix64(first + (uint64_t)c);
-            float v = xr[c] + (u >= threshold ? ar[c] * scale : 0.0f);
-            hb[c] = v;
-            sum += v;
-        }
-    } else {
-        #pragma omp simd reduction(+:sum)
-        for (int64_t c = 0; c < cols; c++) {
-            float v = xr[c] + ar[c];
-            hb[c] = v;
-            sum += v;
-        }
-    }
-    return sum;
-}
-
-/* y's row from h's (in the thread's cache), its sum given */
-static inline void layer_norm_row(const float *hr, float sum, const float *w, const float *b, float *yb,
-                                  int64_t cols, float eps) {
-    const float mean = sum / (float)cols;
-    float sq = 0.0f;
-    #pragma omp simd reduction(+:sq)
-    for (int64_t c = 0; c < cols; c++) {
-        float d = hr[c] - mean;
-        sq += d * d;
-    }
-    const float rstd = 1.0f / sqrtf(sq / (float)cols + eps);
-    #pragma omp simd
-    for (int64_t c = 0; c < cols; c++) {
-        yb[c] = (hr[c] - mean) * rstd * w[c] + b[c];
-    }
-}
-
-/* the fused sub-block, one pass; returns the row stores (h's and y's) that streamed */
-int64_t ln_residual_dropout(const float *x, const float *a, const float *w, const float *b,
-                            float *h, float *y, int64_t rows, int64_t cols, float p,
-                            uint64_t seed, float eps, int streaming, int threads) {
-    const float scale = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
-    const uint64_t threshold = (uint64_t)((double)p * 18446744073709551616.0);
-    int64_t streamed = 0;
-    #pragma omp parallel num_threads(threads) reduction(+:streamed)
-    {
-        /* the row lives in the thread's cache: h and y are built here, then stored */
-        char *raw;
-        float *hb = row_buffers(cols, &raw), *yb = hb + cols + 1088 / sizeof(float);
-        #pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
-            float sum = residual_dropout_row(x + r * cols, a + r * cols, hb, cols, p, scale, threshold,
-                                             seed + (uint64_t)(r * cols));
-            layer_norm_row(hb, sum, w, b, yb, cols, eps);
-            streamed += store_row(h + r * cols, hb, cols, streaming);
-            streamed += store_row(y + r * cols, yb, cols, streaming);
-        }
-#if defined(__AVX__)
-        _mm_sfence(); /* the streamed lines are visible before the call returns */
-#endif
-        free(raw);
-    }
-    return streamed;
-}
-
-/* the same sub-block unfused, as eager runs it: h = x + dropout(a) over every row, then y =
-   LayerNorm(h) over every row, h crossing memory between the two; returns the row stores (h's and
-   y's) that streamed */
-int64_t ln_residual_dropout_two_pass(const float *x, const float *a, const float *w, const float *b,
-                                     float *h, float *y, int64_t rows, int64_t cols, float p,
-                                     uint64_t seed, float eps, int streaming, int threads) {
-    const float scale = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
-    const uint64_t threshold = (uint64_t)((double)p * 18446744073709551616.0);
-    int64_t streamed = 0;
-    #pragma omp parallel num_threads(threads) reduction(+:streamed)
-    {
-        char *raw;
-        float *hb = row_buffers(cols, &raw), *yb = hb + cols + 1088 / sizeof(float);
-        #pragma omp for schedule(static) nowait
-        for (int64_t r = 0; r < rows; r++) {
-            residual_dropout_row(x + r * cols, a + r * cols, hb, cols, p, scale, threshold,
-                                 seed + (uint64_t)(r * cols));
-            streamed += store_row(h + r * cols, hb, cols, streaming);
-        }
-#if defined(__AVX__)
-        _mm_sfence(); /* this thread's streamed rows of h are visible ... */
-#endif
-        #pragma omp barrier /* ... before any thread reads h */
-        #pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
-            const float *hr = h + r * cols;
-            float sum = 0.0f;
-            #pragma omp simd reduction(+:sum)
-            for (int64_t c = 0; c < cols; c++) sum += hr[c];
-            layer_norm_row(hr, sum, w, b, yb, cols, eps);
-            streamed += store_row(y + r * cols, yb, cols, streaming);
-        }
-#if defined(__AVX__)
-        _mm_sfence();
-#endif
-        free(raw);
-    }
-    return streamed;
-}
-"""
 
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-x", "c")  # then the source on stdin
 EPS = 1e-5  # torch.nn.functional.layer_norm's default
@@ -307,9 +156,13 @@ def _library(cache_dir: Path | None = None) -> tuple[ctypes.CDLL | None, str | N
     except OSError as err:  # a missing compiler named by CC, a folder we may not write
         return None, f"the one-pass kernel could not be built: {err}"
     so.streaming_store_bits.restype = ctypes.c_int
-    for kernel in (so.ln_residual_dropout, so.ln_residual_dropout_two_pass):
+    for kernel, pointers in (
+        (so.ln_residual_dropout, 6),
+        (so.ln_residual_dropout_two_pass, 6),
+        (so.ln_residual_dropout_three_pass, 7),  # and d, dropout's output
+    ):
         kernel.restype = ctypes.c_int64
-        kernel.argtypes = [ctypes.c_void_p] * 6 + [
+        kernel.argtypes = [ctypes.c_void_p] * pointers + [
             ctypes.c_int64,
             ctypes.c_int64,
             ctypes.c_float,
@@ -355,15 +208,22 @@ def build(device: str, dtype: str, cache_dir: Path | None = None, impl: str = "o
         rows, cols = x.shape
         seed = counter[0]
         counter[0] = (seed + rows * cols) % 2**64  # the next call's elements draw new numbers
+        d = torch.empty_like(x) if passes == 3 else None  # dropout's output, kept alive for the call
+        outs = [t for t in (h, y, d) if t is not None]
         streamed = kernel(
-            x.data_ptr(), a.data_ptr(), w.data_ptr(), b.data_ptr(), h.data_ptr(), y.data_ptr(),
+            x.data_ptr(), a.data_ptr(), w.data_ptr(), b.data_ptr(), *(t.data_ptr() for t in outs),
             rows, cols, float(p), seed, EPS, int(streaming), torch.get_num_threads(),
         )  # fmt: skip
-        fn.streamed_share = int(streamed) / (2 * rows) if rows else 0.0  # h's and y's row stores
+        stores = len(outs) * rows  # a row store per output tensor (h, y; and d for three passes)
+        fn.streamed_share = int(streamed) / stores if rows else 0.0
         return h, y
 
-    fused, streaming = VARIANTS[impl]
-    kernel = so.ln_residual_dropout if fused else so.ln_residual_dropout_two_pass
+    passes, streaming = VARIANTS[impl]
+    kernel = {
+        1: so.ln_residual_dropout,
+        2: so.ln_residual_dropout_two_pass,
+        3: so.ln_residual_dropout_three_pass,
+    }[passes]
     fn.streaming_store_bits = int(so.streaming_store_bits()) if streaming else 0
     fn.streamed_share = 0.0
     return fn, None

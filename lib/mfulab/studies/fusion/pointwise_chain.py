@@ -133,9 +133,10 @@ def chain_table(records):
     fused = tuple(int(sum(c)) for c in zip(*counted["per_nest"])) if counted.get("per_nest") else None
     passes = {"eager": EAGER_READS_WRITES, "compiled": fused, IMPLS[2]: EAGER_READS_WRITES}
     from mfulab.studies.fusion.bytes_model import copy_roof_factor
+    from mfulab.studies.fusion.norm_fusion import roofs
 
     e = records.get("ln", {}).get("dtype_bytes", 4)
-    plateau = (records.get("bandwidth") or {}).get("plateau_bytes_per_s")
+    plateau = roofs(records)["bandwidth_bytes_per_s"] if records.get("bandwidth") else None
     out = []
     for (size, impl), r in by.items():
         drift = (

@@ -4,11 +4,15 @@ in ``docs/claims.md``). These are inputs under test, not results."""
 from mfulab.analytic.articles import B_RUN
 from mfulab.studykit.step_error import SWITCH_MARGIN
 
+# "大约 N%" (about N%): a figure rounded to tens of percent holds where the reading lies within 5
+# points of it. One rule for every "about" of the chapter (A7's 30%, A8's 40%).
+ABOUT_TOLERANCE = 0.05
 # A7 — article A §3.1: LayerNorm + residual + dropout fused into one kernel, "a layer's forward
-# pass became about 30% faster". Read as time: −30% of the layer's forward time, a speed-up of
-# 1 / (1 − 0.30) = 1.43× (the threshold of the verdict, about a whole layer).
+# pass became about 30% faster". Read as time: −30% of the layer's forward time; "about" lets the
+# cut fall to 25%, so the verdict's threshold is a speed-up of 1 / (1 − 0.25) = 1.33× (1.43× at
+# exactly 30%), about a whole layer.
 A7_STATED_TIME_REDUCTION = 0.30
-A7_LAYER_SPEEDUP = 1 / (1 - A7_STATED_TIME_REDUCTION)
+A7_LAYER_SPEEDUP = 1 / (1 - (A7_STATED_TIME_REDUCTION - ABOUT_TOLERANCE))
 # The article's layer for the analytic bound: its 13B model (config ``article-13b``: 40 × 5120,
 # seq 4096, the A17 launch command) on its cards (Ascend 910B, A17) in bf16.
 A7_ARTICLE_PRESET = "article-13b"
@@ -75,9 +79,9 @@ A7_SENSITIVITY = {
 # activation memory by about 40% and step time by about 18% (the model: config's article-7b).
 A8_SETTING = {"preset": "article-7b", "seq_len": 4096, "micro_batch": 16}
 A8_STATED = {"activation_reduction": 0.40, "step_time_reduction": 0.18}
-# "大约 40%" (about 40%): a figure rounded to tens of percent, so a reading whose cut lies within 5
-# points of it reproduces it (35-45%), and one beyond does not
-A8_MEMORY_TOLERANCE = 0.05
+# "大约 40%" (about 40%): the chapter's one rule for "about", a reading whose cut lies within 5 points
+# of it reproduces it (35-45%), and one beyond does not
+A8_MEMORY_TOLERANCE = ABOUT_TOLERANCE
 
 # B3 — article B §2.1: "PyTorch 2.0+ picks flash or memory-efficient attention by input shape and
 # hardware". The article's inputs, for PyTorch's CUDA flash-eligibility rules: its case study's 7B
