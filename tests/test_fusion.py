@@ -146,6 +146,12 @@ def test_smoke_notebook(run_cli, tmp_path):
     assert broken["graphs_compiled"] > default["graphs_compiled"] == 1
     assert default["cache"] in {"warm", "cold", "partly warm"}
     assert (out / "tables" / "a8_article_sensitivity.csv").exists()
+    # the roofs timed in the sub-block's rounds carry their figures, not the tensors they checked
+    # (a first version wrote the copy's 128 MiB tensors into measurements.json as lists: 6.4 GB)
+    roofs = json.loads((out / "measurements.json").read_text())["ln"]["roofs"]
+    assert set(roofs) == {"roof: copy", "roof: layer matmul"}
+    assert all("check" not in r and r["median_s"] > 0 for r in roofs.values())
+    assert (out / "measurements.json").stat().st_size < 20e6
 
 
 def test_cache_state():

@@ -174,10 +174,10 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None, cache_floor_bytes
     for where, q in cases:
         for name, fn in impls.items():
             timed = (
-                q == 0 or name in onepass.DROPOUT_CONTROLS
+                (q == 0 and name != "threepass_plain") or (q > 0 and name in onepass.DROPOUT_CONTROLS)
                 if where == "dram"
                 else name not in ("triton", *onepass.CONTROLS)
-            )
+            )  # the three passes are the article's with dropout: at p = 0 they are not its kernels
             if not timed:
                 continue
             label = f"{where}: {name} p={q:g}"
@@ -238,10 +238,10 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None, cache_floor_bytes
         if name in onepass.VARIANTS:
             fn(*big, 0.0)
             streamed_share[name] = fn.streamed_share
+    roof_gate(roofs)  # drops the checked tensors from the meta before it enters the records
     roof_rows = {
         label: {**meta, **timings[label].to_dict(with_samples=True)} for label, (_, meta) in roofs.items()
     }
-    roof_gate(roofs)
     layer = {
         "batch": p.layer_batch,
         "seq_len": p.layer_seq_len,
