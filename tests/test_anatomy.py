@@ -11,7 +11,7 @@ import yaml
 from mfulab import results
 from mfulab.errors import ParameterError
 from mfulab.measure.launch import LaunchError
-from mfulab.studies.anatomy import analysis, bench, claims
+from mfulab.studies.anatomy import analysis, bench, claims, credit
 from mfulab.studies.anatomy.params import Params
 from mfulab.studies.anatomy.worker import LADDER, STRAGGLER
 from mfulab.studykit import verdicts
@@ -106,10 +106,11 @@ def test_knobs_move_their_categories(smoke):
     # on CPU each rank owns a core (as a GPU is its rank's own)
     pinned = [rank["pinned_core"] for rank in records["job"]["ranks"]]
     assert len(set(pinned)) == min(2, len(os.sched_getaffinity(0)))
-    # the straggler's delay lands on the last rank only, on every second step of its blocks
+    # the straggler's delay lands on the slowest rank only, on every second step of its blocks
     strag = [r for r in rows if r["record"] == STRAGGLER]
-    assert all(r["straggler_s"] == 0 for r in strag if r["rank"] == 0)
-    on = {r["step"]: r["straggler_s"] > 0 for r in strag if r["rank"] == 1}
+    slow = records["job"]["straggler"]["rank"]
+    assert all(r["straggler_s"] == 0 for r in strag if r["rank"] != slow)
+    on = {r["step"]: r["straggler_s"] > 0 for r in strag if r["rank"] == slow}
     assert [on[k] for k in sorted(on)] == [i % 2 == 1 for i in range(len(on))]
     assert all(r["straggler_on"] == on[r["step"]] for r in strag)  # every rank knows which steps
 
@@ -140,19 +141,21 @@ def test_claims_and_ladder_from_the_records(smoke):
     assert ("take compute from their own rank" in b15.evidence) == (records["device"] == "cpu" and pinned)
     # 3 rounds: C(5, 3) = 10 distinct resamples, said, so no one reads the intervals as 95%
     assert "with 3 rounds the bootstrap over whole rounds has 10 distinct resamples" in b15.measured
-    assert claims._few_rounds_note(claims.FEW_ROUNDS) == ""
+    assert credit._few_rounds_note(credit.FEW_ROUNDS) == ""
     g = analysis.b15_gain_shares(records)
     assert g["loo_comm_data_share"] is not None
-    # B2 is a taxonomy: not checkable whatever the split, the article's own case study beside it
+    # B2 is a taxonomy whose last kind takes the rest: shown by construction whatever the split,
+    # the article's own case study beside it
     (b2,) = [c for c in claims.claims(records) if c.id == "B2"]
-    assert b2.verdict == "not checkable" and b2.basis == verdicts.STATEMENT  # nothing to pass
+    assert b2.verdict == "shown" and b2.basis == verdicts.CONSTRUCTION
+    assert "各种调度与冗余操作" in b2.measured
     assert "slow operators +0.8 s, communication wait +0.7 s, data wait +0.3 s, scheduling waste -0.1 s" in (
         b2.evidence
     )
     # the floor still decides which losses the descriptive split counts as present
     high_p = smoke_params(b2_present_share=0.99)
     high = claims.b2_claim(records, high_p, claims.tables(records, high_p))
-    assert high.verdict == "not checkable" and "0 of 4 losses take ≥ 99%" in high.evidence
+    assert high.verdict == "shown" and "0 of 4 losses take ≥ 99%" in high.evidence
     assert "with the checkpoint at one write per 500 steps (Hugging Face Trainer's default)" in b2.evidence
 
 
@@ -395,6 +398,44 @@ def test_b13_does_not_decide_where_the_ranks_share_a_core(smoke):
     for rank in shared["job"]["ranks"]:
         rank["pinned_core"] = None  # a platform without an affinity call pins nothing
     assert claims.shared_cores(shared) == 0
+
+
+def test_b13_straggler_is_the_slowest_rank_and_its_slack_predicts_the_pass_through(smoke):
+    """The delay goes on the rank the others wait for (the least communication wait in its warm-up
+    steps), and the share of it predicted to reach the job is max(0, delay − its own slack) / delay,
+    its slack read from the same blocks with the straggler off."""
+    _, records = smoke
+    s = records["job"]["straggler"]
+    waits = s["warmup_comm_wait_s"]
+    assert len(waits) == 2 and s["rank"] == min(range(2), key=waits.__getitem__)
+    e = analysis.b13_effect(records)
+    per_rank = analysis.straggler_table(records)
+    off = per_rank[(per_rank.straggler == "off") & (per_rank["rank"] == s["rank"])]
+    assert e["slack_s"] == pytest.approx(float(off["communication wait"].iloc[0]))
+    assert e["predicted_reached"] == pytest.approx(max(0.0, s["delay_s"] - e["slack_s"]) / s["delay_s"])
+    assert "predicted from the straggler's own slack" in claims.b13_claim(records, None).evidence
+
+
+def test_knob_power_sets_each_target_beside_what_the_ladder_resolves(smoke):
+    """Each rung's whole target (the loss it can remove, attention's own kernels for fused
+    attention) as a share of the naive step, beside its interval's half-width: resolvable only
+    where the target is the larger."""
+    _, records = smoke
+    t = claims.tables(records)
+    power = t["b15_power"]
+    ladder = t["b15_ladder"].dropna(subset=["speedup"]).set_index("rung")
+    assert list(power.rung) == list(ladder.index)
+    for r in power.itertuples():
+        assert r.interval_half_width == pytest.approx(
+            (ladder.speedup_hi[r.rung] - ladder.speedup_lo[r.rung]) / 2
+        )
+        assert r.resolvable_here == (r.target_share_of_step > r.interval_half_width)
+    attention = power.set_index("rung").loc["fused attention"]
+    assert attention.targets == "attention kernels (profiler)" and attention.target_share_of_step < 0.5
+    # the useful / slow split is also given at the ceiling re-timed after the job
+    split = t["b2_split"].set_index("category")
+    assert split.share_at_ceiling_now.notna().all()
+    assert split.share_at_ceiling_now.sum() == pytest.approx(split.share_of_step.sum(), rel=1e-6)
 
 
 def test_b13_article_rows_check_the_clock_figures_and_the_lock_advice(monkeypatch):

@@ -10,7 +10,6 @@ from __future__ import annotations
 from mfulab.analytic import flops
 from mfulab.analytic.config import TransformerConfig
 from mfulab.measure.timing import compare_timings, summarize
-from mfulab.results import run_identity
 from mfulab.studies.anatomy.ladder import ARTICLE_LADDER_KNOBS, LEAVE_ONE_OUT_PREFIX
 from mfulab.studies.anatomy.worker import STRAGGLER
 from mfulab.studykit import verdicts
@@ -77,11 +76,12 @@ def step_categories(row: dict, rank_flops: float, rank_ceiling: float) -> dict:
     }
 
 
-def rows_table(records: dict, *, record: str | None = None):
-    """Every timed step of every rank (long format: one row per step and category)."""
+def rows_table(records: dict, *, record: str | None = None, ceiling: str = "ceiling"):
+    """Every timed step of every rank (long format: one row per step and category), compute
+    split at the calibration's ceiling or the one re-timed after the job (``ceiling``)."""
     import pandas as pd
 
-    out, basis = [], rank_flops_and_ceiling(records)
+    out, basis = [], rank_flops_and_ceiling(records, ceiling=ceiling)
     for rank in records["job"]["ranks"]:
         for row in rank["rows"]:
             if record is not None and row["record"] != record:
@@ -99,13 +99,20 @@ def rows_table(records: dict, *, record: str | None = None):
 
 def b2_split(records: dict, *, present_share: float):
     """The naive rung's interleaved steps, every rank: the share of the step time (mean over
-    ranks) of useful compute and each loss, a loss present when at least ``present_share``."""
-    df = rows_table(records, record="naive")
-    per_rank = (
-        df.groupby(["rank", "category"]).seconds.sum()
-        / df.drop_duplicates(["rank", "step"]).groupby("rank").step_s.sum()
-    )
+    ranks) of useful compute and each loss, a loss present when at least ``present_share``; the
+    useful / slow split also at the ceiling re-timed right after the job (``share_at_ceiling_now``:
+    on a VM the two ceilings can differ by 10-15%, and the split moves with them)."""
+
+    def shares(ceiling: str):
+        df = rows_table(records, record="naive", ceiling=ceiling)
+        return (
+            df.groupby(["rank", "category"]).seconds.sum()
+            / df.drop_duplicates(["rank", "step"]).groupby("rank").step_s.sum()
+        )
+
+    per_rank = shares("ceiling")
     split = per_rank.groupby("category").mean().reindex(SPLIT).rename("share_of_step").reset_index()
+    split["share_at_ceiling_now"] = shares("ceiling_now").groupby("category").mean().reindex(SPLIT).to_numpy()
     split["spread_over_ranks"] = [
         per_rank.xs(c, level="category").max() - per_rank.xs(c, level="category").min()
         for c in split.category
@@ -341,7 +348,9 @@ def b13_effect(records: dict, *, n_boot: int = 2000, seed: int = 0) -> dict:
     (:func:`b13_pairs`: a slow block weighs on both), and the rise is the median of the pairs'
     differences of the job's step (the slowest rank's), with a seeded bootstrap interval (95%).
     The delay reaching the job is the rise over the delay: 1 when the job runs at the straggler's
-    pace, 0 when the others do not wait for it; the slowdown is 1 + rise / the median step off."""
+    pace, 0 when the others do not wait for it; the slowdown is 1 + rise / the median step off.
+    Beside it, the share predicted from the straggler's own slack (its communication wait with the
+    delay off): max(0, delay − slack) / delay."""
     import numpy as np
 
     s = records["job"]["straggler"]
@@ -350,6 +359,11 @@ def b13_effect(records: dict, *, n_boot: int = 2000, seed: int = 0) -> dict:
     boot = np.median(rise[np.random.default_rng(seed).integers(0, rise.size, (n_boot, rise.size))], axis=1)
     lo, hi = np.percentile(boot, [2.5, 97.5])
     off_s, median_rise = float(pairs.off_s.median()), float(np.median(rise))
+    # the straggler's own wait for the others with it off: a delay first uses that slack up, so
+    # max(0, delay − slack) should reach the job (every rank but it then waits the rest)
+    per_rank = straggler_table(records)
+    mine = per_rank[(per_rank.straggler == "off") & (per_rank["rank"] == s["rank"])]
+    slack_s = float(mine["communication wait"].iloc[0]) if len(mine) else 0.0
     return {
         "delay_s": s["delay_s"],
         "delay_share": s["delay_s"] / off_s,
@@ -361,6 +375,8 @@ def b13_effect(records: dict, *, n_boot: int = 2000, seed: int = 0) -> dict:
         "reached": median_rise / s["delay_s"],
         "reached_lo": float(lo) / s["delay_s"],
         "reached_hi": float(hi) / s["delay_s"],
+        "slack_s": slack_s,
+        "predicted_reached": max(0.0, s["delay_s"] - slack_s) / s["delay_s"],
     }
 
 
@@ -369,40 +385,3 @@ def _total_comparison(records: dict, last: str | None = None):
     by round, with its drift-widened interval (``timing.compare_timings``)."""
     timings = rung_timings(records)
     return compare_timings(timings[records["ladder"][0]], timings[last or records["ladder"][-1]])
-
-
-def headline_metrics(records: dict, p=None, t: dict | None = None) -> dict:
-    """What ``metrics.json`` carries for comparisons across machines (units in the names), from
-    the outcome's tables ``t`` (the ladder, the naive step's split) where given."""
-    t = t or {}
-    ladder = t["b15_ladder"] if "b15_ladder" in t else ladder_table(records)
-    table = ladder.set_index("rung")
-    first, last = records["ladder"][0], records["ladder"][-1]
-    split = (
-        t["b2_split"]
-        if "b2_split" in t
-        else b2_split(records, present_share=records["params"]["b2_present_share"])
-    )
-    split = split.set_index("category")
-    total = _total_comparison(records)
-    return {
-        **run_identity(records, "preset", "nproc"),
-        "flops_convention": MFU_CONVENTION,
-        "naive_step_s": table.step_s[first],
-        "best_step_s": table.step_s[last],
-        "ladder_speedup": table.step_s[first] / table.step_s[last],
-        "ladder_speedup_lo": total.ratio_lo,
-        "ladder_speedup_hi": total.ratio_hi,
-        "naive_mfu": table.mfu_vs_ceiling[first],
-        "best_mfu": table.mfu_vs_ceiling[last],
-        "best_mfu_vs_ceiling_now": table.mfu_vs_ceiling_now[last],
-        "matmul_ceiling_flops_per_s": records["ceiling"]["best_flops_per_s"],
-        "ceiling_now_flops_per_s": (records.get("ceiling_now") or records["ceiling"])["best_flops_per_s"],
-        # the last rung's mean step over ranks, split (for the comparison's two MFUs of one box)
-        "best_wait_share": sum(table[f"{c}_s"][last] for c in WAITS) / table.mean_step_s[last],
-        "best_compute_efficiency": table[f"{verdicts.B2_USEFUL}_s"][last]
-        / (table[f"{verdicts.B2_USEFUL}_s"][last] + table["slow operators_s"][last]),
-        "naive_comm_wait_share": split.share_of_step["communication wait"],
-        "naive_data_wait_share": split.share_of_step["data wait"],
-        "straggler_slowdown": b13_effect(records)["slowdown"],
-    }

@@ -5,17 +5,11 @@ from __future__ import annotations
 
 from mfulab.analytic.articles import B15_STEPS
 from mfulab.analytic.b15 import B15_MAINLY, b15_categorisations, b15_verdict
-from mfulab.studies.anatomy.analysis import (
-    CATEGORIES,
-    b2_split,
-    b13_effect,
-    b15_gain_shares,
-    headline_metrics,
-    ladder_table,
-)
+from mfulab.studies.anatomy.analysis import CATEGORIES, b2_split, b13_effect, b15_gain_shares, ladder_table
 from mfulab.studies.anatomy.b13_article import b13_clock_claim, b13_lock_claim, b13_stable_claim, symptom_text
 from mfulab.studies.anatomy.credit import (
     CHECKPOINT_PERIOD_STEPS,
+    _few_rounds_note,
     _interval,
     _loo_text,
     _measured_credit_text,
@@ -23,12 +17,14 @@ from mfulab.studies.anatomy.credit import (
     checkpoint_knob_at_period,
     checkpoint_spike,
     cpu_contention_note,
+    knob_power,
     knobs_lead,
     loo_bounds,
     measured_comm_data_share,
     replicate_text,
     target_change_text,
 )
+from mfulab.studies.anatomy.metrics import headline_metrics
 from mfulab.studies.anatomy.stated import B2_CASE_STUDY, B13_REACHED, B13_STATED, B15_STATED
 from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
@@ -152,15 +148,22 @@ def _case_study_losses() -> str:
 
 
 def b2_claim(records, p, t: dict) -> Claim:
-    """B2 is a taxonomy: every lost second is booked to one of four kinds, the last (scheduling
-    waste) taking whatever the other three do not explain, so no split of a step can contradict
-    it (true by construction of the split) and no measurement decides it: not checkable. The
-    article's own case study names a loss of each kind (its own arithmetic), and this run's split
-    of the naive rung is descriptive, with the checkpoint rescaled to a published period."""
+    """B2 is a taxonomy: every lost second is booked to one of four kinds, the last ("各种调度与冗余
+    操作的时间", all scheduling and redundant operations) taking whatever the other three do not
+    explain, so no split of a step can contradict it: true by construction of the split, *shown
+    (by construction)*, as the course labels such properties. The article's own case study names
+    a loss of each kind (its own arithmetic), and this run's split of the naive rung is
+    descriptive, with the checkpoint rescaled to a published period. (Until 2026-12-07 the row read
+    "not checkable", against the course's rule for a property true by construction.)"""
     floor = _param(records, p, "b2_present_share")
     split = t["b2_split"]
     present = split[split.present]
     shares = ", ".join(f"{r.category} {r.share_of_step:.1%}" for r in split.itertuples())
+    now = split.set_index("category").share_at_ceiling_now
+    shares += (
+        f" (at the matmul ceiling re-timed right after the job, useful compute {now[verdicts.B2_USEFUL]:.1%} "
+        f"and slow operators {now['slow operators']:.1%}: the split between them moves with the ceiling)"
+    )
     block = records["params"]["block_steps"]
     period = b2_checkpoint_period(records, split, floor)
     at_period = (
@@ -173,10 +176,11 @@ def b2_claim(records, p, t: dict) -> Claim:
     return Claim(
         "B2",
         "slow operators, communication wait, data wait and scheduling waste together make the lost time",
-        "the article's own case study, loss by loss; a taxonomy whose last kind takes the rest cannot "
-        "be contradicted by any split, so this run's split (the naive rung's steps on every rank, by "
-        "timestamps) is descriptive",
-        "not checkable",
+        "the taxonomy itself: its last kind, all scheduling and redundant operations (各种调度与冗余操作), "
+        "takes whatever the other three do not explain, so every split of a step fits it, true by "
+        "construction; the article's case study loss by loss and this run's split (the naive rung's "
+        "steps on every rank, by timestamps) are descriptive",
+        "confirmed",  # by construction: shown
         "the case study names a loss of each kind: "
         + _case_study_losses()
         + f". This run ({records['params']['nproc']} ranks, real DDP, a DataLoader, a synchronous "
@@ -188,7 +192,7 @@ def b2_claim(records, p, t: dict) -> Claim:
         + _b2_period_text(period, floor)
         + _profiler_comm_text(t["profiler_vs_timestamps"])
         + symptom_text(t.get("b13_per_rank"), records),
-        basis=verdicts.STATEMENT,
+        basis=verdicts.CONSTRUCTION,
     )
 
 
@@ -288,25 +292,6 @@ def _delay_note(records, e) -> str:
     )
 
 
-# below this many rounds a bootstrap over whole rounds has too few distinct resamples for its
-# percentiles to mean 95%: with n rounds it can draw C(2n − 1, n) (3 rounds: 10)
-FEW_ROUNDS = 6
-
-
-def _few_rounds_note(rounds: int) -> str:
-    """Where the rounds are few, what the intervals are: about the range of the rounds' own
-    ratios, not a 95% interval."""
-    if rounds >= FEW_ROUNDS:
-        return ""
-    from math import comb
-
-    return (
-        f" (with {rounds} rounds the bootstrap over whole rounds has {comb(2 * rounds - 1, rounds)} "
-        "distinct resamples: each interval below is about the range of the rounds' own ratios, "
-        "widened by the drift, not a 95% interval)"
-    )
-
-
 def b13_claim(records, p) -> Claim:
     """B13 on the quantity the article states, the job's slowdown from one slow card: the share of
     the straggler's delay that reaches the job's step (``analysis.b13_effect``). A delay before the
@@ -327,7 +312,8 @@ def b13_claim(records, p) -> Claim:
         "B13",
         f"synchronous training runs at its slowest rank's pace: one card {B13_STATED['card_slowdown']:.0%} "
         "slower per step slowed the whole job",
-        f"rank {s['rank']} spins on its core for {e['delay_s'] * 1e3:.1f} ms ({e['delay_share']:.0%} of the "
+        f"rank {s['rank']}, the slowest (the others wait for it), spins on its core for "
+        f"{e['delay_s'] * 1e3:.1f} ms ({e['delay_share']:.0%} of the "
         f"paired steps' median{_delay_note(records, e)}) before the forward of every second step of its "
         "blocks; the job's step (slowest rank) on "
         f"each such step minus the step before it; the share of the delay that reaches the job, at least "
@@ -338,7 +324,9 @@ def b13_claim(records, p) -> Claim:
         f"(medians of {e['pairs']} pairs); median rise {e['rise_s'] * 1e3:.1f} ms for a "
         f"{e['delay_s'] * 1e3:.1f} ms delay: {e['reached']:.0%} of it reaches the job "
         f"[{e['reached_lo']:.0%}, {e['reached_hi']:.0%}], the job's step ×{e['slowdown']:.3f} (1 + the "
-        "median rise over the median step off: a paired figure, not the ratio of the two medians)"
+        "median rise over the median step off: a paired figure, not the ratio of the two medians); "
+        f"predicted from the straggler's own slack ({e['slack_s'] * 1e3:.1f} ms of waiting for the others "
+        f"with it off): {e['predicted_reached']:.0%}"
         + (
             f"; the {len(records['job']['ranks'])} ranks ran on {shared} core(s) "
             "(more ranks than usable cores), so the spinning straggler also slowed the rank it shares a "
@@ -377,6 +365,7 @@ def tables(records, p=None) -> dict:
         "profiler_vs_timestamps": analysis.profiler_vs_timestamps(records),
         "rank0_operator_categories": opprofile.step_table(job["ranks"][0]["profile"]),
         "b15_ladder": ladder_table(records),
+        "b15_power": knob_power(ladder_table(records), opprofile.step_table(job["ranks"][0]["profile"])),
         "b15_leave_one_out": loo_bounds(records, analysis.leave_one_out_table(records)),
         "b13_per_rank": analysis.straggler_table(records),
     }

@@ -296,3 +296,58 @@ def cpu_contention_note(records: dict) -> str:
         "scheduling waste move with them); on a GPU the step's compute is the card's, and they "
         "would not"
     )
+
+
+def knob_power(ladder, categories=None):
+    """What each knob of the ladder could remove here, against what the ladder can resolve: the
+    naive step's seconds of the loss the knob targets (mean over ranks; for fused attention the
+    profiler's attention kernels, rank 0's mean over the profiled steps, where the profile ran:
+    the rest of "slow operators" is not attention's), as a share of the naive step, beside the
+    half-width of the rung's interval. A knob whose whole target is smaller than that half-width
+    cannot show a change here whatever it does: the ladder has no power for it."""
+    import pandas as pd
+
+    naive = ladder.iloc[0]
+    attention = None
+    if categories is not None and len(categories):
+        per_step = categories[categories.category == "attention core"]
+        attention = float(per_step.seconds.mean()) if len(per_step) else None
+    rows = []
+    for r in ladder.dropna(subset=["speedup"]).itertuples():
+        target = str(r.targets)
+        ceiling_s = float(naive[f"{target}_s"]) if f"{target}_s" in ladder else float("nan")
+        what = target
+        if r.rung == "fused attention" and attention is not None:
+            ceiling_s, what = attention, "attention kernels (profiler)"
+        half_width = (r.speedup_hi - r.speedup_lo) / 2
+        share = ceiling_s / float(naive.mean_step_s)
+        rows.append(
+            {
+                "rung": r.rung,
+                "targets": what,
+                "target_in_naive_s": ceiling_s,
+                "target_share_of_step": share,
+                "interval_half_width": half_width,
+                "resolvable_here": share > half_width,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# below this many rounds a bootstrap over whole rounds has too few distinct resamples for its
+# percentiles to mean 95%: with n rounds it can draw C(2n − 1, n) (3 rounds: 10)
+FEW_ROUNDS = 6
+
+
+def _few_rounds_note(rounds: int) -> str:
+    """Where the rounds are few, what the intervals are: about the range of the rounds' own
+    ratios, not a 95% interval."""
+    if rounds >= FEW_ROUNDS:
+        return ""
+    from math import comb
+
+    return (
+        f" (with {rounds} rounds the bootstrap over whole rounds has {comb(2 * rounds - 1, rounds)} "
+        "distinct resamples: each interval below is about the range of the rounds' own ratios, "
+        "widened by the drift, not a 95% interval)"
+    )

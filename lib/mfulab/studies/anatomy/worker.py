@@ -14,10 +14,10 @@ checkpoint and the rest). Each block writes one checkpoint, after step max(1, âŒ
 of the block (the first of 3, the second of 4): a background write then has steps to hide
 behind, and the block's timer waits for it before it stops. In the
 B13 straggler's blocks every second step (counted across its blocks, the same on every rank) has
-the last rank spin on its core before its forward (busy, as a throttled card's slower kernels are:
-a sleep would free the core for the other rank), so the other ranks wait for it inside the same
-step's all-reduces; the steps between are its paired baseline (these blocks write no checkpoint).
-The communication wait is measured
+the slowest rank (the least communication wait in its warm-up steps) spin on its core before its
+forward (busy, as a throttled card's slower kernels are: a sleep would free the core for the other
+rank), so the other ranks wait for it inside the same step's all-reduces; the steps between are
+its paired baseline (these blocks write no checkpoint). The communication wait is measured
 through a DDP comm hook that returns at once, as DDP's own does: the time ``backward()`` still runs
 after the last hook returned (the all-reduces backward did not hide; a blocking hook would add the
 spans it waits). The same steps are annotated for ``torch.profiler`` (``data``, ``mfulab.ddp_backward``,
@@ -344,6 +344,14 @@ def anatomy_worker(spec: dict) -> dict:
     base_s = _block(last, max(1, spec["warmup_steps"]), 0.0, "warmup")
     delay_s = spec["straggler_slowdown"] * base_s
     delay_s = reduce_scalar(delay_s, "max")  # one delay for the job
+    # the straggler is the rank the others already wait for (the least communication wait in the
+    # last rung's warm-up steps): the article's card is slower than every other, and a delay put on a rank
+    # that others wait for would first use up their slack (the same rank on every rank: gathered)
+    waits = [None] * world
+    dist.all_gather_object(
+        waits, float(np.median([r["comm_wait_s"] for r in last.rows if r["record"] == "warmup"]))
+    )
+    slow_rank = int(np.argmin(waits))
     labels = [*trainers, STRAGGLER]
     samples = {label: [] for label in labels}
     rng = np.random.default_rng(spec["seed"])  # the same order on every rank
@@ -357,7 +365,7 @@ def anatomy_worker(spec: dict) -> dict:
             n = spec["straggler_block_steps"]
             on = [(straggler_steps + k) % 2 == 1 for k in range(n)]
             straggler_steps += n
-            delay = delay_s if rank == world - 1 else 0.0
+            delay = delay_s if rank == slow_rank else 0.0
             samples[label].append(_block(last, n, delay, label, straggler_on=on))
     naive = trainers[LADDER[0][0]]
     naive.block_step = -1  # the profiler's first (left-out) step, then a block with its checkpoint
@@ -400,6 +408,11 @@ def anatomy_worker(spec: dict) -> dict:
         ],
         "labels": labels,
         "samples_s": samples,
-        "straggler": {"rank": world - 1, "delay_s": delay_s, "base_step_s": base_s},
+        "straggler": {
+            "rank": slow_rank,
+            "delay_s": delay_s,
+            "base_step_s": base_s,
+            "warmup_comm_wait_s": waits,
+        },
         "ranks": gathered,
     }
