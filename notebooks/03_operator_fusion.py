@@ -57,10 +57,10 @@ print(
 # ones (right). Both roofs are timed **in the same rounds as the kernels** they bound: a copy
 # of a tensor several times the last-level cache (read + write counted, as the calibration
 # counts it) and the layer's own MLP matmul. The machine's calibration, shared with study 01, is
-# printed beside them: it was taken once, at another hour, and on this 2-core VM the same copy
-# and matmul have read 18 and 48 GB/s, 70 and 193 GFLOP/s, hours apart. A roof taken at a slower
-# hour than the kernels would be beaten by them; the ceiling drawn is the higher of the
-# calibrated square matmul and the layer's GEMM.
+# printed beside them: it was taken once, earlier, and a VM's speed moves between sessions (the
+# same 2-core "AMD EPYC" name has covered hosts of two CPU generations, whose copies read 18 and
+# 31 GB/s). A roof taken on a slower day than the kernels would be beaten by them; the ceiling
+# drawn is the higher of the calibrated square matmul and the layer's GEMM.
 #
 # Each LayerNorm sub-block sits at its FLOPs divided by the bytes it **really** moves: the passes
 # over memory counted in §2 (ATen's source for eager, inductor's generated source for compiled),

@@ -28,7 +28,7 @@ def test_measured_once_then_read(tmp_path, monkeypatch):
     assert again["matmul:fp32"] == first["matmul:fp32"] and again["bandwidth"] == first["bandwidth"]
 
 
-@pytest.mark.parametrize("what", ["torch", "code_sha256", "refresh"])
+@pytest.mark.parametrize("what", ["torch", "code_sha256", "refresh", "cpu generation"])
 def test_stale_or_refreshed_calibration_is_measured_again(tmp_path, monkeypatch, what):
     calibration.get("smoke", device="cpu", parts=["matmul:fp32"], root=tmp_path, machine="box")
     calls = []
@@ -39,6 +39,9 @@ def test_stale_or_refreshed_calibration_is_measured_again(tmp_path, monkeypatch,
         monkeypatch.setattr(calibration, "_stamp", lambda device: {**stamp(device), "torch": "9.9.9"})
     elif what == "code_sha256":
         monkeypatch.setattr(calibration, "code_sha256", lambda: "changed")
+    elif what == "cpu generation":  # a VM's generic model name on a host of another generation
+        other = {**stamp("cpu")["cpu"], "cpu_family": -1}
+        monkeypatch.setattr(calibration, "_stamp", lambda device: {**stamp(device), "cpu": other})
     out = calibration.get(
         "smoke", device="cpu", parts=["matmul:fp32"], root=tmp_path, machine="box", refresh=what == "refresh"
     )

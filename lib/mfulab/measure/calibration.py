@@ -118,17 +118,26 @@ def code_sha256() -> str:
 
 
 def _stamp(device: str) -> dict:
+    """What a stored calibration must match to be reused: its code, torch, the device and, on a
+    CPU, the processor generation (vendor, family, model, the matmul ISA flags). A VM's model name
+    can be as generic as "AMD EPYC" on hosts two generations apart: on 2026-12-07 a calibration of
+    a family-23 host (18 GB/s, 80 GFLOP/s) was reused on a family-25 one whose kernels ran at
+    31 GB/s and 155 GFLOP/s, until the stamp named the generation."""
     import torch
 
-    from mfulab.measure.host import device_name
+    from mfulab.measure.host import cpu_isa, device_name
 
-    return {
+    stamp = {
         "version": VERSION,
         "code_sha256": code_sha256(),
         "torch": torch.__version__,
         "device": device,
         "device_name": device_name(device),
     }
+    if device == "cpu":
+        isa = cpu_isa()
+        stamp["cpu"] = {k: isa.get(k) for k in ("vendor", "cpu_family", "cpu_model_number", "matmul_flags")}
+    return stamp
 
 
 def results_root() -> Path:

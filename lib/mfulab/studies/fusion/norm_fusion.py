@@ -78,9 +78,10 @@ def _times(row):
 def roofs(records) -> dict:
     """The DRAM bandwidth and matmul rates the chapter's roofline and model check use: the copy
     and the layer's MLP matmul timed in the sub-block's own rounds (``norm_fusion_bench.roof_controls``),
-    beside the machine's calibration, taken once at another hour. On the 2-core VM the two drifted
-    apart by 2× (a calibration at 18 GB/s and 80 GFLOP/s, this study's kernels later at 34 GB/s and
-    187 GFLOP/s), so a kernel is held to the roof measured beside it. The ceiling is the higher of
+    beside the machine's calibration, taken once, earlier. A VM's speed moves between sessions, and
+    its generic model name ("AMD EPYC") once let a calibration of another CPU generation stand in
+    (18 GB/s and 80 GFLOP/s, while this study's kernels ran at 31 GB/s and 155 GFLOP/s), so a kernel
+    is held to the roof measured beside it. The ceiling is the higher of
     the calibrated square matmul and the layer's GEMM: a ceiling no measured matmul beats. Records
     without in-round roofs (before 2026-12-07) fall back on the calibration."""
     calibrated_bw = (records.get("bandwidth") or {}).get("plateau_bytes_per_s")

@@ -222,8 +222,8 @@ def measure_ln_fusion(p: Params, llc_bytes: int | None = None, cache_floor_bytes
             block(layer_in)
 
     variants["layer forward"] = layer_forward
-    # the roofs in the same rounds: this VM's copy bandwidth and matmul rate drift between hours
-    # (a calibration at 18 GB/s and 80 GFLOP/s, kernels of a later run at 34 GB/s and 187 GFLOP/s)
+    # the roofs in the same rounds: a VM's copy bandwidth and matmul rate move between sessions,
+    # and a stored calibration may be another host's (norm_fusion.roofs)
     roofs = roof_controls(big_sets, small[0], device, dt)
     variants.update({label: fn for label, (fn, _) in roofs.items()})
     del refs
