@@ -195,10 +195,12 @@ plots.save_figure(fig, out, "steps")
 #
 # In its own blocks, the last rung runs once more with a **straggler**: on every second step
 # the slowest rank (the one the others already wait for: the least communication wait in its
-# warm-up steps) spins on its core for the article's 8% of a step (`straggler_slowdown` of the
-# last rung's step as timed in the warm-up block; as a share of the paired steps' median, which
-# the row reports, the same delay reads differently wherever the warm-up step differs from the
-# rounds' steps) before
+# warm-up steps) spins on its core for a share of a step (`straggler_slowdown` of the last
+# rung's step as timed in the warm-up block: the article's 8% in the full and gpu profiles,
+# three times that in `cpu`, where an 8% delay's interval over 30 pairs spans the 50% line and
+# the verdict flipped between fresh runs; as a share of the paired steps' median, which the row
+# reports, the same delay reads differently wherever the warm-up step differs from the rounds'
+# steps) before
 # its forward, busy as a throttled card's slower kernels are (a sleep would free the core for the
 # other rank); each such step is paired with the step before it (`analysis.b13_pairs`), and
 # these blocks write no checkpoint. DDP is synchronous: the other ranks reach the step's
