@@ -12,11 +12,13 @@ from mfulab.measure import launch
 from mfulab.measure.timing import Comparison
 from mfulab.studies.buckets import (
     analysis,
+    b6_scale,
     bench,
     cluster_scale,
     figures,
     flags,
     grad_memory,
+    graph_nodes,
     model_error,
     sensitivity,
     simulator,
@@ -270,12 +272,14 @@ def test_flag_verdict_rule():
 
 
 def test_article_bound_is_small():
-    a = flags.article_bound()
+    a = b6_scale.article_bound()
     assert a["params"] == pytest.approx(6.74e9, rel=0.01)
-    # two copies (into the bucket and back), each a read and a write, of a TP-4 quarter of the
-    # fp32 gradients, at the A100 80G's 2.039 TB/s
-    assert a["copy_s"] == pytest.approx(2 * (a["params"] / 4) * 4 / 2.039e12)  # one copy, read + write
-    assert a["share"] < 0.01  # far below "several percent"
+    # one copy (back to .grad), a read and a write, of a TP-4 quarter of the fp32 gradients, at
+    # the step model's memory rate: its memory_efficiency 0.85 × the A100 80G's 2.039 TB/s
+    assert a["memory_efficiency"] == 0.85
+    assert a["copy_s"] == pytest.approx(2 * (a["params"] / 4) * 4 / (0.85 * 2.039e12))
+    assert b6_scale.article_bound(1.0)["copy_s"] == pytest.approx(a["copy_s"] * 0.85)
+    assert a["share"] < 0.01  # far below "several percent" at the run's 32 micro-batches
 
 
 def test_a6_regime_and_verdict():
@@ -468,20 +472,24 @@ def test_static_graph_with_find_unused_is_bounded_by_the_search(monkeypatch):
         "find_unused_parameters=True costs" in c.claim for c in claims
     )
     # at scale: a Python walk over the 7B's graph bounds DDP's C++ search; it joins the copies'
-    assert flags.search_bound_at_scale(rec) is None  # records without the walk
+    assert graph_nodes.search_bound_at_scale(rec) is None  # records without the walk
     rec["graph_nodes"] = {"article": {"per_layer": 83, "rest": 17, "total": 2673, "walk_s": 0.004}}
-    search = flags.search_bound_at_scale(rec)
+    search = graph_nodes.search_bound_at_scale(rec)
     assert search["share"] == pytest.approx(0.004 / 9.0) and search["per_node_s"] == pytest.approx(
         0.004 / 2673
     )
     at_scale = next(c for c in flags.b6_claims(rec, flags.flag_table(rec)) if c.claim.endswith("at scale"))
     # "可以" over large-scale training is a possibility: every micro-batch count votes, each a
     # published batch at enough DP ranks (one per rank: 2M tokens at 488+ ranks); at the article's
-    # call (no find_unused_parameters) the bound is the copy alone, under 3% at every count
-    a = flags.article_bound()
+    # call (no find_unused_parameters) the bound is the copy alone, under 3% at every count at the
+    # step model's memory rate, but over it at one micro-batch where a copy reaches only 0.7 of the
+    # datasheet bandwidth: the achieved share, an assumption, reverses it: analytic only
+    a = b6_scale.article_bound()
     one = a["copy_s"] / (a["step_s"] / 32)  # one micro-batch: the step scaled down with its compute
-    assert one < 0.03 and f"{one:.1%} at 1 (a published batch" in at_scale.evidence
-    assert at_scale.verdict == "refuted (analysis)" and "every count votes" in at_scale.evidence
+    slow = b6_scale.article_bound(0.7)["copy_s"] / (a["step_s"] / 32)
+    assert one < 0.03 <= slow and f"{one:.1%} at 1 (a published batch" in at_scale.evidence
+    assert at_scale.verdict == "analytic only" and "every count votes" in at_scale.evidence
+    assert f"{slow:.1%} at 0.7" in at_scale.evidence
     assert "at 1 (a published batch, ≥ 2M tokens, at 488+ DP ranks)" in at_scale.evidence
     # the search find_unused_parameters=True would add is context, not a vote
     assert "2,673 autograd nodes" in at_scale.evidence and "Context, not voted" in at_scale.evidence
@@ -489,10 +497,11 @@ def test_static_graph_with_find_unused_is_bounded_by_the_search(monkeypatch):
     assert f"{with_search:.1%} at 1 micro-batches" in at_scale.evidence and with_search > one
     rec["graph_nodes"]["article"]["walk_s"] = 0.2  # a search large enough to pass 3%: still no vote
     heavy = next(c for c in flags.b6_claims(rec, flags.flag_table(rec)) if c.claim.endswith("at scale"))
-    assert heavy.verdict == "refuted (analysis)"
+    assert heavy.verdict == at_scale.verdict
     rec["graph_nodes"]["article"]["walk_s"] = 0.004
     # the step also holds the reduction left exposed after the last micro-batch: with 1.68 s of it
-    # at every count one micro-batch's share falls under 3% too, and the row is refuted
+    # at every count one micro-batch's share falls under 3% at every achieved bandwidth share too,
+    # and the row is refuted
     exposed = {"reading": "one port per GPU", "exposed_s": {32: 1.68, 4: 1.68, 1: 1.68}}
     at_scale = next(
         c for c in flags.b6_claims(rec, flags.flag_table(rec), exposed) if c.claim.endswith("at scale")

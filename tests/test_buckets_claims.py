@@ -12,6 +12,7 @@ from mfulab.analytic.config import preset
 from mfulab.errors import ParameterError
 from mfulab.studies.buckets import (
     analysis,
+    b6_scale,
     b8_case,
     cluster_scale,
     flags,
@@ -252,7 +253,7 @@ def test_b8_is_decided_on_the_readings_that_hold_the_articles_own_step_times():
     row = b8_case.b8_claims(rec, case, tails, none, b8_consistency.gated_rows(rec, none))[0]
     assert row.verdict == "not checkable" and "no reading of the run holds" in row.evidence
     # step 2: the cap's saving with the flags' against half of 0.4 s, the bound beside it
-    flags_s = flags.article_bound()["copy_s"]
+    flags_s = b6_scale.article_bound()["copy_s"]
     share = (gated.step2_cap_saved_s.iloc[0] + flags_s) / 0.4
     assert share < 0.5 and step2.verdict == "analytic only" and f"{share:.0%} (stated)" in step2.evidence
     assert "(analytic only alone)" in step2.evidence and "ZeRO-2" in step2.evidence

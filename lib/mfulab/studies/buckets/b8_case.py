@@ -250,7 +250,7 @@ def b8_step2_claim(gate, gated) -> Claim:
     """Article B §5.2 step 2 (the cap 25 → 50 MB with gradient_as_bucket_view and static_graph:
     9.4 → 9.0 s), on the readings of the run that hold the article's own figures
     (``b8_consistency``), on the untuned network it ran on: a case explains the 0.4 s when the
-    simulated saving of the cap plus the most the flags can save (``flags.article_bound``: the two
+    simulated saving of the cap plus the most the flags can save (``b6_scale.article_bound``: the two
     gradient copies at HBM bandwidth; static_graph nothing without unused parameters) reaches
     ``B8_STEP2_EXPLAINED_SHARE`` of it, and says no only where even the bound no cap can beat
     (the last micro-batch's backward plus the latency the larger cap saves) with the flags' stays
@@ -258,7 +258,7 @@ def b8_step2_claim(gate, gated) -> Claim:
     Read as the ZeRO-2 of §5.1, DDP's arguments do not reach DeepSpeed's engine and save nothing:
     refuted (analysis) when the DDP reading says no in every case, not checkable where no reading
     holds, analytic only otherwise."""
-    from mfulab.studies.buckets.flags import article_bound
+    from mfulab.studies.buckets.b6_scale import article_bound
 
     a = B8_ARTICLE
     cap = a["step2_cap_mb"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from mfulab.results import run_identity
 from mfulab.studies.buckets import (
     analysis,
+    b6_scale,
     b8_case,
     b8_consistency,
     cluster_scale,
@@ -73,7 +74,7 @@ def outcome(records, p) -> Outcome:
         + flags.b6_claims(
             records,
             t["flags"],
-            b8_case.b6_exposed_reduction(records, flags.B6_MICRO_BATCH_SCENARIOS, t["b8_consistency"]),
+            b8_case.b6_exposed_reduction(records, b6_scale.B6_MICRO_BATCH_SCENARIOS, t["b8_consistency"]),
         )
     )
     return Outcome(claim_list, headline_metrics(records, claim_list, t, values), t, values=values)

@@ -12,7 +12,7 @@ from mfulab.analytic.config import preset
 from mfulab.analytic.flops import param_count
 from mfulab.studies.buckets import model_error
 from mfulab.studies.buckets.a6_spread import spread_answer, spread_in_claim  # noqa: F401 (re-exported)
-from mfulab.studies.buckets.flags import article_bound
+from mfulab.studies.buckets.b6_scale import article_bound
 from mfulab.studies.buckets.simulator import DEFAULT_BUCKET_CAP_MB, gpt_simulation
 from mfulab.studies.buckets.stated import (
     A6_CARDS,
