@@ -28,7 +28,9 @@
 #    input (**A4**, **A5**, **B9**), and sweeps the compute ÷ communication ratio for A18's yardstick
 #    (B9's busbw sentences are checked here; its step sentence, "4% faster, MFU 48% → 52%", is
 #    chapter 01's row under the same id, docs/claims.md);
-# 5. counts where tensor parallelism's all-reduce sits in an MLP under PyTorch's own TP (**A2**).
+# 5. counts where tensor parallelism's all-reduce sits in an MLP under PyTorch's own TP (**A2**);
+# 6. reads article B's block of NCCL environment variables line by line against the
+#    documentation of what reads each variable (**B16**).
 #
 # **The one formula.** Split a compute of C seconds that produces S bytes into k chunks, each
 # chunk's all-reduce starting when its chunk is ready and the previous call has finished (one
@@ -532,6 +534,30 @@ o.tables["a2_collectives"]
 # *independent* compute, as DDP's buckets do.
 
 # %% [markdown]
+# ## 7 · Article B's NCCL block (B16)
+#
+# Article B's §3.2 lists the environment it set for the multi-node run. Each line is a claim
+# about a variable, and the question for each is the same: does the library the line names read
+# that variable, and does it do what the line says? No run on this machine can measure an
+# InfiniBand or GPUDirect effect, so every row reads the documentation (NCCL's environment
+# variables page and source, PyTorch's and CUDA's docs), never a measured gain:
+#
+# * `TORCH_DISTRIBUTED_DETAIL=1`: no library reads it; PyTorch reads `TORCH_DISTRIBUTED_DEBUG`,
+#   whose value `DETAIL` the line seems to have turned into a variable name;
+# * `NCCL_BUFFSIZE`: the per-channel staging buffer between two GPUs, so a larger one does take
+#   more memory; "more stable for big messages" has no documented or measured basis here;
+# * `CUDA_DEVICE_MAX_CONNECTIONS=4`: the number of hardware work queues a process's streams share
+#   (Megatron sets it to 1 so that its communication kernels are scheduled in issue order, §5);
+# * `NCCL_IB_TIMEOUT=22`: the verbs timeout, 4.096 µs × 2^22 ≈ 17 s, so it does tolerate jitter;
+# * `NCCL_IB_QPS_PER_CONNECTION`: queue pairs per connection, as stated;
+# * `NCCL_NET_GDR_LEVEL` / `NCCL_NET_GDR_READ`: GPUDirect RDMA, whose gain the article measured
+#   only inside a bundle of changes (11 → 21 GB/s busbw, §3.3), so its own share is not known;
+# * `NCCL_IB_GID_INDEX`, `NCCL_SOCKET_IFNAME`: read by NCCL (the GID index in RoCE mode), given
+#   no reason in the article.
+#
+# The rows below give each line's verdict with its source.
+
+# %% [markdown]
 # ## Claims
 #
 # Verdict words and bases: `docs/claims.md`. Each row's rule, once:
@@ -551,14 +577,17 @@ o.tables["a2_collectives"]
 #   (a bootstrap over rounds, widened by the share's own 5% drift) and a 16-chunk call is in the
 #   article's regime (the 160 MiB pass decides); not shown when it lies under 1 − that share;
 #   inconclusive otherwise.
-# * **A5, at scale**: NCCL's cost model at 200 MB over A4's 4 DP ranks: confirmed (analysis) when
-#   every sensitivity row finds 16 chunks slower than 4 and every k of 4–8 within 5% of the best
-#   k's step (`stated.A5_REASONABLE_STEP_SHARE`, assumed), refuted when none does, analytic only
-#   otherwise.
+# * **A5, at scale**: NCCL's cost model at 200 MB over A4's 4 DP ranks, two rows. "16 chunks
+#   communicate longer than 4" holds in any α–β model (more calls, more per-call latency, the
+#   same bytes): shown (by construction). "4–8 chunks are a reasonable range": confirmed
+#   (analysis) when every sensitivity row finds every k of 4–8 within 5% of the best k's step
+#   (`stated.A5_REASONABLE_STEP_SHARE`, assumed), refuted when none does, analytic only otherwise.
 # * **A18**: each threshold as the conditional it states, where the article states it (one
 #   machine, 8 cards, TP 8), over one sensitivity set (slower TP links, each reading of the
 #   910B). "If the share can be pushed under 10%, the overlap is good" misgrades only where a
-#   step with nothing overlapped reads under 10%. "Over 25% leaves room" is read both ways the
+#   step with nothing overlapped reads under 10%; read as the operators' total time, where even a
+#   well-overlapped step never reads under 10%, the conditional never fires (true only
+#   vacuously): the two readings then disagree, not checkable. "Over 25% leaves room" is read both ways the
 #   profiler figure can be read: exposed time (room exists where the last chunk's floor lies
 #   under 25%) and the operators' total time (a well-overlapped step must not read over 25%);
 #   not checkable when the two disagree, as the profiler row itself.

@@ -315,4 +315,4 @@ def a5_claims(records, t: dict, v: dict, min_share: float) -> list[Claim]:
         + (f"; here {', '.join(why)}" if why else ""),
         basis=verdicts.MEASURED if records["device"] == "cuda" else verdicts.TOY,
     )
-    return [effect, mechanism, alpha_beta.a5_scale_claim(art, sens)]
+    return [effect, mechanism, *alpha_beta.a5_scale_claims(art, sens)]

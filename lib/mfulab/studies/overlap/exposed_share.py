@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from mfulab.studykit import verdicts
+from mfulab.studykit.step_error import SWITCH_MARGIN
 from mfulab.studykit.verdicts import Claim
 
 GOOD_SHARE, ROOM_SHARE = 0.10, 0.25  # the article's thresholds
@@ -245,10 +246,16 @@ def a18_rule_decision(a: dict) -> str:
     nothing overlapped reads under 10% (good overlap where there is none); under both readings
     of the profiler figure that step's share is the same number. Refuted (analysis) when the stated
     case misgrades, analytic only when only an assumed reading (a slower TP link, a reading of the
-    extrapolated card) does, confirmed (analysis) otherwise. ``a``: :func:`article_shares`."""
+    extrapolated card) does. Otherwise the exposed-time reading holds, but under the operators'
+    total time a well-overlapped step reads at least as high as a serial one (the same kernels in a
+    shorter step): where that share stays at or over 10% the conditional never fires, true only
+    vacuously, so the two readings disagree and the row is not checkable (until 2026-12-07 it read
+    confirmed on the exposed reading alone). ``a``: :func:`article_shares`."""
     if a["serial"] < GOOD_SHARE:
         return "refuted"
-    return "confirmed" if all(x >= GOOD_SHARE for x in _serial_shares(a)) else "analytic only"
+    if not all(x >= GOOD_SHARE for x in _serial_shares(a)):
+        return "analytic only"
+    return "not checkable" if a["kernel_share_overlapped"] >= GOOD_SHARE else "confirmed"
 
 
 def a18_room_decision(a: dict) -> str:
@@ -338,7 +345,22 @@ def a18_claim(table, overlap_table, p: dict | None = None) -> list[Claim]:
         )
         + f"{_readings_note(a)}; no step with nothing overlapped reads under 10% in any reading "
         f"({min(_serial_shares(a)):.0%}–{max(_serial_shares(a)):.0%}), so the 10% line grades no "
-        "serial step good; whether an overlapped step gets under it is the floor's (above): " + sweep,
+        "serial step good; whether an overlapped step gets under it is the floor's (above)"
+        + (
+            "; read as the operators' total time the overlapped step reads "
+            f"{a['kernel_share_overlapped']:.0%}, never under 10%: the conditional never fires there, "
+            "true only vacuously, and the readings disagree"
+            if a["kernel_share_overlapped"] >= GOOD_SHARE
+            else ""
+        )
+        + f". At the step model's margin for a switch (±{SWITCH_MARGIN:.0%}) the lowest serial share's low "
+        f"end is {min(_serial_shares(a)) / (1 + SWITCH_MARGIN):.1%}, "
+        + (
+            "still over 10%; "
+            if min(_serial_shares(a)) / (1 + SWITCH_MARGIN) >= GOOD_SHARE
+            else "under 10%; "
+        )
+        + sweep,
         basis=verdicts.ASSUMED,  # §8 states the 8 cards and TP 8, not the model or the batch
     )
     links = ", ".join(f"{name}: {v:.0%}" for name, v in a["serial_by_link"].items())
