@@ -198,6 +198,12 @@ def test_a15_is_priced_at_article_as_own_configuration():
     assert order.verdict == "not checkable" and "pcie4_x16 6.22×" in order.evidence
     assert "Literally (≥ 10×): refuted; rounded (≥ 3.16×): analytic only" in order.evidence
     assert "pcie5_x16 3.11× (-1.6% against √10)" in order.evidence
+    # across nodes (the 910B's 25 GB/s share of its node's RoCE) the card's link is slower than
+    # PCIe 4 itself: refuted under either threshold, a third reading beside the two in-node ones
+    assert "Read across nodes (the card's share of the node's network, 25 GB/s): pcie4_x16 0.79×" in (
+        order.evidence
+    )
+    assert "refuted against √10, and so against 10×" in order.evidence
     # the GPUs are context, not voted (two A100s on one DGX uplink read 19×)
     assert (
         "GPUs as context, not voted" in order.evidence and "19× with 2 cards on one uplink" in order.evidence
@@ -339,3 +345,17 @@ def test_b10_cost_at_published_moe_layouts_prints_the_gap_and_decides_nothing():
     assert "after the over-pricing correction" in row.evidence and "not voted" in row.evidence
     low = b10_scale.b10_scale_claim(t.assign(all_to_all_over_dp=[0.1, 0.2]))
     assert low.verdict == "analytic only" and low.evidence.startswith("The ratios would read refuted")
+
+
+def test_planner_answers_name_their_device_and_price_article_as_tp8_pp1():
+    """Each planner case on article A's 910B and on the A100, and the best TP 8 · PP 1 layout's
+    step over the best (article A §6.1's 8-card advice): never below 1, 1 where it is the best."""
+    from mfulab.studies.parallelism import planner_at_scale, stated
+
+    t = planner_at_scale.planner_answers()
+    assert list(dict.fromkeys(t.device)) == list(stated.AT_SCALE_DEVICES)
+    assert len(t) == len(stated.AT_SCALE_DEVICES) * len(stated.PLANNER_CASES)
+    ratios = t.tp8_pp1_over_best.dropna()
+    assert len(ratios) and (ratios >= 1 - 1e-12).all()
+    best_is_tp8 = t[t.layout.str.startswith("TP8·PP1")]
+    assert (best_is_tp8.tp8_pp1_over_best == pytest.approx(1.0)) if len(best_is_tp8) else True

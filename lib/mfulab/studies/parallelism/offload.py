@@ -168,7 +168,13 @@ def _order_claim(ratios) -> Claim:
 
     literal = verdicts.at_stated_case(reached(stated_link, order), [reached(k, order) for k in others])
     idiom = verdicts.at_stated_case(reached(stated_link, rounded), [reached(k, rounded) for k in others])
-    decision = literal if literal == idiom else "not checkable"
+    # 卡间 in a thousand-card job also means card to card across nodes: the card's share of the
+    # node's network (devices.yaml inter_node), which no threshold puts an order above PCIe
+    card = article.device.iloc[0]
+    network = device_spec(card).inter_node_bytes_per_s
+    across = {link: network / r.host_gb_per_s / GB for link, r in at.iterrows()}
+    inter = verdicts.at_stated_case(across[stated_link] >= rounded, [across[k] >= rounded for k in others])
+    decision = literal if literal == idiom == inter else "not checkable"
     margins = ", ".join(
         f"{link} {r.card_over_host:.2f}× ({r.card_over_host / rounded - 1:+.1%} against √10)"
         for link, r in at.iterrows()
@@ -183,7 +189,6 @@ def _order_claim(ratios) -> Claim:
         )
         for r in ratios[~ratios.article_device].itertuples()
     )
-    card = article.device.iloc[0]
     return Claim(
         "A15",
         "the host link's bandwidth is not in the same order of magnitude as card-to-card links "
@@ -192,12 +197,17 @@ def _order_claim(ratios) -> Claim:
         "approximate for the 910B, no vendor datasheet; PCI-SIG's for PCIe), at the host link we assume "
         f"({stated_link}) with the other generations "
         f"as its sensitivity; read literally (≥ {order:.0f}×) and as the idiom, orders of magnitude apart "
-        f"once rounded (≥ √10 = {rounded:.2f}×)",
+        f"once rounded (≥ √10 = {rounded:.2f}×); and card to card across nodes (the article's thousand-card "
+        "setting): the card's share of the node's network against the same host links; readings that "
+        "disagree leave it not checkable",
         decision,
         f"{card} {at.card_gb_per_s.iloc[0]:.0f} GB/s against "
         + ", ".join(f"{link} {r.host_gb_per_s:.1f} GB/s" for link, r in at.iterrows())
         + f": {margins}. Literally (≥ {order:.0f}×): {literal}; rounded (≥ {rounded:.2f}×): {idiom}"
         + (" (the host link's generation decides it)" if idiom == "analytic only" else "")
+        + f". Read across nodes (the card's share of the node's network, {network / GB:.0f} GB/s): "
+        + ", ".join(f"{link} {v:.2f}×" for link, v in across.items())
+        + (f": {inter} against √10, and so against 10×" if inter == "refuted" else f": {inter} against √10")
         + (f". GPUs as context, not voted: {context}" if context else "")
         + "; latency has no datasheet figure here and is not judged",
         basis=verdicts.DOCUMENTED,

@@ -324,8 +324,10 @@ def a13_m_sweep():
 PLANNER_TERMS = (*(t for t in step.TERMS if t != "data_s"), "step_s")  # the planner assumes no data wait
 
 
-def _best_row(cfg, n_devices: int, global_batch: int, **assumptions) -> dict:
-    plans = layouts.plan(cfg, global_batch=global_batch, top=1, **cluster(n_devices, **assumptions))
+def _best_row(cfg, n_devices: int, global_batch: int, device: str | None = None, **assumptions) -> dict:
+    plans = layouts.plan(
+        cfg, global_batch=global_batch, top=1, **cluster(n_devices, device=device, **assumptions)
+    )
     if plans.empty:
         return {"layout": "nothing fits"}
     r = plans.iloc[0]
@@ -339,20 +341,30 @@ def _best_row(cfg, n_devices: int, global_batch: int, **assumptions) -> dict:
 
 
 def planner_answers():
-    """The planner's best layout and its step-time terms for ``stated.PLANNER_CASES``."""
+    """The planner's best layout and its step-time terms for ``stated.PLANNER_CASES`` on each of
+    ``stated.AT_SCALE_DEVICES`` (article A's 910B first, the A100 beside it), with the best
+    TP 8 · PP 1 layout's step over the best step (``tp8_pp1_over_best``: article A §6.1's "on one
+    8-card machine TP 8, PP 1 is usually best"; 1.0 where it is the best)."""
     import pandas as pd
 
     rows = []
-    for case in stated.PLANNER_CASES:
-        cfg = preset(case["preset"])
-        rows.append(
-            {
-                "preset": case["preset"],
-                "devices": case["devices"],
-                "global_batch": case["global_batch"],
-                **_best_row(cfg, case["devices"], case["global_batch"]),
-            }
-        )
+    for device in stated.AT_SCALE_DEVICES:
+        for case in stated.PLANNER_CASES:
+            cfg = preset(case["preset"])
+            kw = cluster(case["devices"], device=device)
+            plans = layouts.plan(cfg, global_batch=case["global_batch"], top=None, **kw)
+            plans = plans[plans.fits] if len(plans) else plans  # the layouts that fit the card
+            tp8 = plans[(plans.tp == 8) & (plans.pp == 1)] if len(plans) else plans
+            rows.append(
+                {
+                    "device": device,
+                    "preset": case["preset"],
+                    "devices": case["devices"],
+                    "global_batch": case["global_batch"],
+                    **_best_row(cfg, case["devices"], case["global_batch"], device=device),
+                    "tp8_pp1_over_best": float(tp8.step_s.min() / plans.step_s.min()) if len(tp8) else None,
+                }
+            )
     return pd.DataFrame(rows)
 
 
