@@ -4,6 +4,21 @@ names the two articles, A and B, and every claim).
 These are the claims under test, not results: each study recomputes from them.
 """
 
+# Article A §8, its MFU example: a 13B model, global batch 32 × 4096 tokens, 2.4 s per step on 8
+# cards of 3.2e14 FLOP/s; the article writes total FLOPs ≈ 6N × 3 × tokens ≈ 3.06e16 and MFU ≈
+# 0.497. Chapter 01 judges the arithmetic (A19); chapter 04 sets the step beside its planner's for
+# the same configuration (its launch command's).
+A_MFU_EXAMPLE = {
+    "n_params": 13e9,
+    "global_batch": 32,
+    "seq_len": 4096,
+    "step_time_s": 2.4,
+    "n_devices": 8,
+    "peak_flops_per_s": 3.2e14,
+    "stated_total_flops": 3.06e16,
+    "stated_mfu": 0.497,
+}
+
 # Article B §1.1, its 7B run (the numbers return in §5.1-5.2): 512 sequences of 4096 tokens per
 # step on 64 A100s, and its own count of a step's FLOPs, 512 × 4096 × 6 × 7e9 ≈ 8.8e16 (the 6·N
 # rule with N rounded to 7e9). Chapter 01 checks the arithmetic (B1); chapter 03 reads the

@@ -1,20 +1,12 @@
 """What the source articles state for the ``mfu`` claims, exactly as stated (article ids as
 in ``docs/claims.md``). These are inputs under test, not results."""
 
-from mfulab.analytic.articles import B_RUN
+from mfulab.analytic.articles import A_MFU_EXAMPLE, B_RUN
 
 # A19 — article A §8: a 13B model, global batch 32 × 4096 tokens, 2.4 s per step on 8 cards of
-# 3.2e14 FLOP/s; the article writes total FLOPs ≈ 6N × 3 × tokens ≈ 3.06e16 and MFU ≈ 0.497.
-A19_STATED = {
-    "n_params": 13e9,
-    "global_batch": 32,
-    "seq_len": 4096,
-    "step_time_s": 2.4,
-    "n_devices": 8,
-    "peak_flops_per_s": 3.2e14,
-    "stated_total_flops": 3.06e16,
-    "stated_mfu": 0.497,
-}
+# 3.2e14 FLOP/s; the article writes total FLOPs ≈ 6N × 3 × tokens ≈ 3.06e16 and MFU ≈ 0.497
+# (``analytic.articles.A_MFU_EXAMPLE``, which chapter 04 reads too).
+A19_STATED = A_MFU_EXAMPLE
 # The 910B SKUs in ``devices.yaml`` (cube peaks, approximate: Huawei publishes no per-SKU
 # datasheet): the article's 3.2e14 lies between the 910B2's and the 910B3's.
 A19_SKUS = ("ascend-910b1", "ascend-910b2", "ascend-910b3", "ascend-910b4")

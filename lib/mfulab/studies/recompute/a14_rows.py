@@ -67,10 +67,12 @@ def a14_claims(records, t) -> list[Claim]:
     else:
         whole_mlp = "analytic only"
     act = freed_per_second.activation_against_core(t["a14_seconds"]) if "a14_seconds" in t else None
-    # the whole MLP decides, the reading the article's words favour (它把 MLP 部分设置为不保存, "the MLP
-    # part"; its check of whether the MLP layer takes recompute_granularity, a layer-level switch);
-    # MindSpeed's --recompute-activation-function (the GeLU alone) is context, judged in seconds
-    choice = whole_mlp
+    # two readings of "the MLP": the whole MLP (它把 MLP 部分设置为不保存, "the MLP part") and the GeLU
+    # alone (its reasons' "MLP 中间层的 activation", MindSpeed's --recompute-activation-function,
+    # judged in seconds); the course's rule: readings that disagree leave the row not checkable
+    # (until 2026-12-07 the whole MLP decided and the GeLU was context)
+    act_decision = "confirmed" if act is None else act["decision"]
+    choice = whole_mlp if whole_mlp == act_decision else "not checkable"
     reasons = t["a14_reasons"].set_index(["config", "attention"])
     break_even = ", ".join(
         f"{freed_per_flop.block_break_even_seq_len(cfg):.0f} ({cfg.name}, run at {cfg.seq_len})"
@@ -90,7 +92,7 @@ def a14_claims(records, t) -> list[Claim]:
         + "; unfused: confirmed when the MLP frees more than both in every layer, refuted when the core "
         "frees more than the MLP in every layer, analytic only otherwise; two readings of 'the MLP'",
         choice,
-        _readings_lead(whole_mlp, "confirmed" if act is None else act["decision"]) + "read as the whole MLP: "
+        _readings_lead(whole_mlp, act_decision) + "read as the whole MLP: "
         "without a fused kernel the attention core frees "
         + _per_config(1 / naive[["MLP ÷ core"]], "MLP ÷ core", "{:.0f}×")
         + " more per FLOP than the MLP (Korthikanti's selective recompute takes the core: the opposite "
@@ -119,7 +121,7 @@ def a14_claims(records, t) -> list[Claim]:
     # read as the activation function: cheap by construction (no matmul); "large" is a real test
     act_large = reasons["attention block byte share"] > reasons["MLP activation function byte share"]
     act_because = "confirmed" if act_large.all() else "refuted" if not act_large.any() else "analytic only"
-    because = whole_because  # the reading the article's words favour decides; GeLU alone is context
+    because = whole_because if whole_because == act_because else "not checkable"  # the readings
     reasons_row = Claim(
         "A14",
         "the reasons: the MLP is cheap to redo, the self-attention activations are large and costly to redo",
@@ -150,7 +152,7 @@ def a14_claims(records, t) -> list[Claim]:
         + _per_config(fused_r, "MLP activation function byte share", "{:.0%}")
         + " fused, less than the attention block in "
         + ("every layer (large: holds)" if act_large.all() else "not every layer")
-        + f" (context; the whole MLP decides: {verdicts.label(because, verdicts.ASSUMED)})",
+        + f" ({verdicts.label(act_because, verdicts.ASSUMED)} on this reading)",
         basis=verdicts.ASSUMED,  # ~100B read as Megatron's 145.6B, and the 13B's layer
     )
     fused_act = (
@@ -160,12 +162,14 @@ def a14_claims(records, t) -> list[Claim]:
 
 
 def _readings_lead(whole_mlp: str, act_decision: str) -> str:
-    """Both readings' answers first, and which one the article's words favour."""
+    """Both readings' answers first: the row stands where they agree, not checkable otherwise."""
+    agree = whole_mlp == act_decision
     return (
-        f"decided on the whole MLP, the reading the article's words favour (它把 MLP 部分设置为不保存, the "
-        "MLP part; its check of whether the MLP layer takes recompute_granularity, a layer-level "
-        f"switch): {verdicts.label(whole_mlp, verdicts.ASSUMED)}; GeLU alone (MindSpeed's option, "
-        f"context): {verdicts.label(act_decision, verdicts.ASSUMED)}; "
+        f"two readings of 'the MLP': the whole MLP (它把 MLP 部分设置为不保存, the MLP part; its check of "
+        f"whether the MLP layer takes recompute_granularity): {verdicts.label(whole_mlp, verdicts.ASSUMED)}; "
+        "the GeLU alone (its reasons' 'MLP 中间层的 activation', MindSpeed's "
+        f"--recompute-activation-function): {verdicts.label(act_decision, verdicts.ASSUMED)}"
+        + ("; they agree. " if agree else "; they disagree, so not checkable. ")
     )
 
 
@@ -202,7 +206,7 @@ def _activation_text(reasons, act: dict | None = None) -> str:
         + " fused, and re-runs no matmul, so per matmul FLOP it wins by construction (its cost is "
         "memory-bound work that yardstick does not count, nor the unfused core's softmax)"
         + _seconds_text(act)
-        + "; context beside the whole MLP's reading, which decides"
+        + "; the other reading, beside the whole MLP's: where they disagree the row is not checkable"
     )
 
 
@@ -214,7 +218,8 @@ def a14_fused_claim(fused, break_even: str, reasons, act: dict | None = None) ->
     that margin in every layer, analytic only otherwise."""
     margin = stated.A14_DECISIVE_MARGIN
     whole_mlp = freed_per_second.margin_decision(fused["MLP ÷ block"])
-    decision = whole_mlp  # the favoured reading decides, as for the choice row
+    act_decision = "confirmed" if act is None else act["decision"]
+    decision = whole_mlp if whole_mlp == act_decision else "not checkable"  # as for the choice row
     return Claim(
         "A14",
         "for ~100B models, recompute the MLP and keep the self-attention activations (the choice, with "
@@ -223,7 +228,7 @@ def a14_fused_claim(fused, break_even: str, reasons, act: dict | None = None) ->
         "of " + ", ".join(fused.index) + f" with a fused kernel; decided by a {margin:.0%} margin either way "
         "in every layer, analytic only otherwise",
         decision,
-        _readings_lead(whole_mlp, "confirmed" if act is None else act["decision"])
+        _readings_lead(whole_mlp, act_decision)
         + "read as the whole MLP: the MLP frees "
         + _per_config(fused, "MLP ÷ block", "{:.2f}×")
         + " what the whole attention block frees per FLOP (near parity: the choice barely matters) and "
