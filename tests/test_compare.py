@@ -545,19 +545,26 @@ def test_rows_from_published_data_are_shown_once_apart_from_the_machines():
 
 
 def test_a_row_measured_oversubscribed_is_not_compared_across_machines():
-    """The metric table follows the verdict matrix: a study run with more ranks than cores on one
-    machine gives no 'differs' between machines."""
-    anatomy = {"a": {"naive_step_s": 0.34}, "b": {"naive_step_s": 0.18}}
-    records = _records(["a", "b"], anatomy=anatomy)
+    """The metric table follows the verdict matrix: a machine whose run of the study had more ranks
+    than cores is left out of the row's comparison; the other machines are still compared."""
+    anatomy = {"a": {"naive_step_s": 0.34}, "b": {"naive_step_s": 0.18}, "c": {"naive_step_s": 0.36}}
+    records = _records(["a", "b"], anatomy={k: anatomy[k] for k in "ab"})
     records["hosts"] = {"a": {"cpu_count": 1}, "b": {"cpu_count": 2}}
     records["ranks"] = {"a": {"anatomy": 2}, "b": {"anatomy": 2}}
     table = compare.comparison_table(records)
     row = table.key == "naive_step_s"
     shown = _shown(table, records, row)
     assert shown["not comparable on"] == "a"
-    assert shown["across machines"] == "not compared (a oversubscribed)"
+    assert shown["across machines"] == "not compared (a oversubscribed)"  # one machine left
     records["hosts"]["a"]["cpu_count"] = 2  # two ranks on two cores: compared
     assert _shown(table, records, row)["across machines"].startswith("differs")
+    # three machines, one oversubscribed: the other two are compared, the third named
+    records = _records(["a", "b", "c"], anatomy=anatomy)
+    records["hosts"] = {"a": {"cpu_count": 1}, "b": {"cpu_count": 2}, "c": {"cpu_count": 2}}
+    records["ranks"] = {m: {"anatomy": 2} for m in "abc"}
+    table = compare.comparison_table(records)
+    cell = _shown(table, records, table.key == "naive_step_s")["across machines"]
+    assert cell.startswith("differs") and cell.endswith("(a left out: oversubscribed)")
 
 
 def test_plain_drift_note_names_the_rows_a_widened_drift_keeps_within():

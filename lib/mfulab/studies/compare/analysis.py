@@ -241,12 +241,12 @@ def formatted(table, records=None):
         between machines must pass it."""
         return max((machine_drift(study, key, m) for m in names), default=0.0)
 
-    def spreads(study, key, row) -> list[float]:
+    def spreads(study, key, row, machines=names) -> list[float]:
         """Each machine's max − min between its fresh runs of the number, absolute: its own drift
         (:func:`machine_drift`, at least the assumed one) × its own value (for shares, in points)."""
         return [
             max(machine_drift(study, key, m), RUN_TO_RUN_DRIFT) * abs(float(row[m]))
-            for m in names
+            for m in machines
             if row[m] not in (MISSING, NOT_APPLICABLE) and not isinstance(row[m], bool | str)
         ]
 
@@ -266,13 +266,13 @@ def formatted(table, records=None):
     hidden = {b for pair in bounds.values() for b in pair}
     by_key = table.drop_duplicates("key").set_index("key")
 
-    def interval(key):
+    def interval(key, machines=names):
         if key not in bounds:
             return None
         lo, hi = (by_key.loc[b] for b in bounds[key])
         return [
             (float(lo[m]), float(hi[m]))
-            for m in names
+            for m in machines
             if lo[m] not in (MISSING, NOT_APPLICABLE) and hi[m] not in (MISSING, NOT_APPLICABLE)
         ]
 
@@ -291,21 +291,34 @@ def formatted(table, records=None):
             for v, k, u, st in zip(kept[machine], kept["key"], kept["unit"], kept["study"])
         ]
     if len(names) > 1:
-        out["across machines"] = [
-            drift_mod.across_cell(
-                [row[m] for m in names],
+        studies = [[x.strip() for x in st.split(",")] for st in kept["study"]]  # a row's studies
+        # an oversubscribed run measures a job that took turns on its cores: its machine is left
+        # out of the row's comparison, the others are compared (as the verdict matrix does)
+        crowded = [hosts.not_comparable(records, ss) if records is not None else [] for ss in studies]
+
+        def across(row, k, u, st, left_out):
+            machines = [m for m in names if m not in left_out]
+            if len(machines) < 2:
+                return f"not compared ({', '.join(left_out)} oversubscribed)"
+            cell = drift_mod.across_cell(
+                [row[m] for m in machines],
                 u,
                 max(widest_drift(st, k), RUN_TO_RUN_DRIFT),
                 exact(st, k),
-                interval(k),
-                spreads(st, k, row) if u == "fraction" else None,
+                interval(k, machines),
+                spreads(st, k, row, machines) if u == "fraction" else None,
             )
-            for (_, row), k, u, st in zip(kept.iterrows(), kept["key"], kept["unit"], kept["study"])
+            return cell + (f" ({', '.join(left_out)} left out: oversubscribed)" if left_out else "")
+
+        out["across machines"] = [
+            across(row, k, u, st, left_out)
+            for (_, row), k, u, st, left_out in zip(
+                kept.iterrows(), kept["key"], kept["unit"], kept["study"], crowded
+            )
         ]
         out["highest ÷ lowest"] = [
             drift_mod.highest_over_lowest({m: row[m] for m in names}) for _, row in kept.iterrows()
         ]
-        studies = [[x.strip() for x in st.split(",")] for st in kept["study"]]  # a row's studies
         out["÷ cores"] = [
             hosts.per_core_scaling({m: row[m] for m in names}, u, records)
             if records and not hosts.not_comparable(records, ss)
@@ -319,13 +332,7 @@ def formatted(table, records=None):
                 for ss in studies
             ]
             # a machine whose run of the study had more ranks than cores
-            out["not comparable on"] = [", ".join(hosts.not_comparable(records, ss)) for ss in studies]
-            # an oversubscribed run measures a job that took turns on its cores: its difference
-            # from another machine says nothing, as the verdict matrix leaves it out of `differs`
-            out["across machines"] = [
-                f"not compared ({where} oversubscribed)" if where and verdict else verdict
-                for where, verdict in zip(out["not comparable on"], out["across machines"])
-            ]
+            out["not comparable on"] = [", ".join(c) for c in crowded]
     return out
 
 
