@@ -3,7 +3,7 @@ of graph breaks (a forced break in every block), each a toy regime off an 8B mod
 
 from __future__ import annotations
 
-from mfulab.studies.fusion import analysis, pointwise_chain
+from mfulab.studies.fusion import analysis, pointwise_chain, published
 from mfulab.studies.fusion.stated import B5_STATED_SPEEDUP
 from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
@@ -39,7 +39,8 @@ def b5_claims(records, t) -> list[Claim]:
             f"eager vs compiled, {int(r.n)} interleaved rounds",
             verdict,
             f"speed-up {r.speedup_vs_eager:.2f}× [{r.speedup_lo:.2f}, {r.speedup_hi:.2f}] "
-            f"(threshold {B5_STATED_SPEEDUP[0]:.2f}×); {gain}{why}",
+            f"(threshold {B5_STATED_SPEEDUP[0]:.2f}×); {gain}{why}"
+            + (f". Beside it, {context}" if (context := published.b5_published_context()) else ""),
             basis=verdicts.TOY,
         ),
         *_chain_rows(records, t),

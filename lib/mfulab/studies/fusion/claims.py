@@ -359,7 +359,7 @@ def outcome(records, p) -> Outcome:
     t = tables(records, v)
     v |= texts(records, t)
     claim_list = a7_claims(records, t) + a8_claims(t, v) + b3_claims(records, v) + [published.b3_hbm_claim()]
-    claim_list += [*b4_rows.b4_claims(t), *b5_rows.b5_claims(records, t), *published.b5_published_claim()]
+    claim_list += [*b4_rows.b4_claims(t), *b5_rows.b5_claims(records, t)]
     return Outcome(claim_list, headline_metrics(records, t, v, claim_list), t, values=v)
 
 

@@ -16,22 +16,22 @@ from mfulab.studykit import verdicts
 from mfulab.studykit.verdicts import Claim
 
 
-def b5_published_claim() -> list[Claim]:
+def b5_published_context() -> str:
     """B5's size beside the published measurement at its model size (``stated.B5_PUBLISHED_PAIRS``:
     torchtitan's Llama 3 8B on H100s, eager FSDP against FSDP + torch.compile, tokens/s per GPU):
     the step-time cut 1 − eager ÷ compiled. The article's 8–12% is its own run, whose framework,
     devices and compile mode it does not state, so another configuration's figure cannot decide
-    it: not checkable, on a published measurement (the basis), with the cut as context (same
-    sign, how far from the stated range)."""
+    it: context in the one B5 row on the sentence (until 2026-12-07 a row of its own, not
+    checkable, beside the measured one: two verdicts on one sentence). Empty without the rows."""
     import yaml
 
     path = repo_root() / B5_PUBLISHED_FILE
     if not path.exists():
-        return []
+        return ""
     rows = {r["id"]: r for r in yaml.safe_load(path.read_text())["runs"]}
     pairs = [(rows[e], rows[c]) for e, c in B5_PUBLISHED_PAIRS if e in rows and c in rows]
     if not pairs:
-        return []
+        return ""
     lo, hi = B5_STATED_TIME_CUT
     cuts = [
         1 - e["published"]["tokens_per_s_per_gpu"] / c["published"]["tokens_per_s_per_gpu"] for e, c in pairs
@@ -49,23 +49,13 @@ def b5_published_claim() -> list[Claim]:
         if max(cuts) < lo
         else "inside it"
     )
-    return [
-        Claim(
-            "B5",
-            "torch.compile cuts an 8B model's step time by 8–12% (the article's own run)",
-            f"{_file(pairs[0][0]['citation'])}: Llama 3 8B, FSDP eager vs FSDP + torch.compile, bf16, the "
-            "same layout; the cut is 1 − eager ÷ compiled tokens/s",
-            "not checkable",
-            f"{listed}: the same sign and order as the stated {lo:.0%}–{hi:.0%}, {side}. The article's "
-            'framework and devices are not stated, and its code compiles with mode="reduce-overhead" (CUDA '
-            "graphs), while torchtitan compiles each block in the default mode (its apply_compile: "
-            "torch.compile(block, fullgraph=True)) under FSDP: a figure from another configuration is "
-            "context, not a test",
-            # a published measurement at the claim's model size; not checkable, since the article's
-            # own configuration, which its 8-12% belongs to, is not stated
-            basis=verdicts.PUBLISHED,
-        )
-    ]
+    return (
+        f"published, at the claim's model size ({_file(pairs[0][0]['citation'])}: Llama 3 8B, FSDP eager vs "
+        f"FSDP + torch.compile, bf16, the same layout): {listed}, the same sign and order as the stated "
+        f"{lo:.0%}–{hi:.0%}, {side}; context, not a test: the article's framework and devices are not "
+        'stated, and its code compiles with mode="reduce-overhead" (CUDA graphs), while torchtitan '
+        "compiles each block in the default mode under FSDP"
+    )
 
 
 def _table(citation: str) -> str:
