@@ -560,7 +560,14 @@ o.tables["a2_collectives"]
 # %% [markdown]
 # ## Claims
 #
-# Verdict words and bases: `docs/claims.md`. Each row's rule, once:
+# Verdict words (the rule is `docs/claims.md`): *confirmed* / *refuted* when a measurement in the
+# claim's regime, a cited figure, a specification, an exact count or the article's own arithmetic
+# decides; *(analysis)* when an analysis at the article's configuration decides, and *analytic
+# only* when the analysis cannot decide (a sensitivity row reverses it, the reading does, or the
+# model's margin is wider than the effect); *shown* / *not shown* for a mechanism in a toy regime
+# or a property true by construction; *inconclusive on this machine* where this machine cannot
+# reach the regime and no analysis is made; *not checkable* when nothing can be tested or two
+# readings of the sentence disagree. Each row names its basis. Each row's rule, once:
 # * **A3, mechanism**: the overlapped step at k = 4 (fixed before any timing, `stated.A3_K`)
 #   against the serial step, paired rounds: shown when it is shorter, inconclusive on this machine
 #   otherwise (a toy regime cannot refute). On a CPU the ideal engine decides; on a GPU, real
@@ -584,13 +591,14 @@ o.tables["a2_collectives"]
 #   (`stated.A5_REASONABLE_STEP_SHARE`, assumed), refuted when none does, analytic only otherwise.
 # * **A18**: each threshold as the conditional it states, where the article states it (one
 #   machine, 8 cards, TP 8), over one sensitivity set (slower TP links, each reading of the
-#   910B). "If the share can be pushed under 10%, the overlap is good" misgrades only where a
-#   step with nothing overlapped reads under 10%; read as the operators' total time, where even a
-#   well-overlapped step never reads under 10%, the conditional never fires (true only
-#   vacuously): the two readings then disagree, not checkable. "Over 25% leaves room" is read both ways the
-#   profiler figure can be read: exposed time (room exists where the last chunk's floor lies
-#   under 25%) and the operators' total time (a well-overlapped step must not read over 25%);
-#   not checkable when the two disagree, as the profiler row itself.
+#   910B), on the quantity the article names as its only criterion, the time on the critical
+#   path spent waiting for communication (判断标准只有一个：关键路径上还有多少时间花在"等通信"上).
+#   "If the share can be pushed under 10%, the overlap is good" misgrades only where a step with
+#   nothing overlapped reads under 10%. "Over 25% leaves room" holds where the last chunk's
+#   floor, the least any overlap leaves exposed, lies under 25%. The profiler recipe that follows
+#   the criterion, the operators' share of the step, is its own row: read as the operators'
+#   total time it rises as overlap hides them, read as the time they leave exposed it falls; not
+#   checkable when the two disagree.
 # * **A2**: the exact count of collectives (section 6).
 # * **B9**: nccl-tests' definitions, the A100 datasheet (12 NVLink 3 links of 25 GB/s per
 #   direction) and the published healthy nodes above: 60% of the line rate is a bottleneck only
