@@ -194,8 +194,7 @@ plots.save_figure(fig, out, "steps")
 # ## 4 · The slowest rank sets the step (B13)
 #
 # In its own blocks, the last rung runs once more with a **straggler**: on every second step
-# the slowest rank (the one the others already wait for: the least communication wait in its
-# warm-up steps) spins on its core for a share of a step (`straggler_slowdown` of the last
+# the slowest rank (the most compute in its warm-up steps) spins on its core for a share of a step (`straggler_slowdown` of the last
 # rung's step as timed in the warm-up block: the article's 8% in the full and gpu profiles,
 # three times that in `cpu`, where an 8% delay's interval over 30 pairs spans the 50% line and
 # the verdict flipped between fresh runs; as a share of the paired steps' median, which the row
@@ -206,11 +205,12 @@ plots.save_figure(fig, out, "steps")
 # these blocks write no checkpoint. DDP is synchronous: the other ranks reach the step's
 # all-reduces first and wait there. The question is the article's: how much of the delay
 # reaches the job's step (`analysis.b13_effect`: the median of the pairs' differences, with its
-# bootstrap interval), against what the straggler's own slack predicts: a delay first uses up the
-# time the straggler spent waiting for the others, so max(0, delay − slack) should reach the job.
-# On this box the two ranks are not equal (one rank's compute runs longer: the per-rank table): a
-# delay put on the faster rank is mostly absorbed by its wait, which is why the straggler is
-# placed on the slower one, as the article's card is slower than every other.
+# bootstrap interval), with what the other rank saw beside it: its communication wait with the
+# straggler on and off, the delay arriving as waiting. On this box the two ranks' compute can
+# differ (the per-rank table): a delay put on the faster rank is partly absorbed by its wait for
+# the other, which is why the straggler is the rank with the most compute in the warm-up steps,
+# as the article's card is slower than every other; where the ranks are near parity, which one
+# that is changes from run to run.
 
 # %%
 o.tables["b13_per_rank"]

@@ -312,7 +312,7 @@ def b13_claim(records, p) -> Claim:
         "B13",
         f"synchronous training runs at its slowest rank's pace: one card {B13_STATED['card_slowdown']:.0%} "
         "slower per step slowed the whole job",
-        f"rank {s['rank']}, the slowest (the others wait for it), spins on its core for "
+        f"rank {s['rank']}, the slowest in the warm-up steps (the most compute), spins on its core for "
         f"{e['delay_s'] * 1e3:.1f} ms ({e['delay_share']:.0%} of the "
         f"paired steps' median{_delay_note(records, e)}) before the forward of every second step of its "
         "blocks; the job's step (slowest rank) on "
@@ -324,9 +324,9 @@ def b13_claim(records, p) -> Claim:
         f"(medians of {e['pairs']} pairs); median rise {e['rise_s'] * 1e3:.1f} ms for a "
         f"{e['delay_s'] * 1e3:.1f} ms delay: {e['reached']:.0%} of it reaches the job "
         f"[{e['reached_lo']:.0%}, {e['reached_hi']:.0%}], the job's step ×{e['slowdown']:.3f} (1 + the "
-        "median rise over the median step off: a paired figure, not the ratio of the two medians); "
-        f"predicted from the straggler's own slack ({e['slack_s'] * 1e3:.1f} ms of waiting for the others "
-        f"with it off): {e['predicted_reached']:.0%}"
+        "median rise over the median step off: a paired figure, not the ratio of the two medians); the "
+        f"other rank's communication wait {e['others_wait_off_s'] * 1e3:.1f} ms off, "
+        f"{e['others_wait_on_s'] * 1e3:.1f} ms on: it waited {e['others_wait_share']:.0%} of the delay"
         + (
             f"; the {len(records['job']['ranks'])} ranks ran on {shared} core(s) "
             "(more ranks than usable cores), so the spinning straggler also slowed the rank it shares a "

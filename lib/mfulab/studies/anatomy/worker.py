@@ -14,7 +14,7 @@ checkpoint and the rest). Each block writes one checkpoint, after step max(1, âŒ
 of the block (the first of 3, the second of 4): a background write then has steps to hide
 behind, and the block's timer waits for it before it stops. In the
 B13 straggler's blocks every second step (counted across its blocks, the same on every rank) has
-the slowest rank (the least communication wait in its warm-up steps) spin on its core before its
+the slowest rank (the most compute in its warm-up steps) spin on its core before its
 forward (busy, as a throttled card's slower kernels are: a sleep would free the core for the other
 rank), so the other ranks wait for it inside the same step's all-reduces; the steps between are
 its paired baseline (these blocks write no checkpoint). The communication wait is measured
@@ -344,14 +344,15 @@ def anatomy_worker(spec: dict) -> dict:
     base_s = _block(last, max(1, spec["warmup_steps"]), 0.0, "warmup")
     delay_s = spec["straggler_slowdown"] * base_s
     delay_s = reduce_scalar(delay_s, "max")  # one delay for the job
-    # the straggler is the rank the others already wait for (the least communication wait in the
-    # last rung's warm-up steps): the article's card is slower than every other, and a delay put on a rank
-    # that others wait for would first use up their slack (the same rank on every rank: gathered)
-    waits = [None] * world
-    dist.all_gather_object(
-        waits, float(np.median([r["comm_wait_s"] for r in last.rows if r["record"] == "warmup"]))
-    )
-    slow_rank = int(np.argmin(waits))
+    # the straggler is the rank whose own work takes longest (the most compute in the last rung's
+    # warm-up steps: forward, backward less the communication it waited, optimizer): the article's
+    # card is slower than every other, and a delay put on a faster rank would first use up its
+    # wait for the others (the same rank on every rank: gathered)
+    computes = [None] * world
+    warm = [r for r in last.rows if r["record"] == "warmup"]
+    mine = [r["forward_s"] + r["backward_s"] - r["comm_wait_s"] + r["optimizer_s"] for r in warm]
+    dist.all_gather_object(computes, float(np.median(mine)))
+    slow_rank = int(np.argmax(computes))
     labels = [*trainers, STRAGGLER]
     samples = {label: [] for label in labels}
     rng = np.random.default_rng(spec["seed"])  # the same order on every rank
@@ -412,7 +413,7 @@ def anatomy_worker(spec: dict) -> dict:
             "rank": slow_rank,
             "delay_s": delay_s,
             "base_step_s": base_s,
-            "warmup_comm_wait_s": waits,
+            "warmup_compute_s": computes,
         },
         "ranks": gathered,
     }
