@@ -319,9 +319,11 @@ def roof_gate(roofs: dict) -> None:
         check = meta.pop("check")
         if meta["kind"] == "copy":
             ok = any(torch.equal(check[0], s) for s in check[1])
-        else:
+        else:  # relative to the reference's norm: bf16/fp16 GEMMs round each product
             out, x, w = check
-            ok = torch.allclose(out.double(), x.double() @ w.double(), rtol=1e-3, atol=1e-3)
+            ref = x.double() @ w.double()
+            tol = 1e-4 if out.dtype == torch.float32 else 3e-2
+            ok = bool((out.double() - ref).norm() <= tol * ref.norm())
         if not ok:
             raise RuntimeError(f"{label} produced a wrong result")
 
