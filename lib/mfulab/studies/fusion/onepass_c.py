@@ -96,6 +96,31 @@ static inline void layer_norm_row(const float *hr, float sum, const float *w, co
     }
 }
 
+/* the streamed rows this thread stored are visible before anyone reads them (a no-op without them) */
+static inline void stream_fence(void) {
+#if defined(__AVX__)
+    _mm_sfence();
+#endif
+}
+
+/* y = LayerNorm(h) over every row, h complete in memory: the unfused kernels' last pass, called
+   inside their parallel region (an orphaned omp for, ending in its barrier); returns this thread's
+   row stores that streamed */
+static int64_t layer_norm_pass(const float *h, const float *w, const float *b, float *y, float *yb,
+                               int64_t rows, int64_t cols, float eps, int streaming) {
+    int64_t streamed = 0;
+    #pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *hr = h + r * cols;
+        float sum = 0.0f;
+        #pragma omp simd reduction(+:sum)
+        for (int64_t c = 0; c < cols; c++) sum += hr[c];
+        layer_norm_row(hr, sum, w, b, yb, cols, eps);
+        streamed += store_row(y + r * cols, yb, cols, streaming);
+    }
+    return streamed;
+}
+
 /* the fused sub-block, one pass; returns the row stores (h's and y's) that streamed */
 int64_t ln_residual_dropout(const float *x, const float *a, const float *w, const float *b,
                             float *h, float *y, int64_t rows, int64_t cols, float p,
@@ -116,9 +141,7 @@ int64_t ln_residual_dropout(const float *x, const float *a, const float *w, cons
             streamed += store_row(h + r * cols, hb, cols, streaming);
             streamed += store_row(y + r * cols, yb, cols, streaming);
         }
-#if defined(__AVX__)
-        _mm_sfence(); /* the streamed lines are visible before the call returns */
-#endif
+        stream_fence(); /* the streamed lines are visible before the call returns */
         free(raw);
     }
     return streamed;
@@ -143,22 +166,10 @@ int64_t ln_residual_dropout_two_pass(const float *x, const float *a, const float
                                  seed + (uint64_t)(r * cols));
             streamed += store_row(h + r * cols, hb, cols, streaming);
         }
-#if defined(__AVX__)
-        _mm_sfence(); /* this thread's streamed rows of h are visible ... */
-#endif
+        stream_fence(); /* this thread's streamed rows of h are visible ... */
         #pragma omp barrier /* ... before any thread reads h */
-        #pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
-            const float *hr = h + r * cols;
-            float sum = 0.0f;
-            #pragma omp simd reduction(+:sum)
-            for (int64_t c = 0; c < cols; c++) sum += hr[c];
-            layer_norm_row(hr, sum, w, b, yb, cols, eps);
-            streamed += store_row(y + r * cols, yb, cols, streaming);
-        }
-#if defined(__AVX__)
-        _mm_sfence();
-#endif
+        streamed += layer_norm_pass(h, w, b, y, yb, rows, cols, eps, streaming);
+        stream_fence();
         free(raw);
     }
     return streamed;
@@ -192,9 +203,7 @@ int64_t ln_residual_dropout_three_pass(const float *x, const float *a, const flo
             }
             streamed += store_row(d + r * cols, hb, cols, streaming);
         }
-#if defined(__AVX__)
-        _mm_sfence();
-#endif
+        stream_fence();
         #pragma omp barrier /* d is complete before any thread adds it */
         #pragma omp for schedule(static) nowait
         for (int64_t r = 0; r < rows; r++) {
@@ -203,22 +212,10 @@ int64_t ln_residual_dropout_three_pass(const float *x, const float *a, const flo
             for (int64_t c = 0; c < cols; c++) hb[c] = xr[c] + dr[c];
             streamed += store_row(h + r * cols, hb, cols, streaming);
         }
-#if defined(__AVX__)
-        _mm_sfence();
-#endif
+        stream_fence();
         #pragma omp barrier /* h is complete before any thread normalises it */
-        #pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
-            const float *hr = h + r * cols;
-            float sum = 0.0f;
-            #pragma omp simd reduction(+:sum)
-            for (int64_t c = 0; c < cols; c++) sum += hr[c];
-            layer_norm_row(hr, sum, w, b, yb, cols, eps);
-            streamed += store_row(y + r * cols, yb, cols, streaming);
-        }
-#if defined(__AVX__)
-        _mm_sfence();
-#endif
+        streamed += layer_norm_pass(h, w, b, y, yb, rows, cols, eps, streaming);
+        stream_fence();
         free(raw);
     }
     return streamed;
