@@ -96,7 +96,6 @@ def roofs(records) -> dict:
         "calibrated_bandwidth_bytes_per_s": calibrated_bw,
         "calibrated_ceiling_flops_per_s": calibrated_mm,
         "calibrated_at": (records.get("bandwidth") or {}).get("measured_at"),
-        "in_round": bool(copy and gemm),
     }
 
 
