@@ -626,8 +626,8 @@ def test_the_lesson_sizes_a_bucket_from_nccls_latency_model():
     # at TP 8 each node holds one DP rank: every ring step crosses nodes, at the scale case's 14 µs
     wide = t[(t.tp == 8) & (t.algorithm == "ring")].set_index("dp")
     lat = lesson.Assumptions().nccl_latencies()
-    # NCCL's tuning: 2·nNodes inter-node steps of the 2(n − 1) (so −2 intra-node ones here, as in NCCL)
-    inter = 2 * 1024 * lat["inter_step_s"] - 2 * lat["intra_step_s"]
+    # NCCL's tuning (2.23+): 2(nNodes − 1) inter-node steps of the 2(n − 1), so all of them here
+    inter = 2 * (1024 - 1) * lat["inter_step_s"]
     assert wide.latency_us[1024] == pytest.approx((lat["base_s"] + inter) * 1e6)
     assert (wide.bucket_for_10pct_latency_mb.to_numpy() > ring).all()
     text = lesson.lesson_text(t)

@@ -136,9 +136,9 @@ def nccl_tests_table(rows) -> str:
 
 # ---------------------------------------------------------------------------- NCCL's latency model
 NCCL_TUNING_SOURCE = (
-    "NVIDIA/nccl src/graph/tuning.cc at b6475625 (until 2026-12-06 the older 01afd20a, whose network "
-    "ring step was 9.6 µs and tree step 50 µs): baseLat and hwLat of the Simple protocol (the one NCCL "
-    "uses for the megabyte buffers of data parallelism), ncclTopoTuneModel's step counts"
+    "NVIDIA/nccl src/graph/tuning.cc of NCCL 2.23.4 (68b54236), unchanged through 2.30 (5067397c): "
+    "baseLat and hwLat of the Simple protocol (NCCL's for megabyte buffers), ncclTopoTuneModel's step "
+    "counts (until 2026-12-07 the course read 2.20.3, b6475625: a 28 µs tree step in and across nodes)"
 )
 NCCL_ALGORITHMS = ("ring", "tree")
 
@@ -158,9 +158,9 @@ def nccl_latency_s(
     can run it with (NCCL's own cost model, :data:`NCCL_TUNING_SOURCE`):
 
     - ring: base + (steps − inter-node steps)·intra + inter-node steps·inter, with 2(n − 1)
-      steps of which 2N cross nodes for an all-reduce over N > 1 nodes, n − 1 and N − 1 for an
-      all-gather or a reduce-scatter;
-    - tree (all-reduce only): 2·((n/N − 1)·intra + log₂ N·inter), up the tree and down.
+      steps of which 2(N − 1) cross nodes for an all-reduce over N > 1 nodes, n − 1 and N − 1
+      for an all-gather or a reduce-scatter;
+    - tree (all-reduce only): base + 2·((n/N − 1)·intra + log₂ N·inter), up the tree and down.
 
     Returns ``{algorithm: seconds}``. Left out: PAT (NCCL ≥ 2.23), the topology's ``latencyInter``,
     the network overhead that raises an intra-node step on AMD hosts (2 µs × 3, Simple) and the
@@ -171,7 +171,7 @@ def nccl_latency_s(
     if n == 1:
         return {"ring": 0.0}
     if op == "all_reduce":
-        steps, inter_steps = 2 * (n - 1), (2 * n_nodes if n_nodes > 1 else 0)
+        steps, inter_steps = 2 * (n - 1), (2 * (n_nodes - 1) if n_nodes > 1 else 0)
     elif op in ("all_gather", "reduce_scatter", "broadcast"):  # broadcast: a pipelined chain
         steps, inter_steps = n - 1, n_nodes - 1
     else:
@@ -181,7 +181,8 @@ def nccl_latency_s(
     out = {"ring": base_s + (steps - inter_steps) * intra_step_s + inter_steps * inter_step_s}
     if op == "all_reduce":
         ranks_per_node = n / n_nodes
-        out["tree"] = 2 * ((ranks_per_node - 1) * tree_intra_step_s + math.log2(n_nodes) * tree_inter_step_s)
+        hops_s = (ranks_per_node - 1) * tree_intra_step_s + math.log2(n_nodes) * tree_inter_step_s
+        out["tree"] = base_s + 2 * hops_s  # up the tree and down
     return out
 
 

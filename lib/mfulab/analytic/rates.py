@@ -79,8 +79,8 @@ class Assumptions:
     nccl_base_latency_s: float = 8.4e-6
     alpha_intra_s: float = 3.4e-6
     alpha_inter_s: float = 14.0e-6
-    tree_alpha_intra_s: float = 28e-6
-    tree_alpha_inter_s: float = 28e-6
+    tree_alpha_intra_s: float = 4.0e-6
+    tree_alpha_inter_s: float = 14.0e-6
     # backward moves ~2× the forward's bytes in memory-bound kernels: it reads the saved input
     # and the incoming gradient and writes the outgoing one (our assumption)
     backward_traffic_factor: float = 2.0
