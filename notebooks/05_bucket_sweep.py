@@ -161,15 +161,16 @@ o.tables["sync_cost"]
 # The α–β stay the machine's figures; on top of them two named quantities are **fitted** to the
 # sweep of each compute mode (least squares on the relative error, `model_error`): a per-bucket
 # overhead on the backward's path and a per-step constant. The figure's dash-dot line and the
-# `residual_fitted` column show the simulator with them. The per-bucket overhead comes out far
-# above the calibration's α because on gloo each bucket's hook runs on the CPU: it copies the
-# bucket, queues the call and waits on the same two cores that run the backward. With NCCL the
-# hook only enqueues a kernel on a GPU stream, so this overhead is not a property of a
-# cluster's link, and it never decides an at-scale verdict (section 4's last two rows).
+# `residual_fitted` column show the simulator with them; the notes below compare the fitted
+# overhead with the calibration's per-call latency and read the residuals' sign. On gloo each
+# bucket's hook runs on the CPU: it copies the bucket, queues the call and waits on the same two
+# cores that run the backward. With NCCL the hook only enqueues a kernel on a GPU stream, so this
+# overhead is not a property of a cluster's link, and it never decides an at-scale verdict
+# (section 4's last two rows).
 
 # %%
 fits = o.tables["model_error"]
-display(Markdown(report.model_error_notes(records, fits)))
+display(Markdown(report.model_error_notes(records, fits, o.tables["sweep"])))
 fits
 
 # %% [markdown]
@@ -374,9 +375,12 @@ o.tables["b8_tail"]
 # each of DP = 1024 / 8 ranks all-reduces the gradients of its eighth of the model. Whether one
 # call per tensor is a disaster there depends on how a call's latency compares with its transfer:
 # NCCL's tree keeps the latency near log₂ of the ranks, a forced ring pays 2(n − 1) steps per call.
+# The second table prices the same 13B on the 32 cards of article A §2.1 (TP 8 × DP 4), beside
+# the row and not voted: the sentence names no scale.
 
 # %%
-o.tables["a6_per_tensor"]
+display(o.tables["a6_per_tensor"])
+o.tables["a6_per_tensor_small"]
 
 # %% [markdown]
 # ## Claims

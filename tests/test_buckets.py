@@ -607,6 +607,8 @@ def test_a6_points_decide_only_on_a_slow_cluster():
     assert model_error.best_mfu_to_decide(5, m) < top < 0.45
     text = model_error.spread_reach_text(0.45)
     assert "the row is analytic only" in text and "above 45%" in text
+    # the ratio does not depend on article A's 18N-per-token convention: 45/40 = 15/(15 − 5/3)
+    assert "its 45% is 15%" in text and "1.7–2.7 standard points" in text and "1.125–1.216" in text
 
 
 def test_the_lesson_sizes_a_bucket_from_nccls_latency_model():

@@ -376,6 +376,12 @@ def test_a6_per_tensor_is_judged_at_the_articles_13b_layout():
     assert row.verdict == "analytic only" and "the article does not state" in row.evidence
     (row,) = cluster_scale.a6_per_tensor_claim(table.assign(slowdown=[1.1, 1.2, 1.2, 1.3]))
     assert row.verdict == "refuted (analysis)"
+    # article A's 32-card 13B (TP 8 x DP 4) is printed beside the row and does not vote: at DP 4 the
+    # per-tensor calls cost far less than at DP 128 (the ring's latency grows with the ranks)
+    small = cluster_scale.per_tensor_table(rec, cards=32)
+    assert (small.dp == 4).all() and small.slowdown.max() < table.slowdown.max()
+    (row,) = cluster_scale.a6_per_tensor_claim(table, small)
+    assert row.verdict == "analytic only" and "32 cards, TP 8 × DP 4" in row.evidence
 
 
 def test_sweet_spot_text_names_one_cap_once():

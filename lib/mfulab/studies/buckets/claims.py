@@ -19,6 +19,7 @@ from mfulab.studies.buckets import (
     sensitivity,
     tradeoff,
 )
+from mfulab.studies.buckets.stated import A6_SMALL_CARDS
 from mfulab.studykit import verdicts
 from mfulab.studykit.outcome import Outcome
 
@@ -38,6 +39,7 @@ def tables(records) -> dict:
         "best_caps": cluster_scale.best_caps(scale),
         "sensitivity": sensitivity.sensitivity_table(records),
         "a6_per_tensor": cluster_scale.per_tensor_table(records),
+        "a6_per_tensor_small": cluster_scale.per_tensor_table(records, cards=A6_SMALL_CARDS),
         "b8_case": b8_case.b8_table(records),
         "b8_tail": b8_case.b8_tail_table(records),
         "b8_consistency": b8_consistency.consistency_table(records),
@@ -58,7 +60,7 @@ def outcome(records, p) -> Outcome:
         analysis.a6_ddp_default_claim(records, t["gpt_layouts"])
         + analysis.a6_measured_claim(records, values["a6_measured"])
         + tradeoff.tradeoff_claim(records)
-        + cluster_scale.a6_per_tensor_claim(t["a6_per_tensor"])
+        + cluster_scale.a6_per_tensor_claim(t["a6_per_tensor"], t["a6_per_tensor_small"])
         + cluster_scale.a6_spread_claim(records, best, sens)
         + cluster_scale.a6_sweet_spot_claim(records, best, sens)
         + mindspeed_rule.a6_megatron_default_claims(records)

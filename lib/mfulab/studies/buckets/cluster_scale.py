@@ -20,6 +20,7 @@ from mfulab.studies.buckets.stated import (
     A6_MFU_POINTS,
     A6_PER_TENSOR_CASE,
     A6_PLAUSIBLE_CAPS_MIB,
+    A6_SMALL_CARDS,
     A_REPORTED_MFU,
     PER_TENSOR_CAP_MB,
     SCALE_GRAD_BYTES_PER_ELEM,
@@ -55,7 +56,7 @@ def scale_table(records):
     return pd.DataFrame(rows).assign(device=setting["device"])
 
 
-def per_tensor_table(records):
+def per_tensor_table(records, cards: int = A6_CARDS):
     """A6's "one all-reduce per parameter tensor is a disaster" at the article's configuration
     (``stated.A6_PER_TENSOR_CASE``: its 13B at TP 8 on ``A6_CARDS`` cards, DP = cards / TP), with
     the stated interconnect: one bucket per tensor against the fastest cap of the grid, under
@@ -67,7 +68,7 @@ def per_tensor_table(records):
 
     p = records["params"]
     case = A6_PER_TENSOR_CASE
-    dp = A6_CARDS // case["tp"]
+    dp = cards // case["tp"]
     caps = sorted(set(p["scale_bucket_caps_mb"]) | {DEFAULT_BUCKET_CAP_MB, PER_TENSOR_CAP_MB})
     stated_setting = sensitivity.stated_setting(p, "a6")
     rows = []
@@ -104,15 +105,28 @@ def per_tensor_table(records):
     return pd.DataFrame(rows)
 
 
-def a6_per_tensor_claim(table) -> list[Claim]:
+def a6_per_tensor_claim(table, small=None) -> list[Claim]:
     """Confirmed (analysis) when one all-reduce per tensor is at least ``A6_DISASTER_RATIO``×
     the fastest cap's step in every row (NCCL's own algorithm choice, the stated case, and the
     ring forced; A6's stated global batch and one micro-batch per step), refuted (analysis) when
     below in every row, analytic only when the algorithm or the batch decides (the article states
-    neither)."""
+    neither). ``small``: the same table at article A's 32-card cluster (``A6_SMALL_CARDS``),
+    printed beside the row, not voted (the sentence names no scale)."""
     if table.empty:
         return []
     stated = table[table.stated].iloc[0]
+    beside = ""
+    if small is not None and len(small):
+        s0 = small.iloc[0]
+        by_acc = "; ".join(
+            f"at {acc} micro-batch(es) {', '.join(f'{x:.2f}×' for x in g.slowdown)}"
+            for acc, g in small.groupby("accumulation", sort=False)
+        )
+        beside = (
+            f"; beside it, not voted, article A's other 13B cluster (§2.1, {A6_SMALL_CARDS} cards, TP "
+            f"{s0.tp} × DP {s0.dp}; NCCL's choice, ring): {by_acc}: the disaster, where it comes, comes "
+            "with the DP width"
+        )
     same_batch = table[table.accumulation == stated.accumulation]
     other = same_batch[~same_batch.stated].iloc[0]
     one = table[table.accumulation == 1]
@@ -158,7 +172,7 @@ def a6_per_tensor_claim(table) -> list[Claim]:
                 if verdict == "analytic only"
                 else ""
             )
-            + f"; {at_other}",
+            + f"; {at_other}{beside}",
             basis=verdicts.ASSUMED,  # the sentence names no scale: a thousand cards is our choice
         )
     ]

@@ -268,5 +268,9 @@ def spread_reach_text(reported_mfu: float) -> str:
         f"cap's MFU is ≤ {at_hi:.0%} ({lo:g} points: ≤ {at_lo:.0%}); article A reports above "
         f"{reported_mfu:.0%}, so at the article's MFU the step model cannot tell a spread of 5–8 points "
         "from its own error either way: no spread could say no there, so the scenarios that say yes test "
-        "nothing, and the row is analytic only"
+        "nothing, and the row is analytic only. The step ratio M ÷ (M − Δ) is the same in any FLOP "
+        "convention that scales M and Δ alike: article A's own formula counts 6N × 3 = 18N per token "
+        f"(§8), three times 6N; read so, its {reported_mfu:.0%} is {reported_mfu / 3:.0%} and its "
+        f"{lo:g}–{hi:g} points are {lo / 3:.1f}–{hi / 3:.1f} standard points, the same ratios "
+        f"{reported_mfu / (reported_mfu - lo / 100):.3f}–{reported_mfu / (reported_mfu - hi / 100):.3f}"
     )

@@ -36,6 +36,7 @@ from mfulab.studies.buckets.stated import (
     SENSITIVITY,
 )
 from mfulab.studykit import verdicts
+from mfulab.studykit.step_error import SWITCH_MARGIN
 from mfulab.studykit.verdicts import summary_line
 from mfulab.units import GB, MB
 
@@ -99,8 +100,10 @@ def sweep_notes(records, sweep) -> str:
     return "\n".join(lines)
 
 
-def model_error_notes(records, fit_table) -> str:
-    """What the fitted overheads are, and where they go."""
+def model_error_notes(records, fit_table, sweep=None) -> str:
+    """What the fitted overheads are, how they compare with the calibration's per-call latency,
+    what the sign of the α–β residuals says (``sweep``: :func:`analysis.sweep_table`), and where
+    the overheads go."""
     if fit_table.empty:
         return "*Too few caps to fit the simulator's error.*"
     fit = records["ddp"]["allreduce_fit"]
@@ -125,6 +128,46 @@ def model_error_notes(records, fit_table) -> str:
         for r in fit_table.itertuples()
     ]
     o = fit_table.per_bucket_overhead_s.max()
+    per_call_s = 2 * (records["ddp"]["world_size"] - 1) * fit["alpha_s"]
+    side = "below" if o < per_call_s else "above"
+    lines.append(
+        f"* Size: the larger fit, {o * 1e6:.0f} µs per bucket, is {side} the calibration's own latency of "
+        f"one all-reduce call, 2(n − 1)·α = {per_call_s * 1e6:.0f} µs."
+    )
+    if sweep is not None and len(sweep):
+        default = sweep[sweep.variant == "default"]
+        for mode in dict.fromkeys(default["mode"]):
+            d = default[default["mode"] == mode].sort_values("bucket_cap_mb")
+            neg, pos = d[d.residual < 0], d[d.residual > 0]
+            if len(neg) and len(pos) and neg.bucket_cap_mb.max() < pos.bucket_cap_mb.min():
+                lines.append(
+                    f"* Sign, {d.compute.iloc[0]}: the α–β residual is {neg.residual.min():+.0%} to "
+                    f"{neg.residual.max():+.0%} at caps up to {neg.bucket_cap_mb.max():g} MiB (the simulator "
+                    f"too slow) and {pos.residual.min():+.0%} to {pos.residual.max():+.0%} from "
+                    f"{pos.bucket_cap_mb.min():g} MiB (too fast): it changes sign, and a per-bucket overhead "
+                    "of one sign cannot fit both ends (so the held-out error barely moves). What the pattern "
+                    "suggests, not tested here: "
+                    "gloo's worker threads overlap small buckets' calls (the simulator serialises them), "
+                    "and large buckets' copies compete with the backward for the same two cores."
+                )
+        # between two caps the compute cancels: the error a cap pair carries is the simulator's
+        # on the exposed communication (measured: step − no_sync; simulated: the same difference)
+        comm = default[default.comm_cost_s > 0]
+        err = (comm.simulated_step_s - comm.no_sync_s) / comm.comm_cost_s - 1
+        if len(err):
+            lines.append(
+                f"* Communication alone: two caps differ only in their communication schedule, so a cap "
+                f"pair's error is the simulator's on the exposed communication (step − no_sync). Here it "
+                f"spans {err.min():+.0%} to {err.max():+.0%} of the measured figure over both sweeps, "
+                f"a factor {(1 + err.max()) / (1 + err.min()):.1f} from end to end: "
+                + (
+                    "no narrower than the step model's switch margin carried to a whole step, so the "
+                    "at-scale rows keep that margin."
+                    if (1 + err.max()) / (1 + err.min()) >= 1 + SWITCH_MARGIN
+                    else "narrower than the switch margin; the at-scale rows still use the switch margin "
+                    "(this error is gloo's on two cores, not NCCL's at scale)."
+                )
+            )
     lines.append(
         f"* For scale: the calibration's α = {fit['alpha_s'] * 1e6:.0f} µs per ring step stays the machine's "
         f"figure; the per-bucket overhead is DDP's own work per bucket on top of it (its hook, the copy into "

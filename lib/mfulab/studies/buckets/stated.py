@@ -14,6 +14,9 @@ A6_DISASTER_RATIO = 1.5
 A6_SWEET_SPOT_BYTES = (20 * MB, 40 * MB)  # the article's "20–40 MB" (decimal MB: 19.1–38.1 MiB)
 A6_MFU_POINTS = (5.0, 8.0)  # "moves MFU by 5–8 points"
 A6_CARDS = 1024  # "about a thousand cards"
+# Article A §2.1 trains its 13B on 32 cards ("在 32 卡环境训练一个 13B 模型"): at TP 8, DP 4. The
+# per-tensor sentence names no scale; this cluster is priced beside the thousand cards, not voted.
+A6_SMALL_CARDS = 32
 # A6's at-scale runs take a realistic global batch: article A states none for its thousand-card
 # sentence (its 8-card command's 32 sequences is one node's). Llama 2 trained every size, 7B to
 # 70B, at 4M tokens per step (Touvron et al. 2023, §2.2 and Table 1: "global batch-size of 4M

@@ -43,6 +43,9 @@ def tradeoff_claim(records) -> list[Claim]:
     layers, hidden, batch = stack_dims(records["params"], MODE)
     sleep_ms = records["params"]["emulated_layer_backward_s"] * 1e3
 
+    def drift(c) -> str:
+        return f"{c.run_to_run_drift:.0%}" if c is not None else "none"
+
     def side(c, cap: float, best: float) -> str:
         if c is None:
             return f"{cap:g} MiB is itself the fastest cap"
@@ -62,8 +65,9 @@ def tradeoff_claim(records) -> list[Claim]:
             "sleep per layer's backward: one bucket)",
             tradeoff_verdict(calls, late),
             f"too many calls: {side(calls, real['smallest'], real['best'])}; a late start: "
-            f"{side(late, emulated['largest'], emulated['best'])} (intervals widened by the 5% drift "
-            f"between fresh runs); one all-reduce of the emulated stack's gradients takes "
+            f"{side(late, emulated['largest'], emulated['best'])} (intervals widened by the drift between "
+            f"fresh runs: {drift(calls)} measured for the per-tensor ratio, {drift(late)} assumed for the "
+            "late start); one all-reduce of the emulated stack's gradients takes "
             f"{one_shot_s(records, MODE) * 1e3:.0f} ms at the calibration's α–β, the most a late start can "
             "add; in the emulated sweep one bucket per tensor takes "
             + (
