@@ -156,7 +156,8 @@ plots.save_figure(fig, out, "attention_share")
 # up to its own table, GPT-2's 1,024);
 # the second makes its number a fraction of an A100, not of the device that ran the step. (A
 # third: its attention term takes T as the model's `block_size`, not the length the batch ran
-# at, so a run at shorter sequences is credited with the longer context's attention FLOPs.)
+# at, so a run at shorter sequences is credited with the longer context's attention FLOPs: the
+# table applies it, so GPT-2 at 512 tokens is priced with its 1,024-token attention term.)
 
 # %%
 nano = o.values["nanogpt_on_this_run"]
@@ -169,10 +170,17 @@ display(
     )
 )
 nano_table = o.tables["nanogpt_estimate_mfu"]
-cut = 1 - nano_table.nanogpt_over_palm
+at_context = nano_table.seq_len == nano_table.block_size  # rows run at the model's own context
+cut, over = 1 - nano_table.nanogpt_over_palm[at_context], nano_table.nanogpt_over_palm[~at_context] - 1
 display(
     Markdown(
-        f"Leaving out the position embeddings lowers the FLOPs per token by {cut.min():.2%}–{cut.max():.2%} over these presets and lengths."
+        f"At the model's own context, leaving out the position embeddings lowers the FLOPs per token by "
+        f"{cut.min():.2%}–{cut.max():.2%} over these presets and lengths"
+        + (
+            f"; below it, the `block_size` attention term raises them by {over.min():.1%}–{over.max():.1%}."
+            if len(over)
+            else "."
+        )
     )
 )
 nano_table.round(4)
@@ -848,6 +856,9 @@ display(Markdown(article_arithmetic.b9_text_note(b9_text)))
 #   whole percent: within half a point, its rounding); B1's first row checks its FLOPs and MFU
 #   figures, the "about 5 s" ideal step a note;
 # * "many jobs at 35–50%" is not checkable (no fleet publishes its jobs' MFU);
+# * the "time share" gloss and "the gap is the waits" are read by the article's own definitions
+#   (its formula two paragraphs on; local MFU one paragraph earlier): identities, so *shown (by
+#   construction)*, with the occupancy reading and the article's implied waits as remarks;
 # * "local MFU may show the compute pipeline itself 80% busy" is read as local MFU and as
 #   occupancy (占用率) at the configuration borrowed from §5.1 (assumed configurations), a
 #   possibility over both readings (`verdicts.any_scenario`): local MFU by the bound above,

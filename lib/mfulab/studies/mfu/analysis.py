@@ -46,23 +46,23 @@ def conventions_table(preset_names, seq_lens):
 NANOGPT_PROMISED_FLOPS_PER_S = 312e12
 
 
-def nanogpt_flops_per_token(cfg, seq_len: int | None = None) -> float:
+def nanogpt_flops_per_token(cfg) -> float:
     """nanoGPT's ``estimate_mfu`` numerator per token (karpathy/nanoGPT, model.py, after PaLM
     App. B): 6·N + 12·L·H·Q·T with N = ``get_num_params(non_embedding=True)``, every parameter
-    less the learned position embeddings (its table of ``cfg.seq_len`` rows; the tied token
-    embedding stays: it is the LM head) and T the length run (``seq_len``, default the table's)."""
-    T = cfg.seq_len if seq_len is None else seq_len
-    position_embedding_params = cfg.seq_len * cfg.d_model if cfg.learned_positions else 0
-    n_non_embedding = flops.param_count(cfg) - position_embedding_params
-    attention_flops = 12 * cfg.n_layers * cfg.n_heads * cfg.head_dim * T
-    return 6 * n_non_embedding + attention_flops
+    less the learned position embeddings (the tied token embedding stays: it is the LM head), and
+    T = ``block_size``, the model's context (``cfg.seq_len``), not the length a batch runs at.
+    One formula in the course: :func:`frameworks.nanogpt`."""
+    from mfulab.studies.mfu import frameworks
+
+    return frameworks.nanogpt(cfg)
 
 
 def nanogpt_table(preset_names, seq_lens):
     """nanoGPT's ``estimate_mfu`` beside the course's conventions, per preset and length: its
-    FLOPs per token against ``palm`` (the same formula over every parameter) and ``6n``. A model
-    with learned positions runs only up to its own table (GPT-2's 1,024): longer lengths are left
-    out for it, since a longer table would add parameters the model does not have."""
+    FLOPs per token against ``palm`` (the same formula over every parameter) and ``6n`` at the
+    length run. A model with learned positions runs only up to its own table (GPT-2's 1,024):
+    longer lengths are left out for it, since a longer table would add parameters the model does
+    not have; shorter ones keep the table, and nanoGPT's attention term its ``block_size``."""
     import pandas as pd
 
     rows = []
@@ -73,12 +73,13 @@ def nanogpt_table(preset_names, seq_lens):
                 continue
             # a learned table keeps its own size whatever the length run; rotary models have none
             cfg = native if native.learned_positions else native.with_(seq_len=T)
-            nano = nanogpt_flops_per_token(cfg, seq_len=T)
+            nano = nanogpt_flops_per_token(cfg)
             palm = flops.flops_per_token(cfg, convention="palm", seq_len=T)
             rows.append(
                 {
                     "preset": name,
                     "seq_len": T,
+                    "block_size": cfg.seq_len,
                     "nanogpt_flops_per_token": nano,
                     "palm_flops_per_token": palm,
                     "nanogpt_over_palm": nano / palm,

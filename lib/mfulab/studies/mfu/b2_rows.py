@@ -107,58 +107,56 @@ def b2_few_bottlenecks_claim(split) -> Claim:
 
 def mfu_definition_claim(b: dict) -> Claim:
     """Article B's introduction defines MFU as "the share of time the GPU really spends computing
-    the model" (真正用于"算模型"的时间占比). PaLM (Chowdhery et al. 2022, App. B) defines it as the
-    model FLOPs the run achieves per second over the peak. Two readings of the gloss: the share of
-    the wall clock a kernel is busy (occupancy: false, a slow kernel counts as fully as a fast one)
-    and the time the model's FLOPs would take at the peak over the time taken (PaLM's rate
-    rearranged: true by definition). The readings disagree: not checkable, with this run
-    (``time_split.breakdown``) as the example of how far apart they are."""
+    the model" (真正用于"算模型"的时间占比), and two paragraphs on (§1.1) gives its own formula:
+    model FLOPs over the peak times the step. Read by that formula the gloss is the time the model's
+    FLOPs would take at the peak over the time taken, PaLM's rate rearranged (Chowdhery et al. 2022,
+    App. B): shown (by construction). The occupancy reading (the share of the wall clock a kernel is
+    busy) is false, and this run (``time_split.breakdown``) shows how far apart the two are."""
     compute_share = b["compute_s"] / b["job_wall_s"]
     mfu = b["global_mfu_vs_ceiling"]
     return Claim(
         "B1",
         'MFU measures the share of time the GPU spends computing the model (真正用于"算模型"的时间占比)',
-        "the article's gloss against PaLM's definition (Chowdhery et al. 2022, Appendix B: achieved model "
-        "FLOPs per second over the peak), read two ways, with this run as the example",
-        "not checkable",
-        f"read as the share of the wall clock spent computing (occupancy): false, this run computes "
-        f"{compute_share:.1%} of its wall clock and reaches {mfu:.1%} of the measured matmul ceiling over it "
-        f"({b['convention']} FLOPs), since a slow kernel occupies time as fully as a fast one (the "
-        "article's 'local MFU' of 80% in §1.1 reads this way); read as the time the model's FLOPs would "
-        "take at the peak over the time taken: true by definition, PaLM's rate rearranged, and the "
-        f"article's own formula two paragraphs on (§1.1). The readings disagree ({compute_share:.0%} "
-        f"against {mfu:.0%} here). Bases: PaLM's definition (documented) for the second reading, this "
-        "run (measured here) against the first",
-        basis=verdicts.DOCUMENTED,
+        "the gloss read by the article's own formula two paragraphs on (§1.1: model FLOPs ÷ (peak × step "
+        "time)), PaLM's definition (Chowdhery et al. 2022, Appendix B); the occupancy reading beside it, "
+        "with this run as the example",
+        "shown",
+        "by the article's formula the gloss is an identity: the time the model's FLOPs would take at the "
+        "peak over the time taken, PaLM's rate rearranged. Read instead as the share of the wall clock "
+        f"spent computing (occupancy) it is false: this run computes {compute_share:.1%} of its wall clock "
+        f"and reaches {mfu:.1%} of the measured matmul ceiling over it ({b['convention']} FLOPs), since a "
+        "slow kernel occupies time as fully as a fast one",
+        basis=verdicts.CONSTRUCTION,
     )
 
 
 def waits_gap_claim(waits) -> Claim:
     """Article B §1.1: "the vast difference between these two numbers [44% and 80%] is exactly
-    where communication, IO and scheduling waste sit". Two readings, as for the 80% itself: with
-    80% a local MFU, the gap is the waits by construction (local MFU leaves every wait out of its
-    denominator), which the waits demo (``run_checks.waits_table``) shows with a sleeping loader;
-    with 80% an occupancy (the sentence's 占用率), the gap also holds the busy time's slow kernels,
-    so it is not the waits alone. The readings disagree: not checkable, where the demo shows the
-    first; inconclusive on this machine where it does not."""
+    where communication, IO and scheduling waste sit". The article defines local MFU one paragraph
+    earlier (its denominator keeps only the compute stream's busy time, every wait filtered out), so
+    global ÷ local is the busy share of the wall clock and the gap is the waits by construction:
+    shown where the waits demo (``run_checks.waits_table``, a sleeping loader) opens it, inconclusive
+    on this machine where it does not. Beside it: the occupancy reading of the sentence's 占用率
+    (the gap would also hold slow kernels), and what the article's own figures imply the waits are."""
     quiet, slow, ex = waits.iloc[0], waits.iloc[-1], B_LOCAL_MFU_EXAMPLE
     opened = (
         slow.global_over_local < quiet.global_over_local
         and slow.data_share_of_wall > quiet.data_share_of_wall
     )
+    waits_share = 1 - ex["global"] / ex["local"]
     return Claim(
         "B1",
         "the gap between the two numbers (44% global, 80% local) is where communication, IO and scheduling "
         "waits sit (这两个数字的天壤之别，恰恰就是通信、IO和调度浪费所在的地方, §1.1)",
-        "both readings of the 80%: as local MFU (an identity, shown with this run's steps again, without "
-        "and with a loader that sleeps before each batch) and as occupancy",
-        "not checkable" if opened else "inconclusive on this machine",
-        f"as local MFU: a {slow.loader_sleep_ms:.0f} ms sleep per batch takes {slow.data_share_of_wall:.0%} "
-        f"of the wall clock, global MFU {quiet.global_mfu:.1%} → {slow.global_mfu:.1%}, local "
-        f"{quiet.local_mfu:.1%} → {slow.local_mfu:.1%}: the gap is the waits, by construction; as "
-        f"occupancy (the compute stream {ex['local']:.0%} busy), the waits are {1 - ex['local']:.0%} of the "
-        f"time and the rest of the gap is the busy time's slow kernels (at {ex['global']:.0%} global the "
-        f"stream's local MFU would be {ex['global'] / ex['local']:.0%}), so not the waits alone. The "
-        "readings disagree",
+        "local MFU as the article defines it one paragraph earlier (waits out of the denominator), shown "
+        "with this run's steps again, without and with a loader that sleeps before each batch",
+        "shown" if opened else "inconclusive on this machine",
+        f"a {slow.loader_sleep_ms:.0f} ms sleep per batch takes {slow.data_share_of_wall:.0%} of the wall "
+        f"clock: global MFU {quiet.global_mfu:.1%} → {slow.global_mfu:.1%}, local {quiet.local_mfu:.1%} → "
+        f"{slow.local_mfu:.1%}, the gap is the waits. Remarks: read as occupancy (占用率, the stream "
+        f"{ex['local']:.0%} busy) the gap would also hold slow kernels; and by the identity the article's "
+        f"{ex['global']:.0%} against {ex['local']:.0%} means waits of {waits_share:.0%} of the wall clock, "
+        f"about {waits_share * 10:.1f} s of a 10 s step, where §5.1 names a 1.5 s data wait and an "
+        "all-reduce tail",
         basis=verdicts.CONSTRUCTION,
     )
