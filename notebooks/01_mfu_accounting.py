@@ -732,8 +732,8 @@ plots.save_figure(fig, out, "waterfall")
 # `shape_sweep.sweep_table`). Narrower layers make smaller GEMMs, further from the best square
 # matmul, and leave the fixed per-op costs (norms, elementwise ops, the optimizer) a larger share;
 # a longer sequence moves work into the attention core, whose share of the time is measured here,
-# beside its share of the work (§2 only counts it). Each shape's step is a profiled step (a few
-# per cent slower than a timed one, the check above); a CPU shows the shapes' effect, not a GPU's
+# beside its share of the work (§2 only counts it). Each shape's step is a profiled step (within
+# a few per cent of a timed one, either way: the check above); a CPU shows the shapes' effect, not a GPU's
 # size of it: no tensor cores, no HBM, no launch gaps. The ceiling is the best square matmul of
 # the calibration's sweep timed in this process, not a bound: the widest layers' rectangular
 # GEMMs can pass it.
