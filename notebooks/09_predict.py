@@ -98,7 +98,8 @@ domain.domain_table(t)
 #   there. Where the test rows stopped being blind, these are the blind check, with one
 #   exception: HSDP and DDP + ZeroRedundancyOptimizer were modelled after that first evaluation
 #   (revision e7e417d in the history), to price 9 of its rows that had been refused, so those 9
-#   rows are adaptive, not blind (no row already priced changed);
+#   rows are adaptive, not blind (no row already priced changed; `uncertainty.MODELLED_AFTER_SEEN`
+#   names them, and the "holdouts, never seen" group of the bootstrap leaves them out);
 # - **holdout-2** — `studies/predict/published_runs_holdout2.yaml`: three more sources (NVIDIA's
 #   DGX Cloud benchmarks of MaxText and NeMo on up to 2,048 H100s, BAAI's FlagPerf Megatron runs on
 #   A800 and H100), collected by another separate process after the first holdout had been

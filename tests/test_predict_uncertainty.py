@@ -201,3 +201,14 @@ def test_the_null_model_is_scored_on_the_same_pairs_as_the_margins():
     # every pair here changes TP: the split group holds them all, the DP-only group none
     by_term = margins.layout_term_margins(pairs).set_index("layout pairs that change")
     assert by_term.loc["TP, PP or virtual stages", "pairs"] == 3 and len(by_term) == 1
+
+
+def test_the_never_seen_group_leaves_out_the_rows_modelled_after_they_were_seen():
+    """Holdout rows the model was extended to price after they were collected (HSDP, DDP +
+    ZeroRedundancyOptimizer) are scored with the holdouts and again without them."""
+    seen = list(uncertainty.MODELLED_AFTER_SEEN[:2])
+    t = _table([0.1, 0.2, 0.05, 0.3], [0.2, 0.2, 0.2, 0.2], ["a", "a", "b", "b"])
+    t["id"] = [seen[0], "x1", seen[1], "x2"]
+    b = uncertainty.clustered_bootstrap(t, n_boot=50).set_index("group")
+    assert b.loc["holdouts", "rows"] == 4 and b.loc[uncertainty.NEVER_SEEN, "rows"] == 2
+    assert b.loc[uncertainty.NEVER_SEEN, "predictor_median_abs_error"] == pytest.approx(0.25)

@@ -326,15 +326,26 @@ def may_decide_text(tables: dict) -> str:
     kinds = tables["kind_margins"].set_index("kind")
     tp = tables["tp_overlap_pairs"]
     parts = []
+    from mfulab.studies.predict.uncertainty import MODELLED_AFTER_SEEN, NEVER_SEEN
+
     if "holdouts" in boot.index:
-        h = boot.loc["holdouts"]
+        key = NEVER_SEEN if NEVER_SEEN in boot.index else "holdouts"
+        h = boot.loc[key]
         beats = h.lead_over_null_lo > 0
+        whole = boot.loc["holdouts"]
         parts.append(
-            f"on blind step times it {'beats' if beats else 'does not beat'} a constant utilisation: "
-            f"holdouts {h.predictor_median_abs_error:.1%} against the null's "
-            f"{h.null_median_abs_error:.1%}, a lead of {100 * h.lead_over_null:+.1f} points "
-            f"[{100 * h.lead_over_null_lo:+.1f}, "
-            f"{100 * h.lead_over_null_hi:+.1f}] over a bootstrap of sources"
+            f"on step times never seen before the model was fixed it {'beats' if beats else 'does not beat'} "
+            f"a constant utilisation: {int(h.rows)} holdout rows, {h.predictor_median_abs_error:.1%} against "
+            f"the null's {h.null_median_abs_error:.1%}, a lead of {100 * h.lead_over_null:+.1f} points "
+            f"[{100 * h.lead_over_null_lo:+.1f}, {100 * h.lead_over_null_hi:+.1f}] over a bootstrap of "
+            "sources"
+            + (
+                f" (with the {len(MODELLED_AFTER_SEEN)} holdout rows the model was extended to price after "
+                f"they were collected, {int(whole.rows)} rows: {whole.predictor_median_abs_error:.1%} "
+                f"against {whole.null_median_abs_error:.1%})"
+                if key == NEVER_SEEN
+                else ""
+            )
         )
     signed = [
         f"{s} {splits.loc[s, 'median_signed_error']:+.1%}" for s in ("test", "holdout") if s in splits.index
