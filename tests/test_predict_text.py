@@ -143,6 +143,11 @@ def test_b15_text_says_no_rung_is_decided_inside_the_switch_margin():
     # one port per node: ZeRO-2's 32 reductions alone outlast the article's whole step (a bound)
     assert "one 200 Gb/s port per GPU" in text and "cannot hold at micro-batch 1" in text
     assert {"micro-batch 8", "micro-batch 8, network 200 Gb/s per node"} <= set(sens.reading)
+    # DDP (the knobs §4 names) reduces once per step: one port per node costs far less DP traffic
+    s = sens.set_index("reading")
+    ddp = s.loc["DDP + ZeroRedundancyOptimizer, network 200 Gb/s per node"]
+    assert ddp.framework == "ddp" and ddp.dp_comm_s < s.loc["network 200 Gb/s per node", "dp_comm_s"] / 4
+    assert "which framework ran decides whether one port per node can hold" in text
 
 
 def test_the_memory_model_is_checked_one_sided_against_published_peak_reserved_memory():

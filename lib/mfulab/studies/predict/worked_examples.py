@@ -51,6 +51,14 @@ B15_READINGS = {
     # §4's DataLoader(batch_size=8): 4 micro-batches a step, so ZeRO-2 reduces 4 times, not 32
     "micro-batch 8": {"micro_batch": 8},
     "micro-batch 8, network 200 Gb/s per node": {"micro_batch": 8, "network_bytes_per_s": 200e9 / 8 / 8},
+    # §4's knobs are PyTorch DDP's (bucket_cap_mb, gradient_as_bucket_view, static_graph): DDP with
+    # no_sync reduces once per step, in 25 MiB buckets, and ZeRO-1 as torch's ZeroRedundancyOptimizer
+    "DDP + ZeroRedundancyOptimizer": {"framework": "ddp", "zero_stage": 1},
+    "DDP + ZeroRedundancyOptimizer, network 200 Gb/s per node": {
+        "framework": "ddp",
+        "zero_stage": 1,
+        "network_bytes_per_s": 200e9 / 8 / 8,
+    },
 }
 
 
@@ -113,6 +121,8 @@ def b15_sensitivity(**assumptions):
     rows = []
     for reading, change in B15_READINGS.items():
         inputs = {**assumptions, **B15_CHANGES[0], **change}
+        if inputs.get("framework") == "ddp":
+            inputs.pop("deepspeed_bucket_elems", None)  # DDP's own 25 MiB buckets
         out = step.step_time(cfg, **{**case, **inputs})  # a reading may set the case's micro-batch
         rows.append(
             {
@@ -121,6 +131,8 @@ def b15_sensitivity(**assumptions):
                 "dp_comm_s": out["dp_comm_s"],
                 "dp_comm_exposed_s": out["dp_comm_exposed_s"],
                 "dp_overlap": inputs.get("dp_overlap", Assumptions().dp_overlap),
+                "framework": inputs.get("framework", "deepspeed"),
+                "zero_stage": inputs.get("zero_stage", case["zero_stage"]),
             }
         )
     return pd.DataFrame(rows)
