@@ -79,6 +79,32 @@ display(Markdown(domain.domain_text(t)))
 domain.domain_table(t)
 
 # %% [markdown]
+# ### The model in equations
+#
+# Per device, for a layout of TP t, PP p, DP d, m micro-batches of b sequences of s tokens, and a
+# stage of L/p layers (`analytic/step.py`'s docstring has each term's source):
+#
+# - **step** = m · t_mb + bubble + pp_p2p + dp_exposed + optimizer + data (Narayanan et al. 2021 §2.2)
+# - **t_mb** = Σ over the stage's GEMMs of [t₀ + max(2·M·N·K / R∞, bytes / BW)] (forward and its two
+#   backward GEMMs; R∞ = a share of the device's best measured GEMM, t₀ its launch cost: Hockney's
+#   r∞–n½ form under a roofline cap) + attention + memory-bound bytes / (η_mem · BW) + recompute + tp_comm
+# - **bubble** = (p − 1) · t_mb for 1F1B, ÷ v with v interleaved chunks (`parallel.pipeline_schedule_costs`)
+# - **dp_exposed** = Σ over the framework's collectives of [latency(algorithm, ranks, nodes) +
+#   bytes / link] (NCCL's latency table), less `dp_overlap` × the compute it can hide under
+# - **optimizer** = parameters on this device × `optimizer_bytes_per_param` / (η_mem · BW)
+#
+# The cell below prices article B's 7B baseline (B15, §6) term by term, so the sum can be
+# redone by hand.
+
+# %%
+baseline = worked_examples.terms_table(t["b15_ladder"].iloc[0])
+display(baseline.style.format({"seconds": "{:.3f}", "share_of_step": "{:.1%}"}).hide(axis="index"))
+print(
+    f"Σ terms = {baseline.seconds.sum():.3f} s = the predicted step "
+    f"{t['b15_ladder'].iloc[0].predicted_step_s:.3f} s (article B: {t['b15_ladder'].iloc[0].article_step_s:.1f} s)"
+)
+
+# %% [markdown]
 # ## 1 · A split fixed before anything is fitted
 #
 # The rows of `studies/predict/published_runs.yaml` are split **by source**, in the file, before

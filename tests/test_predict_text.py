@@ -212,3 +212,13 @@ def test_switch_pairs_are_sorted_by_type_and_blind_pairs_kept_apart():
     text = mt.types_text(types, no_blind)
     assert "3 (75%) are 'ZeRO stage or framework'" in text and "No blind switch pair exists" in text
     assert "2 of 2 types rest on fewer than five pairs" in text
+
+
+def test_the_worked_baseline_sums_term_by_term_to_the_predicted_step():
+    from mfulab.studies.predict import worked_examples
+
+    row = worked_examples.b15_ladder().iloc[0]
+    table = worked_examples.terms_table(row)
+    assert table.seconds.sum() == pytest.approx(row.predicted_step_s)
+    assert (table.seconds > 0).all() and table.share_of_step.sum() == pytest.approx(1.0)
+    assert {"matmul", "attention", "dp_comm_exposed", "data"} <= set(table.term)

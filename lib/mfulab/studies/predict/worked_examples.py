@@ -179,3 +179,14 @@ def a19_case(**assumptions):
             }
         )
     return pd.DataFrame(rows)
+
+
+def terms_table(row):
+    """One predicted step (a row of :func:`b15_ladder`, or any mapping with ``step.TERMS``) term
+    by term: seconds and share of the step, the terms that are zero left out; the seconds sum to
+    the step (``step.step_time``: step = m·t_mb + bubble + p2p + dp_exposed + optimizer + data)."""
+    import pandas as pd
+
+    seconds = {k.removesuffix("_s"): float(row[k]) for k in step.TERMS if float(row[k]) > 0}
+    total = sum(seconds.values())
+    return pd.DataFrame([{"term": k, "seconds": v, "share_of_step": v / total} for k, v in seconds.items()])
