@@ -657,9 +657,24 @@ def test_a_verdict_that_differs_where_the_study_ran_other_code_is_not_a_machine_
     assert row["differs"] == "n/a (other code)" and row["other code"] == "cpu at 1111111, gpu at 2222222"
     note = compare.verdict_note(table, records["machines"])
     assert (
-        "0 with a different verdict" in note
+        "0 with a different verdict on machines that ran the same code" in note
         and "1 row of studies whose machines ran different code (mfu" in note
+        and "1 of them do read differently across the revisions (mfu A5)" in note
     )
+
+
+def test_a_metric_measured_at_other_code_is_not_compared_across_machines():
+    """The metric table follows the verdict matrix: where the machines ran the study at different
+    code, a difference may be the code's, so the row reads "not compared (other code)"."""
+    anatomy = {"a": {"naive_step_s": 0.34}, "b": {"naive_step_s": 0.18}}
+    records = _records(["a", "b"], anatomy=anatomy)
+    records["hosts"] = {"a": {"cpu_count": 2}, "b": {"cpu_count": 2}}
+    records["revisions"] = {m: {"anatomy": {"digest": "x", "commit": m}} for m in "ab"}
+    table = compare.comparison_table(records)
+    row = table.key == "naive_step_s"
+    assert _shown(table, records, row)["across machines"].startswith("differs")
+    records["revisions"]["b"]["anatomy"]["digest"] = "y"
+    assert _shown(table, records, row)["across machines"] == "not compared (other code)"
 
 
 def test_the_verdict_matrix_joins_rows_on_the_claims_words_not_their_position():

@@ -296,10 +296,14 @@ def formatted(table, records=None):
         # out of the row's comparison, the others are compared (as the verdict matrix does)
         crowded = [hosts.not_comparable(records, ss) if records is not None else [] for ss in studies]
 
-        def across(row, k, u, st, left_out):
+        def across(row, k, u, st, left_out, ss):
             machines = [m for m in names if m not in left_out]
             if len(machines) < 2:
                 return f"not compared ({', '.join(left_out)} oversubscribed)"
+            # where the machines ran the study at different code, a difference may be the code's
+            code = records is not None and any(matrix_mod.other_code(records, x, machines) for x in ss)
+            if code:
+                return "not compared (other code)"
             cell = drift_mod.across_cell(
                 [row[m] for m in machines],
                 u,
@@ -311,9 +315,9 @@ def formatted(table, records=None):
             return cell + (f" ({', '.join(left_out)} left out: oversubscribed)" if left_out else "")
 
         out["across machines"] = [
-            across(row, k, u, st, left_out)
-            for (_, row), k, u, st, left_out in zip(
-                kept.iterrows(), kept["key"], kept["unit"], kept["study"], crowded
+            across(row, k, u, st, left_out, ss)
+            for (_, row), k, u, st, left_out, ss in zip(
+                kept.iterrows(), kept["key"], kept["unit"], kept["study"], crowded, studies
             )
         ]
         out["highest ÷ lowest"] = [
@@ -321,7 +325,9 @@ def formatted(table, records=None):
         ]
         out["÷ cores"] = [
             hosts.per_core_scaling({m: row[m] for m in names}, u, records)
-            if records and not hosts.not_comparable(records, ss)
+            if records
+            and not hosts.not_comparable(records, ss)
+            and not any(matrix_mod.other_code(records, x, names) for x in ss)
             else ""
             for (_, row), u, ss in zip(kept.iterrows(), kept["unit"], studies)
         ]

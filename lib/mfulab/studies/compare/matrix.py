@@ -133,15 +133,20 @@ def verdict_note(table, names, records=None) -> str:
     if len(names) > 1:
         named = ", ".join(f"{study} {cid}" for study, cid in zip(differs.study, differs.claim_id))
         parts.append(
-            f"{len(differs)} with a different verdict on different machines" + (f": {named}" if named else "")
+            f"{len(differs)} with a different verdict on machines that ran the same code"
+            + (f": {named}" if named else "")
         )
         code = table[table["other code"] != ""]
         if len(code):
             studies = ", ".join(sorted(set(code.study)))
+            changed = code[code.differs == "n/a (other code)"]
+            listed = ", ".join(f"{study} {cid}" for study, cid in zip(changed.study, changed.claim_id))
             parts.append(
                 f"{len(code)} row{'s' * (len(code) != 1)} of studies whose machines ran different code "
-                f"({studies}; column `other code`) are left out of `differs`: a verdict there may differ "
-                "because the code did"
+                f"({studies}; column `other code`) are not compared: a verdict there may differ because "
+                f"the code did, and {len(changed)} of them do read differently across the revisions"
+                + (f" ({listed})" if listed else "")
+                + "; nothing in them isolates the hardware until the machines run one commit"
             )
     named = ", ".join(
         f"{study} {cid} (on {where})"

@@ -10,15 +10,16 @@ def deviations_note(table, shown, names: list[str], drift: float) -> str:
     """One paragraph (markdown): the rows of ``shown`` (``analysis.formatted``'s table) whose
     per-core scaling (column ``÷ cores``) is off 1 by more than ``drift``, and the ratio rows of
     ``table`` (the raw values, unit ×) below 1 on one machine and above it on another. Rows of
-    machines that were oversubscribed are left out (``not comparable on``). Empty with one
-    machine."""
+    machines that were oversubscribed (``not comparable on``) or ran the study at other code
+    (``other code``) are left out. Empty with one machine."""
     if len(names) < 2 or "÷ cores" not in shown:
         return ""
     raw = table.drop_duplicates("metric").set_index("metric")
     crowded = shown.get("not comparable on", [""] * len(shown))
+    code = shown.get("other code", [""] * len(shown))
     off, reversed_rows = [], []
-    for (_, row), where in zip(shown.iterrows(), crowded):
-        if where:
+    for (_, row), where, other in zip(shown.iterrows(), crowded, code):
+        if where or other:  # an oversubscribed run, or other code: not the cores' doing
             continue
         if row["÷ cores"]:
             scale = float(row["÷ cores"])
