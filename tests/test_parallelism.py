@@ -359,3 +359,9 @@ def test_planner_answers_name_their_device_and_price_article_as_tp8_pp1():
     assert len(ratios) and (ratios >= 1 - 1e-12).all()
     best_is_tp8 = t[t.layout.str.startswith("TP8·PP1")]
     assert (best_is_tp8.tp8_pp1_over_best == pytest.approx(1.0)) if len(best_is_tp8) else True
+    # the 8-card case as the article's command runs it, and the ratio within its own framework
+    eight = t[t.devices == 8]
+    assert (eight.preset == "article-13b").all() and (eight.global_batch == 32).all()
+    assert (eight.tp8_pp1_over_best_megatron >= 1 - 1e-12).all()
+    text = planner_at_scale.eight_card_text(eight)
+    assert "within Megatron-Core's layouts" in text and "a switch" in text and "not a verdict" in text

@@ -344,7 +344,9 @@ def planner_answers():
     """The planner's best layout and its step-time terms for ``stated.PLANNER_CASES`` on each of
     ``stated.AT_SCALE_DEVICES`` (article A's 910B first, the A100 beside it), with the best
     TP 8 · PP 1 layout's step over the best step (``tp8_pp1_over_best``: article A §6.1's "on one
-    8-card machine TP 8, PP 1 is usually best"; 1.0 where it is the best)."""
+    8-card machine TP 8, PP 1 is usually best"; 1.0 where it is the best), and the same within
+    Megatron-Core's layouts alone (``tp8_pp1_over_best_megatron``: the article's own framework, so a
+    layout comparison; against another framework's best it is a switch)."""
     import pandas as pd
 
     rows = []
@@ -355,6 +357,9 @@ def planner_answers():
             plans = layouts.plan(cfg, global_batch=case["global_batch"], top=None, **kw)
             plans = plans[plans.fits] if len(plans) else plans  # the layouts that fit the card
             tp8 = plans[(plans.tp == 8) & (plans.pp == 1)] if len(plans) else plans
+            # within the article's own framework (MindSpeed runs Megatron-Core): a layout comparison
+            megatron = plans[plans.framework == "megatron"] if len(plans) else plans
+            tp8_megatron = tp8[tp8.framework == "megatron"] if len(tp8) else tp8
             rows.append(
                 {
                     "device": device,
@@ -363,6 +368,11 @@ def planner_answers():
                     "global_batch": case["global_batch"],
                     **_best_row(cfg, case["devices"], case["global_batch"], device=device),
                     "tp8_pp1_over_best": float(tp8.step_s.min() / plans.step_s.min()) if len(tp8) else None,
+                    "tp8_pp1_over_best_megatron": (
+                        float(tp8_megatron.step_s.min() / megatron.step_s.min())
+                        if len(tp8_megatron)
+                        else None
+                    ),
                 }
             )
     return pd.DataFrame(rows)
@@ -381,3 +391,34 @@ def planner_sensitivity():
             best = _best_row(cfg, case["devices"], case["global_batch"], **{name: value})
             rows.append({"assumption": name, "value": value, **best})
     return pd.DataFrame(rows)
+
+
+def eight_card_text(eight) -> str:
+    """Article A §6.1's "on one 8-card machine TP 8, PP 1 is usually best", set against the planner's
+    8-card rows (``planner_answers``): within Megatron-Core's layouts (the article's framework) a
+    layout comparison, against ±``LAYOUT_MARGIN``; against the best of any framework a switch,
+    against ±``SWITCH_MARGIN``. Context, not a verdict."""
+    from mfulab.studykit.step_error import LAYOUT_MARGIN, SWITCH_MARGIN
+
+    within = ", ".join(f"{r.tp8_pp1_over_best_megatron:.2f}× on the {r.device}" for r in eight.itertuples())
+    beyond = (eight.tp8_pp1_over_best_megatron > 1 + LAYOUT_MARGIN).all()
+    inside = (eight.tp8_pp1_over_best_megatron <= 1 + LAYOUT_MARGIN).all()
+    any_framework = ", ".join(
+        f"{r.tp8_pp1_over_best:.2f}× the best ({r.layout}) on the {r.device}" for r in eight.itertuples()
+    )
+    switch_inside = (eight.tp8_pp1_over_best <= 1 + SWITCH_MARGIN).all()
+    return (
+        f"On 8 cards, within Megatron-Core's layouts the best TP 8 · PP 1 step is {within} the best "
+        f"Megatron-Core layout: against the model's ±{LAYOUT_MARGIN:.0%} for two layouts, "
+        + (
+            "beyond it on every card, so at the article's 13B and batch the model does not pick TP 8 · PP 1"
+            if beyond
+            else "inside it on every card: the model cannot tell the layouts apart"
+            if inside
+            else "beyond it on some card and inside on another"
+        )
+        + f". Against the best layout of any framework it is {any_framework}: that best changes the "
+        f"framework too, a switch, {'inside' if switch_inside else 'beyond'} the ±{SWITCH_MARGIN:.0%} "
+        'margin for one. Context, not a verdict: the article\'s "usually" is about 8-card machines in '
+        "general."
+    )

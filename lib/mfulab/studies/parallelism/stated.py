@@ -179,12 +179,13 @@ CLUSTER = {
     "assumptions": {"matmul_share_of_mamf": AT_SCALE_MATMUL_SHARE_OF_MAMF},
 }
 
-# The planner's answers the notebook shows: the article's 13B on 8 cards (A17/A19), its A10
-# example (13B on 128 cards: what layout the planner picks against TP 8 × DP 16), and a 70B on
-# 1024 cards; global batch: one sequence per card, at least 64 (our assumption), except the A10
-# case, which keeps A10's 512 sequences (4 per card).
+# The planner's answers the notebook shows: the article's 13B on 8 cards as its §6.1 command runs
+# it (the 40 × 5120 ``article-13b``, --global-batch-size 32; A17/A19), its A10 example (13B on 128
+# cards: what layout the planner picks against TP 8 × DP 16), and a 70B on 1024 cards; global
+# batch there: one sequence per card, at least 64 (our assumption), except the A10 case, which
+# keeps A10's 512 sequences (4 per card).
 PLANNER_CASES = (
-    {"preset": "llama2-13b", "devices": 8, "global_batch": 64},
+    {"preset": "article-13b", "devices": 8, "global_batch": 32},
     {"preset": "llama2-13b", "devices": 128, "global_batch": 512},
     {"preset": "llama2-70b", "devices": 1024, "global_batch": 1024},
 )
