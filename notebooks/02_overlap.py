@@ -338,10 +338,15 @@ display(
 # **A4 first without the step model.** Overlap saves only the communication it hides. Two bounds
 # need no step model's compute or hidden shares, only the links' α–β prices:
 # * the gradient buckets hide only under the last micro-batch's backward, at most ⅔ of its
-#   compute, even were the whole 3.2 s step compute (`a4_bound.a4_grad_overlap_bound`);
+#   compute, even were the whole 2.1 s overlapped step compute (overlap does not change the
+#   compute, and that step holds all of it: `a4_bound.a4_grad_overlap_bound`);
 # * a chunked TP all-reduce that the next layer waits for cannot hide its last chunk, a whole
 #   call's latency plus 1/k of its transfer (`exposed_share.last_chunk_s`), at the article's
-#   largest k = 8.
+#   largest k = 8; and it hides only under the GEMMs that run beside it, the row-parallel GEMMs
+#   that produce it forward and the weight-gradient GEMMs backward, a third of a layer's linear
+#   FLOPs without sequence parallelism (`a4_bound.TP_GEMM_WINDOW_SHARE`, derived there): at most
+#   0.7 s even were the whole 2.1 s step GEMMs. With sequence parallelism, which the article's
+#   command does not set, the window would be larger.
 #
 # Their sum (`a4_bound.a4_saving_bound`) is the most the article's overlap can save, against the
 # 3.2 − 2.1 = 1.1 s it reports. Where it stays under 1.1 s in every reading, A4 is refuted by

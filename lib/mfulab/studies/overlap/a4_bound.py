@@ -6,6 +6,17 @@ from __future__ import annotations
 from mfulab.studies.overlap.stated import A4_STATED
 
 BACKWARD_SHARE_OF_COMPUTE = 2 / 3  # a layer's backward does twice its forward's FLOPs (no recompute)
+# The GEMMs a tensor-parallel all-reduce can hide under, as a share of a layer's linear FLOPs (TP
+# without sequence parallelism, as the article's command runs; the weights per layer are QKV 3h²,
+# attention out h², MLP up 4h² and down 4h², 12h² in all). Article A's overlap sends each part as
+# soon as it is ready while the rest is computed (准备好一部分，就先把这一部分发出去): forward, the
+# all-reduces after the row-parallel GEMMs (out h², down 4h²) hide under those GEMMs, 5/12 of the
+# forward's linear FLOPs; backward, the input-gradient all-reduces hide under the weight-gradient
+# GEMMs of QKV and MLP up (3h² + 4h², 7/12 of the weight-gradient FLOPs). Forward, input gradients
+# and weight gradients each do a third of the linear FLOPs, so the window is (5/12 + 7/12) / 3 = 1/3
+# of them (round 33's reader of chapter 02). With sequence parallelism the all-gathers before the
+# column-parallel GEMMs would hide too and the window would grow; the command does not set it.
+TP_GEMM_WINDOW_SHARE = (5 / 12 + 7 / 12) / 3
 
 
 def a4_grad_overlap_bound(m: dict) -> dict:
@@ -13,12 +24,13 @@ def a4_grad_overlap_bound(m: dict) -> dict:
     command prints) can save at most, with few assumptions: under gradient accumulation the buckets
     are reduced during the last micro-batch's backward only, so the most they can hide is that
     backward, ``BACKWARD_SHARE_OF_COMPUTE`` of one micro-batch's compute: at the modelled compute,
-    and with the article's whole 3.2 s serial step taken as compute (an upper bound that needs no
-    step model). Either against the ≥ 1.1 s the article saved says whether the saving can come
-    from gradient overlap at all."""
+    and with the article's whole 2.1 s overlapped step taken as compute (an upper bound that needs
+    no step model: overlap does not change the compute, and the overlapped step holds all of it).
+    Either against the ≥ 1.1 s the article saved says whether the saving can come from gradient
+    overlap at all."""
     m_steps = m["accumulation_steps"]
     modelled_s = m["compute_s"] * BACKWARD_SHARE_OF_COMPUTE / m_steps
-    model_free_s = A4_STATED["step_before_s"] * BACKWARD_SHARE_OF_COMPUTE / m_steps
+    model_free_s = A4_STATED["step_after_s"] * BACKWARD_SHARE_OF_COMPUTE / m_steps
     saved_s = A4_STATED["step_before_s"] - A4_STATED["step_after_s"]
     return {
         "micro_batches": m_steps,
@@ -64,9 +76,11 @@ def a4_saving_bound(p: dict, k: int, **change) -> dict:
     """The most the article's overlap can save without the step model's hiding assumptions
     (round fifteen's reader of chapter 02): the saving is the communication hidden, and of it
 
-        dp_hideable_s = min(DP comm, ⅔ of the last micro-batch's compute, whole 3.2 s step as compute)
-        tp_hideable_s = TP comm − the last chunk of every forward TP all-reduce
-                        (``exposed_share.tp_floor_s``, the floor A18 keeps too)
+        dp_hideable_s = min(DP comm, ⅔ of the last micro-batch's compute, the whole 2.1 s
+                            overlapped step as compute)
+        tp_hideable_s = min(TP comm − the last chunk of every forward TP all-reduce
+                            (``exposed_share.tp_floor_s``, the floor A18 keeps too),
+                            ``TP_GEMM_WINDOW_SHARE`` of the 2.1 s step as GEMMs)
         bound_s       = dp_hideable_s + tp_hideable_s
 
     at ``k`` chunks per TP all-reduce: a chunked all-reduce that the next layer depends on cannot
@@ -82,13 +96,15 @@ def a4_saving_bound(p: dict, k: int, **change) -> dict:
     grad = a4_grad_overlap_bound({"compute_s": m["compute_s"], "accumulation_steps": m["accumulation_steps"]})
     dp_hideable_s = min(m["dp_comm_s"], grad["bound_model_free_s"])
     tp_floor_s = forward_floor_s(case, m, k)
-    tp_hideable_s = m["tp_comm_s"] - tp_floor_s
+    tp_window_s = TP_GEMM_WINDOW_SHARE * A4_STATED["step_after_s"]  # every second of the step a GEMM
+    tp_hideable_s = min(m["tp_comm_s"] - tp_floor_s, tp_window_s)
     needed_s = A4_STATED["step_before_s"] - A4_STATED["step_after_s"]
     bound_s = dp_hideable_s + tp_hideable_s
     return {
         "k": k,
         "tp_comm_s": m["tp_comm_s"],
         "tp_floor_s": tp_floor_s,
+        "tp_window_s": tp_window_s,
         "tp_hideable_s": tp_hideable_s,
         "dp_comm_s": m["dp_comm_s"],
         "dp_hideable_s": dp_hideable_s,
@@ -133,8 +149,9 @@ def a4_bound_lead(b: dict) -> str:
         f"bound without the step model: the overlap saves only the communication it hides, at most "
         f"{s['dp_hideable_s']:.2f} s of the gradient reduction (⅔ of the last micro-batch's backward) plus "
         f"{s['tp_hideable_s']:.2f} s of the TP all-reduces ({s['tp_comm_s']:.2f} s less the last of "
-        f"{b['k']} chunks of the forward's, {s['tp_floor_s']:.2f} s, which the next layer waits for; the "
-        f"backward's hide under the weight-gradient GEMMs): {s['bound_s']:.2f} s "
+        f"{b['k']} chunks of the forward's, {s['tp_floor_s']:.2f} s, which the next layer waits for, and "
+        f"no more than the GEMMs they can hide under, a third of the linear FLOPs: "
+        f"{s['tp_window_s']:.2f} s even were the whole 2.1 s step GEMMs): {s['bound_s']:.2f} s "
         f"against the {s['needed_s']:.1f} s saved (the step model, which keeps no last chunk, saves "
         f"{s['model_saved_s']:.2f} s)"
         + (
@@ -156,7 +173,8 @@ def a4_bound_table(b: dict):
     """:func:`a4_bound_readings` as a table, one row per reading (seconds per step)."""
     import pandas as pd
 
-    cols = ("tp_comm_s", "tp_floor_s", "tp_hideable_s", "dp_comm_s", "dp_hideable_s", "bound_s", "needed_s")
+    cols = ("tp_comm_s", "tp_floor_s", "tp_window_s", "tp_hideable_s", "dp_comm_s", "dp_hideable_s")
+    cols += ("bound_s", "needed_s")
     return pd.DataFrame(
         [
             {"reading": name, **{c: r[c] for c in cols}, "can_save": r["can_save"]}

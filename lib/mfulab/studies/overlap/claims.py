@@ -113,7 +113,7 @@ def _a4_claim(records, t: dict, v: dict) -> Claim:
         "A bound that needs no step model: the gradient buckets hide only under the last micro-batch's "
         f"backward (of {bound['micro_batches']}), at most ⅔ of its compute: "
         f"{bound['bound_modelled_s']:.2f} s at the modelled compute, "
-        f"{bound['bound_model_free_s']:.2f} s even were the whole 3.2 s step compute, "
+        f"{bound['bound_model_free_s']:.2f} s even were the whole 2.1 s overlapped step compute, "
         f"against the {bound['saved_s']:.1f} s saved: "
         + (
             "gradient overlap alone cannot account for the article's saving, which needs the TP "
