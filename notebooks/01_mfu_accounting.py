@@ -844,8 +844,9 @@ display(Markdown(article_arithmetic.b9_text_note(b9_text)))
 #   specification or the article's own arithmetic decides; an exact count or an identity can
 #   refute but only *shows* what it confirms;
 # * *(analysis)*: an analysis decides, at the article's configuration or at assumed ones (the
-#   basis says which); *analytic only* when it cannot (a sensitivity row reverses it, or a
-#   reading does);
+#   basis says which); *analytic only* when it cannot (a sensitivity row reverses it, a
+#   reading does, or the answer lies inside the model's own error margin): the course's
+#   *inconclusive* for a row whose evidence is an analysis at scale;
 # * *shown* / *not shown*: a mechanism in a toy regime, or a property true by construction;
 # * *inconclusive on this machine*: the regime is out of reach and no analysis decides;
 # * *not checkable*: nothing can be tested, or two readings of the sentence disagree.

@@ -389,7 +389,8 @@ o.tables["a6_per_tensor_small"]
 # claim's regime, a cited figure, a specification or the article's own arithmetic decides (an
 # exact count or a property true by construction shows or refutes, never confirms);
 # *(analysis)* when an analysis decides and *analytic only* when it cannot (a sensitivity row
-# reverses it); *shown* / *not shown* for a mechanism in a toy regime; *not checkable* when
+# reverses it, or the answer lies inside the model's own error margin: the course's
+# *inconclusive* for an analysis at scale); *shown* / *not shown* for a mechanism in a toy regime; *not checkable* when
 # nothing can be tested or two readings of the sentence disagree. Each row names its basis. How
 # each row decides:
 #
