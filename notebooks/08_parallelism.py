@@ -39,7 +39,7 @@ from_dir = ""  # analyse measurements from this folder instead of measuring
 # %%
 from IPython.display import Markdown, display
 
-from mfulab.studies.parallelism import analysis, claims, figures, planner_at_scale
+from mfulab.studies.parallelism import analysis, claims, eight_cards, figures
 from mfulab.studykit import plots, verdicts
 from mfulab.studykit.notebook import setup, stability_note
 from mfulab.studykit.step_error import step_model_error_line
@@ -226,7 +226,7 @@ answers = t["planner_answers"]
 display(answers.round(3))
 eight = answers[answers.devices == 8].dropna(subset=["tp8_pp1_over_best_megatron"])
 if len(eight):
-    display(Markdown(planner_at_scale.eight_card_text(eight)))
+    display(Markdown(eight_cards.eight_card_text(eight)))
 # each assumption's value in its own units (a latency in µs would read 0 at three decimals)
 t["planner_sensitivity"].assign(value=t["planner_sensitivity"].value.map("{:.3g}".format)).round(3)
 

@@ -350,7 +350,7 @@ def test_b10_cost_at_published_moe_layouts_prints_the_gap_and_decides_nothing():
 def test_planner_answers_name_their_device_and_price_article_as_tp8_pp1():
     """Each planner case on article A's 910B and on the A100, and the best TP 8 · PP 1 layout's
     step over the best (article A §6.1's 8-card advice): never below 1, 1 where it is the best."""
-    from mfulab.studies.parallelism import planner_at_scale, stated
+    from mfulab.studies.parallelism import eight_cards, planner_at_scale, stated
 
     t = planner_at_scale.planner_answers()
     assert list(dict.fromkeys(t.device)) == list(stated.AT_SCALE_DEVICES)
@@ -363,5 +363,5 @@ def test_planner_answers_name_their_device_and_price_article_as_tp8_pp1():
     eight = t[t.devices == 8]
     assert (eight.preset == "article-13b").all() and (eight.global_batch == 32).all()
     assert (eight.tp8_pp1_over_best_megatron >= 1 - 1e-12).all()
-    text = planner_at_scale.eight_card_text(eight)
+    text = eight_cards.eight_card_text(eight)
     assert "within Megatron-Core's layouts" in text and "a switch" in text and "not a verdict" in text
