@@ -319,9 +319,10 @@ display(
 # On a CPU dropout's random numbers, not memory traffic, dominate the sub-block with
 # dropout on (the RNG table shows whether they did on the device that ran), so the bytes
 # model does not describe that case there; at p = 0
-# the tensors are in DRAM and the passes decide. On an accelerator the RNG is cheap and the
-# bytes model is the sub-block's story; whether the layer gains 30% then turns on the layout
-# and on how close the eager kernels come to the datasheet bandwidth (the line above). A
+# the tensors are in DRAM and the passes decide. On an accelerator (a prediction, not measured
+# here: no GPU ran this chapter) the RNG is cheap and the bytes model is the sub-block's story;
+# whether the layer gains 30% then turns on the layout and on how close the eager kernels come to
+# the datasheet bandwidth (the line above). A
 # 4096-token call amortises the launches, so at this size fusion pays through bytes, not
 # launches (the launch rows say how far 20 µs moves it).
 #

@@ -352,7 +352,13 @@ def a8_step_claim(table):
             f"{ratio / (1 + margin):.2f}–{ratio * (1 + margin):.2f}×, and beyond ±{margin:.0%} from 1; "
             "beyond the band it misses), and an assumed input reverses that only with the opposite answer",
             verdict,
-            "modelled cut "
+            (
+                ""
+                if decidable
+                else f"the model cannot tell a {stated_ratio:.2f}× step ratio from 1.00× "
+                f"(±{A8_STEP_MARGIN:.0%} on a switch), so these cuts are sizes, not agreement: "
+            )
+            + "modelled cut "
             + ", ".join(
                 f"{r.step_cut:.0%} (TP {r.tp}, micro-batch {r.micro_batch}, {r.global_batch} sequences a "
                 f"step: {r.naive_step_s:.2f} → {r.fused_step_s:.2f} s)"

@@ -367,5 +367,6 @@ def compiled_vs_eager_p0(records) -> str:
         f"The bytes model's fused kernel (one loop, 4 passes: {comp['predicted']:.2f}× faster) is not what "
         "inductor generated here. This is inductor's C++ (CPU) backend; on a GPU its Triton backend "
         "writes a LayerNorm over a row that fits in one block as a persistent reduction, the row kept "
-        "in registers, one pass: the compiled-slower-than-eager result is not expected there."
+        "in registers, one pass, so the compiled-slower-than-eager result is not expected there (a "
+        "prediction from inductor's code generation, not measured: no GPU ran this chapter)."
     )
