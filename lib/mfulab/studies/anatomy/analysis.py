@@ -350,7 +350,8 @@ def b13_effect(records: dict, *, n_boot: int = 2000, seed: int = 0) -> dict:
     The delay reaching the job is the rise over the delay: 1 when the job runs at the straggler's
     pace, 0 when the others do not wait for it; the slowdown is 1 + rise / the median step off.
     Beside it, what the other ranks saw: their communication wait with the straggler on and off,
-    and its rise as a share of the delay (the delay arriving as waiting)."""
+    and its rise as a share of the delay (the delay arriving as waiting), also paired step by step
+    with its own interval (``others_wait_reached``: the quantity B13 decides on)."""
     import numpy as np
 
     s = records["job"]["straggler"]
@@ -365,7 +366,27 @@ def b13_effect(records: dict, *, n_boot: int = 2000, seed: int = 0) -> dict:
     others = [r for r in per_rank.index.get_level_values("rank").unique() if r != s["rank"]]
     wait_off = float(np.mean([per_rank[("off", r)] for r in others])) if others else 0.0
     wait_on = float(np.mean([per_rank[("on", r)] for r in others])) if others else 0.0
+    # the same, paired step by step: the healthy ranks' communication wait on each step with the
+    # straggler on minus the step before it (mean over those ranks), with its bootstrap interval
+    waits = rows_table(records, record=STRAGGLER)
+    waits = waits[(waits.category == "communication wait") & (waits["rank"] != s["rank"])]
+    by_step = waits.groupby("step").seconds.mean()
+    wait_rise = np.array(
+        [by_step[p] - by_step[p - 1] for p in pairs.step if p in by_step and p - 1 in by_step]
+    )
+    if wait_rise.size:
+        wboot = np.median(
+            wait_rise[np.random.default_rng(seed + 1).integers(0, wait_rise.size, (n_boot, wait_rise.size))],
+            axis=1,
+        )
+        wait_lo, wait_hi = np.percentile(wboot, [2.5, 97.5])
+        wait_median = float(np.median(wait_rise))
+    else:
+        wait_lo = wait_hi = wait_median = float("nan")
     return {
+        "others_wait_reached": wait_median / s["delay_s"],
+        "others_wait_reached_lo": float(wait_lo) / s["delay_s"],
+        "others_wait_reached_hi": float(wait_hi) / s["delay_s"],
         "delay_s": s["delay_s"],
         "delay_share": s["delay_s"] / off_s,
         "pairs": len(pairs),

@@ -19,9 +19,9 @@ B13_CLOCK_LOCK = {
     "step_before_s": 8.4,
     "step_after_s": 8.5,
 }
-# B13's rule: the claim holds when at least half of the slow card's delay reaches the job's step
-# (closer to lockstep, 1, than to the other ranks not waiting at all, 0). Ours: the article
-# gives no threshold.
+# B13's rule: the claim holds when at least half of the slow card's delay reaches the job, as the
+# healthy ranks' wait at the next all-reduce (closer to lockstep, 1, than to the other ranks not
+# waiting at all, 0). Ours: the article gives no threshold.
 B13_REACHED = 0.5
 
 # B2 — article B §1.2: lost time is eaten by four kinds of problem (slow operators, communication
