@@ -11,7 +11,7 @@ import yaml
 from mfulab import results
 from mfulab.errors import ParameterError
 from mfulab.measure.launch import LaunchError
-from mfulab.studies.anatomy import analysis, bench, claims, credit
+from mfulab.studies.anatomy import analysis, bench, claims, credit, stated
 from mfulab.studies.anatomy.params import Params
 from mfulab.studies.anatomy.worker import LADDER, STRAGGLER
 from mfulab.studykit import verdicts
@@ -414,6 +414,12 @@ def test_b13_straggler_is_the_slowest_rank_and_the_others_wait_for_it(smoke):
     assert e["others_wait_off_s"] == pytest.approx(t[("off", other)])
     assert e["others_wait_share"] == pytest.approx((t[("on", other)] - t[("off", other)]) / s["delay_s"])
     assert "of the delay" in claims.b13_claim(records, None).evidence
+    # the decider: the healthy rank's wait paired step by step, its interval around its median
+    assert e["others_wait_reached_lo"] <= e["others_wait_reached"] <= e["others_wait_reached_hi"]
+    row = claims.b13_claim(records, None)
+    if not claims.shared_cores(records):
+        assert (row.verdict == "confirmed") == (e["others_wait_reached_lo"] >= stated.B13_REACHED)
+    assert f"the healthy rank waited {e['others_wait_reached']:.0%}" in row.evidence
 
 
 def test_knob_power_sets_each_target_beside_what_the_ladder_resolves(smoke):
