@@ -94,7 +94,11 @@ def a4_saving_bound(p: dict, k: int, **change) -> dict:
     case = {**a4_baseline(p), **change}
     m = a4_model(**case)
     grad = a4_grad_overlap_bound({"compute_s": m["compute_s"], "accumulation_steps": m["accumulation_steps"]})
-    dp_hideable_s = min(m["dp_comm_s"], grad["bound_model_free_s"])
+    # DeepSpeed's ZeRO-2 reduces every micro-batch's gradients under that micro-batch's backward:
+    # its window is every backward of the step, not the last one's
+    per_micro_batch = case.get("framework") == "deepspeed" and case.get("zero_stage", 0) >= 2
+    window_s = grad["bound_model_free_s"] * (grad["micro_batches"] if per_micro_batch else 1)
+    dp_hideable_s = min(m["dp_comm_s"], window_s)
     tp_floor_s = forward_floor_s(case, m, k)
     tp_window_s = TP_GEMM_WINDOW_SHARE * A4_STATED["step_after_s"]  # every second of the step a GEMM
     tp_hideable_s = min(m["tp_comm_s"] - tp_floor_s, tp_window_s)
@@ -120,14 +124,30 @@ A4_BOUND_K = 8  # the most chunks of the article's 4–8 (§2.2): the largest sa
 
 def a4_bound_readings(p: dict, k: int = A4_BOUND_K) -> dict:
     """:func:`a4_saving_bound` in the stated case and in every assumed reading that moves it: the
-    slower TP links of A18 (``exposed_share.A18_LINK_READINGS``) and each reading of the
-    extrapolated card (``extrapolated.device_readings``); with the fastest TP link at which the
-    bound still reaches the article's saving (``step_at_scale.a4_saving_frontier``)."""
+    slower TP links of A18 (``exposed_share.A18_LINK_READINGS``), each reading of the
+    extrapolated card (``extrapolated.device_readings``) and the DP framework and gradient
+    precision the run does not state (round thirty-five's reader of chapter 02: the command's
+    --zero-stage 2 read as DeepSpeed's reduces every micro-batch, each under its own backward);
+    with the fastest TP link at which the bound still reaches the article's saving
+    (``step_at_scale.a4_saving_frontier``)."""
     from mfulab.analytic import extrapolated
     from mfulab.studies.overlap.exposed_share import A18_LINK_READINGS
     from mfulab.studies.overlap.step_at_scale import a4_saving_frontier
 
-    readings = {"stated case": {}, **A18_LINK_READINGS, **extrapolated.device_readings(p["article_device"])}
+    readings = {
+        "stated case": {},
+        **A18_LINK_READINGS,
+        **extrapolated.device_readings(p["article_device"]),
+        # the DP framework the 32-card run does not state: the 8-card command's --zero-stage 2 read
+        # as DeepSpeed's (a reduction per micro-batch, each under its own backward), in fp32 and bf16
+        "DP framework: --zero-stage 2 as DeepSpeed's": {"framework": "deepspeed", "zero_stage": 2},
+        "DP framework: --zero-stage 2 as DeepSpeed's, bf16 gradients": {
+            "framework": "deepspeed",
+            "zero_stage": 2,
+            "grad_bytes_per_elem": 2,
+        },
+        "gradient reduction in bf16 (--grad-reduce-in-bf16)": {"grad_bytes_per_elem": 2},
+    }
     rows = {name: a4_saving_bound(p, k, **change) for name, change in readings.items()}
     frontier = a4_saving_frontier(p, saved_fn=lambda change: a4_saving_bound(p, k, **change)["bound_s"])
     return {"k": k, "rows": rows, "frontier_bytes_per_s": frontier["frontier_bytes_per_s"]}
