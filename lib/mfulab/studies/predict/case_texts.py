@@ -57,7 +57,13 @@ def b15_text(ladder, sens, worst_error: float) -> str:
             else "the bound does not exclude it"
         )
         + "; at §4's DataLoader batch of 8 (4 micro-batches) it reads "
-        f"{dp.loc['micro-batch 8, network 200 Gb/s per node', 'baseline_step_s']:.2f} s."
+        f"{dp.loc['micro-batch 8, network 200 Gb/s per node', 'baseline_step_s']:.2f} s"
+        + (
+            f", a layout that does not fit the card ({dp.loc['micro-batch 8', 'memory_gib']:.0f} GiB with "
+            "unfused attention), so not a reading of the run."
+            if "fits" in dp and not dp.loc["micro-batch 8, network 200 Gb/s per node", "fits"]
+            else "."
+        )
         if "micro-batch 8, network 200 Gb/s per node" in dp.index
         else ""
     )

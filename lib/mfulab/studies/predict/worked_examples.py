@@ -110,8 +110,9 @@ def b15_ladder(**assumptions):
 
 
 def b15_sensitivity(**assumptions):
-    """The baseline step under each reading of :data:`B15_READINGS`, with its DP traffic and
-    how much of it is exposed."""
+    """The baseline step under each reading of :data:`B15_READINGS`, with its DP traffic, how
+    much of it is exposed, and whether its layout fits the card (the memory model's answer: the
+    micro-batch 8 readings with unfused attention do not)."""
     import pandas as pd
 
     from mfulab.analytic.rates import Assumptions
@@ -133,6 +134,9 @@ def b15_sensitivity(**assumptions):
                 "dp_overlap": inputs.get("dp_overlap", Assumptions().dp_overlap),
                 "framework": inputs.get("framework", "deepspeed"),
                 "zero_stage": inputs.get("zero_stage", case["zero_stage"]),
+                # the memory model's answer: a reading whose layout does not fit the card is context
+                "memory_gib": out["memory_gib"],
+                "fits": out["fits"],
             }
         )
     return pd.DataFrame(rows)
