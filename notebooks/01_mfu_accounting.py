@@ -592,8 +592,11 @@ display(Markdown(time_split.at_scale_goodput_note(gs, bd["steady_mfu_vs_ceiling"
 # This run barely waits (its data phase is a synthetic batch in memory), so its global and local
 # figures sit close. The same steps run again below, once as they are and once behind a loader
 # that sleeps half of a step's median compute time before each batch (`wait_over_compute`): local
-# MFU, which leaves the wait out by definition, stays; global MFU falls by the wait's share of
-# the wall clock. That is an identity (true by construction of the two definitions); the run
+# MFU leaves the wait out by definition, so the wait cannot move it (it moves only with the
+# compute itself, which drifts on a shared VM: the sentence under the table says by how much);
+# global MFU falls by the wait's share of the wall clock. The ratio global ÷ local is the busy
+# share of the wall clock, whatever the compute did. That is an identity (true by construction of
+# the two definitions); the run
 # illustrates it with a sleep standing for a slow loader (one process, so no communication): what
 # the two conventions do, not how large the gap is on a cluster.
 
@@ -609,7 +612,10 @@ else:
             f"With a {slow.loader_sleep_ms:.0f} ms sleep per batch, data waits take "
             f"{slow.data_share_of_wall:.0%} of the wall clock: global MFU {quiet.global_mfu:.1%} → "
             f"{slow.global_mfu:.1%}, local {quiet.local_mfu:.1%} → {slow.local_mfu:.1%} (global over local "
-            f"{quiet.global_over_local:.2f} → {slow.global_over_local:.2f})."
+            f"{quiet.global_over_local:.2f} → {slow.global_over_local:.2f}, against a busy share of "
+            f"{1 - slow.data_share_of_wall:.2f}). Local MFU moved {slow.local_mfu / quiet.local_mfu - 1:+.0%}: "
+            "the compute's own drift between the two runs (and a sleeping loader's process beside "
+            "it), not the wait, which its denominator leaves out."
         )
     )
 

@@ -655,7 +655,11 @@ fmt |= {"predicted_gain_s": "{:+.2f}", "mfu_palm": "{:.1%}"}
 display(ladder[cols].style.format(fmt, na_rep="—").hide(axis="index"))
 display(Markdown(case_texts.b15_text(ladder, b15_sens, m["published_max_abs_error"])))
 secs = ["baseline_step_s", "dp_comm_s", "dp_comm_exposed_s"]
-display(b15_sens.style.format({**dict.fromkeys(secs, "{:.2f}"), "dp_overlap": "{:.1f}", "memory_gib": "{:.1f}"}).hide(axis="index"))
+display(
+    b15_sens.style.format(
+        {**dict.fromkeys(secs, "{:.2f}"), "dp_overlap": "{:.1f}", "memory_gib": "{:.1f}"}
+    ).hide(axis="index")
+)
 fig = figures.breakdown(
     ladder,
     label_col="rung",
