@@ -252,13 +252,19 @@ t["skew"]
 # all-to-alls per step against the data-parallel gradient reduction per step
 # (`b10_scale.b10_scale_table`). DeepSeek-V3's report states the all-to-all's weight itself
 # (computation to communication about 1:1 under cross-node EP), which checks the model's
-# all-to-all term on a figure it was not shaped on. The row stays *analytic only* whatever the
-# gap: chapter 09 shows the model's split of an MoE step into all-to-all and reduction is not
-# validated (it ranks Qwen3-235B's published layouts in reverse), and one anchor does not
-# validate a split.
+# all-to-all term on a figure it was not shaped on. Those seconds do not decide: chapter 09 shows
+# the model's split of an MoE step into all-to-all and reduction is not validated (it ranks
+# Qwen3-235B's published layouts in reverse). Bytes need no such split
+# (`b10_scale.b10_byte_table`): per device and step, the all-to-alls' bytes that cross nodes
+# (4 per MoE layer and micro-batch: routed rows × h × 2 B, the share of the EP group outside the
+# node) against every byte of the DP reductions (the device's gradients × 2(dp − 1)/dp, all
+# counted as crossing nodes). The row is decided on them beyond an order of magnitude
+# (`stated.B10_BYTES_DECISIVE`: it covers DeepSeek's node-limited routing, which at most halves
+# the routed bytes, and an all-to-all's byte costs no less than a ring all-reduce's).
 
 # %%
-t["b10_scale"]
+display(t["b10_scale"])
+t["b10_bytes"]
 
 # %% [markdown]
 # ## 5 · Optimizer offload (A15)

@@ -347,6 +347,27 @@ def test_b10_cost_at_published_moe_layouts_prints_the_gap_and_decides_nothing():
     assert low.verdict == "analytic only" and low.evidence.startswith("The ratios would read refuted")
 
 
+def test_b10_at_published_layouts_is_decided_on_bytes():
+    """The all-to-alls' bytes that cross nodes (4 per MoE layer and micro-batch, routed rows × h ×
+    2 B, the share that leaves the node) against every byte of the DP reductions need no timing
+    split: decided beyond an order of magnitude, the step model's seconds beside them as context."""
+    from mfulab.studies.parallelism import b10_scale, stated
+
+    b = b10_scale.b10_byte_table()
+    ds = b.iloc[0]
+    # DeepSeek-V3 at PP 16: 58 MoE layers / 16 stages, 120 micro-batches of 4096 tokens × top-8,
+    # h 7168, bf16, 56 of the 64 EP ranks in other nodes
+    expected = 4 * 58 / 16 * 120 * 4096 * 8 * 7168 * 2 * 56 / 64
+    assert ds.all_to_all_gb_across_nodes * 1e9 == pytest.approx(expected, rel=1e-6)
+    assert (b.all_to_all_over_dp_bytes > stated.B10_BYTES_DECISIVE).all()
+    row = b10_scale.b10_scale_claim(b10_scale.b10_scale_table(), byte_table=b)
+    assert row.verdict == "confirmed (analysis)" and row.evidence.startswith("Bytes per device and step")
+    assert "context, not voted" in row.evidence
+    inside = b.assign(all_to_all_over_dp_bytes=[3.0, 40.0])
+    assert b10_scale.b10_bytes_verdict(inside) == "analytic only"
+    assert b10_scale.b10_bytes_verdict(b.assign(all_to_all_over_dp_bytes=[0.05, 0.01])) == "refuted"
+
+
 def test_planner_answers_name_their_device_and_price_article_as_tp8_pp1():
     """Each planner case on article A's 910B and on the A100, and the best TP 8 · PP 1 layout's
     step over the best (article A §6.1's 8-card advice): never below 1, 1 where it is the best."""

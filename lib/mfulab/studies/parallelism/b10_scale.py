@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from mfulab.analytic import step
 from mfulab.analytic.config import preset
-from mfulab.studies.parallelism.stated import B10_SCALE_CASES
+from mfulab.studies.parallelism.stated import B10_BYTES_DECISIVE, B10_SCALE_CASES
 from mfulab.studykit import verdicts
 from mfulab.studykit.step_error import SWITCH_MARGIN
 from mfulab.studykit.verdicts import Claim
@@ -42,7 +42,7 @@ def b10_scale_table():
     return pd.DataFrame(rows)
 
 
-def b10_scale_claim(table, margin: float = SWITCH_MARGIN) -> Claim:
+def b10_scale_claim(table, margin: float = SWITCH_MARGIN, byte_table=None) -> Claim:
     """Analytic only, whatever the ratios: the row rests on the step model's split of an MoE step
     into all-to-all and reduction, and chapter 09 finds that split unvalidated (its MoE steps agree
     with published ones only by compensation, and it ranks Qwen3-235B's layouts in reverse), so no
@@ -50,7 +50,9 @@ def b10_scale_claim(table, margin: float = SWITCH_MARGIN) -> Claim:
     ``margin`` (``step_error.SWITCH_MARGIN``) in every case would read the all-to-all as the larger,
     below its inverse the smaller. The sentence's "every iteration" is the step: the step's
     all-to-alls against its one reduction; one micro-batch's all-to-alls against it (the
-    accumulation count taken out) are printed beside them, after the same correction."""
+    accumulation count taken out) are printed beside them, after the same correction. With
+    ``byte_table`` (:func:`b10_byte_table`) the row is decided on bytes, which need no timing
+    split (:func:`b10_bytes_verdict`), and the timing ratios are context."""
     # the model's all-to-all against a published anchor: where a report states compute ÷
     # communication, the model's over-pricing of the all-to-all (published ÷ model) divides every
     # case's ratio before it is decided, so a known bias cannot carry the verdict
@@ -82,15 +84,37 @@ def b10_scale_claim(table, margin: float = SWITCH_MARGIN) -> Claim:
         if overpriced > 1
         else ""
     )
+    on_bytes = byte_table is not None and len(byte_table)
+    bytes_text = (
+        "Bytes per device and step, which need no timing split: the all-to-alls send "
+        + ", ".join(
+            f"{r.all_to_all_gb_across_nodes:,.0f} GB across nodes against the reductions' "
+            f"{r.dp_reduction_gb:,.1f} GB ({r.all_to_all_over_dp_bytes:,.0f}×, {r.case.split(',')[0]})"
+            for r in byte_table.itertuples()
+        )
+        + f"; decisive beyond {B10_BYTES_DECISIVE:g}× (DeepSeek's node-limited routing at most halves "
+        "the routed bytes, and an all-to-all's byte costs no less than a ring all-reduce's). "
+        "The step model's time split beside it, context, not voted (chapter 09 does not validate it): "
+        if on_bytes
+        else ""
+    )
     return Claim(
         "B10",
         "the MoE all-to-all every iteration costs more than a cross-node all-reduce (published MoE layouts)",
-        "the course's step model at published MoE training layouts (DeepSeek-V3 on 2048 H800, Qwen3-30B-A3B "
-        "on 16 H100; the article states none), nothing overlapped: the expert-parallel all-to-alls per step "
-        "against the DP gradient reduction per step; not decided: chapter 09 finds the model's MoE split "
-        "into all-to-all and reduction unvalidated",
-        "analytic only",
-        f"The ratios would read {would_read} beyond ±{margin:.0%} (the course's margin for two modelled "
+        (
+            "bytes per device and step at published MoE training layouts (DeepSeek-V3 on 2048 H800, "
+            "Qwen3-30B-A3B on 16 H100; the article states none): the expert-parallel all-to-alls' bytes "
+            "that cross nodes against every byte of the DP gradient reductions (b10_scale.b10_byte_table), "
+            f"decided beyond {B10_BYTES_DECISIVE:g}×; the step model's seconds beside them"
+            if on_bytes
+            else "the course's step model at published MoE training layouts (DeepSeek-V3 on 2048 H800, "
+            "Qwen3-30B-A3B on 16 H100; the article states none), nothing overlapped: the expert-parallel "
+            "all-to-alls per step against the DP gradient reduction per step; not decided: chapter 09 "
+            "finds the model's MoE split into all-to-all and reduction unvalidated"
+        ),
+        b10_bytes_verdict(byte_table) if on_bytes else "analytic only",
+        bytes_text
+        + f"The ratios would read {would_read} beyond ±{margin:.0%} (the course's margin for two modelled "
         "quantities), but the split they divide is the one chapter 09 disowns. "
         + cases
         + anchor
@@ -118,3 +142,64 @@ def b10_scale_claim(table, margin: float = SWITCH_MARGIN) -> Claim:
         "only however wide the gap",
         basis=verdicts.ASSUMED,  # published MoE layouts: the article states none
     )
+
+
+def b10_byte_table():
+    """B10's sentence on bytes, which need no timing model (round 33's and 35's readers of
+    chapter 09): per device and step, what the expert-parallel all-to-alls send across nodes
+    against what the data-parallel gradient reductions send, at each layout of
+    ``stated.B10_SCALE_CASES``.
+
+        all-to-all = 4 (dispatch and combine, forward and backward) × the stage's MoE layers × m
+                     micro-batches × routed rows (tokens × top-k: ``blocks.routed_rows_per_token``)
+                     × h × 2 B (bf16 activations) × (ep − ranks of the group in the node) / ep
+                     (the rows that leave the node)
+        reduction  = the device's dense parameters × the framework's gradient bytes × 2(dp − 1)/dp
+                     + its routed-expert parameters × the same × 2(edp − 1)/edp
+                     (a ring all-reduce, or a reduce-scatter with its all-gather, per step, every
+                     byte counted as if it crossed nodes; ``step_modern.params_per_device``)"""
+    import pandas as pd
+
+    from mfulab.analytic import blocks, step_modern
+    from mfulab.analytic.rates import Assumptions
+
+    def ring(n: int) -> float:
+        return 2 * (n - 1) / n if n > 1 else 0.0
+
+    rows = []
+    for case in B10_SCALE_CASES:
+        cfg, kw = preset(case["preset"]), case["layout"]
+        r = step.step_time(cfg, **kw, overlap=False)
+        etp = kw.get("expert_tensor_parallel", 1)
+        lay = {**r["layout"], "ep": kw.get("expert_parallel", 1), "etp": etp}
+        ep, pp, m = lay["ep"], lay["pp"], lay["m"]
+        in_node = max(1, min(ep, kw["devices_per_node"] // etp))
+        moe_layers = sum(1 for i in range(cfg.n_layers) if cfg.layer_is_moe(i)) / pp
+        tokens = lay["micro_batch"] * cfg.seq_len / lay["tp"]
+        routed_rows = tokens * blocks.routed_rows_per_token(cfg, tokens_per_group=max(1, round(tokens)))
+        a2a_bytes = 4 * moe_layers * m * routed_rows * cfg.d_model * 2 * (ep - in_node) / ep
+        shard = step_modern.params_per_device(cfg, lay)
+        grad_bytes = Assumptions().grad_reduce_bytes_per_elem(kw.get("framework", "megatron"), "bf16")
+        dense_bytes = shard["dense"] * ring(shard["dense_dp"])
+        dp_bytes = grad_bytes * (dense_bytes + shard["expert"] * ring(shard["expert_dp"]))
+        rows.append(
+            {
+                "case": case["name"],
+                "all_to_all_gb_across_nodes": a2a_bytes / 1e9,
+                "dp_reduction_gb": dp_bytes / 1e9,
+                "all_to_all_over_dp_bytes": a2a_bytes / dp_bytes if dp_bytes else float("inf"),
+                "micro_batches": m,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def b10_bytes_verdict(byte_table) -> str:
+    """Confirmed (analysis) where every layout's all-to-all sends more than
+    ``B10_BYTES_DECISIVE`` × the reduction's bytes across nodes; refuted (analysis) where every
+    layout's sends less than its inverse; analytic only otherwise."""
+    ratios = byte_table.all_to_all_over_dp_bytes
+    answers = [
+        True if x >= B10_BYTES_DECISIVE else False if x <= 1 / B10_BYTES_DECISIVE else None for x in ratios
+    ]
+    return verdicts.over_scenarios(answers)

@@ -37,6 +37,7 @@ def tables(records) -> dict:
         "planner_answers": planner_at_scale.planner_answers(),
         "planner_sensitivity": planner_at_scale.planner_sensitivity(),
         "b10_scale": b10_scale.b10_scale_table(),
+        "b10_bytes": b10_scale.b10_byte_table(),
     }
 
 
@@ -52,7 +53,7 @@ def outcome(records, p) -> Outcome:
         *memory_rows.pipeline_memory_claim(t["pipeline_memory"]),
         *offload.a15_claims(t["a15_offload"], t["a15_link_ratios"], records.get("copy_bandwidths")),
         *analysis.b10_claims(t["exchange"], t["skew"]),
-        b10_scale.b10_scale_claim(t["b10_scale"]),
+        b10_scale.b10_scale_claim(t["b10_scale"], byte_table=t["b10_bytes"]),
     ]
     return Outcome(claim_list, headline_metrics(records, t, claim_list), t)
 

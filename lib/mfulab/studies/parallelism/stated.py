@@ -212,6 +212,12 @@ PLANNER_SENSITIVITY = {
 # - Qwen3-30B-A3B on 16 H100s, two nodes (NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive
 #   "26.04.01 NeMo Container", DGX-H100 16 GPUs; its workload config QWEN3_30B_A3B_PRETRAIN_CONFIG_H100):
 #   TP 1, PP 1, EP 16, global batch 1024, micro-batch 1, no recompute, Megatron's distributed optimizer.
+# B10 decided on bytes (no timing split): the all-to-alls' bytes that cross nodes against every
+# byte of the DP reductions, per device and step. Decisive beyond an order of magnitude, our line:
+# it covers DeepSeek-V3's node-limited routing, which sends a token's activations to at most 4
+# nodes once each (≤ 4h bytes against top-8 × h counted here: at most halves them), and an
+# all-to-all's per-byte cost no lower than a ring all-reduce's (no in-node reduction shrinks it).
+B10_BYTES_DECISIVE = 10.0
 B10_SCALE_CASES = (
     {
         "name": "DeepSeek-V3, 2048 H800 (PP 16, EP 64, DP 128)",
