@@ -160,11 +160,8 @@ def b10_byte_table():
                      byte counted as if it crossed nodes; ``step_modern.params_per_device``)"""
     import pandas as pd
 
-    from mfulab.analytic import blocks, step_modern
+    from mfulab.analytic import blocks, comm, step_modern
     from mfulab.analytic.rates import Assumptions
-
-    def ring(n: int) -> float:
-        return 2 * (n - 1) / n if n > 1 else 0.0
 
     rows = []
     for case in B10_SCALE_CASES:
@@ -180,8 +177,10 @@ def b10_byte_table():
         a2a_bytes = 4 * moe_layers * m * routed_rows * cfg.d_model * 2 * (ep - in_node) / ep
         shard = step_modern.params_per_device(cfg, lay)
         grad_bytes = Assumptions().grad_reduce_bytes_per_elem(kw.get("framework", "megatron"), "bf16")
-        dense_bytes = shard["dense"] * ring(shard["dense_dp"])
-        dp_bytes = grad_bytes * (dense_bytes + shard["expert"] * ring(shard["expert_dp"]))
+        dense_bytes = shard["dense"] * comm.bus_factor("all_reduce", shard["dense_dp"])
+        dp_bytes = grad_bytes * (
+            dense_bytes + shard["expert"] * comm.bus_factor("all_reduce", shard["expert_dp"])
+        )
         rows.append(
             {
                 "case": case["name"],
